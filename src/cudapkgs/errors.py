@@ -1,0 +1,66 @@
+"""The exceptions cudapkgs raises.
+
+Every error a user can cause is a `CudapkgsError`; the command line prints its
+message on one line and exits 1 (2 for `UsageError`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class CudapkgsError(Exception):
+    """Base class of every error cudapkgs reports to users."""
+
+    exit_code = 1
+
+
+class UsageError(CudapkgsError):
+    """The command line was used wrongly (exit status 2)."""
+
+    exit_code = 2
+
+
+class ConfigError(CudapkgsError):
+    """The configuration (TOML file, --set, CUDAPKGS_CONFIG) is invalid."""
+
+
+class ManifestError(CudapkgsError):
+    """An NVIDIA redistrib manifest is missing, unreadable or malformed."""
+
+
+class EvalError(CudapkgsError):
+    """Evaluating the package tree failed."""
+
+
+class InfiniteRecursionError(EvalError):
+    """An attribute depends on itself; the message names the cycle."""
+
+
+class AttributeMissingError(EvalError, AttributeError):
+    """An attribute path names something that does not exist."""
+
+
+class MissingArgumentError(EvalError):
+    """`call_package` could not supply a required argument."""
+
+
+class FailedAssertionsError(EvalError):
+    """Evaluation assertions (Nixpkgs' `assertMsg` lists) failed."""
+
+
+class UnfreeLicenseError(EvalError):
+    """A package with an unfree license was used without permission."""
+
+
+class UnavailablePackageError(EvalError):
+    """A package cannot be used here (platform, broken, missing from a manifest)."""
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """Return ' (did you mean "x"?)' for the closest candidates, or ''."""
+    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(f'"{c}"' for c in close) + "?)"
