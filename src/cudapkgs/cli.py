@@ -1,0 +1,73 @@
+"""The `cudapkgs` command: a thin layer over the library.
+
+Each command group lives next to the code it drives and contributes its
+sub-parser through a `register(subparsers)` function; those modules import only
+argparse-level things at start-up so that `cudapkgs eval` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Modules that add sub-commands, in the order they appear in --help.
+COMMAND_MODULES = (
+    "cudapkgs.eval_cli",
+    "cudapkgs.containers.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, with every command group registered."""
+    parser = argparse.ArgumentParser(
+        prog="cudapkgs",
+        description=(
+            "Nixpkgs' CUDA package sets in Python: evaluate versioned CUDA releases "
+            "(cudaPackages_12_8, cudaPackages, pkgsForCudaArch.sm_90, ...) from NVIDIA's "
+            "redistributable manifests, and make GPUs usable in containers."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:  # a command group not built yet
+            if error.name != module_name:
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return f"cudapkgs {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    from .errors import CudapkgsError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except CudapkgsError as error:
+        print(f"cudapkgs: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("cudapkgs: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
