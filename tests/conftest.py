@@ -1,0 +1,37 @@
+"""Shared test fixtures: where the reference facts and NVIDIA manifests live."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+# shared/ sits beside the repository checkout (CI copies it there too).
+SHARED = Path(os.environ.get("CUDAPKGS_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+REFERENCE = SHARED / "reference"
+MANIFESTS = SHARED / "manifests"
+
+
+def load_reference(name: str):
+    """Parse one JSON file of shared/reference/."""
+    return json.loads((REFERENCE / name).read_text())
+
+
+@pytest.fixture
+def manifests_dir(monkeypatch) -> Path:
+    """Point the manifest loader at shared/manifests/."""
+    monkeypatch.setenv("CUDAPKGS_MANIFESTS", str(MANIFESTS))
+    return MANIFESTS
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_dirs(tmp_path_factory, monkeypatch):
+    """Keep tests away from the real user's config, cache and data dirs."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.delenv("CUDAPKGS_CONFIG", raising=False)
+    monkeypatch.delenv("CUDAPKGS_STORE", raising=False)
