@@ -1,0 +1,362 @@
+"""The user's configuration: Nixpkgs' `config`, with keys in Nixpkgs spelling.
+
+Values come, lowest precedence first, from the defaults in `OPTIONS`,
+``$XDG_CONFIG_HOME/cudapkgs/config.toml``, the file named by ``$CUDAPKGS_CONFIG``,
+an explicit file, a Python mapping, and ``--set KEY=VALUE`` arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import errors
+
+__all__ = ["Config", "OPTIONS", "Option", "load_config", "parse_set"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One configuration key: its kind ("bool", "str", "str-list", "predicate" or "path"), default and help."""
+
+    name: str
+    kind: str
+    default: Any
+    doc: str
+    # Extra per-option validation on top of the kind's; returns the (normalised) value or raises ValueError.
+    check: Callable[[Any], Any] | None = None
+
+
+_CAPABILITY = re.compile(r"\d+\.\d+[af]?")
+# Spellings people copy from nvcc flags or nvidia-smi: "sm_89", "compute_90a", "89".
+_NVCC_SPELLING = re.compile(r"(?:sm_|compute_)?(\d+)(\d)([af]?)")
+
+
+def _check_capabilities(capabilities: tuple[str, ...]) -> tuple[str, ...]:
+    for capability in capabilities:
+        if _CAPABILITY.fullmatch(capability):
+            continue
+        nvcc = _NVCC_SPELLING.fullmatch(capability)
+        if nvcc:
+            hint = f'write "{nvcc[1]}.{nvcc[2]}{nvcc[3]}"'
+        else:
+            hint = 'expected a capability such as "8.9", "9.0a" or "10.0f"'
+        raise ValueError(f'"{capability}" is not a CUDA capability; {hint}')
+    return capabilities
+
+
+# Adding an option is one line here; validation, defaults and --help text follow from it.
+OPTIONS: dict[str, Option] = {
+    option.name: option
+    for option in (
+        Option("cudaSupport", "bool", False, "Enable CUDA code paths in packages that have them."),
+        Option("rocmSupport", "bool", False, "Enable ROCm code paths (pkgsCuda forces it off, pkgsRocm on)."),
+        Option("cudaCapabilities", "str-list", (), 'GPU capabilities to build for, e.g. ["8.9", "9.0a"]; empty means the set\'s default.', _check_capabilities),
+        Option("cudaForwardCompat", "bool", True, "Also emit PTX for the last capability, so code runs on newer GPUs."),
+        Option("allowUnfree", "bool", False, "Allow every package with an unfree license."),
+        Option("allowUnfreePredicate", "predicate", None, 'Allow the unfree packages this function accepts; "cuda" accepts NVIDIA\'s CUDA licenses.'),
+        Option("allowAliases", "bool", True, "Keep the deprecated alias names in every package set."),
+        Option("manifestsDir", "path", None, "Directory to read NVIDIA's redistrib manifests from."),
+    )
+}  # fmt: skip
+
+_PREDICATES = ("cuda",)
+
+_EXPECTED = {
+    "bool": "a boolean",
+    "str": "a string",
+    "str-list": "a list of strings",
+    "predicate": 'a function or the string "cuda"',
+    "path": "a path",
+}
+
+
+def _describe(value: Any) -> str:
+    """'the string "yes"', 'the integer 1', 'a table', ... for error messages."""
+    if isinstance(value, bool):
+        return f"the boolean {'true' if value else 'false'}"
+    if isinstance(value, str):
+        return f'the string "{value}"'
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the float {value}"
+    if value is None:
+        return "nothing (None)"
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _builtin_predicate(name: str) -> Callable[[Any], bool]:
+    from .licenses import allow_unfree_cuda_predicate
+
+    return {"cuda": allow_unfree_cuda_predicate}[name]
+
+
+def _validate(option: Option, value: Any, base_dir: str | None) -> Any:
+    """Return the stored form of `value` for `option`, or raise ValueError with the reason."""
+    if value is None and option.default is None:
+        return None
+    kind = option.kind
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"expected a boolean, got {_describe(value)}")
+    elif kind == "str":
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string, got {_describe(value)}")
+    elif kind == "str-list":
+        if not isinstance(value, (list, tuple)):
+            hint = f' (write ["{value}"])' if isinstance(value, (str, int, float)) else ""
+            raise ValueError(f"expected a list of strings, got {_describe(value)}{hint}")
+        for item in value:
+            if not isinstance(item, str):
+                hint = f' (write "{item}")' if isinstance(item, (int, float)) and not isinstance(item, bool) else ""
+                raise ValueError(f"expected a list of strings, got a list containing {_describe(item)}{hint}")
+        value = tuple(value)
+    elif kind == "predicate":
+        if isinstance(value, str):
+            if value not in _PREDICATES:
+                raise ValueError(
+                    f'unknown predicate "{value}"{errors.did_you_mean(value, _PREDICATES)}; '
+                    'the built-in one is "cuda"'
+                )
+            value = _builtin_predicate(value)
+        elif not callable(value):
+            raise ValueError(f"expected {_EXPECTED[kind]}, got {_describe(value)}")
+    elif kind == "path":
+        if not isinstance(value, (str, os.PathLike)):
+            raise ValueError(f"expected a path, got {_describe(value)}")
+        path = os.path.expanduser(os.fspath(value))
+        if not path:
+            raise ValueError("expected a path, got an empty string")
+        value = os.path.normpath(os.path.join(base_dir or os.getcwd(), path))
+    else:  # pragma: no cover - a mistake in OPTIONS
+        raise AssertionError(f"unknown option kind {kind!r}")
+    if option.check is not None:
+        value = option.check(value)
+    return value
+
+
+def _where(source: str, key: str) -> str:
+    # "--set cudaSupport: ..." reads like the command line; files read "path: key: ...".
+    return f"{source} {key}" if source == "--set" else f"{source}: {key}"
+
+
+class Config:
+    """An immutable configuration; read values as ``config.cudaSupport`` or ``config["cudaSupport"]``.
+
+    Equal configurations (predicates compared by identity) hash equally, so
+    package-set variants can be cached by configuration.
+    """
+
+    __slots__ = ("_values", "_hash")
+
+    def __init__(self, values: Mapping[str, Any] | None = None, /, *, source: str = "Config()") -> None:
+        stored = {name: _stored_default(option) for name, option in OPTIONS.items()}
+        object.__setattr__(self, "_values", stored)
+        object.__setattr__(self, "_hash", None)
+        if values:
+            stored.update(self._validated(values, source, None))
+
+    @classmethod
+    def _from_values(cls, values: dict[str, Any]) -> Config:
+        config = cls.__new__(cls)
+        object.__setattr__(config, "_values", values)
+        object.__setattr__(config, "_hash", None)
+        return config
+
+    @staticmethod
+    def _validated(mapping: Mapping[str, Any], source: str, base_dir: str | None) -> dict[str, Any]:
+        validated = {}
+        for key, value in mapping.items():
+            option = OPTIONS.get(key)
+            if option is None:
+                raise errors.ConfigError(
+                    f'{source}: unknown configuration key "{key}"{errors.did_you_mean(str(key), OPTIONS)}'
+                )
+            try:
+                validated[key] = _validate(option, value, base_dir)
+            except ValueError as error:
+                raise errors.ConfigError(f"{_where(source, key)}: {error}") from None
+        return validated
+
+    def merged(self, mapping: Mapping[str, Any], *, source: str, relative_to: str | None = None) -> Config:
+        """A copy with `mapping` laid over this one; `source` names it in errors.
+
+        Relative `path` values are taken relative to `relative_to` (default: the
+        current directory).
+        """
+        values = dict(self._values)
+        values.update(self._validated(mapping, source, relative_to))
+        return Config._from_values(values)
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with `changes` applied, validated like any other source."""
+        return self.merged(changes, source="Config.replace()")
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            value = self._values[key]
+        except KeyError:
+            raise KeyError(key) from None
+        # Lists are stored as tuples (for hashing) and handed out as fresh lists, as Nix shows them.
+        return list(value) if isinstance(value, tuple) else value
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("_"):
+            raise AttributeError(key)
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(
+                f'no configuration key "{key}"{errors.did_you_mean(key, OPTIONS)}'
+            ) from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError("Config is immutable; use replace() or merged()")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Config._from_values, (dict(self._values),))
+
+    def __copy__(self) -> Config:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Config:
+        return self
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def attribute_names(self) -> list[str]:
+        """The configuration keys (used by `cudapkgs eval` for suggestions)."""
+        return list(self._values)
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(
+            ("<function>", id(value)) if OPTIONS[name].kind == "predicate" and value is not None else value
+            for name, value in self._values.items()
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Config):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash(self._key()))
+        return self._hash  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        changed = {
+            name: value for name, value in self.to_nix().items() if self._values[name] != _stored_default(OPTIONS[name])
+        }
+        return "Config(" + ", ".join(f"{name}={value!r}" for name, value in changed.items()) + ")"
+
+    def to_nix(self) -> dict[str, Any]:
+        """Every key with a JSON-friendly value; a predicate shows as "cuda" or "<function>"."""
+        result: dict[str, Any] = {}
+        for name, value in self._values.items():
+            if OPTIONS[name].kind == "predicate" and value is not None:
+                value = _predicate_name(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            result[name] = value
+        return result
+
+    to_json = to_nix
+
+    def permits_unfree(self, package: Any) -> bool:
+        """Nixpkgs' check: `allowUnfree`, or `allowUnfreePredicate(package)`."""
+        if self._values["allowUnfree"]:
+            return True
+        predicate = self._values["allowUnfreePredicate"]
+        return predicate is not None and bool(predicate(package))
+
+
+def _stored_default(option: Option) -> Any:
+    default = option.default
+    return tuple(default) if isinstance(default, list) else default
+
+
+def _predicate_name(predicate: Callable[[Any], bool]) -> str:
+    for name in _PREDICATES:
+        if predicate is _builtin_predicate(name):
+            return name
+    return "<function>"
+
+
+def parse_set(assignment: str) -> tuple[str, Any]:
+    """Split ``KEY=VALUE``; VALUE is read as TOML, or taken as a string if it is not valid TOML."""
+    key, sep, text = assignment.partition("=")
+    key, text = key.strip(), text.strip()
+    if not sep or not key:
+        raise errors.UsageError(f'--set "{assignment}": expected KEY=VALUE, e.g. --set cudaSupport=true')
+    import tomllib
+
+    try:
+        parsed = tomllib.loads(f"v = {text}")
+    except tomllib.TOMLDecodeError:
+        return key, text
+    # A VALUE with a newline could smuggle in more keys; then it is just a string.
+    if set(parsed) != {"v"}:
+        return key, text
+    return key, parsed["v"]
+
+
+def _read_toml(path: str, label: str) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        with open(path, "rb") as file:
+            return tomllib.load(file)
+    except OSError as error:
+        raise errors.ConfigError(f"{label}: cannot read configuration file: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise errors.ConfigError(f"{label}: invalid TOML: {error}") from None
+
+
+def _user_config_file(env: Mapping[str, str]) -> str:
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "cudapkgs", "config.toml")
+
+
+def load_config(
+    *,
+    file: str | os.PathLike[str] | None = None,
+    sets: Sequence[str] = (),
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> Config:
+    """Build the configuration from every source, in precedence order (see the module docstring)."""
+    config = Config()
+
+    def apply_file(path: str, label: str) -> None:
+        nonlocal config
+        data = _read_toml(path, label)
+        base = os.path.dirname(os.path.abspath(path))
+        config = config.merged(data, source=label, relative_to=base)
+
+    user_file = _user_config_file(env)
+    if os.path.isfile(user_file):
+        apply_file(user_file, user_file)
+    env_file = env.get("CUDAPKGS_CONFIG")
+    if env_file:
+        apply_file(env_file, f"{env_file} (from CUDAPKGS_CONFIG)")
+    if file is not None:
+        apply_file(os.fspath(file), os.fspath(file))
+    if overrides:
+        config = config.merged(overrides, source="import_pkgs(config=…)")
+    for assignment in sets:
+        key, value = parse_set(assignment)
+        config = config.merged({key: value}, source="--set")
+    return config
