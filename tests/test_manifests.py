@@ -260,6 +260,24 @@ def test_mixed_flat_and_variant_platform_object(manifests_dir):
     assert "windows-arm64" not in cudnn.supported_redist_systems("12.9.1")
 
 
+def test_platform_object_shapes_without_cuda_variant():
+    mixed = dict(artifact_json("flat"), cuda13=artifact_json("nested"))
+    doc = {"p": {"version": "1", "linux-x86_64": mixed, "linux-sbsa": {"cuda12": artifact_json("only12")}}}
+    release = m.parse_manifest(json.dumps(doc), product="p", version="1", source="s").releases["p"]
+    assert release.cuda_variants is None
+    # Flat fields win when the release has no cuda_variant (Nixpkgs takes the object as it is).
+    assert release.systems["linux-x86_64"].relative_path.startswith("flat/")
+    # A platform split by variant is still resolved by the CUDA version.
+    assert release.supported_redist_systems("12.8.2") == ["linux-sbsa", "linux-x86_64"]
+    assert release.supported_redist_systems("13.0.3") == ["linux-x86_64"]
+
+
+def test_flat_platform_is_dropped_when_release_has_cuda_variant():
+    doc = {"p": {"version": "1", "cuda_variant": ["12"], "linux-x86_64": artifact_json(), "linux-sbsa": {"cuda12": artifact_json()}}}
+    release = m.parse_manifest(json.dumps(doc), product="p", version="1", source="s").releases["p"]
+    assert release.supported_redist_systems("12.8.2") == ["linux-sbsa"]
+
+
 def test_natural_sort_of_systems():
     arts = {s: m.Artifact(f"p/{s}", "0" * 64, None, 1) for s in ("sys10", "sys9", "linux-x86_64", "linux-sbsa")}
     release = m.Release("p", "p", None, None, "1", None, arts)
@@ -516,10 +534,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server API)
         server = self.server
         server.hits.append(self.path)
-        status, body = server.responses.pop(0) if server.responses else server.default
+        status, body, *declared = server.responses.pop(0) if server.responses else server.default
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(declared[0] if declared else len(body)))
         self.end_headers()
         self.wfile.write(body)
 
@@ -534,7 +552,7 @@ def server(monkeypatch):
     httpd.hits = []
     httpd.responses = []
     httpd.default = (200, (MANIFESTS / "cuda/redistrib_12.8.2.json").read_bytes())
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     monkeypatch.delenv("CUDAPKGS_MANIFESTS", raising=False)
     monkeypatch.setattr(m, "REDIST_URL_PREFIX", f"http://127.0.0.1:{httpd.server_address[1]}")
@@ -572,6 +590,14 @@ def test_download_retries_server_errors(server):
     manifest = m.load_manifest("cuda", "12.8.2")
     assert len(server.hits) == 2
     assert len(manifest.releases) == 44
+
+
+def test_download_retries_a_cut_off_body(server):
+    body = server.default[1]
+    server.responses = [(200, body[:1000], len(body))]  # the connection closes early
+    manifest = m.load_manifest("cuda", "12.8.2")
+    assert len(server.hits) == 2
+    assert manifest.releases["cuda_nvcc"].version == "12.8.93"
 
 
 def test_download_gives_up_after_retries(server):

@@ -524,6 +524,7 @@ def _memo_put(path: Path, manifest: Manifest) -> Manifest:
 
 def _download(url: str, product: str, version: str) -> bytes:
     """Fetch ``url`` with a timeout, retrying transient failures with exponential backoff."""
+    import http.client
     import time
     import urllib.error
     import urllib.request
@@ -540,18 +541,25 @@ def _download(url: str, product: str, version: str) -> bytes:
         try:
             with urllib.request.urlopen(request, timeout=_DOWNLOAD_TIMEOUT_S) as response:
                 data = response.read(_DOWNLOAD_MAX_BYTES + 1)
+                declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and len(data) < int(declared):  # read(n) does not notice an early close
+                raise http.client.IncompleteRead(data, int(declared) - len(data))
             if len(data) > _DOWNLOAD_MAX_BYTES:
                 problem = f"larger than {_DOWNLOAD_MAX_BYTES} bytes"
                 break
             return data
         except urllib.error.HTTPError as error:
             problem = f"HTTP {error.code} {error.reason}"
+            error.close()
             if error.code < 500 and error.code not in (408, 429):
                 break  # a client error (404: no such release) will not go away
         except urllib.error.URLError as error:
             problem = str(error.reason)
-        except (TimeoutError, OSError) as error:  # includes socket timeouts and resets mid-read
+        except (OSError, http.client.HTTPException) as error:  # timeouts, resets, truncated bodies
             problem = str(error) or type(error).__name__
+        except ValueError as error:  # a malformed URL
+            problem = str(error)
+            break
     tries = f" (after {attempts} attempts)" if attempts > 1 else ""
     raise ManifestError(
         f"cannot download the {product} {version} manifest from {url}: {problem}{tries}; "
