@@ -12,7 +12,6 @@ import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
-from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
@@ -44,6 +43,7 @@ _ARCH_SPELLING = re.compile(r"\A(?:sm_?|compute_?)?([0-9]+)([0-9])([af]?)(?:-rea
 
 def _load_toml(name: str) -> dict[str, Any]:
     import tomllib
+    from importlib import resources
 
     with resources.files(__package__).joinpath("data", name).open("rb") as f:
         return tomllib.load(f)
