@@ -1,0 +1,1 @@
+"""CUDA package sets: definitions, backendStdenv, buildRedist and the `_cuda` fixed point."""

@@ -1,0 +1,153 @@
+"""backendStdenv: a set's target capabilities, redist system and evaluation assertions.
+
+Follows Nixpkgs' mainline `cuda-modules/backendStdenv`: the capabilities are the
+user's `cudaCapabilities` or the set's defaults, and reading any attribute checks
+the assertions (unrecognized / too old / too new capabilities, Jetson rules), all
+failures reported together.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import db
+from ..errors import FailedAssertionsError
+from ..fixpoint import AttrSet
+from ..platform import get_redist_system
+from ..versions import version_at_least, version_older
+
+Assertion = tuple[bool, str]
+
+
+def _json(items: Sequence[str]) -> str:
+    return json.dumps(list(items), separators=(",", ":"))
+
+
+def failed_assertions_string(assertions: Sequence[Assertion]) -> str:
+    """Nixpkgs' _mkFailedAssertionsString: "\\n- message" for every failed assertion."""
+    return "".join("\n- " + message for ok, message in assertions if not ok)
+
+
+def capability_lists(
+    cuda_major_minor: str, requested: Sequence[str], info: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The capability attributes of backendStdenv (no assertions checked)."""
+    supported = db.supported_capabilities(cuda_major_minor, info)
+    default = db.default_capabilities(cuda_major_minor, info)
+    capabilities = list(requested) if requested else default
+
+    def having(flag: str) -> list[str]:
+        return [c for c in capabilities if c in info and info[c][flag]]
+
+    jetson = having("isJetson")
+    arch_specific = having("isArchitectureSpecific")
+    family_specific = having("isFamilySpecific")
+    return {
+        "supportedCudaCapabilities": supported,
+        "defaultCudaCapabilities": default,
+        "cudaCapabilities": capabilities,
+        "requestedJetsonCudaCapabilities": jetson,
+        "hasJetsonCudaCapability": bool(jetson),
+        "requestedArchitectureSpecificCudaCapabilities": arch_specific,
+        "hasArchitectureSpecificCudaCapability": bool(arch_specific),
+        "requestedFamilySpecificCudaCapabilities": family_specific,
+        "hasFamilySpecificCudaCapability": bool(family_specific),
+    }
+
+
+def assertions(
+    cuda_major_minor: str,
+    capabilities: Sequence[str],
+    jetson: Sequence[str],
+    host_nix_system: str,
+    host_redist_system: str,
+    info: Mapping[str, Mapping[str, Any]],
+) -> list[Assertion]:
+    """The mainline backendStdenv assertions, in Nixpkgs' order."""
+    v = cuda_major_minor
+    known = [c for c in capabilities if c in info]
+    unrecognized = [c for c in capabilities if c not in info]
+    too_old = [
+        c for c in known if info[c]["maxCudaMajorMinorVersion"] is not None
+        and version_older(info[c]["maxCudaMajorMinorVersion"], v)
+    ]
+    too_new = [c for c in known if version_older(v, info[c]["minCudaMajorMinorVersion"])]
+    pre_thor = [c for c in jetson if version_older(c, "10.1")]
+    post_thor = [c for c in jetson if version_at_least(c, "10.1")]
+    others = [c for c in capabilities if c not in pre_thor]
+    return [
+        (not unrecognized, f"Requested unrecognized CUDA capabilities: {_json(unrecognized)}"),
+        (not too_old, f"Requested CUDA capabilities which are too old for CUDA {v}: {_json(too_old)}"),
+        (not too_new, f"Requested CUDA capabilities which are too new for CUDA {v}: {_json(too_new)}"),
+        (
+            not jetson or host_nix_system == "aarch64-linux",
+            f"Requested Jetson CUDA capabilities ({_json(jetson)}) require hostPlatform "
+            f"({host_nix_system}) to be aarch64-linux",
+        ),
+        (
+            not pre_thor or pre_thor == list(capabilities),
+            f"Requested pre-Thor (10.1) Jetson CUDA capabilities ({_json(pre_thor)}) cannot be "
+            f"specified with other capabilities ({_json(others)})",
+        ),
+        (
+            not pre_thor or host_redist_system == "linux-aarch64",
+            f"Requested pre-Thor (10.1) Jetson CUDA capabilities ({_json(pre_thor)}) require computed "
+            f"NVIDIA hostRedistSystem ({host_redist_system}) to be linux-aarch64",
+        ),
+        (
+            not post_thor or host_redist_system == "linux-sbsa",
+            f"Requested post-Thor (10.1) Jetson CUDA capabilities ({_json(post_thor)}) require computed "
+            f"NVIDIA hostRedistSystem ({host_redist_system}) to be linux-sbsa",
+        ),
+    ]
+
+
+def host_platform(system: str) -> AttrSet:
+    """A Nixpkgs-style hostPlatform for a system string such as "aarch64-linux"."""
+    cpu, _, kernel = system.partition("-")
+    return AttrSet(
+        {
+            "system": system,
+            "isLinux": kernel == "linux",
+            "isDarwin": kernel == "darwin",
+            "isAarch64": cpu == "aarch64",
+            "isx86_64": cpu == "x86_64",
+        },
+        name="hostPlatform",
+    )
+
+
+def backend_stdenv(
+    *,
+    set_name: str,
+    cuda_major_minor: str,
+    cuda_capabilities: Sequence[str],
+    cuda_forward_compat: bool,
+    system: str,
+    info: Mapping[str, Mapping[str, Any]],
+) -> AttrSet:
+    """Compute a set's backendStdenv; raises FailedAssertionsError if an assertion fails."""
+    attrs = capability_lists(cuda_major_minor, cuda_capabilities, info)
+    redist_system = get_redist_system(attrs["cudaCapabilities"], cuda_major_minor, system, info)
+    checks = assertions(
+        cuda_major_minor,
+        attrs["cudaCapabilities"],
+        attrs["requestedJetsonCudaCapabilities"],
+        system,
+        redist_system,
+        info,
+    )
+    failures = failed_assertions_string(checks)
+    if failures:
+        raise FailedAssertionsError(f"{set_name}.backendStdenv has failed assertions:{failures}")
+    attrs.update(
+        {
+            "hostNixSystem": system,
+            "hostRedistSystem": redist_system,
+            "hostPlatform": host_platform(system),
+            "cudaForwardCompat": cuda_forward_compat,
+        }
+    )
+    return AttrSet(attrs, name=f"{set_name}.backendStdenv")

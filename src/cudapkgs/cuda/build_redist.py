@@ -1,0 +1,240 @@
+"""buildRedist: one package value per NVIDIA redistributable, as Nixpkgs builds them.
+
+The package's attributes are lazy: `version` reads only the component's manifest;
+`src`, `outputs` and `meta` also need the set's backendStdenv (its redist system).
+Realisation (download, unpack, fix-ups) builds on these values; see `store/`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import licenses
+from ..fixpoint import AttrSet, lazy
+from ..package import Package
+from ..platform import get_nix_systems, mk_redist_url, redist_system_is_supported
+from ..versions import natural_sort
+from .components import ComponentSpec
+
+EXPECTED_OUTPUTS = ("out", "doc", "samples", "python", "bin", "dev", "include", "lib", "static", "stubs")
+OUTPUT_TO_PATTERNS = {
+    "bin": ("bin",),
+    "dev": ("**/*.pc", "**/*.cmake"),
+    "include": ("include",),
+    "lib": ("lib", "lib64"),
+    "static": ("**/*.a",),
+    "samples": ("samples",),
+    "python": ("**/*.whl",),
+    "stubs": ("stubs", "lib/stubs"),
+    "doc": ("share/doc",),
+}
+OUTPUT_NAME_VAR_FALLBACKS = {
+    "outputBin": ("bin",),
+    "outputDev": ("dev",),
+    "outputDoc": ("doc",),
+    "outputInclude": ("include", "dev"),
+    "outputLib": ("lib",),
+    "outputOut": ("out",),
+    "outputPython": ("python",),
+    "outputSamples": ("samples",),
+    "outputStatic": ("static",),
+    "outputStubs": ("stubs",),
+}
+DOWNLOAD_PAGE = "https://developer.download.nvidia.com/compute/{redist}/redist/{pname}"
+LONG_DESCRIPTION = (
+    "By downloading and using this package you accept the terms and conditions "
+    "of the associated license(s)."
+)
+
+
+def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
+    """The package value of component `spec.pname` in the set `cuda` (a scope)."""
+    redist_name, pname = spec.product, spec.pname
+    set_name = cuda.name
+
+    def attrs(final: AttrSet) -> dict[str, Any]:
+        def release():
+            return cuda.manifests[redist_name].releases.get(pname)
+
+        def supported_releases():
+            r = final.release
+            return {} if r is None else r.supported_releases(cuda.cudaMajorMinorPatchVersion)
+
+        def preferred():
+            supported = final.supportedReleases
+            for key in ("source", "linux-all", cuda.backendStdenv.hostRedistSystem):
+                if key in supported:
+                    return key, supported[key]
+            return None
+
+        def src():
+            chosen = final.preferredRelease
+            if chosen is None:
+                return None
+            licenses.check_unfree_allowed(config, final, name=final.name)
+            redist_system, artifact = chosen
+            return AttrSet(
+                {
+                    "url": mk_redist_url(redist_name, artifact.relative_path),
+                    "sha256": artifact.sha256,
+                    "md5": artifact.md5,
+                    "size": artifact.size,
+                    "relativePath": artifact.relative_path,
+                    "redistSystem": redist_system,
+                },
+                name=f"{set_name}.{pname}.src",
+            )
+
+        def outputs():
+            if final.preferredRelease is None:
+                return ["out"]
+            return [o for o in EXPECTED_OUTPUTS if o in spec.outputs]
+
+        def output_var(var: str):
+            return lazy(lambda: next((o for o in OUTPUT_NAME_VAR_FALLBACKS[var] if o in final.outputs), "out"))
+
+        def propagated_build_outputs():
+            present = [o for o in ("bin", "include", "lib") if o in final.outputs]
+            return present + [o for o in spec.propagated_build_outputs if o not in present]
+
+        def broken_assertions():
+            outs = final.outputs
+            checks = [
+                (
+                    not ("lib" in outs and "static" in outs) or outs.index("lib") < outs.index("static"),
+                    "lib output precedes static output",
+                ),
+                (
+                    all("output" + o.capitalize() in OUTPUT_NAME_VAR_FALLBACKS for o in EXPECTED_OUTPUTS),
+                    "outputNameVarFallbacks is a super set of expectedOutputs",
+                ),
+                (
+                    all(o in OUTPUT_TO_PATTERNS for o in EXPECTED_OUTPUTS if o != "out"),
+                    "outputToPatterns is a super set of expectedOutputs",
+                ),
+                (
+                    all(o in outs for o in final.propagatedBuildOutputs),
+                    "propagatedBuildOutputs is a subset of outputs",
+                ),
+            ]
+            for rule in spec.broken_rules:
+                checks.extend(rule(final, cuda))
+            return checks
+
+        def platform_assertions():
+            host = cuda.backendStdenv.hostRedistSystem
+            supported = final.supportedRedistSystems
+            is_supported = redist_system_is_supported(host, supported)
+            checks = [
+                (
+                    (final.preferredRelease is None) == (not is_supported),
+                    "src is null if and only if hostRedistSystem is unsupported",
+                ),
+                (
+                    is_supported,
+                    f"hostRedistSystem ({host}) is supported "
+                    f"({_json_list(supported)})",
+                ),
+            ]
+            if final.release is None:
+                checks.append(
+                    (False, f"{pname} is in the {redist_name} {cuda.manifests[redist_name].version} manifest")
+                )
+            for rule in spec.platform_rules:
+                checks.extend(rule(final, cuda))
+            return checks
+
+        def meta():
+            return AttrSet(
+                {
+                    "description": spec.description or f"NVIDIA {pname}",
+                    "longDescription": LONG_DESCRIPTION,
+                    "downloadPage": DOWNLOAD_PAGE.format(redist=redist_name, pname=pname),
+                    "license": lazy(lambda: licenses.license_for_redist(redist_name, pname)),
+                    "sourceProvenance": ["binaryNativeCode"],
+                    "teams": ["cuda"],
+                    "platforms": lazy(lambda: final.supportedNixSystems),
+                    "broken": lazy(lambda: any(not ok for ok, _ in final.brokenAssertions)),
+                    "badPlatforms": lazy(
+                        lambda: [cuda.backendStdenv.hostNixSystem]
+                        if any(not ok for ok, _ in final.platformAssertions)
+                        else []
+                    ),
+                    "problems": lazy(lambda: _problems(final)),
+                    "available": lazy(lambda: _available(final, config, cuda)),
+                },
+                name=f"{set_name}.{pname}.meta",
+            )
+
+        return {
+            "pname": pname,
+            "redistName": redist_name,
+            "cudaPackageSet": set_name,
+            "release": lazy(release),
+            "version": lazy(lambda: final.release.version if final.release is not None else "0-unsupported"),
+            "name": lazy(lambda: f"{cuda.cudaNamePrefix}-{final.pname}-{final.version}"),
+            "supportedReleases": lazy(supported_releases),
+            "supportedRedistSystems": lazy(lambda: natural_sort(final.supportedReleases)),
+            "supportedNixSystems": lazy(
+                lambda: natural_sort({s for r in final.supportedRedistSystems for s in get_nix_systems(r)})
+            ),
+            "preferredRelease": lazy(preferred),
+            "src": lazy(src),
+            "outputs": lazy(outputs),
+            **{var: output_var(var) for var in OUTPUT_NAME_VAR_FALLBACKS},
+            "propagatedBuildOutputs": lazy(propagated_build_outputs),
+            "allowFHSReferences": spec.allow_fhs_references,
+            "appendRunpaths": ["$ORIGIN"],
+            "brokenAssertions": lazy(broken_assertions),
+            "platformAssertions": lazy(platform_assertions),
+            "meta": lazy(meta),
+            "strictDeps": True,
+            "__structuredAttrs": True,
+        }
+
+    return Package(attrs, name=f"{set_name}.{pname}")
+
+
+def _json_list(items) -> str:
+    return "[" + ",".join(f'"{i}"' for i in items) + "]"
+
+
+def _problems(final: AttrSet) -> dict[str, dict[str, str]]:
+    problems = {}
+    broken = [m for ok, m in final.brokenAssertions if not ok]
+    if broken:
+        problems["broken"] = {
+            "kind": "broken",
+            "message": f"Package {final.name} is marked as broken due to the following failed assertions:"
+            + "".join("\n- " + m for m in broken),
+        }
+    unsupported = [m for ok, m in final.platformAssertions if not ok]
+    if unsupported:
+        problems["unsupported"] = {
+            "kind": "unsupported",
+            "message": f"Package {final.name} is unsupported on this platform due to the following "
+            "failed assertions:" + "".join("\n- " + m for m in unsupported),
+        }
+    return problems
+
+
+def _available(final: AttrSet, config: Any, cuda: Any) -> bool:
+    meta = final.meta
+    if meta.broken or meta.badPlatforms:
+        return False
+    if cuda.backendStdenv.hostNixSystem not in meta.platforms:
+        return False
+    return licenses.is_free(meta.license) or config.permits_unfree(final)
+
+
+def unavailable_reason(package: Any) -> str | None:
+    """Why a package cannot be used here, in one paragraph; None when it can."""
+    meta = package.meta
+    if meta.available:
+        return None
+    problems = meta.problems
+    if problems:
+        return "\n".join(p["message"] for p in problems.values())
+    if package.cudaPackageSet and not licenses.is_free(meta.license):
+        return f"{package.name} has an unfree license ({licenses.license_names(meta.license)}) that the configuration does not allow"
+    return f"{package.name} is not available on {package.meta.platforms}"

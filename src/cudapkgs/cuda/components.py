@@ -1,0 +1,100 @@
+"""What each redistributable component is: its outputs and per-component rules.
+
+The facts come from Nixpkgs' `cuda-modules/packages/*` expressions and live in
+`data/redist_components.toml`; the few rules that need code (cuDNN's capability
+limits) are the functions at the bottom. The table also fixes each set's
+membership: every set has every component, available or not, like Nixpkgs.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from ..versions import version_at_least
+
+# (final package attrs, the set's scope) -> [(assertion holds, message)]
+AssertionRule = Callable[[Any, Any], list[tuple[bool, str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentSpec:
+    """One component as its Nixpkgs expression describes it."""
+
+    product: str
+    pname: str
+    outputs: tuple[str, ...] = ("out",)
+    propagated_build_outputs: tuple[str, ...] = ()
+    description: str = ""
+    allow_fhs_references: bool = False
+    depends: tuple[tuple[str, str], ...] = ()  # (component, output)
+    platform_rules: tuple[AssertionRule, ...] = field(default=(), compare=False)
+    broken_rules: tuple[AssertionRule, ...] = field(default=(), compare=False)
+
+
+def _load_table() -> dict[str, Any]:
+    text = resources.files("cudapkgs").joinpath("data/redist_components.toml").read_text()
+    return tomllib.loads(text)
+
+
+@functools.cache
+def component_specs() -> Mapping[str, Mapping[str, ComponentSpec]]:
+    """product -> pname -> ComponentSpec, in table order."""
+    table = _load_table()
+    products: dict[str, dict[str, ComponentSpec]] = {}
+    for product, components in table.items():
+        if not isinstance(components, dict):
+            continue
+        specs = products.setdefault(product, {})
+        for pname, entry in components.items():
+            if not isinstance(entry, dict):
+                continue
+            specs[pname] = ComponentSpec(
+                product=product,
+                pname=pname,
+                outputs=tuple(entry.get("outputs", ("out",))),
+                propagated_build_outputs=tuple(entry.get("propagated_build_outputs", ())),
+                description=entry.get("description", ""),
+                allow_fhs_references=bool(entry.get("allow_fhs_references", False)),
+                depends=tuple(_dependency(d) for d in entry.get("depends", ())),
+                platform_rules=PLATFORM_RULES.get(pname, ()),
+                broken_rules=BROKEN_RULES.get(pname, ()),
+            )
+    return products
+
+
+def _dependency(entry: Any) -> tuple[str, str]:
+    if isinstance(entry, str):
+        return entry, "out"
+    return entry["component"], entry.get("output", "out")
+
+
+def _cudnn_capability_floor(cudnn_since: str, capability_floor: str) -> AssertionRule:
+    def rule(final: Any, cuda: Any) -> list[tuple[bool, str]]:
+        version = final.version
+        capabilities = cuda.backendStdenv.cudaCapabilities
+        holds = not version_at_least(version, cudnn_since) or all(
+            version_at_least(c, capability_floor) for c in capabilities
+        )
+        caps = "[" + ",".join(f'"{c}"' for c in capabilities) + "]"
+        message = (
+            f"cuDNN releases since {cudnn_since} (found {version}) support CUDA compute "
+            f"capabilities {capability_floor} and newer (found {caps})"
+        )
+        return [(holds, message)]
+
+    return rule
+
+
+PLATFORM_RULES: dict[str, tuple[AssertionRule, ...]] = {
+    "cudnn": (
+        _cudnn_capability_floor("8.5", "3.5"),
+        _cudnn_capability_floor("8.8", "5.0"),
+        _cudnn_capability_floor("9.12", "7.5"),
+    ),
+}
+BROKEN_RULES: dict[str, tuple[AssertionRule, ...]] = {}

@@ -1,0 +1,108 @@
+"""`_cuda`: the fixed point outside every CUDA package set (db, lib, extensions).
+
+It is evaluated once per process and shared by every top level and variant that
+does not change it; change it with `.extend`, e.g. to add to `extensions`, the
+list of scope extensions applied to every package set.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from .. import db, flags, licenses, platform
+from ..fixpoint import AttrSet, lazy, make_extensible
+from ..versions import version_at_least, version_older
+from .backend_stdenv import failed_assertions_string
+from .package_sets import mk_versioned_name
+
+REDIST_NAMES = ("cublasmp", "cuda", "cudnn", "cudss", "cuquantum", "cusolvermp", "cusparselt",
+                "cutensor", "nppplus", "nvcomp", "nvjpeg2000", "nvpl", "nvtiff", "tensorrt")
+
+
+def _lib(final: AttrSet) -> AttrSet:
+    """`_cuda.lib`: Nixpkgs' helper functions, under their Nixpkgs names."""
+
+    def format_capabilities(args: Any) -> dict[str, Any]:
+        return flags.format_capabilities(
+            args["cudaCapabilityToInfo"], args["cudaCapabilities"], args["cudaForwardCompat"]
+        )
+
+    def get_redist_system(args: Any) -> str:
+        return platform.get_redist_system(
+            args["cudaCapabilities"], args["cudaMajorMinorVersion"], args["system"],
+            final.db.cudaCapabilityToInfo,
+        )
+
+    def evaluate_assertions(assertions: Any) -> bool:
+        return failed_assertions_string([(a["assertion"], a["message"]) for a in assertions]) == ""
+
+    return AttrSet(
+        {
+            "dropDots": flags.drop_dots,
+            "dotsToUnderscores": flags.dots_to_underscores,
+            "mkRealArchitecture": flags.mk_real_architecture,
+            "mkVirtualArchitecture": flags.mk_virtual_architecture,
+            "mkGencodeFlag": flags.mk_gencode_flag,
+            "mkCmakeCudaArchitecturesString": flags.mk_cmake_cuda_architectures_string,
+            "formatCapabilities": format_capabilities,
+            "mkCudaSystemFeature": flags.mk_cuda_system_feature,
+            "getCudaSystemFeatures": lambda caps: flags.get_cuda_system_features(caps, final.db.cudaCapabilityToInfo),
+            "getRedistSystem": get_redist_system,
+            "getNixSystems": platform.get_nix_systems,
+            "mkRedistUrl": platform.mk_redist_url,
+            "_redistSystemIsSupported": platform.redist_system_is_supported,
+            "_cudaCapabilityIsSupported": db.capability_is_supported,
+            "_cudaCapabilityIsDefault": db.capability_is_default,
+            "_mkFailedAssertionsString": lambda assertions: failed_assertions_string(
+                [(a["assertion"], a["message"]) for a in assertions]
+            ),
+            "_evaluateAssertions": evaluate_assertions,
+            "mkVersionedName": mk_versioned_name,
+            "versionOlder": version_older,
+            "versionAtLeast": version_at_least,
+            "allowUnfreeCudaPredicate": licenses.allow_unfree_cuda_predicate,
+            "cudaLicenseNames": lazy(lambda: sorted(licenses.CUDA_LICENSE_NAMES)),
+        },
+        name="_cuda.lib",
+    )
+
+
+def _cuda_fixed_point(final: AttrSet) -> dict[str, Any]:
+    def bootstrap_data() -> AttrSet:
+        return AttrSet(
+            {
+                "cudaCapabilityToInfo": lazy(db.cuda_capability_to_info),
+                "nvccCompatibilities": lazy(db.nvcc_compatibilities),
+                "redistNames": list(REDIST_NAMES),
+                "redistSystems": list(platform.REDIST_SYSTEMS),
+                "redistUrlPrefix": platform.REDIST_URL_PREFIX,
+            },
+            name="_cuda.bootstrapData",
+        )
+
+    def database() -> AttrSet:
+        # Derived lists read final.db, so overriding cudaCapabilityToInfo changes them too.
+        return final.bootstrapData.update(
+            {
+                "allSortedCudaCapabilities": lazy(
+                    lambda: db.all_sorted_cuda_capabilities(final.db.cudaCapabilityToInfo)
+                ),
+                "cudaArchNameToCapabilities": lazy(
+                    lambda: db.cuda_arch_name_to_capabilities(final.db.cudaCapabilityToInfo)
+                ),
+            }
+        ).named("_cuda.db")
+
+    return {
+        "bootstrapData": lazy(bootstrap_data),
+        "db": lazy(database),
+        "extensions": [],
+        "lib": lazy(lambda: _lib(final)),
+    }
+
+
+@functools.cache
+def default_cuda() -> AttrSet:
+    """The `_cuda` every top level starts from."""
+    return make_extensible(_cuda_fixed_point, name="_cuda")

@@ -1,0 +1,99 @@
+"""Which versioned CUDA package sets exist and which manifest versions each one uses."""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from ..errors import EvalError, did_you_mean
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One candidate manifest version; `when` names a condition, None always holds."""
+
+    version: str
+    when: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PackageSetDefinition:
+    """A versioned set such as cudaPackages_12_8: product -> manifest version choices."""
+
+    name: str
+    products: Mapping[str, tuple[Choice, ...]]
+
+    @property
+    def cuda_version(self) -> str:
+        """The CUDA release (manifest version of the `cuda` product), e.g. "12.8.2"."""
+        return self.products["cuda"][0].version
+
+    def select(self, product: str, condition: Callable[[str], bool]) -> str:
+        """The manifest version of `product`: the first choice whose condition holds."""
+        for choice in self.products[product]:
+            if choice.when is None or condition(choice.when):
+                return choice.version
+        raise EvalError(f"{self.name}: no manifest version of {product} applies")
+
+
+def _load() -> dict[str, Any]:
+    return tomllib.loads(resources.files("cudapkgs").joinpath("data/package_sets.toml").read_text())
+
+
+@functools.cache
+def package_set_definitions() -> Mapping[str, PackageSetDefinition]:
+    """Every versioned set, oldest CUDA first."""
+    data = _load()
+    definitions = {}
+    for name, products in data["sets"].items():
+        parsed = {}
+        for product, value in products.items():
+            if isinstance(value, str):
+                parsed[product] = (Choice(value),)
+            else:
+                parsed[product] = tuple(Choice(c["version"], c.get("when")) for c in value)
+        definitions[name] = PackageSetDefinition(name, parsed)
+    return definitions
+
+
+@functools.cache
+def aliases() -> Mapping[str, str]:
+    """The aliases (cudaPackages_12, cudaPackages_13, cudaPackages) and what they name."""
+    return dict(_load()["aliases"])
+
+
+def resolve_alias(name: str) -> str:
+    """Follow aliases until a versioned set name."""
+    seen = []
+    table = aliases()
+    while name in table:
+        if name in seen:
+            raise EvalError("alias cycle: " + " -> ".join(seen + [name]))
+        seen.append(name)
+        name = table[name]
+    return name
+
+
+def mk_versioned_name(name: str, version: str) -> str:
+    """Nixpkgs' mkVersionedName: ("cudaPackages", "12.8") -> "cudaPackages_12_8"."""
+    return name + "_" + version.replace(".", "_")
+
+
+def set_name_for_cuda_version(version: str) -> str:
+    """The set name for a CUDA major.minor version; an error lists the versions there are."""
+    parts = version.split(".")
+    name = mk_versioned_name("cudaPackages", ".".join(parts[:2]))
+    definitions = package_set_definitions()
+    if name not in definitions:
+        known = ", ".join(d.cuda_version.rsplit(".", 1)[0] for d in definitions.values())
+        raise EvalError(f"there is no package set for CUDA {version} (available: {known})")
+    return name
+
+
+def suggest_set(name: str) -> str:
+    """A did-you-mean suffix over the set names and aliases."""
+    return did_you_mean(name, list(package_set_definitions()) + list(aliases()))

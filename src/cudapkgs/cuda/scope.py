@@ -1,0 +1,145 @@
+"""One versioned CUDA package set (`cudaPackages_12_8`): a scope built like Nixpkgs' cuda-modules.
+
+The scope's base attributes (versions, manifests, backendStdenv, flags, one package
+per component) are extended by `_cuda.extensions`, in order, and stay lazy:
+reading `cudnn.version` loads the cuDNN manifest and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import flags as flag_lib
+from ..fixpoint import AttrSet, Scope, compose_many_extensions, extends, lazy, make_scope
+from ..manifests import Manifest, load_manifest
+from ..versions import major, major_minor, version_at_least, version_older
+from .backend_stdenv import backend_stdenv
+from .build_redist import build_redist
+from .components import component_specs
+from .package_sets import PackageSetDefinition
+
+
+def _aliases(final: AttrSet, prev: AttrSet) -> dict[str, Any]:
+    """cuda-modules/aliases.nix: old names kept when allowAliases is true (none yet)."""
+    return {}
+
+
+def cuda_packages(
+    pkgs: Any,
+    _cuda: Any,
+    config: Any,
+    definition: PackageSetDefinition,
+    manifests: Mapping[str, Manifest] | None = None,
+) -> Scope:
+    """Make the scope of one versioned set; `manifests` replaces the selected manifests."""
+    name = definition.name
+    cuda_version = definition.cuda_version
+    mm = major_minor(cuda_version)
+    system = pkgs.system
+
+    def base(final: Scope) -> dict[str, Any]:
+        def condition(when: str) -> bool:
+            stdenv = final.backendStdenv
+            if when == "jetson":
+                return stdenv.hasJetsonCudaCapability
+            if when == "preThorJetson":
+                return any(version_older(c, "10.1") for c in stdenv.requestedJetsonCudaCapabilities)
+            raise ValueError(f"unknown package-set condition {when!r}")
+
+        def manifest_versions() -> AttrSet:
+            return AttrSet(
+                {p: lazy(lambda p=p: definition.select(p, condition)) for p in definition.products},
+                name=f"{name}.manifestVersions",
+            )
+
+        def selected_manifests() -> AttrSet:
+            if manifests is not None:
+                return AttrSet(dict(manifests), name=f"{name}.manifests")
+            directory = config.manifestsDir
+            return AttrSet(
+                {
+                    p: lazy(lambda p=p: load_manifest(p, final.manifestVersions[p], directory=directory))
+                    for p in definition.products
+                },
+                name=f"{name}.manifests",
+            )
+
+        def stdenv() -> AttrSet:
+            return backend_stdenv(
+                set_name=name,
+                cuda_major_minor=mm,
+                cuda_capabilities=config.cudaCapabilities,
+                cuda_forward_compat=config.cudaForwardCompat,
+                system=system,
+                info=_cuda.db.cudaCapabilityToInfo,
+            )
+
+        def set_flags() -> AttrSet:
+            info = _cuda.db.cudaCapabilityToInfo
+            bs = final.backendStdenv
+            attrs = flag_lib.format_capabilities(info, bs.cudaCapabilities, bs.cudaForwardCompat)
+            attrs.update(
+                dropDots=flag_lib.drop_dots,
+                dropDot=flag_lib.drop_dots,
+                cudaComputeCapabilityToName=lambda c: info[c]["archName"],
+                isJetsonBuild=bs.hasJetsonCudaCapability,
+            )
+            return AttrSet(attrs, name=f"{name}.flags")
+
+        attrs: dict[str, Any] = {
+            "cudaMajorMinorPatchVersion": cuda_version,
+            "cudaMajorMinorVersion": mm,
+            "cudaMajorVersion": major(cuda_version),
+            "cudaNamePrefix": "cuda" + mm,
+            "cudaOlder": lambda v: version_older(mm, v),
+            "cudaAtLeast": lambda v: version_at_least(mm, v),
+            "manifestVersions": lazy(manifest_versions),
+            "manifests": lazy(selected_manifests),
+            "backendStdenv": lazy(stdenv),
+            "flags": lazy(set_flags),
+            "buildRedist": lambda spec: build_redist(final, config, spec),
+            "pkgs": lazy(lambda: pkgs_with_default_set(pkgs, final, name)),
+        }
+        for product, specs in component_specs().items():
+            if product not in definition.products:
+                continue
+            for pname, spec in specs.items():
+                attrs[pname] = lazy(lambda spec=spec: build_redist(final, config, spec))
+        return attrs
+
+    extensions = ([_aliases] if config.allowAliases else []) + list(_cuda.extensions)
+    return make_scope(pkgs, extends(compose_many_extensions(extensions), base), name=name)
+
+
+def _same_manifests(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    ma, mb = a.manifests, b.manifests
+    if list(ma) != list(mb):
+        return False
+    # cuda first: different releases differ there, before any conditional product is read.
+    return all(ma[p] is mb[p] or ma[p] == mb[p] for p in ma)
+
+
+def pkgs_with_default_set(pkgs: Any, scope: Scope, minor_name: str) -> Any:
+    """`cudaPackages_X_Y.pkgs`: a top level in which this set is the default.
+
+    Passed through unchanged when the set already is the default (same manifests as
+    `cudaPackages_X` and `cudaPackages`); otherwise the top level is extended so that
+    `cudaPackages_X_Y`, `cudaPackages_X` and `cudaPackages` all name this scope.
+    """
+    major_name = "cudaPackages_" + scope.cudaMajorVersion
+    own = pkgs[minor_name]
+    if major_name in pkgs and _same_manifests(own, pkgs[major_name]) and _same_manifests(own, pkgs.cudaPackages):
+        return pkgs
+
+    def make_default(final: AttrSet, prev: AttrSet) -> dict[str, Any]:
+        return {
+            "recurseForDerivations": False,
+            minor_name: scope,
+            major_name: lazy(lambda: final[minor_name]),
+            "cudaPackages": lazy(lambda: final[major_name]),
+        }
+
+    return pkgs.override_scope(make_default)

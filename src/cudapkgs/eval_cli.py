@@ -1,0 +1,189 @@
+"""`cudapkgs eval`, `list`, `capabilities` and `check-leakage`: reading the package tree."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EPILOG_EVAL = """\
+examples:
+  cudapkgs eval cudaPackages.cudaMajorMinorVersion
+  cudapkgs eval --json cudaPackages_12_8.cudnn.version
+  cudapkgs eval --json pkgsForCudaArch.sm_90a.cudaPackages.flags
+  cudapkgs eval --json --set 'cudaCapabilities=["8.9","9.0"]' --set cudaForwardCompat=false cudaPackages_13_0.flags.gencode
+  cudapkgs eval --json --system aarch64-linux --set 'cudaCapabilities=["8.7"]' cudaPackages_12_6.backendStdenv.hostRedistSystem
+  cudapkgs eval --config cudapkgs.toml cudaPackages_13_0.libcublas.src
+  cudapkgs eval '_cuda.db.cudaCapabilityToInfo."9.0a".archName'
+
+Attribute paths use Nixpkgs' names; quote a component that contains dots.
+"""
+
+CONFIG_HELP = """\
+configuration (lowest precedence first): ~/.config/cudapkgs/config.toml, the file
+named by $CUDAPKGS_CONFIG, --config FILE, then each --set. Keys: cudaSupport,
+rocmSupport, cudaCapabilities, cudaForwardCompat, allowUnfree,
+allowUnfreePredicate ("cuda" = NVIDIA's CUDA licenses), allowAliases, manifestsDir.
+Manifests are read from manifestsDir or $CUDAPKGS_MANIFESTS, else downloaded from
+NVIDIA once and cached.
+"""
+
+
+def _add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
+    group = parser.add_argument_group("evaluation options")
+    group.add_argument("--config", metavar="FILE", help="read configuration from a TOML file")
+    group.add_argument(
+        "--set",
+        dest="sets",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="set a configuration key to a TOML value (repeatable), e.g. --set cudaForwardCompat=false",
+    )
+    group.add_argument("--system", metavar="SYSTEM", help="host platform, e.g. x86_64-linux or aarch64-linux (default: this machine)")
+    if json_flag:
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def register(subparsers: Any) -> None:
+    """Add the evaluation commands to the `cudapkgs` parser."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "eval",
+        help="evaluate an attribute path, e.g. cudaPackages_12_8.cudnn.version",
+        description="Evaluate an attribute of the package tree and print it.\n\n" + CONFIG_HELP,
+        epilog=EPILOG_EVAL,
+        formatter_class=fmt,
+    )
+    p.add_argument("attrpath", metavar="ATTRPATH", help="attribute path, e.g. cudaPackages.flags.gencode")
+    _add_eval_options(p)
+    p.set_defaults(func=run_eval)
+
+    p = subparsers.add_parser(
+        "list",
+        help="list a set's components: version, license, outputs, availability",
+        description="List the components of a CUDA package set with their version, license, outputs, "
+        "and whether they can be used here (and why not).\n\n" + CONFIG_HELP,
+        formatter_class=fmt,
+    )
+    p.add_argument("set", metavar="SET", nargs="?", default="cudaPackages", help="package set (default: cudaPackages)")
+    _add_eval_options(p)
+    p.set_defaults(func=run_list)
+
+    p = subparsers.add_parser(
+        "capabilities",
+        help="the GPU capability table, with supported/default marks for a CUDA release",
+        description="Print every CUDA capability the database knows, marking which ones a CUDA "
+        "release supports and builds by default.",
+        formatter_class=fmt,
+    )
+    p.add_argument("--cuda", metavar="X.Y", help="CUDA release (default: the default set's)")
+    _add_eval_options(p)
+    p.set_defaults(func=run_capabilities)
+
+    p = subparsers.add_parser(
+        "check-leakage",
+        help="report packages reached from ATTRPATH that belong to another CUDA set",
+        description="Walk every package reachable from ATTRPATH and report those that come from a "
+        "CUDA package set other than the one ATTRPATH means (exit 1 if any).",
+        epilog="example:\n  cudapkgs check-leakage cudaPackages_12_8.pkgs",
+        formatter_class=fmt,
+    )
+    p.add_argument("attrpath", metavar="ATTRPATH")
+    _add_eval_options(p)
+    p.set_defaults(func=run_check_leakage)
+
+
+def _pkgs(args: argparse.Namespace) -> Any:
+    from .top_level import import_pkgs
+
+    return import_pkgs(system=args.system, config_file=args.config, sets=args.sets)
+
+
+def _print_json(value: Any) -> None:
+    from .attrpath import to_json
+
+    sys.stdout.write(json.dumps(to_json(value), ensure_ascii=False) + "\n")
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from .attrpath import parse_attrpath, render, resolve
+
+    path = parse_attrpath(args.attrpath)
+    value = resolve(_pkgs(args), path)
+    if args.json:
+        _print_json(value)
+    else:
+        print(render(value))
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from .attrpath import parse_attrpath, resolve
+    from .inventory import list_components
+
+    pkgs = _pkgs(args)
+    scope = resolve(pkgs, parse_attrpath(args.set))
+    rows = list_components(scope)
+    if args.json:
+        _print_json(rows)
+        return 0
+    from .table import print_table
+
+    print(f"{scope.name} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system})")
+    print_table(
+        ["component", "version", "license", "outputs", "status"],
+        [[r["pname"], r["version"], r["license"], " ".join(r["outputs"]), r["status"]] for r in rows],
+    )
+    return 0
+
+
+def run_capabilities(args: argparse.Namespace) -> int:
+    from .inventory import capability_table
+
+    pkgs = _pkgs(args)
+    version = args.cuda or pkgs.cudaPackages.cudaMajorMinorVersion
+    rows = capability_table(pkgs, version)
+    if args.json:
+        _print_json(rows)
+        return 0
+    from .table import print_table
+
+    def mark(flag: bool) -> str:
+        return "yes" if flag else ""
+
+    print(f"CUDA {version}: supported = nvcc {version} can target it; default = built when cudaCapabilities is empty")
+    print_table(
+        ["capability", "arch", "min CUDA", "max CUDA", "jetson", "kind", "supported", "default"],
+        [
+            [
+                r["cudaCapability"],
+                r["archName"],
+                r["minCudaMajorMinorVersion"],
+                r["maxCudaMajorMinorVersion"] or "",
+                mark(r["isJetson"]),
+                "arch-specific" if r["isArchitectureSpecific"] else "family" if r["isFamilySpecific"] else "",
+                mark(r["supported"]),
+                mark(r["default"]),
+            ]
+            for r in rows
+        ],
+    )
+    return 0
+
+
+def run_check_leakage(args: argparse.Namespace) -> int:
+    from .attrpath import parse_attrpath
+    from .leakage import check_leakage
+
+    report = check_leakage(_pkgs(args), parse_attrpath(args.attrpath))
+    if args.json:
+        _print_json(report)
+    elif report.leaks:
+        print(f"{len(report.leaks)} package(s) reached from {report.attrpath} belong to another CUDA set than {report.expected_set}:")
+        for leak in report.leaks:
+            print(f"  {leak.package} from {leak.found_set}, via {'.'.join(leak.via)}")
+    else:
+        print(f"no leakage: {report.visited} package(s) reached from {report.attrpath}, all from {report.expected_set}")
+    return 1 if report.leaks else 0

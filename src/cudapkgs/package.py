@@ -1,0 +1,112 @@
+"""Package values: lazy attribute sets built as a fixed point over their own attributes.
+
+`mk_package(lambda final_attrs: {...})` is Nixpkgs' `mkDerivation (finalAttrs: {...})`:
+an attribute defined through `final_attrs` sees later `override_attrs` changes, so
+bumping `version` also changes `name`. `override` (re-calling the function that made
+the package, with other arguments) is attached by `fixpoint.call_package_with`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from .errors import EvalError
+from .fixpoint import AttrSet, extends, fix
+
+AttrsFunction = Callable[[AttrSet], Mapping[str, Any]]
+# override_attrs takes Nix's two spellings: prev -> attrs, or (final, prev) -> attrs.
+AttrsOverride = Callable[..., Mapping[str, Any]]
+
+
+class Package:
+    """A package: read its attributes (`pkg.version`, `pkg.meta`) lazily."""
+
+    __slots__ = ("_fn", "_attrs", "_name", "_override")
+
+    def __init__(self, fn: AttrsFunction, *, name: str = "", override: Callable[..., Any] | None = None):
+        self._fn = fn
+        self._name = name
+        self._attrs = fix(fn, name=name)
+        self._override = override
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(self._attrs, attr)
+
+    def __getitem__(self, attr: str) -> Any:
+        return self._attrs[attr]
+
+    def __contains__(self, attr: object) -> bool:
+        return attr in self._attrs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._attrs)
+
+    def attribute_names(self) -> list[str]:
+        """The names readable on this package (for listings and suggestions)."""
+        names = list(self._attrs)
+        if self._override is not None:
+            names.append("override")
+        return names
+
+    @property
+    def attrs(self) -> AttrSet:
+        """The package's final attribute set."""
+        return self._attrs
+
+    def override_attrs(self, change: AttrsOverride | Mapping[str, Any]) -> "Package":
+        """A new package with `change` merged over the attributes (Nixpkgs' overrideAttrs)."""
+        extension = _as_extension(change)
+        new_override = None
+        if self._override is not None:
+            outer = self._override
+            new_override = lambda *a, **kw: outer(*a, **kw).override_attrs(change)  # noqa: E731
+        return Package(extends(extension, self._fn), name=self._name, override=new_override)
+
+    def override(self, *args: Any, **kwargs: Any) -> Any:
+        """Re-make the package with other arguments (only for `call_package` results)."""
+        if self._override is None:
+            raise EvalError(f"{self._name or 'this package'} was not made by call_package, so it has no .override")
+        return self._override(*args, **kwargs)
+
+    def _with_override(self, override_fn: Callable[..., Any]) -> "Package":
+        return Package(self._fn, name=self._name, override=override_fn)
+
+    def named(self, name: str) -> "Package":
+        """The same package, reported under another attribute path in messages."""
+        return Package(self._fn, name=name, override=self._override)
+
+    def to_json(self) -> dict[str, Any]:
+        """A summary for `--json`: identity, outputs and meta (never the gated src)."""
+        summary: dict[str, Any] = {}
+        for key in ("name", "pname", "version", "outputs", "meta"):
+            if key in self._attrs:
+                summary[key] = self._attrs[key]
+        return summary
+
+    def __repr__(self) -> str:
+        name = self._attrs.slot("name") if "name" in self._attrs else None
+        return f"<Package {self._name or '?'}{'' if not isinstance(name, str) else ' ' + name}>"
+
+
+def _as_extension(change: AttrsOverride | Mapping[str, Any]):
+    if isinstance(change, Mapping):
+        return lambda final, prev: change
+    try:
+        arity = len(inspect.signature(change).parameters)
+    except (TypeError, ValueError):
+        arity = 1
+    if arity >= 2:
+        return change
+    return lambda final, prev: change(prev)
+
+
+def mk_package(fn: AttrsFunction | Mapping[str, Any], *, name: str = "") -> Package:
+    """Make a package from `final_attrs -> attrs` (or a plain mapping of attributes)."""
+    if isinstance(fn, Mapping):
+        attrs = fn
+        return Package(lambda final: attrs, name=name)
+    return Package(fn, name=name)

@@ -1,0 +1,110 @@
+"""The top-level package tree (`pkgs`): CUDA sets, aliases, `_cuda` and the variants.
+
+`import_pkgs` is Nixpkgs' `import <nixpkgs> { config; system; overlays; }`. The tree is a
+lazy scope; variants (pkgsCuda, pkgsRocm, pkgsForCudaArch.sm_XX) are top levels with
+another configuration, cached by (config, system, overlays) so that equal variants
+reached by different paths are one object, and what does not depend on the
+configuration (manifests, the capability database, `_cuda`) is shared.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .config import Config, load_config
+from .cuda.backend_stdenv import host_platform
+from .cuda.infrastructure import default_cuda
+from .cuda.package_sets import aliases, package_set_definitions
+from .cuda.scope import cuda_packages
+from .fixpoint import AttrSet, Scope, call_package_with, compose_many_extensions, extends, lazy, make_scope
+from .platform import check_system, host_system
+
+Overlay = Callable[[AttrSet, AttrSet], Mapping[str, Any]]
+
+_TOP_LEVELS: dict[tuple[Config, str, tuple[Overlay, ...]], Scope] = {}
+
+
+def import_pkgs(
+    config: Mapping[str, Any] | Config | None = None,
+    system: str | None = None,
+    *,
+    overlays: Sequence[Overlay] = (),
+    config_file: str | os.PathLike[str] | None = None,
+    sets: Sequence[str] = (),
+) -> Scope:
+    """The top-level package tree for a configuration and host system.
+
+    `config` is a mapping of configuration keys (cudaCapabilities, allowUnfree, ...) or
+    a `Config`; it is layered over the user's config file, `CUDAPKGS_CONFIG` and
+    `config_file`, and `sets` (KEY=VALUE strings, TOML values) go on top.
+    `overlays` are `(final, prev) -> attrs` functions applied in order.
+    """
+    if isinstance(config, Config):
+        resolved = config
+        if config_file is not None or sets:
+            raise TypeError("pass either a Config or config_file/sets, not both")
+    else:
+        resolved = load_config(file=config_file, sets=sets, overrides=config)
+    return top_level(resolved, check_system(system or host_system()), tuple(overlays))
+
+
+def top_level(config: Config, system: str, overlays: tuple[Overlay, ...] = ()) -> Scope:
+    """The (cached) top level for an already validated configuration."""
+    key = (config, system, overlays)
+    pkgs = _TOP_LEVELS.get(key)
+    if pkgs is None:
+        base = _base(config, system, overlays)
+        pkgs = make_scope({}, extends(compose_many_extensions(overlays), base), name="pkgs")
+        _TOP_LEVELS[key] = pkgs
+    return pkgs
+
+
+def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
+    def variant(**changes: Any) -> Callable[[], Scope]:
+        return lambda: top_level(config.replace(**changes), system, overlays)
+
+    def pkgs_for_cuda_arch(final: AttrSet) -> AttrSet:
+        mk_real = final._cuda.lib.mkRealArchitecture
+        return AttrSet(
+            {
+                mk_real(capability): lazy(
+                    variant(
+                        cudaSupport=True,
+                        rocmSupport=False,
+                        cudaForwardCompat=False,
+                        cudaCapabilities=[capability],
+                    )
+                )
+                for capability in final._cuda.db.cudaCapabilityToInfo
+            },
+            name="pkgsForCudaArch",
+        )
+
+    def base(final: Scope) -> dict[str, Any]:
+        attrs: dict[str, Any] = {
+            "config": config,
+            "system": system,
+            "stdenv": AttrSet({"hostPlatform": host_platform(system)}, name="stdenv"),
+            "_cuda": default_cuda(),
+        }
+        for name, definition in package_set_definitions().items():
+            attrs[name] = lazy(
+                lambda definition=definition: call_package_with(
+                    final, cuda_packages, {"pkgs": final, "definition": definition}
+                )
+            )
+        for alias, target in aliases().items():
+            attrs[alias] = lazy(lambda target=target: final[target])
+        attrs["pkgsCuda"] = lazy(variant(cudaSupport=True, rocmSupport=False))
+        attrs["pkgsRocm"] = lazy(variant(cudaSupport=False, rocmSupport=True))
+        attrs["pkgsForCudaArch"] = lazy(lambda: pkgs_for_cuda_arch(final))
+        return attrs
+
+    return base
+
+
+def clear_cache() -> None:
+    """Forget cached top levels (tests use this between configurations)."""
+    _TOP_LEVELS.clear()
