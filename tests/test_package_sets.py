@@ -12,7 +12,7 @@ from cudapkgs.cuda.package_sets import (
 )
 from cudapkgs.errors import EvalError
 
-from .conftest import MANIFESTS, load_reference
+from conftest import MANIFESTS, load_reference
 
 REFERENCE = load_reference("package-sets.json")
 CONDITION_NAMES = {
