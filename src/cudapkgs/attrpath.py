@@ -1,0 +1,268 @@
+"""Attribute paths for `cudapkgs eval`: parse, walk, and show values like `nix eval`."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import errors
+
+__all__ = ["format_attrpath", "parse_attrpath", "render", "resolve", "to_json"]
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_'-]*")
+_INDEX = re.compile(r"\d+")
+_SCALARS = (str, bytes, int, float, bool, type(None))
+
+
+def parse_attrpath(text: str) -> list[str]:
+    """Split ``a.b."9.0".c`` into components; the empty string is the root (``[]``)."""
+    if text == "":
+        return []
+    components: list[str] = []
+    i, n = 0, len(text)
+    while True:
+        if i < n and text[i] == '"':
+            name, i = _quoted(text, i)
+        else:
+            end = i
+            while end < n and text[end] != ".":
+                if text[end] == '"':
+                    raise errors.UsageError(
+                        f'invalid attribute path "{text}": a quote must enclose a whole component'
+                    )
+                end += 1
+            name = text[i:end]
+            if not name:
+                raise errors.UsageError(f'invalid attribute path "{text}": empty component at character {i + 1}')
+            i = end
+        components.append(name)
+        if i == n:
+            return components
+        if text[i] != ".":
+            raise errors.UsageError(f'invalid attribute path "{text}": expected "." after a quoted component')
+        i += 1
+        if i == n:
+            raise errors.UsageError(f'invalid attribute path "{text}": empty component at the end')
+
+
+_UNESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
+
+
+def _quoted(text: str, start: int) -> tuple[str, int]:
+    """Read the quoted component at `start`; returns it and the index after the closing quote."""
+    chars: list[str] = []
+    i = start + 1
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text):
+            chars.append(_UNESCAPES.get(text[i + 1], text[i + 1]))
+            i += 2
+            continue
+        if char == '"':
+            return "".join(chars), i + 1
+        chars.append(char)
+        i += 1
+    raise errors.UsageError(f'invalid attribute path "{text}": unbalanced quote')
+
+
+def format_attrpath(path: Sequence[str]) -> str:
+    """The inverse of `parse_attrpath`: quote components that are not plain names."""
+    return ".".join(
+        name if _IDENTIFIER.fullmatch(name) or _INDEX.fullmatch(name) else _nix_string(name) for name in path
+    )
+
+
+def _where(path: Sequence[str]) -> str:
+    return format_attrpath(path) if path else "the top level"
+
+
+def _candidates(obj: Any) -> list[str]:
+    names = getattr(obj, "attribute_names", None)
+    if callable(names):
+        return [str(name) for name in names()]
+    return [name for name in dir(obj) if not name.startswith("_")]
+
+
+def resolve(root: Any, path: Sequence[str]) -> Any:
+    """Walk `path` from `root`: mapping keys, public attributes, and list indices."""
+    obj = root
+    for depth, name in enumerate(path):
+        walked = path[:depth]
+        if isinstance(obj, Mapping):
+            try:
+                obj = obj[name]
+                continue
+            except KeyError:
+                # A KeyError from forcing a present value is a bug there, not a missing name.
+                keys = [str(key) for key in obj]
+                if name in keys:
+                    raise
+                raise _missing(name, walked, keys) from None
+        if isinstance(obj, (list, tuple)):
+            if _INDEX.fullmatch(name):
+                index = int(name)
+                if index < len(obj):
+                    obj = obj[index]
+                    continue
+                raise errors.AttributeMissingError(
+                    f"index {index} out of range at {_where(walked)} (a list of {len(obj)} elements)"
+                )
+            raise errors.AttributeMissingError(
+                f'attribute "{name}" missing at {_where(walked)}: it is a list, not an attribute set'
+            )
+        if isinstance(obj, _SCALARS) or callable(obj) and not hasattr(obj, "attribute_names"):
+            raise errors.AttributeMissingError(
+                f'attribute "{name}" missing at {_where(walked)}: it is {_kind(obj)}, not an attribute set'
+            )
+        if name.startswith("_"):
+            raise _missing(name, walked, _candidates(obj))
+        try:
+            obj = getattr(obj, name)
+        except errors.AttributeMissingError:
+            raise  # from evaluating the attribute, not from looking it up
+        except AttributeError:
+            raise _missing(name, walked, _candidates(obj)) from None
+    return obj
+
+
+def _missing(name: str, walked: Sequence[str], candidates: Sequence[str]) -> errors.AttributeMissingError:
+    return errors.AttributeMissingError(
+        f'attribute "{name}" missing at {_where(walked)}{errors.did_you_mean(name, candidates)}'
+    )
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if value is None:
+        return "null"
+    if callable(value):
+        return "a function"
+    return f"a {type(value).__name__}"
+
+
+def _is_function(value: Any) -> bool:
+    if not callable(value) or isinstance(value, (Mapping, type)):
+        return False
+    return not (hasattr(value, "to_json") or hasattr(value, "to_nix") or _is_dataclass(value))
+
+
+def _is_dataclass(value: Any) -> bool:
+    # Checked without importing dataclasses, which is slow to import.
+    return hasattr(type(value), "__dataclass_fields__") and not isinstance(value, type)
+
+
+def _dataclass_items(value: Any) -> list[tuple[str, Any]]:
+    import dataclasses  # already loaded: `value` is a dataclass
+
+    return [(field.name, getattr(value, field.name)) for field in dataclasses.fields(value)]
+
+
+def to_json(value: Any) -> Any:
+    """JSON-ready data for `value`, forcing lazy values in order; functions become "<function>" or are left out."""
+    if _is_function(value):
+        return "<function>"
+    return _to_json(value, [])
+
+
+def _to_json(value: Any, active: list[int]) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if _is_function(value):
+        return "<function>"
+    if id(value) in active:
+        raise errors.EvalError(f"cannot show a value that contains itself ({type(value).__name__})")
+    active.append(id(value))
+    try:
+        to_json_method = getattr(value, "to_json", None)
+        if callable(to_json_method) and not isinstance(value, type):
+            return _to_json(to_json_method(), active)
+        if isinstance(value, Mapping):
+            result = {}
+            for key in value:
+                item = value[key]
+                if not _is_function(item):
+                    result[str(key)] = _to_json(item, active)
+            return result
+        if isinstance(value, (list, tuple)):
+            return [_to_json(item, active) for item in value]
+        if isinstance(value, (set, frozenset)):
+            return [_to_json(item, active) for item in sorted(value, key=str)]
+        to_nix = getattr(value, "to_nix", None)
+        if callable(to_nix) and not isinstance(value, type):
+            return _to_json(to_nix(), active)
+        if _is_dataclass(value):
+            result = {}
+            for name, item in _dataclass_items(value):
+                if not _is_function(item):
+                    result[name] = _to_json(item, active)
+            return result
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        return str(value)
+    finally:
+        active.pop()
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _nix_string(text: str) -> str:
+    escaped = "".join(_ESCAPES.get(char, char) for char in text)
+    return '"' + escaped.replace("${", "\\${") + '"'
+
+
+def _render_key(name: str) -> str:
+    return name if _IDENTIFIER.fullmatch(name) else _nix_string(name)
+
+
+def render(value: Any, *, depth: int = 2) -> str:
+    """`value` as `nix eval` prints it, on one line.
+
+    Sets nested deeper than `depth` show as ``{ … }`` (and are not forced), as do
+    lists there unless they hold only plain values.
+    """
+    return _render(value, depth)
+
+
+def _render(value: Any, depth: int) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return _nix_string(value)
+    if _is_function(value):
+        return "«lambda»"
+    if isinstance(value, Mapping):
+        if depth <= 0:
+            return "{ … }"
+        # Only keys are read when eliding, so values deeper than `depth` are never forced.
+        body = "".join(f"{_render_key(str(key))} = {_render(value[key], depth - 1)}; " for key in value)
+        return "{ " + body + "}"
+    if isinstance(value, (list, tuple)):
+        # Short lists of plain values (capabilities, flags) stay readable at any depth.
+        if depth <= 0 and not all(isinstance(item, _SCALARS) for item in value):
+            return "[ … ]"
+        return "[ " + "".join(_render(item, depth - 1) + " " for item in value) + "]"
+    to_json_method = getattr(value, "to_json", None)
+    if callable(to_json_method) and not isinstance(value, type):
+        return _render(to_json_method(), depth)
+    to_nix = getattr(value, "to_nix", None)
+    if callable(to_nix) and not isinstance(value, type):
+        return _render(to_nix(), depth)
+    if _is_dataclass(value):
+        return _render(dict(_dataclass_items(value)), depth)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return f"«{value}»"
