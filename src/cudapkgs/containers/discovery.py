@@ -1,0 +1,260 @@
+"""Finding the NVIDIA GPUs and the driver version.
+
+NVML (the `pynvml` module of nvidia-ml-py) is asked first, as nvidia-ctk
+does; without it, /proc/driver/nvidia gives the driver version and the GPUs,
+and `nvidia-smi -q` is the last resort.  GPU indices follow NVML's order (PCI
+bus order).  MIG devices are only visible through NVML.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+NVML_DEVICE_MIG_ENABLE = 1
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """A MIG device: its slot index on the parent GPU, UUID and GPU/compute instance ids."""
+
+    index: int
+    uuid: str
+    gpu_instance: int
+    compute_instance: int
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A full GPU as NVML numbers it; `minor` is the N of /dev/nvidiaN."""
+
+    index: int
+    uuid: str
+    minor: int
+    bus_id: str
+    name: str = ""
+    mig_enabled: bool = False
+    migs: tuple[MigDevice, ...] = ()
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What discovery found: the driver version, the GPUs, and where it read them from."""
+
+    driver_version: str
+    gpus: tuple[Gpu, ...]
+    source: str
+
+
+def normalize_bus_id(bus_id: str) -> str:
+    """NVML's `00000000:41:00.0` -> sysfs's `0000:41:00.0`."""
+    bus_id = bus_id.strip().lower()
+    domain, sep, rest = bus_id.partition(":")
+    if sep and len(domain) == 8:
+        domain = domain[4:]
+    return f"{domain}{sep}{rest}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# -- NVML ---------------------------------------------------------------------------------------
+
+
+def load_nvml() -> Any | None:
+    """The `pynvml` module when nvidia-ml-py is installed, else None."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    return pynvml
+
+
+def from_nvml(nvml: Any) -> Inventory | None:
+    """Ask NVML (a `pynvml`-like module); None when it cannot be initialised."""
+    try:
+        nvml.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ... all mean "no NVML here"
+        return None
+    try:
+        version = _text(nvml.nvmlSystemGetDriverVersion())
+        gpus = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            mig_enabled = False
+            try:
+                current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+                mig_enabled = current == NVML_DEVICE_MIG_ENABLE
+            except nvml.NVMLError:  # not supported on this GPU
+                pass
+            gpus.append(
+                Gpu(
+                    index=index,
+                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                    minor=int(nvml.nvmlDeviceGetMinorNumber(handle)),
+                    bus_id=normalize_bus_id(_text(nvml.nvmlDeviceGetPciInfo(handle).busId)),
+                    name=_text(nvml.nvmlDeviceGetName(handle)),
+                    mig_enabled=mig_enabled,
+                    migs=_nvml_migs(nvml, handle) if mig_enabled else (),
+                )
+            )
+        return Inventory(version, tuple(gpus), "nvml")
+    except nvml.NVMLError:
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: S110 - shutting down is best effort
+            pass
+
+
+def _nvml_migs(nvml: Any, handle: Any) -> tuple[MigDevice, ...]:
+    migs = []
+    for slot in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        try:
+            mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except nvml.NVMLError:  # an empty slot
+            continue
+        migs.append(
+            MigDevice(
+                index=slot,
+                uuid=_text(nvml.nvmlDeviceGetUUID(mig)),
+                gpu_instance=int(nvml.nvmlDeviceGetGpuInstanceId(mig)),
+                compute_instance=int(nvml.nvmlDeviceGetComputeInstanceId(mig)),
+            )
+        )
+    return tuple(migs)
+
+
+# -- /proc/driver/nvidia ------------------------------------------------------------------------
+
+_VERSION_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
+
+
+def driver_version_from_procfs(procfs: Path) -> str | None:
+    """The kernel module's version from `/proc/driver/nvidia/version`."""
+    try:
+        text = (procfs / "driver/nvidia/version").read_text()
+    except OSError:
+        return None
+    match = _VERSION_RE.search(text)
+    return match.group(1) if match else None
+
+
+def _key_values(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def gpus_from_procfs(procfs: Path) -> list[Gpu]:
+    """GPUs listed under `/proc/driver/nvidia/gpus/<bus>/information`, in bus order."""
+    try:
+        entries = sorted(p.name for p in (procfs / "driver/nvidia/gpus").iterdir())
+    except OSError:
+        return []
+    gpus = []
+    for bus in entries:
+        try:
+            info = _key_values((procfs / "driver/nvidia/gpus" / bus / "information").read_text())
+            minor = int(info["Device Minor"])
+        except (OSError, KeyError, ValueError):
+            continue
+        uuid = info.get("GPU UUID", "")
+        gpus.append(Gpu(len(gpus), uuid, minor, normalize_bus_id(info.get("Bus Location", bus)), info.get("Model", "")))
+    return gpus
+
+
+# -- nvidia-smi ---------------------------------------------------------------------------------
+
+
+def parse_nvidia_smi_query(text: str) -> tuple[str | None, list[Gpu]]:
+    """Driver version and GPUs from `nvidia-smi -q` output."""
+    version = None
+    gpus: list[Gpu] = []
+    current: dict[str, str] = {}
+    bus = None
+
+    def flush() -> None:
+        if bus is not None and "Minor Number" in current:
+            try:
+                minor = int(current["Minor Number"])
+            except ValueError:
+                return
+            gpus.append(Gpu(len(gpus), current.get("GPU UUID", ""), minor, normalize_bus_id(bus), current.get("Product Name", "")))
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if line.startswith("GPU ") and re.fullmatch(r"GPU [0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]", stripped):
+            flush()
+            bus, current = stripped[4:], {}
+            continue
+        key, sep, value = stripped.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "Driver Version":
+            version = value
+        elif bus is not None and key not in current:
+            current[key] = value
+    flush()
+    return version, gpus
+
+
+def from_nvidia_smi(exe: str | None = None) -> Inventory | None:
+    """Run `nvidia-smi -q` (found on PATH unless given); None when it is missing or fails."""
+    exe = exe or shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        done = subprocess.run([exe, "-q"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    version, gpus = parse_nvidia_smi_query(done.stdout)
+    if not version:
+        return None
+    return Inventory(version, tuple(gpus), "nvidia-smi")
+
+
+# -- putting it together ------------------------------------------------------------------------
+
+DISCOVERY_MODES = ("auto", "nvml", "proc")
+
+
+def discover(mode: str = "auto", *, nvml: Any | None = None, procfs: str | Path = "/proc", nvidia_smi: str | None = None) -> Inventory | None:
+    """Find the driver and GPUs; None when there is no driver at all.
+
+    `mode` is `auto` (NVML, then /proc, then nvidia-smi), `nvml` or `proc` (no NVML).
+    `nvml` injects a `pynvml`-like module (tests use a fake).
+    """
+    if mode not in DISCOVERY_MODES:
+        raise ValueError(f"unknown discovery mode {mode!r}")
+    if mode in ("auto", "nvml"):
+        module = nvml if nvml is not None else load_nvml()
+        if module is not None:
+            found = from_nvml(module)
+            if found is not None:
+                return found
+        if mode == "nvml":
+            return None
+    procfs = Path(procfs)
+    version = driver_version_from_procfs(procfs)
+    gpus = gpus_from_procfs(procfs)
+    if version and gpus:
+        return Inventory(version, tuple(gpus), "procfs")
+    smi = from_nvidia_smi(nvidia_smi)
+    if smi is not None and smi.gpus:
+        return smi
+    if version:
+        return Inventory(version, tuple(gpus), "procfs")
+    return smi

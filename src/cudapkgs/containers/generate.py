@@ -1,0 +1,338 @@
+"""Assembling the CDI spec for the NVIDIA GPUs of a machine, as `nvidia-ctk cdi generate` does."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import discovery, driverfiles, names
+from .discovery import Gpu, Inventory, MigDevice
+from .driverfiles import DriverFiles, Roots
+from .errors import CdiError, NoGpuError
+from .spec import IPC_MOUNT_OPTIONS, ContainerEdits, Device, DeviceNode, Hook, Mount, Spec, assemble, encode
+
+STRATEGIES = ("index", "uuid", "type-index")
+DEFAULT_STRATEGIES = ("index", "uuid")
+#: Hooks in the order nvidia-ctk adds them to the common edits.
+HOOKS = (
+    "create-symlinks",
+    "enable-cuda-compat",
+    "update-ldcache",
+    "disable-device-node-modification",
+    "update-application-profile",
+)
+#: Hooks that only NVIDIA's hook program implements: emitted only when it is the hook program.
+NVIDIA_ONLY_HOOKS = frozenset({"update-application-profile"})
+HOOK_ENV = ("NVIDIA_CTK_DEBUG=false",)
+
+
+@dataclass(frozen=True)
+class Options:
+    """What `cdi generate` is asked for; defaults match nvidia-ctk's."""
+
+    vendor: str = "nvidia.com"
+    klass: str = "gpu"
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    driver_root: str = "/"
+    dev_root: str | None = None
+    library_search_paths: tuple[str, ...] = ()
+    all_device: bool = True
+    disabled_hooks: frozenset[str] = frozenset()
+    ldconfig_path: str = ""
+    hook_path: str | None = None
+    discovery: str = "auto"
+    procfs: str = "/proc"
+    sysfs: str = "/sys"
+
+    @property
+    def kind(self) -> str:
+        return f"{self.vendor}/{self.klass}"
+
+    @property
+    def roots(self) -> Roots:
+        driver = os.path.abspath(self.driver_root)
+        return Roots(driver=driver, dev=os.path.abspath(self.dev_root) if self.dev_root else driver, procfs=self.procfs, sysfs=self.sysfs)
+
+    def check(self) -> None:
+        """Raise CdiError for options no spec can be made from."""
+        error = names.vendor_error(self.vendor) or names.class_error(self.klass)
+        if error:
+            raise CdiError(error)
+        for strategy in self.strategies:
+            if strategy not in STRATEGIES:
+                raise CdiError(f"unknown device name strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
+        for hook in self.disabled_hooks:
+            if hook != "all" and hook not in HOOKS:
+                raise CdiError(f"unknown hook {hook!r} (choose from {', '.join(HOOKS)}, or all)")
+
+
+@dataclass
+class Generated:
+    """A generated spec and what it was made from."""
+
+    spec: Spec
+    inventory: Inventory
+    files: DriverFiles
+    warnings: list[str] = field(default_factory=list)
+
+    def text(self, fmt: str = "json") -> str:
+        return encode(self.spec.to_dict(), fmt)
+
+
+# -- hooks --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HookProgram:
+    """The program a spec's hooks run, and the arguments that precede the hook's name."""
+
+    path: str
+    prefix: tuple[str, ...]
+
+    @classmethod
+    def at(cls, path: str | None) -> HookProgram:
+        """The hook program at `path`, or cudapkgs itself when None."""
+        if path is None:
+            exe = shutil.which("cudapkgs")
+            if exe:
+                return cls(os.path.abspath(exe), ("cudapkgs", "cdi", "hook"))
+            return cls(sys.executable, (os.path.basename(sys.executable), "-m", "cudapkgs", "cdi", "hook"))
+        base = os.path.basename(path)
+        if base == "nvidia-ctk":
+            return cls(path, (base, "hook"))
+        if base == "cudapkgs":
+            return cls(path, (base, "cdi", "hook"))
+        return cls(path, (base,))
+
+    @property
+    def is_nvidia(self) -> bool:
+        return "cdi" not in self.prefix
+
+    def hook(self, name: str, *args: str) -> Hook:
+        return Hook("createContainer", self.path, (*self.prefix, name, *args), HOOK_ENV)
+
+
+# -- per-device edits ---------------------------------------------------------------------------
+
+
+def _node(path: str, roots: Roots) -> DeviceNode | None:
+    host = roots.dev_host(path)
+    if not os.path.exists(host):
+        return None
+    return DeviceNode(path, host if host != path else "")
+
+
+def drm_nodes(bus_id: str, roots: Roots) -> list[str]:
+    """`/dev/dri/cardN` and `/dev/dri/renderDN` of the GPU at `bus_id`, from sysfs."""
+    try:
+        entries = os.listdir(os.path.join(roots.sysfs, "bus/pci/devices", bus_id, "drm"))
+    except OSError:
+        return []
+    return [f"/dev/dri/{e}" for e in sorted(entries) if e.startswith(("card", "renderD"))]
+
+
+def _by_path_links(bus_id: str, drm: list[str], roots: Roots) -> list[str]:
+    links = []
+    for suffix in ("card", "render"):
+        link = f"/dev/dri/by-path/pci-{bus_id}-{suffix}"
+        host_link = roots.dev_host(link)
+        try:
+            target = os.readlink(host_link)
+        except OSError:
+            continue
+        resolved = os.path.normpath(os.path.join(os.path.dirname(link), target))
+        if resolved in drm:
+            links.append(f"{target}::{link}")
+    return links
+
+
+def gpu_edits(gpu: Gpu, roots: Roots, program: HookProgram | None) -> ContainerEdits:
+    """A full GPU's edits: /dev/nvidia<minor>, its DRM nodes, and their by-path links."""
+    drm = drm_nodes(gpu.bus_id, roots)
+    nodes = [n for n in (_node(p, roots) for p in [f"/dev/nvidia{gpu.minor}", *drm]) if n]
+    hooks = []
+    present = [n.path for n in nodes]
+    links = _by_path_links(gpu.bus_id, [p for p in drm if p in present], roots)
+    if program and links:
+        hooks.append(program.hook("create-symlinks", *[a for link in links for a in ("--link", link)]))
+    return ContainerEdits(device_nodes=nodes, hooks=hooks)
+
+
+def mig_minors(roots: Roots) -> dict[str, int]:
+    """`/proc/driver/nvidia-caps/mig-minors`: capability path -> nvidia-cap minor."""
+    out = {}
+    try:
+        text = Path(roots.procfs, "driver/nvidia-caps/mig-minors").read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        cap, _, minor = line.strip().partition(" ")
+        if minor.strip().isdigit():
+            out[cap] = int(minor)
+    return out
+
+
+def mig_edits(gpu: Gpu, mig: MigDevice, roots: Roots, minors: dict[str, int]) -> ContainerEdits:
+    """A MIG device's edits: the parent's /dev/nvidia<minor> and its GI and CI capability nodes."""
+    paths = [f"/dev/nvidia{gpu.minor}"]
+    gi = f"gpu{gpu.minor}/gi{mig.gpu_instance}"
+    for cap in (f"{gi}/access", f"{gi}/ci{mig.compute_instance}/access"):
+        if cap in minors:
+            paths.append(f"/dev/nvidia-caps/nvidia-cap{minors[cap]}")
+    return ContainerEdits(device_nodes=[n for n in (_node(p, roots) for p in paths) if n])
+
+
+def gpu_names(gpu: Gpu, strategies: tuple[str, ...]) -> list[str]:
+    table = {"index": str(gpu.index), "uuid": gpu.uuid, "type-index": f"gpu{gpu.index}"}
+    return [table[s] for s in strategies if table[s]]
+
+
+def mig_names(gpu: Gpu, mig: MigDevice, strategies: tuple[str, ...]) -> list[str]:
+    table = {"index": f"{gpu.index}:{mig.index}", "uuid": mig.uuid, "type-index": f"mig{gpu.index}:{mig.index}"}
+    return [table[s] for s in strategies if table[s]]
+
+
+# -- common edits -------------------------------------------------------------------------------
+
+
+def _library_links(files: DriverFiles, roots: Roots) -> list[str]:
+    """create-symlinks links for the libraries: libcuda.so, GLX indirect, opticalflow, SONAME chains."""
+    links: list[str] = []
+    v = files.version
+    by_dir: dict[str, set[str]] = {}
+    for lib in files.libraries:
+        by_dir.setdefault(os.path.dirname(lib), set()).add(os.path.basename(lib))
+    for directory in files.lib_dirs:
+        present = by_dir.get(directory, set())
+        cdir = roots.container(directory)
+        if f"libcuda.so.{v}" in present:
+            links.append(f"libcuda.so.1::{cdir}/libcuda.so")
+        if f"libGLX_nvidia.so.{v}" in present:
+            links.append(f"libGLX_nvidia.so.{v}::{cdir}/libGLX_indirect.so.0")
+        if f"libnvidia-opticalflow.so.{v}" in present:
+            links.append(f"libnvidia-opticalflow.so.1::{cdir}/libnvidia-opticalflow.so")
+    for directory, present in by_dir.items():
+        links += _soname_links(directory, present, roots.container(directory))
+    return list(dict.fromkeys(links))
+
+
+def _soname_links(directory: str, libs: set[str], cdir: str) -> list[str]:
+    """Links `lib.so.V::dir/SONAME` and `SONAME::dir/lib.so` that exist as symlinks on the host."""
+    stems = {lib.split(".so", 1)[0] for lib in libs}
+    pointing: dict[str, list[str]] = {}
+    try:
+        with os.scandir(directory) as it:
+            for entry in it:
+                if entry.name.split(".so", 1)[0] in stems and entry.is_symlink():
+                    pointing.setdefault(os.readlink(entry.path), []).append(entry.name)
+    except OSError:
+        return []
+    links = []
+    for lib in sorted(libs):
+        for soname in sorted(pointing.get(lib, [])):
+            links.append(f"{lib}::{cdir}/{soname}")
+            for dev_link in sorted(pointing.get(soname, [])):
+                links.append(f"{soname}::{cdir}/{dev_link}")
+    return links
+
+
+def common_edits(files: DriverFiles, roots: Roots, options: Options, program: HookProgram) -> ContainerEdits:
+    """The edits every device shares: control nodes, env, hooks and the driver's files."""
+    nodes = [n for n in (_node(p, roots) for p in driverfiles.CONTROL_NODES) if n]
+    env = []
+    lib_dirs = [roots.container(d) for d in files.lib_dirs]
+    if lib_dirs:
+        env.append("NVIDIA_CTK_LIBCUDA_DIR=" + ":".join(lib_dirs))
+    env.append("NVIDIA_VISIBLE_DEVICES=void")
+
+    disabled = options.disabled_hooks
+    hooks: list[Hook] = []
+    if "all" not in disabled:
+        wanted = [h for h in HOOKS if h not in disabled and (program.is_nvidia or h not in NVIDIA_ONLY_HOOKS)]
+        for name in wanted:
+            if name == "create-symlinks":
+                links = _library_links(files, roots)
+                if links:
+                    hooks.append(program.hook(name, *[a for link in links for a in ("--link", link)]))
+            elif name == "enable-cuda-compat":
+                hooks.append(program.hook(name, f"--host-driver-version={files.version}"))
+            elif name == "update-ldcache":
+                folders = list(dict.fromkeys(roots.container(os.path.dirname(lib)) for lib in files.libraries))
+                if folders:
+                    args = ["--ldconfig-path", options.ldconfig_path] if options.ldconfig_path else []
+                    args += [a for folder in folders for a in ("--folder", folder)]
+                    hooks.append(program.hook(name, *args))
+            else:
+                hooks.append(program.hook(name))
+
+    mounts = [Mount(p, roots.container(p)) for p in files.libraries + files.binaries + files.firmware]
+    mounts += [Mount(p, roots.container(p), IPC_MOUNT_OPTIONS) for p in files.ipc]
+    return ContainerEdits(env=env, device_nodes=nodes, hooks=hooks, mounts=mounts)
+
+
+# -- the spec -----------------------------------------------------------------------------------
+
+
+def build_spec(options: Options, inventory: Inventory, files: DriverFiles) -> Spec:
+    """The spec for `inventory`'s GPUs (MIG-enabled GPUs contribute their MIG devices instead)."""
+    roots = options.roots
+    program = HookProgram.at(options.hook_path)
+    per_device_program = None if {"all", "create-symlinks"} & options.disabled_hooks else program
+    minors = mig_minors(roots) if any(g.mig_enabled for g in inventory.gpus) else {}
+    devices = []
+    for gpu in inventory.gpus:
+        if not gpu.mig_enabled:
+            edits = gpu_edits(gpu, roots, per_device_program)
+            if not edits.device_nodes:
+                continue
+            devices += [Device(name, edits.copy()) for name in gpu_names(gpu, options.strategies)]
+        for mig in gpu.migs:
+            edits = mig_edits(gpu, mig, roots, minors)
+            if edits.device_nodes:
+                devices += [Device(name, edits.copy()) for name in mig_names(gpu, mig, options.strategies)]
+    return assemble(options.kind, devices, common_edits(files, roots, options, program), options.all_device)
+
+
+def generate(options: Options, *, nvml: Any | None = None) -> Generated:
+    """Discover the machine and build its spec; NoGpuError when there is nothing to expose."""
+    options.check()
+    roots = options.roots
+    inventory = discovery.discover(options.discovery, nvml=nvml, procfs=roots.procfs)
+    if inventory is None or not inventory.gpus:
+        where = "NVML" if options.discovery == "nvml" else "NVML, /proc/driver/nvidia, sysfs and nvidia-smi"
+        raise NoGpuError(f"no NVIDIA GPU or driver was found (looked at {where}); no spec was written")
+    files = driverfiles.find(inventory.driver_version, roots, options.library_search_paths)
+    warnings = []
+    if not files.libraries:
+        warnings.append(
+            f"no driver libraries of version {inventory.driver_version} were found"
+            + (" in " + ", ".join(options.library_search_paths) if options.library_search_paths else "")
+            + "; pass --library-search-path DIR"
+        )
+    spec = build_spec(options, inventory, files)
+    if not spec.devices:
+        raise NoGpuError("NVIDIA GPUs were found but none of their device nodes exist (is /dev populated?); no spec was written")
+    return Generated(spec, inventory, files, warnings)
+
+
+def output_path(output: str, fmt: str) -> Path:
+    """nvidia-ctk's rule: a name without a .json/.yaml extension gets the format's one."""
+    path = Path(output)
+    if path.suffix not in (".json", ".yaml"):
+        path = path.with_name(path.name + "." + fmt)
+    return path
+
+
+def infer_format(output: str | None, fmt: str | None) -> str:
+    """The explicit format, else the one the output's extension names, else json."""
+    if fmt:
+        return fmt
+    if output:
+        suffix = Path(output).suffix
+        if suffix in (".yaml", ".yml"):
+            return "yaml"
+    return "json"
