@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import pickle
 import threading
 
 import pytest
@@ -171,6 +172,9 @@ def test_missing_attribute_message_and_types():
     with pytest.raises(KeyError):
         s["nope"]
     assert isinstance(info.value, errors.EvalError)
+    again = pickle.loads(pickle.dumps(info.value))
+    assert isinstance(again, errors.AttributeMissingError)
+    assert str(again) == str(info.value)
 
 
 def test_dunder_lookups_are_plain_attribute_errors():

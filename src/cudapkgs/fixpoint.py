@@ -152,6 +152,10 @@ class _MissingAttribute(AttributeMissingError, KeyError):
             self._hint = did_you_mean(self.name, self._names)
         return self.args[0] + self._hint
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickle (e.g. across worker processes) as the public class, message resolved.
+        return (AttributeMissingError, (str(self),))
+
 
 class _Unfinished:
     """The slots of a fixed point whose function is still running."""
@@ -499,15 +503,13 @@ def call_package_with(
     """Call ``fn`` with its arguments taken by name from the overrides, then
     ``auto_args``, then its defaults; the result is made overridable."""
     params, names, var_kw = _signature(fn)
-    if overrides is None:
-        given: Mapping[str, Any] = kw_overrides
-    elif kw_overrides:
-        given = _Chain(kw_overrides, overrides)
-    else:
-        given = overrides
+    given: Mapping[str, Any] = kw_overrides
+    if overrides:
+        given = _Chain(kw_overrides, overrides) if kw_overrides else overrides
+    has_given = bool(overrides) or bool(kw_overrides)
     args: dict[str, Any] = {}
     for pname, has_default in params:
-        value = given.get(pname, _MISSING) if given else _MISSING
+        value = given.get(pname, _MISSING) if has_given else _MISSING
         if value is _MISSING:
             value = auto_args.get(pname, _MISSING)
             if value is _MISSING:
@@ -518,7 +520,7 @@ def call_package_with(
                     f"and has no default{did_you_mean(pname, auto_args)}"
                 )
         args[pname] = force(value)
-    if given:
+    if has_given:
         for key in given:
             if key not in names:
                 if not var_kw:
