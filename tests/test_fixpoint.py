@@ -127,7 +127,7 @@ def test_attrset_reads():
     assert s.get("b") == 2
     assert s.get("zzz") is None
     assert s.get("zzz", 7) == 7
-    assert s.name == "s"
+    assert s.attr_path == "s"
     assert list(s) == ["a", "b"]
     assert len(s) == 2
     assert "a" in s and "zzz" not in s
@@ -143,7 +143,7 @@ def test_attrset_names_never_force():
     assert "a" in s
     assert isinstance(s.slot("a"), Thunk)
     assert repr(s) == "<AttrSet pkgs: a, b>"
-    assert s.named("other").name == "other"
+    assert s.named("other").attr_path == "other"
     assert list(s.remove("a")) == ["b"]
     assert list(s | {"c": lazy(boom())}) == ["a", "b", "c"]
 
@@ -185,7 +185,7 @@ def test_dunder_lookups_are_plain_attribute_errors():
     s2 = AttrSet({"a": 1, "b": lazy(lambda: 2)}, name="n")
     c = copy.copy(s2)
     assert c.to_dict() == {"a": 1, "b": 2}
-    assert c.name == "n"
+    assert c.attr_path == "n"
 
 
 def test_attrset_shares_thunks_across_updates():
@@ -245,7 +245,7 @@ def test_laziness_isolates_failures(values, broken):
 def test_fix_self_reference():
     s = fix(lambda final: {"a": 1, "b": lazy(lambda: final.a + 1)}, name="s")
     assert s.b == 2
-    assert s.name == "s"
+    assert s.attr_path == "s"
 
 
 def test_fix_does_not_force():
@@ -471,7 +471,7 @@ def test_make_extensible_extend_chains():
     assert z.a == 11
     assert z.b == 12
     assert z.c == 24
-    assert "extend" in z and z.name == "x"
+    assert "extend" in z and z.attr_path == "x"
     assert x.a == 1 and y.a == 10  # originals untouched
 
 
@@ -568,7 +568,7 @@ def test_override_on_attrset_result():
     r3 = r2.override(lambda old: {"stdenv": old["stdenv"] + "!"})
     assert (r3.stdenv, r3.foo) == ("sd!", True)
     assert r.foo is False  # original untouched
-    assert r3.name == "saxpy"
+    assert r3.attr_path == "saxpy"
     with pytest.raises(errors.EvalError, match="unexpected argument 'enableFo'"):
         r.override(enableFo=True)
 
@@ -666,7 +666,7 @@ def test_override_scope_leaves_original_untouched():
     s = make_scope(OUTER, cuda_scope, name="cudaPackages")
     assert s.saxpy.nvcc == "nvcc-12"
     t = s.override_scope(lambda final, prev: {"cudaMajorVersion": "13"})
-    assert isinstance(t, Scope) and t.name == "cudaPackages"
+    assert isinstance(t, Scope) and t.attr_path == "cudaPackages"
     assert t.saxpy.nvcc == "nvcc-13"
     assert s.saxpy.nvcc == "nvcc-12"
     u = t.override_scope(

@@ -131,7 +131,7 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     from .table import print_table
 
-    print(f"{scope.name} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system})")
+    print(f"{scope.attr_path} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system})")
     print_table(
         ["component", "version", "license", "outputs", "status"],
         [[r["pname"], r["version"], r["license"], " ".join(r["outputs"]), r["status"]] for r in rows],

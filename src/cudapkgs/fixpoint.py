@@ -222,7 +222,7 @@ class AttrSet(Mapping[str, Any]):
         return new
 
     @property
-    def name(self) -> str:
+    def attr_path(self) -> str:
         return self._name
 
     def _missing(self, key: str) -> _MissingAttribute:

@@ -67,14 +67,14 @@ def _is_top_level(value: Any) -> bool:
 
 def _expected_set(root: Any, path: Sequence[str]) -> str:
     """The set a path means: the last CUDA set or top level walked through decides."""
-    expected = root.cudaPackages.name
+    expected = root.cudaPackages.attr_path
     value = root
     for component in path:
         value = resolve(value, [component])
         if _is_cuda_set(value):
-            expected = value.name
+            expected = value.attr_path
         elif _is_top_level(value):
-            expected = value.cudaPackages.name
+            expected = value.cudaPackages.attr_path
     return expected
 
 
@@ -106,8 +106,8 @@ def check_leakage(root: Any, path: Sequence[str]) -> LeakageReport:
                 if isinstance(slot, Package):
                     stack.append((via + (name,), slot))
         elif _is_cuda_set(value):
-            if value.name != expected:
-                leaks.append(Leak(via, value.name, value.name, expected))
+            if value.attr_path != expected:
+                leaks.append(Leak(via, value.attr_path, value.attr_path, expected))
                 continue
             for name in value:
                 member = value[name]

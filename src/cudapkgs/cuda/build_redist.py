@@ -50,7 +50,7 @@ LONG_DESCRIPTION = (
 def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
     """The package value of component `spec.pname` in the set `cuda` (a scope)."""
     redist_name, pname = spec.product, spec.pname
-    set_name = cuda.name
+    set_name = cuda.attr_path
 
     def attrs(final: AttrSet) -> dict[str, Any]:
         def release():

@@ -137,7 +137,9 @@ def pkgs_with_default_set(pkgs: Any, scope: Scope, minor_name: str) -> Any:
     def make_default(final: AttrSet, prev: AttrSet) -> dict[str, Any]:
         return {
             "recurseForDerivations": False,
-            minor_name: scope,
+            # The top level's own value of the set (the one carrying `.override`), not a
+            # locally overridden scope: like Nixpkgs, overrideScope is not carried into .pkgs.
+            minor_name: own,
             major_name: lazy(lambda: final[minor_name]),
             "cudaPackages": lazy(lambda: final[major_name]),
         }
