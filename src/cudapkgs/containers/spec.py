@@ -239,7 +239,12 @@ def version_key(version: str) -> tuple[int, ...]:
 
 def minimum_version(doc: dict[str, Any]) -> str:
     """The lowest CDI version whose fields cover what a spec dict uses."""
-    devices = [d for d in doc.get("devices") or [] if isinstance(d, dict)]
+    return minimum_version_and_reason(doc)[0]
+
+
+def minimum_version_and_reason(doc: dict[str, Any]) -> tuple[str, str]:
+    """`minimum_version` and the feature that forces it ("" for the floor)."""
+    devices = [d for d in doc.get("devices") or [] if isinstance(d, dict)] if isinstance(doc.get("devices"), list) else []
     edits = [doc.get("containerEdits")] + [d.get("containerEdits") for d in devices]
     edits = [e for e in edits if isinstance(e, dict)]
 
@@ -250,24 +255,30 @@ def minimum_version(doc: dict[str, Any]) -> str:
         value = e.get(key)
         return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
-    if any_edit(lambda e: e.get("netDevices")) or any_edit(
-        lambda e: isinstance(e.get("intelRdt"), dict)
-        and (e["intelRdt"].get("schemata") is not None or e["intelRdt"].get("enableMonitoring"))
-    ):
-        return "1.1.0"
-    if any_edit(lambda e: e.get("intelRdt") is not None or e.get("additionalGids")):
-        return "0.7.0"
+    def rdt(e: dict) -> dict:
+        return e["intelRdt"] if isinstance(e.get("intelRdt"), dict) else {}
+
+    if any_edit(lambda e: e.get("netDevices")):
+        return "1.1.0", "netDevices"
+    if any_edit(lambda e: rdt(e).get("schemata") is not None or rdt(e).get("enableMonitoring")):
+        return "1.1.0", "intelRdt.schemata or intelRdt.enableMonitoring"
+    if any_edit(lambda e: e.get("intelRdt") is not None):
+        return "0.7.0", "intelRdt"
+    if any_edit(lambda e: e.get("additionalGids")):
+        return "0.7.0", "additionalGids"
     kind = doc.get("kind")
     klass = kind.split("/", 1)[1] if isinstance(kind, str) and "/" in kind else ""
-    if doc.get("annotations") or any(d.get("annotations") for d in devices) or "." in klass:
-        return "0.6.0"
-    if any(isinstance(d.get("name"), str) and d["name"][:1].isdigit() for d in devices) or any_edit(
-        lambda e: any(n.get("hostPath") for n in items(e, "deviceNodes"))
-    ):
-        return "0.5.0"
+    if doc.get("annotations") or any(d.get("annotations") for d in devices):
+        return "0.6.0", "annotations"
+    if "." in klass:
+        return "0.6.0", "a '.' in the kind's class"
+    if any(isinstance(d.get("name"), str) and d["name"][:1].isdigit() for d in devices):
+        return "0.5.0", "a device name starting with a digit"
+    if any_edit(lambda e: any(n.get("hostPath") for n in items(e, "deviceNodes"))):
+        return "0.5.0", "deviceNodes[].hostPath"
     if any_edit(lambda e: any(m.get("type") for m in items(e, "mounts"))):
-        return "0.4.0"
-    return EARLIEST_VERSION
+        return "0.4.0", "mounts[].type"
+    return EARLIEST_VERSION, ""
 
 
 def minimum_version_of(spec: Spec) -> str:

@@ -1,0 +1,215 @@
+"""The createContainer hooks a generated spec runs (`cudapkgs cdi hook NAME`).
+
+Like nvidia-cdi-hook, each hook works on a container's root file system: the
+runtime passes the OCI state on stdin, whose `bundle` holds `config.json`,
+whose `root.path` is the root.  Paths inside the root are resolved without
+ever leaving it, so a hostile image cannot redirect a write to the host.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from .errors import CdiError
+
+LDCONF_NAME = "00-cudapkgs-nvidia.conf"
+COMPAT_LDCONF_NAME = "00-cudapkgs-cuda-compat.conf"
+CUDA_COMPAT_DIR = "/usr/local/cuda/compat"
+MS_RDONLY, MS_REMOUNT, MS_BIND = 1, 32, 4096
+
+
+# -- the container's root -----------------------------------------------------------------------
+
+
+def container_root(root: str | None = None, spec: str | None = None, stdin: TextIO | None = None) -> str:
+    """The container's root: given, from a config.json, or from the OCI state on stdin."""
+    if root:
+        return os.path.abspath(root)
+    if spec is None:
+        stream = stdin if stdin is not None else sys.stdin
+        try:
+            state = json.load(stream)
+            spec = os.path.join(state["bundle"], "config.json")
+        except (ValueError, KeyError, TypeError) as error:
+            raise CdiError(f"cannot read the container state on stdin (a hook runs under a container runtime; pass --container-root to run it by hand): {error}") from None
+    try:
+        config = json.loads(Path(spec).read_text())
+        path = config["root"]["path"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise CdiError(f"cannot read the container's root from {spec}: {error}") from None
+    return path if os.path.isabs(path) else os.path.normpath(os.path.join(os.path.dirname(spec), path))
+
+
+def resolve_in_root(root: str, path: str, follow_last: bool = True) -> str:
+    """`path` inside `root`, following symlinks as if `root` were `/` (never escaping it)."""
+    pending = [p for p in path.split("/") if p not in ("", ".")]
+    resolved: list[str] = []
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        candidate = os.path.join(root, *resolved, part)
+        if (pending or follow_last) and os.path.islink(candidate):
+            hops += 1
+            if hops > 40:
+                raise CdiError(f"too many levels of symbolic links in {path} inside {root}")
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                resolved = []
+            pending = [p for p in target.split("/") if p not in ("", ".")] + pending
+            continue
+        resolved.append(part)
+    return os.path.join(root, *resolved)
+
+
+def _write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+# -- create-symlinks ----------------------------------------------------------------------------
+
+
+def parse_link(spec: str) -> tuple[str, str]:
+    """`target::link` -> (target, link)."""
+    target, sep, link = spec.partition("::")
+    if not sep or not target or not link.startswith("/"):
+        raise CdiError(f"invalid --link {spec!r}: use TARGET::/ABSOLUTE/LINK")
+    return target, link
+
+
+def create_symlinks(root: str, links: list[str], log: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Create each `target::link` symlink in the container; existing files are left alone."""
+    made = []
+    for spec in links:
+        target, link = parse_link(spec)
+        where = resolve_in_root(root, link, follow_last=False)
+        if os.path.islink(where) and os.readlink(where) == target:
+            continue
+        if os.path.lexists(where):
+            log(f"{link} exists in the container; not replaced")
+            continue
+        os.makedirs(os.path.dirname(where), mode=0o755, exist_ok=True)
+        os.symlink(target, where)
+        made.append(link)
+    return made
+
+
+# -- enable-cuda-compat -------------------------------------------------------------------------
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+def enable_cuda_compat(root: str, host_driver_version: str) -> str | None:
+    """Let the image's CUDA forward-compat libcuda win when it is newer than the host driver.
+
+    Returns the container directory added to the loader's path, or None.
+    """
+    compat = resolve_in_root(root, CUDA_COMPAT_DIR)
+    try:
+        versions = [n[len("libcuda.so.") :] for n in os.listdir(compat) if re.fullmatch(r"libcuda\.so\.\d+\.\d+(\.\d+)?", n)]
+    except OSError:
+        return None
+    if not versions or not host_driver_version:
+        return None
+    newest = max(versions, key=_version_tuple)
+    # Compat libraries help only when they come from a newer driver branch than the host's.
+    if _version_tuple(newest)[:1] <= _version_tuple(host_driver_version)[:1]:
+        return None
+    container_dir = "/" + os.path.relpath(compat, root)
+    _write(resolve_in_root(root, f"/etc/ld.so.conf.d/{COMPAT_LDCONF_NAME}"), container_dir + "\n")
+    return container_dir
+
+
+# -- update-ldcache -----------------------------------------------------------------------------
+
+
+def default_ldconfig() -> str:
+    return shutil.which("ldconfig") or "/sbin/ldconfig"
+
+
+def update_ldcache(root: str, folders: list[str], ldconfig: str | None = None, run: Callable[[list[str]], int] | None = None) -> list[str]:
+    """Add `folders` to the container's loader config and rebuild its /etc/ld.so.cache.
+
+    Runs the host's `ldconfig -r ROOT` (it chroots itself); `@/path` means a host path as
+    with nvidia-cdi-hook.  Returns the ldconfig command that ran.
+    """
+    present = [f for f in folders if os.path.isdir(resolve_in_root(root, f))]
+    if present:
+        _write(resolve_in_root(root, f"/etc/ld.so.conf.d/{LDCONF_NAME}"), "".join(f + "\n" for f in present))
+    program = (ldconfig or default_ldconfig()).removeprefix("@")
+    if not os.access(program, os.X_OK):
+        raise CdiError(f"ldconfig not found at {program} (pass --ldconfig-path)")
+    command = [program, "-r", root, *present]
+    status = (run or _run)(command)
+    if status != 0:
+        raise CdiError(f"{' '.join(command)} failed with status {status}")
+    return command
+
+
+def _run(command: list[str]) -> int:
+    return subprocess.run(command, check=False).returncode
+
+
+# -- disable-device-node-modification -----------------------------------------------------------
+
+
+def params_without_modification(text: str) -> str | None:
+    """The driver's params with `ModifyDeviceFiles: 0`, or None when it is already off."""
+    lines = text.splitlines()
+    changed = False
+    for i, line in enumerate(lines):
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "ModifyDeviceFiles" and value.strip() != "0":
+            lines[i] = "ModifyDeviceFiles: 0"
+            changed = True
+    return "\n".join(lines) + "\n" if changed else None
+
+
+def _bind_mount_text(text: str, target: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.memfd_create("nvidia-params")
+    try:
+        os.write(fd, text.encode())
+        source = f"/proc/self/fd/{fd}".encode()
+        for flags in (MS_BIND, MS_BIND | MS_REMOUNT | MS_RDONLY):
+            if libc.mount(source, target.encode(), None, flags, None) != 0:
+                error = ctypes.get_errno()
+                raise CdiError(f"cannot bind-mount over {target}: {os.strerror(error)}")
+    finally:
+        os.close(fd)
+
+
+def disable_device_node_modification(root: str, host_params: str = "/proc/driver/nvidia/params", mount: Callable[[str, str], None] = _bind_mount_text) -> bool:
+    """Hide `ModifyDeviceFiles: 1` from the container so its CUDA cannot create device nodes.
+
+    Returns True when the container's params file was replaced.
+    """
+    try:
+        text = Path(host_params).read_text()
+    except OSError:
+        return False
+    patched = params_without_modification(text)
+    target = resolve_in_root(root, "/proc/driver/nvidia/params")
+    if patched is None or not os.path.exists(target):
+        return False
+    mount(patched, target)
+    return True
