@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from . import errors
@@ -18,16 +17,25 @@ from . import errors
 __all__ = ["Config", "OPTIONS", "Option", "load_config", "parse_set"]
 
 
-@dataclass(frozen=True)
 class Option:
     """One configuration key: its kind ("bool", "str", "str-list", "predicate" or "path"), default and help."""
 
-    name: str
-    kind: str
-    default: Any
-    doc: str
-    # Extra per-option validation on top of the kind's; returns the (normalised) value or raises ValueError.
-    check: Callable[[Any], Any] | None = None
+    # A plain slotted class: dataclasses would cost the CLI's start-up an `inspect` import.
+    __slots__ = ("name", "kind", "default", "doc", "check")
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        default: Any,
+        doc: str,
+        # Extra validation on top of the kind's; returns the (normalised) value or raises ValueError.
+        check: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self.name, self.kind, self.default, self.doc, self.check = name, kind, default, doc, check
+
+    def __repr__(self) -> str:
+        return f"Option({self.name!r}, {self.kind!r}, default={self.default!r})"
 
 
 _CAPABILITY = re.compile(r"\d+\.\d+[af]?")

@@ -43,9 +43,9 @@ _ARCH_SPELLING = re.compile(r"\A(?:sm_?|compute_?)?([0-9]+)([0-9])([af]?)(?:-rea
 
 def _load_toml(name: str) -> dict[str, Any]:
     import tomllib
-    from importlib import resources
+    from pathlib import Path
 
-    with resources.files(__package__).joinpath("data", name).open("rb") as f:
+    with open(Path(__file__).parent / "data" / name, "rb") as f:
         return tomllib.load(f)
 
 

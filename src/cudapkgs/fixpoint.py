@@ -11,7 +11,6 @@ which injects a function's arguments by name.
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -466,6 +465,8 @@ _Signature = tuple[tuple[tuple[str, bool], ...], frozenset[str], bool]
 
 def _inspect(fn: Callable[..., Any]) -> _Signature:
     try:
+        import inspect  # only when a function is first called: keeps start-up lean
+
         sig = inspect.signature(fn)
     except (TypeError, ValueError) as e:
         raise EvalError(f"cannot call {_fn_name(fn)}: its arguments cannot be inspected ({e})") from None

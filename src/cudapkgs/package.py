@@ -8,7 +8,6 @@ the package, with other arguments) is attached by `fixpoint.call_package_with`.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -96,6 +95,8 @@ def _as_extension(change: AttrsOverride | Mapping[str, Any]):
     if isinstance(change, Mapping):
         return lambda final, prev: change
     try:
+        import inspect
+
         arity = len(inspect.signature(change).parameters)
     except (TypeError, ValueError):
         arity = 1

@@ -45,10 +45,10 @@ _MACHINES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "i386": "i6
 
 def host_system() -> str:
     """This machine's Nix system, such as ``x86_64-linux`` or ``aarch64-darwin``."""
-    import platform
+    import os
     import sys
 
-    machine = platform.machine().lower()
+    machine = os.uname().machine.lower() if hasattr(os, "uname") else __import__("platform").machine().lower()
     cpu = _MACHINES.get(machine, machine)
     os_name = sys.platform
     for prefix, nix_os in (("linux", "linux"), ("darwin", "darwin"), ("win", "windows"), ("cygwin", "cygwin")):

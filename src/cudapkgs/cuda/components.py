@@ -12,7 +12,7 @@ import functools
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from ..versions import version_at_least
@@ -37,8 +37,8 @@ class ComponentSpec:
 
 
 def _load_table() -> dict[str, Any]:
-    text = resources.files("cudapkgs").joinpath("data/redist_components.toml").read_text()
-    return tomllib.loads(text)
+    with open(Path(__file__).parents[1] / "data" / "redist_components.toml", "rb") as f:
+        return tomllib.load(f)
 
 
 @functools.cache

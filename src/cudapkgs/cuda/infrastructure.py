@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .. import db, flags, licenses, platform
+from .. import db, flags, platform
 from ..fixpoint import AttrSet, lazy, make_extensible
 from ..versions import version_at_least, version_older
 from .backend_stdenv import failed_assertions_string
@@ -22,6 +22,7 @@ REDIST_NAMES = ("cublasmp", "cuda", "cudnn", "cudss", "cuquantum", "cusolvermp",
 
 def _lib(final: AttrSet) -> AttrSet:
     """`_cuda.lib`: Nixpkgs' helper functions, under their Nixpkgs names."""
+    from .. import licenses
 
     def format_capabilities(args: Any) -> dict[str, Any]:
         return flags.format_capabilities(

@@ -5,27 +5,36 @@ from __future__ import annotations
 import functools
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from ..errors import EvalError, did_you_mean
 
 
-@dataclass(frozen=True, slots=True)
 class Choice:
     """One candidate manifest version; `when` names a condition, None always holds."""
 
-    version: str
-    when: str | None = None
+    __slots__ = ("version", "when")
+
+    def __init__(self, version: str, when: str | None = None) -> None:
+        self.version = version
+        self.when = when
+
+    def __repr__(self) -> str:
+        return f"Choice({self.version!r}, when={self.when!r})"
 
 
-@dataclass(frozen=True, slots=True)
 class PackageSetDefinition:
     """A versioned set such as cudaPackages_12_8: product -> manifest version choices."""
 
-    name: str
-    products: Mapping[str, tuple[Choice, ...]]
+    __slots__ = ("name", "products")
+
+    def __init__(self, name: str, products: Mapping[str, tuple[Choice, ...]]) -> None:
+        self.name = name
+        self.products = products
+
+    def __repr__(self) -> str:
+        return f"PackageSetDefinition({self.name!r})"
 
     @property
     def cuda_version(self) -> str:
@@ -41,7 +50,8 @@ class PackageSetDefinition:
 
 
 def _load() -> dict[str, Any]:
-    return tomllib.loads(resources.files("cudapkgs").joinpath("data/package_sets.toml").read_text())
+    with open(Path(__file__).parents[1] / "data" / "package_sets.toml", "rb") as f:
+        return tomllib.load(f)
 
 
 @functools.cache

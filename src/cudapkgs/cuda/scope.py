@@ -12,10 +12,8 @@ from typing import Any
 
 from .. import flags as flag_lib
 from ..fixpoint import AttrSet, Scope, compose_many_extensions, extends, lazy, make_scope
-from ..manifests import Manifest, load_manifest
 from ..versions import major, major_minor, version_at_least, version_older
 from .backend_stdenv import backend_stdenv
-from .build_redist import build_redist
 from .components import component_specs
 from .package_sets import PackageSetDefinition
 
@@ -30,7 +28,7 @@ def cuda_packages(
     _cuda: Any,
     config: Any,
     definition: PackageSetDefinition,
-    manifests: Mapping[str, Manifest] | None = None,
+    manifests: Mapping[str, Any] | None = None,
 ) -> Scope:
     """Make the scope of one versioned set; `manifests` replaces the selected manifests."""
     name = definition.name
@@ -56,6 +54,8 @@ def cuda_packages(
         def selected_manifests() -> AttrSet:
             if manifests is not None:
                 return AttrSet(dict(manifests), name=f"{name}.manifests")
+            from ..manifests import load_manifest
+
             directory = config.manifestsDir
             return AttrSet(
                 {
@@ -98,18 +98,24 @@ def cuda_packages(
             "manifests": lazy(selected_manifests),
             "backendStdenv": lazy(stdenv),
             "flags": lazy(set_flags),
-            "buildRedist": lambda spec: build_redist(final, config, spec),
+            "buildRedist": lambda spec: _build_redist(final, config, spec),
             "pkgs": lazy(lambda: pkgs_with_default_set(pkgs, final, name)),
         }
         for product, specs in component_specs().items():
             if product not in definition.products:
                 continue
             for pname, spec in specs.items():
-                attrs[pname] = lazy(lambda spec=spec: build_redist(final, config, spec))
+                attrs[pname] = lazy(lambda spec=spec: _build_redist(final, config, spec))
         return attrs
 
     extensions = ([_aliases] if config.allowAliases else []) + list(_cuda.extensions)
     return make_scope(pkgs, extends(compose_many_extensions(extensions), base), name=name)
+
+
+def _build_redist(scope: Scope, config: Any, spec: Any) -> Any:
+    from .build_redist import build_redist  # not needed to read a set's versions: lazy for start-up
+
+    return build_redist(scope, config, spec)
 
 
 def _same_manifests(a: Any, b: Any) -> bool:
