@@ -91,10 +91,9 @@ def test_mk_redist_url():
     ],
 )
 def test_host_system(monkeypatch, machine, plat, expected):
-    import platform
     import sys
 
-    monkeypatch.setattr(platform, "machine", lambda: machine)
+    monkeypatch.setattr(cp, "_machine", lambda: machine)
     monkeypatch.setattr(sys, "platform", plat)
     assert cp.host_system() == expected
 

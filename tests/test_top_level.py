@@ -74,11 +74,11 @@ def test_every_component_src_matches_the_raw_manifest(set_name):
 
 
 def test_reading_a_version_touches_only_that_manifest(monkeypatch):
-    import cudapkgs.cuda.scope as scope_module
+    import cudapkgs.manifests as manifests_module
 
     loaded = []
-    real = scope_module.load_manifest
-    monkeypatch.setattr(scope_module, "load_manifest", lambda p, v, **kw: loaded.append((p, v)) or real(p, v, **kw))
+    real = manifests_module.load_manifest
+    monkeypatch.setattr(manifests_module, "load_manifest", lambda p, v, **kw: loaded.append((p, v)) or real(p, v, **kw))
     pkgs = pkgs_with()
     assert pkgs.cudaPackages_12_8.cudnn.version == "9.22.0.52"
     assert loaded == [("cudnn", "9.22.0")]

@@ -43,12 +43,21 @@ _KNOWN = (*NIX_SYSTEMS, "aarch64-darwin", "x86_64-darwin", "i686-linux", "armv7l
 _MACHINES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "i386": "i686", "i586": "i686"}
 
 
+def _machine() -> str:
+    import os
+
+    if hasattr(os, "uname"):  # cheaper than importing the platform module at start-up
+        return os.uname().machine
+    import platform
+
+    return platform.machine()
+
+
 def host_system() -> str:
     """This machine's Nix system, such as ``x86_64-linux`` or ``aarch64-darwin``."""
-    import os
     import sys
 
-    machine = os.uname().machine.lower() if hasattr(os, "uname") else __import__("platform").machine().lower()
+    machine = _machine().lower()
     cpu = _MACHINES.get(machine, machine)
     os_name = sys.platform
     for prefix, nix_os in (("linux", "linux"), ("darwin", "darwin"), ("win", "windows"), ("cygwin", "cygwin")):
