@@ -13,6 +13,9 @@ def _status(package: Package) -> str:
     meta = package.meta
     if meta.available:
         return "available"
+    if package.release is None:
+        manifest = package.redistName
+        return f"absent: not in the {manifest} {package.manifestVersion} manifest"
     problems = meta.problems
     if "unsupported" in problems or "broken" in problems:
         failed = [m for ok, m in package.platformAssertions + package.brokenAssertions if not ok]

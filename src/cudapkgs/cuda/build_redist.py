@@ -137,9 +137,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 ),
             ]
             if final.release is None:
-                checks.append(
-                    (False, f"{pname} is in the {redist_name} {cuda.manifests[redist_name].version} manifest")
-                )
+                checks.append((False, f"{pname} is in the {redist_name} {final.manifestVersion} manifest"))
             for rule in spec.platform_rules:
                 checks.extend(rule(final, cuda))
             return checks
@@ -169,6 +167,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
         return {
             "pname": pname,
             "redistName": redist_name,
+            "manifestVersion": lazy(lambda: cuda.manifests[redist_name].version),
             "cudaPackageSet": set_name,
             "release": lazy(release),
             "version": lazy(lambda: final.release.version if final.release is not None else "0-unsupported"),
@@ -225,16 +224,3 @@ def _available(final: AttrSet, config: Any, cuda: Any) -> bool:
     if cuda.backendStdenv.hostNixSystem not in meta.platforms:
         return False
     return licenses.is_free(meta.license) or config.permits_unfree(final)
-
-
-def unavailable_reason(package: Any) -> str | None:
-    """Why a package cannot be used here, in one paragraph; None when it can."""
-    meta = package.meta
-    if meta.available:
-        return None
-    problems = meta.problems
-    if problems:
-        return "\n".join(p["message"] for p in problems.values())
-    if package.cudaPackageSet and not licenses.is_free(meta.license):
-        return f"{package.name} has an unfree license ({licenses.license_names(meta.license)}) that the configuration does not allow"
-    return f"{package.name} is not available on {package.meta.platforms}"

@@ -1,0 +1,132 @@
+"""The command line, through a subprocess as users run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import MANIFESTS
+
+
+def run(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "CUDAPKGS_MANIFESTS": str(MANIFESTS), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "cudapkgs", *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=120
+    )
+
+
+def ok(*args: str, **kw) -> str:
+    result = run(*args, **kw)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_default_set_version():
+    assert ok("eval", "cudaPackages.cudaMajorMinorVersion") == '"12.9"\n'
+
+
+def test_issue_examples_as_json():
+    assert json.loads(ok("eval", "--json", "cudaPackages_12_8.cudnn.version")) == "9.22.0.52"
+    flags = json.loads(ok("eval", "--json", "pkgsForCudaArch.sm_90a.cudaPackages.flags"))
+    assert flags["gencode"] == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert flags["cudaForwardCompat"] is False and flags["archNames"] == ["Hopper"]
+    gencode = json.loads(
+        ok("eval", "--json", "--set", 'cudaCapabilities=["8.9","9.0"]', "--set", "cudaForwardCompat=false",
+           "cudaPackages_13_0.flags.gencode")
+    )
+    assert gencode == ["-gencode=arch=compute_89,code=sm_89", "-gencode=arch=compute_90,code=sm_90"]
+    redist = ok("eval", "--json", "--system", "aarch64-linux", "--set", 'cudaCapabilities=["8.7"]',
+                "cudaPackages_12_6.backendStdenv.hostRedistSystem")
+    assert json.loads(redist) == "linux-aarch64"
+
+
+def test_config_file_allows_unfree_src(tmp_path):
+    config = tmp_path / "cudapkgs.toml"
+    config.write_text('allowUnfreePredicate = "cuda"\n')
+    src = json.loads(ok("eval", "--json", "--config", str(config), "cudaPackages_13_0.libcublas.src"))
+    raw = json.loads((MANIFESTS / "cuda" / "redistrib_13.0.3.json").read_text())["libcublas"]["linux-x86_64"]
+    assert src["sha256"] == raw["sha256"]
+    assert src["url"].endswith(raw["relative_path"])
+
+
+def test_cudapkgs_config_env_is_read(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text('cudaCapabilities = ["8.6"]\ncudaForwardCompat = false\n')
+    out = ok("eval", "--json", "cudaPackages.flags.arches", env={"CUDAPKGS_CONFIG": str(config)})
+    assert json.loads(out) == ["sm_86"]
+
+
+def test_unfree_without_permission_is_a_one_line_error():
+    result = run("eval", "cudaPackages_13_0.libcublas.src")
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "unfree license" in result.stderr and "allowUnfreePredicate" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (("eval", "cudaPackages_12_8.cudnnn"), 1, 'did you mean "cudnn"'),
+        (("eval", "cudaPackages_12_7.cudnn"), 1, "cudaPackages_12_8"),
+        (("eval", "--set", "cudaCapabilites=[]", "cudaPackages"), 1, 'did you mean "cudaCapabilities"'),
+        (("eval", "--set", "cudaForwardCompat=yes", "cudaPackages"), 1, "cudaForwardCompat"),
+        (("eval", "--set", 'cudaCapabilities=["sm_89"]', "cudaPackages"), 1, '"8.9"'),
+        (("eval", "--set", "novalue", "cudaPackages"), 2, "KEY=VALUE"),
+        (("eval", "--system", "x86_64-linu", "cudaPackages"), 2, "x86_64-linux"),
+        (("eval", "cudaPackages.flags..x"), 2, ""),
+        (("capabilities", "--cuda", "12.7"), 1, "no package set for CUDA 12.7"),
+        (("eval", "--set", 'cudaCapabilities=["7.7"]', "cudaPackages_12_8.flags"), 1,
+         'Requested unrecognized CUDA capabilities: ["7.7"]'),
+        (("frobnicate",), 2, "invalid choice"),
+    ],
+)
+def test_errors_exit_codes_and_messages(args, code, needle):
+    result = run(*args)
+    assert result.returncode == code, result.stderr
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_malformed_manifest_names_file_and_field(tmp_path):
+    broken = tmp_path / "cuda"
+    broken.mkdir()
+    text = (MANIFESTS / "cuda" / "redistrib_12.8.2.json").read_text()
+    (broken / "redistrib_12.8.2.json").write_text(text[: len(text) // 2])
+    result = run("eval", "cudaPackages_12_8.cuda_nvcc.version", env={"CUDAPKGS_MANIFESTS": str(tmp_path)})
+    assert result.returncode == 1
+    assert "redistrib_12.8.2.json" in result.stderr and "not valid JSON" in result.stderr
+
+
+def test_list_shows_versions_licenses_and_reasons():
+    rows = json.loads(ok("list", "--json", "cudaPackages_12_6"))
+    by_name = {r["pname"]: r for r in rows}
+    assert by_name["cuda_nvcc"]["version"] == "12.6.85"
+    assert by_name["cuda_cudart"]["outputs"] == ["out", "dev", "include", "lib", "static", "stubs"]
+    assert by_name["cuda_nvcc"]["available"] is False and "unfree" in by_name["cuda_nvcc"]["status"]
+    assert by_name["cuda_compat"]["status"].startswith("unsupported")
+    allowed = json.loads(ok("list", "--json", "--set", "allowUnfree=true", "cudaPackages_12_6"))
+    assert {r["pname"]: r for r in allowed}["cuda_nvcc"]["available"] is True
+    table = ok("list")
+    assert table.startswith("cudaPackages_12_9 (CUDA 12.9.1")
+
+
+def test_capabilities_table():
+    rows = json.loads(ok("capabilities", "--json", "--cuda", "12.8"))
+    marks = {r["cudaCapability"]: (r["supported"], r["default"]) for r in rows}
+    assert marks["12.0"] == (True, True) and marks["12.1"] == (False, False)
+    assert marks["9.0a"] == (True, False) and marks["3.5"] == (False, False)
+    assert "Hopper" in ok("capabilities")
+
+
+def test_check_leakage_clean_set():
+    out = ok("check-leakage", "cudaPackages_12_8.pkgs")
+    assert out.startswith("no leakage") and "cudaPackages_12_8" in out
+
+
+def test_help_teaches():
+    out = ok("eval", "--help")
+    assert "cudaPackages_12_8.cudnn.version" in out and "--set" in out and "CUDAPKGS_CONFIG" in out
