@@ -64,7 +64,7 @@ def main() -> int:
         options = Options()
         machine = "this machine (real driver)"
     else:
-        import fakes  # tests/containers/fakes.py
+        import cdi_fakes as fakes  # tests/containers/cdi_fakes.py
 
         fake = fakes.golden_machine(work)
         cli_args = [*fake.cli_args(), "--gpu-discovery", "proc"]
