@@ -254,3 +254,55 @@ def test_packages_are_package_values():
     assert scope.cuda_cudart.propagatedBuildOutputs == ["include", "lib", "static", "stubs"]
     assert scope.cuda_cudart.meta.platforms == ["aarch64-linux", "x86_64-linux"]
     assert scope.cuda_cudart["name"] == "cuda12.8-cuda_cudart-12.8.90"
+
+
+def test_cuda_db_in_the_tree_matches_reference():
+    pkgs = pkgs_with()
+    info = pkgs._cuda.db.cudaCapabilityToInfo
+    reference = {r["capability"]: r for r in load_reference("cuda-capabilities.json")}
+    assert list(info) == list(reference)
+    for cap, record in reference.items():
+        assert dict(info[cap]) == {("cudaCapability" if k == "capability" else k): v for k, v in record.items()}
+    nvcc = load_reference("nvcc-compatibilities.json")
+    assert {k: {c: dict(r) for c, r in v.items()} for k, v in pkgs._cuda.db.nvccCompatibilities.items()} == nvcc
+    assert pkgs._cuda.db.allSortedCudaCapabilities == list(reference)
+    assert pkgs._cuda.db.cudaArchNameToCapabilities["Hopper"] == ["9.0", "9.0a"]
+
+
+def test_cuda_lib_helpers():
+    lib = pkgs_with()._cuda.lib
+    assert lib.mkRealArchitecture("10.0f") == "sm_100f"
+    assert lib.mkVirtualArchitecture("9.0a") == "compute_90a"
+    assert lib.mkGencodeFlag("sm", "8.9") == "-gencode=arch=compute_89,code=sm_89"
+    assert lib.dropDots("10.0a") == "100a"
+    assert lib.mkVersionedName("cudaPackages", "12.8") == "cudaPackages_12_8"
+    formatted = lib.formatCapabilities(
+        {"cudaCapabilityToInfo": pkgs_with()._cuda.db.cudaCapabilityToInfo, "cudaCapabilities": ["7.5", "8.6"],
+         "cudaForwardCompat": True}
+    )
+    assert formatted["arches"] == ["sm_75", "sm_86", "compute_86"]
+    assert formatted["archNames"] == ["Ampere", "Turing"]
+
+
+def test_overriding_the_db_flows_into_derived_lists_and_sets():
+    def drop_hopper(final, prev):
+        def info():
+            return {k: v for k, v in prev.db.cudaCapabilityToInfo.items() if not k.startswith("9.0")}
+
+        return {"db": lazy(lambda: prev.db.update({"cudaCapabilityToInfo": lazy(info)}))}
+
+    pkgs = pkgs_with().override_scope(lambda final, prev: {"_cuda": prev._cuda.extend(drop_hopper)})
+    assert "9.0" not in pkgs._cuda.db.allSortedCudaCapabilities
+    assert "9.0" not in pkgs.cudaPackages_12_8.backendStdenv.defaultCudaCapabilities
+    assert "sm_90" not in pkgs.pkgsForCudaArch
+    assert "9.0" in pkgs_with()._cuda.db.allSortedCudaCapabilities
+
+
+def test_infinite_recursion_names_the_cycle():
+    from cudapkgs.errors import InfiniteRecursionError
+
+    pkgs = pkgs_with().override_scope(
+        lambda final, prev: {"a": lazy(lambda: final.b), "b": lazy(lambda: final.a)}
+    )
+    with pytest.raises(InfiniteRecursionError, match=r"pkgs\.a -> pkgs\.b -> pkgs\.a"):
+        pkgs.a
