@@ -1,0 +1,175 @@
+"""The `cudapkgs cdi` commands, run through the real command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import cdi_fakes as fakes
+import pytest
+import yaml
+
+from cudapkgs.cli import main
+
+
+@pytest.fixture
+def machine(tmp_path):
+    return fakes.golden_machine(tmp_path)
+
+
+def _gen(machine, *extra) -> list[str]:
+    return ["cdi", "generate", *machine.cli_args(), "--gpu-discovery", "proc", *extra]
+
+
+def test_generate_to_stdout_is_the_spec(machine, capsys):
+    assert main(_gen(machine, "--device-name-strategy", "index,uuid")) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [d["name"] for d in doc["devices"]] == ["0", fakes.GPU0_UUID, "all"]
+
+
+def test_generate_writes_atomically_with_mode_0644(machine, tmp_path, capsys):
+    out = tmp_path / "cdi" / "nvidia.json"
+    assert main(_gen(machine, "--output", str(out))) == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+    assert not out.read_text().endswith("\n") and json.loads(out.read_text())["cdiVersion"] == "0.5.0"
+    assert [p.name for p in out.parent.iterdir()] == ["nvidia.json"]  # no temporary file left
+    assert "wrote" in capsys.readouterr().err
+
+
+def test_generate_yaml_by_extension_and_yml_gets_yaml_appended(machine, tmp_path, capsys):
+    assert main(_gen(machine, "-o", str(tmp_path / "nvidia.yml"))) == 0
+    written = tmp_path / "nvidia.yml.yaml"
+    assert written.read_text().startswith("---\n")
+    assert yaml.safe_load(written.read_text())["kind"] == "nvidia.com/gpu"
+    assert "only read *.json and *.yaml" in capsys.readouterr().err
+
+
+def test_no_gpu_exits_non_zero_without_writing(tmp_path, capsys):
+    out = tmp_path / "nvidia.json"
+    empty = ["--driver-root", str(tmp_path), "--procfs-root", str(tmp_path / "proc"), "--sysfs-root", str(tmp_path / "sys")]
+    env_path = os.environ.get("PATH", "")
+    os.environ["PATH"] = str(tmp_path)  # no nvidia-smi either
+    try:
+        status = main(["cdi", "generate", *empty, "--gpu-discovery", "proc", "-o", str(out)])
+    finally:
+        os.environ["PATH"] = env_path
+    assert status == 1 and not out.exists()
+    err = capsys.readouterr().err
+    assert err.startswith("cudapkgs: error: no NVIDIA GPU or driver was found") and "Traceback" not in err
+
+
+def test_bad_vendor_is_a_one_line_error(machine, capsys):
+    assert main(_gen(machine, "--vendor=-bad")) == 1
+    assert capsys.readouterr().err.startswith("cudapkgs: error: invalid vendor '-bad'")
+
+
+def test_validate_good_and_bad(machine, tmp_path, capsys):
+    good = tmp_path / "good.json"
+    main(_gen(machine, "-o", str(good)))
+    bad = tmp_path / "bad.json"
+    doc = json.loads(good.read_text())
+    doc["devices"][0]["name"] = "bad name"
+    bad.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["cdi", "validate", str(good)]) == 0
+    assert "valid CDI spec (cdiVersion 0.5.0, 3 devices)" in capsys.readouterr().out
+    assert main(["cdi", "validate", str(good), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert f"{bad}: $.devices[0].name: invalid device name 'bad name'" in out
+    assert main(["cdi", "validate", "--json", str(bad)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report[0]["valid"] is False and report[0]["problems"][0]["path"] == "$.devices[0].name"
+
+
+def test_validate_check_host(machine, tmp_path, capsys):
+    spec = tmp_path / "nvidia.json"
+    main(_gen(machine, "-o", str(spec), "--hook-path", sys.executable))
+    capsys.readouterr()
+    assert main(["cdi", "validate", "--check-host", str(spec)]) == 0
+
+
+def _spec(kind: str, *names: str) -> str:
+    return json.dumps({"cdiVersion": "0.5.0", "kind": kind, "devices": [{"name": n, "containerEdits": {"env": [f"N={n}"]}} for n in names]})
+
+
+def test_list_precedence_conflicts_and_ignored_files(tmp_path, capsys):
+    static, dynamic = tmp_path / "etc-cdi", tmp_path / "run-cdi"
+    static.mkdir()
+    dynamic.mkdir()
+    (static / "nvidia.yaml").write_text(_spec("nvidia.com/gpu", "0", "1", "all"))
+    (dynamic / "nvidia.json").write_text(_spec("nvidia.com/gpu", "0", "GPU-abc", "all"))
+    (dynamic / "other.json").write_text(_spec("nvidia.com/gpu", "all"))  # same dir: conflict
+    (dynamic / "ignored.yml").write_text(_spec("nvidia.com/gpu", "9"))
+    (dynamic / "broken.json").write_text("{")
+    (static / "vendor.json").write_text(_spec("example.com/net", "eth0"))
+    assert main(["cdi", "list", "--spec-dir", str(static), "--spec-dir", str(dynamic)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == ["example.com/net=eth0", "nvidia.com/gpu=0", "nvidia.com/gpu=1", "nvidia.com/gpu=GPU-abc"]
+    assert "nvidia.com/gpu=all is unusable" in captured.err and "broken.json is ignored" in captured.err
+    assert main(["cdi", "list", "--json", "--spec-dir", str(static), "--spec-dir", str(dynamic)]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert {d["name"]: d["spec"] for d in listing["devices"]}["nvidia.com/gpu=0"] == str(dynamic / "nvidia.json")
+    assert listing["unusable"][0]["name"] == "nvidia.com/gpu=all"
+
+
+def test_list_of_a_generated_spec(machine, tmp_path, capsys):
+    main(_gen(machine, "-o", str(tmp_path / "cdi" / "nvidia.json")))
+    capsys.readouterr()
+    main(["cdi", "list", "--spec-dir", str(tmp_path / "cdi")])
+    assert capsys.readouterr().out.splitlines() == ["nvidia.com/gpu=0", f"nvidia.com/gpu={fakes.GPU0_UUID}", "nvidia.com/gpu=all"]
+
+
+def test_snippets(capsys):
+    assert main(["cdi", "snippet", "docker"]) == 0
+    assert capsys.readouterr().out == "--device nvidia.com/gpu=all\n"
+    assert main(["cdi", "snippet", "podman", "--device", "0", "--device", "nvidia.com/gpu=GPU-abc"]) == 0
+    assert capsys.readouterr().out == "--device nvidia.com/gpu=0 --device nvidia.com/gpu=GPU-abc\n"
+    assert main(["cdi", "snippet", "compose", "--device", "0,1", "--service", "app"]) == 0
+    compose = yaml.safe_load(capsys.readouterr().out)
+    assert compose["services"]["app"]["deploy"]["resources"]["reservations"]["devices"] == [
+        {"driver": "cdi", "device_ids": ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]}
+    ]
+    assert main(["cdi", "snippet", "docker", "--device", "bad/name"]) == 1
+
+
+def test_install_service_print_and_install(tmp_path, capsys):
+    args = ["--device-name-strategy", "index", "--disable-hook", "create-symlinks", "--library-search-path", "/run/opengl-driver/lib"]
+    assert main(["cdi", "install-service", "--print", *args]) == 0
+    printed = capsys.readouterr().out
+    exec_start = next(line for line in printed.splitlines() if line.startswith("ExecStart="))
+    assert "cdi generate --format json --output /run/cdi/nvidia-container-toolkit.json" in exec_start
+    assert exec_start.endswith("--device-name-strategy index --library-search-path /run/opengl-driver/lib --disable-hook create-symlinks")
+    assert "Type=oneshot" in printed and "RuntimeDirectory=cdi" in printed and 'KERNEL=="nvidia"' in printed
+    units, rules = tmp_path / "units", tmp_path / "rules"
+    assert main(["cdi", "install-service", *args, "--unit-dir", str(units), "--udev-dir", str(rules)]) == 0
+    unit = (units / "cudapkgs-cdi-generator.service").read_text()
+    assert exec_start in unit and "WantedBy=multi-user.target" in unit
+    assert "restart cudapkgs-cdi-generator.service" in (rules / "71-cudapkgs-cdi.rules").read_text()
+
+
+def test_install_service_refuses_bad_options(capsys):
+    assert main(["cdi", "install-service", "--print", "--disable-hook", "nope"]) == 1
+    assert "unknown hook 'nope'" in capsys.readouterr().err
+
+
+def test_systemd_quoting():
+    from cudapkgs.containers.service import systemd_quote
+
+    assert systemd_quote("/a/b") == "/a/b"
+    assert systemd_quote("/with space/%h$x") == '"/with space/%%h$$x"'
+
+
+def test_cli_module_imports_only_argparse():
+    code = "import sys, cudapkgs.containers.cli; print(sorted(m for m in sys.modules if m.startswith('cudapkgs.containers.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['cudapkgs.containers.cli']"
+
+
+def test_help_teaches(capsys):
+    with pytest.raises(SystemExit):
+        main(["cdi", "generate", "--help"])
+    text = capsys.readouterr().out
+    assert "--device-name-strategy" in text and "examples:" in text and "MIG" in text

@@ -1,0 +1,108 @@
+"""The createContainer hooks, run against a container root in a temp dir."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pytest
+
+from cudapkgs.cli import main
+from cudapkgs.containers import hooks
+from cudapkgs.containers.errors import CdiError
+
+
+@pytest.fixture
+def root(tmp_path):
+    r = tmp_path / "rootfs"
+    (r / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
+    (r / "etc").mkdir()
+    return r
+
+
+def test_container_root_from_the_oci_state(tmp_path):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
+    state = io.StringIO(json.dumps({"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1, "bundle": str(bundle)}))
+    assert hooks.container_root(stdin=state) == str(bundle / "rootfs")
+    with pytest.raises(CdiError, match="container state on stdin"):
+        hooks.container_root(stdin=io.StringIO("not json"))
+
+
+def test_resolve_in_root_never_escapes(root):
+    os.symlink("/", root / "escape")
+    os.symlink("../../..", root / "usr/lib/up")
+    assert hooks.resolve_in_root(str(root), "/escape/etc/passwd") == f"{root}/etc/passwd"
+    assert hooks.resolve_in_root(str(root), "/usr/lib/up/../../x") == f"{root}/x"
+
+
+def test_create_symlinks(root):
+    links = ["libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so", "../card1::/dev/dri/by-path/pci-0000:41:00.0-card"]
+    assert hooks.create_symlinks(str(root), links) == ["/usr/lib/x86_64-linux-gnu/libcuda.so", "/dev/dri/by-path/pci-0000:41:00.0-card"]
+    assert os.readlink(root / "usr/lib/x86_64-linux-gnu/libcuda.so") == "libcuda.so.1"
+    assert hooks.create_symlinks(str(root), links) == []  # idempotent
+    (root / "usr/lib/x86_64-linux-gnu/libnvidia-ml.so").write_text("the image's own file")
+    assert hooks.create_symlinks(str(root), ["x::/usr/lib/x86_64-linux-gnu/libnvidia-ml.so"]) == []
+    assert (root / "usr/lib/x86_64-linux-gnu/libnvidia-ml.so").read_text() == "the image's own file"
+
+
+def test_create_symlinks_through_an_absolute_symlink_stays_inside(root, tmp_path):
+    os.symlink("/", root / "hostile")
+    hooks.create_symlinks(str(root), ["t::/hostile/made-here"])
+    assert os.path.islink(root / "made-here") and not os.path.lexists("/made-here")
+
+
+def test_bad_link_spec():
+    with pytest.raises(CdiError, match="TARGET::/ABSOLUTE/LINK"):
+        hooks.parse_link("no-separator")
+
+
+@pytest.mark.parametrize(("compat", "host", "used"), [("575.51.03", "550.54.15", True), ("550.90.07", "570.153.02", False), ("570.10.01", "570.153.02", False)])
+def test_enable_cuda_compat(root, compat, host, used):
+    (root / "usr/local/cuda/compat").mkdir(parents=True)
+    (root / f"usr/local/cuda/compat/libcuda.so.{compat}").write_text("")
+    added = hooks.enable_cuda_compat(str(root), host)
+    conf = root / "etc/ld.so.conf.d" / hooks.COMPAT_LDCONF_NAME
+    assert (added == "/usr/local/cuda/compat") is used and conf.exists() is used
+    if used:
+        assert conf.read_text() == "/usr/local/cuda/compat\n"
+
+
+def test_enable_cuda_compat_without_compat_libraries(root):
+    assert hooks.enable_cuda_compat(str(root), "570.153.02") is None
+
+
+def test_update_ldcache_runs_ldconfig_in_the_root(root, tmp_path):
+    record = tmp_path / "args"
+    fake = tmp_path / "ldconfig"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {record}\n")
+    fake.chmod(0o755)
+    assert main(["cdi", "hook", "update-ldcache", "--container-root", str(root), "--ldconfig-path", f"@{fake}", "--folder", "/usr/lib/x86_64-linux-gnu", "--folder", "/missing"]) == 0
+    assert record.read_text().split() == ["-r", str(root), "/usr/lib/x86_64-linux-gnu"]
+    assert (root / "etc/ld.so.conf.d" / hooks.LDCONF_NAME).read_text() == "/usr/lib/x86_64-linux-gnu\n"
+
+
+def test_update_ldcache_failures(root, tmp_path):
+    with pytest.raises(CdiError, match="ldconfig not found"):
+        hooks.update_ldcache(str(root), [], str(tmp_path / "nope"))
+    with pytest.raises(CdiError, match="failed with status 3"):
+        hooks.update_ldcache(str(root), [], "/bin/sh", run=lambda _cmd: 3)
+
+
+def test_disable_device_node_modification(root, tmp_path):
+    params = tmp_path / "params"
+    params.write_text("ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 1\nDeviceFileUID: 0\n")
+    (root / "proc/driver/nvidia").mkdir(parents=True)
+    (root / "proc/driver/nvidia/params").write_text("")
+    mounted = []
+    assert hooks.disable_device_node_modification(str(root), str(params), mount=lambda text, target: mounted.append((text, target)))
+    assert mounted == [("ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 0\nDeviceFileUID: 0\n", f"{root}/proc/driver/nvidia/params")]
+    params.write_text("ModifyDeviceFiles: 0\n")
+    assert not hooks.disable_device_node_modification(str(root), str(params), mount=lambda *_: pytest.fail("no mount"))
+
+
+def test_hook_errors_are_one_line(capsys):
+    assert main(["cdi", "hook", "create-symlinks", "--container-spec", "/nonexistent/config.json", "--link", "a::/b"]) == 1
+    assert capsys.readouterr().err.startswith("cudapkgs: error: cannot read the container's root from /nonexistent/config.json")
