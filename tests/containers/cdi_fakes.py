@@ -6,6 +6,7 @@ Device nodes are regular files, /proc and /sys are plain directories; the
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,16 @@ from pathlib import Path
 from cudapkgs.containers import ldcache
 from cudapkgs.containers.generate import Options
 
+def _root_conftest():
+    # Loaded by path: a bare `from conftest import ...` picks whichever conftest.py of the
+    # tree pytest imported first under that name.
+    spec = importlib.util.spec_from_file_location("_cudapkgs_root_conftest", Path(__file__).parents[1] / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+REFERENCE: Path = _root_conftest().REFERENCE
 GOLDEN_VERSION = "999.88.77"
 X86_64_LIBC6 = 0x0303
 

@@ -7,8 +7,8 @@ import os
 
 import cdi_fakes as fakes
 import pytest
+from cdi_fakes import REFERENCE
 
-from conftest import REFERENCE
 from cudapkgs.containers import validate
 from cudapkgs.containers.errors import CdiError, NoGpuError
 from cudapkgs.containers.generate import generate

@@ -6,8 +6,8 @@ import copy
 import json
 
 import pytest
+from cdi_fakes import REFERENCE
 
-from conftest import REFERENCE
 from cudapkgs.containers.validate import host_problems, loads, validate, validate_file
 
 
