@@ -64,3 +64,18 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     if not close:
         return ""
     return " (did you mean " + " or ".join(f'"{c}"' for c in close) + "?)"
+
+
+class FetchError(CudapkgsError):
+    """A source archive could not be fetched (network, mirror, pip)."""
+
+
+class HashMismatchError(FetchError):
+    """A fetched file's sha256 (or size) differs from the manifest's; nothing was kept."""
+
+    def __init__(self, message: str, *, file: str = "", expected: str = "", actual: str = "") -> None:
+        super().__init__(message)
+        self.file = file
+        self.expected = expected
+        self.actual = actual
+

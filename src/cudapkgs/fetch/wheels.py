@@ -1,0 +1,276 @@
+"""NVIDIA's PyPI wheels as a source, mapped to the redist tarball layout.
+
+See shared/reference/pypi-wheels.md: CUDA 12 wheels are ``nvidia-<x>-cu12`` with one
+``nvidia/<component>/`` tree each; CUDA 13 wheels are unsuffixed and all share
+``nvidia/cu13/``.  Wheel versions equal the manifest component versions.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from ..errors import FetchError
+from .http import Progress
+from .sources import FetchedArtifact
+
+if TYPE_CHECKING:
+    from ..manifests import Artifact
+
+__all__ = ["pypi_name", "wheel_cache_directory", "unpack_wheel", "WheelSource"]
+
+# manifest key -> (CUDA 12 base name, CUDA 13 name); None: no wheel for that major.
+# CUDA 12 names get "-cu12"; the "-cu13" names are deprecated 0.0.1 stubs, never use them.
+_CUDA_WHEELS: dict[str, tuple[str | None, str | None]] = {
+    "cuda_cudart": ("nvidia-cuda-runtime", "nvidia-cuda-runtime"),
+    "cuda_nvcc": ("nvidia-cuda-nvcc", "nvidia-cuda-nvcc"),
+    "cuda_crt": (None, "nvidia-cuda-crt"),  # part of cuda_nvcc in 12.x
+    "libnvvm": (None, "nvidia-nvvm"),  # part of cuda_nvcc in 12.x
+    "cuda_cccl": ("nvidia-cuda-cccl", "nvidia-cuda-cccl"),
+    "cuda_nvrtc": ("nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc"),
+    "cuda_cupti": ("nvidia-cuda-cupti", "nvidia-cuda-cupti"),
+    "cuda_cuxxfilt": ("nvidia-cuda-cuxxfilt", "nvidia-cuda-cuxxfilt"),
+    "cuda_cuobjdump": (None, "nvidia-cuda-cuobjdump"),
+    "cuda_nvdisasm": (None, "nvidia-cuda-nvdisasm"),
+    "cuda_culibos": (None, "nvidia-cuda-culibos"),
+    "cuda_nvtx": ("nvidia-nvtx", "nvidia-nvtx"),
+    "cuda_profiler_api": ("nvidia-cuda-profiler-api", "nvidia-cuda-profiler-api"),
+    "cuda_sanitizer_api": ("nvidia-cuda-sanitizer-api", "nvidia-cuda-sanitizer-api"),
+    "cuda_opencl": ("nvidia-cuda-opencl", "nvidia-cuda-opencl"),
+    "cuda_nvml_dev": ("nvidia-nvml-dev", "nvidia-nvml-dev"),
+    "libcublas": ("nvidia-cublas", "nvidia-cublas"),
+    "libcufft": ("nvidia-cufft", "nvidia-cufft"),
+    "libcurand": ("nvidia-curand", "nvidia-curand"),
+    "libcusolver": ("nvidia-cusolver", "nvidia-cusolver"),
+    "libcusparse": ("nvidia-cusparse", "nvidia-cusparse"),
+    "libcufile": ("nvidia-cufile", "nvidia-cufile"),
+    "libnpp": ("nvidia-npp", "nvidia-npp"),
+    "libnvjitlink": ("nvidia-nvjitlink", "nvidia-nvjitlink"),
+    "libnvjpeg": ("nvidia-nvjpeg", "nvidia-nvjpeg"),
+    "libnvfatbin": ("nvidia-nvfatbin", "nvidia-nvfatbin"),
+    "libnvptxcompiler": (None, "nvidia-nvptxcompiler"),
+}
+
+# Files the 13.x nvvm wheel puts at the prefix root, whereas the tarball has them under nvvm/.
+_RELOCATE = {"libnvvm": (("lib/", "nvvm/lib64/"), ("include/nvvm.h", "nvvm/include/nvvm.h"))}
+
+_PLATFORMS = {
+    "x86_64": ("manylinux_2_27_x86_64", "manylinux2014_x86_64"),
+    "aarch64": ("manylinux_2_27_aarch64", "manylinux2014_aarch64"),
+}
+_SONAME_RE = re.compile(r"(lib.+\.so)\.\d+(\.\d+)*")
+
+
+def pypi_name(product: str, pname: str, cuda_major: int) -> str | None:
+    """The PyPI project holding ``pname`` for CUDA ``cuda_major``, or None when none is known."""
+    if product == "cudnn" and pname == "cudnn" and cuda_major >= 12:
+        return f"nvidia-cudnn-cu{cuda_major}"  # cuDNN keeps the suffix on CUDA 13 too
+    if product != "cuda" or pname not in _CUDA_WHEELS:
+        return None
+    cu12, cu13 = _CUDA_WHEELS[pname]
+    if cuda_major == 12 and cu12 is not None:
+        return f"{cu12}-cu12"
+    if cuda_major == 13:
+        return cu13
+    return None
+
+
+def wheel_cache_directory() -> Path:
+    """pip's download directory, reused between runs: ``$XDG_CACHE_HOME/cudapkgs/wheels``."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "cudapkgs" / "wheels"
+
+
+def _record_hashes(archive: zipfile.ZipFile) -> dict[str, str]:
+    records = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/RECORD", n)]
+    if len(records) != 1:
+        raise FetchError(f"{archive.filename}: expected one .dist-info/RECORD, found {len(records)}")
+    hashes = {}
+    for row in csv.reader(io.TextIOWrapper(archive.open(records[0]), encoding="utf-8", newline="")):
+        if len(row) >= 2 and row[1]:
+            hashes[row[0]] = row[1]
+    return hashes
+
+
+def _record_digest(data_hash: Any) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(data_hash.digest()).rstrip(b"=").decode()
+
+
+def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13) -> Path:
+    """Unpack ``wheel`` into a new directory ``dest`` laid out like the redist tarball.
+
+    Every file is checked against the wheel's RECORD; ``nvidia/<root>/`` becomes the
+    prefix root; ``__init__.py``, ``__pycache__``, ``.metadata`` and ``*.dist-info`` are
+    dropped; executable bits are restored (``zipfile`` ignores the stored modes).
+    """
+    dest = Path(dest)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            _extract(archive, tmp, pname)
+        if cuda_major >= 13 and (tmp / "lib").is_dir() and not (tmp / "lib64").exists():
+            os.symlink("lib", tmp / "lib64")  # nvcc.profile links from $(TOP)/lib64
+        for libdir in (tmp / "lib", tmp / "nvvm" / "lib64"):
+            _add_dev_symlinks(libdir)
+        if dest.exists() or dest.is_symlink():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
+    hashes = _record_hashes(archive)
+    members = [i for i in archive.infolist() if not i.is_dir()]
+    roots = {
+        PurePosixPath(i.filename).parts[1]
+        for i in members
+        if i.filename.startswith("nvidia/") and len(PurePosixPath(i.filename).parts) > 2
+    }
+    if len(roots) != 1:
+        raise FetchError(f"{archive.filename}: expected one nvidia/<root>/ folder, found {sorted(roots) or 'none'}")
+    root = f"nvidia/{roots.pop()}/"
+    for info in members:
+        name = info.filename
+        parts = PurePosixPath(name).parts
+        if name.startswith("/") or ".." in parts:
+            raise FetchError(f"{archive.filename}: unsafe member path {name!r}")
+        if parts[0].endswith(".dist-info") or not name.startswith(root):
+            continue
+        rel = name[len(root):]
+        if parts[-1] == "__init__.py" or "__pycache__" in parts or rel.startswith(".metadata/"):
+            continue
+        for old, new in _RELOCATE.get(pname, ()):
+            if rel.startswith(old):
+                rel = new + rel[len(old):]
+                break
+        target = tmp / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        with archive.open(info) as src, open(target, "wb") as out:
+            while chunk := src.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+        if hashes.get(name) != _record_digest(digest):
+            raise FetchError(f"{archive.filename}: {name} does not match its RECORD hash")
+        mode = info.external_attr >> 16
+        executable = (
+            mode & 0o111
+            or rel.startswith(("bin/", "nvvm/bin/"))
+            or ".so" in PurePosixPath(rel).suffixes
+        )
+        os.chmod(target, 0o755 if executable else 0o644)
+
+
+def _add_dev_symlinks(libdir: Path) -> None:
+    """``libfoo.so -> libfoo.so.N`` as the tarballs ship them (the wheels only have SONAMEs)."""
+    if not libdir.is_dir():
+        return
+    best: dict[str, str] = {}
+    for entry in sorted(os.listdir(libdir)):
+        match = _SONAME_RE.fullmatch(entry)
+        if match and (match.group(1) not in best or len(entry) < len(best[match.group(1)])):
+            best[match.group(1)] = entry
+    for link, target in best.items():
+        if not os.path.lexists(libdir / link):
+            os.symlink(target, libdir / link)
+
+
+class WheelSource:
+    """NVIDIA's PyPI wheel of the same component version, fetched with pip.
+
+    The wheel is pinned to the exact version with ``--no-deps``.  pip checks the file
+    against the sha256 the index publishes (always, even without ``--require-hashes``,
+    also for a wheel already in the cache directory); the manifest's sha256 is that of
+    the tarball and cannot apply.  Unpacking then checks every file against the wheel's
+    RECORD.
+    """
+
+    name = "pypi wheels"
+
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        *,
+        pip: Sequence[str] | None = None,
+        python_version: str = "3.12",
+        arch: str | None = None,
+        timeout: float = 1800,
+    ) -> None:
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.pip = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
+        self.python_version = python_version
+        self.arch = arch
+        self.timeout = timeout
+
+    def download_wheel(self, project: str, version: str, arch: str) -> Path:
+        """``pip download`` ``project==version`` into the cache; the wheel's path."""
+        cache = self.cache_dir or wheel_cache_directory()
+        cache.mkdir(parents=True, exist_ok=True)
+        command = [*self.pip, "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check"]
+        for platform in _PLATFORMS[arch]:
+            command += ["--platform", platform]
+        command += ["--python-version", self.python_version, "-d", str(cache), f"{project}=={version}"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise FetchError(f"pip download {project}=={version} failed: {error}") from None
+        if done.returncode != 0:
+            lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+            tail = lines[-1] if lines else f"exit status {done.returncode}"
+            raise FetchError(f"pip download {project}=={version} failed: {tail}")
+        stem = re.sub(r"[-_.]+", "_", project).lower()
+        found = sorted(p for p in cache.glob(f"{stem}-{version}-*.whl") if arch in p.name)
+        if not found:
+            raise FetchError(f"pip download {project}=={version} succeeded but left no {arch} wheel in {cache}")
+        return found[-1]
+
+    def fetch(
+        self,
+        product: str,
+        pname: str,
+        version: str,
+        artifact: Artifact,
+        dest_dir: Path,
+        *,
+        cuda_major: int,
+        progress: Progress | None = None,
+    ) -> FetchedArtifact:
+        project = pypi_name(product, pname, cuda_major)
+        if project is None:
+            raise FetchError(f"no wheel known for {product} {pname} on CUDA {cuda_major}")
+        arch = self.arch or _arch_of(artifact.relative_path)
+        wheel = self.download_wheel(project, version, arch)
+        if progress is not None:
+            progress(wheel.stat().st_size, wheel.stat().st_size)
+        tree = unpack_wheel(wheel, Path(dest_dir) / f"{pname}-{version}-wheel", pname=pname, cuda_major=cuda_major)
+        return FetchedArtifact("tree", tree, self.name)
+
+
+def _arch_of(relative_path: str) -> str:
+    if "linux-aarch64" in relative_path:
+        # Jetson (linux-aarch64) builds differ from the SBSA builds PyPI ships.
+        raise FetchError("no wheels for Jetson (linux-aarch64) releases")
+    if "linux-sbsa" in relative_path:
+        return "aarch64"
+    if "linux-x86_64" in relative_path:
+        return "x86_64"
+    machine = os.uname().machine
+    if machine not in _PLATFORMS:
+        raise FetchError(f"no wheels for {machine}")
+    return machine
