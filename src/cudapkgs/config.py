@@ -68,6 +68,8 @@ OPTIONS: dict[str, Option] = {
         Option("allowUnfreePredicate", "predicate", None, 'Allow the unfree packages this function accepts; "cuda" accepts NVIDIA\'s CUDA licenses.'),
         Option("allowAliases", "bool", True, "Keep the deprecated alias names in every package set."),
         Option("manifestsDir", "path", None, "Directory to read NVIDIA's redistrib manifests from."),
+        Option("storeDir", "path", None, "The store's directory (else $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store); part of every store path."),
+        Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
     )
 }  # fmt: skip
 

@@ -83,6 +83,18 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run_capabilities)
 
     p = subparsers.add_parser(
+        "show-derivation",
+        help="print the derivation of a package as JSON (its hash names the output paths)",
+        description="Print a package's derivation: name, system, outputs and their store paths, the "
+        "source (a fixed-output fetch named by its sha256), input paths, builder and attributes.",
+        epilog="example:\n  cudapkgs show-derivation --set allowUnfree=true cudaPackages_13_0.cuda_nvcc",
+        formatter_class=fmt,
+    )
+    p.add_argument("attrpath", metavar="ATTRPATH")
+    _add_eval_options(p, json_flag=False)
+    p.set_defaults(func=run_show_derivation)
+
+    p = subparsers.add_parser(
         "check-leakage",
         help="report packages reached from ATTRPATH that belong to another CUDA set",
         description="Walk every package reachable from ATTRPATH and report those that come from a "
@@ -170,6 +182,21 @@ def run_capabilities(args: argparse.Namespace) -> int:
             for r in rows
         ],
     )
+    return 0
+
+
+def run_show_derivation(args: argparse.Namespace) -> int:
+    from .attrpath import parse_attrpath, resolve
+    from .errors import EvalError
+
+    value = resolve(_pkgs(args), parse_attrpath(args.attrpath))
+    derivation = value.get("derivation") if hasattr(value, "get") else None
+    if derivation is None:
+        try:
+            derivation = value.derivation
+        except AttributeError:
+            raise EvalError(f"{args.attrpath} is not a package, so it has no derivation") from None
+    print(json.dumps(derivation.to_json(), indent=2, ensure_ascii=False))
     return 0
 
 

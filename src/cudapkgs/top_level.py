@@ -47,7 +47,23 @@ def import_pkgs(
             raise TypeError("pass either a Config or config_file/sets, not both")
     else:
         resolved = load_config(file=config_file, sets=sets, overrides=config)
-    return top_level(resolved, check_system(system or host_system()), tuple(overlays))
+    return top_level(_with_environment(resolved), check_system(system or host_system()), tuple(overlays))
+
+
+def _with_environment(config: Config) -> Config:
+    """Fix the store and manifest directories the environment names into the config.
+
+    They decide store paths and manifest contents, so they belong to the cache key of
+    a top level: a later change of $CUDAPKGS_STORE must not reuse old paths.
+    """
+    from .derivation import default_store_dir
+
+    changes: dict[str, Any] = {}
+    if config.storeDir is None:
+        changes["storeDir"] = default_store_dir(config)
+    if config.manifestsDir is None and os.environ.get("CUDAPKGS_MANIFESTS"):
+        changes["manifestsDir"] = os.environ["CUDAPKGS_MANIFESTS"]
+    return config.replace(**changes) if changes else config
 
 
 def top_level(config: Config, system: str, overlays: tuple[Overlay, ...] = ()) -> Scope:

@@ -164,6 +164,71 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 name=f"{set_name}.{pname}.meta",
             )
 
+        def inputs() -> dict[str, str]:
+            """Dependencies' output paths, keyed "<component>.<output>"."""
+            paths = {}
+            for dep in spec.depends:
+                # A target-propagated dependency is handed to consumers (nvcc -> cudart), not built with.
+                if dep.kind == "target_propagated":
+                    continue
+                if dep.component not in cuda or not dep.holds(final, cuda):
+                    continue
+                other = cuda[dep.component]
+                if other is None or other.release is None or other.preferredRelease is None:
+                    continue
+                output = dep.output if dep.output in other.outputs else other.outputs[0]
+                paths[f"{dep.component}.{output}"] = other.derivation.outputs[output]
+            return paths
+
+        def derivation():
+            from ..derivation import Derivation, default_store_dir
+            from ..errors import UnavailablePackageError
+
+            source = final.src  # the unfree gate comes first: its message says how to allow it
+            if not final.meta.available:
+                problems = final.meta.problems
+                reason = "\n".join(p["message"] for p in problems.values()) or f"{final.name} is not available"
+                raise UnavailablePackageError(reason)
+            return Derivation(
+                store_dir=default_store_dir(config),
+                name=final.name,
+                system=cuda.backendStdenv.hostNixSystem,
+                outputs=final.outputs,
+                builder="buildRedist",
+                src=None if source is None else {
+                    "name": source.relativePath.rsplit("/", 1)[-1],
+                    "sha256": source.sha256,
+                    "size": source.size,
+                    "urls": [source.url],
+                },
+                input_paths=final.inputs,
+                attrs={
+                    "pname": final.pname,
+                    "version": final.version,
+                    "redistName": redist_name,
+                    "redistSystem": source["redistSystem"] if source is not None else None,
+                    "cudaMajorMinorVersion": cuda.cudaMajorMinorVersion,
+                    "propagatedBuildOutputs": final.propagatedBuildOutputs,
+                    "appendRunpaths": final.appendRunpaths,
+                    "allowFHSReferences": final.allowFHSReferences,
+                    "driverLibDir": config.driverLibDir or "/run/opengl-driver/lib",
+                    **{var: final[var] for var in OUTPUT_NAME_VAR_FALLBACKS},
+                },
+                strict_deps=final.strictDeps,
+                structured_attrs=final["__structuredAttrs"],
+            )
+
+        def output_path(output: str):
+            def path() -> str:
+                outputs = final.derivation.outputs
+                if output not in outputs:
+                    from ..errors import EvalError
+
+                    raise EvalError(f"{final.name} has no output {output!r} (outputs: {', '.join(outputs)})")
+                return outputs[output]
+
+            return lazy(path)
+
         return {
             "pname": pname,
             "redistName": redist_name,
@@ -189,6 +254,11 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             "meta": lazy(meta),
             "strictDeps": True,
             "__structuredAttrs": True,
+            "inputs": lazy(inputs),
+            "derivation": lazy(derivation),
+            "drvPath": lazy(lambda: final.derivation.drv_path),
+            "outPath": lazy(lambda: final.derivation.outputs[final.outputs[0]]),
+            **{output: output_path(output) for output in EXPECTED_OUTPUTS},
         }
 
     return Package(attrs, name=f"{set_name}.{pname}")

@@ -9,6 +9,7 @@ membership: every set has every component, available or not, like Nixpkgs.
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ class ComponentSpec:
     propagated_build_outputs: tuple[str, ...] = ()
     description: str = ""
     allow_fhs_references: bool = False
-    depends: tuple[tuple[str, str], ...] = ()  # (component, output)
+    depends: tuple["Dependency", ...] = ()
     platform_rules: tuple[AssertionRule, ...] = field(default=(), compare=False)
     broken_rules: tuple[AssertionRule, ...] = field(default=(), compare=False)
 
@@ -67,10 +68,43 @@ def component_specs() -> Mapping[str, Mapping[str, ComponentSpec]]:
     return products
 
 
-def _dependency(entry: Any) -> tuple[str, str]:
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """An edge to another component: which output, how it is used, and when (in words)."""
+
+    component: str
+    output: str | None = None  # None: the component's default output
+    kind: str = "build"
+    when: str | None = None
+
+    def holds(self, package: Any, cuda: Any) -> bool:
+        """Whether `when` holds for `package` in set `cuda`; unknown conditions do not hold."""
+        if self.when is None:
+            return True
+        text = self.when.split(" (", 1)[0].strip()
+        match = _CUDA_CONDITION.fullmatch(text)
+        if match:
+            return _compare(cuda.cudaMajorMinorVersion, match["op"], match["version"])
+        match = _VERSION_CONDITION.fullmatch(text)
+        if match:
+            return _compare(package.version, match["op"], match["version"])
+        if text.startswith("Jetson"):
+            return bool(cuda.backendStdenv.hasJetsonCudaCapability)
+        return False
+
+
+_CUDA_CONDITION = re.compile(r"CUDA (?P<op>>=|<) (?P<version>[0-9.]+)")
+_VERSION_CONDITION = re.compile(r"\w+ version (?P<op>>=|<) (?P<version>[0-9.]+)")
+
+
+def _compare(version: str, op: str, bound: str) -> bool:
+    return version_at_least(version, bound) if op == ">=" else not version_at_least(version, bound)
+
+
+def _dependency(entry: Any) -> Dependency:
     if isinstance(entry, str):
-        return entry, "out"
-    return entry["component"], entry.get("output", "out")
+        return Dependency(entry)
+    return Dependency(entry["component"], entry.get("output"), entry.get("kind", "build"), entry.get("when"))
 
 
 def _cudnn_capability_floor(cudnn_since: str, capability_floor: str) -> AssertionRule:

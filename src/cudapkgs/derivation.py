@@ -1,0 +1,113 @@
+"""Derivations: the pure, canonical description of how a package's outputs are made.
+
+A derivation is JSON data: name, system, outputs, the source (a fixed-output
+fetch, named by its sha256), input derivations' output paths, the builder and
+its structured attributes. Its sha256 names the output paths, Nix-style:
+`<store>/<32-char base-32 hash>-<name>[-<output>]`. Any change to an input
+changes the hash; the same inputs in the same store directory give the same
+paths on any machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import EvalError
+
+DRV_FORMAT = 1
+
+
+def default_store_dir(config: Any = None, env: Mapping[str, str] = os.environ) -> str:
+    """The store directory: config `storeDir`, else $CUDAPKGS_STORE, else the XDG data dir."""
+    configured = config.storeDir if config is not None else None
+    if configured:
+        return os.path.abspath(configured)
+    if env.get("CUDAPKGS_STORE"):
+        return os.path.abspath(env["CUDAPKGS_STORE"])
+    data = env.get("XDG_DATA_HOME")
+    if not data or not os.path.isabs(data):
+        data = os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data, "cudapkgs", "store")
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8: the text that is hashed."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _check_json(value: Any, where: str) -> Any:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _check_json(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_check_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise EvalError(f"{where}: a derivation attribute must be JSON data, got {type(value).__name__}")
+
+
+class Derivation:
+    """One derivation; `outputs` maps output names to their store paths."""
+
+    __slots__ = ("store_dir", "data", "hash", "outputs", "drv_path")
+
+    def __init__(
+        self,
+        *,
+        store_dir: str,
+        name: str,
+        system: str,
+        outputs: Sequence[str],
+        builder: str,
+        src: Mapping[str, Any] | None,
+        input_paths: Mapping[str, str],
+        attrs: Mapping[str, Any],
+        strict_deps: bool = True,
+        structured_attrs: bool = True,
+    ) -> None:
+        from .store.paths import make_store_path, make_store_path_from_digest
+
+        if not outputs:
+            raise EvalError(f"derivation {name} has no outputs")
+        self.store_dir = store_dir
+        self.data = {
+            "format": DRV_FORMAT,
+            "name": name,
+            "system": system,
+            "outputs": list(outputs),
+            "builder": builder,
+            "src": _check_json(dict(src), f"{name}.src") if src is not None else None,
+            "inputs": dict(sorted(input_paths.items())),
+            "attrs": _check_json(dict(attrs), f"{name}.attrs"),
+            "strictDeps": strict_deps,
+            "structuredAttrs": structured_attrs,
+        }
+        self.hash = hashlib.sha256(canonical_json(self.data).encode()).hexdigest()
+        self.outputs = {
+            o: make_store_path_from_digest(store_dir, f"output:{o}", self.hash, name if o == "out" else f"{name}-{o}")
+            for o in outputs
+        }
+        self.drv_path = make_store_path(store_dir, "text", canonical_json(self.to_json(with_drv_path=False)), name + ".drv")
+
+    @property
+    def name(self) -> str:
+        return self.data["name"]
+
+    def to_json(self, *, with_drv_path: bool = True) -> dict[str, Any]:
+        """The derivation as `cudapkgs show-derivation` prints it."""
+        out = dict(self.data)
+        out["outputs"] = {o: {"path": p} for o, p in self.outputs.items()}
+        if with_drv_path:
+            out = {"drvPath": self.drv_path, **out}
+        return out
+
+    def __repr__(self) -> str:
+        return f"<Derivation {self.drv_path}>"
+
+
+def package_derivation(package: Any) -> Derivation:
+    """The derivation of a package value (its `drvAttrs` decide what is hashed)."""
+    return package.derivation

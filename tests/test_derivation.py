@@ -1,0 +1,93 @@
+"""Derivations of package values: canonical, hashed, naming Nix-style output paths."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import cudapkgs
+from cudapkgs.derivation import Derivation, canonical_json
+from cudapkgs.errors import UnavailablePackageError, UnfreeLicenseError
+from cudapkgs.fixpoint import lazy
+
+PATH = re.compile(r"(?P<store>/.+)/(?P<hash>[0-9abcdfghijklmnpqrsvwxyz]{32})-(?P<name>.+)")
+
+
+@pytest.fixture(autouse=True)
+def _env(manifests_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "store"))
+
+
+def pkgs_with(**config):
+    return cudapkgs.import_pkgs(config={"allowUnfree": True, **config}, system="x86_64-linux")
+
+
+def test_paths_are_nix_style_and_name_outputs(tmp_path):
+    cudart = pkgs_with().cudaPackages_13_0.cuda_cudart
+    for output in cudart.outputs:
+        match = PATH.fullmatch(cudart[output])
+        assert match and match["store"] == str(tmp_path / "store")
+        suffix = "" if output == "out" else f"-{output}"
+        assert match["name"] == f"cuda13.0-cuda_cudart-13.0.96{suffix}"
+    assert cudart.outPath == cudart.out
+    assert cudart.drvPath.endswith("-cuda13.0-cuda_cudart-13.0.96.drv")
+    assert len({cudart[o] for o in cudart.outputs}) == len(cudart.outputs)
+
+
+def test_same_inputs_same_paths_across_evaluations():
+    a = pkgs_with().cudaPackages_13_0.cuda_nvcc
+    b = cudapkgs.import_pkgs(config={"allowUnfreePredicate": "cuda"}, system="x86_64-linux").cudaPackages_13_0.cuda_nvcc
+    assert a.outPath == b.outPath and a.drvPath == b.drvPath
+
+
+def test_any_input_change_changes_the_hash(tmp_path):
+    base = pkgs_with().cudaPackages_13_0
+    nvcc = base.cuda_nvcc.outPath
+    assert base.cuda_nvcc.override_attrs({"version": "13.0.89"}).outPath != nvcc
+    assert pkgs_with(driverLibDir=str(tmp_path)).cudaPackages_13_0.cuda_nvcc.outPath != nvcc
+    assert pkgs_with(storeDir=str(tmp_path / "other")).cudaPackages_13_0.cuda_nvcc.outPath != nvcc
+    # A dependency's change reaches its dependents: nvcc embeds libnvvm on CUDA 13.
+    bumped = base.override_scope(
+        lambda final, prev: {"libnvvm": lazy(lambda: prev.libnvvm.override_attrs({"version": "13.0.99"}))}
+    )
+    assert bumped.cuda_nvcc.inputs["libnvvm.out"] != base.cuda_nvcc.inputs["libnvvm.out"]
+    assert bumped.cuda_nvcc.outPath != nvcc
+    assert bumped.libcurand.outPath == base.libcurand.outPath  # unrelated packages keep their paths
+
+
+def test_derivation_json_is_canonical_and_complete():
+    drv = pkgs_with().cudaPackages_13_0.cuda_cudart.derivation
+    data = drv.to_json()
+    assert data["src"]["sha256"] == pkgs_with().cudaPackages_13_0.cuda_cudart.src.sha256
+    assert data["system"] == "x86_64-linux" and data["builder"] == "buildRedist"
+    assert data["strictDeps"] is True and data["structuredAttrs"] is True
+    assert data["attrs"]["propagatedBuildOutputs"] == ["include", "lib", "static", "stubs"]
+    assert "cuda_crt.include" in data["inputs"] or "cuda_crt.out" in data["inputs"]
+    assert json.loads(canonical_json(data)) == data
+    text = canonical_json({"b": 1, "a": [1, {"d": 2, "c": 3}]})
+    assert text == '{"a":[1,{"c":3,"d":2}],"b":1}'
+
+
+def test_derivation_rejects_non_json_attributes():
+    from cudapkgs.errors import EvalError
+
+    with pytest.raises(EvalError, match="x.attrs.f"):
+        Derivation(store_dir="/s", name="x", system="x86_64-linux", outputs=["out"], builder="b", src=None,
+                   input_paths={}, attrs={"f": object()})
+
+
+def test_unavailable_and_unfree_packages_have_no_derivation():
+    with pytest.raises(UnavailablePackageError, match="cuda_compat is in the cuda 13.0.3 manifest"):
+        pkgs_with().cudaPackages_13_0.cuda_compat.drvPath
+    gated = cudapkgs.import_pkgs(config={}, system="x86_64-linux").cudaPackages_13_0.cuda_nvcc
+    with pytest.raises(UnfreeLicenseError):
+        gated.outPath
+
+
+def test_missing_output_is_named():
+    from cudapkgs.errors import EvalError
+
+    with pytest.raises(EvalError, match="has no output 'dev'"):
+        pkgs_with().cudaPackages_13_0.cuda_nvcc.dev
