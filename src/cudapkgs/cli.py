@@ -16,6 +16,7 @@ from collections.abc import Sequence
 COMMAND_MODULES = (
     "cudapkgs.eval_cli",
     "cudapkgs.containers.cli",
+    "cudapkgs.store.cli",
 )
 
 

@@ -79,3 +79,6 @@ class HashMismatchError(FetchError):
         self.expected = expected
         self.actual = actual
 
+
+class StoreError(CudapkgsError):
+    """The store refused an operation: a path not in it, an invalid path, no space, no permission."""

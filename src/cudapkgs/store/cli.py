@@ -1,0 +1,171 @@
+"""The store commands: `gc`, `path-info`, `why-depends`, `verify`.
+
+Only argparse is imported here; the store loads inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+STORE_HELP = "the store root (default: $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store)"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the store commands to the `cudapkgs` parser."""
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    gc = subparsers.add_parser(
+        "gc",
+        help="delete store paths no GC root keeps alive",
+        description=(
+            "Delete every store path outside the closure of the GC roots: `-o result` links "
+            "(indirect roots under <store>/.gcroots/auto) and profiles (<store>/.gcroots/profiles). "
+            "Indirect roots whose link was removed or re-pointed are dropped first."
+        ),
+        epilog="examples:\n  cudapkgs gc --dry-run     # list what would go\n  cudapkgs gc --json        # machine-readable report",
+        formatter_class=fmt,
+    )
+    gc.add_argument("--dry-run", action="store_true", help="only print what would be deleted")
+    gc.add_argument("--json", action="store_true", help='print {"deleted": [...], "bytesFreed": N, "dryRun": bool}')
+    gc.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    gc.set_defaults(func=_gc)
+
+    info = subparsers.add_parser(
+        "path-info",
+        help="show metadata of store paths",
+        description="Print store paths with their NAR size, closure size and references. "
+        "PATH may be a store path, a file inside one, or a symlink to one such as ./result.",
+        epilog="examples:\n  cudapkgs path-info -rS ./result        # the closure, with closure sizes\n"
+        "  cudapkgs path-info --json /path/to/store/<hash>-name",
+        formatter_class=fmt,
+    )
+    info.add_argument("paths", nargs="+", metavar="PATH", help="store paths to describe")
+    info.add_argument("-r", "--recursive", action="store_true", help="describe the closure of the paths")
+    info.add_argument("-s", "--size", action="store_true", help="show each path's NAR size")
+    info.add_argument("-S", "--closure-size", action="store_true", help="show each path's closure size (sum of NAR sizes)")
+    info.add_argument("-H", "--human-readable", dest="human", action="store_true", help="sizes as KiB/MiB/GiB")
+    info.add_argument("--json", action="store_true", help="print a JSON list of objects (path, narHash, narSize, references, deriver, registrationTime[, closureSize])")
+    info.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    info.set_defaults(func=_path_info)
+
+    why = subparsers.add_parser(
+        "why-depends",
+        help="show why one store path depends on another",
+        description="Print chains of references from PACKAGE to DEPENDENCY, naming the file of each "
+        "path that holds the next path's hash.",
+        epilog="example:\n  cudapkgs why-depends ./result /path/to/store/<hash>-glibc-2.40",
+        formatter_class=fmt,
+    )
+    why.add_argument("package", metavar="PACKAGE", help="the depending store path")
+    why.add_argument("dependency", metavar="DEPENDENCY", help="the store path depended on")
+    why.add_argument("--json", action="store_true", help="print the chains as JSON")
+    why.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    why.set_defaults(func=_why_depends)
+
+    verify = subparsers.add_parser(
+        "verify",
+        help="check store paths against their recorded hashes",
+        description="Check that every valid path exists, that its contents still match the recorded "
+        "NAR hash, and that it refers only to valid paths. Exits 1 when a problem is found.",
+        formatter_class=fmt,
+    )
+    verify.add_argument("--no-contents", action="store_true", help="skip hashing contents (only existence and references)")
+    verify.add_argument("--json", action="store_true", help="print problems as a JSON list of {path, kind, message}")
+    verify.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    verify.set_defaults(func=_verify)
+
+
+def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from .store import Store
+
+    return Store.open(args.store)
+
+
+def _human(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError
+
+
+def _gc(args: argparse.Namespace) -> int:
+    import json
+
+    with _open(args) as store:
+        result = store.gc(dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps({"deleted": result.deleted, "bytesFreed": result.bytes_freed, "dryRun": result.dry_run}, indent=2))
+        return 0
+    verb = "would delete" if result.dry_run else "deleting"
+    for path in result.deleted:
+        print(f"{verb} '{path}'")
+    would = "would be " if result.dry_run else ""
+    print(f"{len(result.deleted)} store paths {would}deleted, {_human(result.bytes_freed)} {would}freed")
+    return 0
+
+
+def _path_info(args: argparse.Namespace) -> int:
+    import json
+
+    with _open(args) as store:
+        paths = [store.query(p).path for p in args.paths]
+        if args.recursive:
+            paths = sorted(store.closure(paths))
+        infos = [store.query(p) for p in paths]
+        closure_sizes = {i.path: store.closure_size([i.path]) for i in infos} if args.closure_size else {}
+    if args.json:
+        out = []
+        for i in infos:
+            obj = i.to_json()
+            if args.closure_size:
+                obj["closureSize"] = closure_sizes[i.path]
+            out.append(obj)
+        print(json.dumps(out, indent=2))
+        return 0
+    size = _human if args.human else str
+    width = max(len(i.path) for i in infos)
+    for i in infos:
+        cols = [i.path.ljust(width) if (args.size or args.closure_size) else i.path]
+        if args.size:
+            cols.append(size(i.nar_size).rjust(10))
+        if args.closure_size:
+            cols.append(size(closure_sizes[i.path]).rjust(10))
+        print("  ".join(cols))
+    return 0
+
+
+def _why_depends(args: argparse.Namespace) -> int:
+    import json
+
+    with _open(args) as store:
+        chains = store.why_depends(args.package, args.dependency)
+        a, b = store.query(args.package).path, store.query(args.dependency).path
+    if args.json:
+        print(json.dumps([[{"referrer": h.referrer, "reference": h.reference, "files": list(h.files)} for h in c] for c in chains], indent=2))
+        return 0
+    if not chains:
+        print(f"'{a}' does not depend on '{b}'")
+        return 0
+    for chain in chains:
+        print(chain[0].referrer)
+        for depth, hop in enumerate(chain, 1):
+            where = ", ".join(f or "." for f in hop.files) or "?"
+            print(f"{'    ' * (depth - 1)}└───{where} → {hop.reference}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    import json
+
+    with _open(args) as store:
+        problems = store.verify(check_contents=not args.no_contents)
+        count = len(store.all_paths())
+    if args.json:
+        print(json.dumps([{"path": p.path, "kind": p.kind, "message": p.message} for p in problems], indent=2))
+    else:
+        for p in problems:
+            print(p.message)
+        print(f"checked {count} store paths: {len(problems)} problem(s)")
+    return 1 if problems else 0

@@ -1,0 +1,126 @@
+"""The store's metadata database (SQLite, WAL mode, every write in a transaction)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS SchemaVersion (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS ValidPaths (
+    path TEXT PRIMARY KEY NOT NULL,
+    hash TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    deriver TEXT,
+    registration_time INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS Refs (
+    referrer TEXT NOT NULL REFERENCES ValidPaths(path) ON DELETE CASCADE,
+    reference TEXT NOT NULL,
+    PRIMARY KEY (referrer, reference)
+);
+CREATE INDEX IF NOT EXISTS RefsByReference ON Refs(reference);
+"""
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    """What the store knows about one valid path."""
+
+    path: str
+    nar_hash: str
+    nar_size: int
+    references: tuple[str, ...]
+    deriver: str | None
+    registration_time: int
+
+    def to_json(self) -> dict[str, object]:
+        """The Nix `path-info --json` shape (camelCase keys)."""
+        return {
+            "path": self.path,
+            "narHash": self.nar_hash,
+            "narSize": self.nar_size,
+            "references": list(self.references),
+            "deriver": self.deriver,
+            "registrationTime": self.registration_time,
+        }
+
+
+class StoreDB:
+    """A connection to the metadata database at `db_file`."""
+
+    def __init__(self, db_file: str | os.PathLike[str]) -> None:
+        self.db_file = os.fspath(db_file)
+        # isolation_level=None: we issue BEGIN ourselves so writes take the lock up front.
+        self.conn = sqlite3.connect(self.db_file, timeout=60, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA busy_timeout = 60000")
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode.lower() != "wal":  # pragma: no cover - filesystems without shared memory
+            self.conn.execute("PRAGMA journal_mode = DELETE")
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        with self.transaction():
+            for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                self.conn.execute(statement)
+            row = self.conn.execute("SELECT version FROM SchemaVersion").fetchone()
+            if row is None:
+                self.conn.execute("INSERT INTO SchemaVersion VALUES (?)", (SCHEMA_VERSION,))
+            elif row[0] > SCHEMA_VERSION:
+                from ..errors import StoreError
+
+                raise StoreError(f"the store database {self.db_file} has schema version {row[0]}; this cudapkgs knows up to {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE … COMMIT, rolled back on any exception."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def is_valid(self, path: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM ValidPaths WHERE path = ?", (path,)).fetchone() is not None
+
+    def query(self, path: str) -> PathInfo | None:
+        row = self.conn.execute("SELECT path, hash, size, deriver, registration_time FROM ValidPaths WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            return None
+        return PathInfo(row[0], row[1], row[2], tuple(self.references(path)), row[3], row[4])
+
+    def references(self, path: str) -> list[str]:
+        return [r for (r,) in self.conn.execute("SELECT reference FROM Refs WHERE referrer = ? ORDER BY reference", (path,))]
+
+    def referrers(self, path: str) -> list[str]:
+        return [r for (r,) in self.conn.execute("SELECT referrer FROM Refs WHERE reference = ? ORDER BY referrer", (path,))]
+
+    def all_paths(self) -> list[str]:
+        return [p for (p,) in self.conn.execute("SELECT path FROM ValidPaths ORDER BY path")]
+
+    def register(self, path: str, nar_hash: str, nar_size: int, references: Iterable[str], deriver: str | None) -> None:
+        """Record `path` as valid with its references, in one transaction."""
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO ValidPaths (path, hash, size, deriver, registration_time) VALUES (?, ?, ?, ?, ?)",
+                (path, nar_hash, nar_size, deriver, int(time.time())),
+            )
+            conn.execute("DELETE FROM Refs WHERE referrer = ?", (path,))
+            conn.executemany("INSERT INTO Refs (referrer, reference) VALUES (?, ?)", ((path, r) for r in sorted(set(references))))
+
+    def invalidate(self, paths: Iterable[str]) -> None:
+        """Forget `paths` (and the references they hold), in one transaction."""
+        with self.transaction() as conn:
+            for path in paths:
+                conn.execute("DELETE FROM Refs WHERE referrer = ?", (path,))
+                conn.execute("DELETE FROM ValidPaths WHERE path = ?", (path,))

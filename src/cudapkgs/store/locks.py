@@ -1,0 +1,77 @@
+"""Per-path lock files (fcntl.flock), released by the OS when their holder dies."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from types import TracebackType
+
+
+class PathLock:
+    """An exclusive (or shared) lock on one lock file; a context manager.
+
+    The lock belongs to the open file description, so a process killed with
+    SIGKILL releases it as the kernel closes its files.
+    """
+
+    def __init__(self, lock_file: str | os.PathLike[str], *, shared: bool = False) -> None:
+        self.lock_file = os.fspath(lock_file)
+        self.shared = shared
+        self._fd: int | None = None
+
+    def acquire(self, blocking: bool = True) -> bool:
+        """Take the lock; with blocking=False return False at once if another holds it."""
+        if self._fd is not None:
+            raise RuntimeError(f"{self.lock_file} is already locked by this object")
+        flags = (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB)
+        while True:
+            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, flags)
+            except OSError as error:
+                os.close(fd)
+                if error.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+                    return False
+                raise
+            # The holder we waited for may have deleted the file (see `release_and_delete`):
+            # then our lock guards nothing and we must lock the file now at that name.
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.lock_file))
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._fd = fd
+                return True
+            os.close(fd)
+
+    def release(self) -> None:
+        """Give the lock up (closing the file releases it)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def release_and_delete(self) -> None:
+        """Unlink the lock file, then release it (for paths that no longer exist)."""
+        if self._fd is not None:
+            try:
+                os.unlink(self.lock_file)
+            except FileNotFoundError:
+                pass
+        self.release()
+
+    @property
+    def locked(self) -> bool:
+        return self._fd is not None
+
+    def __enter__(self) -> PathLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()
+
+
+def lock_file_for(locks_dir: str | os.PathLike[str], store_path: str) -> str:
+    """The lock file that guards `store_path` (named after its base name)."""
+    return os.path.join(os.fspath(locks_dir), os.path.basename(store_path) + ".lock")

@@ -1,0 +1,137 @@
+"""Nix archives (NAR): a deterministic serialisation of a file tree, and its hash.
+
+Only what Nix records survives: regular files (contents and the executable
+bit), symlinks (their target) and directories (entries sorted by name).
+Ownership, timestamps and other modes do not affect the result.  Everything
+streams, so memory stays constant however large the tree is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import struct
+from collections.abc import Callable, Iterable, Iterator
+
+CHUNK = 1 << 20
+_MAGIC = b"nix-archive-1"
+
+
+def _str(data: bytes) -> bytes:
+    pad = -len(data) % 8
+    return struct.pack("<Q", len(data)) + data + b"\0" * pad
+
+
+def dump(path: str | os.PathLike[str]) -> Iterator[bytes]:
+    """Yield the NAR serialisation of `path` in chunks."""
+    yield _str(_MAGIC)
+    yield from _dump_node(os.fsencode(path))
+
+
+def _dump_node(path: bytes) -> Iterator[bytes]:
+    st = os.lstat(path)
+    yield _str(b"(")
+    if stat.S_ISLNK(st.st_mode):
+        yield _str(b"type") + _str(b"symlink") + _str(b"target") + _str(os.readlink(path))
+    elif stat.S_ISREG(st.st_mode):
+        yield _str(b"type") + _str(b"regular")
+        if st.st_mode & stat.S_IXUSR:
+            yield _str(b"executable") + _str(b"")
+        yield _str(b"contents") + struct.pack("<Q", st.st_size)
+        written = 0
+        with open(path, "rb") as f:
+            while chunk := f.read(CHUNK):
+                written += len(chunk)
+                yield chunk
+        if written != st.st_size:
+            raise OSError(f"{os.fsdecode(path)} changed size while being archived")
+        yield b"\0" * (-written % 8)
+    elif stat.S_ISDIR(st.st_mode):
+        yield _str(b"type") + _str(b"directory")
+        for name in sorted(os.listdir(path)):
+            yield _str(b"entry") + _str(b"(") + _str(b"name") + _str(name) + _str(b"node")
+            yield from _dump_node(path + b"/" + name)
+            yield _str(b")")
+    else:
+        raise ValueError(f"{os.fsdecode(path)}: cannot archive a {stat.filemode(st.st_mode)[0]!r} file (only files, directories and symlinks)")
+    yield _str(b")")
+
+
+def nar_hash(path: str | os.PathLike[str]) -> tuple[bytes, int]:
+    """The sha256 digest of `path`'s NAR and the NAR's size in bytes."""
+    h = hashlib.sha256()
+    size = 0
+    for chunk in dump(path):
+        h.update(chunk)
+        size += len(chunk)
+    return h.digest(), size
+
+
+def format_hash(digest: bytes) -> str:
+    """Format a sha256 digest as Nix prints NAR hashes: "sha256:<base-32>"."""
+    from .paths import base32_encode
+
+    return "sha256:" + base32_encode(digest)
+
+
+def walk(path: str | os.PathLike[str]) -> Iterator[tuple[str, os.stat_result]]:
+    """Yield (relative path, lstat) for `path` and everything under it, sorted; '' is the root."""
+    root = os.fspath(path)
+
+    def visit(rel: str) -> Iterator[tuple[str, os.stat_result]]:
+        full = os.path.join(root, rel) if rel else root
+        st = os.lstat(full)
+        yield rel, st
+        if stat.S_ISDIR(st.st_mode):
+            for name in sorted(os.listdir(full)):
+                yield from visit(os.path.join(rel, name) if rel else name)
+
+    return visit("")
+
+
+def scan_for_hashes(path: str | os.PathLike[str], hashes: Iterable[str], *, on_found: Callable[[str, str], None] | None = None) -> set[str]:
+    """Which of `hashes` (store path hash parts) occur in files or symlink targets under `path`.
+
+    `on_found(hash, relative file)` is called for every (hash, file) hit; '' is
+    the root itself.  Files are read in chunks with an overlap, so a hash split
+    across two chunks is still found.
+    """
+    wanted = {h.encode() for h in hashes}
+    found: set[str] = set()
+    if not wanted:
+        return found
+    from .paths import BASE32_CHARS, HASH_LEN
+
+    runs = re.compile(f"[{BASE32_CHARS}]{{{HASH_LEN},}}".encode())
+    root = os.fspath(path)
+
+    def hits(data: bytes) -> set[bytes]:
+        # Overlapping matches: a run of base-32 characters longer than 32 may hide a hash anywhere in it.
+        out = set()
+        for m in runs.finditer(data):
+            run = m.group()
+            for i in range(len(run) - HASH_LEN + 1):
+                if run[i : i + HASH_LEN] in wanted:
+                    out.add(run[i : i + HASH_LEN])
+        return out
+
+    for rel, st in walk(root):
+        full = os.path.join(root, rel) if rel else root
+        in_file: set[bytes] = set()
+        if stat.S_ISLNK(st.st_mode):
+            in_file = hits(os.fsencode(os.readlink(full)))
+        elif stat.S_ISREG(st.st_mode):
+            tail = b""
+            with open(full, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    data = tail + chunk
+                    in_file |= hits(data)
+                    tail = data[-(HASH_LEN - 1) :]
+        for h in in_file:
+            text = h.decode()
+            found.add(text)
+            if on_found:
+                on_found(text, rel)
+    return found

@@ -1,0 +1,135 @@
+"""Store path names: Nix base-32, hash compression and path parsing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+from ..errors import StoreError
+
+#: Nix's base-32 alphabet: digits and lower-case letters without e, o, u, t.
+BASE32_CHARS = "0123456789abcdfghijklmnpqrsvwxyz"
+HASH_BYTES = 20
+#: Length of the hash part of a store path's base name.
+HASH_LEN = 32
+
+_NAME_RE = re.compile(r"[A-Za-z0-9+\-._?=]+")
+_HASH_RE = re.compile(f"[{BASE32_CHARS}]{{{HASH_LEN}}}")
+_BASE32_INDEX = {c: i for i, c in enumerate(BASE32_CHARS)}
+
+
+def base32_encode(data: bytes) -> str:
+    """Encode bytes in Nix base-32 (least significant 5-bit group last, as Nix prints it)."""
+    length = (len(data) * 8 - 1) // 5 + 1 if data else 0
+    out = []
+    for n in range(length - 1, -1, -1):
+        bit = n * 5
+        i, j = divmod(bit, 8)
+        c = data[i] >> j
+        if i + 1 < len(data):
+            c |= data[i + 1] << (8 - j)
+        out.append(BASE32_CHARS[c & 0x1F])
+    return "".join(out)
+
+
+def base32_decode(text: str) -> bytes:
+    """Inverse of `base32_encode`; raises ValueError on a malformed string."""
+    size = len(text) * 5 // 8
+    out = bytearray(size)
+    for n, char in enumerate(reversed(text)):
+        try:
+            digit = _BASE32_INDEX[char]
+        except KeyError:
+            raise ValueError(f"invalid character {char!r} in Nix base-32 string") from None
+        bit = n * 5
+        i, j = divmod(bit, 8)
+        if i < size:
+            out[i] |= (digit << j) & 0xFF
+        elif digit << j & 0xFF:
+            raise ValueError("Nix base-32 string has excess bits")
+        carry = digit >> (8 - j)
+        if i + 1 < size:
+            out[i + 1] |= carry
+        elif carry:
+            raise ValueError("Nix base-32 string has excess bits")
+    return bytes(out)
+
+
+def compress_hash(digest: bytes, size: int = HASH_BYTES) -> bytes:
+    """XOR-fold `digest` into `size` bytes, as Nix's `compressHash` does."""
+    out = bytearray(size)
+    for i, byte in enumerate(digest):
+        out[i % size] ^= byte
+    return bytes(out)
+
+
+def check_name(name: str) -> str:
+    """Return `name` if it is a valid store path name, else raise StoreError."""
+    if not name or len(name) > 211 or name.startswith(".") or not _NAME_RE.fullmatch(name):
+        raise StoreError(
+            f"invalid store path name {name!r}: use letters, digits and + - . _ ? = "
+            "(not starting with '.', at most 211 characters)"
+        )
+    return name
+
+
+def make_store_path_from_digest(store_dir: str | os.PathLike[str], kind: str, sha256_hex: str, name: str) -> str:
+    """The store path for an inner sha256 (hex), like Nix's `makeStorePath`.
+
+    The fingerprint is "<kind>:sha256:<hex>:<store dir>:<name>"; its sha256,
+    compressed to 160 bits and base-32 encoded, is the path's hash part.
+    """
+    store_dir = os.fspath(store_dir)
+    check_name(name)
+    fingerprint = f"{kind}:sha256:{sha256_hex}:{store_dir}:{name}"
+    digest = compress_hash(hashlib.sha256(fingerprint.encode()).digest())
+    return f"{store_dir}/{base32_encode(digest)}-{name}"
+
+
+def make_store_path(store_dir: str | os.PathLike[str], kind: str, digest_input: str | bytes, name: str) -> str:
+    """The store path whose inner hash is sha256(`digest_input`); see `make_store_path_from_digest`."""
+    if isinstance(digest_input, str):
+        digest_input = digest_input.encode()
+    return make_store_path_from_digest(store_dir, kind, hashlib.sha256(digest_input).hexdigest(), name)
+
+
+def is_hash_part(text: str) -> bool:
+    """Whether `text` is a 32-character Nix base-32 hash."""
+    return bool(_HASH_RE.fullmatch(text))
+
+
+def parse_store_path(store_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> tuple[str, str]:
+    """Split a store path into (hash, name); raise StoreError if it is not one.
+
+    A path inside a store path (`<store>/<hash>-foo/bin/x`) is not accepted:
+    use `to_store_path` for those.
+    """
+    store_dir = os.fspath(store_dir).rstrip("/") or "/"
+    text = os.path.normpath(os.path.abspath(os.fspath(path)))
+    parent, base = os.path.split(text)
+    if parent != store_dir:
+        raise StoreError(f"path '{os.fspath(path)}' is not in the store {store_dir}")
+    hash_part, dash, name = base.partition("-")
+    if not dash or not is_hash_part(hash_part):
+        raise StoreError(f"path '{os.fspath(path)}' is not a store path (expected {store_dir}/<32-char hash>-<name>)")
+    check_name(name)
+    return hash_part, name
+
+
+def to_store_path(store_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> str:
+    """The store path that contains `path` (which may lie inside a store path)."""
+    store_dir = os.fspath(store_dir).rstrip("/") or "/"
+    text = os.path.normpath(os.path.abspath(os.fspath(path)))
+    prefix = store_dir + "/"
+    if not text.startswith(prefix):
+        raise StoreError(f"path '{os.fspath(path)}' is not in the store {store_dir}")
+    base = text[len(prefix):].split("/", 1)[0]
+    candidate = prefix + base
+    parse_store_path(store_dir, candidate)
+    return candidate
+
+
+def hash_part(path: str) -> str:
+    """The 32-character hash part of a store path's base name."""
+    return os.path.basename(path)[:HASH_LEN]

@@ -1,0 +1,527 @@
+"""The store: valid paths on disk plus their metadata, added crash-safely.
+
+Layout of a store root `<store>`:
+
+    <store>/<hash>-<name>     store paths (read-only once registered)
+    <store>/.meta/db.sqlite   metadata (see `db.py`)
+    <store>/.locks/           one lock file per store path, plus gc.lock
+    <store>/.tmp/             build directories, each guarded by its own lock
+    <store>/.gcroots/         GC roots: symlinks to store paths; auto/ holds
+                              indirect roots (symlinks to `-o result` links)
+
+A path is valid exactly when the database says so; it is registered only
+after its contents are complete and moved into place, so a crash at any
+moment leaves either a valid path or none.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import sqlite3
+import stat
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import StoreError
+from . import nar
+from .db import PathInfo, StoreDB
+from .locks import PathLock, lock_file_for
+from .paths import base32_encode, compress_hash, hash_part, make_store_path_from_digest, parse_store_path, to_store_path
+
+__all__ = ["GCResult", "Hop", "PathInfo", "Problem", "Store", "default_store_root"]
+
+_WRITE_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded", errno.EACCES: "permission denied", errno.EPERM: "operation not permitted", errno.EROFS: "read-only file system"}
+
+
+def default_store_root() -> Path:
+    """`CUDAPKGS_STORE`, else `$XDG_DATA_HOME/cudapkgs/store` (~/.local/share/cudapkgs/store)."""
+    env = os.environ.get("CUDAPKGS_STORE")
+    if env:
+        return Path(env)
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(data) / "cudapkgs" / "store"
+
+
+@dataclass(frozen=True)
+class GCResult:
+    """What a garbage collection deleted (or would delete, in a dry run)."""
+
+    deleted: list[str] = field(default_factory=list)
+    bytes_freed: int = 0
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One inconsistency `Store.verify` found; kind is missing, hash-mismatch or invalid-reference."""
+
+    path: str
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One step of a why-depends chain: `referrer` refers to `reference` from `files` (relative; '' is the path itself)."""
+
+    referrer: str
+    reference: str
+    files: tuple[str, ...]
+
+
+class Store:
+    """A store rooted at `root`; use `Store.open`."""
+
+    def __init__(self, root: Path, db: StoreDB) -> None:
+        self.root = root
+        self.store_dir = os.fspath(root)
+        self.db = db
+        self.locks_dir = root / ".locks"
+        self.tmp_dir = root / ".tmp"
+        self.gcroots_dir = root / ".gcroots"
+
+    # -- opening ---------------------------------------------------------
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str] | None = None) -> Store:
+        """Open (creating on demand) the store at `root`, `CUDAPKGS_STORE` or the XDG default."""
+        path = Path(os.path.abspath(os.path.expanduser(os.fspath(root)))) if root is not None else Path(os.path.abspath(default_store_root()))
+        path = Path(os.path.normpath(path))
+        try:
+            for sub in ("", ".meta", ".locks", ".tmp", ".gcroots", ".gcroots/auto", ".gcroots/profiles"):
+                (path / sub).mkdir(parents=True, exist_ok=True)
+            db = StoreDB(path / ".meta" / "db.sqlite")
+        except OSError as error:
+            raise _store_error(error, f"cannot open the store {path}") from error
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open the store database in {path}: {error}") from error
+        return cls(path, db)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- paths and queries -----------------------------------------------
+
+    def parse(self, path: str | os.PathLike[str]) -> str:
+        """Normalise a store path (or a path inside one, or a symlink such as ./result to one)."""
+        text = os.path.abspath(os.fspath(path))
+        seen = 0
+        while not text.startswith(self.store_dir + "/") and os.path.islink(text) and seen < 40:
+            text = os.path.normpath(os.path.join(os.path.dirname(text), os.readlink(text)))
+            seen += 1
+        return to_store_path(self.store_dir, text)
+
+    def is_valid(self, path: str) -> bool:
+        """Whether `path` is a registered (complete) store path."""
+        return self.db.is_valid(os.path.normpath(path))
+
+    def query(self, path: str) -> PathInfo:
+        """The metadata of a valid path; StoreError if it is not in the store or not valid."""
+        store_path = self.parse(path)
+        info = self.db.query(store_path)
+        if info is None:
+            raise StoreError(f"path '{store_path}' is not valid in the store {self.store_dir}")
+        return info
+
+    def references(self, path: str) -> list[str]:
+        """The paths `path` refers to."""
+        return list(self.query(path).references)
+
+    def referrers(self, path: str) -> list[str]:
+        """The valid paths that refer to `path`."""
+        return self.db.referrers(self.parse(path))
+
+    def closure(self, paths: Iterable[str]) -> set[str]:
+        """Every path reachable from `paths` through references, `paths` included."""
+        todo = deque(self.query(p).path for p in paths)
+        seen = set(todo)
+        while todo:
+            for ref in self.db.references(todo.popleft()):
+                if ref not in seen:
+                    seen.add(ref)
+                    todo.append(ref)
+        return seen
+
+    def closure_size(self, paths: Iterable[str]) -> int:
+        """The sum of the NAR sizes of `paths`' closure."""
+        return sum(self.query(p).nar_size for p in self.closure(paths))
+
+    def all_paths(self) -> list[str]:
+        """Every valid path, sorted."""
+        return self.db.all_paths()
+
+    # -- adding ----------------------------------------------------------
+
+    def add_path(
+        self,
+        name_or_path: str,
+        build: Callable[[Path], None],
+        *,
+        references_candidates: Iterable[str] = (),
+        deriver: str | None = None,
+    ) -> str:
+        """Make a store path valid by running `build(out)` at most once, crash-safely.
+
+        `name_or_path` is either a full store path (input-addressed: its hash is
+        known up front, e.g. from a derivation) or a bare name, in which case
+        the path is content-addressed from the NAR hash of what `build` made and
+        the references found.  `build` must create `out` (a file, directory or
+        symlink).  References are the `references_candidates` (and the path
+        itself) whose hash parts occur in the result.
+        """
+        candidates = {hash_part(c): self.parse(c) for c in references_candidates}
+        try:
+            if "/" in name_or_path:
+                return self._add_addressed(self.parse(name_or_path), build, candidates, deriver)
+            return self._add_content_addressed(name_or_path, build, candidates, deriver)
+        except OSError as error:
+            raise _store_error(error, f"cannot add '{name_or_path}' to the store {self.store_dir}") from error
+        except sqlite3.OperationalError as error:
+            raise StoreError(f"cannot register '{name_or_path}' in the store {self.store_dir}: {error}") from error
+
+    def _add_addressed(self, path: str, build: Callable[[Path], None], candidates: dict[str, str], deriver: str | None) -> str:
+        if self.db.is_valid(path):
+            return path
+        with self._gc_shared(), PathLock(lock_file_for(self.locks_dir, path)):
+            if self.db.is_valid(path):  # another process built it while we waited
+                return path
+            self._clean_tmp()
+            with self._tmp_build() as tmp:
+                out = tmp / "out"
+                build(out)
+                refs, digest, size = self._inspect(out, {**candidates, hash_part(path): path}, path)
+                self._install(out, path, nar.format_hash(digest), size, refs, deriver)
+        return path
+
+    def _add_content_addressed(self, name: str, build: Callable[[Path], None], candidates: dict[str, str], deriver: str | None) -> str:
+        with self._gc_shared():
+            self._clean_tmp()
+            with self._tmp_build() as tmp:
+                out = tmp / "out"
+                build(out)
+                refs, digest, size = self._inspect(out, candidates, name)
+                kind = "source" + "".join(":" + r for r in sorted(refs))
+                path = make_store_path_from_digest(self.store_dir, kind, digest.hex(), name)
+                with PathLock(lock_file_for(self.locks_dir, path)):
+                    if not self.db.is_valid(path):
+                        self._install(out, path, nar.format_hash(digest), size, refs, deriver)
+        return path
+
+    def _inspect(self, out: Path, candidates: dict[str, str], what: str) -> tuple[set[str], bytes, int]:
+        if not os.path.lexists(out):
+            raise StoreError(f"the builder of '{what}' did not create its output {out}")
+        found = nar.scan_for_hashes(out, candidates)
+        refs = {candidates[h] for h in found}
+        for ref in refs:
+            if ref != what and not self.db.is_valid(ref):
+                raise StoreError(f"'{what}' refers to '{ref}', which is not valid in the store {self.store_dir}")
+        digest, size = nar.nar_hash(out)
+        return refs, digest, size
+
+    def _install(self, out: Path, path: str, nar_hash: str, size: int, refs: set[str], deriver: str | None) -> None:
+        # Called with the path's lock held and the path not valid.
+        if os.path.lexists(path):  # left behind by a crash between rename and registration
+            _remove_tree(path)
+        _make_read_only(out, keep_root_writable=True)
+        os.rename(out, path)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                _freeze(path)
+            self.db.register(path, nar_hash, size, refs, deriver)
+        except BaseException:
+            _remove_tree(path)
+            raise
+
+    @contextmanager
+    def _tmp_build(self) -> Iterator[Path]:
+        name = uuid.uuid4().hex
+        lock = PathLock(self.tmp_dir / (name + ".lock"))
+        lock.acquire()
+        tmp = self.tmp_dir / name
+        try:
+            tmp.mkdir()
+            yield tmp
+        finally:
+            if os.path.lexists(tmp):
+                _remove_tree(tmp)
+            lock.release_and_delete()
+
+    def _clean_tmp(self) -> None:
+        """Remove build directories whose owner died (their lock is free)."""
+        try:
+            entries = os.listdir(self.tmp_dir)
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            if entry.endswith(".lock"):
+                continue
+            lock = PathLock(self.tmp_dir / (entry + ".lock"))
+            if lock.acquire(blocking=False):
+                try:
+                    _remove_tree(self.tmp_dir / entry)
+                finally:
+                    lock.release_and_delete()
+
+    @contextmanager
+    def _gc_shared(self) -> Iterator[None]:
+        with PathLock(self.locks_dir / "gc.lock", shared=True):
+            yield
+
+    # -- roots -----------------------------------------------------------
+
+    def add_root(self, name: str, store_path: str) -> Path:
+        """A direct GC root `<store>/.gcroots/profiles/<name>` pointing at `store_path`."""
+        target = self.query(store_path).path
+        link = self.gcroots_dir / "profiles" / name
+        if "/" in name or name.startswith("."):
+            raise StoreError(f"invalid GC root name {name!r}")
+        _replace_symlink(link, target)
+        return link
+
+    def add_indirect_root(self, link_path: str | os.PathLike[str], store_path: str) -> Path:
+        """Make `link_path` (e.g. ./result) a symlink to `store_path` and register it as a GC root.
+
+        The root lives as long as `link_path` exists and points into the store.
+        """
+        target = self.query(store_path).path
+        link = Path(os.path.abspath(link_path))
+        if os.path.lexists(link) and not os.path.islink(link):
+            raise StoreError(f"'{link}' exists and is not a symlink; not replacing it")
+        try:
+            _replace_symlink(link, target)
+            auto_name = base32_encode(compress_hash(hashlib.sha256(os.fsencode(link)).digest()))
+            _replace_symlink(self.gcroots_dir / "auto" / auto_name, os.fspath(link))
+        except OSError as error:
+            raise _store_error(error, f"cannot create the GC root {link}") from error
+        return link
+
+    def roots(self, *, remove_stale: bool = False) -> dict[str, str]:
+        """Map each live GC root link to the store path it keeps alive.
+
+        Indirect roots whose link is gone or no longer points into the store
+        are stale; `remove_stale` deletes their entries under `.gcroots/auto`.
+        """
+        found: dict[str, str] = {}
+        auto_dir = os.fspath(self.gcroots_dir / "auto")
+        for dirpath, dirnames, filenames in os.walk(self.gcroots_dir):
+            for entry in sorted(dirnames + filenames):
+                link = os.path.join(dirpath, entry)
+                if not os.path.islink(link):
+                    continue
+                target = os.path.join(dirpath, os.readlink(link))
+                if dirpath == auto_dir:
+                    store_path = self._root_target(target)
+                    if store_path is None:
+                        if remove_stale:
+                            os.unlink(link)
+                        continue
+                    found[os.path.normpath(target)] = store_path
+                else:
+                    store_path = self._root_target(link)
+                    if store_path is not None:
+                        found[link] = store_path
+        return found
+
+    def _root_target(self, link: str) -> str | None:
+        if not os.path.islink(link):
+            return None
+        try:
+            store_path = self.parse(link)
+        except StoreError:
+            return None
+        return store_path if self.db.is_valid(store_path) else None
+
+    # -- garbage collection ----------------------------------------------
+
+    def gc(self, dry_run: bool = False) -> GCResult:
+        """Delete every path outside the closure of the GC roots (and stale roots, and leftovers)."""
+        with PathLock(self.locks_dir / "gc.lock"):
+            roots = set(self.roots(remove_stale=not dry_run).values())
+            live = self.closure(roots)
+            held: dict[str, PathLock] = {}
+            busy: set[str] = set()
+            try:
+                for path in self.db.all_paths():
+                    if path in live:
+                        continue
+                    lock = PathLock(lock_file_for(self.locks_dir, path))
+                    if lock.acquire(blocking=False):
+                        held[path] = lock
+                    else:
+                        busy.add(path)
+                if busy:  # being worked on by another process: keep them and what they need
+                    live |= self.closure(busy)
+                    for path in list(held):
+                        if path in live:
+                            held.pop(path).release()
+                dead = sorted(held)
+                junk = self._unregistered_entries(set(self.db.all_paths()))
+                freed = sum(_disk_size(p) for p in dead) + sum(_disk_size(p) for p in junk)
+                if not dry_run:
+                    try:
+                        self.db.invalidate(dead)  # forget first: a crash now leaves only unregistered junk
+                        for path in dead + junk:
+                            _remove_tree(path)
+                    except OSError as error:
+                        raise _store_error(error, "garbage collection failed") from error
+            finally:
+                for path, lock in held.items():
+                    if dry_run:
+                        lock.release()
+                    else:
+                        lock.release_and_delete()
+        return GCResult(deleted=dead + junk, bytes_freed=freed, dry_run=dry_run)
+
+    def _unregistered_entries(self, valid: set[str]) -> list[str]:
+        junk = []
+        for entry in sorted(os.listdir(self.root)):
+            path = os.path.join(self.store_dir, entry)
+            if entry.startswith(".") or path in valid:
+                continue
+            lock = PathLock(lock_file_for(self.locks_dir, path))
+            if lock.acquire(blocking=False):  # unlocked: no add_path is installing it
+                lock.release()
+                junk.append(path)
+        return junk
+
+    # -- verification and explanation -------------------------------------
+
+    def verify(self, check_contents: bool = True) -> list[Problem]:
+        """Check every valid path exists, (optionally) matches its NAR hash, and refers only to valid paths."""
+        problems = []
+        for path in self.db.all_paths():
+            info = self.db.query(path)
+            assert info is not None
+            if not os.path.lexists(path):
+                problems.append(Problem(path, "missing", f"path '{path}' is registered but missing on disk"))
+                continue
+            if check_contents:
+                try:
+                    digest, size = nar.nar_hash(path)
+                except (OSError, ValueError) as error:
+                    problems.append(Problem(path, "hash-mismatch", f"path '{path}' cannot be read: {error}"))
+                else:
+                    actual = nar.format_hash(digest)
+                    if actual != info.nar_hash:
+                        problems.append(Problem(path, "hash-mismatch", f"path '{path}' was modified: expected hash {info.nar_hash}, got {actual}"))
+            for ref in info.references:
+                if not self.db.is_valid(ref):
+                    problems.append(Problem(path, "invalid-reference", f"path '{path}' refers to '{ref}', which is not valid"))
+        return problems
+
+    def why_depends(self, a: str, b: str) -> list[list[Hop]]:
+        """Chains of references from `a` to `b`: one shortest chain through each direct reference of `a` that leads to `b`.
+
+        Each hop names the files of its referrer that hold the reference's hash.
+        Empty when `a` does not depend on `b`.
+        """
+        a, b = self.query(a).path, self.query(b).path
+        reaches_b = {b}  # paths with b in their closure
+        todo = deque([b])
+        while todo:
+            for referrer in self.db.referrers(todo.popleft()):
+                if referrer not in reaches_b:
+                    reaches_b.add(referrer)
+                    todo.append(referrer)
+        if a not in reaches_b or a == b:
+            return []
+        chains = []
+        for first in self.db.references(a):
+            if first not in reaches_b or first == a:
+                continue
+            nodes = [a] + self._shortest(first, b, reaches_b)
+            chains.append([Hop(x, y, self._files_referring(x, y)) for x, y in zip(nodes, nodes[1:])])
+        return chains
+
+    def _shortest(self, start: str, goal: str, allowed: set[str]) -> list[str]:
+        parent: dict[str, str | None] = {start: None}
+        todo = deque([start])
+        while todo:
+            node = todo.popleft()
+            if node == goal:
+                break
+            for ref in self.db.references(node):
+                if ref in allowed and ref not in parent:
+                    parent[ref] = node
+                    todo.append(ref)
+        chain = [goal]
+        while (prev := parent[chain[-1]]) is not None:
+            chain.append(prev)
+        return chain[::-1]
+
+    def _files_referring(self, referrer: str, reference: str) -> tuple[str, ...]:
+        files: list[str] = []
+        nar.scan_for_hashes(referrer, [hash_part(reference)], on_found=lambda _h, rel: files.append(rel))
+        return tuple(sorted(files))
+
+
+def _store_error(error: OSError, what: str) -> StoreError:
+    reason = _WRITE_ERRNOS.get(error.errno or 0) or error.strerror or str(error)
+    where = f" ({error.filename})" if error.filename else ""
+    return StoreError(f"{what}: {reason}{where}; the store is unchanged")
+
+
+def _make_read_only(root: str | os.PathLike[str], *, keep_root_writable: bool = False) -> None:
+    """Files 0444 (0555 if executable), directories 0555, mtimes 1, as Nix does; symlinks untouched."""
+    entries = list(nar.walk(root))
+    for rel, st in reversed(entries):  # children before their directory
+        full = os.path.join(root, rel) if rel else os.fspath(root)
+        if stat.S_ISLNK(st.st_mode):
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            if not (rel == "" and keep_root_writable):
+                os.chmod(full, 0o555)
+        else:
+            os.chmod(full, 0o555 if st.st_mode & stat.S_IXUSR else 0o444)
+        os.utime(full, (1, 1))
+
+
+def _freeze(path: str) -> None:
+    os.chmod(path, 0o555)
+    os.utime(path, (1, 1))
+
+
+def _remove_tree(path: str | os.PathLike[str]) -> None:
+    """Delete a file or tree, first making read-only directories writable."""
+    path = os.fspath(path)
+    if os.path.islink(path) or not os.path.isdir(path):
+        if os.path.lexists(path):
+            os.unlink(path)
+        return
+    for dirpath, dirnames, _ in os.walk(path):
+        os.chmod(dirpath, 0o755)
+        for d in dirnames:
+            full = os.path.join(dirpath, d)
+            if not os.path.islink(full):
+                os.chmod(full, 0o755)
+    shutil.rmtree(path)
+
+
+def _disk_size(path: str) -> int:
+    total = 0
+    try:
+        for _, st in nar.walk(path):
+            if not stat.S_ISDIR(st.st_mode):
+                total += st.st_size
+    except FileNotFoundError:
+        pass
+    return total
+
+
+def _replace_symlink(link: str | os.PathLike[str], target: str) -> None:
+    tmp = f"{os.fspath(link)}.tmp-{uuid.uuid4().hex}"
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
