@@ -173,3 +173,12 @@ def test_help_teaches(capsys):
         main(["cdi", "generate", "--help"])
     text = capsys.readouterr().out
     assert "--device-name-strategy" in text and "examples:" in text and "MIG" in text
+
+
+def test_whole_process_generate_and_validate(machine, tmp_path):
+    out = tmp_path / "run" / "nvidia.json"
+    cmd = [sys.executable, "-m", "cudapkgs", *_gen(machine, "-o", str(out))]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([sys.executable, "-m", "cudapkgs", "cdi", "validate", str(out)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "valid CDI spec" in done.stdout

@@ -243,7 +243,7 @@ def _hook(args: argparse.Namespace) -> int:
 
     root = hooks.container_root(args.container_root, args.container_spec)
     if args.hook == "create-symlinks":
-        for link in hooks.create_symlinks(root, _split_links(args.link), log):
+        for link in hooks.create_symlinks(root, args.link or [], log):
             log(f"created {link}")
     elif args.hook == "enable-cuda-compat":
         added = hooks.enable_cuda_compat(root, args.host_driver_version)
@@ -253,10 +253,6 @@ def _hook(args: argparse.Namespace) -> int:
     elif args.hook == "disable-device-node-modification":
         log("params replaced" if hooks.disable_device_node_modification(root) else "nothing to do")
     return 0
-
-
-def _split_links(values: list[str] | None) -> list[str]:
-    return list(values or [])
 
 
 # -- registration -------------------------------------------------------------------------------
