@@ -117,6 +117,7 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     dropped; executable bits are restored (``zipfile`` ignores the stored modes).
     """
     dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
         with zipfile.ZipFile(wheel) as archive:

@@ -1,0 +1,190 @@
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cudapkgs.errors import FetchError
+from cudapkgs.fetch import WheelSource, fetch_artifact, pypi_name, unpack_wheel, wheel_cache_directory
+from cudapkgs.manifests import Artifact
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def make_wheel(path: Path, files: dict[str, tuple[bytes, int]], *, tamper: str | None = None) -> Path:
+    """A wheel with ``files`` (name -> (data, mode)) and a RECORD; ``tamper`` gets a wrong RECORD hash."""
+    dist_info = path.name.split("-")[0] + "-" + path.name.split("-")[1] + ".dist-info"
+    files = {**files, f"{dist_info}/WHEEL": (b"Wheel-Version: 1.0\n", 0o644)}
+    record = []
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, (data, mode) in files.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFREG | mode) << 16
+            archive.writestr(info, data)
+            digest = _record_hash(b"x" if name == tamper else data)
+            record.append(f"{name},{digest},{len(data)}")
+        record.append(f"{dist_info}/RECORD,,")
+        archive.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+CU13 = {
+    "nvidia/cu13/bin/nvcc": (b"\x7fELF nvcc", 0o744),
+    "nvidia/cu13/bin/nvcc.profile": (b"TOP = $(_HERE_)/..\n", 0o644),
+    "nvidia/cu13/bin/crt/link.stub": (b"stub", 0o644),
+    "nvidia/cu13/lib/libfoo.so.13": (b"\x7fELF libfoo", 0o644),
+    "nvidia/cu13/include/foo.h": (b"int foo(void);\n", 0o644),
+    "nvidia/cu13/.metadata/guardwords.txt": (b"junk", 0o644),
+}
+
+
+def test_pypi_names():
+    assert pypi_name("cuda", "cuda_cudart", 12) == "nvidia-cuda-runtime-cu12"
+    assert pypi_name("cuda", "cuda_cudart", 13) == "nvidia-cuda-runtime"
+    assert pypi_name("cuda", "libnvvm", 13) == "nvidia-nvvm"
+    assert pypi_name("cuda", "libnvvm", 12) is None  # part of cuda_nvcc there
+    assert pypi_name("cuda", "cuda_nvtx", 12) == "nvidia-nvtx-cu12"
+    assert pypi_name("cudnn", "cudnn", 13) == "nvidia-cudnn-cu13"
+    assert pypi_name("cuda", "cuda_cudart", 11) is None
+    assert pypi_name("cuda", "nsight_compute", 13) is None
+    assert pypi_name("cutensor", "libcutensor", 13) is None
+
+
+def test_cache_directory_follows_xdg(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert wheel_cache_directory() == tmp_path / "cudapkgs" / "wheels"
+
+
+def test_cuda13_layout_mapped(tmp_path):
+    wheel = make_wheel(tmp_path / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl", CU13)
+    tree = unpack_wheel(wheel, tmp_path / "tree", pname="cuda_nvcc", cuda_major=13)
+    files = sorted(str(p.relative_to(tree)) for p in tree.rglob("*"))
+    assert files == [
+        "bin", "bin/crt", "bin/crt/link.stub", "bin/nvcc", "bin/nvcc.profile",
+        "include", "include/foo.h", "lib", "lib/libfoo.so", "lib/libfoo.so.13", "lib64",
+    ]  # fmt: skip
+    assert os.readlink(tree / "lib64") == "lib"
+    assert os.readlink(tree / "lib/libfoo.so") == "libfoo.so.13"
+    assert (tree / "bin/nvcc").stat().st_mode & 0o777 == 0o755
+    assert (tree / "bin/crt/link.stub").stat().st_mode & 0o111  # everything in bin/
+    assert (tree / "lib/libfoo.so.13").stat().st_mode & 0o777 == 0o755
+    assert (tree / "include/foo.h").stat().st_mode & 0o777 == 0o644
+    assert (tree / "bin/nvcc").read_bytes() == b"\x7fELF nvcc"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_cuda12_layout_mapped(tmp_path):
+    wheel = make_wheel(
+        tmp_path / "nvidia_cuda_nvcc_cu12-12.8.93-py3-none-manylinux2010_x86_64.whl",
+        {
+            "nvidia/__init__.py": (b"", 0o644),
+            "nvidia/cuda_nvcc/__init__.py": (b"", 0o644),
+            "nvidia/cuda_nvcc/bin/ptxas": (b"ptxas", 0o744),
+            "nvidia/cuda_nvcc/bin/__init__.py": (b"", 0o644),
+            "nvidia/cuda_nvcc/bin/__pycache__/x.pyc": (b"", 0o644),
+            "nvidia/cuda_nvcc/nvvm/lib64/libnvvm.so": (b"nvvm", 0o644),
+        },
+    )
+    tree = unpack_wheel(wheel, tmp_path / "tree", pname="cuda_nvcc", cuda_major=12)
+    assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if not p.is_dir()) == [
+        "bin/ptxas",
+        "nvvm/lib64/libnvvm.so",
+    ]
+    assert not (tree / "lib64").exists()
+    assert (tree / "bin/ptxas").stat().st_mode & 0o777 == 0o755
+
+
+def test_nvvm13_relocated_to_tarball_layout(tmp_path):
+    wheel = make_wheel(
+        tmp_path / "nvidia_nvvm-13.0.88-py3-none-manylinux2010_x86_64.whl",
+        {
+            "nvidia/cu13/lib/libnvvm.so.4": (b"nvvm", 0o644),
+            "nvidia/cu13/include/nvvm.h": (b"h", 0o644),
+            "nvidia/cu13/nvvm/bin/cicc": (b"cicc", 0o644),
+        },
+    )
+    tree = unpack_wheel(wheel, tmp_path / "tree", pname="libnvvm", cuda_major=13)
+    assert (tree / "nvvm/lib64/libnvvm.so.4").is_file()
+    assert os.readlink(tree / "nvvm/lib64/libnvvm.so") == "libnvvm.so.4"
+    assert (tree / "nvvm/include/nvvm.h").is_file()
+    assert (tree / "nvvm/bin/cicc").stat().st_mode & 0o111
+    assert not (tree / "lib").exists()
+
+
+def test_record_mismatch_leaves_nothing(tmp_path):
+    wheel = make_wheel(tmp_path / "w-1.0-py3-none-any.whl", CU13, tamper="nvidia/cu13/lib/libfoo.so.13")
+    with pytest.raises(FetchError, match="libfoo.so.13 does not match its RECORD hash"):
+        unpack_wheel(wheel, tmp_path / "tree", cuda_major=13)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [wheel.name]
+
+
+def test_unsafe_member_rejected(tmp_path):
+    wheel = make_wheel(tmp_path / "w-1.0-py3-none-any.whl", {**CU13, "nvidia/cu13/../../evil": (b"x", 0o644)})
+    with pytest.raises(FetchError, match="unsafe member"):
+        unpack_wheel(wheel, tmp_path / "tree", cuda_major=13)
+    assert not (tmp_path / "evil").exists()
+
+
+def test_wheel_source_with_fake_pip(tmp_path):
+    built = make_wheel(tmp_path / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl", CU13)
+    log = tmp_path / "argv"
+    fake_pip = tmp_path / "pip.py"
+    fake_pip.write_text(
+        "import shutil, sys\n"
+        f"open({str(log)!r}, 'w').write(repr(sys.argv[1:]))\n"
+        f"shutil.copy({str(built)!r}, sys.argv[sys.argv.index('-d') + 1])\n"
+    )
+    source = WheelSource(tmp_path / "cache", pip=[sys.executable, str(fake_pip)])
+    artifact = Artifact("cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz", "0" * 64, None, 1)
+    got = fetch_artifact([source], "cuda", "cuda_nvcc", "13.0.88", artifact, tmp_path / "out", cuda_major=13)
+    assert got.kind == "tree" and got.source_name == "pypi wheels"
+    assert got.path == tmp_path / "out" / "cuda_nvcc-13.0.88-wheel"
+    assert (got.path / "bin/nvcc").stat().st_mode & 0o111
+    argv = eval(log.read_text())
+    assert argv[:3] == ["download", "--no-deps", "--only-binary=:all:"]
+    assert argv[-1] == "nvidia-cuda-nvcc==13.0.88"
+    assert "manylinux_2_27_x86_64" in argv and argv[argv.index("--python-version") + 1] == "3.12"
+    assert argv[argv.index("-d") + 1] == str(tmp_path / "cache")
+
+
+def test_wheel_source_pip_failure_is_a_reason(tmp_path):
+    artifact = Artifact("cuda_nvcc/linux-sbsa/x.tar.xz", "0" * 64, None, 1)
+    source = WheelSource(tmp_path, pip=[sys.executable, "-c", "import sys; sys.exit('ERROR: No matching distribution')"])
+    with pytest.raises(FetchError, match="pip download nvidia-cuda-nvcc==13.0.88 failed: ERROR: No matching"):
+        source.fetch("cuda", "cuda_nvcc", "13.0.88", artifact, tmp_path, cuda_major=13)
+    jetson = Artifact("cuda_nvcc/linux-aarch64/x.tar.xz", "0" * 64, None, 1)
+    with pytest.raises(FetchError, match="Jetson"):
+        source.fetch("cuda", "cuda_nvcc", "13.0.88", jetson, tmp_path, cuda_major=13)
+
+
+def _pip_reaches_index() -> bool:
+    probe = [sys.executable, "-m", "pip", "index", "versions", "nvidia-cuda-runtime", "--disable-pip-version-check"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.wheels
+def test_real_cuda_runtime_wheel(tmp_path):
+    if not _pip_reaches_index():
+        pytest.skip("pip cannot reach its package index")
+    artifact = Artifact("cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-13.0.96-archive.tar.xz", "0" * 64, None, 1)
+    got = fetch_artifact([WheelSource()], "cuda", "cuda_cudart", "13.0.96", artifact, tmp_path, cuda_major=13)
+    assert list(wheel_cache_directory().glob("nvidia_cuda_runtime-13.0.96-*.whl"))
+    tree = got.path
+    assert (tree / "include/cuda_runtime.h").is_file()
+    assert (tree / "lib/libcudart.so.13").stat().st_mode & 0o111
+    assert os.readlink(tree / "lib/libcudart.so") == "libcudart.so.13"
+    assert (tree / "lib/libcudart_static.a").is_file()
+    assert (tree / "lib64").is_symlink()
+    assert not list(tree.rglob("__init__.py")) and not list(tree.rglob("*.dist-info"))
