@@ -119,7 +119,9 @@ class Store:
         """Normalise a store path (or a path inside one, or a symlink such as ./result to one)."""
         text = os.path.abspath(os.fspath(path))
         seen = 0
-        while not text.startswith(self.store_dir + "/") and os.path.islink(text) and seen < 40:
+        prefix = self.store_dir + "/"
+        # Follow links such as ./result or .gcroots entries, but not a store path that is itself a symlink.
+        while not (text.startswith(prefix) and not text[len(prefix):].startswith(".")) and os.path.islink(text) and seen < 40:
             text = os.path.normpath(os.path.join(os.path.dirname(text), os.readlink(text)))
             seen += 1
         return to_store_path(self.store_dir, text)

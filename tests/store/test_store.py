@@ -1,0 +1,356 @@
+"""The Store: crash-safe add_path, locks, references, GC, verify, why-depends."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from cudapkgs.errors import StoreError
+from cudapkgs.store.paths import make_store_path
+from cudapkgs.store.store import Store
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store.open(tmp_path / "store") as s:
+        yield s
+
+
+def write_tree(files: dict[str, bytes], executable=()):
+    def build(out: Path) -> None:
+        out.mkdir()
+        for name, data in files.items():
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            (out / name).write_bytes(data)
+            if name in executable:
+                os.chmod(out / name, 0o755)
+
+    return build
+
+
+def addressed(store, name, salt="x"):
+    return make_store_path(store.store_dir, "output:out", salt + name, name)
+
+
+def run_py(code: str, *args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def wait_for(path: Path, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"timed out waiting for {path}"
+        time.sleep(0.02)
+
+
+def test_open_defaults_to_xdg_data_home_and_env(monkeypatch, tmp_path):
+    with Store.open() as s:
+        assert s.root == Path(os.environ["XDG_DATA_HOME"]) / "cudapkgs" / "store"
+        assert (s.root / ".meta" / "db.sqlite").exists()
+    monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "env-store"))
+    with Store.open() as s:
+        assert s.root == tmp_path / "env-store"
+
+
+def test_add_path_registers_read_only(store):
+    path = addressed(store, "hello")
+    got = store.add_path(path, write_tree({"bin/hello": b"#!/bin/sh\n", "share/doc": b"doc"}, executable={"bin/hello"}))
+    assert got == path and store.is_valid(path)
+    info = store.query(path)
+    assert info.nar_hash.startswith("sha256:") and info.nar_size > 0 and info.references == ()
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in [dirpath] + [os.path.join(dirpath, f) for f in filenames]:
+            assert os.stat(name).st_mode & 0o222 == 0, name
+    assert stat.S_IMODE(os.stat(f"{path}/bin/hello").st_mode) == 0o555
+    assert stat.S_IMODE(os.stat(f"{path}/share/doc").st_mode) == 0o444
+    assert os.listdir(store.tmp_dir) == []
+    # Already valid: the builder is not run again.
+    assert store.add_path(path, lambda out: pytest.fail("rebuilt")) == path
+
+
+def test_content_addressed_add_path(store):
+    a = store.add_path("src", write_tree({"f": b"data"}))
+    b = store.add_path("src", write_tree({"f": b"data"}))
+    c = store.add_path("src", write_tree({"f": b"other"}))
+    assert a == b != c and os.path.basename(a).endswith("-src")
+
+
+def test_single_file_output(store):
+    path = store.add_path("script.sh", lambda out: out.write_text("echo hi\n"))
+    assert Path(path).read_text() == "echo hi\n" and stat.S_IMODE(os.stat(path).st_mode) == 0o444
+
+
+def test_failing_builder_leaves_nothing(store):
+    path = addressed(store, "broken")
+
+    def build(out: Path) -> None:
+        out.mkdir()
+        (out / "half").write_text("partial")
+        raise RuntimeError("compiler crashed")
+
+    with pytest.raises(RuntimeError, match="compiler crashed"):
+        store.add_path(path, build)
+    assert not store.is_valid(path) and not os.path.lexists(path)
+    assert store.all_paths() == [] and os.listdir(store.tmp_dir) == []
+    with pytest.raises(StoreError, match="did not create its output"):
+        store.add_path(path, lambda out: None)
+
+
+def test_references_found_in_binary_file(store):
+    dep = store.add_path(addressed(store, "libdep"), write_tree({"lib/libdep.so": b"\x7fELF"}))
+    unrelated = store.add_path(addressed(store, "unrelated"), write_tree({"x": b"x"}))
+    top = addressed(store, "app")
+    blob = b"\x7fELF\x00\x01" + b"\xff" * 100 + f"{dep}/lib\x00".encode() + bytes(range(256))
+    got = store.add_path(top, write_tree({"bin/app": blob}), references_candidates=[dep, unrelated])
+    assert store.references(got) == [dep]
+    assert store.referrers(dep) == [top]
+    assert store.closure([top]) == {top, dep}
+    assert store.closure_size([top]) == store.query(top).nar_size + store.query(dep).nar_size
+    chains = store.why_depends(top, dep)
+    assert [[(h.referrer, h.reference, h.files) for h in c] for c in chains] == [[(top, dep, ("bin/app",))]]
+    assert store.why_depends(dep, top) == []
+
+
+def test_self_reference(store):
+    path = addressed(store, "selfref")
+    store.add_path(path, lambda out: out.write_text(f"my path is {path}\n"))
+    assert store.references(path) == [path]
+
+
+def test_why_depends_through_chain(store):
+    c = store.add_path(addressed(store, "c"), write_tree({"c": b"c"}))
+    b = store.add_path(addressed(store, "b"), write_tree({"lib/b": c.encode()}), references_candidates=[c])
+    a = store.add_path(addressed(store, "a"), write_tree({"bin/a": b.encode()}), references_candidates=[b, c])
+    chains = store.why_depends(a, c)
+    assert [[(h.referrer, h.reference, h.files) for h in ch] for ch in chains] == [[(a, b, ("bin/a",)), (b, c, ("lib/b",))]]
+
+
+def test_stale_partial_path_is_replaced(store):
+    path = addressed(store, "partial")
+    os.makedirs(path)
+    Path(path, "junk").write_text("from a crash")
+    os.chmod(path, 0o555)
+    store.add_path(path, write_tree({"good": b"1"}))
+    assert os.listdir(path) == ["good"] and store.verify() == []
+
+
+def test_sigkill_mid_build_then_next_run_completes(store, tmp_path):
+    path = addressed(store, "slow")
+    started = tmp_path / "started"
+    child = run_py(
+        """
+        import sys, time
+        from pathlib import Path
+        from cudapkgs.store.store import Store
+        store = Store.open(sys.argv[1])
+        def build(out):
+            out.mkdir()
+            (out / "part").write_text("half")
+            Path(sys.argv[3]).touch()
+            time.sleep(60)
+        store.add_path(sys.argv[2], build)
+        """,
+        store.store_dir, path, str(started),
+    )
+    wait_for(started)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert not store.is_valid(path) and not os.path.lexists(path)
+    assert os.listdir(store.tmp_dir)  # the killed build's leftovers ...
+    store.add_path(path, write_tree({"whole": b"done"}))
+    assert store.is_valid(path) and os.listdir(path) == ["whole"]
+    assert os.listdir(store.tmp_dir) == []  # ... were cleaned up, their owner's lock being free
+
+
+def test_sigkill_between_move_and_registration(store):
+    path = addressed(store, "moved")
+    child = run_py(
+        """
+        import os, signal, sys
+        from cudapkgs.store import db
+        from cudapkgs.store.store import Store
+        db.StoreDB.register = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+        store = Store.open(sys.argv[1])
+        def build(out):
+            out.mkdir(); (out / "f").write_text("x")
+        store.add_path(sys.argv[2], build)
+        """,
+        store.store_dir, path,
+    )
+    child.wait()
+    assert child.returncode == -signal.SIGKILL
+    assert os.path.isdir(path) and not store.is_valid(path)  # on disk, but not valid
+    store.add_path(path, write_tree({"f": b"y"}))
+    assert store.is_valid(path) and Path(path, "f").read_text() == "y" and store.verify() == []
+
+
+def test_two_processes_build_once(store, tmp_path):
+    path = addressed(store, "shared")
+    counter = tmp_path / "counter"
+    code = """
+        import sys, time
+        from cudapkgs.store.store import Store
+        store = Store.open(sys.argv[1])
+        def build(out):
+            with open(sys.argv[3], "a") as f:
+                f.write("built\\n")
+            time.sleep(1)
+            out.mkdir(); (out / "f").write_text("x")
+        print(store.add_path(sys.argv[2], build))
+        """
+    children = [run_py(code, store.store_dir, path, str(counter)) for _ in range(3)]
+    outs = [c.communicate(timeout=60) for c in children]
+    assert [c.returncode for c in children] == [0, 0, 0], outs
+    assert {o.strip() for o, _ in outs} == {path}
+    assert counter.read_text() == "built\n"
+    assert store.is_valid(path)
+
+
+def test_no_space_left_is_a_clear_error(store):
+    path = addressed(store, "big")
+
+    def build(out: Path) -> None:
+        out.mkdir()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out / "blob"))
+
+    with pytest.raises(StoreError, match="no space left on device.*the store is unchanged"):
+        store.add_path(path, build)
+    assert not store.is_valid(path) and not os.path.lexists(path) and os.listdir(store.tmp_dir) == []
+
+
+def test_rename_eacces_is_a_clear_error(store, monkeypatch):
+    path = addressed(store, "denied")
+    real_rename = os.rename
+
+    def rename(src, dst):
+        if os.fspath(dst) == path:
+            raise PermissionError(errno.EACCES, "Permission denied", dst)
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(StoreError, match="permission denied"):
+        store.add_path(path, write_tree({"f": b"x"}))
+    assert store.all_paths() == [] and os.listdir(store.tmp_dir) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permission bits")
+def test_unwritable_store(store):
+    os.chmod(store.root, 0o500)
+    try:
+        with pytest.raises(StoreError, match="permission denied"):
+            store.add_path(addressed(store, "ro"), write_tree({"f": b"x"}))
+    finally:
+        os.chmod(store.root, 0o755)
+    assert store.all_paths() == []
+
+
+def test_gc_keeps_closure_of_roots(store, tmp_path):
+    dep = store.add_path(addressed(store, "dep"), write_tree({"f": b"dep"}))
+    top = store.add_path(addressed(store, "top"), write_tree({"f": dep.encode()}), references_candidates=[dep])
+    garbage = store.add_path(addressed(store, "garbage"), write_tree({"f": b"g" * 1000}))
+    prof = store.add_path(addressed(store, "prof"), write_tree({"f": b"p"}))
+    junk = addressed(store, "junk")
+    os.makedirs(junk)  # unregistered leftover
+    store.add_indirect_root(tmp_path / "result", top)
+    store.add_root("default", prof)
+    assert os.readlink(tmp_path / "result") == top
+    assert set(store.roots().values()) == {top, prof}
+
+    dry = store.gc(dry_run=True)
+    assert dry.deleted == sorted([garbage, junk]) and dry.bytes_freed >= 1000
+    assert store.is_valid(garbage) and os.path.exists(garbage)
+
+    result = store.gc()
+    assert result.deleted == sorted([garbage, junk])
+    assert not store.is_valid(garbage) and not os.path.lexists(garbage) and not os.path.lexists(junk)
+    assert all(store.is_valid(p) and os.path.exists(p) for p in (top, dep, prof))
+    assert store.verify() == []
+
+
+def test_stale_indirect_roots_are_removed(store, tmp_path):
+    a = store.add_path(addressed(store, "a"), write_tree({"f": b"a"}))
+    b = store.add_path(addressed(store, "b"), write_tree({"f": b"b"}))
+    store.add_indirect_root(tmp_path / "ra", a)
+    store.add_indirect_root(tmp_path / "rb", b)
+    (tmp_path / "ra").unlink()  # link gone
+    (tmp_path / "rb").unlink()
+    (tmp_path / "rb").symlink_to(tmp_path)  # points elsewhere
+    assert store.roots() == {}
+    assert len(os.listdir(store.gcroots_dir / "auto")) == 2
+    assert sorted(store.gc().deleted) == sorted([a, b])
+    assert os.listdir(store.gcroots_dir / "auto") == []
+
+
+def test_indirect_root_refuses_to_clobber_a_file(store, tmp_path):
+    a = store.add_path(addressed(store, "a"), write_tree({"f": b"a"}))
+    (tmp_path / "result").write_text("precious")
+    with pytest.raises(StoreError, match="not a symlink"):
+        store.add_indirect_root(tmp_path / "result", a)
+
+
+def test_verify_detects_tampering_and_missing(store):
+    a = store.add_path(addressed(store, "a"), write_tree({"f": b"original"}))
+    b = store.add_path(addressed(store, "b"), write_tree({"f": b"b"}))
+    assert store.verify() == []
+    os.chmod(f"{a}/f", 0o644)
+    Path(a, "f").write_bytes(b"tampered")
+    os.chmod(b, 0o755)
+    os.unlink(f"{b}/f")
+    os.rmdir(b)
+    problems = {(p.path, p.kind) for p in store.verify()}
+    assert problems == {(a, "hash-mismatch"), (b, "missing")}
+    assert {(p.path, p.kind) for p in store.verify(check_contents=False)} == {(b, "missing")}
+
+
+def test_query_errors(store):
+    with pytest.raises(StoreError, match="is not in the store"):
+        store.query("/nix/store/0mdqa9w1p6cmli6976v4wi0sw9r4p5pr-foo")
+    with pytest.raises(StoreError, match="is not valid"):
+        store.query(addressed(store, "never"))
+
+
+def cli(*args: str, store_dir: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cudapkgs", *args, "--store", store_dir], capture_output=True, text=True)
+
+
+def test_cli_path_info_json_gc_dry_run_and_errors(store, tmp_path):
+    dep = store.add_path(addressed(store, "dep"), write_tree({"f": b"dep"}))
+    top = store.add_path(addressed(store, "top"), write_tree({"f": dep.encode()}), references_candidates=[dep])
+    store.add_indirect_root(tmp_path / "result", top)
+    garbage = store.add_path(addressed(store, "garbage"), write_tree({"f": b"g"}))
+
+    r = cli("path-info", "--json", "-rS", str(tmp_path / "result"), store_dir=store.store_dir)
+    assert r.returncode == 0, r.stderr
+    data = {o["path"]: o for o in json.loads(r.stdout)}
+    assert set(data) == {top, dep}
+    assert data[top]["references"] == [dep]
+    assert data[top]["closureSize"] == data[top]["narSize"] + data[dep]["narSize"]
+    assert data[dep]["narHash"] == store.query(dep).nar_hash
+
+    r = cli("gc", "--dry-run", store_dir=store.store_dir)
+    assert r.returncode == 0 and f"would delete '{garbage}'" in r.stdout
+    assert store.is_valid(garbage)
+    r = cli("gc", "--json", store_dir=store.store_dir)
+    assert json.loads(r.stdout)["deleted"] == [garbage] and not store.is_valid(garbage)
+
+    r = cli("why-depends", top, dep, store_dir=store.store_dir)
+    assert r.returncode == 0 and dep in r.stdout and "f" in r.stdout
+
+    r = cli("verify", store_dir=store.store_dir)
+    assert r.returncode == 0 and "0 problem" in r.stdout
+
+    r = cli("path-info", "/nix/store/0mdqa9w1p6cmli6976v4wi0sw9r4p5pr-hand-typed", store_dir=store.store_dir)
+    assert r.returncode == 1
+    assert r.stderr == f"cudapkgs: error: path '/nix/store/0mdqa9w1p6cmli6976v4wi0sw9r4p5pr-hand-typed' is not in the store {store.store_dir}\n"
+    r = cli("path-info", addressed(store, "never"), store_dir=store.store_dir)
+    assert r.returncode == 1 and "is not valid in the store" in r.stderr
