@@ -6,7 +6,6 @@ message on one line and exits 1 (2 for `UsageError`), never a traceback.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -60,6 +59,8 @@ class UnavailablePackageError(EvalError):
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """Return ' (did you mean "x"?)' for the closest candidates, or ''."""
+    import difflib
+
     close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
     if not close:
         return ""

@@ -12,7 +12,7 @@ import functools
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from typing import NamedTuple
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,8 @@ from ..versions import version_at_least
 AssertionRule = Callable[[Any, Any], list[tuple[bool, str]]]
 
 
-@dataclass(frozen=True, slots=True)
-class ComponentSpec:
+# NamedTuples rather than dataclasses: the dataclasses import costs the CLI's start-up.
+class ComponentSpec(NamedTuple):
     """One component as its Nixpkgs expression describes it."""
 
     product: str
@@ -33,8 +33,8 @@ class ComponentSpec:
     description: str = ""
     allow_fhs_references: bool = False
     depends: tuple["Dependency", ...] = ()
-    platform_rules: tuple[AssertionRule, ...] = field(default=(), compare=False)
-    broken_rules: tuple[AssertionRule, ...] = field(default=(), compare=False)
+    platform_rules: tuple[AssertionRule, ...] = ()
+    broken_rules: tuple[AssertionRule, ...] = ()
 
 
 def _load_table() -> dict[str, Any]:
@@ -68,8 +68,7 @@ def component_specs() -> Mapping[str, Mapping[str, ComponentSpec]]:
     return products
 
 
-@dataclass(frozen=True, slots=True)
-class Dependency:
+class Dependency(NamedTuple):
     """An edge to another component: which output, how it is used, and when (in words)."""
 
     component: str
