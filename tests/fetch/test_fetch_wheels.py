@@ -158,7 +158,8 @@ def test_wheel_source_with_fake_pip(tmp_path):
 
 def test_wheel_source_pip_failure_is_a_reason(tmp_path):
     artifact = Artifact("cuda_nvcc/linux-sbsa/x.tar.xz", "0" * 64, None, 1)
-    source = WheelSource(tmp_path, pip=[sys.executable, "-c", "import sys; sys.exit('ERROR: No matching distribution')"])
+    failing_pip = [sys.executable, "-c", "import sys; sys.exit('ERROR: No matching distribution')"]
+    source = WheelSource(tmp_path, pip=failing_pip)
     with pytest.raises(FetchError, match="pip download nvidia-cuda-nvcc==13.0.88 failed: ERROR: No matching"):
         source.fetch("cuda", "cuda_nvcc", "13.0.88", artifact, tmp_path, cuda_major=13)
     jetson = Artifact("cuda_nvcc/linux-aarch64/x.tar.xz", "0" * 64, None, 1)
@@ -188,3 +189,25 @@ def test_real_cuda_runtime_wheel(tmp_path):
     assert (tree / "lib/libcudart_static.a").is_file()
     assert (tree / "lib64").is_symlink()
     assert not list(tree.rglob("__init__.py")) and not list(tree.rglob("*.dist-info"))
+
+
+def test_cu12_post_release_fallback(tmp_path):
+    built = make_wheel(
+        tmp_path / "nvidia_cuda_cccl_cu12-12.4.127.post1-py3-none-manylinux2014_x86_64.whl",
+        {"nvidia/cuda_cccl/include/cub/cub.cuh": (b"", 0o644)},
+    )
+    log = tmp_path / "argv"
+    fake_pip = tmp_path / "pip.py"
+    fake_pip.write_text(
+        "import shutil, sys\n"
+        f"open({str(log)!r}, 'a').write(sys.argv[-1] + '\\n')\n"
+        "if '==' in sys.argv[-1]: sys.exit('ERROR: No matching distribution found for ' + sys.argv[-1])\n"
+        f"shutil.copy({str(built)!r}, sys.argv[sys.argv.index('-d') + 1])\n"
+    )
+    source = WheelSource(tmp_path / "cache", pip=[sys.executable, str(fake_pip)])
+    wheel = source.download_wheel("nvidia-cuda-cccl-cu12", "12.4.127", "x86_64")
+    assert wheel.name == built.name
+    assert log.read_text().split() == [
+        "nvidia-cuda-cccl-cu12==12.4.127",
+        "nvidia-cuda-cccl-cu12>=12.4.127.post1,<=12.4.127.post99",
+    ]

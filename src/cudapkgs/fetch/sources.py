@@ -155,4 +155,5 @@ def fetch_artifact(
             )
         except FetchError as error:
             reasons.append(f"{source.name}: {error}")
-    raise FetchError(f"cannot fetch {pname} {version} ({artifact.relative_path}) from any source: " + "; ".join(reasons))
+    what = f"{pname} {version} ({artifact.relative_path})"
+    raise FetchError(f"cannot fetch {what} from any source: " + "; ".join(reasons))

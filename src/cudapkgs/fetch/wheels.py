@@ -220,25 +220,46 @@ class WheelSource:
         self.timeout = timeout
 
     def download_wheel(self, project: str, version: str, arch: str) -> Path:
-        """``pip download`` ``project==version`` into the cache; the wheel's path."""
+        """``pip download`` ``project==version`` into the cache; the wheel's path.
+
+        Some old ``-cu12`` releases exist only as ``V.postN`` rebuilds; those are
+        tried (newest N) only when ``==V`` has no match.
+        """
         cache = self.cache_dir or wheel_cache_directory()
         cache.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._pip_download(cache, project, version, f"{project}=={version}", arch)
+        except FetchError as error:
+            if not project.endswith("-cu12") or "No matching distribution" not in str(error):
+                raise
+            first = error
+        try:
+            post = f"{project}>={version}.post1,<={version}.post99"
+            return self._pip_download(cache, project, f"{version}.post", post, arch)
+        except FetchError:
+            raise first from None
+
+    def _pip_download(self, cache: Path, project: str, version_glob: str, requirement: str, arch: str) -> Path:
         command = [*self.pip, "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check"]
         for platform in _PLATFORMS[arch]:
             command += ["--platform", platform]
-        command += ["--python-version", self.python_version, "-d", str(cache), f"{project}=={version}"]
+        command += ["--python-version", self.python_version, "-d", str(cache), requirement]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False)
         except (OSError, subprocess.TimeoutExpired) as error:
-            raise FetchError(f"pip download {project}=={version} failed: {error}") from None
+            raise FetchError(f"pip download {requirement} failed: {error}") from None
         if done.returncode != 0:
             lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
             tail = lines[-1] if lines else f"exit status {done.returncode}"
-            raise FetchError(f"pip download {project}=={version} failed: {tail}")
+            raise FetchError(f"pip download {requirement} failed: {tail}")
         stem = re.sub(r"[-_.]+", "_", project).lower()
-        found = sorted(p for p in cache.glob(f"{stem}-{version}-*.whl") if arch in p.name)
+        suffix = "*" if version_glob.endswith(".post") else ""
+        found = sorted(
+            (p for p in cache.glob(f"{stem}-{version_glob}{suffix}-*.whl") if arch in p.name),
+            key=lambda p: [int(n) if n.isdigit() else n for n in re.split(r"(\d+)", p.name)],
+        )
         if not found:
-            raise FetchError(f"pip download {project}=={version} succeeded but left no {arch} wheel in {cache}")
+            raise FetchError(f"pip download {requirement} succeeded but left no {arch} wheel in {cache}")
         return found[-1]
 
     def fetch(
