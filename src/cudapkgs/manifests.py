@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import ManifestError, did_you_mean
+from .versions import natural_sort, version_key
 
 __all__ = [
     "Artifact",
@@ -116,7 +117,7 @@ class Release:
 
     def supported_redist_systems(self, cuda_version: str) -> list[str]:
         """The redist systems of `supported_releases`, natural-sorted."""
-        return sorted(self.supported_releases(cuda_version), key=_natural_key)
+        return natural_sort(self.supported_releases(cuda_version))
 
     def preferred_release(self, cuda_version: str, redist_system: str) -> tuple[str, Artifact] | None:
         """``(system, artifact)`` to use on ``redist_system``: source, then linux-all, then the system."""
@@ -140,9 +141,8 @@ class Release:
         if available:
             return f"{what} (available: {', '.join(available)})"
         tried = ", ".join(_cuda_variant_keys(cuda_version))
-        present = sorted(
-            {key for value in self.systems.values() if isinstance(value, Mapping) for key in value},
-            key=_natural_key,
+        present = natural_sort(
+            {key for value in self.systems.values() if isinstance(value, Mapping) for key in value}
         )
         has = ", ".join(present) if present else "none"
         return f"{what} (no CUDA variant matches: tried {tried}; the manifest has {has})"
@@ -336,48 +336,6 @@ def _cuda_variant_keys(cuda_version: str) -> list[str]:
     return keys
 
 
-_CHUNK_RE = re.compile(r"(\d+)")
-
-
-def _natural_key(text: str) -> tuple[Any, ...]:
-    """Sort key for Nixpkgs' ``lib.naturalSort``: digit runs compare as numbers."""
-    return tuple(int(chunk) if i % 2 else chunk for i, chunk in enumerate(_CHUNK_RE.split(text)))
-
-
-_VERSION_COMPONENT_RE = re.compile(r"\d+|[^\d.\-]+")
-
-
-def _compare_versions(a: str, b: str) -> int:
-    """Nix's ``builtins.compareVersions`` (nixpkgs-cuda-spec.md section 0)."""
-    ca = _VERSION_COMPONENT_RE.findall(a)
-    cb = _VERSION_COMPONENT_RE.findall(b)
-    for i in range(max(len(ca), len(cb))):
-        c1 = ca[i] if i < len(ca) else ""
-        c2 = cb[i] if i < len(cb) else ""
-        if _component_less(c1, c2):
-            return -1
-        if _component_less(c2, c1):
-            return 1
-    return 0
-
-
-def _component_less(c1: str, c2: str) -> bool:
-    n1, n2 = c1.isdigit(), c2.isdigit()
-    if n1 and n2:
-        return int(c1) < int(c2)
-    if c1 == "" and n2:
-        return True
-    if c1 == "pre" and c2 != "pre":
-        return True
-    if c2 == "pre":
-        return False
-    if n2:
-        return True
-    if n1:
-        return False
-    return c1 < c2
-
-
 # --------------------------------------------------------------------------------------------
 # Locating, downloading and loading
 
@@ -470,7 +428,6 @@ def available_versions(product: str, *, directory: str | os.PathLike[str] | None
 
 
 def _versions_in(folder: Path) -> list[str]:
-    from functools import cmp_to_key
 
     try:
         names = os.listdir(folder)
@@ -481,7 +438,7 @@ def _versions_in(folder: Path) -> list[str]:
         match = _MANIFEST_FILE_RE.fullmatch(name)
         if match is not None:
             versions.append(match.group(1))
-    return sorted(versions, key=cmp_to_key(_compare_versions))
+    return sorted(versions, key=version_key)
 
 
 def _missing_message(path: Path, root: Path, product: str, version: str) -> str:
