@@ -385,7 +385,7 @@ class Store:
                         lock.release()
                     else:
                         lock.release_and_delete()
-        return GCResult(deleted=dead + junk, bytes_freed=freed, dry_run=dry_run)
+        return GCResult(deleted=sorted(dead + junk), bytes_freed=freed, dry_run=dry_run)
 
     def _unregistered_entries(self, valid: set[str]) -> list[str]:
         junk = []
