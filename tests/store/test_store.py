@@ -354,3 +354,27 @@ def test_cli_path_info_json_gc_dry_run_and_errors(store, tmp_path):
     assert r.stderr == f"cudapkgs: error: path '/nix/store/0mdqa9w1p6cmli6976v4wi0sw9r4p5pr-hand-typed' is not in the store {store.store_dir}\n"
     r = cli("path-info", addressed(store, "never"), store_dir=store.store_dir)
     assert r.returncode == 1 and "is not valid in the store" in r.stderr
+
+
+def test_database_full_is_a_clear_error_and_leaves_no_path(store, monkeypatch):
+    import sqlite3
+
+    from cudapkgs.store import db
+
+    def full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(db.StoreDB, "register", full)
+    path = addressed(store, "nodb")
+    with pytest.raises(StoreError, match="database or disk is full"):
+        store.add_path(path, write_tree({"f": b"x"}))
+    assert not os.path.lexists(path) and os.listdir(store.tmp_dir) == []
+
+
+def test_read_only_filesystem_on_open(tmp_path, monkeypatch):
+    def erofs(self, *args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+
+    monkeypatch.setattr(Path, "mkdir", erofs)
+    with pytest.raises(StoreError, match=r"cannot open the store .*: read-only file system"):
+        Store.open(tmp_path / "ro-store")
