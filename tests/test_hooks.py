@@ -6,6 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cudapkgs import elf
 from cudapkgs.cuda import hooks
@@ -242,3 +244,28 @@ def test_outputs_not_empty(tmp_path: Path) -> None:
         hooks.check_outputs_not_empty(outs)
     (outs["doc"] / "README").write_text("x")
     hooks.check_outputs_not_empty(outs)
+
+
+_entries = st.sampled_from(["/a", "/b", "$ORIGIN", DRIVER, "/s/x-cuda12.8-cudart-stubs/lib/stubs", "/other/stubs"])
+
+
+@given(st.lists(_entries, max_size=8))
+def test_strip_stubs_properties(runpath) -> None:
+    out = hooks.strip_stubs(runpath, DRIVER)
+    assert not any(hooks.is_stubs_entry(e) for e in out)
+    assert out.count(DRIVER) == (1 if DRIVER in runpath or any(hooks.is_stubs_entry(e) for e in runpath) else 0)
+    others = [e for e in runpath if e != DRIVER and not hooks.is_stubs_entry(e)]
+    assert [e for e in out if e != DRIVER] == others  # everything else kept, in order
+    assert hooks.strip_stubs(out, DRIVER) == out
+
+
+def test_auto_patchelf_sets_interpreter(pkgs) -> None:
+    import os
+
+    bar, foo = pkgs
+    app = foo["bin"] / "bin" / "app"
+    real = os.path.realpath(elf.read_elf(app).interpreter)
+    hooks.fixup(foo, [bar["lib"] / "lib"], interpreter=real)
+    assert elf.read_elf(app).interpreter == real
+    assert elf.read_elf(foo["lib"] / "lib" / "libfoo.so.1").interpreter is None  # libraries untouched
+    assert subprocess.run(["env", "-i", str(app)], capture_output=True, text=True).stdout == "foo(7)=42\n"
