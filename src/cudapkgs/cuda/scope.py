@@ -13,6 +13,7 @@ from typing import Any
 from .. import flags as flag_lib
 from ..fixpoint import AttrSet, Scope, compose_many_extensions, extends, lazy, make_scope
 from ..versions import major, major_minor, version_at_least, version_older
+from ..errors import FailedAssertionsError
 from .backend_stdenv import backend_stdenv
 from .components import component_specs
 from .package_sets import PackageSetDefinition
@@ -65,7 +66,20 @@ def cuda_packages(
                 name=f"{name}.manifests",
             )
 
+        failed: list[FailedAssertionsError] = []
+
         def stdenv() -> AttrSet:
+            # A pure function of the configuration: when its assertions fail, every later read
+            # fails the same way, so the failure is kept instead of recomputed on each read.
+            if failed:
+                raise FailedAssertionsError(str(failed[0]))
+            try:
+                return _stdenv()
+            except FailedAssertionsError as error:
+                failed.append(error)
+                raise
+
+        def _stdenv() -> AttrSet:
             return backend_stdenv(
                 set_name=name,
                 cuda_major_minor=mm,
