@@ -69,6 +69,7 @@ OPTIONS: dict[str, Option] = {
         Option("allowAliases", "bool", True, "Keep the deprecated alias names in every package set."),
         Option("manifestsDir", "path", None, "Directory to read NVIDIA's redistrib manifests from."),
         Option("storeDir", "path", None, "The store's directory (else $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store); part of every store path."),
+        Option("fetchers", "str-list", ("redist", "wheels"), 'Where sources come from, tried in order: "redist" (NVIDIA), "mirror:<dir or URL prefix>", "wheels" (NVIDIA\'s PyPI wheels).'),
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
     )
 }  # fmt: skip

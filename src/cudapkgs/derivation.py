@@ -52,7 +52,7 @@ def _check_json(value: Any, where: str) -> Any:
 class Derivation:
     """One derivation; `outputs` maps output names to their store paths."""
 
-    __slots__ = ("store_dir", "data", "hash", "outputs", "drv_path")
+    __slots__ = ("store_dir", "data", "hash", "outputs", "drv_path", "deps", "context")
 
     def __init__(
         self,
@@ -67,12 +67,18 @@ class Derivation:
         attrs: Mapping[str, Any],
         strict_deps: bool = True,
         structured_attrs: bool = True,
+        deps: Sequence["Derivation"] = (),
+        context: Mapping[str, Any] | None = None,
     ) -> None:
         from .store.paths import make_store_path, make_store_path_from_digest
 
         if not outputs:
             raise EvalError(f"derivation {name} has no outputs")
         self.store_dir = store_dir
+        # Not hashed: the input derivations (their output paths are, in `inputs`) and
+        # build-time settings that cannot change the result (where to fetch from).
+        self.deps = tuple(deps)
+        self.context = dict(context or {})
         self.data = {
             "format": DRV_FORMAT,
             "name": name,
@@ -95,6 +101,30 @@ class Derivation:
     @property
     def name(self) -> str:
         return self.data["name"]
+
+    @property
+    def builder(self) -> str:
+        return self.data["builder"]
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return self.data["attrs"]
+
+    def closure(self) -> list["Derivation"]:
+        """This derivation and every input derivation, dependencies first."""
+        order: list[Derivation] = []
+        seen: set[str] = set()
+
+        def visit(drv: Derivation) -> None:
+            if drv.drv_path in seen:
+                return
+            seen.add(drv.drv_path)
+            for dep in drv.deps:
+                visit(dep)
+            order.append(drv)
+
+        visit(self)
+        return order
 
     def to_json(self, *, with_drv_path: bool = True) -> dict[str, Any]:
         """The derivation as `cudapkgs show-derivation` prints it."""

@@ -164,9 +164,9 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 name=f"{set_name}.{pname}.meta",
             )
 
-        def inputs() -> dict[str, str]:
-            """Dependencies' output paths, keyed "<component>.<output>"."""
-            paths = {}
+        def input_derivations() -> dict[str, Any]:
+            """Dependencies' derivations and the output used, keyed "<component>.<output>"."""
+            found = {}
             for dep in spec.depends:
                 # A target-propagated dependency is handed to consumers (nvcc -> cudart), not built with.
                 if dep.kind == "target_propagated":
@@ -177,8 +177,8 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 if other is None or other.release is None or other.preferredRelease is None:
                     continue
                 output = dep.output if dep.output in other.outputs else other.outputs[0]
-                paths[f"{dep.component}.{output}"] = other.derivation.outputs[output]
-            return paths
+                found[f"{dep.component}.{output}"] = (other.derivation, output)
+            return found
 
         def derivation():
             from ..derivation import Derivation, default_store_dir
@@ -197,11 +197,14 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 builder="buildRedist",
                 src=None if source is None else {
                     "name": source.relativePath.rsplit("/", 1)[-1],
+                    "relativePath": source.relativePath,
                     "sha256": source.sha256,
                     "size": source.size,
                     "urls": [source.url],
                 },
                 input_paths=final.inputs,
+                deps=[drv for drv, _ in final.inputDerivations.values()],
+                context={"fetchers": list(config.fetchers)},
                 attrs={
                     "pname": final.pname,
                     "version": final.version,
@@ -254,7 +257,8 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             "meta": lazy(meta),
             "strictDeps": True,
             "__structuredAttrs": True,
-            "inputs": lazy(inputs),
+            "inputDerivations": lazy(input_derivations),
+            "inputs": lazy(lambda: {k: drv.outputs[o] for k, (drv, o) in final.inputDerivations.items()}),
             "derivation": lazy(derivation),
             "drvPath": lazy(lambda: final.derivation.drv_path),
             "outPath": lazy(lambda: final.derivation.outputs[final.outputs[0]]),

@@ -118,6 +118,30 @@ class StoreDB:
             conn.execute("DELETE FROM Refs WHERE referrer = ?", (path,))
             conn.executemany("INSERT INTO Refs (referrer, reference) VALUES (?, ?)", ((path, r) for r in sorted(set(references))))
 
+    def register_many(self, entries: Iterable[tuple[str, str, int, Iterable[str], str | None]]) -> None:
+        """Record several paths (path, nar_hash, nar_size, references, deriver) in one transaction."""
+        now = int(time.time())
+        with self.transaction() as conn:
+            for path, nar_hash, nar_size, references, deriver in entries:
+                conn.execute(
+                    "INSERT OR REPLACE INTO ValidPaths (path, hash, size, deriver, registration_time) VALUES (?, ?, ?, ?, ?)",
+                    (path, nar_hash, nar_size, deriver, now),
+                )
+                conn.execute("DELETE FROM Refs WHERE referrer = ?", (path,))
+                conn.executemany(
+                    "INSERT INTO Refs (referrer, reference) VALUES (?, ?)", ((path, r) for r in sorted(set(references)))
+                )
+
+    def invalid_paths(self, paths: Iterable[str]) -> list[str]:
+        """The paths among `paths` that are not valid (one query, for fast no-op builds)."""
+        wanted = list(dict.fromkeys(paths))
+        valid: set[str] = set()
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            valid.update(row[0] for row in self.conn.execute(f"SELECT path FROM ValidPaths WHERE path IN ({marks})", chunk))
+        return [p for p in wanted if p not in valid]
+
     def invalidate(self, paths: Iterable[str]) -> None:
         """Forget `paths` (and the references they hold), in one transaction."""
         with self.transaction() as conn:

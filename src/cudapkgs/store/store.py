@@ -16,6 +16,7 @@ moment leaves either a valid path or none.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -24,7 +25,7 @@ import sqlite3
 import stat
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,6 +208,68 @@ class Store:
                 refs, digest, size = self._inspect(out, {**candidates, hash_part(path): path}, path)
                 self._install(out, path, nar.format_hash(digest), size, refs, deriver)
         return path
+
+    def add_outputs(
+        self,
+        paths: Sequence[str],
+        build: Callable[[dict[str, Path]], None],
+        *,
+        references_candidates: Iterable[str] = (),
+        deriver: str | None = None,
+    ) -> list[str]:
+        """Make several paths (a derivation's outputs) valid together, crash-safely.
+
+        `build(dirs)` gets a temporary directory per path (keyed by store path) and must
+        create each one. The outputs may refer to one another; they are registered in
+        one transaction, so either all of them become valid or none does. Paths that
+        another process made valid meanwhile are not rebuilt.
+        """
+        wanted = [self.parse(p) for p in paths]
+        candidates = {hash_part(c): self.parse(c) for c in references_candidates}
+        candidates.update({hash_part(p): p for p in wanted})
+        try:
+            if not self.db.invalid_paths(wanted):
+                return wanted
+            with self._gc_shared(), contextlib.ExitStack() as locks:
+                for path in sorted(wanted):  # a fixed order: no deadlock between two builders
+                    locks.enter_context(PathLock(lock_file_for(self.locks_dir, path)))
+                if not self.db.invalid_paths(wanted):
+                    return wanted
+                self._clean_tmp()
+                with self._tmp_build() as tmp:
+                    dirs = {path: tmp / f"out{i}" for i, path in enumerate(wanted)}
+                    build(dirs)
+                    entries = []
+                    for path, out in dirs.items():
+                        if not os.path.lexists(out):
+                            raise StoreError(f"the builder of '{path}' did not create its output")
+                        found = nar.scan_for_hashes(out, candidates)
+                        refs = {candidates[h] for h in found}
+                        for ref in refs:
+                            if ref not in dirs and not self.db.is_valid(ref):
+                                raise StoreError(f"'{path}' refers to '{ref}', which is not valid in the store {self.store_dir}")
+                        digest, size = nar.nar_hash(out)
+                        entries.append((path, nar.format_hash(digest), size, refs, deriver))
+                    moved = []
+                    try:
+                        for path, out in dirs.items():
+                            if os.path.lexists(path):  # left behind by a crash before registration
+                                _remove_tree(path)
+                            _make_read_only(out, keep_root_writable=True)
+                            os.rename(out, path)
+                            moved.append(path)
+                            if os.path.isdir(path) and not os.path.islink(path):
+                                _freeze(path)
+                        self.db.register_many(entries)
+                    except BaseException:
+                        for path in moved:
+                            _remove_tree(path)
+                        raise
+            return wanted
+        except OSError as error:
+            raise _store_error(error, f"cannot add {', '.join(paths)} to the store {self.store_dir}") from error
+        except sqlite3.OperationalError as error:
+            raise StoreError(f"cannot register outputs in the store {self.store_dir}: {error}") from error
 
     def _add_content_addressed(self, name: str, build: Callable[[Path], None], candidates: dict[str, str], deriver: str | None) -> str:
         with self._gc_shared():

@@ -1,0 +1,1 @@
+"""Realisation: turning derivations into valid store paths (fetch, build, fix up, register)."""

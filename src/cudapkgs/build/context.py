@@ -1,0 +1,60 @@
+"""What a builder gets: the derivation, a work directory, a log, fetchers, the store.
+
+A builder is a function `build(drv, ctx, outputs)` that must create every directory
+in `outputs` (output name -> temporary directory). It runs in a fresh work
+directory and writes what it does to `ctx.log`; the scheduler registers the
+outputs in the store afterwards, all together, and only if the builder returned.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..derivation import Derivation
+from ..errors import CudapkgsError
+
+# (bytes done, bytes total or None) for downloads; a step name for build phases.
+DownloadProgress = Callable[[int, "int | None"], None]
+
+
+@dataclass
+class BuildContext:
+    """The environment of one build."""
+
+    store: Any  # cudapkgs.store.store.Store
+    work_dir: Path
+    log: TextIO
+    fetchers: tuple[str, ...] = ("redist", "wheels")
+    on_download: DownloadProgress | None = None
+    on_step: Callable[[str], None] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def step(self, name: str) -> None:
+        """Announce a build step (phase) to the log and the progress display."""
+        self.log.write(f"@ {name}\n")
+        self.log.flush()
+        if self.on_step is not None:
+            self.on_step(name)
+
+
+Builder = Callable[[Derivation, BuildContext, Mapping[str, Path]], None]
+
+# builder name (Derivation.builder) -> "module:function", imported on first use
+BUILDERS: dict[str, str] = {
+    "buildRedist": "cudapkgs.build.redist:build",
+    "mkDerivation": "cudapkgs.build.generic:build",
+}
+
+
+def builder_for(drv: Derivation) -> Builder:
+    """The builder function a derivation names."""
+    try:
+        target = BUILDERS[drv.builder]
+    except KeyError:
+        raise CudapkgsError(f"{drv.name}: unknown builder {drv.builder!r} (known: {', '.join(BUILDERS)})") from None
+    module, _, function = target.partition(":")
+    return getattr(importlib.import_module(module), function)

@@ -1,0 +1,80 @@
+"""Realise derivations: build what is not valid yet, dependencies first.
+
+This is the sequential core; see `scheduler` for parallel builds with progress.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ..derivation import Derivation
+from ..errors import CudapkgsError
+from .context import BuildContext, builder_for
+
+
+class BuildError(CudapkgsError):
+    """A builder failed; the message names the derivation and its log."""
+
+
+def missing(store, derivations: Iterable[Derivation]) -> list[Derivation]:
+    """The derivations of the closures of `derivations` with an invalid output, in build order."""
+    order: list[Derivation] = []
+    seen: set[str] = set()
+    for root in derivations:
+        for drv in root.closure():
+            if drv.drv_path not in seen:
+                seen.add(drv.drv_path)
+                order.append(drv)
+    invalid = set(store.db.invalid_paths(p for drv in order for p in drv.outputs.values()))
+    return [drv for drv in order if any(p in invalid for p in drv.outputs.values())]
+
+
+def log_path(store, drv: Derivation) -> Path:
+    """Where the build log of `drv` is kept: <store>/.logs/<drv hash part>-<name>.log."""
+    return Path(store.store_dir) / ".logs" / (Path(drv.drv_path).name.removesuffix(".drv") + ".log")
+
+
+def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Sequence[str] | None = None,
+              on_download=None, on_step=None) -> list[str]:
+    """Build one derivation whose inputs are valid, and register its outputs."""
+    builder = builder_for(drv)
+    log_file = log_path(store, drv)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    candidates = [p for dep in drv.deps for p in store.closure(dep.outputs.values())]
+    work = Path(tempfile.mkdtemp(prefix=f"cudapkgs-build-{drv.name}-"))
+    names = {path: name for name, path in drv.outputs.items()}
+    with open(log_file, "w") as log:
+        ctx = BuildContext(
+            store=store, work_dir=work, log=log,
+            fetchers=tuple(fetchers or drv.context.get("fetchers") or ("redist", "wheels")),
+            on_download=on_download, on_step=on_step,
+        )
+
+        def run(dirs: dict[str, Path]) -> None:
+            builder(drv, ctx, {names[path]: directory for path, directory in dirs.items()})
+
+        try:
+            paths = store.add_outputs(list(drv.outputs.values()), run, references_candidates=candidates,
+                                      deriver=drv.drv_path)
+        except CudapkgsError as error:
+            kept = f"; build directory kept at {work}" if keep_failed else ""
+            if not keep_failed:
+                shutil.rmtree(work, ignore_errors=True)
+            raise BuildError(f"building {drv.name} failed: {error} (log: {log_file}{kept})") from error
+        except BaseException:
+            if not keep_failed:
+                shutil.rmtree(work, ignore_errors=True)
+            raise
+    shutil.rmtree(work, ignore_errors=True)
+    return paths
+
+
+def realise(store, derivations: Iterable[Derivation], **options) -> list[str]:
+    """Build every missing derivation of the closures, in dependency order; returns output paths."""
+    roots = list(derivations)
+    for drv in missing(store, roots):
+        build_one(store, drv, **options)
+    return [p for drv in roots for p in drv.outputs.values()]
