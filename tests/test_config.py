@@ -357,3 +357,11 @@ def test_relative_manifests_dir_from_set_is_relative_to_cwd(tmp_path, monkeypatc
 def test_none_only_for_optional_keys():
     message = one_line_config_error(overrides={"cudaSupport": None})
     assert "cudaSupport: expected a boolean" in message
+
+
+def test_fetchers_are_validated():
+    assert load_config(sets=['fetchers=["mirror:/srv/nvidia", "wheels"]'], env={}).fetchers == ["mirror:/srv/nvidia", "wheels"]
+    assert load_config(env={}).fetchers == ["redist", "wheels"]
+    for bad, needle in (('fetchers=["wheel"]', 'did you mean "wheels"'), ('fetchers=["mirror:"]', "mirror:<dir"), ("fetchers=[]", "at least one")):
+        with pytest.raises(ConfigError, match=needle):
+            load_config(sets=[bad], env={})

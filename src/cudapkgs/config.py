@@ -38,6 +38,20 @@ class Option:
         return f"Option({self.name!r}, {self.kind!r}, default={self.default!r})"
 
 
+def _check_fetchers(fetchers: tuple[str, ...]) -> tuple[str, ...]:
+    if not fetchers:
+        raise ValueError('at least one fetcher is needed: "redist", "mirror:<dir or URL prefix>" or "wheels"')
+    for fetcher in fetchers:
+        kind, _, where = fetcher.partition(":")
+        if fetcher in ("redist", "wheels") or (kind == "mirror" and where):
+            continue
+        suggestion = errors.did_you_mean(fetcher, ["redist", "wheels", "mirror:"])
+        raise ValueError(
+            f'"{fetcher}" is not a fetcher; use "redist", "mirror:<dir or URL prefix>" or "wheels"{suggestion}'
+        )
+    return fetchers
+
+
 _CAPABILITY = re.compile(r"\d+\.\d+[af]?")
 # Spellings people copy from nvcc flags or nvidia-smi: "sm_89", "compute_90a", "89".
 _NVCC_SPELLING = re.compile(r"(?:sm_|compute_)?(\d+)(\d)([af]?)")
@@ -69,7 +83,7 @@ OPTIONS: dict[str, Option] = {
         Option("allowAliases", "bool", True, "Keep the deprecated alias names in every package set."),
         Option("manifestsDir", "path", None, "Directory to read NVIDIA's redistrib manifests from."),
         Option("storeDir", "path", None, "The store's directory (else $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store); part of every store path."),
-        Option("fetchers", "str-list", ("redist", "wheels"), 'Where sources come from, tried in order: "redist" (NVIDIA), "mirror:<dir or URL prefix>", "wheels" (NVIDIA\'s PyPI wheels).'),
+        Option("fetchers", "str-list", ("redist", "wheels"), 'Where sources come from, tried in order: "redist" (NVIDIA), "mirror:<dir or URL prefix>", "wheels" (NVIDIA\'s PyPI wheels).', _check_fetchers),
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
     )
 }  # fmt: skip
