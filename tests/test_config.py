@@ -363,5 +363,5 @@ def test_fetchers_are_validated():
     assert load_config(sets=['fetchers=["mirror:/srv/nvidia", "wheels"]'], env={}).fetchers == ["mirror:/srv/nvidia", "wheels"]
     assert load_config(env={}).fetchers == ["redist", "wheels"]
     for bad, needle in (('fetchers=["wheel"]', 'did you mean "wheels"'), ('fetchers=["mirror:"]', "mirror:<dir"), ("fetchers=[]", "at least one")):
-        with pytest.raises(ConfigError, match=needle):
+        with pytest.raises(errors.ConfigError, match=needle):
             load_config(sets=[bad], env={})
