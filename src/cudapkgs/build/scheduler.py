@@ -1,0 +1,412 @@
+"""Parallel realisation: plan what is missing, then build it with N workers, dependencies first.
+
+`plan` answers "what would be fetched and built" with one validity query.
+`run` executes a plan on a thread pool: a derivation starts once every
+derivation it depends on has been built. After a failure nothing new starts,
+running builds finish, and every failure is reported together.
+
+Progress goes through the small `Progress` interface; `make_progress` picks
+rich bars on a terminal and plain lines elsewhere (rich is imported only then).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Protocol, TextIO
+
+from ..derivation import Derivation
+from .realise import BuildError, build_one, log_path, missing
+
+__all__ = [
+    "BuildFailed",
+    "Fetch",
+    "NullProgress",
+    "Plan",
+    "PlainProgress",
+    "Progress",
+    "RichProgress",
+    "format_size",
+    "make_progress",
+    "plan",
+    "realise_parallel",
+    "run",
+]
+
+
+# -- planning ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """A source a build will download: file name, size in bytes (None if unknown), URLs."""
+
+    drv: Derivation
+    name: str
+    size: int | None
+    urls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What realising `roots` takes: builds in dependency order, and their downloads."""
+
+    roots: tuple[Derivation, ...]
+    to_build: tuple[Derivation, ...]
+    to_fetch: tuple[Fetch, ...]
+
+    @property
+    def download_size(self) -> int:
+        """Bytes to download (sources of unknown size count 0)."""
+        return sum(f.size or 0 for f in self.to_fetch)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.to_build
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "build": [d.drv_path for d in self.to_build],
+            "fetch": [
+                {"name": f.name, "size": f.size, "urls": list(f.urls), "drvPath": f.drv.drv_path} for f in self.to_fetch
+            ],
+            "downloadSize": self.download_size,
+        }
+
+
+def plan(store: Any, derivations: Iterable[Derivation]) -> Plan:
+    """The derivations of the closures of `derivations` that have an invalid output, and their sources."""
+    roots = tuple(derivations)
+    to_build = tuple(missing(store, roots))
+    fetches = []
+    for drv in to_build:
+        src = drv.data.get("src")
+        if src:
+            size = src.get("size")
+            fetches.append(Fetch(drv, str(src.get("name") or drv.name), size if isinstance(size, int) else None,
+                                 tuple(src.get("urls") or ())))
+    return Plan(roots, to_build, tuple(fetches))
+
+
+def format_size(size: int | None) -> str:
+    """Bytes as B/KiB/MiB/GiB with one decimal ("?" when unknown)."""
+    if size is None:
+        return "?"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError
+
+
+# -- progress ---------------------------------------------------------------
+
+
+class Progress(Protocol):
+    """What the scheduler reports; called from worker threads, so implementations lock."""
+
+    def begin(self, plan: Plan, jobs: int) -> None: ...
+
+    def started(self, drv: Derivation) -> None: ...
+
+    def download(self, drv: Derivation, done: int, total: int | None) -> None: ...
+
+    def step(self, drv: Derivation, name: str) -> None: ...
+
+    def finished(self, drv: Derivation, error: BaseException | None) -> None: ...
+
+    def end(self) -> None: ...
+
+
+class NullProgress:
+    """Reports nothing."""
+
+    def begin(self, plan: Plan, jobs: int) -> None:
+        pass
+
+    def started(self, drv: Derivation) -> None:
+        pass
+
+    def download(self, drv: Derivation, done: int, total: int | None) -> None:
+        pass
+
+    def step(self, drv: Derivation, name: str) -> None:
+        pass
+
+    def finished(self, drv: Derivation, error: BaseException | None) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+
+class PlainProgress:
+    """One line per event, for logs and pipes: starts, steps, download start/end, results."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._lock = threading.Lock()
+        self._total = 0
+        self._done = 0
+        self._downloading: set[str] = set()
+
+    def _line(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def begin(self, plan: Plan, jobs: int) -> None:
+        self._total = len(plan.to_build)
+        fetch = f", fetching {len(plan.to_fetch)} source(s) ({format_size(plan.download_size)})" if plan.to_fetch else ""
+        self._line(f"building {self._total} derivation(s) with {jobs} job(s){fetch}")
+
+    def started(self, drv: Derivation) -> None:
+        self._line(f"building {drv.name}")
+
+    def download(self, drv: Derivation, done: int, total: int | None) -> None:
+        with self._lock:
+            first = drv.drv_path not in self._downloading
+            self._downloading.add(drv.drv_path)
+            complete = total is not None and done >= total
+            if complete:
+                self._downloading.discard(drv.drv_path)
+        if first and not complete:
+            self._line(f"{drv.name}: fetching {format_size(total)}")
+        elif complete:
+            self._line(f"{drv.name}: fetched {format_size(total)}")
+
+    def step(self, drv: Derivation, name: str) -> None:
+        self._line(f"{drv.name}: {name}")
+
+    def finished(self, drv: Derivation, error: BaseException | None) -> None:
+        with self._lock:
+            self._done += 1
+            count = f"[{self._done}/{self._total}]"
+        if error is None:
+            self._line(f"{count} built {drv.name}")
+        else:
+            self._line(f"{count} failed {drv.name}: {error}")
+
+    def end(self) -> None:
+        pass
+
+
+class RichProgress:
+    """rich bars: one overall bar counting builds, one per running build (bytes while downloading, else steps)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as RichBars
+        from rich.progress import TransferSpeedColumn
+        from rich.text import Text
+
+        class AmountColumn(ProgressColumn):
+            """Bytes for downloads, "step N" for build phases, "done/total" for the overall bar."""
+
+            def __init__(self) -> None:
+                super().__init__()
+                self._bytes = DownloadColumn()
+                self._speed = TransferSpeedColumn()
+
+            def render(self, task: Any) -> Any:
+                kind = task.fields.get("kind")
+                if kind == "download":
+                    return Text.assemble(self._bytes.render(task), " ", self._speed.render(task))
+                if kind == "steps":
+                    return Text(f"step {int(task.completed)}", style="progress.download")
+                return Text(f"{int(task.completed)}/{int(task.total or 0)}", style="progress.download")
+
+        self._lock = threading.Lock()
+        self._console = Console(file=stream, stderr=stream is sys.stderr)
+        self._bars = RichBars(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), AmountColumn(), TimeElapsedColumn(),
+            console=self._console, transient=True,
+        )
+        self._tasks: dict[str, Any] = {}
+        self._steps: dict[str, int] = {}
+        self._overall: Any = None
+
+    def begin(self, plan: Plan, jobs: int) -> None:
+        self._bars.start()
+        fetch = f", {format_size(plan.download_size)} to fetch" if plan.to_fetch else ""
+        self._overall = self._bars.add_task(f"[bold]building[/] ({jobs} jobs{fetch})", total=len(plan.to_build), kind="total")
+
+    def started(self, drv: Derivation) -> None:
+        with self._lock:
+            self._tasks[drv.drv_path] = self._bars.add_task(drv.name, total=None, kind="steps")
+            self._steps[drv.drv_path] = 0
+
+    def download(self, drv: Derivation, done: int, total: int | None) -> None:
+        task = self._tasks.get(drv.drv_path)
+        if task is not None:
+            self._bars.update(task, completed=done, total=total, kind="download", description=f"{drv.name}: fetching")
+
+    def step(self, drv: Derivation, name: str) -> None:
+        task = self._tasks.get(drv.drv_path)
+        if task is not None:
+            with self._lock:
+                steps = self._steps[drv.drv_path] = self._steps.get(drv.drv_path, 0) + 1
+            self._bars.update(task, completed=steps, total=None, kind="steps", description=f"{drv.name}: {name}")
+
+    def finished(self, drv: Derivation, error: BaseException | None) -> None:
+        with self._lock:
+            task = self._tasks.pop(drv.drv_path, None)
+        if task is not None:
+            self._bars.remove_task(task)
+        self._bars.advance(self._overall)
+        if error is None:
+            self._console.print(f"built {drv.name}", style="green", highlight=False, markup=False)
+        else:
+            self._console.print(f"failed {drv.name}: {error}", style="red", highlight=False, markup=False)
+
+    def end(self) -> None:
+        self._bars.stop()
+
+
+def make_progress(stream: TextIO | None = None, *, rich: bool | None = None) -> Progress:
+    """Rich bars when `stream` is a terminal (and TERM is not dumb), else plain lines."""
+    stream = stream if stream is not None else sys.stderr
+    if rich is None:
+        rich = bool(getattr(stream, "isatty", lambda: False)()) and os.environ.get("TERM") != "dumb"
+    return RichProgress(stream) if rich else PlainProgress(stream)
+
+
+# -- running ------------------------------------------------------------------
+
+
+class BuildFailed(BuildError):
+    """One or more builds failed; `failures` holds each one's error (naming its log)."""
+
+    def __init__(self, failures: Sequence[BuildError], skipped: int) -> None:
+        self.failures = list(failures)
+        self.skipped = skipped
+        head = self.failures[0] if len(self.failures) == 1 else f"{len(self.failures)} builds failed: " + "; ".join(
+            str(f) for f in self.failures
+        )
+        tail = f" ({skipped} build(s) not started)" if skipped else ""
+        super().__init__(f"{head}{tail}")
+
+
+def run(
+    store: Any,
+    the_plan: Plan,
+    *,
+    jobs: int = 1,
+    keep_failed: bool = False,
+    progress: Progress | None = None,
+    fetchers: Sequence[str] | None = None,
+) -> list[str]:
+    """Build `the_plan.to_build` with `jobs` workers; returns the output paths built.
+
+    Raises `BuildFailed` naming every failed build (and its log) once the running ones are done.
+    """
+    if jobs < 1:
+        raise ValueError("jobs must be at least 1")
+    todo = the_plan.to_build
+    if not todo:
+        return []
+    progress = progress or NullProgress()
+    by_path = {d.drv_path: d for d in todo}
+    waiting_on = {d.drv_path: {dep.drv_path for dep in d.deps if dep.drv_path in by_path} for d in todo}
+    dependents: dict[str, list[str]] = {p: [] for p in by_path}
+    for path, deps in waiting_on.items():
+        for dep in deps:
+            dependents[dep].append(path)
+
+    root = store.root
+    local = threading.local()
+    opened: list[Any] = []
+    opened_lock = threading.Lock()
+
+    def worker_store() -> Any:
+        # A store (so an SQLite connection) per worker: transactions on one shared connection would interleave.
+        if not hasattr(local, "store"):
+            from ..store.store import Store
+
+            local.store = Store.open(root)
+            with opened_lock:
+                opened.append(local.store)
+        return local.store
+
+    def build(drv: Derivation) -> list[str]:
+        progress.started(drv)
+        try:
+            paths = build_one(
+                worker_store(), drv, keep_failed=keep_failed, fetchers=fetchers,
+                on_download=lambda done, total: progress.download(drv, done, total),
+                on_step=lambda name: progress.step(drv, name),
+            )
+        except BuildError as error:
+            _append_log(store, drv, f"error: {error}\n")
+            progress.finished(drv, error)
+            raise
+        except Exception as error:  # a builder bug: the traceback goes to the log, one line to the user
+            _append_log(store, drv, traceback.format_exc())
+            failure = BuildError(f"building {drv.name} failed: {type(error).__name__}: {error} (log: {log_path(store, drv)})")
+            progress.finished(drv, failure)
+            raise failure from error
+        progress.finished(drv, None)
+        return paths
+
+    built: list[str] = []
+    succeeded = 0
+    failures: list[BuildError] = []
+    running: dict[Future[list[str]], Derivation] = {}
+    ready = [d for d in todo if not waiting_on[d.drv_path]]
+    progress.begin(the_plan, jobs)
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cudapkgs-build")
+    try:
+        while ready or running:
+            while ready and not failures:
+                drv = ready.pop(0)
+                running[pool.submit(build, drv)] = drv
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: running[f].drv_path):
+                drv = running.pop(future)
+                error = future.exception()
+                if error is not None:
+                    failures.append(error if isinstance(error, BuildError) else BuildError(str(error)))
+                    continue
+                built.extend(future.result())
+                succeeded += 1
+                for path in dependents[drv.drv_path]:
+                    waiting_on[path].discard(drv.drv_path)
+                    if not waiting_on[path]:
+                        ready.append(by_path[path])
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        progress.end()
+    pool.shutdown(wait=True)
+    for opened_store in opened:
+        opened_store.close()
+    if failures:
+        raise BuildFailed(failures, skipped=len(todo) - succeeded - len(failures))
+    return built
+
+
+def realise_parallel(store: Any, derivations: Iterable[Derivation], **options: Any) -> list[str]:
+    """`realise` with workers: plan, run, and return the output paths of `derivations`."""
+    roots = list(derivations)
+    run(store, plan(store, roots), **options)
+    return [p for drv in roots for p in drv.outputs.values()]
+
+
+def _append_log(store: Any, drv: Derivation, text: str) -> None:
+    try:
+        path = log_path(store, drv)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as log:
+            log.write(text)
+    except OSError:
+        pass

@@ -1,0 +1,329 @@
+"""The parallel scheduler: plans, dependency order, parallelism, failures, logs, progress, the no-op path."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cudapkgs.build import context
+from cudapkgs.build.realise import BuildError, log_path, realise
+from cudapkgs.build.scheduler import (
+    BuildFailed,
+    NullProgress,
+    PlainProgress,
+    RichProgress,
+    format_size,
+    make_progress,
+    plan,
+    realise_parallel,
+    run,
+)
+from cudapkgs.derivation import Derivation
+from cudapkgs.errors import CudapkgsError
+from cudapkgs.store.store import Store
+
+# -- a fake builder, told what to do by the derivation's attrs -------------------------------
+
+EVENTS: list[tuple[str, str, float]] = []  # (event, name, time)
+_lock = threading.Lock()
+_active = [0, 0]  # running now, most at once
+
+
+def fake_build(drv: Derivation, ctx: context.BuildContext, outputs) -> None:
+    """Writes each output (with its inputs' paths, so references exist); may sleep, download, step or fail."""
+    attrs = drv.attrs
+    with _lock:
+        EVENTS.append(("start", drv.name, time.monotonic()))
+        _active[0] += 1
+        _active[1] = max(_active)
+    try:
+        ctx.log.write(f"hello from {drv.name}\n")
+        for step in attrs.get("steps", []):
+            ctx.step(step)
+        if attrs.get("download") and ctx.on_download:
+            total = attrs["download"]
+            for done in (0, total // 2, total):
+                ctx.on_download(done, total)
+        if attrs.get("sleep"):
+            time.sleep(attrs["sleep"])
+        if attrs.get("fail"):
+            (ctx.work_dir / "partial").write_text("half done")
+            raise CudapkgsError(attrs["fail"])
+        if attrs.get("crash"):
+            raise KeyError(attrs["crash"])
+        for name, directory in outputs.items():
+            directory.mkdir()
+            (directory / "name").write_text(f"{drv.name} {name}\n")
+            (directory / "inputs").write_text("\n".join(drv.data["inputs"].values()))
+    finally:
+        with _lock:
+            _active[0] -= 1
+            EVENTS.append(("end", drv.name, time.monotonic()))
+
+
+@pytest.fixture(autouse=True)
+def _fake_builder(monkeypatch):
+    monkeypatch.setitem(context.BUILDERS, "test", f"{__name__}:fake_build")
+    EVENTS.clear()
+    _active[:] = [0, 0]
+
+
+def mk(store_dir, name: str, deps=(), outputs=("out",), size: int | None = None, **attrs) -> Derivation:
+    """A test derivation; `size` gives it a source of that many bytes."""
+    src = {"name": f"{name}.tar.xz", "size": size, "sha256": "0" * 64, "urls": [f"https://example.invalid/{name}.tar.xz"]}
+    return Derivation(
+        store_dir=os.fspath(store_dir), name=name, system="x86_64-linux", outputs=outputs, builder="test",
+        src=src if size is not None else None,
+        input_paths={f"{d.name}.out": d.outputs["out"] for d in deps}, attrs=attrs, deps=deps,
+    )
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store.open(tmp_path / "store") as s:
+        yield s
+
+
+def diamond(store_dir, **attrs):
+    a = mk(store_dir, "a", size=1000, **attrs)
+    b = mk(store_dir, "b", [a], size=2048, **attrs)
+    c = mk(store_dir, "c", [a], **attrs)
+    d = mk(store_dir, "d", [b, c], outputs=("out", "dev"), **attrs)
+    return a, b, c, d
+
+
+def times(name: str, event: str) -> float:
+    return next(t for e, n, t in EVENTS if e == event and n == name)
+
+
+# -- plan ------------------------------------------------------------------------------------
+
+
+def test_plan_lists_builds_in_dependency_order_with_download_sizes(store):
+    a, b, c, d = diamond(store.store_dir)
+    p = plan(store, [d])
+    assert [x.name for x in p.to_build] == ["a", "b", "c", "d"]
+    assert [(f.name, f.size) for f in p.to_fetch] == [("a.tar.xz", 1000), ("b.tar.xz", 2048)]
+    assert p.download_size == 3048
+    assert p.to_json()["downloadSize"] == 3048
+    assert not p.nothing_to_do
+
+
+def test_plan_skips_valid_derivations(store):
+    a, b, c, d = diamond(store.store_dir)
+    realise(store, [b])
+    p = plan(store, [d])
+    assert [x.name for x in p.to_build] == ["c", "d"]
+    assert p.to_fetch == ()
+    realise(store, [d])
+    assert plan(store, [d]).nothing_to_do
+
+
+def test_format_size():
+    assert format_size(None) == "?"
+    assert format_size(512) == "512 B"
+    assert format_size(26657716) == "25.4 MiB"
+    assert format_size(3 * 1024**4) == "3072.0 GiB"
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+def test_builds_dependencies_first_and_registers_references(store):
+    a, b, c, d = diamond(store.store_dir, sleep=0.05)
+    paths = realise_parallel(store, [d], jobs=4)
+    assert paths == [d.outputs["out"], d.outputs["dev"]]
+    for before, after in [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")]:
+        assert times(before, "end") <= times(after, "start")
+    assert set(store.references(d.outputs["out"])) == {b.outputs["out"], c.outputs["out"]}
+    assert store.query(d.outputs["dev"]).deriver == d.drv_path
+    assert _active[1] == 2  # b and c ran together
+
+
+def test_two_independent_builds_run_in_parallel(store):
+    x, y = mk(store.store_dir, "x", sleep=0.5), mk(store.store_dir, "y", sleep=0.5)
+    start = time.monotonic()
+    run(store, plan(store, [x, y]), jobs=2)
+    assert time.monotonic() - start < 0.9
+    assert not store.db.invalid_paths([x.outputs["out"], y.outputs["out"]])
+
+
+def test_jobs_bounds_concurrency(store):
+    drvs = [mk(store.store_dir, f"p{i}", sleep=0.1) for i in range(5)]
+    run(store, plan(store, drvs), jobs=2)
+    assert _active[1] == 2
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    edges=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=16),
+    jobs=st.integers(1, 4),
+    prebuilt=st.sets(st.integers(0, 7), max_size=3),
+)
+def test_random_dags_build_each_derivation_after_its_deps(tmp_path_factory, edges, jobs, prebuilt):
+    root = tmp_path_factory.mktemp("dag")
+    EVENTS.clear()
+    deps: dict[int, set[int]] = {i: set() for i in range(8)}
+    for x, y in edges:  # only edges to a lower index: acyclic
+        if x > y:
+            deps[x].add(y)
+    drvs: dict[int, Derivation] = {}
+    for i in range(8):
+        drvs[i] = mk(root, f"n{i}", [drvs[j] for j in sorted(deps[i])])
+    with Store.open(root) as s:
+        realise(s, [drvs[i] for i in sorted(prebuilt)])
+        EVENTS.clear()
+        expected = {d.name for d in plan(s, drvs.values()).to_build}
+        run(s, plan(s, drvs.values()), jobs=jobs)
+        assert {n for e, n, _ in EVENTS if e == "start"} == expected
+        assert plan(s, drvs.values()).nothing_to_do
+        for i, ds in deps.items():
+            for j in ds:
+                if drvs[i].name in expected and drvs[j].name in expected:
+                    assert times(drvs[j].name, "end") <= times(drvs[i].name, "start")
+
+
+# -- failures -------------------------------------------------------------------------------
+
+
+def test_failure_stops_new_builds_lets_running_finish(store):
+    bad = mk(store.store_dir, "bad", fail="exit code 2")
+    slow = mk(store.store_dir, "slow", sleep=0.3)
+    after_bad = mk(store.store_dir, "after-bad", [bad])
+    after_slow = mk(store.store_dir, "after-slow", [slow])
+    with pytest.raises(BuildFailed) as caught:
+        run(store, plan(store, [bad, slow, after_bad, after_slow]), jobs=2)
+    error = caught.value
+    assert isinstance(error, CudapkgsError) and "\n" not in str(error)
+    assert [f.args[0].split(":")[0] for f in error.failures] == ["building bad failed"]
+    assert "exit code 2" in str(error) and str(log_path(store, bad)) in str(error)
+    assert error.skipped == 2 and "2 build(s) not started" in str(error)
+    assert store.is_valid(slow.outputs["out"])  # the running build was let finish
+    assert {n for e, n, _ in EVENTS if e == "start"} == {"bad", "slow"}
+    assert not store.is_valid(bad.outputs["out"])
+    assert "error: building bad failed" in log_path(store, bad).read_text()
+
+
+def test_every_failure_is_reported(store):
+    one = mk(store.store_dir, "one", fail="first", sleep=0.1)
+    two = mk(store.store_dir, "two", fail="second", sleep=0.1)
+    with pytest.raises(BuildFailed) as caught:
+        run(store, plan(store, [one, two]), jobs=2)
+    message = str(caught.value)
+    assert message.startswith("2 builds failed: ")
+    assert "first" in message and "second" in message and "\n" not in message
+
+
+def test_a_builder_bug_becomes_a_one_line_error_with_the_traceback_in_the_log(store):
+    drv = mk(store.store_dir, "buggy", crash="oops")
+    with pytest.raises(BuildFailed) as caught:
+        run(store, plan(store, [drv]), jobs=1)
+    assert "building buggy failed: KeyError: 'oops'" in str(caught.value)
+    log = log_path(store, drv).read_text()
+    assert "hello from buggy" in log and "Traceback" in log and "KeyError: 'oops'" in log
+
+
+def test_keep_failed_keeps_the_build_directory(store, monkeypatch, tmp_path):
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    drv = mk(store.store_dir, "kept", fail="nope")
+    with pytest.raises(BuildError) as caught:
+        run(store, plan(store, [drv]), keep_failed=True)
+    kept = str(caught.value).split("build directory kept at ")[1].split(")")[0]
+    assert (Path(kept) / "partial").read_text() == "half done"
+    with pytest.raises(BuildError) as caught:
+        run(store, plan(store, [mk(store.store_dir, "gone", fail="nope")]))
+    assert "kept" not in str(caught.value)
+    assert os.listdir(tmp_path / "tmp") == [os.path.basename(kept)]
+
+
+# -- logs and progress ----------------------------------------------------------------------
+
+
+def test_each_build_has_a_log_with_its_steps(store):
+    a, b, c, d = diamond(store.store_dir, steps=["unpack", "fixup"])
+    run(store, plan(store, [d]), jobs=3)
+    for drv in (a, b, c, d):
+        text = log_path(store, drv).read_text()
+        assert text.startswith(f"hello from {drv.name}\n@ unpack\n@ fixup\n")
+
+
+def test_plain_progress_lines(store):
+    a = mk(store.store_dir, "a", size=4096, download=4096, steps=["unpack"])
+    b = mk(store.store_dir, "b", [a])
+    out = io.StringIO()
+    run(store, plan(store, [b]), jobs=2, progress=PlainProgress(out))
+    assert out.getvalue().splitlines() == [
+        "building 2 derivation(s) with 2 job(s), fetching 1 source(s) (4.0 KiB)",
+        "building a",
+        "a: unpack",
+        "a: fetching 4.0 KiB",
+        "a: fetched 4.0 KiB",
+        "[1/2] built a",
+        "building b",
+        "[2/2] built b",
+    ]
+
+
+def test_plain_progress_reports_failures(store):
+    out = io.StringIO()
+    with pytest.raises(BuildFailed):
+        run(store, plan(store, [mk(store.store_dir, "bad", fail="boom")]), progress=PlainProgress(out))
+    assert out.getvalue().splitlines()[-1].startswith("[1/1] failed bad: building bad failed: boom (log: ")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_make_progress_picks_rich_on_a_terminal_only(monkeypatch):
+    monkeypatch.setenv("TERM", "xterm")
+    assert isinstance(make_progress(io.StringIO()), PlainProgress)
+    assert isinstance(make_progress(_Terminal()), RichProgress)
+    monkeypatch.setenv("TERM", "dumb")
+    assert isinstance(make_progress(_Terminal()), PlainProgress)
+
+
+def test_rich_progress_runs_a_build(store):
+    out = _Terminal()
+    a = mk(store.store_dir, "a", size=4096, download=4096, steps=["unpack", "fixup"])
+    bad = mk(store.store_dir, "bad", fail="boom")
+    with pytest.raises(BuildFailed):
+        run(store, plan(store, [a, bad]), jobs=1, progress=RichProgress(out))
+    text = out.getvalue()
+    assert "built a" in text and "failed bad" in text
+
+
+# -- the no-op path ---------------------------------------------------------------------------
+
+
+def test_a_valid_closure_costs_one_query_and_no_build(store):
+    chain: list[Derivation] = []
+    for i in range(50):
+        chain.append(mk(store.store_dir, f"pkg{i}", chain[-2:]))
+    realise_parallel(store, chain, jobs=4)
+    queries: list[str] = []
+    store.db.conn.set_trace_callback(queries.append)
+    try:
+        p = plan(store, chain)
+        assert run(store, p, jobs=4, progress=NullProgress()) == []
+    finally:
+        store.db.conn.set_trace_callback(None)
+    assert p.nothing_to_do
+    assert len(queries) == 1 and queries[0].startswith("SELECT path FROM ValidPaths WHERE path IN")
+
+
+def test_jobs_must_be_positive(store):
+    with pytest.raises(ValueError):
+        run(store, plan(store, [mk(store.store_dir, "x")]), jobs=0)
