@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "cudapkgs.eval_cli",
     "cudapkgs.containers.cli",
     "cudapkgs.store.cli",
+    "cudapkgs.build.cli",
 )
 
 

@@ -1,0 +1,309 @@
+"""`cudapkgs build` and `cudapkgs log`: realise packages into the store, read their build logs.
+
+Only argparse-level modules are imported here; evaluation, the store and the
+scheduler load inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from ..eval_cli import CONFIG_HELP, _add_eval_options, _pkgs
+
+EPILOG_BUILD = """\
+examples:
+  cudapkgs build --set allowUnfree=true cudaPackages_13_0.cuda_nvcc cudaPackages_13_0.cuda_cudart -o result
+      links ./result (nvcc's out) and ./result-2 (cudart's out), with ./result-2-dev,
+      ./result-2-lib, ... for cudart's other outputs; each link is a GC root
+  cudapkgs build --dry-run --set allowUnfree=true cudaPackages_13_0.cudnn
+      what would be fetched (with download sizes) and built; nothing is changed
+  cudapkgs build -j 8 --keep-failed --set allowUnfree=true cudaPackages_13_0.libcublas
+  cudapkgs build ./result      a store path: checked to be valid, then linked
+  cudapkgs log ./result        the build log of what ./result points to
+
+Output paths are printed one per line (--json: a list of {attrPath, drvPath,
+outputs}). Progress goes to stderr: bars on a terminal, plain lines otherwise.
+Each build writes its log to <store>/.logs/; a failure names it.
+"""
+
+EPILOG_LOG = """\
+examples:
+  cudapkgs log ./result
+  cudapkgs log /path/to/store/<hash>-cuda13.0-cuda_nvcc-13.0.88
+  cudapkgs log /path/to/store/<hash>-cuda13.0-cuda_nvcc-13.0.88.drv
+  cudapkgs log --set allowUnfree=true cudaPackages_13_0.cuda_nvcc   (also after a failed build)
+"""
+
+STORE_HELP = "the store root (default: the one PATH lies in, else $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store)"
+
+
+def _jobs(text: str) -> int:
+    if text == "auto":
+        return os.cpu_count() or 1
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of jobs or 'auto', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("the number of jobs must be at least 1")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    """Add `build` and `log` to the `cudapkgs` parser."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "build",
+        help="fetch and build packages into the store, linking ./result",
+        description="Realise packages: evaluate every ATTRPATH first (an unfree, unsupported or broken "
+        "package fails here, before any download, with the reason), then fetch and build whatever of "
+        "their closures is not valid in the store yet, dependencies first and up to -j builds at once. "
+        "After a failure no new build starts; running ones finish and every failure is reported.\n\n"
+        + CONFIG_HELP,
+        epilog=EPILOG_BUILD,
+        formatter_class=fmt,
+    )
+    p.add_argument("attrpaths", nargs="+", metavar="ATTRPATH",
+                   help="attribute path of a package (e.g. cudaPackages_13_0.cuda_nvcc), or a store path")
+    p.add_argument("-o", "--out-link", metavar="LINK", default="result",
+                   help="name of the result links (default: result; result-2, ... for later packages, "
+                   "result-dev, ... for outputs other than out)")
+    p.add_argument("--no-link", action="store_true", help="make no result links (and so no GC roots)")
+    p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
+                   help="run up to N builds at once; 'auto' (default) is the number of CPUs")
+    p.add_argument("--dry-run", action="store_true",
+                   help="only print what would be fetched (with download sizes) and built")
+    p.add_argument("--keep-failed", action="store_true", help="keep the build directory of a failed build (its path is printed)")
+    _add_eval_options(p)
+    p.set_defaults(func=run_build)
+
+    p = subparsers.add_parser(
+        "log",
+        help="print the build log of a store path, derivation or package",
+        description="Print the log written when a store path was built. PATH may be an output path, "
+        "a symlink to one such as ./result, a .drv path, or an attribute path (which also finds the "
+        "log of a build that failed).\n\n" + CONFIG_HELP,
+        epilog=EPILOG_LOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("path", metavar="PATH", help="store path, ./result link, .drv path or attribute path")
+    p.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    _add_eval_options(p, json_flag=False)
+    p.set_defaults(func=run_log)
+
+
+# -- build ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Installable:
+    """One command-line argument, evaluated: a derivation, or a store path given by hand."""
+
+    label: str
+    drv: Any = None  # cudapkgs.derivation.Derivation
+    path: str | None = None
+
+    @property
+    def outputs(self) -> dict[str, str]:
+        return dict(self.drv.outputs) if self.drv is not None else {"out": self.path or ""}
+
+
+def _is_path(text: str) -> bool:
+    return "/" in text and not text.startswith(('"', "'"))
+
+
+def _derivation_of(value: Any, label: str) -> Any:
+    from ..errors import EvalError, UnavailablePackageError
+
+    try:
+        drv = value["derivation"] if hasattr(value, "__getitem__") and "derivation" in value else value.derivation
+    except (AttributeError, TypeError, KeyError):
+        raise EvalError(f"{label} is not a package, so it cannot be built") from None
+    meta = _get(value, "meta")
+    if meta is not None and _get(meta, "available") is False:  # builders other than buildRedist may not check
+        problems = _get(meta, "problems") or {}
+        reason = "; ".join(p["message"] for p in problems.values()) or f"{drv.name} is not available on this platform"
+        raise UnavailablePackageError(reason)
+    return drv
+
+
+def _get(value: Any, name: str) -> Any:
+    try:
+        return value[name] if name in value else None
+    except TypeError:
+        return getattr(value, name, None)
+
+
+def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
+    """The store directory and every argument's derivation; any evaluation error is raised here, before building."""
+    from ..attrpath import parse_attrpath, resolve
+    from ..derivation import default_store_dir
+
+    pkgs = _pkgs(args)
+    items = []
+    for text in args.attrpaths:
+        if _is_path(text):
+            items.append(Installable(text, path=text))
+        else:
+            items.append(Installable(text, drv=_derivation_of(resolve(pkgs, parse_attrpath(text)), text)))
+    dirs = {i.drv.store_dir for i in items if i.drv is not None}
+    store_dir = dirs.pop() if len(dirs) == 1 else default_store_dir(pkgs.config)
+    return store_dir, items
+
+
+def run_build(args: argparse.Namespace) -> int:
+    store_dir, items = evaluate(args)
+    return realise_and_link(
+        store_dir, items, out_link=None if args.no_link else args.out_link, jobs=args.jobs,
+        keep_failed=args.keep_failed, dry_run=args.dry_run, as_json=args.json,
+    )
+
+
+def realise_and_link(
+    store_dir: str,
+    items: list[Installable],
+    *,
+    out_link: str | None = "result",
+    jobs: int = 1,
+    keep_failed: bool = False,
+    dry_run: bool = False,
+    as_json: bool = False,
+) -> int:
+    """What `cudapkgs build` does after evaluation: check, plan, build what is missing, link, print."""
+    from .scheduler import make_progress, plan, run
+
+    store = _open_store(store_dir, create=not dry_run)
+    try:
+        resolved = []
+        for item in items:  # a store path given by hand must already be valid
+            resolved.append(item if item.drv is not None else Installable(item.label, path=store.query(item.path).path))
+        the_plan = plan(store, [i.drv for i in resolved if i.drv is not None])
+        if dry_run:
+            _print_plan(the_plan, as_json)
+            return 0
+        if not the_plan.nothing_to_do:
+            run(store, the_plan, jobs=jobs, keep_failed=keep_failed, progress=make_progress(sys.stderr))
+        if out_link is not None:
+            for index, item in enumerate(resolved):
+                base = out_link if index == 0 else f"{out_link}-{index + 1}"
+                for output, path in item.outputs.items():
+                    store.add_indirect_root(base if output == "out" else f"{base}-{output}", path)
+    finally:
+        store.close()
+    if as_json:
+        import json
+
+        print(json.dumps([
+            {"attrPath": i.label, "drvPath": i.drv.drv_path if i.drv is not None else None, "outputs": i.outputs}
+            for i in resolved
+        ], indent=2))
+    else:
+        sys.stdout.write("".join(p + "\n" for i in resolved for p in i.outputs.values()))
+    return 0
+
+
+class _NoStore:
+    """Stands in for a store that does not exist yet (a dry run creates nothing): every path is invalid."""
+
+    def __init__(self, store_dir: str) -> None:
+        self.store_dir = store_dir
+        self.db = self
+
+    def invalid_paths(self, paths: Any) -> list[str]:
+        return list(dict.fromkeys(paths))
+
+    def query(self, path: str) -> Any:
+        from ..errors import StoreError
+
+        raise StoreError(f"path '{os.path.abspath(path)}' is not in the store {self.store_dir} (there is no store there yet)")
+
+    def close(self) -> None:
+        pass
+
+
+def _open_store(store_dir: str, *, create: bool) -> Any:
+    from ..store.store import Store
+
+    if not create and not os.path.exists(os.path.join(store_dir, ".meta", "db.sqlite")):
+        return _NoStore(store_dir)
+    return Store.open(store_dir)
+
+
+def _print_plan(the_plan: Any, as_json: bool) -> None:
+    from .scheduler import format_size
+
+    if as_json:
+        import json
+
+        print(json.dumps(the_plan.to_json(), indent=2))
+        return
+    if the_plan.nothing_to_do:
+        print("nothing to fetch or build: every output is valid")
+        return
+    if the_plan.to_fetch:
+        print(f"these {len(the_plan.to_fetch)} sources will be fetched ({format_size(the_plan.download_size)} download):")
+        width = max(len(f.name) for f in the_plan.to_fetch)
+        for f in the_plan.to_fetch:
+            print(f"  {f.name.ljust(width)}  {format_size(f.size).rjust(10)}")
+    print(f"these {len(the_plan.to_build)} derivations will be built:")
+    for drv in the_plan.to_build:
+        print(f"  {drv.drv_path}")
+
+
+# -- log ------------------------------------------------------------------------
+
+
+def run_log(args: argparse.Namespace) -> int:
+    from ..errors import StoreError
+
+    text = args.path
+    if _is_path(text) or os.path.lexists(text):
+        log_file, what = _log_of_path(text, args.store)
+    else:
+        from ..attrpath import parse_attrpath, resolve
+
+        drv = _derivation_of(resolve(_pkgs(args), parse_attrpath(text)), text)
+        log_file, what = _log_file(args.store or drv.store_dir, drv.drv_path), drv.name
+    try:
+        with open(log_file, "rb") as log:
+            data = log.read()
+    except FileNotFoundError:
+        raise StoreError(f"no build log for {what}: it was not built in this store (no {log_file})") from None
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+    return 0
+
+
+def _log_file(store_dir: str, drv_path: str) -> str:
+    from types import SimpleNamespace
+
+    from .realise import log_path
+
+    return os.fspath(log_path(SimpleNamespace(store_dir=store_dir), SimpleNamespace(drv_path=drv_path)))
+
+
+def _log_of_path(text: str, store_arg: str | None) -> tuple[str, str]:
+    from ..errors import StoreError
+    from ..store.store import Store, default_store_root
+
+    full = os.path.realpath(text) if os.path.islink(text) else os.path.abspath(text)
+    root = os.path.abspath(store_arg) if store_arg else _store_of(full) or os.path.abspath(default_store_root())
+    if full.endswith(".drv"):
+        return _log_file(root, full), full
+    if not os.path.exists(os.path.join(root, ".meta", "db.sqlite")):
+        raise StoreError(f"path '{full}' is not in the store {root} (there is no store there)")
+    with Store.open(root) as store:
+        info = store.query(text)
+    if not info.deriver:
+        raise StoreError(f"path '{info.path}' was not built from a derivation, so it has no build log")
+    return _log_file(root, info.deriver), info.path
+
+
+def _store_of(path: str) -> str | None:
+    """The store `path` lies directly in, if its parent holds a store database."""
+    parent = os.path.dirname(path)
+    return parent if os.path.exists(os.path.join(parent, ".meta", "db.sqlite")) else None

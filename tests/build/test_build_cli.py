@@ -1,0 +1,185 @@
+"""`cudapkgs build` and `cudapkgs log`: dry runs on real CUDA packages, bad input, result links, logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from test_scheduler import EVENTS, _fake_builder, mk  # noqa: F401  (the fixture registers the fake builder)
+
+from cudapkgs.build.cli import Installable, realise_and_link
+from cudapkgs.build.realise import log_path
+from cudapkgs.cli import main
+from cudapkgs.errors import CudapkgsError
+from cudapkgs.store.store import Store
+
+NVCC = "cudaPackages_13_0.cuda_nvcc"
+
+
+def cudapkgs(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cudapkgs", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=120)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("cudapkgs: error: ")
+    return result.stderr
+
+
+@pytest.fixture
+def store_env(tmp_path, monkeypatch):
+    store_dir = tmp_path / "store"
+    monkeypatch.setenv("CUDAPKGS_STORE", str(store_dir))
+    return {"CUDAPKGS_STORE": str(store_dir)}
+
+
+# -- real packages, without network ----------------------------------------------------------
+
+
+def test_dry_run_prints_what_would_be_fetched_with_sizes(manifests_dir, store_env, tmp_path):
+    result = cudapkgs("build", "--dry-run", "--set", "allowUnfree=true", NVCC, env=store_env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "these 3 sources will be fetched (67.1 MiB download):"
+    assert any("cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz" in l and l.endswith("25.4 MiB") for l in lines)
+    assert "these 3 derivations will be built:" in lines
+    assert lines[-1].endswith("-cuda13.0-cuda_nvcc-13.0.88.drv")
+    assert not (tmp_path / "store").exists()  # a dry run creates nothing
+
+
+def test_dry_run_json(manifests_dir, store_env):
+    result = cudapkgs("build", "--dry-run", "--json", "--set", "allowUnfree=true", NVCC, env=store_env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    sizes = {f["name"]: f["size"] for f in data["fetch"]}
+    assert sizes["cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz"] == 26657716
+    assert data["downloadSize"] == sum(sizes.values())
+    assert [p.rsplit("-cuda13.0-", 1)[1] for p in data["build"]] == [
+        "cuda_crt-13.0.88.drv", "libnvvm-13.0.88.drv", "cuda_nvcc-13.0.88.drv",
+    ]
+
+
+def test_unfree_package_without_permission_fails_before_any_download(manifests_dir, store_env, tmp_path):
+    error = one_line_error(cudapkgs("build", NVCC, env=store_env))
+    assert "unfree license" in error and "allowUnfree" in error
+    assert not (tmp_path / "store").exists()
+
+
+def test_unavailable_package_fails_with_the_reason(manifests_dir, store_env, tmp_path):
+    error = one_line_error(cudapkgs("build", "--set", "allowUnfree=true", NVCC, "cudaPackages_13_0.cuda_compat", env=store_env))
+    assert "cuda_compat" in error and "unsupported on this platform" in error
+    assert not (tmp_path / "store").exists()
+
+
+def test_unknown_attribute_gets_did_you_mean(manifests_dir, store_env):
+    error = one_line_error(cudapkgs("build", "--set", "allowUnfree=true", "cudaPackages_13_0.cuda_nvccc", env=store_env))
+    assert 'did you mean "cuda_nvcc"' in error
+
+
+def test_a_package_set_is_not_buildable(manifests_dir, store_env):
+    assert "is not a package" in one_line_error(cudapkgs("build", "cudaPackages_13_0", env=store_env))
+
+
+def test_a_store_path_not_in_the_store_says_so(manifests_dir, store_env, tmp_path):
+    missing = f"{tmp_path}/store/{'a' * 32}-nothing"
+    assert f"path '{missing}' is not valid in the store" in one_line_error(cudapkgs("build", missing, env=store_env))
+    assert "is not in the store" in one_line_error(cudapkgs("build", "/etc/hostname", env=store_env))
+
+
+def test_log_of_a_path_not_in_the_store(store_env, tmp_path):
+    missing = f"{tmp_path}/store/{'a' * 32}-nothing"
+    assert "is not in the store" in one_line_error(cudapkgs("log", missing, env=store_env))
+    Store.open(tmp_path / "store").close()
+    assert "is not valid in the store" in one_line_error(cudapkgs("log", missing, env=store_env))
+
+
+def test_bad_jobs_is_a_usage_error(store_env):
+    result = cudapkgs("build", "-j", "0", NVCC, env=store_env)
+    assert result.returncode == 2 and "at least 1" in result.stderr
+
+
+def test_importing_the_command_is_cheap():
+    code = ("import sys, cudapkgs.cli as c; c.build_parser(); "
+            "print(sorted(m for m in ('rich', 'sqlite3', 'cudapkgs.build.scheduler', 'cudapkgs.store.store') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+# -- building, links, logs (fake builder) ----------------------------------------------------
+
+
+def test_build_links_every_output_as_a_gc_root(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    store_dir = str(tmp_path / "store")
+    lib = mk(store_dir, "lib", outputs=("out", "dev"))
+    app = mk(store_dir, "app", [lib], outputs=("out", "bin", "dev"))
+    items = [Installable("lib", drv=lib), Installable("app", drv=app)]
+    assert realise_and_link(store_dir, items, out_link="result", jobs=2) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [lib.outputs["out"], lib.outputs["dev"], app.outputs["out"], app.outputs["bin"], app.outputs["dev"]]
+    links = {"result": lib.outputs["out"], "result-dev": lib.outputs["dev"], "result-2": app.outputs["out"],
+             "result-2-bin": app.outputs["bin"], "result-2-dev": app.outputs["dev"]}
+    for link, target in links.items():
+        assert os.readlink(tmp_path / link) == target
+    with Store.open(store_dir) as store:
+        assert set(store.roots().values()) == set(links.values())
+        assert store.gc().deleted == []
+    # again: nothing is built; the links stay
+    EVENTS.clear()
+    assert realise_and_link(store_dir, items, out_link="result", as_json=True) == 0
+    assert EVENTS == []
+    data = json.loads(capsys.readouterr().out)
+    assert data[1] == {"attrPath": "app", "drvPath": app.drv_path, "outputs": app.outputs}
+
+
+def test_no_link_and_store_paths_given_by_hand(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    store_dir = str(tmp_path / "store")
+    drv = mk(store_dir, "thing")
+    realise_and_link(store_dir, [Installable("thing", drv=drv)], out_link=None)
+    assert not os.path.lexists(tmp_path / "result")
+    capsys.readouterr()
+    # a valid store path given by hand (even through a link) is linked as it is
+    os.symlink(drv.outputs["out"], tmp_path / "mylink")
+    realise_and_link(store_dir, [Installable("./mylink", path="./mylink")], out_link="out")
+    assert os.readlink(tmp_path / "out") == drv.outputs["out"]
+    assert capsys.readouterr().out == drv.outputs["out"] + "\n"
+
+
+def test_a_failed_build_is_a_cli_error_and_links_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store_dir = str(tmp_path / "store")
+    bad = mk(store_dir, "bad", fail="compiler exploded")
+    with pytest.raises(CudapkgsError) as caught:
+        realise_and_link(store_dir, [Installable("bad", drv=bad)], keep_failed=True)
+    assert "compiler exploded" in str(caught.value) and "build directory kept at" in str(caught.value)
+    assert not os.path.lexists(tmp_path / "result")
+
+
+def test_log_prints_the_build_log(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    store_dir = str(tmp_path / "store")
+    drv = mk(store_dir, "logged", steps=["unpack"])
+    realise_and_link(store_dir, [Installable("logged", drv=drv)])
+    expected = "hello from logged\n@ unpack\n"
+    with Store.open(store_dir) as store:
+        assert log_path(store, drv).read_text() == expected
+    env = {"CUDAPKGS_STORE": str(tmp_path / "elsewhere")}  # the store is found from the path itself
+    for arg in (drv.outputs["out"], "./result", "result", drv.drv_path):
+        result = cudapkgs("log", arg, env=env, cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (0, expected), (arg, result.stderr)
+    # in-process, with --store
+    assert main(["log", "--store", store_dir, drv.outputs["out"]]) == 0
+    assert capsys.readouterr().out.endswith(expected)
+
+
+def test_log_of_a_drv_never_built(tmp_path):
+    Store.open(tmp_path / "store").close()
+    drv = f"{tmp_path}/store/{'b' * 32}-never.drv"
+    error = one_line_error(cudapkgs("log", drv))
+    assert "no build log" in error
