@@ -104,6 +104,7 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
             "system": system,
             "stdenv": AttrSet({"hostPlatform": host_platform(system)}, name="stdenv"),
             "_cuda": default_cuda(),
+            "saxpy": lazy(lambda: final.call_package(__import__("cudapkgs.pkgs.saxpy", fromlist=["saxpy"]).saxpy)),
         }
         for name, definition in package_set_definitions().items():
             attrs[name] = lazy(

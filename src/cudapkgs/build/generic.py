@@ -1,0 +1,341 @@
+"""The "mkDerivation" builder: run a derivation's phases in a clean environment.
+
+Phases run in order, unpack, patch, configure, build, install, fixup, each as
+`pre<Phase>`, `<phase>Phase` (the attribute, else the default) and
+`post<Phase>`. A shell step runs as `bash -e` in the phase's directory (the
+unpacked source once unpack has run); it sources `.attrs.sh` (structured
+attributes as bash variables, Nix-style) and sees `$out`/`$<output>`,
+`$NIX_ATTRS_JSON_FILE` and `$CUDAPKGS_ATTRS_JSON`. Each shell step is its own
+process: `cd` and variables do not carry over to the next one. A Python step is
+called as `fn(attrs, env, work_dir, outputs)`; changes it makes to `env` are seen
+by the later steps.
+
+The environment is built from nothing (no inherited PATH, LD_LIBRARY_PATH, …):
+host tools come from `HOST_PATH`; with strictDeps, nativeBuildInputs' `bin`
+dirs go on PATH and buildInputs' `include`/`lib` dirs into CPATH, LIBRARY_PATH
+and NIX_LDFLAGS (`-L` and `-rpath`); without it both lists go to both.
+
+`$out` and the other output variables name the directories the builder fills;
+the store renames them to the final paths afterwards (`.attrs.json`'s
+`outputPaths`), so a build must not embed `$out` itself. The default fixup
+runs auto-patchelf (cuda/hooks.py `fixup`) over the outputs with the
+buildInputs' lib dirs, and maps RUNPATH entries into an output to its final path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..derivation import Derivation
+from ..errors import CudapkgsError
+from ..stdenv import PHASES, input_dirs
+from .context import BuildContext
+
+__all__ = ["HOST_PATH", "PhaseError", "build", "build_environment"]
+
+# The builder has no stdenv of its own: bash, coreutils, make and the C/C++
+# compiler come from the host. /usr/local/bin is left out on purpose: a system
+# nvcc there must not stand in for the store's.
+HOST_PATH = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
+SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, as Nixpkgs' stdenv
+_MAKEFILE = '[ -e Makefile ] || [ -e makefile ] || [ -e GNUmakefile ]'
+DEFAULT_PHASES: dict[str, str] = {
+    "configure": 'if [ -x ./configure ]; then ./configure --prefix="$out" "${configureFlags[@]}"; fi',
+    "build": f'if {_MAKEFILE}; then make -j"$NIX_BUILD_CORES" "${{makeFlags[@]}}" "${{buildFlags[@]}}"; fi',
+    "install": f'if {_MAKEFILE}; then make install "${{makeFlags[@]}}" "${{installFlags[@]}}"; fi',
+}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TAIL_LINES = 25
+
+Outputs = Mapping[str, Path]
+Step = Callable[[dict[str, Any], dict[str, str], Path, dict[str, Path]], Any]
+
+
+class PhaseError(CudapkgsError):
+    """A build phase failed; the message names it and ends with its last output lines."""
+
+
+def build(drv: Derivation, ctx: BuildContext, outputs: Outputs) -> None:
+    """Build `drv` into the directories `outputs` (output name -> directory)."""
+    work = Path(ctx.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    outs = {name: Path(path) for name, path in outputs.items()}
+    for directory in outs.values():
+        directory.mkdir(parents=True, exist_ok=True)
+    attrs = {
+        **drv.attrs,
+        "name": drv.name,
+        "system": drv.data["system"],
+        "outputs": {name: os.fspath(d) for name, d in outs.items()},
+        "outputPaths": dict(drv.outputs),
+    }
+    json_file = work / ".attrs.json"
+    json_file.write_text(json.dumps(attrs, indent=2, sort_keys=True) + "\n")
+    sh_file = work / ".attrs.sh"
+    sh_file.write_text(attrs_sh(attrs))
+    env = build_environment(drv, work, outs)
+    env.update(NIX_ATTRS_JSON_FILE=os.fspath(json_file), CUDAPKGS_ATTRS_JSON=os.fspath(json_file),
+               NIX_ATTRS_SH_FILE=os.fspath(sh_file))
+    cwd = work
+    for phase in PHASES:
+        if attrs.get(f"dont{phase.capitalize()}"):
+            continue
+        ctx.step(f"{phase}Phase")
+        _run_step(drv, ctx, attrs, env, cwd, outs, f"pre{phase.capitalize()}")
+        if attrs.get(f"{phase}Phase") is not None:
+            _run_step(drv, ctx, attrs, env, cwd, outs, f"{phase}Phase")
+        elif phase == "unpack":
+            cwd = _unpack(drv, work)
+        elif phase == "patch":
+            _patch(drv, ctx, attrs, env, cwd)
+        elif phase == "fixup":
+            _fixup(drv, attrs, outs)
+        else:
+            _shell(ctx, f"{phase}Phase", DEFAULT_PHASES[phase], env, cwd, sh_file)
+        _run_step(drv, ctx, attrs, env, cwd, outs, f"post{phase.capitalize()}")
+        if phase == "unpack":
+            env["sourceRoot"] = os.fspath(cwd)
+
+
+def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str, str]:
+    """The variables the build starts with: nothing inherited but what is listed here."""
+    attrs = drv.attrs
+    native = list(attrs.get("nativeBuildInputs") or ())
+    host = list(attrs.get("buildInputs") or ())
+    if not drv.data.get("strictDeps", True):
+        native = host = list(dict.fromkeys(native + host))
+    includes = input_dirs(host, ("include",))
+    libs = input_dirs(host, ("lib", "lib64"))
+    env = {
+        "PATH": os.pathsep.join([*input_dirs(native, ("bin",)), *HOST_PATH]),
+        "HOME": "/homeless-shelter",
+        "TMPDIR": os.fspath(work), "TMP": os.fspath(work), "TEMP": os.fspath(work), "TEMPDIR": os.fspath(work),
+        "NIX_BUILD_TOP": os.fspath(work),
+        "NIX_BUILD_CORES": str(os.cpu_count() or 1),
+        "NIX_STORE": os.path.dirname(next(iter(drv.outputs.values()))),
+        "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH,
+        "LANG": "C.UTF-8",
+        "TZ": "UTC",
+        "NIX_CFLAGS_COMPILE": " ".join(f"-isystem {d}" for d in includes),
+        "NIX_LDFLAGS": " ".join(f"-L{d} -rpath {d}" for d in libs),
+        "name": drv.name,
+        "system": drv.data["system"],
+        **{name: os.fspath(d) for name, d in outputs.items()},
+    }
+    # Set only when non-empty: gcc reads an empty element as the current directory.
+    if includes:
+        env["CPATH"] = os.pathsep.join(includes)
+    if libs:
+        env["LIBRARY_PATH"] = os.pathsep.join(libs)
+    for key in ("pname", "version"):
+        if isinstance(attrs.get(key), str):
+            env[key] = attrs[key]
+    for key, value in (attrs.get("env") or {}).items():
+        env[str(key)] = value if isinstance(value, str) else json.dumps(value)
+    return env
+
+
+def attrs_sh(attrs: Mapping[str, Any]) -> str:
+    """Structured attributes as bash declarations (Nix's .attrs.sh).
+
+    Strings and numbers become variables, true becomes 1 and false the empty
+    string, lists of scalars indexed arrays and maps of scalars associative
+    arrays; other values are only in the JSON file.
+    """
+    lines = []
+    for key in sorted(attrs):
+        value = attrs[key]
+        if not _IDENT.match(key):
+            continue
+        if _is_scalar(value):
+            lines.append(f"declare {key}={_sh(value)}")
+        elif isinstance(value, list) and all(_is_scalar(v) for v in value):
+            lines.append(f"declare -a {key}=({' '.join(_sh(v) for v in value)})")
+        elif isinstance(value, dict) and all(_is_scalar(v) for v in value.values()):
+            items = " ".join(f"[{shlex.quote(k)}]={_sh(v)}" for k, v in value.items())
+            lines.append(f"declare -A {key}=({items})")
+    return "\n".join(lines) + "\n"
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _sh(value: Any) -> str:
+    if value is True:
+        return "1"
+    if value is False or value is None:
+        return "''"
+    return shlex.quote(str(value))
+
+
+# --- steps -------------------------------------------------------------------
+
+
+def _run_step(drv: Derivation, ctx: BuildContext, attrs: dict[str, Any], env: dict[str, str], cwd: Path,
+              outputs: dict[str, Path], key: str) -> None:
+    step = attrs.get(key)
+    if step is None or step == "":
+        return
+    if isinstance(step, str):
+        _shell(ctx, key, step, env, cwd, Path(env["NIX_ATTRS_SH_FILE"]))
+        return
+    fn = _python_step(drv, key, step)
+    ctx.log.write(f"@@ {key}: {step['python']}\n")
+    ctx.log.flush()
+    try:
+        fn(attrs, env, cwd, dict(outputs))
+    except CudapkgsError:
+        raise
+    except Exception as error:
+        raise PhaseError(f"{key} ({step['python']}) failed: {type(error).__name__}: {error}") from error
+
+
+def _python_step(drv: Derivation, key: str, record: Mapping[str, Any]) -> Step:
+    fn = (drv.context.get("python") or {}).get(key)
+    if fn is not None:
+        return fn
+    module, _, qualname = str(record.get("python", "")).partition(":")
+    try:
+        target: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError, ValueError):
+        raise PhaseError(
+            f"{key}: the Python step {record.get('python')} is not importable; "
+            "build this derivation in the process that evaluated it"
+        ) from None
+    return target
+
+
+def _shell(ctx: BuildContext, key: str, script: str, env: Mapping[str, str], cwd: Path, attrs_sh_file: Path) -> None:
+    script_file = Path(env["NIX_BUILD_TOP"]) / f".{key}.sh"
+    script_file.write_text(f'source {shlex.quote(os.fspath(attrs_sh_file))}\nset -e -o pipefail\n{script}\n')
+    ctx.log.write(f"@@ {key}\n")
+    ctx.log.flush()
+    tail: deque[str] = deque(maxlen=_TAIL_LINES)
+    with subprocess.Popen(
+        ["bash", "-e", os.fspath(script_file)], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+        executable=shutil.which("bash", path=os.pathsep.join(HOST_PATH)) or "/bin/bash",
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            ctx.log.write(line)
+            tail.append(line.rstrip("\n"))
+        code = proc.wait()
+    ctx.log.flush()
+    if code != 0:
+        last = "\n".join(f"  {line}" for line in tail)
+        raise PhaseError(f"{key} failed with exit status {code}" + (f"; last lines:\n{last}" if last else ""))
+
+
+# --- default phases ----------------------------------------------------------
+
+
+def _unpack(drv: Derivation, work: Path) -> Path:
+    """Copy the source into the work dir; return the source root."""
+    src = drv.data.get("src")
+    if src is None:
+        return work
+    path = drv.context.get("srcPath") or src.get("path")
+    if not path or not os.path.exists(path):
+        raise PhaseError(f"unpackPhase: the source {path or src.get('name')} is not available")
+    if src.get("type") == "path":
+        _check_nar_hash(Path(path), src["narHash"], "source")
+    unpacked = work / "source"
+    if os.path.isdir(path):
+        shutil.copytree(path, unpacked, symlinks=True)
+        root = unpacked
+    else:
+        unpacked.mkdir()
+        archive = _archive_format(path)
+        if archive is not None:
+            shutil.unpack_archive(path, unpacked, archive)
+            entries = list(unpacked.iterdir())
+            root = entries[0] if len(entries) == 1 and entries[0].is_dir() else unpacked
+        else:
+            shutil.copy2(path, unpacked / src["name"])
+            root = unpacked
+    _make_writable(unpacked)
+    source_root = drv.attrs.get("sourceRoot")
+    return (work / source_root) if isinstance(source_root, str) and source_root else root
+
+
+def _archive_format(path: str) -> str | None:
+    for fmt, extensions, _ in shutil.get_unpack_formats():
+        if any(path.endswith(ext) for ext in extensions):
+            return fmt
+    return None
+
+
+def _check_nar_hash(path: Path, expected: str, what: str) -> None:
+    from ..store.nar import nar_hash
+
+    got = "sha256:" + nar_hash(path)[0].hex()
+    if got != expected:
+        raise PhaseError(f"the {what} {path} changed since evaluation ({expected}, now {got}); evaluate again")
+
+
+def _make_writable(root: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            p = os.path.join(dirpath, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
+    os.chmod(root, os.stat(root).st_mode | stat.S_IWUSR)
+
+
+def _patch(drv: Derivation, ctx: BuildContext, attrs: Mapping[str, Any], env: Mapping[str, str], cwd: Path) -> None:
+    records = attrs.get("patches") or []
+    paths = drv.context.get("patchPaths") or [r.get("path") for r in records]
+    flags = attrs.get("patchFlags") or ["-p1"]
+    for record, path in zip(records, paths):
+        if record.get("type") == "path":
+            _check_nar_hash(Path(path), record["narHash"], "patch")
+        args = " ".join(shlex.quote(str(a)) for a in ["patch", "--batch", *flags, "-i", path])
+        _shell(ctx, "patchPhase", args, env, cwd, Path(env["NIX_ATTRS_SH_FILE"]))
+
+
+def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path]) -> None:
+    if attrs.get("dontAutoPatchelf"):
+        return
+    from ..cuda import hooks
+
+    host = list(attrs.get("buildInputs") or ())
+    if not drv.data.get("strictDeps", True):
+        host += list(attrs.get("nativeBuildInputs") or ())
+    lib_dirs = [Path(d) for d in input_dirs(host, ("lib", "lib64"))]
+    report = hooks.fixup(
+        outputs,
+        lib_dirs,
+        append_runpaths=list(attrs.get("appendRunpaths") or ()),
+        ignore_missing=list(attrs.get("autoPatchelfIgnoreMissingDeps") or ()),
+        driver_dir=attrs.get("driverLibDir") if attrs.get("autoAddDriverRunpath") else None,
+    )
+    # Libraries found in another output were found in its build directory, not its store path.
+    final = {os.fspath(d): drv.outputs[name] for name, d in outputs.items()}
+    plan = hooks.RunpathPlan()
+    for path, runpath in report.runpaths.items():
+        mapped = [_to_final(entry, final) for entry in runpath]
+        if mapped != runpath:
+            plan.set_runpath(path, mapped)
+    plan.apply()
+
+
+def _to_final(entry: str, final: Mapping[str, str]) -> str:
+    for tmp, path in final.items():
+        if entry == tmp or entry.startswith(tmp + "/"):
+            return path + entry[len(tmp):]
+    return entry

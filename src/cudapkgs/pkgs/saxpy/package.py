@@ -1,0 +1,51 @@
+"""saxpy: `y = a*x + y` from one source, built by nvcc for `flags.gencode`, or by g++.
+
+With CUDA (cudaSupport, else config.cudaSupport) it is nvcc from nativeBuildInputs
+compiling for the set's `flags.gencode`, linked against the shared cudart of
+buildInputs; the fixup's RUNPATH points at cudart's store path and the driver dir.
+Without, the same source is compiled as C++ for the CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...fixpoint import AttrSet
+from ...stdenv import DerivationPackage, mk_derivation
+
+SOURCE = Path(__file__).with_name("saxpy.cu")
+INSTALL = 'install -Dm755 saxpy "$out/bin/saxpy"'
+
+
+def saxpy(cudaPackages: Any, config: Any, system: str | None = None, cudaSupport: bool | None = None) -> DerivationPackage:
+    """The saxpy package of a package tree (callPackage'd at the top level)."""
+    cuda_support = config.cudaSupport if cudaSupport is None else cudaSupport
+
+    def attrs(final: AttrSet) -> dict[str, Any]:
+        common = {
+            "pname": "saxpy",
+            "version": "1.0",
+            "src": SOURCE,
+            "cudaSupport": cuda_support,
+            "installPhase": INSTALL,
+            "meta": {
+                "description": "y = a*x + y, checked against a CPU reference"
+                + (" (CUDA)" if cuda_support else " (CPU)"),
+                "mainProgram": "saxpy",
+            },
+        }
+        if not cuda_support:
+            return {**common, "buildPhase": 'g++ -O2 -x c++ -o saxpy "$src_file"', "env": {"src_file": SOURCE.name}}
+        return {
+            **common,
+            "nativeBuildInputs": [cudaPackages.cuda_nvcc],
+            "buildInputs": [cudaPackages.cuda_cudart, cudaPackages.cuda_cccl],
+            "gencode": list(cudaPackages.flags.gencode),
+            "cudaCapabilities": list(cudaPackages.flags.cudaCapabilities),
+            "autoAddDriverRunpath": True,
+            "buildPhase": 'nvcc "${gencode[@]}" -O2 -cudart shared -o saxpy "$src_file"',
+            "env": {"src_file": SOURCE.name},
+        }
+
+    return mk_derivation(config, attrs, system=system, name="saxpy")

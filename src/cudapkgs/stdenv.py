@@ -1,0 +1,318 @@
+"""mkDerivation: packages built from source by phases (unpack … fixup).
+
+`mk_derivation(config, lambda final: {...})` is Nixpkgs' `stdenv.mkDerivation
+(finalAttrs: {...})`. The package's attributes are a fixed point as in
+`package.mk_package`; on top of them come `derivation` (builder
+"mkDerivation", see `build/generic.py`), `drvPath`, `outPath`, `drvAttrs` and one
+attribute per output. `override_attrs` changes go under that top layer, so a
+changed phase or input changes the derivation.
+
+Every attribute except the reserved ones (`meta`, `passthru`, `name`,
+`outputs`, `src`, `system`, the derived attributes) is a structured attribute:
+it is hashed and handed to the builder as JSON (`.attrs.json`). Packages in it
+become input derivations and are written as store paths (in
+`nativeBuildInputs`/`buildInputs`: every output path of the package).
+
+A phase (`unpackPhase`, `buildPhase`, …) or hook (`preBuild`, `postInstall`, …)
+is a shell string or a Python callable `(attrs, env, work_dir, outputs)`. A
+callable cannot be hashed by value: its derivation records
+`{"python": "module:qualname", "source": <inspect.getsource text>}`, so editing
+its source changes the hash, while the values it closes over do not (pass data
+through attributes instead). The callable itself travels in the derivation's
+unhashed context, so such a derivation is built in the process that evaluated it
+(or its function must be importable by that qualified name).
+
+`src` is a local file or directory (hashed by its NAR hash at evaluation and
+checked again before unpacking), a package (its output path), or None.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .derivation import Derivation, default_store_dir
+from .errors import EvalError
+from .fixpoint import AttrSet, Extension, extends, force, lazy
+from .package import AttrsFunction, AttrsOverride, Package, _as_extension
+
+__all__ = ["PHASES", "HOOKS", "DerivationPackage", "mk_derivation", "python_step"]
+
+PHASES = ("unpack", "patch", "configure", "build", "install", "fixup")
+# Attributes that may hold a shell string or a Python callable.
+HOOKS = tuple(
+    name
+    for phase in PHASES
+    for name in (f"pre{phase.capitalize()}", f"{phase}Phase", f"post{phase.capitalize()}")
+)
+INPUT_LISTS = ("nativeBuildInputs", "buildInputs")
+# Package attributes that are not handed to the builder as structured attributes
+# (name, system, outputs and src are fields of the derivation itself).
+RESERVED = frozenset(
+    {
+        "name", "system", "outputs", "src", "strictDeps", "__structuredAttrs",
+        "meta", "passthru", "override",
+        "derivation", "drvPath", "outPath", "drvAttrs",
+    }
+)
+
+
+class DerivationPackage(Package):
+    """A package made by `mk_derivation`.
+
+    It keeps the user's layers apart from the layer deriving `derivation` and the
+    output paths, so `override_attrs` extends the former and the latter follows.
+    """
+
+    __slots__ = ("_user", "_finish")
+
+    def __init__(self, user: AttrsFunction, finish: Extension, *, name: str = "",
+                 override: Callable[..., Any] | None = None) -> None:
+        self._user = user
+        self._finish = finish
+        super().__init__(extends(finish, user), name=name, override=override)
+
+    def override_attrs(self, change: AttrsOverride | Mapping[str, Any]) -> "DerivationPackage":
+        new_override = None
+        if self._override is not None:
+            outer = self._override
+            new_override = lambda *a, **kw: outer(*a, **kw).override_attrs(change)  # noqa: E731
+        user = extends(_as_extension(change), self._user)
+        return DerivationPackage(user, self._finish, name=self._name, override=new_override)
+
+    def _with_override(self, override_fn: Callable[..., Any]) -> "DerivationPackage":
+        return DerivationPackage(self._user, self._finish, name=self._name, override=override_fn)
+
+    def named(self, name: str) -> "DerivationPackage":
+        return DerivationPackage(self._user, self._finish, name=name, override=self._override)
+
+
+def mk_derivation(
+    pkgs_or_config: Any,
+    attrs_fn: AttrsFunction | Mapping[str, Any],
+    *,
+    system: str | None = None,
+    name: str = "",
+) -> DerivationPackage:
+    """A package built from source by the generic builder.
+
+    `pkgs_or_config` is a `Config` or a package tree (its `config` and `system`
+    are used). `attrs_fn` is `final -> attrs` (or a plain mapping); see the module
+    docstring for what the attributes mean.
+    """
+    config, system = _config_and_system(pkgs_or_config, system)
+    user_fn = (lambda final: attrs_fn) if isinstance(attrs_fn, Mapping) else attrs_fn
+
+    def defaults(final: AttrSet) -> dict[str, Any]:
+        return {
+            "name": lazy(lambda: _default_name(final)),
+            "system": system,
+            "outputs": ["out"],
+            "src": None,
+            "patches": [],
+            "nativeBuildInputs": [],
+            "buildInputs": [],
+            "env": {},
+            "strictDeps": True,
+            "__structuredAttrs": True,
+            "meta": {},
+            "passthru": {},
+        }
+
+    user = extends(lambda final, prev: user_fn(final), defaults)
+
+    def finish(final: AttrSet, prev: AttrSet) -> dict[str, Any]:
+        try:
+            outputs = list(prev["outputs"])
+        except EvalError:
+            # `outputs` computed from other attributes: no per-output attributes then.
+            outputs = []
+        return {
+            "drvAttrs": lazy(lambda: final.derivation.attrs),
+            "derivation": lazy(lambda: _derivation(final, config)),
+            "drvPath": lazy(lambda: final.derivation.drv_path),
+            "outPath": lazy(lambda: final.derivation.outputs[final.outputs[0]]),
+            **{o: lazy(lambda o=o: _output_path(final, o)) for o in outputs},
+        }
+
+    return DerivationPackage(user, finish, name=name)
+
+
+def python_step(fn: Callable[..., Any]) -> dict[str, str]:
+    """The hashed record of a Python phase: its qualified name and source text."""
+    qualname = f"{getattr(fn, '__module__', None) or '?'}:{getattr(fn, '__qualname__', repr(fn))}"
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError) as error:
+        raise EvalError(f"{qualname}: a Python phase needs readable source text to be hashed ({error})") from None
+    return {"python": qualname, "source": source}
+
+
+# --- evaluation helpers ------------------------------------------------------
+
+
+def _config_and_system(pkgs_or_config: Any, system: str | None) -> tuple[Any, str]:
+    from .config import Config
+    from .platform import host_system
+
+    if isinstance(pkgs_or_config, Config):
+        config = pkgs_or_config
+    elif pkgs_or_config is not None and "config" in pkgs_or_config:
+        config = pkgs_or_config["config"]
+        if system is None and "system" in pkgs_or_config:
+            system = pkgs_or_config["system"]
+    else:
+        raise TypeError(f"mk_derivation needs a Config or a package tree, got {type(pkgs_or_config).__name__}")
+    return config, system or host_system()
+
+
+def _default_name(final: AttrSet) -> str:
+    if "pname" not in final:
+        raise EvalError("mk_derivation: give either name, or pname (and version)")
+    version = final.get("version")
+    return f"{final.pname}-{version}" if version else final.pname
+
+
+def _output_path(final: AttrSet, output: str) -> str:
+    outputs = final.derivation.outputs
+    if output not in outputs:
+        raise EvalError(f"{final.name} has no output {output!r} (outputs: {', '.join(outputs)})")
+    return outputs[output]
+
+
+def _is_package(value: Any) -> bool:
+    return isinstance(value, Package) and "derivation" in value
+
+
+class _Inputs:
+    """Collects input derivations and the unhashed build context while attributes become JSON."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.deps: dict[str, Derivation] = {}
+        self.paths: dict[str, str] = {}
+        self.python: dict[str, Callable[..., Any]] = {}
+
+    def derivation_of(self, value: Any) -> Derivation:
+        drv = value if isinstance(value, Derivation) else force(value.derivation)
+        self.deps.setdefault(drv.drv_path, drv)
+        for output, path in drv.outputs.items():
+            key = f"{drv.name}.{output}"
+            if self.paths.get(key, path) != path:  # two derivations of one name
+                key = f"{drv.drv_path}!{output}"
+            self.paths[key] = path
+        return drv
+
+    def input_paths(self, packages: Any, where: str) -> list[str]:
+        if not isinstance(packages, (list, tuple)):
+            raise EvalError(f"{where}: expected a list of packages, got {type(packages).__name__}")
+        paths: list[str] = []
+        for i, pkg in enumerate(packages):
+            pkg = force(pkg)
+            if pkg is None:
+                continue
+            if not (_is_package(pkg) or isinstance(pkg, Derivation)):
+                raise EvalError(f"{where}[{i}]: expected a package, got {type(pkg).__name__}")
+            drv = self.derivation_of(pkg)
+            # A package without the `outputs` attribute: all of its derivation's outputs.
+            outputs = pkg["outputs"] if _is_package(pkg) else list(drv.outputs)
+            paths.extend(drv.outputs[o] for o in outputs)
+        return paths
+
+    def json(self, value: Any, where: str) -> Any:
+        value = force(value)
+        if value is None or isinstance(value, (str, bool, int, float)):
+            return value
+        if _is_package(value):
+            self.derivation_of(value)
+            return force(value.outPath)
+        if isinstance(value, Derivation):
+            return self.derivation_of(value).outputs[next(iter(value.outputs))]
+        if isinstance(value, Mapping):
+            return {str(k): self.json(value[k], f"{where}.{k}") for k in value}
+        if isinstance(value, (list, tuple)):
+            return [self.json(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if isinstance(value, os.PathLike):
+            raise EvalError(f"{where}: a path is only allowed in src and patches (got {os.fspath(value)!r})")
+        if callable(value):
+            raise EvalError(f"{where}: a Python callable is only allowed in a phase or hook ({', '.join(HOOKS[:3])}, …)")
+        raise EvalError(f"{where}: a derivation attribute must be JSON data or a package, got {type(value).__name__}")
+
+
+def _local_source(path: Any, where: str) -> tuple[dict[str, Any], str]:
+    from .store.nar import nar_hash
+
+    p = Path(os.fspath(path)).absolute()
+    if not p.exists():
+        raise EvalError(f"{where}: {p} does not exist")
+    digest, _ = nar_hash(p)
+    return {"type": "path", "name": p.name, "narHash": "sha256:" + digest.hex()}, os.fspath(p)
+
+
+def _source(value: Any, inputs: _Inputs, where: str) -> tuple[dict[str, Any] | None, str | None]:
+    value = force(value)
+    if value is None:
+        return None, None
+    if _is_package(value) or isinstance(value, Derivation):
+        path = inputs.json(value, where)
+        return {"type": "store", "name": Path(path).name, "path": path}, path
+    if isinstance(value, (str, os.PathLike)):
+        return _local_source(value, where)
+    raise EvalError(f"{where}: expected a local path, a package or None, got {type(value).__name__}")
+
+
+def _derivation(final: AttrSet, config: Any) -> Derivation:
+    name = final.name
+    inputs = _Inputs(name)
+    outputs = list(final.outputs)
+    src, src_path = _source(final.src, inputs, f"{name}.src")
+    patches: list[dict[str, Any]] = []
+    patch_paths: list[str] = []
+    for i, patch in enumerate(force(final.patches) or ()):
+        record, path = _source(patch, inputs, f"{name}.patches[{i}]")
+        if record is not None and path is not None:
+            patches.append(record)
+            patch_paths.append(path)
+    attrs: dict[str, Any] = {"patches": patches}
+    for key in final:
+        if key in RESERVED or key in outputs or key == "patches":
+            continue
+        value = final[key]
+        where = f"{name}.{key}"
+        if key in INPUT_LISTS:
+            attrs[key] = inputs.input_paths(value, where)
+        elif key in HOOKS and callable(value):
+            attrs[key] = python_step(value)
+            inputs.python[key] = value
+        else:
+            attrs[key] = inputs.json(value, where)
+    if "driverLibDir" not in attrs:
+        attrs["driverLibDir"] = config.driverLibDir or "/run/opengl-driver/lib"
+    return Derivation(
+        store_dir=default_store_dir(config),
+        name=name,
+        system=final.system,
+        outputs=outputs,
+        builder="mkDerivation",
+        src=src,
+        input_paths=inputs.paths,
+        attrs=attrs,
+        strict_deps=bool(final.strictDeps),
+        structured_attrs=bool(final["__structuredAttrs"]),
+        deps=list(inputs.deps.values()),
+        context={
+            "fetchers": list(config.fetchers),
+            "srcPath": src_path,
+            "patchPaths": patch_paths,
+            "python": inputs.python,
+        },
+    )
+
+
+def input_dirs(paths: Sequence[str], subdirs: Sequence[str]) -> list[str]:
+    """The existing `<path>/<subdir>` directories, in input order (for search paths)."""
+    return [os.path.join(p, d) for p in paths for d in subdirs if os.path.isdir(os.path.join(p, d))]
