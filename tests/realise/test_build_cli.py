@@ -137,6 +137,43 @@ def test_build_links_every_output_as_a_gc_root(tmp_path, monkeypatch, capsys):
     assert data[1] == {"attrPath": "app", "drvPath": app.drv_path, "outputs": app.outputs}
 
 
+def test_a_no_op_build_is_one_query_and_leaves_good_links_alone(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    store_dir = str(tmp_path / "store")
+    chain: list = []
+    for i in range(50):
+        chain.append(mk(store_dir, f"pkg{i}", chain[-2:], outputs=("out", "dev")))
+    items = [Installable(d.name, drv=d) for d in chain]
+    realise_and_link(store_dir, items, jobs=4)
+    before = os.lstat(tmp_path / "result-50-dev").st_ino
+    statements: list[str] = []
+    real_open = Store.open.__func__
+
+    def traced_open(cls, root=None):
+        store = real_open(cls, root)
+        store.db.conn.set_trace_callback(statements.append)
+        return store
+
+    monkeypatch.setattr(Store, "open", classmethod(traced_open))
+    EVENTS.clear()
+    realise_and_link(store_dir, items, jobs=4)
+    assert EVENTS == []
+    assert len(statements) == 1 and statements[0].startswith("SELECT path FROM ValidPaths WHERE path IN")
+    assert os.lstat(tmp_path / "result-50-dev").st_ino == before
+    # a link pointing elsewhere, or a lost root entry, is made again
+    os.unlink(tmp_path / "result-2")
+    os.symlink(chain[0].outputs["out"], tmp_path / "result-2")
+    with Store.open(store_dir) as store:
+        for entry in os.listdir(store.gcroots_dir / "auto"):
+            if os.readlink(store.gcroots_dir / "auto" / entry) == str(tmp_path / "result-3"):
+                os.unlink(store.gcroots_dir / "auto" / entry)
+    realise_and_link(store_dir, items)
+    assert os.readlink(tmp_path / "result-2") == chain[1].outputs["out"]
+    with Store.open(store_dir) as store:
+        assert str(tmp_path / "result-3") in store.roots()
+    capsys.readouterr()
+
+
 def test_no_link_and_store_paths_given_by_hand(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     store_dir = str(tmp_path / "store")

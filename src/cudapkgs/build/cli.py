@@ -191,7 +191,7 @@ def realise_and_link(
             for index, item in enumerate(resolved):
                 base = out_link if index == 0 else f"{out_link}-{index + 1}"
                 for output, path in item.outputs.items():
-                    store.add_indirect_root(base if output == "out" else f"{base}-{output}", path)
+                    _link(store, base if output == "out" else f"{base}-{output}", path)
     finally:
         store.close()
     if as_json:
@@ -204,6 +204,23 @@ def realise_and_link(
     else:
         sys.stdout.write("".join(p + "\n" for i in resolved for p in i.outputs.values()))
     return 0
+
+
+def _link(store: Any, link: str, path: str) -> None:
+    """`store.add_indirect_root`, skipped when the link and its root entry are already right (no-op builds)."""
+    import hashlib
+
+    from ..store.paths import base32_encode, compress_hash
+
+    full = os.path.abspath(link)
+    # The entry name is Store.add_indirect_root's: base-32 of the compressed sha256 of the link's path.
+    entry = os.path.join(store.gcroots_dir, "auto", base32_encode(compress_hash(hashlib.sha256(os.fsencode(full)).digest())))
+    try:
+        if os.readlink(full) == path and os.readlink(entry) == full:
+            return
+    except OSError:
+        pass
+    store.add_indirect_root(full, path)
 
 
 class _NoStore:
