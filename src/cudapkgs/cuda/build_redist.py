@@ -216,6 +216,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     "allowFHSReferences": final.allowFHSReferences,
                     "driverLibDir": config.driverLibDir or "/run/opengl-driver/lib",
                     **{var: final[var] for var in OUTPUT_NAME_VAR_FALLBACKS},
+                    **_extra_attrs(pname, cuda),
                 },
                 strict_deps=final.strictDeps,
                 structured_attrs=final["__structuredAttrs"],
@@ -266,6 +267,17 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
         }
 
     return Package(attrs, name=f"{set_name}.{pname}")
+
+
+def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
+    """Derivation attributes of single components that come from the machine (they change the output)."""
+    if pname == "cuda_nvcc":
+        from ..build.host_compiler import derivation_attrs
+        from ..db import nvcc_compatibilities
+
+        # The host compiler nvcc.profile names, chosen as backendStdenv chooses it.
+        return {"hostCompiler": derivation_attrs(cuda.cudaMajorMinorVersion, nvcc_compatibilities())}
+    return {}
 
 
 def _json_list(items) -> str:

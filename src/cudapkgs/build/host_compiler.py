@@ -1,0 +1,220 @@
+"""The host compiler nvcc runs, chosen as Nixpkgs' backendStdenv chooses it (spec §6.2).
+
+The machine's compilers stand in for Nixpkgs' versioned stdenvs: `find_compilers`
+looks on PATH for ``gcc``, ``gcc-N``, ``clang``, ``clang-N`` and ``cc`` (and ``$CC``),
+each with its C++ partner. `choose` keeps the default compiler (``$CC``, else
+``cc``, else ``gcc``, else ``clang``) when NVCC of that CUDA release accepts its
+major version, else takes the highest accepted major of the same family.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import db
+from ..errors import CudapkgsError
+
+__all__ = [
+    "Compiler",
+    "HostCompilerError",
+    "choose",
+    "default_compiler",
+    "derivation_attrs",
+    "find_compilers",
+    "from_attrs",
+    "probe",
+]
+
+_NAME = re.compile(r"(?P<base>gcc|clang|cc)(?P<suffix>-[0-9]+(?:\.[0-9]+)*)?")
+_CXX = {"gcc": "g++", "clang": "clang++", "cc": "c++"}
+# One preprocessor run tells the family and version, whatever the executable is called.
+_MACROS = re.compile(r"^#define (__clang__|__clang_major__|__clang_version__|__GNUC__|__VERSION__) (.*)$", re.M)
+
+
+class HostCompilerError(CudapkgsError):
+    """No host compiler NVCC accepts was found (or the recorded one is gone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Compiler:
+    """A C/C++ compiler pair of one family and version."""
+
+    kind: str  # "gcc" or "clang"
+    major: int
+    version: str
+    cc: str
+    cxx: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "major": self.major, "version": self.version, "cc": self.cc, "cxx": self.cxx}
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.version} ({self.cc})"
+
+
+def probe(cc: str, cxx: str | None = None) -> Compiler | None:
+    """The compiler at `cc` (with C++ partner `cxx`), or None if it is no GCC or Clang that runs."""
+    try:
+        done = subprocess.run(
+            [cc, "-dM", "-E", "-x", "c", os.devnull], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    macros = dict(_MACROS.findall(done.stdout))
+    if "__clang__" in macros:
+        kind, major = "clang", macros.get("__clang_major__", "")
+        version = macros.get("__clang_version__", "").strip('"').split()[0] if "__clang_version__" in macros else major
+    elif "__GNUC__" in macros:
+        kind, major = "gcc", macros["__GNUC__"]
+        version = macros.get("__VERSION__", major).strip('"').split()[0]
+    else:
+        return None
+    if not major.isdigit():
+        return None
+    partner = cxx or _partner(cc)
+    if partner is None:
+        return None
+    return Compiler(kind, int(major), version, cc, partner)
+
+
+def _partner(cc: str) -> str | None:
+    path = Path(cc)
+    match = _NAME.fullmatch(path.name)
+    if match is None:
+        return None
+    name = _CXX[match["base"]] + (match["suffix"] or "")
+    candidate = path.parent / name
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return os.fspath(candidate)
+    return shutil.which(name)
+
+
+def _on_path(path: str) -> list[str]:
+    found: list[str] = []
+    for directory in path.split(os.pathsep):
+        try:
+            names = [n for n in os.listdir(directory or ".") if _NAME.fullmatch(n)]
+        except OSError:
+            continue
+        # Versioned names first, so that gcc and cc are recorded as the gcc-N they point to.
+        names.sort(key=lambda n: (_NAME.fullmatch(n)["suffix"] is None, n != "gcc" and n != "clang", n))
+        for name in names:
+            full = os.path.join(directory or ".", name)
+            if os.path.isfile(full) and os.access(full, os.X_OK):
+                found.append(os.path.abspath(full))
+    return found
+
+
+@functools.cache
+def _find(path: str, cc: str | None, cxx: str | None) -> tuple[tuple[Compiler, ...], Compiler | None]:
+    explicit = shutil.which(cc, path=path) if cc else None
+    compilers: list[Compiler] = []
+    by_real: dict[str, Compiler] = {}
+    by_name: dict[str, Compiler] = {}
+    for exe in ([os.path.abspath(explicit)] if explicit else []) + _on_path(path):
+        real = os.path.realpath(exe)
+        got = by_real.get(real)
+        if got is None:
+            got = probe(exe, cxx if exe == explicit else None)
+            if got is None:
+                continue
+            by_real[real] = got
+            compilers.append(got)
+        by_name.setdefault(os.path.basename(exe), got)
+    default = by_real.get(os.path.realpath(explicit)) if explicit else None
+    if default is None:
+        default = next((by_name[n] for n in ("cc", "gcc", "clang") if n in by_name), None)
+    return tuple(compilers), default
+
+
+def find_compilers(env: Mapping[str, str] | None = None) -> tuple[list[Compiler], Compiler | None]:
+    """The GCC and Clang compilers on PATH (first spelling of each binary) and the default one."""
+    env = os.environ if env is None else env
+    compilers, default = _find(env.get("PATH", os.defpath), env.get("CC") or None, env.get("CXX") or None)
+    return list(compilers), default
+
+
+def default_compiler(env: Mapping[str, str] | None = None) -> Compiler | None:
+    """``$CC``, else ``cc``, else ``gcc``, else ``clang`` found on PATH."""
+    return find_compilers(env)[1]
+
+
+def _accepts(cuda_mm: str, nvcc_db: Mapping[str, Any]) -> str:
+    parts = []
+    for kind in ("gcc", "clang"):
+        try:
+            lo, hi = db.nvcc_host_compiler_range(cuda_mm, kind, nvcc_db)
+        except CudapkgsError:
+            continue
+        parts.append(f"{kind} {lo} to {hi}")
+    return " or ".join(parts) or "no known compiler"
+
+
+def choose(
+    cuda_mm: str,
+    compilers: Sequence[Compiler],
+    default: Compiler | None,
+    nvcc_db: Mapping[str, Any] | None = None,
+) -> Compiler:
+    """backendStdenv's choice: `default` if NVCC accepts it, else the highest accepted major of its family."""
+    nvcc_db = db.nvcc_compatibilities() if nvcc_db is None else nvcc_db
+    found = ", ".join(c.describe() for c in compilers) or "none"
+    if default is None:
+        raise HostCompilerError(
+            f"no host compiler for CUDA {cuda_mm}: found none on PATH (gcc, gcc-N, clang, clang-N, cc); "
+            f"CUDA {cuda_mm} accepts {_accepts(cuda_mm, nvcc_db)}"
+        )
+    lo, hi = db.nvcc_host_compiler_range(cuda_mm, default.kind, nvcc_db)
+    if lo <= default.major <= hi:
+        return default
+    for major in range(hi, lo - 1, -1):
+        for compiler in compilers:
+            if compiler.kind == default.kind and compiler.major == major:
+                return compiler
+    raise HostCompilerError(
+        f"no host compiler for CUDA {cuda_mm}: it accepts {_accepts(cuda_mm, nvcc_db)} "
+        f"(tried {default.kind} {lo} to {hi}); found: {found}"
+    )
+
+
+def derivation_attrs(
+    cuda_mm: str, nvcc_db: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """What cuda_nvcc's derivation records: the chosen compiler, or the reason there is none.
+
+    A missing compiler fails the nvcc build, not the evaluation (other packages
+    depend on nvcc's derivation and need no compiler).
+    """
+    compilers, default = find_compilers(env)
+    try:
+        return choose(cuda_mm, compilers, default, nvcc_db).to_json()
+    except CudapkgsError as error:
+        return {"error": str(error)}
+
+
+def from_attrs(attrs: Mapping[str, Any]) -> Compiler:
+    """The compiler a derivation recorded; raises the recorded reason if there was none."""
+    if "error" in attrs:
+        raise HostCompilerError(attrs["error"])
+    compiler = Compiler(attrs["kind"], int(attrs["major"]), attrs["version"], attrs["cc"], attrs["cxx"])
+    for exe in (compiler.cc, compiler.cxx):
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            raise HostCompilerError(f"the host compiler {exe} recorded in the derivation is gone; evaluate again")
+    return compiler
+
+
+def names_for(compiler: Compiler) -> Iterable[tuple[str, str]]:
+    """(link name, target) pairs for a compiler-bindir directory of `compiler`."""
+    if compiler.kind == "gcc":
+        return (("gcc", compiler.cc), ("g++", compiler.cxx), ("cc", compiler.cc), ("c++", compiler.cxx))
+    return (("clang", compiler.cc), ("clang++", compiler.cxx), ("cc", compiler.cc), ("c++", compiler.cxx))

@@ -1,0 +1,189 @@
+"""cuda_nvcc specifics: make the store's nvcc work from its store path (spec §7.3).
+
+nvcc reads ``bin/nvcc.profile`` next to itself. The stock profile looks for
+headers, libraries, cicc and libdevice below ``$(TOP)`` (the prefix); in the
+store those live in other packages. `arrange` points the profile at the store
+paths of nvcc's inputs (cuda_crt, libnvvm, cuda_cccl/cccl, cuda_cudart when it
+is an input), adds ``lib64 -> lib``, sets ``compiler-bindir`` to a directory
+of links to the chosen host compiler and wraps ``bin/nvcc`` so that nvcc's
+host-compiler probe uses it too (``NVCC_CCBIN``).
+
+cuda_cudart is a target-propagated dependency of nvcc, as in Nixpkgs: cudart
+itself depends on nvcc, so nvcc cannot depend on it; its include and lib dirs
+come from the consumer (``-I``/``-L``, or a profile when cudart is an input).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..cuda.hooks import FixupError
+from .host_compiler import Compiler, names_for
+
+__all__ = ["CCBIN_DIR", "WRAPPED", "arrange", "rewrite_profile"]
+
+#: Where the compiler links go, relative to nvcc's output.
+CCBIN_DIR = "libexec/cudapkgs/ccbin"
+WRAPPED = ".nvcc-wrapped"
+_MARK = "# cudapkgs: the store paths of nvcc's inputs and its host compiler"
+
+
+def _by_component(inputs: Mapping[str, str]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for key, path in inputs.items():
+        found.setdefault(key.partition(".")[0], []).append(path)
+    return found
+
+
+def _quoted(flag: str, paths: Sequence[str]) -> str:
+    return " ".join(f'"{flag}{p}"' for p in paths)
+
+
+def rewrite_profile(
+    text: str,
+    *,
+    includes: Sequence[str] = (),
+    libraries: Sequence[str] = (),
+    cicc_dir: str | None = None,
+    libdevice_dir: str | None = None,
+    cccl_include: str | None = None,
+    compiler_bindir: str | None = None,
+) -> str:
+    """The stock nvcc.profile made to work from a store path.
+
+    Drops the target dir and ``$(_TARGET_SIZE_)`` (a store prefix is flat), points
+    the cccl include, CICC_PATH and NVVMIR_LIBRARY_DIR at other store paths and
+    appends the extra ``-I``/``-isystem``/``-L`` dirs and ``compiler-bindir``.
+    """
+    lines = []
+    for line in text.split(_MARK, 1)[0].rstrip("\n").splitlines():
+        key = line.split("=", 1)[0].strip().rstrip("+").strip()
+        if key == "compiler-bindir":
+            continue
+        line = line.replace("$(TOP)/$(_TARGET_DIR_)/", "$(TOP)/").replace("lib$(_TARGET_SIZE_)", "lib")
+        if cccl_include is not None:
+            line = line.replace("$(TOP)/include/cccl", cccl_include)
+        if key == "CICC_PATH" and cicc_dir is not None:
+            line = f"CICC_PATH        = {cicc_dir}"
+        elif key == "NVVMIR_LIBRARY_DIR" and libdevice_dir is not None:
+            line = f"NVVMIR_LIBRARY_DIR = {libdevice_dir}"
+        lines.append(line)
+    lines += ["", _MARK]
+    if includes:
+        lines.append(f"INCLUDES        += {_quoted('-I', list(includes))} $(_SPACE_)")
+    if libraries:
+        lines.append(f"LIBRARIES       += $(_SPACE_) {_quoted('-L', list(libraries))}")
+    if compiler_bindir is not None:
+        lines.append(f"compiler-bindir = {compiler_bindir}")
+    return "\n".join(lines) + "\n"
+
+
+def _wrap(nvcc: Path, wrapped: str, ccbin: str) -> None:
+    # nvcc probes the host compiler through PATH (or -ccbin, NVCC_CCBIN), not the
+    # profile's compiler-bindir; the wrapper sets NVCC_CCBIN unless the caller did.
+    # The real binary stays in bin/, so nvcc still finds nvcc.profile beside itself.
+    nvcc.rename(nvcc.with_name(WRAPPED))
+    nvcc.write_text(
+        "#!/bin/sh\n"
+        "# cudapkgs: nvcc with the host compiler chosen for it (-ccbin or NVCC_CCBIN override it)\n"
+        f'if [ -z "${{NVCC_CCBIN:-}}" ]; then NVCC_CCBIN={ccbin}; export NVCC_CCBIN; fi\n'
+        f'exec {wrapped} "$@"\n'
+    )
+    nvcc.chmod(0o755)
+
+
+def _first_dir(*candidates: Path) -> Path | None:
+    return next((c for c in candidates if c.is_dir()), None)
+
+
+def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Compiler | None) -> list[str]:
+    """Arrange nvcc's output `out` (to be installed at `final_out`); returns what it did, for the log."""
+    done: list[str] = []
+    deps = _by_component(inputs)
+    lib, lib64 = out / "lib", out / "lib64"
+    if lib64.is_dir() and not lib64.is_symlink() and not lib.exists():
+        lib64.rename(lib)
+    if not os.path.lexists(lib64):
+        lib.mkdir(exist_ok=True)
+        lib64.symlink_to("lib")
+        done.append("lib64 -> lib")
+
+    includes: list[str] = []
+    libraries: list[str] = []
+    cicc_dir = libdevice_dir = cccl_include = None
+
+    for crt in deps.get("cuda_crt", ()):
+        if (Path(crt) / "include" / "crt").is_dir():
+            includes.append(f"{crt}/include")
+            link = out / "include" / "crt"
+            if not os.path.lexists(link):
+                link.parent.mkdir(exist_ok=True)
+                link.symlink_to(f"{crt}/include/crt")
+                done.append(f"include/crt -> {crt}/include/crt")
+
+    for nvvm_root in deps.get("libnvvm", ()):
+        nvvm = _first_dir(Path(nvvm_root) / "nvvm", Path(nvvm_root))
+        assert nvvm is not None
+        if (nvvm / "bin").is_dir():
+            cicc_dir = f"{nvvm}/bin"
+        if (nvvm / "libdevice").is_dir():
+            libdevice_dir = f"{nvvm}/libdevice"
+        for sub in ("lib64", "lib"):
+            if (nvvm / sub).is_dir():
+                libraries.append(f"{nvvm}/{sub}")
+                break
+        if (nvvm / "include").is_dir():
+            includes.append(f"{nvvm}/include")
+        if not os.path.lexists(out / "nvvm"):
+            (out / "nvvm").symlink_to(nvvm)
+            done.append(f"nvvm -> {nvvm}")
+
+    for cccl in deps.get("cuda_cccl", []) + deps.get("cccl", []):
+        found = _first_dir(Path(cccl) / "include" / "cccl", Path(cccl) / "include")
+        if found is not None and cccl_include is None:
+            cccl_include = os.fspath(found)
+
+    for cudart in deps.get("cuda_cudart", ()):
+        root = Path(cudart)
+        if (root / "include").is_dir():
+            includes.append(f"{cudart}/include")
+        for sub in ("lib/stubs", "lib"):
+            if (root / sub).is_dir():
+                libraries.append(f"{cudart}/{sub}")
+
+    bindir = None
+    if compiler is not None:
+        ccbin = out / CCBIN_DIR
+        ccbin.mkdir(parents=True, exist_ok=True)
+        for name, target in names_for(compiler):
+            if not os.path.lexists(ccbin / name):
+                (ccbin / name).symlink_to(target)
+        bindir = f"{final_out}/{CCBIN_DIR}"
+        if compiler.kind == "clang":
+            bindir += "/clang++"  # a directory means gcc to nvcc; name clang explicitly
+        done.append(f"compiler-bindir -> {compiler.describe()}")
+
+    if bindir is not None and (out / "bin" / "nvcc").is_file():
+        _wrap(out / "bin" / "nvcc", f"{final_out}/bin/{WRAPPED}", bindir)
+        done.append(f"bin/nvcc wraps bin/{WRAPPED} with NVCC_CCBIN")
+
+    profile = out / "bin" / "nvcc.profile"
+    if not profile.is_file():
+        if (out / "bin" / "nvcc").exists():
+            raise FixupError(f"cuda_nvcc: bin/nvcc has no bin/nvcc.profile next to it in {out}")
+        return done  # no nvcc driver (the CUDA 12 wheel): nothing to configure
+    profile.write_text(
+        rewrite_profile(
+            profile.read_text(),
+            includes=includes,
+            libraries=libraries,
+            cicc_dir=cicc_dir,
+            libdevice_dir=libdevice_dir,
+            cccl_include=cccl_include,
+            compiler_bindir=bindir,
+        )
+    )
+    done.append("bin/nvcc.profile rewritten")
+    return done

@@ -1,0 +1,383 @@
+"""The buildRedist builder: fetch, unpack, split and fix up one NVIDIA redistributable.
+
+Phases, as `ctx.step` names them (Nixpkgs' phases, spec §7.2, §7.3):
+
+``fetch``        the release from the configured sources into ``<store>/.cache/downloads/<sha256>/``
+``unpack``       the archive (tar.xz/.gz/.bz2/.zst, streamed, member paths checked) or the wheel tree
+``postUnpack``   ``lib/<cudaMajor>`` lifted to ``lib``; ``pkg-config`` moved to ``share/pkgconfig``
+``prePatch``     ``.pc`` files pointed at the outputs
+``install``      the tree split into the derivation's outputs
+``nvcc``         cuda_nvcc only: see `cudapkgs.build.nvcc`
+``fixup``        auto-patchelf, driver and cuda_compat run paths, stubs out of run paths,
+                 markForCudatoolkitRoot, ``nix-support/propagated-build-inputs``
+``installCheck`` no ``/usr/`` references unless allowed; no empty outputs
+
+The outputs are built in temporary directories and installed at the
+derivation's output paths afterwards, so every path written into them (run
+paths, ``.pc`` files, nvcc.profile) is the final one.
+"""
+
+from __future__ import annotations
+
+import lzma
+import os
+import posixpath
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..cuda import hooks
+from ..derivation import Derivation
+from ..errors import CudapkgsError
+from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
+from ..manifests import Artifact
+from ..store.locks import PathLock
+from . import host_compiler, nvcc
+from .context import BuildContext
+
+__all__ = ["RedistBuildError", "UnpackError", "build", "dependency_paths", "download_dir", "sources", "unpack"]
+
+# autoPatchelfIgnoreMissingDeps of single components (fnmatch patterns).
+IGNORE_MISSING: Mapping[str, tuple[str, ...]] = {
+    "cuda_compat": ("libnvdla_runtime.so", "libnvrm_gpu.so", "libnvrm_mem.so", "libcrypto.so.1.1", "libcrypto.so.3"),
+}
+_CHUNK = 1 << 20
+_DAMAGED = (tarfile.TarError, EOFError, lzma.LZMAError, zlib.error)
+
+
+class RedistBuildError(CudapkgsError):
+    """A redist derivation cannot be built as given."""
+
+
+class UnpackError(RedistBuildError):
+    """An archive is damaged or holds a member that would land outside the tree."""
+
+
+# --- fetch ------------------------------------------------------------------
+
+
+def sources(fetchers: Iterable[str]) -> list[Source]:
+    """The sources named by config `fetchers`: "redist", "mirror:<dir or URL>", "wheels"."""
+    found: list[Source] = []
+    for fetcher in fetchers:
+        kind, _, where = fetcher.partition(":")
+        if fetcher == "redist":
+            found.append(RedistSource())
+        elif kind == "mirror" and where:
+            found.append(MirrorSource(where))
+        elif fetcher == "wheels":
+            found.append(WheelSource())
+        else:
+            raise RedistBuildError(f'unknown fetcher "{fetcher}" (use "redist", "mirror:<dir or URL>" or "wheels")')
+    return found
+
+
+def download_dir(store_dir: str | os.PathLike[str], sha256: str) -> Path:
+    """The per-store download cache entry of a file: ``<store>/.cache/downloads/<sha256>``."""
+    return Path(store_dir) / ".cache" / "downloads" / sha256.lower()
+
+
+def _fetch(drv: Derivation, ctx: BuildContext) -> FetchedArtifact:
+    src = drv.data["src"]
+    attrs = drv.attrs
+    artifact = Artifact(src["relativePath"], src["sha256"], None, int(src["size"]) if src.get("size") else None)
+    dest = download_dir(ctx.store.store_dir, src["sha256"])
+    dest.mkdir(parents=True, exist_ok=True)
+    # Two builds may share one archive (the same component in two sets): one downloads, the other waits.
+    with PathLock(dest / ".lock"):
+        fetched = fetch_artifact(
+            sources(ctx.fetchers),
+            attrs["redistName"],
+            attrs["pname"],
+            attrs["version"],
+            artifact,
+            dest,
+            cuda_major=int(str(attrs["cudaMajorMinorVersion"]).split(".")[0]),
+            progress=ctx.on_download,
+        )
+    ctx.log.write(f"fetched {fetched.kind} {fetched.path} from {fetched.source_name}\n")
+    return fetched
+
+
+# --- unpack -----------------------------------------------------------------
+
+
+def _member_name(name: str) -> str:
+    clean = posixpath.normpath(name.replace("\\", "/")).lstrip("/") if not name.startswith("/") else None
+    if clean is None or clean == ".." or clean.startswith("../"):
+        raise UnpackError(f"archive member {name!r} would land outside the tree")
+    return "" if clean == "." else clean
+
+
+def _open_stream(archive: Path) -> tuple[tarfile.TarFile, subprocess.Popen[bytes] | None]:
+    if archive.name.endswith((".zst", ".zstd")):
+        zstd = shutil.which("zstd")
+        if zstd is None:
+            raise UnpackError(f"{archive.name}: a zstd archive needs the zstd program on PATH")
+        proc = subprocess.Popen([zstd, "-dcq", os.fspath(archive)], stdout=subprocess.PIPE)
+        assert proc.stdout is not None
+        return tarfile.open(fileobj=proc.stdout, mode="r|"), proc
+    return tarfile.open(archive, mode="r|*"), None
+
+
+def unpack(archive: Path, dest: Path) -> Path:
+    """Extract `archive` into the new directory `dest`, streaming; return the source root.
+
+    Like Nixpkgs' unpackPhase, a single top-level directory (NVIDIA's
+    ``<name>-archive/``) is the root. Members must stay inside `dest`: no
+    absolute or ``..`` paths, no symlinks pointing out, nothing written through
+    a symlink; devices and FIFOs are refused.
+    """
+    dest.mkdir()
+    links: set[str] = set()
+    proc = None
+    try:
+        tar, proc = _open_stream(archive)
+        with tar:
+            for member in tar:
+                _extract(tar, member, dest, links)
+    except _DAMAGED as error:
+        raise UnpackError(f"{archive.name}: damaged archive: {error or type(error).__name__}") from None
+    except OSError as error:
+        if error.errno is not None:  # the disk, not the archive
+            raise
+        raise UnpackError(f"{archive.name}: damaged archive: {error}") from None
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+    if proc is not None and proc.returncode not in (0, -9):
+        raise UnpackError(f"{archive.name}: zstd failed (exit status {proc.returncode})")
+    entries = os.listdir(dest)
+    if len(entries) == 1 and (dest / entries[0]).is_dir() and not (dest / entries[0]).is_symlink():
+        return dest / entries[0]
+    return dest
+
+
+def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, links: set[str]) -> None:
+    name = _member_name(member.name)
+    if not name:
+        return
+    parts = name.split("/")
+    for i in range(1, len(parts)):
+        if "/".join(parts[:i]) in links:
+            raise UnpackError(f"archive member {member.name!r} goes through the symlink {'/'.join(parts[:i])!r}")
+    target = dest / name
+    if member.isdir():
+        target.mkdir(parents=True, exist_ok=True)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(target):
+        if target.is_dir() and not target.is_symlink():
+            raise UnpackError(f"archive member {member.name!r} replaces a directory")
+        target.unlink()
+        links.discard(name)
+    if member.isreg():
+        source = tar.extractfile(member)
+        assert source is not None
+        with source, open(target, "wb") as out:
+            shutil.copyfileobj(source, out, _CHUNK)
+        os.chmod(target, 0o755 if member.mode & 0o111 else 0o644)
+    elif member.issym():
+        link = member.linkname
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), link))
+        if link.startswith("/") or resolved == ".." or resolved.startswith("../"):
+            raise UnpackError(f"archive member {member.name!r} links outside the tree ({link!r})")
+        os.symlink(link, target)
+        links.add(name)
+    elif member.islnk():
+        source_name = _member_name(member.linkname)
+        source_path = dest / source_name
+        if source_name in links or not source_path.is_file():
+            raise UnpackError(f"archive member {member.name!r} is a hard link to a missing file {member.linkname!r}")
+        os.link(source_path, target)
+    else:
+        raise UnpackError(f"archive member {member.name!r} is not a file, directory or link")
+
+
+# --- inputs -----------------------------------------------------------------
+
+
+def _propagated(path: str) -> list[str]:
+    try:
+        text = (Path(path) / "nix-support" / "propagated-build-inputs").read_text()
+    except OSError:
+        return []
+    return text.split()
+
+
+def dependency_paths(inputs: Mapping[str, str]) -> list[str]:
+    """The input paths and everything they propagate (nix-support/propagated-build-inputs), in order."""
+    order: list[str] = []
+    queue = list(inputs.values())
+    seen: set[str] = set()
+    while queue:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        order.append(path)
+        queue.extend(_propagated(path))
+    return order
+
+
+def _dependency_lib_dirs(paths: Sequence[str]) -> list[Path]:
+    # Stubs outputs are for linking only: a run path must never reach them.
+    dirs = []
+    for path in paths:
+        if path.endswith("-stubs"):
+            continue
+        for sub in ("lib", "lib64"):
+            d = Path(path) / sub
+            if d.is_dir() and not (sub == "lib64" and (Path(path) / "lib").resolve() == d.resolve()):
+                dirs.append(d)
+    return dirs
+
+
+# --- the builder ------------------------------------------------------------
+
+
+def _output_var(attrs: Mapping[str, Any], var: str, outputs: Mapping[str, Any]) -> str:
+    name = attrs.get(var) or "out"
+    return name if name in outputs else "out"
+
+
+def _stage(outputs: Mapping[str, Path], ctx: BuildContext) -> Path:
+    # Beside the output dirs (the store's tmp dir): moving the tree into them is a rename.
+    parents = {Path(p).parent for p in outputs.values()}
+    base = parents.pop() if len(parents) == 1 else ctx.work_dir
+    return Path(tempfile.mkdtemp(prefix=".redist-", dir=base))
+
+
+def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> None:
+    """Build the redist derivation `drv` into the directories `outputs` (output name -> new dir)."""
+    attrs = drv.attrs
+    src = drv.data["src"]
+    if src is None:
+        raise RedistBuildError(f"{drv.name} has no release for this platform (src is null)")
+    unknown = [o for o in outputs if o not in drv.outputs]
+    if unknown:
+        raise RedistBuildError(f"{drv.name} has no output(s) {', '.join(unknown)}")
+    final = {name: drv.outputs[name] for name in outputs}
+    compiler = None
+    if "hostCompiler" in attrs:
+        compiler = host_compiler.from_attrs(attrs["hostCompiler"])  # before any download
+    stage = _stage(outputs, ctx)
+    try:
+        ctx.step("fetch")
+        fetched = _fetch(drv, ctx)
+
+        ctx.step("unpack")
+        tree = stage / "o"
+        if fetched.kind == "tarball":
+            root = unpack(fetched.path, stage / "src")
+            root.rename(tree)
+        else:
+            shutil.copytree(fetched.path, tree, symlinks=True)
+
+        ctx.step("postUnpack")
+        if hooks.lift_versioned_lib_dir(tree, str(attrs["cudaMajorMinorVersion"]).split(".")[0]):
+            ctx.log.write("lifted lib/<cudaMajor> to lib\n")
+        hooks.move_pkgconfig(tree)
+
+        ctx.step("prePatch")
+        hooks.rewrite_pkgconfig(
+            tree,
+            dev=drv.outputs[_output_var(attrs, "outputDev", drv.outputs)],
+            lib=drv.outputs[_output_var(attrs, "outputLib", drv.outputs)],
+            include=drv.outputs[_output_var(attrs, "outputInclude", drv.outputs)],
+        )
+
+        ctx.step("install")
+        split = hooks.split_outputs(tree, list(outputs), root=stage, name="o")
+        for name, path in split.items():
+            if name in outputs:
+                path.rename(outputs[name])
+            elif any(path.iterdir()):
+                raise RedistBuildError(f"{drv.name}: files left in output {name!r}, which was not asked for")
+
+        if attrs["pname"] == "cuda_nvcc":
+            ctx.step("nvcc")
+            out = _output_var(attrs, "outputBin", outputs)
+            for line in nvcc.arrange(Path(outputs[out]), final[out], drv.data["inputs"], compiler):
+                ctx.log.write(f"nvcc: {line}\n")
+
+        ctx.step("fixup")
+        _fixup(drv, outputs, final, ctx)
+
+        ctx.step("installCheck")
+        hooks.check_no_fhs_references(outputs, allow=bool(attrs.get("allowFHSReferences")))
+        hooks.check_outputs_not_empty(outputs, exempt=("out", _output_var(attrs, "outputDev", outputs)))
+    finally:
+        _remove(stage)
+
+
+def _fixup(drv: Derivation, outputs: Mapping[str, Path], final: Mapping[str, str], ctx: BuildContext) -> None:
+    attrs = drv.attrs
+    pname = attrs["pname"]
+    driver = attrs.get("driverLibDir") or hooks.DEFAULT_DRIVER_DIR
+    temp = {os.fspath(path): final[name] for name, path in outputs.items()}
+
+    def to_final(entry: str) -> str:
+        for tmp, path in temp.items():
+            if entry == tmp or entry.startswith(tmp + "/"):
+                return path + entry[len(tmp):]
+        return entry
+
+    inputs = drv.data["inputs"]
+    dep_dirs = _dependency_lib_dirs(dependency_paths(inputs))
+    plan = hooks.RunpathPlan()
+    report = hooks.auto_patchelf(
+        outputs,
+        dep_dirs,
+        append_runpaths=attrs.get("appendRunpaths") or ("$ORIGIN",),
+        ignore_missing=IGNORE_MISSING.get(pname, ()),
+        plan=plan,
+    )
+    for path in report.runpaths:
+        plan.set_runpath(path, [to_final(e) for e in plan.runpath(path)])
+    hooks.add_driver_runpath(outputs, driver, plan=plan)
+    compat = next((p for k, p in inputs.items() if k.partition(".")[0] == "cuda_compat"), None)
+    if compat is not None and pname != "cuda_compat":
+        hooks.add_cuda_compat_runpath(outputs, f"{compat}/compat", plan=plan)
+    hooks.remove_stubs_from_runpath(outputs, driver, plan=plan)
+    calls = plan.apply()
+    ctx.log.write(f"fixup: {len(report.runpaths)} ELF file(s), {calls} patchelf call(s)\n")
+    for path, lib in report.ignored_missing:
+        ctx.log.write(f"fixup: {path.name}: {lib} left to the driver\n")
+
+    hooks.mark_for_cudatoolkit_root(outputs, pname=pname, strict_deps=bool(drv.data.get("strictDeps", True)))
+    if _output_var(attrs, "outputDev", outputs) != "out" and "out" in outputs:
+        propagated = [final[o] for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != "out"]
+        if propagated:
+            support = Path(outputs["out"]) / "nix-support"
+            support.mkdir(exist_ok=True)
+            (support / "propagated-build-inputs").write_text(" ".join(propagated) + "\n")
+    if pname == "cuda_cudart":
+        _cudart_stubs(outputs.get(_output_var(attrs, "outputStubs", outputs)))
+
+
+def _cudart_stubs(root: Path | None) -> None:
+    # cuda_cudart's postInstall: libcuda.so.1 -> libcuda.so, and the stubs linked into <stubs>/lib.
+    stubs = Path(root) / "lib" / "stubs" if root is not None else None
+    if stubs is None or not stubs.is_dir():
+        return
+    if (stubs / "libcuda.so").exists() and not os.path.lexists(stubs / "libcuda.so.1"):
+        (stubs / "libcuda.so.1").symlink_to("libcuda.so")
+    for entry in sorted(stubs.iterdir()):
+        link = stubs.parent / entry.name
+        if not os.path.lexists(link):
+            link.symlink_to(f"stubs/{entry.name}")
+
+
+def _remove(path: Path) -> None:
+    def writable(func: Any, name: str, _exc: Any) -> None:
+        os.chmod(os.path.dirname(name), 0o755)
+        func(name)
+
+    shutil.rmtree(path, onerror=writable)
