@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -131,7 +132,7 @@ def main() -> None:
     results = [(label, wall(cmd, args.runs, env, tmp)) for label, cmd in rows]
     floor = results[0][1]
     print(f"{len(names)} packages of {SET}: a closure of {len(closure)} derivations, "
-          f"{outputs} result links; median of {args.runs} whole-process runs, cwd {tmp}")
+          f"{outputs} result links; median of {args.runs} whole-process runs")
     print()
     print("| command | median ms | × interpreter floor |")
     print("|---|---:|---:|")
@@ -139,6 +140,9 @@ def main() -> None:
         print(f"| `{label}` | {seconds * 1000:.1f} | {seconds / floor:.1f} |")
     halves = results[3][1] + results[4][1]
     print(f"| sum of the two halves (counts interpreter start-up twice) | {halves * 1000:.1f} | {halves / floor:.1f} |")
+    for dirpath, _, _ in os.walk(tmp):  # store paths are read-only
+        os.chmod(dirpath, 0o755)
+    shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

@@ -14,14 +14,15 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import traceback
 from collections.abc import Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from ..derivation import Derivation
 from .realise import BuildError, build_one, log_path, missing
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = [
     "BuildFailed",
@@ -312,6 +313,10 @@ def run(
     todo = the_plan.to_build
     if not todo:
         return []
+    # Imported here: a no-op build never needs them.
+    import traceback
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
     progress = progress or NullProgress()
     by_path = {d.drv_path: d for d in todo}
     waiting_on = {d.drv_path: {dep.drv_path for dep in d.deps if dep.drv_path in by_path} for d in todo}
