@@ -159,6 +159,49 @@ def make_release(work: Path) -> Release:
     return release
 
 
+TOOLKIT_VERSIONS = {
+    "cuda_nvcc": "13.0.88", "cuda_crt": "13.0.88", "libnvvm": "13.0.88", "cuda_cccl": "13.0.85",
+    "cuda_cudart": "13.0.96",
+}
+
+
+def make_toolkit_release(work: Path, prefix: Path = Path("/usr/local/cuda")) -> Release:
+    """Redist-shaped .tar.gz archives of the compiler parts of a CUDA 13.0 prefix (a wheel-built one)."""
+    import shutil
+
+    def copy(src: Path, dst: Path) -> None:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, symlinks=True)
+        else:
+            shutil.copy2(src, dst, follow_symlinks=False)
+
+    trees: dict[str, Path] = {}
+    for pname, version in TOOLKIT_VERSIONS.items():
+        trees[pname] = work / archive_name(pname, version)
+        trees[pname].mkdir(parents=True)
+    nvcc = trees["cuda_nvcc"]
+    for item in (prefix / "bin").iterdir():
+        copy(item, nvcc / "bin" / item.name)
+    copy(prefix / "include" / "fatbinary_section.h", nvcc / "include" / "fatbinary_section.h")
+    copy(prefix / "include" / "crt", trees["cuda_crt"] / "include" / "crt")
+    copy(prefix / "nvvm" / "bin", trees["libnvvm"] / "nvvm" / "bin")
+    copy(prefix / "nvvm" / "libdevice", trees["libnvvm"] / "nvvm" / "libdevice")
+    copy(prefix / "include" / "cccl", trees["cuda_cccl"] / "include" / "cccl")
+    cudart = trees["cuda_cudart"]
+    for item in (prefix / "include").iterdir():
+        if item.name not in ("crt", "cccl", "fatbinary_section.h"):
+            copy(item, cudart / "include" / item.name)
+    for name in ("libcudart.so.13", "libcudart_static.a", "libcudadevrt.a"):
+        copy(prefix / "lib" / name, cudart / "lib" / name)
+    (cudart / "lib" / "libcudart.so").symlink_to("libcudart.so.13")
+    shared_lib(cudart / "lib" / "stubs" / "libcuda.so", STUB_CUDA_C, "libcuda.so.1")
+    release = Release()
+    for pname, tree in trees.items():
+        release.add(pname, TOOLKIT_VERSIONS[pname], tar_bytes(tree, tree.name, ".tar.gz"), ".tar.gz")
+    return release
+
+
 def make_driver_dir(directory: Path) -> Path:
     shared_lib(directory / "libcuda.so.1", DRIVER_CUDA_C, "libcuda.so.1")
     return directory

@@ -307,3 +307,284 @@ def test_sources_from_fetchers():
     assert [type(s).__name__ for s in got] == ["MirrorSource", "RedistSource", "WheelSource"]
     with pytest.raises(redist.RedistBuildError, match="unknown fetcher"):
         redist.sources(["ftp"])
+
+
+# --- builder paths without a package set ----------------------------------------------------
+
+REDIST_ATTRS = {
+    "pname": "libcufft", "version": "12.0.0.1", "redistName": "cuda", "redistSystem": "linux-x86_64",
+    "cudaMajorMinorVersion": "13.0", "propagatedBuildOutputs": ["lib"], "appendRunpaths": ["$ORIGIN"],
+    "allowFHSReferences": False, "driverLibDir": "/run/opengl-driver/lib",
+    "outputBin": "out", "outputDev": "out", "outputDoc": "out", "outputInclude": "out", "outputLib": "lib",
+    "outputOut": "out", "outputPython": "out", "outputSamples": "out", "outputStatic": "out", "outputStubs": "out",
+}
+
+
+def _redist_drv(store_dir: Path, archive: Path, *, inputs=None, outputs=("out", "lib"), **attrs):
+    import hashlib
+
+    from cudapkgs.derivation import Derivation
+
+    data = archive.read_bytes()
+    rel = f"libcufft/linux-x86_64/{archive.name}"
+    return Derivation(
+        store_dir=os.fspath(store_dir), name="cuda13.0-libcufft-12.0.0.1", system="x86_64-linux",
+        outputs=list(outputs), builder="buildRedist",
+        src={"name": archive.name, "relativePath": rel, "sha256": hashlib.sha256(data).hexdigest(),
+             "size": len(data), "urls": []},
+        input_paths=inputs or {}, attrs={**REDIST_ATTRS, **attrs},
+    )
+
+
+def _mirror_with(tmp_path: Path, tree: Path, name="libcufft-linux-x86_64-12.0.0.1-archive.tar.xz") -> Path:
+    mirror = tmp_path / "mirror"
+    target = mirror / "cuda" / "redist" / "libcufft" / "linux-x86_64" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(rf.tar_bytes(tree, name.removesuffix(".tar.xz")))
+    return target
+
+
+def test_compat_dir_comes_first_and_versioned_lib_dir_is_lifted(tmp_path):
+    from elf_builders import shared_lib
+
+    from cudapkgs.build.realise import build_one
+
+    tree = tmp_path / "tree"
+    shared_lib(tree / "lib" / "13" / "libcufft.so.12", "int fft(void) { return 1; }\n", "libcufft.so.12")
+    shared_lib(tree / "lib" / "12" / "libcufft.so.11", "int fft(void) { return 1; }\n", "libcufft.so.11")
+    compat = tmp_path / "compat-pkg"
+    (compat / "compat").mkdir(parents=True)
+    archive = _mirror_with(tmp_path, tree)
+    store_dir = tmp_path / "store"
+    drv = _redist_drv(store_dir, archive, inputs={"cuda_compat.out": os.fspath(compat)})
+    with Store.open(store_dir) as store:
+        build_one(store, drv, fetchers=[f"mirror:{tmp_path / 'mirror'}"])
+    lib = Path(drv.outputs["lib"]) / "lib"
+    assert sorted(os.listdir(lib)) == ["libcufft.so.12"]
+    assert runpath(lib / "libcufft.so.12") == [f"{compat}/compat", "$ORIGIN", "/run/opengl-driver/lib"]
+    assert (Path(drv.outputs["out"]) / "nix-support" / "propagated-build-inputs").read_text().split() == [
+        drv.outputs["lib"]
+    ]
+
+
+def test_empty_output_and_fhs_reference_fail_the_build(tmp_path):
+    from cudapkgs.build.realise import build_one
+
+    tree = tmp_path / "tree"
+    (tree / "include").mkdir(parents=True)
+    (tree / "include" / "x.h").write_text('#include "/usr/include/stdio.h"\n')
+    archive = _mirror_with(tmp_path, tree)
+    fetchers = [f"mirror:{tmp_path / 'mirror'}"]
+    with Store.open(tmp_path / "store") as store:
+        with pytest.raises(BuildError, match=r"output\(s\) lib are empty"):
+            build_one(store, _redist_drv(tmp_path / "store", archive, allowFHSReferences=True), fetchers=fetchers)
+        with pytest.raises(BuildError, match="1 file.* refer to /usr/ and allowFHSReferences is false: out/include/x.h"):
+            build_one(store, _redist_drv(tmp_path / "store", archive, outputs=("out",)), fetchers=fetchers)
+        drv = _redist_drv(tmp_path / "store", archive, outputs=("out",), allowFHSReferences=True)
+        build_one(store, drv, fetchers=fetchers)
+        assert store.all_paths() == [drv.outputs["out"]]
+
+
+def test_a_wheel_tree_is_copied_not_consumed(tmp_path, monkeypatch):
+    from elf_builders import shared_lib
+
+    from cudapkgs.build.realise import build_one
+    from cudapkgs.fetch import FetchedArtifact
+
+    tree = tmp_path / "wheel-tree"
+    shared_lib(tree / "lib" / "libcufft.so.12", "int fft(void) { return 1; }\n", "libcufft.so.12")
+    (tree / "lib" / "libcufft.so").symlink_to("libcufft.so.12")
+
+    class TreeSource:
+        name = "fake wheels"
+
+        def fetch(self, product, pname, version, artifact, dest_dir, *, cuda_major, progress=None):
+            assert (product, pname, cuda_major) == ("cuda", "libcufft", 13)
+            return FetchedArtifact("tree", tree, self.name)
+
+    monkeypatch.setattr(redist, "sources", lambda fetchers: [TreeSource()])
+    archive = tmp_path / "libcufft-linux-x86_64-12.0.0.1-archive.tar.xz"
+    archive.write_bytes(b"not used")
+    drv = _redist_drv(tmp_path / "store", archive)
+    with Store.open(tmp_path / "store") as store:
+        build_one(store, drv)
+    assert os.readlink(Path(drv.outputs["lib"]) / "lib" / "libcufft.so") == "libcufft.so.12"
+    assert (tree / "lib" / "libcufft.so.12").is_file()
+
+
+# --- host compiler ----------------------------------------------------------------------------
+
+from cudapkgs.build import host_compiler as hc  # noqa: E402
+
+
+def fake_compilers(directory: Path, **versions: str) -> Path:
+    """Scripts answering `-dM -E` like gcc or clang: name=version, e.g. gcc_14="14.2.0", clang_18="18.1.8"."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for key, version in versions.items():
+        base, _, suffix = key.partition("_")
+        major = version.split(".")[0]
+        if base == "clang":
+            macros = [f"__clang__ 1", f"__clang_major__ {major}", f'__clang_version__ "{version} "', "__GNUC__ 4"]
+            names = [f"clang-{suffix}" if suffix else "clang", f"clang++-{suffix}" if suffix else "clang++"]
+        else:
+            macros = [f"__GNUC__ {major}", f'__VERSION__ "{version}"']
+            names = [f"gcc-{suffix}" if suffix else "gcc", f"g++-{suffix}" if suffix else "g++"]
+        body = "#!/bin/sh\n" + "".join(f"echo '#define {m}'\n" for m in macros)
+        for name in names:
+            (directory / name).write_text(body)
+            (directory / name).chmod(0o755)
+    return directory
+
+
+def test_host_compiler_default_kept_when_nvcc_accepts_it(tmp_path):
+    path = fake_compilers(tmp_path / "bin", gcc="13.3.0", gcc_14="14.2.0")
+    compilers, default = hc.find_compilers({"PATH": os.fspath(path)})
+    assert sorted(c.version for c in compilers) == ["13.3.0", "14.2.0"]
+    chosen = hc.choose("13.0", compilers, default)
+    assert (chosen.kind, chosen.major, chosen.cc, chosen.cxx) == ("gcc", 13, f"{path}/gcc", f"{path}/g++")
+
+
+def test_host_compiler_highest_fitting_of_the_family_otherwise(tmp_path):
+    path = fake_compilers(tmp_path / "bin", gcc="16.1.0", gcc_14="14.2.0", gcc_12="12.4.0", clang="20.1.0")
+    chosen = hc.choose("13.0", *hc.find_compilers({"PATH": os.fspath(path)}))
+    assert (chosen.kind, chosen.major, chosen.cc) == ("gcc", 14, f"{path}/gcc-14")
+    # CUDA 12.6 takes gcc 6 to 13
+    assert hc.choose("12.6", *hc.find_compilers({"PATH": os.fspath(path)})).cc == f"{path}/gcc-12"
+    # $CC picks the family
+    env = {"PATH": os.fspath(path), "CC": "clang"}
+    chosen = hc.choose("13.0", *hc.find_compilers(env))
+    assert (chosen.kind, chosen.major, chosen.cxx) == ("clang", 20, f"{path}/clang++")
+
+
+def test_host_compiler_none_fits_is_one_clear_line(tmp_path):
+    path = fake_compilers(tmp_path / "bin", gcc="16.1.0", clang_22="22.0.1")
+    with pytest.raises(hc.HostCompilerError) as error:
+        hc.choose("13.0", *hc.find_compilers({"PATH": os.fspath(path)}))
+    message = str(error.value)
+    assert "\n" not in message
+    assert "CUDA 13.0" in message and "gcc 6 to 15" in message and "clang 7 to 20" in message
+    assert f"gcc 16.1.0 ({path}/gcc)" in message and f"clang 22.0.1 ({path}/clang-22)" in message
+    with pytest.raises(hc.HostCompilerError, match="found none on PATH"):
+        hc.choose("13.0", *hc.find_compilers({"PATH": os.fspath(tmp_path / "empty")}))
+    recorded = hc.derivation_attrs("13.0", env={"PATH": os.fspath(path)})
+    assert recorded == {"error": message}
+    with pytest.raises(hc.HostCompilerError, match="no host compiler for CUDA 13.0"):
+        hc.from_attrs(recorded)
+
+
+def test_host_compiler_needs_its_cxx_partner(tmp_path):
+    path = fake_compilers(tmp_path / "bin", gcc_14="14.2.0")
+    (path / "g++-14").unlink()
+    assert hc.find_compilers({"PATH": os.fspath(path)}) == ([], None)
+
+
+def test_nvcc_derivation_records_the_host_compiler_and_fails_before_download_without_one(
+    setup, server, tmp_path, monkeypatch
+):
+    config, store_dir = setup
+    only_nvcc = rf.Release()
+    (tmp_path / "nvcc-tree" / "bin").mkdir(parents=True)
+    only_nvcc.add("cuda_nvcc", "13.0.88", rf.tar_bytes(tmp_path / "nvcc-tree", "cuda_nvcc-archive"))
+    server.files.update(only_nvcc.archives)
+    config = {**config, "manifestsDir": os.fspath(only_nvcc.write_manifests(tmp_path / "nvcc-manifests"))}
+    recorded = packages(config).cuda_nvcc.derivation.attrs["hostCompiler"]
+    assert recorded == hc.choose("13.0", *hc.find_compilers()).to_json()
+
+    monkeypatch.setenv("PATH", os.fspath(fake_compilers(tmp_path / "bin", gcc="16.1.0")))
+    nvcc = packages({**config, "storeDir": os.fspath(tmp_path / "store2")}).cuda_nvcc  # a fresh evaluation
+    assert "gcc 6 to 15" in nvcc.derivation.attrs["hostCompiler"]["error"]
+    assert nvcc.derivation.outputs != packages(config).cuda_nvcc.derivation.outputs
+    with Store.open(tmp_path / "store2") as store, pytest.raises(BuildError, match="no host compiler for CUDA 13.0"):
+        realise(store, [nvcc.derivation])
+    assert server.hits() == 0
+
+
+# --- nvcc ---------------------------------------------------------------------------------------
+
+from cudapkgs.build import nvcc as nvcc_mod  # noqa: E402
+
+STOCK_PROFILE = """
+TOP              = $(_HERE_)/..
+
+CICC_PATH        = $(TOP)/nvvm/bin
+NVVMIR_LIBRARY_DIR = $(TOP)/nvvm/libdevice
+
+LD_LIBRARY_PATH += $(TOP)/lib:
+PATH            += $(CICC_PATH):$(_HERE_):
+
+INCLUDES        +=  "-I$(TOP)/$(_TARGET_DIR_)/include" $(_SPACE_)
+SYSTEM_INCLUDES +=  "-isystem" "$(TOP)/$(_TARGET_DIR_)/include/cccl" $(_SPACE_)
+
+LIBRARIES        =+ $(_SPACE_) "-L$(TOP)/$(_TARGET_DIR_)/lib$(_TARGET_SIZE_)/stubs" "-L$(TOP)/$(_TARGET_DIR_)/lib$(_TARGET_SIZE_)"
+
+CUDAFE_FLAGS    +=
+PTXAS_FLAGS     +=
+"""
+
+
+def test_rewrite_profile_is_flat_points_at_inputs_and_idempotent():
+    text = nvcc_mod.rewrite_profile(STOCK_PROFILE, includes=["/s/crt/include"], libraries=["/s/cudart/lib"],
+                                    cccl_include="/s/cccl/include/cccl", compiler_bindir="/s/nvcc/ccbin")
+    assert "$(_TARGET_DIR_)" not in text and "$(_TARGET_SIZE_)" not in text
+    assert '"-isystem" "/s/cccl/include/cccl"' in text
+    assert '"-L$(TOP)/lib/stubs" "-L$(TOP)/lib"' in text
+    assert 'INCLUDES        += "-I/s/crt/include" $(_SPACE_)' in text
+    assert 'LIBRARIES       += $(_SPACE_) "-L/s/cudart/lib"' in text
+    assert text.rstrip().endswith("compiler-bindir = /s/nvcc/ccbin")
+    again = nvcc_mod.rewrite_profile(text, includes=["/s/crt/include"], libraries=["/s/cudart/lib"],
+                                     cccl_include="/s/cccl/include/cccl", compiler_bindir="/s/nvcc/ccbin")
+    assert again == text
+
+
+@pytest.fixture(scope="module")
+def toolkit(tmp_path_factory):
+    if not Path("/usr/local/cuda/bin/nvcc").is_file() or not Path("/usr/local/cuda/bin/nvcc.profile").is_file():
+        pytest.skip("needs a CUDA 13.0 prefix at /usr/local/cuda")
+    work = tmp_path_factory.mktemp("toolkit")
+    release = rf.make_toolkit_release(work / "trees")
+    return release, release.write_mirror(work / "mirror")
+
+
+@pytest.mark.slow
+def test_store_nvcc_compiles_and_links_with_its_own_host_compiler(toolkit, tmp_path, driver_dir):
+    from cudapkgs.fixpoint import lazy
+
+    release, mirror = toolkit
+    config = {
+        "allowUnfree": True,
+        "manifestsDir": os.fspath(release.write_manifests(tmp_path / "manifests")),
+        "storeDir": os.fspath(tmp_path / "store"),
+        "fetchers": [f"mirror:{mirror}"],
+        "driverLibDir": os.fspath(driver_dir),
+    }
+    # NVIDIA's cicc names /usr/include (a default search path), which the FHS check rejects.
+    cuda = packages(config).override_scope(
+        lambda final, prev: {"libnvvm": lazy(lambda: prev.libnvvm.override_attrs({"allowFHSReferences": True}))}
+    )
+    nvcc, cudart = cuda.cuda_nvcc, cuda.cuda_cudart
+    assert set(nvcc.inputs) == {"cuda_crt.out", "libnvvm.out"}
+    with Store.open(tmp_path / "store") as store:
+        realise(store, [cudart.derivation])
+        assert store.verify() == []
+        assert set(store.references(nvcc.out)) >= {cuda.cuda_crt.out}
+        assert cuda.libnvvm.out not in store.references(nvcc.out)  # nvvm/ is a copy
+
+    out = Path(nvcc.out)
+    assert os.readlink(out / "lib64") == "lib" and os.readlink(out / "include" / "crt").startswith(cuda.cuda_crt.out)
+    assert (out / "nvvm" / "bin" / "cicc").is_file() and (out / "bin" / nvcc_mod.WRAPPED).is_file()
+    chosen = hc.from_attrs(nvcc.derivation.attrs["hostCompiler"])
+    assert os.readlink(out / nvcc_mod.CCBIN_DIR / "gcc") == chosen.cc
+
+    # A PATH whose gcc is a fake that fails: nvcc must use the compiler it was built with.
+    tools = fake_compilers(tmp_path / "fake", gcc="99.0.0")
+    for tool in ("as", "ld"):
+        (tools / tool).symlink_to(subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip())
+    (tmp_path / "t.cu").write_text(
+        '#include <cstdio>\n__global__ void k() {}\nint main() { k<<<1, 1>>>(); printf("hi\\n"); return 0; }\n'
+    )
+    cmd = ["env", "-i", f"PATH={tools}", f"HOME={tmp_path}", f"{nvcc.out}/bin/nvcc", "-v", "-arch=sm_90",
+           "t.cu", f"-I{cudart.include}/include", f"-L{cudart.static}/lib", "-o", "t"]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{nvcc.out}/{nvcc_mod.CCBIN_DIR}" in done.stderr
+    assert subprocess.run([tmp_path / "t"], capture_output=True, text=True).stdout == "hi\n"

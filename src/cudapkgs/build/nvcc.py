@@ -2,11 +2,13 @@
 
 nvcc reads ``bin/nvcc.profile`` next to itself. The stock profile looks for
 headers, libraries, cicc and libdevice below ``$(TOP)`` (the prefix); in the
-store those live in other packages. `arrange` points the profile at the store
-paths of nvcc's inputs (cuda_crt, libnvvm, cuda_cccl/cccl, cuda_cudart when it
-is an input), adds ``lib64 -> lib``, sets ``compiler-bindir`` to a directory
-of links to the chosen host compiler and wraps ``bin/nvcc`` so that nvcc's
-host-compiler probe uses it too (``NVCC_CCBIN``).
+store some of those live in other packages. `arrange`, like Nixpkgs' cuda_nvcc:
+copies libnvvm into ``nvvm/`` (CUDA 13 ships it apart), links ``include/crt`` to
+cuda_crt, points the profile at the store paths of cuda_crt, cuda_cccl/cccl and
+cuda_cudart (when it is an input), adds ``lib64 -> lib``, sets
+``compiler-bindir`` to a directory of links to the chosen host compiler, and
+wraps ``bin/nvcc`` so that nvcc's host-compiler probe uses it too
+(``NVCC_CCBIN``; the probe ignores the profile).
 
 cuda_cudart is a target-propagated dependency of nvcc, as in Nixpkgs: cudart
 itself depends on nvcc, so nvcc cannot depend on it; its include and lib dirs
@@ -16,6 +18,7 @@ come from the consumer (``-I``/``-L``, or a profile when cudart is an input).
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -26,7 +29,7 @@ __all__ = ["CCBIN_DIR", "WRAPPED", "arrange", "rewrite_profile"]
 
 #: Where the compiler links go, relative to nvcc's output.
 CCBIN_DIR = "libexec/cudapkgs/ccbin"
-WRAPPED = ".nvcc-wrapped"
+WRAPPED = ".nvcc-unwrapped"
 _MARK = "# cudapkgs: the store paths of nvcc's inputs and its host compiler"
 
 
@@ -46,16 +49,14 @@ def rewrite_profile(
     *,
     includes: Sequence[str] = (),
     libraries: Sequence[str] = (),
-    cicc_dir: str | None = None,
-    libdevice_dir: str | None = None,
     cccl_include: str | None = None,
     compiler_bindir: str | None = None,
 ) -> str:
     """The stock nvcc.profile made to work from a store path.
 
     Drops the target dir and ``$(_TARGET_SIZE_)`` (a store prefix is flat), points
-    the cccl include, CICC_PATH and NVVMIR_LIBRARY_DIR at other store paths and
-    appends the extra ``-I``/``-isystem``/``-L`` dirs and ``compiler-bindir``.
+    the cccl include at `cccl_include` and appends the extra ``-I``/``-L`` dirs
+    and ``compiler-bindir``. Rewriting a rewritten profile gives the same text.
     """
     lines = []
     for line in text.split(_MARK, 1)[0].rstrip("\n").splitlines():
@@ -65,10 +66,6 @@ def rewrite_profile(
         line = line.replace("$(TOP)/$(_TARGET_DIR_)/", "$(TOP)/").replace("lib$(_TARGET_SIZE_)", "lib")
         if cccl_include is not None:
             line = line.replace("$(TOP)/include/cccl", cccl_include)
-        if key == "CICC_PATH" and cicc_dir is not None:
-            line = f"CICC_PATH        = {cicc_dir}"
-        elif key == "NVVMIR_LIBRARY_DIR" and libdevice_dir is not None:
-            line = f"NVVMIR_LIBRARY_DIR = {libdevice_dir}"
         lines.append(line)
     lines += ["", _MARK]
     if includes:
@@ -94,6 +91,15 @@ def _wrap(nvcc: Path, wrapped: str, ccbin: str) -> None:
     nvcc.chmod(0o755)
 
 
+def _make_writable(root: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                os.chmod(full, os.stat(full).st_mode | 0o200)
+
+
 def _first_dir(*candidates: Path) -> Path | None:
     return next((c for c in candidates if c.is_dir()), None)
 
@@ -112,7 +118,7 @@ def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Comp
 
     includes: list[str] = []
     libraries: list[str] = []
-    cicc_dir = libdevice_dir = cccl_include = None
+    cccl_include = None
 
     for crt in deps.get("cuda_crt", ()):
         if (Path(crt) / "include" / "crt").is_dir():
@@ -124,21 +130,12 @@ def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Comp
                 done.append(f"include/crt -> {crt}/include/crt")
 
     for nvvm_root in deps.get("libnvvm", ()):
+        # Copied, not linked, as Nixpkgs does: build systems resolve nvvm/ and walk up from it.
         nvvm = _first_dir(Path(nvvm_root) / "nvvm", Path(nvvm_root))
-        assert nvvm is not None
-        if (nvvm / "bin").is_dir():
-            cicc_dir = f"{nvvm}/bin"
-        if (nvvm / "libdevice").is_dir():
-            libdevice_dir = f"{nvvm}/libdevice"
-        for sub in ("lib64", "lib"):
-            if (nvvm / sub).is_dir():
-                libraries.append(f"{nvvm}/{sub}")
-                break
-        if (nvvm / "include").is_dir():
-            includes.append(f"{nvvm}/include")
-        if not os.path.lexists(out / "nvvm"):
-            (out / "nvvm").symlink_to(nvvm)
-            done.append(f"nvvm -> {nvvm}")
+        if nvvm is not None and not os.path.lexists(out / "nvvm"):
+            shutil.copytree(nvvm, out / "nvvm", symlinks=True, ignore=shutil.ignore_patterns("nix-support"))
+            _make_writable(out / "nvvm")
+            done.append(f"nvvm copied from {nvvm}")
 
     for cccl in deps.get("cuda_cccl", []) + deps.get("cccl", []):
         found = _first_dir(Path(cccl) / "include" / "cccl", Path(cccl) / "include")
@@ -153,6 +150,11 @@ def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Comp
             if (root / sub).is_dir():
                 libraries.append(f"{cudart}/{sub}")
 
+    nvcc, profile = out / "bin" / "nvcc", out / "bin" / "nvcc.profile"
+    if not nvcc.is_file():
+        return done  # no nvcc driver (the CUDA 12 wheel): nothing to configure
+    if not profile.is_file():
+        raise FixupError(f"cuda_nvcc: bin/nvcc has no bin/nvcc.profile next to it in {out}")
     bindir = None
     if compiler is not None:
         ccbin = out / CCBIN_DIR
@@ -163,24 +165,13 @@ def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Comp
         bindir = f"{final_out}/{CCBIN_DIR}"
         if compiler.kind == "clang":
             bindir += "/clang++"  # a directory means gcc to nvcc; name clang explicitly
-        done.append(f"compiler-bindir -> {compiler.describe()}")
-
-    if bindir is not None and (out / "bin" / "nvcc").is_file():
-        _wrap(out / "bin" / "nvcc", f"{final_out}/bin/{WRAPPED}", bindir)
-        done.append(f"bin/nvcc wraps bin/{WRAPPED} with NVCC_CCBIN")
-
-    profile = out / "bin" / "nvcc.profile"
-    if not profile.is_file():
-        if (out / "bin" / "nvcc").exists():
-            raise FixupError(f"cuda_nvcc: bin/nvcc has no bin/nvcc.profile next to it in {out}")
-        return done  # no nvcc driver (the CUDA 12 wheel): nothing to configure
+        _wrap(nvcc, f"{final_out}/bin/{WRAPPED}", bindir)
+        done.append(f"host compiler {compiler.describe()}: compiler-bindir, NVCC_CCBIN in bin/nvcc")
     profile.write_text(
         rewrite_profile(
             profile.read_text(),
             includes=includes,
             libraries=libraries,
-            cicc_dir=cicc_dir,
-            libdevice_dir=libdevice_dir,
             cccl_include=cccl_include,
             compiler_bindir=bindir,
         )

@@ -286,6 +286,8 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         hooks.move_pkgconfig(tree)
 
         ctx.step("prePatch")
+        if attrs["pname"] == "libnvvm":
+            _unnest(tree / "nvvm")
         hooks.rewrite_pkgconfig(
             tree,
             dev=drv.outputs[_output_var(attrs, "outputDev", drv.outputs)],
@@ -311,7 +313,14 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         _fixup(drv, outputs, final, ctx)
 
         ctx.step("installCheck")
-        hooks.check_no_fhs_references(outputs, allow=bool(attrs.get("allowFHSReferences")))
+        hits = hooks.check_no_fhs_references(outputs, allow=True)
+        if hits and not attrs.get("allowFHSReferences"):
+            where = {Path(path): name for name, path in outputs.items()}
+            shown = [f"{where[root]}/{hit.relative_to(root)}" for hit in hits[:5] for root in where if root in hit.parents]
+            more = f" and {len(hits) - 5} more" if len(hits) > 5 else ""
+            raise hooks.FHSReferenceError(
+                f"{len(hits)} file(s) refer to /usr/ and allowFHSReferences is false: {', '.join(shown)}{more}"
+            )
         hooks.check_outputs_not_empty(outputs, exempt=("out", _output_var(attrs, "outputDev", outputs)))
     finally:
         _remove(stage)
@@ -352,14 +361,28 @@ def _fixup(drv: Derivation, outputs: Mapping[str, Path], final: Mapping[str, str
         ctx.log.write(f"fixup: {path.name}: {lib} left to the driver\n")
 
     hooks.mark_for_cudatoolkit_root(outputs, pname=pname, strict_deps=bool(drv.data.get("strictDeps", True)))
-    if _output_var(attrs, "outputDev", outputs) != "out" and "out" in outputs:
-        propagated = [final[o] for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != "out"]
-        if propagated:
-            support = Path(outputs["out"]) / "nix-support"
-            support.mkdir(exist_ok=True)
-            (support / "propagated-build-inputs").write_text(" ".join(propagated) + "\n")
+    _propagate(attrs, outputs, final)
     if pname == "cuda_cudart":
         _cudart_stubs(outputs.get(_output_var(attrs, "outputStubs", outputs)))
+
+
+def _propagate(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: Mapping[str, str]) -> None:
+    """nix-support/propagated-build-inputs: multiple-outputs' propagation into the dev output, and
+    buildRedist's into ``out`` as well, so that using the package's path pulls in every part."""
+    if list(outputs) == ["out"]:
+        return
+    dev = _output_var(attrs, "outputDev", outputs)
+    wanted = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != dev]
+    targets = {dev: wanted}
+    if dev != "out" and "out" in outputs:
+        # As fixupCudaPropagatedBuildOutputsToOut: no reverse edge to dev when dev propagates out.
+        targets["out"] = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != "out"
+                          and not (o == dev and "out" in wanted)]
+    for name, propagated in targets.items():
+        if propagated:
+            support = Path(outputs[name]) / "nix-support"
+            support.mkdir(exist_ok=True)
+            (support / "propagated-build-inputs").write_text(" ".join(final[o] for o in propagated) + "\n")
 
 
 def _cudart_stubs(root: Path | None) -> None:
@@ -373,6 +396,18 @@ def _cudart_stubs(root: Path | None) -> None:
         link = stubs.parent / entry.name
         if not os.path.lexists(link):
             link.symlink_to(f"stubs/{entry.name}")
+
+
+def _unnest(directory: Path) -> None:
+    # libnvvm's prePatch: everything is nested under nvvm/; make it top level.
+    if not directory.is_dir() or directory.is_symlink():
+        return
+    for child in sorted(directory.iterdir()):
+        target = directory.parent / child.name
+        if os.path.lexists(target):
+            raise RedistBuildError(f"cannot un-nest {child}: {target} exists")
+        child.rename(target)
+    directory.rmdir()
 
 
 def _remove(path: Path) -> None:
