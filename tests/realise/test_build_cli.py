@@ -220,3 +220,46 @@ def test_log_of_a_drv_never_built(tmp_path):
     drv = f"{tmp_path}/store/{'b' * 32}-never.drv"
     error = one_line_error(cudapkgs("log", drv))
     assert "no build log" in error
+
+
+# -- end to end: the real buildRedist builder against a loopback mirror ----------------------
+
+
+@pytest.fixture
+def loopback_release(tmp_path_factory):
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    import redist_fixtures as rf
+
+    release = rf.make_release(tmp_path_factory.mktemp("release"))
+    for server in rf.serve():
+        server.files.update(release.archives)
+        yield rf, release, server
+
+
+def test_build_real_packages_end_to_end(loopback_release, tmp_path):
+    rf, release, server = loopback_release
+    manifests = release.write_manifests(tmp_path / "manifests")
+    sets = ["--set", "allowUnfree=true", "--set", f"manifestsDir={json.dumps(str(manifests))}",
+            "--set", f"storeDir={json.dumps(str(tmp_path / 'store'))}",
+            "--set", f"fetchers={json.dumps(['mirror:' + server.url])}"]
+    attrs = [f"{rf.SET}.cuda_cudart", f"{rf.SET}.libcublas"]
+    result = cudapkgs("build", "-j", "2", *sets, *attrs, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    err = result.stderr.splitlines()
+    assert err[0].startswith("building 2 derivation(s) with 2 job(s), fetching 2 source(s) (")
+    assert any(line.startswith(f"cuda13.0-cuda_cudart-{rf.CUDART_VERSION}: fetched ") for line in err)
+    assert err[-1].startswith("[2/2] built ")
+    printed = result.stdout.splitlines()
+    links = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("result"))
+    assert links[0] == "result" and "result-2" in links and len(links) == len(printed)
+    assert os.readlink(tmp_path / "result") == printed[0]
+    log = cudapkgs("log", "./result-2", cwd=tmp_path)
+    assert log.returncode == 0 and "@ unpack" in log.stdout
+    # again: a no-op, nothing fetched
+    again = cudapkgs("build", *sets, *attrs, cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout == result.stdout and again.stderr == ""
+    for pname in ("cuda_cudart", "libcublas"):
+        assert server.hits("/cuda/redist/" + release.entries[pname][1]) == 1
