@@ -126,6 +126,14 @@ def test_plan_skips_valid_derivations(store):
     assert plan(store, [d]).nothing_to_do
 
 
+def test_a_local_path_source_is_not_a_download(store):
+    drv = Derivation(store_dir=store.store_dir, name="local", system="x86_64-linux", outputs=["out"], builder="test",
+                     src={"type": "path", "name": "saxpy.cu", "narHash": "sha256:" + "0" * 64},
+                     input_paths={}, attrs={})
+    p = plan(store, [drv])
+    assert [d.name for d in p.to_build] == ["local"] and p.to_fetch == ()
+
+
 def test_format_size():
     assert format_size(None) == "?"
     assert format_size(512) == "512 B"

@@ -117,12 +117,17 @@ def _is_path(text: str) -> bool:
 
 
 def _derivation_of(value: Any, label: str) -> Any:
+    from ..derivation import Derivation
     from ..errors import EvalError, UnavailablePackageError
 
     try:
-        drv = value["derivation"] if hasattr(value, "__getitem__") and "derivation" in value else value.derivation
-    except (AttributeError, TypeError, KeyError):
-        raise EvalError(f"{label} is not a package, so it cannot be built") from None
+        is_package = not isinstance(value, (str, bytes)) and "derivation" in value
+    except TypeError:
+        is_package = False
+    # Evaluated outside the check: an error inside a package's derivation is reported as it is.
+    drv = value["derivation"] if is_package else None
+    if not isinstance(drv, Derivation):
+        raise EvalError(f"{label} is not a package, so it cannot be built")
     meta = _get(value, "meta")
     if meta is not None and _get(meta, "available") is False:  # builders other than buildRedist may not check
         problems = _get(meta, "problems") or {}
@@ -262,13 +267,18 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
         print("nothing to fetch or build: every output is valid")
         return
     if the_plan.to_fetch:
-        print(f"these {len(the_plan.to_fetch)} sources will be fetched ({format_size(the_plan.download_size)} download):")
+        n = len(the_plan.to_fetch)
+        print(f"{_these(n, 'source')} will be fetched ({format_size(the_plan.download_size)} download):")
         width = max(len(f.name) for f in the_plan.to_fetch)
         for f in the_plan.to_fetch:
             print(f"  {f.name.ljust(width)}  {format_size(f.size).rjust(10)}")
-    print(f"these {len(the_plan.to_build)} derivations will be built:")
+    print(f"{_these(len(the_plan.to_build), 'derivation')} will be built:")
     for drv in the_plan.to_build:
         print(f"  {drv.drv_path}")
+
+
+def _these(n: int, noun: str) -> str:
+    return f"this {noun}" if n == 1 else f"these {n} {noun}s"
 
 
 # -- log ------------------------------------------------------------------------

@@ -87,7 +87,7 @@ def plan(store: Any, derivations: Iterable[Derivation]) -> Plan:
     fetches = []
     for drv in to_build:
         src = drv.data.get("src")
-        if src:
+        if src and src.get("urls"):  # a local path source (type "path") is not downloaded
             size = src.get("size")
             fetches.append(Fetch(drv, str(src.get("name") or drv.name), size if isinstance(size, int) else None,
                                  tuple(src.get("urls") or ())))
