@@ -275,7 +275,7 @@ def test_structured_attrs_reach_the_builder_as_json_and_bash(config, store):
 ))
 def test_attrs_sh_quotes_any_value(attrs):
     script = attrs_sh(attrs) + "".join(
-        f'for v in "${{{k}[@]}}"; do printf "%s\\0" "$v"; done\n' if isinstance(v, list) else f'printf "%s\\0" "${k}"\n'
+        f'for _v in "${{{k}[@]}}"; do printf "%s\\0" "$_v"; done\n' if isinstance(v, list) else f'printf "%s\\0" "${k}"\n'
         for k, v in sorted(attrs.items())
     )
     out = subprocess.run(["bash", "-c", script], capture_output=True, check=True).stdout
@@ -387,6 +387,23 @@ def test_unresolved_library_fails_fixup(config, store, tmp_path):
     build(store, ignored)
 
 
+def test_remove_references_and_disallowed_references(config, store):
+    tool = _dep(config, "tool")
+    writes_ref = {"pname": "refs", "nativeBuildInputs": [tool],
+                  "installPhase": f'echo "built by {tool.out}/bin" > "$out/note"'}
+    kept = mk_derivation(config, writes_ref)
+    build(store, kept)
+    assert store.references(kept.out) == [tool.out]
+    scrubbed = mk_derivation(config, {**writes_ref, "removeReferencesTo": [tool], "disallowedReferences": [tool]})
+    build(store, scrubbed)
+    note = Path(scrubbed.out, "note").read_text()
+    assert "e" * 32 + tool.out[len(str(store.store_dir)) + 33:] in note and tool.out not in note
+    assert store.references(scrubbed.out) == []
+    refused = mk_derivation(config, {**writes_ref, "pname": "refused", "disallowedReferences": [tool]})
+    with pytest.raises(BuildError, match="disallowedReferences"):
+        build(store, refused)
+
+
 # --- saxpy on the CPU ----------------------------------------------------------
 
 
@@ -418,6 +435,7 @@ def test_cuda_saxpy_derivation_uses_nvcc_and_gencode(store_dir, manifests_dir):
     assert attrs["nativeBuildInputs"] == [cuda.cuda_nvcc.out]
     assert cuda.cuda_cudart.lib in attrs["buildInputs"] and cuda.cuda_cudart.include in attrs["buildInputs"]
     assert 'nvcc "${gencode[@]}"' in attrs["buildPhase"]
+    assert attrs["removeReferencesTo"] == attrs["disallowedReferences"] == [cuda.cuda_nvcc.out]
     assert {d.name for d in saxpy.derivation.deps} == {cuda.cuda_nvcc.name, cuda.cuda_cudart.name, cuda.cuda_cccl.name}
     cpu = pkgs.saxpy.override(cudaSupport=False)
     assert cpu.drvPath != saxpy.drvPath and not cpu.derivation.deps

@@ -22,6 +22,10 @@ through attributes instead). The callable itself travels in the derivation's
 unhashed context, so such a derivation is built in the process that evaluated it
 (or its function must be importable by that qualified name).
 
+`removeReferencesTo` (packages) has the fixup overwrite their store hashes in
+the outputs, as Nixpkgs' remove-references-to does, and `disallowedReferences`
+(packages) fails the build if an output still refers to one of them.
+
 `src` is a local file or directory (hashed by its NAR hash at evaluation and
 checked again before unpacking), a package (its output path), or None.
 """
@@ -49,7 +53,8 @@ HOOKS = tuple(
     for phase in PHASES
     for name in (f"pre{phase.capitalize()}", f"{phase}Phase", f"post{phase.capitalize()}")
 )
-INPUT_LISTS = ("nativeBuildInputs", "buildInputs")
+# Lists of packages written as every output path of each package.
+INPUT_LISTS = ("nativeBuildInputs", "buildInputs", "removeReferencesTo", "disallowedReferences")
 # Package attributes that are not handed to the builder as structured attributes
 # (name, system, outputs and src are fields of the derivation itself).
 RESERVED = frozenset(

@@ -20,6 +20,8 @@ the store renames them to the final paths afterwards (`.attrs.json`'s
 `outputPaths`), so a build must not embed `$out` itself. The default fixup
 runs auto-patchelf (cuda/hooks.py `fixup`) over the outputs with the
 buildInputs' lib dirs, and maps RUNPATH entries into an output to its final path.
+After the fixup phase, the hashes of `removeReferencesTo` paths are overwritten
+with `e`s and `disallowedReferences` are checked, whatever the fixup was.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import shutil
 import stat
 import subprocess
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +44,7 @@ from ..errors import CudapkgsError
 from ..stdenv import PHASES, input_dirs
 from .context import BuildContext
 
-__all__ = ["HOST_PATH", "PhaseError", "build", "build_environment"]
+__all__ = ["HOST_PATH", "PhaseError", "attrs_sh", "build", "build_environment", "remove_references"]
 
 # The builder has no stdenv of its own: bash, coreutils, make and the C/C++
 # compiler come from the host. /usr/local/bin is left out on purpose: a system
@@ -106,6 +108,10 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Outputs) -> None:
         _run_step(drv, ctx, attrs, env, cwd, outs, f"post{phase.capitalize()}")
         if phase == "unpack":
             env["sourceRoot"] = os.fspath(cwd)
+    removed = remove_references(outs, attrs.get("removeReferencesTo") or ())
+    if removed:
+        ctx.log.write(f"@@ removeReferencesTo: {len(removed)} file(s) rewritten\n")
+    _check_disallowed(outs, attrs.get("disallowedReferences") or ())
 
 
 def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str, str]:
@@ -332,6 +338,52 @@ def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path]) 
         if mapped != runpath:
             plan.set_runpath(path, mapped)
     plan.apply()
+
+
+def remove_references(outputs: Outputs, paths: Sequence[str]) -> list[Path]:
+    """Overwrite the hash part of each store path in `paths` with `e`s in every file of `outputs`.
+
+    The length is kept, so binaries stay valid (Nixpkgs' remove-references-to).
+    """
+    hashes = {_hash_part(p).encode() for p in paths}
+    if not hashes:
+        return []
+    changed = []
+    for path in _regular_files(outputs):
+        data = path.read_bytes()
+        new = data
+        for h in hashes:
+            new = new.replace(h, b"e" * len(h))
+        if new != data:
+            mode = path.stat().st_mode
+            os.chmod(path, mode | stat.S_IWUSR)
+            path.write_bytes(new)
+            os.chmod(path, mode)
+            changed.append(path)
+    return changed
+
+
+def _check_disallowed(outputs: Outputs, paths: Sequence[str]) -> None:
+    hashes = {_hash_part(p).encode(): p for p in paths}
+    if not hashes:
+        return
+    for path in _regular_files(outputs):
+        data = path.read_bytes()
+        for h, store_path in hashes.items():
+            if h in data:
+                raise PhaseError(f"{path} refers to {store_path}, which is in disallowedReferences")
+
+
+def _hash_part(store_path: str) -> str:
+    return os.path.basename(store_path)[:32]
+
+
+def _regular_files(outputs: Outputs) -> list[Path]:
+    files = []
+    for root in outputs.values():
+        for dirpath, _, filenames in os.walk(root):
+            files.extend(Path(dirpath, n) for n in filenames if not os.path.islink(os.path.join(dirpath, n)))
+    return files
 
 
 def _to_final(entry: str, final: Mapping[str, str]) -> str:

@@ -2,7 +2,9 @@
 
 With CUDA (cudaSupport, else config.cudaSupport) it is nvcc from nativeBuildInputs
 compiling for the set's `flags.gencode`, linked against the shared cudart of
-buildInputs; the fixup's RUNPATH points at cudart's store path and the driver dir.
+buildInputs; the fixup's RUNPATH points at cudart's store path and the driver dir,
+and nvcc's store path is scrubbed from the binary, so the run-time closure is
+saxpy and cudart's lib output.
 Without, the same source is compiled as C++ for the CPU.
 """
 
@@ -44,6 +46,10 @@ def saxpy(cudaPackages: Any, config: Any, system: str | None = None, cudaSupport
             "gencode": list(cudaPackages.flags.gencode),
             "cudaCapabilities": list(cudaPackages.flags.cudaCapabilities),
             "autoAddDriverRunpath": True,
+            # nvcc writes its own -L dirs into the fatbinary's link options; without
+            # this, all of nvcc (~250 MiB) would be in saxpy's run-time closure.
+            "removeReferencesTo": [cudaPackages.cuda_nvcc],
+            "disallowedReferences": [cudaPackages.cuda_nvcc],
             "buildPhase": 'nvcc "${gencode[@]}" -O2 -cudart shared -o saxpy "$src_file"',
             "env": {"src_file": SOURCE.name},
         }
