@@ -344,7 +344,7 @@ def _mirror_with(tmp_path: Path, tree: Path, name="libcufft-linux-x86_64-12.0.0.
     return target
 
 
-def test_compat_dir_comes_first_and_versioned_lib_dir_is_lifted(tmp_path):
+def test_compat_dir_comes_first_versioned_lib_dir_is_lifted_and_a_usr_driver_dir_passes(tmp_path):
     from elf_builders import shared_lib
 
     from cudapkgs.build.realise import build_one
@@ -356,12 +356,14 @@ def test_compat_dir_comes_first_and_versioned_lib_dir_is_lifted(tmp_path):
     (compat / "compat").mkdir(parents=True)
     archive = _mirror_with(tmp_path, tree)
     store_dir = tmp_path / "store"
-    drv = _redist_drv(store_dir, archive, inputs={"cuda_compat.out": os.fspath(compat)})
+    # A driver dir under /usr/ (most hosts but NixOS) is no FHS reference of the package.
+    driver = "/usr/lib/x86_64-linux-gnu"
+    drv = _redist_drv(store_dir, archive, inputs={"cuda_compat.out": os.fspath(compat)}, driverLibDir=driver)
     with Store.open(store_dir) as store:
         build_one(store, drv, fetchers=[f"mirror:{tmp_path / 'mirror'}"])
     lib = Path(drv.outputs["lib"]) / "lib"
     assert sorted(os.listdir(lib)) == ["libcufft.so.12"]
-    assert runpath(lib / "libcufft.so.12") == [f"{compat}/compat", "$ORIGIN", "/run/opengl-driver/lib"]
+    assert runpath(lib / "libcufft.so.12") == [f"{compat}/compat", "$ORIGIN", driver]
     assert (Path(drv.outputs["out"]) / "nix-support" / "propagated-build-inputs").read_text().split() == [
         drv.outputs["lib"]
     ]

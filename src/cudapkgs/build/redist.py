@@ -8,9 +8,10 @@ Phases, as `ctx.step` names them (Nixpkgs' phases, spec §7.2, §7.3):
 ``prePatch``     ``.pc`` files pointed at the outputs
 ``install``      the tree split into the derivation's outputs
 ``nvcc``         cuda_nvcc only: see `cudapkgs.build.nvcc`
+``installCheck`` no ``/usr/`` references unless allowed; no empty outputs (before fixup, which
+                 adds only store paths and the driver dir, itself under /usr/ on most hosts)
 ``fixup``        auto-patchelf, driver and cuda_compat run paths, stubs out of run paths,
                  markForCudatoolkitRoot, ``nix-support/propagated-build-inputs``
-``installCheck`` no ``/usr/`` references unless allowed; no empty outputs
 
 The outputs are built in temporary directories and installed at the
 derivation's output paths afterwards, so every path written into them (run
@@ -19,6 +20,7 @@ paths, ``.pc`` files, nvcc.profile) is the final one.
 
 from __future__ import annotations
 
+import fcntl
 import lzma
 import os
 import posixpath
@@ -47,6 +49,7 @@ IGNORE_MISSING: Mapping[str, tuple[str, ...]] = {
     "cuda_compat": ("libnvdla_runtime.so", "libnvrm_gpu.so", "libnvrm_mem.so", "libcrypto.so.1.1", "libcrypto.so.3"),
 }
 _CHUNK = 1 << 20
+_PIPE_READ = 1 << 16  # small reads from the decompressor: neither side waits long for the other
 _DAMAGED = (tarfile.TarError, EOFError, lzma.LZMAError, zlib.error)
 
 
@@ -114,15 +117,33 @@ def _member_name(name: str) -> str:
     return "" if clean == "." else clean
 
 
+# Magic bytes -> decompressor program; it runs beside us, as tar's does, so that
+# decompressing and writing files overlap.
+_DECOMPRESSORS = (
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bzip2"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+)
+
+
 def _open_stream(archive: Path) -> tuple[tarfile.TarFile, subprocess.Popen[bytes] | None]:
-    if archive.name.endswith((".zst", ".zstd")):
-        zstd = shutil.which("zstd")
-        if zstd is None:
+    with open(archive, "rb") as f:
+        magic = f.read(6)
+    program = next((name for prefix, name in _DECOMPRESSORS if magic.startswith(prefix)), None)
+    exe = shutil.which(program) if program else None
+    if exe is None:
+        if program == "zstd":
             raise UnpackError(f"{archive.name}: a zstd archive needs the zstd program on PATH")
-        proc = subprocess.Popen([zstd, "-dcq", os.fspath(archive)], stdout=subprocess.PIPE)
-        assert proc.stdout is not None
-        return tarfile.open(fileobj=proc.stdout, mode="r|"), proc
-    return tarfile.open(archive, mode="r|*"), None
+        return tarfile.open(archive, mode="r|*", bufsize=_CHUNK), None
+    proc = subprocess.Popen([exe, "-dc", os.fspath(archive)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    try:
+        # A 1 MiB pipe lets the decompressor run on while we write a file (Linux; best effort).
+        fcntl.fcntl(proc.stdout.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), _CHUNK)
+    except OSError:
+        pass
+    return tarfile.open(fileobj=proc.stdout, mode="r|", bufsize=_PIPE_READ), proc
 
 
 def unpack(archive: Path, dest: Path) -> Path:
@@ -136,27 +157,44 @@ def unpack(archive: Path, dest: Path) -> Path:
     dest.mkdir()
     links: set[str] = set()
     proc = None
+    finished = False
     try:
         tar, proc = _open_stream(archive)
         with tar:
             for member in tar:
                 _extract(tar, member, dest, links)
+        if proc is not None:
+            assert proc.stdout is not None
+            proc.stdout.read()  # the end-of-archive padding, so that the decompressor can finish
+        finished = True
     except _DAMAGED as error:
-        raise UnpackError(f"{archive.name}: damaged archive: {error or type(error).__name__}") from None
+        problem = _stderr(proc) or str(error) or type(error).__name__
+        raise UnpackError(f"{archive.name}: damaged archive: {problem}") from None
     except OSError as error:
         if error.errno is not None:  # the disk, not the archive
             raise
         raise UnpackError(f"{archive.name}: damaged archive: {error}") from None
     finally:
         if proc is not None:
-            proc.kill()
+            if not finished:
+                proc.kill()
             proc.wait()
-    if proc is not None and proc.returncode not in (0, -9):
-        raise UnpackError(f"{archive.name}: zstd failed (exit status {proc.returncode})")
+    if proc is not None and proc.returncode != 0:
+        raise UnpackError(f"{archive.name}: damaged archive: {_stderr(proc) or f'exit status {proc.returncode}'}")
     entries = os.listdir(dest)
     if len(entries) == 1 and (dest / entries[0]).is_dir() and not (dest / entries[0]).is_symlink():
         return dest / entries[0]
     return dest
+
+
+def _stderr(proc: subprocess.Popen[bytes] | None) -> str:
+    if proc is None or proc.stderr is None:
+        return ""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    lines = proc.stderr.read().decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, links: set[str]) -> None:
@@ -309,9 +347,8 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
             for line in nvcc.arrange(Path(outputs[out]), final[out], drv.data["inputs"], compiler):
                 ctx.log.write(f"nvcc: {line}\n")
 
-        ctx.step("fixup")
-        _fixup(drv, outputs, final, ctx)
-
+        # Before fixup, unlike Nix: fixup adds only store paths and the driver dir, and the
+        # driver dir is under /usr/ on most hosts that are not NixOS.
         ctx.step("installCheck")
         hits = hooks.check_no_fhs_references(outputs, allow=True)
         if hits and not attrs.get("allowFHSReferences"):
@@ -322,6 +359,9 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
                 f"{len(hits)} file(s) refer to /usr/ and allowFHSReferences is false: {', '.join(shown)}{more}"
             )
         hooks.check_outputs_not_empty(outputs, exempt=("out", _output_var(attrs, "outputDev", outputs)))
+
+        ctx.step("fixup")
+        _fixup(drv, outputs, final, ctx)
     finally:
         _remove(stage)
 

@@ -1,0 +1,211 @@
+"""Benchmark realising one redist tarball against `tar -xJf` of it plus patchelf over its ELF files.
+
+    python bench/bench_realise.py                 # synthetic cuda_cupti from /usr/local/cuda, 5 runs
+    python bench/bench_realise.py -r 3 --archive cuda_cupti-linux-x86_64-13.0.85-archive.tar.xz
+
+The archive is NVIDIA-shaped (``<name>-archive/`` on top, xz preset 6, one
+stream as NVIDIA's are). Without ``--archive`` it is a cuda_cupti 13.0.85 built
+from the CUDA prefix's CUPTI/nvperf libraries and headers (plus a static
+library and samples, which the real one has). Rows, each run on a fresh
+directory or an emptied store (not timed), side by side in one process:
+
+* tar + patchelf: ``tar -xJf`` into a fresh dir, then ``patchelf --set-rpath``
+  once per ELF file with the RUNPATH the builder computes (known in advance);
+* cudapkgs realise: `realise` of the cuda_cupti derivation with the archive
+  already in the store's download cache (sha256 checked again), i.e. unpack,
+  split, fixup, checks, NAR hash, reference scan and registration;
+* cudapkgs realise, cold: the same with an empty download cache (the archive
+  copied from a local mirror directory), for information;
+* what-if, reference scan by bytes.find: the warm realise with the store's
+  reference scan (`nar.scan_for_hashes`, a regex over every byte) replaced, in
+  this process only, by one ``bytes.find`` per candidate hash — to show where
+  the time goes; the store is not changed by this script.
+
+Prints a Markdown table of medians (min–max), the ratio to the first row, and
+the median time of each builder step. The budget is realise ≤ 1.3 × tar + patchelf.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import lzma
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "tests"))
+
+import cudapkgs  # noqa: E402
+from cudapkgs import elf  # noqa: E402
+from cudapkgs.build import redist  # noqa: E402
+from cudapkgs.build.realise import realise  # noqa: E402
+from cudapkgs.store.store import Store  # noqa: E402
+
+PNAME, VERSION, SET = "cuda_cupti", "13.0.85", "cudaPackages_13_0"
+NAME = f"{PNAME}-linux-x86_64-{VERSION}-archive"
+DRIVER = "/run/opengl-driver/lib"
+
+
+def synthetic_archive(prefix: Path, dest: Path) -> Path:
+    """cuda_cupti-shaped .tar.xz from the CUPTI parts of a CUDA prefix."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / NAME
+        (root / "lib").mkdir(parents=True)
+        (root / "include").mkdir()
+        for name in ("libcupti.so.13", "libnvperf_host.so", "libnvperf_target.so", "libpcsamplingutil.so",
+                     "libcheckpoint.so"):
+            shutil.copy2(prefix / "lib" / name, root / "lib" / (f"{name}.{VERSION}" if name.endswith(".13") else name))
+        (root / "lib" / "libcupti.so.13").symlink_to(f"libcupti.so.13.{VERSION}")
+        (root / "lib" / "libcupti.so").symlink_to("libcupti.so.13")
+        shutil.copy2(prefix / "lib" / "libcudart_static.a", root / "lib" / "libcupti_static.a")
+        for header in (prefix / "include").iterdir():
+            if header.name.startswith(("cupti", "nvperf", "generated_nvtx")) and header.is_file():
+                shutil.copy2(header, root / "include" / header.name)
+        (root / "samples" / "callback_event").mkdir(parents=True)
+        (root / "samples" / "callback_event" / "Makefile").write_text("all:\n\t$(NVCC) callback_event.cu\n")
+        (root / "LICENSE").write_text("NVIDIA license\n")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with lzma.open(dest, "wb", preset=6) as xz, tarfile.open(fileobj=xz, mode="w") as tar:
+            tar.add(root, arcname=NAME)
+    return dest
+
+
+def write_manifest(directory: Path, archive: Path) -> Path:
+    data = archive.read_bytes()
+    entry = {
+        "relative_path": f"{PNAME}/linux-x86_64/{archive.name}",
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "md5": hashlib.md5(data).hexdigest(),
+        "size": str(len(data)),
+    }
+    manifest = {"release_label": "13.0.3", "release_product": "cuda",
+                PNAME: {"name": "CUPTI", "license": "CUDA Toolkit", "version": VERSION, "linux-x86_64": entry}}
+    (directory / "cuda").mkdir(parents=True, exist_ok=True)
+    (directory / "cuda" / "redistrib_13.0.3.json").write_text(json.dumps(manifest))
+    return directory
+
+
+def scan_by_find(path, hashes, *, on_found=None):
+    """nar.scan_for_hashes with one bytes.find per candidate (what-if row only)."""
+    import stat
+
+    from cudapkgs.store import nar
+
+    wanted = [h.encode() for h in hashes]
+    found: set[str] = set()
+    root = os.fspath(path)
+    for rel, st in nar.walk(root):
+        full = os.path.join(root, rel) if rel else root
+        if stat.S_ISLNK(st.st_mode):
+            data = os.fsencode(os.readlink(full))
+        elif stat.S_ISREG(st.st_mode):
+            with open(full, "rb") as f:
+                data = f.read()
+        else:
+            continue
+        for h in wanted:
+            if h in data:
+                found.add(h.decode())
+                if on_found:
+                    on_found(h.decode(), rel)
+    return found
+
+
+def tar_and_patchelf(archive: Path, work: Path) -> float:
+    dest = work / "tar"
+    dest.mkdir()
+    start = time.perf_counter()
+    subprocess.run(["tar", "-xJf", os.fspath(archive), "-C", os.fspath(dest)], check=True)
+    patchelf = elf.patchelf_binary()
+    for path in elf.iter_elf_files(dest):
+        subprocess.run([patchelf, "--set-rpath", f"$ORIGIN:{DRIVER}", os.fspath(path)], check=True)
+    took = time.perf_counter() - start
+    shutil.rmtree(dest)
+    return took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-r", "--runs", type=int, default=5)
+    parser.add_argument("--archive", type=Path, help=f"a real {NAME}.tar.xz (default: build a synthetic one)")
+    parser.add_argument("--prefix", type=Path, default=Path("/usr/local/cuda"))
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-realise-") as tmp:
+        work = Path(tmp)
+        mirror = work / "mirror"
+        archive = mirror / "cuda" / "redist" / PNAME / "linux-x86_64" / f"{NAME}.tar.xz"
+        if args.archive:
+            archive.parent.mkdir(parents=True)
+            shutil.copy2(args.archive, archive)
+        else:
+            synthetic_archive(args.prefix, archive)
+        os.environ["XDG_CACHE_HOME"] = os.fspath(work / "cache")
+        config = {"allowUnfree": True, "manifestsDir": os.fspath(write_manifest(work / "manifests", archive)),
+                  "storeDir": os.fspath(work / "store"), "fetchers": [f"mirror:{mirror}"], "driverLibDir": DRIVER}
+        drv = cudapkgs.import_pkgs(config=config, system="x86_64-linux")[SET][PNAME].derivation
+        elves = 0
+        with tarfile.open(archive) as tar:
+            members = tar.getmembers()
+        unpacked = sum(m.size for m in members if m.isreg())
+        compressed = archive.stat().st_size
+
+        what_if = "what-if: cudapkgs realise, reference scan by bytes.find"
+        rows: dict[str, list[float]] = {"tar -xJf + patchelf per ELF file": [], "cudapkgs realise": [],
+                                        "cudapkgs realise, cold download cache": [], what_if: []}
+        steps: dict[str, list[float]] = {}
+        with Store.open(work / "store") as store:
+            for run in range(args.runs):
+                rows["tar -xJf + patchelf per ELF file"].append(tar_and_patchelf(archive, work))
+                for cold in (False, True):
+                    store.gc()
+                    if cold:
+                        shutil.rmtree(redist.download_dir(store.store_dir, drv.data["src"]["sha256"]), ignore_errors=True)
+                    marks: list[tuple[str, float]] = []
+                    start = time.perf_counter()
+                    realise(store, [drv], on_step=lambda name: marks.append((name, time.perf_counter())))
+                    end = time.perf_counter()
+                    rows["cudapkgs realise" + (", cold download cache" if cold else "")].append(end - start)
+                    if not cold and run == 0 and not rows["cudapkgs realise"][1:]:
+                        elves = sum(1 for o in drv.outputs.values() for _ in elf.iter_elf_files(o))
+                    if not cold:
+                        store.gc()
+                        from cudapkgs.store import nar
+
+                        regex_scan, nar.scan_for_hashes = nar.scan_for_hashes, scan_by_find
+                        try:
+                            t0 = time.perf_counter()
+                            realise(store, [drv])
+                            rows[what_if].append(time.perf_counter() - t0)
+                        finally:
+                            nar.scan_for_hashes = regex_scan
+                        steps.setdefault("(before fetch: plan, locks)", []).append(marks[0][1] - start)
+                        for (name, t0), (_, t1) in zip(marks, [*marks[1:], ("end", end)]):
+                            steps.setdefault(name, []).append(t1 - t0)
+
+    base = statistics.median(rows["tar -xJf + patchelf per ELF file"])
+    print(f"{archive.name}: {compressed / 2**20:.1f} MiB, {unpacked / 2**20:.1f} MiB unpacked, "
+          f"{len(members)} members, {elves} ELF files; {args.runs} runs, python {sys.version.split()[0]}\n")
+    print("| | median s | min–max s | ratio |\n|---|---|---|---|")
+    for name, times in rows.items():
+        med = statistics.median(times)
+        print(f"| {name} | {med:.3f} | {min(times):.3f}–{max(times):.3f} | {med / base:.2f} |")
+    print("\n| cudapkgs realise step | median s |\n|---|---|")
+    for name, times in steps.items():
+        print(f"| {name} | {statistics.median(times):.3f} |")
+    print(f"\n(the last step, {list(steps)[-1]}, is timed until realise returns: it includes the store's NAR hash, "
+          "reference scan, and the rename and registration of the outputs)")
+
+
+if __name__ == "__main__":
+    main()
