@@ -1,0 +1,94 @@
+"""Real binaries: CUDA 13.0's nvcc toolchain realised from NVIDIA's PyPI wheels compiles saxpy for sm_90.
+
+Downloads through pip (deselect with -m "not wheels"). The wheels are kept in the
+user's cache ($CUDAPKGS_TEST_CACHE_HOME, else ~/.cache: cudapkgs/wheels), so only
+the first run downloads; the store is a fresh temporary one every time. Without a
+cuobjdump on the machine, cudaPackages_13_2's (from its wheel) checks the binary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cudapkgs
+from cudapkgs.build.realise import realise
+from cudapkgs.elf import read_elf
+from cudapkgs.store.store import Store
+
+pytestmark = pytest.mark.wheels
+
+COMPONENTS = ("cuda_nvcc", "cuda_cudart", "cuda_crt", "libnvvm", "cuda_cccl")
+
+
+def _pip_reaches_index() -> bool:
+    probe = [sys.executable, "-m", "pip", "index", "versions", "nvidia-cuda-nvcc", "--disable-pip-version-check"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _system_cuobjdump() -> str | None:
+    return shutil.which("cuobjdump") or next(
+        (p for p in ("/usr/local/cuda/bin/cuobjdump",) if os.access(p, os.X_OK)), None
+    )
+
+
+@pytest.fixture
+def wheel_cache(monkeypatch) -> Path:
+    """A cache that outlives the test (conftest points XDG_CACHE_HOME at a temporary dir)."""
+    home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home / "cudapkgs" / "wheels"
+
+
+def test_saxpy_compiled_for_sm_90_by_the_stores_nvcc(tmp_path, manifests_dir, wheel_cache):
+    if not _pip_reaches_index():
+        pytest.skip("pip cannot reach its package index")
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={
+        "storeDir": str(store_dir), "fetchers": ["wheels"], "allowUnfree": True,
+        "cudaSupport": True, "cudaCapabilities": ["9.0"], "cudaForwardCompat": False,
+    })
+    cuda = pkgs.cudaPackages_13_0
+    saxpy = pkgs.saxpy.override(cudaPackages=cuda)
+    assert saxpy.drvAttrs["gencode"] == ["-gencode=arch=compute_90,code=sm_90"]
+
+    with Store.open(store_dir) as store:
+        realise(store, [cuda[name].derivation for name in COMPONENTS])
+        for name in COMPONENTS:
+            assert all(store.is_valid(cuda[name][o]) for o in cuda[name].outputs), name
+        assert list(wheel_cache.glob("nvidia_cuda_nvcc-13.0.88-*.whl"))
+        realise(store, [saxpy.derivation])
+        closure = store.closure([saxpy.out])
+        cuobjdump = _system_cuobjdump()
+        if cuobjdump is None:  # no CUDA 13.0 wheel of it: the first one on PyPI is 13.2's
+            checker = pkgs.cudaPackages_13_2.cuda_cuobjdump
+            realise(store, [checker.derivation])
+            cuobjdump = f"{checker.out}/bin/cuobjdump"
+
+    exe = Path(saxpy.out, "bin", "saxpy")
+    listing = subprocess.run([cuobjdump, "--list-elf", exe], capture_output=True, text=True, check=True).stdout
+    assert "sm_90" in listing, listing
+    ptx = subprocess.run([cuobjdump, "--list-ptx", exe], capture_output=True, text=True).stdout
+    assert "sm_" not in ptx  # cudaForwardCompat=false: no PTX for newer GPUs
+
+    cudart_lib = cuda.cuda_cudart.lib
+    info = read_elf(exe)
+    assert "libcudart.so.13" in info.needed
+    assert info.runpath[0] == f"{cudart_lib}/lib" and "/run/opengl-driver/lib" in info.runpath
+    assert closure == {saxpy.out, cudart_lib}  # nvcc's path is scrubbed from the fatbinary
+
+    # No GPU here: the program must load (libcudart from the store, found by RUNPATH
+    # with no LD_LIBRARY_PATH) and then report the missing driver (exit 2), or pass on a GPU.
+    run = subprocess.run([exe, "4096"], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+    assert "error while loading shared libraries" not in run.stderr
+    assert run.returncode in (0, 2), run.stdout + run.stderr
+    if run.returncode == 0:
+        assert "PASS" in run.stdout
