@@ -111,8 +111,8 @@ def _fetch(drv: Derivation, ctx: BuildContext) -> FetchedArtifact:
 
 
 def _member_name(name: str) -> str:
-    clean = posixpath.normpath(name.replace("\\", "/")).lstrip("/") if not name.startswith("/") else None
-    if clean is None or clean == ".." or clean.startswith("../"):
+    clean = posixpath.normpath(name)
+    if name.startswith("/") or clean == ".." or clean.startswith("../"):
         raise UnpackError(f"archive member {name!r} would land outside the tree")
     return "" if clean == "." else clean
 
@@ -337,7 +337,7 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         split = hooks.split_outputs(tree, list(outputs), root=stage, name="o")
         for name, path in split.items():
             if name in outputs:
-                path.rename(outputs[name])
+                shutil.move(path, outputs[name])  # a rename unless the stage is on another file system
             elif any(path.iterdir()):
                 raise RedistBuildError(f"{drv.name}: files left in output {name!r}, which was not asked for")
 
