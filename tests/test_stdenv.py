@@ -141,6 +141,17 @@ def test_unpack_copies_a_directory_source_writable(config, store, tmp_path):
     assert Path(pkg.out, "data.txt").read_text() == "payloadmore\n"
 
 
+def test_custom_unpack_phase_and_source_root(config, store):
+    pkg = mk_derivation(config, {
+        "pname": "custom-unpack", "sourceRoot": "here/src",
+        "unpackPhase": "mkdir -p here/src && echo made > here/src/file",
+        "installPhase": 'cp file "$out/"; pwd > "$out/cwd"',
+    })
+    build(store, pkg)
+    assert Path(pkg.out, "file").read_text() == "made\n"
+    assert Path(pkg.out, "cwd").read_text().strip().endswith("/here/src")
+
+
 def test_source_changed_after_evaluation_is_refused(config, store, tmp_path):
     src = tmp_path / "one.txt"
     src.write_text("a")

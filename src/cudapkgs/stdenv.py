@@ -319,5 +319,14 @@ def _derivation(final: AttrSet, config: Any) -> Derivation:
 
 
 def input_dirs(paths: Sequence[str], subdirs: Sequence[str]) -> list[str]:
-    """The existing `<path>/<subdir>` directories, in input order (for search paths)."""
-    return [os.path.join(p, d) for p in paths for d in subdirs if os.path.isdir(os.path.join(p, d))]
+    """The existing `<path>/<subdir>` directories, in input order (for search paths).
+
+    A directory reached twice (redist trees link lib64 -> lib) is listed once.
+    """
+    found: dict[str, str] = {}
+    for p in paths:
+        for d in subdirs:
+            candidate = os.path.join(p, d)
+            if os.path.isdir(candidate):
+                found.setdefault(os.path.realpath(candidate), candidate)
+    return list(found.values())

@@ -97,6 +97,8 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Outputs) -> None:
         _run_step(drv, ctx, attrs, env, cwd, outs, f"pre{phase.capitalize()}")
         if attrs.get(f"{phase}Phase") is not None:
             _run_step(drv, ctx, attrs, env, cwd, outs, f"{phase}Phase")
+            if phase == "unpack" and isinstance(attrs.get("sourceRoot"), str) and attrs["sourceRoot"]:
+                cwd = work / attrs["sourceRoot"]
         elif phase == "unpack":
             cwd = _unpack(drv, work)
         elif phase == "patch":
