@@ -45,9 +45,9 @@ def test_dry_run_prints_what_would_be_fetched_with_sizes(manifests_dir, store_en
     result = cudapkgs("build", "--dry-run", "--set", "allowUnfree=true", NVCC, env=store_env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "these 3 sources will be fetched (67.1 MiB download):"
+    assert lines[0] == "these 4 sources will be fetched (68.1 MiB download):"
     assert any("cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz" in l and l.endswith("25.4 MiB") for l in lines)
-    assert "these 3 derivations will be built:" in lines
+    assert "these 4 derivations will be built:" in lines
     assert lines[-1].endswith("-cuda13.0-cuda_nvcc-13.0.88.drv")
     assert not (tmp_path / "store").exists()  # a dry run creates nothing
 
@@ -60,7 +60,7 @@ def test_dry_run_json(manifests_dir, store_env):
     assert sizes["cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz"] == 26657716
     assert data["downloadSize"] == sum(sizes.values())
     assert [p.rsplit("-cuda13.0-", 1)[1] for p in data["build"]] == [
-        "cuda_crt-13.0.88.drv", "libnvvm-13.0.88.drv", "cuda_nvcc-13.0.88.drv",
+        "cuda_crt-13.0.88.drv", "cuda_cccl-13.0.85.drv", "libnvvm-13.0.88.drv", "cuda_nvcc-13.0.88.drv",
     ]
 
 
