@@ -378,3 +378,14 @@ def test_read_only_filesystem_on_open(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "mkdir", erofs)
     with pytest.raises(StoreError, match=r"cannot open the store .*: read-only file system"):
         Store.open(tmp_path / "ro-store")
+
+
+def test_many_processes_open_a_new_store_at_once(tmp_path):
+    """Creating the database (WAL switch, schema) must wait for, not fail on, a concurrent opener."""
+    import subprocess
+    import sys
+
+    code = "import sys; from cudapkgs.store.store import Store; Store.open(sys.argv[1]).close()"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "fresh")], stderr=subprocess.PIPE) for _ in range(8)]
+    errors = [p.communicate(timeout=120)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, errors

@@ -52,6 +52,24 @@ class PathInfo:
         }
 
 
+def _switch_to_wal(conn: sqlite3.Connection, attempts: int = 100) -> str:
+    """Set WAL mode, waiting out other processes doing the same on a new database.
+
+    Changing the journal mode needs an exclusive lock that SQLite's busy timeout does
+    not wait for, so two processes opening a fresh store at once would otherwise fail.
+    """
+    import time
+
+    for attempt in range(attempts):
+        try:
+            return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or attempt == attempts - 1:
+                raise
+            time.sleep(0.02 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 class StoreDB:
     """A connection to the metadata database at `db_file`."""
 
@@ -61,7 +79,7 @@ class StoreDB:
         self.conn = sqlite3.connect(self.db_file, timeout=60, isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA busy_timeout = 60000")
         self.conn.execute("PRAGMA foreign_keys = ON")
-        mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = _switch_to_wal(self.conn)
         if mode.lower() != "wal":  # pragma: no cover - filesystems without shared memory
             self.conn.execute("PRAGMA journal_mode = DELETE")
         self.conn.execute("PRAGMA synchronous = NORMAL")
