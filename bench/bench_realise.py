@@ -15,11 +15,7 @@ directory or an emptied store (not timed), side by side in one process:
   already in the store's download cache (sha256 checked again), i.e. unpack,
   split, fixup, checks, NAR hash, reference scan and registration;
 * cudapkgs realise, cold: the same with an empty download cache (the archive
-  copied from a local mirror directory), for information;
-* what-if, reference scan by bytes.find: the warm realise with the store's
-  reference scan (`nar.scan_for_hashes`, a regex over every byte) replaced, in
-  this process only, by one ``bytes.find`` per candidate hash — to show where
-  the time goes; the store is not changed by this script.
+  copied from a local mirror directory), for information.
 
 Prints a Markdown table of medians (min–max), the ratio to the first row, and
 the median time of each builder step. The budget is realise ≤ 1.3 × tar + patchelf.
@@ -95,32 +91,6 @@ def write_manifest(directory: Path, archive: Path) -> Path:
     return directory
 
 
-def scan_by_find(path, hashes, *, on_found=None):
-    """nar.scan_for_hashes with one bytes.find per candidate (what-if row only)."""
-    import stat
-
-    from cudapkgs.store import nar
-
-    wanted = [h.encode() for h in hashes]
-    found: set[str] = set()
-    root = os.fspath(path)
-    for rel, st in nar.walk(root):
-        full = os.path.join(root, rel) if rel else root
-        if stat.S_ISLNK(st.st_mode):
-            data = os.fsencode(os.readlink(full))
-        elif stat.S_ISREG(st.st_mode):
-            with open(full, "rb") as f:
-                data = f.read()
-        else:
-            continue
-        for h in wanted:
-            if h in data:
-                found.add(h.decode())
-                if on_found:
-                    on_found(h.decode(), rel)
-    return found
-
-
 def tar_and_patchelf(archive: Path, work: Path) -> float:
     dest = work / "tar"
     dest.mkdir()
@@ -160,9 +130,8 @@ def main() -> None:
         unpacked = sum(m.size for m in members if m.isreg())
         compressed = archive.stat().st_size
 
-        what_if = "what-if: cudapkgs realise, reference scan by bytes.find"
         rows: dict[str, list[float]] = {"tar -xJf + patchelf per ELF file": [], "cudapkgs realise": [],
-                                        "cudapkgs realise, cold download cache": [], what_if: []}
+                                        "cudapkgs realise, cold download cache": []}
         steps: dict[str, list[float]] = {}
         with Store.open(work / "store") as store:
             for run in range(args.runs):
@@ -179,16 +148,6 @@ def main() -> None:
                     if not cold and run == 0 and not rows["cudapkgs realise"][1:]:
                         elves = sum(1 for o in drv.outputs.values() for _ in elf.iter_elf_files(o))
                     if not cold:
-                        store.gc()
-                        from cudapkgs.store import nar
-
-                        regex_scan, nar.scan_for_hashes = nar.scan_for_hashes, scan_by_find
-                        try:
-                            t0 = time.perf_counter()
-                            realise(store, [drv])
-                            rows[what_if].append(time.perf_counter() - t0)
-                        finally:
-                            nar.scan_for_hashes = regex_scan
                         steps.setdefault("(before fetch: plan, locks)", []).append(marks[0][1] - start)
                         for (name, t0), (_, t1) in zip(marks, [*marks[1:], ("end", end)]):
                             steps.setdefault(name, []).append(t1 - t0)
