@@ -5,9 +5,8 @@ user's cache ($CUDAPKGS_TEST_CACHE_HOME, else ~/.cache: cudapkgs/wheels), so onl
 the first run downloads; the store is a fresh temporary one every time. Without a
 cuobjdump on the machine, cudaPackages_13_2's (from its wheel) checks the binary.
 
-While buildRedist refuses the empty `stubs` output of the cuda_cudart wheel (it has
-no lib/stubs), the test goes on with that output dropped and ends as XFAIL; every
-other check still runs and fails the test as usual.
+The cuda_cudart wheel has no lib/stubs and no static library: those outputs are
+built empty, with nix-support/missing-from-wheel saying why.
 """
 
 from __future__ import annotations
@@ -21,10 +20,8 @@ from pathlib import Path
 import pytest
 
 import cudapkgs
-from cudapkgs.build.realise import BuildError, realise
-from cudapkgs.cuda.hooks import EmptyOutputError
+from cudapkgs.build.realise import realise
 from cudapkgs.elf import read_elf
-from cudapkgs.fixpoint import lazy
 from cudapkgs.store.store import Store
 
 pytestmark = pytest.mark.wheels
@@ -62,18 +59,11 @@ def test_saxpy_compiled_for_sm_90_by_the_stores_nvcc(tmp_path, manifests_dir, wh
         "storeDir": str(store_dir), "fetchers": ["wheels"], "allowUnfree": True,
         "cudaSupport": True, "cudaCapabilities": ["9.0"], "cudaForwardCompat": False,
     }
-    known_bug = None
     with Store.open(store_dir) as store:
-        for overlays in ([], [_drop_cudart_stubs]):
-            pkgs = cudapkgs.import_pkgs(config=config, overlays=overlays)
-            cuda = pkgs.cudaPackages_13_0
-            try:
-                realise(store, [cuda[name].derivation for name in COMPONENTS])
-                break
-            except BuildError as error:
-                if overlays or not isinstance(error.__cause__, EmptyOutputError) or "stubs" not in str(error):
-                    raise
-                known_bug = f"buildRedist refuses the cuda_cudart wheel's empty stubs output ({error.__cause__})"
+        pkgs = cudapkgs.import_pkgs(config=config)
+        cuda = pkgs.cudaPackages_13_0
+        realise(store, [cuda[name].derivation for name in COMPONENTS])
+        assert (Path(cuda.cuda_cudart.stubs) / "nix-support" / "missing-from-wheel").is_file()
         for name in COMPONENTS:
             assert all(store.is_valid(cuda[name][o]) for o in cuda[name].outputs), name
         assert list(wheel_cache.glob("nvidia_cuda_nvcc-13.0.88-*.whl"))
@@ -106,18 +96,4 @@ def test_saxpy_compiled_for_sm_90_by_the_stores_nvcc(tmp_path, manifests_dir, wh
     assert run.returncode in (0, 2), run.stdout + run.stderr
     if run.returncode == 0:
         assert "PASS" in run.stdout
-    if known_bug:
-        pytest.xfail(f"passed only with cuda_cudart's stubs output dropped: {known_bug}")
 
-
-def _drop_cudart_stubs(final, prev):
-    """Overlay: cudaPackages_13_0.cuda_cudart without `stubs` (the wheel has no lib/stubs)."""
-
-    def cudart(old):
-        return {
-            "outputs": lazy(lambda: [o for o in old["outputs"] if o != "stubs"]),
-            "propagatedBuildOutputs": lazy(lambda: [o for o in old["propagatedBuildOutputs"] if o != "stubs"]),
-        }
-
-    return {"cudaPackages_13_0": lazy(lambda: prev.cudaPackages_13_0.override_scope(
-        lambda f, p: {"cuda_cudart": lazy(lambda: p.cuda_cudart.override_attrs(cudart))}))}

@@ -416,6 +416,41 @@ def test_a_wheel_tree_is_copied_not_consumed(tmp_path, monkeypatch):
     assert (tree / "lib" / "libcufft.so.12").is_file()
 
 
+
+def test_a_wheel_may_leave_static_and_stubs_empty_but_a_tarball_may_not(tmp_path, monkeypatch):
+    from elf_builders import shared_lib
+
+    from cudapkgs.build.realise import BuildError, build_one
+    from cudapkgs.fetch import FetchedArtifact
+
+    tree = tmp_path / "wheel-tree"
+    shared_lib(tree / "lib" / "libcufft.so.12", "int fft(void) { return 1; }\n", "libcufft.so.12")
+
+    class TreeSource:
+        name = "fake wheels"
+
+        def fetch(self, product, pname, version, artifact, dest_dir, *, cuda_major, progress=None):
+            return FetchedArtifact("tree", tree, self.name)
+
+    archive = tmp_path / "libcufft-linux-x86_64-12.0.0.1-archive.tar.xz"
+    archive.write_bytes(b"not used")
+    monkeypatch.setattr(redist, "sources", lambda fetchers: [TreeSource()])
+    drv = _redist_drv(tmp_path / "store", archive, outputs=("out", "lib", "static", "stubs"))
+    with Store.open(tmp_path / "store") as store:
+        build_one(store, drv)
+        for output in ("static", "stubs"):
+            note = Path(drv.outputs[output]) / "nix-support" / "missing-from-wheel"
+            assert f"no {output} files" in note.read_text()
+
+    # The same layout from a tarball is a packaging error: an empty output fails the build.
+    monkeypatch.undo()
+    mirror = _mirror_with(tmp_path, tree)
+    drv = _redist_drv(tmp_path / "store2", mirror, outputs=("out", "lib", "static"))
+    with Store.open(tmp_path / "store2") as store:
+        with pytest.raises(BuildError, match="static"):
+            build_one(store, drv, fetchers=[f"mirror:{tmp_path / 'mirror'}"])
+
+
 # --- host compiler ----------------------------------------------------------------------------
 
 from cudapkgs.build import host_compiler as hc  # noqa: E402

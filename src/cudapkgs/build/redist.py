@@ -292,6 +292,10 @@ def _stage(outputs: Mapping[str, Path], ctx: BuildContext) -> Path:
     return Path(tempfile.mkdtemp(prefix=".redist-", dir=base))
 
 
+# Outputs a wheel may leave empty (pypi-wheels.md: no static cudart, no stubs).
+WHEEL_OPTIONAL_OUTPUTS = frozenset({"static", "stubs", "doc", "samples"})
+
+
 def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> None:
     """Build the redist derivation `drv` into the directories `outputs` (output name -> new dir)."""
     attrs = drv.attrs
@@ -358,7 +362,20 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
             raise hooks.FHSReferenceError(
                 f"{len(hits)} file(s) refer to /usr/ and allowFHSReferences is false: {', '.join(shown)}{more}"
             )
-        hooks.check_outputs_not_empty(outputs, exempt=("out", _output_var(attrs, "outputDev", outputs)))
+        exempt = ["out", _output_var(attrs, "outputDev", outputs)]
+        if fetched.kind == "tree":
+            # NVIDIA's wheels leave out what a redist tarball has for building against it
+            # (static libraries, the libcuda stubs); those outputs stay empty, and say why.
+            for name in WHEEL_OPTIONAL_OUTPUTS.intersection(outputs):
+                if not any(p.name != "nix-support" for p in Path(outputs[name]).iterdir()):
+                    exempt.append(name)
+                    support = Path(outputs[name]) / "nix-support"
+                    support.mkdir(exist_ok=True)
+                    (support / "missing-from-wheel").write_text(
+                        f"{attrs['pname']} {attrs['version']} came from NVIDIA's PyPI wheel, which has no {name} files\n"
+                    )
+                    ctx.log.write(f"output {name} is empty: the wheel has no {name} files\n")
+        hooks.check_outputs_not_empty(outputs, exempt=tuple(exempt))
 
         ctx.step("fixup")
         _fixup(drv, outputs, final, ctx)
