@@ -15,13 +15,6 @@ each run in a fresh temporary directory:
   splits outputs, patches ELF run paths, arranges nvcc and registers the paths.
 - `python -m venv` (with pip, as users make one), then the venv's
   `pip install --no-deps --no-index` of the same five wheel files, and the sum.
-
-While buildRedist refuses the empty `stubs` output of cuda_cudart's wheel (the
-wheel has no lib/stubs), `cudapkgs build` cannot realise cuda_cudart from wheels.
-The setup notices this. The cudapkgs rows then run a small driver instead: it
-evaluates with the overlay of bench/device/pack_saxpy.py, which drops that output,
-and calls what `cudapkgs build` calls after evaluation (`build.cli.realise_and_link`).
-The output says which one ran.
 """
 
 from __future__ import annotations
@@ -43,30 +36,8 @@ WHEELS = ["nvidia_cuda_runtime-13.0.96", "nvidia_cuda_nvcc-13.0.88", "nvidia_cud
           "nvidia_nvvm-13.0.88", "nvidia_cuda_cccl-13.0.85"]
 
 
-DRIVER = """
-import os, sys
-sys.path.insert(0, {device_dir!r})
-import cudapkgs
-from cudapkgs.build.cli import Installable, realise_and_link
-from pack_saxpy import drop_cudart_stubs
-pkgs = cudapkgs.import_pkgs(sets={sets!r}, overlays=[drop_cudart_stubs])
-items = []
-for attr in {attrs!r}:
-    value = pkgs
-    for part in attr.split("."):
-        value = value[part]
-    items.append(Installable(attr, drv=value.derivation))
-jobs = os.cpu_count() if sys.argv[1] == "auto" else int(sys.argv[1])
-sys.exit(realise_and_link(os.environ["CUDAPKGS_STORE"], items, out_link=None, jobs=jobs))
-"""
-
-
-def cudapkgs_build(jobs: str, drop_stubs: bool = False) -> list[str]:
-    """The build command (or the driver, see above); the store comes from $CUDAPKGS_STORE."""
-    if drop_stubs:
-        device_dir = str(Path(__file__).resolve().parent / "device")
-        code = DRIVER.format(device_dir=device_dir, sets=SETS, attrs=ATTRS)
-        return [sys.executable, "-c", code, jobs]
+def cudapkgs_build(jobs: str) -> list[str]:
+    """The build command; the store comes from $CUDAPKGS_STORE."""
     command = [sys.executable, "-m", "cudapkgs", "build", "--no-link", "-j", jobs]
     for s in SETS:
         command += ["--set", s]
@@ -104,15 +75,7 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="bench-wheels-"))
     try:
         env["CUDAPKGS_STORE"] = str(scratch / "warm-store")
-        drop_stubs = False
-        try:
-            timed(cudapkgs_build("auto"), env, check=False)  # fills the wheel cache
-        except RuntimeError as error:
-            if "stubs are empty" not in str(error):
-                raise SystemExit(f"cudapkgs build failed:\n{str(error)[-3000:]}") from None
-            drop_stubs = True
-            shutil.rmtree(scratch / "warm-store", ignore_errors=True)
-            timed(cudapkgs_build("auto", drop_stubs), env)
+        timed(cudapkgs_build("auto"), env)  # fills the wheel cache
         cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cudapkgs" / "wheels"
         wheels = [next(iter(sorted(cache.glob(f"{stem}-*x86_64*.whl")))) for stem in WHEELS]
         rows: dict[str, list[float]] = {k: [] for k in
@@ -122,7 +85,7 @@ def main() -> int:
             for jobs in ("auto", "1"):
                 store = scratch / f"store-{jobs}-{i}"
                 env["CUDAPKGS_STORE"] = str(store)
-                rows[f"build -j {jobs}"].append(timed(cudapkgs_build(jobs, drop_stubs), env))
+                rows[f"build -j {jobs}"].append(timed(cudapkgs_build(jobs), env))
                 sizes["store paths"] = sum(tree_size(p) for p in store.iterdir() if not p.name.startswith("."))
                 sizes["store .cache"] = tree_size(store / ".cache")
                 shutil.rmtree(store, ignore_errors=True)
@@ -139,13 +102,11 @@ def main() -> int:
         shutil.rmtree(scratch, ignore_errors=True)
     medians = {k: statistics.median(v) for k, v in rows.items()}
     if args.json:
-        print(json.dumps({"runs": args.runs, "driver": drop_stubs, "median_s": medians, "all_s": rows,
+        print(json.dumps({"runs": args.runs, "median_s": medians, "all_s": rows,
                           "bytes": sizes}, indent=2))
         return 0
     print(f"wheels: {sum(w.stat().st_size for w in wheels) / 2**20:.1f} MiB in {len(wheels)} files; "
           f"runs: {args.runs}; cpus: {os.cpu_count()}")
-    print("cudapkgs side: " + ("driver with cuda_cudart's stubs output dropped (see the docstring)"
-                               if drop_stubs else "cudapkgs build"))
     for key, value in medians.items():
         spread = f"{min(rows[key]):.2f}-{max(rows[key]):.2f}"
         print(f"{key:<20} {value:7.2f} s   (min-max {spread})")

@@ -6,10 +6,6 @@ The closure (Store.closure of saxpy's out) is archived with absolute paths, so
 `tar -xzf closure.tar.gz -C /` on the device puts every path back at the same
 store path; that machine must use the same store directory. Writes
 closure.tar.gz, closure.txt and saxpy-path into --out (build/ is git-ignored).
-
-NVIDIA's cuda_cudart wheel has no lib/stubs, and buildRedist refuses an empty
-`stubs` output; while it does, this script retries with cuda_cudart's `stubs`
-output dropped (an overlay; it changes cudart's and saxpy's store paths) and says so.
 """
 
 from __future__ import annotations
@@ -27,20 +23,6 @@ CONFIG = {
 }
 
 
-def drop_cudart_stubs(final, prev):
-    """Overlay: cudaPackages_13_0.cuda_cudart without its `stubs` output."""
-    from cudapkgs.fixpoint import lazy
-
-    def cudart(old):
-        return {
-            "outputs": lazy(lambda: [o for o in old["outputs"] if o != "stubs"]),
-            "propagatedBuildOutputs": lazy(lambda: [o for o in old["propagatedBuildOutputs"] if o != "stubs"]),
-        }
-
-    return {"cudaPackages_13_0": lazy(lambda: prev.cudaPackages_13_0.override_scope(
-        lambda f, p: {"cuda_cudart": lazy(lambda: p.cuda_cudart.override_attrs(cudart))}))}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", default="/tmp/cudapkgs-store")
@@ -52,20 +34,10 @@ def main() -> int:
     from cudapkgs.build.realise import realise
     from cudapkgs.store.store import Store
 
-    from cudapkgs.build.realise import BuildError
-    from cudapkgs.cuda.hooks import EmptyOutputError
-
     with Store.open(args.store) as store:
-        for overlays in ([], [drop_cudart_stubs]):
-            pkgs = cudapkgs.import_pkgs(config={**CONFIG, "storeDir": args.store}, overlays=overlays)
-            saxpy = pkgs.saxpy.override(cudaPackages=pkgs.cudaPackages_13_0)
-            try:
-                realise(store, [saxpy.derivation])
-                break
-            except BuildError as error:
-                if overlays or not isinstance(error.__cause__, EmptyOutputError) or "stubs" not in str(error):
-                    raise
-                print(f"note: {error}; retrying with cuda_cudart's stubs output dropped", file=sys.stderr)
+        pkgs = cudapkgs.import_pkgs(config={**CONFIG, "storeDir": args.store})
+        saxpy = pkgs.saxpy.override(cudaPackages=pkgs.cudaPackages_13_0)
+        realise(store, [saxpy.derivation])
         closure = sorted(store.closure([saxpy.out]))
         size = sum(store.query(p).nar_size for p in closure)
     out = Path(args.out)

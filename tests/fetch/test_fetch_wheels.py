@@ -156,6 +156,25 @@ def test_wheel_source_with_fake_pip(tmp_path):
     assert argv[argv.index("-d") + 1] == str(tmp_path / "cache")
 
 
+
+def test_a_verified_wheel_is_not_downloaded_again_unless_its_bytes_changed(tmp_path):
+    built = make_wheel(tmp_path / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl", CU13)
+    calls = tmp_path / "calls"
+    fake_pip = tmp_path / "pip.py"
+    fake_pip.write_text(
+        "import shutil, sys\n"
+        f"open({str(calls)!r}, 'a').write('pip\\n')\n"
+        f"shutil.copy({str(built)!r}, sys.argv[sys.argv.index('-d') + 1])\n"
+    )
+    source = WheelSource(tmp_path / "cache", pip=[sys.executable, str(fake_pip)])
+    first = source.download_wheel("nvidia-cuda-nvcc", "13.0.88", "x86_64")
+    assert source.download_wheel("nvidia-cuda-nvcc", "13.0.88", "x86_64") == first
+    assert calls.read_text().count("pip") == 1  # the second call trusted the recorded sha256
+    first.write_bytes(first.read_bytes() + b"tampered")
+    assert source.download_wheel("nvidia-cuda-nvcc", "13.0.88", "x86_64") == first
+    assert calls.read_text().count("pip") == 2  # different bytes: pip checks (and replaces) it again
+    assert first.read_bytes() == built.read_bytes()
+
 def test_wheel_source_pip_failure_is_a_reason(tmp_path):
     artifact = Artifact("cuda_nvcc/linux-sbsa/x.tar.xz", "0" * 64, None, 1)
     failing_pip = [sys.executable, "-c", "import sys; sys.exit('ERROR: No matching distribution')"]

@@ -227,15 +227,18 @@ class WheelSource:
         """
         cache = self.cache_dir or wheel_cache_directory()
         cache.mkdir(parents=True, exist_ok=True)
+        known = _verified_wheel(cache, project, version, arch)
+        if known is not None:
+            return known
         try:
-            return self._pip_download(cache, project, version, f"{project}=={version}", arch)
+            return _remember_verified(self._pip_download(cache, project, version, f"{project}=={version}", arch))
         except FetchError as error:
             if not project.endswith("-cu12") or "No matching distribution" not in str(error):
                 raise
             first = error
         try:
             post = f"{project}>={version}.post1,<={version}.post99"
-            return self._pip_download(cache, project, f"{version}.post", post, arch)
+            return _remember_verified(self._pip_download(cache, project, f"{version}.post", post, arch))
         except FetchError:
             raise first from None
 
@@ -282,6 +285,37 @@ class WheelSource:
             progress(wheel.stat().st_size, wheel.stat().st_size)
         tree = unpack_wheel(wheel, Path(dest_dir) / f"{pname}-{version}-wheel", pname=pname, cuda_major=cuda_major)
         return FetchedArtifact("tree", tree, self.name)
+
+
+# A wheel pip has downloaded and checked against its index gets a "<wheel>.sha256" beside
+# it; a later build that finds the same bytes skips pip (a process start and an index
+# round trip per wheel). Different bytes, or no record, go through pip again.
+_VERIFIED_SUFFIX = ".sha256"
+
+
+def _remember_verified(wheel: Path) -> Path:
+    record = wheel.with_name(wheel.name + _VERIFIED_SUFFIX)
+    tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
+    tmp.write_text(_sha256(wheel) + "\n")
+    os.replace(tmp, record)
+    return wheel
+
+
+def _verified_wheel(cache: Path, project: str, version: str, arch: str) -> Path | None:
+    stem = re.sub(r"[-_.]+", "_", project).lower()
+    for wheel in sorted(cache.glob(f"{stem}-{version}-*.whl")):
+        record = wheel.with_name(wheel.name + _VERIFIED_SUFFIX)
+        if arch in wheel.name and record.is_file() and record.read_text().strip() == _sha256(wheel):
+            return wheel
+    return None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _arch_of(relative_path: str) -> str:
