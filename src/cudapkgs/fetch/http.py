@@ -10,6 +10,7 @@ import hashlib
 import http.client
 import os
 import re
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -140,6 +141,8 @@ def _fetch_http(
                 break  # 404 and friends will not go away
         except urllib.error.URLError as error:
             problem = str(error.reason)
+            if isinstance(error.reason, socket.gaierror):
+                break  # the name does not resolve (no network, or a typo): retrying will not help
         except (OSError, http.client.HTTPException) as error:  # resets, timeouts, bad status lines
             problem = str(error) or type(error).__name__
         except ValueError as error:  # a malformed URL
