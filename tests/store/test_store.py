@@ -402,3 +402,14 @@ def test_many_processes_open_a_new_store_at_once(tmp_path):
     ]
     errors = [p.communicate(timeout=120)[1].decode() for p in procs]
     assert [p.returncode for p in procs] == [0] * 6, errors
+
+
+def test_cli_takes_the_store_from_the_configuration(store, tmp_path):
+    path = store.add_path(addressed(store, "configured"), write_tree({"f": b"x"}))
+    config = tmp_path / "cudapkgs.toml"
+    config.write_text(f'storeDir = "{store.store_dir}"\n')
+    env = {k: v for k, v in os.environ.items() if k != "CUDAPKGS_STORE"}
+    env["CUDAPKGS_CONFIG"] = str(config)
+    r = subprocess.run([sys.executable, "-m", "cudapkgs", "path-info", path], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == path

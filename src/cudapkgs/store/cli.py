@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import argparse
 
-STORE_HELP = "the store root (default: $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store)"
+STORE_HELP = (
+    "the store root (default: storeDir from the configuration, else $CUDAPKGS_STORE, "
+    "else $XDG_DATA_HOME/cudapkgs/store)"
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -76,9 +79,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from . import open_store
     from .store import Store
 
-    return Store.open(args.store)
+    if args.store:
+        return Store.open(args.store)
+    from ..config import load_config
+
+    return open_store(load_config())  # storeDir from the config files, else $CUDAPKGS_STORE
 
 
 def _human(size: int) -> str:
