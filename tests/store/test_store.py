@@ -413,3 +413,37 @@ def test_cli_takes_the_store_from_the_configuration(store, tmp_path):
     r = subprocess.run([sys.executable, "-m", "cudapkgs", "path-info", path], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[0] == path
+
+
+def test_temporary_roots_protect_fresh_paths_until_their_process_ends(store, tmp_path):
+    fresh = store.add_path(addressed(store, "fresh"), write_tree({"f": b"x"}))
+    store.add_temp_roots([fresh])
+    other = Store.open(store.store_dir)  # another process's view: gc must not take it
+    try:
+        assert fresh not in other.gc().deleted and other.is_valid(fresh)
+    finally:
+        other.close()
+    store.close()  # the roots go with the store (or the process)
+    again = Store.open(store.store_dir)
+    try:
+        assert fresh in again.gc().deleted
+        assert list((again.root / ".temproots").iterdir()) == []
+    finally:
+        again.close()
+
+    # A process killed with its temp roots: the stale file is removed by the next gc.
+    code = f"""
+import os, signal
+from cudapkgs.store.store import Store
+s = Store.open({str(tmp_path / "s2")!r})
+s.add_temp_roots([])
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    subprocess.run([sys.executable, "-c", code])
+    s2 = Store.open(tmp_path / "s2")
+    try:
+        assert list((s2.root / ".temproots").glob("*")) != []
+        s2.gc()
+        assert list((s2.root / ".temproots").glob("*")) == []
+    finally:
+        s2.close()

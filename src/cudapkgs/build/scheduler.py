@@ -393,6 +393,8 @@ def run(
     finally:
         progress.end()
     pool.shutdown(wait=True)
+    if built:  # taken over from the workers' stores before they close (and drop theirs)
+        store.add_temp_roots(built)
     for opened_store in opened:
         opened_store.close()
     if failures:

@@ -87,6 +87,7 @@ class Store:
         self.locks_dir = root / ".locks"
         self.tmp_dir = root / ".tmp"
         self.gcroots_dir = root / ".gcroots"
+        self._temp_roots: tuple[PathLock, Path] | None = None
 
     # -- opening ---------------------------------------------------------
 
@@ -96,7 +97,7 @@ class Store:
         path = Path(os.path.abspath(os.path.expanduser(os.fspath(root)))) if root is not None else Path(os.path.abspath(default_store_root()))
         path = Path(os.path.normpath(path))
         try:
-            for sub in ("", ".meta", ".locks", ".tmp", ".gcroots", ".gcroots/auto", ".gcroots/profiles"):
+            for sub in ("", ".meta", ".locks", ".tmp", ".gcroots", ".gcroots/auto", ".gcroots/profiles", ".temproots"):
                 (path / sub).mkdir(parents=True, exist_ok=True)
             db = StoreDB(path / ".meta" / "db.sqlite")
         except OSError as error:
@@ -106,7 +107,48 @@ class Store:
         return cls(path, db)
 
     def close(self) -> None:
+        if self._temp_roots is not None:
+            lock, file = self._temp_roots
+            file.unlink(missing_ok=True)
+            lock.release_and_delete()
+            self._temp_roots = None
         self.db.close()
+
+    def add_temp_roots(self, paths: Iterable[str]) -> None:
+        """Keep `paths` alive until this Store is closed or the process ends (Nix's temproots).
+
+        A build's outputs are valid before its caller links them as `result`; a gc in
+        between must not collect them. The roots live in `<store>/.temproots/<pid>-…`,
+        locked by this process; gc honours the files whose lock is held and deletes the rest.
+        """
+        paths = [self.parse(p) for p in paths]
+        if self._temp_roots is None:
+            file = self.root / ".temproots" / f"{os.getpid()}-{uuid.uuid4().hex}"
+            lock = PathLock(file.with_name(file.name + ".lock"))
+            lock.acquire()
+            self._temp_roots = (lock, file)
+        with open(self._temp_roots[1], "a") as f:
+            f.write("".join(p + "\n" for p in paths))
+
+    def _live_temp_roots(self, remove_stale: bool) -> set[str]:
+        found: set[str] = set()
+        directory = self.root / ".temproots"
+        for file in sorted(directory.glob("*")):
+            if file.name.endswith(".lock"):
+                continue
+            lock = PathLock(file.with_name(file.name + ".lock"))
+            if lock.acquire(blocking=False):  # its process is gone
+                if remove_stale:
+                    file.unlink(missing_ok=True)
+                    lock.release_and_delete()
+                else:
+                    lock.release()
+                continue
+            try:
+                found.update(line for line in file.read_text().splitlines() if self.db.is_valid(line))
+            except FileNotFoundError:
+                pass
+        return found
 
     def __enter__(self) -> Store:
         return self
@@ -414,7 +456,7 @@ class Store:
     def gc(self, dry_run: bool = False) -> GCResult:
         """Delete every path outside the closure of the GC roots (and stale roots, and leftovers)."""
         with PathLock(self.locks_dir / "gc.lock"):
-            roots = set(self.roots(remove_stale=not dry_run).values())
+            roots = set(self.roots(remove_stale=not dry_run).values()) | self._live_temp_roots(not dry_run)
             live = self.closure(roots)
             held: dict[str, PathLock] = {}
             busy: set[str] = set()
