@@ -24,7 +24,8 @@ CONFIG_HELP = """\
 configuration (lowest precedence first): ~/.config/cudapkgs/config.toml, the file
 named by $CUDAPKGS_CONFIG, --config FILE, then each --set. Keys: cudaSupport,
 rocmSupport, cudaCapabilities, cudaForwardCompat, allowUnfree,
-allowUnfreePredicate ("cuda" = NVIDIA's CUDA licenses), allowAliases, manifestsDir.
+allowUnfreePredicate ("cuda" = NVIDIA's CUDA licenses), allowAliases, manifestsDir,
+storeDir, fetchers ("redist", "mirror:<dir or URL>", "wheels"), driverLibDir.
 Manifests are read from manifestsDir or $CUDAPKGS_MANIFESTS, else downloaded from
 NVIDIA once and cached.
 """
