@@ -25,10 +25,8 @@ import os
 import subprocess
 import sys
 import tarfile
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, os.fspath(Path(__file__).resolve().parents[1]))  # tests/, for elf_builders
@@ -207,71 +205,9 @@ def make_driver_dir(directory: Path) -> Path:
     return directory
 
 
-# --- the loopback server -------------------------------------------------------
+# --- the loopback server: tests/loopback_server.py ---------------------------------
 
-
-@dataclass
-class Server:
-    url: str
-    files: dict[str, bytes] = field(default_factory=dict)
-    #: One behaviour per request, consumed in order ("ok" once exhausted): ok | 500 | truncate
-    script: list[str] = field(default_factory=list)
-    requests: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def hits(self, path: str | None = None) -> int:
-        return sum(1 for p in self.requests if path is None or p == path)
-
-
-def _handler(state: Server) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802
-            with state.lock:
-                state.requests.append(self.path)
-                behaviour = state.script.pop(0) if state.script else "ok"
-            body = state.files.get(self.path)
-            if behaviour == "500" or body is None:
-                self.send_error(500 if behaviour == "500" else 404)
-                return
-            start = 0
-            wanted = self.headers.get("Range")
-            if wanted:
-                start = int(wanted.removeprefix("bytes=").split("-")[0])
-                if start >= len(body):
-                    self.send_error(416)
-                    return
-                self.send_response(206)
-                self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-            else:
-                self.send_response(200)
-            payload = body[start:]
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            if behaviour == "truncate":
-                self.wfile.write(payload[: len(payload) // 2])
-                self.wfile.flush()
-                self.close_connection = True
-                return
-            self.wfile.write(payload)
-
-    return Handler
-
-
-def serve() -> Iterator[Server]:
-    """A running loopback server (a generator for a pytest fixture)."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    state = Server(url=f"http://127.0.0.1:{httpd.server_address[1]}")
-    httpd.RequestHandlerClass = _handler(state)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+from loopback_server import Server, serve  # noqa: E402,F401 - used as rf.serve / rf.Server
 
 
 # --- a builder in another process ---------------------------------------------------
