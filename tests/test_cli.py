@@ -130,3 +130,35 @@ def test_check_leakage_clean_set():
 def test_help_teaches():
     out = ok("eval", "--help")
     assert "cudaPackages_12_8.cudnn.version" in out and "--set" in out and "CUDAPKGS_CONFIG" in out
+
+
+def test_list_all_recurses_only_into_the_default_set():
+    rows = json.loads(ok("list", "--all", "--json"))
+    attrs = [r["attr"] for r in rows]
+    assert "saxpy" in attrs and "cudaPackages.cuda_nvcc" in attrs
+    assert not any(a.startswith(("cudaPackages_", "pkgs")) for a in attrs)
+    nvcc = {r["attr"]: r for r in rows}["cudaPackages.cuda_nvcc"]
+    assert nvcc["version"] == "12.9.86"
+    assert {r["attr"]: r for r in rows}["saxpy"]["available"] is True
+
+
+def test_an_internal_error_is_one_line_without_traceback(tmp_path):
+    # Whatever goes wrong inside (here: a command that raises a plain RuntimeError), the
+    # user gets one line; the traceback only with CUDAPKGS_DEBUG.
+    code = (
+        "import sys, cudapkgs.cli as c\n"
+        "def boom(args): raise RuntimeError('boom')\n"
+        "p = c.build_parser\n"
+        "def patched():\n"
+        "    parser = p()\n"
+        "    parser.set_defaults(func=boom)\n"
+        "    return parser\n"
+        "c.build_parser = patched\n"
+        "sys.exit(c.main([]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 70
+    assert "internal error: RuntimeError: boom" in result.stderr and "Traceback" not in result.stderr
+    debug = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "CUDAPKGS_DEBUG": "1"})
+    assert "Traceback" in debug.stderr

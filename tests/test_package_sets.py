@@ -7,6 +7,7 @@ import pytest
 from cudapkgs.cuda.package_sets import (
     aliases,
     package_set_definitions,
+    recurse_into,
     resolve_alias,
     set_name_for_cuda_version,
 )
@@ -50,6 +51,7 @@ def test_every_referenced_manifest_exists():
 
 def test_aliases_match_reference():
     assert dict(aliases()) == REFERENCE["aliases"]
+    assert recurse_into() == frozenset(REFERENCE["recurseIntoAttrs"])
     assert resolve_alias("cudaPackages") == "cudaPackages_12_9"
     assert resolve_alias("cudaPackages_13") == "cudaPackages_13_3"
 

@@ -33,8 +33,13 @@ def raw_manifest(product: str, version: str) -> dict:
 
 def test_aliases_are_the_same_objects():
     pkgs = pkgs_with()
-    assert pkgs.cudaPackages is pkgs.cudaPackages_12 is pkgs.cudaPackages_12_9
+    assert pkgs.cudaPackages_12 is pkgs.cudaPackages_12_9
     assert pkgs.cudaPackages_13 is pkgs.cudaPackages_13_3
+    # cudaPackages is recurseIntoAttrs cudaPackages_12: a marked copy sharing every package.
+    assert pkgs.cudaPackages.recurseForDerivations is True
+    assert "recurseForDerivations" not in pkgs.cudaPackages_12_9
+    assert pkgs.cudaPackages.libcublas is pkgs.cudaPackages_12_9.libcublas
+    assert pkgs.cudaPackages.attr_path == "cudaPackages_12_9"
     assert pkgs.cudaPackages.cudaMajorMinorVersion == "12.9"
     assert pkgs.cudaPackages_13.cudaMajorMinorPatchVersion == "13.3.1"
 

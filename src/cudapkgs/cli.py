@@ -69,6 +69,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as error:  # a bug in cudapkgs: one line, the traceback only on request
+        import os
+
+        if os.environ.get("CUDAPKGS_DEBUG"):
+            raise
+        print(
+            f"cudapkgs: internal error: {type(error).__name__}: {error} "
+            "(this is a bug in cudapkgs; set CUDAPKGS_DEBUG=1 to see the traceback)",
+            file=sys.stderr,
+        )
+        return 70
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -69,6 +69,12 @@ def register(subparsers: Any) -> None:
         formatter_class=fmt,
     )
     p.add_argument("set", metavar="SET", nargs="?", default="cudaPackages", help="package set (default: cudaPackages)")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="list every package reachable from the top level instead: its own packages and the "
+        "default set's, as cudaPackages.* (only the default set is recursed into, like recurseIntoAttrs)",
+    )
     _add_eval_options(p)
     p.set_defaults(func=run_list)
 
@@ -137,17 +143,26 @@ def run_list(args: argparse.Namespace) -> int:
     from .inventory import list_components
 
     pkgs = _pkgs(args)
-    scope = resolve(pkgs, parse_attrpath(args.set))
-    rows = list_components(scope)
+    if args.all:
+        from .inventory import list_all
+
+        rows = list_all(pkgs)
+        title = f"every package ({pkgs.system}; sets other than cudaPackages are reached by name)"
+        key = "attr"
+    else:
+        scope = resolve(pkgs, parse_attrpath(args.set))
+        rows = list_components(scope)
+        title = f"{scope.attr_path} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system})"
+        key = "pname"
     if args.json:
         _print_json(rows)
         return 0
     from .table import print_table
 
-    print(f"{scope.attr_path} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system})")
+    print(title)
     print_table(
-        ["component", "version", "license", "outputs", "status"],
-        [[r["pname"], r["version"], r["license"], " ".join(r["outputs"]), r["status"]] for r in rows],
+        ["attribute" if key == "attr" else "component", "version", "license", "outputs", "status"],
+        [[r[key], r["version"], r["license"], " ".join(r["outputs"]), r["status"]] for r in rows],
     )
     return 0
 

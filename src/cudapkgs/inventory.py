@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from . import db, licenses
@@ -11,46 +12,64 @@ from .package import Package
 
 def _status(package: Package) -> str:
     meta = package.meta
-    if meta.available:
+    if meta.get("available", True):
         return "available"
-    if package.release is None:
-        manifest = package.redistName
-        return f"absent: not in the {manifest} {package.manifestVersion} manifest"
-    problems = meta.problems
+    if "release" in package and package.release is None:
+        return f"absent: not in the {package.redistName} {package.manifestVersion} manifest"
+    problems = meta.get("problems") or {}
     if "unsupported" in problems or "broken" in problems:
-        failed = [m for ok, m in package.platformAssertions + package.brokenAssertions if not ok]
+        if "platformAssertions" in package:
+            failed = [m for ok, m in package.platformAssertions + package.brokenAssertions if not ok]
+        else:
+            failed = [p["message"] for p in problems.values()]
         kind = "broken" if "broken" in problems and "unsupported" not in problems else "unsupported"
         return f"{kind}: " + "; ".join(failed)
-    if not licenses.is_free(meta.license):
-        return f"unfree ({licenses.license_names(meta.license)}): allow with allowUnfree or allowUnfreePredicate"
+    license = meta.get("license")
+    if not licenses.is_free(license):
+        return f"unfree ({licenses.license_names(license)}): allow with allowUnfree or allowUnfreePredicate"
     return "unavailable"
+
+
+def _row(attr: str, package: Package) -> dict[str, Any]:
+    try:
+        return {
+            "attr": attr,
+            "pname": package.pname,
+            "version": package.version,
+            "license": licenses.license_names(package.meta.get("license")),
+            "outputs": list(package.outputs),
+            "available": bool(package.meta.get("available", True)),
+            "status": _status(package),
+        }
+    except CudapkgsError as error:
+        return {"attr": attr, "pname": attr.rsplit(".", 1)[-1], "version": "?", "license": "?", "outputs": [],
+                "available": False, "status": f"error: {error}"}
 
 
 def list_components(scope: Any) -> list[dict[str, Any]]:
     """One row per component of a CUDA set: pname, version, license, outputs, available, status."""
+    return [
+        _row(name, value)
+        for name in scope
+        if isinstance(value := scope[name], Package) and "redistName" in value
+    ]
+
+
+def list_all(pkgs: Any) -> list[dict[str, Any]]:
+    """Every package a listing reaches, as Nixpkgs' tools do: the top level's packages, and
+    the members of sets marked `recurseForDerivations` (the default CUDA set, as `cudaPackages.*`)."""
     rows = []
-    for name in scope:
-        value = scope[name]
-        if not isinstance(value, Package) or "redistName" not in value:
-            continue
-        try:
-            rows.append(
-                {
-                    "attr": name,
-                    "pname": value.pname,
-                    "version": value.version,
-                    "license": licenses.license_names(value.meta.license),
-                    "outputs": list(value.outputs),
-                    "available": bool(value.meta.available),
-                    "status": _status(value),
-                }
+    for name in pkgs:
+        value = pkgs[name]
+        if isinstance(value, Package):
+            rows.append(_row(name, value))
+        elif isinstance(value, Mapping) and value.get("recurseForDerivations") is True:
+            rows.extend(
+                _row(f"{name}.{member}", package)
+                for member in value
+                if isinstance(package := value[member], Package)
             )
-        except CudapkgsError as error:
-            rows.append(
-                {"attr": name, "pname": name, "version": "?", "license": "?", "outputs": [],
-                 "available": False, "status": f"error: {error}"}
-            )
-    return rows
+    return sorted(rows, key=lambda row: row["attr"])
 
 
 def capability_table(pkgs: Any, cuda_major_minor: str) -> list[dict[str, Any]]:

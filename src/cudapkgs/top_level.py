@@ -16,7 +16,7 @@ from typing import Any
 from .config import Config, load_config
 from .cuda.backend_stdenv import host_platform
 from .cuda.infrastructure import default_cuda
-from .cuda.package_sets import aliases, package_set_definitions
+from .cuda.package_sets import aliases, package_set_definitions, recurse_into
 from .cuda.scope import cuda_packages
 from .fixpoint import AttrSet, Scope, call_package_with, compose_many_extensions, extends, lazy, make_scope
 from .platform import check_system, host_system
@@ -113,7 +113,12 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
                 )
             )
         for alias, target in aliases().items():
-            attrs[alias] = lazy(lambda target=target: final[target])
+            if alias in recurse_into():
+                # recurseIntoAttrs: the same set (its packages are the same objects), marked
+                # so that listings descend into it; like Nixpkgs, a new attribute set.
+                attrs[alias] = lazy(lambda target=target: final[target].update({"recurseForDerivations": True}))
+            else:
+                attrs[alias] = lazy(lambda target=target: final[target])
         attrs["pkgsCuda"] = lazy(variant(cudaSupport=True, rocmSupport=False))
         attrs["pkgsRocm"] = lazy(variant(cudaSupport=False, rocmSupport=True))
         attrs["pkgsForCudaArch"] = lazy(lambda: pkgs_for_cuda_arch(final))

@@ -76,6 +76,12 @@ def aliases() -> Mapping[str, str]:
     return dict(_load()["aliases"])
 
 
+@functools.cache
+def recurse_into() -> frozenset[str]:
+    """The names marked recurseIntoAttrs (listed with their packages): the default set."""
+    return frozenset(_load().get("recurseIntoAttrs", ()))
+
+
 def resolve_alias(name: str) -> str:
     """Follow aliases until a versioned set name."""
     seen = []
