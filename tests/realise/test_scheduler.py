@@ -157,9 +157,8 @@ def test_builds_dependencies_first_and_registers_references(store):
 
 def test_two_independent_builds_run_in_parallel(store):
     x, y = mk(store.store_dir, "x", sleep=0.5), mk(store.store_dir, "y", sleep=0.5)
-    start = time.monotonic()
     run(store, plan(store, [x, y]), jobs=2)
-    assert time.monotonic() - start < 0.9
+    assert _active[1] == 2  # both builders were running at the same moment (no wall-clock budget)
     assert not store.db.invalid_paths([x.outputs["out"], y.outputs["out"]])
 
 
