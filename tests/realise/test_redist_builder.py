@@ -466,7 +466,7 @@ def fake_compilers(directory: Path, **versions: str) -> Path:
         base, _, suffix = key.partition("_")
         major = version.split(".")[0]
         if base == "clang":
-            macros = [f"__clang__ 1", f"__clang_major__ {major}", f'__clang_version__ "{version} "', "__GNUC__ 4"]
+            macros = ["__clang__ 1", f"__clang_major__ {major}", f'__clang_version__ "{version} "', "__GNUC__ 4"]
             names = [f"clang-{suffix}" if suffix else "clang", f"clang++-{suffix}" if suffix else "clang++"]
         else:
             macros = [f"__GNUC__ {major}", f'__VERSION__ "{version}"']

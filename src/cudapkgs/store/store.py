@@ -34,7 +34,7 @@ from ..errors import StoreError
 from . import nar
 from .db import PathInfo, StoreDB
 from .locks import PathLock, lock_file_for
-from .paths import base32_encode, compress_hash, hash_part, make_store_path_from_digest, parse_store_path, to_store_path
+from .paths import base32_encode, compress_hash, hash_part, make_store_path_from_digest, to_store_path
 
 __all__ = ["GCResult", "Hop", "PathInfo", "Problem", "Store", "default_store_root"]
 
