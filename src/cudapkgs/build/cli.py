@@ -82,6 +82,29 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run_build)
 
     p = subparsers.add_parser(
+        "shell",
+        help="a shell (or command) with packages' bin, include and lib directories, CUDAToolkit_ROOT, …",
+        description="Build the packages (as `build` does, without links), then start $SHELL, or the "
+        "--command, with the environment a build of something depending on them would see: "
+        "PATH, CPATH, LIBRARY_PATH and PKG_CONFIG_PATH from their outputs and what they propagate, "
+        "CUDAToolkit_ROOT for CMake, CUDA_HOME and CUDACXX when nvcc is among them. Programs find their "
+        "libraries through RUNPATH: LD_LIBRARY_PATH is left alone.\n\n" + CONFIG_HELP,
+        epilog="examples:\n"
+        "  cudapkgs shell --set allowUnfree=true cudaPackages_13_0.cuda_nvcc cudaPackages_13_0.cuda_cudart\n"
+        "  cudapkgs shell --set allowUnfree=true cudaPackages_13_0.cuda_nvcc cudaPackages_13_0.cuda_cudart \\\n"
+        "      --command nvcc -arch=sm_90 saxpy.cu -o saxpy\n"
+        "  eval \"$(cudapkgs shell --print-env cudaPackages_13_0.cuda_cudart --set allowUnfree=true)\"",
+        formatter_class=fmt,
+    )
+    p.add_argument("attrpaths", nargs="+", metavar="ATTRPATH", help="packages (attribute paths or store paths)")
+    p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
+                   help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
+    p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
+    p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto", help="builds at once ('auto': CPUs)")
+    _add_eval_options(p, json_flag=False)
+    p.set_defaults(func=run_shell)
+
+    p = subparsers.add_parser(
         "log",
         help="print the build log of a store path, derivation or package",
         description="Print the log written when a store path was built. PATH may be an output path, "
@@ -160,6 +183,28 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     return store_dir, items
 
 
+def run_shell(args: argparse.Namespace) -> int:
+    """Build the packages, then run a shell (or a command) in their development environment."""
+    import os
+    import subprocess
+
+    from ..shell import export_lines, shell_environment
+
+    store_dir, items = evaluate(args)
+    realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True)
+    env = shell_environment([p for item in items for p in item.outputs.values()])
+    if args.print_env:
+        sys.stdout.write(export_lines(env))
+        return 0
+    command = args.command or [os.environ.get("SHELL") or "/bin/sh"]
+    try:
+        return subprocess.call(command, env=env)
+    except FileNotFoundError:
+        from ..errors import UsageError
+
+        raise UsageError(f"cannot run {command[0]!r}: no such program") from None
+
+
 def run_build(args: argparse.Namespace) -> int:
     store_dir, items = evaluate(args)
     return realise_and_link(
@@ -177,6 +222,7 @@ def realise_and_link(
     keep_failed: bool = False,
     dry_run: bool = False,
     as_json: bool = False,
+    quiet: bool = False,
 ) -> int:
     """What `cudapkgs build` does after evaluation: check, plan, build what is missing, link, print."""
     from .scheduler import make_progress, plan, run
@@ -199,6 +245,8 @@ def realise_and_link(
                     _link(store, base if output == "out" else f"{base}-{output}", path)
     finally:
         store.close()
+    if quiet:
+        return 0
     if as_json:
         import json
 
