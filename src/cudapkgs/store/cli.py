@@ -1,4 +1,4 @@
-"""The store commands: `gc`, `path-info`, `why-depends`, `verify`.
+"""The store commands: `gc`, `export`, `import`, `path-info`, `why-depends`, `verify`.
 
 Only argparse is imported here; the store loads inside the handlers.
 """
@@ -32,6 +32,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     gc.add_argument("--json", action="store_true", help='print {"deleted": [...], "bytesFreed": N, "dryRun": bool}')
     gc.add_argument("--store", metavar="DIR", help=STORE_HELP)
     gc.set_defaults(func=_gc)
+
+    export = subparsers.add_parser(
+        "export",
+        help="write the closure of store paths to an archive (to carry it to another machine)",
+        description="Write PATHs and everything they refer to into one tar archive (gzip when FILE ends "
+        "in .gz or .tgz), with each path's NAR hash and references, for `cudapkgs import` on a machine "
+        "whose store has the same directory.",
+        epilog="example:\n  cudapkgs export ./result -o saxpy-closure.tar.gz",
+        formatter_class=fmt,
+    )
+    export.add_argument("paths", nargs="+", metavar="PATH", help="store paths (or ./result links)")
+    export.add_argument("-o", "--output", metavar="FILE", required=True, help="the archive to write")
+    export.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    export.set_defaults(func=_export)
+
+    imp = subparsers.add_parser(
+        "import",
+        help="add the paths of an export archive to the store, checking their hashes",
+        description="Add every path of an archive made by `cudapkgs export` that the store lacks. "
+        "Each path is checked against its recorded NAR hash and references before it is registered.",
+        epilog="example:\n  cudapkgs import saxpy-closure.tar.gz",
+        formatter_class=fmt,
+    )
+    imp.add_argument("archive", metavar="FILE")
+    imp.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    imp.set_defaults(func=_import)
 
     info = subparsers.add_parser(
         "path-info",
@@ -76,6 +102,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     verify.add_argument("--json", action="store_true", help="print problems as a JSON list of {path, kind, message}")
     verify.add_argument("--store", metavar="DIR", help=STORE_HELP)
     verify.set_defaults(func=_verify)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .transfer import export_closure
+
+    with _open(args) as store:
+        written = export_closure(store, args.paths, args.output)
+    print(f"exported {len(written)} path(s) to {args.output}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from .transfer import import_closure
+
+    with _open(args) as store:
+        added = import_closure(store, args.archive)
+    for path in added:
+        print(path)
+    return 0
 
 
 def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]

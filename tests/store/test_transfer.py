@@ -1,0 +1,114 @@
+"""Export and import of closures between stores with the same directory."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from cudapkgs.errors import StoreError
+from cudapkgs.store.paths import make_store_path
+from cudapkgs.store.store import Store
+from cudapkgs.store.transfer import MANIFEST, export_closure, import_closure
+
+
+def tree(files: dict[str, bytes], executable=()):
+    def build(out: Path) -> None:
+        out.mkdir()
+        for name, data in files.items():
+            (out / name).write_bytes(data)
+            if name in executable:
+                os.chmod(out / name, 0o755)
+
+    return build
+
+
+def closure_in(store_dir: Path) -> tuple[str, str]:
+    with Store.open(store_dir) as store:
+        lib = store.add_path(make_store_path(store.store_dir, "output:out", "l", "lib"), tree({"libx.so": b"\x7fELF lib"}))
+        app = store.add_path(
+            make_store_path(store.store_dir, "output:out", "a", "app"),
+            tree({"app": b"#!/bin/sh\n" + lib.encode(), "README": b"hi"}, executable=("app",)),
+            references_candidates=[lib],
+        )
+    return lib, app
+
+
+def test_a_closure_travels_to_a_new_store_at_the_same_directory(tmp_path):
+    store_dir = tmp_path / "store"
+    lib, app = closure_in(store_dir)
+    archive = tmp_path / "closure.tar.gz"
+    with Store.open(store_dir) as store:
+        assert export_closure(store, [app], archive) == [lib, app]  # dependencies first
+        original = {p: store.query(p) for p in (lib, app)}
+    os.rename(store_dir, tmp_path / "old")  # "another machine": an empty store at the same place
+    with Store.open(store_dir) as store:
+        assert import_closure(store, archive) == [lib, app]
+        assert import_closure(store, archive) == []  # already there
+        for path, info in original.items():
+            assert store.query(path).nar_hash == info.nar_hash
+        assert store.references(app) == [lib]
+        assert store.verify() == []
+        assert Path(app, "app").stat().st_mode & 0o111 and not Path(app, "README").stat().st_mode & 0o222
+
+
+def test_a_tampered_archive_adds_nothing(tmp_path):
+    store_dir = tmp_path / "store"
+    lib, app = closure_in(store_dir)
+    with Store.open(store_dir) as store:
+        export_closure(store, [app], tmp_path / "good.tar")
+    # Rewrite the archive with one byte of the app changed, manifest untouched.
+    with tarfile.open(tmp_path / "good.tar") as good, tarfile.open(tmp_path / "bad.tar", "w") as bad:
+        for member in good.getmembers():
+            data = good.extractfile(member).read() if member.isfile() else None
+            if member.name.endswith("/README"):
+                data = b"ho"
+            bad.addfile(member, io.BytesIO(data) if data is not None else None)
+    os.rename(store_dir, tmp_path / "old")
+    with Store.open(store_dir) as store:
+        with pytest.raises(StoreError, match="does not match its recorded hash"):
+            import_closure(store, tmp_path / "bad.tar")
+        assert store.is_valid(lib) and not store.is_valid(app)  # the good dependency went in first
+        assert not Path(app).exists()
+
+
+def test_wrong_store_directory_and_bad_archives(tmp_path):
+    lib, app = closure_in(tmp_path / "store")
+    with Store.open(tmp_path / "store") as store:
+        export_closure(store, [app], tmp_path / "c.tar")
+    with Store.open(tmp_path / "elsewhere") as other:
+        with pytest.raises(StoreError, match="import it into a store at"):
+            import_closure(other, tmp_path / "c.tar")
+        (tmp_path / "junk.tar").write_bytes(b"not a tar")
+        with pytest.raises(StoreError, match="not a cudapkgs export"):
+            import_closure(other, tmp_path / "junk.tar")
+        with tarfile.open(tmp_path / "nomanifest.tar", "w") as tar:
+            tar.add(lib, arcname=os.path.basename(lib))
+        with pytest.raises(StoreError, match=MANIFEST):
+            import_closure(other, tmp_path / "nomanifest.tar")
+        data = json.dumps({"format": 99, "storeDir": other.store_dir, "paths": []}).encode()
+        with tarfile.open(tmp_path / "future.tar", "w") as tar:
+            info = tarfile.TarInfo(MANIFEST)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        with pytest.raises(StoreError, match="unsupported export format 99"):
+            import_closure(other, tmp_path / "future.tar")
+
+
+def test_cli_export_import(tmp_path):
+    store_dir = tmp_path / "store"
+    lib, app = closure_in(store_dir)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "cudapkgs", *a, "--store", str(store_dir)],  # noqa: E731
+                                    capture_output=True, text=True)
+    done = run("export", app, "-o", str(tmp_path / "c.tgz"))
+    assert done.returncode == 0 and "exported 2 path(s)" in done.stdout, done.stderr
+    os.rename(store_dir, tmp_path / "old")
+    done = run("import", str(tmp_path / "c.tgz"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [lib, app]
