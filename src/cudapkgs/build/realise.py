@@ -40,6 +40,15 @@ def log_path(store, drv: Derivation) -> Path:
 def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Sequence[str] | None = None,
               on_download=None, on_step=None) -> list[str]:
     """Build one derivation whose inputs are valid, and register its outputs."""
+    from ..testers import host_system_features, missing_features
+
+    lacking = missing_features(drv)
+    if lacking:
+        offered = " ".join(sorted(host_system_features())) or "none"
+        raise BuildError(
+            f"{drv.name} needs the system features {' '.join(lacking)}, which this machine does not offer "
+            f"(it offers: {offered}; a GPU gives cuda and cuda-sm-*, or declare them in CUDAPKGS_SYSTEM_FEATURES)"
+        )
     builder = builder_for(drv)
     log_file = log_path(store, drv)
     log_file.parent.mkdir(parents=True, exist_ok=True)

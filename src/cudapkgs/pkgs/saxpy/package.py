@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...fixpoint import AttrSet
+from ...fixpoint import AttrSet, lazy
 from ...stdenv import DerivationPackage, mk_derivation
 
 SOURCE = Path(__file__).with_name("saxpy.cu")
@@ -31,6 +31,7 @@ def saxpy(cudaPackages: Any, config: Any, system: str | None = None, cudaSupport
             "src": SOURCE,
             "cudaSupport": cuda_support,
             "installPhase": INSTALL,
+            "passthru": {"tests": lazy(lambda: _tests(final, config, system, cuda_support))},
             "meta": {
                 "description": "y = a*x + y, checked against a CPU reference"
                 + (" (CUDA)" if cuda_support else " (CPU)"),
@@ -55,3 +56,23 @@ def saxpy(cudaPackages: Any, config: Any, system: str | None = None, cudaSupport
         }
 
     return mk_derivation(config, attrs, system=system, name="saxpy")
+
+
+def _tests(final: AttrSet, config: Any, system: str | None, cuda_support: bool) -> dict[str, Any]:
+    """Run saxpy on 2^20 elements; it exits non-zero when its result is wrong, failing the build."""
+    run = mk_derivation(
+        config,
+        {
+            "pname": "saxpy-test-run",
+            "version": final.version,
+            "nativeBuildInputs": [final.derivation],
+            "buildPhase": "saxpy 1048576 > log; cat log",
+            "installPhase": 'install -Dm644 log "$out/log"',
+            # On a GPU only: Nixpkgs keeps CUDA-only tests under tests.cuda.
+            **({"requiredSystemFeatures": ["cuda"]} if cuda_support else {}),
+            "meta": {"description": "saxpy's result checked against the CPU"},
+        },
+        system=system,
+        name="saxpy.tests.run",
+    )
+    return {"cuda": {"run": run}} if cuda_support else {"run": run}

@@ -1,0 +1,83 @@
+"""Tests that need hardware: system features and `cudapkgs test`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import cudapkgs
+from cudapkgs import testers
+from cudapkgs.build.realise import BuildError, build_one
+from cudapkgs.derivation import Derivation
+from cudapkgs.store.store import Store
+
+from conftest import MANIFESTS
+
+
+@pytest.fixture(autouse=True)
+def _fresh_detection():
+    testers._detected_features.cache_clear()
+    yield
+    testers._detected_features.cache_clear()
+
+
+def test_features_come_from_the_gpus_capabilities(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 9.0\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    features = testers.host_system_features(env={})
+    assert {"cuda", "cuda-sm-90", "cuda-sm-80", "cuda-sm-90a"} <= features
+    assert "cuda-sm-100" not in features
+    assert testers.host_system_features(env={"CUDAPKGS_SYSTEM_FEATURES": "cuda big-parallel"}) == {"cuda", "big-parallel"}
+
+
+def test_no_gpu_no_features(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    assert testers.gpu_capabilities() == []
+    assert testers.host_system_features(env={}) == frozenset()
+
+
+def drv_needing(store_dir, features):
+    return Derivation(store_dir=str(store_dir), name="needs-gpu-1", system="x86_64-linux", outputs=["out"],
+                      builder="mkDerivation", src=None, input_paths={}, attrs={"requiredSystemFeatures": features})
+
+
+def test_a_build_needing_missing_features_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDAPKGS_SYSTEM_FEATURES", "")
+    drv = drv_needing(tmp_path / "store", ["cuda"])
+    assert testers.missing_features(drv) == ["cuda"]
+    assert testers.missing_features(drv, frozenset({"cuda"})) == []
+    with Store.open(tmp_path / "store") as store:
+        with pytest.raises(BuildError, match="needs the system features cuda, which this machine does not offer"):
+            build_one(store, drv)
+        assert store.all_paths() == []
+
+
+def test_saxpy_tests_are_found_cpu_at_the_top_gpu_under_cuda(manifests_dir):
+    cpu = cudapkgs.import_pkgs(config={}, system="x86_64-linux").saxpy
+    assert list(testers.collect_tests(cpu)) == ["run"]
+    gpu = cudapkgs.import_pkgs(config={"cudaSupport": True, "allowUnfree": True}, system="x86_64-linux")
+    tests = testers.collect_tests(gpu.cudaPackages_13_0.pkgs.saxpy)
+    assert list(tests) == ["cuda.run"]
+    assert tests["cuda.run"].derivation.attrs["requiredSystemFeatures"] == ["cuda"]
+
+
+def test_cli_runs_cpu_tests_and_skips_gpu_tests_without_a_gpu(tmp_path):
+    env = {**os.environ, "CUDAPKGS_MANIFESTS": str(MANIFESTS), "CUDAPKGS_STORE": str(tmp_path / "store"),
+           "CUDAPKGS_SYSTEM_FEATURES": ""}
+    cmd = [sys.executable, "-m", "cudapkgs", "test", "--json"]
+    cpu = subprocess.run([*cmd, "saxpy"], capture_output=True, text=True, env=env, timeout=300)
+    assert cpu.returncode == 0, cpu.stderr
+    assert json.loads(cpu.stdout) == [{"test": "saxpy.tests.run", "result": "passed", "detail": "PASS"}]
+    gpu = subprocess.run([*cmd, "--set", "cudaSupport=true", "--set", "allowUnfree=true", "cudaPackages_13_0.pkgs.saxpy"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert gpu.returncode == 0, gpu.stderr
+    [row] = json.loads(gpu.stdout)
+    assert row == {"test": "cudaPackages_13_0.pkgs.saxpy.tests.cuda.run", "result": "skipped", "detail": "needs cuda"}
+    none = subprocess.run([*cmd, "cudaPackages_13_0.cuda_cudart"], capture_output=True, text=True, env=env)
+    assert none.returncode == 1 and "has no tests" in none.stderr
