@@ -9,7 +9,7 @@ import pytest
 
 import cudapkgs
 from cudapkgs.derivation import Derivation, canonical_json
-from cudapkgs.errors import UnavailablePackageError, UnfreeLicenseError
+from cudapkgs.errors import EvalError, UnavailablePackageError, UnfreeLicenseError
 from cudapkgs.fixpoint import lazy
 
 PATH = re.compile(r"(?P<store>/.+)/(?P<hash>[0-9abcdfghijklmnpqrsvwxyz]{32})-(?P<name>.+)")
@@ -91,3 +91,33 @@ def test_missing_output_is_named():
 
     with pytest.raises(EvalError, match="has no output 'dev'"):
         pkgs_with().cudaPackages_13_0.cuda_nvcc.dev
+
+
+def test_a_derivation_round_trips_through_its_json(tmp_path):
+    import copy
+
+    drv = pkgs_with().cudaPackages_13_0.cuda_cudart.derivation
+    again = Derivation.from_json(json.loads(json.dumps(drv.to_json())))
+    assert again.drv_path == drv.drv_path and again.outputs == drv.outputs
+    tampered = copy.deepcopy(drv.to_json())
+    tampered["attrs"]["version"] = "13.0.97"
+    with pytest.raises(EvalError, match="do not match its contents"):
+        Derivation.from_json(tampered, source="t.json")
+    with pytest.raises(EvalError, match="not a derivation"):
+        Derivation.from_json({"name": "x"}, source="t.json")
+
+
+def test_building_a_derivation_file_needs_its_inputs(tmp_path):
+    import subprocess
+    import sys
+
+    test = cudapkgs.import_pkgs(config={}, system="x86_64-linux").saxpy.passthru["tests"]
+    from cudapkgs.fixpoint import force
+
+    drv = force(test)["run"].derivation
+    path = tmp_path / "test.drv.json"
+    path.write_text(json.dumps(drv.to_json()))
+    run = subprocess.run([sys.executable, "-m", "cudapkgs", "build", "--no-link", str(path)],
+                         capture_output=True, text=True)
+    assert run.returncode == 1
+    assert "is not valid in the store" in run.stderr and "cudapkgs import" in run.stderr

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import errors
+from .fixpoint import force
 
 __all__ = ["format_attrpath", "parse_attrpath", "render", "resolve", "to_json"]
 
@@ -90,6 +91,7 @@ def resolve(root: Any, path: Sequence[str]) -> Any:
     obj = root
     for depth, name in enumerate(path):
         walked = path[:depth]
+        obj = force(obj)  # a lazy value inside a plain dict (e.g. passthru) is forced on the way
         if isinstance(obj, Mapping):
             try:
                 obj = obj[name]
@@ -124,7 +126,7 @@ def resolve(root: Any, path: Sequence[str]) -> Any:
             raise  # from evaluating the attribute, not from looking it up
         except AttributeError:
             raise _missing(name, walked, _candidates(obj)) from None
-    return obj
+    return force(obj)
 
 
 def _missing(name: str, walked: Sequence[str], candidates: Sequence[str]) -> errors.AttributeMissingError:
@@ -174,6 +176,7 @@ def to_json(value: Any) -> Any:
 
 
 def _to_json(value: Any, active: list[int]) -> Any:
+    value = force(value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if _is_function(value):
@@ -234,6 +237,7 @@ def render(value: Any, *, depth: int = 2) -> str:
 
 
 def _render(value: Any, depth: int) -> str:
+    value = force(value)
     if value is None:
         return "null"
     if isinstance(value, bool):

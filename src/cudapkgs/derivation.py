@@ -134,6 +134,35 @@ class Derivation:
             out = {"drvPath": self.drv_path, **out}
         return out
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, source: str = "derivation") -> "Derivation":
+        """A derivation back from `to_json()` (`cudapkgs show-derivation`), checked against its paths.
+
+        It has no input derivations: its inputs must already be valid where it is built
+        (e.g. imported with `cudapkgs import`), and only shell phases can run (a Python
+        phase lives in the process that evaluated it).
+        """
+        try:
+            outputs = {name: entry["path"] for name, entry in data["outputs"].items()}
+            store_dir = os.path.dirname(next(iter(outputs.values())))
+            drv = cls(
+                store_dir=store_dir, name=data["name"], system=data["system"], outputs=list(outputs),
+                builder=data["builder"], src=data["src"], input_paths=data["inputs"], attrs=data["attrs"],
+                strict_deps=data["strictDeps"], structured_attrs=data["structuredAttrs"],
+            )
+        except (KeyError, TypeError, AttributeError, StopIteration) as error:
+            raise EvalError(f"{source}: not a derivation as show-derivation prints it ({error!r} missing or malformed)") from None
+        if data.get("format") != DRV_FORMAT:
+            raise EvalError(f"{source}: derivation format {data.get('format')!r}, this cudapkgs writes {DRV_FORMAT}")
+        if drv.outputs != outputs or data.get("drvPath", drv.drv_path) != drv.drv_path:
+            raise EvalError(f"{source}: its output paths do not match its contents (edited by hand?)")
+        if data["src"] is not None and data["src"].get("type") == "path":
+            raise EvalError(f"{source}: its source is a local file of the machine that evaluated it; build it there")
+        for phase, value in data["attrs"].items():
+            if isinstance(value, Mapping) and "python" in value:
+                raise EvalError(f"{source}: {phase} is a Python step, which runs only where it was evaluated")
+        return drv
+
     def __repr__(self) -> str:
         return f"<Derivation {self.drv_path}>"
 

@@ -191,13 +191,30 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     pkgs = _pkgs(args)
     items = []
     for text in args.attrpaths:
-        if _is_path(text):
+        if text.endswith(".json") and os.path.isfile(text):
+            items.append(Installable(text, drv=_derivation_from_file(text)))
+        elif _is_path(text):
             items.append(Installable(text, path=text))
         else:
             items.append(Installable(text, drv=_derivation_of(resolve(pkgs, parse_attrpath(text)), text)))
     dirs = {i.drv.store_dir for i in items if i.drv is not None}
     store_dir = dirs.pop() if len(dirs) == 1 else default_store_dir(pkgs.config)
     return store_dir, items
+
+
+def _derivation_from_file(path: str) -> Any:
+    """A derivation saved with `cudapkgs show-derivation ATTR > FILE.json` (e.g. on another machine)."""
+    import json
+
+    from ..derivation import Derivation
+    from ..errors import EvalError
+
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as error:
+        raise EvalError(f"{path}: cannot read a derivation ({error})") from None
+    return Derivation.from_json(data, source=path)
 
 
 def run_shell(args: argparse.Namespace) -> int:

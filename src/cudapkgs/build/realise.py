@@ -49,6 +49,14 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
             f"{drv.name} needs the system features {' '.join(lacking)}, which this machine does not offer "
             f"(it offers: {offered}; a GPU gives cuda and cuda-sm-*, or declare them in CUDAPKGS_SYSTEM_FEATURES)"
         )
+    inside = store.store_dir.rstrip("/") + "/"
+    absent = store.db.invalid_paths(p for p in drv.data["inputs"].values() if p.startswith(inside))
+    if absent:
+        raise BuildError(
+            f"{drv.name} cannot be built: its input {absent[0]} is not valid in the store {store.store_dir}"
+            + (f" (and {len(absent) - 1} more)" if len(absent) > 1 else "")
+            + "; build it first, or `cudapkgs import` the closure that holds it"
+        )
     builder = builder_for(drv)
     log_file = log_path(store, drv)
     log_file.parent.mkdir(parents=True, exist_ok=True)
