@@ -114,6 +114,13 @@ def cuda_packages(
             "flags": lazy(set_flags),
             "buildRedist": lambda spec: _build_redist(final, config, spec),
             "pkgs": lazy(lambda: pkgs_with_default_set(pkgs, final, name)),
+            "cudatoolkit": lazy(lambda: _aggregate("cudatoolkit", final, config, system)),
+            "tests": lazy(
+                lambda: AttrSet(
+                    {"redists-installed": lazy(lambda: _aggregate("redists_installed", final, config, system))},
+                    name=f"{name}.tests",
+                )
+            ),
         }
         for product, specs in component_specs().items():
             if product not in definition.products:
@@ -124,6 +131,12 @@ def cuda_packages(
 
     extensions = ([_aliases] if config.allowAliases else []) + list(_cuda.extensions)
     return make_scope(pkgs, extends(compose_many_extensions(extensions), base), name=name)
+
+
+def _aggregate(which: str, scope: Scope, config: Any, system: str) -> Any:
+    from . import aggregates
+
+    return getattr(aggregates, which)(scope, config, system)
 
 
 def _build_redist(scope: Scope, config: Any, spec: Any) -> Any:
