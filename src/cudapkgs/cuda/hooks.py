@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -289,12 +289,20 @@ def add_driver_runpath(
 ) -> RunpathPlan:
     """autoAddDriverRunpath: append the driver dir to every ELF's RUNPATH (once)."""
     d = os.fspath(driver_dir)
+    return _rewrite_runpaths(outputs, plan, lambda rp: rp if d in rp else [*rp, d])
+
+
+def _rewrite_runpaths(
+    outputs: Outputs, plan: RunpathPlan | None, rewrite: Callable[[list[str]], list[str]]
+) -> RunpathPlan:
+    """Apply `rewrite` to the RUNPATH of every dynamic ELF file of `outputs` (recorded in the plan)."""
 
     def go(plan: RunpathPlan) -> None:
         for path in plan.dynamic_files(outputs):
             rp = plan.runpath(path)
-            if d not in rp:
-                plan.set_runpath(path, [*rp, d])
+            new = rewrite(rp)
+            if new != rp:
+                plan.set_runpath(path, new)
 
     return _run(plan, go)
 
@@ -304,12 +312,7 @@ def add_cuda_compat_runpath(
 ) -> RunpathPlan:
     """autoAddCudaCompatRunpath: prepend cuda_compat's dir, so its libcuda wins over the driver's."""
     d = os.fspath(compat_dir)
-
-    def go(plan: RunpathPlan) -> None:
-        for path in plan.dynamic_files(outputs):
-            plan.set_runpath(path, [d, *(e for e in plan.runpath(path) if e != d)])
-
-    return _run(plan, go)
+    return _rewrite_runpaths(outputs, plan, lambda rp: [d, *(e for e in rp if e != d)])
 
 
 def is_stubs_entry(entry: str) -> bool:
@@ -343,15 +346,7 @@ def remove_stubs_from_runpath(
 ) -> RunpathPlan:
     """removeStubsFromRunpathHook: replace stubs dirs in every RUNPATH by the driver dir, once."""
     d = os.fspath(driver_dir)
-
-    def go(plan: RunpathPlan) -> None:
-        for path in plan.dynamic_files(outputs):
-            rp = plan.runpath(path)
-            new = strip_stubs(rp, d)
-            if new != rp:
-                plan.set_runpath(path, new)
-
-    return _run(plan, go)
+    return _rewrite_runpaths(outputs, plan, lambda rp: strip_stubs(rp, d))
 
 
 def fixup(
