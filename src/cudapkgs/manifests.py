@@ -235,11 +235,7 @@ def _convert_manifest(raw: Any, *, product: str, version: str, source: str) -> M
 
 
 def _convert_release(pname: str, raw: dict[str, Any]) -> Release:
-    version = raw.get("version")
-    if version is None:
-        raise _Invalid(f"{pname}.version", "missing (every release needs a version)")
-    if not isinstance(version, str) or not version:
-        raise _Invalid(f"{pname}.version", f"expected a non-empty string, got {_describe(version)}")
+    version = _required_string(raw, "version", pname, "missing (every release needs a version)")
     name = _optional_string(raw, "name", pname)
     license_ = _optional_string(raw, "license", pname)
     license_path = _optional_string(raw, "license_path", pname)
@@ -284,12 +280,17 @@ def _optional_string(raw: dict[str, Any], field: str, pname: str) -> str | None:
     return value
 
 
+def _required_string(raw: dict[str, Any], field: str, where: str, missing: str = "missing") -> str:
+    value = raw.get(field)
+    if value is None:
+        raise _Invalid(f"{where}.{field}", missing)
+    if not isinstance(value, str) or not value:
+        raise _Invalid(f"{where}.{field}", f"expected a non-empty string, got {_describe(value)}")
+    return value
+
+
 def _convert_artifact(path: str, raw: dict[str, Any]) -> Artifact:
-    relative_path = raw.get("relative_path")
-    if relative_path is None:
-        raise _Invalid(f"{path}.relative_path", "missing")
-    if not isinstance(relative_path, str) or not relative_path:
-        raise _Invalid(f"{path}.relative_path", f"expected a non-empty string, got {_describe(relative_path)}")
+    relative_path = _required_string(raw, "relative_path", path)
     if relative_path.startswith("/") or "://" in relative_path or ".." in relative_path.split("/"):
         raise _Invalid(f"{path}.relative_path", f"expected a path below the redist root, got {_describe(relative_path)}")
 
