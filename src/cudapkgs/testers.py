@@ -91,3 +91,69 @@ def _flatten(tests: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         elif value is not None:
             found[key] = value
     return found
+
+
+class TestResult:
+    """One test's outcome: "passed", "failed" or "skipped", with a one-line detail."""
+
+    __slots__ = ("test", "result", "detail")
+
+    def __init__(self, test: str, result: str, detail: str) -> None:
+        self.test, self.result, self.detail = test, result, detail
+
+    def to_json(self) -> dict[str, str]:
+        return {"test": self.test, "result": self.result, "detail": self.detail}
+
+    def __repr__(self) -> str:
+        return f"TestResult({self.test!r}, {self.result!r})"
+
+
+def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None = None, jobs: int = 1) -> list[TestResult]:
+    """Build the tests of each package at `attrpaths`; what the machine cannot run is skipped."""
+    from .attrpath import parse_attrpath, resolve
+    from .build.scheduler import plan, run
+    from .errors import CudapkgsError, EvalError, UnavailablePackageError
+    from .store.store import Store
+
+    offered = host_system_features() if offered is None else offered
+    results = []
+    for text in attrpaths:
+        tests = collect_tests(resolve(pkgs, parse_attrpath(text)))
+        if not tests:
+            raise EvalError(f"{text} has no tests (passthru.tests)")
+        for name, test in tests.items():
+            label = f"{text}.tests.{name}"
+            meta = test.get("meta") or {}
+            if meta.get("available") is False:
+                problems = meta.get("problems") or {}
+                raise UnavailablePackageError("; ".join(p["message"] for p in problems.values()) or f"{label} is not available")
+            drv = test.derivation
+            lacking = missing_features(drv, offered)
+            if lacking:
+                results.append(TestResult(label, "skipped", "needs " + " ".join(lacking)))
+                continue
+            try:
+                with Store.open(drv.store_dir) as store:
+                    run(store, plan(store, [drv]), jobs=jobs)
+                    store.add_temp_roots(drv.outputs.values())
+            except CudapkgsError as error:
+                results.append(TestResult(label, "failed", str(error)))
+                continue
+            results.append(TestResult(label, "passed", _last_line(drv) or drv.outputs["out"]))
+    return results
+
+
+def _last_line(drv: Any) -> str:
+    """The last line a test recorded: its $out/log, else its build log."""
+    from pathlib import Path
+
+    from .build.realise import drv_log_path
+
+    for candidate in (Path(drv.outputs.get("out", ""), "log"), drv_log_path(drv.store_dir, drv)):
+        try:
+            lines = [line for line in candidate.read_text().splitlines() if line.strip() and not line.startswith("@")]
+        except OSError:
+            continue
+        if lines:
+            return lines[-1]
+    return ""

@@ -10,7 +10,6 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..eval_cli import CONFIG_HELP, _add_eval_options, _pkgs
@@ -243,56 +242,20 @@ def run_test(args: argparse.Namespace) -> int:
     """Build every test of the packages; a test needing features this machine lacks is skipped."""
     import json
 
-    from ..attrpath import parse_attrpath, resolve
-    from ..errors import CudapkgsError, EvalError
-    from ..testers import collect_tests, host_system_features, missing_features
-    pkgs = _pkgs(args)
+    from ..testers import host_system_features, run_tests
+
     offered = host_system_features()
-    results = []
-    for text in args.attrpaths:
-        package = resolve(pkgs, parse_attrpath(text))
-        tests = collect_tests(package)
-        if not tests:
-            raise EvalError(f"{text} has no tests (passthru.tests)")
-        for name, test in tests.items():
-            label = f"{text}.tests.{name}"
-            drv = _derivation_of(test, label)
-            lacking = missing_features(drv, offered)
-            if lacking:
-                results.append({"test": label, "result": "skipped", "detail": "needs " + " ".join(lacking)})
-                continue
-            try:
-                realise_and_link(drv.store_dir, [Installable(label, drv=drv)], out_link=None, jobs=args.jobs, quiet=True)
-            except CudapkgsError as error:
-                results.append({"test": label, "result": "failed", "detail": str(error)})
-                continue
-            results.append({"test": label, "result": "passed", "detail": _last_log_line(drv) or drv.outputs["out"]})
+    results = run_tests(_pkgs(args), args.attrpaths, offered=offered, jobs=args.jobs)
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps([r.to_json() for r in results], indent=2))
     else:
         from ..table import print_table
 
-        print_table(["test", "result", "detail"], [[r["test"], r["result"], r["detail"]] for r in results])
-        counts = {k: sum(r["result"] == k for r in results) for k in ("passed", "failed", "skipped")}
+        print_table(["test", "result", "detail"], [[r.test, r.result, r.detail] for r in results])
+        counts = {k: sum(r.result == k for r in results) for k in ("passed", "failed", "skipped")}
         print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "
               f"(this machine offers: {' '.join(sorted(offered)) or 'no system features'})")
-    return 1 if any(r["result"] == "failed" for r in results) else 0
-
-
-def _last_log_line(drv: Any) -> str:
-    from types import SimpleNamespace
-
-    from .realise import log_path
-
-    # The test's own record ($out/log) if it keeps one, else its build log.
-    for candidate in (Path(drv.outputs.get("out", ""), "log"), log_path(SimpleNamespace(store_dir=drv.store_dir), drv)):
-        try:
-            lines = [line for line in candidate.read_text().splitlines() if line.strip() and not line.startswith("@")]
-        except OSError:
-            continue
-        if lines:
-            return lines[-1]
-    return ""
+    return 1 if any(r.result == "failed" for r in results) else 0
 
 
 def run_build(args: argparse.Namespace) -> int:

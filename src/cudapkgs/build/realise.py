@@ -34,7 +34,12 @@ def missing(store, derivations: Iterable[Derivation]) -> list[Derivation]:
 
 def log_path(store, drv: Derivation) -> Path:
     """Where the build log of `drv` is kept: <store>/.logs/<drv hash part>-<name>.log."""
-    return Path(store.store_dir) / ".logs" / (Path(drv.drv_path).name.removesuffix(".drv") + ".log")
+    return drv_log_path(store.store_dir, drv)
+
+
+def drv_log_path(store_dir: str, drv: Derivation) -> Path:
+    """`log_path` from the store directory alone."""
+    return Path(store_dir) / ".logs" / (Path(drv.drv_path).name.removesuffix(".drv") + ".log")
 
 
 def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Sequence[str] | None = None,
