@@ -162,3 +162,13 @@ def test_an_internal_error_is_one_line_without_traceback(tmp_path):
     debug = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={**os.environ, "CUDAPKGS_DEBUG": "1"})
     assert "Traceback" in debug.stderr
+
+
+def test_config_shows_effective_values_and_marks_changes(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text('cudaCapabilities = ["8.6"]\n')
+    data = json.loads(ok("config", "--json", "--config", str(config), "--set", "allowUnfreePredicate=cuda"))
+    assert data["cudaCapabilities"] == ["8.6"] and data["allowUnfreePredicate"] == "cuda"
+    assert data["cudaForwardCompat"] is True
+    table = ok("config", "--set", "cudaSupport=true")
+    assert "cudaSupport*" in table and "rocmSupport*" not in table and "Enable CUDA code paths" in table

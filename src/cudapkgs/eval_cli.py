@@ -102,6 +102,17 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run_show_derivation)
 
     p = subparsers.add_parser(
+        "config",
+        help="show the effective configuration: every key, its value and what it means",
+        description="Print every configuration key with the value in effect (after the config files, "
+        "$CUDAPKGS_CONFIG, --config and --set) and what it does; values that differ from the default are "
+        "marked with *.\n\n" + CONFIG_HELP,
+        formatter_class=fmt,
+    )
+    _add_eval_options(p)
+    p.set_defaults(func=run_config)
+
+    p = subparsers.add_parser(
         "check-leakage",
         help="report packages reached from ATTRPATH that belong to another CUDA set",
         description="Walk every package reachable from ATTRPATH and report those that come from a "
@@ -213,6 +224,27 @@ def run_show_derivation(args: argparse.Namespace) -> int:
         except AttributeError:
             raise EvalError(f"{args.attrpath} is not a package, so it has no derivation") from None
     print(json.dumps(derivation.to_json(), indent=2, ensure_ascii=False))
+    return 0
+
+
+def run_config(args: argparse.Namespace) -> int:
+    from .config import OPTIONS, Config, load_config
+
+    config = load_config(file=args.config, sets=args.sets)
+    shown = config.to_nix()
+    defaults = Config().to_nix()
+    if args.json:
+        _print_json(shown)
+        return 0
+    from .table import print_table
+
+    print_table(
+        ["key", "value", "meaning"],
+        [
+            [name + ("*" if shown[name] != defaults[name] else ""), json.dumps(shown[name]), OPTIONS[name].doc]
+            for name in OPTIONS
+        ],
+    )
     return 0
 
 
