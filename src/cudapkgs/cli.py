@@ -15,9 +15,9 @@ from collections.abc import Sequence
 # Modules that add sub-commands, in the order they appear in --help.
 COMMAND_MODULES = (
     "cudapkgs.eval_cli",
-    "cudapkgs.containers.cli",
-    "cudapkgs.store.cli",
     "cudapkgs.build.cli",
+    "cudapkgs.store.cli",
+    "cudapkgs.containers.cli",
 )
 
 
@@ -28,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Nixpkgs' CUDA package sets in Python: evaluate versioned CUDA releases "
             "(cudaPackages_12_8, cudaPackages, pkgsForCudaArch.sm_90, ...) from NVIDIA's "
-            "redistributable manifests, and make GPUs usable in containers."
+            "redistributable manifests, build them into a content-addressed store without root, "
+            "open development shells, run GPU tests, and make GPUs usable in containers (CDI). "
+            "Start with `cudapkgs list`, `cudapkgs eval --help` or `cudapkgs build --help`."
         ),
     )
     parser.add_argument("--version", action="version", version=_version())
