@@ -311,3 +311,10 @@ def test_infinite_recursion_names_the_cycle():
     )
     with pytest.raises(InfiniteRecursionError, match=r"pkgs\.a -> pkgs\.b -> pkgs\.a"):
         pkgs.a
+
+
+def test_a_missing_cuda_variant_is_explained():
+    cusparselt = pkgs_with(allowUnfree=True).cudaPackages_12_9.libcusparse_lt
+    message = cusparselt.meta.problems["unsupported"]["message"]
+    assert "no CUDA variant matches: tried cuda12.9.1, cuda12.9, cuda12; the manifest has cuda13" in message
+    assert cusparselt.meta.available is False and cusparselt.src is None

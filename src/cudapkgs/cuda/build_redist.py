@@ -138,6 +138,10 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             ]
             if final.release is None:
                 checks.append((False, f"{pname} is in the {redist_name} {final.manifestVersion} manifest"))
+            elif not is_supported:  # say why in the manifest's terms (a missing CUDA variant, say)
+                reason = final.release.unavailable_reason(cuda.cudaMajorMinorPatchVersion, host)
+                if reason:
+                    checks.append((False, reason))
             for rule in spec.platform_rules:
                 checks.extend(rule(final, cuda))
             return checks
