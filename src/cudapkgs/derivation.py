@@ -165,8 +165,3 @@ class Derivation:
 
     def __repr__(self) -> str:
         return f"<Derivation {self.drv_path}>"
-
-
-def package_derivation(package: Any) -> Derivation:
-    """The derivation of a package value (its `drvAttrs` decide what is hashed)."""
-    return package.derivation

@@ -31,7 +31,8 @@ NVIDIA once and cached.
 """
 
 
-def _add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
+def add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
+    """--config, --set and --system (and --json), shared by every command that evaluates."""
     group = parser.add_argument_group("evaluation options")
     group.add_argument("--config", metavar="FILE", help="read configuration from a TOML file")
     group.add_argument(
@@ -58,7 +59,7 @@ def register(subparsers: Any) -> None:
         formatter_class=fmt,
     )
     p.add_argument("attrpath", metavar="ATTRPATH", help="attribute path, e.g. cudaPackages.flags.gencode")
-    _add_eval_options(p)
+    add_eval_options(p)
     p.set_defaults(func=run_eval)
 
     p = subparsers.add_parser(
@@ -75,7 +76,7 @@ def register(subparsers: Any) -> None:
         help="list every package reachable from the top level instead: its own packages and the "
         "default set's, as cudaPackages.* (only the default set is recursed into, like recurseIntoAttrs)",
     )
-    _add_eval_options(p)
+    add_eval_options(p)
     p.set_defaults(func=run_list)
 
     p = subparsers.add_parser(
@@ -86,7 +87,7 @@ def register(subparsers: Any) -> None:
         formatter_class=fmt,
     )
     p.add_argument("--cuda", metavar="X.Y", help="CUDA release (default: the default set's)")
-    _add_eval_options(p)
+    add_eval_options(p)
     p.set_defaults(func=run_capabilities)
 
     p = subparsers.add_parser(
@@ -98,7 +99,7 @@ def register(subparsers: Any) -> None:
         formatter_class=fmt,
     )
     p.add_argument("attrpath", metavar="ATTRPATH")
-    _add_eval_options(p, json_flag=False)
+    add_eval_options(p, json_flag=False)
     p.set_defaults(func=run_show_derivation)
 
     p = subparsers.add_parser(
@@ -109,7 +110,7 @@ def register(subparsers: Any) -> None:
         "marked with *.\n\n" + CONFIG_HELP,
         formatter_class=fmt,
     )
-    _add_eval_options(p)
+    add_eval_options(p)
     p.set_defaults(func=run_config)
 
     p = subparsers.add_parser(
@@ -121,11 +122,12 @@ def register(subparsers: Any) -> None:
         formatter_class=fmt,
     )
     p.add_argument("attrpath", metavar="ATTRPATH")
-    _add_eval_options(p)
+    add_eval_options(p)
     p.set_defaults(func=run_check_leakage)
 
 
-def _pkgs(args: argparse.Namespace) -> Any:
+def pkgs_from_args(args: argparse.Namespace) -> Any:
+    """The package tree the evaluation options name."""
     from .top_level import import_pkgs
 
     return import_pkgs(system=args.system, config_file=args.config, sets=args.sets)
@@ -141,7 +143,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from .attrpath import parse_attrpath, render, resolve
 
     path = parse_attrpath(args.attrpath)
-    value = resolve(_pkgs(args), path)
+    value = resolve(pkgs_from_args(args), path)
     if args.json:
         _print_json(value)
     else:
@@ -153,7 +155,7 @@ def run_list(args: argparse.Namespace) -> int:
     from .attrpath import parse_attrpath, resolve
     from .inventory import list_components
 
-    pkgs = _pkgs(args)
+    pkgs = pkgs_from_args(args)
     if args.all:
         from .inventory import list_all
 
@@ -181,7 +183,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_capabilities(args: argparse.Namespace) -> int:
     from .inventory import capability_table
 
-    pkgs = _pkgs(args)
+    pkgs = pkgs_from_args(args)
     version = args.cuda or pkgs.cudaPackages.cudaMajorMinorVersion
     rows = capability_table(pkgs, version)
     if args.json:
@@ -216,7 +218,7 @@ def run_show_derivation(args: argparse.Namespace) -> int:
     from .attrpath import parse_attrpath, resolve
     from .errors import EvalError
 
-    value = resolve(_pkgs(args), parse_attrpath(args.attrpath))
+    value = resolve(pkgs_from_args(args), parse_attrpath(args.attrpath))
     derivation = value.get("derivation") if hasattr(value, "get") else None
     if derivation is None:
         try:
@@ -252,7 +254,7 @@ def run_check_leakage(args: argparse.Namespace) -> int:
     from .attrpath import parse_attrpath
     from .leakage import check_leakage
 
-    report = check_leakage(_pkgs(args), parse_attrpath(args.attrpath))
+    report = check_leakage(pkgs_from_args(args), parse_attrpath(args.attrpath))
     if args.json:
         _print_json(report)
     elif report.leaks:

@@ -19,6 +19,18 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join(lines)
 
 
+def format_size(size: int | None) -> str:
+    """Bytes as B/KiB/MiB/GiB with one decimal ("?" when unknown)."""
+    if size is None:
+        return "?"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], file: TextIO | None = None) -> None:
     """Print `format_table` to stdout (or `file`)."""
     print(format_table(headers, rows), file=file or sys.stdout)

@@ -19,7 +19,6 @@ from cudapkgs.build.scheduler import (
     NullProgress,
     PlainProgress,
     RichProgress,
-    format_size,
     make_progress,
     plan,
     realise_parallel,
@@ -28,6 +27,7 @@ from cudapkgs.build.scheduler import (
 from cudapkgs.derivation import Derivation
 from cudapkgs.errors import CudapkgsError
 from cudapkgs.store.store import Store
+from cudapkgs.table import format_size
 
 # -- a fake builder, told what to do by the derivation's attrs -------------------------------
 

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..eval_cli import CONFIG_HELP, _add_eval_options, _pkgs
+from ..eval_cli import CONFIG_HELP, add_eval_options, pkgs_from_args
 
 EPILOG_BUILD = """\
 examples:
@@ -78,7 +78,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="only print what would be fetched (with download sizes) and built")
     p.add_argument("--keep-failed", action="store_true", help="keep the build directory of a failed build (its path is printed)")
-    _add_eval_options(p)
+    add_eval_options(p)
     p.set_defaults(func=run_build)
 
     p = subparsers.add_parser(
@@ -101,7 +101,7 @@ def register(subparsers: Any) -> None:
                    help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto", help="builds at once ('auto': CPUs)")
-    _add_eval_options(p, json_flag=False)
+    add_eval_options(p, json_flag=False)
     p.set_defaults(func=run_shell)
 
     p = subparsers.add_parser(
@@ -117,7 +117,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("attrpaths", nargs="+", metavar="ATTRPATH", help="packages whose tests to run")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto", help="builds at once ('auto': CPUs)")
-    _add_eval_options(p)
+    add_eval_options(p)
     p.set_defaults(func=run_test)
 
     p = subparsers.add_parser(
@@ -131,7 +131,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("path", metavar="PATH", help="store path, ./result link, .drv path or attribute path")
     p.add_argument("--store", metavar="DIR", help=STORE_HELP)
-    _add_eval_options(p, json_flag=False)
+    add_eval_options(p, json_flag=False)
     p.set_defaults(func=run_log)
 
 
@@ -187,7 +187,7 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     from ..attrpath import parse_attrpath, resolve
     from ..derivation import default_store_dir
 
-    pkgs = _pkgs(args)
+    pkgs = pkgs_from_args(args)
     items = []
     for text in args.attrpaths:
         if text.endswith(".json") and os.path.isfile(text):
@@ -245,7 +245,7 @@ def run_test(args: argparse.Namespace) -> int:
     from ..testers import host_system_features, run_tests
 
     offered = host_system_features()
-    results = run_tests(_pkgs(args), args.attrpaths, offered=offered, jobs=args.jobs)
+    results = run_tests(pkgs_from_args(args), args.attrpaths, offered=offered, jobs=args.jobs)
     if args.json:
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
@@ -357,7 +357,7 @@ def _open_store(store_dir: str, *, create: bool) -> Any:
 
 
 def _print_plan(the_plan: Any, as_json: bool) -> None:
-    from .scheduler import format_size
+    from ..table import format_size
 
     if as_json:
         import json
@@ -394,7 +394,7 @@ def run_log(args: argparse.Namespace) -> int:
     else:
         from ..attrpath import parse_attrpath, resolve
 
-        drv = _derivation_of(resolve(_pkgs(args), parse_attrpath(text)), text)
+        drv = _derivation_of(resolve(pkgs_from_args(args), parse_attrpath(text)), text)
         log_file, what = _log_file(args.store or drv.store_dir, drv.drv_path), drv.name
     try:
         with open(log_file, "rb") as log:

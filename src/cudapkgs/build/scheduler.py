@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from ..derivation import Derivation
+from ..table import format_size
 from .realise import BuildError, build_one, log_path, missing
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ __all__ = [
     "PlainProgress",
     "Progress",
     "RichProgress",
-    "format_size",
     "make_progress",
     "plan",
     "realise_parallel",
@@ -92,18 +92,6 @@ def plan(store: Any, derivations: Iterable[Derivation]) -> Plan:
             fetches.append(Fetch(drv, str(src.get("name") or drv.name), size if isinstance(size, int) else None,
                                  tuple(src.get("urls") or ())))
     return Plan(roots, to_build, tuple(fetches))
-
-
-def format_size(size: int | None) -> str:
-    """Bytes as B/KiB/MiB/GiB with one decimal ("?" when unknown)."""
-    if size is None:
-        return "?"
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError
 
 
 # -- progress ---------------------------------------------------------------

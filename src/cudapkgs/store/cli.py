@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..table import format_size  # stdlib-only: cheap at start-up
+
 STORE_HELP = (
     "the store root (default: storeDir from the configuration, else $CUDAPKGS_STORE, "
     "else $XDG_DATA_HOME/cudapkgs/store)"
@@ -134,15 +136,6 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return open_store(load_config())  # storeDir from the config files, else $CUDAPKGS_STORE
 
 
-def _human(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError
-
-
 def _gc(args: argparse.Namespace) -> int:
     import json
 
@@ -155,7 +148,7 @@ def _gc(args: argparse.Namespace) -> int:
     for path in result.deleted:
         print(f"{verb} '{path}'")
     would = "would be " if result.dry_run else ""
-    print(f"{len(result.deleted)} store paths {would}deleted, {_human(result.bytes_freed)} {would}freed")
+    print(f"{len(result.deleted)} store paths {would}deleted, {format_size(result.bytes_freed)} {would}freed")
     return 0
 
 
@@ -177,7 +170,7 @@ def _path_info(args: argparse.Namespace) -> int:
             out.append(obj)
         print(json.dumps(out, indent=2))
         return 0
-    size = _human if args.human else str
+    size = format_size if args.human else str
     width = max(len(i.path) for i in infos)
     for i in infos:
         cols = [i.path.ljust(width) if (args.size or args.closure_size) else i.path]
