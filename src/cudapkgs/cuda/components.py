@@ -68,28 +68,22 @@ def component_specs() -> Mapping[str, Mapping[str, ComponentSpec]]:
     return products
 
 
+# A dependency condition: (package attrs, the set's scope) -> whether the edge exists.
+Condition = Callable[[Any, Any], bool]
+
+
 class Dependency(NamedTuple):
-    """An edge to another component: which output, how it is used, and when (in words)."""
+    """An edge to another component: which output, how it is used, and when."""
 
     component: str
     output: str | None = None  # None: the component's default output
     kind: str = "build"
-    when: str | None = None
+    when: str | None = None  # the condition as the data file words it
+    condition: Condition | None = None  # parsed from `when` when the table is loaded
 
     def holds(self, package: Any, cuda: Any) -> bool:
-        """Whether `when` holds for `package` in set `cuda`; unknown conditions do not hold."""
-        if self.when is None:
-            return True
-        text = self.when.split(" (", 1)[0].strip()
-        match = _CUDA_CONDITION.fullmatch(text)
-        if match:
-            return _compare(cuda.cudaMajorMinorVersion, match["op"], match["version"])
-        match = _VERSION_CONDITION.fullmatch(text)
-        if match:
-            return _compare(package.version, match["op"], match["version"])
-        if text.startswith("Jetson"):
-            return bool(cuda.backendStdenv.hasJetsonCudaCapability)
-        return False
+        """Whether the edge exists for `package` in the set `cuda`."""
+        return self.condition is None or self.condition(package, cuda)
 
 
 _CUDA_CONDITION = re.compile(r"CUDA (?P<op>>=|<) (?P<version>[0-9.]+)")
@@ -100,10 +94,29 @@ def _compare(version: str, op: str, bound: str) -> bool:
     return version_at_least(version, bound) if op == ">=" else not version_at_least(version, bound)
 
 
+def parse_condition(when: str) -> Condition:
+    """The condition a `when` text states ("CUDA >= 13.0 (why)", "libcublas version >= 12.8",
+    "Jetson CUDA capability …"); any other wording is an error, so no edge is dropped silently."""
+    text = when.split(" (", 1)[0].strip()
+    if match := _CUDA_CONDITION.fullmatch(text):
+        op, bound = match["op"], match["version"]
+        return lambda package, cuda: _compare(cuda.cudaMajorMinorVersion, op, bound)
+    if match := _VERSION_CONDITION.fullmatch(text):
+        op, bound = match["op"], match["version"]
+        return lambda package, cuda: _compare(package.version, op, bound)
+    if text.startswith("Jetson CUDA capability"):
+        return lambda package, cuda: bool(cuda.backendStdenv.hasJetsonCudaCapability)
+    raise ValueError(f"data/redist_components.toml: cannot read the dependency condition {when!r}")
+
+
 def _dependency(entry: Any) -> Dependency:
     if isinstance(entry, str):
         return Dependency(entry)
-    return Dependency(entry["component"], entry.get("output"), entry.get("kind", "build"), entry.get("when"))
+    when = entry.get("when")
+    return Dependency(
+        entry["component"], entry.get("output"), entry.get("kind", "build"), when,
+        parse_condition(when) if when is not None else None,
+    )
 
 
 def _cudnn_capability_floor(cudnn_since: str, capability_floor: str) -> AssertionRule:
