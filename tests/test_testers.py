@@ -81,3 +81,11 @@ def test_cli_runs_cpu_tests_and_skips_gpu_tests_without_a_gpu(tmp_path):
     assert row == {"test": "cudaPackages_13_0.pkgs.saxpy.tests.cuda.run", "result": "skipped", "detail": "needs cuda"}
     none = subprocess.run([*cmd, "cudaPackages_13_0.cuda_cudart"], capture_output=True, text=True, env=env)
     assert none.returncode == 1 and "has no tests" in none.stderr
+
+
+def test_an_unavailable_test_is_skipped_with_its_reason(manifests_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "store"))
+    pkgs = cudapkgs.import_pkgs(config={}, system="x86_64-linux")  # nothing unfree allowed
+    [result] = testers.run_tests(pkgs, ["cudaPackages_13_0"], offered=frozenset())
+    assert result.test == "cudaPackages_13_0.tests.redists-installed" and result.result == "skipped"
+    assert "No redists are available" in result.detail

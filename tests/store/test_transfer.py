@@ -112,3 +112,9 @@ def test_cli_export_import(tmp_path):
     done = run("import", str(tmp_path / "c.tgz"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [lib, app]
+
+
+def test_a_missing_archive_says_it_cannot_be_read(tmp_path):
+    with Store.open(tmp_path / "store") as store:
+        with pytest.raises(StoreError, match="cannot read .*nope.tar: No such file"):
+            import_closure(store, tmp_path / "nope.tar")

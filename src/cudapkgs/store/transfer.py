@@ -80,7 +80,9 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
     source = Path(archive)
     try:
         tar = tarfile.open(source, _mode(source, False))
-    except (OSError, tarfile.TarError) as error:
+    except OSError as error:
+        raise StoreError(f"cannot read {source}: {error.strerror or error}") from None
+    except tarfile.TarError as error:
         raise StoreError(f"{source}: not a cudapkgs export ({error})") from None
     with tar:
         manifest = _read_manifest(tar, source)
