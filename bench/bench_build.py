@@ -44,7 +44,7 @@ print("\\n".join(scope[name].outPath for name in sys.argv[1:]))
 AFTER_EVAL_SCRIPT = """
 import json, sys
 from cudapkgs.derivation import Derivation
-from cudapkgs.build.cli import Installable, realise_and_link
+from cudapkgs.realise.cli import Installable, realise_and_link
 spec = json.load(open(sys.argv[1]))
 drvs = []
 for d in spec["derivations"]:
@@ -85,8 +85,8 @@ def main() -> None:
     env = {**os.environ, "CUDAPKGS_STORE": os.path.join(tmp, "store"), "XDG_CONFIG_HOME": os.path.join(tmp, "config")}
     os.environ.update(env)
 
-    from cudapkgs.build import context
-    from cudapkgs.build.scheduler import plan, run
+    from cudapkgs.realise import context
+    from cudapkgs.realise.scheduler import plan, run
     from cudapkgs.inventory import list_components
     from cudapkgs.store.store import Store
     from cudapkgs.top_level import import_pkgs

@@ -43,8 +43,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import cudapkgs  # noqa: E402
 from cudapkgs import elf  # noqa: E402
-from cudapkgs.build import redist  # noqa: E402
-from cudapkgs.build.realise import realise  # noqa: E402
+from cudapkgs.realise import redist  # noqa: E402
+from cudapkgs.realise.realise import realise  # noqa: E402
 from cudapkgs.store.store import Store  # noqa: E402
 
 PNAME, VERSION, SET = "cuda_cupti", "13.0.85", "cudaPackages_13_0"

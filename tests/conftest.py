@@ -10,18 +10,21 @@ import pytest
 
 # shared/ sits beside the repository checkout (CI copies it there too).
 SHARED = Path(os.environ.get("CUDAPKGS_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-REFERENCE = SHARED / "reference"
-MANIFESTS = SHARED / "manifests"
+DATA = Path(__file__).resolve().parent / "data"
+# Facts the tests compare against: copies of shared/reference/ with their sources (tests/data/reference/SOURCES.md).
+REFERENCE = DATA / "reference"
+# NVIDIA's manifests as the package ships them (src/cudapkgs/data/manifests).
+MANIFESTS = Path(__file__).resolve().parents[1] / "src" / "cudapkgs" / "data" / "manifests"
 
 
 def load_reference(name: str):
-    """Parse one JSON file of shared/reference/."""
+    """Parse one JSON file of tests/data/reference/ (copied from shared/reference/)."""
     return json.loads((REFERENCE / name).read_text())
 
 
 @pytest.fixture
 def manifests_dir(monkeypatch) -> Path:
-    """Point the manifest loader at shared/manifests/."""
+    """Point the manifest loader at the vendored manifests."""
     monkeypatch.setenv("CUDAPKGS_MANIFESTS", str(MANIFESTS))
     return MANIFESTS
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import cudapkgs
-from cudapkgs.build.realise import realise
+from cudapkgs.realise.realise import realise
 from cudapkgs.elf import read_elf
 from cudapkgs.store.store import Store
 

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cudapkgs
-from cudapkgs.build.generic import attrs_sh
-from cudapkgs.build.realise import BuildError, build_one, realise
+from cudapkgs.realise.generic import attrs_sh
+from cudapkgs.realise.realise import BuildError, build_one, realise
 from cudapkgs.config import load_config
 from cudapkgs.derivation import Derivation
 from cudapkgs.elf import read_elf

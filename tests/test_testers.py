@@ -11,7 +11,7 @@ import pytest
 
 import cudapkgs
 from cudapkgs import testers
-from cudapkgs.build.realise import BuildError, build_one
+from cudapkgs.realise.realise import BuildError, build_one
 from cudapkgs.derivation import Derivation
 from cudapkgs.store.store import Store
 

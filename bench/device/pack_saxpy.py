@@ -31,7 +31,7 @@ def main() -> int:
     os.environ.setdefault("CUDAPKGS_MANIFESTS", str(Path(__file__).resolve().parents[3] / "shared" / "manifests"))
 
     import cudapkgs
-    from cudapkgs.build.realise import realise
+    from cudapkgs.realise.realise import realise
     from cudapkgs.store.store import Store
 
     with Store.open(args.store) as store:

@@ -354,14 +354,23 @@ def manifest_url(product: str, version: str) -> str:
     return f"{REDIST_URL_PREFIX}/{product}/redist/redistrib_{version}.json"
 
 
-def manifests_directory(explicit: str | os.PathLike[str] | None = None) -> Path | None:
-    """The local manifest directory: ``explicit``, else ``$CUDAPKGS_MANIFESTS``, else None."""
+def vendored_directory() -> Path:
+    """The manifests shipped inside the package (``cudapkgs/data/manifests``).
+
+    NVIDIA's redistrib manifests for every release the sets use, copied from Nixpkgs'
+    ``pkgs/development/cuda-modules/_cuda/manifests`` (see ``INDEX.md`` beside them).
+    """
+    return Path(__file__).resolve().parent / "data" / "manifests"
+
+
+def manifests_directory(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The local manifest directory: ``explicit``, else ``$CUDAPKGS_MANIFESTS``, else the vendored one."""
     if explicit is not None and os.fspath(explicit) != "":
         return Path(explicit).expanduser()
     from_env = os.environ.get("CUDAPKGS_MANIFESTS")
     if from_env:
         return Path(from_env).expanduser()
-    return None
+    return vendored_directory()
 
 
 def cache_directory() -> Path:

@@ -111,7 +111,7 @@ class TestResult:
 def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None = None, jobs: int = 1) -> list[TestResult]:
     """Build the tests of each package at `attrpaths`; what the machine cannot run is skipped."""
     from .attrpath import parse_attrpath, resolve
-    from .build.scheduler import plan, run
+    from .realise.scheduler import plan, run
     from .errors import CudapkgsError, EvalError
     from .store.store import Store
 
@@ -149,7 +149,7 @@ def _last_line(drv: Any) -> str:
     """The last line a test recorded: its $out/log, else its build log."""
     from pathlib import Path
 
-    from .build.realise import drv_log_path
+    from .realise.realise import drv_log_path
 
     for candidate in (Path(drv.outputs.get("out", ""), "log"), drv_log_path(drv.store_dir, drv)):
         try:

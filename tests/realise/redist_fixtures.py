@@ -231,8 +231,8 @@ def child(config: dict, attrs: list[str]) -> None:
     import time
 
     import cudapkgs
-    from cudapkgs.build import redist
-    from cudapkgs.build.realise import realise
+    from cudapkgs.realise import redist
+    from cudapkgs.realise.realise import realise
     from cudapkgs.store.store import Store
 
     pause_after = int(os.environ.get("REDIST_PAUSE_AFTER") or 0)

@@ -10,7 +10,7 @@ import redist_fixtures as rf
 from elf_builders import GCC
 
 import cudapkgs
-from cudapkgs.build.realise import realise
+from cudapkgs.realise.realise import realise
 from cudapkgs.store.store import Store
 
 pytestmark = pytest.mark.skipif(GCC is None, reason="needs gcc")

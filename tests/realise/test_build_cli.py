@@ -10,8 +10,8 @@ import sys
 import pytest
 from test_scheduler import EVENTS, _fake_builder, mk  # noqa: F401  (the fixture registers the fake builder)
 
-from cudapkgs.build.cli import Installable, realise_and_link
-from cudapkgs.build.realise import log_path
+from cudapkgs.realise.cli import Installable, realise_and_link
+from cudapkgs.realise.realise import log_path
 from cudapkgs.cli import main
 from cudapkgs.errors import CudapkgsError
 from cudapkgs.store.store import Store
@@ -105,7 +105,7 @@ def test_bad_jobs_is_a_usage_error(store_env):
 
 def test_importing_the_command_is_cheap():
     code = ("import sys, cudapkgs.cli as c; c.build_parser(); "
-            "print(sorted(m for m in ('rich', 'sqlite3', 'cudapkgs.build.scheduler', 'cudapkgs.store.store') if m in sys.modules))")
+            "print(sorted(m for m in ('rich', 'sqlite3', 'cudapkgs.realise.scheduler', 'cudapkgs.store.store') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

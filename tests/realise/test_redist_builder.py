@@ -21,9 +21,9 @@ from elf_builders import GCC, readelf_runpath
 
 import cudapkgs
 from cudapkgs import elf
-from cudapkgs.build import redist
-from cudapkgs.build.context import BuildContext
-from cudapkgs.build.realise import BuildError, realise
+from cudapkgs.realise import redist
+from cudapkgs.realise.context import BuildContext
+from cudapkgs.realise.realise import BuildError, realise
 from cudapkgs.errors import UnavailablePackageError, UnfreeLicenseError
 from cudapkgs.store.store import Store
 
@@ -350,7 +350,7 @@ def _mirror_with(tmp_path: Path, tree: Path, name="libcufft-linux-x86_64-12.0.0.
 def test_compat_dir_comes_first_versioned_lib_dir_is_lifted_and_a_usr_driver_dir_passes(tmp_path):
     from elf_builders import shared_lib
 
-    from cudapkgs.build.realise import build_one
+    from cudapkgs.realise.realise import build_one
 
     tree = tmp_path / "tree"
     shared_lib(tree / "lib" / "13" / "libcufft.so.12", "int fft(void) { return 1; }\n", "libcufft.so.12")
@@ -373,7 +373,7 @@ def test_compat_dir_comes_first_versioned_lib_dir_is_lifted_and_a_usr_driver_dir
 
 
 def test_empty_output_and_fhs_reference_fail_the_build(tmp_path):
-    from cudapkgs.build.realise import build_one
+    from cudapkgs.realise.realise import build_one
 
     tree = tmp_path / "tree"
     (tree / "include").mkdir(parents=True)
@@ -395,7 +395,7 @@ def test_empty_output_and_fhs_reference_fail_the_build(tmp_path):
 def test_a_wheel_tree_is_copied_not_consumed(tmp_path, monkeypatch):
     from elf_builders import shared_lib
 
-    from cudapkgs.build.realise import build_one
+    from cudapkgs.realise.realise import build_one
     from cudapkgs.fetch import FetchedArtifact
 
     tree = tmp_path / "wheel-tree"
@@ -423,7 +423,7 @@ def test_a_wheel_tree_is_copied_not_consumed(tmp_path, monkeypatch):
 def test_a_wheel_may_leave_static_and_stubs_empty_but_a_tarball_may_not(tmp_path, monkeypatch):
     from elf_builders import shared_lib
 
-    from cudapkgs.build.realise import BuildError, build_one
+    from cudapkgs.realise.realise import BuildError, build_one
     from cudapkgs.fetch import FetchedArtifact
 
     tree = tmp_path / "wheel-tree"
@@ -456,7 +456,7 @@ def test_a_wheel_may_leave_static_and_stubs_empty_but_a_tarball_may_not(tmp_path
 
 # --- host compiler ----------------------------------------------------------------------------
 
-from cudapkgs.build import host_compiler as hc  # noqa: E402
+from cudapkgs.realise import host_compiler as hc  # noqa: E402
 
 
 def fake_compilers(directory: Path, **versions: str) -> Path:
@@ -543,7 +543,7 @@ def test_nvcc_derivation_records_the_host_compiler_and_fails_before_download_wit
 
 # --- nvcc ---------------------------------------------------------------------------------------
 
-from cudapkgs.build import nvcc as nvcc_mod  # noqa: E402
+from cudapkgs.realise import nvcc as nvcc_mod  # noqa: E402
 
 STOCK_PROFILE = """
 TOP              = $(_HERE_)/..

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudapkgs.build import context
-from cudapkgs.build.realise import BuildError, log_path, realise
-from cudapkgs.build.scheduler import (
+from cudapkgs.realise import context
+from cudapkgs.realise.realise import BuildError, log_path, realise
+from cudapkgs.realise.scheduler import (
     BuildFailed,
     NullProgress,
     PlainProgress,

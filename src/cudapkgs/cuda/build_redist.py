@@ -276,7 +276,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
 def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
     """Derivation attributes of single components that come from the machine (they change the output)."""
     if pname == "cuda_nvcc":
-        from ..build.host_compiler import derivation_attrs
+        from ..realise.host_compiler import derivation_attrs
         from ..db import nvcc_compatibilities
 
         # The host compiler nvcc.profile names, chosen as backendStdenv chooses it.

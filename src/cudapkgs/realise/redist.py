@@ -7,7 +7,7 @@ Phases, as `ctx.step` names them (Nixpkgs' phases, spec §7.2, §7.3):
 ``postUnpack``   ``lib/<cudaMajor>`` lifted to ``lib``; ``pkg-config`` moved to ``share/pkgconfig``
 ``prePatch``     ``.pc`` files pointed at the outputs
 ``install``      the tree split into the derivation's outputs
-``nvcc``         cuda_nvcc only: see `cudapkgs.build.nvcc`
+``nvcc``         cuda_nvcc only: see `cudapkgs.realise.nvcc`
 ``installCheck`` no ``/usr/`` in text files unless allowed; no empty outputs (before fixup,
                  which adds only store paths and the driver dir, itself under /usr/ on most hosts)
 ``fixup``        auto-patchelf, driver and cuda_compat run paths, stubs out of run paths,

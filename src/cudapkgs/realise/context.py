@@ -45,8 +45,8 @@ Builder = Callable[[Derivation, BuildContext, Mapping[str, Path]], None]
 
 # builder name (Derivation.builder) -> "module:function", imported on first use
 BUILDERS: dict[str, str] = {
-    "buildRedist": "cudapkgs.build.redist:build",
-    "mkDerivation": "cudapkgs.build.generic:build",
+    "buildRedist": "cudapkgs.realise.redist:build",
+    "mkDerivation": "cudapkgs.realise.generic:build",
 }
 
 
