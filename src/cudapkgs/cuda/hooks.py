@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import elf
+from .. import confine, elf
 from ..errors import CudapkgsError
 from .build_redist import EXPECTED_OUTPUTS, OUTPUT_TO_PATTERNS
 
@@ -433,6 +433,7 @@ def mark_for_cudatoolkit_root(outputs: Outputs, *, pname: str | None = None, str
     made = []
     for name, root in outputs.items():
         marker = Path(root) / "nix-support" / "include-in-cudatoolkit-root"
+        confine.require_real_dirs(root, marker, include_self=True)
         if marker.exists():
             continue
         marker.parent.mkdir(parents=True, exist_ok=True)
@@ -445,8 +446,9 @@ def lift_versioned_lib_dir(tree: Path, cuda_major: int | str) -> bool:
     """postUnpack: if ``lib/<cuda_major>/`` exists, it replaces ``lib/``.  Return whether it did."""
     lib = Path(tree) / "lib"
     versioned = lib / str(cuda_major)
-    if not versioned.is_dir() or versioned.is_symlink():
+    if lib.is_symlink() or not versioned.is_dir() or versioned.is_symlink():
         return False
+    confine.require_real_dirs(tree, versioned, include_self=True)
     tmp = Path(tree) / f".lib-{cuda_major}.tmp"
     versioned.rename(tmp)
     shutil.rmtree(lib)
@@ -462,6 +464,9 @@ def move_pkgconfig(tree: Path) -> list[Path]:
         src = Path(tree) / name
         if not src.is_dir():
             continue
+        # Neither side may pass through a symlink: a planted share -> / would move host files.
+        confine.require_real_dirs(tree, src, include_self=True)
+        confine.require_real_dirs(tree, dest, include_self=True)
         dest.mkdir(parents=True, exist_ok=True)
         for item in sorted(src.iterdir()):
             target = dest / item.name
@@ -559,17 +564,29 @@ def check_outputs_not_empty(outputs: Outputs, exempt: Iterable[str] = ("out", "d
 # --- outputs ----------------------------------------------------------------
 
 
-def _move_into(src: Path, dst: Path) -> None:
-    """mv src dst, merging into an existing directory."""
+def _move_into(src: Path, dst: Path, src_root: Path | None = None, dst_root: Path | None = None) -> None:
+    """mv src dst, merging into an existing directory; never through a symlink below the roots."""
+    if src_root is not None:
+        confine.require_real_dirs(src_root, src)
+    if dst_root is not None:
+        confine.require_real_dirs(dst_root, dst)
     if src.is_dir() and not src.is_symlink() and dst.is_dir() and not dst.is_symlink():
         for child in sorted(src.iterdir()):
-            _move_into(child, dst / child.name)
+            _move_into(child, dst / child.name, src_root, dst_root)
         src.rmdir()
         return
     if dst.exists() or dst.is_symlink():
         raise FixupError(f"split_outputs: cannot move {src} to {dst}: it exists")
     dst.parent.mkdir(parents=True, exist_ok=True)
     src.rename(dst)
+
+
+def _through_symlink(root: Path, path: Path) -> bool:
+    try:
+        confine.require_real_dirs(root, path)
+    except confine.TreeEscapeError:
+        return True
+    return False
 
 
 def _prune_empty_parents(path: Path, stop: Path) -> None:
@@ -637,6 +654,8 @@ def split_outputs(
                 for match in _glob(src_root, pattern):
                     if not (match.exists() or match.is_symlink()):
                         continue
-                    _move_into(match, dst_root / match.relative_to(src_root))
+                    if _through_symlink(src_root, match):
+                        continue  # e.g. lib64/x.a through lib64 -> lib: the real lib/x.a is matched too
+                    _move_into(match, dst_root / match.relative_to(src_root), src_root, dst_root)
                     _prune_empty_parents(match.parent, src_root)
     return paths
