@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import runpath
+from hook_trees import pkgs, runpath  # noqa: F401 (pkgs is a fixture)
 
 from cudapkgs import hooks
 

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import runpath
+from hook_trees import pkgs, runpath  # noqa: F401 (pkgs is a fixture)
 
 from cudapkgs import elf, hooks
 

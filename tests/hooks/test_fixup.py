@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from conftest import DRIVER, runpath
+from hook_trees import DRIVER, pkgs, runpath  # noqa: F401 (pkgs is a fixture)
 
 from cudapkgs import elf, hooks
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from hook_trees import pkgs  # noqa: F401 (a fixture)
+
 from cudapkgs import hooks
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DRIVER, runpath
+from hook_trees import DRIVER, pkgs, runpath  # noqa: F401 (pkgs is a fixture)
 from hypothesis import given
 from hypothesis import strategies as st
 

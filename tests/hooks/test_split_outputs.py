@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from hook_trees import pkgs  # noqa: F401 (a fixture)
+
 from cudapkgs import hooks
 
 

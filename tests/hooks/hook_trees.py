@@ -1,4 +1,4 @@
-"""Fixtures of the hook tests: real gcc-built trees split into outputs under a store-like dir."""
+"""Trees for the hook tests: real gcc-built libraries split into outputs under a store-like dir (the `pkgs` fixture)."""
 
 from __future__ import annotations
 
