@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cudapkgs import confine
-from cudapkgs.cuda import hooks
+from cudapkgs import hooks
 from cudapkgs.realise import redist
 from cudapkgs.store.store import Store
 
