@@ -7,7 +7,7 @@ import os
 import struct
 
 import pytest
-from helpers import fresh_store_like, make_closure
+from cache_helpers import fresh_store_like, make_closure
 
 from cudapkgs.store import nar
 from cudapkgs.store.caches import open_cache
