@@ -313,6 +313,57 @@ class Store:
         except sqlite3.OperationalError as error:
             raise StoreError(f"cannot register outputs in the store {self.store_dir}: {error}") from error
 
+    def add_verified_path(
+        self,
+        path: str,
+        fill: Callable[[Path], None],
+        *,
+        nar_hash: str,
+        nar_size: int,
+        references: Iterable[str],
+        deriver: str | None = None,
+    ) -> bool:
+        """Make `path` valid from `fill(out)`, whose NAR the caller checks against `nar_hash` while filling.
+
+        For substitution: `fill` unpacks a NAR into `out` and raises unless what it
+        read hashes to `nar_hash`/`nar_size`, so the tree is not read a second time.
+        `references` (store paths) must all be valid already (or be `path`). The path
+        is registered only after `fill` returns; any error leaves the store unchanged.
+        Returns False if `path` was already valid (then `fill` is not called).
+        """
+        path = self.parse(path)
+        refs = {self.parse(r) for r in references}
+        try:
+            if self.db.is_valid(path):
+                return False
+            absent = [r for r in sorted(refs) if r != path and not self.db.is_valid(r)]
+            if absent:
+                raise StoreError(f"'{path}' refers to '{absent[0]}', which is not valid in the store {self.store_dir}")
+            with self._gc_shared(), PathLock(lock_file_for(self.locks_dir, path)):
+                if self.db.is_valid(path):
+                    return False
+                self._clean_tmp()
+                with self._tmp_build() as tmp:
+                    out = tmp / "out"
+                    fill(out)
+                    if not os.path.lexists(out):
+                        raise StoreError(f"nothing was unpacked for '{path}'")
+                    if os.path.lexists(path):  # left behind by a crash between rename and registration
+                        _remove_tree(path)
+                    os.rename(out, path)
+                    try:
+                        if os.path.isdir(path) and not os.path.islink(path):
+                            _freeze(path)
+                        self.db.register(path, nar_hash, nar_size, refs, deriver)
+                    except BaseException:
+                        _remove_tree(path)
+                        raise
+            return True
+        except OSError as error:
+            raise _store_error(error, f"cannot add '{path}' to the store {self.store_dir}") from error
+        except sqlite3.OperationalError as error:
+            raise StoreError(f"cannot register '{path}' in the store {self.store_dir}: {error}") from error
+
     def _add_content_addressed(self, name: str, build: Callable[[Path], None], candidates: dict[str, str], deriver: str | None) -> str:
         with self._gc_shared():
             self._clean_tmp()
