@@ -7,15 +7,14 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from cudapkgs.config import load_config
+from cudapkgs.realise.dask_local import LocalBuildCluster
 from cudapkgs.realise.dask_executor import (
     DaskBuilders,
     SchedulerUnreachable,
@@ -105,49 +104,7 @@ def test_unreachable_scheduler_is_one_clear_error(tmp_path):
         run_on_dask(store, [_pkg(config, "a").derivation], builders, stream=io.StringIO())
 
 
-# -- a cluster -----------------------------------------------------------------------------------
-
-
-class Cluster:
-    """A scheduler in this process's LocalCluster and `dask worker` processes with their own stores."""
-
-    def __init__(self, tmp: Path, store_dir: Path) -> None:
-        from distributed import LocalCluster
-
-        self.tmp = tmp
-        self.store_dir = store_dir
-        self.local = LocalCluster(n_workers=0, processes=True, scheduler_port=0, dashboard_address=None,
-                                  host="127.0.0.1")
-        self.address = self.local.scheduler_address
-        self.workers: dict[str, subprocess.Popen] = {}
-
-    def start_worker(self, name: str, resources: str = "", features: str = "") -> Path:
-        real = self.tmp / f"store-{name}"
-        env = dict(os.environ, CUDAPKGS_WORKER_STORE=str(real), CUDAPKGS_SYSTEM_FEATURES=features)
-        argv = [sys.executable, "-m", "distributed.cli.dask_worker", self.address, "--name", name,
-                "--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"]
-        if resources:
-            argv += ["--resources", resources]
-        self.workers[name] = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                              start_new_session=True)
-        return real
-
-    def wait_for(self, count: int) -> None:
-        from distributed import Client
-
-        with Client(self.address, timeout=20) as client:
-            client.wait_for_workers(count, timeout=60)
-
-    def kill(self, name: str) -> None:
-        os.killpg(self.workers[name].pid, signal.SIGKILL)
-        self.workers[name].wait()
-
-    def close(self) -> None:
-        for proc in self.workers.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        self.local.close()
+# -- a cluster on 127.0.0.1 ------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -156,7 +113,7 @@ def setup(tmp_path):
     key = generate("test-cache-1")
     key_file = tmp_path / "secret.key"
     key_file.write_text(str(key))
-    cluster = Cluster(tmp_path, store_dir)
+    cluster = LocalBuildCluster(tmp_path)
     config = load_config(overrides={"storeDir": str(store_dir)})
     builders = DaskBuilders(address=cluster.address, cache=f"file://{tmp_path}/cache", sign_key_file=str(key_file),
                             trusted_keys=[str(key.public)], timeout=20)
@@ -217,8 +174,8 @@ def test_a_feature_tagged_build_lands_only_on_the_worker_offering_it(setup):
     # Each ran in the gpu worker's real store: the build log sits there, not in the other worker's.
     for drv in tests:
         log = drv.drv_path.rsplit("/", 1)[-1].removesuffix(".drv") + ".log"
-        assert (cluster.tmp / "store-gpu" / ".logs" / log).exists()
-        assert not (cluster.tmp / "store-cpu-only" / ".logs" / log).exists()
+        assert (cluster.stores_dir / "store-gpu" / ".logs" / log).exists()
+        assert not (cluster.stores_dir / "store-cpu-only" / ".logs" / log).exists()
 
 
 @needs_namespaces
