@@ -104,7 +104,7 @@ OPTIONS: dict[str, Option] = {
         Option("allowUnfree", "bool", False, "Allow every package with an unfree license."),
         Option("allowUnfreePredicate", "predicate", None, 'Allow the unfree packages this function accepts; "cuda" accepts NVIDIA\'s CUDA licenses.'),
         Option("allowAliases", "bool", True, "Keep the deprecated alias names in every package set."),
-        Option("manifestsDir", "path", None, "Directory to read NVIDIA's redistrib manifests from."),
+        Option("manifestsDir", "path", None, "The only directory to read NVIDIA's redistrib manifests from (else $CUDAPKGS_MANIFESTS, else the user manifests directory, then the shipped copies)."),
         Option("storeDir", "path", None, "The store's directory (else $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store); part of every store path."),
         Option("fetchers", "str-list", ("redist", "wheels"), 'Where sources come from, tried in order: "redist" (NVIDIA), "mirror:<dir or URL prefix>", "wheels" (NVIDIA\'s PyPI wheels).', _check_fetchers),
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
