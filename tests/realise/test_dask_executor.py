@@ -144,7 +144,7 @@ def test_dag_builds_remotely_with_nar_hashes_of_a_local_build(setup, tmp_path):
         assert [d.name for d in the_plan.to_build] == ["dag-a-1", "dag-b-1", "dag-c-1", "dag-d-1"]
         results = run_on_dask(store, the_plan.to_build, builders, stream=out)
         assert set(results) == {d.drv_path for d in drvs}
-        assert {r["worker"] for r in results.values()} <= {os.uname().nodename}
+        assert {r["worker"].partition("@")[0] for r in results.values()} <= {"w1", "w2"}
         remote = {p: (store.query(p).nar_hash, sorted(store.references(p))) for d in drvs for p in d.outputs.values()}
     assert "built dag-d-1 on" in out.getvalue()
     # Nothing was built in the client's store: its outputs came from the cache, and no worker wrote there.
@@ -230,3 +230,69 @@ def test_a_failed_build_shows_the_worker_log(setup):
     message = str(info.value)
     assert "broken-1" in message and "failed on worker" in message
     assert "compiler says: no such header cuda.h" in message
+
+
+# -- the commands ------------------------------------------------------------------------------
+
+
+@needs_namespaces
+def test_gpu_tests_run_in_parallel_only_on_gpu_workers_and_say_where(setup):
+    from cudapkgs.fixpoint import AttrSet
+    from cudapkgs.testers import run_tests
+
+    cluster, config, builders = setup
+    cluster.start_worker("cpu")
+    cluster.start_worker("gpu0", resources="cuda=1,cuda-sm-90=1", features="cuda cuda-sm-90")
+    cluster.start_worker("gpu1", resources="cuda=1,cuda-sm-90=1", features="cuda cuda-sm-90")
+    cluster.wait_for(3)
+
+    def with_tests(name, features):
+        test = mk_derivation(config, {"pname": f"{name}-test", "version": "1", "buildPhase": "sleep 2; echo ok > log",
+                                      "installPhase": 'install -Dm644 log "$out/log"',
+                                      **({"requiredSystemFeatures": features} if features else {})})
+        return mk_derivation(config, {"pname": name, "version": "1", "installPhase": 'mkdir -p "$out"',
+                                      "passthru": {"tests": {"run": test}}})
+
+    pkgs = AttrSet({"a": with_tests("a", ["cuda"]), "b": with_tests("b", ["cuda", "cuda-sm-90"]),
+                    "c": with_tests("c", []), "d": with_tests("d", ["cuda-sm-100"])})
+    start = time.monotonic()
+    results = run_tests(pkgs, ["a", "b", "c", "d"], builders=builders)
+    elapsed = time.monotonic() - start
+    by = {r.test: r for r in results}
+    assert [r.test for r in results] == ["a.tests.run", "b.tests.run", "c.tests.run", "d.tests.run"]
+    assert by["d.tests.run"].result == "skipped" and "cuda-sm-100" in by["d.tests.run"].detail
+    for label in ("a.tests.run", "b.tests.run"):
+        assert by[label].result == "passed", by[label].detail
+        assert "(on gpu" in by[label].detail
+    assert by["c.tests.run"].result == "passed"
+    # Two GPU tests of 2 s each on two GPU workers ran side by side.
+    workers = {by[label].detail.rpartition("(on ")[2].partition("@")[0] for label in ("a.tests.run", "b.tests.run")}
+    assert workers == {"gpu0", "gpu1"}
+    assert elapsed < 4 * 2 + 30  # not a budget: a sanity bound against serial runs plus start-up on a loaded box
+
+
+@needs_namespaces
+def test_cli_build_with_builders(setup, tmp_path, capsys):
+    from cudapkgs.cli import main
+
+    cluster, config, builders = setup
+    cluster.start_worker("w1")
+    cluster.wait_for(1)
+    key_file = builders.sign_key_file
+    port = cluster.address.rpartition(":")[2]
+    status = main(["build", "saxpy", "--set", f"storeDir=\"{config.storeDir}\"", "--no-link",
+                   "--builders", f"dask://127.0.0.1:{port}", "--push-to", builders.cache, "--sign-key", key_file])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    out_path = captured.out.strip().splitlines()[-1]
+    assert out_path.endswith("-saxpy-1.0") and "built saxpy-1.0 on w1@" in captured.err
+    result = subprocess.run([f"{out_path}/bin/saxpy", "1000"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (Path(builders.cache.removeprefix("file://")) / (Path(out_path).name[:32] + ".narinfo")).exists()
+
+
+def test_cli_builders_needs_a_cache(capsys):
+    from cudapkgs.cli import main
+
+    assert main(["build", "saxpy", "--builders", "dask://127.0.0.1:1"]) == 2
+    assert "--builders needs --push-to URL" in capsys.readouterr().err

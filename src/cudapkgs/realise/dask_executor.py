@@ -231,7 +231,9 @@ def run_on_dask(
         for error in failures:
             stream.write(f"failed: {str(error).splitlines()[0]}\n")
         if failures:
-            raise BuildFailed(failures, skipped=len(todo) - len(results) - len(failures))
+            error = BuildFailed(failures, skipped=len(todo) - len(results) - len(failures))
+            error.failed = {path: errors[path] for path in errors}  # drv path -> its error (dependents too)
+            raise error
     finally:
         client.close()
     if task is None:

@@ -107,7 +107,7 @@ def build_task(payload: Mapping[str, Any], *_dependencies: Any) -> dict[str, Any
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         raise
-    host = os.uname().nodename
+    host = _worker_name()
     try:
         result = json.loads(out.decode() or "null")
     except ValueError:
@@ -122,6 +122,17 @@ def build_task(payload: Mapping[str, Any], *_dependencies: Any) -> dict[str, Any
         raise RemoteBuildError(f"{payload['drv']['name']} failed on worker {host}: {result['error']}")
     result["worker"] = host
     return result
+
+
+def _worker_name() -> str:
+    """The Dask worker's name and host (the host name outside a worker)."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        return f"{worker.name}@{os.uname().nodename}"
+    except (ImportError, ValueError):
+        return os.uname().nodename
 
 
 def _die_with_parent() -> None:
