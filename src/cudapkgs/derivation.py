@@ -245,7 +245,7 @@ class _Bad(Exception):
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_NIX32_SHA256 = re.compile(r"sha256:[0-9abcdfghijklmnpqrsvwxyz]{52}")
+_NIX32_SHA256 = re.compile(r"sha256:([0-9abcdfghijklmnpqrsvwxyz]{52}|[0-9a-f]{64})")
 _SRI_SHA256 = re.compile(r"sha256-[A-Za-z0-9+/]{43}=")
 _OUTPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
