@@ -135,12 +135,15 @@ class Derivation:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], *, source: str = "derivation") -> "Derivation":
+    def from_json(cls, data: Mapping[str, Any], *, source: str = "derivation",
+                  context: Mapping[str, Any] | None = None) -> "Derivation":
         """A derivation back from `to_json()` (`cudapkgs show-derivation`), checked against its paths.
 
         It has no input derivations: its inputs must already be valid where it is built
-        (e.g. imported with `cudapkgs import`), and only shell phases can run (a Python
-        phase lives in the process that evaluated it).
+        (e.g. imported with `cudapkgs import`). Without `context` only shell phases can
+        run (a Python phase lives in the process that evaluated it); a remote build
+        passes the evaluating process's unhashed `context` (its Python steps and local
+        source paths) along with the JSON.
         """
         try:
             outputs = {name: entry["path"] for name, entry in data["outputs"].items()}
@@ -156,6 +159,9 @@ class Derivation:
             raise EvalError(f"{source}: derivation format {data.get('format')!r}, this cudapkgs writes {DRV_FORMAT}")
         if drv.outputs != outputs or data.get("drvPath", drv.drv_path) != drv.drv_path:
             raise EvalError(f"{source}: its output paths do not match its contents (edited by hand?)")
+        if context is not None:
+            drv.context = dict(context)
+            return drv
         if data["src"] is not None and data["src"].get("type") == "path":
             raise EvalError(f"{source}: its source is a local file of the machine that evaluated it; build it there")
         for phase, value in data["attrs"].items():
