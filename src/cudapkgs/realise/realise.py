@@ -19,6 +19,22 @@ class BuildError(CudapkgsError):
     """A builder failed; the message names the derivation and its log."""
 
 
+def protect_inputs(store, derivations: Iterable[Derivation]) -> list[str]:
+    """Temporary roots for every valid output and input path of the closures of `derivations`.
+
+    Called before planning and before the first fetch: a concurrent `cudapkgs gc` must
+    not delete a valid-but-unrooted input between the moment the plan counts on it and
+    the moment a build uses it.  The roots last until the store is closed (the outputs
+    are linked by then).  Returns the paths rooted.
+    """
+    paths: set[str] = set()
+    for root in derivations:
+        for drv in root.closure():
+            paths.update(drv.outputs.values())
+            paths.update(p for p in drv.data["inputs"].values() if isinstance(p, str))
+    return store.protect(paths)
+
+
 def missing(store, derivations: Iterable[Derivation]) -> list[Derivation]:
     """The derivations of the closures of `derivations` with an invalid output, in build order."""
     order: list[Derivation] = []
@@ -103,6 +119,7 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
 def realise(store, derivations: Iterable[Derivation], **options) -> list[str]:
     """Build every missing derivation of the closures, in dependency order; returns output paths."""
     roots = list(derivations)
+    protect_inputs(store, roots)
     for drv in missing(store, roots):
         build_one(store, drv, **options)
     return [p for drv in roots for p in drv.outputs.values()]

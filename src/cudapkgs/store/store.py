@@ -132,6 +132,21 @@ class Store:
         with open(self._temp_roots[1], "a") as f:
             f.write("".join(p + "\n" for p in paths))
 
+    def protect(self, paths: Iterable[str]) -> list[str]:
+        """Make the valid ones among `paths` temporary roots (`add_temp_roots`) atomically w.r.t. gc.
+
+        The gc lock is held shared meanwhile, so a gc that has not started yet will see
+        the roots and one that is running finishes first; a path valid when this returns
+        stays valid until the Store is closed.  Returns the paths rooted.
+        """
+        inside = self.store_dir + "/"
+        wanted = sorted({p for p in paths if isinstance(p, str) and p.startswith(inside)})
+        with self._gc_shared():
+            valid = [p for p in wanted if self.db.is_valid(p)]
+            if valid:
+                self.add_temp_roots(valid)
+        return valid
+
     def _live_temp_roots(self, remove_stale: bool, graph: StoreGraph | None = None) -> set[str]:
         found: set[str] = set()
         is_valid = graph.is_valid if graph is not None else self.db.is_valid
