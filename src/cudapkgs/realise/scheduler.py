@@ -142,8 +142,8 @@ def plan(
     from ..fetch.planning import SourcePlanError, choose_source
 
     roots = tuple(derivations)
-    protect_inputs(store, roots)  # before the plan counts on any valid path, and before any fetch
-    candidates = missing(store, roots)
+    # Rooted before the plan counts on any valid path, and before any fetch.
+    candidates = missing(store, roots, protect=True)
     to_substitute: tuple[Any, ...] = ()
     if substituters and candidates:
         candidates, to_substitute = _choose_substitutes(store, roots, candidates, substituters)
