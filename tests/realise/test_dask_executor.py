@@ -296,3 +296,14 @@ def test_cli_builders_needs_a_cache(capsys):
 
     assert main(["build", "saxpy", "--builders", "dask://127.0.0.1:1"]) == 2
     assert "--builders needs --push-to URL" in capsys.readouterr().err
+
+
+def test_gpu_builds_see_the_gpus_their_worker_was_given(tmp_path, monkeypatch):
+    from cudapkgs.realise.generic import build_environment
+
+    config = load_config(overrides={"storeDir": str(tmp_path / "store")})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    gpu = _pkg(config, "gpu", features=["cuda"]).derivation
+    cpu = _pkg(config, "cpu").derivation
+    assert build_environment(gpu, tmp_path, {"out": tmp_path / "out"})["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "CUDA_VISIBLE_DEVICES" not in build_environment(cpu, tmp_path, {"out": tmp_path / "out"})

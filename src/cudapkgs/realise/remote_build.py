@@ -174,11 +174,14 @@ def _run(data: Mapping[str, Any]) -> dict[str, Any]:
             try:
                 build_one(store, drv, fetchers=data.get("fetchers"))
             except BuildError as error:
-                log = log_path(store, drv)
-                tail = ""
+                lines: list[str] = []
                 with contextlib.suppress(OSError):
-                    tail = "\n".join(log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
-                return {"error": f"{error}\n--- last lines of its log on the worker ---\n{tail}"}
+                    lines = [x for x in log_path(store, drv).read_text(errors="replace").splitlines()
+                             if x.strip() and not x.startswith("@")]
+                message = str(error)
+                if lines and lines[-1] not in message:  # the error does not quote the log's end already
+                    message += "\n--- last lines of its log on the worker ---\n" + "\n".join(lines[-LOG_TAIL_LINES:])
+                return {"error": message}
         uploaded = [p for p, info in cache.upload_closure(store, drv.outputs.values(), secret_key=secret)
                     if info is not None]
         return {"drvPath": drv.drv_path, "outputs": dict(drv.outputs), "uploaded": uploaded}
