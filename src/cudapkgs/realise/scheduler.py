@@ -457,10 +457,12 @@ def run(
 
 
 def _substitute(store: Any, the_plan: Plan, substituters: Any, jobs: int, stream: TextIO) -> Plan:
-    from ..store.caches.substitution import PlainSubstituteProgress, SubstituteFailed, Substituters
+    from ..store.caches.substitution import PlainSubstituteProgress, SubstituteFailed
 
     subs = the_plan.to_substitute
-    fetcher = substituters if substituters is not None else Substituters([])
+    if substituters is None:
+        raise ValueError("a plan with paths to substitute needs the Substituters that made it (their trusted keys)")
+    fetcher = substituters
     caches = sorted({s.cache.url for s in subs})
     stream.write(
         f"substituting {len(subs)} path(s) ({format_size(the_plan.substitute_download_size)} download, "
