@@ -198,32 +198,38 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     from ..derivation import default_store_dir
 
     pkgs = pkgs_from_args(args)
+    store_dir = default_store_dir(pkgs.config)
     items = []
     for text in args.attrpaths:
-        if text.endswith(".json") and os.path.isfile(text):
-            items.append(Installable(text, drv=_derivation_from_file(text)))
+        if text.endswith(".json") and os.path.exists(text):
+            # Hostile input: checked field by field, and only for the configured store.
+            items.append(Installable(text, drv=_derivation_from_file(text, store_dir)))
         elif _is_path(text):
             items.append(Installable(text, path=text))
         else:
             items.append(Installable(text, drv=_derivation_of(resolve(pkgs, parse_attrpath(text)), text)))
-    dirs = {i.drv.store_dir for i in items if i.drv is not None}
-    store_dir = dirs.pop() if len(dirs) == 1 else default_store_dir(pkgs.config)
     return store_dir, items
 
 
-def _derivation_from_file(path: str) -> Any:
-    """A derivation saved with `cudapkgs show-derivation ATTR > FILE.json` (e.g. on another machine)."""
+def _derivation_from_file(path: str, store_dir: str) -> Any:
+    """A derivation saved with `cudapkgs show-derivation ATTR > FILE.json` (e.g. on another machine).
+
+    Only a regular file is read (a FIFO or device would hang or never end); the
+    derivation must be for `store_dir`, the configured store.
+    """
     import json
 
     from ..derivation import Derivation
     from ..errors import EvalError
+    from ..inputs import read_input_file
 
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as error:
+        data = json.loads(read_input_file(path, what="derivation file"))
+    except (ValueError, UnicodeDecodeError) as error:
         raise EvalError(f"{path}: cannot read a derivation ({error})") from None
-    return Derivation.from_json(data, source=path)
+    except RecursionError:
+        raise EvalError(f"{path}: cannot read a derivation (nested too deeply)") from None
+    return Derivation.from_json(data, source=path, store_dir=store_dir)
 
 
 def run_shell(args: argparse.Namespace) -> int:

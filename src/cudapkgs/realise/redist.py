@@ -24,6 +24,7 @@ import fcntl
 import lzma
 import os
 import posixpath
+import re
 import shutil
 import subprocess
 import tarfile
@@ -84,7 +85,12 @@ def sources(fetchers: Iterable[str]) -> list[Source]:
 
 
 def download_dir(store_dir: str | os.PathLike[str], sha256: str) -> Path:
-    """The per-store download cache entry of a file: ``<store>/.cache/downloads/<sha256>``."""
+    """The per-store download cache entry of a file: ``<store>/.cache/downloads/<sha256>``.
+
+    Raises `RedistBuildError` unless `sha256` is 64 hex digits (it names a directory).
+    """
+    if not isinstance(sha256, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        raise RedistBuildError(f"{sha256!r} is not a sha256 (64 hex digits)")
     return Path(store_dir) / ".cache" / "downloads" / sha256.lower()
 
 
