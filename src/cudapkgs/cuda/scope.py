@@ -126,6 +126,12 @@ def cuda_packages(
             if product not in definition.products:
                 continue
             for pname, spec in specs.items():
+                if spec.alias_of is not None:
+                    attrs[pname] = lazy(lambda target=spec.alias_of: final[target])
+                    continue
+                own = spec.pname_for(mm)
+                if own != pname:
+                    spec = spec._replace(pname=own)
                 attrs[pname] = lazy(lambda spec=spec: _build_redist(final, config, spec))
         return attrs
 
