@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "tests"))
 
 from cudapkgs import elf  # noqa: E402
-from cudapkgs.cuda import hooks  # noqa: E402
+from cudapkgs import hooks  # noqa: E402
 from elf_builders import APP_C, BAR_C, FOO_C, GCC, executable, shared_lib  # noqa: E402
 
 DRIVER = "/run/opengl-driver/lib"

@@ -18,7 +18,7 @@ and NIX_LDFLAGS (`-L` and `-rpath`); without it both lists go to both.
 `$out` and the other output variables name the directories the builder fills;
 the store renames them to the final paths afterwards (`.attrs.json`'s
 `outputPaths`), so a build must not embed `$out` itself. The default fixup
-runs auto-patchelf (cuda/hooks.py `fixup`) over the outputs with the
+runs auto-patchelf (hooks/fixup.py) over the outputs with the
 buildInputs' lib dirs, and maps RUNPATH entries into an output to its final path.
 After the fixup phase, the hashes of `removeReferencesTo` paths are overwritten
 with `e`s and `disallowedReferences` are checked, whatever the fixup was.
@@ -319,7 +319,7 @@ def _patch(drv: Derivation, ctx: BuildContext, attrs: Mapping[str, Any], env: Ma
 def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path]) -> None:
     if attrs.get("dontAutoPatchelf"):
         return
-    from ..cuda import hooks
+    from .. import hooks
 
     host = list(attrs.get("buildInputs") or ())
     if not drv.data.get("strictDeps", True):

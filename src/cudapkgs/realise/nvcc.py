@@ -22,7 +22,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..cuda.hooks import FixupError
+from ..hooks.errors import FixupError
 from .host_compiler import Compiler, names_for
 
 __all__ = ["CCBIN_DIR", "WRAPPED", "arrange", "rewrite_profile"]
