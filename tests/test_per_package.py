@@ -148,3 +148,92 @@ def test_every_table_key_is_used():
     assert specs["cudnn"]["cudnn"].license == "cudnn"
     assert specs["cuda"]["driver_assistant"].platform_rules
     assert specs["cuda"]["mft"].broken_rules
+
+
+# _cuda/lib/redist.nix@1dbbce67809cafa79ee16b2100ac05ebd23e267b: from CUDA 13.0 Orin (8.7) is linux-sbsa
+def test_orin_on_cuda_13_is_sbsa(manifests_dir, tmp_path):
+    orin = cudapkgs.import_pkgs(
+        config={"allowUnfree": True, "storeDir": str(tmp_path), "cudaCapabilities": ["8.7"]}, system="aarch64-linux"
+    )
+    assert orin.cudaPackages_12_6.backendStdenv.hostRedistSystem == "linux-aarch64"
+    cuda = orin.cudaPackages_13_0
+    assert cuda.backendStdenv.hostRedistSystem == "linux-sbsa"
+    assert cuda.cuda_cudart.meta.available and cuda.libcublas.meta.available
+
+
+# autoAddCudaCompatRunpath/package.nix@1dbbce67: enabled iff cuda_compat.meta.available, for every redist
+# but cuda_compat; its compat dir is prepended to the RUNPATH
+def test_cuda_compat_in_every_redist_on_jetson(manifests_dir, tmp_path):
+    orin = cudapkgs.import_pkgs(
+        config={"allowUnfree": True, "storeDir": str(tmp_path), "cudaCapabilities": ["8.7"]}, system="aarch64-linux"
+    )
+    cuda = orin.cudaPackages_12_6
+    assert cuda.cuda_compat.meta.available
+    for name in ("libcublas", "libcufft", "cuda_nvrtc", "cuda_cudart"):
+        assert cuda[name].inputs["cuda_compat.out"] == cuda.cuda_compat.out, name
+    assert "cuda_compat.out" not in cuda.cuda_compat.inputs
+    x86 = cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path)}, system="x86_64-linux")
+    assert "cuda_compat.out" not in x86.cudaPackages_12_6.libcublas.inputs
+
+
+# pkgs/top-level/variants.nix@59712076598 (index id): variants re-import with the same overlays, so an
+# overlay added with extend/override_scope (e.g. a `_cuda` extension) is kept in pkgsCuda and pkgsForCudaArch
+def test_variants_keep_overlays_added_later(pkgs):
+    def ext(final, prev):
+        return {"_cuda": prev._cuda.extend(
+            lambda f, p: {"extensions": list(p.extensions) + [lambda fc, pc: {"marker": 42}]}
+        )}
+
+    extended = pkgs.override_scope(ext)
+    assert extended.cudaPackages_12_8.marker == 42
+    assert extended.pkgsCuda.cudaPackages_12_8.marker == 42
+    assert extended.pkgsForCudaArch.sm_90.cudaPackages_12_8.marker == 42
+    assert extended.extend(lambda f, p: {"other": 1}).pkgsRocm.other == 1
+    assert "marker" not in pkgs.cudaPackages_12_8
+
+
+# cuda-modules/aliases.nix@c10e8fecb9071c4d786f84d2ee04a11122476e36: warn, present only under allowAliases
+def test_in_set_aliases(manifests_dir, tmp_path):
+    from cudapkgs.cuda.scope import CudaAliasWarning
+
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path)}, system="x86_64-linux")
+    cuda = pkgs.cudaPackages_12_8
+    with pytest.warns(CudaAliasWarning, match=r"cudaPackages.cusparselt is deprecated, use cudaPackages.libcusparse_lt instead"):
+        assert cuda.cusparselt is cuda.libcusparse_lt
+    with pytest.warns(CudaAliasWarning, match="cudaPackages.cudaVersion is deprecated"):
+        assert cuda.cudaVersion == "12.8"
+    with pytest.warns(CudaAliasWarning, match="cudaPackages.cudaFlags is deprecated, use cudaPackages.flags"):
+        assert cuda.cudaFlags is cuda.flags
+    assert "cudatoolkit-legacy-runfile" in cuda
+    strict = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path), "allowAliases": False}, system="x86_64-linux")
+    for name in ("cusparselt", "cudaVersion", "cudaFlags", "cudatoolkit-legacy-runfile"):
+        assert name not in strict.cudaPackages_12_8
+
+
+# cudatoolkit.nix@de32314a48f96157b502d3a205596fa12ea484b8 and all-packages.nix (cudatoolkit = cudaPackages.cudatoolkit)
+def test_cudatoolkit_as_nixpkgs_names_it(pkgs, manifests_dir, tmp_path):
+    toolkit = pkgs.cudaPackages_12_8.cudatoolkit
+    assert (toolkit.name, toolkit.version) == ("cuda-merged-12.8", "12.8")
+    assert toolkit.meta["license"][0].short_name == "CUDA EULA" and toolkit.meta["license"][0].redistributable
+    assert not any(p.endswith("-static") for p in toolkit.drvAttrs["paths"])
+    assert "cuda_crt" not in toolkit.passthru["components"]
+    assert "cuda_crt" in pkgs.cudaPackages_13_0.cudatoolkit.passthru["components"]
+    assert pkgs.cudatoolkit.name == f"cuda-merged-{pkgs.cudaPackages.cudaMajorMinorVersion}"
+    gated = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path)}, system="x86_64-linux").cudaPackages_12_8.cudatoolkit
+    assert gated.meta["available"] is False
+    with pytest.raises(cudapkgs.errors.CudapkgsError, match='Package "cuda-merged-12.8" has an unfree license'):
+        gated.derivation
+
+
+# tests/redists-unpacked.nix@62b71747bbafb224085c34c14dcc3ef122c03db3 and redists-installed.nix@46956b9f
+def test_redists_unpacked_and_installed(pkgs, manifests_dir, tmp_path):
+    cuda = pkgs.cudaPackages_12_8
+    unpacked = cuda.tests["redists-unpacked"]
+    assert unpacked.name == "cuda12.8-redists-unpacked"
+    members = unpacked.passthru["redistsForPlatform"]
+    assert "libcublas" in members and "cusparselt" in members  # the alias keeps its name
+    assert "driver_assistant" in members  # it has a source; only installing it is refused
+    assert any(l.short_name == "cuDNN EULA" for l in unpacked.meta["license"])
+    installed = cuda.tests["redists-installed"]
+    assert "driver_assistant" in installed.meta["leftOut"] and "nvlsm" in installed.meta["leftOut"]
+    assert not any(k.startswith("driver_assistant-") for k in installed.drvAttrs["entries"])

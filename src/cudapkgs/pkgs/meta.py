@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import licenses
-from ..fixpoint import lazy
+from ..fixpoint import AttrSet, lazy
 
 Assertion = Mapping[str, Any]  # {"message": str, "assertion": bool}
 
@@ -23,7 +23,7 @@ def failed(assertions: Sequence[Assertion]) -> list[str]:
     return [a["message"] for a in assertions if not a["assertion"]]
 
 
-def source_meta(final: Any, config: Any, system: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+def source_meta(final: Any, config: Any, system: str, meta: Mapping[str, Any]) -> AttrSet:
     """`meta` of a from-source package: the given fields plus broken, badPlatforms, problems, available.
 
     `final` is the package's attribute fixed point; its `passthru` may hold
@@ -66,11 +66,14 @@ def source_meta(final: Any, config: Any, system: str, meta: Mapping[str, Any]) -
         license_value = meta.get("license")
         return licenses.is_free(license_value) or config.permits_unfree(final)
 
-    return {
-        **meta,
-        "broken": lazy(lambda: bool(failed(passthru("brokenAssertions")))),
-        "badPlatforms": lazy(lambda: [system] if failed(passthru("platformAssertions")) else []),
-        "problems": lazy(problems),
-        "available": lazy(available),
-        "teams": ["cuda"],
-    }
+    return AttrSet(
+        {
+            **meta,
+            "broken": lazy(lambda: bool(failed(passthru("brokenAssertions")))),
+            "badPlatforms": lazy(lambda: [system] if failed(passthru("platformAssertions")) else []),
+            "problems": lazy(problems),
+            "available": lazy(available),
+            "teams": ["cuda"],
+        },
+        name=f"{final.name}.meta",
+    )
