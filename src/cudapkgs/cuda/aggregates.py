@@ -79,14 +79,17 @@ def cudatoolkit(scope: Any, config: Any, system: str) -> Any:
 
     def attrs(final: Any) -> dict[str, Any]:
         def parts() -> list[Any]:
-            licenses.check_unfree_allowed(config, final, name=final.name)
             return [p for p in (_try_usable(scope, n) for n in toolkit_components(scope)) if p is not None]
+
+        def paths() -> list[str]:  # forced by the derivation: the unfree gate comes first
+            licenses.check_unfree_allowed(config, final, name=final.name)
+            return [p[o] for p in final.nativeBuildInputs for o in p.outputs if o != "static"]
 
         return {
             "name": f"cuda-merged-{mm}",
             "version": mm,
             "nativeBuildInputs": lazy(parts),
-            "paths": lazy(lambda: [p[o] for p in final.nativeBuildInputs for o in p.outputs if o != "static"]),
+            "paths": lazy(paths),
             "strictDeps": False,
             "dontFixup": True,
             "installPhase": SYMLINK_JOIN,
