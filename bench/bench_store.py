@@ -1,7 +1,7 @@
 """Store commands over a growing synthetic store: `path-info -r -S`, `verify`, `gc --dry-run`.
 
     python bench/bench_store.py                      # 10, 100, 1000, 5000 paths, 3 runs each
-    python bench/bench_store.py --sizes 10,100 --runs 1 --old-max 100   # tiny mode (CI)
+    python bench/bench_store.py --tiny               # 10 and 100 paths, one run (the CI smoke test)
 
 Setup (not timed), per size N: a fresh store whose N paths are registered in the
 database with a small file each (a few hundred bytes, so `verify` hashes real
@@ -100,7 +100,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="10,100,1000,5000", help="comma-separated store sizes (paths)")
     parser.add_argument("-r", "--runs", type=int, default=3)
     parser.add_argument("--old-max", type=int, default=1000, help="largest size at which to time the old per-path walk")
+    parser.add_argument("--tiny", action="store_true", help="10 and 100 paths, one run: the CI smoke test of this script")
     args = parser.parse_args(argv)
+    if args.tiny:
+        args.sizes, args.runs, args.old_max = "10,100", 1, 100
     sizes = [int(s) for s in args.sizes.split(",")]
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}

@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "cudapkgs.manifests_cli",
     "cudapkgs.realise.cli",
     "cudapkgs.store.cli",
+    "cudapkgs.store.caches.cli",
     "cudapkgs.containers.cli",
 )
 

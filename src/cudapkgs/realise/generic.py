@@ -34,11 +34,14 @@ import shlex
 import shutil
 import stat
 import subprocess
+import tarfile
+import zipfile
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import confine
 from ..derivation import Derivation
 from ..errors import CudapkgsError
 from ..stdenv import PHASES, input_dirs
@@ -116,6 +119,10 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Outputs) -> None:
     _check_disallowed(outs, attrs.get("disallowedReferences") or ())
 
 
+#: Variables a build requiring a `cuda*` system feature inherits: which GPUs it may use.
+GPU_SELECTION = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+
+
 def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str, str]:
     """The variables the build starts with: nothing inherited but what is listed here."""
     attrs = drv.attrs
@@ -151,6 +158,11 @@ def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str
             env[key] = attrs[key]
     for key, value in (attrs.get("env") or {}).items():
         env[str(key)] = value if isinstance(value, str) else json.dumps(value)
+    if any(str(f).startswith("cuda") for f in attrs.get("requiredSystemFeatures") or ()):
+        # A GPU build sees the GPUs this machine (or Dask worker) was given, nothing else of its environment.
+        for key in GPU_SELECTION:
+            if key in os.environ:
+                env[key] = os.environ[key]
     return env
 
 
@@ -270,7 +282,19 @@ def _unpack(drv: Derivation, work: Path) -> Path:
         unpacked.mkdir()
         archive = _archive_format(path)
         if archive is not None:
-            shutil.unpack_archive(path, unpacked, archive)
+            # Tar's "data" filter (PEP 706): no absolute or escaping members, links or devices;
+            # shutil's zip unpacker refuses absolute and ".." members itself.
+            try:
+                if archive == "zip":
+                    shutil.unpack_archive(path, unpacked, archive)
+                else:
+                    shutil.unpack_archive(path, unpacked, archive, filter="data")
+            except (tarfile.TarError, zipfile.BadZipFile, shutil.ReadError, EOFError) as error:
+                raise PhaseError(f"unpackPhase: cannot unpack {path}: {error}") from None
+            try:
+                confine.check_tree_links(unpacked)  # link chains, which the filter checks one at a time
+            except confine.TreeEscapeError as error:
+                raise PhaseError(f"unpackPhase: {error}") from None
             entries = list(unpacked.iterdir())
             root = entries[0] if len(entries) == 1 and entries[0].is_dir() else unpacked
         else:
@@ -317,6 +341,8 @@ def _patch(drv: Derivation, ctx: BuildContext, attrs: Mapping[str, Any], env: Ma
 
 
 def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path]) -> None:
+    for path in outputs.values():
+        confine.unshare_hardlinks(path)  # a build script's `ln /host/file $out/…` must not be patched
     if attrs.get("dontAutoPatchelf"):
         return
     from .. import hooks
