@@ -99,3 +99,12 @@ def test_bench_cdi_tiny():
     (table,) = tables(run_bench("bench_cdi.py"))
     measured = [row for row in table if row[1] != "-"]
     assert len(measured) >= 3 and all(number(row[1]) > 0 for row in measured)
+
+
+@pytest.mark.skipif(shutil.which("awk", path="/usr/bin:/bin") is None, reason="the CPU-bound builds are awk loops")
+def test_bench_jobs_tiny():
+    out = run_bench("bench_jobs.py")
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["bare commands, 1 at a time", "bare commands, 2 at a time", "cudapkgs build -j 1", "cudapkgs build -j 2"]
+    assert number(table[1][3]) > 0 and number(table[3][3]) > 0  # the speed-ups of 2 over 1
+    assert "load average (1, 5, 15 min) before" in out
