@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..confine import unshare_file
 from ..errors import StoreError
 from . import nar
 from .db import PathInfo, StoreDB
@@ -644,7 +645,9 @@ def _store_error(error: OSError, what: str) -> StoreError:
 
 
 def _make_read_only(root: str | os.PathLike[str], *, keep_root_writable: bool = False) -> None:
-    """Files 0444 (0555 if executable), directories 0555, mtimes 1, as Nix does; symlinks untouched."""
+    """Files 0444 (0555 if executable), directories 0555, mtimes 1, as Nix does; symlinks untouched.
+
+    Hard-linked files get their own inode first (`confine.unshare_file`)."""
     entries = list(nar.walk(root))
     for rel, st in reversed(entries):  # children before their directory
         full = os.path.join(root, rel) if rel else os.fspath(root)
@@ -654,6 +657,7 @@ def _make_read_only(root: str | os.PathLike[str], *, keep_root_writable: bool = 
             if not (rel == "" and keep_root_writable):
                 os.chmod(full, 0o555)
         else:
+            unshare_file(full, st)  # a hard link to a file outside must not be chmodded with it
             os.chmod(full, 0o555 if st.st_mode & stat.S_IXUSR else 0o444)
         os.utime(full, (1, 1))
 
