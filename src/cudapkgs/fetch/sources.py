@@ -30,9 +30,11 @@ NVIDIA_PREFIX = "https://developer.download.nvidia.com/compute"
 
 @dataclass(frozen=True, slots=True)
 class FetchedArtifact:
-    """A fetched release: a verified archive (``tarball``) or an unpacked prefix (``tree``)."""
+    """A fetched release: a verified archive (``tarball``), an unpacked prefix (``tree``), or a
+    verified wheel (``wheel``: pip checked it against the index; `fetch.wheels.unpack_wheel`
+    checks every file against its RECORD while unpacking it)."""
 
-    kind: Literal["tarball", "tree"]
+    kind: Literal["tarball", "tree", "wheel"]
     path: Path
     source_name: str
 

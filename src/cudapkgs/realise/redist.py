@@ -36,7 +36,7 @@ from typing import Any
 from .. import confine, hooks
 from ..derivation import Derivation
 from ..errors import CudapkgsError
-from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
+from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact, unpack_wheel
 from ..manifests import Artifact
 from ..store.locks import PathLock
 from . import host_compiler, nvcc
@@ -343,6 +343,12 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         if fetched.kind == "tarball":
             root = unpack(fetched.path, stage / "src")
             root.rename(tree)
+        elif fetched.kind == "wheel":  # straight into the tree: no unpacked copy to copy out of a cache
+            unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=int(str(attrs["cudaMajorMinorVersion"]).split(".")[0]))
+            try:
+                confine.check_tree_links(tree)
+            except confine.TreeEscapeError as error:
+                raise UnpackError(f"{fetched.path.name}: {error}") from None
         else:
             shutil.copytree(fetched.path, tree, symlinks=True)
             try:
@@ -388,7 +394,7 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         # Before fixup, unlike Nix: fixup adds only store paths and the driver dir, and the
         # driver dir is under /usr/ on most hosts that are not NixOS.
         ctx.step("installCheck")
-        hits = [hit for hit in hooks.check_no_fhs_references(outputs, allow=True) if not _is_binary(hit)]
+        hits = hooks.check_no_fhs_references(outputs, allow=True, text_only=True)  # one read per file
         if hits and not attrs.get("allowFHSReferences"):
             where = {Path(path): name for name, path in outputs.items()}
             shown = [f"{where[root]}/{hit.relative_to(root)}" for hit in hits[:5] for root in where if root in hit.parents]
@@ -397,7 +403,7 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
                 f"{len(hits)} file(s) refer to /usr/ and allowFHSReferences is false: {', '.join(shown)}{more}"
             )
         exempt = ["out", _output_var(attrs, "outputDev", outputs)]
-        if fetched.kind == "tree":
+        if fetched.kind in ("tree", "wheel"):
             # NVIDIA's wheels leave out what a redist tarball has for building against it
             # (static libraries, the libcuda stubs); those outputs stay empty, and say why.
             for name in WHEEL_OPTIONAL_OUTPUTS.intersection(outputs):
@@ -418,17 +424,6 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         _fixup(drv, outputs, final, ctx)
     finally:
         _remove(stage)
-
-
-def _is_binary(path: Path) -> bool:
-    # checkCudaFhsRefs captures grep's stdout; GNU grep (3.5 on) reports a match in a
-    # binary file (one holding a NUL byte) on stderr, so only text files can fail it.
-    # NVIDIA's cicc, for one, holds the string /usr/include.
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            if b"\0" in chunk:
-                return True
-    return False
 
 
 def _fixup(drv: Derivation, outputs: Mapping[str, Path], final: Mapping[str, str], ctx: BuildContext) -> None:
