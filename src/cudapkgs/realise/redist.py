@@ -24,6 +24,7 @@ import fcntl
 import lzma
 import os
 import posixpath
+import re
 import shutil
 import subprocess
 import tarfile
@@ -36,9 +37,15 @@ from typing import Any
 from .. import confine, hooks
 from ..derivation import Derivation
 from ..errors import CudapkgsError
+<<<<<<< HEAD
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact, unpack_wheel
+=======
+from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
+from ..fetch.wheels import check_unpacked, unpack_wheel
+>>>>>>> main
 from ..manifests import Artifact
 from ..store.locks import PathLock
+from ..table import format_size
 from . import host_compiler, nvcc
 from .context import BuildContext
 
@@ -81,7 +88,12 @@ def sources(fetchers: Iterable[str]) -> list[Source]:
 
 
 def download_dir(store_dir: str | os.PathLike[str], sha256: str) -> Path:
-    """The per-store download cache entry of a file: ``<store>/.cache/downloads/<sha256>``."""
+    """The per-store download cache entry of a file: ``<store>/.cache/downloads/<sha256>``.
+
+    Raises `RedistBuildError` unless `sha256` is 64 hex digits (it names a directory).
+    """
+    if not isinstance(sha256, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        raise RedistBuildError(f"{sha256!r} is not a sha256 (64 hex digits)")
     return Path(store_dir) / ".cache" / "downloads" / sha256.lower()
 
 
@@ -100,11 +112,17 @@ def _fetch(drv: Derivation, ctx: BuildContext) -> FetchedArtifact:
             attrs["version"],
             artifact,
             dest,
-            cuda_major=int(str(attrs["cudaMajorMinorVersion"]).split(".")[0]),
+            cuda_major=_cuda_major(attrs),
             progress=ctx.on_download,
         )
-    ctx.log.write(f"fetched {fetched.kind} {fetched.path} from {fetched.source_name}\n")
+    size = fetched.path.stat().st_size if fetched.path.is_file() else None
+    shown = f", {format_size(size)}" if size is not None else ""
+    ctx.log.write(f"fetched {fetched.kind} {fetched.path.name} from {fetched.source_name} ({fetched.path}{shown})\n")
     return fetched
+
+
+def _cuda_major(attrs: Mapping[str, Any]) -> int:
+    return int(str(attrs["cudaMajorMinorVersion"]).split(".")[0])
 
 
 # --- unpack -----------------------------------------------------------------
@@ -343,12 +361,19 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         if fetched.kind == "tarball":
             root = unpack(fetched.path, stage / "src")
             root.rename(tree)
+<<<<<<< HEAD
         elif fetched.kind == "wheel":  # straight into the tree: no unpacked copy to copy out of a cache
             unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=int(str(attrs["cudaMajorMinorVersion"]).split(".")[0]))
             try:
                 confine.check_tree_links(tree)
             except confine.TreeEscapeError as error:
                 raise UnpackError(f"{fetched.path.name}: {error}") from None
+=======
+        elif fetched.kind == "wheel":
+            # Straight into the build directory: no unpacked copy is kept in any cache.
+            unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
+            check_unpacked(tree, attrs["pname"], fetched.path.name)
+>>>>>>> main
         else:
             shutil.copytree(fetched.path, tree, symlinks=True)
             try:
