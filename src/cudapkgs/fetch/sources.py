@@ -30,18 +30,10 @@ NVIDIA_PREFIX = "https://developer.download.nvidia.com/compute"
 
 @dataclass(frozen=True, slots=True)
 class FetchedArtifact:
-<<<<<<< HEAD
-    """A fetched release: a verified archive (``tarball``), an unpacked prefix (``tree``), or a
-    verified wheel (``wheel``: pip checked it against the index; `fetch.wheels.unpack_wheel`
-    checks every file against its RECORD while unpacking it)."""
-
-    kind: Literal["tarball", "tree", "wheel"]
-=======
     """A fetched release: a verified archive (``tarball``), a verified PyPI wheel (``wheel``,
     unpacked by the builder into its build directory) or an unpacked prefix (``tree``)."""
 
     kind: Literal["tarball", "wheel", "tree"]
->>>>>>> main
     path: Path
     source_name: str
 

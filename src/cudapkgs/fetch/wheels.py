@@ -474,11 +474,6 @@ class WheelSource:
         wheel = self.download_wheel(project, version, arch)
         if progress is not None:
             progress(wheel.stat().st_size, wheel.stat().st_size)
-<<<<<<< HEAD
-        # The verified wheel itself: the builder unpacks it straight into its output tree
-        # (`unpack_wheel`), so no unpacked copy sits in a cache to be copied out again.
-=======
->>>>>>> main
         return FetchedArtifact("wheel", wheel, self.name)
 
 

@@ -37,12 +37,8 @@ from typing import Any
 from .. import confine, hooks
 from ..derivation import Derivation
 from ..errors import CudapkgsError
-<<<<<<< HEAD
-from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact, unpack_wheel
-=======
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
 from ..fetch.wheels import check_unpacked, unpack_wheel
->>>>>>> main
 from ..manifests import Artifact
 from ..store.locks import PathLock
 from ..table import format_size
@@ -361,19 +357,10 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         if fetched.kind == "tarball":
             root = unpack(fetched.path, stage / "src")
             root.rename(tree)
-<<<<<<< HEAD
-        elif fetched.kind == "wheel":  # straight into the tree: no unpacked copy to copy out of a cache
-            unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=int(str(attrs["cudaMajorMinorVersion"]).split(".")[0]))
-            try:
-                confine.check_tree_links(tree)
-            except confine.TreeEscapeError as error:
-                raise UnpackError(f"{fetched.path.name}: {error}") from None
-=======
         elif fetched.kind == "wheel":
             # Straight into the build directory: no unpacked copy is kept in any cache.
             unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
             check_unpacked(tree, attrs["pname"], fetched.path.name)
->>>>>>> main
         else:
             shutil.copytree(fetched.path, tree, symlinks=True)
             try:
