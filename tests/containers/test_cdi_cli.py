@@ -227,3 +227,34 @@ def test_whole_process_generate_and_validate(machine, tmp_path):
     assert done.returncode == 0, done.stderr
     done = subprocess.run([sys.executable, "-m", "cudapkgs", "cdi", "validate", str(out)], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "valid CDI spec" in done.stdout
+
+
+def test_management_mode(machine, tmp_path, capsys):
+    """nvidia-ctk --mode management (pkg/nvcdi/management.go, v1.20): kind management.nvidia.com/gpu,
+    one device "all" with every NVIDIA node except nvidia-fs*/nvswitch*/nvlink*; the driver's files common."""
+    for extra in ("dev/nvidia-uvm", "dev/nvidia-caps/nvidia-cap1", "dev/nvidia-nvswitch0", "dev/nvidia-fs0"):
+        path = machine.root / extra
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    assert main(_gen(machine, "--mode", "management")) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kind"] == "management.nvidia.com/gpu"
+    assert [d["name"] for d in doc["devices"]] == ["all"]
+    nodes = [n["path"] for n in doc["devices"][0]["containerEdits"]["deviceNodes"]]
+    assert sorted(nodes) == ["/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidiactl"]
+    assert "deviceNodes" not in doc["containerEdits"]
+    assert any(m["containerPath"].endswith(f"libcuda.so.{fakes.GOLDEN_VERSION}") for m in doc["containerEdits"]["mounts"])
+    assert main(_gen(machine, "--mode", "management", "--vendor", "example.com")) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "example.com/gpu"
+
+
+def test_csv_mode_is_a_documented_non_goal(machine, capsys):
+    assert main(_gen(machine, "--mode", "csv")) == 1
+    err = capsys.readouterr().err
+    assert "--mode csv is not supported by cudapkgs" in err and err.count("\n") == 1
+
+
+def test_several_strategies_at_once(machine, capsys):
+    assert main(_gen(machine, "--device-name-strategy", "index", "--device-name-strategy", "uuid,type-index")) == 0
+    names = [d["name"] for d in json.loads(capsys.readouterr().out)["devices"]]
+    assert names == ["0", fakes.GPU0_UUID, "all", "gpu0"]

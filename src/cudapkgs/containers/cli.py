@@ -52,6 +52,18 @@ def _spec_options_parser() -> argparse.ArgumentParser:
     group.add_argument("--vendor", default="nvidia.com", help="the vendor part of the kind (default: %(default)s)")
     group.add_argument("--class", dest="klass", default="gpu", metavar="CLASS", help="the class part of the kind (default: %(default)s)")
     group.add_argument(
+        "--mode",
+        "--discovery-mode",
+        dest="mode",
+        default="auto",
+        metavar="{auto,nvml,management}",
+        help=(
+            "auto/nvml: one device per GPU and naming strategy, plus all; management: kind management.nvidia.com/gpu "
+            "with one device, all, holding every NVIDIA device node (for monitoring/management containers). "
+            "csv (Tegra), wsl, gds, mofed, imex, nvswitch, gdrcopy are not supported (default: auto)"
+        ),
+    )
+    group.add_argument(
         "--device-name-strategy",
         action="append",
         metavar="{index,uuid,type-index}",
@@ -101,6 +113,7 @@ def _options(args: argparse.Namespace):
         discovery=args.gpu_discovery,
         procfs=args.procfs_root,
         sysfs=args.sysfs_root,
+        mode=args.mode,
     )
 
 
@@ -115,6 +128,7 @@ def _forwarded_args(args: argparse.Namespace) -> list[str]:
         ("--ldconfig-path", args.ldconfig_path, ""),
         ("--hook-path", args.hook_path, None),
         ("--gpu-discovery", args.gpu_discovery, "auto"),
+        ("--mode", args.mode, "auto"),
     ):
         if value != default:
             out += [flag, value]
