@@ -84,6 +84,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--sign-key", metavar="FILE", help="with --push-to: sign the narinfos with this secret key")
     p.add_argument("--no-substitute", action="store_true",
                    help="do not ask the configured substituters; build everything that is missing")
+    add_builders_option(p)
     add_eval_options(p)
     p.set_defaults(func=run_build)
 
@@ -123,6 +124,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("attrpaths", nargs="+", metavar="ATTRPATH", help="packages whose tests to run")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto", help="builds at once ('auto': CPUs)")
+    add_builders_option(p)
+    p.add_argument("--push-to", metavar="URL", help="with --builders: the binary cache the workers push to and this machine substitutes from")
+    p.add_argument("--sign-key", metavar="FILE", help="with --builders: the secret key that signs what is pushed")
     add_eval_options(p)
     p.set_defaults(func=run_test)
 
@@ -194,32 +198,38 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     from ..derivation import default_store_dir
 
     pkgs = pkgs_from_args(args)
+    store_dir = default_store_dir(pkgs.config)
     items = []
     for text in args.attrpaths:
-        if text.endswith(".json") and os.path.isfile(text):
-            items.append(Installable(text, drv=_derivation_from_file(text)))
+        if text.endswith(".json") and os.path.exists(text):
+            # Hostile input: checked field by field, and only for the configured store.
+            items.append(Installable(text, drv=_derivation_from_file(text, store_dir)))
         elif _is_path(text):
             items.append(Installable(text, path=text))
         else:
             items.append(Installable(text, drv=_derivation_of(resolve(pkgs, parse_attrpath(text)), text)))
-    dirs = {i.drv.store_dir for i in items if i.drv is not None}
-    store_dir = dirs.pop() if len(dirs) == 1 else default_store_dir(pkgs.config)
     return store_dir, items
 
 
-def _derivation_from_file(path: str) -> Any:
-    """A derivation saved with `cudapkgs show-derivation ATTR > FILE.json` (e.g. on another machine)."""
+def _derivation_from_file(path: str, store_dir: str) -> Any:
+    """A derivation saved with `cudapkgs show-derivation ATTR > FILE.json` (e.g. on another machine).
+
+    Only a regular file is read (a FIFO or device would hang or never end); the
+    derivation must be for `store_dir`, the configured store.
+    """
     import json
 
     from ..derivation import Derivation
     from ..errors import EvalError
+    from ..inputs import read_input_file
 
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as error:
+        data = json.loads(read_input_file(path, what="derivation file"))
+    except (ValueError, UnicodeDecodeError) as error:
         raise EvalError(f"{path}: cannot read a derivation ({error})") from None
-    return Derivation.from_json(data, source=path)
+    except RecursionError:
+        raise EvalError(f"{path}: cannot read a derivation (nested too deeply)") from None
+    return Derivation.from_json(data, source=path, store_dir=store_dir)
 
 
 def run_shell(args: argparse.Namespace) -> int:
@@ -227,11 +237,17 @@ def run_shell(args: argparse.Namespace) -> int:
     import os
     import subprocess
 
-    from ..shell import export_lines, shell_environment
+    from ..shell import export_lines, host_cuda_dirs, propagated_closure, shell_environment
 
     store_dir, items = evaluate(args)
     realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True)
-    env = shell_environment([p for item in items for p in item.outputs.values()])
+    paths = [p for item in items for p in item.outputs.values()]
+    env = shell_environment(paths)
+    hidden = host_cuda_dirs(os.environ.get("PATH", ""), propagated_closure(paths))
+    if hidden:
+        has_nvcc = "CUDACXX" in env
+        what = "" if has_nvcc else "; this shell has no nvcc (add a set's cuda_nvcc to the packages)"
+        print(f"cudapkgs: note: the host's CUDA tools are left out of PATH ({', '.join(hidden)}){what}", file=sys.stderr)
     if args.print_env:
         sys.stdout.write(export_lines(env))
         return 0
@@ -244,14 +260,48 @@ def run_shell(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot run {command[0]!r}: no such program") from None
 
 
+def add_builders_option(p: argparse.ArgumentParser) -> None:
+    """--builders: build on a Dask cluster (with --push-to as the cache between it and this machine)."""
+    p.add_argument("--builders", metavar="URL",
+                   help="build on the Dask cluster whose scheduler is at dask://HOST:PORT instead of here; "
+                   "workers push their outputs to the --push-to cache (signed with --sign-key) and this "
+                   "machine substitutes them from it; a build needing system features (cuda, cuda-sm-90) "
+                   "runs only on a worker started with those resources")
+
+
+def builders_from_args(args: argparse.Namespace) -> Any:
+    """The `DaskBuilders` that --builders/--push-to/--sign-key and the configuration describe, or None."""
+    if not getattr(args, "builders", None):
+        return None
+    from ..config import load_config
+    from ..errors import UsageError
+    from .dask_executor import DaskBuilders, parse_builders_url
+
+    if not args.push_to:
+        raise UsageError("--builders needs --push-to URL: the binary cache that carries inputs and outputs "
+                         "between this machine and the workers")
+    config = load_config(file=args.config, sets=args.sets)
+    keys = list(config["trustedPublicKeys"])
+    if args.sign_key:
+        from ..store.caches.signing import SecretKey
+
+        keys.append(str(SecretKey.load(args.sign_key).public))  # what we and the workers sign is trusted here
+    return DaskBuilders(
+        address=parse_builders_url(args.builders), cache=args.push_to,
+        sign_key_file=os.path.abspath(args.sign_key) if args.sign_key else None,
+        trusted_keys=keys, require_sigs=bool(config["requireSigs"]), fetchers=tuple(config["fetchers"]),
+    )
+
+
 def run_test(args: argparse.Namespace) -> int:
     """Build every test of the packages; a test needing features this machine lacks is skipped."""
     import json
 
     from ..testers import host_system_features, run_tests
 
-    offered = host_system_features()
-    results = run_tests(pkgs_from_args(args), args.attrpaths, offered=offered, jobs=args.jobs)
+    builders = builders_from_args(args)
+    offered = None if builders is not None else host_system_features()
+    results = run_tests(pkgs_from_args(args), args.attrpaths, offered=offered, jobs=args.jobs, builders=builders)
     if args.json:
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
@@ -259,8 +309,9 @@ def run_test(args: argparse.Namespace) -> int:
 
         print_table(["test", "result", "detail"], [[r.test, r.result, r.detail] for r in results])
         counts = {k: sum(r.result == k for r in results) for k in ("passed", "failed", "skipped")}
-        print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "
-              f"(this machine offers: {' '.join(sorted(offered)) or 'no system features'})")
+        where = (f"on the Dask cluster at {builders.address}" if builders is not None
+                 else f"this machine offers: {' '.join(sorted(offered)) or 'no system features'}")
+        print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped ({where})")
     return 1 if any(r.result == "failed" for r in results) else 0
 
 
@@ -280,6 +331,7 @@ def run_build(args: argparse.Namespace) -> int:
     return realise_and_link(
         store_dir, items, out_link=None if args.no_link else args.out_link, jobs=args.jobs,
         keep_failed=args.keep_failed, dry_run=args.dry_run, as_json=args.json, substituters=substituters, push=push,
+        builders=builders_from_args(args),
     )
 
 
@@ -310,6 +362,7 @@ def realise_and_link(
     quiet: bool = False,
     substituters: Any = None,
     push: Any = None,
+    builders: Any = None,
 ) -> int:
     """What `cudapkgs build` does after evaluation: check, plan, build what is missing, link, print."""
     from .scheduler import make_progress, plan, run
@@ -319,13 +372,23 @@ def realise_and_link(
         resolved = []
         for item in items:  # a store path given by hand must already be valid
             resolved.append(item if item.drv is not None else Installable(item.label, path=store.query(item.path).path))
-        the_plan = plan(store, [i.drv for i in resolved if i.drv is not None], substituters)
+        wheel_sizes = None
+        if dry_run:
+            from ..fetch.planning import lookup_wheel_sizes
+
+            def wheel_sizes(wanted: list[tuple[str, str, str]]) -> dict[str, int]:
+                sizes, problems = lookup_wheel_sizes(wanted)
+                for problem in problems:
+                    print(f"cudapkgs: note: wheel size unknown: {problem}", file=sys.stderr)
+                return sizes
+
+        the_plan = plan(store, [i.drv for i in resolved if i.drv is not None], substituters, wheel_sizes=wheel_sizes)
         if dry_run:
             _print_plan(the_plan, as_json)
             return 0
         if not the_plan.nothing_to_do:
             run(store, the_plan, jobs=jobs, keep_failed=keep_failed, progress=make_progress(sys.stderr),
-                substituters=substituters)
+                substituters=substituters, builders=builders)
         if push is not None:
             _push(store, push, [p for i in resolved for p in i.outputs.values()])
         if out_link is not None:
@@ -430,11 +493,25 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
             print("nothing will be built")
             return
     if the_plan.to_fetch:
+        from ..table import format_table
+
         n = len(the_plan.to_fetch)
-        print(f"{_these(n, 'source')} will be fetched ({format_size(the_plan.download_size)} download):")
-        width = max(len(f.name) for f in the_plan.to_fetch)
+        unknown = the_plan.unknown_sizes
+        total = format_size(the_plan.download_size) + (f" + {unknown} of unknown size" if unknown else "")
+        cached = sum(1 for f in the_plan.to_fetch if f.cached)
+        held = f"; {cached} already cached" if cached else ""
+        print(f"{_these(n, 'source')} will be fetched ({total} to download{held}):")
+        rows = []
         for f in the_plan.to_fetch:
-            print(f"  {f.name.ljust(width)}  {format_size(f.size).rjust(10)}")
+            choice = f.choice
+            fetcher = choice.fetcher if choice is not None else "url"
+            what = choice.what if choice is not None else f.name
+            status = f"cached ({choice.cached})" if f.cached else format_size(f.download_size)
+            rows.append([what, fetcher, status])
+        print("\n".join("  " + line for line in format_table(["FILE", "FETCHER", "DOWNLOAD"], rows).splitlines()))
+        notes = {r for f in the_plan.to_fetch if f.choice is not None for r in f.choice.passed_over}
+        for note in sorted(notes):
+            print(f"  passed over: {note}")
     print(f"{_these(len(the_plan.to_build), 'derivation')} will be built:")
     for drv in the_plan.to_build:
         print(f"  {drv.drv_path}")

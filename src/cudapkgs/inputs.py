@@ -1,0 +1,68 @@
+"""Reading files a user names (configs, derivation files, archives, manifests) as hostile input.
+
+A FIFO or a character device named as a file argument would block forever or never
+end (``/dev/zero``); a directory gives a confusing ``IsADirectoryError``.  Every file
+argument goes through `check_regular_file` (or `read_input_file`, which also caps
+the size), which refuses anything but a regular file at once, with one line.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from .errors import CudapkgsError
+
+__all__ = ["InputFileError", "MAX_INPUT_BYTES", "check_regular_file", "read_input_file"]
+
+#: The most a configuration or derivation file may hold (bytes); far above any real one.
+MAX_INPUT_BYTES = 64 << 20
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+
+
+class InputFileError(CudapkgsError):
+    """A file argument is missing, unreadable, not a regular file, or too large."""
+
+
+def _kind(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def check_regular_file(path: str | os.PathLike[str], *, what: str = "file") -> None:
+    """Raise `InputFileError` unless `path` (symlinks followed) is an existing regular file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputFileError(f"{what} {os.fspath(path)}: no such file") from None
+    except OSError as error:
+        raise InputFileError(f"{what} {os.fspath(path)}: {error.strerror or error}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputFileError(f"{what} {os.fspath(path)} is {_kind(st.st_mode)}, not a regular file; refusing to read it")
+
+
+def read_input_file(path: str | os.PathLike[str], *, what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the regular file `path`, at most `max_bytes` of them.
+
+    Opened non-blocking and checked with fstat, so a FIFO swapped in after the check
+    cannot hang the read.  Raises `InputFileError`.
+    """
+    check_regular_file(path, what=what)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise InputFileError(f"{what} {os.fspath(path)}: {error.strerror or error}") from None
+    with open(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise InputFileError(f"{what} {os.fspath(path)} is {_kind(st.st_mode)}, not a regular file; refusing to read it")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputFileError(f"{what} {os.fspath(path)} is larger than {max_bytes} bytes")
+    return data
