@@ -426,7 +426,7 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         # Before fixup, unlike Nix: fixup adds only store paths and the driver dir, and the
         # driver dir is under /usr/ on most hosts that are not NixOS.
         ctx.step("installCheck")
-        hits = [hit for hit in hooks.check_no_fhs_references(outputs, allow=True) if not _is_binary(hit)]
+        hits = hooks.check_no_fhs_references(outputs, allow=True, text_only=True)  # one read per file
         if hits and not attrs.get("allowFHSReferences"):
             where = {Path(path): name for name, path in outputs.items()}
             shown = [f"{where[root]}/{hit.relative_to(root)}" for hit in hits[:5] for root in where if root in hit.parents]
@@ -456,17 +456,6 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         _fixup(drv, outputs, final, ctx)
     finally:
         _remove(stage)
-
-
-def _is_binary(path: Path) -> bool:
-    # checkCudaFhsRefs captures grep's stdout; GNU grep (3.5 on) reports a match in a
-    # binary file (one holding a NUL byte) on stderr, so only text files can fail it.
-    # NVIDIA's cicc, for one, holds the string /usr/include.
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            if b"\0" in chunk:
-                return True
-    return False
 
 
 def _fixup(drv: Derivation, outputs: Mapping[str, Path], final: Mapping[str, str], ctx: BuildContext) -> None:
