@@ -511,6 +511,9 @@ class _NoStore:
     def is_valid(self, path: str) -> bool:
         return False
 
+    def protect(self, paths: Any) -> list[str]:
+        return []  # nothing is valid, so there is nothing a gc could take away
+
     def query(self, path: str) -> Any:
         from ..errors import StoreError
 
