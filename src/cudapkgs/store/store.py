@@ -35,7 +35,7 @@ from ..errors import StoreError
 from . import nar
 from .db import PathInfo, StoreDB
 from .graph import StoreGraph
-from .locks import PathLock, lock_file_for
+from .locks import PathLock, acquire_saying_so, lock_file_for
 from .paths import base32_encode, compress_hash, hash_part, make_store_path_from_digest, to_store_path
 
 __all__ = ["GCResult", "Hop", "PathInfo", "Problem", "Store", "default_store_root"]
@@ -331,7 +331,8 @@ class Store:
                 return wanted
             with self._gc_shared(), contextlib.ExitStack() as locks:
                 for path in sorted(wanted):  # a fixed order: no deadlock between two builders
-                    locks.enter_context(PathLock(lock_file_for(self.locks_dir, path)))
+                    lock = acquire_saying_so(PathLock(lock_file_for(self.locks_dir, path)), path)
+                    locks.callback(lock.release)
                 if not self.db.invalid_paths(wanted):
                     return wanted
                 self._clean_tmp()
