@@ -62,6 +62,8 @@ def cudatoolkit(scope: Any, config: Any, system: str) -> Any:
     """The symlinkJoin of the toolkit's components that are available here."""
     from ..stdenv import mk_derivation
 
+    from ..inputs import get_output
+
     parts = [p for p in (_try_usable(scope, n) for n in TOOLKIT_COMPONENTS) if p is not None]
     return mk_derivation(
         config,
@@ -69,7 +71,9 @@ def cudatoolkit(scope: Any, config: Any, system: str) -> Any:
             "pname": "cudatoolkit",
             "version": scope.cudaMajorMinorPatchVersion,
             "name": f"{scope.cudaNamePrefix}-cudatoolkit-{scope.cudaMajorMinorPatchVersion}",
-            "nativeBuildInputs": parts,
+            # Every output of every part (an input alone would contribute its dev output).
+            "nativeBuildInputs": [get_output(p, *p.outputs) for p in parts],
+            "stdenvCc": None,
             "strictDeps": False,
             "dontFixup": True,
             "installPhase": SYMLINK_JOIN,

@@ -40,6 +40,9 @@ OUTPUT_NAME_VAR_FALLBACKS = {
     "outputStatic": ("static",),
     "outputStubs": ("stubs",),
 }
+# The table's external inputs that are packages here (pinned sources or pinned binaries); the
+# others (numactl, ucx, …) are not packaged yet and stay informational.
+BUILT_EXTERNAL_INPUTS = frozenset({"zlib", "rdma-core"})
 DOWNLOAD_PAGE = "https://developer.download.nvidia.com/compute/{redist}/redist/{pname}"
 LONG_DESCRIPTION = (
     "By downloading and using this package you accept the terms and conditions "
@@ -181,7 +184,14 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 if other is None or other.release is None or other.preferredRelease is None:
                     continue
                 output = dep.output if dep.output in other.outputs else other.outputs[0]
-                found[f"{dep.component}.{output}"] = (other.derivation, output)
+                found[f"{dep.component}.{output}"] = (other.derivation, output, dep.kind)
+            # Libraries outside CUDA (zlib for cuDNN) that the top level builds here: buildInputs.
+            top = cuda.auto_args
+            for name in spec.external_inputs:
+                if name in BUILT_EXTERNAL_INPUTS and name in top:
+                    pkg = top[name]
+                    output = "out" if "out" in pkg.outputs else pkg.outputs[0]
+                    found[f"{name}.{output}"] = (pkg.derivation, output, "build")
             return found
 
         def derivation():
@@ -207,7 +217,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     "urls": [source.url],
                 },
                 input_paths=final.inputs,
-                deps=[drv for drv, _ in final.inputDerivations.values()],
+                deps=[drv for drv, _, _ in final.inputDerivations.values()],
                 context={"fetchers": list(config.fetchers)},
                 attrs={
                     "pname": final.pname,
@@ -220,6 +230,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     "allowFHSReferences": final.allowFHSReferences,
                     "driverLibDir": config.driverLibDir or "/run/opengl-driver/lib",
                     **{var: final[var] for var in OUTPUT_NAME_VAR_FALLBACKS},
+                    **_propagated_inputs(final.inputDerivations),
                     **_extra_attrs(pname, cuda),
                 },
                 strict_deps=final.strictDeps,
@@ -228,12 +239,14 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
 
         def output_path(output: str):
             def path() -> str:
+                from ..stdenv import OutputPath
+
                 outputs = final.derivation.outputs
                 if output not in outputs:
                     from ..errors import EvalError
 
                     raise EvalError(f"{final.name} has no output {output!r} (outputs: {', '.join(outputs)})")
-                return outputs[output]
+                return OutputPath(outputs[output], final, output)
 
             return lazy(path)
 
@@ -263,7 +276,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             "strictDeps": True,
             "__structuredAttrs": True,
             "inputDerivations": lazy(input_derivations),
-            "inputs": lazy(lambda: {k: drv.outputs[o] for k, (drv, o) in final.inputDerivations.items()}),
+            "inputs": lazy(lambda: {k: drv.outputs[o] for k, (drv, o, _) in final.inputDerivations.items()}),
             "derivation": lazy(derivation),
             "drvPath": lazy(lambda: final.derivation.drv_path),
             "outPath": lazy(lambda: final.derivation.outputs[final.outputs[0]]),
@@ -271,6 +284,13 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
         }
 
     return Package(attrs, name=f"{set_name}.{pname}")
+
+
+def _propagated_inputs(found: dict[str, Any]) -> dict[str, Any]:
+    """propagatedBuildInputs: the store paths of dependencies of kind "propagated" (libcublas → cuda_cudart),
+    written into the dev and out outputs' nix-support/propagated-build-inputs by the builder."""
+    paths = [drv.outputs[o] for drv, o, kind in found.values() if kind == "propagated"]
+    return {"propagatedBuildInputs": paths} if paths else {}
 
 
 def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:

@@ -35,6 +35,8 @@ class ComponentSpec(NamedTuple):
     depends: tuple["Dependency", ...] = ()
     platform_rules: tuple[AssertionRule, ...] = ()
     broken_rules: tuple[AssertionRule, ...] = ()
+    # Non-CUDA Nixpkgs inputs (first word of each table entry: "zlib", "rdma-core", …).
+    external_inputs: tuple[str, ...] = ()
 
 
 def _load_table() -> dict[str, Any]:
@@ -64,6 +66,7 @@ def component_specs() -> Mapping[str, Mapping[str, ComponentSpec]]:
                 depends=tuple(_dependency(d) for d in entry.get("depends", ())),
                 platform_rules=PLATFORM_RULES.get(pname, ()),
                 broken_rules=BROKEN_RULES.get(pname, ()),
+                external_inputs=tuple(str(e).split()[0] for e in entry.get("external_inputs", ()) if str(e).split()),
             )
     return products
 
