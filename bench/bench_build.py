@@ -1,6 +1,7 @@
 """No-op `cudapkgs build` speed: a 50-package closure that is already valid.
 
-Run:  CUDAPKGS_MANIFESTS=../shared/manifests python bench/bench_build.py [--runs 21]
+Run:  python bench/bench_build.py [--runs 21]    (the vendored manifests, or $CUDAPKGS_MANIFESTS)
+      python bench/bench_build.py --tiny         (one run of 5 packages: the CI smoke test)
 
 Setup (not timed): a fresh store in a temporary directory; 50 available packages
 of cudaPackages_13_0 (allowUnfree) are evaluated and their closures realised
@@ -77,9 +78,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--packages", type=int, default=50)
+    parser.add_argument("--tiny", action="store_true", help="one run of 5 packages: the CI smoke test of this script")
     args = parser.parse_args()
-    if not os.environ.get("CUDAPKGS_MANIFESTS"):
-        sys.exit("set CUDAPKGS_MANIFESTS to a directory of NVIDIA manifests (e.g. ../shared/manifests)")
+    if args.tiny:
+        args.runs, args.packages = 1, 5
 
     tmp = tempfile.mkdtemp(prefix="cudapkgs-bench-build-")
     env = {**os.environ, "CUDAPKGS_STORE": os.path.join(tmp, "store"), "XDG_CONFIG_HOME": os.path.join(tmp, "config")}

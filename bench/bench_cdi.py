@@ -53,7 +53,10 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=21, help="runs per measurement (default: 21)")
     parser.add_argument("--real", action="store_true", help="use this machine's GPUs instead of a fake one-GPU machine")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    parser.add_argument("--tiny", action="store_true", help="one run per row: the CI smoke test of this script")
     args = parser.parse_args()
+    if args.tiny:
+        args.n = 1
 
     from cudapkgs.containers.fsutil import atomic_write
     from cudapkgs.containers.generate import Options, generate

@@ -1,6 +1,7 @@
 """Evaluation speed: CLI start-up and evaluating every attribute of every package set.
 
-Run:  CUDAPKGS_MANIFESTS=../shared/manifests python bench/bench_eval.py [--runs 21]
+Run:  python bench/bench_eval.py [--runs 21]    (the vendored manifests, or $CUDAPKGS_MANIFESTS)
+      python bench/bench_eval.py --tiny         (one run per row: the CI smoke test)
 
 Prints two tables. Peers run in the same process/run for ratios:
 - start-up: `cudapkgs eval cudaPackages.cudaMajorMinorVersion` against the bare
@@ -110,10 +111,13 @@ def manifest_floor(directory: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21, help="runs per whole-process measurement (median)")
+    parser.add_argument("--tiny", action="store_true", help="one run per row: the CI smoke test of this script")
     args = parser.parse_args()
-    manifests_dir = os.environ.get("CUDAPKGS_MANIFESTS")
-    if not manifests_dir:
-        sys.exit("set CUDAPKGS_MANIFESTS to a manifest directory (e.g. ../shared/manifests)")
+    if args.tiny:
+        args.runs = 1
+    from cudapkgs.manifests import manifests_directory
+
+    manifests_dir = os.environ.get("CUDAPKGS_MANIFESTS") or manifests_directory()
 
     print(f"## Start-up (median of {args.runs} whole-process runs)\n")
     rows = startup(args.runs)

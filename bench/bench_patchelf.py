@@ -91,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=200, help="ELF files in the tree")
     ap.add_argument("-r", "--runs", type=int, default=5)
+    ap.add_argument("--tiny", action="store_true", help="4 files, one run: the CI smoke test of this script")
     args = ap.parse_args(argv)
+    if args.tiny:
+        args.n, args.runs = 4, 1
     if GCC is None:
         print("gcc is needed to build the ELF files", file=sys.stderr)
         return 2

@@ -2,11 +2,13 @@
 
     python bench/bench_realise.py                 # synthetic cuda_cupti from /usr/local/cuda, 5 runs
     python bench/bench_realise.py -r 3 --archive cuda_cupti-linux-x86_64-13.0.85-archive.tar.xz
+    python bench/bench_realise.py --tiny          # one run (CI); gcc-built libraries without a CUDA prefix
 
 The archive is NVIDIA-shaped (``<name>-archive/`` on top, xz preset 6, one
 stream as NVIDIA's are). Without ``--archive`` it is a cuda_cupti 13.0.85 built
 from the CUDA prefix's CUPTI/nvperf libraries and headers (plus a static
-library and samples, which the real one has). Rows, each run on a fresh
+library and samples, which the real one has); where the prefix has no CUPTI
+(CI), the same file names hold small gcc-built shared libraries. Rows, each run on a fresh
 directory or an emptied store (not timed), side by side in one process:
 
 * tar + patchelf: ``tar -xJf`` into a fresh dir, then ``patchelf --set-rpath``
@@ -52,9 +54,25 @@ NAME = f"{PNAME}-linux-x86_64-{VERSION}-archive"
 DRIVER = "/run/opengl-driver/lib"
 
 
+def gcc_prefix(prefix: Path) -> Path:
+    """A stand-in CUDA prefix: the CUPTI file names as small gcc-built libraries (for machines without CUDA)."""
+    from elf_builders import BAR_C, STATIC_C, shared_lib, static_lib
+
+    (prefix / "lib").mkdir(parents=True)
+    (prefix / "include").mkdir()
+    for name in ("libcupti.so.13", "libnvperf_host.so", "libnvperf_target.so", "libpcsamplingutil.so", "libcheckpoint.so"):
+        shared_lib(prefix / "lib" / name, BAR_C, name)
+    static_lib(prefix / "lib" / "libcudart_static.a", STATIC_C)
+    for header in ("cupti.h", "nvperf_host.h", "generated_nvtx_meta.h"):
+        (prefix / "include" / header).write_text(f"/* {header} */\n")
+    return prefix
+
+
 def synthetic_archive(prefix: Path, dest: Path) -> Path:
-    """cuda_cupti-shaped .tar.xz from the CUPTI parts of a CUDA prefix."""
+    """cuda_cupti-shaped .tar.xz from the CUPTI parts of a CUDA prefix (a gcc-built stand-in if it has none)."""
     with tempfile.TemporaryDirectory() as tmp:
+        if not (prefix / "lib" / "libcupti.so.13").exists():
+            prefix = gcc_prefix(Path(tmp) / "prefix")
         root = Path(tmp) / NAME
         (root / "lib").mkdir(parents=True)
         (root / "include").mkdir()
@@ -107,9 +125,12 @@ def tar_and_patchelf(archive: Path, work: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-r", "--runs", type=int, default=5)
+    parser.add_argument("--tiny", action="store_true", help="one run: the CI smoke test of this script")
     parser.add_argument("--archive", type=Path, help=f"a real {NAME}.tar.xz (default: build a synthetic one)")
     parser.add_argument("--prefix", type=Path, default=Path("/usr/local/cuda"))
     args = parser.parse_args()
+    if args.tiny:
+        args.runs = 1
 
     with tempfile.TemporaryDirectory(prefix="bench-realise-") as tmp:
         work = Path(tmp)
@@ -133,24 +154,31 @@ def main() -> None:
         rows: dict[str, list[float]] = {"tar -xJf + patchelf per ELF file": [], "cudapkgs realise": [],
                                         "cudapkgs realise, cold download cache": []}
         steps: dict[str, list[float]] = {}
-        with Store.open(work / "store") as store:
-            for run in range(args.runs):
-                rows["tar -xJf + patchelf per ELF file"].append(tar_and_patchelf(archive, work))
-                for cold in (False, True):
+        for run in range(args.runs):
+            rows["tar -xJf + patchelf per ELF file"].append(tar_and_patchelf(archive, work))
+            for cold in (False, True):
+                # A Store that realised something keeps its outputs alive (temporary GC roots)
+                # until it is closed: collect with a fresh one, realise with another.
+                with Store.open(work / "store") as store:
                     store.gc()
+                    if store.all_paths():
+                        raise SystemExit(f"gc left {len(store.all_paths())} path(s) in the store: not a fresh store")
                     if cold:
                         shutil.rmtree(redist.download_dir(store.store_dir, drv.data["src"]["sha256"]), ignore_errors=True)
+                with Store.open(work / "store") as store:
                     marks: list[tuple[str, float]] = []
                     start = time.perf_counter()
                     realise(store, [drv], on_step=lambda name: marks.append((name, time.perf_counter())))
                     end = time.perf_counter()
-                    rows["cudapkgs realise" + (", cold download cache" if cold else "")].append(end - start)
-                    if not cold and run == 0 and not rows["cudapkgs realise"][1:]:
-                        elves = sum(1 for o in drv.outputs.values() for _ in elf.iter_elf_files(o))
-                    if not cold:
-                        steps.setdefault("(before fetch: plan, locks)", []).append(marks[0][1] - start)
-                        for (name, t0), (_, t1) in zip(marks, [*marks[1:], ("end", end)]):
-                            steps.setdefault(name, []).append(t1 - t0)
+                rows["cudapkgs realise" + (", cold download cache" if cold else "")].append(end - start)
+                if not cold and run == 0:
+                    elves = sum(1 for o in drv.outputs.values() for _ in elf.iter_elf_files(o))
+                if not cold:
+                    steps.setdefault("(before fetch: plan, locks)", []).append(marks[0][1] - start)
+                    for (name, t0), (_, t1) in zip(marks, [*marks[1:], ("end", end)]):
+                        steps.setdefault(name, []).append(t1 - t0)
+        for dirpath, _, _ in os.walk(work / "store"):  # store paths are read-only
+            os.chmod(dirpath, 0o755)
 
     base = statistics.median(rows["tar -xJf + patchelf per ELF file"])
     print(f"{archive.name}: {compressed / 2**20:.1f} MiB, {unpacked / 2**20:.1f} MiB unpacked, "

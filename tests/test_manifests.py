@@ -1,7 +1,8 @@
-"""Tests of cudapkgs.manifests: parsing, validation, release selection, loading and download."""
+"""Tests of cudapkgs.manifests: parsing, validation, release selection, lookup, and `manifests update`."""
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 import subprocess
@@ -416,21 +417,61 @@ def test_sha256_validation_property(value):
 # Directories, URLs, versions
 
 
-def test_manifests_directory_precedence(monkeypatch, tmp_path):
+def test_lookup_order(monkeypatch, tmp_path):
+    """Override (explicit, else $CUDAPKGS_MANIFESTS) alone; else the user directory, then the vendored one."""
     monkeypatch.delenv("CUDAPKGS_MANIFESTS", raising=False)
-    assert m.manifests_directory() is None
+    assert m.override_directory() is None
+    assert m.search_directories() == [("user", m.user_directory()), ("vendored", MANIFESTS)]
+    assert m.manifests_directory() == MANIFESTS
     monkeypatch.setenv("CUDAPKGS_MANIFESTS", str(tmp_path / "env"))
+    assert m.search_directories() == [("override", tmp_path / "env")]
     assert m.manifests_directory() == tmp_path / "env"
-    assert m.manifests_directory(tmp_path / "explicit") == tmp_path / "explicit"
-    assert m.manifests_directory(str(tmp_path / "explicit")) == tmp_path / "explicit"
+    assert m.search_directories(tmp_path / "explicit") == [("override", tmp_path / "explicit")]
+    assert m.override_directory(str(tmp_path / "explicit")) == tmp_path / "explicit"
+    monkeypatch.setenv("CUDAPKGS_MANIFESTS", "")
+    assert m.override_directory() is None
 
 
-def test_cache_directory(monkeypatch, tmp_path):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert m.cache_directory() == tmp_path / "xdg" / "cudapkgs" / "manifests"
-    monkeypatch.delenv("XDG_CACHE_HOME")
+def test_user_directory(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert m.user_directory() == tmp_path / "xdg" / "cudapkgs" / "manifests"
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/ignored")  # the XDG spec: relative values are invalid
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert m.cache_directory() == tmp_path / "home" / ".cache" / "cudapkgs" / "manifests"
+    assert m.user_directory() == tmp_path / "home" / ".local" / "share" / "cudapkgs" / "manifests"
+
+
+def test_user_copy_wins_over_vendored(monkeypatch, fresh_memo):
+    monkeypatch.delenv("CUDAPKGS_MANIFESTS", raising=False)
+    raw = json.loads((MANIFESTS / "cuda/redistrib_12.8.2.json").read_text())
+    raw["cuda_nvcc"]["version"] = "12.8.99"
+    path = write_manifest(m.user_directory(), "cuda", "12.8.2", json.dumps(raw))
+    manifest = m.load_manifest("cuda", "12.8.2")
+    assert manifest.source == str(path)
+    assert manifest.releases["cuda_nvcc"].version == "12.8.99"
+    assert m.locate_manifest("cuda", "12.8.2") == ("user", path)
+    assert m.locate_manifest("cuda", "12.9.1") == ("vendored", MANIFESTS / "cuda" / "redistrib_12.9.1.json")
+    # An override hides both.
+    assert m.load_manifest("cuda", "12.8.2", directory=MANIFESTS).releases["cuda_nvcc"].version == "12.8.93"
+
+
+def test_evaluation_never_downloads(monkeypatch, fresh_memo):
+    monkeypatch.delenv("CUDAPKGS_MANIFESTS", raising=False)
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("evaluation tried to download")
+
+    monkeypatch.setattr(m, "_download", no_network)
+    import cudapkgs
+
+    pkgs = cudapkgs.import_pkgs(config={"allowUnfree": True}, system="x86_64-linux")
+    assert pkgs.cudaPackages_12_8.libcusparse_lt.version == "0.7.1.0"
+    with pytest.raises(ManifestError) as info:
+        m.load_manifest("cuda", "12.7.0")
+    message = str(info.value)
+    assert "cudapkgs manifests update cuda 12.7.0" in message
+    assert str(m.user_directory()) in message and str(MANIFESTS) in message
+    assert "\n" not in message
+
 
 
 def test_manifest_url():
@@ -456,20 +497,24 @@ def test_available_versions_are_version_sorted(manifests_dir):
     assert m.available_versions("nvcomp") == []
 
 
-def test_available_versions_from_cache(monkeypatch):
+def test_available_versions_join_user_and_vendored(monkeypatch):
     monkeypatch.delenv("CUDAPKGS_MANIFESTS", raising=False)
-    assert m.available_versions("cuda") == []
     for version in ("12.10.0", "12.9.1"):
-        write_manifest(m.cache_directory(), "cuda", version, "{}")
-    (m.cache_directory() / "cuda" / ".redistrib_1.json.x.tmp").write_text("")
-    assert m.available_versions("cuda") == ["12.9.1", "12.10.0"]
+        write_manifest(m.user_directory(), "cuda", version, "{}")
+    (m.user_directory() / "cuda" / ".redistrib_1.json.x.tmp").write_text("")
+    assert m.available_versions("cuda") == [
+        "12.6.3", "12.8.2", "12.9.1", "12.10.0", "13.0.3", "13.1.2", "13.2.2", "13.3.1", "13.4.2"
+    ]
+    write_manifest(m.user_directory(), "nvcomp", "5.3.0", "{}")
+    assert "nvcomp" in m.available_products() and "cusparselt" in m.available_products()
+
 
 
 def test_missing_version_lists_present_ones(manifests_dir):
     with pytest.raises(ManifestError) as info:
         m.load_manifest("cuda", "12.7.0")
     message = str(info.value)
-    assert str(MANIFESTS / "cuda" / "redistrib_12.7.0.json") in message
+    assert message.startswith(f"no cuda/redistrib_12.7.0.json in {MANIFESTS} ")
     assert "12.6.3, 12.8.2, 12.9.1, 13.0.3, 13.1.2, 13.2.2, 13.3.1, 13.4.2" in message
 
 
@@ -477,8 +522,9 @@ def test_missing_product_and_directory(tmp_path):
     with pytest.raises(ManifestError, match="does not exist"):
         m.load_manifest("cuda", "12.8.2", directory=tmp_path / "nope")
     write_manifest(tmp_path, "cudnn", "9.13.0", "{}")
-    with pytest.raises(ManifestError, match=r"has no nvcomp manifests \(products present: cudnn\)"):
+    with pytest.raises(ManifestError, match=r"no nvcomp manifests \(products present: cudnn\)"):
         m.load_manifest("nvcomp", "5.3.0", directory=tmp_path)
+
 
 
 def test_explicit_directory_beats_environment(monkeypatch, tmp_path, fresh_memo):
@@ -552,69 +598,129 @@ def server(monkeypatch):
     thread.join(5)
 
 
-def test_download_then_reuse_cache(server, tmp_path):
-    cache_file = m.cache_directory() / "cuda" / "redistrib_12.8.2.json"
-    assert str(m.cache_directory()).startswith(str(Path(tmp_path).parents[1]))  # the isolated XDG dir
-    assert not cache_file.exists()
-    manifest = m.load_manifest("cuda", "12.8.2")
+def user_file(product: str, version: str) -> Path:
+    return m.user_directory() / product / f"redistrib_{version}.json"
+
+
+def test_update_writes_user_directory_with_sha256(server):
+    body = server.default[1]
+    result = m.update_manifest("cuda", "12.8.2")
     assert server.hits == ["/cuda/redist/redistrib_12.8.2.json"]
-    assert manifest.releases["cuda_nvcc"].version == "12.8.93"
-    assert manifest.source.endswith("/cuda/redist/redistrib_12.8.2.json")
-    assert cache_file.read_bytes() == server.default[1]
-    assert [p.name for p in cache_file.parent.iterdir()] == [cache_file.name]  # no temp files left
+    path = user_file("cuda", "12.8.2")
+    assert result.path == path and result.status == "written"
+    assert path.read_bytes() == body
+    digest = hashlib.sha256(body).hexdigest()
+    assert result.sha256 == digest and result.size == len(body) and result.releases == 44
+    assert (path.parent / "redistrib_12.8.2.json.sha256").read_text() == f"{digest}  redistrib_12.8.2.json\n"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["redistrib_12.8.2.json", "redistrib_12.8.2.json.sha256"]
+    assert result.used_by == (m.SetUse("cudaPackages_12_8", None),)
+    assert result.shadows == MANIFESTS / "cuda" / "redistrib_12.8.2.json" and result.same_as_vendored
+    assert result.url.endswith("/cuda/redist/redistrib_12.8.2.json")
+    # Evaluation now reads the user copy; a second update changes nothing.
+    assert m.load_manifest("cuda", "12.8.2").source == str(path)
+    assert m.update_manifest("cuda", "12.8.2").status == "unchanged"
 
-    assert m.load_manifest("cuda", "12.8.2") is manifest  # memo
+
+def test_update_replaces_a_different_user_copy(server):
+    write_manifest(m.user_directory(), "cuda", "12.8.2", "{}")
+    assert m.update_manifest("cuda", "12.8.2").status == "replaced"
+    assert user_file("cuda", "12.8.2").read_bytes() == server.default[1]
+
+
+def test_a_modified_user_copy_is_detected(server):
+    m.update_manifest("cuda", "12.8.2")
+    path = user_file("cuda", "12.8.2")
+    path.write_bytes(path.read_bytes().replace(b"12.8.93", b"12.8.94"))
     m._PARSED.clear()
-    from_cache = m.load_manifest("cuda", "12.8.2")  # a "new process": read from the cache
-    assert len(server.hits) == 1
-    assert from_cache.source == str(cache_file)
-    assert from_cache.releases == manifest.releases
-    assert m.available_versions("cuda") == ["12.8.2"]
+    with pytest.raises(ManifestError) as info:
+        m.load_manifest("cuda", "12.8.2")
+    message = str(info.value)
+    assert message.startswith(f"{path}: sha256 ") and "modified" in message and "\n" not in message
 
 
-def test_download_retries_server_errors(server):
+def test_update_retries_server_errors(server):
     server.responses = [(500, b"oops")]
-    manifest = m.load_manifest("cuda", "12.8.2")
+    assert m.update_manifest("cuda", "12.8.2").releases == 44
     assert len(server.hits) == 2
-    assert len(manifest.releases) == 44
 
 
-def test_download_retries_a_cut_off_body(server):
+def test_update_retries_a_cut_off_body(server):
     body = server.default[1]
     server.responses = [(200, body[:1000], len(body))]  # the connection closes early
-    manifest = m.load_manifest("cuda", "12.8.2")
+    m.update_manifest("cuda", "12.8.2")
     assert len(server.hits) == 2
-    assert manifest.releases["cuda_nvcc"].version == "12.8.93"
+    assert user_file("cuda", "12.8.2").read_bytes() == body
 
 
-def test_download_gives_up_after_retries(server):
+def test_update_gives_up_after_retries(server):
     server.default = (503, b"busy")
     with pytest.raises(ManifestError) as info:
-        m.load_manifest("cuda", "12.8.2")
+        m.update_manifest("cuda", "12.8.2")
     message = str(info.value)
     assert len(server.hits) == m._DOWNLOAD_ATTEMPTS == 3
-    assert "HTTP 503" in message and "after 3 attempts" in message
+    assert "HTTP 503" in message and "after 3 attempts" in message and "nothing was written" in message
     assert f"{m.REDIST_URL_PREFIX}/cuda/redist/redistrib_12.8.2.json" in message
-    assert not (m.cache_directory() / "cuda" / "redistrib_12.8.2.json").exists()
+    assert not m.user_directory().exists()
 
 
-def test_download_404_is_not_retried(server):
+def test_update_404_is_not_retried(server):
     server.default = (404, b"not found")
     with pytest.raises(ManifestError) as info:
-        m.load_manifest("cuda", "99.0.0")
+        m.update_manifest("cuda", "99.0.0")
     message = str(info.value)
     assert len(server.hits) == 1
-    assert f"{m.REDIST_URL_PREFIX}/cuda/redist/redistrib_99.0.0.json" in message
-    assert "HTTP 404" in message
-    assert "CUDAPKGS_MANIFESTS" in message and "manifestsDir" in message
-    assert "\n" not in message
+    assert "HTTP 404" in message and "redistrib_99.0.0.json" in message and "\n" not in message
 
 
-def test_download_of_invalid_manifest_is_not_cached(server):
-    server.default = (200, b'{"cuda_nvcc": {"name": "x", "version": "1", "linux-x86_64": {"relative')
-    with pytest.raises(ManifestError, match=r"redistrib_12\.8\.2\.json: not valid JSON \(truncated\?\)"):
-        m.load_manifest("cuda", "12.8.2")
-    assert not (m.cache_directory() / "cuda").exists() or not any((m.cache_directory() / "cuda").iterdir())
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b'{"cuda_nvcc": {"name": "x", "version": "1", "linux-x86_64": {"relative', r"not valid JSON \(truncated\?\)"),
+        (b"<html>mirror error page</html>", r"not valid JSON"),
+        (b'{"release_label": "12.8.2"}', r"holds no releases"),
+        (b'{"release_label": "12.8.2", "release_product": "cudnn", "x": {"version": "1"}}', r"release_product: 'cudnn' disagrees"),
+    ],
+)
+def test_update_refuses_invalid_content(server, body, expected):
+    server.default = (200, body)
+    with pytest.raises(ManifestError, match=r"redistrib_12\.8\.2\.json: " + expected):
+        m.update_manifest("cuda", "12.8.2")
+    assert not m.user_directory().exists()
+
+
+def test_update_refuses_a_mislabelled_manifest(server):
+    """The 12.8.2 file served under the 12.9.1 name: the label names the field, nothing is written."""
+    write_manifest(m.user_directory(), "cuda", "12.9.1", b"previous")
+    with pytest.raises(ManifestError) as info:
+        m.update_manifest("cuda", "12.9.1")
+    message = str(info.value)
+    assert message.startswith(f"{m.REDIST_URL_PREFIX}/cuda/redist/redistrib_12.9.1.json: release_label: ")
+    assert "'12.8.2' disagrees with the requested version '12.9.1'" in message
+    assert user_file("cuda", "12.9.1").read_bytes() == b"previous"
+
+
+def test_update_from_a_mirror_a_url_and_a_local_file(server, tmp_path):
+    mirror = f"http://127.0.0.1:{server.server_address[1]}/mirror/"
+    server.default = (200, (MANIFESTS / "cusparselt/redistrib_0.8.1.json").read_bytes())
+    result = m.update_manifest("cusparselt", "0.8.1", source=mirror)
+    assert server.hits == ["/mirror/cusparselt/redist/redistrib_0.8.1.json"]
+    assert result.used_by == (m.SetUse("cudaPackages_12_9", None),)
+    server.default = (200, (MANIFESTS / "cusparselt/redistrib_0.7.1.json").read_bytes())
+    m.update_manifest("cusparselt", "0.7.1", source=mirror + "any/name.json")
+    assert server.hits[-1] == "/mirror/any/name.json"
+
+    local = tmp_path / "redistrib_0.6.3.json"
+    local.write_bytes((MANIFESTS / "cusparselt/redistrib_0.6.3.json").read_bytes())
+    hits = len(server.hits)
+    result = m.update_manifest("cusparselt", "0.6.3", source=str(local), target=tmp_path / "out")
+    assert len(server.hits) == hits and result.url == local.as_uri()
+    assert (tmp_path / "out/cusparselt/redistrib_0.6.3.json").read_bytes() == local.read_bytes()
+
+
+def test_tensorrt_needs_from(server):
+    with pytest.raises(ManifestError, match="no NVIDIA-published manifest.*--from URL"):
+        m.update_manifest("tensorrt", "10.7.0")
+    assert server.hits == []
 
 
 def test_connection_refused_is_reported(monkeypatch):
@@ -623,25 +729,69 @@ def test_connection_refused_is_reported(monkeypatch):
     with socket.socket() as sock:  # find a port with nobody listening
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    monkeypatch.delenv("CUDAPKGS_MANIFESTS", raising=False)
     monkeypatch.setattr(m, "REDIST_URL_PREFIX", f"http://127.0.0.1:{port}")
     monkeypatch.setattr(m, "_DOWNLOAD_BACKOFF_S", 0.0)
-    with pytest.raises(ManifestError, match=rf"127\.0\.0\.1:{port}/cudnn/redist/redistrib_9\.13\.0\.json.*CUDAPKGS_MANIFESTS"):
-        m.load_manifest("cudnn", "9.13.0")
+    with pytest.raises(ManifestError, match=rf"127\.0\.0\.1:{port}/cudnn/redist/redistrib_9\.13\.0\.json.*--from"):
+        m.update_manifest("cudnn", "9.13.0")
 
 
-def test_corrupt_cache_file_says_so(monkeypatch):
+def test_a_crash_between_file_and_digest_leaves_a_loadable_file(server, monkeypatch):
+    write_manifest(m.user_directory(), "cuda", "12.8.2", "{}")
+    (m.user_directory() / "cuda" / "redistrib_12.8.2.json.sha256").write_text(hashlib.sha256(b"{}").hexdigest() + "\n")
+    real = m._write_atomically
+
+    def fail_on_digest(path, data):
+        if path.name.endswith(".sha256"):
+            raise OSError(28, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(m, "_write_atomically", fail_on_digest)
+    with pytest.raises(ManifestError, match="cannot write .*No space left on device"):
+        m.update_manifest("cuda", "12.8.2")
+    m._PARSED.clear()
+    assert m.load_manifest("cuda", "12.8.2").releases["cuda_nvcc"].version == "12.8.93"  # no stale digest
+
+
+def test_cli_update_says_which_sets_select_it(server, capsys):
+    from cudapkgs.cli import main
+
+    assert main(["manifests", "update", "cuda", "12.8.2"]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {user_file('cuda', '12.8.2')}" in out
+    assert "selected by cudaPackages_12_8" in out and "identical to the shipped copy" in out
+
+    server.default = (200, (MANIFESTS / "cudnn/redistrib_9.27.0.json").read_bytes())
+    assert main(["manifests", "update", "cudnn", "9.27.0", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["selectedBy"] == [] and data["status"] == "written" and data["releases"] == 3
+    assert main(["manifests", "update", "cudnn", "9.27.0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("already up to date:")
+    assert "no package set selects cudnn 9.27.0 (the sets use cudnn 9.13.0, 9.22.0)" in out
+
+    server.default = (404, b"")
+    assert main(["manifests", "update", "cuda", "12.0.0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cudapkgs: error: cannot download the cuda 12.0.0 manifest") and err.count("\n") == 1
+
+
+def test_cli_list_shows_origin_and_sets(capsys, monkeypatch):
+    from cudapkgs.cli import main
+
     monkeypatch.delenv("CUDAPKGS_MANIFESTS", raising=False)
-    path = write_manifest(m.cache_directory(), "cuda", "12.8.2", '{"x": ')
-    with pytest.raises(ManifestError, match="delete the file") as info:
-        m.load_manifest("cuda", "12.8.2")
-    assert str(info.value).startswith(str(path))
+    write_manifest(m.user_directory(), "cusparselt", "0.9.0", "{}")
+    assert main(["manifests", "list", "cusparselt", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {r["version"]: r for r in data["manifests"]}
+    assert list(rows) == ["0.6.3", "0.7.1", "0.8.1", "0.9.0", "0.10.0"]
+    assert rows["0.9.0"]["from"] == "user" and rows["0.7.1"]["from"] == "vendored"
+    assert rows["0.7.1"]["sets"] == ["cudaPackages_12_8"]
+    assert rows["0.10.0"]["sets"] == [f"cudaPackages_13_{i}" for i in range(5)]
+    assert main(["manifests", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "cusparselt  0.10.0   vendored  13.0-13.4" in out
+    assert "12.6-12.9 (when jetson); 13.0-13.4 (when preThorJetson)" in out
 
-
-def test_tensorrt_without_directory_points_at_manifest_directory(monkeypatch):
-    monkeypatch.delenv("CUDAPKGS_MANIFESTS", raising=False)
-    with pytest.raises(ManifestError, match="no NVIDIA-published manifest"):
-        m.load_manifest("tensorrt", "10.7.0")
 
 
 def test_module_import_is_light():

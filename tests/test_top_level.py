@@ -314,7 +314,29 @@ def test_infinite_recursion_names_the_cycle():
 
 
 def test_a_missing_cuda_variant_is_explained():
-    cusparselt = pkgs_with(allowUnfree=True).cudaPackages_12_9.libcusparse_lt
+    """cuSPARSELt 0.10.0 has only cuda13 archives: a CUDA 12 set pinned to it says so."""
+    from cudapkgs.fixpoint import AttrSet, lazy
+
+    def pin(final, prev):
+        return {"manifestVersions": lazy(lambda: AttrSet({**dict(prev.manifestVersions.items()), "cusparselt": "0.10.0"}))}
+
+    pinned = pkgs_with(allowUnfree=True).cudaPackages_12_9.override_scope(pin)
+    cusparselt = pinned.libcusparse_lt
     message = cusparselt.meta.problems["unsupported"]["message"]
     assert "no CUDA variant matches: tried cuda12.9.1, cuda12.9, cuda12; the manifest has cuda13" in message
     assert cusparselt.meta.available is False and cusparselt.src is None
+
+
+@pytest.mark.parametrize(
+    ("set_name", "manifest", "version"),
+    [("cudaPackages_12_6", "0.6.3", "0.6.3.2"), ("cudaPackages_12_8", "0.7.1", "0.7.1.0"),
+     ("cudaPackages_12_9", "0.8.1", "0.8.1.1"), ("cudaPackages_13_0", "0.10.0", "0.10.0.12")],
+)
+def test_cuda_12_sets_have_cusparselt(set_name, manifest, version):
+    """Nixpkgs pins cuSPARSELt 0.6.3 / 0.7.1 / 0.8.1 for CUDA 12.6 / 12.8 / 12.9 and 0.10.0 for CUDA 13
+    (NixOS/nixpkgs pkgs/top-level/cuda-packages.nix, the revision with cuda 12.9.2 and cudss 0.8.0)."""
+    cuda = pkgs_with(allowUnfree=True)[set_name]
+    assert cuda.manifestVersions.cusparselt == manifest
+    lt = cuda.libcusparse_lt
+    assert lt.version == version and lt.meta.available is True
+    assert lt.src.url.endswith(f"libcusparse_lt-linux-x86_64-{version}" + ("_cuda12" if manifest == "0.8.1" else "_cuda13" if manifest == "0.10.0" else "") + "-archive.tar.xz")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 # Modules that add sub-commands, in the order they appear in --help.
 COMMAND_MODULES = (
     "cudapkgs.eval_cli",
+    "cudapkgs.manifests_cli",
     "cudapkgs.realise.cli",
     "cudapkgs.store.cli",
     "cudapkgs.containers.cli",

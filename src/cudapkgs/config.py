@@ -70,6 +70,29 @@ def _check_capabilities(capabilities: tuple[str, ...]) -> tuple[str, ...]:
     return capabilities
 
 
+def _check_substituters(urls: tuple[str, ...]) -> tuple[str, ...]:
+    for url in urls:
+        scheme = url.partition("://")[0].lower() if "://" in url else ""
+        if scheme not in ("file", "http", "https", "s3"):
+            raise ValueError(f'"{url}" is not a cache URL; use "file:///dir", "https://host/prefix" or "s3://bucket?…"')
+    return urls
+
+
+def _check_public_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    import base64
+    import binascii
+
+    for key in keys:
+        name, sep, data = key.partition(":")
+        try:
+            ok = bool(sep and name) and len(base64.b64decode(data, validate=True)) == 32
+        except (binascii.Error, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError(f'"{key}" is not a public key; expected "name:base64" of 32 bytes (as `cudapkgs key generate` prints)')
+    return keys
+
+
 # Adding an option is one line here; validation, defaults and --help text follow from it.
 OPTIONS: dict[str, Option] = {
     option.name: option
@@ -81,10 +104,13 @@ OPTIONS: dict[str, Option] = {
         Option("allowUnfree", "bool", False, "Allow every package with an unfree license."),
         Option("allowUnfreePredicate", "predicate", None, 'Allow the unfree packages this function accepts; "cuda" accepts NVIDIA\'s CUDA licenses.'),
         Option("allowAliases", "bool", True, "Keep the deprecated alias names in every package set."),
-        Option("manifestsDir", "path", None, "Directory to read NVIDIA's redistrib manifests from."),
+        Option("manifestsDir", "path", None, "The only directory to read NVIDIA's redistrib manifests from (else $CUDAPKGS_MANIFESTS, else the user manifests directory, then the shipped copies)."),
         Option("storeDir", "path", None, "The store's directory (else $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store); part of every store path."),
         Option("fetchers", "str-list", ("redist", "wheels"), 'Where sources come from, tried in order: "redist" (NVIDIA), "mirror:<dir or URL prefix>", "wheels" (NVIDIA\'s PyPI wheels).', _check_fetchers),
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
+        Option("substituters", "str-list", (), 'Binary caches to substitute from before building, in order: "file:///dir", "https://host/prefix", "s3://bucket?endpoint=…&region=…".', _check_substituters),
+        Option("trustedPublicKeys", "str-list", (), 'Keys whose signatures make a cache\'s paths trusted, in Nix\'s "name:base64" form (as `cudapkgs key generate` prints).', _check_public_keys),
+        Option("requireSigs", "bool", True, "Refuse a substitute that no trusted key signed (turn off only for caches you fully control)."),
     )
 }  # fmt: skip
 

@@ -8,8 +8,10 @@ archive or, for multi-CUDA products, one archive per CUDA variant key
 (``cuda12``, ``cuda13``, ``cuda13.1``).
 
 This module parses and validates those files into frozen dataclasses, finds
-them (a local manifest directory, or a download cache filled from NVIDIA on
-first use), and implements Nixpkgs' release selection
+them (`search_directories`: an override directory, else the user manifests
+directory, then the manifests vendored in the package; evaluation never touches
+the network), downloads new ones on request (`update_manifest`, the command
+``cudapkgs manifests update``), and implements Nixpkgs' release selection
 (``buildRedist``'s ``getSupportedReleases`` / ``getPreferredRelease``, see
 nixpkgs-cuda-spec.md section 7.2).
 
@@ -38,9 +40,18 @@ __all__ = [
     "parse_manifest",
     "manifest_url",
     "manifests_directory",
-    "cache_directory",
+    "override_directory",
+    "user_directory",
+    "vendored_directory",
+    "search_directories",
+    "locate_manifest",
     "load_manifest",
     "available_versions",
+    "available_products",
+    "sets_using",
+    "update_manifest",
+    "validate_update",
+    "UpdateResult",
 ]
 
 #: Where NVIDIA serves the redistributables and their manifests.
@@ -348,8 +359,8 @@ def manifest_url(product: str, version: str) -> str:
     if product in _HAND_MADE_PRODUCTS:
         raise ManifestError(
             f"{product} has no NVIDIA-published manifest (Nixpkgs writes the {product} manifests by hand); "
-            f"point CUDAPKGS_MANIFESTS or the `manifestsDir` config key at a manifest directory "
-            f"holding {product}/redistrib_{version}.json"
+            f"give its file with --from URL, or point CUDAPKGS_MANIFESTS or the `manifestsDir` config key "
+            f"at a manifest directory holding {product}/redistrib_{version}.json"
         )
     return f"{REDIST_URL_PREFIX}/{product}/redist/redistrib_{version}.json"
 
@@ -363,78 +374,166 @@ def vendored_directory() -> Path:
     return Path(__file__).resolve().parent / "data" / "manifests"
 
 
-def manifests_directory(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The local manifest directory: ``explicit``, else ``$CUDAPKGS_MANIFESTS``, else the vendored one."""
+def override_directory(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The manifest directory the user forces: ``explicit`` (``manifestsDir``), else ``$CUDAPKGS_MANIFESTS``.
+
+    None when neither is set (an empty string counts as unset).
+    """
     if explicit is not None and os.fspath(explicit) != "":
         return Path(explicit).expanduser()
     from_env = os.environ.get("CUDAPKGS_MANIFESTS")
     if from_env:
         return Path(from_env).expanduser()
-    return vendored_directory()
+    return None
+
+
+def user_directory() -> Path:
+    """Where ``cudapkgs manifests update`` writes: ``$XDG_DATA_HOME/cudapkgs/manifests``.
+
+    ``$XDG_DATA_HOME`` defaults to ``~/.local/share`` (XDG Base Directory Specification);
+    a relative value is ignored, as the specification says.
+    """
+    base = os.environ.get("XDG_DATA_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "share"
+    return root / "cudapkgs" / "manifests"
+
+
+def search_directories(explicit: str | os.PathLike[str] | None = None) -> list[tuple[str, Path]]:
+    """The manifest directories in lookup order, as ``(kind, path)`` pairs.
+
+    The lookup order (documented in docs/manifests.md):
+
+    1. an override (``manifestsDir`` / ``explicit``, else ``$CUDAPKGS_MANIFESTS``), kind
+       ``"override"``: when set it is the only directory, so that a pinned directory means
+       exactly those files;
+    2. otherwise the user manifests directory (`user_directory`, kind ``"user"``), where
+       ``cudapkgs manifests update`` writes, so that an update wins over the shipped copy;
+    3. then the manifests vendored in the package (`vendored_directory`, kind ``"vendored"``).
+    """
+    override = override_directory(explicit)
+    if override is not None:
+        return [("override", override)]
+    return [("user", user_directory()), ("vendored", vendored_directory())]
+
+
+def manifests_directory(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The directory of the manifests a lookup falls back to: the override, else the vendored one.
+
+    A file in `user_directory` still wins over the vendored directory (see `search_directories`).
+    """
+    override = override_directory(explicit)
+    return override if override is not None else vendored_directory()
 
 
 def cache_directory() -> Path:
-    """Where downloaded manifests are kept: ``$XDG_CACHE_HOME/cudapkgs/manifests``."""
+    """The cudapkgs download cache root for manifests: ``$XDG_CACHE_HOME/cudapkgs/manifests``.
+
+    No longer read by `load_manifest` (evaluation never downloads); kept so that `gc --caches`
+    can remove what older versions left there.
+    """
     base = os.environ.get("XDG_CACHE_HOME")
     root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
     return root / "cudapkgs" / "manifests"
 
 
-def load_manifest(product: str, version: str, *, directory: str | os.PathLike[str] | None = None) -> Manifest:
-    """The ``product`` ``version`` manifest, from the manifest directory or the download cache.
+def manifest_file_name(version: str) -> str:
+    """``"12.8.2"`` -> ``"redistrib_12.8.2.json"``."""
+    return f"redistrib_{version}.json"
 
-    With a manifest directory (``directory``, else ``$CUDAPKGS_MANIFESTS``) the file
-    ``<dir>/<product>/redistrib_<version>.json`` must exist.  Without one, the file is
-    taken from `cache_directory`, downloading it from `manifest_url` on first use.
+
+def locate_manifest(
+    product: str, version: str, *, directory: str | os.PathLike[str] | None = None
+) -> tuple[str, Path] | None:
+    """``(kind, path)`` of the file `load_manifest` would read, or None when no directory has it."""
+    _check_name("product", product)
+    _check_name("version", version)
+    for kind, root in search_directories(directory):
+        path = root / product / manifest_file_name(version)
+        if path.is_file():
+            return kind, path
+    return None
+
+
+def load_manifest(product: str, version: str, *, directory: str | os.PathLike[str] | None = None) -> Manifest:
+    """The ``product`` ``version`` manifest, from the first directory of `search_directories` that has it.
+
+    Never touches the network: a release missing everywhere is a `ManifestError` that names
+    where it looked and suggests ``cudapkgs manifests update``.  A file in the user directory
+    is checked against the sha256 recorded beside it (``redistrib_<version>.json.sha256``).
     Each file is parsed at most once per process.
+
+    Raises ManifestError: bad names, a missing, unreadable, modified or malformed file.
     """
     _check_name("product", product)
     _check_name("version", version)
-    local = manifests_directory(directory)
-    if local is not None:
-        path = local / product / f"redistrib_{version}.json"
+    searched = search_directories(directory)
+    for kind, root in searched:
+        path = root / product / manifest_file_name(version)
         cached = _memo_get(path)
         if cached is not None:
             return cached
         try:
             data = path.read_bytes()
-        except FileNotFoundError:
-            raise ManifestError(_missing_message(path, local, product, version)) from None
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except IsADirectoryError:
+            raise ManifestError(f"{path}: is a directory, not a manifest file") from None
         except OSError as error:
             raise ManifestError(f"{path}: cannot read: {error.strerror or error}") from None
+        if kind == "user":
+            _check_recorded_sha256(path, data)
         return _memo_put(path, parse_manifest(data, product=product, version=version, source=str(path)))
+    raise ManifestError(_missing_message(searched, product, version))
 
-    path = cache_directory() / product / f"redistrib_{version}.json"
-    cached = _memo_get(path)
-    if cached is not None:
-        return cached
+
+def _check_recorded_sha256(path: Path, data: bytes) -> None:
+    """Compare ``data`` with the digest `update_manifest` wrote beside ``path`` (if any)."""
+    import hashlib
+
+    recorded = _read_sha256_file(path)
+    if recorded is None:
+        return
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != recorded:
+        raise ManifestError(
+            f"{path}: sha256 {actual} differs from the {recorded} recorded when it was downloaded "
+            f"(the file was modified); run `cudapkgs manifests update` for it again, or delete it"
+        )
+
+
+def _sha256_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _read_sha256_file(path: Path) -> str | None:
+    """The digest in ``<path>.sha256`` (``sha256sum`` format), None when absent or unreadable."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        data = None
-    except OSError as error:
-        raise ManifestError(f"{path}: cannot read the cached manifest: {error.strerror or error}") from None
-    if data is not None:
-        try:
-            manifest = parse_manifest(data, product=product, version=version, source=str(path))
-        except ManifestError as error:
-            raise ManifestError(f"{error} (a cached download; delete the file to download it again)") from None
-        return _memo_put(path, manifest)
-
-    url = manifest_url(product, version)
-    data = _download(url, product, version)
-    manifest = parse_manifest(data, product=product, version=version, source=url)
-    _write_atomically(path, data)
-    return _memo_put(path, manifest)
+        text = _sha256_path(path).read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    digest = text.split()[0].lower() if text.split() else ""
+    return digest if _SHA256_RE.fullmatch(digest) else "(unreadable)"
 
 
 def available_versions(product: str, *, directory: str | os.PathLike[str] | None = None) -> list[str]:
-    """Versions of ``product`` present in the manifest directory (or the cache), version-sorted."""
+    """Versions of ``product`` in any directory of `search_directories`, version-sorted, no duplicates."""
     _check_name("product", product)
-    root = manifests_directory(directory)
-    if root is None:
-        root = cache_directory()
-    return _versions_in(root / product)
+    found: set[str] = set()
+    for _kind, root in search_directories(directory):
+        found.update(_versions_in(root / product))
+    return sorted(found, key=version_key)
+
+
+def available_products(*, directory: str | os.PathLike[str] | None = None) -> list[str]:
+    """Products with at least one manifest in any directory of `search_directories`, sorted."""
+    found: set[str] = set()
+    for _kind, root in search_directories(directory):
+        try:
+            entries = list(root.iterdir())
+        except OSError:
+            continue
+        found.update(p.name for p in entries if _NAME_RE.fullmatch(p.name) and _versions_in(p))
+    return sorted(found)
 
 
 def _versions_in(folder: Path) -> list[str]:
@@ -451,19 +550,30 @@ def _versions_in(folder: Path) -> list[str]:
     return sorted(versions, key=version_key)
 
 
-def _missing_message(path: Path, root: Path, product: str, version: str) -> str:
-    if not root.is_dir():
-        return f"{path}: no such file (the manifest directory {root} does not exist)"
-    present = _versions_in(root / product)
+def _missing_message(searched: list[tuple[str, Path]], product: str, version: str) -> str:
+    name = f"{product}/{manifest_file_name(version)}"
+    where = " or ".join(str(root) for _kind, root in searched)
+    kinds = [kind for kind, _root in searched]
+    if kinds == ["override"] and not searched[0][1].is_dir():
+        return f"{searched[0][1] / name}: no such file (the manifest directory {searched[0][1]} does not exist)"
+    present = sorted({v for _k, root in searched for v in _versions_in(root / product)}, key=version_key)
+    fix = (
+        f"; to fetch it: cudapkgs manifests update {product} {version}"
+        + (" (it writes to the user manifests directory, which the override hides)" if kinds == ["override"] else "")
+    )
+    if product in _HAND_MADE_PRODUCTS:
+        fix += " --from URL (NVIDIA publishes no manifest for it)"
     if present:
         hint = did_you_mean(version, present)
-        return f"{path}: no such file{hint}; {product} versions present: {', '.join(present)}"
-    try:
-        products = sorted(p.name for p in root.iterdir() if p.is_dir() and _versions_in(p))
-    except OSError:
-        products = []
-    where = f"products present: {', '.join(products)}" if products else "it holds no manifests"
-    return f"{path}: no such file; {root} has no {product} manifests ({where})"
+        return f"no {name} in {where}{hint}; {product} versions present: {', '.join(present)}{fix}"
+    products = set()
+    for _kind, root in searched:
+        try:
+            products.update(p.name for p in root.iterdir() if p.is_dir() and _versions_in(p))
+        except OSError:
+            pass
+    listed = f"products present: {', '.join(sorted(products))}" if products else "no manifests there"
+    return f"no {name} in {where}: no {product} manifests ({listed}){fix}"
 
 
 def _check_name(what: str, value: str) -> None:
@@ -530,28 +640,190 @@ def _download(url: str, product: str, version: str) -> bytes:
     tries = f" (after {attempts} attempts)" if attempts > 1 else ""
     raise ManifestError(
         f"cannot download the {product} {version} manifest from {url}: {problem}{tries}; "
-        f"to work offline, point CUDAPKGS_MANIFESTS or the `manifestsDir` config key at a directory "
-        f"holding {product}/redistrib_{version}.json"
+        f"nothing was written (give a mirror with --from URL, or a local file)"
     )
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and os.replace; the cache is best-effort."""
+    """Write ``data`` to ``path`` through a temporary file, fsync and os.replace (all or nothing).
+
+    Raises OSError; the temporary file is removed on any failure.
+    """
     import tempfile
 
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp_name = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as tmp:
             tmp_name = tmp.name
             tmp.write(data)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.chmod(tmp_name, 0o644)
         os.replace(tmp_name, path)
         tmp_name = None
-    except OSError:
-        pass  # an unwritable cache only costs a download next time
     finally:
         if tmp_name is not None:
             try:
                 os.unlink(tmp_name)
             except OSError:
                 pass
+
+
+# --------------------------------------------------------------------------------------------
+# `cudapkgs manifests update`: the maintainer workflow of Nixpkgs' manifest updates
+
+
+@dataclass(frozen=True, slots=True)
+class SetUse:
+    """A package set that selects a manifest version; ``when`` is its condition (None: always)."""
+
+    set_name: str
+    when: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateResult:
+    """What `update_manifest` did.
+
+    ``status`` is ``"written"`` (new file), ``"replaced"`` (a different user copy was
+    replaced) or ``"unchanged"`` (the user copy already had these bytes).  ``size`` is in
+    bytes; ``sha256`` is hexadecimal; ``shadows`` is the vendored copy this file now wins
+    over (None when there is none), and ``same_as_vendored`` says whether its bytes are equal.
+    """
+
+    product: str
+    version: str
+    url: str
+    path: Path
+    sha256: str
+    size: int
+    releases: int
+    status: str
+    used_by: tuple[SetUse, ...]
+    shadows: Path | None
+    same_as_vendored: bool
+    hidden_by_override: Path | None
+
+
+def sets_using(product: str, version: str) -> tuple[SetUse, ...]:
+    """The versioned package sets whose definition (data/package_sets.toml) can select this manifest."""
+    from .cuda.package_sets import package_set_definitions
+
+    uses = []
+    for name, definition in package_set_definitions().items():
+        for choice in definition.products.get(product, ()):
+            if choice.version == version:
+                uses.append(SetUse(name, choice.when))
+    return tuple(uses)
+
+
+def update_source_url(product: str, version: str, source: str | None = None) -> str:
+    """The URL `update_manifest` downloads.
+
+    ``source`` None: NVIDIA's (`manifest_url`).  A URL or path ending in ``.json`` names the
+    file itself; any other URL is a mirror laid out like NVIDIA's redist root
+    (``<source>/<product>/redist/redistrib_<version>.json``).  A local path becomes a
+    ``file://`` URL.
+    """
+    if source is None or source == "":
+        return manifest_url(product, version)
+    _check_name("product", product)
+    _check_name("version", version)
+    if "://" not in source:
+        path = Path(source).expanduser().resolve()
+        if not source.endswith(".json"):
+            path = path / product / "redist" / manifest_file_name(version)
+        return path.as_uri()
+    if source.endswith(".json"):
+        return source
+    return f"{source.rstrip('/')}/{product}/redist/{manifest_file_name(version)}"
+
+
+def validate_update(data: bytes, *, product: str, version: str, source: str) -> Manifest:
+    """Parse ``data`` and check that it is the ``product`` ``version`` manifest.
+
+    Beyond `parse_manifest`'s checks: ``release_label`` (when present) must equal
+    ``version``, ``release_product`` (when present) must equal ``product``, and the file
+    must hold at least one release.  Raises ManifestError naming ``source`` and the field.
+    """
+    manifest = parse_manifest(data, product=product, version=version, source=source)
+    if manifest.release_label != version:
+        raise ManifestError(
+            f"{source}: release_label: {manifest.release_label!r} disagrees with the requested "
+            f"version {version!r} (file name redistrib_{version}.json)"
+        )
+    if manifest.release_product is not None and manifest.release_product != product:
+        raise ManifestError(
+            f"{source}: release_product: {manifest.release_product!r} disagrees with the requested product {product!r}"
+        )
+    if not manifest.releases:
+        raise ManifestError(f"{source}: holds no releases (no component objects at the top level)")
+    return manifest
+
+
+def update_manifest(
+    product: str,
+    version: str,
+    *,
+    source: str | None = None,
+    target: str | os.PathLike[str] | None = None,
+) -> UpdateResult:
+    """Download, validate and store ``redistrib_<version>.json`` of ``product``.
+
+    ``source``: see `update_source_url`.  ``target``: the directory to write into (default
+    `user_directory`); the file goes to ``<target>/<product>/redistrib_<version>.json``
+    with its sha256 in ``redistrib_<version>.json.sha256`` beside it (``sha256sum`` format,
+    checked by `load_manifest`).  Nothing is written unless the download is complete and
+    valid (`validate_update`); the file and its digest are replaced so that a crash at any
+    point leaves either the old or the new file, never a mismatching pair.
+
+    Raises ManifestError: bad names, download failure (after retries), invalid content,
+    or an unwritable directory.
+    """
+    import hashlib
+
+    url = update_source_url(product, version, source)
+    data = _download(url, product, version)
+    manifest = validate_update(data, product=product, version=version, source=url)
+    root = Path(target).expanduser() if target is not None else user_directory()
+    path = root / product / manifest_file_name(version)
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        old = path.read_bytes()
+    except OSError:
+        old = None
+    status = "unchanged" if old == data and _read_sha256_file(path) == digest else ("replaced" if old is not None else "written")
+    if status != "unchanged":
+        sidecar = _sha256_path(path)
+        try:
+            # Old digest first: between the steps the directory holds either the old file without
+            # a digest or the new file without one; never a file with the wrong digest.
+            try:
+                sidecar.unlink()
+            except FileNotFoundError:
+                pass
+            _write_atomically(path, data)
+            _write_atomically(sidecar, f"{digest}  {path.name}\n".encode())
+        except OSError as error:
+            raise ManifestError(f"cannot write {path}: {error.strerror or error}") from None
+        _PARSED.pop(str(path.resolve()), None)
+    vendored = vendored_directory() / product / manifest_file_name(version)
+    shadows = vendored if vendored.is_file() else None
+    same = shadows is not None and shadows.read_bytes() == data
+    override = override_directory()
+    hidden = override if override is not None and target is None else None
+    return UpdateResult(
+        product=product,
+        version=version,
+        url=url,
+        path=path,
+        sha256=digest,
+        size=len(data),
+        releases=len(manifest.releases),
+        status=status,
+        used_by=sets_using(product, version),
+        shadows=shadows,
+        same_as_vendored=same,
+        hidden_by_override=hidden,
+    )

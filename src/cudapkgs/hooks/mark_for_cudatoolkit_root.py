@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import confine
+
 from .runpath_plan import Outputs
 
 __all__ = ["MARKER", "mark_for_cudatoolkit_root"]
@@ -24,6 +26,7 @@ def mark_for_cudatoolkit_root(outputs: Outputs, *, pname: str | None = None, str
     made = []
     for name, root in outputs.items():
         marker = Path(root) / MARKER
+        confine.require_real_dirs(root, marker, include_self=True)  # never written through a planted link
         if marker.exists():
             continue
         marker.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,8 @@ import os
 import re
 from pathlib import Path
 
+from .. import confine
+
 from .errors import FixupError
 
 __all__ = ["move_pkgconfig", "rewrite_pkgconfig"]
@@ -22,6 +24,9 @@ def move_pkgconfig(tree: Path) -> list[Path]:
         src = Path(tree) / name
         if not src.is_dir():
             continue
+        # Neither side may pass through a symlink: a planted share -> / would move host files.
+        confine.require_real_dirs(tree, src, include_self=True)
+        confine.require_real_dirs(tree, dest, include_self=True)
         dest.mkdir(parents=True, exist_ok=True)
         for item in sorted(src.iterdir()):
             target = dest / item.name

@@ -11,23 +11,36 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .. import confine
 from ..cuda.build_redist import EXPECTED_OUTPUTS, OUTPUT_TO_PATTERNS
 from .errors import FixupError
 
 __all__ = ["split_outputs"]
 
 
-def _move_into(src: Path, dst: Path) -> None:
-    """mv src dst, merging into an existing directory."""
+def _move_into(src: Path, dst: Path, src_root: Path | None = None, dst_root: Path | None = None) -> None:
+    """mv src dst, merging into an existing directory; never through a symlink below the roots."""
+    if src_root is not None:
+        confine.require_real_dirs(src_root, src)
+    if dst_root is not None:
+        confine.require_real_dirs(dst_root, dst)
     if src.is_dir() and not src.is_symlink() and dst.is_dir() and not dst.is_symlink():
         for child in sorted(src.iterdir()):
-            _move_into(child, dst / child.name)
+            _move_into(child, dst / child.name, src_root, dst_root)
         src.rmdir()
         return
     if dst.exists() or dst.is_symlink():
         raise FixupError(f"split_outputs: cannot move {src} to {dst}: it exists")
     dst.parent.mkdir(parents=True, exist_ok=True)
     src.rename(dst)
+
+
+def _through_symlink(root: Path, path: Path) -> bool:
+    try:
+        confine.require_real_dirs(root, path)
+    except confine.TreeEscapeError:
+        return True
+    return False
 
 
 def _prune_empty_parents(path: Path, stop: Path) -> None:
@@ -96,6 +109,8 @@ def split_outputs(
                 for match in _glob(src_root, pattern):
                     if not (match.exists() or match.is_symlink()):
                         continue
-                    _move_into(match, dst_root / match.relative_to(src_root))
+                    if _through_symlink(src_root, match):
+                        continue  # e.g. lib64/x.a through lib64 -> lib: the real lib/x.a is matched too
+                    _move_into(match, dst_root / match.relative_to(src_root), src_root, dst_root)
                     _prune_empty_parents(match.parent, src_root)
     return paths

@@ -78,6 +78,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="only print what would be fetched (with download sizes) and built")
     p.add_argument("--keep-failed", action="store_true", help="keep the build directory of a failed build (its path is printed)")
+    p.add_argument("--push-to", metavar="URL",
+                   help="after building, upload the closures of the results to this binary cache "
+                   "(file:///dir, http(s)://…, s3://bucket?…); paths it has already are skipped")
+    p.add_argument("--sign-key", metavar="FILE", help="with --push-to: sign the narinfos with this secret key")
+    p.add_argument("--no-substitute", action="store_true",
+                   help="do not ask the configured substituters; build everything that is missing")
     add_eval_options(p)
     p.set_defaults(func=run_build)
 
@@ -279,10 +285,36 @@ def run_test(args: argparse.Namespace) -> int:
 
 def run_build(args: argparse.Namespace) -> int:
     store_dir, items = evaluate(args)
+    substituters = None if args.no_substitute else substituters_from_args(args)
+    push = None
+    if args.push_to:
+        from ..store.caches import open_cache
+        from ..store.caches.signing import SecretKey
+
+        push = (open_cache(args.push_to), SecretKey.load(args.sign_key) if args.sign_key else None)
+    elif args.sign_key:
+        from ..errors import UsageError
+
+        raise UsageError("--sign-key needs --push-to URL")
     return realise_and_link(
         store_dir, items, out_link=None if args.no_link else args.out_link, jobs=args.jobs,
-        keep_failed=args.keep_failed, dry_run=args.dry_run, as_json=args.json,
+        keep_failed=args.keep_failed, dry_run=args.dry_run, as_json=args.json, substituters=substituters, push=push,
     )
+
+
+def substituters_from_args(args: argparse.Namespace) -> Any:
+    """The `Substituters` the configuration names (None when it names none); warnings go to stderr."""
+    from ..config import load_config
+
+    config = load_config(file=args.config, sets=args.sets)
+    if not config["substituters"]:
+        return None
+    from ..store.caches.substitution import Substituters
+
+    def warn(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    return Substituters.from_config(config, warn=warn)
 
 
 def realise_and_link(
@@ -295,6 +327,8 @@ def realise_and_link(
     dry_run: bool = False,
     as_json: bool = False,
     quiet: bool = False,
+    substituters: Any = None,
+    push: Any = None,
 ) -> int:
     """What `cudapkgs build` does after evaluation: check, plan, build what is missing, link, print."""
     from .scheduler import make_progress, plan, run
@@ -304,12 +338,15 @@ def realise_and_link(
         resolved = []
         for item in items:  # a store path given by hand must already be valid
             resolved.append(item if item.drv is not None else Installable(item.label, path=store.query(item.path).path))
-        the_plan = plan(store, [i.drv for i in resolved if i.drv is not None])
+        the_plan = plan(store, [i.drv for i in resolved if i.drv is not None], substituters)
         if dry_run:
             _print_plan(the_plan, as_json)
             return 0
         if not the_plan.nothing_to_do:
-            run(store, the_plan, jobs=jobs, keep_failed=keep_failed, progress=make_progress(sys.stderr))
+            run(store, the_plan, jobs=jobs, keep_failed=keep_failed, progress=make_progress(sys.stderr),
+                substituters=substituters)
+        if push is not None:
+            _push(store, push, [p for i in resolved for p in i.outputs.values()])
         if out_link is not None:
             for index, item in enumerate(resolved):
                 base = out_link if index == 0 else f"{out_link}-{index + 1}"
@@ -329,6 +366,18 @@ def realise_and_link(
     else:
         sys.stdout.write("".join(p + "\n" for i in resolved for p in i.outputs.values()))
     return 0
+
+
+def _push(store: Any, push: Any, paths: list[str]) -> None:
+    """Upload the closures of `paths` to the --push-to cache, one line on stderr."""
+    from ..table import format_size
+
+    cache, key = push
+    results = cache.upload_closure(store, paths, secret_key=key)
+    sent = [info for _, info in results if info is not None]
+    print(f"pushed {len(sent)} path(s) ({format_size(sum(i.file_size for i in sent))}) to {cache.url}"
+          f"{f'; {len(results) - len(sent)} were there already' if len(sent) < len(results) else ''}",
+          file=sys.stderr, flush=True)
 
 
 def _link(store: Any, link: str, path: str) -> None:
@@ -358,6 +407,9 @@ class _NoStore:
     def invalid_paths(self, paths: Any) -> list[str]:
         return list(dict.fromkeys(paths))
 
+    def is_valid(self, path: str) -> bool:
+        return False
+
     def query(self, path: str) -> Any:
         from ..errors import StoreError
 
@@ -386,6 +438,16 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
     if the_plan.nothing_to_do:
         print("nothing to fetch or build: every output is valid")
         return
+    if the_plan.to_substitute:
+        n = len(the_plan.to_substitute)
+        caches = ", ".join(sorted({s.cache.url for s in the_plan.to_substitute}))
+        print(f"{_these(n, 'path')} will be substituted ({format_size(the_plan.substitute_download_size)} download, "
+              f"{format_size(the_plan.substitute_nar_size)} unpacked) from {caches}:")
+        for sub in the_plan.to_substitute:
+            print(f"  {sub.path}  {format_size(sub.info.file_size).rjust(10)}")
+        if not the_plan.to_build:
+            print("nothing will be built")
+            return
     if the_plan.to_fetch:
         n = len(the_plan.to_fetch)
         print(f"{_these(n, 'source')} will be fetched ({format_size(the_plan.download_size)} download):")

@@ -40,11 +40,14 @@ import shlex
 import shutil
 import stat
 import subprocess
+import tarfile
+import zipfile
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import confine
 from ..builders import cmake as cmake_builder
 from ..builders import make as make_builder
 from ..derivation import Derivation
@@ -345,7 +348,19 @@ def _unpack(drv: Derivation, work: Path) -> Path:
         unpacked.mkdir()
         archive = _archive_format(path)
         if archive is not None:
-            shutil.unpack_archive(path, unpacked, archive)
+            # Tar's "data" filter (PEP 706): no absolute or escaping members, links or devices;
+            # shutil's zip unpacker refuses absolute and ".." members itself.
+            try:
+                if archive == "zip":
+                    shutil.unpack_archive(path, unpacked, archive)
+                else:
+                    shutil.unpack_archive(path, unpacked, archive, filter="data")
+            except (tarfile.TarError, zipfile.BadZipFile, shutil.ReadError, EOFError) as error:
+                raise PhaseError(f"unpackPhase: cannot unpack {path}: {error}") from None
+            try:
+                confine.check_tree_links(unpacked)  # link chains, which the filter checks one at a time
+            except confine.TreeEscapeError as error:
+                raise PhaseError(f"unpackPhase: {error}") from None
             entries = list(unpacked.iterdir())
             root = entries[0] if len(entries) == 1 and entries[0].is_dir() else unpacked
         else:
@@ -393,6 +408,8 @@ def _patch(drv: Derivation, ctx: BuildContext, attrs: Mapping[str, Any], env: Ma
 
 def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path], closures: Closures,
            ctx: BuildContext) -> None:
+    for path in outputs.values():
+        confine.unshare_hardlinks(path)  # a build script's `ln /host/file $out/…` must not be patched
     if attrs.get("dontAutoPatchelf"):
         return
     from .. import hooks

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import hooks
+from .. import confine, hooks
 from ..derivation import Derivation
 from ..errors import CudapkgsError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
@@ -151,18 +151,22 @@ def unpack(archive: Path, dest: Path) -> Path:
 
     Like Nixpkgs' unpackPhase, a single top-level directory (NVIDIA's
     ``<name>-archive/``) is the root. Members must stay inside `dest`: no
-    absolute or ``..`` paths, no symlinks pointing out, nothing written through
-    a symlink; devices and FIFOs are refused.
+    absolute or ``..`` paths, nothing written through a symlink, hard links only
+    to earlier regular members, and every symlink — followed through the tree's
+    other symlinks, as the kernel would — must resolve inside `dest`
+    (`cudapkgs.confine.check_tree_links`); devices and FIFOs are refused.
+    Raises `UnpackError` for any of these and for a damaged archive.
     """
     dest.mkdir()
     links: set[str] = set()
+    regular: set[str] = set()
     proc = None
     finished = False
     try:
         tar, proc = _open_stream(archive)
         with tar:
             for member in tar:
-                _extract(tar, member, dest, links)
+                _extract(tar, member, dest, links, regular)
         if proc is not None:
             assert proc.stdout is not None
             proc.stdout.read()  # the end-of-archive padding, so that the decompressor can finish
@@ -182,9 +186,14 @@ def unpack(archive: Path, dest: Path) -> Path:
     if proc is not None and proc.returncode != 0:
         raise UnpackError(f"{archive.name}: damaged archive: {_stderr(proc) or f'exit status {proc.returncode}'}")
     entries = os.listdir(dest)
+    root = dest
     if len(entries) == 1 and (dest / entries[0]).is_dir() and not (dest / entries[0]).is_symlink():
-        return dest / entries[0]
-    return dest
+        root = dest / entries[0]
+    try:
+        confine.check_tree_links(root)  # against the root the caller gets: it may move it
+    except confine.TreeEscapeError as error:
+        raise UnpackError(f"{archive.name}: {error}") from None
+    return root
 
 
 def _stderr(proc: subprocess.Popen[bytes] | None) -> str:
@@ -197,30 +206,41 @@ def _stderr(proc: subprocess.Popen[bytes] | None) -> str:
     return lines[-1] if lines else ""
 
 
-def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, links: set[str]) -> None:
+def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, links: set[str], regular: set[str]) -> None:
+    # Nothing here follows a symlink: `dest` is new, every link in it is one we made
+    # (`links`), and no member may pass through one; files are created O_NOFOLLOW|O_EXCL.
     name = _member_name(member.name)
     if not name:
         return
     parts = name.split("/")
     for i in range(1, len(parts)):
-        if "/".join(parts[:i]) in links:
-            raise UnpackError(f"archive member {member.name!r} goes through the symlink {'/'.join(parts[:i])!r}")
+        prefix = "/".join(parts[:i])
+        if prefix in links:
+            raise UnpackError(f"archive member {member.name!r} goes through the symlink {prefix!r}")
+        if prefix in regular:
+            raise UnpackError(f"archive member {member.name!r} goes through the file {prefix!r}")
     target = dest / name
     if member.isdir():
+        if name in links or name in regular:
+            raise UnpackError(f"archive member {member.name!r} replaces a file or link with a directory")
         target.mkdir(parents=True, exist_ok=True)
         return
     target.parent.mkdir(parents=True, exist_ok=True)
     if os.path.lexists(target):
-        if target.is_dir() and not target.is_symlink():
+        if name not in links and name not in regular:
             raise UnpackError(f"archive member {member.name!r} replaces a directory")
         target.unlink()
         links.discard(name)
+        regular.discard(name)
     if member.isreg():
         source = tar.extractfile(member)
         assert source is not None
-        with source, open(target, "wb") as out:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o755 if member.mode & 0o111 else 0o644)
+        with source, open(fd, "wb") as out:
             shutil.copyfileobj(source, out, _CHUNK)
-        os.chmod(target, 0o755 if member.mode & 0o111 else 0o644)
+            os.fchmod(out.fileno(), 0o755 if member.mode & 0o111 else 0o644)
+        regular.add(name)
     elif member.issym():
         link = member.linkname
         resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), link))
@@ -228,12 +248,16 @@ def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, links: s
             raise UnpackError(f"archive member {member.name!r} links outside the tree ({link!r})")
         os.symlink(link, target)
         links.add(name)
+        # The whole chain is checked once every member is in place (a later link may lengthen it).
     elif member.islnk():
+        # Only to an earlier regular member reached without symlinks: never to a file outside.
         source_name = _member_name(member.linkname)
-        source_path = dest / source_name
-        if source_name in links or not source_path.is_file():
-            raise UnpackError(f"archive member {member.name!r} is a hard link to a missing file {member.linkname!r}")
-        os.link(source_path, target)
+        if source_name not in regular:
+            raise UnpackError(
+                f"archive member {member.name!r} is a hard link to {member.linkname!r}, which is not an earlier file"
+            )
+        os.link(dest / source_name, target, follow_symlinks=False)
+        regular.add(name)
     else:
         raise UnpackError(f"archive member {member.name!r} is not a file, directory or link")
 
@@ -321,6 +345,10 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
             root.rename(tree)
         else:
             shutil.copytree(fetched.path, tree, symlinks=True)
+            try:
+                confine.check_tree_links(tree)
+            except confine.TreeEscapeError as error:
+                raise UnpackError(f"{fetched.path.name}: {error}") from None
 
         ctx.step("postUnpack")
         if hooks.lift_versioned_lib_dir(tree, str(attrs["cudaMajorMinorVersion"]).split(".")[0]):
@@ -344,6 +372,12 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
                 shutil.move(path, outputs[name])  # a rename unless the stage is on another file system
             elif any(path.iterdir()):
                 raise RedistBuildError(f"{drv.name}: files left in output {name!r}, which was not asked for")
+        for name, path in outputs.items():
+            # Moving parts of the tree apart can change where a relative link chain leads.
+            try:
+                confine.check_tree_links(path)
+            except confine.TreeEscapeError as error:
+                raise UnpackError(f"{drv.name}: output {name}: {error}") from None
 
         if attrs["pname"] == "cuda_nvcc":
             ctx.step("nvcc")
@@ -370,6 +404,7 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
                 if not any(p.name != "nix-support" for p in Path(outputs[name]).iterdir()):
                     exempt.append(name)
                     support = Path(outputs[name]) / "nix-support"
+                    confine.require_real_dirs(outputs[name], support / "missing-from-wheel", include_self=True)
                     support.mkdir(exist_ok=True)
                     (support / "missing-from-wheel").write_text(
                         f"{attrs['pname']} {attrs['version']} came from NVIDIA's PyPI wheel, which has no {name} files\n"
@@ -378,6 +413,8 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         hooks.check_outputs_not_empty(outputs, exempt=tuple(exempt))
 
         ctx.step("fixup")
+        for path in outputs.values():
+            confine.unshare_hardlinks(path)  # patchelf edits in place: each file its own inode
         _fixup(drv, outputs, final, ctx)
     finally:
         _remove(stage)
@@ -455,6 +492,7 @@ def _propagate(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: Map
     for name, propagated in targets_paths.items():
         if propagated:
             support = Path(outputs[name]) / "nix-support"
+            confine.require_real_dirs(outputs[name], support / "propagated-build-inputs", include_self=True)
             support.mkdir(exist_ok=True)
             (support / "propagated-build-inputs").write_text(" ".join(dict.fromkeys(propagated)) + "\n")
 
@@ -462,7 +500,10 @@ def _propagate(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: Map
 def _cudart_stubs(root: Path | None) -> None:
     # cuda_cudart's postInstall: libcuda.so.1 -> libcuda.so, and the stubs linked into <stubs>/lib.
     stubs = Path(root) / "lib" / "stubs" if root is not None else None
-    if stubs is None or not stubs.is_dir():
+    if stubs is None:
+        return
+    confine.require_real_dirs(root, stubs, include_self=True)
+    if not stubs.is_dir():
         return
     if (stubs / "libcuda.so").exists() and not os.path.lexists(stubs / "libcuda.so.1"):
         (stubs / "libcuda.so.1").symlink_to("libcuda.so")
@@ -476,6 +517,7 @@ def _unnest(directory: Path) -> None:
     # libnvvm's prePatch: everything is nested under nvvm/; make it top level.
     if not directory.is_dir() or directory.is_symlink():
         return
+    confine.require_real_dirs(directory.parent, directory)
     for child in sorted(directory.iterdir()):
         target = directory.parent / child.name
         if os.path.lexists(target):

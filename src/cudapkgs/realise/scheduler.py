@@ -55,11 +55,23 @@ class Fetch:
 
 @dataclass(frozen=True)
 class Plan:
-    """What realising `roots` takes: builds in dependency order, and their downloads."""
+    """What realising `roots` takes: paths to substitute from caches, builds in dependency order, their downloads."""
 
     roots: tuple[Derivation, ...]
     to_build: tuple[Derivation, ...]
     to_fetch: tuple[Fetch, ...]
+    #: cudapkgs.store.caches.substitution.Substitute objects, sorted by path
+    to_substitute: tuple[Any, ...] = ()
+
+    @property
+    def substitute_download_size(self) -> int:
+        """Compressed bytes to download from caches."""
+        return sum(s.info.file_size for s in self.to_substitute)
+
+    @property
+    def substitute_nar_size(self) -> int:
+        """Bytes the substituted paths take unpacked (their NAR sizes)."""
+        return sum(s.info.nar_size for s in self.to_substitute)
 
     @property
     def download_size(self) -> int:
@@ -68,10 +80,12 @@ class Plan:
 
     @property
     def nothing_to_do(self) -> bool:
-        return not self.to_build
+        return not self.to_build and not self.to_substitute
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "substitute": [s.to_json() for s in self.to_substitute],
+            "substituteDownloadSize": self.substitute_download_size,
             "build": [d.drv_path for d in self.to_build],
             "fetch": [
                 {"name": f.name, "size": f.size, "urls": list(f.urls), "drvPath": f.drv.drv_path} for f in self.to_fetch
@@ -80,18 +94,52 @@ class Plan:
         }
 
 
-def plan(store: Any, derivations: Iterable[Derivation]) -> Plan:
-    """The derivations of the closures of `derivations` that have an invalid output, and their sources."""
+def plan(store: Any, derivations: Iterable[Derivation], substituters: Any = None) -> Plan:
+    """The derivations of the closures of `derivations` that have an invalid output, and their sources.
+
+    With `substituters` (a `cudapkgs.store.caches.substitution.Substituters`), outputs a
+    cache has (with their whole runtime closure, signed by a trusted key) are
+    substituted instead, as Nix does: top-down, so a substitutable package's build
+    inputs (nvcc for a CUDA program, say) are neither built nor fetched.
+    """
     roots = tuple(derivations)
-    to_build = tuple(missing(store, roots))
+    candidates = missing(store, roots)
+    to_substitute: tuple[Any, ...] = ()
+    if substituters and candidates:
+        candidates, to_substitute = _choose_substitutes(store, roots, candidates, substituters)
     fetches = []
-    for drv in to_build:
+    for drv in candidates:
         src = drv.data.get("src")
         if src and src.get("urls"):  # a local path source (type "path") is not downloaded
             size = src.get("size")
             fetches.append(Fetch(drv, str(src.get("name") or drv.name), size if isinstance(size, int) else None,
                                  tuple(src.get("urls") or ())))
-    return Plan(roots, to_build, tuple(fetches))
+    return Plan(roots, tuple(candidates), tuple(fetches), to_substitute)
+
+
+def _choose_substitutes(store: Any, roots: tuple[Derivation, ...], candidates: list[Derivation],
+                        substituters: Any) -> tuple[list[Derivation], tuple[Any, ...]]:
+    invalid = set(store.db.invalid_paths(p for drv in candidates for p in drv.outputs.values()))
+    found = substituters.query(store, sorted(invalid))
+    by_path = {d.drv_path: d for d in candidates}
+    chosen: set[str] = set()
+    build: set[str] = set()
+    seen: set[str] = set()
+    stack = [by_path[r.drv_path] for r in reversed(roots) if r.drv_path in by_path]
+    while stack:
+        drv = stack.pop()
+        if drv.drv_path in seen:
+            continue
+        seen.add(drv.drv_path)
+        outputs = [p for p in drv.outputs.values() if p in invalid]
+        if outputs and all(p in chosen or p in found for p in outputs):
+            chosen.update(substituters.closure_of(found, outputs))
+            continue
+        build.add(drv.drv_path)
+        stack.extend(by_path[dep.drv_path] for dep in drv.deps if dep.drv_path in by_path)
+    to_build = [d for d in candidates if d.drv_path in build
+                and not all(p in chosen for p in d.outputs.values() if p in invalid)]
+    return to_build, tuple(found[p] for p in sorted(chosen))
 
 
 # -- progress ---------------------------------------------------------------
@@ -291,13 +339,20 @@ def run(
     keep_failed: bool = False,
     progress: Progress | None = None,
     fetchers: Sequence[str] | None = None,
+    substituters: Any = None,
+    stream: TextIO | None = None,
 ) -> list[str]:
-    """Build `the_plan.to_build` with `jobs` workers; returns the output paths built.
+    """Substitute `the_plan.to_substitute`, then build `the_plan.to_build` with `jobs` workers.
 
-    Raises `BuildFailed` naming every failed build (and its log) once the running ones are done.
+    Returns the output paths built. A path that cannot be substituted (cache down,
+    damaged or refused NAR) is reported in one line on `stream` (stderr), and what
+    is still missing is planned again and built. Raises `BuildFailed` naming every
+    failed build (and its log) once the running ones are done.
     """
     if jobs < 1:
         raise ValueError("jobs must be at least 1")
+    if the_plan.to_substitute:
+        the_plan = _substitute(store, the_plan, substituters, jobs, stream or sys.stderr)
     todo = the_plan.to_build
     if not todo:
         return []
@@ -388,6 +443,25 @@ def run(
     if failures:
         raise BuildFailed(failures, skipped=len(todo) - succeeded - len(failures))
     return built
+
+
+def _substitute(store: Any, the_plan: Plan, substituters: Any, jobs: int, stream: TextIO) -> Plan:
+    from ..store.caches.substitution import PlainSubstituteProgress, SubstituteFailed, Substituters
+
+    subs = the_plan.to_substitute
+    fetcher = substituters if substituters is not None else Substituters([])
+    caches = sorted({s.cache.url for s in subs})
+    stream.write(
+        f"substituting {len(subs)} path(s) ({format_size(the_plan.substitute_download_size)} download, "
+        f"{format_size(the_plan.substitute_nar_size)} unpacked) from {', '.join(caches)}\n"
+    )
+    try:
+        fetcher.fetch(store, subs, jobs=min(max(jobs, 1), 8), progress=PlainSubstituteProgress(stream, len(subs)))
+    except SubstituteFailed as error:
+        stream.write(f"warning: {len(error.failures)} path(s) could not be substituted; building what is missing instead\n")
+        stream.flush()
+        return plan(store, the_plan.roots)
+    return Plan(the_plan.roots, the_plan.to_build, the_plan.to_fetch)
 
 
 def realise_parallel(store: Any, derivations: Iterable[Derivation], **options: Any) -> list[str]:

@@ -157,10 +157,15 @@ def _path_info(args: argparse.Namespace) -> int:
 
     with _open(args) as store:
         paths = [store.query(p).path for p in args.paths]
-        if args.recursive:
-            paths = sorted(store.closure(paths))
-        infos = [store.query(p) for p in paths]
-        closure_sizes = {i.path: store.closure_size([i.path]) for i in infos} if args.closure_size else {}
+        if args.recursive or args.closure_size:  # one pass over the database, then memory only
+            graph = store.graph()
+            if args.recursive:
+                paths = sorted(graph.closure(paths))
+            infos = [graph.info(p) for p in paths]
+            closure_sizes = graph.closure_sizes(paths) if args.closure_size else {}
+        else:
+            infos = [store.query(p) for p in paths]
+            closure_sizes = {}
     if args.json:
         out = []
         for i in infos:

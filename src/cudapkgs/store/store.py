@@ -30,9 +30,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..confine import unshare_file
 from ..errors import StoreError
 from . import nar
 from .db import PathInfo, StoreDB
+from .graph import StoreGraph
 from .locks import PathLock, lock_file_for
 from .paths import base32_encode, compress_hash, hash_part, make_store_path_from_digest, to_store_path
 
@@ -130,8 +132,9 @@ class Store:
         with open(self._temp_roots[1], "a") as f:
             f.write("".join(p + "\n" for p in paths))
 
-    def _live_temp_roots(self, remove_stale: bool) -> set[str]:
+    def _live_temp_roots(self, remove_stale: bool, graph: StoreGraph | None = None) -> set[str]:
         found: set[str] = set()
+        is_valid = graph.is_valid if graph is not None else self.db.is_valid
         directory = self.root / ".temproots"
         for file in sorted(directory.glob("*")):
             if file.name.endswith(".lock"):
@@ -145,7 +148,7 @@ class Store:
                     lock.release()
                 continue
             try:
-                found.update(line for line in file.read_text().splitlines() if self.db.is_valid(line))
+                found.update(line for line in file.read_text().splitlines() if is_valid(line))
             except FileNotFoundError:
                 pass
         return found
@@ -203,6 +206,13 @@ class Store:
     def closure_size(self, paths: Iterable[str]) -> int:
         """The sum of the NAR sizes of `paths`' closure."""
         return sum(self.query(p).nar_size for p in self.closure(paths))
+
+    def graph(self) -> StoreGraph:
+        """Every valid path and reference, read in one pass (see `graph.py`), for commands over many paths."""
+        try:
+            return StoreGraph.load(self.db)
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read the store database in {self.store_dir}: {error}") from error
 
     def all_paths(self) -> list[str]:
         """Every valid path, sorted."""
@@ -313,6 +323,57 @@ class Store:
         except sqlite3.OperationalError as error:
             raise StoreError(f"cannot register outputs in the store {self.store_dir}: {error}") from error
 
+    def add_verified_path(
+        self,
+        path: str,
+        fill: Callable[[Path], None],
+        *,
+        nar_hash: str,
+        nar_size: int,
+        references: Iterable[str],
+        deriver: str | None = None,
+    ) -> bool:
+        """Make `path` valid from `fill(out)`, whose NAR the caller checks against `nar_hash` while filling.
+
+        For substitution: `fill` unpacks a NAR into `out` and raises unless what it
+        read hashes to `nar_hash`/`nar_size`, so the tree is not read a second time.
+        `references` (store paths) must all be valid already (or be `path`). The path
+        is registered only after `fill` returns; any error leaves the store unchanged.
+        Returns False if `path` was already valid (then `fill` is not called).
+        """
+        path = self.parse(path)
+        refs = {self.parse(r) for r in references}
+        try:
+            if self.db.is_valid(path):
+                return False
+            absent = [r for r in sorted(refs) if r != path and not self.db.is_valid(r)]
+            if absent:
+                raise StoreError(f"'{path}' refers to '{absent[0]}', which is not valid in the store {self.store_dir}")
+            with self._gc_shared(), PathLock(lock_file_for(self.locks_dir, path)):
+                if self.db.is_valid(path):
+                    return False
+                self._clean_tmp()
+                with self._tmp_build() as tmp:
+                    out = tmp / "out"
+                    fill(out)
+                    if not os.path.lexists(out):
+                        raise StoreError(f"nothing was unpacked for '{path}'")
+                    if os.path.lexists(path):  # left behind by a crash between rename and registration
+                        _remove_tree(path)
+                    os.rename(out, path)
+                    try:
+                        if os.path.isdir(path) and not os.path.islink(path):
+                            _freeze(path)
+                        self.db.register(path, nar_hash, nar_size, refs, deriver)
+                    except BaseException:
+                        _remove_tree(path)
+                        raise
+            return True
+        except OSError as error:
+            raise _store_error(error, f"cannot add '{path}' to the store {self.store_dir}") from error
+        except sqlite3.OperationalError as error:
+            raise StoreError(f"cannot register '{path}' in the store {self.store_dir}: {error}") from error
+
     def _add_content_addressed(self, name: str, build: Callable[[Path], None], candidates: dict[str, str], deriver: str | None) -> str:
         with self._gc_shared():
             self._clean_tmp()
@@ -415,7 +476,7 @@ class Store:
             raise _store_error(error, f"cannot create the GC root {link}") from error
         return link
 
-    def roots(self, *, remove_stale: bool = False) -> dict[str, str]:
+    def roots(self, *, remove_stale: bool = False, graph: StoreGraph | None = None) -> dict[str, str]:
         """Map each live GC root link to the store path it keeps alive.
 
         Indirect roots whose link is gone or no longer points into the store
@@ -430,38 +491,40 @@ class Store:
                     continue
                 target = os.path.join(dirpath, os.readlink(link))
                 if dirpath == auto_dir:
-                    store_path = self._root_target(target)
+                    store_path = self._root_target(target, graph)
                     if store_path is None:
                         if remove_stale:
                             os.unlink(link)
                         continue
                     found[os.path.normpath(target)] = store_path
                 else:
-                    store_path = self._root_target(link)
+                    store_path = self._root_target(link, graph)
                     if store_path is not None:
                         found[link] = store_path
         return found
 
-    def _root_target(self, link: str) -> str | None:
+    def _root_target(self, link: str, graph: StoreGraph | None = None) -> str | None:
         if not os.path.islink(link):
             return None
         try:
             store_path = self.parse(link)
         except StoreError:
             return None
-        return store_path if self.db.is_valid(store_path) else None
+        valid = graph.is_valid(store_path) if graph is not None else self.db.is_valid(store_path)
+        return store_path if valid else None
 
     # -- garbage collection ----------------------------------------------
 
     def gc(self, dry_run: bool = False) -> GCResult:
         """Delete every path outside the closure of the GC roots (and stale roots, and leftovers)."""
         with PathLock(self.locks_dir / "gc.lock"):
-            roots = set(self.roots(remove_stale=not dry_run).values()) | self._live_temp_roots(not dry_run)
-            live = self.closure(roots)
+            graph = self.graph()  # one pass over the database; gc.lock keeps it current
+            roots = set(self.roots(remove_stale=not dry_run, graph=graph).values()) | self._live_temp_roots(not dry_run, graph)
+            live = graph.closure(roots)
             held: dict[str, PathLock] = {}
             busy: set[str] = set()
             try:
-                for path in self.db.all_paths():
+                for path in sorted(graph.rows):
                     if path in live:
                         continue
                     lock = PathLock(lock_file_for(self.locks_dir, path))
@@ -470,12 +533,12 @@ class Store:
                     else:
                         busy.add(path)
                 if busy:  # being worked on by another process: keep them and what they need
-                    live |= self.closure(busy)
+                    live |= graph.closure(busy)
                     for path in list(held):
                         if path in live:
                             held.pop(path).release()
                 dead = sorted(held)
-                junk = self._unregistered_entries(set(self.db.all_paths()))
+                junk = self._unregistered_entries(set(graph.rows))
                 freed = sum(_disk_size(p) for p in dead) + sum(_disk_size(p) for p in junk)
                 if not dry_run:
                     try:
@@ -509,9 +572,9 @@ class Store:
     def verify(self, check_contents: bool = True) -> list[Problem]:
         """Check every valid path exists, (optionally) matches its NAR hash, and refers only to valid paths."""
         problems = []
-        for path in self.db.all_paths():
-            info = self.db.query(path)
-            assert info is not None
+        graph = self.graph()  # one pass over the database, not two queries per path
+        for path in sorted(graph.rows):
+            info = graph.info(path)
             if not os.path.lexists(path):
                 problems.append(Problem(path, "missing", f"path '{path}' is registered but missing on disk"))
                 continue
@@ -525,7 +588,7 @@ class Store:
                     if actual != info.nar_hash:
                         problems.append(Problem(path, "hash-mismatch", f"path '{path}' was modified: expected hash {info.nar_hash}, got {actual}"))
             for ref in info.references:
-                if not self.db.is_valid(ref):
+                if not graph.is_valid(ref):
                     problems.append(Problem(path, "invalid-reference", f"path '{path}' refers to '{ref}', which is not valid"))
         return problems
 
@@ -582,7 +645,9 @@ def _store_error(error: OSError, what: str) -> StoreError:
 
 
 def _make_read_only(root: str | os.PathLike[str], *, keep_root_writable: bool = False) -> None:
-    """Files 0444 (0555 if executable), directories 0555, mtimes 1, as Nix does; symlinks untouched."""
+    """Files 0444 (0555 if executable), directories 0555, mtimes 1, as Nix does; symlinks untouched.
+
+    Hard-linked files get their own inode first (`confine.unshare_file`)."""
     entries = list(nar.walk(root))
     for rel, st in reversed(entries):  # children before their directory
         full = os.path.join(root, rel) if rel else os.fspath(root)
@@ -592,6 +657,7 @@ def _make_read_only(root: str | os.PathLike[str], *, keep_root_writable: bool = 
             if not (rel == "" and keep_root_writable):
                 os.chmod(full, 0o555)
         else:
+            unshare_file(full, st)  # a hard link to a file outside must not be chmodded with it
             os.chmod(full, 0o555 if st.st_mode & stat.S_IXUSR else 0o444)
         os.utime(full, (1, 1))
 

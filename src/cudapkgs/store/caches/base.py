@@ -1,0 +1,340 @@
+"""`Cache`: a Nix binary cache, whatever it is stored on; backends supply four primitives.
+
+Layout (Nix's, so Nix and cudapkgs read each other's caches):
+
+    nix-cache-info                    StoreDir, WantMassQuery, Priority
+    <hash part>.narinfo               one per store path (see `narinfo.py`)
+    nar/<file hash>.nar.zst|.xz|      the compressed NARs, named by the sha256 of the compressed file
+
+A backend implements `_get` (a readable stream, or None when the object is
+absent), `_exists`, `_put_bytes` and `_put_file`; uploads go NAR first and
+narinfo last, so a reader never sees a narinfo whose NAR is not all there.
+Everything streams: memory is bounded by a few MiB whatever the NAR's size.
+
+The three operations other code builds on (issue 14's distributed builds among
+them) are `narinfo(path)`, `upload(store, path, ...)` and `substitute(store, path, ...)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import BinaryIO
+
+from ...errors import StoreError
+from .. import nar
+from ..nar_restore import HashingReader, NarFormatError, restore
+from ..paths import base32_encode, hash_part
+from .compression import HashingFile, compress_stream, decompressed_reader
+from .narinfo import COMPRESSIONS, CacheInfo, NarInfo, NarInfoError
+from .signing import PublicKey, SecretKey
+
+__all__ = ["Cache", "CacheError", "CacheUnavailable", "SubstituteRefused"]
+
+
+class CacheError(StoreError):
+    """Something went wrong with a binary cache; the message names the cache and the path."""
+
+
+class CacheUnavailable(CacheError):
+    """The cache does not answer (connection refused, DNS, timeout, 5xx): stop asking it for this run."""
+
+
+class SubstituteRefused(CacheError):
+    """A narinfo or NAR failed a check (signature, hash, size, references); nothing was registered."""
+
+
+class Cache:
+    """A binary cache at `url`. Thread-safe: every call opens its own connection or file."""
+
+    #: Backends whose `_put_file` can move a temporary file into place (file://) set this.
+    local_dir: str | None = None
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._info: CacheInfo | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    # -- backend primitives -------------------------------------------------
+
+    def _get(self, name: str) -> BinaryIO | None:
+        """A readable stream of object `name` (close it), or None if absent; CacheUnavailable if the cache is down."""
+        raise NotImplementedError
+
+    def _exists(self, name: str) -> bool:
+        raise NotImplementedError
+
+    def _put_bytes(self, name: str, data: bytes, content_type: str) -> None:
+        raise NotImplementedError
+
+    def _put_file(self, name: str, local: str, content_type: str) -> None:
+        """Store the local file `local` as `name` (atomically for readers); `local` may be moved."""
+        raise NotImplementedError
+
+    def _read_small(self, name: str, limit: int = 1 << 20) -> bytes | None:
+        stream = self._get(name)
+        if stream is None:
+            return None
+        with contextlib.closing(stream):
+            data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise CacheError(f"{self.url}/{name}: larger than {limit} bytes, not a narinfo")
+        return data
+
+    # -- reading -------------------------------------------------------------
+
+    def cache_info(self) -> CacheInfo | None:
+        """The cache's nix-cache-info, or None for a cache nothing was uploaded to yet."""
+        if self._info is None:
+            data = self._read_small("nix-cache-info")
+            if data is None:
+                return None
+            self._info = CacheInfo.parse(data, f"{self.url}/nix-cache-info")
+        return self._info
+
+    def narinfo(self, path: str) -> NarInfo | None:
+        """The narinfo of store path `path`, or None if the cache does not have it.
+
+        Raises CacheUnavailable when the cache does not answer, NarInfoError
+        (naming the cache and the path) when the narinfo is malformed or describes another path.
+        """
+        name = hash_part(path) + ".narinfo"
+        data = self._read_small(name)
+        if data is None:
+            return None
+        info = NarInfo.parse(data, f"{self.url}/{name} ({path})")
+        if info.store_path != path:
+            raise NarInfoError(f"{self.url}/{name}: describes {info.store_path}, not {path}")
+        return info
+
+    def check_store_dir(self, store_dir: str) -> None:
+        """CacheError if the cache holds paths of another store directory."""
+        info = self.cache_info()
+        if info is not None and info.store_dir != store_dir:
+            raise CacheError(
+                f"{self.url} holds paths of the store {info.store_dir}, not {store_dir}: "
+                "store paths embed their store directory"
+            )
+
+    # -- substituting ----------------------------------------------------------
+
+    def verify(self, info: NarInfo, trusted_keys: Iterable[PublicKey], *, require_sigs: bool = True) -> None:
+        """SubstituteRefused unless a signature of `info` verifies with one of `trusted_keys` (when required)."""
+        if not require_sigs:
+            return
+        keys = list(trusted_keys)
+        fingerprint = info.fingerprint()
+        if any(key.verify(sig, fingerprint) for key in keys for sig in info.sigs):
+            return
+        signed_by = ", ".join(sorted({s.partition(":")[0] for s in info.sigs})) or "nobody"
+        trusted = ", ".join(k.name for k in keys) or "no key (set trustedPublicKeys)"
+        raise SubstituteRefused(
+            f"{info.store_path} from {self.url}: no valid signature by a trusted key "
+            f"(signed by: {signed_by}; trusted: {trusted}); not substituted"
+        )
+
+    def substitute(
+        self,
+        store,
+        path: str,
+        *,
+        trusted_keys: Iterable[PublicKey] = (),
+        require_sigs: bool = True,
+        info: NarInfo | None = None,
+        on_bytes=None,
+    ) -> NarInfo:
+        """Download, check and register one store path whose references are valid in `store` already.
+
+        Checks, in order: the narinfo names `path` and is signed by a trusted key
+        (unless `require_sigs` is False), every reference is valid in `store`, and
+        while the NAR streams in, its FileHash/FileSize and NarHash/NarSize. Any
+        failure raises SubstituteRefused (or CacheError / CacheUnavailable) naming
+        the path and the cache; nothing is registered then. `on_bytes(n)` is called
+        with the compressed bytes read so far. Returns the narinfo used.
+        """
+        path = store.parse(path)
+        if info is None:
+            info = self.narinfo(path)
+            if info is None:
+                raise CacheError(f"{self.url} does not have {path}")
+        if info.store_path != path:
+            raise SubstituteRefused(f"{self.url}: the narinfo for {path} describes {info.store_path}")
+        self.verify(info, trusted_keys, require_sigs=require_sigs)
+        refs = [f"{store.store_dir}/{r}" for r in info.references]
+        absent = [r for r in refs if r != path and not store.is_valid(r)]
+        if absent:
+            raise SubstituteRefused(
+                f"{path} from {self.url}: its reference {absent[0]} is not valid in the store"
+                + (f" (and {len(absent) - 1} more)" if len(absent) > 1 else "")
+                + "; substitute the closure, dependencies first"
+            )
+
+        def fill(out) -> None:
+            raw = self._get(info.url)
+            if raw is None:
+                raise SubstituteRefused(f"{path} from {self.url}: its NAR {info.url} is missing")
+            with contextlib.closing(raw):
+                counted = _Counting(raw, on_bytes) if on_bytes else raw
+                hashed = HashingFile(counted, limit=info.file_size)
+                try:
+                    reader = restore(decompressed_reader(hashed, info.compression), out)
+                    while hashed.read(1 << 20):  # the rest of the compressed file (a zstd epilogue, say)
+                        pass
+                except (NarFormatError, ValueError, EOFError, OSError) as error:
+                    if isinstance(error, OSError) and not _is_format_error(error):
+                        raise
+                    raise SubstituteRefused(f"{path} from {self.url}: the NAR {info.url} is damaged ({error}); not substituted") from None
+                except Exception as error:  # zstandard.ZstdError, lzma.LZMAError
+                    if type(error).__name__ not in ("ZstdError", "LZMAError"):
+                        raise
+                    raise SubstituteRefused(f"{path} from {self.url}: the NAR {info.url} is damaged ({error}); not substituted") from None
+            file_hash = "sha256:" + base32_encode(hashed.sha256.digest())
+            if (file_hash, hashed.size) != (info.file_hash, info.file_size):
+                raise SubstituteRefused(
+                    f"{path} from {self.url}: {info.url} has hash {file_hash} and {hashed.size} bytes, "
+                    f"not the narinfo's {info.file_hash} and {info.file_size}; not substituted"
+                )
+            nar_hash = "sha256:" + base32_encode(reader.sha256.digest())
+            if (nar_hash, reader.size) != (info.nar_hash, info.nar_size):
+                raise SubstituteRefused(
+                    f"{path} from {self.url}: the NAR hashes to {nar_hash} ({reader.size} bytes), "
+                    f"not the narinfo's {info.nar_hash} ({info.nar_size} bytes); not substituted"
+                )
+
+        deriver = f"{store.store_dir}/{info.deriver}" if info.deriver else None
+        store.add_verified_path(path, fill, nar_hash=info.nar_hash, nar_size=info.nar_size, references=refs, deriver=deriver)
+        return info
+
+    # -- uploading -------------------------------------------------------------
+
+    def init(self, store_dir: str) -> None:
+        """Write nix-cache-info if there is none; CacheError if the cache serves another store directory."""
+        if self.cache_info() is None:
+            info = CacheInfo(store_dir)
+            self._put_bytes("nix-cache-info", info.to_text().encode(), "text/x-nix-cache-info")
+            self._info = info
+        else:
+            self.check_store_dir(store_dir)
+
+    def upload(
+        self,
+        store,
+        path: str,
+        *,
+        secret_key: SecretKey | None = None,
+        compression: str = "zstd",
+        level: int | None = None,
+        force: bool = False,
+    ) -> NarInfo | None:
+        """Upload one valid store path: its compressed NAR first, then its narinfo (signed with `secret_key`).
+
+        Returns the narinfo written, or None if the cache had the path already
+        (and not `force`). The NAR is re-hashed while it streams and must match
+        the store's record (StoreError otherwise: the store path was modified).
+        Call `init(store.store_dir)` once first (`upload_closure` does).
+        """
+        if compression not in COMPRESSIONS:
+            raise CacheError(f"unsupported compression {compression!r} (zstd, xz or none)")
+        record = store.query(path)
+        if not force and self._exists(hash_part(record.path) + ".narinfo"):
+            return None
+        where = self.local_dir if self.local_dir is not None else None
+        fd, temp = tempfile.mkstemp(prefix=".upload-", suffix=".nar", dir=where)
+        try:
+            digest_nar = nar_sha = None
+            with os.fdopen(fd, "wb") as out:
+                counted = _HashedChunks(nar.dump(record.path))
+                file_digest, file_size = compress_stream(counted, out, compression, level=level)
+                nar_sha, nar_size = counted.digest(), counted.size
+            digest_nar = "sha256:" + base32_encode(nar_sha)
+            if (digest_nar, nar_size) != (record.nar_hash, record.nar_size):
+                raise StoreError(
+                    f"{record.path} was modified in the store (its NAR hashes to {digest_nar}, registered "
+                    f"{record.nar_hash}); run `cudapkgs verify`; not uploaded"
+                )
+            file_hash = base32_encode(file_digest)
+            url = f"nar/{file_hash}.nar{COMPRESSIONS[compression]}"
+            self._put_file(url, temp, "application/x-nix-nar")
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+        info = NarInfo(
+            store_path=record.path, url=url, compression=compression, file_hash="sha256:" + file_hash,
+            file_size=file_size, nar_hash=record.nar_hash, nar_size=record.nar_size,
+            references=tuple(sorted(os.path.basename(r) for r in record.references)),
+            deriver=os.path.basename(record.deriver) if record.deriver else None,
+        )
+        if secret_key is not None:
+            info = info.with_sigs((secret_key.sign(info.fingerprint()),))
+        self._put_bytes(hash_part(record.path) + ".narinfo", info.to_text().encode(), "text/x-nix-narinfo")
+        return info
+
+    def upload_closure(self, store, paths: Iterable[str], **options) -> list[tuple[str, NarInfo | None]]:
+        """Upload the closure of `paths`, dependencies first; (path, narinfo or None if already there) for each."""
+        self.init(store.store_dir)
+        closure = store.closure(store.parse(p) for p in paths)
+        return [(p, self.upload(store, p, **options)) for p in dependencies_first(store, closure)]
+
+
+def dependencies_first(store, paths: Iterable[str]) -> list[str]:
+    """`paths` ordered so that each comes after the paths it refers to (among `paths`)."""
+    wanted = set(paths)
+    order: list[str] = []
+    seen: set[str] = set()
+    for start in sorted(wanted):
+        stack: list[tuple[str, Iterator[str]]] = []
+        if start in seen:
+            continue
+        seen.add(start)
+        stack.append((start, iter(sorted(store.references(start)))))
+        while stack:
+            node, refs = stack[-1]
+            for ref in refs:
+                if ref in wanted and ref not in seen and ref != node:
+                    seen.add(ref)
+                    stack.append((ref, iter(sorted(store.references(ref)))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+class _HashedChunks:
+    """Iterates `chunks`, hashing and counting them on the way."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        import hashlib
+
+        self._chunks = chunks
+        self._sha = hashlib.sha256()
+        self.size = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._chunks:
+            self._sha.update(chunk)
+            self.size += len(chunk)
+            yield chunk
+
+    def digest(self) -> bytes:
+        return self._sha.digest()
+
+
+class _Counting:
+    def __init__(self, raw: BinaryIO, on_bytes) -> None:
+        self.raw, self.on_bytes, self.done = raw, on_bytes, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.done += len(data)
+        self.on_bytes(self.done)
+        return data
+
+
+def _is_format_error(error: OSError) -> bool:
+    # zstandard raises plain OSError/ZstdError subclasses for corrupt input; real I/O errors carry an errno.
+    return error.errno is None

@@ -1,0 +1,194 @@
+"""`<hash>.narinfo` files and `nix-cache-info`: the text formats of a Nix binary cache.
+
+A narinfo describes one store path: where its compressed NAR lies (URL,
+Compression, FileHash, FileSize), what the NAR is (NarHash, NarSize), what it
+refers to (References, as base names) and who signed it (Sig, repeatable).
+Field names and meanings follow Nix's `NarInfo` (NixOS/nix
+src/libstore/nar-info.cc); the signed fingerprint is Nix's
+`ValidPathInfo::fingerprint` (src/libstore/path-info.cc):
+
+    1;<store path>;<NarHash as sha256:base-32>;<NarSize>;<references as full paths, sorted, comma-separated>
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+
+from ...errors import StoreError
+from ..paths import BASE32_CHARS, HASH_LEN, is_hash_part
+
+__all__ = ["CacheInfo", "NarInfo", "NarInfoError", "COMPRESSIONS"]
+
+#: Compression name in a narinfo -> file extension of its NAR (Nix's names).
+COMPRESSIONS = {"zstd": ".zst", "xz": ".xz", "none": ""}
+
+_REQUIRED = ("StorePath", "URL", "Compression", "FileHash", "FileSize", "NarHash", "NarSize")
+# Fields Nix writes that cudapkgs reads (System and CA are kept but not used).
+_KNOWN = set(_REQUIRED) | {"References", "Deriver", "Sig", "System", "CA"}
+_SHA256_B32 = re.compile(f"sha256:[{BASE32_CHARS}]{{52}}")
+_URL = re.compile(r"[A-Za-z0-9+\-._=/]+")
+_MAX_NARINFO = 1 << 20
+
+
+class NarInfoError(StoreError):
+    """A narinfo (or nix-cache-info) is malformed; the message names where it came from."""
+
+
+@dataclass(frozen=True)
+class NarInfo:
+    """One `<hash>.narinfo`: sizes in bytes, hashes as "sha256:<Nix base-32>".
+
+    `references` and `deriver` are base names (as in the file); `sigs` are
+    "keyname:base64" strings.
+    """
+
+    store_path: str
+    url: str
+    compression: str
+    file_hash: str
+    file_size: int
+    nar_hash: str
+    nar_size: int
+    references: tuple[str, ...] = ()
+    deriver: str | None = None
+    sigs: tuple[str, ...] = field(default=())
+    system: str | None = None
+    ca: str | None = None
+
+    @property
+    def store_dir(self) -> str:
+        return os.path.dirname(self.store_path)
+
+    @property
+    def hash_part(self) -> str:
+        return os.path.basename(self.store_path)[:HASH_LEN]
+
+    def reference_paths(self) -> list[str]:
+        """The references as full store paths, sorted (as in the fingerprint)."""
+        return sorted(f"{self.store_dir}/{r}" for r in self.references)
+
+    def fingerprint(self) -> bytes:
+        """What an ed25519 signature covers (Nix's `ValidPathInfo::fingerprint`)."""
+        if self.nar_size <= 0:
+            raise NarInfoError(f"cannot fingerprint {self.store_path}: its NAR size is not known")
+        return f"1;{self.store_path};{self.nar_hash};{self.nar_size};{','.join(self.reference_paths())}".encode()
+
+    def with_sigs(self, sigs: tuple[str, ...]) -> NarInfo:
+        return replace(self, sigs=tuple(sigs))
+
+    def to_text(self) -> str:
+        """The narinfo file's text, fields in Nix's order."""
+        lines = [
+            f"StorePath: {self.store_path}",
+            f"URL: {self.url}",
+            f"Compression: {self.compression}",
+            f"FileHash: {self.file_hash}",
+            f"FileSize: {self.file_size}",
+            f"NarHash: {self.nar_hash}",
+            f"NarSize: {self.nar_size}",
+            f"References: {' '.join(sorted(self.references))}",
+        ]
+        if self.deriver:
+            lines.append(f"Deriver: {self.deriver}")
+        if self.system:
+            lines.append(f"System: {self.system}")
+        lines += [f"Sig: {s}" for s in self.sigs]
+        if self.ca:
+            lines.append(f"CA: {self.ca}")
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def parse(cls, text: str | bytes, whence: str) -> NarInfo:
+        """Parse a narinfo strictly; NarInfoError naming `whence` on any missing, unknown or malformed field."""
+        if isinstance(text, bytes):
+            if len(text) > _MAX_NARINFO:
+                raise NarInfoError(f"{whence}: not a narinfo (larger than {_MAX_NARINFO} bytes)")
+            try:
+                text = text.decode()
+            except UnicodeDecodeError:
+                raise NarInfoError(f"{whence}: not a narinfo (not UTF-8)") from None
+        fields: dict[str, str] = {}
+        sigs: list[str] = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line:
+                continue
+            key, sep, value = line.partition(": ")
+            if not sep:
+                raise NarInfoError(f"{whence}: line {number} is not 'Field: value'")
+            if key not in _KNOWN:
+                raise NarInfoError(f"{whence}: unknown field {key!r} (line {number})")
+            if key == "Sig":
+                sigs.append(value)
+            elif key in fields:
+                raise NarInfoError(f"{whence}: field {key} given twice")
+            else:
+                fields[key] = value
+        missing = [k for k in _REQUIRED if k not in fields]
+        if missing:
+            raise NarInfoError(f"{whence}: missing field(s) {', '.join(missing)}")
+        store_path = fields["StorePath"]
+        base = os.path.basename(store_path)
+        if not store_path.startswith("/") or not is_hash_part(base[:HASH_LEN]) or base[HASH_LEN : HASH_LEN + 1] != "-":
+            raise NarInfoError(f"{whence}: StorePath {store_path!r} is not a store path")
+        for key in ("FileHash", "NarHash"):
+            if not _SHA256_B32.fullmatch(fields[key]):
+                raise NarInfoError(f"{whence}: {key} {fields[key]!r} is not sha256:<base-32>")
+        sizes = {}
+        for key in ("FileSize", "NarSize"):
+            if not fields[key].isdigit():
+                raise NarInfoError(f"{whence}: {key} {fields[key]!r} is not a number")
+            sizes[key] = int(fields[key])
+        if fields["Compression"] not in COMPRESSIONS:
+            raise NarInfoError(f"{whence}: compression {fields['Compression']!r} is not supported (zstd, xz or none)")
+        url = fields["URL"]
+        if not _URL.fullmatch(url) or url.startswith("/") or ".." in url.split("/"):
+            raise NarInfoError(f"{whence}: URL {url!r} is not a relative path inside the cache")
+        refs = tuple(fields.get("References", "").split())
+        for ref in refs:
+            if not is_hash_part(ref[:HASH_LEN]) or ref[HASH_LEN : HASH_LEN + 1] != "-" or "/" in ref:
+                raise NarInfoError(f"{whence}: reference {ref!r} is not a store path base name")
+        deriver = fields.get("Deriver") or None
+        if deriver is not None and ("/" in deriver or not deriver.endswith(".drv")):
+            raise NarInfoError(f"{whence}: Deriver {deriver!r} is not a .drv base name")
+        for sig in sigs:
+            if ":" not in sig:
+                raise NarInfoError(f"{whence}: Sig {sig!r} is not keyname:base64")
+        return cls(
+            store_path=store_path, url=url, compression=fields["Compression"], file_hash=fields["FileHash"],
+            file_size=sizes["FileSize"], nar_hash=fields["NarHash"], nar_size=sizes["NarSize"], references=refs,
+            deriver=deriver, sigs=tuple(sigs), system=fields.get("System"), ca=fields.get("CA"),
+        )
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """`nix-cache-info`: the cache's store directory, and Nix's WantMassQuery and Priority."""
+
+    store_dir: str
+    want_mass_query: bool = True
+    priority: int = 40
+
+    def to_text(self) -> str:
+        return f"StoreDir: {self.store_dir}\nWantMassQuery: {int(self.want_mass_query)}\nPriority: {self.priority}\n"
+
+    @classmethod
+    def parse(cls, text: bytes, whence: str) -> CacheInfo:
+        """Parse nix-cache-info; NarInfoError naming `whence` if StoreDir is absent."""
+        values: dict[str, str] = {}
+        try:
+            decoded = text[:65536].decode()
+        except UnicodeDecodeError:
+            raise NarInfoError(f"{whence}: nix-cache-info is not UTF-8") from None
+        for line in decoded.splitlines():
+            key, sep, value = line.partition(": ")
+            if sep:
+                values[key] = value.strip()
+        if not values.get("StoreDir", "").startswith("/"):
+            raise NarInfoError(f"{whence}: nix-cache-info has no StoreDir")
+        try:
+            priority = int(values.get("Priority", "40"))
+        except ValueError:
+            priority = 40
+        return cls(values["StoreDir"], values.get("WantMassQuery", "1") == "1", priority)

@@ -1,0 +1,142 @@
+"""Ed25519 keys and signatures in Nix's text forms, through `cryptography`.
+
+Forms (Nix's `SecretKey`/`PublicKey`, NixOS/nix src/libutil/signature/local-keys.cc;
+libsodium's secret key is the 32-byte seed followed by the 32-byte public key):
+
+    secret key   <name>:<base64 of 64 bytes: seed + public key>
+    public key   <name>:<base64 of 32 bytes>
+    signature    <name>:<base64 of the 64-byte ed25519 signature of the fingerprint>
+
+`nix-store --generate-binary-cache-key` writes the same files, so keys move
+between Nix and cudapkgs both ways.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ...errors import CudapkgsError
+
+__all__ = ["KeyError_", "PublicKey", "SecretKey", "generate", "trusted_keys"]
+
+
+class KeyError_(CudapkgsError):  # noqa: N801 - KeyError is a builtin
+    """A key is malformed or unreadable; the message names it."""
+
+
+def _split(text: str, size: int, what: str, whence: str) -> tuple[str, bytes]:
+    name, sep, data = text.strip().partition(":")
+    if not sep or not name or any(c.isspace() for c in name):
+        raise KeyError_(f"{whence}: not a {what} (expected <name>:<base64>)")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise KeyError_(f"{whence}: not a {what} (the part after the name is not base64)") from None
+    if len(raw) != size:
+        raise KeyError_(f"{whence}: not a {what} ({len(raw)} bytes after decoding, expected {size})")
+    return name, raw
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    """An ed25519 public key with its name (e.g. "cache.nixos.org-1")."""
+
+    name: str
+    raw: bytes
+
+    @classmethod
+    def parse(cls, text: str, whence: str = "public key") -> PublicKey:
+        name, raw = _split(text, 32, "public key", whence)
+        return cls(name, raw)
+
+    def __str__(self) -> str:
+        return f"{self.name}:{base64.b64encode(self.raw).decode()}"
+
+    def verify(self, sig: str, message: bytes) -> bool:
+        """Whether `sig` ("name:base64") is this key's signature of `message` (False for another key's name)."""
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+        name, _, data = sig.partition(":")
+        if name != self.name:
+            return False
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        if len(raw) != 64:
+            return False
+        try:
+            Ed25519PublicKey.from_public_bytes(self.raw).verify(raw, message)
+        except InvalidSignature:
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class SecretKey:
+    """An ed25519 secret key in Nix's form; `public` gives its public key."""
+
+    name: str
+    seed: bytes
+    public_raw: bytes
+
+    @classmethod
+    def parse(cls, text: str, whence: str = "secret key") -> SecretKey:
+        """Parse "name:base64(seed+public)"; KeyError_ if malformed or the halves do not match."""
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+        name, raw = _split(text, 64, "secret key", whence)
+        seed, public = raw[:32], raw[32:]
+        derived = Ed25519PrivateKey.from_private_bytes(seed).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        if derived != public:
+            raise KeyError_(f"{whence}: not a secret key (its public half does not belong to its seed)")
+        return cls(name, seed, public)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> SecretKey:
+        """Read a key file (as `cudapkgs key generate` or `nix-store --generate-binary-cache-key` write)."""
+        try:
+            with open(path) as f:
+                text = f.read(4096)
+        except OSError as error:
+            raise KeyError_(f"cannot read the secret key {os.fspath(path)}: {error.strerror or error}") from None
+        except UnicodeDecodeError:
+            raise KeyError_(f"{os.fspath(path)}: not a secret key (not text)") from None
+        return cls.parse(text, os.fspath(path))
+
+    @property
+    def public(self) -> PublicKey:
+        return PublicKey(self.name, self.public_raw)
+
+    def __str__(self) -> str:
+        return f"{self.name}:{base64.b64encode(self.seed + self.public_raw).decode()}"
+
+    def sign(self, message: bytes) -> str:
+        """The signature of `message` as "name:base64"."""
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        signature = Ed25519PrivateKey.from_private_bytes(self.seed).sign(message)
+        return f"{self.name}:{base64.b64encode(signature).decode()}"
+
+
+def generate(name: str) -> SecretKey:
+    """A fresh key pair named `name` (e.g. "lab-cache-1"), from the OS's random source."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
+
+    if not name or ":" in name or any(c.isspace() for c in name):
+        raise KeyError_(f"invalid key name {name!r}: no spaces or ':' (e.g. lab-cache-1)")
+    key = Ed25519PrivateKey.generate()
+    seed = key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+    return SecretKey(name, seed, key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+
+def trusted_keys(texts: Iterable[str], whence: str = "trustedPublicKeys") -> list[PublicKey]:
+    """Parse the `trustedPublicKeys` setting (a list of "name:base64")."""
+    return [PublicKey.parse(t, f"{whence}: {t!r}") for t in texts]

@@ -1,0 +1,288 @@
+"""Substituting store paths from binary caches: ask (in parallel), decide, download (in parallel).
+
+`Substituters` holds the caches a configuration names (`substituters`, tried in
+order) with the keys it trusts (`trustedPublicKeys`) and `requireSigs`. It
+answers which invalid paths can be substituted, with their whole runtime closure
+(a path is substitutable only if every reference is valid or substitutable
+too), and fetches a set of them dependencies first. A cache that does not answer
+is reported once (one line) and not asked again in this run; a narinfo that is
+malformed or not signed by a trusted key makes that path a miss (one line), so
+the caller builds it instead.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import CudapkgsError
+from .base import Cache, CacheError, CacheUnavailable
+from .narinfo import NarInfo
+from .signing import PublicKey, trusted_keys
+
+__all__ = ["Substitute", "Substituters", "SubstituteFailed"]
+
+
+class SubstituteFailed(CacheError):
+    """Some paths could not be substituted; `failures` maps each to its error."""
+
+    def __init__(self, failures: dict[str, BaseException]) -> None:
+        self.failures = failures
+        first = next(iter(failures.values()))
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        super().__init__(f"{first}{more}")
+
+
+@dataclass(frozen=True)
+class Substitute:
+    """A path a cache can give: where from, and its narinfo (`info.file_size` bytes to download)."""
+
+    path: str
+    cache: Cache
+    info: NarInfo
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "cache": self.cache.url, "downloadSize": self.info.file_size, "narSize": self.info.nar_size}
+
+
+class Substituters:
+    """The caches to substitute from, in priority order, and the trust policy."""
+
+    def __init__(
+        self,
+        caches: Sequence[Cache],
+        keys: Iterable[PublicKey] = (),
+        *,
+        require_sigs: bool = True,
+        warn: Callable[[str], None] | None = None,
+        jobs: int = 8,
+    ) -> None:
+        self.caches = list(caches)
+        self.keys = list(keys)
+        self.require_sigs = require_sigs
+        self.warn = warn or (lambda _line: None)
+        self.jobs = max(1, jobs)
+        self._down: set[str] = set()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: Any, **options: Any) -> Substituters:
+        """From a Config's `substituters`, `trustedPublicKeys` and `requireSigs` (CudapkgsError on a bad key or URL)."""
+        from . import open_cache
+
+        urls = list(_get(config, "substituters", ()) or ())
+        keys = trusted_keys(_get(config, "trustedPublicKeys", ()) or ())
+        return cls([open_cache(u) for u in urls], keys, require_sigs=bool(_get(config, "requireSigs", True)), **options)
+
+    def __bool__(self) -> bool:
+        return bool(self.caches)
+
+    def _mark_down(self, cache: Cache, error: BaseException) -> None:
+        with self._lock:
+            if cache.url in self._down:
+                return
+            self._down.add(cache.url)
+        self.warn(f"warning: {error}; not using {cache.url} for the rest of this run (building instead)")
+
+    def lookup(self, path: str) -> Substitute | None:
+        """The first cache (in order) with a trusted, well-formed narinfo for `path`, or None."""
+        for cache in self.caches:
+            if cache.url in self._down:
+                continue
+            try:
+                info = cache.narinfo(path)
+                if info is None:
+                    continue
+                cache.verify(info, self.keys, require_sigs=self.require_sigs)
+            except CacheUnavailable as error:
+                self._mark_down(cache, error)
+                continue
+            except CudapkgsError as error:
+                self.warn(f"warning: {error}")
+                continue
+            return Substitute(path, cache, info)
+        return None
+
+    def query(self, store: Any, paths: Iterable[str]) -> dict[str, Substitute]:
+        """For the invalid paths among `paths`: those substitutable together with their whole runtime closure.
+
+        References not valid in `store` are looked up too; a path whose closure
+        has a hole (a reference neither valid nor in a cache) is left out.
+        """
+        if not self.caches:
+            return {}
+        found: dict[str, Substitute | None] = {}
+        todo = [p for p in dict.fromkeys(paths) if not store.is_valid(p)]
+        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="cudapkgs-query") as pool:
+            while todo:
+                batch = [p for p in dict.fromkeys(todo) if p not in found]
+                todo = []
+                for path, sub in zip(batch, pool.map(self.lookup, batch)):
+                    found[path] = sub
+                    if sub is not None:
+                        for ref in sub.info.reference_paths():
+                            if ref != path and ref not in found and not store.is_valid(ref):
+                                todo.append(ref)
+        # A path is usable when every invalid reference is usable too (a greatest fixed point).
+        usable = {p for p, s in found.items() if s is not None}
+        changed = True
+        while changed:
+            changed = False
+            for path in list(usable):
+                sub = found[path]
+                assert sub is not None
+                if any(r != path and r not in usable and not store.is_valid(r) for r in sub.info.reference_paths()):
+                    usable.discard(path)
+                    changed = True
+        return {p: found[p] for p in found if p in usable}  # type: ignore[misc]
+
+    def closure_of(self, subs: dict[str, Substitute], paths: Iterable[str]) -> list[str]:
+        """`paths` and every reference among `subs` they reach (the paths to fetch)."""
+        seen: list[str] = []
+        stack = [p for p in paths if p in subs]
+        marked = set(stack)
+        while stack:
+            path = stack.pop()
+            seen.append(path)
+            for ref in subs[path].info.reference_paths():
+                if ref in subs and ref not in marked:
+                    marked.add(ref)
+                    stack.append(ref)
+        return sorted(seen)
+
+    def fetch(
+        self,
+        store: Any,
+        subs: Sequence[Substitute],
+        *,
+        jobs: int = 4,
+        progress: Any = None,
+    ) -> list[str]:
+        """Substitute `subs` (a closure: every reference valid or among them), dependencies first, `jobs` at once.
+
+        `progress` gets `started(sub)`, `bytes(sub, done)`, `finished(sub, error)`.
+        Raises SubstituteFailed after the others finished if any failed (the
+        paths that depend on a failed one are not attempted). Returns the paths added.
+        """
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        from ..store import Store
+
+        by_path = {s.path: s for s in subs}
+        waiting = {s.path: {r for r in s.info.reference_paths() if r in by_path and r != s.path} for s in subs}
+        dependents: dict[str, list[str]] = {p: [] for p in by_path}
+        for path, refs in waiting.items():
+            for ref in refs:
+                dependents[ref].append(path)
+        local = threading.local()
+        opened: list[Any] = []
+        lock = threading.Lock()
+
+        def worker_store() -> Any:
+            if not hasattr(local, "store"):
+                local.store = Store.open(store.root)
+                with lock:
+                    opened.append(local.store)
+            return local.store
+
+        def one(sub: Substitute) -> str:
+            if progress:
+                progress.started(sub)
+            try:
+                sub.cache.substitute(
+                    worker_store(), sub.path, trusted_keys=self.keys, require_sigs=self.require_sigs, info=sub.info,
+                    on_bytes=(lambda done: progress.bytes(sub, done)) if progress else None,
+                )
+            except BaseException as error:
+                if progress:
+                    progress.finished(sub, error)
+                raise
+            if progress:
+                progress.finished(sub, None)
+            return sub.path
+
+        added: list[str] = []
+        failures: dict[str, BaseException] = {}
+        ready = sorted(p for p, refs in waiting.items() if not refs)
+        running: dict[Any, str] = {}
+        pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="cudapkgs-substitute")
+        try:
+            while ready or running:
+                while ready:
+                    path = ready.pop(0)
+                    running[pool.submit(one, by_path[path])] = path
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    path = running.pop(future)
+                    error = future.exception()
+                    if error is not None:
+                        if not isinstance(error, Exception):
+                            raise error
+                        failures[path] = error
+                        continue
+                    added.append(path)
+                    for dependent in dependents[path]:
+                        waiting[dependent].discard(path)
+                        if not waiting[dependent]:
+                            ready.append(dependent)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            if added:
+                store.add_temp_roots(added)
+            for s in opened:
+                s.close()
+        if failures:
+            raise SubstituteFailed(failures)
+        return added
+
+
+def _get(config: Any, key: str, default: Any) -> Any:
+    if config is None:
+        return default
+    try:
+        return config[key]
+    except (KeyError, TypeError):
+        return getattr(config, key, default)
+
+
+class PlainSubstituteProgress:
+    """Plain progress lines for `Substituters.fetch`: one when a path starts, one when it is in, with sizes."""
+
+    def __init__(self, stream: Any, total: int) -> None:
+        self.stream = stream
+        self.total = total
+        self.done = 0
+        self._lock = threading.Lock()
+
+    def _line(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def started(self, sub: Substitute) -> None:
+        from ...table import format_size
+
+        self._line(f"substituting {_name(sub.path)} ({format_size(sub.info.file_size)}) from {sub.cache.url}")
+
+    def bytes(self, sub: Substitute, done: int) -> None:
+        pass
+
+    def finished(self, sub: Substitute, error: BaseException | None) -> None:
+        from ...table import format_size
+
+        with self._lock:
+            self.done += 1
+            count = f"[{self.done}/{self.total}]"
+        if error is None:
+            self._line(f"{count} substituted {_name(sub.path)} ({format_size(sub.info.nar_size)} unpacked)")
+        else:
+            self._line(f"{count} could not substitute {_name(sub.path)}: {error}")
+
+
+def _name(path: str) -> str:
+    import os
+
+    return os.path.basename(path)[33:] or os.path.basename(path)

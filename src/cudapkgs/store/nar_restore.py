@@ -1,0 +1,177 @@
+"""Unpacking a NAR stream into a file tree (the inverse of `nar.dump`), hashing as it reads.
+
+The reader trusts nothing: entry names must be plain (no '/', '.', '..', NUL),
+strictly sorted (so no name repeats and nothing is written twice), node types
+known, padding zero, and the tree is created below a fresh directory with
+`O_EXCL | O_NOFOLLOW`, so a NAR cannot write outside `out` or through a link.
+Memory stays bounded by the chunk size, whatever the NAR's size.
+
+The NAR grammar is Nix's (NixOS/nix src/libutil/archive.cc; Dolstra's thesis §5.2.1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from typing import BinaryIO, Protocol
+
+from ..errors import StoreError
+
+__all__ = ["NarFormatError", "HashingReader", "restore"]
+
+CHUNK = 1 << 20
+_MAX_STR = 4096  # names, tags and symlink targets; Nix's PATH_MAX-sized limits
+
+
+class NarFormatError(StoreError):
+    """The stream is not a well-formed NAR (or tries something a NAR may not)."""
+
+
+class _Source(Protocol):
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
+class HashingReader:
+    """Reads `source` in large chunks, hashing (sha256) and counting every byte handed out."""
+
+    def __init__(self, source: _Source | BinaryIO, chunk: int = CHUNK) -> None:
+        self.source = source
+        self.chunk = chunk
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+        self._buf = b""
+        self._pos = 0
+
+    def _fill(self) -> bool:
+        data = self.source.read(self.chunk)
+        if not data:
+            return False
+        self._buf = self._buf[self._pos :] + data if self._pos < len(self._buf) else data
+        self._pos = 0
+        return True
+
+    def read_exact(self, n: int) -> bytes:
+        """Exactly `n` bytes (n small); NarFormatError at a premature end."""
+        while len(self._buf) - self._pos < n:
+            if not self._fill():
+                raise NarFormatError("the NAR ends too early (truncated)")
+        data = self._buf[self._pos : self._pos + n]
+        self._pos += n
+        self.sha256.update(data)
+        self.size += n
+        return data
+
+    def copy_to(self, fd: int, n: int) -> None:
+        """Write the next `n` bytes to the file descriptor `fd`."""
+        while n:
+            if self._pos >= len(self._buf) and not self._fill():
+                raise NarFormatError("the NAR ends too early (truncated)")
+            view = memoryview(self._buf)[self._pos : self._pos + n]
+            self.sha256.update(view)
+            written = 0
+            while written < len(view):
+                written += os.write(fd, view[written:])
+            self._pos += len(view)
+            self.size += len(view)
+            n -= len(view)
+
+    def at_end(self) -> bool:
+        return self._pos >= len(self._buf) and not self._fill()
+
+
+def _int(r: HashingReader) -> int:
+    return struct.unpack("<Q", r.read_exact(8))[0]
+
+
+def _str(r: HashingReader, limit: int = _MAX_STR) -> bytes:
+    n = _int(r)
+    if n > limit:
+        raise NarFormatError(f"a NAR string of {n} bytes is longer than allowed ({limit})")
+    data = r.read_exact(n)
+    if n % 8 and r.read_exact(8 - n % 8) != b"\0" * (8 - n % 8):
+        raise NarFormatError("non-zero padding in the NAR")
+    return data
+
+
+def _expect(r: HashingReader, word: bytes) -> None:
+    got = _str(r)
+    if got != word:
+        raise NarFormatError(f"expected {word.decode()!r} in the NAR, got {got[:40]!r}")
+
+
+def restore(source: _Source | BinaryIO | HashingReader, out: str | os.PathLike[str], *, read_only: bool = True) -> HashingReader:
+    """Create `out` (which must not exist) from the NAR read from `source`.
+
+    Returns the HashingReader, whose `sha256` and `size` cover exactly the NAR's
+    bytes. With `read_only`, files end 0444/0555, directories 0555 (except a
+    root directory, left writable for the rename into the store) and every
+    mtime is 1, as in the store. Raises NarFormatError (nothing is cleaned up:
+    the caller owns `out`'s parent) on a malformed, truncated or hostile stream,
+    or on bytes after the NAR's end.
+    """
+    r = source if isinstance(source, HashingReader) else HashingReader(source)
+    _expect(r, b"nix-archive-1")
+    _node(r, os.fsencode(out), read_only, True)
+    if not r.at_end():
+        raise NarFormatError("trailing bytes after the end of the NAR")
+    return r
+
+
+def _node(r: HashingReader, path: bytes, read_only: bool, root: bool = False) -> None:
+    _expect(r, b"(")
+    _expect(r, b"type")
+    kind = _str(r)
+    if kind == b"regular":
+        tag = _str(r)
+        executable = False
+        if tag == b"executable":
+            _expect(r, b"")
+            executable = True
+            tag = _str(r)
+        if tag != b"contents":
+            raise NarFormatError(f"expected 'contents' in the NAR, got {tag[:40]!r}")
+        size = _int(r)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o755 if executable else 0o644)
+        try:
+            r.copy_to(fd, size)
+            if read_only:
+                os.fchmod(fd, 0o555 if executable else 0o444)
+                os.utime(fd, (1, 1))
+        finally:
+            os.close(fd)
+        if size % 8 and r.read_exact(8 - size % 8) != b"\0" * (8 - size % 8):
+            raise NarFormatError("non-zero padding in the NAR")
+        _expect(r, b")")
+    elif kind == b"symlink":
+        _expect(r, b"target")
+        target = _str(r)
+        if not target or b"\0" in target:
+            raise NarFormatError("a symlink in the NAR has an empty target or one with NUL")
+        os.symlink(target, path)
+        _expect(r, b")")
+    elif kind == b"directory":
+        os.mkdir(path, 0o755)
+        previous = None
+        while True:
+            tag = _str(r)
+            if tag == b")":
+                break
+            if tag != b"entry":
+                raise NarFormatError(f"expected 'entry' or ')' in a NAR directory, got {tag[:40]!r}")
+            _expect(r, b"(")
+            _expect(r, b"name")
+            name = _str(r, 255)
+            if not name or name in (b".", b"..") or b"/" in name or b"\0" in name:
+                raise NarFormatError(f"invalid file name {name[:40]!r} in the NAR")
+            if previous is not None and name <= previous:
+                raise NarFormatError(f"NAR directory entries are not strictly sorted ({name[:40]!r} after {previous[:40]!r})")
+            previous = name
+            _expect(r, b"node")
+            _node(r, path + b"/" + name, read_only)
+            _expect(r, b")")
+        if read_only and not root:  # the root stays writable so that it can be renamed into the store
+            os.chmod(path, 0o555)
+            os.utime(path, (1, 1))
+    else:
+        raise NarFormatError(f"unknown node type {kind[:40]!r} in the NAR")

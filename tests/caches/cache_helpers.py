@@ -1,0 +1,40 @@
+"""Small stores with a two-path closure, for the cache tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from cudapkgs.store.store import Store
+
+
+def make_closure(store: Store, size: int = 3000) -> tuple[str, str]:
+    """(dep, top): dep holds a file, an executable, a symlink and a subdirectory; top refers to dep."""
+
+    def dep(out: Path) -> None:
+        out.mkdir()
+        (out / "data").write_bytes(os.urandom(size))
+        (out / "bin").mkdir()
+        (out / "bin" / "tool").write_text("#!/bin/sh\necho hi\n")
+        os.chmod(out / "bin" / "tool", 0o755)
+        os.symlink("data", out / "link")
+        (out / "empty").mkdir()
+
+    first = store.add_path("dep-1.0", dep)
+
+    def top(out: Path) -> None:
+        out.mkdir()
+        (out / "uses").write_text(first + "/bin/tool\n")
+
+    second = store.add_path("top-1.0", top, references_candidates=[first])
+    return first, second
+
+
+def fresh_store_like(store: Store, aside: Path) -> Store:
+    """Move `store` aside and open an empty store at the same directory (store paths embed it)."""
+    store.close()
+    for dirpath, dirnames, _ in os.walk(store.root):
+        os.chmod(dirpath, 0o755)
+    shutil.move(store.root, aside)
+    return Store.open(store.root)

@@ -1,0 +1,226 @@
+"""A file:// cache: upload and substitute closures, and every refusal (nothing registered then)."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+
+import pytest
+from cache_helpers import fresh_store_like, make_closure
+
+from cudapkgs.store import nar
+from cudapkgs.store.caches import open_cache
+from cudapkgs.store.caches.base import CacheError, SubstituteRefused
+from cudapkgs.store.caches.narinfo import NarInfoError
+from cudapkgs.store.caches.signing import generate
+from cudapkgs.store.nar_restore import NarFormatError, restore
+from cudapkgs.store.store import Store
+
+
+@pytest.fixture
+def setup(tmp_path):
+    store = Store.open(tmp_path / "store")
+    dep, top = make_closure(store)
+    key = generate("test-cache-1")
+    cache = open_cache(f"file://{tmp_path}/cache")
+    yield store, dep, top, key, cache, tmp_path
+    store.close()
+
+
+@pytest.mark.parametrize("compression", ["zstd", "xz", "none"])
+def test_round_trip_into_a_fresh_store(setup, compression):
+    store, dep, top, key, cache, tmp_path = setup
+    hashes = {p: store.query(p).nar_hash for p in (dep, top)}
+    results = cache.upload_closure(store, [top], secret_key=key, compression=compression)
+    assert [p for p, _ in results] == [dep, top]  # dependencies first
+    names = sorted(os.listdir(tmp_path / "cache"))
+    assert "nix-cache-info" in names and len([n for n in names if n.endswith(".narinfo")]) == 2
+    ext = {"zstd": ".nar.zst", "xz": ".nar.xz", "none": ".nar"}[compression]
+    assert all(n.endswith(ext) for n in os.listdir(tmp_path / "cache" / "nar"))
+    assert cache.upload_closure(store, [top], secret_key=key) == [(dep, None), (top, None)]  # already there
+
+    fresh = fresh_store_like(store, tmp_path / "old")
+    try:
+        for path in (dep, top):
+            cache.substitute(fresh, path, trusted_keys=[key.public])
+        assert {p: fresh.query(p).nar_hash for p in (dep, top)} == hashes
+        assert fresh.references(top) == [dep]
+        assert fresh.verify() == []
+        assert os.access(f"{dep}/bin/tool", os.X_OK) and os.readlink(f"{dep}/link") == "data"
+        assert not os.access(f"{dep}/data", os.W_OK) or os.geteuid() == 0
+        assert os.stat(f"{dep}/data").st_mtime == 1
+    finally:
+        fresh.close()
+
+
+def _substituted_nothing(fresh: Store) -> None:
+    assert fresh.all_paths() == []
+    assert [e for e in os.listdir(fresh.root) if not e.startswith(".")] == []
+
+
+def test_unsigned_or_wrongly_signed_is_refused(setup):
+    store, dep, top, key, cache, tmp_path = setup
+    cache.upload_closure(store, [dep])  # no signature
+    fresh = fresh_store_like(store, tmp_path / "old")
+    with fresh:
+        with pytest.raises(SubstituteRefused, match=f"{dep} from file://.*signed by: nobody"):
+            cache.substitute(fresh, dep, trusted_keys=[key.public])
+        info = cache.narinfo(dep)
+        other = generate("test-cache-1")
+        with pytest.raises(SubstituteRefused, match="no valid signature"):
+            cache.substitute(fresh, dep, trusted_keys=[key.public], info=info.with_sigs((other.sign(info.fingerprint()),)))
+        _substituted_nothing(fresh)
+        cache.substitute(fresh, dep, require_sigs=False)  # requireSigs = false accepts it
+        assert fresh.is_valid(dep)
+
+
+def test_tampered_narinfo_is_refused(setup):
+    store, dep, top, key, cache, tmp_path = setup
+    cache.upload_closure(store, [dep], secret_key=key)
+    narinfo = tmp_path / "cache" / (os.path.basename(dep)[:32] + ".narinfo")
+    text = narinfo.read_text()
+    size = cache.narinfo(dep).nar_size
+    narinfo.write_text(text.replace(f"NarSize: {size}", f"NarSize: {size + 8}"))
+    fresh = fresh_store_like(store, tmp_path / "old")
+    with fresh:
+        with pytest.raises(SubstituteRefused, match="no valid signature"):
+            cache.substitute(fresh, dep, trusted_keys=[key.public])
+        _substituted_nothing(fresh)
+
+
+def _nar_file(tmp_path, cache, path):
+    return tmp_path / "cache" / cache.narinfo(path).url
+
+
+def test_a_nar_whose_hash_differs_is_refused(setup):
+    store, dep, top, key, cache, tmp_path = setup
+    cache.upload_closure(store, [dep], secret_key=key, compression="none")
+    nar_file = _nar_file(tmp_path, cache, dep)
+    data = bytearray(nar_file.read_bytes())
+    data[-200] ^= 1  # inside the random file's contents
+    os.chmod(nar_file, 0o644)
+    nar_file.write_bytes(bytes(data))
+    fresh = fresh_store_like(store, tmp_path / "old")
+    with fresh:
+        with pytest.raises(SubstituteRefused, match=f"{dep} from .*hash"):
+            cache.substitute(fresh, dep, trusted_keys=[key.public])
+        _substituted_nothing(fresh)
+
+
+@pytest.mark.parametrize("compression", ["zstd", "xz"])
+def test_a_truncated_nar_is_refused(setup, compression):
+    store, dep, top, key, cache, tmp_path = setup
+    cache.upload_closure(store, [dep], secret_key=key, compression=compression)
+    nar_file = _nar_file(tmp_path, cache, dep)
+    data = nar_file.read_bytes()
+    nar_file.write_bytes(data[: len(data) // 2])
+    fresh = fresh_store_like(store, tmp_path / "old")
+    with fresh:
+        with pytest.raises(SubstituteRefused, match=f"{dep} from file://"):
+            cache.substitute(fresh, dep, trusted_keys=[key.public])
+        _substituted_nothing(fresh)
+        assert os.listdir(fresh.tmp_dir) == []
+
+
+def test_references_must_be_present(setup):
+    store, dep, top, key, cache, tmp_path = setup
+    cache.upload_closure(store, [top], secret_key=key)
+    fresh = fresh_store_like(store, tmp_path / "old")
+    with fresh:
+        with pytest.raises(SubstituteRefused, match=f"its reference {dep} is not valid"):
+            cache.substitute(fresh, top, trusted_keys=[key.public])
+        _substituted_nothing(fresh)
+
+
+def test_a_missing_nar_and_a_missing_path(setup):
+    store, dep, top, key, cache, tmp_path = setup
+    cache.upload_closure(store, [dep], secret_key=key)
+    os.unlink(_nar_file(tmp_path, cache, dep))
+    fresh = fresh_store_like(store, tmp_path / "old")
+    with fresh:
+        with pytest.raises(SubstituteRefused, match="is missing"):
+            cache.substitute(fresh, dep, trusted_keys=[key.public])
+        with pytest.raises(CacheError, match="does not have"):
+            cache.substitute(fresh, top, trusted_keys=[key.public])
+        assert cache.narinfo(top) is None
+
+
+def test_a_narinfo_for_another_path_is_refused(setup):
+    store, dep, top, key, cache, tmp_path = setup
+    cache.upload_closure(store, [top], secret_key=key)
+    a = tmp_path / "cache" / (os.path.basename(dep)[:32] + ".narinfo")
+    b = tmp_path / "cache" / (os.path.basename(top)[:32] + ".narinfo")
+    b.write_bytes(a.read_bytes())
+    with pytest.raises(NarInfoError, match=f"describes {dep}"):
+        cache.narinfo(top)
+
+
+def test_a_cache_of_another_store_dir_is_refused(setup, tmp_path):
+    store, dep, top, key, cache, _ = setup
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "nix-cache-info").write_text("StoreDir: /nix/store\n")
+    with pytest.raises(CacheError, match="holds paths of the store /nix/store"):
+        cache.upload_closure(store, [dep])
+
+
+def test_a_modified_store_path_is_not_uploaded(setup):
+    store, dep, top, key, cache, tmp_path = setup
+    os.chmod(dep, 0o755)
+    os.chmod(f"{dep}/data", 0o644)
+    with open(f"{dep}/data", "ab") as f:
+        f.write(b"x")
+    with pytest.raises(Exception, match="was modified"):
+        cache.upload_closure(store, [dep])
+    assert not list((tmp_path / "cache").glob("*.narinfo"))
+
+
+# -- the NAR reader against hostile input -----------------------------------------------------------
+
+
+def _s(data: bytes) -> bytes:
+    return struct.pack("<Q", len(data)) + data + b"\0" * (-len(data) % 8)
+
+
+def _dir(*entries: tuple[bytes, bytes]) -> bytes:
+    body = b"".join(_s(b"entry") + _s(b"(") + _s(b"name") + _s(n) + _s(b"node") + node + _s(b")") for n, node in entries)
+    return _s(b"(") + _s(b"type") + _s(b"directory") + body + _s(b")")
+
+
+def _file(data: bytes) -> bytes:
+    return _s(b"(") + _s(b"type") + _s(b"regular") + _s(b"contents") + _s(data) + _s(b")")
+
+
+@pytest.mark.parametrize("name", [b"..", b".", b"a/b", b"", b"x\0y"])
+def test_restore_refuses_names_that_escape(tmp_path, name):
+    stream = _s(b"nix-archive-1") + _dir((name, _file(b"evil")))
+    with pytest.raises(NarFormatError, match="invalid file name"):
+        restore(io.BytesIO(stream), tmp_path / "out")
+    assert not (tmp_path / "evil").exists()
+
+
+def test_restore_refuses_unsorted_or_repeated_entries(tmp_path):
+    link = _s(b"(") + _s(b"type") + _s(b"symlink") + _s(b"target") + _s(b"/etc") + _s(b")")
+    stream = _s(b"nix-archive-1") + _dir((b"b", link), (b"b", _dir((b"passwd", _file(b"x")))))
+    with pytest.raises(NarFormatError, match="not strictly sorted"):
+        restore(io.BytesIO(stream), tmp_path / "out")
+    stream = _s(b"nix-archive-1") + _dir((b"b", _file(b"1")), (b"a", _file(b"2")))
+    with pytest.raises(NarFormatError, match="not strictly sorted"):
+        restore(io.BytesIO(stream), tmp_path / "out2")
+
+
+def test_restore_refuses_trailing_bytes_and_truncation(tmp_path):
+    good = _s(b"nix-archive-1") + _file(b"hello")
+    with pytest.raises(NarFormatError, match="trailing"):
+        restore(io.BytesIO(good + b"\0" * 8), tmp_path / "a")
+    with pytest.raises(NarFormatError, match="truncated"):
+        restore(io.BytesIO(good[:-12]), tmp_path / "b")
+
+
+def test_restore_is_the_inverse_of_dump(tmp_path):
+    store = Store.open(tmp_path / "store")
+    with store:
+        dep, _ = make_closure(store, size=3 * (1 << 20) + 5)  # crosses chunk boundaries
+        data = b"".join(nar.dump(dep))
+        reader = restore(io.BytesIO(data), tmp_path / "copy")
+        assert reader.size == len(data) and b"".join(nar.dump(tmp_path / "copy")) == data

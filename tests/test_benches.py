@@ -1,0 +1,101 @@
+"""Every bench script runs in its tiny mode and prints its table, so a benchmark cannot silently rot.
+
+Each test runs `python bench/<script> --tiny` in a fresh process and reads the Markdown
+table(s) it prints: the rows the script promises are there, with numbers where numbers
+belong (and the peer's ratio where the script computes one).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "bench"
+GCC = shutil.which("gcc")
+
+
+def run_bench(name: str, *args: str, timeout: float = 600) -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(BENCH / name), "--tiny", *args], capture_output=True, text=True, env=env, timeout=timeout)
+    assert proc.returncode == 0, f"{name} --tiny failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+def tables(text: str) -> list[list[list[str]]]:
+    """The Markdown tables of `text`: each a list of body rows, each a list of cell texts (header and rule dropped)."""
+    found: list[list[list[str]]] = []
+    current: list[list[str]] | None = None
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if current is None:
+                current = []
+                found.append(current)
+                current.append(cells)  # header, dropped below
+            elif not all(set(c) <= set("-: ") for c in cells):
+                current.append(cells)
+        else:
+            current = None
+    return [t[1:] for t in found]
+
+
+def number(cell: str) -> float:
+    return float(cell.rstrip("×").split("–")[0])
+
+
+def test_tables_parser():
+    text = "x\n| a | b |\n|---|---:|\n| r1 | 1.5 |\n| r2 | 2 |\n\n| c |\n| --- |\n| 3× |\n"
+    assert tables(text) == [[["r1", "1.5"], ["r2", "2"]], [["3×"]]]
+
+
+def test_bench_store_tiny():
+    (table,) = tables(run_bench("bench_store.py"))
+    assert [row[0] for row in table] == ["10", "100"]
+    assert [row[1] for row in table] == ["9", "90"]  # the closure of the root: the live 90%
+    for row in table:
+        assert all(number(cell) >= 0 for cell in row[2:6]), row
+    assert number(table[1][6]) > 0  # the old walk's time over the new command's
+
+
+@pytest.mark.skipif(GCC is None, reason="gcc builds the ELF files")
+def test_bench_patchelf_tiny():
+    (table,) = tables(run_bench("bench_patchelf.py"))
+    assert [row[0] for row in table] == ["patchelf per file (answer known)", "cudapkgs `fixup` (batched)", "cudapkgs hooks one by one"]
+    assert table[0][4] == "1.00×" and all(number(row[4]) > 0 for row in table)
+
+
+@pytest.mark.skipif(GCC is None or shutil.which("tar") is None, reason="gcc builds the libraries of the synthetic archive; tar is the peer")
+def test_bench_realise_tiny():
+    out = run_bench("bench_realise.py", "--prefix", "/nonexistent")  # gcc-built libraries, as in CI
+    rows, steps = tables(out)
+    assert [row[0] for row in rows] == ["tar -xJf + patchelf per ELF file", "cudapkgs realise", "cudapkgs realise, cold download cache"]
+    assert rows[0][3] == "1.00" and all(number(row[3]) > 0 for row in rows)
+    assert {"fetch", "unpack", "fixup"} <= {row[0] for row in steps}
+    assert "5 ELF files" in out
+
+
+def test_bench_build_tiny():
+    (table,) = tables(run_bench("bench_build.py"))
+    assert len(table) == 7 and table[0][2] == "1.0"
+    assert any("cudapkgs build <5 attrs> -o result (no-op)" in row[0] for row in table)
+    assert all(number(row[1]) > 0 for row in table)
+
+
+def test_bench_eval_tiny():
+    startup, everything = tables(run_bench("bench_eval.py"))
+    assert startup[0][0] == "`python -c pass (interpreter floor)`" and all(number(r[1]) > 0 for r in startup)
+    cudapkgs_row = everything[0]
+    assert cudapkgs_row[0] == "cudapkgs" and int(cudapkgs_row[3]) > 1000  # packages
+    assert cudapkgs_row[7] == "1"  # no manifest parsed twice
+
+
+def test_bench_cdi_tiny():
+    (table,) = tables(run_bench("bench_cdi.py"))
+    measured = [row for row in table if row[1] != "-"]
+    assert len(measured) >= 3 and all(number(row[1]) > 0 for row in measured)
