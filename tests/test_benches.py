@@ -99,3 +99,16 @@ def test_bench_cdi_tiny():
     (table,) = tables(run_bench("bench_cdi.py"))
     measured = [row for row in table if row[1] != "-"]
     assert len(measured) >= 3 and all(number(row[1]) > 0 for row in measured)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="bench_dask's throughput table needs unshare --mount")
+def test_bench_dask_tiny():
+    pytest.importorskip("distributed", reason="bench_dask needs `distributed`")
+    overhead, throughput = tables(run_bench("bench_dask.py"))
+    assert [row[0] for row in overhead] == ["cudapkgs run_on_dask (no-op task)", "peer: the same graph with Client.submit",
+                                            "ratio (cudapkgs / peer)"]
+    ours, peer = number(overhead[0][1].removesuffix(" ms")), number(overhead[1][1].removesuffix(" ms"))
+    assert ours > 0 and peer > 0
+    assert abs(number(overhead[2][1].removesuffix("x")) - ours / peer) < 0.02 * ours / peer + 0.01
+    assert [row[0] for row in throughput] == ["1", "2", "speed-up (2 vs 1)"]
+    assert number(throughput[2][1].removesuffix("x")) > 0

@@ -107,6 +107,7 @@ OPTIONS: dict[str, Option] = {
         Option("manifestsDir", "path", None, "The only directory to read NVIDIA's redistrib manifests from (else $CUDAPKGS_MANIFESTS, else the user manifests directory, then the shipped copies)."),
         Option("storeDir", "path", None, "The store's directory (else $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store); part of every store path."),
         Option("fetchers", "str-list", ("redist", "wheels"), 'Where sources come from, tried in order: "redist" (NVIDIA), "mirror:<dir or URL prefix>", "wheels" (NVIDIA\'s PyPI wheels).', _check_fetchers),
+        Option("sourceMirrors", "str-list", (), "Directories or URL prefixes tried before upstream by fetchurl, fetchFromGitHub and fetchPypi (then $CUDAPKGS_SOURCE_MIRRORS); what they hold is checked against the declared hash."),
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
         Option("substituters", "str-list", (), 'Binary caches to substitute from before building, in order: "file:///dir", "https://host/prefix", "s3://bucket?endpoint=…&region=…".', _check_substituters),
         Option("trustedPublicKeys", "str-list", (), 'Keys whose signatures make a cache\'s paths trusted, in Nix\'s "name:base64" form (as `cudapkgs key generate` prints).', _check_public_keys),

@@ -49,6 +49,36 @@ def _check_json(value: Any, where: str) -> Any:
     raise EvalError(f"{where}: a derivation attribute must be JSON data, got {type(value).__name__}")
 
 
+def fixed_output_path(store_dir: str, name: str, *, algo: str, mode: str, hash: str) -> str:
+    """The output path of a fixed-output derivation, as Nix's ``makeFixedOutputPath`` computes it.
+
+    ``mode`` "recursive" with sha256 (``hash`` in hex, the NAR hash) gives
+    ``makeStorePath("source", narHash, name)``, the path `Store.add_path` gives
+    the same tree; "flat" (the file's own hash) gives
+    ``makeStorePath("output:out", sha256("fixed:out:<algo>:<hex>:"), name)``.
+    So the path depends on the content alone, never on where it is fetched from.
+    Source: Nix src/libstore/store-api.cc ``makeFixedOutputPath`` (Nix 2.18).
+    """
+    from .store.paths import make_store_path, make_store_path_from_digest
+
+    if mode == "recursive" and algo == "sha256":
+        return make_store_path_from_digest(store_dir, "source", hash, name)
+    prefix = "r:" if mode == "recursive" else ""
+    return make_store_path(store_dir, "output:out", f"fixed:out:{prefix}{algo}:{hash}:", name)
+
+
+def _check_output_hash(output_hash: Mapping[str, str], name: str, outputs: Sequence[str]) -> dict[str, str]:
+    try:
+        checked = {"algo": str(output_hash["algo"]), "mode": str(output_hash["mode"]), "hash": str(output_hash["hash"])}
+    except (KeyError, TypeError):
+        raise EvalError(f"{name}: outputHash needs algo, mode and hash") from None
+    if checked["mode"] not in ("flat", "recursive") or checked["algo"] not in ("sha256", "sha512", "sha1"):
+        raise EvalError(f"{name}: outputHash mode {checked['mode']!r} / algo {checked['algo']!r} is not supported")
+    if list(outputs) != ["out"]:
+        raise EvalError(f"{name}: a fixed-output derivation has the one output out, not {', '.join(outputs)}")
+    return checked
+
+
 class Derivation:
     """One derivation; `outputs` maps output names to their store paths."""
 
@@ -69,6 +99,7 @@ class Derivation:
         structured_attrs: bool = True,
         deps: Sequence["Derivation"] = (),
         context: Mapping[str, Any] | None = None,
+        output_hash: Mapping[str, str] | None = None,
     ) -> None:
         from .store.paths import make_store_path, make_store_path_from_digest
 
@@ -91,12 +122,22 @@ class Derivation:
             "strictDeps": strict_deps,
             "structuredAttrs": structured_attrs,
         }
+        if output_hash is not None:
+            self.data["outputHash"] = _check_output_hash(output_hash, name, outputs)
         self.hash = hashlib.sha256(canonical_json(self.data).encode()).hexdigest()
-        self.outputs = {
-            o: make_store_path_from_digest(store_dir, f"output:{o}", self.hash, name if o == "out" else f"{name}-{o}")
-            for o in outputs
-        }
+        if output_hash is not None:
+            self.outputs = {"out": fixed_output_path(store_dir, name, **self.data["outputHash"])}
+        else:
+            self.outputs = {
+                o: make_store_path_from_digest(store_dir, f"output:{o}", self.hash, name if o == "out" else f"{name}-{o}")
+                for o in outputs
+            }
         self.drv_path = make_store_path(store_dir, "text", canonical_json(self.to_json(with_drv_path=False)), name + ".drv")
+
+    @property
+    def is_fixed_output(self) -> bool:
+        """Whether the output is named by its content hash (a fetcher, as Nix's fixed-output derivations)."""
+        return "outputHash" in self.data
 
     @property
     def name(self) -> str:
@@ -135,12 +176,15 @@ class Derivation:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], *, source: str = "derivation") -> "Derivation":
+    def from_json(cls, data: Mapping[str, Any], *, source: str = "derivation",
+                  context: Mapping[str, Any] | None = None) -> "Derivation":
         """A derivation back from `to_json()` (`cudapkgs show-derivation`), checked against its paths.
 
         It has no input derivations: its inputs must already be valid where it is built
-        (e.g. imported with `cudapkgs import`), and only shell phases can run (a Python
-        phase lives in the process that evaluated it).
+        (e.g. imported with `cudapkgs import`). Without `context` only shell phases can
+        run (a Python phase lives in the process that evaluated it); a remote build
+        passes the evaluating process's unhashed `context` (its Python steps and local
+        source paths) along with the JSON.
         """
         try:
             outputs = {name: entry["path"] for name, entry in data["outputs"].items()}
@@ -149,6 +193,7 @@ class Derivation:
                 store_dir=store_dir, name=data["name"], system=data["system"], outputs=list(outputs),
                 builder=data["builder"], src=data["src"], input_paths=data["inputs"], attrs=data["attrs"],
                 strict_deps=data["strictDeps"], structured_attrs=data["structuredAttrs"],
+                output_hash=data.get("outputHash"),
             )
         except (KeyError, TypeError, AttributeError, StopIteration) as error:
             raise EvalError(f"{source}: not a derivation as show-derivation prints it ({error!r} missing or malformed)") from None
@@ -156,6 +201,9 @@ class Derivation:
             raise EvalError(f"{source}: derivation format {data.get('format')!r}, this cudapkgs writes {DRV_FORMAT}")
         if drv.outputs != outputs or data.get("drvPath", drv.drv_path) != drv.drv_path:
             raise EvalError(f"{source}: its output paths do not match its contents (edited by hand?)")
+        if context is not None:
+            drv.context = dict(context)
+            return drv
         if data["src"] is not None and data["src"].get("type") == "path":
             raise EvalError(f"{source}: its source is a local file of the machine that evaluated it; build it there")
         for phase, value in data["attrs"].items():

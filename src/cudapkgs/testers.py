@@ -108,13 +108,22 @@ class TestResult:
         return f"TestResult({self.test!r}, {self.result!r})"
 
 
-def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None = None, jobs: int = 1) -> list[TestResult]:
-    """Build the tests of each package at `attrpaths`; what the machine cannot run is skipped."""
+def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None = None, jobs: int = 1,
+              builders: Any = None) -> list[TestResult]:
+    """Build the tests of each package at `attrpaths`; what the machine cannot run is skipped.
+
+    With `builders` (a `realise.dask_executor.DaskBuilders`) every runnable test is
+    built at once on that Dask cluster, a test needing features (a GPU) only on a
+    worker offering them, and each result names the worker that ran it; `offered`
+    is then what the connected workers offer, unless given.
+    """
     from .attrpath import parse_attrpath, resolve
     from .realise.scheduler import plan, run
     from .errors import CudapkgsError, EvalError
     from .store.store import Store
 
+    if builders is not None:
+        return _run_tests_remotely(pkgs, attrpaths, builders, offered)
     offered = host_system_features() if offered is None else offered
     results = []
     for text in attrpaths:
@@ -143,6 +152,74 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
                 continue
             results.append(TestResult(label, "passed", _last_line(drv) or drv.outputs["out"]))
     return results
+
+
+def _collect(pkgs: Any, attrpaths: list[str]) -> list[tuple[str, Any, str | None]]:
+    """(label, test package, why it is skipped or None) for every test of the packages at `attrpaths`."""
+    from .attrpath import parse_attrpath, resolve
+    from .errors import EvalError
+
+    found = []
+    for text in attrpaths:
+        tests = collect_tests(resolve(pkgs, parse_attrpath(text)))
+        if not tests:
+            raise EvalError(f"{text} has no tests (passthru.tests)")
+        for name, test in tests.items():
+            meta = test.get("meta") or {}
+            reason = None
+            if meta.get("available") is False:
+                problems = meta.get("problems") or {}
+                reason = "; ".join(p["message"] for p in problems.values()) or "not available here"
+            found.append((f"{text}.tests.{name}", test, reason))
+    return found
+
+
+def _run_tests_remotely(pkgs: Any, attrpaths: list[str], builders: Any, offered: frozenset[str] | None) -> list[TestResult]:
+    """`run_tests` on a Dask cluster: every runnable test in one plan, built in parallel across workers."""
+    from .errors import CudapkgsError
+    from .realise.dask_executor import run_on_dask
+    from .realise.scheduler import BuildFailed, plan
+    from .store.store import Store
+
+    if offered is None:
+        client = builders.connect()
+        try:
+            workers = client.scheduler_info().get("workers") or {}
+            offered = frozenset(k for w in workers.values() for k, v in (w.get("resources") or {}).items() if v)
+        finally:
+            client.close()
+    results: dict[str, TestResult] = {}
+    runnable: list[tuple[str, Any]] = []
+    collected = _collect(pkgs, attrpaths)
+    for label, test, reason in collected:
+        lacking = missing_features(test.derivation, offered) if reason is None else []
+        if reason is not None or lacking:
+            results[label] = TestResult(label, "skipped", reason or "no worker offers " + " ".join(lacking))
+        else:
+            runnable.append((label, test.derivation))
+    if runnable:
+        drvs = [drv for _, drv in runnable]
+        with Store.open(drvs[0].store_dir) as store:
+            the_plan = plan(store, drvs)
+            where: dict[str, str] = {}
+            failed: dict[str, BaseException] = {}
+            try:
+                done = run_on_dask(store, the_plan.to_build, builders)
+                where = {path: r.get("worker", "?") for path, r in done.items()}
+            except BuildFailed as error:
+                failed = getattr(error, "failed", {}) or {"*": error}
+            except CudapkgsError as error:
+                failed = {"*": error}
+            for label, drv in runnable:
+                problem = failed.get(drv.drv_path) or failed.get("*")
+                if problem is not None:
+                    results[label] = TestResult(label, "failed", str(problem).splitlines()[0])
+                    continue
+                store.add_temp_roots(drv.outputs.values())
+                line = _last_line(drv) or drv.outputs["out"]
+                worker = where.get(drv.drv_path)
+                results[label] = TestResult(label, "passed", f"{line} (on {worker})" if worker else line)
+    return [results[label] for label, _, _ in collected]
 
 
 def _last_line(drv: Any) -> str:

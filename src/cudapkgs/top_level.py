@@ -107,6 +107,7 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
             ),
             **_build_support(config, system),
             "_cuda": default_cuda(),
+            **_fetchers(final),
             "saxpy": lazy(lambda: final.call_package(__import__("cudapkgs.pkgs.saxpy", fromlist=["saxpy"]).saxpy)),
         }
         for name, definition in package_set_definitions().items():
@@ -145,6 +146,24 @@ def _build_support(config: Config, system: str) -> dict[str, Any]:
     }
     attrs["zlib"] = lazy(lambda: __import__("cudapkgs.pkgs.zlib", fromlist=["zlib"]).zlib(config, system))
     return attrs
+
+
+def _fetchers(final: Scope) -> dict[str, Any]:
+    """fetchurl, fetchFromGitHub and fetchPypi, bound to this top level (its config and system)."""
+    import functools
+
+    def bound(module: str, function: str) -> Any:
+        def make() -> Any:
+            target = getattr(__import__(f"cudapkgs.fetch.{module}", fromlist=[function]), function)
+            return functools.update_wrapper(functools.partial(target, final), target)
+
+        return lazy(make)
+
+    return {
+        "fetchurl": bound("fetchurl", "fetchurl"),
+        "fetchFromGitHub": bound("github", "fetch_from_github"),
+        "fetchPypi": bound("pypi", "fetch_pypi"),
+    }
 
 
 def clear_cache() -> None:

@@ -88,7 +88,52 @@ def test_validate_check_host(machine, tmp_path, capsys):
     spec = tmp_path / "nvidia.json"
     main(_gen(machine, "-o", str(spec), "--hook-path", sys.executable))
     capsys.readouterr()
+    # The fake machine's device nodes are regular files: --check-host says so, path by path.
+    assert main(["cdi", "validate", "--check-host", "--json", str(spec)]) == 1
+    problems = json.loads(capsys.readouterr().out)[0]["problems"]
+    assert problems and all(p["message"].endswith("is a regular file, not a device node") and ".deviceNodes[" in p["path"] for p in problems)
+    # With real character devices behind them (and every mount source present) the spec passes.
+    doc = json.loads(spec.read_text())
+    for edits in [doc["containerEdits"]] + [d["containerEdits"] for d in doc["devices"]]:
+        for node in edits.get("deviceNodes", []):
+            node["hostPath"] = "/dev/null"
+    spec.write_text(json.dumps(doc))
     assert main(["cdi", "validate", "--check-host", str(spec)]) == 0
+    bad = tmp_path / "bad.json"
+    doc["containerEdits"]["deviceNodes"][0].update(hostPath="/dev/null", type="b")
+    bad.write_text(json.dumps(doc))
+    assert main(["cdi", "validate", "--check-host", str(bad)]) == 1
+    assert "$.containerEdits.deviceNodes[0].hostPath: /dev/null is a character device, but the spec says type 'b'" in capsys.readouterr().out
+
+
+def test_validate_two_specs_claiming_one_device(tmp_path, capsys):
+    (tmp_path / "a.json").write_text(_spec("nvidia.com/gpu", "0"))
+    (tmp_path / "b.json").write_text(_spec("nvidia.com/gpu", "0", "1"))
+    assert main(["cdi", "validate", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 1
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'a.json'}: $.devices[0].name: nvidia.com/gpu=0 is also defined by {tmp_path / 'b.json'}" in out
+    assert f"{tmp_path / 'b.json'}: $.devices[0].name: nvidia.com/gpu=0 is also defined by {tmp_path / 'a.json'}" in out
+
+
+def test_deep_and_hostile_specs_are_clean_errors_and_list_skips_them(tmp_path, capsys):
+    good = tmp_path / "good.json"
+    good.write_text(_spec("nvidia.com/gpu", "0"))
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "deep-object.json").write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    (tmp_path / "deep.yaml").write_text("a:\n" + "".join("  " * i + "- \n" for i in range(1, 2000)))
+    laughs = "a: &a [1,1,1,1,1,1,1,1,1,1]\n" + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8))
+    (tmp_path / "laughs.yaml").write_text(laughs)
+    (tmp_path / "latin1.json").write_bytes(b'{"kind": "\xff"}')
+    os.mkfifo(tmp_path / "fifo.json")
+    bad = ["deep.json", "deep-object.json", "deep.yaml", "laughs.yaml", "latin1.json", "fifo.json"]
+    assert main(["cdi", "validate", *[str(tmp_path / n) for n in bad]]) == 1
+    out = capsys.readouterr().out
+    assert out.count("nested more than 32 levels deep") == 4 and "not a regular file" in out and "Traceback" not in out
+    assert main(["cdi", "list", "--spec-dir", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "nvidia.com/gpu=0\n"
+    for name in ("deep.json", "deep-object.json", "deep.yaml", "laughs.yaml", "latin1.json"):
+        assert f"{tmp_path / name} is ignored" in captured.err
 
 
 def _spec(kind: str, *names: str) -> str:

@@ -97,7 +97,8 @@ def test_disable_device_node_modification(root, tmp_path):
     (root / "proc/driver/nvidia").mkdir(parents=True)
     (root / "proc/driver/nvidia/params").write_text("")
     mounted = []
-    assert hooks.disable_device_node_modification(str(root), str(params), mount=lambda text, target: mounted.append((text, target)))
+    assert hooks.disable_device_node_modification(str(root), str(params), mount=lambda text, target: mounted.append((text, os.readlink(target))))
+    # The mount goes onto a descriptor resolved inside the root, never onto a re-walked path string.
     assert mounted == [("ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 0\nDeviceFileUID: 0\n", f"{root}/proc/driver/nvidia/params")]
     params.write_text("ModifyDeviceFiles: 0\n")
     assert not hooks.disable_device_node_modification(str(root), str(params), mount=lambda *_: pytest.fail("no mount"))
@@ -106,3 +107,90 @@ def test_disable_device_node_modification(root, tmp_path):
 def test_hook_errors_are_one_line(capsys):
     assert main(["cdi", "hook", "create-symlinks", "--container-spec", "/nonexistent/config.json", "--link", "a::/b"]) == 1
     assert capsys.readouterr().err.startswith("cudapkgs: error: cannot read the container's root from /nonexistent/config.json")
+
+
+# -- hostile images (issue 8, part 2): no write inside a container root reaches the host -----------
+
+
+@pytest.fixture
+def host_file(tmp_path):
+    victim = tmp_path / "host" / "shadow"
+    victim.parent.mkdir()
+    victim.write_text("host secret\n")
+    victim.chmod(0o600)
+    return victim
+
+
+def _fake_ldconfig(tmp_path):
+    fake = tmp_path / "ldconfig"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    return str(fake)
+
+
+def _untouched(victim):
+    assert victim.read_text() == "host secret\n" and (victim.stat().st_mode & 0o777) == 0o600
+
+
+def test_update_ldcache_ignores_planted_temp_file_symlinks(root, tmp_path, host_file):
+    (root / "etc/ld.so.conf.d").mkdir()
+    # The old hook wrote `<conf>.tmp<pid>` with open(): plant that name (and every pid near ours).
+    for pid in range(os.getpid() - 5, os.getpid() + 50):
+        os.symlink(host_file, root / f"etc/ld.so.conf.d/{hooks.LDCONF_NAME}.tmp{pid}")
+    hooks.update_ldcache(str(root), ["/usr/lib/x86_64-linux-gnu"], _fake_ldconfig(tmp_path))
+    _untouched(host_file)
+    conf = root / "etc/ld.so.conf.d" / hooks.LDCONF_NAME
+    assert not conf.is_symlink() and conf.read_text() == "/usr/lib/x86_64-linux-gnu\n"
+    assert (conf.stat().st_mode & 0o777) == 0o644
+
+
+def test_update_ldcache_replaces_a_planted_final_symlink_instead_of_writing_through_it(root, tmp_path, host_file):
+    (root / "etc/ld.so.conf.d").mkdir()
+    os.symlink(host_file, root / "etc/ld.so.conf.d" / hooks.LDCONF_NAME)
+    hooks.update_ldcache(str(root), ["/usr/lib/x86_64-linux-gnu"], _fake_ldconfig(tmp_path))
+    _untouched(host_file)
+    assert (root / "etc/ld.so.conf.d" / hooks.LDCONF_NAME).read_text() == "/usr/lib/x86_64-linux-gnu\n"
+
+
+@pytest.mark.parametrize("how", ["absolute", "relative", "chain"])
+def test_update_ldcache_directory_symlinks_resolve_inside_the_root(root, tmp_path, host_file, how):
+    outside = host_file.parent
+    if how == "absolute":
+        os.symlink(outside, root / "etc/ld.so.conf.d")  # means <root><outside> inside the container
+    elif how == "relative":
+        os.symlink("../../../../../../../../" + str(outside).lstrip("/"), root / "etc/ld.so.conf.d")
+    else:  # d/s1 -> .., d/s2 -> s1/.., ... (issue 8's chain shape)
+        (root / "d").mkdir()
+        os.symlink("..", root / "d/s1")
+        for i in range(2, 21):
+            os.symlink(f"s{i - 1}/..", root / f"d/s{i}")
+        os.symlink("d/s20/" + "../" * 10 + str(outside).lstrip("/"), root / "etc/ld.so.conf.d")
+    hooks.update_ldcache(str(root), ["/usr/lib/x86_64-linux-gnu"], _fake_ldconfig(tmp_path))
+    _untouched(host_file)
+    assert sorted(os.listdir(outside)) == ["shadow"]
+    written = [p for p in root.rglob(hooks.LDCONF_NAME)]
+    assert len(written) == 1 and str(written[0]).startswith(str(root) + "/")
+
+
+def test_enable_cuda_compat_through_hostile_links_stays_inside(root, host_file):
+    (root / "usr/local/cuda/compat").mkdir(parents=True)
+    (root / "usr/local/cuda/compat/libcuda.so.999.1.2").write_text("")
+    (root / "etc/ld.so.conf.d").mkdir()
+    os.symlink(host_file, root / "etc/ld.so.conf.d" / hooks.COMPAT_LDCONF_NAME)
+    os.symlink(host_file, root / "etc/ld.so.conf.d" / f"{hooks.COMPAT_LDCONF_NAME}.tmp{os.getpid()}")
+    assert hooks.enable_cuda_compat(str(root), "580.1.2") == "/usr/local/cuda/compat"
+    _untouched(host_file)
+    assert (root / "etc/ld.so.conf.d" / hooks.COMPAT_LDCONF_NAME).read_text() == "/usr/local/cuda/compat\n"
+
+
+def test_create_symlinks_through_a_relative_escape_stays_inside(root, host_file):
+    os.symlink("../../../../../../../../" + str(host_file.parent).lstrip("/"), root / "usr/lib/escape")
+    hooks.create_symlinks(str(root), ["libcuda.so.1::/usr/lib/escape/libcuda.so"])
+    assert sorted(os.listdir(host_file.parent)) == ["shadow"]
+    assert os.readlink(root / str(host_file.parent).lstrip("/") / "libcuda.so") == "libcuda.so.1"
+
+
+def test_symlink_loop_in_an_image_is_a_clean_error(root):
+    os.symlink("loop", root / "etc/loop")
+    with pytest.raises(CdiError, match="too many levels of symbolic links"):
+        hooks.create_symlinks(str(root), ["t::/etc/loop/x"])

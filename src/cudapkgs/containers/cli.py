@@ -184,12 +184,15 @@ def _list(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     import json
 
-    from .validate import host_problems, validate_file
+    from .validate import duplicate_problems, host_problems, validate_file
 
     reports = []
     failed = 0
-    for file in args.files:
-        doc, problems = validate_file(file)
+    loaded = {file: validate_file(file) for file in dict.fromkeys(args.files)}
+    duplicates = duplicate_problems({file: doc for file, (doc, problems) in loaded.items() if not problems})
+    for file in loaded:
+        doc, problems = loaded[file]
+        problems = problems or duplicates.get(file, [])
         if args.check_host and not problems:
             problems = host_problems(doc)
         failed += bool(problems)
@@ -203,8 +206,30 @@ def _validate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reports, indent=2))
     if failed:
-        print(f"cudapkgs: {failed} of {len(args.files)} specs have problems", file=sys.stderr)
+        print(f"cudapkgs: {failed} of {len(loaded)} specs have problems", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _inject(args: argparse.Namespace) -> int:
+    import json
+
+    from .inject import inject
+
+    report, _config = inject(args.source, args.devices, args.bundle, dry_run=args.dry_run)
+    for spec, error in sorted(report.skipped_specs.items()):
+        _warn(f"{spec} is ignored: {error}")
+    for before, after in report.rewritten:
+        _warn(f"{before} resolves to {after} inside the container's root file system: written resolved")
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0
+    verb = "would inject" if args.dry_run else "injected"
+    print(
+        f"{verb} {', '.join(report.devices)} into {args.bundle}/config.json: {report.device_nodes} device nodes, "
+        f"{report.mounts} mounts, {report.hooks} hooks, {report.env} env entries, {report.additional_gids} additional GIDs",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _snippet(args: argparse.Namespace) -> int:
@@ -300,9 +325,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--check-host", action="store_true", help="also check that every host path in the spec exists on this machine")
+    p.add_argument(
+        "--check-host",
+        action="store_true",
+        help="also check this machine: every mount source exists, every device node is a device of the declared type (not a symlink), every hook is executable",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(func=_validate)
+
+    p = commands.add_parser(
+        "inject",
+        help="add CDI devices to an OCI bundle's config.json (as Podman/containerd do)",
+        description=(
+            "Apply CDI devices to an OCI runtime bundle, as the CDI reference library does inside Podman, "
+            "containerd and Docker: device nodes (type, major/minor and mode from the host node) with their cgroup "
+            "allow rules, mounts (sorted by depth), env, hooks and additional GIDs, the spec's own edits first, then "
+            "each device's, in the order asked.  Conflicting edits, missing host paths, host device nodes of the "
+            "wrong type and destinations that an image's symlinks would lead out of the root are refused.  "
+            "config.json is replaced atomically; on any error it is left as it was."
+        ),
+        epilog=(
+            "examples:\n"
+            "  cudapkgs cdi inject /var/run/cdi nvidia.com/gpu=all --bundle ./bundle && crun run -b ./bundle c1\n"
+            "  cudapkgs cdi inject nvidia.json 0 GPU-8836a272-... --bundle ./bundle --dry-run --json"
+        ),
+        formatter_class=formatter,
+    )
+    p.add_argument("source", metavar="SPEC-OR-DIR", help="a CDI spec file, or a spec directory (invalid specs in it are skipped with a warning)")
+    p.add_argument("devices", nargs="+", metavar="DEVICE", help="qualified (nvidia.com/gpu=0) or short (0, all, GPU-...) device names")
+    p.add_argument("--bundle", required=True, metavar="DIR", help="the OCI bundle: DIR/config.json and its root.path")
+    p.add_argument("--dry-run", action="store_true", help="check and report, write nothing")
+    p.add_argument("--json", action="store_true", help="print what was changed as JSON")
+    p.set_defaults(func=_inject)
 
     p = commands.add_parser(
         "snippet",

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .errors import CdiError
+from .rootfs import Root
 
 LDCONF_NAME = "00-cudapkgs-nvidia.conf"
 COMPAT_LDCONF_NAME = "00-cudapkgs-cuda-compat.conf"
@@ -50,37 +52,18 @@ def container_root(root: str | None = None, spec: str | None = None, stdin: Text
 
 
 def resolve_in_root(root: str, path: str, follow_last: bool = True) -> str:
-    """`path` inside `root`, following symlinks as if `root` were `/` (never escaping it)."""
-    pending = [p for p in path.split("/") if p not in ("", ".")]
-    resolved: list[str] = []
-    hops = 0
-    while pending:
-        part = pending.pop(0)
-        if part == "..":
-            if resolved:
-                resolved.pop()
-            continue
-        candidate = os.path.join(root, *resolved, part)
-        if (pending or follow_last) and os.path.islink(candidate):
-            hops += 1
-            if hops > 40:
-                raise CdiError(f"too many levels of symbolic links in {path} inside {root}")
-            target = os.readlink(candidate)
-            if target.startswith("/"):
-                resolved = []
-            pending = [p for p in target.split("/") if p not in ("", ".")] + pending
-            continue
-        resolved.append(part)
-    return os.path.join(root, *resolved)
+    """The host path of `path` inside `root`, symlinks followed as if `root` were `/` (never escaping it).
 
-
-def _write(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    For display and tests only: writes go through `rootfs.Root`, which holds
+    directory descriptors instead of re-walking a path string.
+    """
+    with Root(root) as handle:
+        if follow_last:
+            resolved = handle.resolve(path)
+        else:
+            parent, _, last = path.rstrip("/").rpartition("/")
+            resolved = handle.resolve(parent or "/").rstrip("/") + "/" + last
+    return os.path.join(os.path.abspath(root), resolved.lstrip("/"))
 
 
 # -- create-symlinks ----------------------------------------------------------------------------
@@ -95,19 +78,23 @@ def parse_link(spec: str) -> tuple[str, str]:
 
 
 def create_symlinks(root: str, links: list[str], log: Callable[[str], None] = lambda _m: None) -> list[str]:
-    """Create each `target::link` symlink in the container; existing files are left alone."""
+    """Create each `target::link` symlink in the container; existing files are left alone.
+
+    Directories on the way are resolved inside the root (rootfs.Root), so a
+    planted symlink cannot place a link on the host.  Returns the links made.
+    Raises CdiError for a malformed spec or an unopenable root.
+    """
     made = []
-    for spec in links:
-        target, link = parse_link(spec)
-        where = resolve_in_root(root, link, follow_last=False)
-        if os.path.islink(where) and os.readlink(where) == target:
-            continue
-        if os.path.lexists(where):
-            log(f"{link} exists in the container; not replaced")
-            continue
-        os.makedirs(os.path.dirname(where), mode=0o755, exist_ok=True)
-        os.symlink(target, where)
-        made.append(link)
+    with Root(root) as handle:
+        for spec in links:
+            target, link = parse_link(spec)
+            if handle.readlink(link) == target:
+                continue
+            if handle.lstat(link) is not None:
+                log(f"{link} exists in the container; not replaced")
+                continue
+            if handle.symlink(target, link):
+                made.append(link)
     return made
 
 
@@ -123,19 +110,17 @@ def enable_cuda_compat(root: str, host_driver_version: str) -> str | None:
 
     Returns the container directory added to the loader's path, or None.
     """
-    compat = resolve_in_root(root, CUDA_COMPAT_DIR)
-    try:
-        versions = [n[len("libcuda.so.") :] for n in os.listdir(compat) if re.fullmatch(r"libcuda\.so\.\d+\.\d+(\.\d+)?", n)]
-    except OSError:
-        return None
-    if not versions or not host_driver_version:
-        return None
-    newest = max(versions, key=_version_tuple)
-    # Compat libraries help only when they come from a newer driver branch than the host's.
-    if _version_tuple(newest)[:1] <= _version_tuple(host_driver_version)[:1]:
-        return None
-    container_dir = "/" + os.path.relpath(compat, root)
-    _write(resolve_in_root(root, f"/etc/ld.so.conf.d/{COMPAT_LDCONF_NAME}"), container_dir + "\n")
+    with Root(root) as handle:
+        names = handle.listdir(CUDA_COMPAT_DIR)
+        versions = [n[len("libcuda.so.") :] for n in names if re.fullmatch(r"libcuda\.so\.\d+\.\d+(\.\d+)?", n)]
+        if not versions or not host_driver_version:
+            return None
+        newest = max(versions, key=_version_tuple)
+        # Compat libraries help only when they come from a newer driver branch than the host's.
+        if _version_tuple(newest)[:1] <= _version_tuple(host_driver_version)[:1]:
+            return None
+        container_dir = handle.resolve(CUDA_COMPAT_DIR)
+        handle.write_file(f"/etc/ld.so.conf.d/{COMPAT_LDCONF_NAME}", (container_dir + "\n").encode())
     return container_dir
 
 
@@ -152,9 +137,10 @@ def update_ldcache(root: str, folders: list[str], ldconfig: str | None = None, r
     Runs the host's `ldconfig -r ROOT` (it chroots itself); `@/path` means a host path as
     with nvidia-cdi-hook.  Returns the ldconfig command that ran.
     """
-    present = [f for f in folders if os.path.isdir(resolve_in_root(root, f))]
-    if present:
-        _write(resolve_in_root(root, f"/etc/ld.so.conf.d/{LDCONF_NAME}"), "".join(f + "\n" for f in present))
+    with Root(root) as handle:
+        present = [f for f in folders if (st := handle.lstat(handle.resolve(f))) is not None and stat.S_ISDIR(st.st_mode)]
+        if present:
+            handle.write_file(f"/etc/ld.so.conf.d/{LDCONF_NAME}", "".join(f + "\n" for f in present).encode())
     program = (ldconfig or default_ldconfig()).removeprefix("@")
     if not os.access(program, os.X_OK):
         raise CdiError(f"ldconfig not found at {program} (pass --ldconfig-path)")
@@ -208,8 +194,14 @@ def disable_device_node_modification(root: str, host_params: str = "/proc/driver
     except OSError:
         return False
     patched = params_without_modification(text)
-    target = resolve_in_root(root, "/proc/driver/nvidia/params")
-    if patched is None or not os.path.exists(target):
+    if patched is None:
         return False
-    mount(patched, target)
+    with Root(root) as handle:
+        found = handle.lstat("/proc/driver/nvidia/params")
+        if found is None or not stat.S_ISREG(found.st_mode):
+            return False
+        # Mount onto the file through its descriptor: the target was resolved inside the
+        # root and is never re-walked as a path string.
+        with handle.open_path("/proc/driver/nvidia/params") as fd:
+            mount(patched, f"/proc/self/fd/{fd}")
     return True

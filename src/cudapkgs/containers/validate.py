@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -51,33 +52,99 @@ class Problem:
 # -- loading ------------------------------------------------------------------------------------
 
 
+MAX_SPEC_BYTES = 16 * 1024 * 1024  # nvidia-ctk's specs are ~30 KiB
+MAX_DEPTH = 32  # a CDI spec is at most 6 levels deep; refuse before any recursive code sees it
+
+
+def read_spec_text(path: str | Path) -> str:
+    """The text of a spec file: a regular file (a FIFO or device is refused at once), UTF-8, bounded.
+
+    Raises OSError or UnicodeDecodeError, or ValueError for a non-regular or oversized file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = handle.read(MAX_SPEC_BYTES + 1)
+    if len(data) > MAX_SPEC_BYTES:
+        raise ValueError(f"larger than {MAX_SPEC_BYTES} bytes")
+    return data.decode("utf-8")
+
+
 def load(path: str | Path) -> tuple[Any, list[Problem]]:
     """Parse a spec file as JSON or YAML (by extension; JSON first when unsure)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        text = read_spec_text(path)
+    except (OSError, UnicodeDecodeError, ValueError) as error:
         return None, [Problem("$", f"cannot read {path}: {getattr(error, 'strerror', None) or error}")]
     return loads(text, yaml_first=path.suffix in (".yaml", ".yml"))
 
 
+def nesting_depth(text: str) -> int:
+    """An upper bound of the bracket nesting of JSON/flow-YAML text, without parsing it (linear).
+
+    Brackets inside strings count too, so this only ever over-estimates.
+    """
+    depth = best = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+    return best
+
+
+MAX_NODES = 1_000_000  # YAML aliases can make a small file a huge tree ("billion laughs")
+
+
+def _too_deep(value: Any) -> bool:
+    """True when `value` nests deeper than MAX_DEPTH or holds more than MAX_NODES values."""
+    stack = [(value, 1)]
+    visited = 0
+    while stack:
+        item, depth = stack.pop()
+        visited += 1
+        if depth > MAX_DEPTH or visited > MAX_NODES:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
 def loads(text: str, yaml_first: bool = False) -> tuple[Any, list[Problem]]:
-    """Parse spec text; YAML is a superset of JSON, so YAML is tried when JSON fails."""
+    """Parse spec text; YAML is a superset of JSON, so YAML is tried when JSON fails.
+
+    Documents nested deeper than MAX_DEPTH are refused (before parsing when the
+    brackets show it, after parsing for block YAML), never a RecursionError.
+    """
+    too_deep = [Problem("$", f"nested more than {MAX_DEPTH} levels deep (or more than {MAX_NODES} values): not a CDI spec")]
+    if nesting_depth(text) > MAX_DEPTH:
+        return None, too_deep
     if not yaml_first:
         try:
-            return json.loads(text), []
+            doc = json.loads(text)
+            return (None, too_deep) if _too_deep(doc) else (doc, [])
         except json.JSONDecodeError as error:
             json_problem = Problem("$", f"not valid JSON: line {error.lineno} column {error.colno}: {error.msg}")
             if text.lstrip().startswith(("{", "[")):
                 return None, [json_problem]
+        except RecursionError:
+            return None, too_deep
     import yaml
 
     try:
-        return yaml.safe_load(text), []
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
         return None, [Problem("$", f"not valid YAML: {where}{getattr(error, 'problem', None) or error}")]
+    except RecursionError:
+        return None, too_deep
+    return (None, too_deep) if _too_deep(doc) else (doc, [])
 
 
 # -- the JSON schema ----------------------------------------------------------------------------
@@ -311,8 +378,11 @@ def host_problems(doc: Any) -> list[Problem]:
             continue
         for i, node in enumerate(_dicts(edits.get("deviceNodes"))):
             key = "hostPath" if node.get("hostPath") else "path"
-            if isinstance(node.get(key), str) and not os.path.exists(node[key]):
-                problems.append(Problem(f"{base}.deviceNodes[{i}].{key}", f"{node[key]} does not exist on this host"))
+            if not isinstance(node.get(key), str):
+                continue
+            problem = _device_node_problem(node[key], node.get("type", ""))
+            if problem:
+                problems.append(Problem(f"{base}.deviceNodes[{i}].{key}", problem))
         for i, mount in enumerate(_dicts(edits.get("mounts"))):
             if mount.get("type") in (None, "", "bind", "rbind") and isinstance(mount.get("hostPath"), str) and not os.path.exists(mount["hostPath"]):
                 problems.append(Problem(f"{base}.mounts[{i}].hostPath", f"{mount['hostPath']} does not exist on this host"))
@@ -320,3 +390,49 @@ def host_problems(doc: Any) -> list[Problem]:
             if isinstance(hook.get("path"), str) and not os.access(hook["path"], os.X_OK):
                 problems.append(Problem(f"{base}.hooks[{i}].path", f"{hook['path']} is not an executable on this host"))
     return problems
+
+
+_NODE_TYPES = {stat.S_IFCHR: "c", stat.S_IFBLK: "b", stat.S_IFIFO: "p"}
+
+
+def _device_node_problem(host_path: str, declared: str) -> str | None:
+    """Why `host_path` cannot back a CDI device node of type `declared`, or None.
+
+    As the CDI library's fillMissingInfo: an lstat (a symlink is not a device
+    node), the type must match the declared one ("u" is a character device).
+    """
+    try:
+        st = os.lstat(host_path)
+    except OSError:
+        return f"{host_path} does not exist on this host"
+    actual = _NODE_TYPES.get(stat.S_IFMT(st.st_mode))
+    if actual is None:
+        what = "a symlink" if stat.S_ISLNK(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode) else "a regular file" if stat.S_ISREG(st.st_mode) else "not a device"
+        return f"{host_path} is {what}, not a device node"
+    if declared and declared != actual and not (declared == "u" and actual == "c"):
+        return f"{host_path} is a {'character' if actual == 'c' else 'block' if actual == 'b' else 'fifo'} device, but the spec says type {declared!r}"
+    return None
+
+
+def duplicate_problems(docs: dict[str, Any]) -> dict[str, list[Problem]]:
+    """Devices that two of the given spec files (of one directory) both define.
+
+    Runtimes make such a name unusable (CDI cache: "conflicting device").
+    Returns file -> problems, naming the other file.
+    """
+    owners: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for file, doc in docs.items():
+        if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
+            continue
+        for i, device in enumerate(_dicts(doc.get("devices"))):
+            if isinstance(device.get("name"), str):
+                owners.setdefault((os.path.dirname(os.path.abspath(file)), f"{doc['kind']}={device['name']}"), []).append((file, i))
+    out: dict[str, list[Problem]] = {}
+    for (_, name), where in owners.items():
+        files = sorted({f for f, _ in where})
+        if len(files) < 2:
+            continue
+        for file, i in where:
+            others = " and ".join(f for f in files if f != file)
+            out.setdefault(file, []).append(Problem(f"$.devices[{i}].name", f"{name} is also defined by {others} in the same directory: runtimes refuse both"))
+    return out

@@ -46,7 +46,7 @@ def download(
     url: str,
     dest: Path,
     *,
-    sha256: str,
+    sha256: str | None,
     size: int | None = None,
     progress: Progress | None = None,
     attempts: int = 4,
@@ -56,11 +56,12 @@ def download(
     """Fetch ``url`` (https/http, ``file://`` or a plain path) to ``dest`` and verify it.
 
     Raises `HashMismatchError` (nothing left behind) when the size or sha256 is wrong,
-    `FetchError` when the file cannot be fetched after ``attempts`` tries.
+    `FetchError` when the file cannot be fetched after ``attempts`` tries. ``sha256=None``
+    (a fetcher that checks the unpacked tree itself) skips the file's hash check.
     """
     dest = Path(dest)
-    expected = sha256.lower()
-    if dest.is_file() and (size is None or dest.stat().st_size == size) and sha256_file(dest) == expected:
+    expected = sha256.lower() if sha256 else None
+    if expected is not None and dest.is_file() and (size is None or dest.stat().st_size == size) and sha256_file(dest) == expected:
         if progress is not None:
             progress(dest.stat().st_size, dest.stat().st_size)
         return dest
@@ -204,7 +205,7 @@ def _check_not_too_big(part: Path, done: int, size: int | None) -> None:
         )
 
 
-def _verify_and_rename(part: Path, dest: Path, expected: str, size: int | None) -> None:
+def _verify_and_rename(part: Path, dest: Path, expected: str | None, size: int | None) -> None:
     try:
         actual_size = part.stat().st_size
         if size is not None and actual_size != size:
@@ -214,13 +215,13 @@ def _verify_and_rename(part: Path, dest: Path, expected: str, size: int | None) 
                 expected=str(size),
                 actual=str(actual_size),
             )
-        actual = sha256_file(part)
+        actual = sha256_file(part) if expected is not None else None
         if actual != expected:
             raise HashMismatchError(
                 f"{dest.name}: expected sha256 {expected}, got {actual}",
                 file=dest.name,
                 expected=expected,
-                actual=actual,
+                actual=actual or "",
             )
     except HashMismatchError:
         part.unlink(missing_ok=True)

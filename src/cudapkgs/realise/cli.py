@@ -84,6 +84,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--sign-key", metavar="FILE", help="with --push-to: sign the narinfos with this secret key")
     p.add_argument("--no-substitute", action="store_true",
                    help="do not ask the configured substituters; build everything that is missing")
+    add_builders_option(p)
     add_eval_options(p)
     p.set_defaults(func=run_build)
 
@@ -123,6 +124,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("attrpaths", nargs="+", metavar="ATTRPATH", help="packages whose tests to run")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto", help="builds at once ('auto': CPUs)")
+    add_builders_option(p)
+    p.add_argument("--push-to", metavar="URL", help="with --builders: the binary cache the workers push to and this machine substitutes from")
+    p.add_argument("--sign-key", metavar="FILE", help="with --builders: the secret key that signs what is pushed")
     add_eval_options(p)
     p.set_defaults(func=run_test)
 
@@ -263,14 +267,48 @@ def _shell_cc(args: argparse.Namespace, items: list[Installable]) -> Any:
     return None if cc is None else cc.derivation
 
 
+def add_builders_option(p: argparse.ArgumentParser) -> None:
+    """--builders: build on a Dask cluster (with --push-to as the cache between it and this machine)."""
+    p.add_argument("--builders", metavar="URL",
+                   help="build on the Dask cluster whose scheduler is at dask://HOST:PORT instead of here; "
+                   "workers push their outputs to the --push-to cache (signed with --sign-key) and this "
+                   "machine substitutes them from it; a build needing system features (cuda, cuda-sm-90) "
+                   "runs only on a worker started with those resources")
+
+
+def builders_from_args(args: argparse.Namespace) -> Any:
+    """The `DaskBuilders` that --builders/--push-to/--sign-key and the configuration describe, or None."""
+    if not getattr(args, "builders", None):
+        return None
+    from ..config import load_config
+    from ..errors import UsageError
+    from .dask_executor import DaskBuilders, parse_builders_url
+
+    if not args.push_to:
+        raise UsageError("--builders needs --push-to URL: the binary cache that carries inputs and outputs "
+                         "between this machine and the workers")
+    config = load_config(file=args.config, sets=args.sets)
+    keys = list(config["trustedPublicKeys"])
+    if args.sign_key:
+        from ..store.caches.signing import SecretKey
+
+        keys.append(str(SecretKey.load(args.sign_key).public))  # what we and the workers sign is trusted here
+    return DaskBuilders(
+        address=parse_builders_url(args.builders), cache=args.push_to,
+        sign_key_file=os.path.abspath(args.sign_key) if args.sign_key else None,
+        trusted_keys=keys, require_sigs=bool(config["requireSigs"]), fetchers=tuple(config["fetchers"]),
+    )
+
+
 def run_test(args: argparse.Namespace) -> int:
     """Build every test of the packages; a test needing features this machine lacks is skipped."""
     import json
 
     from ..testers import host_system_features, run_tests
 
-    offered = host_system_features()
-    results = run_tests(pkgs_from_args(args), args.attrpaths, offered=offered, jobs=args.jobs)
+    builders = builders_from_args(args)
+    offered = None if builders is not None else host_system_features()
+    results = run_tests(pkgs_from_args(args), args.attrpaths, offered=offered, jobs=args.jobs, builders=builders)
     if args.json:
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
@@ -278,8 +316,9 @@ def run_test(args: argparse.Namespace) -> int:
 
         print_table(["test", "result", "detail"], [[r.test, r.result, r.detail] for r in results])
         counts = {k: sum(r.result == k for r in results) for k in ("passed", "failed", "skipped")}
-        print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "
-              f"(this machine offers: {' '.join(sorted(offered)) or 'no system features'})")
+        where = (f"on the Dask cluster at {builders.address}" if builders is not None
+                 else f"this machine offers: {' '.join(sorted(offered)) or 'no system features'}")
+        print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped ({where})")
     return 1 if any(r.result == "failed" for r in results) else 0
 
 
@@ -299,6 +338,7 @@ def run_build(args: argparse.Namespace) -> int:
     return realise_and_link(
         store_dir, items, out_link=None if args.no_link else args.out_link, jobs=args.jobs,
         keep_failed=args.keep_failed, dry_run=args.dry_run, as_json=args.json, substituters=substituters, push=push,
+        builders=builders_from_args(args),
     )
 
 
@@ -329,6 +369,7 @@ def realise_and_link(
     quiet: bool = False,
     substituters: Any = None,
     push: Any = None,
+    builders: Any = None,
 ) -> int:
     """What `cudapkgs build` does after evaluation: check, plan, build what is missing, link, print."""
     from .scheduler import make_progress, plan, run
@@ -344,7 +385,7 @@ def realise_and_link(
             return 0
         if not the_plan.nothing_to_do:
             run(store, the_plan, jobs=jobs, keep_failed=keep_failed, progress=make_progress(sys.stderr),
-                substituters=substituters)
+                substituters=substituters, builders=builders)
         if push is not None:
             _push(store, push, [p for i in resolved for p in i.outputs.values()])
         if out_link is not None:

@@ -47,6 +47,9 @@ Builder = Callable[[Derivation, BuildContext, Mapping[str, Path]], None]
 BUILDERS: dict[str, str] = {
     "buildRedist": "cudapkgs.realise.redist:build",
     "mkDerivation": "cudapkgs.realise.generic:build",
+    "fetchurl": "cudapkgs.fetch.fetchurl:build",
+    "fetchFromGitHub": "cudapkgs.fetch.github:build",
+    "fetchPypi": "cudapkgs.fetch.pypi:build",
 }
 
 

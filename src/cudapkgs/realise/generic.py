@@ -198,6 +198,10 @@ def _default_phases(closures: Closures, outputs: Mapping[str, Path]) -> dict[str
     return dict(DEFAULT_PHASES)
 
 
+#: Variables a build requiring a `cuda*` system feature inherits: which GPUs it may use.
+GPU_SELECTION = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+
+
 def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str, str]:
     """The variables the build starts with: nothing inherited, then `inputs.setup_environment`."""
     attrs = drv.attrs
@@ -229,6 +233,11 @@ def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str
             env[key] = attrs[key]
     for key, value in (attrs.get("env") or {}).items():
         env[str(key)] = value if isinstance(value, str) else json.dumps(value)
+    if any(str(f).startswith("cuda") for f in attrs.get("requiredSystemFeatures") or ()):
+        # A GPU build sees the GPUs this machine (or Dask worker) was given, nothing else of its environment.
+        for key in GPU_SELECTION:
+            if key in os.environ:
+                env[key] = os.environ[key]
     return env
 
 

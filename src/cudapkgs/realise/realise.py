@@ -65,7 +65,12 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
     builder = builder_for(drv)
     log_file = log_path(store, drv)
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    candidates = [p for dep in drv.deps for p in store.closure(dep.outputs.values())]
+    # References are found by scanning for the input closure's paths: those of the input
+    # derivations in this process, or (a derivation read from JSON has none) of its inputs.
+    candidates = sorted(
+        {p for dep in drv.deps for p in store.closure(dep.outputs.values())}
+        | store.closure(p for p in drv.data["inputs"].values() if p.startswith(inside))
+    )
     work = Path(tempfile.mkdtemp(prefix=f"cudapkgs-build-{drv.name}-"))
     names = {path: name for name, path in drv.outputs.items()}
     with open(log_file, "w") as log:

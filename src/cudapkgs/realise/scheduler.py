@@ -341,6 +341,7 @@ def run(
     fetchers: Sequence[str] | None = None,
     substituters: Any = None,
     stream: TextIO | None = None,
+    builders: Any = None,
 ) -> list[str]:
     """Substitute `the_plan.to_substitute`, then build `the_plan.to_build` with `jobs` workers.
 
@@ -348,6 +349,9 @@ def run(
     damaged or refused NAR) is reported in one line on `stream` (stderr), and what
     is still missing is planned again and built. Raises `BuildFailed` naming every
     failed build (and its log) once the running ones are done.
+
+    With `builders` (a `dask_executor.DaskBuilders`) the builds run on that Dask
+    cluster instead of here, and their outputs are substituted from its cache.
     """
     if jobs < 1:
         raise ValueError("jobs must be at least 1")
@@ -356,6 +360,13 @@ def run(
     todo = the_plan.to_build
     if not todo:
         return []
+    if builders is not None:
+        from .dask_executor import run_on_dask
+
+        run_on_dask(store, todo, builders, stream=stream or sys.stderr)
+        built = [p for drv in todo for p in drv.outputs.values()]
+        store.add_temp_roots(built)
+        return built
     # Imported here: a no-op build never needs them.
     import traceback
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
