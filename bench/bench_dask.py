@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
 import os
 import random
 import statistics
@@ -108,6 +109,7 @@ def main() -> int:
     parser.add_argument("--tiny", action="store_true", help="a few seconds: small DAG, 2 workers (CI)")
     parser.add_argument("--runs", type=int, default=3, help="repetitions of table 1 (median)")
     args = parser.parse_args()
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)  # teardown chatter, not results
     n, workers, m, sleep, wide = (60, 2, 4, 0.5, 2) if args.tiny else (1000, 4, 16, 2.0, 4)
     runs = 1 if args.tiny else args.runs
     load = os.getloadavg()[0]

@@ -43,7 +43,7 @@ def test_defaults():
 
 def test_options_table():
     assert all(isinstance(option, Option) for option in OPTIONS.values())
-    assert all(option.kind in {"bool", "str", "str-list", "predicate", "path"} for option in OPTIONS.values())
+    assert all(option.kind in {"bool", "str", "str-list", "predicate", "path", "path-list"} for option in OPTIONS.values())
     assert all(option.doc for option in OPTIONS.values())
 
 

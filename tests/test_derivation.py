@@ -121,3 +121,64 @@ def test_building_a_derivation_file_needs_its_inputs(tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 1
     assert "is not valid in the store" in run.stderr and "cudapkgs import" in run.stderr
+
+
+# --- derivation files are hostile input (issue 8, parts 5 and 11) ------------------------------
+
+
+def _cudart_json(store_dir=None):
+    config = {"allowUnfree": True, "storeDir": store_dir} if store_dir else {"allowUnfree": True}
+    return cudapkgs.import_pkgs(config=config, system="x86_64-linux").cudaPackages_13_0.cuda_cudart.derivation.to_json()
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["src"].update(sha256="../../../../x"), "src.sha256"),
+        (lambda d: d["src"].update(sha256=1), "src.sha256"),
+        (lambda d: d["src"].update(relativePath="../../etc/passwd"), "relativePath"),
+        (lambda d: d["src"].update(size=-1), "src.size"),
+        (lambda d: d.update(src=["not", "a", "dict"]), "src is a list"),
+        (lambda d: d.update(inputs={"x": "/etc"}), "inputs.x"),
+        (lambda d: d.update(inputs=[]), "inputs"),
+        (lambda d: d.update(outputs={"out": {"path": "relative/abc-x"}}), "absolute store directory"),
+        (lambda d: d.update(outputs={}), "no outputs"),
+        (lambda d: d.update(name=7), "name"),
+    ],
+    ids=["sha256-dotdot", "sha256-type", "relpath-dotdot", "size", "src-list", "input-outside", "inputs-type",
+         "relative-store", "no-outputs", "name-type"],
+)
+def test_malformed_derivation_files_are_one_line_errors(edit, message):
+    data = _cudart_json()
+    edit(data)
+    with pytest.raises(EvalError, match=message):
+        Derivation.from_json(data, source="t.json")
+
+
+def test_a_derivation_for_another_store_is_refused(tmp_path):
+    data = _cudart_json(str(tmp_path / "other"))
+    with pytest.raises(EvalError, match="not the configured store"):
+        Derivation.from_json(data, source="t.json", store_dir=str(tmp_path / "mine"))
+    assert Derivation.from_json(data, source="t.json", store_dir=str(tmp_path / "other")).store_dir == str(tmp_path / "other")
+
+
+def test_build_of_a_foreign_or_hostile_derivation_file_writes_nothing_outside_the_store(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    other, mine = tmp_path / "other", tmp_path / "mine"
+    data = _cudart_json(str(other))
+    (tmp_path / "d.json").write_text(json.dumps(data))
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"src": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    os.mkfifo(tmp_path / "fifo.json")
+    env = {**os.environ, "CUDAPKGS_STORE": str(mine)}
+    for arg, message in ((tmp_path / "d.json", "not the configured store"), (deep, "nested too deeply"),
+                         (tmp_path / "fifo.json", "is a FIFO")):
+        run = subprocess.run([sys.executable, "-m", "cudapkgs", "build", "--no-link", str(arg)],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert run.returncode == 1, run.stderr
+        assert message in run.stderr and "Traceback" not in run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert not other.exists()

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cudapkgs.shell import export_lines, propagated_closure, shell_environment
+from cudapkgs.shell import export_lines, host_cuda_dirs, propagated_closure, shell_environment
 
 from conftest import MANIFESTS
 
@@ -68,3 +68,27 @@ def test_shell_command_runs_in_the_environment(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "cudapkgs", "shell", "saxpy", "--command", "no-such-program-x"],
                              capture_output=True, text=True, env=env, timeout=300)
     assert missing.returncode == 2 and "no such program" in missing.stderr
+
+
+def test_a_host_cuda_never_shows_through(tmp_path):
+    """A shell without nvcc has no nvcc: the host's CUDA bin dir and CUDA_* variables are dropped."""
+    host = tmp_path / "usr-local-cuda" / "bin"
+    host.mkdir(parents=True)
+    (host / "nvcc").write_text("#!/bin/sh\necho host nvcc 13\n")
+    other = tmp_path / "usr-bin"
+    other.mkdir()
+    (other / "gcc").write_text("")
+    cudart = make_output(tmp_path, "cudart", ["include", "lib"])
+    base = {"PATH": f"{host}{os.pathsep}{other}", "CUDA_HOME": str(host.parent), "CUDACXX": str(host / "nvcc"),
+            "CUDAToolkit_ROOT": str(host.parent)}
+    env = shell_environment([cudart], base=base)
+    assert env["PATH"].split(os.pathsep) == [str(other)]
+    assert not {"CUDA_HOME", "CUDACXX", "CUDAToolkit_ROOT"} & set(env)
+    assert host_cuda_dirs(base["PATH"], [cudart]) == [str(host)]
+    # With the set's nvcc, its bin dir comes first and the host's is still gone.
+    nvcc = make_output(tmp_path, "nvcc", ["bin"], propagates=[cudart])
+    Path(nvcc, "bin", "nvcc").write_text("")
+    env = shell_environment([nvcc], base=base)
+    assert env["PATH"].split(os.pathsep) == [f"{nvcc}/bin", str(other)]
+    assert env["CUDACXX"] == f"{nvcc}/bin/nvcc"
+    assert host_cuda_dirs(f"{nvcc}/bin", [nvcc]) == []  # the shell's own nvcc is not the host's

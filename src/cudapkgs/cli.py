@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "cudapkgs.manifests_cli",
     "cudapkgs.realise.cli",
     "cudapkgs.store.cli",
+    "cudapkgs.store.caches.cli",
     "cudapkgs.containers.cli",
 )
 
@@ -65,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except CudapkgsError as error:
-        print(f"cudapkgs: error: {error}", file=sys.stderr)
+        print(f"cudapkgs: error: {_in_user_file(error)}{error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("cudapkgs: interrupted", file=sys.stderr)
@@ -77,12 +78,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if os.environ.get("CUDAPKGS_DEBUG"):
             raise
+        where = _in_user_file(error)
+        if where:  # the user's own package or overlay file raised it (a lazy attribute, a phase)
+            print(f"cudapkgs: error: {where}{type(error).__name__}: {error}", file=sys.stderr)
+            return 1
         print(
             f"cudapkgs: internal error: {type(error).__name__}: {error} "
             "(this is a bug in cudapkgs; set CUDAPKGS_DEBUG=1 to see the traceback)",
             file=sys.stderr,
         )
         return 70
+
+
+def _in_user_file(error: BaseException) -> str:
+    """"FILE:LINE: " when the error was raised inside a user's package or overlay file, else ""."""
+    if "cudapkgs.user_files" not in sys.modules:  # no user file was loaded
+        return ""
+    from .user_files import user_location
+
+    where = user_location(error)
+    return "" if where is None or str(error).startswith(where) else f"{where}: "
 
 
 if __name__ == "__main__":  # pragma: no cover

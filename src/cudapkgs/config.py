@@ -18,7 +18,7 @@ __all__ = ["Config", "OPTIONS", "Option", "load_config", "parse_set"]
 
 
 class Option:
-    """One configuration key: its kind ("bool", "str", "str-list", "predicate" or "path"), default and help."""
+    """One configuration key: its kind ("bool", "str", "str-list", "predicate", "path" or "path-list"), default and help."""
 
     # A plain slotted class: dataclasses would cost the CLI's start-up an `inspect` import.
     __slots__ = ("name", "kind", "default", "doc", "check")
@@ -108,6 +108,7 @@ OPTIONS: dict[str, Option] = {
         Option("storeDir", "path", None, "The store's directory (else $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store); part of every store path."),
         Option("fetchers", "str-list", ("redist", "wheels"), 'Where sources come from, tried in order: "redist" (NVIDIA), "mirror:<dir or URL prefix>", "wheels" (NVIDIA\'s PyPI wheels).', _check_fetchers),
         Option("sourceMirrors", "str-list", (), "Directories or URL prefixes tried before upstream by fetchurl, fetchFromGitHub and fetchPypi (then $CUDAPKGS_SOURCE_MIRRORS); what they hold is checked against the declared hash."),
+        Option("overlays", "path-list", (), "Python files each defining overlay(final, prev) -> attributes, applied in order to the top level and every variant (pkgsCuda, pkgsForCudaArch.*, cudaPackages_X_Y.pkgs)."),
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
         Option("substituters", "str-list", (), 'Binary caches to substitute from before building, in order: "file:///dir", "https://host/prefix", "s3://bucket?endpoint=…&region=…".', _check_substituters),
         Option("trustedPublicKeys", "str-list", (), 'Keys whose signatures make a cache\'s paths trusted, in Nix\'s "name:base64" form (as `cudapkgs key generate` prints).', _check_public_keys),
@@ -123,6 +124,7 @@ _EXPECTED = {
     "str-list": "a list of strings",
     "predicate": 'a function or the string "cuda"',
     "path": "a path",
+    "path-list": "a list of paths",
 }
 
 
@@ -171,6 +173,10 @@ def _validate(option: Option, value: Any, base_dir: str | None) -> Any:
                 hint = f' (write "{item}")' if isinstance(item, (int, float)) and not isinstance(item, bool) else ""
                 raise ValueError(f"expected a list of strings, got a list containing {_describe(item)}{hint}")
         value = tuple(value)
+    elif kind == "path-list":
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, os.PathLike)) and os.fspath(v) for v in value):
+            raise ValueError(f"expected a list of paths, got {_describe(value)}")
+        value = tuple(os.path.normpath(os.path.join(base_dir or os.getcwd(), os.path.expanduser(os.fspath(v)))) for v in value)
     elif kind == "predicate":
         if isinstance(value, str):
             if value not in _PREDICATES:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -176,8 +177,10 @@ class Derivation:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], *, source: str = "derivation",
-                  context: Mapping[str, Any] | None = None) -> "Derivation":
+    def from_json(
+        cls, data: Any, *, source: str = "derivation", store_dir: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> "Derivation":
         """A derivation back from `to_json()` (`cudapkgs show-derivation`), checked against its paths.
 
         It has no input derivations: its inputs must already be valid where it is built
@@ -185,17 +188,39 @@ class Derivation:
         run (a Python phase lives in the process that evaluated it); a remote build
         passes the evaluating process's unhashed `context` (its Python steps and local
         source paths) along with the JSON.
+
+        The file is hostile input: every field is type-checked, every hash by its syntax
+        (sha256 hex, ``sha256:`` Nix base-32 or SRI), every path it names must be a store
+        path of one absolute store directory, which must be `store_dir` when given (the
+        configured store: a derivation for another store is refused).  Raises `EvalError`
+        (one line).
         """
         try:
+            try:
+                if not isinstance(data, Mapping):
+                    raise _Bad("the file is not a JSON object")
+                _check_file_fields(data)
+            except _Bad as error:
+                raise _Bad(f"not a derivation as show-derivation prints it: {error}") from None
             outputs = {name: entry["path"] for name, entry in data["outputs"].items()}
-            store_dir = os.path.dirname(next(iter(outputs.values())))
+            dirs = {os.path.dirname(p) for p in outputs.values()}
+            drv_dir = dirs.pop()
+            if dirs or not os.path.isabs(drv_dir) or os.path.normpath(drv_dir) != drv_dir:
+                raise _Bad(f"its output paths are not in one absolute store directory ({sorted(outputs.values())})")
+            if store_dir is not None and drv_dir != store_dir:
+                raise _Bad(f"it is a derivation for the store {drv_dir}, not the configured store {store_dir}")
+            _check_store_paths(data, drv_dir)
             drv = cls(
-                store_dir=store_dir, name=data["name"], system=data["system"], outputs=list(outputs),
+                store_dir=drv_dir, name=data["name"], system=data["system"], outputs=list(outputs),
                 builder=data["builder"], src=data["src"], input_paths=data["inputs"], attrs=data["attrs"],
                 strict_deps=data["strictDeps"], structured_attrs=data["structuredAttrs"],
                 output_hash=data.get("outputHash"),
             )
-        except (KeyError, TypeError, AttributeError, StopIteration) as error:
+        except _Bad as error:
+            raise EvalError(f"{source}: {error}") from None
+        except RecursionError:
+            raise EvalError(f"{source}: the derivation is nested too deeply") from None
+        except (KeyError, TypeError, AttributeError, StopIteration, ValueError) as error:
             raise EvalError(f"{source}: not a derivation as show-derivation prints it ({error!r} missing or malformed)") from None
         if data.get("format") != DRV_FORMAT:
             raise EvalError(f"{source}: derivation format {data.get('format')!r}, this cudapkgs writes {DRV_FORMAT}")
@@ -213,3 +238,85 @@ class Derivation:
 
     def __repr__(self) -> str:
         return f"<Derivation {self.drv_path}>"
+
+
+class _Bad(Exception):
+    """A field of a derivation file is malformed (becomes an EvalError naming the file)."""
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_NIX32_SHA256 = re.compile(r"sha256:([0-9abcdfghijklmnpqrsvwxyz]{52}|[0-9a-f]{64})")
+_SRI_SHA256 = re.compile(r"sha256-[A-Za-z0-9+/]{43}=")
+_OUTPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def _check_file_fields(data: Mapping[str, Any]) -> None:
+    """Types of a derivation file's fields, and the syntax of every hash in its src."""
+    for key, kind in (("name", str), ("system", str), ("builder", str), ("inputs", Mapping), ("attrs", Mapping),
+                      ("outputs", Mapping), ("strictDeps", bool), ("structuredAttrs", bool)):
+        if not isinstance(data.get(key), kind):
+            raise _Bad(f"{key} is missing or not a {'JSON object' if kind is Mapping else kind.__name__}")
+    if not data["outputs"]:
+        raise _Bad("it has no outputs")
+    for name, entry in data["outputs"].items():
+        if not _OUTPUT_NAME.fullmatch(name) or not isinstance(entry, Mapping) or not isinstance(entry.get("path"), str):
+            raise _Bad(f"outputs.{name} is not {{\"path\": <store path>}}")
+    for name, path in data["inputs"].items():
+        if not isinstance(path, str):
+            raise _Bad(f"inputs.{name} is not a store path")
+    src = data.get("src")
+    if src is None:
+        _check_output_hash_field(data.get("outputHash"))
+        return
+    if not isinstance(src, Mapping):
+        raise _Bad(f"src is a {type(src).__name__}, not an object or null")
+    for key, value in src.items():
+        if key == "sha256" and not (isinstance(value, str) and _HEX64.fullmatch(value)):
+            raise _Bad(f"src.sha256 {value!r} is not a sha256 (64 lower-case hex digits)")
+        if key in ("narHash", "hash", "outputHash") and not (
+            isinstance(value, str) and (_NIX32_SHA256.fullmatch(value) or _SRI_SHA256.fullmatch(value) or _HEX64.fullmatch(value))
+        ):
+            raise _Bad(f"src.{key} {value!r} is not a sha256 hash (sha256:<base-32>, sha256-<base64> or hex)")
+        if key == "size" and value is not None and not (
+            (type(value) is int and value >= 0) or (isinstance(value, str) and value.isascii() and value.isdigit())
+        ):
+            raise _Bad(f"src.size {value!r} is not a byte count")
+    _check_output_hash_field(data.get("outputHash"))
+    relative = src.get("relativePath")
+    if relative is not None:
+        parts = relative.split("/") if isinstance(relative, str) else [".."]
+        if not relative or relative.startswith("/") or ".." in parts or "\0" in relative:
+            raise _Bad(f"src.relativePath {relative!r} is not a relative path inside the release")
+    urls = src.get("urls")
+    if urls is not None and not (isinstance(urls, list) and all(isinstance(u, str) for u in urls)):
+        raise _Bad("src.urls is not a list of strings")
+
+
+def _check_output_hash_field(value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, Mapping) or not all(isinstance(value.get(k), str) for k in ("algo", "mode", "hash")):
+        raise _Bad("outputHash is not {algo, mode, hash} strings")
+    if not re.fullmatch(r"(sha256|sha512|sha1)[-:]?[A-Za-z0-9+/=]+", value["hash"]) and not re.fullmatch(
+        r"[0-9a-zA-Z+/=]+", value["hash"]
+    ):
+        raise _Bad(f"outputHash.hash {value['hash']!r} is not a hash")
+
+
+def _check_store_paths(data: Mapping[str, Any], store_dir: str) -> None:
+    """Every output, input and store source path is a store path of `store_dir`."""
+    from .errors import StoreError
+    from .store.paths import to_store_path
+
+    named = [(f"outputs.{k}", v["path"]) for k, v in data["outputs"].items()]
+    named += [(f"inputs.{k}", v) for k, v in data["inputs"].items()]
+    src = data.get("src")
+    if isinstance(src, Mapping) and src.get("type") == "store":
+        named.append(("src.path", src.get("path")))
+    for where, path in named:
+        try:
+            ok = isinstance(path, str) and to_store_path(store_dir, path) == path
+        except (StoreError, ValueError):
+            ok = False
+        if not ok:
+            raise _Bad(f"{where} {path!r} is not a store path of {store_dir}")

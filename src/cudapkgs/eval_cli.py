@@ -25,7 +25,8 @@ configuration (lowest precedence first): ~/.config/cudapkgs/config.toml, the fil
 named by $CUDAPKGS_CONFIG, --config FILE, then each --set. Keys: cudaSupport,
 rocmSupport, cudaCapabilities, cudaForwardCompat, allowUnfree,
 allowUnfreePredicate ("cuda" = NVIDIA's CUDA licenses), allowAliases, manifestsDir,
-storeDir, fetchers ("redist", "mirror:<dir or URL>", "wheels"), driverLibDir.
+storeDir, fetchers ("redist", "mirror:<dir or URL>", "wheels"), driverLibDir,
+sourceMirrors, overlays (files defining overlay(final, prev)).
 Manifests are read from manifestsDir or $CUDAPKGS_MANIFESTS when set, else from the
 user manifests directory (`cudapkgs manifests update`), else from the copies shipped
 with cudapkgs; evaluation never downloads.
@@ -45,6 +46,25 @@ def add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True)
         help="set a configuration key to a TOML value (repeatable), e.g. --set cudaForwardCompat=false",
     )
     group.add_argument("--system", metavar="SYSTEM", help="host platform, e.g. x86_64-linux or aarch64-linux (default: this machine)")
+    group.add_argument(
+        "-f",
+        "--file",
+        dest="files",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="a Python file of package functions (def NAME(cudaPackages, …): …), each added to the top "
+        "level as NAME, callPackage'd with the top level, config and cudaSupport (repeatable)",
+    )
+    group.add_argument(
+        "--arg",
+        dest="args",
+        metavar="NAME=ATTRPATH",
+        action="append",
+        default=[],
+        help="call the -f file's functions with NAME set to this attribute path (or TOML literal), "
+        "e.g. --arg cudaPackages=cudaPackages_13_0 (repeatable)",
+    )
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -128,10 +148,21 @@ def register(subparsers: Any) -> None:
 
 
 def pkgs_from_args(args: argparse.Namespace) -> Any:
-    """The package tree the evaluation options name."""
+    """The package tree the evaluation options name (with the -f files' packages, --arg applied)."""
     from .top_level import import_pkgs
 
-    return import_pkgs(system=args.system, config_file=args.config, sets=args.sets)
+    overlays = []
+    files = getattr(args, "files", None) or []
+    arg_list = getattr(args, "args", None) or []
+    if arg_list and not files:
+        from .errors import UsageError
+
+        raise UsageError("--arg applies to the functions of a package file: give -f FILE too")
+    if files:
+        from .user_files import package_file_overlay, parse_arg
+
+        overlays.append(package_file_overlay(files, dict(parse_arg(a) for a in arg_list)))
+    return import_pkgs(system=args.system, config_file=args.config, sets=args.sets, overlays=overlays)
 
 
 def _print_json(value: Any) -> None:

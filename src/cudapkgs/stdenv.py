@@ -54,7 +54,7 @@ HOOKS = tuple(
     for name in (f"pre{phase.capitalize()}", f"{phase}Phase", f"post{phase.capitalize()}")
 )
 # Dependency lists (Nixpkgs' names): a package contributes its dev output (else its first), as
-# Nixpkgs' mkDerivation passes inputs through lib.getDev; `pkg.lib` or `inputs.get_lib(pkg)` select others.
+# Nixpkgs' mkDerivation passes inputs through lib.getDev; `pkg.lib` or `build_inputs.get_lib(pkg)` select others.
 DEPENDENCY_LISTS = ("nativeBuildInputs", "buildInputs", "propagatedNativeBuildInputs", "propagatedBuildInputs")
 # Lists of packages written as every output path of each package.
 REFERENCE_LISTS = ("removeReferencesTo", "disallowedReferences")
@@ -250,7 +250,7 @@ class _Inputs:
     def input_paths(self, packages: Any, where: str) -> list[str]:
         if not isinstance(packages, (list, tuple)):
             raise EvalError(f"{where}: expected a list of packages, got {type(packages).__name__}")
-        from .inputs import SelectedOutputs, default_outputs
+        from .build_inputs import SelectedOutputs, default_outputs
 
         dependency = where.rsplit(".", 1)[-1] in DEPENDENCY_LISTS
         paths: list[str] = []
@@ -267,7 +267,7 @@ class _Inputs:
                 paths.extend(drv.outputs[o] for o in pkg.outputs)
                 continue
             if not (_is_package(pkg) or isinstance(pkg, Derivation)):
-                hint = " (an output path: write pkg.lib, or inputs.get_lib(pkg))" if isinstance(pkg, str) else ""
+                hint = " (an output path: write pkg.lib, or build_inputs.get_lib(pkg))" if isinstance(pkg, str) else ""
                 raise EvalError(f"{where}[{i}]: expected a package, got {type(pkg).__name__}{hint}")
             drv = self.derivation_of(pkg)
             # A package without the `outputs` attribute: all of its derivation's outputs.

@@ -39,7 +39,8 @@ def import_pkgs(
     `config` is a mapping of configuration keys (cudaCapabilities, allowUnfree, ...) or
     a `Config`; it is layered over the user's config file, `CUDAPKGS_CONFIG` and
     `config_file`, and `sets` (KEY=VALUE strings, TOML values) go on top.
-    `overlays` are `(final, prev) -> attrs` functions applied in order.
+    `overlays` are `(final, prev) -> attrs` functions applied in order, after those of the
+    config key ``overlays`` (files defining ``overlay(final, prev)``); variants keep them all.
     """
     if isinstance(config, Config):
         resolved = config
@@ -47,7 +48,17 @@ def import_pkgs(
             raise TypeError("pass either a Config or config_file/sets, not both")
     else:
         resolved = load_config(file=config_file, sets=sets, overrides=config)
-    return top_level(_with_environment(resolved), check_system(system or host_system()), tuple(overlays))
+    resolved = _with_environment(resolved)
+    return top_level(resolved, check_system(system or host_system()), _config_overlays(resolved) + tuple(overlays))
+
+
+def _config_overlays(config: Config) -> tuple[Overlay, ...]:
+    """The overlays the config key `overlays` names (files defining overlay(final, prev))."""
+    if not config.overlays:
+        return ()
+    from .user_files import overlay_from_file
+
+    return tuple(overlay_from_file(path) for path in config.overlays)
 
 
 def _with_environment(config: Config) -> Config:

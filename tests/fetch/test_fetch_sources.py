@@ -97,7 +97,7 @@ def test_all_sources_fail(server, tmp_path):
     assert f"redist {server.url}: cannot download" in message and "HTTP 404" in message
     assert f"mirror {tmp_path / 'empty'}: cannot read" in message
     assert f"mirror {server.url}/bad: {os.path.basename(REL)}: expected sha256 {ARTIFACT.sha256}" in message
-    assert "pypi wheels: no wheel known for cuda cuda_foo on CUDA 13" in message
+    assert "pypi wheels: NVIDIA publishes no PyPI wheel of cuda_foo for CUDA 13" in message
     assert "\n" not in message
     assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
 

@@ -13,6 +13,7 @@ import pytest
 
 from cudapkgs.errors import FetchError
 from cudapkgs.fetch import WheelSource, fetch_artifact, pypi_name, unpack_wheel, wheel_cache_directory
+from cudapkgs.fetch.wheels import cached_wheel, check_unpacked, platform_tags, wheel_lacks
 from cudapkgs.manifests import Artifact
 
 
@@ -146,13 +147,15 @@ def test_wheel_source_with_fake_pip(tmp_path):
     source = WheelSource(tmp_path / "cache", pip=[sys.executable, str(fake_pip)])
     artifact = Artifact("cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz", "0" * 64, None, 1)
     got = fetch_artifact([source], "cuda", "cuda_nvcc", "13.0.88", artifact, tmp_path / "out", cuda_major=13)
-    assert got.kind == "tree" and got.source_name == "pypi wheels"
-    assert got.path == tmp_path / "out" / "cuda_nvcc-13.0.88-wheel"
-    assert (got.path / "bin/nvcc").stat().st_mode & 0o111
+    assert got.kind == "wheel" and got.source_name == "pypi wheels"
+    assert got.path == tmp_path / "cache" / built.name  # the verified wheel; the builder unpacks it
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())  # no unpacked copy
     argv = eval(log.read_text())
     assert argv[:3] == ["download", "--no-deps", "--only-binary=:all:"]
     assert argv[-1] == "nvidia-cuda-nvcc==13.0.88"
-    assert "manylinux_2_27_x86_64" in argv and argv[argv.index("--python-version") + 1] == "3.12"
+    platforms = [argv[i + 1] for i, a in enumerate(argv) if a == "--platform"]
+    assert platforms == platform_tags("x86_64")
+    assert argv[argv.index("--python-version") + 1] == f"{sys.version_info.major}.{sys.version_info.minor}"
     assert argv[argv.index("-d") + 1] == str(tmp_path / "cache")
 
 
@@ -201,7 +204,8 @@ def test_real_cuda_runtime_wheel(tmp_path):
     artifact = Artifact("cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-13.0.96-archive.tar.xz", "0" * 64, None, 1)
     got = fetch_artifact([WheelSource()], "cuda", "cuda_cudart", "13.0.96", artifact, tmp_path, cuda_major=13)
     assert list(wheel_cache_directory().glob("nvidia_cuda_runtime-13.0.96-*.whl"))
-    tree = got.path
+    assert got.kind == "wheel"
+    tree = unpack_wheel(got.path, tmp_path / "tree", pname="cuda_cudart", cuda_major=13)
     assert (tree / "include/cuda_runtime.h").is_file()
     assert (tree / "lib/libcudart.so.13").stat().st_mode & 0o111
     assert os.readlink(tree / "lib/libcudart.so") == "libcudart.so.13"
@@ -230,3 +234,56 @@ def test_cu12_post_release_fallback(tmp_path):
         "nvidia-cuda-cccl-cu12==12.4.127",
         "nvidia-cuda-cccl-cu12>=12.4.127.post1,<=12.4.127.post99",
     ]
+
+
+def _host_glibc() -> tuple[int, int] | None:
+    import platform
+
+    lib, version = platform.libc_ver()
+    return tuple(int(x) for x in version.split(".")[:2]) if lib == "glibc" and version else None
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the expectations name x86_64 tags")
+def test_platform_tags_come_from_packaging():
+    from packaging import tags
+
+    got = platform_tags("x86_64")
+    assert got == [str(t) for t in tags.platform_tags() if str(t).endswith("_x86_64")]
+    glibc = _host_glibc()
+    if glibc is not None and glibc >= (2, 25):
+        # nvidia-cuda-cupti 13.0.85 is tagged manylinux_2_25 only: a hand-made 2_27/2014 list missed it.
+        assert "manylinux_2_25_x86_64" in got and f"manylinux_{glibc[0]}_{glibc[1]}_x86_64" in got
+    assert platform_tags("aarch64") == [t[: -len("x86_64")] + "aarch64" for t in got]
+    with pytest.raises(FetchError, match="no NVIDIA wheels for ppc64le"):
+        platform_tags("ppc64le")
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64" or (_host_glibc() or (0, 0)) < (2, 25), reason="needs glibc >= 2.25 on x86_64")
+def test_cached_wheel_honours_every_tag_pip_would(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cupti = make_wheel(cache / "nvidia_cuda_cupti-13.0.85-py3-none-manylinux_2_25_x86_64.whl", CU13)
+    other = make_wheel(cache / "nvidia_cuda_nvrtc-13.0.88-py3-none-manylinux_2_27_aarch64.whl", CU13)
+    for wheel in (cupti, other):
+        (cache / (wheel.name + ".sha256")).write_text(hashlib.sha256(wheel.read_bytes()).hexdigest() + "\n")
+    assert cached_wheel("nvidia-cuda-cupti", "13.0.85", "x86_64", cache) == cupti
+    assert cached_wheel("nvidia-cuda-nvrtc", "13.0.88", "x86_64", cache) is None
+    assert cached_wheel("nvidia-cuda-nvrtc", "13.0.88", "aarch64", cache) == other
+
+
+def test_cuda12_nvcc_wheel_is_refused_before_pip_runs(tmp_path):
+    assert "bin/nvcc" in wheel_lacks("cuda_nvcc", 12) and wheel_lacks("cuda_nvcc", 13) == ()
+    calls = tmp_path / "calls"
+    source = WheelSource(tmp_path / "cache", pip=[sys.executable, "-c", f"open({str(calls)!r}, 'w').write('x')"])
+    artifact = Artifact("cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-12.8.93-archive.tar.xz", "0" * 64, None, 1)
+    with pytest.raises(FetchError, match=r"nvidia-cuda-nvcc-cu12 12\.8\.93 lacks bin/nvcc, bin/nvcc\.profile, bin/cudafe\+\+"):
+        source.fetch("cuda", "cuda_nvcc", "12.8.93", artifact, tmp_path, cuda_major=12)
+    assert not calls.exists()
+
+
+def test_check_unpacked_names_missing_files(tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/ptxas").write_text("")
+    with pytest.raises(FetchError, match=r"w\.whl: the unpacked cuda_nvcc lacks bin/nvcc, bin/nvcc\.profile"):
+        check_unpacked(tmp_path, "cuda_nvcc", "w.whl")
+    check_unpacked(tmp_path, "libcublas", "w.whl")  # nothing required of it

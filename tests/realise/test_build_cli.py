@@ -45,8 +45,9 @@ def test_dry_run_prints_what_would_be_fetched_with_sizes(manifests_dir, store_en
     result = cudapkgs("build", "--dry-run", "--set", "allowUnfree=true", NVCC, env=store_env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "these 4 sources will be fetched (68.1 MiB download):"
-    assert any("cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz" in l and l.endswith("25.4 MiB") for l in lines)
+    assert lines[0] == "these 4 sources will be fetched (68.1 MiB to download):"
+    row = next(l.split() for l in lines if "cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz" in l)
+    assert row == ["cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz", "redist", "25.4", "MiB"]
     assert "these 4 derivations will be built:" in lines
     assert lines[-1].endswith("-cuda13.0-cuda_nvcc-13.0.88.drv")
     assert not (tmp_path / "store").exists()  # a dry run creates nothing
@@ -59,9 +60,92 @@ def test_dry_run_json(manifests_dir, store_env):
     sizes = {f["name"]: f["size"] for f in data["fetch"]}
     assert sizes["cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz"] == 26657716
     assert data["downloadSize"] == sum(sizes.values())
+    assert {f["source"]["fetcher"] for f in data["fetch"]} == {"redist"}
+    assert not any(f["cached"] for f in data["fetch"])
     assert [p.rsplit("-cuda13.0-", 1)[1] for p in data["build"]] == [
         "cuda_crt-13.0.88.drv", "cuda_cccl-13.0.85.drv", "libnvvm-13.0.88.drv", "cuda_nvcc-13.0.88.drv",
     ]
+
+
+def _simple_index(server_files: dict[str, bytes], project: str, filename: str, size: int) -> None:
+    """A PEP 691 JSON page for ``project`` listing one wheel with its size (PEP 700)."""
+    page = {"meta": {"api-version": "1.1"}, "name": project, "files": [
+        {"filename": filename, "url": filename, "hashes": {"sha256": "0" * 64}, "size": size},
+        {"filename": filename.replace("x86_64", "aarch64"), "url": "x", "hashes": {}, "size": 1},
+    ]}
+    server_files[f"/simple/{project}/"] = json.dumps(page).encode()
+
+
+def test_dry_run_names_the_fetcher_its_size_and_the_cache(manifests_dir, store_env, tmp_path, monkeypatch):
+    """fetchers = ["wheels"]: wheel sizes from the index (not the archives'), cached wheels cost nothing."""
+    import hashlib
+
+    from loopback_server import serve
+
+    cache = tmp_path / "xdg-cache" / "cudapkgs" / "wheels"
+    cache.mkdir(parents=True)
+    cached = cache / "nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+    cached.write_bytes(b"PK" + b"0" * 998)
+    (cache / (cached.name + ".sha256")).write_text(hashlib.sha256(cached.read_bytes()).hexdigest() + "\n")
+    serving = serve()
+    server = next(serving)
+    try:
+        sizes = {"nvidia-cuda-nvcc": 37_000_000, "nvidia-cuda-cccl": 3_100_000, "nvidia-nvvm": 61_000_000}
+        for project, size in sizes.items():
+            wheel_version = {"nvidia-cuda-cccl": "13.0.85"}.get(project, "13.0.88")
+            stem = project.replace("-", "_")
+            _simple_index(server.files, project, f"{stem}-{wheel_version}-py3-none-manylinux2014_x86_64.whl", size)
+        env = {**store_env, "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "CUDAPKGS_PYPI_SIMPLE": server.url + "/simple"}
+        result = cudapkgs("build", "--dry-run", "--json", "--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]', NVCC, env=env)
+        text = cudapkgs("build", "--dry-run", "--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]', NVCC, env=env)
+    finally:
+        serving.close()
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    by_name = {f["name"].split("-linux-")[0]: f for f in data["fetch"]}
+    assert by_name["cuda_crt"]["cached"] is True and by_name["cuda_crt"]["downloadSize"] == 0
+    assert by_name["cuda_crt"]["source"] == {"fetcher": "wheels", "file": cached.name, "size": 1000, "cached": "wheel cache", "passedOver": []}
+    assert by_name["cuda_nvcc"]["source"]["file"] == "nvidia-cuda-nvcc==13.0.88"
+    assert by_name["cuda_nvcc"]["downloadSize"] == 37_000_000 != by_name["cuda_nvcc"]["size"]  # the wheel's, not the archive's
+    assert data["downloadSize"] == sum(sizes.values())
+    lines = text.stdout.splitlines()
+    assert lines[0] == "these 4 sources will be fetched (96.4 MiB to download; 1 already cached):"
+    assert any(l.split() == [cached.name, "wheels", "cached", "(wheel", "cache)"] for l in lines)
+    assert any(l.split() == ["nvidia-nvvm==13.0.88", "wheels", "58.2", "MiB"] for l in lines)
+
+
+def test_tarball_in_the_download_cache_is_not_downloaded_again(manifests_dir, store_env, tmp_path):
+    from cudapkgs.fetch.planning import download_entry
+
+    import cudapkgs as lib
+
+    data = json.loads(cudapkgs("build", "--dry-run", "--json", "--set", "allowUnfree=true", NVCC, env=store_env).stdout)
+    nvcc = next(f for f in data["fetch"] if f["name"].startswith("cuda_nvcc-"))
+    src = lib.import_pkgs(config={"allowUnfree": True}).cudaPackages_13_0.cuda_nvcc.derivation.data["src"]
+    entry = download_entry(tmp_path / "store", src["sha256"], src["relativePath"])
+    entry.parent.mkdir(parents=True)
+    with open(entry, "wb") as f:
+        f.truncate(nvcc["size"])
+    again = json.loads(cudapkgs("build", "--dry-run", "--json", "--set", "allowUnfree=true", NVCC, env=store_env).stdout)
+    nvcc = next(f for f in again["fetch"] if f["name"].startswith("cuda_nvcc-"))
+    assert nvcc["cached"] is True and nvcc["source"]["cached"] == "download cache"
+    assert again["downloadSize"] == data["downloadSize"] - nvcc["size"]
+
+
+def test_incomplete_or_missing_wheels_fail_at_plan_time(manifests_dir, store_env, tmp_path):
+    """CUDA 12's nvcc wheel has no nvcc; cuda_gdb has no wheel: both refused, one line each, before any download."""
+    result = cudapkgs("build", "--dry-run", "--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]',
+                      "cudaPackages_12_8.cuda_nvcc", "cudaPackages_12_8.cuda_gdb", env=store_env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "cudapkgs: error: cannot build 2 packages:"
+    assert lines[1].startswith("  cuda12.8-cuda_nvcc-12.8.93: no configured fetcher can supply cuda_nvcc-linux-x86_64-12.8.93-archive.tar.xz")
+    assert "nvidia-cuda-nvcc-cu12 12.8.93 lacks bin/nvcc" in lines[1] and '"redist"' in lines[1]
+    assert lines[2].startswith("  cuda12.8-cuda_gdb-12.8.90: ") and "no PyPI wheel of cuda_gdb for CUDA 12" in lines[2]
+    assert len(lines) == 3
+    built = cudapkgs("build", "--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]', "cudaPackages_12_8.cuda_nvcc", env=store_env)
+    assert built.returncode == 1 and "lacks bin/nvcc" in built.stderr
+    assert not (tmp_path / "store" / ".cache").exists()  # nothing fetched
 
 
 def test_unfree_package_without_permission_fails_before_any_download(manifests_dir, store_env, tmp_path):

@@ -62,7 +62,7 @@ def cudatoolkit(scope: Any, config: Any, system: str) -> Any:
     """The symlinkJoin of the toolkit's components that are available here."""
     from ..stdenv import mk_derivation
 
-    from ..inputs import get_output
+    from ..build_inputs import get_output
 
     parts = [p for p in (_try_usable(scope, n) for n in TOOLKIT_COMPONENTS) if p is not None]
     return mk_derivation(

@@ -30,9 +30,10 @@ NVIDIA_PREFIX = "https://developer.download.nvidia.com/compute"
 
 @dataclass(frozen=True, slots=True)
 class FetchedArtifact:
-    """A fetched release: a verified archive (``tarball``) or an unpacked prefix (``tree``)."""
+    """A fetched release: a verified archive (``tarball``), a verified PyPI wheel (``wheel``,
+    unpacked by the builder into its build directory) or an unpacked prefix (``tree``)."""
 
-    kind: Literal["tarball", "tree"]
+    kind: Literal["tarball", "wheel", "tree"]
     path: Path
     source_name: str
 

@@ -29,7 +29,16 @@ from .sources import FetchedArtifact
 if TYPE_CHECKING:
     from ..manifests import Artifact
 
-__all__ = ["pypi_name", "wheel_cache_directory", "unpack_wheel", "WheelSource"]
+__all__ = [
+    "pypi_name",
+    "platform_tags",
+    "wheel_cache_directory",
+    "wheel_lacks",
+    "cached_wheel",
+    "unpack_wheel",
+    "check_unpacked",
+    "WheelSource",
+]
 
 # manifest key -> (CUDA 12 base name, CUDA 13 name); None: no wheel for that major.
 # CUDA 12 names get "-cu12"; the "-cu13" names are deprecated 0.0.1 stubs, never use them.
@@ -66,10 +75,23 @@ _CUDA_WHEELS: dict[str, tuple[str | None, str | None]] = {
 # Files the 13.x nvvm wheel puts at the prefix root, whereas the tarball has them under nvvm/.
 _RELOCATE = {"libnvvm": (("lib/", "nvvm/lib64/"), ("include/nvvm.h", "nvvm/include/nvvm.h"))}
 
-_PLATFORMS = {
-    "x86_64": ("manylinux_2_27_x86_64", "manylinux2014_x86_64"),
-    "aarch64": ("manylinux_2_27_aarch64", "manylinux2014_aarch64"),
+# What NVIDIA's wheel of a component lacks that the component cannot do without, by CUDA
+# major (shared/reference/pypi-wheels.md, section 2, checked on nvidia-cuda-nvcc-cu12 12.8.93
+# and 12.9.86: the CUDA 12 nvcc wheel ships ptxas, libnvvm and headers, not the compiler).
+_WHEEL_LACKS: dict[tuple[str, int], tuple[str, ...]] = {
+    ("cuda_nvcc", 12): (
+        "bin/nvcc", "bin/nvcc.profile", "bin/cudafe++", "bin/fatbinary", "bin/nvlink", "bin/bin2c",
+        "bin/crt/link.stub", "nvvm/bin/cicc",
+    ),
+}  # fmt: skip
+
+# Files a component's tree must have, whatever its source (checked after a wheel is unpacked).
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "cuda_nvcc": ("bin/nvcc", "bin/nvcc.profile"),
+    "cuda_cudart": ("include/cuda_runtime.h",),
 }
+
+_MACHINES = ("x86_64", "aarch64")
 _SONAME_RE = re.compile(r"(lib.+\.so)\.\d+(\.\d+)*")
 
 
@@ -85,6 +107,56 @@ def pypi_name(product: str, pname: str, cuda_major: int) -> str | None:
     if cuda_major == 13:
         return cu13
     return None
+
+
+def wheel_lacks(pname: str, cuda_major: int) -> tuple[str, ...]:
+    """Files the redist archive of ``pname`` has and NVIDIA's wheel for CUDA ``cuda_major`` lacks.
+
+    Empty when the wheel is complete enough to stand in for the archive.  Source:
+    shared/reference/pypi-wheels.md (CUDA 12's ``nvidia-cuda-nvcc-cu12`` has no ``nvcc``).
+    """
+    return _WHEEL_LACKS.get((pname, cuda_major), ())
+
+
+def platform_tags(arch: str) -> list[str]:
+    """The wheel platform tags pip may install on this host for ``arch``, most specific first.
+
+    Computed by ``packaging.tags.platform_tags`` (glibc version, architecture) for the host's
+    own architecture; for the other architecture (a cross build) the host's tags with the
+    architecture swapped.  Raises FetchError when this host has no Linux wheel tags.
+    """
+    from packaging import tags
+
+    if arch not in _MACHINES:
+        raise FetchError(f"no NVIDIA wheels for {arch}")
+    host = [str(t) for t in tags.platform_tags()]
+    machine = os.uname().machine
+    linux = [t for t in host if t.endswith("_" + machine) and t.startswith(("manylinux", "musllinux", "linux"))]
+    if not linux:
+        raise FetchError(f"this host ({sys.platform} {machine}) has no Linux wheel platform tags for {arch}")
+    if machine == arch:
+        return linux
+    return [t[: -len(machine)] + arch for t in linux]
+
+
+def _wheel_matches(path: Path, project: str, tags_wanted: set[str]) -> bool:
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+    try:
+        name, _version, _build, wheel_tags = parse_wheel_filename(path.name)
+    except InvalidWheelFilename:
+        return False
+    return name == canonicalize_name(project) and any(t.platform in tags_wanted for t in wheel_tags)
+
+
+def cached_wheel(project: str, version: str, arch: str, cache: Path | None = None) -> Path | None:
+    """A wheel of ``project==version`` for ``arch`` already in the cache and checked by pip, or None."""
+    cache = cache or wheel_cache_directory()
+    try:
+        wanted = set(platform_tags(arch))
+    except FetchError:
+        return None
+    return _verified_wheel(cache, project, version, wanted)
 
 
 def wheel_cache_directory() -> Path:
@@ -178,6 +250,13 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
         os.chmod(target, 0o755 if executable else 0o644)
 
 
+def check_unpacked(tree: Path, pname: str, source: str) -> None:
+    """Raise FetchError naming the files `_REQUIRED` for ``pname`` that ``tree`` lacks."""
+    missing = [rel for rel in _REQUIRED.get(pname, ()) if not (Path(tree) / rel).exists()]
+    if missing:
+        raise FetchError(f"{source}: the unpacked {pname} lacks {', '.join(missing)}; it cannot stand in for the redist archive")
+
+
 def _add_dev_symlinks(libdir: Path) -> None:
     """``libfoo.so -> libfoo.so.N`` as the tarballs ship them (the wheels only have SONAMEs)."""
     if not libdir.is_dir():
@@ -209,13 +288,14 @@ class WheelSource:
         cache_dir: Path | None = None,
         *,
         pip: Sequence[str] | None = None,
-        python_version: str = "3.12",
+        python_version: str | None = None,
         arch: str | None = None,
         timeout: float = 1800,
     ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.pip = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
-        self.python_version = python_version
+        # NVIDIA's wheels are py3-none: any interpreter version selects the same files.
+        self.python_version = python_version or f"{sys.version_info.major}.{sys.version_info.minor}"
         self.arch = arch
         self.timeout = timeout
 
@@ -227,7 +307,7 @@ class WheelSource:
         """
         cache = self.cache_dir or wheel_cache_directory()
         cache.mkdir(parents=True, exist_ok=True)
-        known = _verified_wheel(cache, project, version, arch)
+        known = _verified_wheel(cache, project, version, set(platform_tags(arch)))
         if known is not None:
             return known
         try:
@@ -244,7 +324,8 @@ class WheelSource:
 
     def _pip_download(self, cache: Path, project: str, version_glob: str, requirement: str, arch: str) -> Path:
         command = [*self.pip, "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check"]
-        for platform in _PLATFORMS[arch]:
+        wanted = platform_tags(arch)
+        for platform in wanted:
             command += ["--platform", platform]
         command += ["--python-version", self.python_version, "-d", str(cache), requirement]
         try:
@@ -258,7 +339,7 @@ class WheelSource:
         stem = re.sub(r"[-_.]+", "_", project).lower()
         suffix = "*" if version_glob.endswith(".post") else ""
         found = sorted(
-            (p for p in cache.glob(f"{stem}-{version_glob}{suffix}-*.whl") if arch in p.name),
+            (p for p in cache.glob(f"{stem}-{version_glob}{suffix}-*.whl") if _wheel_matches(p, project, set(wanted))),
             key=lambda p: [int(n) if n.isdigit() else n for n in re.split(r"(\d+)", p.name)],
         )
         if not found:
@@ -276,15 +357,23 @@ class WheelSource:
         cuda_major: int,
         progress: Progress | None = None,
     ) -> FetchedArtifact:
+        """The verified wheel in the wheel cache (kind ``"wheel"``), for the builder to unpack.
+
+        The builder unpacks it straight into its build directory (`unpack_wheel`), so no
+        unpacked copy is kept beside the wheel.  Raises FetchError when NVIDIA publishes no
+        wheel for the component, or one that lacks what the archive has (`wheel_lacks`).
+        """
         project = pypi_name(product, pname, cuda_major)
         if project is None:
-            raise FetchError(f"no wheel known for {product} {pname} on CUDA {cuda_major}")
+            raise FetchError(f"NVIDIA publishes no PyPI wheel of {pname} for CUDA {cuda_major}")
+        lacks = wheel_lacks(pname, cuda_major)
+        if lacks:
+            raise FetchError(f"NVIDIA's wheel {project} {version} lacks {', '.join(lacks)} (the redist archive has them)")
         arch = self.arch or _arch_of(artifact.relative_path)
         wheel = self.download_wheel(project, version, arch)
         if progress is not None:
             progress(wheel.stat().st_size, wheel.stat().st_size)
-        tree = unpack_wheel(wheel, Path(dest_dir) / f"{pname}-{version}-wheel", pname=pname, cuda_major=cuda_major)
-        return FetchedArtifact("tree", tree, self.name)
+        return FetchedArtifact("wheel", wheel, self.name)
 
 
 # A wheel pip has downloaded and checked against its index gets a "<wheel>.sha256" beside
@@ -301,11 +390,11 @@ def _remember_verified(wheel: Path) -> Path:
     return wheel
 
 
-def _verified_wheel(cache: Path, project: str, version: str, arch: str) -> Path | None:
+def _verified_wheel(cache: Path, project: str, version: str, wanted: set[str]) -> Path | None:
     stem = re.sub(r"[-_.]+", "_", project).lower()
     for wheel in sorted(cache.glob(f"{stem}-{version}-*.whl")):
         record = wheel.with_name(wheel.name + _VERIFIED_SUFFIX)
-        if arch in wheel.name and record.is_file() and record.read_text().strip() == _sha256(wheel):
+        if _wheel_matches(wheel, project, wanted) and record.is_file() and record.read_text().strip() == _sha256(wheel):
             return wheel
     return None
 
@@ -327,6 +416,6 @@ def _arch_of(relative_path: str) -> str:
     if "linux-x86_64" in relative_path:
         return "x86_64"
     machine = os.uname().machine
-    if machine not in _PLATFORMS:
+    if machine not in _MACHINES:
         raise FetchError(f"no wheels for {machine}")
     return machine

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..inputs import PROPAGATED_BUILD, PROPAGATED_NATIVE
+from ..build_inputs import PROPAGATED_BUILD, PROPAGATED_NATIVE
 
 __all__ = ["output_for", "propagate"]
 

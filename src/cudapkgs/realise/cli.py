@@ -198,32 +198,38 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     from ..derivation import default_store_dir
 
     pkgs = pkgs_from_args(args)
+    store_dir = default_store_dir(pkgs.config)
     items = []
     for text in args.attrpaths:
-        if text.endswith(".json") and os.path.isfile(text):
-            items.append(Installable(text, drv=_derivation_from_file(text)))
+        if text.endswith(".json") and os.path.exists(text):
+            # Hostile input: checked field by field, and only for the configured store.
+            items.append(Installable(text, drv=_derivation_from_file(text, store_dir)))
         elif _is_path(text):
             items.append(Installable(text, path=text))
         else:
             items.append(Installable(text, drv=_derivation_of(resolve(pkgs, parse_attrpath(text)), text)))
-    dirs = {i.drv.store_dir for i in items if i.drv is not None}
-    store_dir = dirs.pop() if len(dirs) == 1 else default_store_dir(pkgs.config)
     return store_dir, items
 
 
-def _derivation_from_file(path: str) -> Any:
-    """A derivation saved with `cudapkgs show-derivation ATTR > FILE.json` (e.g. on another machine)."""
+def _derivation_from_file(path: str, store_dir: str) -> Any:
+    """A derivation saved with `cudapkgs show-derivation ATTR > FILE.json` (e.g. on another machine).
+
+    Only a regular file is read (a FIFO or device would hang or never end); the
+    derivation must be for `store_dir`, the configured store.
+    """
     import json
 
     from ..derivation import Derivation
     from ..errors import EvalError
+    from ..inputs import read_input_file
 
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as error:
+        data = json.loads(read_input_file(path, what="derivation file"))
+    except (ValueError, UnicodeDecodeError) as error:
         raise EvalError(f"{path}: cannot read a derivation ({error})") from None
-    return Derivation.from_json(data, source=path)
+    except RecursionError:
+        raise EvalError(f"{path}: cannot read a derivation (nested too deeply)") from None
+    return Derivation.from_json(data, source=path, store_dir=store_dir)
 
 
 def run_shell(args: argparse.Namespace) -> int:
@@ -231,7 +237,7 @@ def run_shell(args: argparse.Namespace) -> int:
     import os
     import subprocess
 
-    from ..shell import export_lines, shell_environment
+    from ..shell import export_lines, host_cuda_dirs, propagated_closure, shell_environment
 
     store_dir, items = evaluate(args)
     cc = _shell_cc(args, items)
@@ -243,6 +249,11 @@ def run_shell(args: argparse.Namespace) -> int:
         paths = [*cc.outputs.values(), *(p for p in paths if p not in cc.outputs.values())]
     driver = getattr(items[0].drv, "attrs", {}).get("driverLibDir") if items and items[0].drv is not None else None
     env = shell_environment(paths, store_dir=store_dir, driver_dir=driver)
+    hidden = host_cuda_dirs(os.environ.get("PATH", ""), propagated_closure(paths))
+    if hidden:
+        has_nvcc = "CUDACXX" in env
+        what = "" if has_nvcc else "; this shell has no nvcc (add a set's cuda_nvcc to the packages)"
+        print(f"cudapkgs: note: the host's CUDA tools are left out of PATH ({', '.join(hidden)}){what}", file=sys.stderr)
     if args.print_env:
         sys.stdout.write(export_lines(env))
         return 0
@@ -379,7 +390,17 @@ def realise_and_link(
         resolved = []
         for item in items:  # a store path given by hand must already be valid
             resolved.append(item if item.drv is not None else Installable(item.label, path=store.query(item.path).path))
-        the_plan = plan(store, [i.drv for i in resolved if i.drv is not None], substituters)
+        wheel_sizes = None
+        if dry_run:
+            from ..fetch.planning import lookup_wheel_sizes
+
+            def wheel_sizes(wanted: list[tuple[str, str, str]]) -> dict[str, int]:
+                sizes, problems = lookup_wheel_sizes(wanted)
+                for problem in problems:
+                    print(f"cudapkgs: note: wheel size unknown: {problem}", file=sys.stderr)
+                return sizes
+
+        the_plan = plan(store, [i.drv for i in resolved if i.drv is not None], substituters, wheel_sizes=wheel_sizes)
         if dry_run:
             _print_plan(the_plan, as_json)
             return 0
@@ -490,11 +511,25 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
             print("nothing will be built")
             return
     if the_plan.to_fetch:
+        from ..table import format_table
+
         n = len(the_plan.to_fetch)
-        print(f"{_these(n, 'source')} will be fetched ({format_size(the_plan.download_size)} download):")
-        width = max(len(f.name) for f in the_plan.to_fetch)
+        unknown = the_plan.unknown_sizes
+        total = format_size(the_plan.download_size) + (f" + {unknown} of unknown size" if unknown else "")
+        cached = sum(1 for f in the_plan.to_fetch if f.cached)
+        held = f"; {cached} already cached" if cached else ""
+        print(f"{_these(n, 'source')} will be fetched ({total} to download{held}):")
+        rows = []
         for f in the_plan.to_fetch:
-            print(f"  {f.name.ljust(width)}  {format_size(f.size).rjust(10)}")
+            choice = f.choice
+            fetcher = choice.fetcher if choice is not None else "url"
+            what = choice.what if choice is not None else f.name
+            status = f"cached ({choice.cached})" if f.cached else format_size(f.download_size)
+            rows.append([what, fetcher, status])
+        print("\n".join("  " + line for line in format_table(["FILE", "FETCHER", "DOWNLOAD"], rows).splitlines()))
+        notes = {r for f in the_plan.to_fetch if f.choice is not None for r in f.choice.passed_over}
+        for note in sorted(notes):
+            print(f"  passed over: {note}")
     print(f"{_these(len(the_plan.to_build), 'derivation')} will be built:")
     for drv in the_plan.to_build:
         print(f"  {drv.drv_path}")

@@ -11,7 +11,7 @@ called as `fn(attrs, env, work_dir, outputs)`; changes it makes to `env` are see
 by the later steps.
 
 The environment is built from nothing (no inherited PATH, LD_LIBRARY_PATH, …)
-by `cudapkgs.inputs.setup_environment`, the same function `cudapkgs shell` uses:
+by `cudapkgs.build_inputs.setup_environment`, the same function `cudapkgs shell` uses:
 native inputs (`stdenvCc`, nativeBuildInputs, propagatedNativeBuildInputs and
 what they propagate) give PATH before the host tools of `HOST_PATH`; host inputs
 (buildInputs, propagatedBuildInputs and what they propagate) give CPATH,
@@ -53,7 +53,7 @@ from ..builders import make as make_builder
 from ..derivation import Derivation
 from ..hooks import multiple_outputs
 from ..errors import CudapkgsError
-from ..inputs import Closures, find_inputs, setup_environment
+from ..build_inputs import Closures, find_inputs, setup_environment
 from ..stdenv import PHASES
 from .context import BuildContext
 
@@ -203,7 +203,7 @@ GPU_SELECTION = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_
 
 
 def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str, str]:
-    """The variables the build starts with: nothing inherited, then `inputs.setup_environment`."""
+    """The variables the build starts with: nothing inherited, then `build_inputs.setup_environment`."""
     attrs = drv.attrs
     native, host = dependency_paths(drv)
     store_dir = os.path.dirname(next(iter(drv.outputs.values())))

@@ -24,6 +24,7 @@ import fcntl
 import lzma
 import os
 import posixpath
+import re
 import shutil
 import subprocess
 import tarfile
@@ -37,8 +38,10 @@ from .. import confine, hooks
 from ..derivation import Derivation
 from ..errors import CudapkgsError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
+from ..fetch.wheels import check_unpacked, unpack_wheel
 from ..manifests import Artifact
 from ..store.locks import PathLock
+from ..table import format_size
 from . import host_compiler, nvcc
 from .context import BuildContext
 
@@ -81,7 +84,12 @@ def sources(fetchers: Iterable[str]) -> list[Source]:
 
 
 def download_dir(store_dir: str | os.PathLike[str], sha256: str) -> Path:
-    """The per-store download cache entry of a file: ``<store>/.cache/downloads/<sha256>``."""
+    """The per-store download cache entry of a file: ``<store>/.cache/downloads/<sha256>``.
+
+    Raises `RedistBuildError` unless `sha256` is 64 hex digits (it names a directory).
+    """
+    if not isinstance(sha256, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        raise RedistBuildError(f"{sha256!r} is not a sha256 (64 hex digits)")
     return Path(store_dir) / ".cache" / "downloads" / sha256.lower()
 
 
@@ -100,11 +108,17 @@ def _fetch(drv: Derivation, ctx: BuildContext) -> FetchedArtifact:
             attrs["version"],
             artifact,
             dest,
-            cuda_major=int(str(attrs["cudaMajorMinorVersion"]).split(".")[0]),
+            cuda_major=_cuda_major(attrs),
             progress=ctx.on_download,
         )
-    ctx.log.write(f"fetched {fetched.kind} {fetched.path} from {fetched.source_name}\n")
+    size = fetched.path.stat().st_size if fetched.path.is_file() else None
+    shown = f", {format_size(size)}" if size is not None else ""
+    ctx.log.write(f"fetched {fetched.kind} {fetched.path.name} from {fetched.source_name} ({fetched.path}{shown})\n")
     return fetched
+
+
+def _cuda_major(attrs: Mapping[str, Any]) -> int:
+    return int(str(attrs["cudaMajorMinorVersion"]).split(".")[0])
 
 
 # --- unpack -----------------------------------------------------------------
@@ -343,6 +357,10 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         if fetched.kind == "tarball":
             root = unpack(fetched.path, stage / "src")
             root.rename(tree)
+        elif fetched.kind == "wheel":
+            # Straight into the build directory: no unpacked copy is kept in any cache.
+            unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
+            check_unpacked(tree, attrs["pname"], fetched.path.name)
         else:
             shutil.copytree(fetched.path, tree, symlinks=True)
             try:
@@ -397,7 +415,7 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
                 f"{len(hits)} file(s) refer to /usr/ and allowFHSReferences is false: {', '.join(shown)}{more}"
             )
         exempt = ["out", _output_var(attrs, "outputDev", outputs)]
-        if fetched.kind == "tree":
+        if fetched.kind in ("tree", "wheel"):
             # NVIDIA's wheels leave out what a redist tarball has for building against it
             # (static libraries, the libcuda stubs); those outputs stay empty, and say why.
             for name in WHEEL_OPTIONAL_OUTPUTS.intersection(outputs):

@@ -45,12 +45,28 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Fetch:
-    """A source a build will download: file name, size in bytes (None if unknown), URLs."""
+    """A source a build needs: file name, size in bytes (None if unknown), URLs.
+
+    ``choice`` (NVIDIA redistributables) names the fetcher expected to serve it, with that
+    fetcher's size (a wheel's, not the archive's) and whether a cache already holds it.
+    """
 
     drv: Derivation
     name: str
     size: int | None
     urls: tuple[str, ...]
+    choice: Any = None  # cudapkgs.fetch.planning.SourceChoice
+
+    @property
+    def cached(self) -> bool:
+        return self.choice is not None and self.choice.cached is not None
+
+    @property
+    def download_size(self) -> int | None:
+        """Bytes this source will download: 0 when cached, the chosen fetcher's size otherwise."""
+        if self.cached:
+            return 0
+        return self.choice.size if self.choice is not None else self.size
 
 
 @dataclass(frozen=True)
@@ -75,8 +91,13 @@ class Plan:
 
     @property
     def download_size(self) -> int:
-        """Bytes to download (sources of unknown size count 0)."""
-        return sum(f.size or 0 for f in self.to_fetch)
+        """Bytes to download (cached sources and sources of unknown size count 0)."""
+        return sum(f.download_size or 0 for f in self.to_fetch)
+
+    @property
+    def unknown_sizes(self) -> int:
+        """How many sources to download have no known size."""
+        return sum(1 for f in self.to_fetch if not f.cached and f.download_size is None)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -88,32 +109,66 @@ class Plan:
             "substituteDownloadSize": self.substitute_download_size,
             "build": [d.drv_path for d in self.to_build],
             "fetch": [
-                {"name": f.name, "size": f.size, "urls": list(f.urls), "drvPath": f.drv.drv_path} for f in self.to_fetch
+                {"name": f.name, "size": f.size, "urls": list(f.urls), "drvPath": f.drv.drv_path,
+                 "downloadSize": f.download_size, "cached": f.cached,
+                 **({"source": f.choice.to_json()} if f.choice is not None else {})}
+                for f in self.to_fetch
             ],
             "downloadSize": self.download_size,
         }
 
 
-def plan(store: Any, derivations: Iterable[Derivation], substituters: Any = None) -> Plan:
+def plan(
+    store: Any,
+    derivations: Iterable[Derivation],
+    substituters: Any = None,
+    *,
+    fetchers: Sequence[str] | None = None,
+    wheel_sizes: Any = None,
+) -> Plan:
     """The derivations of the closures of `derivations` that have an invalid output, and their sources.
 
     With `substituters` (a `cudapkgs.store.caches.substitution.Substituters`), outputs a
     cache has (with their whole runtime closure, signed by a trusted key) are
     substituted instead, as Nix does: top-down, so a substitutable package's build
     inputs (nvcc for a CUDA program, say) are neither built nor fetched.
+
+    Each NVIDIA redistributable's source to fetch gets the fetcher expected to serve it
+    (`cudapkgs.fetch.planning.choose_source`, with ``fetchers`` or the derivation's own).
+    ``wheel_sizes`` is None, a mapping ``"project==version" -> bytes``, or a callable taking
+    the list of ``(project, version, arch)`` wanted and returning such a mapping.
+    Raises `SourcePlanError` listing, one per line, every source no fetcher can supply.
     """
+    from ..fetch.planning import SourcePlanError, choose_source
+
     roots = tuple(derivations)
     candidates = missing(store, roots)
     to_substitute: tuple[Any, ...] = ()
     if substituters and candidates:
         candidates, to_substitute = _choose_substitutes(store, roots, candidates, substituters)
+    problems: list[str] = []
+    redist = [d for d in candidates if d.builder == "buildRedist" and (d.data.get("src") or {}).get("relativePath")]
+    sizes: Any = wheel_sizes if not callable(wheel_sizes) else None
+    if callable(wheel_sizes):
+        sizes = wheel_sizes(_wanted_wheels(store, redist, fetchers))
+    redist_paths = {d.drv_path for d in redist}
     fetches = []
     for drv in candidates:
         src = drv.data.get("src")
         if src and src.get("urls"):  # a local path source (type "path") is not downloaded
             size = src.get("size")
+            choice = None
+            if drv.drv_path in redist_paths:
+                try:
+                    choice = choose_source(drv.attrs, src, _fetchers_of(drv, fetchers), store.store_dir, wheel_sizes=sizes)
+                except SourcePlanError as error:
+                    problems.append(f"{drv.name}: {error}")
+                    continue
             fetches.append(Fetch(drv, str(src.get("name") or drv.name), size if isinstance(size, int) else None,
-                                 tuple(src.get("urls") or ())))
+                                 tuple(src.get("urls") or ()), choice))
+    if problems:
+        head = "cannot build: " if len(problems) == 1 else f"cannot build {len(problems)} packages:\n  "
+        raise SourcePlanError(head + "\n  ".join(problems))
     return Plan(roots, tuple(candidates), tuple(fetches), to_substitute)
 
 
@@ -140,6 +195,27 @@ def _choose_substitutes(store: Any, roots: tuple[Derivation, ...], candidates: l
     to_build = [d for d in candidates if d.drv_path in build
                 and not all(p in chosen for p in d.outputs.values() if p in invalid)]
     return to_build, tuple(found[p] for p in sorted(chosen))
+
+
+def _fetchers_of(drv: Derivation, fetchers: Sequence[str] | None) -> tuple[str, ...]:
+    return tuple(fetchers or drv.context.get("fetchers") or ("redist", "wheels"))
+
+
+def _wanted_wheels(store: Any, redist: Sequence[Derivation], fetchers: Sequence[str] | None) -> list[tuple[str, str, str]]:
+    """``(project, version, arch)`` of the wheels the plan would download (not cached, wheels chosen)."""
+    from ..fetch.planning import SourcePlanError, choose_source
+
+    wanted = []
+    for drv in redist:
+        try:
+            choice = choose_source(drv.attrs, drv.data["src"], _fetchers_of(drv, fetchers), store.store_dir)
+        except SourcePlanError:
+            continue
+        if choice.fetcher == "wheels" and choice.cached is None:
+            project, _, version = choice.what.partition("==")
+            rel = str(drv.data["src"]["relativePath"])
+            wanted.append((project, version, "aarch64" if "linux-sbsa" in rel else "x86_64"))
+    return wanted
 
 
 # -- progress ---------------------------------------------------------------
@@ -457,10 +533,12 @@ def run(
 
 
 def _substitute(store: Any, the_plan: Plan, substituters: Any, jobs: int, stream: TextIO) -> Plan:
-    from ..store.caches.substitution import PlainSubstituteProgress, SubstituteFailed, Substituters
+    from ..store.caches.substitution import PlainSubstituteProgress, SubstituteFailed
 
     subs = the_plan.to_substitute
-    fetcher = substituters if substituters is not None else Substituters([])
+    if substituters is None:
+        raise ValueError("a plan with paths to substitute needs the Substituters that made it (their trusted keys)")
+    fetcher = substituters
     caches = sorted({s.cache.url for s in subs})
     stream.write(
         f"substituting {len(subs)} path(s) ({format_size(the_plan.substitute_download_size)} download, "

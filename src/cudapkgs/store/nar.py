@@ -12,7 +12,7 @@ import hashlib
 import os
 import stat
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 CHUNK = 1 << 20
 _MAGIC = b"nix-archive-1"
@@ -127,4 +127,48 @@ def scan_for_hashes(path: str | os.PathLike[str], hashes: Iterable[str], *, on_f
             found.add(text)
             if on_found:
                 on_found(text, rel)
+    return found
+
+
+_RUN = None
+
+
+def find_hash_parts(path: str | os.PathLike[str], known: Mapping[str, object] | set[str]) -> set[str]:
+    """Which hash parts in `known` occur in files or symlink targets under `path`, however many `known` holds.
+
+    Unlike `scan_for_hashes` (one substring search per candidate), this finds every run
+    of at least 32 Nix base-32 characters and looks each 32-character window up in
+    `known`, so a scan against every valid path of a large store costs one pass.
+    """
+    global _RUN
+    if _RUN is None:
+        import re
+
+        from .paths import BASE32_CHARS, HASH_LEN
+
+        _RUN = re.compile(rb"[%s]{%d,}" % (BASE32_CHARS.encode(), HASH_LEN))
+    from .paths import HASH_LEN
+
+    found: set[str] = set()
+    root = os.fspath(path)
+
+    def look(data: bytes) -> None:
+        for match in _RUN.finditer(data):
+            run = match.group()
+            for i in range(len(run) - HASH_LEN + 1):
+                window = run[i : i + HASH_LEN].decode()
+                if window in known:
+                    found.add(window)
+
+    for rel, st in walk(root):
+        full = os.path.join(root, rel) if rel else root
+        if stat.S_ISLNK(st.st_mode):
+            look(os.fsencode(os.readlink(full)))
+        elif stat.S_ISREG(st.st_mode):
+            tail = b""
+            with open(full, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    data = tail + chunk
+                    look(data)
+                    tail = data[-(HASH_LEN - 1) :]
     return found

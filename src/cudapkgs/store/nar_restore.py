@@ -35,9 +35,10 @@ class _Source(Protocol):
 class HashingReader:
     """Reads `source` in large chunks, hashing (sha256) and counting every byte handed out."""
 
-    def __init__(self, source: _Source | BinaryIO, chunk: int = CHUNK) -> None:
+    def __init__(self, source: _Source | BinaryIO, chunk: int = CHUNK, limit: int | None = None) -> None:
         self.source = source
         self.chunk = chunk
+        self.limit = limit
         self.sha256 = hashlib.sha256()
         self.size = 0
         self._buf = b""
@@ -47,6 +48,8 @@ class HashingReader:
         data = self.source.read(self.chunk)
         if not data:
             return False
+        if self.limit is not None and self.size + len(self._buf) - self._pos + len(data) > self.limit:
+            raise NarFormatError(f"the NAR is longer than the {self.limit} bytes declared for it")
         self._buf = self._buf[self._pos :] + data if self._pos < len(self._buf) else data
         self._pos = 0
         return True
@@ -100,7 +103,8 @@ def _expect(r: HashingReader, word: bytes) -> None:
         raise NarFormatError(f"expected {word.decode()!r} in the NAR, got {got[:40]!r}")
 
 
-def restore(source: _Source | BinaryIO | HashingReader, out: str | os.PathLike[str], *, read_only: bool = True) -> HashingReader:
+def restore(source: _Source | BinaryIO | HashingReader, out: str | os.PathLike[str], *, read_only: bool = True,
+            limit: int | None = None) -> HashingReader:
     """Create `out` (which must not exist) from the NAR read from `source`.
 
     Returns the HashingReader, whose `sha256` and `size` cover exactly the NAR's
@@ -108,9 +112,10 @@ def restore(source: _Source | BinaryIO | HashingReader, out: str | os.PathLike[s
     root directory, left writable for the rename into the store) and every
     mtime is 1, as in the store. Raises NarFormatError (nothing is cleaned up:
     the caller owns `out`'s parent) on a malformed, truncated or hostile stream,
-    or on bytes after the NAR's end.
+    on bytes after the NAR's end, or past `limit` bytes (a NAR's declared size: a
+    stream cannot fill the disk beyond what its narinfo announced).
     """
-    r = source if isinstance(source, HashingReader) else HashingReader(source)
+    r = source if isinstance(source, HashingReader) else HashingReader(source, limit=limit)
     _expect(r, b"nix-archive-1")
     _node(r, os.fsencode(out), read_only, True)
     if not r.at_end():

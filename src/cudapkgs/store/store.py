@@ -63,7 +63,7 @@ class GCResult:
 
 @dataclass(frozen=True)
 class Problem:
-    """One inconsistency `Store.verify` found; kind is missing, hash-mismatch or invalid-reference."""
+    """One inconsistency `Store.verify` found; kind is missing, hash-mismatch, invalid-reference or missing-reference."""
 
     path: str
     kind: str
@@ -570,9 +570,11 @@ class Store:
     # -- verification and explanation -------------------------------------
 
     def verify(self, check_contents: bool = True) -> list[Problem]:
-        """Check every valid path exists, (optionally) matches its NAR hash, and refers only to valid paths."""
+        """Check every valid path exists, refers only to valid paths and (with `check_contents`) matches its
+        NAR hash and records every valid path its files mention (kind ``missing-reference``)."""
         problems = []
         graph = self.graph()  # one pass over the database, not two queries per path
+        hashes: dict[str, str] | None = None
         for path in sorted(graph.rows):
             info = graph.info(path)
             if not os.path.lexists(path):
@@ -587,6 +589,14 @@ class Store:
                     actual = nar.format_hash(digest)
                     if actual != info.nar_hash:
                         problems.append(Problem(path, "hash-mismatch", f"path '{path}' was modified: expected hash {info.nar_hash}, got {actual}"))
+                    else:
+                        # A recorded reference list that misses a path the contents mention would let gc
+                        # delete a dependency (e.g. an import that trusted its archive's list).
+                        if hashes is None:
+                            hashes = {hash_part(p): p for p in graph.rows}
+                        mentioned = {hashes[h] for h in nar.find_hash_parts(path, hashes)}
+                        for ref in sorted(mentioned - set(info.references)):
+                            problems.append(Problem(path, "missing-reference", f"path '{path}' mentions '{ref}', which is not among its recorded references"))
             for ref in info.references:
                 if not graph.is_valid(ref):
                     problems.append(Problem(path, "invalid-reference", f"path '{path}' refers to '{ref}', which is not valid"))

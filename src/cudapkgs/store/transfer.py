@@ -8,6 +8,9 @@ same directory (store paths embed it), extracts each missing path into the
 store's temporary space, compares its NAR hash with the recorded one, and only then
 registers it, so a damaged or tampered archive adds nothing. Like Nix's
 `nix-store --export`/`--import`, only closures travel: references must be valid.
+Unlike Nix's import, the recorded references are not trusted: they are recomputed
+by scanning (see `import_closure`), and absolute symlinks into the store (nvcc's
+output has them) are extracted as links, never followed.
 """
 
 from __future__ import annotations
@@ -15,12 +18,17 @@ from __future__ import annotations
 import io
 import json
 import os
+import posixpath
+import re
+import shutil
 import tarfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import StoreError
 from . import nar
+from .paths import hash_part, to_store_path
 
 MANIFEST = "cudapkgs-export.json"
 FORMAT = 1
@@ -76,13 +84,23 @@ def _dependencies_first(store, closure: set[str]) -> list[str]:
 
 
 def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
-    """Add every path of an export to `store`; returns the paths that were not there before."""
+    """Add every path of an export to `store`; returns the paths that were not there before.
+
+    Nothing the archive says is trusted that can be checked: the manifest's fields are
+    type-checked; each path's files are extracted by `_extract_path` (members only under
+    the path's own name, regular files, directories and symlinks, nothing written through
+    a link, absolute links only into the store, never followed); its NAR hash and size
+    must match; and its references are computed by scanning its files for the hash part
+    of every valid store path and every path in the archive: any disagreement with the
+    recorded list rejects it.  Raises `StoreError` (one line) for every malformed,
+    damaged or tampered archive; a path already rejected adds nothing.
+    """
     source = Path(archive)
     try:
         tar = tarfile.open(source, _mode(source, False))
     except OSError as error:
         raise StoreError(f"cannot read {source}: {error.strerror or error}") from None
-    except tarfile.TarError as error:
+    except (tarfile.TarError, EOFError, zlib.error) as error:
         raise StoreError(f"{source}: not a cudapkgs export ({error})") from None
     with tar:
         manifest = _read_manifest(tar, source)
@@ -91,10 +109,22 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
                 f"{source} holds paths of the store {manifest['storeDir']}, not {store.store_dir}: store "
                 f"paths embed their store directory, so import it into a store at {manifest['storeDir']}"
             )
+        _check_entries(manifest["paths"], store, source)
         members: dict[str, list[tarfile.TarInfo]] = {}
-        for member in tar.getmembers():
-            top = member.name.split("/", 1)[0]
-            members.setdefault(top, []).append(member)
+        try:
+            for member in tar.getmembers():
+                if member.name == MANIFEST:
+                    continue
+                name = posixpath.normpath(member.name)
+                top = name.split("/", 1)[0]
+                if member.name.startswith("/") or top in ("..", "."):
+                    raise StoreError(f"{source}: the member {member.name!r} lies outside the archive's paths")
+                members.setdefault(top, []).append(member)
+        except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
+            raise StoreError(f"{source}: damaged archive ({error})") from None
+        archive_paths = [entry["path"] for entry in manifest["paths"]]
+        # Every path a file may mention: all valid paths and all paths of the archive.
+        candidates = {**{hash_part(p): p for p in store.all_paths()}, **{hash_part(p): p for p in archive_paths}}
         added = []
         for entry in manifest["paths"]:
             path = entry["path"]
@@ -103,11 +133,12 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
             base = os.path.basename(path)
             if base not in members:
                 raise StoreError(f"{source}: {path} is listed but its files are missing")
+            declared = set(entry["references"])
 
-            def extract(out: Path, base=base, entry=entry) -> None:
+            def extract(out: Path, base=base, entry=entry, declared=declared) -> None:
                 staging = out.parent / "import"
                 staging.mkdir()
-                tar.extractall(staging, members=members[base], filter="data")
+                _extract_path(tar, members[base], base, staging, store.store_dir, source)
                 os.rename(staging / base, out)
                 digest, size = nar.nar_hash(out)
                 if nar.format_hash(digest) != entry["narHash"] or size != entry["narSize"]:
@@ -115,21 +146,143 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
                         f"{source}: {entry['path']} does not match its recorded hash "
                         f"(expected {entry['narHash']}, got {nar.format_hash(digest)}); nothing was added for it"
                     )
+                found = {candidates[h] for h in nar.find_hash_parts(out, candidates)}
+                if found != declared:
+                    missing, extra = sorted(found - declared), sorted(declared - found)
+                    raise StoreError(
+                        f"{source}: {entry['path']} refers to {missing or 'nothing more'} beyond its recorded "
+                        f"references and not to {extra or 'nothing less'}; the archive's reference list is wrong"
+                    )
 
-            store.add_path(path, extract, references_candidates=entry["references"], deriver=entry["deriver"])
-            found = set(store.references(path))
-            if found != set(entry["references"]):
-                raise StoreError(f"{source}: {path} refers to {sorted(found)}, not the recorded {entry['references']}")
+            try:
+                store.add_path(path, extract, references_candidates=sorted(declared), deriver=entry["deriver"])
+            except (tarfile.TarError, EOFError, zlib.error) as error:
+                raise StoreError(f"{source}: damaged archive ({error})") from None
             added.append(path)
     return added
+
+
+def _check_entries(entries: list, store, source: Path) -> None:
+    """Type-check the manifest's path entries; every reference is valid here or in the archive."""
+    listed: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = f"{source}: {MANIFEST}: paths[{index}]"
+        if not isinstance(entry, dict):
+            raise StoreError(f"{where} is not an object")
+        missing = [k for k in ("path", "narHash", "narSize", "references") if k not in entry]
+        if missing:
+            raise StoreError(f"{where} lacks {', '.join(missing)}")
+        path = entry["path"]
+        if not isinstance(path, str) or not _is_store_path(store.store_dir, path):
+            raise StoreError(f"{where}: path {path!r} is not a store path of {store.store_dir}")
+        if not isinstance(entry["narHash"], str) or not _NAR_HASH.fullmatch(entry["narHash"]):
+            raise StoreError(f"{where}: narHash {entry['narHash']!r} is not a sha256:<nix base32> hash")
+        if type(entry["narSize"]) is not int or entry["narSize"] < 0:
+            raise StoreError(f"{where}: narSize {entry['narSize']!r} is not a non-negative integer")
+        refs = entry["references"]
+        if not isinstance(refs, list) or not all(isinstance(r, str) and _is_store_path(store.store_dir, r) for r in refs):
+            raise StoreError(f"{where}: references must be a list of store paths of {store.store_dir}")
+        entry.setdefault("deriver", None)
+        if entry["deriver"] is not None and not isinstance(entry["deriver"], str):
+            raise StoreError(f"{where}: deriver {entry['deriver']!r} is not a string")
+        if path in listed:
+            raise StoreError(f"{where}: {path} is listed twice")
+        listed.add(path)
+    for entry in entries:
+        for ref in entry["references"]:
+            if ref not in listed and not store.is_valid(ref):
+                raise StoreError(
+                    f"{source}: {entry['path']} refers to {ref}, which is neither in the archive nor valid in "
+                    f"{store.store_dir}"
+                )
+
+
+def _is_store_path(store_dir: str, path: str) -> bool:
+    try:
+        return to_store_path(store_dir, path) == path
+    except (StoreError, ValueError):
+        return False
+
+
+def _extract_path(
+    tar: tarfile.TarFile, members: list[tarfile.TarInfo], base: str, staging: Path, store_dir: str, source: Path
+) -> None:
+    """Extract one store path's members below `staging`, never following or writing through a link.
+
+    Regular files (0644/0755), directories and symlinks only; a hard link only to an
+    earlier regular file of the same path.  Absolute link targets must lie in the store
+    and relative ones must stay inside it, judged from the link's place in the store.
+    """
+    links: set[str] = set()
+    files: set[str] = set()
+    dirs: set[str] = set()
+    for member in members:
+        name = posixpath.normpath(member.name)
+        parts = name.split("/")
+        if member.name.startswith("/") or ".." in parts or parts[0] != base:
+            raise StoreError(f"{source}: the member {member.name!r} lies outside {base}")
+        for i in range(1, len(parts)):
+            prefix = "/".join(parts[:i])
+            if prefix in links or prefix in files:
+                raise StoreError(f"{source}: the member {member.name!r} goes through the link or file {prefix!r}")
+        if name in links or name in files or (name in dirs and not member.isdir()):
+            raise StoreError(f"{source}: the member {member.name!r} appears twice")
+        target = staging / name
+        if len(parts) > 1:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        if member.isdir():
+            target.mkdir(exist_ok=True)
+            dirs.add(name)
+        elif member.isreg():
+            data = tar.extractfile(member)
+            assert data is not None
+            mode = 0o755 if member.mode & 0o100 else 0o644
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+            with data, open(fd, "wb") as out:
+                shutil.copyfileobj(data, out, 1 << 20)
+                os.fchmod(out.fileno(), mode)
+            files.add(name)
+        elif member.issym():
+            link = member.linkname
+            here = posixpath.join(store_dir, posixpath.dirname(name))
+            resolved = posixpath.normpath(posixpath.join(here, link))
+            if not resolved.startswith(store_dir + "/"):
+                raise StoreError(f"{source}: the link {member.name!r} points outside the store ({link!r})")
+            os.symlink(link, target)
+            links.add(name)
+        elif member.islnk():
+            other = posixpath.normpath(member.linkname)
+            if other not in files:
+                raise StoreError(f"{source}: the hard link {member.name!r} is not to an earlier file of {base}")
+            os.link(staging / other, target, follow_symlinks=False)
+            files.add(name)
+        else:
+            raise StoreError(f"{source}: the member {member.name!r} is not a file, directory or symlink")
+    if base not in dirs and base not in files and base not in links:
+        raise StoreError(f"{source}: {base} has no top-level entry")
+
+
+_NAR_HASH = re.compile(r"sha256:[0-9abcdfghijklmnpqrsvwxyz]{52}")
 
 
 def _read_manifest(tar: tarfile.TarFile, source: Path) -> dict:
     try:
         member = tar.getmember(MANIFEST)
-        data = json.loads(tar.extractfile(member).read())  # type: ignore[union-attr]
-    except (KeyError, ValueError, AttributeError, tarfile.TarError) as error:
-        raise StoreError(f"{source}: not a cudapkgs export (no readable {MANIFEST}: {error})") from None
-    if data.get("format") != FORMAT or not isinstance(data.get("paths"), list) or "storeDir" not in data:
+        reader = tar.extractfile(member)
+        if reader is None:
+            raise ValueError(f"{MANIFEST} is not a file")
+        raw = reader.read(_MAX_MANIFEST + 1)
+        if len(raw) > _MAX_MANIFEST:
+            raise ValueError(f"larger than {_MAX_MANIFEST} bytes")
+        data = json.loads(raw)
+    except (KeyError, ValueError, RecursionError, AttributeError, tarfile.TarError, EOFError, zlib.error, OSError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise StoreError(f"{source}: not a cudapkgs export (no readable {MANIFEST}: {reason})") from None
+    if not isinstance(data, dict):
+        raise StoreError(f"{source}: {MANIFEST} is not a JSON object")
+    if data.get("format") != FORMAT or not isinstance(data.get("paths"), list) or not isinstance(data.get("storeDir"), str):
         raise StoreError(f"{source}: unsupported export format {data.get('format')!r} (this cudapkgs reads {FORMAT})")
     return data
+
+
+_MAX_MANIFEST = 256 << 20

@@ -56,17 +56,18 @@ def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *,
 
 
 class HashingFile:
-    """A readable wrapper hashing (sha256) and counting what is read from `raw`, refusing more than `limit` bytes."""
+    """A readable wrapper counting (and unless `hash` is False, hashing with sha256) what is read from `raw`; ValueError past `limit` bytes."""
 
-    def __init__(self, raw: BinaryIO, limit: int | None = None) -> None:
+    def __init__(self, raw: BinaryIO, limit: int | None = None, *, hash: bool = True) -> None:  # noqa: A002
         self.raw = raw
         self.limit = limit
-        self.sha256 = hashlib.sha256()
+        self.sha256 = hashlib.sha256() if hash else None
         self.size = 0
 
     def read(self, n: int = -1) -> bytes:
         data = self.raw.read(n if n is not None and n >= 0 else CHUNK)
-        self.sha256.update(data)
+        if self.sha256 is not None:
+            self.sha256.update(data)
         self.size += len(data)
         if self.limit is not None and self.size > self.limit:
             raise ValueError(f"more than the declared {self.limit} bytes")

@@ -1,4 +1,4 @@
-"""cudapkgs.inputs: output selection, propagation (setup.sh's findInputs) and the one environment function."""
+"""cudapkgs.build_inputs: output selection, propagation (setup.sh's findInputs) and the one environment function."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from cudapkgs.config import load_config
 from cudapkgs.errors import EvalError
-from cudapkgs.inputs import find_inputs, get_lib, get_output, setup_environment
+from cudapkgs.build_inputs import find_inputs, get_lib, get_output, setup_environment
 from cudapkgs.stdenv import mk_derivation
 
 

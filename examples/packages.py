@@ -1,0 +1,46 @@
+"""Your own packages, built against cudapkgs' CUDA sets: `cudapkgs build -f examples/packages.py NAME`.
+
+Every public function of this file is a package expression, Nixpkgs' callPackage shape:
+its arguments are taken by name from the top level (`config`, `cudaPackages`,
+`cudaPackages_13_0`, `fetchFromGitHub`, the other functions of this file, …), and
+`cudaSupport` defaults to `config.cudaSupport` as Nixpkgs' `cudaSupport ? config.cudaSupport`.
+
+    cudapkgs build -f examples/packages.py saxpy_example                 # CPU build (cudaSupport off)
+    cudapkgs build -f examples/packages.py saxpy_example --set cudaSupport=true --set allowUnfree=true
+    cudapkgs build -f examples/packages.py saxpy_example --arg cudaPackages=cudaPackages_12_8 ...
+"""
+
+from pathlib import Path
+
+from cudapkgs.stdenv import mk_derivation
+
+HERE = Path(__file__).resolve().parent
+
+
+def saxpy_example(config, cudaPackages, cudaSupport=None):
+    """y = a*x + y, on the GPU with nvcc from `cudaPackages`, or on the CPU with g++."""
+
+    def attrs(final):
+        common = {
+            "pname": "saxpy-example",
+            "version": "1.0",
+            "src": HERE / "saxpy",  # a local directory: hashed, so editing it rebuilds
+            "strictDeps": True,  # build tools in nativeBuildInputs, libraries in buildInputs
+            "__structuredAttrs": True,  # attributes reach the build as JSON / bash arrays
+            "installPhase": 'install -Dm755 saxpy "$out/bin/saxpy"',
+            "meta": {"description": "saxpy from a user package file", "mainProgram": "saxpy"},
+        }
+        if not cudaSupport:
+            return {**common, "buildPhase": "g++ -O2 -x c++ -o saxpy saxpy.cu"}
+        return {
+            **common,
+            "nativeBuildInputs": [cudaPackages.cuda_nvcc],
+            "buildInputs": [cudaPackages.cuda_cudart, cudaPackages.cuda_cccl],
+            "gencode": cudaPackages.flags.gencode,  # a bash array in the build: "${gencode[@]}"
+            "autoAddDriverRunpath": True,
+            "removeReferencesTo": [cudaPackages.cuda_nvcc],  # nvcc is not needed at run time
+            "disallowedReferences": [cudaPackages.cuda_nvcc],
+            "buildPhase": 'nvcc "${gencode[@]}" -O2 -cudart shared -o saxpy saxpy.cu',
+        }
+
+    return mk_derivation(config, attrs)

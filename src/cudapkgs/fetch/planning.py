@@ -1,0 +1,197 @@
+"""Which fetcher will serve a source, how much it will download, and what is already cached.
+
+Used at plan time (``cudapkgs build`` and ``--dry-run``), before anything is downloaded:
+a component that none of the configured fetchers can supply fails here, with the reason
+and the fetchers that could supply it, instead of "building" something incomplete
+(CUDA 12's nvcc wheel has no ``nvcc``).
+
+The answer is a prediction: a network fetcher (``redist``, a URL mirror) is assumed to
+work; if it fails at build time the next configured fetcher is tried, and the build log
+names the fetcher that served.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import FetchError
+from .wheels import cached_wheel, pypi_name, wheel_cache_directory, wheel_lacks
+
+__all__ = ["SourceChoice", "SourcePlanError", "choose_source", "download_entry"]
+
+
+class SourcePlanError(FetchError):
+    """No configured fetcher can supply a source; the message says why and what could."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceChoice:
+    """The fetcher expected to serve one source.
+
+    ``fetcher``: a name from the ``fetchers`` config key (``redist``, ``mirror:<where>``,
+    ``wheels``); ``what``: the file it will fetch (an archive name, or ``project==version``
+    for a wheel); ``size``: bytes that fetcher downloads (None when unknown); ``cached``:
+    where the file already is (it is then not downloaded), else None; ``passed_over``: one
+    reason per configured fetcher tried before it.
+    """
+
+    fetcher: str
+    what: str
+    size: int | None
+    cached: str | None
+    passed_over: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fetcher": self.fetcher,
+            "file": self.what,
+            "size": self.size,
+            "cached": self.cached,
+            "passedOver": list(self.passed_over),
+        }
+
+
+def download_entry(store_dir: str | os.PathLike[str], sha256: str, relative_path: str) -> Path:
+    """Where a verified archive lies in the store's download cache."""
+    return Path(store_dir) / ".cache" / "downloads" / sha256.lower() / posixpath.basename(relative_path)
+
+
+def _arch(relative_path: str) -> str | None:
+    if "linux-aarch64" in relative_path:
+        return None  # Jetson builds: no wheels
+    if "linux-sbsa" in relative_path:
+        return "aarch64"
+    if "linux-x86_64" in relative_path:
+        return "x86_64"
+    return None
+
+
+def choose_source(
+    attrs: Mapping[str, Any],
+    src: Mapping[str, Any],
+    fetchers: Sequence[str],
+    store_dir: str | os.PathLike[str],
+    *,
+    wheel_sizes: Mapping[str, int] | None = None,
+) -> SourceChoice:
+    """The `SourceChoice` for a buildRedist source ``src`` (a derivation's ``src`` dict).
+
+    ``attrs`` are the derivation's attributes (``pname``, ``version``, ``redistName``,
+    ``cudaMajorMinorVersion``); ``wheel_sizes`` maps ``project==version`` to a wheel's size
+    in bytes when the caller looked it up.  Raises SourcePlanError when no fetcher can
+    supply it.
+    """
+    relative = str(src["relativePath"])
+    name = posixpath.basename(relative)
+    archive_size = src.get("size") if isinstance(src.get("size"), int) else None
+    cached = download_entry(store_dir, str(src["sha256"]), relative)
+    if cached.is_file() and (archive_size is None or cached.stat().st_size == archive_size):
+        return SourceChoice(fetchers[0] if fetchers else "redist", name, archive_size, "download cache")
+    pname = str(attrs["pname"])
+    version = str(attrs["version"])
+    product = str(attrs.get("redistName") or "cuda")
+    major = int(str(attrs["cudaMajorMinorVersion"]).split(".")[0])
+    passed: list[str] = []
+    for fetcher in fetchers:
+        kind, _, where = fetcher.partition(":")
+        if fetcher == "redist":
+            return SourceChoice("redist", name, archive_size, None, tuple(passed))
+        if kind == "mirror" and where:
+            if "://" in where:
+                return SourceChoice(fetcher, name, archive_size, None, tuple(passed))
+            from .sources import redist_path
+
+            local = Path(where).expanduser() / redist_path(product, relative)
+            if local.is_file():
+                return SourceChoice(fetcher, name, archive_size, f"mirror {where}", tuple(passed))
+            passed.append(f"{fetcher}: no {local}")
+            continue
+        if fetcher == "wheels":
+            project = pypi_name(product, pname, major)
+            arch = _arch(relative)
+            if project is None:
+                passed.append(f"wheels: NVIDIA publishes no PyPI wheel of {pname} for CUDA {major}")
+                continue
+            lacks = wheel_lacks(pname, major)
+            if lacks:
+                passed.append(f"wheels: {project} {version} lacks {', '.join(lacks)}")
+                continue
+            if arch is None:
+                passed.append("wheels: no wheels for Jetson (linux-aarch64) releases")
+                continue
+            spec = f"{project}=={version}"
+            wheel = cached_wheel(project, version, arch, wheel_cache_directory())
+            if wheel is not None:
+                return SourceChoice("wheels", wheel.name, wheel.stat().st_size, "wheel cache", tuple(passed))
+            size = (wheel_sizes or {}).get(spec)
+            return SourceChoice("wheels", spec, size, None, tuple(passed))
+        passed.append(f"{fetcher}: unknown fetcher")
+    could = ['"redist" (NVIDIA\'s server)', '"mirror:<dir or URL>"']
+    raise SourcePlanError(
+        f"no configured fetcher can supply {name} ({'; '.join(passed) or 'no fetchers configured'}); "
+        f"fetchers that could: {', '.join(could)} (config key `fetchers`, now {list(fetchers)})"
+    )
+
+
+def index_url() -> str:
+    """The PEP 691 "simple" index asked for wheel sizes: ``$CUDAPKGS_PYPI_SIMPLE``, else
+    ``$PIP_INDEX_URL``, else PyPI's."""
+    return os.environ.get("CUDAPKGS_PYPI_SIMPLE") or os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple"
+
+
+def lookup_wheel_sizes(
+    wanted: Sequence[tuple[str, str, str]], *, index: str | None = None, timeout: float = 5.0
+) -> tuple[dict[str, int], list[str]]:
+    """Sizes in bytes of wheels ``(project, version, arch)`` from the index's JSON API (PEP 691/700).
+
+    Returns ``({"project==version": size}, problems)``; a project the index cannot answer
+    for is left out and named in ``problems`` (one line each), never an exception.
+    """
+    import json
+    import urllib.error
+    import urllib.request
+
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    from packaging.version import InvalidVersion, Version
+
+    from .wheels import platform_tags
+
+    base = (index or index_url()).rstrip("/")
+    sizes: dict[str, int] = {}
+    problems: list[str] = []
+    for project, version, arch in wanted:
+        url = f"{base}/{project}/"
+        request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                data = json.loads(response.read(16 * 1024 * 1024))
+        except (OSError, ValueError, urllib.error.URLError) as error:
+            problems.append(f"{project}: no size from {url}: {getattr(error, 'reason', None) or error}")
+            continue
+        try:
+            tags_wanted = set(platform_tags(arch))
+            want = Version(version)
+        except (FetchError, InvalidVersion) as error:
+            problems.append(f"{project}: {error}")
+            continue
+        found = None
+        for entry in data.get("files", []) if isinstance(data, dict) else []:
+            try:
+                _name, wheel_version, _build, wheel_tags = parse_wheel_filename(str(entry.get("filename", "")))
+            except (InvalidWheelFilename, InvalidVersion):
+                continue
+            if wheel_version == want and any(t.platform in tags_wanted for t in wheel_tags):
+                size = entry.get("size")
+                if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+                    found = size
+                    break
+        if found is None:
+            problems.append(f"{project}: {url} lists no {version} wheel with a size for {arch}")
+        else:
+            sizes[f"{project}=={version}"] = found
+    return sizes, problems

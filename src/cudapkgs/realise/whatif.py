@@ -1,0 +1,93 @@
+"""`cudapkgs plan --what-if`: what a configuration change costs, before building anything.
+
+For the current configuration and for the changed one, the packages are
+evaluated, and every output of their closures is classed as valid (in the
+store), substitutable (a configured cache has it, signed, with its closure; from
+where and how many bytes) or to build (with its sources' download size), using
+the scheduler's own planning, so the answer is what `cudapkgs build` would do.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..table import format_size
+
+__all__ = ["compare", "plan_for", "print_comparison"]
+
+
+def plan_for(args: argparse.Namespace, sets: list[str]) -> dict[str, Any]:
+    """The plan summary (JSON-ready) for the configuration `args` names with `sets` as its --set list."""
+    from .cli import _open_store, evaluate, substituters_from_args
+    from .scheduler import plan
+
+    ns = argparse.Namespace(**{**vars(args), "sets": sets})
+    store_dir, items = evaluate(ns)
+    substituters = substituters_from_args(ns)
+    store = _open_store(store_dir, create=False)
+    try:
+        drvs = [i.drv for i in items if i.drv is not None]
+        the_plan = plan(store, drvs, substituters)
+        seen: dict[str, Any] = {}
+        for root in drvs:
+            for drv in root.closure():
+                seen.setdefault(drv.drv_path, drv)
+        outputs = sorted({p for drv in seen.values() for p in drv.outputs.values()})
+        invalid = set(store.db.invalid_paths(outputs))
+    finally:
+        store.close()
+    return {
+        "sets": sets,
+        "roots": {i.label: dict(i.drv.outputs) for i in items if i.drv is not None},
+        "valid": [p for p in outputs if p not in invalid],
+        "substitute": [s.to_json() for s in the_plan.to_substitute],
+        "substituteDownloadSize": the_plan.substitute_download_size,
+        "build": [d.drv_path for d in the_plan.to_build],
+        "fetchDownloadSize": the_plan.download_size,
+    }
+
+
+def compare(args: argparse.Namespace) -> dict[str, Any]:
+    """{"current": plan, "whatIf": plan or None, "changes": [...]} for `cudapkgs plan`."""
+    from ..config import parse_set
+    from ..errors import UsageError
+
+    for change in args.what_if:
+        try:
+            parse_set(change)
+        except Exception as error:
+            raise UsageError(f"--what-if {change!r}: {error}") from None
+    current = plan_for(args, list(args.sets))
+    changed = plan_for(args, list(args.sets) + list(args.what_if)) if args.what_if else None
+    return {"changes": list(args.what_if), "current": current, "whatIf": changed}
+
+
+def _summary(p: dict[str, Any]) -> list[str]:
+    return [
+        str(len(p["valid"])),
+        f"{len(p['substitute'])} ({format_size(p['substituteDownloadSize'])})",
+        f"{len(p['build'])} ({format_size(p['fetchDownloadSize'])} sources)",
+    ]
+
+
+def print_comparison(result: dict[str, Any]) -> None:
+    """The human form: a side-by-side table, then the what-if configuration's lists."""
+    from ..table import print_table
+
+    rows = [["current"] + _summary(result["current"])]
+    if result["whatIf"] is not None:
+        rows.append(["what-if " + " ".join(result["changes"])] + _summary(result["whatIf"]))
+    print_table(["configuration", "valid paths", "substitute (download)", "build (download)"], rows)
+    shown = result["whatIf"] or result["current"]
+    label = "with " + " ".join(result["changes"]) if result["whatIf"] is not None else "now"
+    if shown["substitute"]:
+        print(f"\nsubstitutable {label}:")
+        for s in shown["substitute"]:
+            print(f"  {s['path']}  {format_size(s['downloadSize'])}  from {s['cache']}")
+    if shown["build"]:
+        print(f"\nto build {label}:")
+        for drv in shown["build"]:
+            print(f"  {drv}")
+    if not shown["substitute"] and not shown["build"]:
+        print(f"\nnothing to substitute or build {label}: every output is valid")

@@ -1,0 +1,267 @@
+"""The binary-cache commands: `key`, `copy`, `serve` and `plan --what-if`.
+
+Only argparse-level modules load at start-up; the caches, the store and
+cryptography load inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+STORE_HELP = (
+    "the store root (default: storeDir from the configuration, else $CUDAPKGS_STORE, "
+    "else $XDG_DATA_HOME/cudapkgs/store)"
+)
+URL_HELP = "file:///dir, http(s)://host/prefix (PUT to upload) or s3://bucket[/prefix]?region=…&endpoint=…"
+
+
+def register(subparsers: Any) -> None:
+    """Add `key`, `copy`, `serve` and `plan` to the `cudapkgs` parser."""
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    key = subparsers.add_parser(
+        "key",
+        help="make signing keys for binary caches (ed25519, Nix's format)",
+        description="Binary-cache signing keys in Nix's form: the secret key file holds "
+        "<name>:<base64>, the public key (for trustedPublicKeys) is <name>:<base64> of 32 bytes. "
+        "Keys made by `nix-store --generate-binary-cache-key` work here too, and the other way round.",
+        epilog="examples:\n"
+        "  cudapkgs key generate --name lab-cache-1 --out secret.key     # prints the public key\n"
+        "  cudapkgs key public secret.key                                  # the public key again",
+        formatter_class=fmt,
+    )
+    key_sub = key.add_subparsers(dest="key_command", metavar="ACTION")
+    gen = key_sub.add_parser("generate", help="write a new secret key; print its public key",
+                             description="Write a new ed25519 secret key to --out (mode 0600, never overwritten) "
+                             "and print the public key to give to users (trustedPublicKeys).")
+    gen.add_argument("--name", required=True, help="the key's name, conventionally <cache host>-<number>, e.g. lab-cache-1")
+    gen.add_argument("--out", required=True, metavar="FILE", help="where to write the secret key")
+    gen.set_defaults(func=_key_generate)
+    pub = key_sub.add_parser("public", help="print the public key of a secret key file")
+    pub.add_argument("secret", metavar="FILE")
+    pub.set_defaults(func=_key_public)
+    key.set_defaults(func=lambda args: _subcommand_help(key))
+
+    copy = subparsers.add_parser(
+        "copy",
+        help="copy closures to or from a binary cache (file://, http(s)://, s3://)",
+        description="--to: upload the closures of PATHs (dependencies first; NARs before narinfos, so readers never "
+        "see half an upload), signing each narinfo with --sign-key. Paths the cache has are skipped.\n\n"
+        "--from: substitute PATHs and their closures from a cache into the store. Every narinfo must be signed "
+        "by a trusted key (trustedPublicKeys in the configuration, or --trusted-public-key) unless "
+        "--no-require-sigs; every NAR is checked against its hashes before anything is registered.",
+        epilog="examples:\n"
+        "  cudapkgs copy --to file:///srv/cache --sign-key secret.key ./result\n"
+        "  cudapkgs copy --to 'https://user:pass@cache.lab/cuda' --sign-key secret.key ./result\n"
+        "  cudapkgs copy --to 's3://lab-cache?region=eu-west-1' --compression xz ./result\n"
+        "  cudapkgs copy --from file:///srv/cache --trusted-public-key 'lab-cache-1:…' /store/…-saxpy-1.0",
+        formatter_class=fmt,
+    )
+    where = copy.add_mutually_exclusive_group(required=True)
+    where.add_argument("--to", metavar="URL", help="upload to this cache: " + URL_HELP)
+    where.add_argument("--from", dest="from_", metavar="URL", help="substitute from this cache: " + URL_HELP)
+    copy.add_argument("paths", nargs="+", metavar="PATH", help="store paths (or ./result links); their closures are copied")
+    copy.add_argument("--sign-key", metavar="FILE", help="--to: sign narinfos with this secret key")
+    copy.add_argument("--compression", choices=("zstd", "xz", "none"), default="zstd", help="--to: NAR compression (default zstd)")
+    copy.add_argument("--trusted-public-key", action="append", default=[], metavar="KEY",
+                      help="--from: also trust this public key (name:base64); repeatable")
+    copy.add_argument("--no-require-sigs", action="store_true", help="--from: accept unsigned narinfos (caches you fully control only)")
+    copy.add_argument("-j", "--jobs", type=int, default=4, metavar="N", help="--from: downloads at once (default 4)")
+    copy.add_argument("--json", action="store_true", help="print what was copied as JSON")
+    copy.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    copy.set_defaults(func=_copy)
+
+    serve = subparsers.add_parser(
+        "serve",
+        help="serve the store as a read-only binary cache over HTTP (like nix-serve)",
+        description="Serve this store's valid paths as a Nix binary cache: nix-cache-info, narinfos generated "
+        "from the store's metadata (signed on the fly with --sign-key), and NARs streamed uncompressed. "
+        "Read-only. Runs until interrupted (Ctrl-C).",
+        epilog="examples:\n  cudapkgs serve --port 8080 --sign-key secret.key\n"
+        "  # elsewhere: cudapkgs build --set 'substituters=[\"http://host:8080\"]' --set 'trustedPublicKeys=[\"…\"]' …",
+        formatter_class=fmt,
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    serve.add_argument("--sign-key", metavar="FILE", help="sign narinfos with this secret key")
+    serve.add_argument("--quiet", action="store_true", help="do not log requests")
+    serve.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    serve.set_defaults(func=_serve)
+
+    from ...eval_cli import CONFIG_HELP, add_eval_options
+
+    plan = subparsers.add_parser(
+        "plan",
+        help="what realising packages takes: valid, substitutable and to-build paths (--what-if: after a config change)",
+        description="For each configuration (the current one, and with --what-if the changed one), list which output "
+        "paths of the packages' closures are valid in the store already, which the configured substituters can give "
+        "(from where, with download sizes), and which must be built, with totals side by side. Nothing is changed.\n\n"
+        + CONFIG_HELP,
+        epilog="examples:\n"
+        "  cudapkgs plan --what-if 'cudaCapabilities=[\"8.9\"]' --set allowUnfree=true cudaPackages_13_0.pkgs.saxpy\n"
+        "  cudapkgs plan --what-if cudaForwardCompat=false --json --set allowUnfree=true cudaPackages_13_0.libcublas",
+        formatter_class=fmt,
+    )
+    plan.add_argument("attrpaths", nargs="+", metavar="ATTRPATH", help="packages to plan for")
+    plan.add_argument("--what-if", action="append", default=[], metavar="KEY=VALUE",
+                      help="a configuration change to compare with the current configuration (TOML value, as --set); repeatable")
+    add_eval_options(plan)
+    plan.set_defaults(func=_plan)
+
+
+def _subcommand_help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+# -- key --------------------------------------------------------------------------------------------
+
+
+def _key_generate(args: argparse.Namespace) -> int:
+    import os
+
+    from ...errors import CudapkgsError
+    from .signing import generate
+
+    secret = generate(args.name)
+    try:
+        fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise CudapkgsError(f"{args.out} exists; not overwriting a key (choose another --out)") from None
+    except OSError as error:
+        raise CudapkgsError(f"cannot write {args.out}: {error.strerror or error}") from None
+    with os.fdopen(fd, "w") as f:
+        f.write(str(secret))
+    print(secret.public)
+    return 0
+
+
+def _key_public(args: argparse.Namespace) -> int:
+    from .signing import SecretKey
+
+    print(SecretKey.load(args.secret).public)
+    return 0
+
+
+# -- copy -------------------------------------------------------------------------------------------
+
+
+def _open_store(store_arg: str | None):
+    from .. import open_store
+    from ..store import Store
+
+    return Store.open(store_arg) if store_arg else open_store()
+
+
+def _copy(args: argparse.Namespace) -> int:
+    from ...errors import UsageError
+    from ...table import format_size
+    from . import open_cache
+
+    if args.from_ and args.sign_key:
+        raise UsageError("--sign-key goes with --to (a cache's narinfos are signed when uploading)")
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    store = _open_store(args.store)
+    try:
+        if args.to:
+            from .signing import SecretKey
+
+            key = SecretKey.load(args.sign_key) if args.sign_key else None
+            cache = open_cache(args.to)
+            paths = [store.query(p).path for p in args.paths]
+            results = cache.upload_closure(store, paths, secret_key=key, compression=args.compression)
+            sent = [(p, i) for p, i in results if i is not None]
+            if args.json:
+                import json
+
+                print(json.dumps({"to": cache.url, "uploaded": [i.store_path for _, i in sent],
+                                  "present": [p for p, i in results if i is None],
+                                  "fileSize": sum(i.file_size for _, i in sent)}, indent=2))
+            else:
+                print(f"copied {len(sent)} path(s) ({format_size(sum(i.file_size for _, i in sent))} "
+                      f"{args.compression}) to {cache.url}; {len(results) - len(sent)} were there already", file=sys.stderr)
+            return 0
+        return _copy_from(args, store)
+    finally:
+        store.close()
+
+
+def _copy_from(args: argparse.Namespace, store) -> int:
+    from ...config import load_config
+    from ...errors import CudapkgsError
+    from . import open_cache
+    from .signing import trusted_keys
+    from .substitution import PlainSubstituteProgress, Substituters
+
+    config = load_config()
+    keys = trusted_keys(list(config["trustedPublicKeys"]) + args.trusted_public_key)
+    cache = open_cache(args.from_)
+
+    def warn(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    subs = Substituters([cache], keys, require_sigs=not args.no_require_sigs, warn=warn)
+    cache.check_store_dir(store.store_dir)
+    wanted = [store.parse(p) for p in args.paths]
+    found = subs.query(store, wanted)
+    lacking = [p for p in wanted if not store.is_valid(p) and p not in found]
+    if lacking:
+        raise CudapkgsError(f"{cache.url} cannot give {lacking[0]} with its whole closure (see the warnings above, if any)"
+                            + (f" (and {len(lacking) - 1} more)" if len(lacking) > 1 else ""))
+    todo = [found[p] for p in subs.closure_of(found, wanted)]
+    added = subs.fetch(store, todo, jobs=args.jobs, progress=PlainSubstituteProgress(sys.stderr, len(todo))) if todo else []
+    if args.json:
+        import json
+
+        print(json.dumps({"from": cache.url, "substituted": sorted(added)}, indent=2))
+    else:
+        sys.stdout.write("".join(p + "\n" for p in wanted))
+    return 0
+
+
+# -- serve ------------------------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .serve import make_server
+    from .signing import SecretKey
+
+    key = SecretKey.load(args.sign_key) if args.sign_key else None
+    store = _open_store(args.store)
+    root = store.store_dir
+    store.close()
+    try:
+        server = make_server(root, args.host, args.port, secret_key=key,
+                             log=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)))
+    except OSError as error:
+        from ...errors import CudapkgsError
+
+        raise CudapkgsError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
+    host, port = server.server_address[:2]
+    print(f"serving {root} at http://{host}:{port}" + (f" (signing as {key.name})" if key else " (unsigned)"), flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+# -- plan --what-if ---------------------------------------------------------------------------------
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from ...realise.whatif import compare, print_comparison
+
+    result = compare(args)
+    if args.json:
+        import json
+
+        print(json.dumps(result, indent=2))
+    else:
+        print_comparison(result)
+    return 0

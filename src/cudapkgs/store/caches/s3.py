@@ -1,0 +1,94 @@
+"""`s3://bucket[/prefix]?region=…&endpoint=…&scheme=…&profile=…`: a binary cache in an S3 bucket (boto3).
+
+The query parameters are Nix's S3 store settings: `region`, `endpoint`
+(host[:port], or a full http(s):// URL, for MinIO, Ceph, R2, …), `scheme`
+(http or https, with a bare endpoint) and `profile` (an AWS profile). Credentials
+come from boto3's usual chain (environment, ~/.aws, instance role). Each object
+is written with one PUT (multipart for large NARs, which S3 only makes visible when
+complete), NARs before narinfos, so readers never see half an upload.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import BinaryIO
+
+from .base import Cache, CacheError, CacheUnavailable
+
+__all__ = ["S3Cache"]
+
+
+class S3Cache(Cache):
+    """A cache in an S3 bucket; `url` as in the module docstring."""
+
+    def __init__(self, url: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "s3" or not parts.netloc:
+            raise CacheError(f"{url}: an S3 cache URL is s3://bucket[/prefix]?region=…&endpoint=…")
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        unknown = set(query) - {"region", "endpoint", "scheme", "profile"}
+        if unknown:
+            raise CacheError(f"{url}: unknown S3 parameter(s) {', '.join(sorted(unknown))} (region, endpoint, scheme, profile)")
+        super().__init__(url)
+        self.bucket = parts.netloc
+        self.prefix = parts.path.strip("/")
+        self.region = query.get("region") or "us-east-1"
+        endpoint = query.get("endpoint")
+        if endpoint and "://" not in endpoint:
+            endpoint = f"{query.get('scheme', 'https')}://{endpoint}"
+        self.endpoint = endpoint
+        self.profile = query.get("profile")
+        self._client = None
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    @property
+    def client(self):
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            session = boto3.session.Session(profile_name=self.profile) if self.profile else boto3.session.Session()
+            self._client = session.client(
+                "s3", region_name=self.region, endpoint_url=self.endpoint,
+                config=Config(retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=10, read_timeout=60),
+            )
+        return self._client
+
+    def _call(self, what: str, name: str, fn, *args, **kwargs):
+        from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+
+        try:
+            return fn(*args, **kwargs)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if code in ("NoSuchKey", "404", "NotFound"):
+                return None
+            if status >= 500:
+                raise CacheUnavailable(f"the cache {self.url} answers {status} ({code}) for {name}") from None
+            raise CacheError(f"{self.url}: cannot {what} {name}: {code or status} {error.response.get('Error', {}).get('Message', '')}".rstrip()) from None
+        except NoCredentialsError:
+            raise CacheError(f"{self.url}: no S3 credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile)") from None
+        except (EndpointConnectionError, BotoCoreError, OSError) as error:
+            raise CacheUnavailable(f"the cache {self.url} does not answer ({error})") from None
+
+    def _get(self, name: str) -> BinaryIO | None:
+        response = self._call("read", name, self.client.get_object, Bucket=self.bucket, Key=self._key(name))
+        return None if response is None else response["Body"]
+
+    def _exists(self, name: str) -> bool:
+        return self._call("check", name, self.client.head_object, Bucket=self.bucket, Key=self._key(name)) is not None
+
+    def _put_bytes(self, name: str, data: bytes, content_type: str) -> None:
+        self._call("upload", name, self.client.put_object, Bucket=self.bucket, Key=self._key(name), Body=data,
+                   ContentType=content_type)
+
+    def _put_file(self, name: str, local: str, content_type: str) -> None:
+        from boto3.s3.transfer import TransferConfig
+
+        # Two 16 MiB parts in flight at most: memory stays bounded whatever the NAR's size.
+        config = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=16 << 20, max_concurrency=2)
+        self._call("upload", name, self.client.upload_file, local, self.bucket, self._key(name),
+                   ExtraArgs={"ContentType": content_type}, Config=config)

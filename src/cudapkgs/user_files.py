@@ -1,0 +1,262 @@
+"""The user's own Python files: package files (`-f FILE`) and overlay files (config `overlays`).
+
+A **package file** is a Python file whose public functions are package expressions,
+Nixpkgs' ``callPackage`` shape::
+
+    def myapp(config, cudaPackages, stdenv, cudaSupport=None): ...
+
+Each function defined in the file (not imported into it, not starting with ``_``,
+and not named ``overlay``) becomes a top-level attribute of that name, called with
+its arguments taken by name from the top level (so the file's functions see each
+other too), plus ``cudaSupport`` (``config.cudaSupport``, as Nixpkgs' ``cudaSupport ?
+config.cudaSupport`` default gives it), then ``--arg`` overrides. `package_file_overlay`
+turns files into one overlay; `import_pkgs(overlays=…)` applies it everywhere (every
+variant: pkgsCuda, pkgsForCudaArch.*, cudaPackages_X_Y.pkgs).
+
+An **overlay file** defines ``overlay(final, prev)`` returning a mapping of
+attributes, as Nixpkgs' overlays (``final: prev: { … }``).
+
+Errors inside a user file name the file and line: a file that does not import
+(`load_module`), an exception raised while a function evaluates (`user_location`,
+which the CLI consults for any error), a missing argument.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .errors import EvalError, UsageError, did_you_mean
+
+__all__ = [
+    "UserFileError",
+    "load_module",
+    "package_functions",
+    "package_file_overlay",
+    "overlay_from_file",
+    "parse_arg",
+    "user_location",
+]
+
+Overlay = Callable[[Any, Any], Mapping[str, Any]]
+
+#: real path of each loaded user file -> how the user named it (for messages)
+_LOADED: dict[str, str] = {}
+_MODULES: dict[str, ModuleType] = {}
+
+
+class UserFileError(EvalError):
+    """A user file cannot be loaded or one of its functions failed; the message starts with FILE:LINE."""
+
+
+def load_module(path: str | os.PathLike[str]) -> ModuleType:
+    """Import the Python file at ``path`` (once per real path) and return the module.
+
+    Raises `UserFileError` ("FILE:LINE: …") when it does not exist, does not parse,
+    or raises while it is imported.
+    """
+    shown = os.fspath(path)
+    real = os.path.realpath(shown)
+    if real in _MODULES:
+        return _MODULES[real]
+    if not os.path.isfile(real):
+        raise UserFileError(f"{shown}: no such file" if not os.path.exists(real) else f"{shown}: not a file")
+    name = "cudapkgs_user_" + hashlib.sha256(real.encode()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(name, real)
+    if spec is None or spec.loader is None:
+        raise UserFileError(f"{shown}: cannot be loaded as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    _LOADED[real] = shown
+    sys.modules[name] = module  # so that Python phases defined in it are found by qualified name
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as error:
+        sys.modules.pop(name, None)
+        raise UserFileError(f"{shown}:{error.lineno}: {error.msg}" + (f"\n  {error.text.strip()}" if error.text else "")) from None
+    except Exception as error:  # noqa: BLE001 - anything the user's code raises on import
+        sys.modules.pop(name, None)
+        raise UserFileError(f"{user_location(error) or shown}: while importing it: {_describe(error)}") from None
+    _MODULES[real] = module
+    return module
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def user_location(error: BaseException) -> str | None:
+    """``FILE:LINE`` of the innermost frame of ``error``'s traceback that lies in a user file, if any."""
+    found = None
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:  # the cause chain too
+        seen.add(id(current))
+        for frame in traceback.extract_tb(current.__traceback__):
+            shown = _LOADED.get(os.path.realpath(frame.filename))
+            if shown is not None:
+                found = f"{shown}:{frame.lineno}"
+        if found:
+            return found
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def package_functions(module: ModuleType, shown: str) -> dict[str, Callable[..., Any]]:
+    """The package functions a file defines, by name (see the module docstring)."""
+    functions = {
+        name: value
+        for name, value in vars(module).items()
+        if inspect.isfunction(value) and value.__module__ == module.__name__
+        and not name.startswith("_") and name != "overlay"
+    }
+    if not functions:
+        raise UserFileError(f"{shown}: defines no package functions (def NAME(pkgs-arguments…): return a package)")
+    return functions
+
+
+def _where_defined(fn: Callable[..., Any]) -> str:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return getattr(fn, "__qualname__", repr(fn))
+    return f"{_LOADED.get(os.path.realpath(code.co_filename), code.co_filename)}:{code.co_firstlineno}"
+
+
+def parse_arg(text: str) -> tuple[str, str]:
+    """Split ``--arg NAME=ATTRPATH``; raises `UsageError` when malformed."""
+    name, sep, value = text.partition("=")
+    name, value = name.strip(), value.strip()
+    if not sep or not name.isidentifier() or not value:
+        raise UsageError(f'--arg "{text}": expected NAME=ATTRPATH, e.g. --arg cudaPackages=cudaPackages_13_0')
+    return name, value
+
+
+def _arg_value(final: Any, name: str, text: str) -> Any:
+    """An --arg value: an attribute path of the top level, or a TOML literal (true, 3, "text")."""
+    import tomllib
+
+    try:
+        literal = tomllib.loads(f"v = {text}")
+    except tomllib.TOMLDecodeError:
+        literal = None
+    if literal is not None and set(literal) == {"v"} and not isinstance(literal["v"], (dict, list)):
+        return literal["v"]
+    from .attrpath import parse_attrpath, resolve
+
+    try:
+        return resolve(final, parse_attrpath(text))
+    except EvalError as error:
+        raise EvalError(f"--arg {name}={text}: {error}") from None
+
+
+def _accepts(fn: Callable[..., Any]) -> tuple[set[str], bool]:
+    parameters = inspect.signature(fn).parameters.values()
+    names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return names, any(p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def call_user_function(final: Any, fn: Callable[..., Any], args: Mapping[str, str], name: str) -> Any:
+    """``final.call_package(fn)`` with cudaSupport and the ``args`` (--arg) it accepts; errors point at the file."""
+    names, var_kw = _accepts(fn)
+    overrides: dict[str, Any] = {}
+    if "cudaSupport" in names and "cudaSupport" not in final:
+        overrides["cudaSupport"] = final.config.cudaSupport
+    for arg, text in args.items():
+        if arg in names or var_kw:
+            overrides[arg] = _arg_value(final, arg, text)
+    try:
+        result = final.call_package(fn, overrides)
+    except UserFileError:
+        raise
+    except EvalError as error:
+        if user_location(error) is not None:
+            raise  # raised inside the file: the CLI prefixes the FILE:LINE of the innermost frame there
+        # e.g. a missing argument: call_package refused before the function ran
+        raise UserFileError(f"{_where_defined(fn)}: {name}: {error}") from error
+    except Exception as error:  # noqa: BLE001 - the user's code failed: say where
+        raise UserFileError(f"{user_location(error) or _where_defined(fn)}: {name}: {_describe(error)}") from error
+    if hasattr(result, "named") and callable(result.named):
+        try:
+            result = result.named(name)
+        except TypeError:
+            pass
+    return result
+
+
+def package_file_overlay(paths: Sequence[str | os.PathLike[str]], args: Mapping[str, str] | None = None) -> Overlay:
+    """One overlay adding every package function of the files ``paths`` (later files win).
+
+    ``args`` (``--arg NAME=ATTRPATH``) override those arguments of every function
+    that takes them; naming an argument no function takes is a `UsageError`.
+    """
+    from .fixpoint import lazy
+
+    functions: dict[str, Callable[..., Any]] = {}
+    for path in paths:
+        module = load_module(path)
+        functions.update(package_functions(module, os.fspath(path)))
+    args = dict(args or {})
+    for arg in args:
+        if not any(arg in _accepts(fn)[0] or _accepts(fn)[1] for fn in functions.values()):
+            takes = sorted({p for fn in functions.values() for p in _accepts(fn)[0]})
+            files = ", ".join(os.fspath(p) for p in paths)
+            raise UsageError(f"--arg {arg}: no function in {files} takes an argument {arg!r}{did_you_mean(arg, takes)}")
+
+    def overlay(final: Any, prev: Any) -> dict[str, Any]:
+        return {
+            name: lazy(lambda fn=fn, name=name: call_user_function(final, fn, args, name))
+            for name, fn in functions.items()
+        }
+
+    overlay.__qualname__ = f"package_file_overlay({', '.join(os.fspath(p) for p in paths)})"
+    return overlay
+
+
+def overlay_from_file(path: str | os.PathLike[str]) -> Overlay:
+    """The ``overlay(final, prev)`` a file defines, wrapped so that its errors name the file and line."""
+    shown = os.fspath(path)
+    module = load_module(path)
+    fn = getattr(module, "overlay", None)
+    if not callable(fn):
+        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+        raise UserFileError(f"{shown}: defines no overlay(final, prev){did_you_mean('overlay', names)}")
+    return _cached_overlay(os.path.realpath(shown), fn)
+
+
+_OVERLAYS: dict[str, Overlay] = {}
+
+
+def _cached_overlay(real: str, fn: Callable[..., Any]) -> Overlay:
+    # One function object per file, so that top levels with the same overlays are cached as one.
+    if real in _OVERLAYS:
+        return _OVERLAYS[real]
+
+    def overlay(final: Any, prev: Any) -> Mapping[str, Any]:
+        try:
+            result = fn(final, prev)
+        except EvalError as error:
+            if user_location(error) is not None:
+                raise
+            raise UserFileError(f"{_where_defined(fn)}: overlay: {error}") from error
+        except Exception as error:  # noqa: BLE001
+            raise UserFileError(f"{user_location(error) or _where_defined(fn)}: overlay: {_describe(error)}") from error
+        if not isinstance(result, Mapping):
+            raise UserFileError(f"{_where_defined(fn)}: overlay must return a mapping of attributes, got {type(result).__name__}")
+        return result
+
+    overlay.__qualname__ = f"overlay({_LOADED.get(real, real)})"
+    _OVERLAYS[real] = overlay
+    return overlay
+
+
+def source_paths() -> list[Path]:
+    """The user files loaded so far (for locks and messages)."""
+    return [Path(p) for p in _LOADED]

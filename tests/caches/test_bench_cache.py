@@ -1,0 +1,28 @@
+"""bench/bench_cache.py's tiny mode: upload and substitute a synthetic closure next to tar + zstd."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_cache.py"
+
+
+@pytest.mark.skipif(shutil.which("zstd") is None, reason="the zstd command (tar -I zstd, the peer) is not installed")
+def test_tiny_bench_runs_both_tools_and_memory_stays_bounded():
+    out = subprocess.run([sys.executable, str(BENCH), "--tiny", "-r", "1", "--json"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["paths"] == 2 and result["narBytes"] > 5 << 20
+    assert set(result["median_s"]) == {"tar -I zstd -cf", "cudapkgs upload", "tar -I zstd -xf", "cudapkgs substitute"}
+    assert all(v > 0 for v in result["median_s"].values())
+    assert result["maxrss_kib"]["cudapkgs substitute"] < 100 * 1024
+    assert result["maxrss_kib"]["cudapkgs upload"] < 100 * 1024
+    # the same bytes travel: zstd level 3 both ways, so the sizes are within a few per cent
+    assert abs(result["compressed"]["cache"] - result["compressed"]["tar"]) < 0.1 * result["compressed"]["tar"]

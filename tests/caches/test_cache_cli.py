@@ -1,0 +1,174 @@
+"""`cudapkgs key`, `copy`, `serve` and `plan --what-if` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from cache_helpers import fresh_store_like, make_closure
+
+from cudapkgs.store.caches import open_cache
+from cudapkgs.store.caches.serve import make_server
+from cudapkgs.store.caches.signing import SecretKey, generate
+from cudapkgs.store.store import Store
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cudapkgs", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=120)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode in (1, 2), result
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    return result.stderr
+
+
+def test_key_generate_writes_a_nix_style_key_and_prints_the_public_key(tmp_path):
+    out = run_cli("key", "generate", "--name", "lab-cache-1", "--out", str(tmp_path / "secret.key"))
+    assert out.returncode == 0, out.stderr
+    secret = SecretKey.load(tmp_path / "secret.key")
+    assert out.stdout.strip() == str(secret.public) and out.stdout.startswith("lab-cache-1:")
+    assert oct(os.stat(tmp_path / "secret.key").st_mode & 0o777) == "0o600"
+    assert run_cli("key", "public", str(tmp_path / "secret.key")).stdout.strip() == str(secret.public)
+    assert "exists; not overwriting" in one_line_error(
+        run_cli("key", "generate", "--name", "x", "--out", str(tmp_path / "secret.key")))
+    (tmp_path / "bad.key").write_text("lab:notbase64!")
+    assert "bad.key: not a secret key" in one_line_error(
+        run_cli("copy", "--to", f"file://{tmp_path}/c", "--sign-key", str(tmp_path / "bad.key"), "/x"))
+
+
+def test_copy_to_and_from_a_file_cache(tmp_path):
+    store = Store.open(tmp_path / "store")
+    dep, top = make_closure(store)
+    key = generate("lab-1")
+    (tmp_path / "k").write_text(str(key))
+    env = {"CUDAPKGS_STORE": store.store_dir}
+    url = f"file://{tmp_path}/cache"
+    out = run_cli("copy", "--to", url, "--sign-key", str(tmp_path / "k"), top, env=env)
+    assert out.returncode == 0, out.stderr
+    assert f"copied 2 path(s)" in out.stderr
+    fresh = fresh_store_like(store, tmp_path / "old")
+    fresh.close()
+    # not trusted: one line naming the path and the cache, nothing registered
+    refused = run_cli("copy", "--from", url, top, env=env)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert f"{url} cannot give {top}" in refused.stderr and "no valid signature" in refused.stderr
+    with Store.open(tmp_path / "store") as s:
+        assert s.all_paths() == []
+    out = run_cli("copy", "--from", url, "--trusted-public-key", str(key.public), "--json", top, env=env)
+    assert out.returncode == 0, out.stderr
+    assert sorted(json.loads(out.stdout)["substituted"]) == sorted([dep, top])
+    with Store.open(tmp_path / "store") as s:
+        assert s.verify() == [] and s.references(top) == [dep]
+
+
+def test_copy_bad_input_is_one_line(tmp_path):
+    env = {"CUDAPKGS_STORE": str(tmp_path / "store")}
+    assert "not a cache URL" in one_line_error(run_cli("copy", "--to", "ftp://x", "/y", env=env))
+    assert "not in the store" in one_line_error(run_cli("copy", "--to", f"file://{tmp_path}/c", "/etc/hostname", env=env))
+
+
+def _fetch_and_check(cache, path: str, key, dest) -> None:
+    """What substitution checks, against a served path (a second store at the same directory cannot exist here)."""
+    import hashlib
+
+    from cudapkgs.store import nar
+    from cudapkgs.store.nar_restore import restore
+    from cudapkgs.store.paths import base32_encode
+
+    info = cache.narinfo(path)
+    assert key.public.verify(info.sigs[0], info.fingerprint())
+    stream = cache._get(info.url)
+    reader = restore(stream, dest)
+    stream.close()
+    assert "sha256:" + base32_encode(reader.sha256.digest()) == info.nar_hash and reader.size == info.nar_size
+    assert "sha256:" + base32_encode(hashlib.sha256(b"".join(nar.dump(dest))).digest()) == info.nar_hash
+
+
+def test_serve_a_store_signed_and_read_only(tmp_path):
+    store = Store.open(tmp_path / "store")
+    dep, top = make_closure(store, size=100_000)
+    key = generate("serve-1")
+    server = make_server(store.store_dir, "127.0.0.1", 0, secret_key=key)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        cache = open_cache(f"http://127.0.0.1:{server.server_address[1]}")
+        assert cache.cache_info().store_dir == store.store_dir
+        info = cache.narinfo(top)
+        assert info.compression == "none" and info.references == (os.path.basename(dep),)
+        assert info.nar_hash == store.query(top).nar_hash
+        _fetch_and_check(cache, dep, key, tmp_path / "dep-copy")
+        assert os.readlink(tmp_path / "dep-copy" / "link") == "data"
+        assert cache.narinfo(f"{store.store_dir}/{'c' * 32}-absent") is None
+        with pytest.raises(Exception, match="upload refused \\(405"):
+            cache._put_bytes("x.narinfo", b"x", "text/plain")  # read-only
+    finally:
+        server.shutdown()
+        server.server_close()
+        store.close()
+
+
+def test_serve_command_starts_serves_and_stops(tmp_path):
+    store = Store.open(tmp_path / "store")
+    dep, top = make_closure(store)
+    store.close()
+    key = generate("serve-1")
+    (tmp_path / "k").write_text(str(key))
+    process = subprocess.Popen([sys.executable, "-m", "cudapkgs", "serve", "--port", "0", "--quiet", "--sign-key",
+                                str(tmp_path / "k"), "--store", str(tmp_path / "store")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert line.startswith(f"serving {tmp_path}/store at http://127.0.0.1:") and "signing as serve-1" in line
+        _fetch_and_check(open_cache(line.split(" at ", 1)[1].split()[0]), top, key, tmp_path / "top-copy")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert process.returncode in (0, -15)
+
+
+def test_plan_what_if_compares_substitutable_and_to_build(tmp_path, manifests_dir, monkeypatch):
+    """A cache holding the sm_90 saxpy closure: asking for 8.9 instead costs one build (saxpy), nvcc & co. come from the cache."""
+    import cudapkgs
+
+    store_dir = str(tmp_path / "store")
+    monkeypatch.setenv("CUDAPKGS_STORE", store_dir)
+    config = {"allowUnfree": True, "cudaSupport": True, "cudaCapabilities": ["9.0"], "fetchers": ["wheels"]}
+    saxpy = cudapkgs.import_pkgs(config=config).cudaPackages_13_0.pkgs.saxpy.derivation
+    key = generate("lab-1")
+    url = f"file://{tmp_path}/cache"
+    with Store.open(store_dir) as store:
+        everything = []
+        for drv in saxpy.closure():  # stand-in outputs at the real output paths (only the plan is under test)
+            def build(dirs, drv=drv):
+                for directory in dirs.values():
+                    directory.mkdir()
+                    (directory / "stand-in").write_text(drv.name)
+            everything += store.add_outputs(list(drv.outputs.values()), build)
+        open_cache(url).upload_closure(store, everything, secret_key=key)
+        fresh_store_like(store, tmp_path / "old").close()
+    sets = ["--set", "allowUnfree=true", "--set", "cudaSupport=true", "--set", 'cudaCapabilities=["9.0"]',
+            "--set", 'fetchers=["wheels"]', "--set", f'substituters=["{url}"]',
+            "--set", f'trustedPublicKeys=["{key.public}"]']
+    out = run_cli("plan", "--what-if", 'cudaCapabilities=["8.9"]', "--json", *sets, "cudaPackages_13_0.pkgs.saxpy")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    current, what_if = result["current"], result["whatIf"]
+    assert current["build"] == [] and saxpy.outputs["out"] in {s["path"] for s in current["substitute"]}
+    assert [b.rsplit("-", 2)[-2] for b in what_if["build"]] == ["saxpy"]
+    assert what_if["build"][0] != saxpy.drv_path
+    substituted = {os.path.basename(s["path"])[33:] for s in what_if["substitute"]}
+    assert any(n.startswith("cuda13.0-cuda_nvcc-") for n in substituted)
+    assert all(s["cache"] == url and s["downloadSize"] > 0 for s in what_if["substitute"])
+    human = run_cli("plan", "--what-if", 'cudaCapabilities=["8.9"]', *sets, "cudaPackages_13_0.pkgs.saxpy")
+    assert human.returncode == 0, human.stderr
+    lines = human.stdout.splitlines()
+    assert lines[2].split()[:3] == ["current", "0", str(len(current["substitute"]))]
+    assert "to build with cudaCapabilities=[\"8.9\"]:" in human.stdout

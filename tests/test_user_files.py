@@ -1,0 +1,184 @@
+"""-f FILE (package files), --arg, the `overlays` config key: callPackage'd user code, errors at FILE:LINE."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cudapkgs.cli import main
+from cudapkgs.errors import EvalError, UsageError
+from cudapkgs.top_level import clear_cache, import_pkgs
+from cudapkgs.user_files import package_file_overlay
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "packages.py"
+
+
+@pytest.fixture(autouse=True)
+def _fresh(tmp_path, monkeypatch, manifests_dir):
+    clear_cache()
+    monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "store"))
+    monkeypatch.chdir(tmp_path)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+PACKAGES = """\
+    from cudapkgs.stdenv import mk_derivation
+
+    def hello(config, cudaPackages, cudaSupport=None):
+        return mk_derivation(config, {
+            "pname": "hello", "version": cudaPackages.cudaMajorMinorVersion,
+            "cudaFlag": bool(cudaSupport),
+            "installPhase": 'mkdir -p "$out"; echo "$version" > "$out/v"',
+        })
+
+    def uses_hello(config, hello):
+        return mk_derivation(config, {"pname": "uses-hello", "version": "1", "buildInputs": [hello],
+                                      "installPhase": 'mkdir -p "$out"'})
+
+    def _helper():
+        pass
+"""
+
+
+def test_functions_are_callpackaged_with_the_top_level_and_each_other(tmp_path, capsys):
+    f = write(tmp_path / "pkgs.py", PACKAGES)
+    code, out, _ = run(capsys, "eval", "--json", "-f", str(f), "hello.version")
+    default = import_pkgs().cudaPackages.cudaMajorMinorVersion
+    assert code == 0 and json.loads(out) == default
+    code, out, _ = run(capsys, "eval", "--json", "-f", str(f), "uses_hello.drvAttrs.buildInputs")
+    assert code == 0 and json.loads(out)[0].endswith("-hello-" + default)
+    code, _, err = run(capsys, "eval", "-f", str(f), "_helper")
+    assert code == 1 and '"_helper" missing' in err
+
+
+def test_arg_overrides_an_argument_by_attribute_path(tmp_path, capsys):
+    f = write(tmp_path / "pkgs.py", PACKAGES)
+    code, out, _ = run(capsys, "eval", "--json", "-f", str(f), "hello.version", "--arg", "cudaPackages=cudaPackages_12_8")
+    assert code == 0 and json.loads(out) == "12.8"
+    code, out, _ = run(capsys, "eval", "--json", "-f", str(f), "hello.cudaFlag", "--arg", "cudaSupport=true")
+    assert json.loads(out) is True
+    # injected like Nixpkgs' `cudaSupport ? config.cudaSupport`
+    code, out, _ = run(capsys, "eval", "--json", "-f", str(f), "hello.cudaFlag", "--set", "cudaSupport=true")
+    assert json.loads(out) is True
+    code, _, err = run(capsys, "eval", "-f", str(f), "hello.version", "--arg", "cudaPackage=cudaPackages_12_8")
+    assert code == 2 and 'did you mean "cudaPackages"' in err
+    code, _, err = run(capsys, "eval", "-f", str(f), "hello.version", "--arg", "cudaPackages=cudaPackages_99_9")
+    assert code == 1 and "--arg cudaPackages=cudaPackages_99_9" in err and "cudaPackages_99_9" in err
+    code, _, err = run(capsys, "eval", "cudaPackages.cudaMajorMinorVersion", "--arg", "x=y")
+    assert code == 2 and "give -f FILE" in err
+
+
+def test_a_user_function_can_be_overridden_like_callpackage_results(tmp_path):
+    f = write(tmp_path / "pkgs.py", PACKAGES)
+    pkgs = import_pkgs(overlays=[package_file_overlay([f])])
+    other = pkgs.hello.override(cudaPackages=pkgs.cudaPackages_12_8)
+    assert other.version == "12.8" and pkgs.hello.version != "12.8"
+
+
+@pytest.mark.parametrize(
+    "source, line, needle",
+    [
+        ("def broken(:\n    pass\n", 1, "invalid syntax"),
+        ("import os\nraise RuntimeError('no GPU here')\n", 2, "while importing it: RuntimeError: no GPU here"),
+        ("def pkg(config):\n    x = {}\n    return x['missing']\n", 3, "pkg: KeyError: 'missing'"),
+        ("def pkg(config, cudaPackagez):\n    return None\n", 1, "argument 'cudaPackagez' is not in the scope"),
+        (
+            "from cudapkgs.stdenv import mk_derivation\n"
+            "def pkg(config, cudaPackages):\n"
+            "    return mk_derivation(config, lambda final: {\n"
+            "        'pname': 'p', 'version': cudaPackages.libcublass.version})\n",
+            4,
+            "attribute 'libcublass' missing in cudaPackages",
+        ),
+    ],
+)
+def test_errors_in_a_user_file_name_its_file_and_line(tmp_path, capsys, source, line, needle):
+    f = write(tmp_path / "bad.py", source)
+    code, _, err = run(capsys, "eval", "-f", str(f), "pkg.version")
+    assert code == 1, err
+    assert f"{f}:{line}:" in err and needle in err
+    assert "internal error" not in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
+
+
+def test_a_missing_file_and_a_file_without_functions(tmp_path, capsys):
+    code, _, err = run(capsys, "eval", "-f", str(tmp_path / "nope.py"), "x")
+    assert code == 1 and "nope.py: no such file" in err
+    f = write(tmp_path / "empty.py", "X = 1\n")
+    code, _, err = run(capsys, "eval", "-f", str(f), "x")
+    assert code == 1 and "defines no package functions" in err
+
+
+# --- overlays ---------------------------------------------------------------------------
+
+
+OVERLAY = """\
+    from cudapkgs.fixpoint import lazy
+
+    def overlay(final, prev):
+        return {
+            # lazy: read from `final` only when asked for (the top level is still being defined)
+            "greeting": lazy(lambda: "hello from " + repr(final.config.cudaCapabilities)),
+            "cudaPackages_12_8": lazy(lambda: prev.cudaPackages_12_8.override_scope(
+                lambda f, p: {"marker": "overlaid " + p.cudaMajorMinorVersion})),
+        }
+"""
+
+
+def test_overlays_config_key_applies_in_every_variant(tmp_path, capsys):
+    write(tmp_path / "ov.py", OVERLAY)
+    config = write(tmp_path / "config.toml", 'overlays = ["ov.py"]\n')  # relative to the config file
+    pkgs = import_pkgs(config_file=config)
+    assert pkgs.greeting == "hello from []"
+    assert pkgs.pkgsCuda.greeting == "hello from []"
+    assert pkgs.pkgsForCudaArch.sm_90.greeting == "hello from ['9.0']"
+    assert pkgs.cudaPackages_12_8.marker == "overlaid 12.8"
+    assert pkgs.pkgsForCudaArch.sm_90.cudaPackages_12_8.marker == "overlaid 12.8"
+    assert pkgs.cudaPackages_12_8.pkgs.greeting == "hello from []"
+    code, out, _ = run(capsys, "eval", "--json", "--config", str(config), "pkgsCuda.cudaPackages_12_8.marker")
+    assert json.loads(out) == "overlaid 12.8"
+
+
+def test_an_overlay_file_error_names_the_file(tmp_path, capsys):
+    write(tmp_path / "ov.py", "def overlay(final, prev):\n    return {'x': 1 / 0}\n")
+    write(tmp_path / "noov.py", "def overlai(final, prev):\n    return {}\n")
+    code, _, err = run(capsys, "eval", "--set", f'overlays=["{tmp_path / "ov.py"}"]', "x")
+    assert code == 1 and f"{tmp_path / 'ov.py'}:2: overlay: ZeroDivisionError" in err
+    code, _, err = run(capsys, "eval", "--set", f'overlays=["{tmp_path / "noov.py"}"]', "x")
+    assert code == 1 and "defines no overlay(final, prev)" in err and 'did you mean "overlai"' in err
+    code, _, err = run(capsys, "eval", "--set", "overlays=3", "x")
+    assert code == 1 and "expected a list of paths" in err
+
+
+# --- the example file: saxpy built from a user file (issue 9, part 7d) -----------------------
+
+
+@pytest.mark.skipif(shutil.which("g++", path="/usr/bin:/bin") is None, reason="needs g++ in /usr/bin")
+def test_saxpy_example_builds_from_the_user_file_and_runs(tmp_path, capsys):
+    code, out, err = run(capsys, "build", "-f", str(EXAMPLES), "saxpy_example", "-o", str(tmp_path / "result"))
+    assert code == 0, err
+    done = subprocess.run([tmp_path / "result" / "bin" / "saxpy", "4096"], capture_output=True, text=True)
+    assert done.returncode == 0 and "PASS" in done.stdout and "mode: cpu" in done.stdout
+
+
+def test_saxpy_example_with_cuda_evaluates_against_the_chosen_set(capsys):
+    args = ["eval", "--json", "-f", str(EXAMPLES), "--set", "cudaSupport=true", "--set", "allowUnfree=true"]
+    code, out, err = run(capsys, *args, "saxpy_example.drvAttrs.nativeBuildInputs", "--arg", "cudaPackages=cudaPackages_12_8")
+    assert code == 0, err
+    nvcc = import_pkgs({"allowUnfree": True}).cudaPackages_12_8.cuda_nvcc
+    assert set(json.loads(out)) & {nvcc.outPath, *(nvcc[o] for o in nvcc.outputs)}
