@@ -81,7 +81,8 @@ def test_requested_lists_keep_the_users_order():
         (["8.7"], "aarch64-linux", "cudaPackages_12_6", "linux-aarch64"),
         (["8.0", "8.9"], "aarch64-linux", "cudaPackages_12_6", "linux-sbsa"),
         (["11.0"], "aarch64-linux", "cudaPackages_13_0", "linux-sbsa"),
-        (["8.7"], "aarch64-linux", "cudaPackages_13_0", "linux-aarch64"),  # mainline: 10.1 threshold
+        # _cuda/lib/redist.nix@1dbbce67809cafa79ee16b2100ac05ebd23e267b: Orin is SBSA from CUDA 13.0
+        (["8.7"], "aarch64-linux", "cudaPackages_13_0", "linux-sbsa"),
         ([], "aarch64-linux", "cudaPackages_13_0", "linux-sbsa"),
         ([], "x86_64-linux", "cudaPackages_13_0", "linux-x86_64"),
     ],
@@ -133,11 +134,18 @@ def test_pre_thor_rules():
 
 
 def test_post_thor_on_the_wrong_redist_system():
-    messages = failures(["11.0", "8.7"], "cudaPackages_13_0", "aarch64-linux")
+    messages = failures(["10.1", "8.7"], "cudaPackages_12_9", "aarch64-linux")
     assert messages == [
-        'Requested pre-Thor (10.1) Jetson CUDA capabilities (["8.7"]) cannot be specified with other capabilities (["11.0"])',
-        'Requested post-Thor (10.1) Jetson CUDA capabilities (["11.0"]) require computed NVIDIA hostRedistSystem (linux-aarch64) to be linux-sbsa',
+        'Requested pre-Thor (10.1) Jetson CUDA capabilities (["8.7"]) cannot be specified with other capabilities (["10.1"])',
+        'Requested post-Thor (10.1) Jetson CUDA capabilities (["10.1"]) require computed NVIDIA hostRedistSystem (linux-aarch64) to be linux-sbsa',
     ]
+
+
+def test_orin_and_thor_together_on_cuda_13():
+    # cudaConfig.nix@1ac181a172c70d43e3336c1756d86e6a35f2eccb: from CUDA 13.0 the SBSA threshold is 8.7,
+    # so Orin (8.7) and Thor (11.0) are both linux-sbsa and may be requested together.
+    scope = pkgs_with(["11.0", "8.7"], "aarch64-linux").cudaPackages_13_0
+    assert scope.backendStdenv.hostRedistSystem == "linux-sbsa"
 
 
 def test_assertions_are_lazy():

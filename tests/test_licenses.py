@@ -70,7 +70,8 @@ def test_bad_license_type():
         ("tensorrt", "tensorrt", licenses.tensorrt),
         ("cusparselt", "libcusparse_lt", licenses.cusparse_lt),
         ("cutensor", "libcutensor", licenses.cutensor),
-        ("cudss", "libcudss", licenses.math_sdk_sla),
+        # libcudss.nix@1ce00c199ec5a2b025e825e4874f1a2c62850184 sets no license: buildRedist default nvidiaCuda
+        ("cudss", "libcudss", licenses.nvidiaCuda),
         ("nppplus", "libnpp_plus", licenses.nvidiaCuda),
     ],
 )

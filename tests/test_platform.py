@@ -23,7 +23,8 @@ def test_constants():
         (["8.7"], "12.6", "aarch64-linux", "linux-aarch64"),
         (["11.0"], "13.0", "aarch64-linux", "linux-sbsa"),
         (["8.0", "8.9"], "12.6", "aarch64-linux", "linux-sbsa"),
-        (["8.7"], "13.0", "aarch64-linux", "linux-aarch64"),  # mainline; newest would say sbsa
+        # _cuda/lib/redist.nix@1dbbce67809cafa79ee16b2100ac05ebd23e267b: Orin is SBSA from CUDA 13.0
+        (["8.7"], "13.0", "aarch64-linux", "linux-sbsa"),
         (["7.2"], "12.2", "aarch64-linux", "linux-aarch64"),
         (["10.1"], "12.8", "aarch64-linux", "linux-sbsa"),  # Thor on CUDA 12
         (["10.1a"], "12.9", "aarch64-linux", "linux-sbsa"),

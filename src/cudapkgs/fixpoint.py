@@ -627,10 +627,11 @@ class Scope(AttrSet):
 
 
 def make_scope(
-    auto_args: Mapping[str, Any], f: Callable[[Scope], Mapping[str, Any]], *, name: str = ""
+    auto_args: Mapping[str, Any], f: Callable[[Scope], Mapping[str, Any]], *, name: str = "",
+    cls: type[Scope] | None = None,
 ) -> Scope:
-    """The fixed point of ``f`` as a `Scope`; builds it without forcing any attribute."""
-    scope = object.__new__(Scope)
+    """The fixed point of ``f`` as a `Scope` (or the subclass ``cls``); builds it without forcing any attribute."""
+    scope = object.__new__(cls or Scope)
     scope._name = name
     scope._packages = f
     scope._auto_args = auto_args

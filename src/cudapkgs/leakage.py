@@ -16,7 +16,9 @@ from .fixpoint import Scope
 from .package import Package
 
 # A CUDA set's attributes that are not packages and are expensive (or may fail) to read.
-_NOT_PACKAGES = frozenset({"pkgs", "backendStdenv", "flags", "manifests", "manifestVersions", "tests"})
+# In-set aliases (cusparselt, cudaFlags, …) are skipped too: reading one warns, and its target is walked.
+_NOT_PACKAGES = frozenset({"pkgs", "backendStdenv", "flags", "manifests", "manifestVersions", "tests",
+                           "cudaFlags", "cudaVersion", "cudatoolkit-legacy-runfile", "cusparselt"})
 
 INPUT_ATTRS = (
     "nativeBuildInputs",

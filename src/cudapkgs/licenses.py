@@ -130,7 +130,6 @@ _PNAME_LICENSES: dict[str, License] = {
     "tensorrt": tensorrt,
     "libcusparse_lt": cusparse_lt,
     "libcutensor": cutensor,
-    "libcudss": math_sdk_sla,
 }
 
 
@@ -139,8 +138,28 @@ def cuda_licenses() -> tuple[License, ...]:
     return _CUDA_LICENSES
 
 
-def license_for_redist(redist_name: str, pname: str) -> list[License]:
-    """The `meta.license` buildRedist gives a package of NVIDIA's redist `redist_name`."""
+# The license names data/redist_components.toml may use (Nixpkgs' attribute names).
+LICENSES_BY_NAME: dict[str, License] = {
+    "cudnn": cudnn,
+    "nvidiaCusparse_lt": cusparse_lt,
+    "nvidiaCutensor": cutensor,
+    "tensorrt": tensorrt,
+    "nvidiaCuda": nvidiaCuda,
+    "nvidiaCudaRedist": nvidiaCudaRedist,
+    "math_sdk_sla": math_sdk_sla,
+}
+
+
+def license_for_redist(redist_name: str, pname: str, name: str | None = None) -> list[License]:
+    """The `meta.license` buildRedist gives a package of NVIDIA's redist `redist_name`.
+
+    `name` is the expression's own license (a key of `LICENSES_BY_NAME`); without it the
+    package's known override, else buildRedist's default: nvidiaCudaRedist for the `cuda`
+    redist, nvidiaCuda otherwise (buildRedist/default.nix@1dbbce67). libcudss sets none
+    (libcudss.nix@1ce00c19), so it has the default.
+    """
+    if name is not None:
+        return [LICENSES_BY_NAME[name]]
     if pname in _PNAME_LICENSES:
         return [_PNAME_LICENSES[pname]]
     if redist_name == "cuda":

@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .errors import UsageError, did_you_mean
-from .versions import version_older
+from .versions import version_at_least, version_older
 
 __all__ = [
     "NIX_SYSTEMS",
@@ -100,15 +100,23 @@ def redist_system_is_supported(redist_system: str, supported: Collection[str]) -
     return redist_system in supported or "linux-all" in supported or "source" in supported
 
 
+def jetson_min_sbsa_capability(cuda_major_minor: str) -> str:
+    """The oldest Jetson capability NVIDIA ships as linux-sbsa: "8.7" from CUDA 13.0, else "10.1"
+    (Nixpkgs _cuda/lib/redist.nix@1dbbce67809cafa79ee16b2100ac05ebd23e267b)."""
+    return "8.7" if version_at_least(cuda_major_minor, "13.0") else _JETSON_MIN_SBSA_CAPABILITY
+
+
 def get_redist_system(
     cuda_capabilities: Iterable[str],
     cuda_major_minor: str,
     system: str,
     info: Mapping[str, Mapping[str, Any]],
 ) -> str:
-    """The redist system to fetch for *system* building for *cuda_capabilities* (mainline rules).
+    """The redist system to fetch for *system* building for *cuda_capabilities*.
 
-    *cuda_major_minor* is unused on mainline, whose Jetson threshold is 10.1 on every CUDA version.
+    On aarch64-linux a Jetson capability older than `jetson_min_sbsa_capability(cuda_major_minor)`
+    selects linux-aarch64: Thor (10.1) and newer are SBSA, and from CUDA 13.0, which dropped
+    linux-aarch64, Orin (8.7) too (Nixpkgs _cuda/lib/redist.nix@1dbbce67, `_getJetsonMinSbsaCapability`).
     """
     if system == "x86_64-linux":
         return "linux-x86_64"
@@ -116,7 +124,9 @@ def get_redist_system(
         for cap in cuda_capabilities:
             record = info.get(cap)
             # Unknown capabilities are reported by the set's assertions, not here.
-            if record is not None and record["isJetson"] and version_older(cap, _JETSON_MIN_SBSA_CAPABILITY):
+            if record is not None and record["isJetson"] and version_older(
+                cap, jetson_min_sbsa_capability(cuda_major_minor)
+            ):
                 return "linux-aarch64"
         return "linux-sbsa"
     return "unsupported"

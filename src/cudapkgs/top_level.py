@@ -77,15 +77,51 @@ def _with_environment(config: Config) -> Config:
     return config.replace(**changes) if changes else config
 
 
+class TopLevel(Scope):
+    """The top level: a scope that knows the configuration, system and overlays it was imported with.
+
+    `override_scope(ext)` (and `extend`) is an import with `ext` appended to the overlays, as
+    Nixpkgs' `pkgs.extend` re-imports with `overlays ++ [ext]`: the variants (pkgsCuda,
+    pkgsRocm, pkgsForCudaArch.*) of the result apply `ext` too, since they are imports with the
+    same overlays (pkgs/top-level/variants.nix, stage.nix `extend`).
+    """
+
+    __slots__ = ("_import",)
+
+    def _derive(self, slots: Mapping[str, Any], name: str) -> "TopLevel":
+        new = super()._derive(slots, name)
+        new._import = self._import
+        return new
+
+    def override_scope(self, ext: Overlay) -> "TopLevel":
+        config, system, overlays = self._import
+        return top_level(config, system, overlays + (ext,))
+
+    extend = override_scope
+
+    @property
+    def overlays(self) -> tuple[Overlay, ...]:
+        """The overlays applied, in order."""
+        return self._import[2]
+
+
 def top_level(config: Config, system: str, overlays: tuple[Overlay, ...] = ()) -> Scope:
     """The (cached) top level for an already validated configuration."""
     key = (config, system, overlays)
     pkgs = _TOP_LEVELS.get(key)
     if pkgs is None:
         base = _base(config, system, overlays)
-        pkgs = make_scope({}, extends(compose_many_extensions(overlays), base), name="pkgs")
+        pkgs = object.__new__(TopLevel)
+        pkgs._import = key
+        pkgs = _make_top_level(pkgs, extends(compose_many_extensions(overlays), base))
         _TOP_LEVELS[key] = pkgs
     return pkgs
+
+
+def _make_top_level(pkgs: TopLevel, f: Callable[[Scope], Mapping[str, Any]]) -> TopLevel:
+    made = make_scope({}, f, name="pkgs", cls=TopLevel)
+    made._import = pkgs._import
+    return made
 
 
 def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
@@ -134,6 +170,8 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
                 attrs[alias] = lazy(lambda target=target: final[target].update({"recurseForDerivations": True}))
             else:
                 attrs[alias] = lazy(lambda target=target: final[target])
+        # all-packages.nix: cudatoolkit = cudaPackages.cudatoolkit
+        attrs["cudatoolkit"] = lazy(lambda: final.cudaPackages.cudatoolkit)
         attrs["pkgsCuda"] = lazy(variant(cudaSupport=True, rocmSupport=False))
         attrs["pkgsRocm"] = lazy(variant(cudaSupport=False, rocmSupport=True))
         attrs["pkgsForCudaArch"] = lazy(lambda: pkgs_for_cuda_arch(final))

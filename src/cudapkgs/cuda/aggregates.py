@@ -16,18 +16,21 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import CudapkgsError
+from ..fixpoint import AttrSet, lazy
 
-# The components Nixpkgs' redist-based cudatoolkit joins (those present in a release).
-TOOLKIT_COMPONENTS = (
-    "cuda_cccl", "cccl", "cuda_crt", "cuda_cudart", "cuda_cuobjdump", "cuda_cupti", "cuda_cuxxfilt",
-    "cuda_gdb", "cuda_nvcc", "cuda_nvdisasm", "cuda_nvml_dev", "cuda_nvprune", "cuda_nvrtc", "cuda_nvtx",
+# cudatoolkit.nix@de32314a48f96157b502d3a205596fa12ea484b8: the host tools, then the target
+# libraries (cuda_crt from CUDA 13); every output of each except `static`.
+TOOLKIT_HOST = ("cuda_cuobjdump", "cuda_gdb", "cuda_nvcc", "cuda_nvdisasm", "cuda_nvprune")
+TOOLKIT_TARGET = (
+    "cuda_cccl", "cuda_cudart", "cuda_cupti", "cuda_cuxxfilt", "cuda_nvml_dev", "cuda_nvrtc", "cuda_nvtx",
     "cuda_profiler_api", "cuda_sanitizer_api", "libcublas", "libcufft", "libcurand", "libcusolver",
-    "libcusparse", "libnpp", "libnvjitlink", "libnvvm",
+    "libcusparse", "libnpp",
 )
+TOOLKIT_COMPONENTS = TOOLKIT_HOST + TOOLKIT_TARGET + ("cuda_crt",)
 
 SYMLINK_JOIN = """\
 mkdir -p "$out"
-for path in "${nativeBuildInputs[@]}"; do
+for path in "${paths[@]}"; do
   cp -rsn --no-preserve=mode "$path"/. "$out"/ 2>/dev/null || cp -rsn "$path"/. "$out"/
 done
 rm -rf "$out/nix-support"
@@ -58,31 +61,105 @@ def _try_usable(scope: Any, name: str) -> Any | None:
         return None
 
 
+def toolkit_components(scope: Any) -> tuple[str, ...]:
+    """The attribute names cudatoolkit joins in `scope` (cuda_crt only from CUDA 13)."""
+    crt = ("cuda_crt",) if scope.cudaAtLeast("13") else ()
+    return TOOLKIT_HOST + TOOLKIT_TARGET + crt
+
+
 def cudatoolkit(scope: Any, config: Any, system: str) -> Any:
-    """The symlinkJoin of the toolkit's components that are available here."""
+    """Nixpkgs' cudatoolkit: `cuda-merged-X.Y`, a symlinkJoin of every output but `static` of the
+    toolkit's components (those available here), licensed nvidiaCudaRedist, so refused unless
+    unfree packages are allowed (cudatoolkit.nix@de32314a)."""
+    from .. import licenses
     from ..stdenv import mk_derivation
+    from ..pkgs.meta import source_meta
 
-    from ..build_inputs import get_output
+    mm = scope.cudaMajorMinorVersion
 
-    parts = [p for p in (_try_usable(scope, n) for n in TOOLKIT_COMPONENTS) if p is not None]
-    return mk_derivation(
-        config,
-        {
-            "pname": "cudatoolkit",
-            "version": scope.cudaMajorMinorPatchVersion,
-            "name": f"{scope.cudaNamePrefix}-cudatoolkit-{scope.cudaMajorMinorPatchVersion}",
-            # Every output of every part (an input alone would contribute its dev output).
-            "nativeBuildInputs": [get_output(p, *p.outputs) for p in parts],
-            "stdenvCc": None,
+    def attrs(final: Any) -> dict[str, Any]:
+        def parts() -> list[Any]:
+            return [p for p in (_try_usable(scope, n) for n in toolkit_components(scope)) if p is not None]
+
+        def paths() -> list[str]:  # forced by the derivation: the unfree gate comes first
+            licenses.check_unfree_allowed(config, final, name=final.name)
+            return [p[o] for p in final.nativeBuildInputs for o in p.outputs if o != "static"]
+
+        return {
+            "name": f"cuda-merged-{mm}",
+            "version": mm,
+            "nativeBuildInputs": lazy(parts),
+            "paths": lazy(paths),
             "strictDeps": False,
             "dontFixup": True,
             "installPhase": SYMLINK_JOIN,
-            "passthru": {"components": [p.pname for p in parts]},
-            "meta": {"description": "The CUDA toolkit's redistributables joined into one tree (prefer the components)"},
-        },
-        system=system,
-        name=f"{scope.attr_path}.cudatoolkit",
-    )
+            "passthru": AttrSet({"components": lazy(lambda: [p.pname for p in final.nativeBuildInputs])}),
+            "meta": lazy(lambda: source_meta(final, config, system, {
+                "description": "Wrapper substituting the deprecated runfile-based CUDA installation",
+                "license": [licenses.nvidiaCudaRedist],
+                "platforms": ["aarch64-linux", "x86_64-linux"],
+            })),
+        }
+
+    return mk_derivation(config, attrs, system=system, name=f"{scope.attr_path}.cudatoolkit")
+
+
+def redists_unpacked(scope: Any, config: Any, system: str) -> Any:
+    """`tests.redists-unpacked`: a linkFarm of the `src` of every member with a redistName and a
+    source here, named by attribute (aliases included), licensed by the union of theirs
+    (tests/redists-unpacked.nix@62b71747). Here a redist's source is not a store path of its own
+    (buildRedist fetches and unpacks it), so each entry records the archive's URL and SHA-256
+    instead of linking an unpacked tree; realising it fetches nothing."""
+    from ..stdenv import mk_derivation
+
+    def attrs(final: Any) -> dict[str, Any]:
+        def members() -> dict[str, Any]:
+            found = {}
+            for name, target in _redist_names(scope).items():
+                package = scope[target]
+                try:
+                    if package.src is not None:
+                        found[name] = package
+                except CudapkgsError:  # an unfree source is left out, as tryEval would
+                    continue
+            return found
+
+        def licenses_of() -> list[Any]:
+            seen: list[Any] = []
+            for package in final.passthru["redistsForPlatform"].values():
+                for license in package.meta.license:
+                    if license not in seen:
+                        seen.append(license)
+            return seen
+
+        return {
+            "name": f"{scope.cudaNamePrefix}-redists-unpacked",
+            "entries": lazy(lambda: {n: f"{p.src.url} sha256:{p.src.sha256}"
+                                     for n, p in final.passthru["redistsForPlatform"].items()}),
+            "dontUnpack": True,
+            "dontFixup": True,
+            "installPhase": 'mkdir -p "$out"\nfor name in "${!entries[@]}"; do echo "${entries[$name]}" > "$out/$name"; done\n',
+            "passthru": AttrSet({"redistsForPlatform": lazy(members)}),
+            "meta": lazy(lambda: {"license": licenses_of(),
+                                  "description": "The source of every redistributable of the set"}),
+        }
+
+    return mk_derivation(config, attrs, system=system, name=f"{scope.attr_path}.tests.redists-unpacked")
+
+
+def _redist_names(scope: Any) -> dict[str, str]:
+    """name -> the attribute holding the package, for every member that is a redist; in-set
+    aliases (cusparselt) are listed under their own name too, read without their warning."""
+    from .components import component_specs
+    from .scope import ALIASES
+
+    components = {pname for specs in component_specs().values() for pname in specs}
+    names = {}
+    for name in scope:
+        target = name if name in components else ALIASES.get(name, (None, None))[1]
+        if target in components and scope[target] is not None and "redistName" in scope[target]:
+            names[name] = target
+    return names
 
 
 def redists_installed(scope: Any, config: Any, system: str) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 from .. import db
 from ..errors import FailedAssertionsError
 from ..fixpoint import AttrSet
-from ..platform import get_redist_system
+from ..platform import get_redist_system, jetson_min_sbsa_capability
 from ..versions import version_at_least, version_older
 
 Assertion = tuple[bool, str]
@@ -74,8 +74,13 @@ def assertions(
         and version_older(info[c]["maxCudaMajorMinorVersion"], v)
     ]
     too_new = [c for c in known if version_older(v, info[c]["minCudaMajorMinorVersion"])]
-    pre_thor = [c for c in jetson if version_older(c, "10.1")]
-    post_thor = [c for c in jetson if version_at_least(c, "10.1")]
+    # Thor (10.1) splits linux-aarch64 from linux-sbsa; from CUDA 13.0 Orin (8.7) is SBSA too
+    # (cudaConfig.nix@1ac181a1: "pre-SBSA (<min>)" wording).
+    sbsa_min = jetson_min_sbsa_capability(v)
+    era = "pre-Thor (10.1)" if sbsa_min == "10.1" else f"pre-SBSA ({sbsa_min})"
+    post_era = "post-Thor (10.1)" if sbsa_min == "10.1" else f"SBSA ({sbsa_min} and newer)"
+    pre_thor = [c for c in jetson if version_older(c, sbsa_min)]
+    post_thor = [c for c in jetson if version_at_least(c, sbsa_min)]
     others = [c for c in capabilities if c not in pre_thor]
     return [
         (not unrecognized, f"Requested unrecognized CUDA capabilities: {_json(unrecognized)}"),
@@ -88,17 +93,17 @@ def assertions(
         ),
         (
             not pre_thor or pre_thor == list(capabilities),
-            f"Requested pre-Thor (10.1) Jetson CUDA capabilities ({_json(pre_thor)}) cannot be "
+            f"Requested {era} Jetson CUDA capabilities ({_json(pre_thor)}) cannot be "
             f"specified with other capabilities ({_json(others)})",
         ),
         (
             not pre_thor or host_redist_system == "linux-aarch64",
-            f"Requested pre-Thor (10.1) Jetson CUDA capabilities ({_json(pre_thor)}) require computed "
+            f"Requested {era} Jetson CUDA capabilities ({_json(pre_thor)}) require computed "
             f"NVIDIA hostRedistSystem ({host_redist_system}) to be linux-aarch64",
         ),
         (
             not post_thor or host_redist_system == "linux-sbsa",
-            f"Requested post-Thor (10.1) Jetson CUDA capabilities ({_json(post_thor)}) require computed "
+            f"Requested {post_era} Jetson CUDA capabilities ({_json(post_thor)}) require computed "
             f"NVIDIA hostRedistSystem ({host_redist_system}) to be linux-sbsa",
         ),
     ]

@@ -40,9 +40,6 @@ OUTPUT_NAME_VAR_FALLBACKS = {
     "outputStatic": ("static",),
     "outputStubs": ("stubs",),
 }
-# The table's external inputs that are packages here (pinned sources or pinned binaries); the
-# others (numactl, ucx, …) are not packaged yet and stay informational.
-BUILT_EXTERNAL_INPUTS = frozenset({"zlib", "rdma-core"})
 DOWNLOAD_PAGE = "https://developer.download.nvidia.com/compute/{redist}/redist/{pname}"
 LONG_DESCRIPTION = (
     "By downloading and using this package you accept the terms and conditions "
@@ -57,7 +54,8 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
 
     def attrs(final: AttrSet) -> dict[str, Any]:
         def release():
-            return cuda.manifests[redist_name].releases.get(pname)
+            # cuda_crt below CUDA 13.0: the cuda_nvcc entry (cuda_crt/package.nix@613b8b48)
+            return cuda.manifests[redist_name].releases.get(spec.release_pname(cuda.cudaMajorMinorVersion))
 
         def supported_releases():
             r = final.release
@@ -89,9 +87,14 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             )
 
         def outputs():
-            if final.preferredRelease is None:
+            chosen = final.preferredRelease
+            if chosen is None:
                 return ["out"]
-            return [o for o in EXPECTED_OUTPUTS if o in spec.outputs]
+            requested = set(spec.outputs)
+            for conditional in spec.conditional_outputs:
+                if conditional.condition(final, cuda, chosen[0]):
+                    requested.add(conditional.output)
+            return [o for o in EXPECTED_OUTPUTS if o in requested]
 
         def output_var(var: str):
             return lazy(lambda: next((o for o in OUTPUT_NAME_VAR_FALLBACKS[var] if o in final.outputs), "out"))
@@ -155,7 +158,9 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     "description": spec.description or f"NVIDIA {pname}",
                     "longDescription": LONG_DESCRIPTION,
                     "downloadPage": DOWNLOAD_PAGE.format(redist=redist_name, pname=pname),
-                    "license": lazy(lambda: licenses.license_for_redist(redist_name, pname)),
+                    "license": lazy(lambda: licenses.license_for_redist(redist_name, pname, spec.license)),
+                    **({"homepage": spec.homepage} if spec.homepage else {}),
+                    **({"mainProgram": spec.main_program} if spec.main_program else {}),
                     "sourceProvenance": ["binaryNativeCode"],
                     "teams": ["cuda"],
                     "platforms": lazy(lambda: final.supportedNixSystems),
@@ -185,14 +190,37 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     continue
                 output = dep.output if dep.output in other.outputs else other.outputs[0]
                 found[f"{dep.component}.{output}"] = (other.derivation, output, dep.kind)
-            # Libraries outside CUDA (zlib for cuDNN) that the top level builds here: buildInputs.
-            top = cuda.auto_args
-            for name in spec.external_inputs:
-                if name in BUILT_EXTERNAL_INPUTS and name in top:
-                    pkg = top[name]
-                    output = "out" if "out" in pkg.outputs else pkg.outputs[0]
-                    found[f"{name}.{output}"] = (pkg.derivation, output, "build")
+            compat = _compat(cuda, pname)
+            if compat is not None:  # autoAddCudaCompatRunpath: every redist but cuda_compat itself
+                found.setdefault("cuda_compat.out", (compat.derivation, "out", "runpath"))
+            # Libraries outside CUDA that the top level builds here (zlib for cuDNN) are built with.
+            for pkg in _external_inputs(cuda, spec):
+                output = "out" if "out" in pkg.outputs else pkg.outputs[0]
+                found[f"{pkg.pname}.{output}"] = (pkg.derivation, output, "build")
             return found
+
+        def dependency_packages(*kinds: str) -> list[Any]:
+            """The set's packages this one lists as `kinds` inputs (Nixpkgs' input lists), in table order."""
+            found = []
+            for dep in spec.depends:
+                if dep.kind not in kinds or dep.component not in cuda or not dep.holds(final, cuda):
+                    continue
+                other = cuda[dep.component]
+                if other is not None and all(other is not p for p in found):
+                    found.append(other)
+            return found
+
+        def append_runpaths():
+            paths = ["$ORIGIN"]
+            for dep in spec.depends:  # e.g. libcublasLt dlopens libnvrtc (libcublas.nix@484dd1d0, from 12.8)
+                if dep.kind != "runpath" or dep.component not in cuda or not dep.holds(final, cuda):
+                    continue
+                other = cuda[dep.component]
+                if other is None or other.preferredRelease is None:
+                    continue
+                output = dep.output if dep.output in other.outputs else other.outputs[0]
+                paths.append(f"{other[output]}/lib")
+            return paths
 
         def derivation():
             from ..derivation import Derivation, default_store_dir
@@ -239,13 +267,13 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
 
         def output_path(output: str):
             def path() -> str:
-                from ..stdenv import OutputPath
-
                 outputs = final.derivation.outputs
                 if output not in outputs:
                     from ..errors import EvalError
 
                     raise EvalError(f"{final.name} has no output {output!r} (outputs: {', '.join(outputs)})")
+                from ..stdenv import OutputPath
+
                 return OutputPath(outputs[output], final, output)
 
             return lazy(path)
@@ -269,7 +297,10 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             **{var: output_var(var) for var in OUTPUT_NAME_VAR_FALLBACKS},
             "propagatedBuildOutputs": lazy(propagated_build_outputs),
             "allowFHSReferences": spec.allow_fhs_references,
-            "appendRunpaths": ["$ORIGIN"],
+            "appendRunpaths": lazy(append_runpaths),
+            "propagatedBuildInputs": lazy(lambda: dependency_packages("propagated")),
+            "buildInputs": lazy(lambda: dependency_packages("build") + _external_inputs(cuda, spec)),
+            "nativeBuildInputs": lazy(lambda: dependency_packages("native")),
             "brokenAssertions": lazy(broken_assertions),
             "platformAssertions": lazy(platform_assertions),
             "meta": lazy(meta),
@@ -286,13 +317,6 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
     return Package(attrs, name=f"{set_name}.{pname}")
 
 
-def _propagated_inputs(found: dict[str, Any]) -> dict[str, Any]:
-    """propagatedBuildInputs: the store paths of dependencies of kind "propagated" (libcublas → cuda_cudart),
-    written into the dev and out outputs' nix-support/propagated-build-inputs by the builder."""
-    paths = [drv.outputs[o] for drv, o, kind in found.values() if kind == "propagated"]
-    return {"propagatedBuildInputs": paths} if paths else {}
-
-
 def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
     """Derivation attributes of single components that come from the machine (they change the output)."""
     if pname == "cuda_nvcc":
@@ -302,6 +326,34 @@ def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
         # The host compiler nvcc.profile names, chosen as backendStdenv chooses it.
         return {"hostCompiler": derivation_attrs(cuda.cudaMajorMinorVersion, nvcc_compatibilities())}
     return {}
+
+
+def _propagated_inputs(found: dict[str, Any]) -> dict[str, Any]:
+    """propagatedBuildInputs: the store paths of dependencies of kind "propagated" (libcublas → cuda_cudart),
+    written into the dev and out outputs' nix-support/propagated-build-inputs by the builder."""
+    paths = [drv.outputs[o] for drv, o, kind in found.values() if kind == "propagated"]
+    return {"propagatedBuildInputs": paths} if paths else {}
+
+
+def _external_inputs(cuda: Any, spec: ComponentSpec) -> list[Any]:
+    """The table's external inputs that name a package of the top level (e.g. cuDNN's zlib, once
+    the top level has one); entries with wording ("mpi, nccl (when …)") stay informational."""
+    top = getattr(cuda, "_auto_args", None) or {}
+    return [top[name] for name in spec.external_inputs if name.isidentifier() and name in top]
+
+
+def _compat(cuda: Any, pname: str) -> Any | None:
+    """cuda_compat when its run path is added to `pname` (autoAddCudaCompatRunpath: enabled iff
+    cuda_compat.meta.available, never for cuda_compat itself), else None."""
+    if pname == "cuda_compat" or "cuda_compat" not in cuda:
+        return None
+    compat = cuda["cuda_compat"]
+    if compat is None:
+        return None
+    try:
+        return compat if compat.meta.available else None
+    except Exception:  # noqa: BLE001 - like Nix's tryEval: an unevaluable cuda_compat is unavailable
+        return None
 
 
 def _json_list(items) -> str:

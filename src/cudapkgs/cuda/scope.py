@@ -19,9 +19,32 @@ from .components import component_specs
 from .package_sets import PackageSetDefinition
 
 
+# cuda-modules/aliases.nix@c10e8fecb9071c4d786f84d2ee04a11122476e36: old name -> (new path, attribute)
+ALIASES: dict[str, tuple[str, str]] = {
+    "cudaFlags": ("cudaPackages.flags", "flags"),
+    "cudaVersion": ("cudaPackages.cudaMajorMinorVersion", "cudaMajorMinorVersion"),
+    "cudatoolkit-legacy-runfile": ("cudaPackages.cudatoolkit", "cudatoolkit"),
+    "cusparselt": ("cudaPackages.libcusparse_lt", "libcusparse_lt"),
+}
+
+
+class CudaAliasWarning(UserWarning):
+    """A deprecated in-set alias was read (Nixpkgs' `lib.warn` in aliases.nix)."""
+
+
 def _aliases(final: AttrSet, prev: AttrSet) -> dict[str, Any]:
-    """cuda-modules/aliases.nix: old names kept when allowAliases is true (none yet)."""
-    return {}
+    """cuda-modules/aliases.nix: old names kept when allowAliases is true; reading one warns
+    "cudaPackages.<old> is deprecated, use <new> instead" (once per set and name)."""
+    import warnings
+
+    def alias(old: str, path: str, attr: str) -> Any:
+        def value() -> Any:
+            warnings.warn(f"cudaPackages.{old} is deprecated, use {path} instead", CudaAliasWarning, stacklevel=2)
+            return final[attr]
+
+        return lazy(value)
+
+    return {old: alias(old, path, attr) for old, (path, attr) in ALIASES.items()}
 
 
 def cuda_packages(
@@ -117,7 +140,10 @@ def cuda_packages(
             "cudatoolkit": lazy(lambda: _aggregate("cudatoolkit", final, config, system)),
             "tests": lazy(
                 lambda: AttrSet(
-                    {"redists-installed": lazy(lambda: _aggregate("redists_installed", final, config, system))},
+                    {
+                        "redists-unpacked": lazy(lambda: _aggregate("redists_unpacked", final, config, system)),
+                        "redists-installed": lazy(lambda: _aggregate("redists_installed", final, config, system)),
+                    },
                     name=f"{name}.tests",
                 )
             ),
@@ -126,6 +152,12 @@ def cuda_packages(
             if product not in definition.products:
                 continue
             for pname, spec in specs.items():
+                if spec.alias_of is not None:
+                    attrs[pname] = lazy(lambda target=spec.alias_of: final[target])
+                    continue
+                own = spec.pname_for(mm)
+                if own != pname:
+                    spec = spec._replace(pname=own)
                 attrs[pname] = lazy(lambda spec=spec: _build_redist(final, config, spec))
         return attrs
 

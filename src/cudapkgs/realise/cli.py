@@ -103,7 +103,13 @@ def register(subparsers: Any) -> None:
         "  eval \"$(cudapkgs shell --print-env cudaPackages_13_0.cuda_cudart --set allowUnfree=true)\"",
         formatter_class=fmt,
     )
-    p.add_argument("attrpaths", nargs="+", metavar="ATTRPATH", help="packages (attribute paths or store paths)")
+    p.add_argument("attrpaths", nargs="*", metavar="ATTRPATH",
+                   help="packages (attribute paths or store paths); none: the project's (cudapkgs.toml, "
+                   "checked against cudapkgs.lock)")
+    p.add_argument("--project", metavar="PATH",
+                   help="with no ATTRPATH: the project file or its directory (default: cudapkgs.toml here or in a parent)")
+    p.add_argument("--ignore-lock", action="store_true",
+                   help="with no ATTRPATH: enter the project's shell even when it differs from cudapkgs.lock")
     p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
@@ -232,6 +238,29 @@ def _derivation_from_file(path: str, store_dir: str) -> Any:
     return Derivation.from_json(data, source=path, store_dir=store_dir)
 
 
+def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
+    """The project's packages (cudapkgs.toml), after checking them against its cudapkgs.lock."""
+    from ..derivation import default_store_dir
+    from ..errors import EvalError, UsageError
+    from ..project_cli import check_against_lock, project_environment
+
+    if getattr(args, "files", None) or getattr(args, "args", None):
+        raise UsageError("-f/--arg need packages to name; a project lists its files in cudapkgs.toml (files = [...])")
+    env = project_environment(args)
+    differences = check_against_lock(env)
+    if differences and not args.ignore_lock:
+        lines = "\n".join(f"  {line}" for line in differences)
+        raise EvalError(
+            f"this machine does not reproduce {env.project.lock_file}:\n{lines}\n"
+            "(`cudapkgs lock` to accept this machine's environment, --ignore-lock to enter it anyway)"
+        )
+    if differences:
+        print(f"cudapkgs: warning: the environment differs from {env.project.lock_file} ({len(differences)} differences)",
+              file=sys.stderr)
+    items = [Installable(label, drv=_derivation_of(pkg, label)) for label, pkg in env.packages.items()]
+    return default_store_dir(env.config), items
+
+
 def run_shell(args: argparse.Namespace) -> int:
     """Build the packages, then run a shell (or a command) in their development environment."""
     import os
@@ -239,7 +268,7 @@ def run_shell(args: argparse.Namespace) -> int:
 
     from ..shell import export_lines, host_cuda_dirs, propagated_closure, shell_environment
 
-    store_dir, items = evaluate(args)
+    store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
     cc = _shell_cc(args, items)
     if cc is not None:
         items = [*items, Installable("stdenv.cc", drv=cc)]
@@ -275,7 +304,11 @@ def _shell_cc(args: argparse.Namespace, items: list[Installable]) -> Any:
         (i.drv.attrs["hostCompiler"] for i in items if i.drv is not None and "hostCompiler" in i.drv.attrs), None
     )
     cc = cc_wrapper_for(pkgs.config, pkgs.system, recorded)
-    return None if cc is None else cc.derivation
+    if cc is None:
+        return None
+    drv = cc.derivation
+    stores = {i.drv.store_dir for i in items if i.drv is not None}
+    return drv if not stores or stores == {drv.store_dir} else None  # a project's own store: no wrapper there
 
 
 def add_builders_option(p: argparse.ArgumentParser) -> None:

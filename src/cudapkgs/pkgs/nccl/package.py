@@ -1,0 +1,136 @@
+"""nccl: Nixpkgs' `cudaPackages.nccl`, built from NVIDIA's source with the set's nvcc.
+
+Follows pkgs/development/cuda-modules/packages/nccl.nix@0145c6da2896513d94440e7fb41c11487aa3de16:
+version by CUDA release (2.30.7-1 from CUDA 12.0; 2.28.7-1 from 11.7; 2.26.6-1 from 11.6;
+else 2.25.1-1), `fetchFromGitHub` NVIDIA/nccl tag `v<version>` with Nixpkgs' hash, outputs
+out/dev/static, make with `NVCC_GENCODE = flags.gencodeString`, NVIDIA's `-ccbin $(CXX)`
+removed from makefiles/common.mk by substitution, nvcc's path scrubbed from the library
+(`disallowedReferences`), and the platform assertion that pre-Thor Jetsons are not supported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import licenses
+from ...fixpoint import AttrSet, lazy
+from ...stdenv import DerivationPackage, mk_derivation
+from ...versions import version_at_least, version_older
+from ..meta import source_meta
+from ..substitute import SUBSTITUTE_IN_PLACE
+
+# Nixpkgs' fetchFromGitHub hashes (NAR SHA-256 of the unpacked tag), nccl.nix@0145c6da.
+HASHES = {
+    "2.30.7-1": "sha256-fdiQZweX0jYfGroP0bL5Sfv3+DkCzVBZZLEbPv8aqq8=",
+    "2.28.7-1": "sha256-NM19OiBBGmv3cGoVoRLKSh9Y59hiDoei9NIrRnTqWeA=",
+    "2.26.6-1": "sha256-vkWMGXCy+dIpYCecdafmOAGlnfRxIQ5Y2ZQuMjinraI=",
+    "2.25.1-1": "sha256-3snh0xdL9I5BYqdbqdl+noizJoI38mZRVOJChgEE1I8=",
+}
+PLATFORMS = ["aarch64-linux", "x86_64-linux"]
+
+
+def nccl_version(cuda_major_minor: str) -> str:
+    """NCCL's version for a CUDA release (nccl.nix@0145c6da)."""
+    for bound, version in (("12.0", "2.30.7-1"), ("11.7", "2.28.7-1"), ("11.6", "2.26.6-1")):
+        if version_at_least(cuda_major_minor, bound):
+            return version
+    return "2.25.1-1"
+
+
+def nccl(
+    backendStdenv: Any,
+    cccl: Any,
+    cuda_cudart: Any,
+    cuda_nvcc: Any,
+    cudaMajorMinorVersion: str,
+    cudaNamePrefix: str,
+    fetchFromGitHub: Any,
+    flags: Any,
+    config: Any,
+    system: str | None = None,
+) -> DerivationPackage:
+    """The NCCL package of a CUDA set (callPackage'd inside the set's scope)."""
+    system = system or backendStdenv.hostNixSystem
+
+    def attrs(final: AttrSet) -> dict[str, Any]:
+        version = nccl_version(cudaMajorMinorVersion)
+
+        def post_patch() -> str:
+            text = SUBSTITUTE_IN_PLACE + (
+                "substituteInPlace ./makefiles/common.mk --replace-fail '-ccbin $(CXX)' ''\n"
+            )
+            if version_older(version, "2.27.3-1"):
+                text += "substituteInPlace ./makefiles/common.mk --replace-fail '-std=c++11' '$(CXXSTD)'\n"
+            return text
+
+        def platform_assertions() -> list[dict[str, Any]]:
+            jetson = list(backendStdenv.requestedJetsonCudaCapabilities)
+            return [
+                {
+                    "message": "Pre-Thor Jetson devices (CUDA capabilities < 10.1) are not supported by NCCL",
+                    "assertion": not backendStdenv.hasJetsonCudaCapability
+                    or all(version_at_least(c, "10.1") for c in jetson),
+                }
+            ]
+
+        return {
+            "pname": "nccl",
+            "version": version,
+            "name": lazy(lambda: f"{cudaNamePrefix}-{final.pname}-{final.version}"),
+            "src": lazy(
+                lambda: fetchFromGitHub(
+                    owner="NVIDIA", repo="nccl", tag=f"v{final.version}", hash=HASHES[final.version]
+                )
+            ),
+            "outputs": ["out", "dev", "static"],
+            "nativeBuildInputs": [cuda_nvcc],
+            # Nixpkgs: (getInclude cuda_nvcc), cccl, cuda_cudart; nvcc has one output here.
+            "buildInputs": [cuda_nvcc, cccl, cuda_cudart],
+            "env": {"NIX_CFLAGS_COMPILE": "-Wno-unused-function"},
+            "postPatch": lazy(post_patch),
+            "makeFlags": lazy(
+                lambda: [
+                    "CXXSTD=-std=c++17",
+                    f"CUDA_HOME={cuda_nvcc.outPath}",
+                    f"CUDA_INC={cuda_cudart.include}/include",
+                    f"CUDA_LIB={cuda_cudart.lib}/lib",
+                    f"NVCC_GENCODE={flags.gencodeString}",
+                    "PREFIX=$(out)",
+                ]
+            ),
+            "enableParallelBuilding": True,
+            # The installed nccl.pc names the build's $out: point it at the final path.
+            "postInstall": (
+                'sed -i "s|$out|${outputPaths[out]}|g" "$out"/lib/pkgconfig/*.pc\n'
+                'mkdir -p "$dev/lib" "$static/lib"\n'
+                'mv "$out/include" "$dev/include"\n'
+                'mv "$out/lib/pkgconfig" "$dev/lib/pkgconfig"\n'
+                'mv "$out/lib/libnccl_static.a" "$static/lib/"\n'
+            ),
+            "autoAddDriverRunpath": True,
+            # Since CUDA 12.8 nvcc's path leaks into the fatbinary (NixOS/nixpkgs#457803).
+            "removeReferencesTo": [cuda_nvcc],
+            "disallowedReferences": [cuda_nvcc],
+            "passthru": {
+                "platformAssertions": lazy(platform_assertions),
+                "tests": lazy(lambda: _tests(final)),
+            },
+            "meta": lazy(
+                lambda: source_meta(
+                    final,
+                    config,
+                    system,
+                    {
+                        "description": "Multi-GPU and multi-node collective communication primitives for NVIDIA GPUs",
+                        "homepage": "https://developer.nvidia.com/nccl",
+                        "license": licenses.bsd3,
+                        "platforms": PLATFORMS,
+                    },
+                )
+            ),
+        }
+
+    def _tests(final: AttrSet) -> dict[str, Any]:
+        return {}
+
+    return mk_derivation(config, attrs, system=system, name=f"{cudaNamePrefix}.nccl")
