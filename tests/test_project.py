@@ -83,7 +83,8 @@ def test_another_machine_is_told_exactly_what_differs(project, capsys, monkeypat
     code, _, err = run(capsys, "lock", "--check", "--set", "driverLibDir=/usr/lib/x86_64-linux-gnu")
     assert code == 1
     assert 'configuration driverLibDir: locked null, here "/usr/lib/x86_64-linux-gnu"' in err
-    assert 'cuda_nvcc-12.8.93: attrs.driverLibDir: locked "/run/opengl-driver/lib", here "/usr/lib/x86_64-linux-gnu"' in err
+    # Reported where it starts: the derivations whose own attrs.driverLibDir differs and whose inputs do not.
+    assert 'cuda_crt-12.8.93: attrs.driverLibDir: locked "/run/opengl-driver/lib", here "/usr/lib/x86_64-linux-gnu"' in err
     assert "differs as a result: cuda_nvcc, libcublas, hello" in err
     # An edited package file: its digest, and the derivation's own change.
     packages = project / "nix" / "packages.py"

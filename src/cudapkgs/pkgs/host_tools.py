@@ -84,6 +84,7 @@ def host_tool(config: Any, system: str, attr: str, *, executable: str | None = N
             "pname": attr,
             "version": version,
             "stdenvCc": None,
+            "driverLibDir": None,  # no GPU code: the driver dir is no input
             "hostPaths": paths,
             "dontConfigure": True,
             "dontBuild": True,

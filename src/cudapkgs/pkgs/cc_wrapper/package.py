@@ -42,6 +42,7 @@ def cc_wrapper(config: Any, system: str, compiler: host_compiler.Compiler) -> An
             "pname": f"{compiler.kind}-wrapper",
             "version": compiler.version,
             "stdenvCc": None,
+            "driverLibDir": None,  # no GPU code: the driver dir is no input
             "hostCompiler": compiler.to_json(),
             "wrapperScripts": scripts,
             "ccWrapperInfo": json.dumps(compiler.to_json(), sort_keys=True),
