@@ -272,7 +272,8 @@ def run_shell(args: argparse.Namespace) -> int:
     cc = _shell_cc(args, items)
     if cc is not None:
         items = [*items, Installable("stdenv.cc", drv=cc)]
-    realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True)
+    realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True,
+                     max_cache_size=_max_cache_size(args))
     paths = [p for item in items for p in item.outputs.values()]
     if cc is not None:  # the wrapper first on PATH
         paths = [*cc.outputs.values(), *(p for p in paths if p not in cc.outputs.values())]
@@ -368,6 +369,7 @@ def run_test(args: argparse.Namespace) -> int:
 
 def run_build(args: argparse.Namespace) -> int:
     store_dir, items = evaluate(args)
+    max_cache_size = _max_cache_size(args)
     substituters = None if args.no_substitute else substituters_from_args(args)
     push = None
     if args.push_to:
@@ -382,7 +384,7 @@ def run_build(args: argparse.Namespace) -> int:
     return realise_and_link(
         store_dir, items, out_link=None if args.no_link else args.out_link, jobs=args.jobs,
         keep_failed=args.keep_failed, dry_run=args.dry_run, as_json=args.json, substituters=substituters, push=push,
-        builders=builders_from_args(args),
+        builders=builders_from_args(args), max_cache_size=max_cache_size,
     )
 
 
@@ -414,8 +416,13 @@ def realise_and_link(
     substituters: Any = None,
     push: Any = None,
     builders: Any = None,
+    max_cache_size: str | None = None,
 ) -> int:
-    """What `cudapkgs build` does after evaluation: check, plan, build what is missing, link, print."""
+    """What `cudapkgs build` does after evaluation: check, plan, build what is missing, link, print.
+
+    ``max_cache_size`` (the ``maxCacheSize`` config key, e.g. "5GiB"): after building, the
+    download caches are trimmed to it, least recently used entries first.
+    """
     from .scheduler import make_progress, plan, run
 
     store = _open_store(store_dir, create=not dry_run)
@@ -438,8 +445,12 @@ def realise_and_link(
             _print_plan(the_plan, as_json)
             return 0
         if not the_plan.nothing_to_do:
-            run(store, the_plan, jobs=jobs, keep_failed=keep_failed, progress=make_progress(sys.stderr),
-                substituters=substituters, builders=builders)
+            try:
+                run(store, the_plan, jobs=jobs, keep_failed=keep_failed, progress=make_progress(sys.stderr),
+                    substituters=substituters, builders=builders)
+            finally:
+                if max_cache_size is not None:
+                    _trim_caches(store_dir, max_cache_size)
         if push is not None:
             _push(store, push, [p for i in resolved for p in i.outputs.values()])
         if out_link is not None:
@@ -475,6 +486,23 @@ def _push(store: Any, push: Any, paths: list[str]) -> None:
           file=sys.stderr, flush=True)
 
 
+def _max_cache_size(args: argparse.Namespace) -> str | None:
+    from ..config import load_config
+
+    return load_config(file=args.config, sets=args.sets)["maxCacheSize"]
+
+
+def _trim_caches(store_dir: str, max_cache_size: str) -> None:
+    """Apply the maxCacheSize budget; say on stderr what was evicted."""
+    from ..fetch.cache import collect, parse_size
+    from ..table import format_size
+
+    result = collect(store_dir, max_size=parse_size(max_cache_size))
+    if result.deleted:
+        print(f"cudapkgs: maxCacheSize {max_cache_size}: evicted {len(result.deleted)} least recently used cache "
+              f"entries ({format_size(result.freed)}); {format_size(result.kept)} kept", file=sys.stderr)
+
+
 def _link(store: Any, link: str, path: str) -> None:
     """`store.add_indirect_root`, skipped when the link and its root entry are already right (no-op builds)."""
     import hashlib
@@ -504,6 +532,9 @@ class _NoStore:
 
     def is_valid(self, path: str) -> bool:
         return False
+
+    def protect(self, paths: Any) -> list[str]:
+        return []  # nothing is valid, so there is nothing a gc could take away
 
     def query(self, path: str) -> Any:
         from ..errors import StoreError

@@ -56,6 +56,7 @@ from ..errors import CudapkgsError
 from ..build_inputs import Closures, find_inputs, setup_environment
 from ..stdenv import PHASES
 from .context import BuildContext
+from .process_group import finish_phase, popen_phase
 
 __all__ = [
     "HOST_PATH", "PhaseError", "attrs_sh", "build", "build_environment", "dependency_paths", "remove_references",
@@ -320,16 +321,21 @@ def _shell(ctx: BuildContext, key: str, script: str, env: Mapping[str, str], cwd
     ctx.log.write(f"@@ {key}\n")
     ctx.log.flush()
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
-    with subprocess.Popen(
-        ["bash", "-e", os.fspath(script_file)], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+    # In its own process group, which dies with this process (process_group.py).
+    proc = popen_phase(
+        ["bash", "-e", os.fspath(script_file)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
         executable=shutil.which("bash", path=os.pathsep.join(HOST_PATH)) or "/bin/bash",
-    ) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            ctx.log.write(line)
-            tail.append(line.rstrip("\n"))
-        code = proc.wait()
+    )
+    try:
+        with proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                ctx.log.write(line)
+                tail.append(line.rstrip("\n"))
+            code = proc.wait()
+    finally:
+        finish_phase(proc)
     ctx.log.flush()
     if code != 0:
         last = "\n".join(f"  {line}" for line in tail)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from ..derivation import Derivation
 from ..table import format_size
-from .realise import BuildError, build_one, log_path, missing
+from .realise import BuildError, build_one, log_path, missing, protect_inputs
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -142,7 +142,8 @@ def plan(
     from ..fetch.planning import SourcePlanError, choose_source
 
     roots = tuple(derivations)
-    candidates = missing(store, roots)
+    # Rooted before the plan counts on any valid path, and before any fetch.
+    candidates = missing(store, roots, protect=True)
     to_substitute: tuple[Any, ...] = ()
     if substituters and candidates:
         candidates, to_substitute = _choose_substitutes(store, roots, candidates, substituters)
@@ -550,6 +551,7 @@ def _substitute(store: Any, the_plan: Plan, substituters: Any, jobs: int, stream
         stream.write(f"warning: {len(error.failures)} path(s) could not be substituted; building what is missing instead\n")
         stream.flush()
         return plan(store, the_plan.roots)
+    protect_inputs(store, the_plan.roots)  # the substituted paths, until the outputs are linked
     return Plan(the_plan.roots, the_plan.to_build, the_plan.to_fetch)
 
 

@@ -132,6 +132,27 @@ class Store:
         with open(self._temp_roots[1], "a") as f:
             f.write("".join(p + "\n" for p in paths))
 
+    def protect(self, paths: Iterable[str]) -> list[str]:
+        """Make the valid ones among `paths` temporary roots (`add_temp_roots`) atomically w.r.t. gc.
+
+        The gc lock is held shared meanwhile, so a gc that has not started yet will see
+        the roots and one that is running finishes first; a path valid when this returns
+        stays valid until the Store is closed.  Returns the paths rooted.
+        """
+        inside = self.store_dir + "/"
+        wanted = sorted({p for p in paths if isinstance(p, str) and p.startswith(inside)})
+        try:
+            with self._gc_shared():
+                invalid = set(self.db.invalid_paths(wanted))  # one query
+                valid = [p for p in wanted if p not in invalid]
+                if valid:
+                    self.add_temp_roots(valid)
+        except OSError as error:
+            if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                return []  # a user who cannot write the store cannot build either (a dry run still plans)
+            raise
+        return valid
+
     def _live_temp_roots(self, remove_stale: bool, graph: StoreGraph | None = None) -> set[str]:
         found: set[str] = set()
         is_valid = graph.is_valid if graph is not None else self.db.is_valid
@@ -295,12 +316,11 @@ class Store:
                     for path, out in dirs.items():
                         if not os.path.lexists(out):
                             raise StoreError(f"the builder of '{path}' did not create its output")
-                        found = nar.scan_for_hashes(out, candidates)
+                        digest, size, found = nar.hash_and_scan(out, candidates)  # one read of each file
                         refs = {candidates[h] for h in found}
                         for ref in refs:
                             if ref not in dirs and not self.db.is_valid(ref):
                                 raise StoreError(f"'{path}' refers to '{ref}', which is not valid in the store {self.store_dir}")
-                        digest, size = nar.nar_hash(out)
                         entries.append((path, nar.format_hash(digest), size, refs, deriver))
                     moved = []
                     try:
@@ -391,12 +411,11 @@ class Store:
     def _inspect(self, out: Path, candidates: dict[str, str], what: str) -> tuple[set[str], bytes, int]:
         if not os.path.lexists(out):
             raise StoreError(f"the builder of '{what}' did not create its output {out}")
-        found = nar.scan_for_hashes(out, candidates)
+        digest, size, found = nar.hash_and_scan(out, candidates)  # one read of each file
         refs = {candidates[h] for h in found}
         for ref in refs:
             if ref != what and not self.db.is_valid(ref):
                 raise StoreError(f"'{what}' refers to '{ref}', which is not valid in the store {self.store_dir}")
-        digest, size = nar.nar_hash(out)
         return refs, digest, size
 
     def _install(self, out: Path, path: str, nar_hash: str, size: int, refs: set[str], deriver: str | None) -> None:
@@ -412,6 +431,29 @@ class Store:
         except BaseException:
             _remove_tree(path)
             raise
+
+    @contextmanager
+    def work_dir(self, label: str = "build") -> Iterator[Path]:
+        """A new private directory ``<store>/.tmp/work-<label>-<uuid>`` for a build's scratch files.
+
+        It is locked while the block runs and removed afterwards; if the process is
+        killed, the lock dies with it and the next build or gc removes the directory
+        (`_clean_tmp`).  A caller that wants to keep it moves it away inside the block.
+        """
+        safe = "".join(c if c.isalnum() or c in "+-._" else "_" for c in label)[:100]
+        name = f"work-{safe}-{uuid.uuid4().hex}"
+        lock = PathLock(self.tmp_dir / (name + ".lock"))
+        lock.acquire()
+        path = self.tmp_dir / name
+        try:
+            path.mkdir(mode=0o700)
+            yield path
+        finally:
+            try:
+                if os.path.lexists(path):
+                    _remove_tree(path)
+            finally:
+                lock.release_and_delete()
 
     @contextmanager
     def _tmp_build(self) -> Iterator[Path]:
@@ -518,6 +560,8 @@ class Store:
     def gc(self, dry_run: bool = False) -> GCResult:
         """Delete every path outside the closure of the GC roots (and stale roots, and leftovers)."""
         with PathLock(self.locks_dir / "gc.lock"):
+            if not dry_run:
+                self._clean_tmp()  # work and build directories of killed builds
             graph = self.graph()  # one pass over the database; gc.lock keeps it current
             roots = set(self.roots(remove_stale=not dry_run, graph=graph).values()) | self._live_temp_roots(not dry_run, graph)
             live = graph.closure(roots)
