@@ -174,6 +174,8 @@ def test_saxpy_example_builds_from_the_user_file_and_runs(tmp_path, capsys):
     assert code == 0, err
     done = subprocess.run([tmp_path / "result" / "bin" / "saxpy", "4096"], capture_output=True, text=True)
     assert done.returncode == 0 and "PASS" in done.stdout and "mode: cpu" in done.stdout
+    code, out, err = run(capsys, "test", "-f", str(EXAMPLES), "saxpy_example")
+    assert code == 0 and "passed" in out + err
 
 
 def test_saxpy_example_with_cuda_evaluates_against_the_chosen_set(capsys):

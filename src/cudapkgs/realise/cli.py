@@ -67,8 +67,13 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG_BUILD,
         formatter_class=fmt,
     )
-    p.add_argument("attrpaths", nargs="+", metavar="ATTRPATH",
-                   help="attribute path of a package (e.g. cudaPackages_13_0.cuda_nvcc), or a store path")
+    p.add_argument("attrpaths", nargs="*", metavar="ATTRPATH",
+                   help="attribute path of a package (e.g. cudaPackages_13_0.cuda_nvcc), or a store path; "
+                   "none: the project's packages (cudapkgs.toml, checked against cudapkgs.lock)")
+    p.add_argument("--project", metavar="PATH",
+                   help="with no ATTRPATH: the project file or its directory (default: cudapkgs.toml here or in a parent)")
+    p.add_argument("--ignore-lock", action="store_true",
+                   help="with no ATTRPATH: build the project's packages even when they differ from cudapkgs.lock")
     p.add_argument("-o", "--out-link", metavar="LINK", default="result",
                    help="name of the result links (default: result; result-2, ... for later packages, "
                    "result-dev, ... for outputs other than out)")
@@ -368,7 +373,7 @@ def run_test(args: argparse.Namespace) -> int:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    store_dir, items = evaluate(args)
+    store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
     max_cache_size = _max_cache_size(args)
     substituters = None if args.no_substitute else substituters_from_args(args)
     push = None

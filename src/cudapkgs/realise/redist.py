@@ -36,12 +36,12 @@ from typing import Any
 
 from .. import confine, hooks
 from ..derivation import Derivation
-from ..errors import CudapkgsError
+from ..errors import CudapkgsError, FetchError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
 from ..fetch.cache import in_use
 from ..fetch.wheels import check_unpacked, unpack_wheel
 from ..manifests import Artifact
-from ..store.locks import PathLock
+from ..store.locks import PathLock, acquire_saying_so
 from ..table import format_size
 from . import host_compiler, nvcc
 from .context import BuildContext
@@ -94,16 +94,83 @@ def download_dir(store_dir: str | os.PathLike[str], sha256: str) -> Path:
     return Path(store_dir) / ".cache" / "downloads" / sha256.lower()
 
 
-def _fetch(drv: Derivation, ctx: BuildContext) -> FetchedArtifact:
+def _fetch_and_unpack(drv: Derivation, ctx: BuildContext, stage: Path) -> tuple[FetchedArtifact, Path]:
+    """Fetch and unpack the release into ``stage/o``, one configured source after another.
+
+    A source whose artifact cannot be fetched, or fetches but cannot be unpacked (a
+    damaged or hostile tarball or wheel: bad zip, unknown compression, encrypted
+    member, bad RECORD, a link escaping or looping), is reported in the log, its cache
+    entry is deleted, and the next source is tried.  Raises `RedistBuildError` giving
+    every source's reason when none works.
+    """
+    attrs = drv.attrs
+    tree = stage / "o"
+    reasons: list[str] = []
+    for source in sources(ctx.fetchers):
+        ctx.step("fetch")
+        try:
+            fetched = _fetch(drv, ctx, [source])
+        except FetchError as error:
+            reasons.append(str(error))
+            continue
+        ctx.step("unpack")
+        try:
+            if fetched.kind == "wheel":
+                with in_use(fetched.path) as alive:
+                    if not alive:  # collected between the fetch and now: fetch it again
+                        fetched = _fetch(drv, ctx, [source])
+                    # Straight into the build directory: no unpacked copy is kept in any cache.
+                    unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
+                check_unpacked(tree, attrs["pname"], fetched.path.name)
+                confine.check_tree_links(tree)
+            elif fetched.kind == "tarball":
+                root = unpack(fetched.path, stage / "src")
+                root.rename(tree)
+                _touch(fetched.path)
+            else:
+                shutil.copytree(fetched.path, tree, symlinks=True)
+                confine.check_tree_links(tree)
+            return fetched, tree
+        except (FetchError, UnpackError, confine.TreeEscapeError) as error:
+            reasons.append(f"{source.name}: {fetched.path.name}: {error}")
+            ctx.log.write(f"cannot unpack {fetched.path} from {fetched.source_name}: {error}; discarding it\n")
+            _discard(fetched)
+            for leftover in (stage / "src", tree):
+                if os.path.lexists(leftover):
+                    _remove(leftover)
+    src = drv.data["src"]
+    raise RedistBuildError(
+        f"cannot fetch and unpack {attrs['pname']} {attrs['version']} ({src['relativePath']}) from any source: "
+        + "; ".join(reasons)
+    )
+
+
+def _discard(fetched: FetchedArtifact) -> None:
+    """Delete a cache entry that proved corrupt (and a wheel's verified-hash record), so it is fetched anew."""
+    path = Path(fetched.path)
+    for victim in (path, path.with_name(path.name + ".sha256")):
+        try:
+            if victim.is_dir() and not victim.is_symlink():
+                _remove(victim)
+            else:
+                victim.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            pass  # a cache we cannot clean is not worth failing over
+
+
+def _fetch(drv: Derivation, ctx: BuildContext, only: Sequence[Source] | None = None) -> FetchedArtifact:
     src = drv.data["src"]
     attrs = drv.attrs
     artifact = Artifact(src["relativePath"], src["sha256"], None, int(src["size"]) if src.get("size") else None)
     dest = download_dir(ctx.store.store_dir, src["sha256"])
     dest.mkdir(parents=True, exist_ok=True)
     # Two builds may share one archive (the same component in two sets): one downloads, the other waits.
-    with PathLock(dest / ".lock"):
+    lock = acquire_saying_so(PathLock(dest / ".lock"), f"the download of {posixpath.basename(src['relativePath'])}")
+    try:
         fetched = fetch_artifact(
-            sources(ctx.fetchers),
+            list(only) if only is not None else sources(ctx.fetchers),
             attrs["redistName"],
             attrs["pname"],
             attrs["version"],
@@ -112,6 +179,8 @@ def _fetch(drv: Derivation, ctx: BuildContext) -> FetchedArtifact:
             cuda_major=_cuda_major(attrs),
             progress=ctx.on_download,
         )
+    finally:
+        lock.release()
     size = fetched.path.stat().st_size if fetched.path.is_file() else None
     shown = f", {format_size(size)}" if size is not None else ""
     ctx.log.write(f"fetched {fetched.kind} {fetched.path.name} from {fetched.source_name} ({fetched.path}{shown})\n")
@@ -364,29 +433,7 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         entry = download_dir(ctx.store.store_dir, drv.data["src"]["sha256"])
         entry.mkdir(parents=True, exist_ok=True)
         with PathLock(entry / ".inuse", shared=True):
-            fetched = _fetch(drv, ctx)
-
-            ctx.step("unpack")
-            tree = stage / "o"
-            if fetched.kind == "wheel":
-                with in_use(fetched.path) as alive:
-                    if not alive:  # collected between the fetch and now: fetch it again
-                        fetched = _fetch(drv, ctx)
-                    # Straight into the build directory: no unpacked copy is kept in any cache.
-                    unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
-                check_unpacked(tree, attrs["pname"], fetched.path.name)
-            else:
-                if fetched.kind == "tarball":
-                    root = unpack(fetched.path, stage / "src")
-                    root.rename(tree)
-                else:
-                    shutil.copytree(fetched.path, tree, symlinks=True)
-                    try:
-                        confine.check_tree_links(tree)
-                    except confine.TreeEscapeError as error:
-                        raise UnpackError(f"{fetched.path.name}: {error}") from None
-                if fetched.kind == "tarball":
-                    _touch(fetched.path)
+            fetched, tree = _fetch_and_unpack(drv, ctx, stage)
 
         ctx.step("postUnpack")
         if hooks.lift_versioned_lib_dir(tree, str(attrs["cudaMajorMinorVersion"]).split(".")[0]):

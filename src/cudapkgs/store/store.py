@@ -35,7 +35,7 @@ from ..errors import StoreError
 from . import nar
 from .db import PathInfo, StoreDB
 from .graph import StoreGraph
-from .locks import PathLock, lock_file_for
+from .locks import PathLock, acquire_saying_so, lock_file_for
 from .paths import base32_encode, compress_hash, hash_part, make_store_path_from_digest, to_store_path
 
 __all__ = ["GCResult", "Hop", "PathInfo", "Problem", "Store", "default_store_root"]
@@ -94,14 +94,40 @@ class Store:
     # -- opening ---------------------------------------------------------
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str] | None = None) -> Store:
-        """Open (creating on demand) the store at `root`, `CUDAPKGS_STORE` or the XDG default."""
+    def open(cls, root: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> Store:
+        """Open (creating on demand) the store at `root`, `CUDAPKGS_STORE` or the XDG default.
+
+        Modes are explicit, whatever the umask: directories 0755, the database 0644.  A
+        store whose root, ``.meta`` or database others can write (group or world write
+        bit) is refused: another user could replace paths and their metadata alike.
+        With `read_only`, nothing is created and the database is opened read-only, so a
+        user who cannot write the store can still query it (path-info, why-depends,
+        verify --no-contents).  Raises `StoreError`.
+        """
         path = Path(os.path.abspath(os.path.expanduser(os.fspath(root)))) if root is not None else Path(os.path.abspath(default_store_root()))
         path = Path(os.path.normpath(path))
+        db_file = path / ".meta" / "db.sqlite"
         try:
-            for sub in ("", ".meta", ".locks", ".tmp", ".gcroots", ".gcroots/auto", ".gcroots/profiles", ".temproots"):
-                (path / sub).mkdir(parents=True, exist_ok=True)
-            db = StoreDB(path / ".meta" / "db.sqlite")
+            if read_only:
+                if not db_file.is_file():
+                    raise StoreError(f"there is no store at {path} (no {db_file})")
+            else:
+                for sub in ("", ".meta", ".locks", ".tmp", ".gcroots", ".gcroots/auto", ".gcroots/profiles", ".temproots", ".logs"):
+                    directory = path / sub
+                    if not directory.is_dir():
+                        directory.mkdir(parents=True, exist_ok=True)
+                        os.chmod(directory, 0o755)  # not what the umask says
+            _refuse_writable_by_others(path, db_file)
+            if not read_only and not (os.access(path, os.W_OK) and os.access(path / ".meta", os.W_OK)):
+                owner = os.stat(path).st_uid
+                raise StoreError(
+                    f"cannot write the store {path}: permission denied (it belongs to uid {owner}); "
+                    "queries (path-info, why-depends, verify) still work"
+                )
+            created = not db_file.exists()
+            db = StoreDB(db_file, read_only=read_only)
+            if created:
+                os.chmod(db_file, 0o644)
         except OSError as error:
             raise _store_error(error, f"cannot open the store {path}") from error
         except sqlite3.Error as error:
@@ -305,7 +331,8 @@ class Store:
                 return wanted
             with self._gc_shared(), contextlib.ExitStack() as locks:
                 for path in sorted(wanted):  # a fixed order: no deadlock between two builders
-                    locks.enter_context(PathLock(lock_file_for(self.locks_dir, path)))
+                    lock = acquire_saying_so(PathLock(lock_file_for(self.locks_dir, path)), path)
+                    locks.callback(lock.release)
                 if not self.db.invalid_paths(wanted):
                     return wanted
                 self._clean_tmp()
@@ -462,7 +489,7 @@ class Store:
         lock.acquire()
         tmp = self.tmp_dir / name
         try:
-            tmp.mkdir()
+            tmp.mkdir(mode=0o700)
             yield tmp
         finally:
             if os.path.lexists(tmp):
@@ -690,6 +717,21 @@ class Store:
         files: list[str] = []
         nar.scan_for_hashes(referrer, [hash_part(reference)], on_found=lambda _h, rel: files.append(rel))
         return tuple(sorted(files))
+
+
+def _refuse_writable_by_others(root: Path, db_file: Path) -> None:
+    """StoreError if the store root, its .meta directory or its database is group- or world-writable."""
+    for target in (root, root / ".meta", db_file):
+        try:
+            st = os.stat(target)
+        except FileNotFoundError:
+            continue
+        if st.st_mode & 0o022:
+            raise StoreError(
+                f"refusing to use the store {root}: {target} is writable by other users "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}), who could replace store paths and their metadata; "
+                f"fix it with: chmod go-w {target}"
+            )
 
 
 def _store_error(error: OSError, what: str) -> StoreError:
