@@ -67,8 +67,13 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG_BUILD,
         formatter_class=fmt,
     )
-    p.add_argument("attrpaths", nargs="+", metavar="ATTRPATH",
-                   help="attribute path of a package (e.g. cudaPackages_13_0.cuda_nvcc), or a store path")
+    p.add_argument("attrpaths", nargs="*", metavar="ATTRPATH",
+                   help="attribute path of a package (e.g. cudaPackages_13_0.cuda_nvcc), or a store path; "
+                   "none: the project's packages (cudapkgs.toml, checked against cudapkgs.lock)")
+    p.add_argument("--project", metavar="PATH",
+                   help="with no ATTRPATH: the project file or its directory (default: cudapkgs.toml here or in a parent)")
+    p.add_argument("--ignore-lock", action="store_true",
+                   help="with no ATTRPATH: build the project's packages even when they differ from cudapkgs.lock")
     p.add_argument("-o", "--out-link", metavar="LINK", default="result",
                    help="name of the result links (default: result; result-2, ... for later packages, "
                    "result-dev, ... for outputs other than out)")
@@ -346,7 +351,7 @@ def run_test(args: argparse.Namespace) -> int:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    store_dir, items = evaluate(args)
+    store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
     max_cache_size = _max_cache_size(args)
     substituters = None if args.no_substitute else substituters_from_args(args)
     push = None
@@ -548,7 +553,7 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
         print(f"{_these(n, 'path')} will be substituted ({format_size(the_plan.substitute_download_size)} download, "
               f"{format_size(the_plan.substitute_nar_size)} unpacked) from {caches}:")
         for sub in the_plan.to_substitute:
-            print(f"  {sub.path}  {format_size(sub.info.file_size).rjust(10)}")
+            print(f"  {sub.path}  {format_size(sub.info.download_size).rjust(10)}")
         if not the_plan.to_build:
             print("nothing will be built")
             return

@@ -41,7 +41,7 @@ from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSo
 from ..fetch.cache import in_use
 from ..fetch.wheels import check_unpacked, unpack_wheel
 from ..manifests import Artifact
-from ..store.locks import PathLock
+from ..store.locks import PathLock, acquire_saying_so
 from ..table import format_size
 from . import host_compiler, nvcc
 from .context import BuildContext
@@ -167,7 +167,8 @@ def _fetch(drv: Derivation, ctx: BuildContext, only: Sequence[Source] | None = N
     dest = download_dir(ctx.store.store_dir, src["sha256"])
     dest.mkdir(parents=True, exist_ok=True)
     # Two builds may share one archive (the same component in two sets): one downloads, the other waits.
-    with PathLock(dest / ".lock"):
+    lock = acquire_saying_so(PathLock(dest / ".lock"), f"the download of {posixpath.basename(src['relativePath'])}")
+    try:
         fetched = fetch_artifact(
             list(only) if only is not None else sources(ctx.fetchers),
             attrs["redistName"],
@@ -178,6 +179,8 @@ def _fetch(drv: Derivation, ctx: BuildContext, only: Sequence[Source] | None = N
             cuda_major=_cuda_major(attrs),
             progress=ctx.on_download,
         )
+    finally:
+        lock.release()
     size = fetched.path.stat().st_size if fetched.path.is_file() else None
     shown = f", {format_size(size)}" if size is not None else ""
     ctx.log.write(f"fetched {fetched.kind} {fetched.path.name} from {fetched.source_name} ({fetched.path}{shown})\n")
