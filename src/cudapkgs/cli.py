@@ -16,6 +16,7 @@ from collections.abc import Sequence
 COMMAND_MODULES = (
     "cudapkgs.eval_cli",
     "cudapkgs.manifests_cli",
+    "cudapkgs.doctor_cli",
     "cudapkgs.realise.cli",
     "cudapkgs.project_cli",
     "cudapkgs.store.cli",

@@ -82,7 +82,7 @@ class Plan:
     @property
     def substitute_download_size(self) -> int:
         """Compressed bytes to download from caches."""
-        return sum(s.info.file_size for s in self.to_substitute)
+        return sum(s.info.download_size for s in self.to_substitute)
 
     @property
     def substitute_nar_size(self) -> int:
@@ -304,8 +304,8 @@ class PlainProgress:
             count = f"[{self._done}/{self._total}]"
         if error is None:
             self._line(f"{count} built {drv.name}")
-        else:
-            self._line(f"{count} failed {drv.name}: {error}")
+        else:  # the reason and the log come once, in the error that ends the command
+            self._line(f"{count} failed {drv.name}")
 
     def end(self) -> None:
         pass
@@ -378,7 +378,7 @@ class RichProgress:
         if error is None:
             self._console.print(f"built {drv.name}", style="green", highlight=False, markup=False)
         else:
-            self._console.print(f"failed {drv.name}: {error}", style="red", highlight=False, markup=False)
+            self._console.print(f"failed {drv.name}", style="red", highlight=False, markup=False)
 
     def end(self) -> None:
         self._bars.stop()
@@ -401,8 +401,9 @@ class BuildFailed(BuildError):
     def __init__(self, failures: Sequence[BuildError], skipped: int) -> None:
         self.failures = list(failures)
         self.skipped = skipped
-        head = self.failures[0] if len(self.failures) == 1 else f"{len(self.failures)} builds failed: " + "; ".join(
-            str(f) for f in self.failures
+        # One failure per line, each naming its log (the progress display said only "failed X").
+        head = self.failures[0] if len(self.failures) == 1 else f"{len(self.failures)} builds failed:\n" + "\n".join(
+            f"  {f}" for f in self.failures
         )
         tail = f" ({skipped} build(s) not started)" if skipped else ""
         super().__init__(f"{head}{tail}")

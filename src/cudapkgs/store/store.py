@@ -35,7 +35,7 @@ from ..errors import StoreError
 from . import nar
 from .db import PathInfo, StoreDB
 from .graph import StoreGraph
-from .locks import PathLock, lock_file_for
+from .locks import PathLock, acquire_saying_so, lock_file_for
 from .paths import base32_encode, compress_hash, hash_part, make_store_path_from_digest, to_store_path
 
 __all__ = ["GCResult", "Hop", "PathInfo", "Problem", "Store", "default_store_root"]
@@ -331,7 +331,8 @@ class Store:
                 return wanted
             with self._gc_shared(), contextlib.ExitStack() as locks:
                 for path in sorted(wanted):  # a fixed order: no deadlock between two builders
-                    locks.enter_context(PathLock(lock_file_for(self.locks_dir, path)))
+                    lock = acquire_saying_so(PathLock(lock_file_for(self.locks_dir, path)), path)
+                    locks.callback(lock.release)
                 if not self.db.invalid_paths(wanted):
                     return wanted
                 self._clean_tmp()
@@ -342,7 +343,7 @@ class Store:
                     for path, out in dirs.items():
                         if not os.path.lexists(out):
                             raise StoreError(f"the builder of '{path}' did not create its output")
-                        digest, size, found = nar.hash_and_scan(out, candidates)  # one read of each file
+                    for path, (digest, size, found) in zip(dirs, _hash_and_scan_all(list(dirs.values()), candidates)):
                         refs = {candidates[h] for h in found}
                         for ref in refs:
                             if ref not in dirs and not self.db.is_valid(ref):
@@ -716,6 +717,20 @@ class Store:
         files: list[str] = []
         nar.scan_for_hashes(referrer, [hash_part(reference)], on_found=lambda _h, rel: files.append(rel))
         return tuple(sorted(files))
+
+
+def _hash_and_scan_all(outs: list[Path], candidates: dict[str, str]) -> list[tuple[bytes, int, set[str]]]:
+    """`nar.hash_and_scan` of each output, the outputs side by side on two threads.
+
+    Hashing and reading release the GIL, so a derivation's outputs (bin, lib, dev, …)
+    are read and hashed in parallel; each result is the same as a sequential pass.
+    """
+    if len(outs) < 2 or (os.cpu_count() or 1) < 2:
+        return [nar.hash_and_scan(out, candidates) for out in outs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="cudapkgs-nar") as pool:
+        return list(pool.map(lambda out: nar.hash_and_scan(out, candidates), outs))
 
 
 def _refuse_writable_by_others(root: Path, db_file: Path) -> None:
