@@ -575,7 +575,7 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
         print(f"{_these(n, 'path')} will be substituted ({format_size(the_plan.substitute_download_size)} download, "
               f"{format_size(the_plan.substitute_nar_size)} unpacked) from {caches}:")
         for sub in the_plan.to_substitute:
-            print(f"  {sub.path}  {format_size(sub.info.file_size).rjust(10)}")
+            print(f"  {sub.path}  {format_size(sub.info.download_size).rjust(10)}")
         if not the_plan.to_build:
             print("nothing will be built")
             return
