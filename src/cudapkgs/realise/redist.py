@@ -611,21 +611,27 @@ def _fixup(drv: Derivation, outputs: Mapping[str, Path], final: Mapping[str, str
 def _propagate(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: Mapping[str, str]) -> None:
     """nix-support/propagated-build-inputs: multiple-outputs' propagation into the dev output, and
     buildRedist's into ``out`` as well, so that using the package's path pulls in every part."""
+    # Dependencies of kind "propagated" (libcublas -> cuda_cudart) travel with the package's dev and out.
+    inputs = list(attrs.get("propagatedBuildInputs") or ())
     if list(outputs) == ["out"]:
-        return
-    dev = _output_var(attrs, "outputDev", outputs)
-    wanted = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != dev]
-    targets = {dev: wanted}
-    if dev != "out" and "out" in outputs:
-        # As fixupCudaPropagatedBuildOutputsToOut: no reverse edge to dev when dev propagates out.
-        targets["out"] = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != "out"
-                          and not (o == dev and "out" in wanted)]
-    for name, propagated in targets.items():
+        targets_paths = {"out": inputs}
+    else:
+        dev = _output_var(attrs, "outputDev", outputs)
+        wanted = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != dev]
+        targets = {dev: wanted}
+        if dev != "out" and "out" in outputs:
+            # As fixupCudaPropagatedBuildOutputsToOut: no reverse edge to dev when dev propagates out.
+            targets["out"] = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != "out"
+                              and not (o == dev and "out" in wanted)]
+        targets_paths = {name: [final[o] for o in names] + inputs for name, names in targets.items()}
+        if "out" in outputs and "out" not in targets_paths:
+            targets_paths["out"] = inputs
+    for name, propagated in targets_paths.items():
         if propagated:
             support = Path(outputs[name]) / "nix-support"
             confine.require_real_dirs(outputs[name], support / "propagated-build-inputs", include_self=True)
             support.mkdir(exist_ok=True)
-            (support / "propagated-build-inputs").write_text(" ".join(final[o] for o in propagated) + "\n")
+            (support / "propagated-build-inputs").write_text(" ".join(dict.fromkeys(propagated)) + "\n")
 
 
 def _cudart_stubs(root: Path | None) -> None:
