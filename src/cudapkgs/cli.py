@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "cudapkgs.eval_cli",
     "cudapkgs.manifests_cli",
     "cudapkgs.realise.cli",
+    "cudapkgs.project_cli",
     "cudapkgs.store.cli",
     "cudapkgs.store.caches.cli",
     "cudapkgs.containers.cli",

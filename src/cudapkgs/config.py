@@ -93,6 +93,16 @@ def _check_public_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
     return keys
 
 
+def _check_size(value: str) -> str:
+    from .fetch.cache import parse_size
+
+    try:
+        parse_size(value)
+    except errors.ConfigError as error:
+        raise ValueError(str(error)) from None
+    return value
+
+
 # Adding an option is one line here; validation, defaults and --help text follow from it.
 OPTIONS: dict[str, Option] = {
     option.name: option
@@ -108,6 +118,7 @@ OPTIONS: dict[str, Option] = {
         Option("storeDir", "path", None, "The store's directory (else $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store); part of every store path."),
         Option("fetchers", "str-list", ("redist", "wheels"), 'Where sources come from, tried in order: "redist" (NVIDIA), "mirror:<dir or URL prefix>", "wheels" (NVIDIA\'s PyPI wheels).', _check_fetchers),
         Option("sourceMirrors", "str-list", (), "Directories or URL prefixes tried before upstream by fetchurl, fetchFromGitHub and fetchPypi (then $CUDAPKGS_SOURCE_MIRRORS); what they hold is checked against the declared hash."),
+        Option("maxCacheSize", "str", None, 'Size budget of the download caches (archives and wheels), e.g. "5GiB": after each build the least recently used entries go until they fit; `cudapkgs gc --caches` frees them on demand.', _check_size),
         Option("overlays", "path-list", (), "Python files each defining overlay(final, prev) -> attributes, applied in order to the top level and every variant (pkgsCuda, pkgsForCudaArch.*, cudaPackages_X_Y.pkgs)."),
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
         Option("substituters", "str-list", (), 'Binary caches to substitute from before building, in order: "file:///dir", "https://host/prefix", "s3://bucket?endpoint=…&region=…".', _check_substituters),

@@ -58,18 +58,20 @@ class UserFileError(EvalError):
 
 
 def load_module(path: str | os.PathLike[str]) -> ModuleType:
-    """Import the Python file at ``path`` (once per real path) and return the module.
+    """Import the Python file at ``path`` (once per real path and modification) and return the module.
 
     Raises `UserFileError` ("FILE:LINE: …") when it does not exist, does not parse,
     or raises while it is imported.
     """
     shown = os.fspath(path)
     real = os.path.realpath(shown)
-    if real in _MODULES:
-        return _MODULES[real]
     if not os.path.isfile(real):
         raise UserFileError(f"{shown}: no such file" if not os.path.exists(real) else f"{shown}: not a file")
-    name = "cudapkgs_user_" + hashlib.sha256(real.encode()).hexdigest()[:16]
+    st = os.stat(real)
+    key = f"{real}\0{st.st_mtime_ns}\0{st.st_size}"  # an edited file is read again
+    if key in _MODULES:
+        return _MODULES[key]
+    name = "cudapkgs_user_" + hashlib.sha256(key.encode()).hexdigest()[:16]
     spec = importlib.util.spec_from_file_location(name, real)
     if spec is None or spec.loader is None:
         raise UserFileError(f"{shown}: cannot be loaded as a Python file")
@@ -84,7 +86,7 @@ def load_module(path: str | os.PathLike[str]) -> ModuleType:
     except Exception as error:  # noqa: BLE001 - anything the user's code raises on import
         sys.modules.pop(name, None)
         raise UserFileError(f"{user_location(error) or shown}: while importing it: {_describe(error)}") from None
-    _MODULES[real] = module
+    _MODULES[key] = module
     return module
 
 
@@ -231,13 +233,13 @@ def overlay_from_file(path: str | os.PathLike[str]) -> Overlay:
     return _cached_overlay(os.path.realpath(shown), fn)
 
 
-_OVERLAYS: dict[str, Overlay] = {}
+_OVERLAYS: dict[tuple[str, int], Overlay] = {}
 
 
 def _cached_overlay(real: str, fn: Callable[..., Any]) -> Overlay:
     # One function object per file, so that top levels with the same overlays are cached as one.
-    if real in _OVERLAYS:
-        return _OVERLAYS[real]
+    if (real, id(fn)) in _OVERLAYS:
+        return _OVERLAYS[(real, id(fn))]
 
     def overlay(final: Any, prev: Any) -> Mapping[str, Any]:
         try:
@@ -253,7 +255,7 @@ def _cached_overlay(real: str, fn: Callable[..., Any]) -> Overlay:
         return result
 
     overlay.__qualname__ = f"overlay({_LOADED.get(real, real)})"
-    _OVERLAYS[real] = overlay
+    _OVERLAYS[(real, id(fn))] = overlay
     return overlay
 
 

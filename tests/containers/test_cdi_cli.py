@@ -175,7 +175,7 @@ def test_snippets(capsys):
     assert main(["cdi", "snippet", "compose", "--device", "0,1", "--service", "app"]) == 0
     compose = yaml.safe_load(capsys.readouterr().out)
     assert compose["services"]["app"]["deploy"]["resources"]["reservations"]["devices"] == [
-        {"driver": "cdi", "device_ids": ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]}
+        {"driver": "cdi", "capabilities": ["gpu"], "device_ids": ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]}
     ]
     assert main(["cdi", "snippet", "docker", "--device", "bad/name"]) == 1
 
@@ -188,11 +188,49 @@ def test_install_service_print_and_install(tmp_path, capsys):
     assert "cdi generate --format json --output /run/cdi/nvidia-container-toolkit.json" in exec_start
     assert exec_start.endswith("--device-name-strategy index --library-search-path /run/opengl-driver/lib --disable-hook create-symlinks")
     assert "Type=oneshot" in printed and "RuntimeDirectory=cdi" in printed and 'KERNEL=="nvidia"' in printed
+    # every trigger reruns the service: no RemainAfterExit; a removed driver removes the spec
+    assert "RemainAfterExit" not in printed and "--if-no-gpu remove" in exec_start
+    assert "PathChanged=/lib/modules/%v/modules.dep\n" in printed and "PathChanged=/run/opengl-driver/lib\n" in printed
     units, rules = tmp_path / "units", tmp_path / "rules"
     assert main(["cdi", "install-service", *args, "--unit-dir", str(units), "--udev-dir", str(rules)]) == 0
     unit = (units / "cudapkgs-cdi-generator.service").read_text()
     assert exec_start in unit and "WantedBy=multi-user.target" in unit
     assert "restart cudapkgs-cdi-generator.service" in (rules / "71-cudapkgs-cdi.rules").read_text()
+    assert "Unit=cudapkgs-cdi-generator.service" in (units / "cudapkgs-cdi-generator.path").read_text()
+
+
+def test_installed_units_pass_systemd_analyze_verify(tmp_path, capsys):
+    import shutil
+
+    analyze = shutil.which("systemd-analyze")
+    if not analyze:
+        pytest.skip("systemd-analyze is not installed here (apt-get install systemd)")
+    units = tmp_path / "units"
+    assert main(["cdi", "install-service", "--library-search-path", str(tmp_path), "--unit-dir", str(units), "--udev-dir", str(tmp_path / "rules")]) == 0
+    files = sorted(str(p) for p in units.iterdir())
+    assert [os.path.basename(f) for f in files] == ["cudapkgs-cdi-generator.path", "cudapkgs-cdi-generator.service"]
+    done = subprocess.run([analyze, "verify", "--man=no", *files], capture_output=True, text=True, check=False)
+    if done.returncode != 0 and ("Failed to initialize" in done.stderr or "System has not been booted" in done.stderr):
+        pytest.skip(f"systemd-analyze cannot run here: {done.stderr.strip()[:200]}")
+    assert done.returncode == 0, done.stderr
+    # and it does catch a broken unit, so the check above means something
+    bad = units / "cudapkgs-cdi-generator.service"
+    bad.write_text(bad.read_text().replace("ExecStart=/", "ExecStart=no-such-dir/"))
+    assert subprocess.run([analyze, "verify", "--man=no", str(bad)], capture_output=True, text=True, check=False).returncode != 0
+
+
+def test_generate_if_no_gpu_remove_deletes_the_stale_spec(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    (empty / "proc").mkdir(parents=True)
+    (empty / "sys").mkdir()
+    out = tmp_path / "cdi" / "nvidia.json"
+    out.parent.mkdir()
+    out.write_text('{"stale": "names /usr/lib/x86_64-linux-gnu/libcuda.so.550.1.2"}')
+    base = ["cdi", "generate", "--driver-root", str(empty), "--procfs-root", str(empty / "proc"), "--sysfs-root", str(empty / "sys"), "--gpu-discovery", "proc", "-o", str(out)]
+    assert main(base) == 1 and out.exists()  # default: fail, leave it
+    assert main([*base, "--if-no-gpu", "remove"]) == 0
+    assert not out.exists() and "removed the stale spec" in capsys.readouterr().err
+    assert main([*base, "--if-no-gpu", "remove"]) == 0  # nothing to remove: still fine
 
 
 def test_install_service_refuses_bad_options(capsys):
@@ -227,3 +265,34 @@ def test_whole_process_generate_and_validate(machine, tmp_path):
     assert done.returncode == 0, done.stderr
     done = subprocess.run([sys.executable, "-m", "cudapkgs", "cdi", "validate", str(out)], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "valid CDI spec" in done.stdout
+
+
+def test_management_mode(machine, tmp_path, capsys):
+    """nvidia-ctk --mode management (pkg/nvcdi/management.go, v1.20): kind management.nvidia.com/gpu,
+    one device "all" with every NVIDIA node except nvidia-fs*/nvswitch*/nvlink*; the driver's files common."""
+    for extra in ("dev/nvidia-uvm", "dev/nvidia-caps/nvidia-cap1", "dev/nvidia-nvswitch0", "dev/nvidia-fs0"):
+        path = machine.root / extra
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    assert main(_gen(machine, "--mode", "management")) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kind"] == "management.nvidia.com/gpu"
+    assert [d["name"] for d in doc["devices"]] == ["all"]
+    nodes = [n["path"] for n in doc["devices"][0]["containerEdits"]["deviceNodes"]]
+    assert sorted(nodes) == ["/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidiactl"]
+    assert "deviceNodes" not in doc["containerEdits"]
+    assert any(m["containerPath"].endswith(f"libcuda.so.{fakes.GOLDEN_VERSION}") for m in doc["containerEdits"]["mounts"])
+    assert main(_gen(machine, "--mode", "management", "--vendor", "example.com")) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "example.com/gpu"
+
+
+def test_csv_mode_is_a_documented_non_goal(machine, capsys):
+    assert main(_gen(machine, "--mode", "csv")) == 1
+    err = capsys.readouterr().err
+    assert "--mode csv is not supported by cudapkgs" in err and err.count("\n") == 1
+
+
+def test_several_strategies_at_once(machine, capsys):
+    assert main(_gen(machine, "--device-name-strategy", "index", "--device-name-strategy", "uuid,type-index")) == 0
+    names = [d["name"] for d in json.loads(capsys.readouterr().out)["devices"]]
+    assert names == ["0", fakes.GPU0_UUID, "all", "gpu0"]

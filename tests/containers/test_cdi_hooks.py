@@ -194,3 +194,34 @@ def test_symlink_loop_in_an_image_is_a_clean_error(root):
     os.symlink("loop", root / "etc/loop")
     with pytest.raises(CdiError, match="too many levels of symbolic links"):
         hooks.create_symlinks(str(root), ["t::/etc/loop/x"])
+
+
+def test_disable_device_node_modification_really_mounts(tmp_path):
+    """A real bind mount, in a private mount namespace (root only): read-only, patched text.
+
+    Linux 6.18 refuses a memfd as a bind source; the hook falls back to an unlinked temp file.
+    """
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for a private mount namespace")
+    root = tmp_path / "rootfs"
+    (root / "proc/driver/nvidia").mkdir(parents=True)
+    (root / "proc/driver/nvidia/params").write_text("ModifyDeviceFiles: 1\n")
+    host = tmp_path / "host-params"
+    host.write_text("ResmanDebugLevel: 0\nModifyDeviceFiles: 1\n")
+    code = (
+        "from cudapkgs.containers import hooks; import sys\n"
+        f"assert hooks.disable_device_node_modification({str(root)!r}, {str(host)!r})\n"
+        f"p = {str(root / 'proc/driver/nvidia/params')!r}\n"
+        "print(open(p).read(), end='')\n"
+        "try:\n    open(p, 'w')\nexcept OSError as e:\n    print('refused', e.errno)\n"
+    )
+    result = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-c", code], capture_output=True, text=True)
+    if result.returncode != 0 and "Operation not permitted" in result.stderr:
+        pytest.skip(f"mount namespaces are not permitted here: {result.stderr.strip()[:200]}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ResmanDebugLevel: 0\nModifyDeviceFiles: 0\nrefused 30\n"
+    assert (root / "proc/driver/nvidia/params").read_text() == "ModifyDeviceFiles: 1\n"  # outside the namespace: untouched

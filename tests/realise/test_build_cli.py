@@ -138,11 +138,14 @@ def test_incomplete_or_missing_wheels_fail_at_plan_time(manifests_dir, store_env
                       "cudaPackages_12_8.cuda_nvcc", "cudaPackages_12_8.cuda_gdb", env=store_env)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
-    assert lines[0] == "cudapkgs: error: cannot build 2 packages:"
-    assert lines[1].startswith("  cuda12.8-cuda_nvcc-12.8.93: no configured fetcher can supply cuda_nvcc-linux-x86_64-12.8.93-archive.tar.xz")
-    assert "nvidia-cuda-nvcc-cu12 12.8.93 lacks bin/nvcc" in lines[1] and '"redist"' in lines[1]
-    assert lines[2].startswith("  cuda12.8-cuda_gdb-12.8.90: ") and "no PyPI wheel of cuda_gdb for CUDA 12" in lines[2]
-    assert len(lines) == 3
+    # cuda_nvcc, cuda_gdb, and whatever of nvcc's inputs has no wheel either (cuda_crt of 12.x).
+    assert lines[0] == f"cudapkgs: error: cannot build {len(lines) - 1} packages:" and len(lines) >= 3
+    nvcc = next(l for l in lines if l.startswith("  cuda12.8-cuda_nvcc-12.8.93: "))
+    assert "no configured fetcher can supply cuda_nvcc-linux-x86_64-12.8.93-archive.tar.xz" in nvcc
+    assert "nvidia-cuda-nvcc-cu12 12.8.93 lacks bin/nvcc" in nvcc and '"redist"' in nvcc
+    gdb = next(l for l in lines if l.startswith("  cuda12.8-cuda_gdb-12.8.90: "))
+    assert "no PyPI wheel of cuda_gdb for CUDA 12" in gdb
+    assert all(l.startswith("  cuda12.8-") for l in lines[1:])
     built = cudapkgs("build", "--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]', "cudaPackages_12_8.cuda_nvcc", env=store_env)
     assert built.returncode == 1 and "lacks bin/nvcc" in built.stderr
     assert not (tmp_path / "store" / ".cache").exists()  # nothing fetched

@@ -52,6 +52,18 @@ def _spec_options_parser() -> argparse.ArgumentParser:
     group.add_argument("--vendor", default="nvidia.com", help="the vendor part of the kind (default: %(default)s)")
     group.add_argument("--class", dest="klass", default="gpu", metavar="CLASS", help="the class part of the kind (default: %(default)s)")
     group.add_argument(
+        "--mode",
+        "--discovery-mode",
+        dest="mode",
+        default="auto",
+        metavar="{auto,nvml,management}",
+        help=(
+            "auto/nvml: one device per GPU and naming strategy, plus all; management: kind management.nvidia.com/gpu "
+            "with one device, all, holding every NVIDIA device node (for monitoring/management containers). "
+            "csv (Tegra), wsl, gds, mofed, imex, nvswitch, gdrcopy are not supported (default: auto)"
+        ),
+    )
+    group.add_argument(
         "--device-name-strategy",
         action="append",
         metavar="{index,uuid,type-index}",
@@ -101,6 +113,7 @@ def _options(args: argparse.Namespace):
         discovery=args.gpu_discovery,
         procfs=args.procfs_root,
         sysfs=args.sysfs_root,
+        mode=args.mode,
     )
 
 
@@ -115,6 +128,7 @@ def _forwarded_args(args: argparse.Namespace) -> list[str]:
         ("--ldconfig-path", args.ldconfig_path, ""),
         ("--hook-path", args.hook_path, None),
         ("--gpu-discovery", args.gpu_discovery, "auto"),
+        ("--mode", args.mode, "auto"),
     ):
         if value != default:
             out += [flag, value]
@@ -141,9 +155,23 @@ def _generate(args: argparse.Namespace) -> int:
     from .fsutil import atomic_write
     from .generate import generate, infer_format, output_path
 
+    from .errors import NoGpuError
+
     options = _options(args)
     fmt = infer_format(args.output, args.format)
-    result = generate(options)
+    try:
+        result = generate(options)
+    except NoGpuError:
+        if args.if_no_gpu != "remove" or not args.output or args.output == "-":
+            raise
+        # The boot/refresh unit: a spec naming a removed driver's files must not outlive it.
+        stale = output_path(args.output, fmt)
+        try:
+            os.unlink(stale)
+            print(f"no NVIDIA GPU or driver: removed the stale spec {stale}", file=sys.stderr)
+        except FileNotFoundError:
+            print(f"no NVIDIA GPU or driver: no spec written ({stale} does not exist)", file=sys.stderr)
+        return 0
     for warning in result.warnings:
         _warn(warning)
     text = result.text(fmt)
@@ -245,15 +273,19 @@ def _install_service(args: argparse.Namespace) -> int:
     from .service import conflicting_specs, install, render
 
     _options(args).check()
-    files = render(_forwarded_args(args), args.output, args.unit_dir, args.udev_dir)
+    library_dirs = [os.path.abspath(p) for p in _split(args.library_search_path)]
+    files = render(_forwarded_args(args), args.output, args.unit_dir, args.udev_dir, library_dirs)
     if args.print:
-        print(f"# {files.unit_path}\n{files.unit}\n# {files.rule_path}\n{files.rule}", end="")
+        print("".join(f"# {path}\n{text}\n" for path, text in files.items()), end="")
         return 0
     for other in conflicting_specs(args.output):
         _warn(f"{other} defines the same devices in the same directory: remove it, or both become unusable")
     for path in install(files):
         print(f"wrote {path}", file=sys.stderr)
-    print(f"now run: systemctl daemon-reload && systemctl enable --now {files.unit_path.name} && udevadm control --reload", file=sys.stderr)
+    print(
+        f"now run: systemctl daemon-reload && systemctl enable --now {files.unit_path.name} {files.path_unit_path.name} && udevadm control --reload",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -301,6 +333,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write here, atomically and mode 0644 (default: standard output)")
     p.add_argument("--format", choices=("json", "yaml"), help="spec format (default: from the output's extension, else json)")
+    p.add_argument(
+        "--if-no-gpu",
+        choices=("fail", "remove"),
+        default="fail",
+        help="with no GPU or driver: fail (exit 1, the default), or remove the --output spec and exit 0 (the refresh unit's choice: no stale spec names a removed driver's files)",
+    )
     p.set_defaults(func=_generate)
 
     p = commands.add_parser(
@@ -362,10 +400,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "snippet",
         help="print docker/podman run flags or a docker-compose block for CDI devices",
         description="Print how to ask a container engine for CDI devices.",
-        epilog="examples:\n  docker run --rm $(cudapkgs cdi snippet docker --device 0) ubuntu nvidia-smi\n  cudapkgs cdi snippet compose --service app",
+        epilog=(
+            "examples:\n  docker run --rm $(cudapkgs cdi snippet docker --device 0) ubuntu nvidia-smi\n"
+            "  cudapkgs cdi snippet compose --service app\n  cudapkgs cdi snippet docker-daemon   # merge into /etc/docker/daemon.json"
+        ),
         formatter_class=formatter,
     )
-    p.add_argument("engine", choices=("docker", "podman", "compose"))
+    p.add_argument("engine", choices=("docker", "podman", "compose", "docker-daemon"), help="docker/podman: run flags; compose: a deploy block; docker-daemon: the daemon.json keys")
     p.add_argument("--device", action="append", metavar="NAME", help="device name, short (0, all, GPU-...) or qualified (nvidia.com/gpu=0); repeatable (default: all)")
     p.add_argument("--service", metavar="NAME", help="compose: wrap the block in services.NAME")
     p.set_defaults(func=_snippet)
@@ -376,8 +417,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="regenerate the spec at every boot (systemd unit + udev rule)",
         description=(
             "Install a systemd oneshot unit that runs `cudapkgs cdi generate` at boot with the options given here, "
-            "and a udev rule that reruns it when the NVIDIA driver appears, like NixOS's "
-            "hardware.nvidia-container-toolkit."
+            "a path unit that reruns it when the driver changes (the kernel's module index, as nvidia-ctk's "
+            "nvidia-cdi-refresh.path, and the --library-search-path directories), and a udev rule that reruns it "
+            "when the nvidia module appears.  The spec is replaced atomically; with no driver left it is removed."
         ),
     )
     p.add_argument("--output", default="/run/cdi/nvidia-container-toolkit.json", metavar="FILE", help="where the unit writes the spec (default: %(default)s)")

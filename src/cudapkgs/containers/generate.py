@@ -16,6 +16,23 @@ from .errors import CdiError, NoGpuError
 from .spec import IPC_MOUNT_OPTIONS, ContainerEdits, Device, DeviceNode, Hook, Mount, Spec, assemble, encode
 
 STRATEGIES = ("index", "uuid", "type-index")
+#: `--mode`: nvidia-ctk's discovery modes that cudapkgs builds.  `csv` (Tegra/Jetson, whose
+#: driver files are listed in CSV files), `wsl`, `gds`, `mofed`, `imex`, `nvswitch` and
+#: `gdrcopy` are not built (docs/cdi.md says why).
+MODES = ("auto", "nvml", "management")
+NOT_BUILT_MODES = ("csv", "wsl", "gds", "mofed", "imex", "nvswitch", "gdrcopy")
+#: Device nodes of management mode (nvidia-ctk pkg/nvcdi/management.go, v1.20): every NVIDIA
+#: node, except the blocked name prefixes below.
+MANAGEMENT_NODE_GLOBS = (
+    "/dev/nvidia*",
+    "/dev/nvidia-caps/nvidia-cap*",
+    "/dev/nvidia-modeset",
+    "/dev/nvidia-uvm-tools",
+    "/dev/nvidia-uvm",
+    "/dev/nvidiactl",
+    "/dev/nvidia-caps-imex-channels/channel*",
+)
+MANAGEMENT_BLOCKED_PREFIXES = ("nvidia-fs", "nvidia-nvswitch", "nvidia-nvlink")
 DEFAULT_STRATEGIES = ("index", "uuid")
 #: Hooks in the order nvidia-ctk adds them to the common edits.
 HOOKS = (
@@ -47,10 +64,13 @@ class Options:
     discovery: str = "auto"
     procfs: str = "/proc"
     sysfs: str = "/sys"
+    mode: str = "auto"
 
     @property
     def kind(self) -> str:
-        return f"{self.vendor}/{self.klass}"
+        # As nvidia-ctk: management mode turns the default vendor into management.nvidia.com.
+        vendor = "management.nvidia.com" if self.mode == "management" and self.vendor == "nvidia.com" else self.vendor
+        return f"{vendor}/{self.klass}"
 
     @property
     def roots(self) -> Roots:
@@ -65,6 +85,13 @@ class Options:
         for strategy in self.strategies:
             if strategy not in STRATEGIES:
                 raise CdiError(f"unknown device name strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
+        if self.mode in NOT_BUILT_MODES:
+            raise CdiError(
+                f"--mode {self.mode} is not supported by cudapkgs (a documented non-goal, see docs/cdi.md); "
+                f"use nvidia-ctk for it, or one of: {', '.join(MODES)}"
+            )
+        if self.mode not in MODES:
+            raise CdiError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
         for hook in self.disabled_hooks:
             if hook != "all" and hook not in HOOKS:
                 raise CdiError(f"unknown hook {hook!r} (choose from {', '.join(HOOKS)}, or all)")
@@ -97,10 +124,18 @@ class HookProgram:
     def at(cls, path: str | None) -> HookProgram:
         """The hook program at `path`, or cudapkgs itself when None."""
         if path is None:
+            # A runtime runs hooks with the spec's env only (no PATH), so the program must not
+            # depend on one: the cudapkgs script on PATH or beside this interpreter (a venv's
+            # bin/), else this interpreter with `-m`.  Its argv[0] is then its full path: a
+            # venv's Python finds its pyvenv.cfg from argv[0], and a bare "python3.12" with no
+            # PATH falls back to the base installation without cudapkgs (seen on the H200).
             exe = shutil.which("cudapkgs")
+            beside = os.path.join(os.path.dirname(sys.executable), "cudapkgs")
+            if not exe and os.access(beside, os.X_OK):
+                exe = beside
             if exe:
                 return cls(os.path.abspath(exe), ("cudapkgs", "cdi", "hook"))
-            return cls(sys.executable, (os.path.basename(sys.executable), "-m", "cudapkgs", "cdi", "hook"))
+            return cls(sys.executable, (sys.executable, "-m", "cudapkgs", "cdi", "hook"))
         base = os.path.basename(path)
         if base == "nvidia-ctk":
             return cls(path, (base, "hook"))
@@ -240,9 +275,28 @@ def _soname_links(directory: str, libs: set[str], cdir: str) -> list[str]:
     return links
 
 
+def management_nodes(roots: Roots) -> list[DeviceNode]:
+    """Every NVIDIA device node under the dev root (management mode), in glob order, deduplicated."""
+    import glob
+
+    base = roots.dev_host("/").rstrip("/")
+    found: list[str] = []
+    for pattern in MANAGEMENT_NODE_GLOBS:
+        for host in sorted(glob.glob(base + pattern)):
+            path = host[len(base) :] if base else host
+            if os.path.basename(path).startswith(MANAGEMENT_BLOCKED_PREFIXES) or os.path.isdir(host):
+                continue
+            if path not in found:
+                found.append(path)
+    return [n for n in (_node(p, roots) for p in found) if n]
+
+
 def common_edits(files: DriverFiles, roots: Roots, options: Options, program: HookProgram) -> ContainerEdits:
-    """The edits every device shares: control nodes, env, hooks and the driver's files."""
-    nodes = [n for n in (_node(p, roots) for p in driverfiles.CONTROL_NODES) if n]
+    """The edits every device shares: control nodes, env, hooks and the driver's files.
+
+    In management mode the control nodes belong to the single `all` device instead.
+    """
+    nodes = [] if options.mode == "management" else [n for n in (_node(p, roots) for p in driverfiles.CONTROL_NODES) if n]
     env = []
     lib_dirs = [roots.container(d) for d in files.lib_dirs]
     if lib_dirs:
@@ -281,6 +335,13 @@ def build_spec(options: Options, inventory: Inventory, files: DriverFiles) -> Sp
     """The spec for `inventory`'s GPUs (MIG-enabled GPUs contribute their MIG devices instead)."""
     roots = options.roots
     program = HookProgram.at(options.hook_path)
+    if options.mode == "management":
+        # nvidia-ctk management mode: one device, "all", with every NVIDIA device node (no
+        # NVML per-GPU devices), plus the driver's files in the common edits.
+        nodes = management_nodes(roots)
+        if not nodes:
+            raise NoGpuError("no NVIDIA device nodes were found for management mode; no spec was written")
+        return assemble(options.kind, [Device("all", ContainerEdits(device_nodes=nodes))], common_edits(files, roots, options, program), False)
     per_device_program = None if {"all", "create-symlinks"} & options.disabled_hooks else program
     minors = mig_minors(roots) if any(g.mig_enabled for g in inventory.gpus) else {}
     devices = []

@@ -170,25 +170,64 @@ def params_without_modification(text: str) -> str | None:
     return "\n".join(lines) + "\n" if changed else None
 
 
-def _bind_mount_text(text: str, target: str) -> None:
+def _mount(source: str, target: str, flags: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(source.encode(), target.encode(), None, flags, None) != 0:
+        error = ctypes.get_errno()
+        raise CdiError(f"cannot bind-mount over {target}: {os.strerror(error)}")
+
+
+def _bind_mount_text(text: str, target: str) -> None:
+    """Bind-mount a file holding `text` onto `target` (a /proc/self/fd/N path).
+
+    A memfd is the source where the kernel allows it; Linux 6.18 refuses a memfd
+    as a bind source (EINVAL, seen on the H200 machine), so the fallback is a
+    private temporary file (mode 0444, in a fresh 0700 directory) that is
+    unlinked once mounted: the mount keeps it alive and nothing else names it.
+    """
     fd = os.memfd_create("nvidia-params")
     try:
         os.write(fd, text.encode())
-        source = f"/proc/self/fd/{fd}".encode()
-        for flags in (MS_BIND, MS_BIND | MS_REMOUNT | MS_RDONLY):
-            if libc.mount(source, target.encode(), None, flags, None) != 0:
-                error = ctypes.get_errno()
-                raise CdiError(f"cannot bind-mount over {target}: {os.strerror(error)}")
+        try:
+            _mount(f"/proc/self/fd/{fd}", target, MS_BIND)
+            return
+        except CdiError:
+            pass
     finally:
         os.close(fd)
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="cudapkgs-params-")
+    source = os.path.join(directory, "params")
+    try:
+        handle = os.open(source, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        _mount(source, target, MS_BIND)
+    finally:
+        try:
+            os.unlink(source)
+        except OSError:
+            pass
+        os.rmdir(directory)
 
 
-def disable_device_node_modification(root: str, host_params: str = "/proc/driver/nvidia/params", mount: Callable[[str, str], None] = _bind_mount_text) -> bool:
+def _remount_read_only(target: str) -> None:
+    _mount("none", target, MS_BIND | MS_REMOUNT | MS_RDONLY)
+
+
+def disable_device_node_modification(
+    root: str,
+    host_params: str = "/proc/driver/nvidia/params",
+    mount: Callable[[str, str], None] | None = None,
+    remount: Callable[[str], None] | None = None,
+) -> bool:
     """Hide `ModifyDeviceFiles: 1` from the container so its CUDA cannot create device nodes.
 
     Returns True when the container's params file was replaced.
     """
+    if mount is None:  # the real thing: bind, then make that new mount read-only
+        mount, remount = _bind_mount_text, _remount_read_only
     try:
         text = Path(host_params).read_text()
     except OSError:
@@ -201,7 +240,11 @@ def disable_device_node_modification(root: str, host_params: str = "/proc/driver
         if found is None or not stat.S_ISREG(found.st_mode):
             return False
         # Mount onto the file through its descriptor: the target was resolved inside the
-        # root and is never re-walked as a path string.
+        # root and is never re-walked as a path string.  The read-only remount needs the new
+        # mount itself, so the file is opened again (through the root) after the bind.
         with handle.open_path("/proc/driver/nvidia/params") as fd:
             mount(patched, f"/proc/self/fd/{fd}")
+        if remount is not None:
+            with handle.open_path("/proc/driver/nvidia/params") as fd:
+                remount(f"/proc/self/fd/{fd}")
     return True

@@ -1,5 +1,13 @@
-"""Boot-time generation: a systemd oneshot unit and a udev rule, like NixOS's
-`nvidia-container-toolkit-cdi-generator.service`."""
+"""Keeping the spec current: a systemd oneshot unit, a path unit and a udev rule.
+
+The service regenerates the spec at boot, like NixOS's
+`nvidia-container-toolkit-cdi-generator.service`; like nvidia-ctk >= 1.18's
+`nvidia-cdi-refresh.path` (which watches `/lib/modules/%v/modules.dep`), the path
+unit reruns it when the driver's kernel modules or user-space libraries change, and
+the udev rule when the `nvidia` module appears.  The spec is written atomically;
+when no driver is left, the stale spec is removed (`--if-no-gpu remove`) so no
+spec ever names a removed driver's files.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +21,7 @@ from pathlib import Path
 from .fsutil import atomic_write
 
 UNIT_NAME = "cudapkgs-cdi-generator.service"
+PATH_UNIT_NAME = "cudapkgs-cdi-generator.path"
 UDEV_RULE_NAME = "71-cudapkgs-cdi.rules"
 DEFAULT_OUTPUT = "/run/cdi/nvidia-container-toolkit.json"
 UNIT_DIR = "/etc/systemd/system"
@@ -35,17 +44,41 @@ def systemd_quote(arg: str) -> str:
 
 @dataclass(frozen=True)
 class ServiceFiles:
-    """The unit and rule texts and where they go."""
+    """The unit, path unit and rule texts and where they go."""
 
     unit_path: Path
     unit: str
     rule_path: Path
     rule: str
+    path_unit_path: Path | None = None
+    path_unit: str = ""
+
+    def items(self) -> list[tuple[Path, str]]:
+        out = [(self.unit_path, self.unit)]
+        if self.path_unit_path is not None:
+            out.append((self.path_unit_path, self.path_unit))
+        return out + [(self.rule_path, self.rule)]
 
 
-def render(generate_args: list[str], output: str = DEFAULT_OUTPUT, unit_dir: str = UNIT_DIR, udev_dir: str = UDEV_DIR) -> ServiceFiles:
-    """The unit that runs `cudapkgs cdi generate --output OUTPUT <generate_args>` and its udev rule."""
-    command = [*cudapkgs_command(), "cdi", "generate", "--format", "json", "--output", output, *generate_args]
+def watched_paths(library_dirs: list[str]) -> list[str]:
+    """What the path unit watches: the kernel's module index (a driver install or update
+    rewrites it, as nvidia-ctk's refresh unit watches) and the driver's library directories."""
+    return ["/lib/modules/%v/modules.dep", "/lib/modules/%v/modules.dep.bin", *library_dirs]
+
+
+def render(
+    generate_args: list[str],
+    output: str = DEFAULT_OUTPUT,
+    unit_dir: str = UNIT_DIR,
+    udev_dir: str = UDEV_DIR,
+    library_dirs: list[str] | None = None,
+) -> ServiceFiles:
+    """The unit that runs `cudapkgs cdi generate --output OUTPUT <generate_args>`, its path unit and udev rule.
+
+    The service is a oneshot without RemainAfterExit, so that every trigger (boot,
+    path unit, udev) runs it again.  `library_dirs` are watched by the path unit too.
+    """
+    command = [*cudapkgs_command(), "cdi", "generate", "--format", "json", "--output", output, "--if-no-gpu", "remove", *generate_args]
     udevadm = shutil.which("udevadm") or "/usr/bin/udevadm"
     systemctl = shutil.which("systemctl") or "/usr/bin/systemctl"
     runtime_dir = os.path.dirname(output)
@@ -57,7 +90,6 @@ def render(generate_args: list[str], output: str = DEFAULT_OUTPUT, unit_dir: str
         "",
         "[Service]",
         "Type=oneshot",
-        "RemainAfterExit=true",
     ]
     if runtime_dir.startswith("/run/") and runtime_dir.count("/") == 2:
         # Keep the directory across restarts so runtimes never see the spec vanish.
@@ -74,12 +106,27 @@ def render(generate_args: list[str], output: str = DEFAULT_OUTPUT, unit_dir: str
         "# Written by `cudapkgs cdi install-service`: regenerate the CDI spec when the NVIDIA driver appears.\n"
         f'KERNEL=="nvidia", RUN+="{systemctl} --no-block restart {UNIT_NAME}"\n'
     )
-    return ServiceFiles(Path(unit_dir) / UNIT_NAME, "\n".join(lines), Path(udev_dir) / UDEV_RULE_NAME, rule)
+    path_lines = [
+        "# Written by `cudapkgs cdi install-service`: rerun the CDI generator when the NVIDIA driver changes.",
+        "[Unit]",
+        "Description=Watch the NVIDIA driver for the CDI spec generator (cudapkgs)",
+        "",
+        "[Path]",
+        *[f"PathChanged={systemd_quote(p) if '%' not in p else p}" for p in watched_paths(list(library_dirs or []))],
+        f"Unit={UNIT_NAME}",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+    return ServiceFiles(
+        Path(unit_dir) / UNIT_NAME, "\n".join(lines), Path(udev_dir) / UDEV_RULE_NAME, rule, Path(unit_dir) / PATH_UNIT_NAME, "\n".join(path_lines)
+    )
 
 
 def install(files: ServiceFiles) -> list[Path]:
-    """Write the unit and the rule atomically; returns their paths."""
-    return [atomic_write(files.unit_path, files.unit), atomic_write(files.rule_path, files.rule)]
+    """Write the units and the rule atomically; returns their paths."""
+    return [atomic_write(path, text) for path, text in files.items()]
 
 
 def conflicting_specs(output: str) -> list[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from .errors import CdiError
 from .names import qualify
 
-ENGINES = ("docker", "podman", "compose")
-DOCKER_NOTE = 'Docker 25-27 needs "features": {"cdi": true} in /etc/docker/daemon.json (on by default since Docker 28).'
+ENGINES = ("docker", "podman", "compose", "docker-daemon")
+DOCKER_NOTE = 'Docker 25-27 needs "features": {"cdi": true} in /etc/docker/daemon.json (on by default since Docker 28); `cudapkgs cdi snippet docker-daemon` prints it.'
 
 
 def qualified(devices: list[str] | None) -> list[str]:
@@ -23,16 +23,30 @@ def run_flags(devices: list[str] | None) -> str:
 
 
 def compose(devices: list[str] | None, service: str | None = None) -> str:
-    """The compose `deploy.resources.reservations.devices` block with `driver: cdi`."""
-    lines = ["deploy:", "  resources:", "    reservations:", "      devices:", "        - driver: cdi", "          device_ids:"]
+    """The compose `deploy.resources.reservations.devices` block with `driver: cdi`.
+
+    `capabilities: [gpu]` is there because the Compose Specification's schema requires
+    it on every device request (compose-spec schema/compose-spec.json, `devices.items.required`);
+    Docker's `cdi` driver ignores it (an explicit driver skips capability matching).
+    """
+    lines = ["deploy:", "  resources:", "    reservations:", "      devices:", "        - driver: cdi", "          capabilities: [gpu]", "          device_ids:"]
     lines += [f"            - {d}" for d in qualified(devices)]
     if service:
         lines = ["services:", f"  {service}:"] + ["    " + line for line in lines]
     return "\n".join(lines) + "\n"
 
 
+def docker_daemon(spec_dirs: tuple[str, ...] = ("/etc/cdi", "/var/run/cdi")) -> str:
+    """The /etc/docker/daemon.json keys for CDI (Docker >= 25): `features.cdi` and `cdi-spec-dirs`."""
+    import json
+
+    return json.dumps({"features": {"cdi": True}, "cdi-spec-dirs": list(spec_dirs)}, indent=2) + "\n"
+
+
 def snippet(engine: str, devices: list[str] | None, service: str | None = None) -> str:
-    """The snippet for `engine` (docker, podman or compose)."""
+    """The snippet for `engine` (docker, podman, compose or docker-daemon)."""
+    if engine == "docker-daemon":
+        return docker_daemon()
     if engine == "compose":
         return compose(devices, service)
     if engine in ("docker", "podman"):

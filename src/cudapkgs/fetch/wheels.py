@@ -14,11 +14,12 @@ import io
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -192,7 +193,11 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        with zipfile.ZipFile(wheel) as archive:
+        try:
+            archive = zipfile.ZipFile(wheel)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile) as error:
+            raise FetchError(f"{wheel}: damaged wheel ({error})") from None
+        with archive:
             _extract(archive, tmp, pname)
         if cuda_major >= 13 and (tmp / "lib").is_dir() and not (tmp / "lib64").exists():
             os.symlink("lib", tmp / "lib64")  # nvcc.profile links from $(TOP)/lib64
@@ -218,6 +223,7 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
     if len(roots) != 1:
         raise FetchError(f"{archive.filename}: expected one nvidia/<root>/ folder, found {sorted(roots) or 'none'}")
     root = f"nvidia/{roots.pop()}/"
+    jobs: list[tuple[zipfile.ZipInfo, str]] = []
     for info in members:
         name = info.filename
         parts = PurePosixPath(name).parts
@@ -232,22 +238,117 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
             if rel.startswith(old):
                 rel = new + rel[len(old):]
                 break
-        target = tmp / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256()
-        with archive.open(info) as src, open(target, "wb") as out:
-            while chunk := src.read(1 << 20):
-                digest.update(chunk)
-                out.write(chunk)
-        if hashes.get(name) != _record_digest(digest):
-            raise FetchError(f"{archive.filename}: {name} does not match its RECORD hash")
-        mode = info.external_attr >> 16
-        executable = (
-            mode & 0o111
-            or rel.startswith(("bin/", "nvvm/bin/"))
-            or ".so" in PurePosixPath(rel).suffixes
-        )
-        os.chmod(target, 0o755 if executable else 0o644)
+        if hashes.get(name) is None:  # before any byte is written: a member RECORD does not vouch for
+            raise FetchError(f"{archive.filename}: {name} does not match its RECORD hash (not listed)")
+        jobs.append((info, rel))
+    for parent in sorted({os.path.dirname(rel) for _, rel in jobs}):
+        if parent:
+            (tmp / parent).mkdir(parents=True, exist_ok=True)
+    # Largest first, on a few threads: inflating, hashing and writing release the GIL,
+    # so members are unpacked side by side. Memory per thread is about two chunks.
+    jobs.sort(key=lambda job: -job[0].file_size)
+    workers = min(_UNZIP_THREADS, len(jobs))
+    fd = os.open(archive.filename, os.O_RDONLY | os.O_CLOEXEC)  # type: ignore[arg-type]
+    try:
+        if workers <= 1:
+            for info, rel in jobs:
+                _extract_member(archive, fd, info, rel, tmp, hashes[info.filename])
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cudapkgs-unzip") as pool:
+            futures = [pool.submit(_extract_member, archive, fd, info, rel, tmp, hashes[info.filename]) for info, rel in jobs]
+            try:
+                for future in futures:
+                    future.result()  # the first failure, in the order submitted
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    finally:
+        os.close(fd)
+
+
+# Threads that unpack one wheel; more than the cores rarely helps (inflating is the work).
+_UNZIP_THREADS = max(1, min(4, os.cpu_count() or 1))
+_CHUNK = 1 << 20
+
+try:  # ISA-L's inflate (python-isal, zlib's API) is about 3x zlib's; zlib where it is missing
+    from isal import isal_zlib as _inflate
+except ImportError:  # pragma: no cover - isal is a dependency; kept for platforms without its wheel
+    import zlib as _inflate
+
+
+def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, rel: str, tmp: Path, expected: str) -> None:
+    """Write one member to ``tmp/rel`` (a new file), checking it against its RECORD hash as it streams."""
+    mode = info.external_attr >> 16
+    executable = mode & 0o111 or rel.startswith(("bin/", "nvvm/bin/")) or ".so" in PurePosixPath(rel).suffixes
+    digest = hashlib.sha256()
+    try:
+        out_fd = os.open(tmp / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except (FileExistsError, IsADirectoryError, NotADirectoryError):
+        raise FetchError(f"{archive.filename}: {info.filename} collides with another member") from None
+    with open(out_fd, "wb") as out:
+        for chunk in _member_chunks(archive, fd, info):
+            digest.update(chunk)
+            out.write(chunk)
+        os.fchmod(out.fileno(), 0o755 if executable else 0o644)
+    if expected != _record_digest(digest):
+        raise FetchError(f"{archive.filename}: {info.filename} does not match its RECORD hash")
+
+
+def _member_chunks(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo) -> Iterator[bytes]:
+    """The uncompressed bytes of one member, read with pread (threads share `fd`), at most a chunk at a time.
+
+    Stored and deflated members are read here (the zip format: PKWARE APPNOTE.TXT §4.3.7,
+    local file header); any other method goes through `zipfile`. The size the central
+    directory records must be met exactly, so a member cannot inflate past it.
+    """
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) or info.flag_bits & 0x1:
+        with archive.open(info) as src:  # zipfile's own (thread-safe) reader
+            while chunk := src.read(_CHUNK):
+                yield chunk
+        return
+    what = f"{archive.filename}: {info.filename}"
+    header = os.pread(fd, 30, info.header_offset)
+    if len(header) != 30 or header[:4] != b"PK\x03\x04":
+        raise FetchError(f"{what}: damaged wheel (no local file header)")
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    pos = info.header_offset + 30 + name_len + extra_len
+    end = pos + info.compress_size
+    produced = 0
+    inflate = _inflate.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+    try:
+        while pos < end:
+            raw = os.pread(fd, min(_CHUNK, end - pos), pos)
+            if not raw:
+                raise FetchError(f"{what}: damaged wheel (truncated)")
+            pos += len(raw)
+            pending = raw
+            while pending:
+                if inflate is None:
+                    data, pending = pending, b""
+                else:
+                    data = inflate.decompress(pending, _CHUNK)  # at most a chunk out
+                    pending = inflate.unconsumed_tail
+                produced += len(data)
+                if produced > info.file_size:
+                    raise FetchError(f"{what}: inflates past its recorded size")
+                if data:
+                    yield data
+        if inflate is not None:
+            data = inflate.flush()
+            produced += len(data)
+            if produced > info.file_size:
+                raise FetchError(f"{what}: inflates past its recorded size")
+            if data:
+                yield data
+            if not inflate.eof:
+                raise FetchError(f"{what}: damaged wheel (the deflate stream does not end)")
+    except _inflate.error as error:
+        raise FetchError(f"{what}: damaged wheel ({error})") from None
+    if produced != info.file_size:
+        raise FetchError(f"{what}: damaged wheel ({produced} bytes, the directory records {info.file_size})")
 
 
 def check_unpacked(tree: Path, pname: str, source: str) -> None:

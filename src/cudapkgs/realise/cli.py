@@ -103,7 +103,13 @@ def register(subparsers: Any) -> None:
         "  eval \"$(cudapkgs shell --print-env cudaPackages_13_0.cuda_cudart --set allowUnfree=true)\"",
         formatter_class=fmt,
     )
-    p.add_argument("attrpaths", nargs="+", metavar="ATTRPATH", help="packages (attribute paths or store paths)")
+    p.add_argument("attrpaths", nargs="*", metavar="ATTRPATH",
+                   help="packages (attribute paths or store paths); none: the project's (cudapkgs.toml, "
+                   "checked against cudapkgs.lock)")
+    p.add_argument("--project", metavar="PATH",
+                   help="with no ATTRPATH: the project file or its directory (default: cudapkgs.toml here or in a parent)")
+    p.add_argument("--ignore-lock", action="store_true",
+                   help="with no ATTRPATH: enter the project's shell even when it differs from cudapkgs.lock")
     p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
@@ -232,6 +238,29 @@ def _derivation_from_file(path: str, store_dir: str) -> Any:
     return Derivation.from_json(data, source=path, store_dir=store_dir)
 
 
+def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
+    """The project's packages (cudapkgs.toml), after checking them against its cudapkgs.lock."""
+    from ..derivation import default_store_dir
+    from ..errors import EvalError, UsageError
+    from ..project_cli import check_against_lock, project_environment
+
+    if getattr(args, "files", None) or getattr(args, "args", None):
+        raise UsageError("-f/--arg need packages to name; a project lists its files in cudapkgs.toml (files = [...])")
+    env = project_environment(args)
+    differences = check_against_lock(env)
+    if differences and not args.ignore_lock:
+        lines = "\n".join(f"  {line}" for line in differences)
+        raise EvalError(
+            f"this machine does not reproduce {env.project.lock_file}:\n{lines}\n"
+            "(`cudapkgs lock` to accept this machine's environment, --ignore-lock to enter it anyway)"
+        )
+    if differences:
+        print(f"cudapkgs: warning: the environment differs from {env.project.lock_file} ({len(differences)} differences)",
+              file=sys.stderr)
+    items = [Installable(label, drv=_derivation_of(pkg, label)) for label, pkg in env.packages.items()]
+    return default_store_dir(env.config), items
+
+
 def run_shell(args: argparse.Namespace) -> int:
     """Build the packages, then run a shell (or a command) in their development environment."""
     import os
@@ -239,8 +268,9 @@ def run_shell(args: argparse.Namespace) -> int:
 
     from ..shell import export_lines, host_cuda_dirs, propagated_closure, shell_environment
 
-    store_dir, items = evaluate(args)
-    realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True)
+    store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
+    realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True,
+                     max_cache_size=_max_cache_size(args))
     paths = [p for item in items for p in item.outputs.values()]
     env = shell_environment(paths)
     hidden = host_cuda_dirs(os.environ.get("PATH", ""), propagated_closure(paths))
@@ -317,6 +347,7 @@ def run_test(args: argparse.Namespace) -> int:
 
 def run_build(args: argparse.Namespace) -> int:
     store_dir, items = evaluate(args)
+    max_cache_size = _max_cache_size(args)
     substituters = None if args.no_substitute else substituters_from_args(args)
     push = None
     if args.push_to:
@@ -331,7 +362,7 @@ def run_build(args: argparse.Namespace) -> int:
     return realise_and_link(
         store_dir, items, out_link=None if args.no_link else args.out_link, jobs=args.jobs,
         keep_failed=args.keep_failed, dry_run=args.dry_run, as_json=args.json, substituters=substituters, push=push,
-        builders=builders_from_args(args),
+        builders=builders_from_args(args), max_cache_size=max_cache_size,
     )
 
 
@@ -363,8 +394,13 @@ def realise_and_link(
     substituters: Any = None,
     push: Any = None,
     builders: Any = None,
+    max_cache_size: str | None = None,
 ) -> int:
-    """What `cudapkgs build` does after evaluation: check, plan, build what is missing, link, print."""
+    """What `cudapkgs build` does after evaluation: check, plan, build what is missing, link, print.
+
+    ``max_cache_size`` (the ``maxCacheSize`` config key, e.g. "5GiB"): after building, the
+    download caches are trimmed to it, least recently used entries first.
+    """
     from .scheduler import make_progress, plan, run
 
     store = _open_store(store_dir, create=not dry_run)
@@ -387,8 +423,12 @@ def realise_and_link(
             _print_plan(the_plan, as_json)
             return 0
         if not the_plan.nothing_to_do:
-            run(store, the_plan, jobs=jobs, keep_failed=keep_failed, progress=make_progress(sys.stderr),
-                substituters=substituters, builders=builders)
+            try:
+                run(store, the_plan, jobs=jobs, keep_failed=keep_failed, progress=make_progress(sys.stderr),
+                    substituters=substituters, builders=builders)
+            finally:
+                if max_cache_size is not None:
+                    _trim_caches(store_dir, max_cache_size)
         if push is not None:
             _push(store, push, [p for i in resolved for p in i.outputs.values()])
         if out_link is not None:
@@ -422,6 +462,23 @@ def _push(store: Any, push: Any, paths: list[str]) -> None:
     print(f"pushed {len(sent)} path(s) ({format_size(sum(i.file_size for i in sent))}) to {cache.url}"
           f"{f'; {len(results) - len(sent)} were there already' if len(sent) < len(results) else ''}",
           file=sys.stderr, flush=True)
+
+
+def _max_cache_size(args: argparse.Namespace) -> str | None:
+    from ..config import load_config
+
+    return load_config(file=args.config, sets=args.sets)["maxCacheSize"]
+
+
+def _trim_caches(store_dir: str, max_cache_size: str) -> None:
+    """Apply the maxCacheSize budget; say on stderr what was evicted."""
+    from ..fetch.cache import collect, parse_size
+    from ..table import format_size
+
+    result = collect(store_dir, max_size=parse_size(max_cache_size))
+    if result.deleted:
+        print(f"cudapkgs: maxCacheSize {max_cache_size}: evicted {len(result.deleted)} least recently used cache "
+              f"entries ({format_size(result.freed)}); {format_size(result.kept)} kept", file=sys.stderr)
 
 
 def _link(store: Any, link: str, path: str) -> None:

@@ -38,6 +38,7 @@ from .. import confine, hooks
 from ..derivation import Derivation
 from ..errors import CudapkgsError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
+from ..fetch.cache import in_use
 from ..fetch.wheels import check_unpacked, unpack_wheel
 from ..manifests import Artifact
 from ..store.locks import PathLock
@@ -115,6 +116,14 @@ def _fetch(drv: Derivation, ctx: BuildContext) -> FetchedArtifact:
     shown = f", {format_size(size)}" if size is not None else ""
     ctx.log.write(f"fetched {fetched.kind} {fetched.path.name} from {fetched.source_name} ({fetched.path}{shown})\n")
     return fetched
+
+
+def _touch(path: Path) -> None:
+    """Mark a cached archive as just used (least-recently-used eviction orders by it)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 def _cuda_major(attrs: Mapping[str, Any]) -> int:
@@ -350,23 +359,34 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
     stage = _stage(outputs, ctx)
     try:
         ctx.step("fetch")
-        fetched = _fetch(drv, ctx)
+        # The download cache entry is marked in use (a shared lock `gc --caches` respects)
+        # from the fetch until the tree is unpacked.
+        entry = download_dir(ctx.store.store_dir, drv.data["src"]["sha256"])
+        entry.mkdir(parents=True, exist_ok=True)
+        with PathLock(entry / ".inuse", shared=True):
+            fetched = _fetch(drv, ctx)
 
-        ctx.step("unpack")
-        tree = stage / "o"
-        if fetched.kind == "tarball":
-            root = unpack(fetched.path, stage / "src")
-            root.rename(tree)
-        elif fetched.kind == "wheel":
-            # Straight into the build directory: no unpacked copy is kept in any cache.
-            unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
-            check_unpacked(tree, attrs["pname"], fetched.path.name)
-        else:
-            shutil.copytree(fetched.path, tree, symlinks=True)
-            try:
-                confine.check_tree_links(tree)
-            except confine.TreeEscapeError as error:
-                raise UnpackError(f"{fetched.path.name}: {error}") from None
+            ctx.step("unpack")
+            tree = stage / "o"
+            if fetched.kind == "wheel":
+                with in_use(fetched.path) as alive:
+                    if not alive:  # collected between the fetch and now: fetch it again
+                        fetched = _fetch(drv, ctx)
+                    # Straight into the build directory: no unpacked copy is kept in any cache.
+                    unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
+                check_unpacked(tree, attrs["pname"], fetched.path.name)
+            else:
+                if fetched.kind == "tarball":
+                    root = unpack(fetched.path, stage / "src")
+                    root.rename(tree)
+                else:
+                    shutil.copytree(fetched.path, tree, symlinks=True)
+                    try:
+                        confine.check_tree_links(tree)
+                    except confine.TreeEscapeError as error:
+                        raise UnpackError(f"{fetched.path.name}: {error}") from None
+                if fetched.kind == "tarball":
+                    _touch(fetched.path)
 
         ctx.step("postUnpack")
         if hooks.lift_versioned_lib_dir(tree, str(attrs["cudaMajorMinorVersion"]).split(".")[0]):
@@ -408,7 +428,7 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         # Before fixup, unlike Nix: fixup adds only store paths and the driver dir, and the
         # driver dir is under /usr/ on most hosts that are not NixOS.
         ctx.step("installCheck")
-        hits = [hit for hit in hooks.check_no_fhs_references(outputs, allow=True) if not _is_binary(hit)]
+        hits = hooks.check_no_fhs_references(outputs, allow=True, text_only=True)  # one read per file
         if hits and not attrs.get("allowFHSReferences"):
             where = {Path(path): name for name, path in outputs.items()}
             shown = [f"{where[root]}/{hit.relative_to(root)}" for hit in hits[:5] for root in where if root in hit.parents]
@@ -438,17 +458,6 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         _fixup(drv, outputs, final, ctx)
     finally:
         _remove(stage)
-
-
-def _is_binary(path: Path) -> bool:
-    # checkCudaFhsRefs captures grep's stdout; GNU grep (3.5 on) reports a match in a
-    # binary file (one holding a NUL byte) on stderr, so only text files can fail it.
-    # NVIDIA's cicc, for one, holds the string /usr/include.
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            if b"\0" in chunk:
-                return True
-    return False
 
 
 def _fixup(drv: Derivation, outputs: Mapping[str, Path], final: Mapping[str, str], ctx: BuildContext) -> None:

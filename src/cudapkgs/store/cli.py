@@ -27,10 +27,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "(indirect roots under <store>/.gcroots/auto) and profiles (<store>/.gcroots/profiles). "
             "Indirect roots whose link was removed or re-pointed are dropped first."
         ),
-        epilog="examples:\n  cudapkgs gc --dry-run     # list what would go\n  cudapkgs gc --json        # machine-readable report",
+        epilog="examples:\n  cudapkgs gc --dry-run     # list what would go\n  cudapkgs gc --json        # machine-readable report\n"
+        "  cudapkgs gc --caches      # empty the download caches (archives, wheels), not the store\n"
+        "  cudapkgs gc --caches --max-cache-size 5GiB   # evict least recently used entries down to 5 GiB",
         formatter_class=fmt,
     )
     gc.add_argument("--dry-run", action="store_true", help="only print what would be deleted")
+    gc.add_argument("--caches", action="store_true",
+                    help="collect the download caches instead of the store: <store>/.cache/downloads (archives) and "
+                    "$XDG_CACHE_HOME/cudapkgs/wheels; files a running build uses are kept")
+    gc.add_argument("--max-cache-size", metavar="SIZE",
+                    help="with --caches: evict least recently used entries until the caches hold at most SIZE "
+                    "(e.g. 5GiB; default: everything goes, or the maxCacheSize config key)")
     gc.add_argument("--json", action="store_true", help='print {"deleted": [...], "bytesFreed": N, "dryRun": bool}')
     gc.add_argument("--store", metavar="DIR", help=STORE_HELP)
     gc.set_defaults(func=_gc)
@@ -136,9 +144,49 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return open_store(load_config())  # storeDir from the config files, else $CUDAPKGS_STORE
 
 
+def _store_dir(args: argparse.Namespace) -> str:
+    if args.store:
+        return args.store
+    from ..config import load_config
+    from ..derivation import default_store_dir
+
+    return default_store_dir(load_config())
+
+
+def _gc_caches(args: argparse.Namespace) -> int:
+    import json
+
+    from ..fetch.cache import collect, parse_size
+
+    limit = args.max_cache_size
+    result = collect(_store_dir(args), max_size=parse_size(limit) if limit is not None else None, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps({
+            "deleted": [{"cache": e.cache, "path": str(e.path), "size": e.size} for e in result.deleted],
+            "bytesFreed": result.freed, "inUse": [str(e.path) for e in result.in_use],
+            "bytesKept": result.kept, "dryRun": result.dry_run,
+        }, indent=2))
+        return 0
+    verb = "would delete" if result.dry_run else "deleting"
+    for entry in result.deleted:
+        print(f"{verb} {entry.path} ({format_size(entry.size)}, {entry.cache})")
+    for entry in result.in_use:
+        print(f"kept {entry.path}: a running build uses it")
+    would = "would be " if result.dry_run else ""
+    print(f"{len(result.deleted)} cache entries {would}deleted, {format_size(result.freed)} {would}freed; "
+          f"{format_size(result.kept)} left in the caches")
+    return 0
+
+
 def _gc(args: argparse.Namespace) -> int:
     import json
 
+    if args.caches:
+        return _gc_caches(args)
+    if args.max_cache_size is not None:
+        from ..errors import UsageError
+
+        raise UsageError("--max-cache-size goes with --caches")
     with _open(args) as store:
         result = store.gc(dry_run=args.dry_run)
     if args.json:

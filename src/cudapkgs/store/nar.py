@@ -26,32 +26,78 @@ def _str(data: bytes) -> bytes:
 def dump(path: str | os.PathLike[str]) -> Iterator[bytes]:
     """Yield the NAR serialisation of `path` in chunks."""
     yield _str(_MAGIC)
-    yield from _dump_node(os.fsencode(path))
+    yield from _dump_node(os.fsencode(path), b"", None)
 
 
-def _dump_node(path: bytes) -> Iterator[bytes]:
+class _Scanner:
+    """Finds store-path hash parts in file contents and symlink targets while a NAR streams by."""
+
+    def __init__(self, hashes: Iterable[str]) -> None:
+        from .paths import HASH_LEN
+
+        self.wanted = {h.encode() for h in hashes}
+        self.keep = HASH_LEN - 1
+        self.found: dict[bytes, list[str]] = {}
+        self._tail = b""
+        self._in_file: set[bytes] = set()
+
+    def _hits(self, data: bytes) -> set[bytes]:
+        # One C-speed substring search per candidate: candidates are few (a closure's hash
+        # parts) and outputs can be gigabytes, so this beats tokenising every byte.
+        return {h for h in self.wanted if data.find(h) != -1}
+
+    def symlink(self, rel: bytes, target: bytes) -> None:
+        for h in self._hits(target):
+            self.found.setdefault(h, []).append(os.fsdecode(rel))
+
+    def begin_file(self) -> None:
+        self._tail = b""
+        self._in_file = set()
+
+    def chunk(self, chunk: bytes) -> None:
+        if len(self._in_file) == len(self.wanted):
+            return
+        data = self._tail + chunk  # the overlap: a hash split across two chunks is still found
+        self._in_file |= self._hits(data)
+        self._tail = data[-self.keep :]
+
+    def end_file(self, rel: bytes) -> None:
+        for h in self._in_file:
+            self.found.setdefault(h, []).append(os.fsdecode(rel))
+
+
+def _dump_node(path: bytes, rel: bytes, scan: _Scanner | None) -> Iterator[bytes]:
     st = os.lstat(path)
     yield _str(b"(")
     if stat.S_ISLNK(st.st_mode):
-        yield _str(b"type") + _str(b"symlink") + _str(b"target") + _str(os.readlink(path))
+        target = os.readlink(path)
+        if scan is not None:
+            scan.symlink(rel, target)
+        yield _str(b"type") + _str(b"symlink") + _str(b"target") + _str(target)
     elif stat.S_ISREG(st.st_mode):
         yield _str(b"type") + _str(b"regular")
         if st.st_mode & stat.S_IXUSR:
             yield _str(b"executable") + _str(b"")
         yield _str(b"contents") + struct.pack("<Q", st.st_size)
         written = 0
+        if scan is not None:
+            scan.begin_file()
         with open(path, "rb") as f:
             while chunk := f.read(CHUNK):
                 written += len(chunk)
+                if scan is not None:
+                    scan.chunk(chunk)
                 yield chunk
         if written != st.st_size:
             raise OSError(f"{os.fsdecode(path)} changed size while being archived")
+        if scan is not None:
+            scan.end_file(rel)
         yield b"\0" * (-written % 8)
     elif stat.S_ISDIR(st.st_mode):
         yield _str(b"type") + _str(b"directory")
         for name in sorted(os.listdir(path)):
             yield _str(b"entry") + _str(b"(") + _str(b"name") + _str(name) + _str(b"node")
-            yield from _dump_node(path + b"/" + name)
+            yield from _dump_node(path + b"/" + name, rel + b"/" + name if rel else name, scan)
             yield _str(b")")
     else:
         raise ValueError(f"{os.fsdecode(path)}: cannot archive a {stat.filemode(st.st_mode)[0]!r} file (only files, directories and symlinks)")
@@ -66,6 +112,22 @@ def nar_hash(path: str | os.PathLike[str]) -> tuple[bytes, int]:
         h.update(chunk)
         size += len(chunk)
     return h.digest(), size
+
+
+def hash_and_scan(path: str | os.PathLike[str], hashes: Iterable[str]) -> tuple[bytes, int, set[str]]:
+    """`nar_hash(path)` and `scan_for_hashes(path, hashes)` in one read of every file.
+
+    Returns (sha256 digest of the NAR, NAR size in bytes, the hash parts found). Memory
+    stays at one chunk (1 MiB) plus the overlap whatever the file sizes; a registration
+    reads each output byte once instead of twice.
+    """
+    scan = _Scanner(hashes)
+    h = hashlib.sha256(_str(_MAGIC))
+    size = len(_str(_MAGIC))
+    for chunk in _dump_node(os.fsencode(path), b"", scan if scan.wanted else None):
+        h.update(chunk)
+        size += len(chunk)
+    return h.digest(), size, {k.decode() for k in scan.found}
 
 
 def format_hash(digest: bytes) -> str:

@@ -295,12 +295,11 @@ class Store:
                     for path, out in dirs.items():
                         if not os.path.lexists(out):
                             raise StoreError(f"the builder of '{path}' did not create its output")
-                        found = nar.scan_for_hashes(out, candidates)
+                        digest, size, found = nar.hash_and_scan(out, candidates)  # one read of each file
                         refs = {candidates[h] for h in found}
                         for ref in refs:
                             if ref not in dirs and not self.db.is_valid(ref):
                                 raise StoreError(f"'{path}' refers to '{ref}', which is not valid in the store {self.store_dir}")
-                        digest, size = nar.nar_hash(out)
                         entries.append((path, nar.format_hash(digest), size, refs, deriver))
                     moved = []
                     try:
@@ -391,12 +390,11 @@ class Store:
     def _inspect(self, out: Path, candidates: dict[str, str], what: str) -> tuple[set[str], bytes, int]:
         if not os.path.lexists(out):
             raise StoreError(f"the builder of '{what}' did not create its output {out}")
-        found = nar.scan_for_hashes(out, candidates)
+        digest, size, found = nar.hash_and_scan(out, candidates)  # one read of each file
         refs = {candidates[h] for h in found}
         for ref in refs:
             if ref != what and not self.db.is_valid(ref):
                 raise StoreError(f"'{what}' refers to '{ref}', which is not valid in the store {self.store_dir}")
-        digest, size = nar.nar_hash(out)
         return refs, digest, size
 
     def _install(self, out: Path, path: str, nar_hash: str, size: int, refs: set[str], deriver: str | None) -> None:

@@ -249,7 +249,9 @@ class Cache:
             digest_nar = nar_sha = None
             with os.fdopen(fd, "wb") as out:
                 counted = _HashedChunks(nar.dump(record.path))
-                file_digest, file_size = compress_stream(counted, out, compression, level=level)
+                # Reading and hashing in one thread, compressing and writing in this one (as `tar | zstd`
+                # runs two processes); the queue holds a few MiB at most.
+                file_digest, file_size = compress_stream(_read_ahead(counted), out, compression, level=level)
                 nar_sha, nar_size = counted.digest(), counted.size
             digest_nar = "sha256:" + base32_encode(nar_sha)
             if (digest_nar, nar_size) != (record.nar_hash, record.nar_size):
@@ -323,6 +325,59 @@ class _HashedChunks:
 
     def digest(self) -> bytes:
         return self._sha.digest()
+
+
+def _read_ahead(chunks: Iterable[bytes], depth: int = 4, block: int = 1 << 20) -> Iterator[bytes]:
+    """Iterate `chunks` in a worker thread, coalesced into blocks of about `block` bytes, `depth` blocks ahead."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        pending: list[bytes] = []
+        size = 0
+        try:
+            for chunk in chunks:
+                pending.append(chunk)
+                size += len(chunk)
+                if size >= block:
+                    if not _put(q, b"".join(pending), stop):
+                        return
+                    pending, size = [], 0
+            if pending:
+                _put(q, b"".join(pending), stop)
+            _put(q, done, stop)
+        except BaseException as error:  # handed to the consumer, raised there
+            _put(q, error, stop)
+
+    worker = threading.Thread(target=produce, name="cudapkgs-nar-read", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
+
+
+def _put(q, item, stop) -> bool:
+    import queue
+
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
 
 
 class _Counting:

@@ -1,0 +1,256 @@
+"""The download caches: what they hold, what a build is using, and collecting them.
+
+Two caches hold fetched sources (never unpacked trees: builds unpack straight into
+their build directory):
+
+``downloads``  ``<store>/.cache/downloads/<sha256>/<archive>``: verified redist archives,
+               one directory per archive sha256 (``.lock`` serialises the download).
+``wheels``     ``$XDG_CACHE_HOME/cudapkgs/wheels/<wheel>`` and ``<wheel>.sha256``: NVIDIA's
+               PyPI wheels, checked by pip against the index.
+
+A build marks what it reads as in use with a shared ``flock`` (`in_use`); collection
+takes the exclusive lock without waiting and skips what it cannot lock, so it never
+deletes a file a running build uses.  Using an entry touches its modification time,
+which orders least-recently-used eviction under a size budget (``maxCacheSize``).
+Anything else found in a cache directory (for instance the unpacked ``*-wheel``
+trees older cudapkgs versions kept beside the archives) is collectable too.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+
+__all__ = [
+    "CacheEntry",
+    "CollectResult",
+    "cache_roots",
+    "collect",
+    "entries",
+    "in_use",
+    "parse_size",
+]
+
+_SIZE_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B?)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
+
+
+def parse_size(text: str | int) -> int:
+    """``"5GiB"`` -> 5368709120, ``"500MB"`` -> 500000000, ``"0"`` -> 0 (bytes; IEC and SI units).
+
+    Raises ConfigError for anything else.
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise ConfigError(f"a size cannot be negative: {text}")
+        return text
+    match = _SIZE_RE.fullmatch(str(text))
+    unit = (match.group(2) or "").lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ConfigError(f"{text!r} is not a size; use bytes or a unit, e.g. 500MiB, 5GiB, 2GB")
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEntry:
+    """One collectable item: ``path`` (a file or directory), its size in bytes, last use (epoch s)."""
+
+    cache: str
+    path: Path
+    size: int
+    last_used: float
+    lock_file: Path | None
+
+
+@dataclass
+class CollectResult:
+    """What `collect` did: entries deleted (or that would be), bytes freed, entries left in use."""
+
+    deleted: list[CacheEntry]
+    freed: int
+    in_use: list[CacheEntry]
+    kept: int
+    total_before: int
+    dry_run: bool
+
+
+def _wheel_cache() -> Path:
+    from .wheels import wheel_cache_directory
+
+    return wheel_cache_directory()
+
+
+def cache_roots(store_dir: str | os.PathLike[str] | None) -> list[tuple[str, Path]]:
+    """``(name, directory)`` of every download cache: the store's, the wheels', old manifests'."""
+    from ..manifests import cache_directory
+
+    roots = []
+    if store_dir is not None:
+        roots.append(("downloads", Path(store_dir) / ".cache" / "downloads"))
+    roots.append(("wheels", _wheel_cache()))
+    roots.append(("manifests (old download cache)", cache_directory()))
+    return roots
+
+
+def _tree_size(path: Path) -> int:
+    try:
+        if path.is_symlink() or not path.is_dir():
+            return path.lstat().st_size
+    except OSError:
+        return 0
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _last_used(path: Path) -> float:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            # The files' times, not the directory's (creating .lock or .inuse changes that).
+            times = [c.lstat().st_mtime for c in path.iterdir() if c.name not in (".lock", ".inuse")]
+            return max(times) if times else path.lstat().st_mtime
+        return path.lstat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def entries(store_dir: str | os.PathLike[str] | None) -> list[CacheEntry]:
+    """Every entry of every cache (`cache_roots`), oldest use first."""
+    found: list[CacheEntry] = []
+    for name, root in cache_roots(store_dir):
+        try:
+            children = sorted(root.iterdir())
+        except OSError:
+            continue
+        for child in children:
+            if child.name.endswith(".sha256") and name == "wheels":
+                continue  # goes with its wheel
+            if name == "wheels" and child.suffix == ".whl":
+                record = child.with_name(child.name + ".sha256")
+                size = _tree_size(child) + (_tree_size(record) if record.exists() else 0)
+                found.append(CacheEntry(name, child, size, _last_used(child), child))
+            elif name == "downloads" and child.is_dir() and not child.is_symlink():
+                found.append(CacheEntry(name, child, _tree_size(child), _last_used(child), child / ".inuse"))
+            else:
+                found.append(CacheEntry(name, child, _tree_size(child), _last_used(child), None))
+    found.sort(key=lambda e: e.last_used)
+    return found
+
+
+def _try_exclusive(lock_file: Path | None) -> int | None:
+    """An fd holding the exclusive lock on ``lock_file``; None when someone else holds it.
+
+    -1 when there is nothing to lock (no such file).
+    """
+    if lock_file is None:
+        return -1
+    try:
+        fd = os.open(lock_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return -1
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _delete(entry: CacheEntry) -> None:
+    path = entry.path
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+    if entry.cache == "wheels":
+        try:
+            path.with_name(path.name + ".sha256").unlink()
+        except FileNotFoundError:
+            pass
+
+
+def collect(
+    store_dir: str | os.PathLike[str] | None,
+    *,
+    max_size: int | None = None,
+    dry_run: bool = False,
+    caches: Sequence[str] | None = None,
+) -> CollectResult:
+    """Delete cache entries: all of them (``max_size`` None), else least recently used ones
+    until the caches together hold at most ``max_size`` bytes.
+
+    Entries a build holds (`in_use`) are skipped and reported.  ``caches`` limits the
+    caches considered by name (`cache_roots`).
+    """
+    everything = [e for e in entries(store_dir) if caches is None or e.cache in caches]
+    total = sum(e.size for e in everything)
+    deleted: list[CacheEntry] = []
+    busy: list[CacheEntry] = []
+    remaining = total
+    for entry in everything:  # oldest first
+        if max_size is not None and remaining <= max_size:
+            break
+        fd = _try_exclusive(entry.lock_file)
+        if fd is None:
+            busy.append(entry)
+            continue
+        try:
+            if not dry_run:
+                _delete(entry)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        deleted.append(entry)
+        remaining -= entry.size
+    return CollectResult(deleted, total - remaining, busy, remaining, total, dry_run)
+
+
+@contextmanager
+def in_use(path: str | os.PathLike[str]) -> Iterator[bool]:
+    """Hold a shared lock marking a cache entry used while the block runs, and touch it.
+
+    ``path`` is a wheel, or an archive inside a ``downloads`` entry (whose ``.inuse`` file
+    is locked).  Yields False when the entry disappeared meanwhile (collected): the caller
+    fetches again.
+    """
+    path = Path(path)
+    lock_file = path if path.suffix == ".whl" else path.parent / ".inuse"
+    if lock_file.name == ".inuse":
+        lock_file.touch(exist_ok=True)
+    try:
+        fd = os.open(lock_file, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield False
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        alive = os.fstat(fd).st_nlink > 0 and path.exists()
+        if alive:
+            now = time.time()
+            try:
+                os.utime(path, (now, now))
+            except OSError:
+                pass
+        yield alive
+    finally:
+        os.close(fd)

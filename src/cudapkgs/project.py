@@ -1,0 +1,369 @@
+"""Project environments: a project's ``cudapkgs.toml`` and its ``cudapkgs.lock``.
+
+``cudapkgs.toml`` (found in the current directory or the nearest parent) says what
+the project's shell holds::
+
+    set = "cudaPackages_12_8"          # the CUDA package set: its .pkgs is the top level used
+    capabilities = ["9.0"]             # cudaCapabilities (shorthand)
+    packages = ["cuda_nvcc", "cuda_cudart", "libcublas", "myapp"]
+    files = ["nix/packages.py"]        # the project's own package files (as -f FILE)
+
+    [config]                           # any configuration key (cudapkgs config lists them)
+    allowUnfreePredicate = "cuda"
+    cudaSupport = true
+
+A package name is looked up in the set first, then in the top level (where the
+files' packages are); a dotted attribute path works the same way. Relative paths
+(``files``, ``config.overlays``, ``config.storeDir``…) are relative to the file.
+
+``cudapkgs lock`` writes ``cudapkgs.lock`` beside it (JSON, stable key order): the
+cudapkgs version, system, the configuration in effect, the digest of every NVIDIA
+manifest the set reads and of every package file, each package's derivation and
+output paths, and, for every derivation of their closures, its hashed fields (small
+values as they are, large ones as digests). `check_lock` compares a lock with what
+this machine evaluates and says exactly what differs: a configuration key, a
+manifest, a package file, the store directory, or the first derivations whose own
+fields differ (e.g. cuda_nvcc's recorded host compiler), and which packages changed
+as a result. Equal derivation paths mean the same build inputs (and the store paths
+of the environment are the locked ones).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, EvalError, did_you_mean
+
+__all__ = [
+    "PROJECT_FILE",
+    "LOCK_FILE",
+    "LOCK_VERSION",
+    "Project",
+    "find_project",
+    "load_project",
+    "ProjectEnvironment",
+    "evaluate_project",
+    "lock_data",
+    "write_lock",
+    "read_lock",
+    "check_lock",
+]
+
+PROJECT_FILE = "cudapkgs.toml"
+LOCK_FILE = "cudapkgs.lock"
+LOCK_VERSION = 1
+_KEYS = ("set", "capabilities", "packages", "files", "config")
+_SMALL = 160  # a field whose JSON is longer is recorded as its digest
+#: Settings of this machine, not of the environment: where things are fetched from, kept and
+#: trusted. They are recorded under "local" and never make a lock differ (the manifests'
+#: digests and the derivation paths say whether the environment is the same).
+LOCAL_KEYS = ("storeDir", "manifestsDir", "fetchers", "sourceMirrors", "substituters", "trustedPublicKeys",
+              "requireSigs", "overlays")
+
+
+@dataclass(frozen=True)
+class Project:
+    """A parsed ``cudapkgs.toml``; paths are absolute."""
+
+    file: Path
+    set: str | None = None
+    capabilities: tuple[str, ...] | None = None
+    packages: tuple[str, ...] = ()
+    files: tuple[Path, ...] = ()
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def root(self) -> Path:
+        return self.file.parent
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / LOCK_FILE
+
+
+def find_project(start: str | os.PathLike[str] | None = None) -> Path | None:
+    """The ``cudapkgs.toml`` in ``start`` (default: the current directory) or its nearest parent."""
+    here = Path(start or os.getcwd()).absolute()
+    if here.is_file():
+        return here
+    for directory in (here, *here.parents):
+        candidate = directory / PROJECT_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_project(path: str | os.PathLike[str]) -> Project:
+    """Read and check a project file; raises `ConfigError` naming the file and key."""
+    file = Path(path).absolute()
+    try:
+        with open(file, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"{file}: cannot read the project file: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{file}: invalid TOML: {error}") from None
+    for key in data:
+        if key not in _KEYS:
+            raise ConfigError(f'{file}: unknown key "{key}"{did_you_mean(key, _KEYS)} (keys: {", ".join(_KEYS)})')
+
+    def strings(key: str) -> tuple[str, ...] | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(f"{file}: {key}: expected a list of strings")
+        return tuple(value)
+
+    chosen = data.get("set")
+    if chosen is not None and (not isinstance(chosen, str) or not chosen):
+        raise ConfigError(f'{file}: set: expected a package set name such as "cudaPackages_12_8"')
+    if isinstance(chosen, str) and chosen.replace(".", "").isdigit():
+        chosen = "cudaPackages_" + chosen.replace(".", "_")  # "12.8" is cudaPackages_12_8
+    config = data.get("config", {})
+    if not isinstance(config, dict):
+        raise ConfigError(f"{file}: config: expected a table ([config])")
+    packages = strings("packages") or ()
+    if not packages:
+        raise ConfigError(f'{file}: packages: list what the environment holds, e.g. packages = ["cuda_nvcc", "cuda_cudart"]')
+    files = tuple((file.parent / f).resolve() for f in strings("files") or ())
+    return Project(file=file, set=chosen, capabilities=strings("capabilities"), packages=packages, files=files,
+                   config=config)
+
+
+@dataclass
+class ProjectEnvironment:
+    """A project evaluated here: its configuration, top level and packages (label -> package)."""
+
+    project: Project
+    config: Any
+    pkgs: Any  # the top level the packages come from (the set's .pkgs when `set` is given)
+    packages: dict[str, Any]
+
+
+def evaluate_project(project: Project, *, config_file: str | None = None, sets: Sequence[str] = (),
+                     system: str | None = None) -> ProjectEnvironment:
+    """Evaluate the project's packages (nothing is built). ``sets`` (--set) override the project's config."""
+    from .attrpath import parse_attrpath, resolve
+    from .config import load_config, parse_set
+    from .top_level import import_pkgs
+
+    config = load_config(file=config_file)
+    layered = dict(project.config)
+    if project.capabilities is not None:
+        layered["cudaCapabilities"] = list(project.capabilities)
+    config = config.merged(layered, source=str(project.file), relative_to=os.fspath(project.root))
+    for assignment in sets:
+        key, value = parse_set(assignment)
+        config = config.merged({key: value}, source="--set")
+    overlays = []
+    if project.files:
+        from .user_files import package_file_overlay
+
+        overlays.append(package_file_overlay(project.files))
+    top = import_pkgs(config, system, overlays=overlays)
+    pkgs = top
+    scope = None
+    if project.set is not None:
+        if project.set not in top:
+            names = [n for n in top if n.startswith("cudaPackages")]
+            raise EvalError(f"{project.file}: set: no package set {project.set!r}{did_you_mean(project.set, names)}")
+        scope = top[project.set]
+        pkgs = scope.pkgs
+    else:
+        scope = top.cudaPackages
+    packages: dict[str, Any] = {}
+    for text in project.packages:
+        path = parse_attrpath(text)
+        where = scope if path[0] in scope else pkgs
+        try:
+            packages[text] = resolve(where, path)
+        except EvalError as error:
+            raise EvalError(f"{project.file}: packages: {text}: {error}") from None
+    return ProjectEnvironment(project, pkgs.config, pkgs, packages)
+
+
+# --- the lock --------------------------------------------------------------------------
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _field(value: Any) -> Any:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return value if len(text) <= _SMALL else _digest(text.encode())
+
+
+def _fields(drv: Any) -> dict[str, Any]:
+    data = drv.data
+    fields: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "attrs":
+            for name, attr in value.items():
+                fields[f"attrs.{name}"] = _field(attr)
+        elif key != "inputs":  # inputs follow from the input derivations, compared on their own
+            fields[key] = _field(value)
+    return fields
+
+
+def _manifest_digests(env: ProjectEnvironment) -> dict[str, Any]:
+    from .manifests import locate_manifest
+
+    result: dict[str, Any] = {}
+    scope = env.pkgs.cudaPackages
+    for product in scope.manifestVersions:
+        version = scope.manifestVersions[product]
+        found = locate_manifest(product, version, directory=env.config.manifestsDir)
+        if found is None:
+            continue
+        result[product] = {"version": version, "sha256": _digest(found[1].read_bytes())}
+    return result
+
+
+def lock_data(env: ProjectEnvironment) -> dict[str, Any]:
+    """What `cudapkgs lock` writes for an evaluated project (see the module docstring)."""
+    from . import __version__
+    from .derivation import default_store_dir
+    from .realise.cli import _derivation_of
+
+    packages: dict[str, Any] = {}
+    derivations: dict[str, Any] = {}
+    for label, package in env.packages.items():
+        drv = _derivation_of(package, label)
+        packages[label] = {"name": drv.name, "drvPath": drv.drv_path, "outputs": dict(drv.outputs)}
+        for node in drv.closure():
+            derivations.setdefault(node.drv_path, {"name": node.name, "fields": _fields(node),
+                                                   "inputDrvs": sorted(d.drv_path for d in node.deps)})
+    files = {}
+    for path in [*env.project.files, *(Path(p) for p in env.config.overlays)]:
+        files[_relative(path, env.project.root)] = _digest(Path(path).read_bytes())
+    config = env.config.to_nix()
+    return {
+        "version": LOCK_VERSION,
+        "cudapkgs": __version__,
+        "system": env.pkgs.system,
+        "storeDir": default_store_dir(env.config),
+        "set": env.project.set or "cudaPackages",
+        "cudaVersion": env.pkgs.cudaPackages.cudaMajorMinorVersion,
+        "configuration": {k: v for k, v in config.items() if k not in LOCAL_KEYS},
+        "local": {k: v for k, v in config.items() if k in LOCAL_KEYS and k != "overlays"},
+        "manifests": _manifest_digests(env),
+        "files": files,
+        "packages": packages,
+        "derivations": dict(sorted(derivations.items())),
+    }
+
+
+def _relative(path: str | os.PathLike[str], root: Path) -> str:
+    """``path`` relative to the project root when inside it (so the lock reads the same on any machine)."""
+    absolute = Path(path).absolute()
+    return absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else os.fspath(absolute)
+
+
+def write_lock(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically (a crash leaves the old lock or the new one)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=False, ensure_ascii=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a lock file; raises `ConfigError` when it is not one this cudapkgs can read."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the lock: {error.strerror or error}") from None
+    except (ValueError, RecursionError) as error:
+        raise ConfigError(f"{path}: not a cudapkgs lock (invalid JSON: {error})") from None
+    if not isinstance(data, dict) or data.get("version") != LOCK_VERSION or not isinstance(data.get("packages"), dict):
+        raise ConfigError(f"{path}: not a cudapkgs lock of version {LOCK_VERSION}; run `cudapkgs lock` again")
+    return data
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def check_lock(locked: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Every difference between a lock and this machine's evaluation, one line each; [] when they agree.
+
+    Derivation differences are reported at their source: the derivations whose own
+    fields differ (not those that differ only because an input did), then the packages
+    that changed as a result.
+    """
+    lines: list[str] = []
+    for key, label in (("system", "system"), ("storeDir", "store directory"), ("set", "package set"),
+                       ("cudaVersion", "CUDA version")):
+        if locked.get(key) != current.get(key):
+            extra = " (every store path depends on it: set storeDir to the locked one)" if key == "storeDir" else ""
+            lines.append(f"{label}: locked {_show(locked.get(key))}, here {_show(current.get(key))}{extra}")
+    lines += _dict_diff("configuration", locked.get("configuration") or {}, current.get("configuration") or {})
+    lines += _dict_diff("manifest", locked.get("manifests") or {}, current.get("manifests") or {})
+    lines += _dict_diff("package file", locked.get("files") or {}, current.get("files") or {})
+    old_pkgs, new_pkgs = locked.get("packages") or {}, current.get("packages") or {}
+    for label in sorted(set(old_pkgs) | set(new_pkgs)):
+        if label not in new_pkgs:
+            lines.append(f"package {label}: locked, but no longer in the project")
+        elif label not in old_pkgs:
+            lines.append(f"package {label}: in the project, not in the lock (run cudapkgs lock)")
+    changed = [label for label in old_pkgs if label in new_pkgs and old_pkgs[label].get("drvPath") != new_pkgs[label].get("drvPath")]
+    if changed:
+        if locked.get("storeDir") == current.get("storeDir"):
+            lines += _root_causes(locked.get("derivations") or {}, current.get("derivations") or {})
+        lines.append("packages whose derivation differs as a result: " + ", ".join(changed))
+    return lines
+
+
+def _dict_diff(what: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            lines.append(f"{what} {key}: locked {_show(old.get(key))}, here {_show(new.get(key))}")
+    return lines
+
+
+def _root_causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Derivations new here whose input derivations are all locked ones: where the difference starts."""
+    old_by_name: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in old.values():
+        old_by_name.setdefault(entry.get("name", ""), []).append(entry)
+    lines = []
+    for drv_path, entry in sorted(new.items(), key=lambda kv: kv[1].get("name", "")):
+        if drv_path in old or not all(d in old for d in entry.get("inputDrvs", ())):
+            continue
+        name = entry.get("name", "?")
+        candidates = [c for c in old_by_name.get(name, []) if c.get("fields") != entry.get("fields")]
+        pname = (entry.get("fields") or {}).get("attrs.pname")
+        if not candidates and pname:  # renamed (a new version): the locked one of the same pname
+            gone = {e.get("name") for e in new.values()}
+            candidates = [c for c in old.values()
+                          if (c.get("fields") or {}).get("attrs.pname") == pname and c.get("name") not in gone]
+        if not candidates:
+            lines.append(f"derivation {name}: not in the lock ({drv_path})")
+            continue
+        before = candidates[0]["fields"]
+        after = entry.get("fields") or {}
+        diffs = [f"{key}: locked {_show(before.get(key))}, here {_show(after.get(key))}"
+                 for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+        if diffs:
+            lines.append(f"derivation {name}: " + "; ".join(diffs))
+        else:  # the same fields: its input derivations differ in number
+            lines.append(f"derivation {name}: its inputs differ")
+    return lines

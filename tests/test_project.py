@@ -1,0 +1,150 @@
+"""Project environments: cudapkgs.toml, `cudapkgs lock`, `cudapkgs shell` with no packages."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cudapkgs.cli import main
+from cudapkgs.errors import ConfigError
+from cudapkgs.project import check_lock, load_project, read_lock
+from cudapkgs.top_level import clear_cache
+
+needs_bash = pytest.mark.skipif(shutil.which("bash", path="/usr/bin:/bin") is None, reason="needs bash")
+
+PROJECT = """\
+    set = "12.8"
+    capabilities = ["9.0"]
+    packages = ["cuda_nvcc", "libcublas", "hello"]
+    files = ["nix/packages.py"]
+    [config]
+    allowUnfreePredicate = "cuda"
+"""
+
+PACKAGES = """\
+    from cudapkgs.stdenv import mk_derivation
+
+    def hello(config, cudaPackages):
+        return mk_derivation(config, {
+            "pname": "hello", "version": "1." + cudaPackages.cudaMajorMinorVersion,
+            "installPhase": 'mkdir -p "$out/bin"; printf "#!/bin/sh\\\\necho hello $version\\\\n" > "$out/bin/hello"; '
+                            'chmod +x "$out/bin/hello"',
+        })
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, manifests_dir) -> Path:
+    clear_cache()
+    monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "store"))
+    root = tmp_path / "proj"
+    (root / "nix").mkdir(parents=True)
+    (root / "cudapkgs.toml").write_text(textwrap.dedent(PROJECT))
+    (root / "nix" / "packages.py").write_text(textwrap.dedent(PACKAGES))
+    (root / "src").mkdir()
+    monkeypatch.chdir(root / "src")  # found from a subdirectory, like git
+    return root
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_lock_records_manifests_configuration_and_derivations(project, capsys):
+    code, out, err = run(capsys, "lock")
+    assert code == 0, err
+    lock = read_lock(project / "cudapkgs.lock")
+    assert lock["set"] == "cudaPackages_12_8" and lock["cudaVersion"] == "12.8"
+    assert lock["configuration"]["cudaCapabilities"] == ["9.0"]
+    assert lock["configuration"]["allowUnfreePredicate"] == "cuda"
+    assert set(lock["packages"]) == {"cuda_nvcc", "libcublas", "hello"}
+    assert lock["packages"]["hello"]["name"] == "hello-1.12.8"  # the file's package sees the project's set
+    assert lock["packages"]["cuda_nvcc"]["name"].startswith("cuda12.8-cuda_nvcc-")
+    assert lock["manifests"]["cuda"]["version"].startswith("12.8") and lock["manifests"]["cuda"]["sha256"].startswith("sha256:")
+    assert set(lock["files"]) == {"nix/packages.py"}
+    for package in lock["packages"].values():
+        assert package["drvPath"] in lock["derivations"]
+    code, out, _ = run(capsys, "lock", "--check")
+    assert code == 0 and "up to date" in out
+    before = (project / "cudapkgs.lock").read_bytes()
+    assert run(capsys, "lock")[0] == 0 and (project / "cudapkgs.lock").read_bytes() == before  # deterministic
+
+
+def test_another_machine_is_told_exactly_what_differs(project, capsys, monkeypatch):
+    assert run(capsys, "lock")[0] == 0
+    # A different driver directory on "the other machine": a configuration key, and the
+    # derivations it reaches (recorded as their own field), then the packages it changed.
+    code, _, err = run(capsys, "lock", "--check", "--set", "driverLibDir=/usr/lib/x86_64-linux-gnu")
+    assert code == 1
+    assert 'configuration driverLibDir: locked null, here "/usr/lib/x86_64-linux-gnu"' in err
+    change = 'attrs.driverLibDir: locked "/run/opengl-driver/lib", here "/usr/lib/x86_64-linux-gnu"'
+    # Reported where it starts: the derivations whose own field differs (not their dependents).
+    assert f"derivation hello-1.12.8: {change}" in err
+    assert any(line.strip().startswith("derivation cuda12.8-") and line.endswith(change) for line in err.splitlines())
+    assert "differs as a result: cuda_nvcc, libcublas, hello" in err
+    # An edited package file: its digest, and the derivation's own change.
+    packages = project / "nix" / "packages.py"
+    packages.write_text(packages.read_text().replace('"1." +', '"2." +'))
+    clear_cache()
+    code, _, err = run(capsys, "lock", "--check")
+    assert code == 1 and "package file nix/packages.py: locked" in err
+    assert 'derivation hello-2.12.8: attrs.version: locked "1.12.8", here "2.12.8"' in err
+    assert "cuda_nvcc" not in err.split("as a result:")[-1]
+
+
+def test_store_directory_and_local_settings(project, capsys, monkeypatch, tmp_path):
+    assert run(capsys, "lock")[0] == 0
+    # Where things are fetched from is this machine's business: not a difference.
+    assert run(capsys, "lock", "--check", "--set", 'sourceMirrors=["/srv/sources"]')[0] == 0
+    monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "elsewhere"))
+    code, _, err = run(capsys, "lock", "--check")
+    assert code == 1 and "store directory: locked" in err and "set storeDir to the locked one" in err
+
+
+@needs_bash
+def test_shell_without_packages_uses_the_project_and_its_lock(project, capsys, tmp_path):
+    (project / "cudapkgs.toml").write_text(textwrap.dedent(PROJECT).replace('"cuda_nvcc", "libcublas", ', ""))
+    assert run(capsys, "lock")[0] == 0
+    out_file = tmp_path / "out.txt"
+    code, _, err = run(capsys, "shell", "--command", "sh", "-c", f"hello > {out_file}")
+    assert code == 0, err
+    assert out_file.read_text() == "hello 1.12.8\n"
+    # Another configuration than the lock's: refused, saying what differs.
+    code, _, err = run(capsys, "shell", "--set", "driverLibDir=/opt/driver", "--command", "true")
+    assert code == 1 and "does not reproduce" in err and "driverLibDir" in err and "cudapkgs lock" in err
+    code, _, err = run(capsys, "shell", "--ignore-lock", "--set", "driverLibDir=/opt/driver", "--command", "true")
+    assert code == 0 and "differs from" in err
+
+
+def test_bad_project_files(project, capsys, tmp_path):
+    (project / "cudapkgs.toml").write_text('packges = ["x"]\n')
+    with pytest.raises(ConfigError, match='unknown key "packges".*did you mean "packages"'):
+        load_project(project / "cudapkgs.toml")
+    (project / "cudapkgs.toml").write_text('packages = ["cuda_nvcc"]\nset = "cudaPackages_99"\n')
+    code, _, err = run(capsys, "lock")
+    assert code == 1 and "no package set 'cudaPackages_99'" in err
+    (project / "cudapkgs.toml").write_text('packages = ["libcublass"]\n')
+    code, _, err = run(capsys, "lock")
+    assert code == 1 and "packages: libcublass" in err and "libcublas" in err
+    elsewhere = tmp_path / "empty"
+    elsewhere.mkdir()
+    code, _, err = run(capsys, "lock", "--project", str(elsewhere))
+    assert code == 2 and "no cudapkgs.toml" in err
+    (project / "cudapkgs.toml").write_text('packages = ["cuda_nvcc"]\n[config]\nallowUnfree = true\n')
+    (project / "cudapkgs.lock").write_text("{not json")
+    code, _, err = run(capsys, "lock", "--check")
+    assert code == 1 and "not a cudapkgs lock" in err
+
+
+def test_check_lock_is_silent_for_equal_data():
+    data = {"version": 1, "system": "x86_64-linux", "storeDir": "/s", "set": "cudaPackages", "packages": {},
+            "configuration": {"cudaSupport": True}, "manifests": {}, "files": {}, "derivations": {}}
+    assert check_lock(data, json.loads(json.dumps(data))) == []
+    other = {**data, "configuration": {"cudaSupport": False}}
+    assert check_lock(data, other) == ["configuration cudaSupport: locked true, here false"]
