@@ -12,6 +12,7 @@ its arguments are taken by name from the top level (`config`, `cudaPackages`,
 
 from pathlib import Path
 
+from cudapkgs.fixpoint import lazy
 from cudapkgs.stdenv import mk_derivation
 
 HERE = Path(__file__).resolve().parent
@@ -29,6 +30,8 @@ def saxpy_example(config, cudaPackages, cudaSupport=None):
             "__structuredAttrs": True,  # attributes reach the build as JSON / bash arrays
             "installPhase": 'install -Dm755 saxpy "$out/bin/saxpy"',
             "meta": {"description": "saxpy from a user package file", "mainProgram": "saxpy"},
+            # `cudapkgs test -f examples/packages.py saxpy_example`: run it (on a GPU: tests.cuda)
+            "passthru": {"tests": lazy(lambda: _tests(config, final, cudaSupport))},
         }
         if not cudaSupport:
             return {**common, "buildPhase": "g++ -O2 -x c++ -o saxpy saxpy.cu"}
@@ -44,3 +47,16 @@ def saxpy_example(config, cudaPackages, cudaSupport=None):
         }
 
     return mk_derivation(config, attrs)
+
+
+def _tests(config, saxpy, cudaSupport):
+    """saxpy run on 2^16 elements: the build fails when its result is wrong (exit status 1)."""
+    run = mk_derivation(config, {
+        "pname": "saxpy-example-run",
+        "version": saxpy.version,
+        "nativeBuildInputs": [saxpy.derivation],
+        "buildPhase": "saxpy 65536 | tee log",
+        "installPhase": 'install -Dm644 log "$out/log"',
+        **({"requiredSystemFeatures": ["cuda"]} if cudaSupport else {}),
+    })
+    return {"cuda": {"run": run}} if cudaSupport else {"run": run}

@@ -107,7 +107,7 @@ def test_list_shows_versions_licenses_and_reasons():
     assert by_name["cuda_nvcc"]["version"] == "12.6.85"
     assert by_name["cuda_cudart"]["outputs"] == ["out", "dev", "include", "lib", "static", "stubs"]
     assert by_name["cuda_nvcc"]["available"] is False and "unfree" in by_name["cuda_nvcc"]["status"]
-    assert by_name["cuda_compat"]["status"].startswith("unsupported")
+    assert by_name["cuda_compat"]["status"] == "not for linux-x86_64 (available: linux-aarch64)"
     allowed = json.loads(ok("list", "--json", "--set", "allowUnfree=true", "cudaPackages_12_6"))
     assert {r["pname"]: r for r in allowed}["cuda_nvcc"]["available"] is True
     table = ok("list")

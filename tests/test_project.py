@@ -120,6 +120,10 @@ def test_shell_without_packages_uses_the_project_and_its_lock(project, capsys, t
     assert code == 1 and "does not reproduce" in err and "driverLibDir" in err and "cudapkgs lock" in err
     code, _, err = run(capsys, "shell", "--ignore-lock", "--set", "driverLibDir=/opt/driver", "--command", "true")
     assert code == 0 and "differs from" in err
+    # `cudapkgs build` with no packages builds the project's, links included.
+    code, out, err = run(capsys, "build", "-o", str(tmp_path / "env"))
+    assert code == 0, err
+    assert (tmp_path / "env" / "bin" / "hello").exists()
 
 
 def test_bad_project_files(project, capsys, tmp_path):
@@ -140,6 +144,11 @@ def test_bad_project_files(project, capsys, tmp_path):
     (project / "cudapkgs.lock").write_text("{not json")
     code, _, err = run(capsys, "lock", "--check")
     assert code == 1 and "not a cudapkgs lock" in err
+    for hostile in ('{"version": 1, "packages": []}', '{"version": 1, "packages": {"x": 3}}',
+                    '{"version": 1, "packages": {}, "derivations": {"a": {"fields": []}}}', "[1]"):
+        (project / "cudapkgs.lock").write_text(hostile)
+        code, _, err = run(capsys, "lock", "--check")
+        assert code == 1 and "not a cudapkgs lock" in err and "internal error" not in err
 
 
 def test_check_lock_is_silent_for_equal_data():

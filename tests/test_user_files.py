@@ -64,7 +64,10 @@ def test_functions_are_callpackaged_with_the_top_level_and_each_other(tmp_path, 
     code, out, _ = run(capsys, "eval", "--json", "-f", str(f), "uses_hello.drvAttrs.buildInputs")
     assert code == 0 and json.loads(out)[0].endswith("-hello-" + default)
     code, _, err = run(capsys, "eval", "-f", str(f), "_helper")
-    assert code == 1 and '"_helper" missing' in err
+    assert code == 1 and f"{f}: no package '_helper'" in err
+    code, _, err = run(capsys, "build", "-f", str(f), "helo")
+    assert code == 1 and f"{f}: no package 'helo'" in err and 'did you mean "hello"?' in err
+    assert "(the file defines: hello, uses_hello)" in err
 
 
 def test_arg_overrides_an_argument_by_attribute_path(tmp_path, capsys):
@@ -174,6 +177,8 @@ def test_saxpy_example_builds_from_the_user_file_and_runs(tmp_path, capsys):
     assert code == 0, err
     done = subprocess.run([tmp_path / "result" / "bin" / "saxpy", "4096"], capture_output=True, text=True)
     assert done.returncode == 0 and "PASS" in done.stdout and "mode: cpu" in done.stdout
+    code, out, err = run(capsys, "test", "-f", str(EXAMPLES), "saxpy_example")
+    assert code == 0 and "passed" in out + err
 
 
 def test_saxpy_example_with_cuda_evaluates_against_the_chosen_set(capsys):

@@ -129,7 +129,29 @@ def resolve(root: Any, path: Sequence[str]) -> Any:
     return force(obj)
 
 
+_SET_RE = re.compile(r"cudaPackages(_\d+)*")
+
+
+def _set_hint(name: str, walked: Sequence[str]) -> str | None:
+    """For CUDA set names: ``cudaPackages_13.0`` means ``cudaPackages_13_0``; an unknown set lists the sets."""
+    from .cuda.package_sets import aliases, package_set_definitions
+
+    known = list(package_set_definitions()) + list(aliases())
+    if len(walked) == 1 and _SET_RE.fullmatch(walked[0]) and name.isdigit():
+        meant = f"{walked[0]}_{name}"
+        if meant in known:
+            return (f'attribute "{name}" missing at {walked[0]}: a set\'s version is written with underscores, '
+                    f"{meant} (not {walked[0]}.{name})")
+    if not walked and _SET_RE.fullmatch(name) and name not in known:
+        sets = ", ".join(package_set_definitions())
+        return f"there is no package set {name}; the sets are {sets}, and the aliases {', '.join(aliases())}"
+    return None
+
+
 def _missing(name: str, walked: Sequence[str], candidates: Sequence[str]) -> errors.AttributeMissingError:
+    hint = _set_hint(name, walked)
+    if hint is not None:
+        return errors.AttributeMissingError(hint)
     return errors.AttributeMissingError(
         f'attribute "{name}" missing at {_where(walked)}{errors.did_you_mean(name, candidates)}'
     )

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 COMMAND_MODULES = (
     "cudapkgs.eval_cli",
     "cudapkgs.manifests_cli",
+    "cudapkgs.doctor_cli",
     "cudapkgs.realise.cli",
     "cudapkgs.project_cli",
     "cudapkgs.store.cli",
@@ -64,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    import os
+
+    # Nothing cudapkgs writes is group- or world-writable, whatever the caller's umask (as Nix's 0022).
+    os.umask(os.umask(0o022) | 0o022)
     try:
         return int(args.func(args) or 0)
     except CudapkgsError as error:

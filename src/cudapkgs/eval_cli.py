@@ -84,6 +84,19 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run_eval)
 
     p = subparsers.add_parser(
+        "search",
+        help="find packages by name or description, across every CUDA set",
+        description="Find packages whose name, description or NVIDIA name contains every WORD "
+        "(case-insensitive): the components of every versioned CUDA set (with the version each set has) and "
+        "the top level's own packages. Nothing is built or downloaded.\n\n" + CONFIG_HELP,
+        epilog="examples:\n  cudapkgs search sparse\n  cudapkgs search fft\n  cudapkgs search --json nvcc",
+        formatter_class=fmt,
+    )
+    p.add_argument("words", nargs="+", metavar="WORD", help="words that must all appear")
+    add_eval_options(p)
+    p.set_defaults(func=run_search)
+
+    p = subparsers.add_parser(
         "list",
         help="list a set's components: version, license, outputs, availability",
         description="List the components of a CUDA package set with their version, license, outputs, "
@@ -162,7 +175,13 @@ def pkgs_from_args(args: argparse.Namespace) -> Any:
         from .user_files import package_file_overlay, parse_arg
 
         overlays.append(package_file_overlay(files, dict(parse_arg(a) for a in arg_list)))
-    return import_pkgs(system=args.system, config_file=args.config, sets=args.sets, overlays=overlays)
+    pkgs = import_pkgs(system=args.system, config_file=args.config, sets=args.sets, overlays=overlays)
+    if files:
+        from .user_files import check_names
+
+        wanted = getattr(args, "attrpaths", None) or [getattr(args, "attrpath", None) or getattr(args, "path", None)]
+        check_names(pkgs, files, [w for w in wanted if isinstance(w, str)])
+    return pkgs
 
 
 def _print_json(value: Any) -> None:
@@ -195,20 +214,52 @@ def run_list(args: argparse.Namespace) -> int:
         title = f"every package ({pkgs.system}; sets other than cudaPackages are reached by name)"
         key = "attr"
     else:
+        from .derivation import default_store_dir
+        from .inventory import mark_built
+
         scope = resolve(pkgs, parse_attrpath(args.set))
         rows = list_components(scope)
+        mark_built(rows, scope, default_store_dir(pkgs.config))
         title = f"{scope.attr_path} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system})"
         key = "pname"
     if args.json:
         _print_json(rows)
         return 0
-    from .table import print_table
+    from .table import fit_table
 
     print(title)
-    print_table(
+    print(fit_table(
         ["attribute" if key == "attr" else "component", "version", "license", "outputs", "status"],
         [[r[key], r["version"], r["license"], " ".join(r["outputs"]), r["status"]] for r in rows],
-    )
+        shrink=(3, 2, 4, 1, 0),  # outputs first, the status (the reason) last
+    ))
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    from .inventory import search
+
+    pkgs = pkgs_from_args(args)
+    rows = search(args.words, manifests_dir=pkgs.config.manifestsDir, pkgs=pkgs)
+    if args.json:
+        _print_json(rows)
+        return 0
+    if not rows:
+        print(f"no package matches {' '.join(args.words)!r}", file=sys.stderr)
+        return 1
+    from .table import fit_table
+
+    def where(sets: dict[str, str]) -> str:
+        if not sets:
+            return "top level"
+        by_version: dict[str, list[str]] = {}
+        for name, version in sets.items():
+            by_version.setdefault(version, []).append(name.removeprefix("cudaPackages_").replace("_", "."))
+        return "; ".join(f"{v} ({', '.join(s)})" for v, s in by_version.items())
+
+    print(fit_table(["name", "description", "version (sets)"],
+                    [[r["name"], r["description"] or r["nvidiaName"], where(r["sets"])] for r in rows],
+                    shrink=(2, 1, 0)))
     return 0
 
 

@@ -34,3 +34,42 @@ def format_size(size: int | None) -> str:
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], file: TextIO | None = None) -> None:
     """Print `format_table` to stdout (or `file`)."""
     print(format_table(headers, rows), file=file or sys.stdout)
+
+
+def fit_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    width: int | None = None,
+    shrink: Sequence[int] | None = None,
+) -> str:
+    """`format_table` cut to ``width`` characters per line.
+
+    ``width`` defaults to the terminal's (``$COLUMNS`` or the tty); off a terminal, with no
+    ``$COLUMNS``, nothing is cut.  Columns are shortened (with "…", down to 12 characters)
+    in the order of ``shrink`` (column indices; default: widest first).
+    """
+    import os
+    import shutil
+
+    if width is None:
+        if "COLUMNS" in os.environ or sys.stdout.isatty():
+            width = shutil.get_terminal_size().columns
+        else:
+            return format_table(headers, rows)
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    excess = sum(widths) + 2 * (len(widths) - 1) - width
+    order = list(shrink) if shrink is not None else sorted(range(len(widths)), key=lambda i: -widths[i])
+    for i in order:
+        if excess <= 0:
+            break
+        cut = min(excess, widths[i] - 12)
+        if cut > 0:
+            widths[i] -= cut
+            excess -= cut
+
+    def clip(text: str, size: int) -> str:
+        return text if len(text) <= size else text[: size - 1] + "…"
+
+    clipped = [[clip(cell, widths[i]) for i, cell in enumerate(row)] for row in cells[1:]]
+    return format_table([clip(h, widths[i]) for i, h in enumerate(cells[0])], clipped)

@@ -172,3 +172,6 @@ def test_plan_what_if_compares_substitutable_and_to_build(tmp_path, manifests_di
     lines = human.stdout.splitlines()
     assert lines[2].split()[:3] == ["current", "0", str(len(current["substitute"]))]
     assert "to build with cudaCapabilities=[\"8.9\"]:" in human.stdout
+    extra = [s for s in what_if["substitute"] if s["path"] not in {x["path"] for x in current["substitute"]}]
+    assert extra and all("saxpy" not in s["path"] for s in extra)  # nvcc & co.: not needed while saxpy is cached
+    assert f"the change costs 1 build(s) and {len(extra)} substitution(s) (" in human.stdout

@@ -225,3 +225,10 @@ def test_disable_device_node_modification_really_mounts(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ResmanDebugLevel: 0\nModifyDeviceFiles: 0\nrefused 30\n"
     assert (root / "proc/driver/nvidia/params").read_text() == "ModifyDeviceFiles: 1\n"  # outside the namespace: untouched
+
+
+def test_container_spec_that_is_a_fifo_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    with pytest.raises(CdiError, match="cannot read the container's root"):
+        hooks.container_root(spec=str(fifo))

@@ -218,3 +218,38 @@ def test_cli_error_is_one_line(tmp_path, bundle, capsys):
     assert main(["cdi", "inject", str(tmp_path / "none.json"), "0", "--bundle", str(bundle)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such spec file or directory" in err
+
+
+def test_repeated_env_in_one_list_takes_the_last_value(tmp_path, bundle):
+    """The library's "empty spec, duplicate env vars use last value" (container-edits_test.go)."""
+    spec = _spec(tmp_path, devices=[{"name": "0", "containerEdits": {"env": ["FOO=old", "FOO=new"]}}], edits={"env": ["A=1"]})
+    _, config = inject(str(spec), ["0"], str(bundle))
+    assert [e for e in config["process"]["env"] if e.startswith("FOO=")] == ["FOO=new"]
+
+
+def test_bind_mounts_get_idmap_in_a_user_namespace(tmp_path, bundle):
+    """The library's "mount added to container with Linux user namespace and uid/gid mappings"."""
+    config = json.loads((bundle / "config.json").read_text())
+    config["linux"]["namespaces"] = [{"type": "user", "path": "/foo/bar"}]
+    (bundle / "config.json").write_text(json.dumps(config))
+    edits = {
+        "mounts": [
+            {"hostPath": str(tmp_path), "containerPath": "/dest/path/a", "type": "bind"},
+            {"hostPath": str(tmp_path), "containerPath": "/dest/path/d", "type": "bind", "options": ["rbind"]},
+            {"hostPath": str(tmp_path), "containerPath": "/dest/path/e", "options": ["ro", "idmap"]},
+        ]
+    }
+    _, config = inject(str(_spec(tmp_path, edits=edits)), ["0"], str(bundle))
+    options = {m["destination"]: m.get("options") for m in config["mounts"]}
+    assert options["/dest/path/a"] == ["idmap"] and options["/dest/path/d"] == ["rbind", "ridmap"] and options["/dest/path/e"] == ["ro", "idmap"]
+
+
+def test_minimally_specified_node_needs_no_host_node(tmp_path, bundle):
+    """fillMissingInfo: type plus major (or a fifo) is enough when the host path does not exist."""
+    nodes = [{"path": "/dev/vendor0", "hostPath": "/nonexistent/vendor0", "type": "c", "major": 240, "minor": 3}, {"path": "/dev/fifo", "hostPath": "/nonexistent/fifo", "type": "p"}]
+    _, config = inject(str(_spec(tmp_path, devices=[{"name": "0", "containerEdits": {"deviceNodes": nodes}}], edits={"env": ["A=1"]})), ["0"], str(bundle))
+    assert config["linux"]["devices"][-2:] == [
+        {"path": "/dev/vendor0", "type": "c", "major": 240, "minor": 3, "uid": 1000, "gid": 100},
+        {"path": "/dev/fifo", "type": "p", "major": 0, "minor": 0, "uid": 1000, "gid": 100},
+    ]
+    assert config["linux"]["resources"]["devices"][-1] == {"allow": True, "type": "c", "major": 240, "minor": 3, "access": "rwm"}

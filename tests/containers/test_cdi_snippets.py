@@ -72,3 +72,11 @@ def test_run_flags(capsys):
         "--device nvidia.com/gpu=0 --device nvidia.com/gpu=GPU-8836a272-04e4-4e91-b0a8-d9b5b8b7a1a7\n"
     )
     assert main(["cdi", "snippet", "docker", "--device", "bad name"]) == 1
+
+
+def test_the_example_compose_file_in_docs_validates():
+    example = Path(__file__).parents[2] / "docs" / "examples" / "compose-gpu.yaml"
+    doc = yaml.safe_load(example.read_text())
+    assert list(_validator().iter_errors(doc)) == []
+    ids = [d["device_ids"] for s in doc["services"].values() for d in s["deploy"]["resources"]["reservations"]["devices"]]
+    assert ids == [["nvidia.com/gpu=all"], ["nvidia.com/gpu=0"]]

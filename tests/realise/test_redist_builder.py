@@ -625,3 +625,65 @@ def test_store_nvcc_compiles_and_links_with_its_own_host_compiler(toolkit, tmp_p
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"{nvcc.out}/{nvcc_mod.CCBIN_DIR}" in done.stderr
     assert subprocess.run([tmp_path / "t"], capture_output=True, text=True).stdout == "hi\n"
+
+
+# --- fetcher fallback on damaged artifacts (issue 8, part 9) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"PK\x03\x04 not really a zip",  # BadZipFile
+        None,  # a zip whose member uses an unknown compression method
+    ],
+    ids=["bad-zip", "unknown-compression"],
+)
+def test_a_damaged_wheel_is_discarded_and_the_next_source_tried(setup, server, release, tmp_path, monkeypatch, damage):
+    import zipfile
+
+    from cudapkgs.fetch import FetchedArtifact
+
+    config, store_dir = setup
+    wheel = tmp_path / "wheels" / "nvidia_cuda_runtime-13.0.96-py3-none-manylinux_2_27_x86_64.whl"
+    wheel.parent.mkdir()
+    if damage is not None:
+        wheel.write_bytes(damage)
+    else:
+        with zipfile.ZipFile(wheel, "w") as z:
+            z.writestr("nvidia/cu13/lib/libcudart.so.13", b"x")
+            import base64
+            import hashlib
+
+            digest = base64.urlsafe_b64encode(hashlib.sha256(b"x").digest()).rstrip(b"=").decode()
+            z.writestr("nvidia_cuda_runtime-13.0.96.dist-info/RECORD", f"nvidia/cu13/lib/libcudart.so.13,sha256={digest},1\n")
+        data = bytearray(wheel.read_bytes())
+        # compression method 99 in the central directory entry of the first member
+        at = data.index(b"PK\x01\x02")
+        data[at + 10: at + 12] = (99).to_bytes(2, "little")
+        wheel.write_bytes(bytes(data))
+    (wheel.parent / (wheel.name + ".sha256")).write_text("0" * 64 + "\n")
+
+    class Damaged:
+        name = "damaged wheels"
+
+        def fetch(self, *args, **kwargs):
+            return FetchedArtifact("wheel", wheel, self.name)
+
+    real = redist.sources
+    monkeypatch.setattr(redist, "sources", lambda fetchers: [Damaged(), *real(fetchers)])
+    with Store.open(store_dir) as store:
+        paths = realise(store, [packages(config).cuda_cudart.derivation])
+        assert all(store.is_valid(p) for p in paths)
+        log = (store.root / ".logs").glob("*cuda_cudart*.log")
+        text = "".join(f.read_text() for f in log)
+        assert "discarding it" in text
+        assert ("compression" in text) if damage is None else ("damaged wheel" in text), text
+    assert not wheel.exists() and not (wheel.parent / (wheel.name + ".sha256")).exists()
+
+
+def test_when_every_source_is_damaged_the_error_names_each(setup, server, release, tmp_path, monkeypatch):
+    config, store_dir = setup
+    server.files.clear()  # the mirror has nothing
+    with Store.open(store_dir) as store:
+        with pytest.raises(BuildError, match="cannot fetch and unpack cuda_cudart .* from any source"):
+            realise(store, [packages(config).cuda_cudart.derivation])

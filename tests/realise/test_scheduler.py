@@ -224,8 +224,11 @@ def test_every_failure_is_reported(store):
     with pytest.raises(BuildFailed) as caught:
         run(store, plan(store, [one, two]), jobs=2)
     message = str(caught.value)
-    assert message.startswith("2 builds failed: ")
-    assert "first" in message and "second" in message and "\n" not in message
+    lines = message.splitlines()
+    assert lines[0] == "2 builds failed:" and len(lines) == 3  # one failure per line
+    assert sorted(l.split(":")[0] for l in lines[1:]) == ["  building one failed", "  building two failed"]
+    assert all("(log: " in l and l.endswith(".log)") for l in lines[1:])
+    assert "first" in message and "second" in message
 
 
 def test_a_builder_bug_becomes_a_one_line_error_with_the_traceback_in_the_log(store):
@@ -286,7 +289,7 @@ def test_plain_progress_reports_failures(store):
     out = io.StringIO()
     with pytest.raises(BuildFailed):
         run(store, plan(store, [mk(store.store_dir, "bad", fail="boom")]), progress=PlainProgress(out))
-    assert out.getvalue().splitlines()[-1].startswith("[1/1] failed bad: building bad failed: boom (log: ")
+    assert out.getvalue().splitlines()[-1] == "[1/1] failed bad"  # the reason comes once, in the error
 
 
 class _Terminal(io.StringIO):

@@ -43,10 +43,12 @@ def container_root(root: str | None = None, spec: str | None = None, stdin: Text
             spec = os.path.join(state["bundle"], "config.json")
         except (ValueError, KeyError, TypeError) as error:
             raise CdiError(f"cannot read the container state on stdin (a hook runs under a container runtime; pass --container-root to run it by hand): {error}") from None
+    from .validate import read_spec_text
+
     try:
-        config = json.loads(Path(spec).read_text())
+        config = json.loads(read_spec_text(spec))  # a regular file, bounded: never a FIFO that blocks
         path = config["root"]["path"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
         raise CdiError(f"cannot read the container's root from {spec}: {error}") from None
     return path if os.path.isabs(path) else os.path.normpath(os.path.join(os.path.dirname(spec), path))
 

@@ -17,6 +17,7 @@ The semantics are those of the CDI reference library
   default `rwm`, `none` -> no access);
 * mounts: an existing mount on the same destination is replaced; mounts are then
   stably sorted by the number of `/` in the cleaned destination;
+* in a container with a user namespace, bind mounts get `idmap` (`ridmap` for rbind);
 * hooks are appended to their OCI hook list; `intelRdt` is set; additional GIDs
   other than 0 are added once.
 
@@ -206,6 +207,22 @@ def oci_hook(hook: dict) -> dict:
     return out
 
 
+def _with_idmap(mount: dict) -> dict:
+    """A bind mount into a container with a user namespace gets `idmap` (`ridmap` for rbind),
+    unless it has one: the library's withIDMapForBindMount."""
+    option = "idmap" if mount.get("type") == "bind" else ""
+    for opt in mount.get("options", []):
+        if opt in ("idmap", "ridmap"):
+            return mount
+        if opt == "bind":
+            option = "idmap"
+        elif opt == "rbind":
+            option = "ridmap"
+    if option:
+        mount["options"] = [*mount.get("options", []), option]
+    return mount
+
+
 def _mount_depth(mount: dict) -> int:
     return os.path.normpath(mount.get("destination", "")).count("/")
 
@@ -253,6 +270,8 @@ def apply(config: dict, resolved: Resolved, root: Root | None = None, check_moun
     if not isinstance(linux, dict) or not isinstance(config.get("mounts", []), list):
         raise CdiError("config.json: linux or mounts has the wrong type")
 
+    namespaces = linux.get("namespaces") if isinstance(linux.get("namespaces"), list) else []
+    user_namespace = any(isinstance(n, dict) and n.get("type") == "user" for n in namespaces)
     seen_env: dict[str, tuple[str, str]] = {}
     seen_nodes: dict[str, tuple[tuple, str]] = {}
     seen_mounts: dict[str, tuple[tuple, str]] = {}
@@ -271,7 +290,9 @@ def apply(config: dict, resolved: Resolved, root: Root | None = None, check_moun
     for origin, edits in resolved.edits:
         for entry in edits.get("env") or []:
             name, _, value = entry.partition("=")
-            if name in seen_env and seen_env[name][0] != entry:
+            # Within one edits list a repeated name takes the last value (the library's test
+            # "duplicate env vars use last value"); between two specs or devices it is a conflict.
+            if name in seen_env and seen_env[name][0] != entry and seen_env[name][1] != origin:
                 raise CdiError(f"conflicting CDI edits: {name} is {seen_env[name][0]!r} in {seen_env[name][1]} and {entry!r} in {origin}")
             seen_env[name] = (entry, origin)
             env = process.setdefault("env", [])
@@ -302,6 +323,8 @@ def apply(config: dict, resolved: Resolved, root: Root | None = None, check_moun
             mounts = config.setdefault("mounts", [])
             for mount in mounts_in:
                 oci = oci_mount(mount)
+                if user_namespace:
+                    oci = _with_idmap(oci)
                 is_bind = mount.get("type", "") in ("", "bind", "rbind") and any(o in ("bind", "rbind") for o in mount.get("options") or ["bind"])
                 if check_mount_sources and is_bind and not os.path.lexists(oci["source"]):
                     raise CdiError(f"CDI mount source {oci['source']} (for {oci['destination']}, from {origin}) does not exist on this host")

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -198,7 +199,13 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
         except (zipfile.BadZipFile, zipfile.LargeZipFile) as error:
             raise FetchError(f"{wheel}: damaged wheel ({error})") from None
         with archive:
-            _extract(archive, tmp, pname)
+            try:
+                _extract(archive, tmp, pname)
+            except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
+                    csv.Error, UnicodeDecodeError, zlib.error, ValueError) as error:
+                # NotImplementedError: an unknown compression; RuntimeError: an encrypted member;
+                # csv.Error/UnicodeDecodeError: a bad RECORD. All mean a damaged or hostile wheel.
+                raise FetchError(f"{wheel}: damaged wheel ({type(error).__name__}: {error})") from None
         if cuda_major >= 13 and (tmp / "lib").is_dir() and not (tmp / "lib64").exists():
             os.symlink("lib", tmp / "lib64")  # nvcc.profile links from $(TOP)/lib64
         for libdir in (tmp / "lib", tmp / "nvvm" / "lib64"):

@@ -5,6 +5,7 @@ This is the sequential core; see `scheduler` for parallel builds with progress.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -19,8 +20,18 @@ class BuildError(CudapkgsError):
     """A builder failed; the message names the derivation and its log."""
 
 
-def missing(store, derivations: Iterable[Derivation]) -> list[Derivation]:
-    """The derivations of the closures of `derivations` with an invalid output, in build order."""
+def protect_inputs(store, derivations: Iterable[Derivation]) -> list[str]:
+    """Temporary roots for every valid output and input path of the closures of `derivations`.
+
+    Called before planning and before the first fetch: a concurrent `cudapkgs gc` must
+    not delete a valid-but-unrooted input between the moment the plan counts on it and
+    the moment a build uses it.  The roots last until the store is closed (the outputs
+    are linked by then).  Returns the paths rooted.
+    """
+    return store.protect(_closure_paths(_closure(derivations), inputs=True))
+
+
+def _closure(derivations: Iterable[Derivation]) -> list[Derivation]:
     order: list[Derivation] = []
     seen: set[str] = set()
     for root in derivations:
@@ -28,7 +39,28 @@ def missing(store, derivations: Iterable[Derivation]) -> list[Derivation]:
             if drv.drv_path not in seen:
                 seen.add(drv.drv_path)
                 order.append(drv)
-    invalid = set(store.db.invalid_paths(p for drv in order for p in drv.outputs.values()))
+    return order
+
+
+def _closure_paths(order: list[Derivation], *, inputs: bool) -> list[str]:
+    paths = [p for drv in order for p in drv.outputs.values()]
+    if inputs:
+        paths += [p for drv in order for p in drv.data["inputs"].values() if isinstance(p, str)]
+    return paths
+
+
+def missing(store, derivations: Iterable[Derivation], *, protect: bool = False) -> list[Derivation]:
+    """The derivations of the closures of `derivations` with an invalid output, in build order.
+
+    With `protect`, every valid output and input path of the closures becomes a temporary
+    root first (`protect_inputs`), in the same single database query.
+    """
+    order = _closure(derivations)
+    if protect:
+        valid = set(store.protect(_closure_paths(order, inputs=True)))
+        invalid = {p for p in _closure_paths(order, inputs=False) if p not in valid}
+    else:
+        invalid = set(store.db.invalid_paths(_closure_paths(order, inputs=False)))
     return [drv for drv in order if any(p in invalid for p in drv.outputs.values())]
 
 
@@ -71,9 +103,10 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
         {p for dep in drv.deps for p in store.closure(dep.outputs.values())}
         | store.closure(p for p in drv.data["inputs"].values() if p.startswith(inside))
     )
-    work = Path(tempfile.mkdtemp(prefix=f"cudapkgs-build-{drv.name}-"))
     names = {path: name for name, path in drv.outputs.items()}
-    with open(log_file, "w") as log:
+    # The work directory lives in the store's temporary area, locked: if this process is
+    # killed, the next build or gc removes it (and the phases' processes die with us).
+    with store.work_dir(drv.name) as work, open(log_file, "w") as log:
         ctx = BuildContext(
             store=store, work_dir=work, log=log,
             fetchers=tuple(fetchers or drv.context.get("fetchers") or ("redist", "wheels")),
@@ -88,21 +121,26 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
                                       deriver=drv.drv_path)
             store.add_temp_roots(paths)  # until the caller links them (or exits)
         except CudapkgsError as error:
-            kept = f"; build directory kept at {work}" if keep_failed else ""
-            if not keep_failed:
-                shutil.rmtree(work, ignore_errors=True)
+            kept = f"; build directory kept at {_keep(work, drv)}" if keep_failed else ""
             raise BuildError(f"building {drv.name} failed: {error} (log: {log_file}{kept})") from error
         except BaseException:
-            if not keep_failed:
-                shutil.rmtree(work, ignore_errors=True)
+            if keep_failed:
+                _keep(work, drv)
             raise
-    shutil.rmtree(work, ignore_errors=True)
     return paths
+
+
+def _keep(work: Path, drv: Derivation) -> Path:
+    """Move a failed build's work directory out of the store's temporary area (--keep-failed)."""
+    kept = Path(tempfile.mkdtemp(prefix=f"cudapkgs-build-{drv.name}-"))
+    for entry in os.listdir(work):
+        shutil.move(os.fspath(work / entry), os.fspath(kept / entry))
+    return kept
 
 
 def realise(store, derivations: Iterable[Derivation], **options) -> list[str]:
     """Build every missing derivation of the closures, in dependency order; returns output paths."""
     roots = list(derivations)
-    for drv in missing(store, roots):
+    for drv in missing(store, roots, protect=True):
         build_one(store, drv, **options)
     return [p for drv in roots for p in drv.outputs.values()]

@@ -36,12 +36,12 @@ from typing import Any
 
 from .. import confine, hooks
 from ..derivation import Derivation
-from ..errors import CudapkgsError
+from ..errors import CudapkgsError, FetchError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
 from ..fetch.cache import in_use
 from ..fetch.wheels import check_unpacked, unpack_wheel
 from ..manifests import Artifact
-from ..store.locks import PathLock
+from ..store.locks import PathLock, acquire_saying_so
 from ..table import format_size
 from . import host_compiler, nvcc
 from .context import BuildContext
@@ -94,16 +94,114 @@ def download_dir(store_dir: str | os.PathLike[str], sha256: str) -> Path:
     return Path(store_dir) / ".cache" / "downloads" / sha256.lower()
 
 
-def _fetch(drv: Derivation, ctx: BuildContext) -> FetchedArtifact:
+def _fetch_and_unpack(drv: Derivation, ctx: BuildContext, stage: Path) -> tuple[FetchedArtifact, Path]:
+    """Fetch and unpack the release into ``stage/o``, one configured source after another.
+
+    A source whose artifact cannot be fetched, or fetches but cannot be unpacked (a
+    damaged or hostile tarball or wheel: bad zip, unknown compression, encrypted
+    member, bad RECORD, a link escaping or looping), is reported in the log, its cache
+    entry is deleted, and the next source is tried.  Raises `RedistBuildError` giving
+    every source's reason when none works.
+    """
+    attrs = drv.attrs
+    tree = stage / "o"
+    reasons: list[str] = []
+    for source in sources(ctx.fetchers):
+        ctx.step("fetch")
+        try:
+            fetched = _fetch(drv, ctx, [source])
+        except FetchError as error:
+            reasons.append(str(error))
+            continue
+        ctx.step("unpack")
+        try:
+            if fetched.kind == "wheel":
+                with in_use(fetched.path) as alive:
+                    if not alive:  # collected between the fetch and now: fetch it again
+                        fetched = _fetch(drv, ctx, [source])
+                    _check_wheel_expansion(fetched.path, _declared_size(drv))
+                    # Straight into the build directory: no unpacked copy is kept in any cache.
+                    unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
+                check_unpacked(tree, attrs["pname"], fetched.path.name)
+                confine.check_tree_links(tree)
+            elif fetched.kind == "tarball":
+                root = unpack(fetched.path, stage / "src", declared_size=_declared_size(drv))
+                root.rename(tree)
+                _touch(fetched.path)
+            else:
+                shutil.copytree(fetched.path, tree, symlinks=True)
+                confine.check_tree_links(tree)
+            return fetched, tree
+        except (FetchError, UnpackError, confine.TreeEscapeError) as error:
+            reasons.append(f"{source.name}: {fetched.path.name}: {error}")
+            ctx.log.write(f"cannot unpack {fetched.path} from {fetched.source_name}: {error}; discarding it\n")
+            _discard(fetched)
+            for leftover in (stage / "src", tree):
+                if os.path.lexists(leftover):
+                    _remove(leftover)
+    src = drv.data["src"]
+    raise RedistBuildError(
+        f"cannot fetch and unpack {attrs['pname']} {attrs['version']} ({src['relativePath']}) from any source: "
+        + "; ".join(reasons)
+    )
+
+
+def _declared_size(drv: Derivation) -> int | None:
+    size = (drv.data.get("src") or {}).get("size")
+    try:
+        return int(size) if size is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_wheel_expansion(wheel: Path, declared_size: int | None) -> None:
+    """UnpackError if the wheel's central directory promises more than `expansion_limits` allows.
+
+    The unzipper never writes a member past its recorded size, so the recorded sizes bound it.
+    """
+    import zipfile
+
+    max_bytes, max_members = expansion_limits(declared_size or wheel.stat().st_size)
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            infos = z.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as error:
+        raise UnpackError(f"{wheel.name}: damaged wheel ({error})") from None
+    total = sum(i.file_size for i in infos)
+    if max_members is not None and len(infos) > max_members:
+        raise UnpackError(f"{wheel.name}: {len(infos)} members, more than the {max_members} allowed for "
+                          f"{declared_size} declared bytes; refusing to unpack it")
+    if max_bytes is not None and total > max_bytes:
+        raise UnpackError(f"{wheel.name}: expands to {total} bytes, past {max_bytes} ({EXPANSION_RATIO}x the "
+                          f"{declared_size} bytes declared); refusing to unpack it")
+
+
+def _discard(fetched: FetchedArtifact) -> None:
+    """Delete a cache entry that proved corrupt (and a wheel's verified-hash record), so it is fetched anew."""
+    path = Path(fetched.path)
+    for victim in (path, path.with_name(path.name + ".sha256")):
+        try:
+            if victim.is_dir() and not victim.is_symlink():
+                _remove(victim)
+            else:
+                victim.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            pass  # a cache we cannot clean is not worth failing over
+
+
+def _fetch(drv: Derivation, ctx: BuildContext, only: Sequence[Source] | None = None) -> FetchedArtifact:
     src = drv.data["src"]
     attrs = drv.attrs
     artifact = Artifact(src["relativePath"], src["sha256"], None, int(src["size"]) if src.get("size") else None)
     dest = download_dir(ctx.store.store_dir, src["sha256"])
     dest.mkdir(parents=True, exist_ok=True)
     # Two builds may share one archive (the same component in two sets): one downloads, the other waits.
-    with PathLock(dest / ".lock"):
+    lock = acquire_saying_so(PathLock(dest / ".lock"), f"the download of {posixpath.basename(src['relativePath'])}")
+    try:
         fetched = fetch_artifact(
-            sources(ctx.fetchers),
+            list(only) if only is not None else sources(ctx.fetchers),
             attrs["redistName"],
             attrs["pname"],
             attrs["version"],
@@ -112,6 +210,8 @@ def _fetch(drv: Derivation, ctx: BuildContext) -> FetchedArtifact:
             cuda_major=_cuda_major(attrs),
             progress=ctx.on_download,
         )
+    finally:
+        lock.release()
     size = fetched.path.stat().st_size if fetched.path.is_file() else None
     shown = f", {format_size(size)}" if size is not None else ""
     ctx.log.write(f"fetched {fetched.kind} {fetched.path.name} from {fetched.source_name} ({fetched.path}{shown})\n")
@@ -169,7 +269,27 @@ def _open_stream(archive: Path) -> tuple[tarfile.TarFile, subprocess.Popen[bytes
     return tarfile.open(fileobj=proc.stdout, mode="r|", bufsize=_PIPE_READ), proc
 
 
-def unpack(archive: Path, dest: Path) -> Path:
+# Expansion bounds (issue 8): an xz bomb of 387 KB once became 2 GiB, a 98 KB one 100k files.
+# NVIDIA's archives expand about 3-15x (headers and static libraries compress best).
+EXPANSION_RATIO = 40
+MIN_EXPANDED_BYTES = 256 << 20
+MIN_MEMBERS = 50_000
+BYTES_PER_MEMBER = 64  # at most one member per 64 compressed bytes beyond MIN_MEMBERS
+
+
+def expansion_limits(declared_size: int | None) -> tuple[int | None, int | None]:
+    """(max bytes, max members) an archive whose manifest declares `declared_size` bytes may unpack to.
+
+    None, None when no size is declared.  The bounds are generous for real releases
+    and stop a decompression bomb long before it fills a disk.
+    """
+    if not declared_size or declared_size <= 0:
+        return None, None
+    return (max(MIN_EXPANDED_BYTES, EXPANSION_RATIO * declared_size),
+            max(MIN_MEMBERS, declared_size // BYTES_PER_MEMBER))
+
+
+def unpack(archive: Path, dest: Path, *, declared_size: int | None = None) -> Path:
     """Extract `archive` into the new directory `dest`, streaming; return the source root.
 
     Like Nixpkgs' unpackPhase, a single top-level directory (NVIDIA's
@@ -178,17 +298,29 @@ def unpack(archive: Path, dest: Path) -> Path:
     to earlier regular members, and every symlink — followed through the tree's
     other symlinks, as the kernel would — must resolve inside `dest`
     (`cudapkgs.confine.check_tree_links`); devices and FIFOs are refused.
+    With `declared_size` (the manifest's size of the archive), the bytes and members it
+    may unpack to are bounded (`expansion_limits`).
     Raises `UnpackError` for any of these and for a damaged archive.
     """
     dest.mkdir()
     links: set[str] = set()
     regular: set[str] = set()
+    max_bytes, max_members = expansion_limits(declared_size)
+    written = members = 0
     proc = None
     finished = False
     try:
         tar, proc = _open_stream(archive)
         with tar:
             for member in tar:
+                members += 1
+                written += member.size if member.isreg() else 0
+                if max_members is not None and members > max_members:
+                    raise UnpackError(f"{archive.name}: more than {max_members} members, too many for an archive the "
+                                      f"manifest declares as {declared_size} bytes; refusing to unpack it")
+                if max_bytes is not None and written > max_bytes:
+                    raise UnpackError(f"{archive.name}: expands past {max_bytes} bytes, {EXPANSION_RATIO}x the "
+                                      f"{declared_size} bytes the manifest declares; refusing to unpack it")
                 _extract(tar, member, dest, links, regular)
         if proc is not None:
             assert proc.stdout is not None
@@ -364,29 +496,7 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         entry = download_dir(ctx.store.store_dir, drv.data["src"]["sha256"])
         entry.mkdir(parents=True, exist_ok=True)
         with PathLock(entry / ".inuse", shared=True):
-            fetched = _fetch(drv, ctx)
-
-            ctx.step("unpack")
-            tree = stage / "o"
-            if fetched.kind == "wheel":
-                with in_use(fetched.path) as alive:
-                    if not alive:  # collected between the fetch and now: fetch it again
-                        fetched = _fetch(drv, ctx)
-                    # Straight into the build directory: no unpacked copy is kept in any cache.
-                    unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
-                check_unpacked(tree, attrs["pname"], fetched.path.name)
-            else:
-                if fetched.kind == "tarball":
-                    root = unpack(fetched.path, stage / "src")
-                    root.rename(tree)
-                else:
-                    shutil.copytree(fetched.path, tree, symlinks=True)
-                    try:
-                        confine.check_tree_links(tree)
-                    except confine.TreeEscapeError as error:
-                        raise UnpackError(f"{fetched.path.name}: {error}") from None
-                if fetched.kind == "tarball":
-                    _touch(fetched.path)
+            fetched, tree = _fetch_and_unpack(drv, ctx, stage)
 
         ctx.step("postUnpack")
         if hooks.lift_versioned_lib_dir(tree, str(attrs["cudaMajorMinorVersion"]).split(".")[0]):
@@ -503,21 +613,27 @@ def _fixup(drv: Derivation, outputs: Mapping[str, Path], final: Mapping[str, str
 def _propagate(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: Mapping[str, str]) -> None:
     """nix-support/propagated-build-inputs: multiple-outputs' propagation into the dev output, and
     buildRedist's into ``out`` as well, so that using the package's path pulls in every part."""
+    # Dependencies of kind "propagated" (libcublas -> cuda_cudart) travel with the package's dev and out.
+    inputs = list(attrs.get("propagatedBuildInputs") or ())
     if list(outputs) == ["out"]:
-        return
-    dev = _output_var(attrs, "outputDev", outputs)
-    wanted = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != dev]
-    targets = {dev: wanted}
-    if dev != "out" and "out" in outputs:
-        # As fixupCudaPropagatedBuildOutputsToOut: no reverse edge to dev when dev propagates out.
-        targets["out"] = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != "out"
-                          and not (o == dev and "out" in wanted)]
-    for name, propagated in targets.items():
+        targets_paths = {"out": inputs}
+    else:
+        dev = _output_var(attrs, "outputDev", outputs)
+        wanted = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != dev]
+        targets = {dev: wanted}
+        if dev != "out" and "out" in outputs:
+            # As fixupCudaPropagatedBuildOutputsToOut: no reverse edge to dev when dev propagates out.
+            targets["out"] = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != "out"
+                              and not (o == dev and "out" in wanted)]
+        targets_paths = {name: [final[o] for o in names] + inputs for name, names in targets.items()}
+        if "out" in outputs and "out" not in targets_paths:
+            targets_paths["out"] = inputs
+    for name, propagated in targets_paths.items():
         if propagated:
             support = Path(outputs[name]) / "nix-support"
             confine.require_real_dirs(outputs[name], support / "propagated-build-inputs", include_self=True)
             support.mkdir(exist_ok=True)
-            (support / "propagated-build-inputs").write_text(" ".join(final[o] for o in propagated) + "\n")
+            (support / "propagated-build-inputs").write_text(" ".join(dict.fromkeys(propagated)) + "\n")
 
 
 def _cudart_stubs(root: Path | None) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from ..derivation import Derivation
 from ..table import format_size
-from .realise import BuildError, build_one, log_path, missing
+from .realise import BuildError, build_one, log_path, missing, protect_inputs
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -82,7 +82,7 @@ class Plan:
     @property
     def substitute_download_size(self) -> int:
         """Compressed bytes to download from caches."""
-        return sum(s.info.file_size for s in self.to_substitute)
+        return sum(s.info.download_size for s in self.to_substitute)
 
     @property
     def substitute_nar_size(self) -> int:
@@ -142,7 +142,8 @@ def plan(
     from ..fetch.planning import SourcePlanError, choose_source
 
     roots = tuple(derivations)
-    candidates = missing(store, roots)
+    # Rooted before the plan counts on any valid path, and before any fetch.
+    candidates = missing(store, roots, protect=True)
     to_substitute: tuple[Any, ...] = ()
     if substituters and candidates:
         candidates, to_substitute = _choose_substitutes(store, roots, candidates, substituters)
@@ -303,8 +304,8 @@ class PlainProgress:
             count = f"[{self._done}/{self._total}]"
         if error is None:
             self._line(f"{count} built {drv.name}")
-        else:
-            self._line(f"{count} failed {drv.name}: {error}")
+        else:  # the reason and the log come once, in the error that ends the command
+            self._line(f"{count} failed {drv.name}")
 
     def end(self) -> None:
         pass
@@ -377,7 +378,7 @@ class RichProgress:
         if error is None:
             self._console.print(f"built {drv.name}", style="green", highlight=False, markup=False)
         else:
-            self._console.print(f"failed {drv.name}: {error}", style="red", highlight=False, markup=False)
+            self._console.print(f"failed {drv.name}", style="red", highlight=False, markup=False)
 
     def end(self) -> None:
         self._bars.stop()
@@ -400,8 +401,9 @@ class BuildFailed(BuildError):
     def __init__(self, failures: Sequence[BuildError], skipped: int) -> None:
         self.failures = list(failures)
         self.skipped = skipped
-        head = self.failures[0] if len(self.failures) == 1 else f"{len(self.failures)} builds failed: " + "; ".join(
-            str(f) for f in self.failures
+        # One failure per line, each naming its log (the progress display said only "failed X").
+        head = self.failures[0] if len(self.failures) == 1 else f"{len(self.failures)} builds failed:\n" + "\n".join(
+            f"  {f}" for f in self.failures
         )
         tail = f" ({skipped} build(s) not started)" if skipped else ""
         super().__init__(f"{head}{tail}")
@@ -550,6 +552,7 @@ def _substitute(store: Any, the_plan: Plan, substituters: Any, jobs: int, stream
         stream.write(f"warning: {len(error.failures)} path(s) could not be substituted; building what is missing instead\n")
         stream.flush()
         return plan(store, the_plan.roots)
+    protect_inputs(store, the_plan.roots)  # the substituted paths, until the outputs are linked
     return Plan(the_plan.roots, the_plan.to_build, the_plan.to_fetch)
 
 

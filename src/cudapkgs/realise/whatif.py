@@ -79,6 +79,12 @@ def print_comparison(result: dict[str, Any]) -> None:
     if result["whatIf"] is not None:
         rows.append(["what-if " + " ".join(result["changes"])] + _summary(result["whatIf"]))
     print_table(["configuration", "valid paths", "substitute (download)", "build (download)"], rows)
+    if result["whatIf"] is not None:
+        now, then = result["current"], result["whatIf"]
+        new_builds = [b for b in then["build"] if b not in set(now["build"])]
+        new_subs = [s for s in then["substitute"] if s["path"] not in {x["path"] for x in now["substitute"]}]
+        print(f"\nthe change costs {len(new_builds)} build(s) and {len(new_subs)} substitution(s) "
+              f"({format_size(sum(s['downloadSize'] for s in new_subs))}) that the current configuration does not need")
     shown = result["whatIf"] or result["current"]
     label = "with " + " ".join(result["changes"]) if result["whatIf"] is not None else "now"
     if shown["substitute"]:

@@ -133,15 +133,12 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from . import open_store
+def _open(args: argparse.Namespace, *, read_only: bool = False):  # type: ignore[no-untyped-def]
+    """The store of --store or the configuration; `read_only` for commands that only query it
+    (they then work for users who cannot write the store, and create nothing)."""
     from .store import Store
 
-    if args.store:
-        return Store.open(args.store)
-    from ..config import load_config
-
-    return open_store(load_config())  # storeDir from the config files, else $CUDAPKGS_STORE
+    return Store.open(_store_dir(args), read_only=read_only)
 
 
 def _store_dir(args: argparse.Namespace) -> str:
@@ -203,7 +200,7 @@ def _gc(args: argparse.Namespace) -> int:
 def _path_info(args: argparse.Namespace) -> int:
     import json
 
-    with _open(args) as store:
+    with _open(args, read_only=True) as store:
         paths = [store.query(p).path for p in args.paths]
         if args.recursive or args.closure_size:  # one pass over the database, then memory only
             graph = store.graph()
@@ -238,7 +235,7 @@ def _path_info(args: argparse.Namespace) -> int:
 def _why_depends(args: argparse.Namespace) -> int:
     import json
 
-    with _open(args) as store:
+    with _open(args, read_only=True) as store:
         chains = store.why_depends(args.package, args.dependency)
         a, b = store.query(args.package).path, store.query(args.dependency).path
     if args.json:
@@ -258,7 +255,7 @@ def _why_depends(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     import json
 
-    with _open(args) as store:
+    with _open(args, read_only=True) as store:
         problems = store.verify(check_contents=not args.no_contents)
         count = len(store.all_paths())
     if args.json:

@@ -70,11 +70,33 @@ def _switch_to_wal(conn: sqlite3.Connection, attempts: int = 100) -> str:
     raise AssertionError("unreachable")
 
 
+def _connect_read_only(db_file: str) -> sqlite3.Connection:
+    """A read-only connection: ``mode=ro``; for a WAL database in a directory this user cannot
+    write (no -shm to map), ``immutable=1``, which reads the committed database file alone."""
+    from urllib.parse import quote
+
+    uri = "file:" + quote(db_file)
+    try:
+        conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=60, isolation_level=None, check_same_thread=False)
+        conn.execute("SELECT count(*) FROM ValidPaths").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        if os.access(os.path.dirname(db_file), os.W_OK):
+            raise
+    conn = sqlite3.connect(uri + "?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute("SELECT count(*) FROM ValidPaths").fetchone()
+    return conn
+
+
 class StoreDB:
     """A connection to the metadata database at `db_file`."""
 
-    def __init__(self, db_file: str | os.PathLike[str]) -> None:
+    def __init__(self, db_file: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.db_file = os.fspath(db_file)
+        self.read_only = read_only
+        if read_only:
+            self.conn = _connect_read_only(self.db_file)
+            return
         # isolation_level=None: we issue BEGIN ourselves so writes take the lock up front.
         self.conn = sqlite3.connect(self.db_file, timeout=60, isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA busy_timeout = 60000")

@@ -75,3 +75,33 @@ class PathLock:
 def lock_file_for(locks_dir: str | os.PathLike[str], store_path: str) -> str:
     """The lock file that guards `store_path` (named after its base name)."""
     return os.path.join(os.fspath(locks_dir), os.path.basename(store_path) + ".lock")
+
+
+#: Seconds a lock is waited for before saying so.
+WAIT_NOTICE_DELAY = 1.0
+
+
+def acquire_saying_so(lock: PathLock, what: str, *, notice=None, delay: float | None = None) -> PathLock:
+    """Take ``lock``; if another process holds it for longer than ``delay`` seconds (default
+    `WAIT_NOTICE_DELAY`), say once, on stderr (or through ``notice(text)``), what is waited for."""
+    import sys
+    import threading
+
+    if lock.acquire(blocking=False):
+        return lock
+
+    def say() -> None:
+        text = f"cudapkgs: waiting for another process that holds the lock on {what} ({lock.lock_file})"
+        if notice is not None:
+            notice(text)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    timer = threading.Timer(WAIT_NOTICE_DELAY if delay is None else delay, say)
+    timer.daemon = True
+    timer.start()
+    try:
+        lock.acquire()
+    finally:
+        timer.cancel()
+    return lock

@@ -35,7 +35,7 @@ from ..errors import StoreError
 from . import nar
 from .db import PathInfo, StoreDB
 from .graph import StoreGraph
-from .locks import PathLock, lock_file_for
+from .locks import PathLock, acquire_saying_so, lock_file_for
 from .paths import base32_encode, compress_hash, hash_part, make_store_path_from_digest, to_store_path
 
 __all__ = ["GCResult", "Hop", "PathInfo", "Problem", "Store", "default_store_root"]
@@ -94,14 +94,40 @@ class Store:
     # -- opening ---------------------------------------------------------
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str] | None = None) -> Store:
-        """Open (creating on demand) the store at `root`, `CUDAPKGS_STORE` or the XDG default."""
+    def open(cls, root: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> Store:
+        """Open (creating on demand) the store at `root`, `CUDAPKGS_STORE` or the XDG default.
+
+        Modes are explicit, whatever the umask: directories 0755, the database 0644.  A
+        store whose root, ``.meta`` or database others can write (group or world write
+        bit) is refused: another user could replace paths and their metadata alike.
+        With `read_only`, nothing is created and the database is opened read-only, so a
+        user who cannot write the store can still query it (path-info, why-depends,
+        verify --no-contents).  Raises `StoreError`.
+        """
         path = Path(os.path.abspath(os.path.expanduser(os.fspath(root)))) if root is not None else Path(os.path.abspath(default_store_root()))
         path = Path(os.path.normpath(path))
+        db_file = path / ".meta" / "db.sqlite"
         try:
-            for sub in ("", ".meta", ".locks", ".tmp", ".gcroots", ".gcroots/auto", ".gcroots/profiles", ".temproots"):
-                (path / sub).mkdir(parents=True, exist_ok=True)
-            db = StoreDB(path / ".meta" / "db.sqlite")
+            if read_only:
+                if not db_file.is_file():
+                    raise StoreError(f"there is no store at {path} (no {db_file})")
+            else:
+                for sub in ("", ".meta", ".locks", ".tmp", ".gcroots", ".gcroots/auto", ".gcroots/profiles", ".temproots", ".logs"):
+                    directory = path / sub
+                    if not directory.is_dir():
+                        directory.mkdir(parents=True, exist_ok=True)
+                        os.chmod(directory, 0o755)  # not what the umask says
+            _refuse_writable_by_others(path, db_file)
+            if not read_only and not (os.access(path, os.W_OK) and os.access(path / ".meta", os.W_OK)):
+                owner = os.stat(path).st_uid
+                raise StoreError(
+                    f"cannot write the store {path}: permission denied (it belongs to uid {owner}); "
+                    "queries (path-info, why-depends, verify) still work"
+                )
+            created = not db_file.exists()
+            db = StoreDB(db_file, read_only=read_only)
+            if created:
+                os.chmod(db_file, 0o644)
         except OSError as error:
             raise _store_error(error, f"cannot open the store {path}") from error
         except sqlite3.Error as error:
@@ -131,6 +157,27 @@ class Store:
             self._temp_roots = (lock, file)
         with open(self._temp_roots[1], "a") as f:
             f.write("".join(p + "\n" for p in paths))
+
+    def protect(self, paths: Iterable[str]) -> list[str]:
+        """Make the valid ones among `paths` temporary roots (`add_temp_roots`) atomically w.r.t. gc.
+
+        The gc lock is held shared meanwhile, so a gc that has not started yet will see
+        the roots and one that is running finishes first; a path valid when this returns
+        stays valid until the Store is closed.  Returns the paths rooted.
+        """
+        inside = self.store_dir + "/"
+        wanted = sorted({p for p in paths if isinstance(p, str) and p.startswith(inside)})
+        try:
+            with self._gc_shared():
+                invalid = set(self.db.invalid_paths(wanted))  # one query
+                valid = [p for p in wanted if p not in invalid]
+                if valid:
+                    self.add_temp_roots(valid)
+        except OSError as error:
+            if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                return []  # a user who cannot write the store cannot build either (a dry run still plans)
+            raise
+        return valid
 
     def _live_temp_roots(self, remove_stale: bool, graph: StoreGraph | None = None) -> set[str]:
         found: set[str] = set()
@@ -284,7 +331,8 @@ class Store:
                 return wanted
             with self._gc_shared(), contextlib.ExitStack() as locks:
                 for path in sorted(wanted):  # a fixed order: no deadlock between two builders
-                    locks.enter_context(PathLock(lock_file_for(self.locks_dir, path)))
+                    lock = acquire_saying_so(PathLock(lock_file_for(self.locks_dir, path)), path)
+                    locks.callback(lock.release)
                 if not self.db.invalid_paths(wanted):
                     return wanted
                 self._clean_tmp()
@@ -295,15 +343,21 @@ class Store:
                     for path, out in dirs.items():
                         if not os.path.lexists(out):
                             raise StoreError(f"the builder of '{path}' did not create its output")
-                        digest, size, found = nar.hash_and_scan(out, candidates)  # one read of each file
+                    for path, (digest, size, found) in zip(dirs, _hash_and_scan_all(list(dirs.values()), candidates)):
                         refs = {candidates[h] for h in found}
                         for ref in refs:
                             if ref not in dirs and not self.db.is_valid(ref):
                                 raise StoreError(f"'{path}' refers to '{ref}', which is not valid in the store {self.store_dir}")
                         entries.append((path, nar.format_hash(digest), size, refs, deriver))
+                    # An output already valid (substituted from a cache, say) stays as it is: replacing
+                    # it would take away files that valid paths may refer to.
+                    keep = {path for path in dirs if self.db.is_valid(path)}
+                    entries = [entry for entry in entries if entry[0] not in keep]
                     moved = []
                     try:
                         for path, out in dirs.items():
+                            if path in keep:
+                                continue
                             if os.path.lexists(path):  # left behind by a crash before registration
                                 _remove_tree(path)
                             _make_read_only(out, keep_root_writable=True)
@@ -412,13 +466,36 @@ class Store:
             raise
 
     @contextmanager
+    def work_dir(self, label: str = "build") -> Iterator[Path]:
+        """A new private directory ``<store>/.tmp/work-<label>-<uuid>`` for a build's scratch files.
+
+        It is locked while the block runs and removed afterwards; if the process is
+        killed, the lock dies with it and the next build or gc removes the directory
+        (`_clean_tmp`).  A caller that wants to keep it moves it away inside the block.
+        """
+        safe = "".join(c if c.isalnum() or c in "+-._" else "_" for c in label)[:100]
+        name = f"work-{safe}-{uuid.uuid4().hex}"
+        lock = PathLock(self.tmp_dir / (name + ".lock"))
+        lock.acquire()
+        path = self.tmp_dir / name
+        try:
+            path.mkdir(mode=0o700)
+            yield path
+        finally:
+            try:
+                if os.path.lexists(path):
+                    _remove_tree(path)
+            finally:
+                lock.release_and_delete()
+
+    @contextmanager
     def _tmp_build(self) -> Iterator[Path]:
         name = uuid.uuid4().hex
         lock = PathLock(self.tmp_dir / (name + ".lock"))
         lock.acquire()
         tmp = self.tmp_dir / name
         try:
-            tmp.mkdir()
+            tmp.mkdir(mode=0o700)
             yield tmp
         finally:
             if os.path.lexists(tmp):
@@ -516,6 +593,8 @@ class Store:
     def gc(self, dry_run: bool = False) -> GCResult:
         """Delete every path outside the closure of the GC roots (and stale roots, and leftovers)."""
         with PathLock(self.locks_dir / "gc.lock"):
+            if not dry_run:
+                self._clean_tmp()  # work and build directories of killed builds
             graph = self.graph()  # one pass over the database; gc.lock keeps it current
             roots = set(self.roots(remove_stale=not dry_run, graph=graph).values()) | self._live_temp_roots(not dry_run, graph)
             live = graph.closure(roots)
@@ -644,6 +723,35 @@ class Store:
         files: list[str] = []
         nar.scan_for_hashes(referrer, [hash_part(reference)], on_found=lambda _h, rel: files.append(rel))
         return tuple(sorted(files))
+
+
+def _hash_and_scan_all(outs: list[Path], candidates: dict[str, str]) -> list[tuple[bytes, int, set[str]]]:
+    """`nar.hash_and_scan` of each output, the outputs side by side on two threads.
+
+    Hashing and reading release the GIL, so a derivation's outputs (bin, lib, dev, …)
+    are read and hashed in parallel; each result is the same as a sequential pass.
+    """
+    if len(outs) < 2 or (os.cpu_count() or 1) < 2:
+        return [nar.hash_and_scan(out, candidates) for out in outs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="cudapkgs-nar") as pool:
+        return list(pool.map(lambda out: nar.hash_and_scan(out, candidates), outs))
+
+
+def _refuse_writable_by_others(root: Path, db_file: Path) -> None:
+    """StoreError if the store root, its .meta directory or its database is group- or world-writable."""
+    for target in (root, root / ".meta", db_file):
+        try:
+            st = os.stat(target)
+        except FileNotFoundError:
+            continue
+        if st.st_mode & 0o022:
+            raise StoreError(
+                f"refusing to use the store {root}: {target} is writable by other users "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}), who could replace store paths and their metadata; "
+                f"fix it with: chmod go-w {target}"
+            )
 
 
 def _store_error(error: OSError, what: str) -> StoreError:

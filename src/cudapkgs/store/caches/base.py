@@ -188,13 +188,13 @@ class Cache:
                     if isinstance(error, OSError) and not _is_format_error(error):
                         raise
                     raise SubstituteRefused(f"{path} from {self.url}: the NAR {info.url} is damaged ({error}); not substituted") from None
-                except Exception as error:  # zstandard.ZstdError, lzma.LZMAError
+                except Exception as error:  # zstandard.ZstdError, lzma.LZMAError (bz2 raises OSError/EOFError)
                     if type(error).__name__ not in ("ZstdError", "LZMAError"):
                         raise
                     raise SubstituteRefused(f"{path} from {self.url}: the NAR {info.url} is damaged ({error}); not substituted") from None
             # FileHash is not checked (Nix does not either): the signed NarHash covers the contents, and
             # hashing the compressed bytes too would cost a third more time. FileSize bounds the download.
-            if hashed.size != info.file_size:
+            if info.file_size is not None and hashed.size != info.file_size:
                 raise SubstituteRefused(
                     f"{path} from {self.url}: {info.url} has {hashed.size} bytes, "
                     f"not the narinfo's {info.file_size}; not substituted"
@@ -239,7 +239,7 @@ class Cache:
         Call `init(store.store_dir)` once first (`upload_closure` does).
         """
         if compression not in COMPRESSIONS:
-            raise CacheError(f"unsupported compression {compression!r} (zstd, xz or none)")
+            raise CacheError(f"unsupported compression {compression!r} (zstd, xz, bzip2 or none)")
         record = store.query(path)
         if not force and self._exists(hash_part(record.path) + ".narinfo"):
             return None

@@ -38,14 +38,14 @@ class SubstituteFailed(CacheError):
 
 @dataclass(frozen=True)
 class Substitute:
-    """A path a cache can give: where from, and its narinfo (`info.file_size` bytes to download)."""
+    """A path a cache can give: where from, and its narinfo (`info.download_size` bytes to download)."""
 
     path: str
     cache: Cache
     info: NarInfo
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "cache": self.cache.url, "downloadSize": self.info.file_size, "narSize": self.info.nar_size}
+        return {"path": self.path, "cache": self.cache.url, "downloadSize": self.info.download_size, "narSize": self.info.nar_size}
 
 
 class Substituters:
@@ -265,7 +265,7 @@ class PlainSubstituteProgress:
     def started(self, sub: Substitute) -> None:
         from ...table import format_size
 
-        self._line(f"substituting {_name(sub.path)} ({format_size(sub.info.file_size)}) from {sub.cache.url}")
+        self._line(f"substituting {_name(sub.path)} ({format_size(sub.info.download_size)}) from {sub.cache.url}")
 
     def bytes(self, sub: Substitute, done: int) -> None:
         pass

@@ -1,0 +1,79 @@
+"""No-op `cudapkgs build -f FILE ATTR` (a user's package file) against no-op `cudapkgs build saxpy`.
+
+Run:  python bench/bench_user_file.py [--runs 21]
+      python bench/bench_user_file.py --tiny      (3 runs: the CI smoke test)
+
+Setup (not timed): a fresh store in a temporary directory; `saxpy` (the project's own
+package, CPU build) and each example of `examples/packages.py` are built once, so every
+later build is a no-op: evaluate, one validity query, re-make the result link.
+
+Each row is a whole process, spawn to exit, median of --runs: the interpreter floor,
+`cudapkgs build saxpy` (the peer), then `cudapkgs build -f examples/packages.py NAME`
+for each example. The issue's budget: the -f build at most 1.5x the peer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "packages.py"
+
+
+def wall(cmd: list[str], runs: int, env: dict[str, str], cwd: str) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def examples() -> list[str]:
+    """The package functions of examples/packages.py that build on the CPU here."""
+    sys.path.insert(0, str(REPO / "src"))
+    from cudapkgs.user_files import load_module, package_functions
+
+    return sorted(package_functions(load_module(EXAMPLES), str(EXAMPLES)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--tiny", action="store_true", help="3 runs (the CI smoke test)")
+    args = parser.parse_args()
+    runs = 3 if args.tiny else args.runs
+    cudapkgs = [sys.executable, "-m", "cudapkgs"]
+    work = tempfile.mkdtemp(prefix="bench-user-file-")
+    try:
+        env = {**os.environ, "CUDAPKGS_STORE": os.path.join(work, "store"), "XDG_CONFIG_HOME": os.path.join(work, "cfg"),
+               "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+        peer = [*cudapkgs, "build", "saxpy", "-o", "result-saxpy"]
+        rows: list[tuple[str, list[str]]] = [("`python -c pass`", [sys.executable, "-c", "pass"]),
+                                             ("`cudapkgs build saxpy` (peer)", peer)]
+        for name in examples():
+            rows.append((f"`cudapkgs build -f examples/packages.py {name}`",
+                         [*cudapkgs, "build", "-f", str(EXAMPLES), name, "-o", f"result-{name}"]))
+        for _, cmd in rows[1:]:  # the first build is the real one: not timed
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=work)
+        results = [(label, wall(cmd, runs, env, work)) for label, cmd in rows]
+        peer_time = results[1][1]
+        print(f"no-op builds, whole process, median of {runs} runs ({os.cpu_count()} CPUs)\n")
+        print("| command | median ms | × peer |")
+        print("| --- | ---: | ---: |")
+        for label, seconds in results:
+            print(f"| {label} | {seconds * 1000:.1f} | {seconds / peer_time:.2f}× |")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

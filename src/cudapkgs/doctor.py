@@ -1,0 +1,309 @@
+"""`cudapkgs doctor`: this machine as cudapkgs sees it, and what to do about each problem.
+
+Everything is read from the local machine, without evaluating a package set and
+without the network: the GPUs (NVML, else ``/proc/driver/nvidia``, else PCI devices
+in sysfs), the driver and the CUDA majors it can run, where ``libcuda.so.1`` will come
+from for programs built here, whether ``cuda_compat`` would be needed, the host
+compilers and which sets' nvcc accept them, the system features builds may require,
+the store and cache sizes, and the manifests in use.
+
+Minimum driver per CUDA major (minor version compatibility): NVIDIA, "CUDA
+Compatibility", Minor Version Compatibility, Table 1
+(https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html):
+CUDA 13.x needs a driver >= 580, 12.x >= 525, 11.x >= 450.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MIN_DRIVER_BY_MAJOR", "Report", "Problem", "diagnose", "runnable_majors", "pci_nvidia_gpus"]
+
+#: CUDA major -> minimum driver branch (NVIDIA "CUDA Compatibility", Minor Version Compatibility, Table 1).
+MIN_DRIVER_BY_MAJOR: Mapping[int, int] = {11: 450, 12: 525, 13: 580}
+
+NIXOS_DRIVER_DIR = "/run/opengl-driver/lib"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something that will not work, and what to do about it."""
+
+    what: str
+    fix: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"problem": self.what, "fix": self.fix}
+
+
+@dataclass
+class Report:
+    """Everything `diagnose` found; ``to_json`` is what ``cudapkgs doctor --json`` prints."""
+
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    gpu_source: str | None = None
+    driver: str | None = None
+    runnable: dict[str, Any] = field(default_factory=dict)
+    libcuda: dict[str, Any] = field(default_factory=dict)
+    compat: list[dict[str, Any]] = field(default_factory=list)
+    compilers: list[dict[str, Any]] = field(default_factory=list)
+    system_features: list[str] = field(default_factory=list)
+    store: dict[str, Any] = field(default_factory=dict)
+    caches: list[dict[str, Any]] = field(default_factory=list)
+    manifests: dict[str, Any] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def dask_worker_resources(self) -> str:
+        """The ``dask worker --resources`` value for this machine: its system features, one unit each
+        (see docs/distributed.md; start one worker per GPU with CUDA_VISIBLE_DEVICES)."""
+        from .realise.dask_executor import resources_string
+
+        return resources_string(self.system_features)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpus": self.gpus,
+            "gpuSource": self.gpu_source,
+            "driver": self.driver,
+            "runnableCudaMajors": self.runnable,
+            "libcuda": self.libcuda,
+            "cudaCompat": self.compat,
+            "hostCompilers": self.compilers,
+            "systemFeatures": self.system_features,
+            "daskWorkerResources": self.dask_worker_resources,
+            "store": self.store,
+            "caches": self.caches,
+            "manifests": self.manifests,
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+def _branch(version: str | None) -> int | None:
+    if not version:
+        return None
+    match = re.match(r"(\d+)", version)
+    return int(match.group(1)) if match else None
+
+
+def runnable_majors(driver: str | None) -> dict[str, Any]:
+    """For each CUDA major: whether a driver ``driver`` (e.g. "570.211.01") runs it, and the minimum."""
+    branch = _branch(driver)
+    return {
+        str(major): {"minimumDriver": f">= {minimum}", "runs": branch is not None and branch >= minimum}
+        for major, minimum in sorted(MIN_DRIVER_BY_MAJOR.items())
+    }
+
+
+def pci_nvidia_gpus(sysfs: str | os.PathLike[str] = "/sys") -> list[dict[str, str]]:
+    """NVIDIA display/3D controllers on the PCI bus (vendor 0x10de, class 0x03xxxx), driver or not."""
+    found = []
+    root = Path(sysfs) / "bus" / "pci" / "devices"
+    try:
+        devices = sorted(root.iterdir())
+    except OSError:
+        return []
+    for device in devices:
+        try:
+            vendor = (device / "vendor").read_text().strip()
+            klass = (device / "class").read_text().strip()
+        except OSError:
+            continue
+        if vendor.lower() == "0x10de" and klass.lower().startswith("0x03"):
+            driver = device / "driver"
+            found.append({"busId": device.name, "driver": os.path.basename(os.readlink(driver)) if driver.is_symlink() else ""})
+    return found
+
+
+def _gpus(report: Report, procfs: str, sysfs: str, nvml: Any) -> None:
+    from .containers.discovery import discover
+
+    inventory = None
+    try:
+        inventory = discover("auto", nvml=nvml, procfs=procfs)
+    except Exception:  # noqa: BLE001 - a broken NVML must not stop the diagnosis
+        inventory = None
+    if inventory is not None:
+        report.driver = inventory.driver_version
+        report.gpu_source = inventory.source
+        report.gpus = [{"index": g.index, "name": g.name, "uuid": g.uuid, "busId": g.bus_id} for g in inventory.gpus]
+    pci = pci_nvidia_gpus(sysfs)
+    if not report.gpus and pci:
+        report.gpu_source = "sysfs"
+        report.gpus = [{"index": i, "name": "", "uuid": "", "busId": d["busId"], "kernelDriver": d["driver"]}
+                       for i, d in enumerate(pci)]
+        if report.driver is None:
+            report.problems.append(Problem(
+                f"{len(pci)} NVIDIA GPU(s) on the PCI bus but no NVIDIA driver loaded "
+                f"(kernel driver: {', '.join(sorted({d['driver'] or 'none' for d in pci}))})",
+                "install NVIDIA's driver (its kernel module and libcuda.so.1) and load the nvidia module",
+            ))
+    report.runnable = runnable_majors(report.driver)
+
+
+def _libcuda(report: Report, driver_lib_dir: str | None, ld_cache: str) -> None:
+    from .containers import ldcache
+
+    try:
+        entries = [e for e in ldcache.read(ld_cache) if e.name == "libcuda.so.1" and e.is_64bit]
+    except (OSError, ValueError):
+        entries = []
+    from_cache = entries[0].path if entries else None
+    nixos = os.path.isdir(NIXOS_DRIVER_DIR)
+    chosen = driver_lib_dir or NIXOS_DRIVER_DIR
+    where = "driverLibDir" if driver_lib_dir else "the default (/run/opengl-driver/lib, NixOS's)"
+    found_there = os.path.exists(os.path.join(chosen, "libcuda.so.1"))
+    report.libcuda = {
+        "runpathDir": chosen,
+        "runpathDirFrom": "driverLibDir" if driver_lib_dir else "default",
+        "libcudaInRunpathDir": found_there,
+        "ldCache": from_cache,
+        "nixosDriverDir": nixos,
+    }
+    if found_there:
+        return
+    if from_cache:
+        directory = os.path.dirname(from_cache)
+        report.problems.append(Problem(
+            f"programs built here look for libcuda.so.1 in {chosen} ({where}), which "
+            f"{'does not exist' if not os.path.isdir(chosen) else 'has no libcuda.so.1'}; the ld cache has {from_cache}",
+            f'set driverLibDir = "{directory}" in ~/.config/cudapkgs/config.toml (or --set driverLibDir=\'"{directory}"\')',
+        ))
+    elif report.driver is not None or report.gpus:
+        report.problems.append(Problem(
+            f"no libcuda.so.1 in {chosen} ({where}) nor in the ld cache ({ld_cache})",
+            "install the driver's user-space libraries, then set driverLibDir to the directory holding libcuda.so.1",
+        ))
+
+
+def _compat(report: Report, definitions: Mapping[str, Any]) -> None:
+    branch = _branch(report.driver)
+    for name, definition in definitions.items():
+        cuda = definition.cuda_version
+        major = int(cuda.split(".")[0])
+        minimum = MIN_DRIVER_BY_MAJOR.get(major)
+        needed = branch is not None and minimum is not None and branch < minimum
+        report.compat.append({"set": name, "cuda": cuda, "minimumDriver": minimum, "needsCudaCompat": needed})
+    needing = [c for c in report.compat if c["needsCudaCompat"]]
+    if needing:
+        majors = sorted({int(c["cuda"].split(".")[0]) for c in needing})
+        minimums = ", ".join(f"CUDA {m}.x needs >= {MIN_DRIVER_BY_MAJOR[m]}" for m in majors)
+        report.problems.append(Problem(
+            f"driver {report.driver} is too old for {', '.join(c['set'] for c in needing)} ({minimums}); "
+            f"their programs would need cuda_compat (forward compatibility: data-center GPUs only)",
+            "update the driver, or use a set whose CUDA major this driver runs, or add the set's cuda_compat "
+            "where its manifest has one for this platform",
+        ))
+
+
+def _compilers(report: Report, definitions: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    from . import db
+    from .errors import CudapkgsError
+    from .realise.host_compiler import find_compilers
+
+    compilers, default = find_compilers(env)
+    nvcc_db = db.nvcc_compatibilities()
+    majors_minors = [d.cuda_version.rsplit(".", 1)[0] for d in definitions.values()]
+    for compiler in compilers:
+        accepted = []
+        for mm in majors_minors:
+            try:
+                lo, hi = db.nvcc_host_compiler_range(mm, compiler.kind, nvcc_db)
+            except CudapkgsError:
+                continue
+            if lo <= compiler.major <= hi:
+                accepted.append(mm)
+        report.compilers.append({
+            **compiler.to_json(), "default": compiler == default, "acceptedByNvccOf": accepted,
+        })
+    if not compilers:
+        report.problems.append(Problem("no GCC or Clang on PATH: nvcc needs a host compiler",
+                                       "install gcc/g++ (or clang) and put it on PATH, or set CC/CXX"))
+        return
+    for mm in majors_minors:
+        if not any(mm in c["acceptedByNvccOf"] for c in report.compilers):
+            ranges = []
+            for kind in ("gcc", "clang"):
+                try:
+                    lo, hi = db.nvcc_host_compiler_range(mm, kind, nvcc_db)
+                    ranges.append(f"{kind} {lo}-{hi}")
+                except CudapkgsError:
+                    pass
+            report.problems.append(Problem(
+                f"no host compiler here is accepted by CUDA {mm}'s nvcc (it accepts {' or '.join(ranges)})",
+                f"install one of those and put it on PATH (or set CC/CXX) to build CUDA code with CUDA {mm}",
+            ))
+
+
+def _sizes(report: Report, store_dir: str) -> None:
+    from .fetch.cache import cache_roots, entries
+
+    db_file = Path(store_dir) / ".meta" / "db.sqlite"
+    info: dict[str, Any] = {"dir": store_dir, "exists": db_file.exists()}
+    if db_file.exists():
+        import sqlite3
+
+        try:
+            with sqlite3.connect(f"file:{db_file}?mode=ro", uri=True) as conn:
+                count, size = conn.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM ValidPaths").fetchone()
+            info.update(paths=count, narSize=size)
+        except sqlite3.Error as error:
+            report.problems.append(Problem(f"cannot read the store database {db_file}: {error}",
+                                           "run `cudapkgs verify`; if it fails too, move the store aside"))
+    report.store = info
+    all_entries = entries(store_dir)
+    for name, root in cache_roots(store_dir):
+        mine = [e for e in all_entries if e.cache == name]
+        report.caches.append({"cache": name, "dir": str(root), "entries": len(mine), "size": sum(e.size for e in mine)})
+
+
+def _manifests(report: Report, manifests_dir: str | None) -> None:
+    from . import manifests as m
+
+    searched = m.search_directories(manifests_dir)
+    counts = {}
+    for kind, root in searched:
+        try:
+            counts[kind] = sum(len(m._versions_in(p)) for p in root.iterdir() if p.is_dir())
+        except OSError:
+            counts[kind] = 0
+    report.manifests = {"directories": [{"kind": k, "path": str(p), "files": counts[k]} for k, p in searched]}
+    if searched[0][0] == "override" and not searched[0][1].is_dir():
+        report.problems.append(Problem(
+            f"the manifest directory {searched[0][1]} (manifestsDir or $CUDAPKGS_MANIFESTS) does not exist",
+            "fix or unset it: without it, cudapkgs uses its shipped manifests",
+        ))
+
+
+def diagnose(
+    config: Any = None,
+    *,
+    env: Mapping[str, str] = os.environ,
+    procfs: str = "/proc",
+    sysfs: str = "/sys",
+    ld_cache: str = "/etc/ld.so.cache",
+    nvml: Any = None,
+) -> Report:
+    """Look at this machine; ``config`` is a `cudapkgs.config.Config` (default: the user's)."""
+    from .config import load_config
+    from .cuda.package_sets import package_set_definitions
+    from .derivation import default_store_dir
+    from .testers import host_system_features
+
+    config = config if config is not None else load_config()
+    report = Report()
+    definitions = package_set_definitions()
+    _gpus(report, procfs, sysfs, nvml)
+    _libcuda(report, config.driverLibDir, ld_cache)
+    _compat(report, definitions)
+    _compilers(report, definitions, env)
+    report.system_features = sorted(host_system_features(env)) if report.gpus else sorted(
+        (env.get("CUDAPKGS_SYSTEM_FEATURES") or "").split())
+    _sizes(report, default_store_dir(config))
+    _manifests(report, config.manifestsDir)
+    return report

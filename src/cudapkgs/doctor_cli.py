@@ -1,0 +1,76 @@
+"""`cudapkgs doctor`: print `cudapkgs.doctor.diagnose` for people (or --json for scripts)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add `cudapkgs doctor`."""
+    p = subparsers.add_parser(
+        "doctor",
+        help="this machine as cudapkgs sees it: GPUs, driver, libcuda, compilers, store, caches; what to fix",
+        description="Look at this machine without building or downloading anything: the NVIDIA GPUs (NVML, else "
+        "/proc/driver/nvidia, else the PCI bus), the driver and which CUDA majors it runs, where libcuda.so.1 "
+        "comes from for programs built here, whether sets would need cuda_compat, the host compilers and which "
+        "sets' nvcc accept them, the system features builds may require, the store and download cache sizes, "
+        "and the manifests in use. Each problem found comes with what to do. Exit status 1 when there are problems.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--config", metavar="FILE", help="read configuration from a TOML file")
+    p.add_argument("--set", dest="sets", metavar="KEY=VALUE", action="append", default=[],
+                   help="set a configuration key (repeatable), e.g. --set driverLibDir='\"/usr/lib64\"'")
+    p.set_defaults(func=run_doctor)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .doctor import diagnose
+
+    report = diagnose(load_config(file=args.config, sets=args.sets))
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+        return 1 if report.problems else 0
+    from .table import format_size
+
+    out = sys.stdout
+    gpus = report.gpus
+    print(f"GPUs ({report.gpu_source or 'none found'}): " + (", ".join(
+        f"{g['index']}: {g['name'] or 'NVIDIA GPU'} {g['busId']}" for g in gpus) if gpus else "none"), file=out)
+    print(f"driver: {report.driver or 'none'}", file=out)
+    runs = [f"CUDA {major}.x ({'yes' if v['runs'] else 'no'}, needs {v['minimumDriver']})" for major, v in report.runnable.items()]
+    print("runs: " + "; ".join(runs), file=out)
+    lib = report.libcuda
+    print(f"libcuda.so.1 for programs built here: run path {lib['runpathDir']} ({lib['runpathDirFrom']}; "
+          f"{'has' if lib['libcudaInRunpathDir'] else 'lacks'} libcuda.so.1); ld cache: {lib['ldCache'] or 'none'}", file=out)
+    needing = [c["set"] for c in report.compat if c["needsCudaCompat"]]
+    print(f"cuda_compat needed by: {', '.join(needing) if needing else 'no set' if report.driver else 'unknown (no driver)'}", file=out)
+    print("host compilers:", file=out)
+    for c in report.compilers:
+        mark = " (default)" if c["default"] else ""
+        accepted = ", ".join(c["acceptedByNvccOf"]) or "no set"
+        print(f"  {c['kind']} {c['version']} {c['cc']}{mark}: nvcc of CUDA {accepted}", file=out)
+    if not report.compilers:
+        print("  none", file=out)
+    print(f"system features: {' '.join(report.system_features) or 'none (no GPU: builds requiring cuda are skipped)'}", file=out)
+    if report.dask_worker_resources:
+        print(f"as a Dask build worker: dask worker tcp://SCHEDULER:8786 --resources \"{report.dask_worker_resources}\" "
+              "(one worker per GPU, each with CUDA_VISIBLE_DEVICES=<index>)", file=out)
+    store = report.store
+    held = f"{store.get('paths', 0)} paths, {format_size(store.get('narSize', 0))}" if store.get("exists") else "not created yet"
+    print(f"store: {store['dir']} ({held})", file=out)
+    for cache in report.caches:
+        print(f"cache {cache['cache']}: {cache['dir']} ({cache['entries']} entries, {format_size(cache['size'])})", file=out)
+    dirs = "; ".join(f"{d['kind']} {d['path']} ({d['files']} files)" for d in report.manifests["directories"])
+    print(f"manifests: {dirs}", file=out)
+    if report.problems:
+        print(f"\n{len(report.problems)} problem(s):", file=out)
+        for problem in report.problems:
+            print(f"- {problem.what}\n  fix: {problem.fix}", file=out)
+        return 1
+    print("\nno problems found", file=out)
+    return 0

@@ -1,0 +1,90 @@
+"""A killed build leaks nothing (issue 8, part 7): its phases' processes die with it, and its work
+directory, in the store's own temporary area, is removed by the next build or gc."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from cudapkgs.realise.process_group import finish_phase, popen_phase
+from cudapkgs.store.store import Store
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_for(predicate, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+PARENT = textwrap.dedent("""
+    import subprocess, sys, time
+    from cudapkgs.realise.process_group import popen_phase
+    from cudapkgs.store.store import Store
+    store = Store.open(sys.argv[1])
+    with store.work_dir("victim") as work:
+        script = 'sleep 300 & echo $! > "$1/bg"; sleep 300 & echo $! > "$1/fg"; wait'
+        proc = popen_phase(["bash", "-c", script, "bash", str(work)], executable="/bin/bash", env={}, cwd=work)
+        print(work, flush=True)
+        proc.wait()
+""")
+
+
+def test_sigkill_of_the_builder_kills_its_phase_and_the_next_gc_removes_its_work_dir(tmp_path):
+    store_dir = tmp_path / "store"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(store_dir)], stdout=subprocess.PIPE, text=True)
+    work = Path(parent.stdout.readline().strip())
+    assert work.parent == store_dir / ".tmp"
+    _wait_for(lambda: (work / "bg").exists() and (work / "fg").exists(), "the phase to start")
+    _wait_for(lambda: (work / "bg").read_text().strip() and (work / "fg").read_text().strip(), "the pids")
+    pids = [int((work / n).read_text()) for n in ("bg", "fg")]
+    assert all(_alive(p) for p in pids)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    _wait_for(lambda: not any(_alive(p) for p in pids), "the phase's processes to die with the builder")
+    assert work.exists()  # left behind by the kill ...
+    with Store.open(store_dir) as store:
+        store.gc()
+    assert not work.exists()  # ... and removed by the next gc
+
+
+def test_a_phase_that_ends_leaves_no_process_behind(tmp_path):
+    proc = popen_phase(["bash", "-c", f'sleep 300 & echo $! > {tmp_path}/bg'], executable="/bin/bash",
+                       env={}, cwd=tmp_path)
+    assert proc.wait() == 0
+    pid = int((tmp_path / "bg").read_text())
+    finish_phase(proc)
+    _wait_for(lambda: not _alive(pid), "the forgotten background process to be killed")
+
+
+def test_a_phase_exit_status_and_signal_are_reported(tmp_path):
+    for script, code in (("exit 3", 3), ("kill -TERM $$", 128 + signal.SIGTERM)):
+        proc = popen_phase(["bash", "-c", script], executable="/bin/bash", env={}, cwd=tmp_path)
+        assert proc.wait() == code
+        finish_phase(proc)
+
+
+def test_work_dirs_are_removed_after_use_and_kept_while_locked(tmp_path):
+    with Store.open(tmp_path / "store") as store:
+        with store.work_dir("x") as work:
+            (work / "f").write_text("x")
+            with Store.open(tmp_path / "store") as other:
+                other.gc()  # a concurrent gc leaves a live build's directory alone
+            assert (work / "f").exists()
+        assert not work.exists()

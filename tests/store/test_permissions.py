@@ -1,0 +1,132 @@
+"""Store permissions (issue 8, part 8): explicit modes whatever the umask, refusal of a store others
+can write, and read-only queries for a user who cannot write the store.
+
+The suite runs as root, which ignores permission bits: the other user is `nobody`,
+in a forked child that drops to it (everything it needs is imported before the fork).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cudapkgs.errors import StoreError
+from cudapkgs.store.paths import make_store_path
+from cudapkgs.store.store import Store
+
+
+def _tree(data: bytes):
+    def build(out: Path) -> None:
+        out.mkdir()
+        (out / "f").write_bytes(data)
+
+    return build
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_modes_are_explicit_under_umask_000(tmp_path):
+    old = os.umask(0)
+    try:
+        with Store.open(tmp_path / "store") as store:
+            path = store.add_path(make_store_path(store.store_dir, "output:out", "x", "x"), _tree(b"x"))
+            with store.work_dir("w") as work:
+                assert _mode(work) == 0o700
+    finally:
+        os.umask(old)
+    root = tmp_path / "store"
+    for directory in (root, root / ".meta", root / ".locks", root / ".tmp", root / ".gcroots", root / ".temproots"):
+        assert _mode(directory) == 0o755, directory
+    assert _mode(root / ".meta" / "db.sqlite") == 0o644
+    assert _mode(path) == 0o555 and _mode(Path(path) / "f") == 0o444
+
+
+@pytest.mark.parametrize("target", ["", ".meta", ".meta/db.sqlite"])
+def test_a_store_others_can_write_is_refused(tmp_path, target):
+    Store.open(tmp_path / "store").close()
+    victim = tmp_path / "store" / target
+    os.chmod(victim, _mode(victim) | 0o002)
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match="writable by other users"):
+            Store.open(tmp_path / "store", read_only=read_only)
+    os.chmod(victim, _mode(victim) & ~0o022)
+    Store.open(tmp_path / "store").close()
+
+
+def _as_nobody(fn) -> dict:
+    """Run fn() in a forked child as nobody; its JSON-able result (or the error's text)."""
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user nobody on this machine")
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as another user (setuid to nobody)")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            try:
+                result = {"ok": fn()}
+            except Exception as error:  # noqa: BLE001 - reported to the parent
+                result = {"error": f"{type(error).__name__}: {error}"}
+            os.write(write_end, json.dumps(result).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+def test_read_only_queries_work_for_a_user_who_cannot_write_the_store():
+    base = Path(tempfile.mkdtemp(prefix="cudapkgs-perm-"))
+    try:
+        os.chmod(base, 0o755)
+        with Store.open(base / "store") as store:
+            dep = store.add_path(make_store_path(store.store_dir, "output:out", "d", "dep"), _tree(b"dep"))
+            top = store.add_path(make_store_path(store.store_dir, "output:out", "t", "top"), _tree(dep.encode()),
+                                 references_candidates=[dep])
+
+        def query() -> dict:
+            with Store.open(base / "store", read_only=True) as ro:
+                return {
+                    "refs": ro.references(top),
+                    "why": [[h.reference for h in chain] for chain in ro.why_depends(top, dep)],
+                    "problems": len(ro.verify(check_contents=False)),
+                    "full": len(ro.verify()),
+                }
+
+        got = _as_nobody(query)
+        assert got == {"ok": {"refs": [dep], "why": [[dep]], "problems": 0, "full": 0}}, got
+
+        def write() -> str:
+            with Store.open(base / "store") as rw:
+                rw.add_path(make_store_path(rw.store_dir, "output:out", "n", "new"), _tree(b"n"))
+            return "written"
+
+        denied = _as_nobody(write)
+        assert "error" in denied and "permission denied" in denied["error"].lower(), denied
+        with Store.open(base / "store") as store:
+            assert sorted(store.all_paths()) == sorted([dep, top]) and store.verify() == []
+    finally:
+        import shutil
+
+        for dirpath, dirnames, _ in os.walk(base):
+            for d in dirnames:
+                p = os.path.join(dirpath, d)
+                if not os.path.islink(p):
+                    os.chmod(p, 0o755)
+        shutil.rmtree(base)

@@ -1,0 +1,82 @@
+"""`cudapkgs list` and `cudapkgs search`, and the messages for mistyped set names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cudapkgs.cli import main
+from cudapkgs.table import fit_table
+
+
+def test_list_says_why_in_words_and_fits_the_terminal(manifests_dir, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["list", "cudaPackages_12_6", "--set", "allowUnfree=true"]) == 0
+    out, err = capsys.readouterr()
+    assert "Warning" not in err  # aliases are left out, without their deprecation warnings
+    lines = out.splitlines()
+    assert all(len(line) <= 120 for line in lines)
+    rows = {line.split()[0]: line for line in lines[3:]}
+    assert "cusparselt" not in rows  # an alias of libcusparse_lt
+    assert rows["collectx_bringup"].endswith("absent from the cuda 12.6.3 manifest")
+    assert "not for linux-x86_64 (available: linux-aarch64)" in rows["cuda_compat"]
+    assert rows["cuda_cudart"].endswith("available")
+    assert main(["list", "cudaPackages_13_0"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[3:]}
+    assert "unfree (CUDA EULA; allowUnfree" in rows["cuda_cudart"]
+
+
+def test_list_json_marks_what_is_built(manifests_dir, capsys, tmp_path, monkeypatch):
+    from cudapkgs.store.store import Store
+
+    import cudapkgs
+
+    store_dir = tmp_path / "store"
+    monkeypatch.setenv("CUDAPKGS_STORE", str(store_dir))
+    pkgs = cudapkgs.import_pkgs(config={"allowUnfree": True})
+    cccl = pkgs.cudaPackages_13_0.cuda_cccl.derivation
+    def build(dirs):
+        for directory in dirs.values():
+            (directory / "include").mkdir(parents=True)
+
+    with Store.open(store_dir) as store:  # cuda_cccl's outputs made valid by hand
+        store.add_outputs(list(cccl.outputs.values()), build)
+    assert main(["list", "cudaPackages_13_0", "--set", "allowUnfree=true", "--json"]) == 0
+    rows = {r["pname"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["cuda_cccl"]["built"] is True and rows["cuda_cccl"]["status"] == "built"
+    assert rows["cuda_nvcc"]["built"] is False
+
+
+def test_fit_table_cuts_the_named_columns_first():
+    rows = [["a", "x" * 50, "y" * 50]]
+    text = fit_table(["n", "long", "reason"], rows, width=70, shrink=(1, 2, 0))
+    assert all(len(line) <= 70 for line in text.splitlines())
+    assert text.splitlines()[2].endswith("y" * 50)  # the reason kept whole
+    assert "…" in text.splitlines()[2]
+
+
+def test_set_name_messages(manifests_dir, capsys):
+    assert main(["eval", "cudaPackages_13.0.libcublas.version"]) == 1
+    err = capsys.readouterr().err
+    assert "cudaPackages_13_0 (not cudaPackages_13.0)" in err and err.count("\n") == 1
+    assert main(["eval", "cudaPackages_11_8.cuda_nvcc"]) == 1
+    err = capsys.readouterr().err
+    assert "there is no package set cudaPackages_11_8; the sets are cudaPackages_12_6, cudaPackages_12_8" in err
+    assert "aliases cudaPackages_12, cudaPackages_13, cudaPackages" in err
+
+
+def test_search_across_sets(manifests_dir, capsys):
+    assert main(["search", "--json", "sparse"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert {"libcusparse", "libcusparse_lt"} <= set(rows)
+    lt = rows["libcusparse_lt"]["sets"]
+    assert lt["cudaPackages_12_6"] == "0.6.3.2" and lt["cudaPackages_12_8"] == "0.7.1.0"
+    assert lt["cudaPackages_12_9"] == "0.8.1.1" and lt["cudaPackages_13_0"] == "0.10.0.12"
+    assert main(["search", "saxpy"]) == 0
+    assert "top level" in capsys.readouterr().out
+    assert main(["search", "CUDA", "nvcc"]) == 0  # every word must match
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
+    assert "cuda_nvcc" in names and "libcublas" not in names
+    assert main(["search", "no-such-thing-xyz"]) == 1
+    assert "no package matches" in capsys.readouterr().err
