@@ -189,10 +189,14 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 if other is None or other.release is None or other.preferredRelease is None:
                     continue
                 output = dep.output if dep.output in other.outputs else other.outputs[0]
-                found[f"{dep.component}.{output}"] = (other.derivation, output)
+                found[f"{dep.component}.{output}"] = (other.derivation, output, dep.kind)
             compat = _compat(cuda, pname)
             if compat is not None:  # autoAddCudaCompatRunpath: every redist but cuda_compat itself
-                found.setdefault("cuda_compat.out", (compat.derivation, "out"))
+                found.setdefault("cuda_compat.out", (compat.derivation, "out", "runpath"))
+            # Libraries outside CUDA that the top level builds here (zlib for cuDNN) are built with.
+            for pkg in _external_inputs(cuda, spec):
+                output = "out" if "out" in pkg.outputs else pkg.outputs[0]
+                found[f"{pkg.pname}.{output}"] = (pkg.derivation, output, "build")
             return found
 
         def dependency_packages(*kinds: str) -> list[Any]:
@@ -241,7 +245,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     "urls": [source.url],
                 },
                 input_paths=final.inputs,
-                deps=[drv for drv, _ in final.inputDerivations.values()],
+                deps=[drv for drv, _, _ in final.inputDerivations.values()],
                 context={"fetchers": list(config.fetchers)},
                 attrs={
                     "pname": final.pname,
@@ -254,6 +258,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     "allowFHSReferences": final.allowFHSReferences,
                     "driverLibDir": config.driverLibDir or "/run/opengl-driver/lib",
                     **{var: final[var] for var in OUTPUT_NAME_VAR_FALLBACKS},
+                    **_propagated_inputs(final.inputDerivations),
                     **_extra_attrs(pname, cuda),
                 },
                 strict_deps=final.strictDeps,
@@ -267,7 +272,9 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     from ..errors import EvalError
 
                     raise EvalError(f"{final.name} has no output {output!r} (outputs: {', '.join(outputs)})")
-                return outputs[output]
+                from ..stdenv import OutputPath
+
+                return OutputPath(outputs[output], final, output)
 
             return lazy(path)
 
@@ -300,7 +307,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             "strictDeps": True,
             "__structuredAttrs": True,
             "inputDerivations": lazy(input_derivations),
-            "inputs": lazy(lambda: {k: drv.outputs[o] for k, (drv, o) in final.inputDerivations.items()}),
+            "inputs": lazy(lambda: {k: drv.outputs[o] for k, (drv, o, _) in final.inputDerivations.items()}),
             "derivation": lazy(derivation),
             "drvPath": lazy(lambda: final.derivation.drv_path),
             "outPath": lazy(lambda: final.derivation.outputs[final.outputs[0]]),
@@ -319,6 +326,13 @@ def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
         # The host compiler nvcc.profile names, chosen as backendStdenv chooses it.
         return {"hostCompiler": derivation_attrs(cuda.cudaMajorMinorVersion, nvcc_compatibilities())}
     return {}
+
+
+def _propagated_inputs(found: dict[str, Any]) -> dict[str, Any]:
+    """propagatedBuildInputs: the store paths of dependencies of kind "propagated" (libcublas → cuda_cudart),
+    written into the dev and out outputs' nix-support/propagated-build-inputs by the builder."""
+    paths = [drv.outputs[o] for drv, o, kind in found.values() if kind == "propagated"]
+    return {"propagatedBuildInputs": paths} if paths else {}
 
 
 def _external_inputs(cuda: Any, spec: ComponentSpec) -> list[Any]:

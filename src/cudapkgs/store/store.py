@@ -349,9 +349,15 @@ class Store:
                             if ref not in dirs and not self.db.is_valid(ref):
                                 raise StoreError(f"'{path}' refers to '{ref}', which is not valid in the store {self.store_dir}")
                         entries.append((path, nar.format_hash(digest), size, refs, deriver))
+                    # An output already valid (substituted from a cache, say) stays as it is: replacing
+                    # it would take away files that valid paths may refer to.
+                    keep = {path for path in dirs if self.db.is_valid(path)}
+                    entries = [entry for entry in entries if entry[0] not in keep]
                     moved = []
                     try:
                         for path, out in dirs.items():
+                            if path in keep:
+                                continue
                             if os.path.lexists(path):  # left behind by a crash before registration
                                 _remove_tree(path)
                             _make_read_only(out, keep_root_writable=True)
