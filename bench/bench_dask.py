@@ -90,7 +90,7 @@ def throughput(m: int, sleep: float, workers: int, tmp: Path, tag: str) -> float
     key_file = tmp / f"key-{tag}"
     key_file.write_text(str(key))
     config = load_config(overrides={"storeDir": str(store_dir)})
-    pkgs = [mk_derivation(config, {"pname": f"sleep-{tag}-{i}", "version": "1", "buildPhase": f"sleep {sleep}",
+    pkgs = [mk_derivation(config, {"pname": f"sleep-{tag}-{i}", "version": "1", "buildPhase": f"sleep {sleep}", "stdenvCc": None,
                                    "installPhase": 'mkdir -p "$out"; echo done > "$out/done"'}) for i in range(m)]
     with LocalBuildCluster(tmp / f"workers-{tag}") as cluster:
         for w in range(workers):

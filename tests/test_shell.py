@@ -36,7 +36,7 @@ def test_environment_follows_propagation_and_marks(tmp_path):
     env = shell_environment([nvcc], base={"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/keep"})
     assert env["PATH"].split(os.pathsep) == [f"{nvcc}/bin", "/usr/bin"]
     assert env["CPATH"] == f"{include}/include"
-    assert env["LIBRARY_PATH"].split(os.pathsep) == [f"{lib}/lib", f"{stubs}/lib", f"{stubs}/lib/stubs"]
+    assert env["LIBRARY_PATH"].split(os.pathsep) == [f"{lib}/lib", f"{stubs}/lib"]
     assert env["PKG_CONFIG_PATH"] == f"{lib}/lib/pkgconfig"
     assert env["CUDAToolkit_ROOT"].split(";") == [nvcc, include, lib]
     assert env["CUDA_HOME"] == nvcc and env["CUDACXX"] == f"{nvcc}/bin/nvcc"

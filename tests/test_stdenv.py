@@ -57,7 +57,7 @@ def test_phases_run_in_order_with_hooks(config, store):
         hooks[f"pre{cap}"] = f'echo pre{cap} >> "$out/order"'
         hooks[f"{phase}Phase"] = f'echo {phase}Phase >> "$out/order"'
         hooks[f"post{cap}"] = f'echo post{cap} >> "$out/order"'
-    pkg = mk_derivation(config, {"pname": "order", "version": "1", **hooks})
+    pkg = mk_derivation(config, {"pname": "order", "version": "1", "stdenvCc": None, **hooks})
     build_one(store, pkg.derivation, on_step=steps.append)
     assert steps == [f"{p}Phase" for p in PHASES]
     expected = [f"{kind}" for p in PHASES for kind in (f"pre{p.capitalize()}", f"{p}Phase", f"post{p.capitalize()}")]
@@ -218,17 +218,19 @@ def test_strict_deps_separates_native_and_host_inputs(config, store, monkeypatch
     monkeypatch.setenv("LEAKY", "1")
     native, host = _dep(config, "tool"), _dep(config, "libfoo")
     pkg = _env_dump(config, native, host)
-    assert set(pkg.derivation.deps) == {native.derivation, host.derivation}
-    assert pkg.derivation.data["inputs"] == {"tool.out": native.out, "libfoo.out": host.out}
+    cc = pkg.stdenvCc  # the host compiler in its wrapper: an implicit native input, as Nixpkgs' stdenv.cc
+    assert set(pkg.derivation.deps) == {native.derivation, host.derivation, cc.derivation}
+    assert pkg.derivation.data["inputs"] == {"tool.out": native.out, "libfoo.out": host.out, f"{cc.name}.out": cc.out}
     build(store, pkg)
     env = _read_env(pkg)
-    assert env["PATH"].split(":")[0] == f"{native.out}/bin"
+    assert env["PATH"].split(":")[:2] == [f"{cc.out}/bin", f"{native.out}/bin"]
+    assert env["CC"] == f"{cc.out}/bin/cc" and env["CXX"] == f"{cc.out}/bin/c++"
     assert f"{host.out}/bin" not in env["PATH"] and "/usr/local/bin" not in env["PATH"].split(":")
     assert env["CPATH"] == f"{host.out}/include"
     assert env["LIBRARY_PATH"] == f"{host.out}/lib"
-    assert env["NIX_LDFLAGS"] == f"-L{host.out}/lib -rpath {host.out}/lib"
+    assert env["NIX_LDFLAGS"] == f"-L{host.out}/lib"  # run paths come from the cc wrapper and autoPatchelf
     assert "LD_LIBRARY_PATH" not in env and "LEAKY" not in env
-    assert env["out"] != pkg.out  # a build directory, renamed into the store afterwards
+    assert env["out"] == pkg.out  # the final path (a link to the build directory while it runs)
     assert env["HOME"] == "/homeless-shelter"
 
 
@@ -338,7 +340,7 @@ def test_input_change_changes_the_dependent(config):
     top1 = mk_derivation(config, {"pname": "top", "buildInputs": [dep1]})
     top2 = top1.override_attrs(lambda prev: {"buildInputs": [dep2]})
     assert top1.drvPath != top2.drvPath
-    assert top2.derivation.deps == (dep2.derivation,)
+    assert [d for d in top2.derivation.deps if d is not top2.stdenvCc.derivation] == [dep2.derivation]
 
 
 def test_override_attrs_follows_through_final_attrs(config):
@@ -423,7 +425,7 @@ def test_cpu_saxpy_builds_and_runs(store_dir, manifests_dir):
     pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
     saxpy = pkgs.saxpy
     assert saxpy.cudaSupport is False and saxpy.name == "saxpy-1.0"
-    assert saxpy.derivation.deps == ()
+    assert saxpy.derivation.deps == (saxpy.stdenvCc.derivation,)  # only stdenv.cc
     with Store.open(store_dir) as store:
         assert build(store, saxpy) == [saxpy.out]
         assert store.closure([saxpy.out]) == {saxpy.out}
@@ -443,11 +445,16 @@ def test_cuda_saxpy_derivation_uses_nvcc_and_gencode(store_dir, manifests_dir):
     saxpy = pkgs.saxpy.override(cudaPackages=cuda)
     attrs = saxpy.drvAttrs
     assert attrs["gencode"] == ["-gencode=arch=compute_86,code=sm_86", "-gencode=arch=compute_90,code=sm_90"]
-    assert attrs["nativeBuildInputs"] == [cuda.cuda_nvcc.out]
-    assert cuda.cuda_cudart.lib in attrs["buildInputs"] and cuda.cuda_cudart.include in attrs["buildInputs"]
+    # Inputs contribute their dev output (else their first), as Nixpkgs' lib.getDev; the rest is propagated.
+    nvcc_dev = cuda.cuda_nvcc.dev if "dev" in cuda.cuda_nvcc.outputs else cuda.cuda_nvcc.out
+    assert attrs["nativeBuildInputs"] == [nvcc_dev]
+    assert attrs["buildInputs"] == [cuda.cuda_cudart.dev, cuda.cuda_cccl.out]
+    # stdenv.cc wraps the compiler nvcc was set up with.
+    assert saxpy.stdenvCc.hostCompiler == cuda.cuda_nvcc.derivation.attrs["hostCompiler"]
     assert 'nvcc "${gencode[@]}"' in attrs["buildPhase"]
     assert attrs["removeReferencesTo"] == attrs["disallowedReferences"] == [cuda.cuda_nvcc.out]
-    assert {d.name for d in saxpy.derivation.deps} == {cuda.cuda_nvcc.name, cuda.cuda_cudart.name, cuda.cuda_cccl.name}
+    assert {d.name for d in saxpy.derivation.deps} == {
+        cuda.cuda_nvcc.name, cuda.cuda_cudart.name, cuda.cuda_cccl.name, saxpy.stdenvCc.name}
     cpu = pkgs.saxpy.override(cudaSupport=False)
-    assert cpu.drvPath != saxpy.drvPath and not cpu.derivation.deps
+    assert cpu.drvPath != saxpy.drvPath and cpu.derivation.deps == (cpu.stdenvCc.derivation,)
     assert isinstance(saxpy.derivation, Derivation) and saxpy.derivation.builder == "mkDerivation"

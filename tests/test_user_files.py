@@ -64,7 +64,10 @@ def test_functions_are_callpackaged_with_the_top_level_and_each_other(tmp_path, 
     code, out, _ = run(capsys, "eval", "--json", "-f", str(f), "uses_hello.drvAttrs.buildInputs")
     assert code == 0 and json.loads(out)[0].endswith("-hello-" + default)
     code, _, err = run(capsys, "eval", "-f", str(f), "_helper")
-    assert code == 1 and '"_helper" missing' in err
+    assert code == 1 and f"{f}: no package '_helper'" in err
+    code, _, err = run(capsys, "build", "-f", str(f), "helo")
+    assert code == 1 and f"{f}: no package 'helo'" in err and 'did you mean "hello"?' in err
+    assert "(the file defines: hello, uses_hello)" in err
 
 
 def test_arg_overrides_an_argument_by_attribute_path(tmp_path, capsys):

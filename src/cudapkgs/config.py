@@ -374,7 +374,7 @@ def parse_set(assignment: str) -> tuple[str, Any]:
 
     try:
         parsed = tomllib.loads(f"v = {text}")
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return key, text
     # A VALUE with a newline could smuggle in more keys; then it is just a string.
     if set(parsed) != {"v"}:
@@ -385,11 +385,18 @@ def parse_set(assignment: str) -> tuple[str, Any]:
 def _read_toml(path: str, label: str) -> dict[str, Any]:
     import tomllib
 
+    from .inputs import InputFileError, read_input_file
+
     try:
-        with open(path, "rb") as file:
-            return tomllib.load(file)
-    except OSError as error:
-        raise errors.ConfigError(f"{label}: cannot read configuration file: {error.strerror or error}") from None
+        # A regular file only (a FIFO or /dev/zero would hang or never end), UTF-8 as TOML requires.
+        text = read_input_file(path, what="configuration file").decode("utf-8")
+        return tomllib.loads(text)
+    except InputFileError as error:
+        raise errors.ConfigError(f"{label}: cannot read configuration file: {error.reason}") from None
+    except UnicodeDecodeError as error:
+        raise errors.ConfigError(f"{label}: not UTF-8 text (byte {error.start}); TOML files are UTF-8") from None
+    except RecursionError:
+        raise errors.ConfigError(f"{label}: invalid TOML: nested too deeply") from None
     except tomllib.TOMLDecodeError as error:
         raise errors.ConfigError(f"{label}: invalid TOML: {error}") from None
 

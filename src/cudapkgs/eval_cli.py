@@ -175,7 +175,13 @@ def pkgs_from_args(args: argparse.Namespace) -> Any:
         from .user_files import package_file_overlay, parse_arg
 
         overlays.append(package_file_overlay(files, dict(parse_arg(a) for a in arg_list)))
-    return import_pkgs(system=args.system, config_file=args.config, sets=args.sets, overlays=overlays)
+    pkgs = import_pkgs(system=args.system, config_file=args.config, sets=args.sets, overlays=overlays)
+    if files:
+        from .user_files import check_names
+
+        wanted = getattr(args, "attrpaths", None) or [getattr(args, "attrpath", None) or getattr(args, "path", None)]
+        check_names(pkgs, files, [w for w in wanted if isinstance(w, str)])
+    return pkgs
 
 
 def _print_json(value: Any) -> None:

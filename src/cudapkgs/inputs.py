@@ -28,7 +28,14 @@ _KINDS = {
 
 
 class InputFileError(CudapkgsError):
-    """A file argument is missing, unreadable, not a regular file, or too large."""
+    """A file argument is missing, unreadable, not a regular file, or too large.
+
+    `reason` is the message without the file's name, for callers that name it themselves.
+    """
+
+    def __init__(self, what: str, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(f"{what} {os.fspath(path)}: {reason}")
+        self.reason = reason
 
 
 def _kind(mode: int) -> str:
@@ -39,12 +46,10 @@ def check_regular_file(path: str | os.PathLike[str], *, what: str = "file") -> N
     """Raise `InputFileError` unless `path` (symlinks followed) is an existing regular file."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
-        raise InputFileError(f"{what} {os.fspath(path)}: no such file") from None
     except OSError as error:
-        raise InputFileError(f"{what} {os.fspath(path)}: {error.strerror or error}") from None
+        raise InputFileError(what, path, error.strerror or str(error)) from None
     if not stat.S_ISREG(st.st_mode):
-        raise InputFileError(f"{what} {os.fspath(path)} is {_kind(st.st_mode)}, not a regular file; refusing to read it")
+        raise InputFileError(what, path, f"is {_kind(st.st_mode)}, not a regular file; refusing to read it")
 
 
 def read_input_file(path: str | os.PathLike[str], *, what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> bytes:
@@ -57,12 +62,12 @@ def read_input_file(path: str | os.PathLike[str], *, what: str = "file", max_byt
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
-        raise InputFileError(f"{what} {os.fspath(path)}: {error.strerror or error}") from None
+        raise InputFileError(what, path, error.strerror or str(error)) from None
     with open(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
-            raise InputFileError(f"{what} {os.fspath(path)} is {_kind(st.st_mode)}, not a regular file; refusing to read it")
+            raise InputFileError(what, path, f"is {_kind(st.st_mode)}, not a regular file; refusing to read it")
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
-        raise InputFileError(f"{what} {os.fspath(path)} is larger than {max_bytes} bytes")
+        raise InputFileError(what, path, f"is larger than {max_bytes} bytes")
     return data

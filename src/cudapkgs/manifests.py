@@ -207,10 +207,14 @@ def parse_manifest(data: bytes | str, *, product: str, version: str, source: str
     """Parse and validate one manifest; errors name ``source`` and the offending field path."""
     try:
         raw = json.loads(data)
+        # A lone surrogate ("\ud800") decodes to a str that cannot be printed or encoded later.
+        json.dumps(raw, ensure_ascii=False).encode("utf-8")
     except json.JSONDecodeError as error:
         raise ManifestError(f"{source}: not valid JSON (truncated?): {error}") from None
-    except UnicodeDecodeError as error:
-        raise ManifestError(f"{source}: not valid UTF-8 text: {error}") from None
+    except (UnicodeDecodeError, UnicodeEncodeError) as error:
+        raise ManifestError(f"{source}: not valid UTF-8 text: {error.reason} at {error.start}") from None
+    except RecursionError:
+        raise ManifestError(f"{source}: not a manifest: nested too deeply") from None
     try:
         return _convert_manifest(raw, product=product, version=version, source=source)
     except _Invalid as error:
@@ -473,6 +477,8 @@ def load_manifest(product: str, version: str, *, directory: str | os.PathLike[st
         if cached is not None:
             return cached
         try:
+            if path.exists() and not path.is_file():  # a FIFO or a device would hang or never end
+                raise ManifestError(f"{path}: not a regular file, refusing to read it as a manifest")
             data = path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             continue

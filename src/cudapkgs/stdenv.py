@@ -53,8 +53,12 @@ HOOKS = tuple(
     for phase in PHASES
     for name in (f"pre{phase.capitalize()}", f"{phase}Phase", f"post{phase.capitalize()}")
 )
+# Dependency lists (Nixpkgs' names): a package contributes its dev output (else its first), as
+# Nixpkgs' mkDerivation passes inputs through lib.getDev; `pkg.lib` or `build_inputs.get_lib(pkg)` select others.
+DEPENDENCY_LISTS = ("nativeBuildInputs", "buildInputs", "propagatedNativeBuildInputs", "propagatedBuildInputs")
 # Lists of packages written as every output path of each package.
-INPUT_LISTS = ("nativeBuildInputs", "buildInputs", "removeReferencesTo", "disallowedReferences")
+REFERENCE_LISTS = ("removeReferencesTo", "disallowedReferences")
+INPUT_LISTS = DEPENDENCY_LISTS + REFERENCE_LISTS
 # Package attributes that are not handed to the builder as structured attributes
 # (name, system, outputs and src are fields of the derivation itself).
 RESERVED = frozenset(
@@ -121,6 +125,10 @@ def mk_derivation(
             "patches": [],
             "nativeBuildInputs": [],
             "buildInputs": [],
+            "propagatedNativeBuildInputs": [],
+            "propagatedBuildInputs": [],
+            # stdenv.cc: the host compiler in its cc-wrapper, an implicit native input (None: none).
+            "stdenvCc": lazy(lambda: _default_cc(final, config, system)),
             "env": {},
             "strictDeps": True,
             "__structuredAttrs": True,
@@ -186,7 +194,34 @@ def _output_path(final: AttrSet, output: str) -> str:
     outputs = final.derivation.outputs
     if output not in outputs:
         raise EvalError(f"{final.name} has no output {output!r} (outputs: {', '.join(outputs)})")
-    return outputs[output]
+    return OutputPath(outputs[output], final, output)
+
+
+class OutputPath(str):
+    """An output's store path (``pkg.lib``) that remembers its package, so that an input list
+    holding it depends on that output alone (Nixpkgs' ``buildInputs = [ libcublas.lib ]``)."""
+
+    __slots__ = ("owner", "output")
+
+    def __new__(cls, path: str, owner: Any, output: str) -> "OutputPath":
+        self = super().__new__(cls, path)
+        self.owner = owner
+        self.output = output
+        return self
+
+
+def _default_cc(final: AttrSet, config: Any, system: str) -> Any:
+    """The cc-wrapper of the compiler a nativeBuildInputs' nvcc was set up with, else of the default one."""
+    from .pkgs.cc_wrapper import cc_wrapper_for
+
+    recorded = None
+    for item in force(final.nativeBuildInputs) or ():
+        item = force(item)
+        owner = item.package if hasattr(item, "package") else getattr(item, "owner", item)
+        if isinstance(owner, (Package, AttrSet)) and "pname" in owner and owner["pname"] == "cuda_nvcc":
+            recorded = force(owner.derivation).attrs.get("hostCompiler")
+            break
+    return cc_wrapper_for(config, system, recorded)
 
 
 def _is_package(value: Any) -> bool:
@@ -215,21 +250,37 @@ class _Inputs:
     def input_paths(self, packages: Any, where: str) -> list[str]:
         if not isinstance(packages, (list, tuple)):
             raise EvalError(f"{where}: expected a list of packages, got {type(packages).__name__}")
+        from .build_inputs import SelectedOutputs, default_outputs
+
+        dependency = where.rsplit(".", 1)[-1] in DEPENDENCY_LISTS
         paths: list[str] = []
         for i, pkg in enumerate(packages):
             pkg = force(pkg)
             if pkg is None:
                 continue
+            if isinstance(pkg, OutputPath):
+                drv = self.derivation_of(pkg.owner)
+                paths.append(drv.outputs[pkg.output])
+                continue
+            if isinstance(pkg, SelectedOutputs):
+                drv = self.derivation_of(pkg.package)
+                paths.extend(drv.outputs[o] for o in pkg.outputs)
+                continue
             if not (_is_package(pkg) or isinstance(pkg, Derivation)):
-                raise EvalError(f"{where}[{i}]: expected a package, got {type(pkg).__name__}")
+                hint = " (an output path: write pkg.lib, or build_inputs.get_lib(pkg))" if isinstance(pkg, str) else ""
+                raise EvalError(f"{where}[{i}]: expected a package, got {type(pkg).__name__}{hint}")
             drv = self.derivation_of(pkg)
             # A package without the `outputs` attribute: all of its derivation's outputs.
-            outputs = pkg["outputs"] if _is_package(pkg) else list(drv.outputs)
+            outputs = list(pkg["outputs"]) if _is_package(pkg) else list(drv.outputs)
+            if dependency:
+                outputs = default_outputs(outputs)
             paths.extend(drv.outputs[o] for o in outputs)
         return paths
 
     def json(self, value: Any, where: str) -> Any:
         value = force(value)
+        if isinstance(value, OutputPath):
+            return self.derivation_of(value.owner).outputs[value.output]
         if value is None or isinstance(value, (str, bool, int, float)):
             return value
         if _is_package(value):

@@ -149,7 +149,10 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
         attrs: dict[str, Any] = {
             "config": config,
             "system": system,
-            "stdenv": AttrSet({"hostPlatform": host_platform(system)}, name="stdenv"),
+            "stdenv": AttrSet(
+                {"hostPlatform": host_platform(system), "cc": lazy(lambda: _stdenv_cc(config, system))}, name="stdenv"
+            ),
+            **_build_support(config, system),
             "_cuda": default_cuda(),
             **_fetchers(final),
             "saxpy": lazy(lambda: final.call_package(__import__("cudapkgs.pkgs.saxpy", fromlist=["saxpy"]).saxpy)),
@@ -175,6 +178,23 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
         return attrs
 
     return base
+
+
+def _stdenv_cc(config: Config, system: str) -> Any:
+    from .pkgs.cc_wrapper import cc_wrapper_for
+
+    return cc_wrapper_for(config, system)
+
+
+def _build_support(config: Config, system: str) -> dict[str, Any]:
+    """Host build tools (cmake, ninja, gnumake, pkg-config, python3) and libraries built here (zlib)."""
+    from .pkgs import host_tools
+
+    attrs: dict[str, Any] = {
+        name: lazy(lambda name=name: host_tools.host_tool(config, system, name)) for name in host_tools.HOST_TOOLS
+    }
+    attrs["zlib"] = lazy(lambda: __import__("cudapkgs.pkgs.zlib", fromlist=["zlib"]).zlib(config, system))
+    return attrs
 
 
 def _fetchers(final: Scope) -> dict[str, Any]:

@@ -222,6 +222,28 @@ def package_file_overlay(paths: Sequence[str | os.PathLike[str]], args: Mapping[
     return overlay
 
 
+def check_names(pkgs: Any, files: Sequence[str | os.PathLike[str]], attrpaths: Sequence[str]) -> None:
+    """Raise `UserFileError` naming the files when an attribute path's first name is nowhere.
+
+    A store path, a ``.json`` derivation file or an empty path is left to the command.
+    """
+    from .attrpath import parse_attrpath
+
+    defined = sorted({n for f in files for n in package_functions(load_module(f), os.fspath(f))})
+    for text in attrpaths:
+        if not text or "/" in text or text.endswith(".json"):
+            continue
+        try:
+            first = parse_attrpath(text)[0]
+        except (UsageError, IndexError):
+            continue
+        if first not in pkgs:
+            shown = ", ".join(os.fspath(f) for f in files)
+            hint = did_you_mean(first, list(dict.fromkeys([*defined, *pkgs])))
+            raise UserFileError(f"{shown}: no package {first!r} in the file or the top level{hint} "
+                                f"(the file defines: {', '.join(defined)})")
+
+
 def overlay_from_file(path: str | os.PathLike[str]) -> Overlay:
     """The ``overlay(final, prev)`` a file defines, wrapped so that its errors name the file and line."""
     shown = os.fspath(path)

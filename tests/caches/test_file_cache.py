@@ -28,7 +28,7 @@ def setup(tmp_path):
     store.close()
 
 
-@pytest.mark.parametrize("compression", ["zstd", "xz", "none"])
+@pytest.mark.parametrize("compression", ["zstd", "xz", "bzip2", "none"])
 def test_round_trip_into_a_fresh_store(setup, compression):
     store, dep, top, key, cache, tmp_path = setup
     hashes = {p: store.query(p).nar_hash for p in (dep, top)}
@@ -36,7 +36,7 @@ def test_round_trip_into_a_fresh_store(setup, compression):
     assert [p for p, _ in results] == [dep, top]  # dependencies first
     names = sorted(os.listdir(tmp_path / "cache"))
     assert "nix-cache-info" in names and len([n for n in names if n.endswith(".narinfo")]) == 2
-    ext = {"zstd": ".nar.zst", "xz": ".nar.xz", "none": ".nar"}[compression]
+    ext = {"zstd": ".nar.zst", "xz": ".nar.xz", "bzip2": ".nar.bz2", "none": ".nar"}[compression]
     assert all(n.endswith(ext) for n in os.listdir(tmp_path / "cache" / "nar"))
     assert cache.upload_closure(store, [top], secret_key=key) == [(dep, None), (top, None)]  # already there
 
@@ -108,7 +108,7 @@ def test_a_nar_whose_hash_differs_is_refused(setup):
         _substituted_nothing(fresh)
 
 
-@pytest.mark.parametrize("compression", ["zstd", "xz"])
+@pytest.mark.parametrize("compression", ["zstd", "xz", "bzip2"])
 def test_a_truncated_nar_is_refused(setup, compression):
     store, dep, top, key, cache, tmp_path = setup
     cache.upload_closure(store, [dep], secret_key=key, compression=compression)

@@ -90,6 +90,8 @@ def test_a_secret_key_whose_halves_disagree_is_refused():
 
 @pytest.mark.parametrize("change, words", [
     (lambda t: t.replace("NarHash: sha256:1b4sb93wp679q4zx9k1ignby1yna3z7c4c2ri3wphylbc2dwsys0\n", ""), "missing field"),
+    (lambda t: t.replace("StorePath: /nix/store/syd87l2rxw8cbsxmxl853h0r6pdwhwjr-curl-7.82.0-bin\n", ""), "missing field"),
+    (lambda t: t.replace("FileSize: 68852", "FileSize: -1"), "not a number"),
     (lambda t: t + "Colour: blue\n", "unknown field 'Colour'"),
     (lambda t: t.replace("NarSize: 196040", "NarSize: many"), "not a number"),
     (lambda t: t.replace("URL: nar/", "URL: ../../"), "not a relative path"),
@@ -108,3 +110,16 @@ def test_cache_info():
     assert CacheInfo.parse(info.to_text().encode(), "c") == info
     with pytest.raises(NarInfoError, match="no StoreDir"):
         CacheInfo.parse(b"Priority: 1\n", "c")
+
+
+def test_narinfo_as_nix_serve_writes_it_parses():
+    """nix-serve writes no FileHash/FileSize and old caches no Compression (Nix then assumes bzip2)."""
+    text = "\n".join(l for l in CURL.splitlines() if not l.startswith(("FileHash", "FileSize", "Compression"))) + "\n"
+    info = NarInfo.parse(text.replace("References: ", "References:").replace(
+        "References:0jqd", "References: 0jqd"), "nix-serve")
+    assert info.compression == "bzip2" and info.file_hash is None and info.file_size is None
+    assert info.download_size == info.nar_size
+    assert PublicKey.parse(NIXOS_KEY).verify(info.sigs[0], info.fingerprint())  # the signature does not cover them
+    empty = NarInfo.parse("StorePath: /s/" + "a" * 32 + "-x\nURL: nar/x.nar\nCompression: none\nNarHash: sha256:"
+                          + "0" * 52 + "\nNarSize: 8\nReferences:\n", "empty refs")
+    assert empty.references == ()

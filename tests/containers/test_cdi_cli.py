@@ -296,3 +296,22 @@ def test_several_strategies_at_once(machine, capsys):
     assert main(_gen(machine, "--device-name-strategy", "index", "--device-name-strategy", "uuid,type-index")) == 0
     names = [d["name"] for d in json.loads(capsys.readouterr().out)["devices"]]
     assert names == ["0", fakes.GPU0_UUID, "all", "gpu0"]
+
+
+def test_hook_program_never_depends_on_path(tmp_path, monkeypatch):
+    """Runtimes start hooks with the spec's env only (no PATH): seen failing on the H200 when the
+    hook was `python3.12 -m cudapkgs` with a bare argv[0] (docs/cdi-podman.md)."""
+    from cudapkgs.containers import generate
+
+    monkeypatch.setattr(generate.shutil, "which", lambda _name: None)
+    python = tmp_path / "venv" / "bin" / "python3"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    monkeypatch.setattr(generate.sys, "executable", str(python))
+    program = generate.HookProgram.at(None)
+    assert program.path == str(python) and program.prefix[0] == str(python)  # full path as argv[0]
+    script = python.parent / "cudapkgs"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    program = generate.HookProgram.at(None)
+    assert program.path == str(script) and program.prefix == ("cudapkgs", "cdi", "hook")

@@ -69,6 +69,7 @@ def test_resources_string_is_sorted_units():
 def _pkg(config, name, script="", deps=(), features=None):
     attrs = {
         "pname": name, "version": "1",
+        "stdenvCc": None,  # these steps compile nothing: no implicit stdenv.cc build in the DAG
         "nativeBuildInputs": list(deps),
         "buildPhase": script or f'echo {name} > result',
         # Each input's path is written into the output, so the output refers to it.

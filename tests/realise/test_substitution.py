@@ -167,3 +167,29 @@ def test_dry_run_shows_both_lists_and_push_to_uploads(cached, tmp_path, capsys, 
     assert _built() == ["e"]
     assert "pushed 5 path(s)" in capsys.readouterr().err
     assert push.narinfo(e.outputs["out"]).sigs and push.narinfo(a.outputs["out"]) is not None
+
+
+def test_building_a_package_one_of_whose_outputs_was_substituted_keeps_that_output(tmp_path):
+    """d.out comes from the cache (e refers to it); d itself is also asked for, so d.dev is built: d.out stays."""
+    store_dir = tmp_path / "store"
+    a, b, c, d = diamond(store_dir)
+    e = mk(store_dir, "e", [d])
+    key = generate("k-1")
+    cache = open_cache(f"file://{tmp_path}/cache")
+    with Store.open(store_dir) as store:
+        run(store, plan(store, [e]), jobs=2)
+        cache.upload_closure(store, [e.outputs["out"]], secret_key=key)
+    for dirpath, _, _ in os.walk(store_dir):
+        os.chmod(dirpath, 0o755)
+    shutil.rmtree(store_dir)
+    EVENTS.clear()
+    with Store.open(store_dir) as store:
+        subs = Substituters([cache], [key.public])
+        the_plan = plan(store, [e, d], subs)
+        assert [x.name for x in the_plan.to_build] == ["d"] and d.outputs["out"] in {s.path for s in the_plan.to_substitute}
+        subs.fetch(store, the_plan.to_substitute)
+        inode = os.stat(d.outputs["out"]).st_ino
+        run(store, plan(store, [e, d]))  # what is left: build d (its out is valid now)
+        assert _built() == ["d"] and store.is_valid(d.outputs["dev"])
+        assert os.stat(d.outputs["out"]).st_ino == inode  # not replaced by the build's copy
+        assert store.verify() == []

@@ -243,3 +243,35 @@ def test_unshare_hardlinks_gives_each_file_its_own_inode(tmp_path):
     os.chmod(tree / "a", 0o444)
     _untouched(victim, before)
     assert stat.S_IMODE(os.stat(tree / "a").st_mode) == 0o444
+
+
+# --- expansion caps (issue 8, part 10) ----------------------------------------------------------
+
+
+def test_a_decompression_bomb_fails_with_both_numbers(tmp_path, monkeypatch):
+    monkeypatch.setattr(redist, "MIN_EXPANDED_BYTES", 1 << 20)  # the floor, scaled down to keep the test small
+    archive = tmp_path / "bomb.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("zeros")
+        info.size = 16 << 20  # 16 MiB of zeros: about 16 KB compressed, a 1000x expansion
+        tar.addfile(info, io.BytesIO(bytes(info.size)))
+    declared = archive.stat().st_size
+    limit = max(1 << 20, redist.EXPANSION_RATIO * declared)
+    with pytest.raises(redist.UnpackError, match=rf"past {limit} bytes, 40x the {declared} bytes"):
+        redist.unpack(archive, tmp_path / "out", declared_size=declared)
+    assert not (tmp_path / "out" / "zeros").exists()  # refused before a byte of it was written
+    assert redist.unpack(archive, tmp_path / "ok", declared_size=None)  # no declared size: no bound
+
+
+def test_too_many_members_for_the_declared_size_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(redist, "MIN_MEMBERS", 100)
+    archive = _tar(tmp_path / "many.tar.gz", [(f"d/f{i}", "file", "", b"") for i in range(500)])
+    with pytest.raises(redist.UnpackError, match=r"more than 100 members.*declares as \d+ bytes"):
+        redist.unpack(archive, tmp_path / "out", declared_size=archive.stat().st_size)
+
+
+def test_expansion_limits_leave_real_releases_room():
+    # libcublas 13.0 for x86_64 is about 700 MB compressed; cuda_cccl about 1 MB with thousands of headers.
+    max_bytes, max_members = redist.expansion_limits(700 << 20)
+    assert max_bytes >= 10 * (700 << 20) and max_members >= 50_000
+    assert redist.expansion_limits(None) == (None, None)

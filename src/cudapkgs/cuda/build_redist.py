@@ -13,7 +13,7 @@ from .. import licenses
 from ..fixpoint import AttrSet, lazy
 from ..package import Package
 from ..platform import get_nix_systems, mk_redist_url, redist_system_is_supported
-from ..versions import natural_sort
+from ..versions import natural_sort, version_at_least
 from .components import ComponentSpec
 
 EXPECTED_OUTPUTS = ("out", "doc", "samples", "python", "bin", "dev", "include", "lib", "static", "stubs")
@@ -189,10 +189,14 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 if other is None or other.release is None or other.preferredRelease is None:
                     continue
                 output = dep.output if dep.output in other.outputs else other.outputs[0]
-                found[f"{dep.component}.{output}"] = (other.derivation, output)
+                found[f"{dep.component}.{output}"] = (other.derivation, output, dep.kind)
             compat = _compat(cuda, pname)
             if compat is not None:  # autoAddCudaCompatRunpath: every redist but cuda_compat itself
-                found.setdefault("cuda_compat.out", (compat.derivation, "out"))
+                found.setdefault("cuda_compat.out", (compat.derivation, "out", "runpath"))
+            # Libraries outside CUDA that the top level builds here (zlib for cuDNN) are built with.
+            for pkg in _external_inputs(cuda, spec):
+                output = "out" if "out" in pkg.outputs else pkg.outputs[0]
+                found[f"{pkg.pname}.{output}"] = (pkg.derivation, output, "build")
             return found
 
         def dependency_packages(*kinds: str) -> list[Any]:
@@ -241,7 +245,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     "urls": [source.url],
                 },
                 input_paths=final.inputs,
-                deps=[drv for drv, _ in final.inputDerivations.values()],
+                deps=[drv for drv, _, _ in final.inputDerivations.values()],
                 context={"fetchers": list(config.fetchers)},
                 attrs={
                     "pname": final.pname,
@@ -254,6 +258,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     "allowFHSReferences": final.allowFHSReferences,
                     "driverLibDir": config.driverLibDir or "/run/opengl-driver/lib",
                     **{var: final[var] for var in OUTPUT_NAME_VAR_FALLBACKS},
+                    **_propagated_inputs(final.inputDerivations),
                     **_extra_attrs(pname, cuda),
                 },
                 strict_deps=final.strictDeps,
@@ -267,7 +272,9 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     from ..errors import EvalError
 
                     raise EvalError(f"{final.name} has no output {output!r} (outputs: {', '.join(outputs)})")
-                return outputs[output]
+                from ..stdenv import OutputPath
+
+                return OutputPath(outputs[output], final, output)
 
             return lazy(path)
 
@@ -300,7 +307,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             "strictDeps": True,
             "__structuredAttrs": True,
             "inputDerivations": lazy(input_derivations),
-            "inputs": lazy(lambda: {k: drv.outputs[o] for k, (drv, o) in final.inputDerivations.items()}),
+            "inputs": lazy(lambda: {k: drv.outputs[o] for k, (drv, o, _) in final.inputDerivations.items()}),
             "derivation": lazy(derivation),
             "drvPath": lazy(lambda: final.derivation.drv_path),
             "outPath": lazy(lambda: final.derivation.outputs[final.outputs[0]]),
@@ -312,6 +319,10 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
 
 def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
     """Derivation attributes of single components that come from the machine (they change the output)."""
+    if pname in ("cccl", "cuda_cccl") and version_at_least(cuda.cudaMajorMinorVersion, "13.0"):
+        # cccl.nix@68f38bbd: from 13.0, include/nv removed, include/cccl un-nested into include/,
+        # and include/cccl re-created as an alias of include (NVIDIA's CMake expects it).
+        return {"ccclLayout": "unnested"}
     if pname == "cuda_nvcc":
         from ..realise.host_compiler import derivation_attrs
         from ..db import nvcc_compatibilities
@@ -321,11 +332,29 @@ def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
     return {}
 
 
+def _propagated_inputs(found: dict[str, Any]) -> dict[str, Any]:
+    """propagatedBuildInputs: the store paths of dependencies of kind "propagated" (libcublas → cuda_cudart),
+    written into the dev and out outputs' nix-support/propagated-build-inputs by the builder."""
+    paths = [drv.outputs[o] for drv, o, kind in found.values() if kind == "propagated"]
+    return {"propagatedBuildInputs": paths} if paths else {}
+
+
 def _external_inputs(cuda: Any, spec: ComponentSpec) -> list[Any]:
     """The table's external inputs that name a package of the top level (e.g. cuDNN's zlib, once
     the top level has one); entries with wording ("mpi, nccl (when …)") stay informational."""
+    from ..errors import CudapkgsError
+
     top = getattr(cuda, "_auto_args", None) or {}
-    return [top[name] for name in spec.external_inputs if name.isidentifier() and name in top]
+    found = []
+    for name in spec.external_inputs:
+        if not name.isidentifier() or name not in top:
+            continue
+        try:  # like tryEval: an input that cannot be evaluated here (zlib without its source mirror) is left out
+            top[name].drvPath
+        except CudapkgsError:
+            continue
+        found.append(top[name])
+    return found
 
 
 def _compat(cuda: Any, pname: str) -> Any | None:

@@ -15,7 +15,10 @@ from .. import elf
 from .errors import FixupError
 from .runpath_plan import Outputs, RunpathPlan, dedup, output_roots, with_plan
 
-__all__ = ["ALWAYS_ALLOWED_MISSING", "HOST_LIBS", "AutoPatchelfReport", "UnresolvedDependencyError", "auto_patchelf"]
+__all__ = [
+    "ALWAYS_ALLOWED_MISSING", "HOST_LIBS", "PROVIDERS", "AutoPatchelfReport", "UnresolvedDependencyError",
+    "auto_patchelf", "provider",
+]
 
 # The driver provides libcuda at run time (via the driver dir); never an error.
 ALWAYS_ALLOWED_MISSING = ("libcuda.so.1",)
@@ -39,13 +42,45 @@ HOST_LIBS = (
 )
 
 
+# Which package provides a library an input list may lack (fnmatch pattern -> attribute path).
+PROVIDERS = (
+    ("libz.so.*", "zlib"),
+    ("libibverbs.so.*", "rdma-core"),
+    ("librdmacm.so.*", "rdma-core"),
+    ("libmlx5.so.*", "rdma-core"),
+    ("libnuma.so.*", "numactl"),
+    ("libcudart.so.*", "cudaPackages.cuda_cudart"),
+    ("libcublas.so.*", "cudaPackages.libcublas"),
+    ("libcublasLt.so.*", "cudaPackages.libcublas"),
+    ("libnvrtc.so.*", "cudaPackages.cuda_nvrtc"),
+    ("libnvrtc-builtins.so.*", "cudaPackages.cuda_nvrtc"),
+    ("libnvJitLink.so.*", "cudaPackages.libnvjitlink"),
+    ("libcufft.so.*", "cudaPackages.libcufft"),
+    ("libcurand.so.*", "cudaPackages.libcurand"),
+    ("libcusparse.so.*", "cudaPackages.libcusparse"),
+    ("libcusolver.so.*", "cudaPackages.libcusolver"),
+    ("libcudnn*.so.*", "cudaPackages.cudnn"),
+    ("libnccl.so.*", "cudaPackages.nccl"),
+)
+
+
+def provider(lib: str) -> str | None:
+    """The attribute path of the package that provides `lib` (a DT_NEEDED name), if known."""
+    return next((attr for pattern, attr in PROVIDERS if fnmatch.fnmatchcase(lib, pattern)), None)
+
+
 class UnresolvedDependencyError(FixupError):
     """Some DT_NEEDED entries were found in no output or dependency directory."""
 
     def __init__(self, missing: Sequence[tuple[Path, str]]):
         self.missing = list(missing)
-        lines = "\n".join(f"  {path}: {lib}" for path, lib in self.missing)
-        super().__init__(f"auto_patchelf: {len(self.missing)} unresolved DT_NEEDED:\n{lines}")
+        lines = []
+        for path, lib in self.missing:
+            who = provider(lib)
+            hint = f" (provided by {who}: add it to buildInputs)" if who else ""
+            lines.append(f"  {path}: {lib}{hint}")
+        joined = "\n".join(lines)
+        super().__init__(f"auto_patchelf: {len(self.missing)} unresolved DT_NEEDED:\n{joined}")
 
 
 @dataclass

@@ -18,9 +18,14 @@ STUBS_GLOB = "*-cuda*/lib/stubs"
 
 
 def is_stubs_entry(entry: str) -> bool:
-    """Whether a RUNPATH entry points at link-time stubs (``*-cuda*/lib/stubs`` or any ``…/stubs``)."""
+    """Whether a RUNPATH entry points at link-time stubs: ``*-cuda*/lib/stubs``, any ``…/stubs``, or a
+    directory inside a stubs output (``<hash>-…-stubs/lib``, where cuda_cudart links its stubs)."""
     e = entry.rstrip("/")
-    return fnmatch.fnmatchcase(e, STUBS_GLOB) or os.path.basename(e) == "stubs"
+    return (
+        fnmatch.fnmatchcase(e, STUBS_GLOB)
+        or os.path.basename(e) == "stubs"
+        or any(part.endswith("-stubs") for part in e.split("/")[:-1])
+    )
 
 
 def strip_stubs(runpath: Sequence[str], driver_dir: str) -> list[str]:

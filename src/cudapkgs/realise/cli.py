@@ -252,6 +252,9 @@ def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     if getattr(args, "files", None) or getattr(args, "args", None):
         raise UsageError("-f/--arg need packages to name; a project lists its files in cudapkgs.toml (files = [...])")
     env = project_environment(args)
+    if not env.project.lock_file.exists():
+        print(f"cudapkgs: note: {env.project.file} has no lock beside it; `cudapkgs lock` pins this environment",
+              file=sys.stderr)
     differences = check_against_lock(env)
     if differences and not args.ignore_lock:
         lines = "\n".join(f"  {line}" for line in differences)
@@ -274,10 +277,16 @@ def run_shell(args: argparse.Namespace) -> int:
     from ..shell import export_lines, host_cuda_dirs, propagated_closure, shell_environment
 
     store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
+    cc = _shell_cc(args, items)
+    if cc is not None:
+        items = [*items, Installable("stdenv.cc", drv=cc)]
     realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True,
                      max_cache_size=_max_cache_size(args))
     paths = [p for item in items for p in item.outputs.values()]
-    env = shell_environment(paths)
+    if cc is not None:  # the wrapper first on PATH
+        paths = [*cc.outputs.values(), *(p for p in paths if p not in cc.outputs.values())]
+    driver = getattr(items[0].drv, "attrs", {}).get("driverLibDir") if items and items[0].drv is not None else None
+    env = shell_environment(paths, store_dir=store_dir, driver_dir=driver)
     hidden = host_cuda_dirs(os.environ.get("PATH", ""), propagated_closure(paths))
     if hidden:
         has_nvcc = "CUDACXX" in env
@@ -293,6 +302,22 @@ def run_shell(args: argparse.Namespace) -> int:
         from ..errors import UsageError
 
         raise UsageError(f"cannot run {command[0]!r}: no such program") from None
+
+
+def _shell_cc(args: argparse.Namespace, items: list[Installable]) -> Any:
+    """stdenv.cc's derivation for a shell: the compiler a requested nvcc was set up with, else the default."""
+    from ..pkgs.cc_wrapper import cc_wrapper_for
+
+    pkgs = pkgs_from_args(args)
+    recorded = next(
+        (i.drv.attrs["hostCompiler"] for i in items if i.drv is not None and "hostCompiler" in i.drv.attrs), None
+    )
+    cc = cc_wrapper_for(pkgs.config, pkgs.system, recorded)
+    if cc is None:
+        return None
+    drv = cc.derivation
+    stores = {i.drv.store_dir for i in items if i.drv is not None}
+    return drv if not stores or stores == {drv.store_dir} else None  # a project's own store: no wrapper there
 
 
 def add_builders_option(p: argparse.ArgumentParser) -> None:
@@ -553,7 +578,7 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
         print(f"{_these(n, 'path')} will be substituted ({format_size(the_plan.substitute_download_size)} download, "
               f"{format_size(the_plan.substitute_nar_size)} unpacked) from {caches}:")
         for sub in the_plan.to_substitute:
-            print(f"  {sub.path}  {format_size(sub.info.file_size).rjust(10)}")
+            print(f"  {sub.path}  {format_size(sub.info.download_size).rjust(10)}")
         if not the_plan.to_build:
             print("nothing will be built")
             return

@@ -10,14 +10,20 @@ process: `cd` and variables do not carry over to the next one. A Python step is
 called as `fn(attrs, env, work_dir, outputs)`; changes it makes to `env` are seen
 by the later steps.
 
-The environment is built from nothing (no inherited PATH, LD_LIBRARY_PATH, …):
-host tools come from `HOST_PATH`; with strictDeps, nativeBuildInputs' `bin`
-dirs go on PATH and buildInputs' `include`/`lib` dirs into CPATH, LIBRARY_PATH
-and NIX_LDFLAGS (`-L` and `-rpath`); without it both lists go to both.
+The environment is built from nothing (no inherited PATH, LD_LIBRARY_PATH, …)
+by `cudapkgs.build_inputs.setup_environment`, the same function `cudapkgs shell` uses:
+native inputs (`stdenvCc`, nativeBuildInputs, propagatedNativeBuildInputs and
+what they propagate) give PATH before the host tools of `HOST_PATH`; host inputs
+(buildInputs, propagatedBuildInputs and what they propagate) give CPATH,
+LIBRARY_PATH, NIX_LDFLAGS (``-L``) and the setup hooks' variables
+(CUDAToolkit_ROOT, CMAKE_PREFIX_PATH, PKG_CONFIG_PATH, PYTHONPATH, …); without
+strictDeps both lists go to both.  A native input naming a builder hook
+(``nix-support/cudapkgs-setup-hook``: cmake) brings that builder's default
+phases (`cudapkgs.builders`); otherwise they are `builders.make`'s.
 
-`$out` and the other output variables name the directories the builder fills;
-the store renames them to the final paths afterwards (`.attrs.json`'s
-`outputPaths`), so a build must not embed `$out` itself. The default fixup
+`$out` and the other output variables are the final store paths, symlinks to
+the directories the builder fills while it runs (see `build`); the store
+renames those directories there afterwards (`.attrs.json`'s `outputPaths`). The default fixup
 runs auto-patchelf (hooks/fixup.py) over the outputs with the
 buildInputs' lib dirs, and maps RUNPATH entries into an output to its final path.
 After the fixup phase, the hashes of `removeReferencesTo` paths are overwritten
@@ -42,25 +48,31 @@ from pathlib import Path
 from typing import Any
 
 from .. import confine
+from ..builders import cmake as cmake_builder
+from ..builders import make as make_builder
 from ..derivation import Derivation
+from ..hooks import multiple_outputs
 from ..errors import CudapkgsError
-from ..stdenv import PHASES, input_dirs
+from ..build_inputs import Closures, find_inputs, setup_environment
+from ..stdenv import PHASES
 from .context import BuildContext
 from .process_group import finish_phase, popen_phase
 
-__all__ = ["HOST_PATH", "PhaseError", "attrs_sh", "build", "build_environment", "remove_references"]
+__all__ = [
+    "HOST_PATH", "PhaseError", "attrs_sh", "build", "build_environment", "dependency_paths", "remove_references",
+]
 
 # The builder has no stdenv of its own: bash, coreutils, make and the C/C++
 # compiler come from the host. /usr/local/bin is left out on purpose: a system
 # nvcc there must not stand in for the store's.
 HOST_PATH = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
 SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, as Nixpkgs' stdenv
-_MAKEFILE = '[ -e Makefile ] || [ -e makefile ] || [ -e GNUmakefile ]'
 DEFAULT_PHASES: dict[str, str] = {
     "configure": 'if [ -x ./configure ]; then ./configure --prefix="$out" "${configureFlags[@]}"; fi',
-    "build": f'if {_MAKEFILE}; then make -j"$NIX_BUILD_CORES" "${{makeFlags[@]}}" "${{buildFlags[@]}}"; fi',
-    "install": f'if {_MAKEFILE}; then make install "${{makeFlags[@]}}" "${{installFlags[@]}}"; fi',
+    "build": make_builder.BUILD,
+    "install": make_builder.INSTALL,
 }
+SETUP_HOOK = "nix-support/cudapkgs-setup-hook"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TAIL_LINES = 25
 
@@ -73,26 +85,57 @@ class PhaseError(CudapkgsError):
 
 
 def build(drv: Derivation, ctx: BuildContext, outputs: Outputs) -> None:
-    """Build `drv` into the directories `outputs` (output name -> directory)."""
-    work = Path(ctx.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
+    """Build `drv` into the directories `outputs` (output name -> directory).
+
+    While it runs, each final store path is a symlink to its directory (the store
+    holds the outputs' locks, and a path is valid only once registered), so
+    ``$out`` is the final path and what a build embeds (``--prefix=$out``, .pc
+    files, CMake config files, shebangs) is right; the links go before the store
+    moves the directories there.  Where a final path cannot be linked, ``$out``
+    is the directory itself.
+    """
     outs = {name: Path(path) for name, path in outputs.items()}
     for directory in outs.values():
         directory.mkdir(parents=True, exist_ok=True)
+    visible: dict[str, Path] = {}
+    links: list[str] = []
+    try:
+        for name, directory in outs.items():
+            final = drv.outputs.get(name)
+            if final and os.path.islink(final) and not os.path.exists(final):
+                os.unlink(final)  # a link left by a crashed build
+            if final and not os.path.lexists(final) and os.path.isdir(os.path.dirname(final)):
+                os.symlink(directory, final)
+                links.append(final)
+                visible[name] = Path(final)
+            else:
+                visible[name] = directory
+        _build(drv, ctx, outs, visible)
+    finally:
+        for link in links:
+            if os.path.islink(link):
+                os.unlink(link)
+
+
+def _build(drv: Derivation, ctx: BuildContext, outs: dict[str, Path], visible: dict[str, Path]) -> None:
+    work = Path(ctx.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
     attrs = {
         **drv.attrs,
         "name": drv.name,
         "system": drv.data["system"],
-        "outputs": {name: os.fspath(d) for name, d in outs.items()},
+        "outputs": {name: os.fspath(d) for name, d in visible.items()},
         "outputPaths": dict(drv.outputs),
     }
     json_file = work / ".attrs.json"
     json_file.write_text(json.dumps(attrs, indent=2, sort_keys=True) + "\n")
     sh_file = work / ".attrs.sh"
     sh_file.write_text(attrs_sh(attrs))
-    env = build_environment(drv, work, outs)
+    env = build_environment(drv, work, visible)
     env.update(NIX_ATTRS_JSON_FILE=os.fspath(json_file), CUDAPKGS_ATTRS_JSON=os.fspath(json_file),
                NIX_ATTRS_SH_FILE=os.fspath(sh_file))
+    closures = find_inputs(*dependency_paths(drv))
+    phases = _default_phases(closures, outs)
     cwd = work
     for phase in PHASES:
         if attrs.get(f"dont{phase.capitalize()}"):
@@ -108,16 +151,52 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Outputs) -> None:
         elif phase == "patch":
             _patch(drv, ctx, attrs, env, cwd)
         elif phase == "fixup":
-            _fixup(drv, attrs, outs)
+            _fixup(drv, attrs, outs, closures, ctx)
         else:
-            _shell(ctx, f"{phase}Phase", DEFAULT_PHASES[phase], env, cwd, sh_file)
+            _shell(ctx, f"{phase}Phase", phases[phase], env, cwd, sh_file)
         _run_step(drv, ctx, attrs, env, cwd, outs, f"post{phase.capitalize()}")
         if phase == "unpack":
             env["sourceRoot"] = os.fspath(cwd)
+    final = {name: drv.outputs[name] for name in outs}
+    for file, paths in multiple_outputs.propagate(outs, final, attrs).items():
+        ctx.log.write(f"@@ {file}: {' '.join(paths)}\n")
     removed = remove_references(outs, attrs.get("removeReferencesTo") or ())
     if removed:
         ctx.log.write(f"@@ removeReferencesTo: {len(removed)} file(s) rewritten\n")
     _check_disallowed(outs, attrs.get("disallowedReferences") or ())
+    _check_no_nvcc(outs, closures)
+
+
+def dependency_paths(drv: Derivation) -> tuple[list[str], list[str]]:
+    """(native, host) input paths of a mkDerivation derivation, before propagation.
+
+    native: stdenvCc, nativeBuildInputs, propagatedNativeBuildInputs; host:
+    buildInputs, propagatedBuildInputs.  Without strictDeps both are the union.
+    """
+    attrs = drv.attrs
+    cc = [attrs["stdenvCc"]] if isinstance(attrs.get("stdenvCc"), str) else []
+    native = [*cc, *(attrs.get("nativeBuildInputs") or ()), *(attrs.get("propagatedNativeBuildInputs") or ())]
+    host = [*(attrs.get("buildInputs") or ()), *(attrs.get("propagatedBuildInputs") or ())]
+    if not drv.data.get("strictDeps", True):
+        native = host = list(dict.fromkeys(native + host))
+    return list(dict.fromkeys(native)), list(dict.fromkeys(host))
+
+
+def _default_phases(closures: Closures, outputs: Mapping[str, Path]) -> dict[str, str]:
+    """The default configure/build/install phases: cmake's when a native input brings its hook."""
+    brought = set()
+    for path in closures.native:
+        try:
+            brought.update(Path(path, SETUP_HOOK).read_text().split())
+        except OSError:
+            pass
+    if "cmake" in brought:
+        return {
+            "configure": cmake_builder.configure_phase(outputs),
+            "build": cmake_builder.build_phase(),
+            "install": cmake_builder.install_phase(),
+        }
+    return dict(DEFAULT_PHASES)
 
 
 #: Variables a build requiring a `cuda*` system feature inherits: which GPUs it may use.
@@ -125,35 +204,31 @@ GPU_SELECTION = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_
 
 
 def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str, str]:
-    """The variables the build starts with: nothing inherited but what is listed here."""
+    """The variables the build starts with: nothing inherited, then `build_inputs.setup_environment`."""
     attrs = drv.attrs
-    native = list(attrs.get("nativeBuildInputs") or ())
-    host = list(attrs.get("buildInputs") or ())
-    if not drv.data.get("strictDeps", True):
-        native = host = list(dict.fromkeys(native + host))
-    includes = input_dirs(host, ("include",))
-    libs = input_dirs(host, ("lib", "lib64"))
-    env = {
-        "PATH": os.pathsep.join([*input_dirs(native, ("bin",)), *HOST_PATH]),
+    native, host = dependency_paths(drv)
+    store_dir = os.path.dirname(next(iter(drv.outputs.values())))
+    base = {
         "HOME": "/homeless-shelter",
         "TMPDIR": os.fspath(work), "TMP": os.fspath(work), "TEMP": os.fspath(work), "TEMPDIR": os.fspath(work),
         "NIX_BUILD_TOP": os.fspath(work),
         "NIX_BUILD_CORES": str(os.cpu_count() or 1),
-        "NIX_STORE": os.path.dirname(next(iter(drv.outputs.values()))),
+        "NIX_STORE": store_dir,
         "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH,
         "LANG": "C.UTF-8",
         "TZ": "UTC",
-        "NIX_CFLAGS_COMPILE": " ".join(f"-isystem {d}" for d in includes),
-        "NIX_LDFLAGS": " ".join(f"-L{d} -rpath {d}" for d in libs),
         "name": drv.name,
         "system": drv.data["system"],
         **{name: os.fspath(d) for name, d in outputs.items()},
     }
-    # Set only when non-empty: gcc reads an empty element as the current directory.
-    if includes:
-        env["CPATH"] = os.pathsep.join(includes)
-    if libs:
-        env["LIBRARY_PATH"] = os.pathsep.join(libs)
+    env = setup_environment(
+        native, host, base=base, host_path=HOST_PATH, store_dir=store_dir,
+        driver_dir=attrs.get("driverLibDir") if isinstance(attrs.get("driverLibDir"), str) else None,
+    )
+    includes = [d for d in env.get("CPATH", "").split(os.pathsep) if d]
+    libs = [d for d in env.get("LIBRARY_PATH", "").split(os.pathsep) if d]
+    env["NIX_CFLAGS_COMPILE"] = " ".join(f"-isystem {d}" for d in includes)
+    env["NIX_LDFLAGS"] = " ".join(f"-L{d}" for d in libs)
     for key in ("pname", "version"):
         if isinstance(attrs.get(key), str):
             env[key] = attrs[key]
@@ -346,17 +421,20 @@ def _patch(drv: Derivation, ctx: BuildContext, attrs: Mapping[str, Any], env: Ma
         _shell(ctx, "patchPhase", args, env, cwd, Path(env["NIX_ATTRS_SH_FILE"]))
 
 
-def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path]) -> None:
+def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path], closures: Closures,
+           ctx: BuildContext) -> None:
     for path in outputs.values():
         confine.unshare_hardlinks(path)  # a build script's `ln /host/file $out/…` must not be patched
     if attrs.get("dontAutoPatchelf"):
         return
     from .. import hooks
 
-    host = list(attrs.get("buildInputs") or ())
-    if not drv.data.get("strictDeps", True):
-        host += list(attrs.get("nativeBuildInputs") or ())
-    lib_dirs = [Path(d) for d in input_dirs(host, ("lib", "lib64"))]
+    # Stubs outputs are for linking only: a run path never reaches them.
+    lib_dirs = [
+        Path(p, sub) for p in closures.host if not p.rstrip("/").endswith("-stubs")
+        for sub in ("lib", "lib64") if Path(p, sub).is_dir()
+        and not (sub == "lib64" and Path(p, "lib").resolve() == Path(p, sub).resolve())
+    ]
     report = hooks.fixup(
         outputs,
         lib_dirs,
@@ -371,7 +449,28 @@ def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path]) 
         mapped = [_to_final(entry, final) for entry in runpath]
         if mapped != runpath:
             plan.set_runpath(path, mapped)
+        stubs = [e for e in mapped if hooks.is_stubs_entry(e)]
+        if stubs:
+            raise PhaseError(f"{path.name}: its RUNPATH keeps the stubs directory {stubs[0]} (link-time only)")
     plan.apply()
+    ctx.log.write(f"@@ fixup: {len(report.runpaths)} ELF file(s), RUNPATHs from {len(lib_dirs)} input lib dir(s)\n")
+
+
+def _check_no_nvcc(outputs: Outputs, closures: Closures) -> None:
+    """nvcc is a build tool: an output referring to it (when it is no host input) fails the build."""
+    host = set(closures.host)
+    nvcc = [p for p in closures.native if p not in host and os.path.isfile(os.path.join(p, "bin", "nvcc"))]
+    if not nvcc:
+        return
+    hashes = {_hash_part(p).encode(): p for p in nvcc}
+    for path in _regular_files(outputs):
+        data = path.read_bytes()
+        for h, store_path in hashes.items():
+            if h in data:
+                raise PhaseError(
+                    f"{path} refers to nvcc ({store_path}), a build tool, so its run-time closure would hold all "
+                    "of nvcc: add cuda_nvcc to removeReferencesTo"
+                )
 
 
 def remove_references(outputs: Outputs, paths: Sequence[str]) -> list[Path]:

@@ -119,12 +119,13 @@ def _fetch_and_unpack(drv: Derivation, ctx: BuildContext, stage: Path) -> tuple[
                 with in_use(fetched.path) as alive:
                     if not alive:  # collected between the fetch and now: fetch it again
                         fetched = _fetch(drv, ctx, [source])
+                    _check_wheel_expansion(fetched.path, _declared_size(drv))
                     # Straight into the build directory: no unpacked copy is kept in any cache.
                     unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
                 check_unpacked(tree, attrs["pname"], fetched.path.name)
                 confine.check_tree_links(tree)
             elif fetched.kind == "tarball":
-                root = unpack(fetched.path, stage / "src")
+                root = unpack(fetched.path, stage / "src", declared_size=_declared_size(drv))
                 root.rename(tree)
                 _touch(fetched.path)
             else:
@@ -143,6 +144,36 @@ def _fetch_and_unpack(drv: Derivation, ctx: BuildContext, stage: Path) -> tuple[
         f"cannot fetch and unpack {attrs['pname']} {attrs['version']} ({src['relativePath']}) from any source: "
         + "; ".join(reasons)
     )
+
+
+def _declared_size(drv: Derivation) -> int | None:
+    size = (drv.data.get("src") or {}).get("size")
+    try:
+        return int(size) if size is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_wheel_expansion(wheel: Path, declared_size: int | None) -> None:
+    """UnpackError if the wheel's central directory promises more than `expansion_limits` allows.
+
+    The unzipper never writes a member past its recorded size, so the recorded sizes bound it.
+    """
+    import zipfile
+
+    max_bytes, max_members = expansion_limits(declared_size or wheel.stat().st_size)
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            infos = z.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as error:
+        raise UnpackError(f"{wheel.name}: damaged wheel ({error})") from None
+    total = sum(i.file_size for i in infos)
+    if max_members is not None and len(infos) > max_members:
+        raise UnpackError(f"{wheel.name}: {len(infos)} members, more than the {max_members} allowed for "
+                          f"{declared_size} declared bytes; refusing to unpack it")
+    if max_bytes is not None and total > max_bytes:
+        raise UnpackError(f"{wheel.name}: expands to {total} bytes, past {max_bytes} ({EXPANSION_RATIO}x the "
+                          f"{declared_size} bytes declared); refusing to unpack it")
 
 
 def _discard(fetched: FetchedArtifact) -> None:
@@ -238,7 +269,27 @@ def _open_stream(archive: Path) -> tuple[tarfile.TarFile, subprocess.Popen[bytes
     return tarfile.open(fileobj=proc.stdout, mode="r|", bufsize=_PIPE_READ), proc
 
 
-def unpack(archive: Path, dest: Path) -> Path:
+# Expansion bounds (issue 8): an xz bomb of 387 KB once became 2 GiB, a 98 KB one 100k files.
+# NVIDIA's archives expand about 3-15x (headers and static libraries compress best).
+EXPANSION_RATIO = 40
+MIN_EXPANDED_BYTES = 256 << 20
+MIN_MEMBERS = 50_000
+BYTES_PER_MEMBER = 64  # at most one member per 64 compressed bytes beyond MIN_MEMBERS
+
+
+def expansion_limits(declared_size: int | None) -> tuple[int | None, int | None]:
+    """(max bytes, max members) an archive whose manifest declares `declared_size` bytes may unpack to.
+
+    None, None when no size is declared.  The bounds are generous for real releases
+    and stop a decompression bomb long before it fills a disk.
+    """
+    if not declared_size or declared_size <= 0:
+        return None, None
+    return (max(MIN_EXPANDED_BYTES, EXPANSION_RATIO * declared_size),
+            max(MIN_MEMBERS, declared_size // BYTES_PER_MEMBER))
+
+
+def unpack(archive: Path, dest: Path, *, declared_size: int | None = None) -> Path:
     """Extract `archive` into the new directory `dest`, streaming; return the source root.
 
     Like Nixpkgs' unpackPhase, a single top-level directory (NVIDIA's
@@ -247,17 +298,29 @@ def unpack(archive: Path, dest: Path) -> Path:
     to earlier regular members, and every symlink — followed through the tree's
     other symlinks, as the kernel would — must resolve inside `dest`
     (`cudapkgs.confine.check_tree_links`); devices and FIFOs are refused.
+    With `declared_size` (the manifest's size of the archive), the bytes and members it
+    may unpack to are bounded (`expansion_limits`).
     Raises `UnpackError` for any of these and for a damaged archive.
     """
     dest.mkdir()
     links: set[str] = set()
     regular: set[str] = set()
+    max_bytes, max_members = expansion_limits(declared_size)
+    written = members = 0
     proc = None
     finished = False
     try:
         tar, proc = _open_stream(archive)
         with tar:
             for member in tar:
+                members += 1
+                written += member.size if member.isreg() else 0
+                if max_members is not None and members > max_members:
+                    raise UnpackError(f"{archive.name}: more than {max_members} members, too many for an archive the "
+                                      f"manifest declares as {declared_size} bytes; refusing to unpack it")
+                if max_bytes is not None and written > max_bytes:
+                    raise UnpackError(f"{archive.name}: expands past {max_bytes} bytes, {EXPANSION_RATIO}x the "
+                                      f"{declared_size} bytes the manifest declares; refusing to unpack it")
                 _extract(tar, member, dest, links, regular)
         if proc is not None:
             assert proc.stdout is not None
@@ -443,6 +506,8 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         ctx.step("prePatch")
         if attrs["pname"] == "libnvvm":
             _unnest(tree / "nvvm")
+        if attrs.get("ccclLayout") == "unnested":
+            _unnest_cccl(tree / "include")
         hooks.rewrite_pkgconfig(
             tree,
             dev=drv.outputs[_output_var(attrs, "outputDev", drv.outputs)],
@@ -548,21 +613,27 @@ def _fixup(drv: Derivation, outputs: Mapping[str, Path], final: Mapping[str, str
 def _propagate(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: Mapping[str, str]) -> None:
     """nix-support/propagated-build-inputs: multiple-outputs' propagation into the dev output, and
     buildRedist's into ``out`` as well, so that using the package's path pulls in every part."""
+    # Dependencies of kind "propagated" (libcublas -> cuda_cudart) travel with the package's dev and out.
+    inputs = list(attrs.get("propagatedBuildInputs") or ())
     if list(outputs) == ["out"]:
-        return
-    dev = _output_var(attrs, "outputDev", outputs)
-    wanted = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != dev]
-    targets = {dev: wanted}
-    if dev != "out" and "out" in outputs:
-        # As fixupCudaPropagatedBuildOutputsToOut: no reverse edge to dev when dev propagates out.
-        targets["out"] = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != "out"
-                          and not (o == dev and "out" in wanted)]
-    for name, propagated in targets.items():
+        targets_paths = {"out": inputs}
+    else:
+        dev = _output_var(attrs, "outputDev", outputs)
+        wanted = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != dev]
+        targets = {dev: wanted}
+        if dev != "out" and "out" in outputs:
+            # As fixupCudaPropagatedBuildOutputsToOut: no reverse edge to dev when dev propagates out.
+            targets["out"] = [o for o in attrs.get("propagatedBuildOutputs", ()) if o in final and o != "out"
+                              and not (o == dev and "out" in wanted)]
+        targets_paths = {name: [final[o] for o in names] + inputs for name, names in targets.items()}
+        if "out" in outputs and "out" not in targets_paths:
+            targets_paths["out"] = inputs
+    for name, propagated in targets_paths.items():
         if propagated:
             support = Path(outputs[name]) / "nix-support"
             confine.require_real_dirs(outputs[name], support / "propagated-build-inputs", include_self=True)
             support.mkdir(exist_ok=True)
-            (support / "propagated-build-inputs").write_text(" ".join(final[o] for o in propagated) + "\n")
+            (support / "propagated-build-inputs").write_text(" ".join(dict.fromkeys(propagated)) + "\n")
 
 
 def _cudart_stubs(root: Path | None) -> None:
@@ -592,6 +663,19 @@ def _unnest(directory: Path) -> None:
             raise RedistBuildError(f"cannot un-nest {child}: {target} exists")
         child.rename(target)
     directory.rmdir()
+
+
+def _unnest_cccl(include: Path) -> None:
+    """cccl's layout from CUDA 13.0 (cccl.nix@68f38bbd): drop include/nv, lift include/cccl/* into
+    include/, and make include/cccl a link to include itself."""
+    nested = include / "cccl"
+    if not nested.is_dir() or nested.is_symlink():
+        return
+    confine.require_real_dirs(include.parent, include)
+    if (include / "nv").exists() and not (include / "nv").is_symlink():
+        _remove(include / "nv")
+    _unnest(nested)
+    (include / "cccl").symlink_to(".")
 
 
 def _remove(path: Path) -> None:

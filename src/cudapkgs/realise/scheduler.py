@@ -82,7 +82,7 @@ class Plan:
     @property
     def substitute_download_size(self) -> int:
         """Compressed bytes to download from caches."""
-        return sum(s.info.file_size for s in self.to_substitute)
+        return sum(s.info.download_size for s in self.to_substitute)
 
     @property
     def substitute_nar_size(self) -> int:

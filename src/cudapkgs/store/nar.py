@@ -57,9 +57,10 @@ class _Scanner:
     def chunk(self, chunk: bytes) -> None:
         if len(self._in_file) == len(self.wanted):
             return
-        data = self._tail + chunk  # the overlap: a hash split across two chunks is still found
-        self._in_file |= self._hits(data)
-        self._tail = data[-self.keep :]
+        if self._tail:  # the seam: a hash split across two chunks is still found (no copy of the chunk)
+            self._in_file |= self._hits(self._tail + chunk[: self.keep])
+        self._in_file |= self._hits(chunk)
+        self._tail = chunk[-self.keep :] if len(chunk) >= self.keep else (self._tail + chunk)[-self.keep :]
 
     def end_file(self, rel: bytes) -> None:
         for h in self._in_file:

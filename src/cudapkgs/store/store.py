@@ -343,15 +343,21 @@ class Store:
                     for path, out in dirs.items():
                         if not os.path.lexists(out):
                             raise StoreError(f"the builder of '{path}' did not create its output")
-                        digest, size, found = nar.hash_and_scan(out, candidates)  # one read of each file
+                    for path, (digest, size, found) in zip(dirs, _hash_and_scan_all(list(dirs.values()), candidates)):
                         refs = {candidates[h] for h in found}
                         for ref in refs:
                             if ref not in dirs and not self.db.is_valid(ref):
                                 raise StoreError(f"'{path}' refers to '{ref}', which is not valid in the store {self.store_dir}")
                         entries.append((path, nar.format_hash(digest), size, refs, deriver))
+                    # An output already valid (substituted from a cache, say) stays as it is: replacing
+                    # it would take away files that valid paths may refer to.
+                    keep = {path for path in dirs if self.db.is_valid(path)}
+                    entries = [entry for entry in entries if entry[0] not in keep]
                     moved = []
                     try:
                         for path, out in dirs.items():
+                            if path in keep:
+                                continue
                             if os.path.lexists(path):  # left behind by a crash before registration
                                 _remove_tree(path)
                             _make_read_only(out, keep_root_writable=True)
@@ -379,6 +385,7 @@ class Store:
         nar_size: int,
         references: Iterable[str],
         deriver: str | None = None,
+        before_register: Callable[[], None] | None = None,
     ) -> bool:
         """Make `path` valid from `fill(out)`, whose NAR the caller checks against `nar_hash` while filling.
 
@@ -387,15 +394,23 @@ class Store:
         `references` (store paths) must all be valid already (or be `path`). The path
         is registered only after `fill` returns; any error leaves the store unchanged.
         Returns False if `path` was already valid (then `fill` is not called).
+        With `before_register` (e.g. waiting until the references are registered by
+        other threads), the references are checked after it returns instead of
+        before `fill`, so unpacking need not wait for them.
         """
         path = self.parse(path)
         refs = {self.parse(r) for r in references}
-        try:
-            if self.db.is_valid(path):
-                return False
+
+        def check_references() -> None:
             absent = [r for r in sorted(refs) if r != path and not self.db.is_valid(r)]
             if absent:
                 raise StoreError(f"'{path}' refers to '{absent[0]}', which is not valid in the store {self.store_dir}")
+
+        try:
+            if self.db.is_valid(path):
+                return False
+            if before_register is None:
+                check_references()
             with self._gc_shared(), PathLock(lock_file_for(self.locks_dir, path)):
                 if self.db.is_valid(path):
                     return False
@@ -405,6 +420,9 @@ class Store:
                     fill(out)
                     if not os.path.lexists(out):
                         raise StoreError(f"nothing was unpacked for '{path}'")
+                    if before_register is not None:
+                        before_register()
+                        check_references()
                     if os.path.lexists(path):  # left behind by a crash between rename and registration
                         _remove_tree(path)
                     os.rename(out, path)
@@ -717,6 +735,20 @@ class Store:
         files: list[str] = []
         nar.scan_for_hashes(referrer, [hash_part(reference)], on_found=lambda _h, rel: files.append(rel))
         return tuple(sorted(files))
+
+
+def _hash_and_scan_all(outs: list[Path], candidates: dict[str, str]) -> list[tuple[bytes, int, set[str]]]:
+    """`nar.hash_and_scan` of each output, the outputs side by side on two threads.
+
+    Hashing and reading release the GIL, so a derivation's outputs (bin, lib, dev, …)
+    are read and hashed in parallel; each result is the same as a sequential pass.
+    """
+    if len(outs) < 2 or (os.cpu_count() or 1) < 2:
+        return [nar.hash_and_scan(out, candidates) for out in outs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="cudapkgs-nar") as pool:
+        return list(pool.map(lambda out: nar.hash_and_scan(out, candidates), outs))
 
 
 def _refuse_writable_by_others(root: Path, db_file: Path) -> None:

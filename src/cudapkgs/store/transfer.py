@@ -96,6 +96,12 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
     damaged or tampered archive; a path already rejected adds nothing.
     """
     source = Path(archive)
+    from ..inputs import InputFileError, check_regular_file
+
+    try:
+        check_regular_file(source, what="archive")  # a FIFO or a device would hang or never end
+    except InputFileError as error:
+        raise StoreError(f"cannot read {source}: {error.reason}") from None
     try:
         tar = tarfile.open(source, _mode(source, False))
     except OSError as error:

@@ -1,4 +1,4 @@
-"""Streaming compression of NARs: zstd (`zstandard`), xz (stdlib `lzma`) or none.
+"""Streaming compression of NARs: zstd (`zstandard`), xz (stdlib `lzma`), bzip2 (stdlib `bz2`, old Nix caches) or none.
 
 Both directions work chunk by chunk, so memory stays bounded whatever the NAR's size.
 zstd level 3 is the zstd command's default (what `tar -I zstd` uses); xz preset 6 is xz's.
@@ -19,7 +19,7 @@ CHUNK = 1 << 20
 
 def _check(compression: str) -> None:
     if compression not in COMPRESSIONS:
-        raise ValueError(f"unsupported compression {compression!r} (zstd, xz or none)")
+        raise ValueError(f"unsupported compression {compression!r} (zstd, xz, bzip2 or none)")
 
 
 def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *, level: int | None = None) -> tuple[bytes, int]:
@@ -42,10 +42,15 @@ def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *,
         for chunk in chunks:
             emit(compressor.compress(chunk))
         emit(compressor.flush())
-    elif compression == "xz":
-        import lzma
+    elif compression in ("xz", "bzip2"):
+        if compression == "xz":
+            import lzma
 
-        compressor = lzma.LZMACompressor(format=lzma.FORMAT_XZ, preset=6 if level is None else level)
+            compressor = lzma.LZMACompressor(format=lzma.FORMAT_XZ, preset=6 if level is None else level)
+        else:
+            import bz2
+
+            compressor = bz2.BZ2Compressor(9 if level is None else level)
         for chunk in chunks:
             emit(compressor.compress(chunk))
         emit(compressor.flush())
@@ -88,4 +93,8 @@ def decompressed_reader(raw: BinaryIO, compression: str) -> BinaryIO:
         import lzma
 
         return lzma.LZMAFile(raw, "rb", format=lzma.FORMAT_XZ)  # type: ignore[return-value]
+    if compression == "bzip2":
+        import bz2
+
+        return bz2.BZ2File(raw, "rb")  # type: ignore[return-value]
     return raw

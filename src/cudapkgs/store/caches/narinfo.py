@@ -22,11 +22,13 @@ from ..paths import BASE32_CHARS, HASH_LEN, is_hash_part
 __all__ = ["CacheInfo", "NarInfo", "NarInfoError", "COMPRESSIONS"]
 
 #: Compression name in a narinfo -> file extension of its NAR (Nix's names).
-COMPRESSIONS = {"zstd": ".zst", "xz": ".xz", "none": ""}
+COMPRESSIONS = {"zstd": ".zst", "xz": ".xz", "bzip2": ".bz2", "none": ""}
 
-_REQUIRED = ("StorePath", "URL", "Compression", "FileHash", "FileSize", "NarHash", "NarSize")
+# What Nix's parser requires (NixOS/nix src/libstore/nar-info.cc): a narinfo without Compression means
+# bzip2, and nix-serve and other servers of uncompressed NARs write no FileHash/FileSize.
+_REQUIRED = ("StorePath", "URL", "NarHash", "NarSize")
 # Fields Nix writes that cudapkgs reads (System and CA are kept but not used).
-_KNOWN = set(_REQUIRED) | {"References", "Deriver", "Sig", "System", "CA"}
+_KNOWN = set(_REQUIRED) | {"Compression", "FileHash", "FileSize", "References", "Deriver", "Sig", "System", "CA"}
 _SHA256_B32 = re.compile(f"sha256:[{BASE32_CHARS}]{{52}}")
 _URL = re.compile(r"[A-Za-z0-9+\-._=/]+")
 _MAX_NARINFO = 1 << 20
@@ -47,8 +49,8 @@ class NarInfo:
     store_path: str
     url: str
     compression: str
-    file_hash: str
-    file_size: int
+    file_hash: str | None
+    file_size: int | None
     nar_hash: str
     nar_size: int
     references: tuple[str, ...] = ()
@@ -60,6 +62,11 @@ class NarInfo:
     @property
     def store_dir(self) -> str:
         return os.path.dirname(self.store_path)
+
+    @property
+    def download_size(self) -> int:
+        """Bytes to download: FileSize, or NarSize when the cache does not say (an upper bound for a compressed NAR)."""
+        return self.file_size if self.file_size is not None else self.nar_size
 
     @property
     def hash_part(self) -> str:
@@ -84,8 +91,8 @@ class NarInfo:
             f"StorePath: {self.store_path}",
             f"URL: {self.url}",
             f"Compression: {self.compression}",
-            f"FileHash: {self.file_hash}",
-            f"FileSize: {self.file_size}",
+            *([f"FileHash: {self.file_hash}"] if self.file_hash is not None else []),
+            *([f"FileSize: {self.file_size}"] if self.file_size is not None else []),
             f"NarHash: {self.nar_hash}",
             f"NarSize: {self.nar_size}",
             f"References: {' '.join(sorted(self.references))}",
@@ -115,6 +122,8 @@ class NarInfo:
             if not line:
                 continue
             key, sep, value = line.partition(": ")
+            if not sep and line.endswith(":"):  # "References:" with nothing after it
+                key, sep, value = line[:-1], ":", ""
             if not sep:
                 raise NarInfoError(f"{whence}: line {number} is not 'Field: value'")
             if key not in _KNOWN:
@@ -133,15 +142,18 @@ class NarInfo:
         if not store_path.startswith("/") or not is_hash_part(base[:HASH_LEN]) or base[HASH_LEN : HASH_LEN + 1] != "-":
             raise NarInfoError(f"{whence}: StorePath {store_path!r} is not a store path")
         for key in ("FileHash", "NarHash"):
-            if not _SHA256_B32.fullmatch(fields[key]):
+            if key in fields and not _SHA256_B32.fullmatch(fields[key]):
                 raise NarInfoError(f"{whence}: {key} {fields[key]!r} is not sha256:<base-32>")
-        sizes = {}
+        sizes: dict[str, int | None] = {"FileSize": None}
         for key in ("FileSize", "NarSize"):
+            if key not in fields:
+                continue
             if not fields[key].isdigit():
                 raise NarInfoError(f"{whence}: {key} {fields[key]!r} is not a number")
             sizes[key] = int(fields[key])
-        if fields["Compression"] not in COMPRESSIONS:
-            raise NarInfoError(f"{whence}: compression {fields['Compression']!r} is not supported (zstd, xz or none)")
+        compression = fields.get("Compression", "bzip2")
+        if compression not in COMPRESSIONS:
+            raise NarInfoError(f"{whence}: compression {compression!r} is not supported (zstd, xz, bzip2 or none)")
         url = fields["URL"]
         if not _URL.fullmatch(url) or url.startswith("/") or ".." in url.split("/"):
             raise NarInfoError(f"{whence}: URL {url!r} is not a relative path inside the cache")
@@ -156,7 +168,7 @@ class NarInfo:
             if ":" not in sig:
                 raise NarInfoError(f"{whence}: Sig {sig!r} is not keyname:base64")
         return cls(
-            store_path=store_path, url=url, compression=fields["Compression"], file_hash=fields["FileHash"],
+            store_path=store_path, url=url, compression=compression, file_hash=fields.get("FileHash"),
             file_size=sizes["FileSize"], nar_hash=fields["NarHash"], nar_size=sizes["NarSize"], references=refs,
             deriver=deriver, sigs=tuple(sigs), system=fields.get("System"), ca=fields.get("CA"),
         )

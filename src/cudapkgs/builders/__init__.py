@@ -1,0 +1,8 @@
+"""Builders' default phases, one module each (the generic phases are `cudapkgs.realise.generic`).
+
+| module | Nixpkgs | fires when |
+| --- | --- | --- |
+| `make` | stdenv's default buildPhase/installPhase | always (a Makefile in the source) |
+| `cmake` | cmake's setup-hook (cmakeConfigurePhase) | `cmake` is a native input |
+| `python` | buildPythonPackage (pypaBuildHook, pypaInstallHook) | `python3Packages.buildPythonPackage` |
+"""

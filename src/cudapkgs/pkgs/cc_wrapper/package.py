@@ -1,0 +1,76 @@
+"""stdenv.cc: a derivation holding wrapper scripts around one host compiler (Nixpkgs' wrapCC).
+
+The compiler comes from the host (as the stdenv's tools do here); its kind,
+version and paths are derivation attributes, so another compiler gives another
+store path.  The output is ``bin/{cc,c++,gcc,g++}`` (or the clang names) and
+``nix-support/cc-wrapper.json``; every mk_derivation package has it as an
+implicit native input (`stdenvCc`), and `cudapkgs shell` puts it on PATH.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from ...hooks import cc_wrapper as hook
+from ...realise import host_compiler
+
+__all__ = ["cc_wrapper", "cc_wrapper_for"]
+
+INSTALL = r"""
+mkdir -p "$out/bin" "$out/nix-support"
+for n in "${!wrapperScripts[@]}"; do
+  printf '%s' "${wrapperScripts[$n]}" > "$out/bin/$n"
+  chmod 755 "$out/bin/$n"
+done
+printf '%s\n' "$ccWrapperInfo" > "$out/nix-support/cc-wrapper.json"
+"""
+
+
+def cc_wrapper(config: Any, system: str, compiler: host_compiler.Compiler) -> Any:
+    """The cc-wrapper package of `compiler` (uncached; see `cc_wrapper_for`)."""
+    from ...stdenv import mk_derivation
+
+    scripts = {
+        name: hook.wrapper_script(compiler.cxx if cxx else compiler.cc, compiler.describe())
+        for name, cxx in hook.names(compiler.kind)
+    }
+    return mk_derivation(
+        config,
+        {
+            "pname": f"{compiler.kind}-wrapper",
+            "version": compiler.version,
+            "stdenvCc": None,
+            "driverLibDir": None,  # no GPU code: the driver dir is no input
+            "hostCompiler": compiler.to_json(),
+            "wrapperScripts": scripts,
+            "ccWrapperInfo": json.dumps(compiler.to_json(), sort_keys=True),
+            "dontConfigure": True,
+            "dontBuild": True,
+            "dontFixup": True,
+            "installPhase": INSTALL,
+            "meta": {"description": f"{compiler.describe()} wrapped to add run paths of linked store libraries"},
+        },
+        system=system,
+        name="stdenv.cc",
+    )
+
+
+@functools.cache
+def _cached(config: Any, system: str, compiler: host_compiler.Compiler) -> Any:
+    return cc_wrapper(config, system, compiler)
+
+
+def cc_wrapper_for(config: Any, system: str, recorded: dict[str, Any] | None = None) -> Any:
+    """stdenv.cc for a build: the compiler nvcc recorded (`recorded`, a hostCompiler attribute) or
+    the host's default compiler; None when the host has no C compiler (a build that compiles fails then)."""
+    if recorded and "error" not in recorded:
+        compiler = host_compiler.Compiler(
+            recorded["kind"], int(recorded["major"]), recorded["version"], recorded["cc"], recorded["cxx"]
+        )
+    else:
+        compiler = host_compiler.default_compiler()
+    if compiler is None:
+        return None
+    return _cached(config, system, compiler)

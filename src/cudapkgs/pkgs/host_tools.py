@@ -1,0 +1,97 @@
+"""Build tools taken from the host (cmake, ninja, make, pkg-config, Python), each a derivation of its own.
+
+Like the stdenv's compiler, these are not built here: the package records the
+executable's path and the version it reports, so another tool (or version)
+gives another store path.  Its output holds ``bin/`` links to the host
+executables and ``nix-support/cudapkgs-setup-hook`` naming the builder hook
+it brings (``cmake``, ``ninja``, ``python``), as Nixpkgs' ``cmake`` in
+``nativeBuildInputs`` brings cmake's configure phase.  docs/architecture.md lists
+which inputs are pinned and which come from the host.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import EvalError
+
+__all__ = ["HOST_TOOLS", "SETUP_HOOK", "host_tool", "probe_version"]
+
+SETUP_HOOK = "nix-support/cudapkgs-setup-hook"
+# attribute name -> (executables, the one asked for --version, setup hook name, description)
+HOST_TOOLS: dict[str, tuple[tuple[str, ...], str, str, str]] = {
+    "cmake": (("cmake", "ctest", "cpack"), "cmake", "cmake", "CMake from the host"),
+    "ninja": (("ninja",), "ninja", "ninja", "Ninja from the host"),
+    "gnumake": (("make",), "make", "", "GNU make from the host"),
+    "pkg-config": (("pkg-config",), "pkg-config", "", "pkg-config from the host"),
+    "python3": (("python3",), "python3", "python", "Python 3 from the host"),
+}
+_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)*)")
+_HOST_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
+
+
+@functools.cache
+def _probe(path: str, mtime_ns: int, size: int) -> str:
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise EvalError(f"{path} --version failed: {error}") from None
+    match = _VERSION.search(done.stdout + done.stderr)
+    if match is None:
+        raise EvalError(f"{path} --version printed no version number")
+    return match.group(1)
+
+
+def probe_version(path: str) -> str:
+    """The version `path --version` reports (cached per file identity: path, mtime, size)."""
+    st = os.stat(path)
+    return _probe(os.path.realpath(path), st.st_mtime_ns, st.st_size)
+
+
+def _locate(name: str, search: Sequence[str]) -> str | None:
+    return shutil.which(name, path=os.pathsep.join(search))
+
+
+def host_tool(config: Any, system: str, attr: str, *, executable: str | None = None,
+              search: Sequence[str] = _HOST_DIRS) -> Any:
+    """The package `attr` of `HOST_TOOLS`, from `executable` (default: found in `search`)."""
+    from ..stdenv import mk_derivation
+
+    names, main, hook, description = HOST_TOOLS[attr]
+    main_path = executable or _locate(main, search)
+    if main_path is None:
+        raise EvalError(f"{attr}: no {main} on this machine (looked in {', '.join(search)}); install it")
+    main_path = os.path.abspath(main_path)
+    directory = os.path.dirname(main_path)
+    paths = {main: main_path}
+    for n in names:
+        if n != main and os.access(os.path.join(directory, n), os.X_OK):
+            paths[n] = os.path.join(directory, n)
+    version = probe_version(main_path)
+    install = ['mkdir -p "$out/bin" "$out/nix-support"']
+    install += [f'ln -s {p} "$out/bin/{n}"' for n, p in paths.items()]
+    if hook:
+        install.append(f'echo {hook} > "$out/{SETUP_HOOK}"')
+    return mk_derivation(
+        config,
+        {
+            "pname": attr,
+            "version": version,
+            "stdenvCc": None,
+            "driverLibDir": None,  # no GPU code: the driver dir is no input
+            "hostPaths": paths,
+            "dontConfigure": True,
+            "dontBuild": True,
+            "dontFixup": True,
+            "installPhase": "\n".join(install),
+            "meta": {"description": f"{description} ({main_path}, {version}); not built here"},
+        },
+        system=system,
+        name=attr,
+    )

@@ -1,0 +1,54 @@
+"""zlib 1.3.1 from its pinned GitHub archive (madler/zlib v1.3.1), built with the host compiler.
+
+Outputs as Nixpkgs' zlib (pkgs/development/libraries/zlib/default.nix): ``out``
+(the shared library), ``dev`` (headers, zlib.pc) and ``static`` (libz.a).  The
+archive is ``zlib-1.3.1.tar.gz`` of ``shared/sources`` (its NAR hash
+``sha256-TkPLWSN5QcPlL9D0kc/yhH0/puE9bFND24aj5NVDKYs=`` is Nixpkgs'
+fetchFromGitHub hash for that tag; see shared/sources/INDEX.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..sources import source_archive
+
+__all__ = ["zlib"]
+
+VERSION = "1.3.1"
+ARCHIVE = "zlib-1.3.1.tar.gz"
+ARCHIVE_SHA256 = "4714c4d9459fdc768805afe3873eae3030affa55215497a9e418b71f1ab0ed04"
+NAR_HASH = "sha256-TkPLWSN5QcPlL9D0kc/yhH0/puE9bFND24aj5NVDKYs="
+
+
+def zlib(config: Any, system: str) -> Any:
+    """The zlib package of a top level."""
+    from ...stdenv import mk_derivation
+
+    return mk_derivation(
+        config,
+        lambda final: {
+            "pname": "zlib",
+            "version": VERSION,
+            "src": source_archive("zlib", ARCHIVE, ARCHIVE_SHA256),
+            "outputs": ["out", "dev", "static"],
+            "enableParallelBuilding": True,
+            "configurePhase": './configure --prefix="$out" --includedir="$dev/include" --libdir="$out/lib"',
+            "postInstall": (
+                'mkdir -p "$static/lib" "$dev/lib"\n'
+                'mv "$out/lib/libz.a" "$static/lib/"\n'
+                'mv "$out/lib/pkgconfig" "$dev/lib/"\n'
+                'rm -rf "$out/share"\n'
+            ),
+            # The dev output propagates out (the shared library) and static, as multiple-outputs does.
+            "propagatedBuildOutputs": ["out"],
+            "meta": {
+                "description": "Lossless data-compression library",
+                "homepage": "https://zlib.net",
+                "license": "zlib",
+                "sourceHash": NAR_HASH,
+            },
+        },
+        system=system,
+        name="zlib",
+    )

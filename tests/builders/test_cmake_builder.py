@@ -1,0 +1,107 @@
+"""builders.cmake and builders.make through real builds: a make-built library, a CMake-built app using it.
+
+The app finds the library by find_library/find_path through CMAKE_PREFIX_PATH (cmake's
+setup hook), is built with Ninja (a native input), installed per output, and runs
+without LD_LIBRARY_PATH from the RUNPATH that autoPatchelf left.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import cudapkgs
+from cudapkgs import elf
+from cudapkgs.realise.realise import realise
+from cudapkgs.stdenv import mk_derivation
+from cudapkgs.store.store import Store
+
+pytestmark = pytest.mark.skipif(
+    any(shutil.which(t, path="/usr/bin:/bin") is None for t in ("gcc", "make", "cmake")), reason="needs gcc, make, cmake"
+)
+
+MAKEFILE = """\
+libgreet.so: greet.c
+\t$(CC) -shared -fPIC -o $@ greet.c
+install: libgreet.so
+\tmkdir -p $(PREFIX)/lib $(INCLUDEDIR)
+\tcp libgreet.so $(PREFIX)/lib/
+\tcp greet.h $(INCLUDEDIR)/
+"""
+CMAKELISTS = """\
+cmake_minimum_required(VERSION 3.18)
+project(app C)
+find_library(GREET greet REQUIRED)
+find_path(GREET_INCLUDE greet.h REQUIRED)
+add_executable(app main.c)
+target_include_directories(app PRIVATE ${GREET_INCLUDE})
+target_compile_definitions(app PRIVATE WHO="${WHO}")
+target_link_libraries(app ${GREET})
+include(GNUInstallDirs)
+install(TARGETS app)
+"""
+
+
+@pytest.fixture
+def sources(tmp_path: Path):
+    lib = tmp_path / "greet-src"
+    lib.mkdir()
+    (lib / "Makefile").write_text(MAKEFILE)
+    (lib / "greet.h").write_text("void greet(const char *who);\n")
+    (lib / "greet.c").write_text('#include <stdio.h>\nvoid greet(const char *w){printf("hello %s\\n", w);}\n')
+    app = tmp_path / "app-src"
+    app.mkdir()
+    (app / "CMakeLists.txt").write_text(CMAKELISTS)
+    (app / "main.c").write_text('#include <greet.h>\nint main(void){greet(WHO);return 0;}\n')
+    return lib, app
+
+
+def test_make_library_and_cmake_app(tmp_path, sources, manifests_dir):
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    lib_src, app_src = sources
+    greet = mk_derivation(pkgs, {
+        "pname": "greet", "version": "1.0", "src": lib_src, "outputs": ["out", "dev"],
+        "makeFlags": ['PREFIX=$(out)', 'INCLUDEDIR=$(dev)/include'], "enableParallelBuilding": True,
+        "env": {"CFLAGS": "-O2"},
+    })
+    native = [pkgs.cmake] + ([pkgs.ninja] if shutil.which("ninja", path="/usr/bin:/bin") else [])
+    app = mk_derivation(pkgs, {
+        "pname": "app", "version": "1.0", "src": app_src,
+        "nativeBuildInputs": native, "buildInputs": [greet],
+        "cmakeFlags": ["-DWHO=cudapkgs"],
+    })
+    assert app.drvAttrs["buildInputs"] == [greet.dev]  # the dev output; it propagates out
+    assert app.drvAttrs["nativeBuildInputs"][0] == pkgs.cmake.out
+    assert pkgs.cmake.hostPaths["cmake"].endswith("/cmake") and pkgs.cmake.version[0].isdigit()
+    with Store.open(store_dir) as store:
+        realise(store, [app.derivation])
+        closure = store.closure([app.out])
+    exe = Path(app.out, "bin", "app")
+    assert elf.read_elf(exe).runpath == [f"{greet.out}/lib"]
+    assert closure == {app.out, greet.out}  # not dev, not cmake, not the cc wrapper
+    run = subprocess.run(["env", "-i", exe], capture_output=True, text=True)
+    assert run.stdout == "hello cudapkgs\n"
+    propagated = Path(greet.dev, "nix-support", "propagated-build-inputs").read_text().split()
+    assert propagated == [greet.out]
+
+
+def test_a_missing_library_fails_naming_it_and_its_provider(tmp_path, sources, manifests_dir):
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    src = tmp_path / "z"
+    src.mkdir()
+    (src / "z.c").write_text("int main(void){return 0;}\n")
+    # Linked against the host's libz, which no input provides: the fixup names it and zlib.
+    if not Path("/usr/lib/x86_64-linux-gnu/libz.so").exists() and not Path("/usr/lib/libz.so").exists():
+        pytest.skip("the host has no libz.so to link against")
+    pkg = mk_derivation(pkgs, {
+        "pname": "z", "src": src,
+        "buildPhase": "cc -o z z.c -Wl,--no-as-needed -lz", "installPhase": 'install -D z "$out/bin/z"',
+    })
+    with Store.open(store_dir) as store:
+        with pytest.raises(Exception, match=r"libz\.so\.1 \(provided by zlib"):
+            realise(store, [pkg.derivation])
