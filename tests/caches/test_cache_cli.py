@@ -53,6 +53,7 @@ def test_copy_to_and_from_a_file_cache(tmp_path):
     out = run_cli("copy", "--to", url, "--sign-key", str(tmp_path / "k"), top, env=env)
     assert out.returncode == 0, out.stderr
     assert f"copied 2 path(s)" in out.stderr
+    assert f"[1/2] {dep}: uploaded (" in out.stderr and f"[2/2] {top}: uploaded (" in out.stderr
     fresh = fresh_store_like(store, tmp_path / "old")
     fresh.close()
     # not trusted: one line naming the path and the cache, nothing registered
