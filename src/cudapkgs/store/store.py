@@ -670,8 +670,11 @@ class Store:
                 problems.append(Problem(path, "missing", f"path '{path}' is registered but missing on disk"))
                 continue
             if check_contents:
+                if hashes is None:
+                    hashes = {hash_part(p): p for p in graph.rows}
                 try:
-                    digest, size = nar.nar_hash(path)
+                    # One read: the NAR hash, and every valid path the contents mention.
+                    digest, size, found = nar.hash_and_scan(path, hashes)
                 except (OSError, ValueError) as error:
                     problems.append(Problem(path, "hash-mismatch", f"path '{path}' cannot be read: {error}"))
                 else:
@@ -681,9 +684,7 @@ class Store:
                     else:
                         # A recorded reference list that misses a path the contents mention would let gc
                         # delete a dependency (e.g. an import that trusted its archive's list).
-                        if hashes is None:
-                            hashes = {hash_part(p): p for p in graph.rows}
-                        mentioned = {hashes[h] for h in nar.find_hash_parts(path, hashes)}
+                        mentioned = {hashes[h] for h in found}
                         for ref in sorted(mentioned - set(info.references)):
                             problems.append(Problem(path, "missing-reference", f"path '{path}' mentions '{ref}', which is not among its recorded references"))
             for ref in info.references:
