@@ -522,6 +522,14 @@ class Store:
             return
         for entry in entries:
             if entry.endswith(".lock"):
+                # The lock of a directory already gone (its owner died after removing it): drop it too.
+                if not os.path.lexists(self.tmp_dir / entry[: -len(".lock")]):
+                    orphan = PathLock(self.tmp_dir / entry)
+                    if orphan.acquire(blocking=False):
+                        if os.path.lexists(self.tmp_dir / entry[: -len(".lock")]):
+                            orphan.release()  # its owner has just made the directory
+                        else:
+                            orphan.release_and_delete()
                 continue
             lock = PathLock(self.tmp_dir / (entry + ".lock"))
             if lock.acquire(blocking=False):
