@@ -134,7 +134,7 @@ def test_missing_inputs_are_named_in_nixpkgs_words(pkgs):
     # _cuda/lib/assertions.nix@114a56c2 `_mkMissingPackagesAssertions`: "<name> is available"
     shmem = pkgs.cudaPackages_13_0.libnvshmem
     message = shmem.meta.problems["broken"]["message"]
-    for name in ("cmake", "mpi", "ucx"):
+    for name in ("mpi", "ucx", "pmix"):
         assert f"- {name} is available" in message
     assert shmem.meta.license[0].short_name == "CUDA EULA"  # libnvshmem.nix: nvidiaCudaRedist
 

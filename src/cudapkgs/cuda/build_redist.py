@@ -342,8 +342,19 @@ def _propagated_inputs(found: dict[str, Any]) -> dict[str, Any]:
 def _external_inputs(cuda: Any, spec: ComponentSpec) -> list[Any]:
     """The table's external inputs that name a package of the top level (e.g. cuDNN's zlib, once
     the top level has one); entries with wording ("mpi, nccl (when …)") stay informational."""
+    from ..errors import CudapkgsError
+
     top = getattr(cuda, "_auto_args", None) or {}
-    return [top[name] for name in spec.external_inputs if name.isidentifier() and name in top]
+    found = []
+    for name in spec.external_inputs:
+        if not name.isidentifier() or name not in top:
+            continue
+        try:  # like tryEval: an input that cannot be evaluated here (zlib without its source mirror) is left out
+            top[name].drvPath
+        except CudapkgsError:
+            continue
+        found.append(top[name])
+    return found
 
 
 def _compat(cuda: Any, pname: str) -> Any | None:
