@@ -22,7 +22,8 @@ Rows, whole processes timed from spawn to exit, median of --runs:
 * `cudapkgs gc` (not timed), then the same build again into that store: the second
   realisation after gc, from the warm download cache.
 
-Each row also gives peak RSS: the cudapkgs process's own (VmHWM at exit), and with
+Each row also gives the CPU time (user + system of the process and its children, from
+wait4), steadier than wall time on a shared machine, and peak RSS: the cudapkgs process's own (VmHWM at exit), and with
 its children (wait4's ru_maxrss, which includes patchelf); patchelf on its own is
 on the last line (patchelf --set-rpath on a copy of the largest ELF file of the outputs).
 """
@@ -81,6 +82,10 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, int]:
     return elapsed, usage.ru_maxrss if usage is not None else 0
 
 
+CPU: dict[str, list[float]] = {}  # row -> CPU seconds (user + system, the process and its children)
+_last_cpu = [0.0]
+
+
 def run_with_rusage(command: list[str], env: dict[str, str]) -> tuple[float, int]:
     """Like `timed`, reaping the child ourselves so that its own rusage is known."""
     start = time.perf_counter()
@@ -88,6 +93,7 @@ def run_with_rusage(command: list[str], env: dict[str, str]) -> tuple[float, int
         (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0), (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
     _, status, usage = os.wait4(pid, 0)
     elapsed = time.perf_counter() - start
+    _last_cpu[0] = usage.ru_utime + usage.ru_stime
     if os.waitstatus_to_exitcode(status) != 0:
         subprocess.run(command, env=env)  # again, to show its error
         raise SystemExit(f"{' '.join(command[:6])} ... failed")
@@ -149,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def record(name: str, seconds: float, peak_kib: int = 0) -> None:
             rows.setdefault(name, []).append(seconds)
+            CPU.setdefault(name, []).append(_last_cpu[0])
             rss[name] = max(rss.get(name, 0), peak_kib)
             if name.startswith("cudapkgs"):
                 own_rss[name] = max(own_rss.get(name, 0), int((scratch / "hwm").read_text()))
@@ -195,11 +202,14 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}; "
           f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}\n")
-    print("| what | median s | min–max s | × uv, cache empty | peak RSS MiB, the process | with its children |")
-    print("|---|---:|---:|---:|---:|---:|")
+    cpu = {k: statistics.median(v) for k, v in CPU.items()}
+    peer_cpu = cpu["uv pip install --offline, uv cache empty"]
+    print("| what | median s | min–max s | × uv, cache empty | CPU s (with children) | CPU × uv | peak RSS MiB, the process | with its children |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, times in rows.items():
         own = f"{own_rss[name] / 1024:.0f}" if name in own_rss else ""
-        print(f"| {name} | {medians[name]:.2f} | {min(times):.2f}–{max(times):.2f} | {medians[name] / peer:.2f} | {own} | {rss[name] / 1024:.0f} |")
+        print(f"| {name} | {medians[name]:.2f} | {min(times):.2f}–{max(times):.2f} | {medians[name] / peer:.2f} "
+              f"| {cpu[name]:.2f} | {cpu[name] / peer_cpu:.2f} | {own} | {rss[name] / 1024:.0f} |")
     if "patchelf_note" in locals():
         print(f"\n{patchelf_note}")
     return 0

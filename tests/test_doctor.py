@@ -141,5 +141,9 @@ def test_doctor_command(tmp_path):
     data = json.loads(done.stdout)
     assert set(data) >= {"gpus", "driver", "runnableCudaMajors", "libcuda", "cudaCompat", "hostCompilers", "store", "caches", "manifests", "problems"}
     assert done.returncode == (1 if data["problems"] else 0)
+    # No GPU here: the declared features are what a Dask worker on this machine should advertise.
+    assert data["systemFeatures"] == ["cuda", "cuda-sm-90"]
+    assert data["daskWorkerResources"] == "cuda=1,cuda-sm-90=1"
     text = subprocess.run([sys.executable, "-m", "cudapkgs", "doctor"], capture_output=True, text=True, env=env, timeout=120)
     assert text.stdout.splitlines()[0].startswith("GPUs (") and ("fix:" in text.stdout) == bool(data["problems"])
+    assert 'dask worker tcp://SCHEDULER:8786 --resources "cuda=1,cuda-sm-90=1"' in text.stdout

@@ -144,6 +144,11 @@ def test_bad_project_files(project, capsys, tmp_path):
     (project / "cudapkgs.lock").write_text("{not json")
     code, _, err = run(capsys, "lock", "--check")
     assert code == 1 and "not a cudapkgs lock" in err
+    for hostile in ('{"version": 1, "packages": []}', '{"version": 1, "packages": {"x": 3}}',
+                    '{"version": 1, "packages": {}, "derivations": {"a": {"fields": []}}}', "[1]"):
+        (project / "cudapkgs.lock").write_text(hostile)
+        code, _, err = run(capsys, "lock", "--check")
+        assert code == 1 and "not a cudapkgs lock" in err and "internal error" not in err
 
 
 def test_check_lock_is_silent_for_equal_data():

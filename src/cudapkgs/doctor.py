@@ -58,6 +58,14 @@ class Report:
     manifests: dict[str, Any] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
 
+    @property
+    def dask_worker_resources(self) -> str:
+        """The ``dask worker --resources`` value for this machine: its system features, one unit each
+        (see docs/distributed.md; start one worker per GPU with CUDA_VISIBLE_DEVICES)."""
+        from .realise.dask_executor import resources_string
+
+        return resources_string(self.system_features)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "gpus": self.gpus,
@@ -68,6 +76,7 @@ class Report:
             "cudaCompat": self.compat,
             "hostCompilers": self.compilers,
             "systemFeatures": self.system_features,
+            "daskWorkerResources": self.dask_worker_resources,
             "store": self.store,
             "caches": self.caches,
             "manifests": self.manifests,

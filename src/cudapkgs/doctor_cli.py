@@ -57,6 +57,9 @@ def run_doctor(args: argparse.Namespace) -> int:
     if not report.compilers:
         print("  none", file=out)
     print(f"system features: {' '.join(report.system_features) or 'none (no GPU: builds requiring cuda are skipped)'}", file=out)
+    if report.dask_worker_resources:
+        print(f"as a Dask build worker: dask worker tcp://SCHEDULER:8786 --resources \"{report.dask_worker_resources}\" "
+              "(one worker per GPU, each with CUDA_VISIBLE_DEVICES=<index>)", file=out)
     store = report.store
     held = f"{store.get('paths', 0)} paths, {format_size(store.get('narSize', 0))}" if store.get("exists") else "not created yet"
     print(f"store: {store['dir']} ({held})", file=out)

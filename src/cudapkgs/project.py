@@ -180,12 +180,14 @@ def evaluate_project(project: Project, *, config_file: str | None = None, sets: 
     else:
         scope = top.cudaPackages
     packages: dict[str, Any] = {}
+    from .errors import UsageError
+
     for text in project.packages:
-        path = parse_attrpath(text)
-        where = scope if path[0] in scope else pkgs
         try:
+            path = parse_attrpath(text)
+            where = scope if path[0] in scope else pkgs
             packages[text] = resolve(where, path)
-        except EvalError as error:
+        except (EvalError, UsageError) as error:
             raise EvalError(f"{project.file}: packages: {text}: {error}") from None
     return ProjectEnvironment(project, pkgs.config, pkgs, packages)
 
@@ -292,9 +294,27 @@ def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read the lock: {error.strerror or error}") from None
     except (ValueError, RecursionError) as error:
         raise ConfigError(f"{path}: not a cudapkgs lock (invalid JSON: {error})") from None
-    if not isinstance(data, dict) or data.get("version") != LOCK_VERSION or not isinstance(data.get("packages"), dict):
+    if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:
         raise ConfigError(f"{path}: not a cudapkgs lock of version {LOCK_VERSION}; run `cudapkgs lock` again")
+    problem = _malformed(data)
+    if problem:
+        raise ConfigError(f"{path}: not a cudapkgs lock ({problem}); run `cudapkgs lock` again")
     return data
+
+
+def _malformed(data: Mapping[str, Any]) -> str | None:
+    """What is wrong with the shape of a lock read from disk (hand-edited or hostile), or None."""
+    for key in ("configuration", "local", "manifests", "files", "packages", "derivations"):
+        if not isinstance(data.get(key, {}), dict):
+            return f"{key} is not a table"
+    for label, entry in data.get("packages", {}).items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("drvPath"), str):
+            return f"packages.{label} has no drvPath"
+    for drv_path, entry in data.get("derivations", {}).items():
+        if (not isinstance(entry, dict) or not isinstance(entry.get("fields", {}), dict)
+                or not isinstance(entry.get("inputDrvs", []), list)):
+            return f"derivations.{drv_path} is malformed"
+    return None
 
 
 def _show(value: Any) -> str:

@@ -13,7 +13,7 @@ from .. import licenses
 from ..fixpoint import AttrSet, lazy
 from ..package import Package
 from ..platform import get_nix_systems, mk_redist_url, redist_system_is_supported
-from ..versions import natural_sort
+from ..versions import natural_sort, version_at_least
 from .components import ComponentSpec
 
 EXPECTED_OUTPUTS = ("out", "doc", "samples", "python", "bin", "dev", "include", "lib", "static", "stubs")
@@ -319,6 +319,10 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
 
 def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
     """Derivation attributes of single components that come from the machine (they change the output)."""
+    if pname in ("cccl", "cuda_cccl") and version_at_least(cuda.cudaMajorMinorVersion, "13.0"):
+        # cccl.nix@68f38bbd: from 13.0, include/nv removed, include/cccl un-nested into include/,
+        # and include/cccl re-created as an alias of include (NVIDIA's CMake expects it).
+        return {"ccclLayout": "unnested"}
     if pname == "cuda_nvcc":
         from ..realise.host_compiler import derivation_attrs
         from ..db import nvcc_compatibilities
@@ -338,8 +342,19 @@ def _propagated_inputs(found: dict[str, Any]) -> dict[str, Any]:
 def _external_inputs(cuda: Any, spec: ComponentSpec) -> list[Any]:
     """The table's external inputs that name a package of the top level (e.g. cuDNN's zlib, once
     the top level has one); entries with wording ("mpi, nccl (when …)") stay informational."""
+    from ..errors import CudapkgsError
+
     top = getattr(cuda, "_auto_args", None) or {}
-    return [top[name] for name in spec.external_inputs if name.isidentifier() and name in top]
+    found = []
+    for name in spec.external_inputs:
+        if not name.isidentifier() or name not in top:
+            continue
+        try:  # like tryEval: an input that cannot be evaluated here (zlib without its source mirror) is left out
+            top[name].drvPath
+        except CudapkgsError:
+            continue
+        found.append(top[name])
+    return found
 
 
 def _compat(cuda: Any, pname: str) -> Any | None:

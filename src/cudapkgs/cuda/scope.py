@@ -148,6 +148,9 @@ def cuda_packages(
                 )
             ),
         }
+        # Packages Nixpkgs builds from source inside every set (pkgs/<name>/, loaded on first use).
+        for attr, module in FROM_SOURCE.items():
+            attrs[attr] = lazy(lambda module=module: _from_source(final, module))
         for product, specs in component_specs().items():
             if product not in definition.products:
                 continue
@@ -163,6 +166,33 @@ def cuda_packages(
 
     extensions = ([_aliases] if config.allowAliases else []) + list(_cuda.extensions)
     return make_scope(pkgs, extends(compose_many_extensions(extensions), base), name=name)
+
+
+# attribute -> cudapkgs.pkgs module (its package function has the module's name)
+FROM_SOURCE: dict[str, str] = {
+    "nccl": "nccl",
+    "nccl-tests": "nccl_tests",
+    "saxpy": "saxpy",
+    "gdrcopy": "gdrcopy",
+    "matx": "matx",
+    "cudnn-frontend": "cudnn_frontend",
+    "libnvshmem": "libnvshmem",
+    "cutlass": "cutlass",
+    "cuda-samples": "cuda_samples",
+}
+
+
+def _from_source(scope: Scope, module: str) -> Any:
+    import importlib
+
+    fn = getattr(importlib.import_module(f"cudapkgs.pkgs.{module}"), module)
+    if module == "saxpy":  # the set's saxpy is always its CUDA build (the top-level one follows cudaSupport)
+        return scope.call_package(fn, cudaPackages=scope, cudaSupport=True)
+    import inspect
+
+    if "top" in inspect.signature(fn).parameters:  # inputs looked up in the top level (cmake, mpi, …)
+        return scope.call_package(fn, top=scope.auto_args)
+    return scope.call_package(fn)
 
 
 def _aggregate(which: str, scope: Scope, config: Any, system: str) -> Any:

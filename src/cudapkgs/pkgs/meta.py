@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import licenses
-from ..fixpoint import AttrSet, lazy
+from ..fixpoint import AttrSet, force, lazy
 
 Assertion = Mapping[str, Any]  # {"message": str, "assertion": bool}
 
@@ -32,7 +32,7 @@ def source_meta(final: Any, config: Any, system: str, meta: Mapping[str, Any]) -
     """
 
     def passthru(key: str) -> list[Assertion]:
-        return list((final.passthru or {}).get(key) or ())
+        return list(force((final.passthru or {}).get(key)) or ())
 
     def problems() -> dict[str, dict[str, str]]:
         found = {}

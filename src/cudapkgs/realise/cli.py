@@ -252,6 +252,9 @@ def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     if getattr(args, "files", None) or getattr(args, "args", None):
         raise UsageError("-f/--arg need packages to name; a project lists its files in cudapkgs.toml (files = [...])")
     env = project_environment(args)
+    if not env.project.lock_file.exists():
+        print(f"cudapkgs: note: {env.project.file} has no lock beside it; `cudapkgs lock` pins this environment",
+              file=sys.stderr)
     differences = check_against_lock(env)
     if differences and not args.ignore_lock:
         lines = "\n".join(f"  {line}" for line in differences)

@@ -506,6 +506,8 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         ctx.step("prePatch")
         if attrs["pname"] == "libnvvm":
             _unnest(tree / "nvvm")
+        if attrs.get("ccclLayout") == "unnested":
+            _unnest_cccl(tree / "include")
         hooks.rewrite_pkgconfig(
             tree,
             dev=drv.outputs[_output_var(attrs, "outputDev", drv.outputs)],
@@ -661,6 +663,19 @@ def _unnest(directory: Path) -> None:
             raise RedistBuildError(f"cannot un-nest {child}: {target} exists")
         child.rename(target)
     directory.rmdir()
+
+
+def _unnest_cccl(include: Path) -> None:
+    """cccl's layout from CUDA 13.0 (cccl.nix@68f38bbd): drop include/nv, lift include/cccl/* into
+    include/, and make include/cccl a link to include itself."""
+    nested = include / "cccl"
+    if not nested.is_dir() or nested.is_symlink():
+        return
+    confine.require_real_dirs(include.parent, include)
+    if (include / "nv").exists() and not (include / "nv").is_symlink():
+        _remove(include / "nv")
+    _unnest(nested)
+    (include / "cccl").symlink_to(".")
 
 
 def _remove(path: Path) -> None:

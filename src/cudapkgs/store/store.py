@@ -385,6 +385,7 @@ class Store:
         nar_size: int,
         references: Iterable[str],
         deriver: str | None = None,
+        before_register: Callable[[], None] | None = None,
     ) -> bool:
         """Make `path` valid from `fill(out)`, whose NAR the caller checks against `nar_hash` while filling.
 
@@ -393,15 +394,23 @@ class Store:
         `references` (store paths) must all be valid already (or be `path`). The path
         is registered only after `fill` returns; any error leaves the store unchanged.
         Returns False if `path` was already valid (then `fill` is not called).
+        With `before_register` (e.g. waiting until the references are registered by
+        other threads), the references are checked after it returns instead of
+        before `fill`, so unpacking need not wait for them.
         """
         path = self.parse(path)
         refs = {self.parse(r) for r in references}
-        try:
-            if self.db.is_valid(path):
-                return False
+
+        def check_references() -> None:
             absent = [r for r in sorted(refs) if r != path and not self.db.is_valid(r)]
             if absent:
                 raise StoreError(f"'{path}' refers to '{absent[0]}', which is not valid in the store {self.store_dir}")
+
+        try:
+            if self.db.is_valid(path):
+                return False
+            if before_register is None:
+                check_references()
             with self._gc_shared(), PathLock(lock_file_for(self.locks_dir, path)):
                 if self.db.is_valid(path):
                     return False
@@ -411,6 +420,9 @@ class Store:
                     fill(out)
                     if not os.path.lexists(out):
                         raise StoreError(f"nothing was unpacked for '{path}'")
+                    if before_register is not None:
+                        before_register()
+                        check_references()
                     if os.path.lexists(path):  # left behind by a crash between rename and registration
                         _remove_tree(path)
                     os.rename(out, path)

@@ -111,10 +111,7 @@ def nccl(
             # Since CUDA 12.8 nvcc's path leaks into the fatbinary (NixOS/nixpkgs#457803).
             "removeReferencesTo": [cuda_nvcc],
             "disallowedReferences": [cuda_nvcc],
-            "passthru": {
-                "platformAssertions": lazy(platform_assertions),
-                "tests": lazy(lambda: _tests(final)),
-            },
+            "passthru": AttrSet({"platformAssertions": lazy(platform_assertions)}, name="nccl.passthru"),
             "meta": lazy(
                 lambda: source_meta(
                     final,
@@ -129,8 +126,5 @@ def nccl(
                 )
             ),
         }
-
-    def _tests(final: AttrSet) -> dict[str, Any]:
-        return {}
 
     return mk_derivation(config, attrs, system=system, name=f"{cudaNamePrefix}.nccl")

@@ -80,13 +80,16 @@ def nccl_tests(
             "autoAddDriverRunpath": True,
             "removeReferencesTo": [cuda_nvcc],
             "disallowedReferences": [cuda_nvcc],
-            "passthru": {
-                "brokenAssertions": [
-                    {"message": "mpi is non-null when mpiSupport is true",
-                     "assertion": not mpiSupport or mpi is not None}
-                ],
-                "tests": lazy(lambda: {"cuda": {"all-reduce": _all_reduce_test(final, config, system)}}),
-            },
+            "passthru": AttrSet(
+                {
+                    "brokenAssertions": [
+                        {"message": "mpi is non-null when mpiSupport is true",
+                         "assertion": not mpiSupport or mpi is not None}
+                    ],
+                    "tests": lazy(lambda: {"cuda": {"all-reduce": _all_reduce_test(final, config, system)}}),
+                },
+                name="nccl-tests.passthru",
+            ),
             "meta": lazy(
                 lambda: source_meta(
                     final,

@@ -146,6 +146,7 @@ class Cache:
         require_sigs: bool = True,
         info: NarInfo | None = None,
         on_bytes=None,
+        wait_for_references=None,
     ) -> NarInfo:
         """Download, check and register one store path whose references are valid in `store` already.
 
@@ -154,7 +155,9 @@ class Cache:
         while the NAR streams in, its FileHash/FileSize and NarHash/NarSize. Any
         failure raises SubstituteRefused (or CacheError / CacheUnavailable) naming
         the path and the cache; nothing is registered then. `on_bytes(n)` is called
-        with the compressed bytes read so far. Returns the narinfo used.
+        with the compressed bytes read so far. With `wait_for_references` (a callable
+        returning once the references are registered, or raising), the NAR is unpacked
+        at once and registered after it returns. Returns the narinfo used.
         """
         path = store.parse(path)
         if info is None:
@@ -165,7 +168,7 @@ class Cache:
             raise SubstituteRefused(f"{self.url}: the narinfo for {path} describes {info.store_path}")
         self.verify(info, trusted_keys, require_sigs=require_sigs)
         refs = [f"{store.store_dir}/{r}" for r in info.references]
-        absent = [r for r in refs if r != path and not store.is_valid(r)]
+        absent = [] if wait_for_references else [r for r in refs if r != path and not store.is_valid(r)]
         if absent:
             raise SubstituteRefused(
                 f"{path} from {self.url}: its reference {absent[0]} is not valid in the store"
@@ -207,7 +210,8 @@ class Cache:
                 )
 
         deriver = f"{store.store_dir}/{info.deriver}" if info.deriver else None
-        store.add_verified_path(path, fill, nar_hash=info.nar_hash, nar_size=info.nar_size, references=refs, deriver=deriver)
+        store.add_verified_path(path, fill, nar_hash=info.nar_hash, nar_size=info.nar_size, references=refs,
+                                deriver=deriver, before_register=wait_for_references)
         return info
 
     # -- uploading -------------------------------------------------------------

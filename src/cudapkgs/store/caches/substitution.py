@@ -161,22 +161,22 @@ class Substituters:
         jobs: int = 4,
         progress: Any = None,
     ) -> list[str]:
-        """Substitute `subs` (a closure: every reference valid or among them), dependencies first, `jobs` at once.
+        """Substitute `subs` (a closure: every reference valid or among them), `jobs` at once.
 
-        `progress` gets `started(sub)`, `bytes(sub, done)`, `finished(sub, error)`.
-        Raises SubstituteFailed after the others finished if any failed (the
-        paths that depend on a failed one are not attempted). Returns the paths added.
+        NARs are downloaded and unpacked in parallel whatever their references; each
+        path is registered only once its references are (dependencies first), so a
+        large path does not wait for a small one's download. `progress` gets
+        `started(sub)`, `bytes(sub, done)`, `finished(sub, error)`. Raises
+        SubstituteFailed after the others finished if any failed (a path whose
+        reference failed is not registered). Returns the paths added.
         """
-        from concurrent.futures import FIRST_COMPLETED, wait
-
         from ..store import Store
 
         by_path = {s.path: s for s in subs}
-        waiting = {s.path: {r for r in s.info.reference_paths() if r in by_path and r != s.path} for s in subs}
-        dependents: dict[str, list[str]] = {p: [] for p in by_path}
-        for path, refs in waiting.items():
-            for ref in refs:
-                dependents[ref].append(path)
+        refs_of = {s.path: [r for r in s.info.reference_paths() if r in by_path and r != s.path] for s in subs}
+        order = _topological(refs_of)
+        registered = {p: threading.Event() for p in by_path}
+        failed: dict[str, BaseException] = {}
         local = threading.local()
         opened: list[Any] = []
         lock = threading.Lock()
@@ -189,45 +189,45 @@ class Substituters:
             return local.store
 
         def one(sub: Substitute) -> str:
+            def wait_for_references() -> None:
+                # Submitted in dependency order to a FIFO pool: every reference started earlier, so this ends.
+                for ref in refs_of[sub.path]:
+                    registered[ref].wait()
+                    if ref in failed:
+                        raise CacheError(f"{sub.path}: its reference {ref} could not be substituted; not registered")
+
             if progress:
                 progress.started(sub)
             try:
                 sub.cache.substitute(
                     worker_store(), sub.path, trusted_keys=self.keys, require_sigs=self.require_sigs, info=sub.info,
                     on_bytes=(lambda done: progress.bytes(sub, done)) if progress else None,
+                    wait_for_references=wait_for_references,
                 )
             except BaseException as error:
+                failed[sub.path] = error
+                registered[sub.path].set()
                 if progress:
                     progress.finished(sub, error)
                 raise
+            registered[sub.path].set()
             if progress:
                 progress.finished(sub, None)
             return sub.path
 
         added: list[str] = []
         failures: dict[str, BaseException] = {}
-        ready = sorted(p for p, refs in waiting.items() if not refs)
-        running: dict[Any, str] = {}
         pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="cudapkgs-substitute")
         try:
-            while ready or running:
-                while ready:
-                    path = ready.pop(0)
-                    running[pool.submit(one, by_path[path])] = path
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    path = running.pop(future)
-                    error = future.exception()
-                    if error is not None:
-                        if not isinstance(error, Exception):
-                            raise error
-                        failures[path] = error
-                        continue
+            futures = {pool.submit(one, by_path[p]): p for p in order}
+            for future, path in futures.items():
+                error = future.exception()
+                if error is None:
                     added.append(path)
-                    for dependent in dependents[path]:
-                        waiting[dependent].discard(path)
-                        if not waiting[dependent]:
-                            ready.append(dependent)
+                elif isinstance(error, Exception):
+                    failures[path] = error
+                else:
+                    raise error
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             if added:
@@ -237,6 +237,28 @@ class Substituters:
         if failures:
             raise SubstituteFailed(failures)
         return added
+
+
+def _topological(refs_of: dict[str, list[str]]) -> list[str]:
+    """The keys of `refs_of` with every path after the paths it refers to (among the keys)."""
+    order: list[str] = []
+    state: dict[str, int] = {}
+    for start in sorted(refs_of):
+        stack = [(start, iter(sorted(refs_of[start])))]
+        if start in state:
+            continue
+        state[start] = 1
+        while stack:
+            node, refs = stack[-1]
+            for ref in refs:
+                if ref not in state:
+                    state[ref] = 1
+                    stack.append((ref, iter(sorted(refs_of[ref]))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
 
 
 def _get(config: Any, key: str, default: Any) -> Any:
