@@ -172,7 +172,13 @@ def _copy(args: argparse.Namespace) -> int:
             key = SecretKey.load(args.sign_key) if args.sign_key else None
             cache = open_cache(args.to)
             paths = [store.query(p).path for p in args.paths]
-            results = cache.upload_closure(store, paths, secret_key=key, compression=args.compression)
+            def line(index: int, total: int, path: str, info) -> None:
+                what = (f"uploaded ({format_size(info.nar_size)} → {format_size(info.file_size)} {args.compression})"
+                        if info is not None else "already there")
+                print(f"[{index}/{total}] {path}: {what}", file=sys.stderr, flush=True)
+
+            results = cache.upload_closure(store, paths, secret_key=key, compression=args.compression,
+                                           on_path=None if args.json else line)
             sent = [(p, i) for p, i in results if i is not None]
             if args.json:
                 import json
