@@ -234,6 +234,20 @@ def test_generate_if_no_gpu_remove_deletes_the_stale_spec(tmp_path, capsys):
     assert main([*base, "--if-no-gpu", "remove"]) == 0  # nothing to remove: still fine
 
 
+def test_generate_if_no_gpu_remove_of_an_unremovable_spec_is_one_line(tmp_path, capsys):
+    """Review r1: a stale "spec" that is a directory ended --if-no-gpu remove with exit 70."""
+    empty = tmp_path / "empty"
+    (empty / "proc").mkdir(parents=True)
+    (empty / "sys").mkdir()
+    out = tmp_path / "cdi" / "nvidia.json"
+    (out / "inside").mkdir(parents=True)
+    assert main(["cdi", "generate", "--driver-root", str(empty), "--procfs-root", str(empty / "proc"), "--sysfs-root",
+                 str(empty / "sys"), "--gpu-discovery", "proc", "-o", str(out), "--if-no-gpu", "remove"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the stale spec {out} cannot be removed" in err, err
+    assert (out / "inside").is_dir()
+
+
 def test_install_service_refuses_bad_options(capsys):
     assert main(["cdi", "install-service", "--print", "--disable-hook", "nope"]) == 1
     assert "unknown hook 'nope'" in capsys.readouterr().err
