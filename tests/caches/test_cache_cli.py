@@ -73,6 +73,9 @@ def test_copy_bad_input_is_one_line(tmp_path):
     env = {"CUDAPKGS_STORE": str(tmp_path / "store")}
     assert "not a cache URL" in one_line_error(run_cli("copy", "--to", "ftp://x", "/y", env=env))
     assert "not in the store" in one_line_error(run_cli("copy", "--to", f"file://{tmp_path}/c", "/etc/hostname", env=env))
+    absent = f"{tmp_path}/store/{'a' * 32}-x"
+    assert f"file://{tmp_path}/nothing does not have {absent}" in one_line_error(
+        run_cli("copy", "--from", f"file://{tmp_path}/nothing", absent, env=env))
 
 
 def _fetch_and_check(cache, path: str, key, dest) -> None:
