@@ -196,6 +196,7 @@ def _build_support(final: Any, config: Config, system: str) -> dict[str, Any]:
         name: lazy(lambda name=name: host_tools.host_tool(config, system, name)) for name in host_tools.HOST_TOOLS
     }
     attrs["zlib"] = lazy(lambda: __import__("cudapkgs.pkgs.zlib", fromlist=["zlib"]).zlib(config, system))
+    attrs["rdma-core"] = lazy(lambda: __import__("cudapkgs.pkgs.rdma_core", fromlist=["x"]).rdma_core(config, system))
     attrs["python3Packages"] = lazy(lambda: _python_packages(final, config, system))
     return attrs
 
