@@ -25,8 +25,65 @@ COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, with every command group registered."""
+# Which module registers each command: `cudapkgs eval ...` imports eval_cli alone and
+# builds the eval parser alone (start-up speed, docs/benchmarks.md). A command missing
+# here still works, through the full parser (tests/test_cli_startup.py keeps this complete).
+COMMANDS: dict[str, str] = {
+    "eval": "cudapkgs.eval_cli", "search": "cudapkgs.eval_cli", "list": "cudapkgs.eval_cli",
+    "capabilities": "cudapkgs.eval_cli", "show-derivation": "cudapkgs.eval_cli", "config": "cudapkgs.eval_cli",
+    "check-leakage": "cudapkgs.eval_cli", "manifests": "cudapkgs.manifests_cli", "doctor": "cudapkgs.doctor_cli",
+    "build": "cudapkgs.realise.cli", "shell": "cudapkgs.realise.cli", "test": "cudapkgs.realise.cli",
+    "log": "cudapkgs.realise.cli", "lock": "cudapkgs.project_cli", "gc": "cudapkgs.store.cli",
+    "export": "cudapkgs.store.cli", "import": "cudapkgs.store.cli", "path-info": "cudapkgs.store.cli",
+    "why-depends": "cudapkgs.store.cli", "verify": "cudapkgs.store.cli", "key": "cudapkgs.store.caches.cli",
+    "copy": "cudapkgs.store.caches.cli", "serve": "cudapkgs.store.caches.cli", "plan": "cudapkgs.store.caches.cli",
+    "cdi": "cudapkgs.containers.cli",
+}  # fmt: skip
+
+
+class _Skipped:
+    """Stands in for the parsers of commands not invoked: every call is accepted and ignored."""
+
+    def __getattr__(self, name: str) -> object:
+        return self._ignore
+
+    def _ignore(self, *args: object, **kwargs: object) -> _Skipped:
+        return self
+
+
+class _OnlyOne:
+    """A sub-parsers action that really adds only the parser of ``wanted``."""
+
+    def __init__(self, subparsers: argparse._SubParsersAction, wanted: str) -> None:  # type: ignore[type-arg]
+        self._subparsers = subparsers
+        self._wanted = wanted
+        self.added = False
+
+    def add_parser(self, name: str, **kwargs: object) -> object:
+        if name != self._wanted:
+            return _Skipped()
+        self.added = True
+        return self._subparsers.add_parser(name, **kwargs)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._subparsers, name)
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The sub-command named in ``argv`` (its first non-option word), None for none or an option first."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word
+        if word in ("-h", "--help", "--version"):
+            return None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: with ``command`` (one in `COMMANDS`), only that command's parser is
+    built and only its module imported; else every command group is registered."""
     parser = argparse.ArgumentParser(
         prog="cudapkgs",
         description=(
@@ -39,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=_version())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    if command is not None and command in COMMANDS:
+        only = _OnlyOne(subparsers, command)
+        importlib.import_module(COMMANDS[command]).register(only)
+        if only.added:
+            return parser
+        # the table is out of date: fall back to every command group
+        parser = build_parser()
+        return parser
     for module_name in COMMAND_MODULES:
         try:
             module = importlib.import_module(module_name)
@@ -60,8 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     from .errors import CudapkgsError
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_of(words))
+    args = parser.parse_args(words)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

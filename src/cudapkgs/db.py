@@ -42,11 +42,11 @@ _ARCH_SPELLING = re.compile(r"\A(?:sm_?|compute_?)?([0-9]+)([0-9])([af]?)(?:-rea
 
 
 def _load_toml(name: str) -> dict[str, Any]:
-    import tomllib
     from pathlib import Path
 
-    with open(Path(__file__).parent / "data" / name, "rb") as f:
-        return tomllib.load(f)
+    from .datafiles import load_toml
+
+    return load_toml(Path(__file__).parent / "data" / name)
 
 
 @functools.cache

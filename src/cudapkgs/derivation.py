@@ -10,7 +10,6 @@ paths on any machine.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -125,6 +124,8 @@ class Derivation:
         }
         if output_hash is not None:
             self.data["outputHash"] = _check_output_hash(output_hash, name, outputs)
+        import hashlib  # here, not at import: OpenSSL's start-up is paid only when a derivation is made
+
         self.hash = hashlib.sha256(canonical_json(self.data).encode()).hexdigest()
         if output_hash is not None:
             self.outputs = {"out": fixed_output_path(store_dir, name, **self.data["outputHash"])}

@@ -463,7 +463,30 @@ def _fn_name(fn: Callable[..., Any]) -> str:
 _Signature = tuple[tuple[tuple[str, bool], ...], frozenset[str], bool]
 
 
+def _code_signature(fn: Callable[..., Any]) -> _Signature | None:
+    """`_inspect` for a plain Python function, read from its code object (no `inspect` import,
+    which costs start-up); None for anything else (wrapped, partial, builtin, method)."""
+    import types
+
+    if type(fn) is not types.FunctionType or hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
+        return None
+    code = fn.__code__
+    count, kwonly = code.co_argcount, code.co_kwonlyargcount
+    names = code.co_varnames[: count + kwonly]
+    if code.co_posonlyargcount or code.co_flags & 0x04:  # CO_VARARGS
+        bad = names[0] if code.co_posonlyargcount else code.co_varnames[count + kwonly]
+        raise EvalError(f"cannot call {_fn_name(fn)}: parameter {bad!r} cannot be passed by name")
+    defaults = len(fn.__defaults__ or ())
+    kw_defaults = fn.__kwdefaults__ or {}
+    params = tuple((name, i >= count - defaults) for i, name in enumerate(names[:count]))
+    params += tuple((name, name in kw_defaults) for name in names[count:])
+    return params, frozenset(names), bool(code.co_flags & 0x08)  # CO_VARKEYWORDS
+
+
 def _inspect(fn: Callable[..., Any]) -> _Signature:
+    fast = _code_signature(fn)
+    if fast is not None:
+        return fast
     try:
         import inspect  # only when a function is first called: keeps start-up lean
 

@@ -43,8 +43,8 @@ def _row(attr: str, package: Package) -> dict[str, Any]:
     try:
         return {
             "attr": attr,
-            "pname": package.pname,
-            "version": package.version,
+            "pname": package.pname if "pname" in package else attr.rsplit(".", 1)[-1],
+            "version": package.version if "version" in package else "",
             "license": licenses.license_names(package.meta.get("license")),
             "outputs": list(package.outputs),
             "available": bool(package.meta.get("available", True)),
@@ -106,9 +106,22 @@ def mark_built(rows: list[dict[str, Any]], scope: Any, store_dir: str) -> None:
 def list_all(pkgs: Any) -> list[dict[str, Any]]:
     """Every package a listing reaches, as Nixpkgs' tools do: the top level's packages, and
     the members of sets marked `recurseForDerivations` (the default CUDA set, as `cudaPackages.*`)."""
+    with warnings.catch_warnings():  # aliases are listed by name, without their deprecation warnings
+        warnings.simplefilter("ignore")
+        return _list_all(pkgs)
+
+
+def _list_all(pkgs: Any) -> list[dict[str, Any]]:
     rows = []
     for name in pkgs:
-        value = pkgs[name]
+        try:
+            value = pkgs[name]
+        except CudapkgsError as error:  # one broken package is a row saying why, not a failed listing
+            if name.startswith("_") or name[:1].isupper():
+                continue
+            rows.append({"attr": name, "pname": name, "version": "?", "license": "?", "outputs": [],
+                         "available": False, "status": f"error: {error}"})
+            continue
         if isinstance(value, Package):
             rows.append(_row(name, value))
         elif isinstance(value, Mapping) and value.get("recurseForDerivations") is True:

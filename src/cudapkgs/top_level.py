@@ -156,6 +156,8 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
             "_cuda": default_cuda(),
             **_fetchers(final),
             "saxpy": lazy(lambda: final.call_package(__import__("cudapkgs.pkgs.saxpy", fromlist=["saxpy"]).saxpy)),
+            "cmake-cuda-example": lazy(lambda: final.call_package(
+                __import__("cudapkgs.pkgs.cmake_cuda_example", fromlist=["x"]).cmake_cuda_example)),
         }
         for name, definition in package_set_definitions().items():
             attrs[name] = lazy(

@@ -53,6 +53,7 @@ def test_copy_to_and_from_a_file_cache(tmp_path):
     out = run_cli("copy", "--to", url, "--sign-key", str(tmp_path / "k"), top, env=env)
     assert out.returncode == 0, out.stderr
     assert f"copied 2 path(s)" in out.stderr
+    assert f"[1/2] {dep}: uploaded (" in out.stderr and f"[2/2] {top}: uploaded (" in out.stderr
     fresh = fresh_store_like(store, tmp_path / "old")
     fresh.close()
     # not trusted: one line naming the path and the cache, nothing registered
@@ -72,6 +73,9 @@ def test_copy_bad_input_is_one_line(tmp_path):
     env = {"CUDAPKGS_STORE": str(tmp_path / "store")}
     assert "not a cache URL" in one_line_error(run_cli("copy", "--to", "ftp://x", "/y", env=env))
     assert "not in the store" in one_line_error(run_cli("copy", "--to", f"file://{tmp_path}/c", "/etc/hostname", env=env))
+    absent = f"{tmp_path}/store/{'a' * 32}-x"
+    assert f"file://{tmp_path}/nothing does not have {absent}" in one_line_error(
+        run_cli("copy", "--from", f"file://{tmp_path}/nothing", absent, env=env))
 
 
 def _fetch_and_check(cache, path: str, key, dest) -> None:
@@ -175,3 +179,16 @@ def test_plan_what_if_compares_substitutable_and_to_build(tmp_path, manifests_di
     extra = [s for s in what_if["substitute"] if s["path"] not in {x["path"] for x in current["substitute"]}]
     assert extra and all("saxpy" not in s["path"] for s in extra)  # nvcc & co.: not needed while saxpy is cached
     assert f"the change costs 1 build(s) and {len(extra)} substitution(s) (" in human.stdout
+    # and `cudapkgs build` with the same settings substitutes instead of building (nothing is downloaded)
+    dry = run_cli("build", "--dry-run", *sets, "cudaPackages_13_0.pkgs.saxpy")
+    assert dry.returncode == 0, dry.stderr
+    n = len(current["substitute"])
+    assert dry.stdout.splitlines()[0].startswith("this path" if n == 1 else f"these {n} paths")
+    assert " will be substituted (" in dry.stdout.splitlines()[0] and saxpy.outputs["out"] in dry.stdout
+    assert "nothing will be built" in dry.stdout
+    built = run_cli("build", "--no-link", *sets, "cudaPackages_13_0.pkgs.saxpy", cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert built.stdout.strip() == saxpy.outputs["out"]
+    assert f"[{len(current['substitute'])}/{len(current['substitute'])}] substituted" in built.stderr
+    with Store.open(store_dir) as store:
+        assert store.is_valid(saxpy.outputs["out"]) and store.verify() == []

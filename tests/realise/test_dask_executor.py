@@ -248,10 +248,11 @@ def test_gpu_tests_run_in_parallel_only_on_gpu_workers_and_say_where(setup):
     cluster.wait_for(3)
 
     def with_tests(name, features):
-        test = mk_derivation(config, {"pname": f"{name}-test", "version": "1", "buildPhase": "sleep 2; echo ok > log",
+        test = mk_derivation(config, {"pname": f"{name}-test", "version": "1", "stdenvCc": None,
+                                      "buildPhase": "sleep 2; echo ok > log",
                                       "installPhase": 'install -Dm644 log "$out/log"',
                                       **({"requiredSystemFeatures": features} if features else {})})
-        return mk_derivation(config, {"pname": name, "version": "1", "installPhase": 'mkdir -p "$out"',
+        return mk_derivation(config, {"pname": name, "version": "1", "stdenvCc": None, "installPhase": 'mkdir -p "$out"',
                                       "passthru": {"tests": {"run": test}}})
 
     pkgs = AttrSet({"a": with_tests("a", ["cuda"]), "b": with_tests("b", ["cuda", "cuda-sm-90"]),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 from pathlib import Path
@@ -81,8 +80,9 @@ class TableError(ValueError):
 
 
 def _load_table() -> dict[str, Any]:
-    with open(Path(__file__).parents[1] / "data" / "redist_components.toml", "rb") as f:
-        return tomllib.load(f)
+    from ..datafiles import load_toml
+
+    return load_toml(Path(__file__).parents[1] / "data" / "redist_components.toml")
 
 
 @functools.cache

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,8 +49,9 @@ class PackageSetDefinition:
 
 
 def _load() -> dict[str, Any]:
-    with open(Path(__file__).parents[1] / "data" / "package_sets.toml", "rb") as f:
-        return tomllib.load(f)
+    from ..datafiles import load_toml
+
+    return load_toml(Path(__file__).parents[1] / "data" / "package_sets.toml")
 
 
 @functools.cache

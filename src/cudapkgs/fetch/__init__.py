@@ -2,26 +2,43 @@
 
 Sources are tried in the order configured (`fetch_artifact`); every download is
 checked against the manifest's sha256 and size before it is kept.
+
+The names below are imported on first use, so that a command needing one small
+module of this package (``cudapkgs doctor`` reads `cache`) does not load the HTTP stack.
 """
 
 from __future__ import annotations
 
-from .http import Progress, download, sha256_file
-from .sources import FetchedArtifact, MirrorSource, RedistSource, Source, fetch_artifact, redist_path
-from .wheels import WheelSource, pypi_name, unpack_wheel, wheel_cache_directory
+import importlib
+from typing import Any
 
-__all__ = [
-    "Progress",
-    "download",
-    "sha256_file",
-    "FetchedArtifact",
-    "Source",
-    "RedistSource",
-    "MirrorSource",
-    "WheelSource",
-    "fetch_artifact",
-    "redist_path",
-    "pypi_name",
-    "unpack_wheel",
-    "wheel_cache_directory",
-]
+_EXPORTS = {
+    "Progress": "http",
+    "download": "http",
+    "sha256_file": "http",
+    "FetchedArtifact": "sources",
+    "Source": "sources",
+    "RedistSource": "sources",
+    "MirrorSource": "sources",
+    "fetch_artifact": "sources",
+    "redist_path": "sources",
+    "WheelSource": "wheels",
+    "pypi_name": "wheels",
+    "unpack_wheel": "wheels",
+    "wheel_cache_directory": "wheels",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -85,9 +85,10 @@ class CollectResult:
 
 
 def _wheel_cache() -> Path:
-    from .wheels import wheel_cache_directory
-
-    return wheel_cache_directory()
+    # `wheels.wheel_cache_directory`, without importing `wheels` (and with it the HTTP stack).
+    base = os.environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "cudapkgs" / "wheels"
 
 
 def cache_roots(store_dir: str | os.PathLike[str] | None) -> list[tuple[str, Path]]:

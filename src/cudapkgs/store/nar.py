@@ -29,6 +29,26 @@ def dump(path: str | os.PathLike[str]) -> Iterator[bytes]:
     yield from _dump_node(os.fsencode(path), b"", None)
 
 
+_MANY = 32
+_RUN_RE = None
+
+
+def _windows(data: bytes) -> set[bytes]:
+    """Every 32-byte window of every run of at least 32 Nix base-32 characters in `data`."""
+    global _RUN_RE
+    from .paths import BASE32_CHARS, HASH_LEN
+
+    if _RUN_RE is None:
+        import re
+
+        _RUN_RE = re.compile(rb"[%s]{%d,}" % (BASE32_CHARS.encode(), HASH_LEN))
+    found: set[bytes] = set()
+    for match in _RUN_RE.finditer(data):
+        run = match.group()
+        found.update(run[i : i + HASH_LEN] for i in range(len(run) - HASH_LEN + 1))
+    return found
+
+
 class _Scanner:
     """Finds store-path hash parts in file contents and symlink targets while a NAR streams by."""
 
@@ -43,7 +63,11 @@ class _Scanner:
 
     def _hits(self, data: bytes) -> set[bytes]:
         # One C-speed substring search per candidate: candidates are few (a closure's hash
-        # parts) and outputs can be gigabytes, so this beats tokenising every byte.
+        # parts) and outputs can be gigabytes, so this beats tokenising every byte. Against
+        # many candidates (every valid path: import, verify) the windows of base-32 runs are
+        # looked up instead (`_windows`), one pass whatever their number.
+        if len(self.wanted) > _MANY:
+            return _windows(data) & self.wanted
         return {h for h in self.wanted if data.find(h) != -1}
 
     def symlink(self, rel: bytes, target: bytes) -> None:
@@ -192,46 +216,3 @@ def scan_for_hashes(path: str | os.PathLike[str], hashes: Iterable[str], *, on_f
                 on_found(text, rel)
     return found
 
-
-_RUN = None
-
-
-def find_hash_parts(path: str | os.PathLike[str], known: Mapping[str, object] | set[str]) -> set[str]:
-    """Which hash parts in `known` occur in files or symlink targets under `path`, however many `known` holds.
-
-    Unlike `scan_for_hashes` (one substring search per candidate), this finds every run
-    of at least 32 Nix base-32 characters and looks each 32-character window up in
-    `known`, so a scan against every valid path of a large store costs one pass.
-    """
-    global _RUN
-    if _RUN is None:
-        import re
-
-        from .paths import BASE32_CHARS, HASH_LEN
-
-        _RUN = re.compile(rb"[%s]{%d,}" % (BASE32_CHARS.encode(), HASH_LEN))
-    from .paths import HASH_LEN
-
-    found: set[str] = set()
-    root = os.fspath(path)
-
-    def look(data: bytes) -> None:
-        for match in _RUN.finditer(data):
-            run = match.group()
-            for i in range(len(run) - HASH_LEN + 1):
-                window = run[i : i + HASH_LEN].decode()
-                if window in known:
-                    found.add(window)
-
-    for rel, st in walk(root):
-        full = os.path.join(root, rel) if rel else root
-        if stat.S_ISLNK(st.st_mode):
-            look(os.fsencode(os.readlink(full)))
-        elif stat.S_ISREG(st.st_mode):
-            tail = b""
-            with open(full, "rb") as f:
-                while chunk := f.read(CHUNK):
-                    data = tail + chunk
-                    look(data)
-                    tail = data[-(HASH_LEN - 1) :]
-    return found

@@ -522,6 +522,14 @@ class Store:
             return
         for entry in entries:
             if entry.endswith(".lock"):
+                # The lock of a directory already gone (its owner died after removing it): drop it too.
+                if not os.path.lexists(self.tmp_dir / entry[: -len(".lock")]):
+                    orphan = PathLock(self.tmp_dir / entry)
+                    if orphan.acquire(blocking=False):
+                        if os.path.lexists(self.tmp_dir / entry[: -len(".lock")]):
+                            orphan.release()  # its owner has just made the directory
+                        else:
+                            orphan.release_and_delete()
                 continue
             lock = PathLock(self.tmp_dir / (entry + ".lock"))
             if lock.acquire(blocking=False):
@@ -670,8 +678,11 @@ class Store:
                 problems.append(Problem(path, "missing", f"path '{path}' is registered but missing on disk"))
                 continue
             if check_contents:
+                if hashes is None:
+                    hashes = {hash_part(p): p for p in graph.rows}
                 try:
-                    digest, size = nar.nar_hash(path)
+                    # One read: the NAR hash, and every valid path the contents mention.
+                    digest, size, found = nar.hash_and_scan(path, hashes)
                 except (OSError, ValueError) as error:
                     problems.append(Problem(path, "hash-mismatch", f"path '{path}' cannot be read: {error}"))
                 else:
@@ -681,9 +692,7 @@ class Store:
                     else:
                         # A recorded reference list that misses a path the contents mention would let gc
                         # delete a dependency (e.g. an import that trusted its archive's list).
-                        if hashes is None:
-                            hashes = {hash_part(p): p for p in graph.rows}
-                        mentioned = {hashes[h] for h in nar.find_hash_parts(path, hashes)}
+                        mentioned = {hashes[h] for h in found}
                         for ref in sorted(mentioned - set(info.references)):
                             problems.append(Problem(path, "missing-reference", f"path '{path}' mentions '{ref}', which is not among its recorded references"))
             for ref in info.references:

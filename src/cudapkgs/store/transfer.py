@@ -146,13 +146,13 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
                 staging.mkdir()
                 _extract_path(tar, members[base], base, staging, store.store_dir, source)
                 os.rename(staging / base, out)
-                digest, size = nar.nar_hash(out)
+                digest, size, hits = nar.hash_and_scan(out, candidates)  # one read: hash and references
                 if nar.format_hash(digest) != entry["narHash"] or size != entry["narSize"]:
                     raise StoreError(
                         f"{source}: {entry['path']} does not match its recorded hash "
                         f"(expected {entry['narHash']}, got {nar.format_hash(digest)}); nothing was added for it"
                     )
-                found = {candidates[h] for h in nar.find_hash_parts(out, candidates)}
+                found = {candidates[h] for h in hits}
                 if found != declared:
                     missing, extra = sorted(found - declared), sorted(declared - found)
                     raise StoreError(

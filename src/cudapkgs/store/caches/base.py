@@ -280,11 +280,20 @@ class Cache:
         self._put_bytes(hash_part(record.path) + ".narinfo", info.to_text().encode(), "text/x-nix-narinfo")
         return info
 
-    def upload_closure(self, store, paths: Iterable[str], **options) -> list[tuple[str, NarInfo | None]]:
-        """Upload the closure of `paths`, dependencies first; (path, narinfo or None if already there) for each."""
+    def upload_closure(self, store, paths: Iterable[str], *, on_path=None, **options) -> list[tuple[str, NarInfo | None]]:
+        """Upload the closure of `paths`, dependencies first; (path, narinfo or None if already there) for each.
+
+        `on_path(index, total, path, narinfo or None)` is called after each path (for progress lines).
+        """
         self.init(store.store_dir)
         closure = store.closure(store.parse(p) for p in paths)
-        return [(p, self.upload(store, p, **options)) for p in dependencies_first(store, closure)]
+        ordered = dependencies_first(store, closure)
+        results = []
+        for index, path in enumerate(ordered, 1):
+            results.append((path, self.upload(store, path, **options)))
+            if on_path is not None:
+                on_path(index, len(ordered), path, results[-1][1])
+        return results
 
 
 def dependencies_first(store, paths: Iterable[str]) -> list[str]:

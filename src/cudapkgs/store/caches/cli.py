@@ -172,7 +172,13 @@ def _copy(args: argparse.Namespace) -> int:
             key = SecretKey.load(args.sign_key) if args.sign_key else None
             cache = open_cache(args.to)
             paths = [store.query(p).path for p in args.paths]
-            results = cache.upload_closure(store, paths, secret_key=key, compression=args.compression)
+            def line(index: int, total: int, path: str, info) -> None:
+                what = (f"uploaded ({format_size(info.nar_size)} → {format_size(info.file_size)} {args.compression})"
+                        if info is not None else "already there")
+                print(f"[{index}/{total}] {path}: {what}", file=sys.stderr, flush=True)
+
+            results = cache.upload_closure(store, paths, secret_key=key, compression=args.compression,
+                                           on_path=None if args.json else line)
             sent = [(p, i) for p, i in results if i is not None]
             if args.json:
                 import json
@@ -209,8 +215,11 @@ def _copy_from(args: argparse.Namespace, store) -> int:
     found = subs.query(store, wanted)
     lacking = [p for p in wanted if not store.is_valid(p) and p not in found]
     if lacking:
-        raise CudapkgsError(f"{cache.url} cannot give {lacking[0]} with its whole closure (see the warnings above, if any)"
-                            + (f" (and {len(lacking) - 1} more)" if len(lacking) > 1 else ""))
+        more = f" (and {len(lacking) - 1} more)" if len(lacking) > 1 else ""
+        if cache.narinfo(lacking[0]) is None:
+            raise CudapkgsError(f"{cache.url} does not have {lacking[0]}{more}")
+        raise CudapkgsError(f"{cache.url} cannot give {lacking[0]}{more} with its whole closure, signed by a trusted key "
+                            "(see the warning above)")
     todo = [found[p] for p in subs.closure_of(found, wanted)]
     added = subs.fetch(store, todo, jobs=args.jobs, progress=PlainSubstituteProgress(sys.stderr, len(todo))) if todo else []
     if args.json:

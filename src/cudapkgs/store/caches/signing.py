@@ -101,11 +101,13 @@ class SecretKey:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> SecretKey:
         """Read a key file (as `cudapkgs key generate` or `nix-store --generate-binary-cache-key` write)."""
+        from ...inputs import InputFileError, read_input_file
+
         try:
-            with open(path) as f:
-                text = f.read(4096)
-        except OSError as error:
-            raise KeyError_(f"cannot read the secret key {os.fspath(path)}: {error.strerror or error}") from None
+            # A regular file only: a FIFO would block the open, a device never end.
+            text = read_input_file(path, what="secret key", max_bytes=4096).decode("utf-8")
+        except InputFileError as error:
+            raise KeyError_(f"cannot read the secret key {os.fspath(path)}: {error.reason}") from None
         except UnicodeDecodeError:
             raise KeyError_(f"{os.fspath(path)}: not a secret key (not text)") from None
         return cls.parse(text, os.fspath(path))

@@ -1,0 +1,51 @@
+"""The package's TOML data files, parsed once per installation rather than once per process.
+
+``cudapkgs eval`` reads three TOML files (the sets, the component table, the capability
+database); parsing them with ``tomllib`` is most of what a short command costs.  The
+parsed value is kept as JSON under ``$XDG_CACHE_HOME/cudapkgs/data/`` (JSON: parsed by C
+code, and unlike pickle or marshal it cannot run anything), keyed by the file's name,
+size and modification time, so an edited file is parsed again.  Any problem with the
+cache (unwritable, corrupt, stale) falls back to parsing the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["load_toml"]
+
+
+def _cache_file(path: Path, stat: os.stat_result) -> Path:
+    base = os.environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "cudapkgs" / "data" / f"{path.name}.{stat.st_size}.{stat.st_mtime_ns}.json"
+
+
+def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The TOML document at ``path`` (as ``tomllib.load`` gives it; the data files hold no
+    dates or times, which JSON could not carry)."""
+    path = Path(path)
+    stat = path.stat()
+    cache = _cache_file(path, stat)
+    try:
+        with open(cache, "rb") as f:
+            data = json.loads(f.read())
+        if isinstance(data, dict):
+            return data
+    except (OSError, ValueError):
+        pass
+    import tomllib
+
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, cache)
+    except (OSError, TypeError, ValueError):
+        pass  # the cache is an optimisation only
+    return data

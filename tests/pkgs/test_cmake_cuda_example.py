@@ -1,0 +1,93 @@
+"""Real CUDA 13.0 binaries (NVIDIA's PyPI wheels): the CMake example and the shell's nvcc -lcublas story.
+
+Downloads through pip (deselect with -m "not wheels"); wheels are kept in the user's cache
+($CUDAPKGS_TEST_CACHE_HOME, else ~/.cache), the store is fresh.  No GPU here: each program
+must resolve every library from the store (ldd) and exit 2, "no CUDA device"; on a GPU, 0.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cudapkgs
+from cudapkgs import elf
+from cudapkgs.hooks import is_stubs_entry
+from cudapkgs.realise.realise import realise
+from cudapkgs.shell import shell_environment
+from cudapkgs.store.store import Store
+
+pytestmark = pytest.mark.wheels
+
+
+def _pip_reaches_index() -> bool:
+    probe = [sys.executable, "-m", "pip", "index", "versions", "nvidia-cublas", "--disable-pip-version-check"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture
+def wheel_cache(monkeypatch) -> Path:
+    home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home / "cudapkgs" / "wheels"
+
+
+def _ldd(path: str) -> dict[str, str]:
+    out = subprocess.run(["ldd", path], capture_output=True, text=True, env={}).stdout
+    return {line.split()[0]: line.split("=>")[1].split("(")[0].strip() for line in out.splitlines() if "=>" in line}
+
+
+def test_cmake_example_and_shell_link_cublas_from_the_store(tmp_path, manifests_dir, wheel_cache):
+    if not _pip_reaches_index():
+        pytest.skip("pip cannot reach its package index")
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={
+        "storeDir": str(store_dir), "fetchers": ["wheels"], "allowUnfree": True,
+        "cudaSupport": True, "cudaCapabilities": ["9.0"], "cudaForwardCompat": False,
+    })
+    cuda = pkgs.cudaPackages_13_0
+    example = pkgs["cmake-cuda-example"].override(cudaPackages=cuda)
+    assert example.drvAttrs["cmakeCudaArchitectures"] == "90"
+    with Store.open(store_dir) as store:
+        realise(store, [example.derivation])
+        closure = store.closure([example.out])
+        # libcublas propagates cuda_cudart (libcublas.nix): its dev output lists cudart.
+        assert cuda.cuda_cudart.out in Path(cuda.libcublas.dev, "nix-support", "propagated-build-inputs").read_text().split()
+    # Run time: the programs, cudart's and cuBLAS's lib outputs, and NVRTC's (cublasLt dlopens it); no nvcc.
+    assert closure == {example.out, cuda.cuda_cudart.lib, cuda.libcublas.lib, cuda.cuda_nvrtc.lib}
+    for program, libs in (("saxpy-cudart", {"libcudart.so.13": cuda.cuda_cudart.lib}),
+                          ("cublas-check", {"libcublas.so.13": cuda.libcublas.lib, "libcudart.so.13": cuda.cuda_cudart.lib})):
+        exe = f"{example.out}/bin/{program}"
+        assert not any(is_stubs_entry(e) for e in elf.read_elf(exe).runpath)
+        resolved = _ldd(exe)
+        assert "not found" not in resolved.values()
+        for lib, owner in libs.items():
+            assert resolved[lib].startswith(owner + "/"), (program, lib, resolved[lib])
+        run = subprocess.run(["env", "-i", exe], capture_output=True, text=True)
+        assert run.returncode in (0, 2), run.stdout + run.stderr
+        assert ("PASS" in run.stdout) if run.returncode == 0 else ("no CUDA device" in run.stdout)
+
+    # The issue's shell story: nvcc t.cu -lcublas inside the shell; the program runs outside it too.
+    with Store.open(store_dir) as store:
+        cc = example.stdenvCc
+        realise(store, [cc.derivation])
+    paths = [cc.out] + [p for name in ("cuda_nvcc", "cuda_cudart", "libcublas") for p in
+                        (cuda[name][o] for o in cuda[name].outputs)]
+    env = shell_environment(paths, base={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, store_dir=str(store_dir))
+    assert env["NVCC_CCBIN"] == f"{cc.out}/bin/g++" and env["CUDAHOSTCXX"] == env["NVCC_CCBIN"]
+    (tmp_path / "t.cu").write_text(
+        "#include <cstdio>\n#include <cublas_v2.h>\n"
+        "int main(){cublasHandle_t h; int s = cublasCreate(&h); std::printf(\"cublasCreate=%d\\n\", s);"
+        " return s == 0 ? 0 : 2;}\n"
+    )
+    subprocess.run(["nvcc", "t.cu", "-lcublas", "-o", "t"], cwd=tmp_path, env=env, check=True)
+    assert elf.read_elf(tmp_path / "t").runpath == [f"{cuda.libcublas.lib}/lib"]
+    outside = subprocess.run(["env", "-i", tmp_path / "t"], capture_output=True, text=True)
+    assert outside.returncode in (0, 2) and outside.stdout.startswith("cublasCreate=")
