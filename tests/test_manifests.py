@@ -717,6 +717,14 @@ def test_update_from_a_mirror_a_url_and_a_local_file(server, tmp_path):
     assert (tmp_path / "out/cusparselt/redistrib_0.6.3.json").read_bytes() == local.read_bytes()
 
 
+def test_update_from_a_manifest_directory(tmp_path):
+    """--from DIR also takes a manifest directory (<dir>/<product>/redistrib_V.json), e.g. another checkout's."""
+    result = m.update_manifest("tensorrt", "10.16.1", source=str(MANIFESTS))
+    assert result.url == (MANIFESTS / "tensorrt" / "redistrib_10.16.1.json").as_uri()
+    assert result.path.read_bytes() == (MANIFESTS / "tensorrt" / "redistrib_10.16.1.json").read_bytes()
+    assert result.used_by and all(u.set_name.startswith("cudaPackages_") for u in result.used_by)
+
+
 def test_tensorrt_needs_from(server):
     with pytest.raises(ManifestError, match="no NVIDIA-published manifest.*--from URL"):
         m.update_manifest("tensorrt", "10.7.0")

@@ -73,7 +73,10 @@ def test_saxpy_compiled_for_sm_90_by_the_stores_nvcc(tmp_path, manifests_dir, wh
         closure = store.closure([saxpy.out])
         cuobjdump = _system_cuobjdump()
         if cuobjdump is None:  # no CUDA 13.0 wheel of it: the first one on PyPI is 13.2's
-            checker = pkgs.cudaPackages_13_2.cuda_cuobjdump
+            # Without cuda_compat, as Nixpkgs users drop it (`cuda_compat = null`): CUDA 13.2's
+            # manifest has it for x86_64, so every redist would take its run path, and NVIDIA
+            # publishes no wheel of it.
+            checker = pkgs.cudaPackages_13_2.override_scope(lambda final, prev: {"cuda_compat": None}).cuda_cuobjdump
             realise(store, [checker.derivation])
             cuobjdump = f"{checker.out}/bin/cuobjdump"
 

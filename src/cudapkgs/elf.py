@@ -276,6 +276,50 @@ def patch(
     return calls
 
 
+# Below this many bytes in all, edits run one after another: a patchelf process costs more
+# than it saves. Above it, two run at once (patchelf reads and rewrites whole files).
+_PARALLEL_BYTES = 16 << 20
+
+
+def patch_many(jobs: Sequence[tuple[Sequence[str | os.PathLike[str]], Sequence[str] | None, str | None]]) -> int:
+    """Apply several `patch` jobs, each (paths, runpath, interpreter); return patchelf calls made.
+
+    Each job's result is exactly `patch(paths, runpath=…, interpreter=…)`'s. When the files
+    are large (≥ 16 MiB together) and two cores are there, the jobs, and the files of a big
+    job split in two halves of about equal size, run two at a time: the files are distinct
+    (hard links are unshared before a fix-up), so the order does not matter. Raises the first
+    `PatchelfError` after every started patchelf has finished.
+    """
+    work = [([os.fspath(p) for p in paths], runpath, interp) for paths, runpath, interp in jobs
+            if paths and not (runpath is None and interp is None)]
+    sizes = {}
+    for files, _, _ in work:
+        for f in files:
+            try:
+                sizes[f] = os.lstat(f).st_size
+            except OSError:
+                sizes[f] = 0
+    if len(work) == 0:
+        return 0
+    if (os.cpu_count() or 1) < 2 or sum(sizes.values()) < _PARALLEL_BYTES:
+        return sum(patch(files, runpath=rp, interpreter=ip) for files, rp, ip in work)
+    units = []  # (bytes, files, runpath, interpreter), a big job split in two halves
+    for files, rp, ip in work:
+        halves: list[list[str]] = [[], []]
+        totals = [0, 0]
+        for f in sorted(files, key=lambda f: -sizes[f]):
+            i = 0 if totals[0] <= totals[1] else 1
+            halves[i].append(f)
+            totals[i] += sizes[f]
+        units += [(t, h, rp, ip) for t, h in zip(totals, halves) if h]
+    units.sort(key=lambda u: -u[0])  # largest first
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="cudapkgs-patchelf") as pool:
+        futures = [pool.submit(patch, files, runpath=rp, interpreter=ip) for _, files, rp, ip in units]
+    return sum(f.result() for f in futures)  # the first error, once every call has finished
+
+
 def set_runpath(path: str | os.PathLike[str], entries: Sequence[str]) -> None:
     """Set DT_RUNPATH of one file to `entries` (empty: remove it)."""
     patch([path], runpath=list(entries))

@@ -729,8 +729,9 @@ def update_source_url(product: str, version: str, source: str | None = None) -> 
 
     ``source`` None: NVIDIA's (`manifest_url`).  A URL or path ending in ``.json`` names the
     file itself; any other URL is a mirror laid out like NVIDIA's redist root
-    (``<source>/<product>/redist/redistrib_<version>.json``).  A local path becomes a
-    ``file://`` URL.
+    (``<source>/<product>/redist/redistrib_<version>.json``).  A local directory may also be
+    a manifest directory (``<dir>/<product>/redistrib_<version>.json``, tried first).  A local
+    path becomes a ``file://`` URL.
     """
     if source is None or source == "":
         return manifest_url(product, version)
@@ -739,7 +740,10 @@ def update_source_url(product: str, version: str, source: str | None = None) -> 
     if "://" not in source:
         path = Path(source).expanduser().resolve()
         if not source.endswith(".json"):
-            path = path / product / "redist" / manifest_file_name(version)
+            # a manifest directory (<dir>/<product>/redistrib_V.json, as Nixpkgs and cudapkgs keep
+            # them), else a local mirror of NVIDIA's server (<dir>/<product>/redist/redistrib_V.json)
+            flat = path / product / manifest_file_name(version)
+            path = flat if flat.is_file() else path / product / "redist" / manifest_file_name(version)
         return path.as_uri()
     if source.endswith(".json"):
         return source

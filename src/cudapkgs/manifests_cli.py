@@ -25,7 +25,8 @@ examples:
 
 --from takes a mirror laid out like NVIDIA's redist root
 (<URL>/<product>/redist/redistrib_<version>.json), a URL or path ending in .json
-(the file itself), or a local directory laid out like the mirror.
+(the file itself), a manifest directory (<dir>/<product>/redistrib_<version>.json),
+or a local directory laid out like the mirror.
 """
 
 

@@ -152,7 +152,7 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
             "stdenv": AttrSet(
                 {"hostPlatform": host_platform(system), "cc": lazy(lambda: _stdenv_cc(config, system))}, name="stdenv"
             ),
-            **_build_support(config, system),
+            **_build_support(final, config, system),
             "_cuda": default_cuda(),
             **_fetchers(final),
             "saxpy": lazy(lambda: final.call_package(__import__("cudapkgs.pkgs.saxpy", fromlist=["saxpy"]).saxpy)),
@@ -188,15 +188,41 @@ def _stdenv_cc(config: Config, system: str) -> Any:
     return cc_wrapper_for(config, system)
 
 
-def _build_support(config: Config, system: str) -> dict[str, Any]:
-    """Host build tools (cmake, ninja, gnumake, pkg-config, python3) and libraries built here (zlib)."""
+def _build_support(final: Any, config: Config, system: str) -> dict[str, Any]:
+    """Host build tools (cmake, ninja, gnumake, pkg-config, python3), libraries built here (zlib), python3Packages."""
     from .pkgs import host_tools
 
     attrs: dict[str, Any] = {
         name: lazy(lambda name=name: host_tools.host_tool(config, system, name)) for name in host_tools.HOST_TOOLS
     }
     attrs["zlib"] = lazy(lambda: __import__("cudapkgs.pkgs.zlib", fromlist=["zlib"]).zlib(config, system))
+    attrs["rdma-core"] = lazy(lambda: __import__("cudapkgs.pkgs.rdma_core", fromlist=["x"]).rdma_core(config, system))
+    attrs["python3Packages"] = lazy(lambda: _python_packages(final, config, system))
     return attrs
+
+
+def _python_packages(final: Any, config: Config, system: str) -> AttrSet:
+    """python3Packages: buildPythonPackage and withPackages for the top level's python3."""
+    import functools
+
+    from .builders import python as py
+
+    python = final.python3
+
+    def with_packages(select: Any) -> Any:
+        packages = select(scope) if callable(select) else list(select)
+        return py.with_packages(config, python, packages, system=system)
+
+    scope = AttrSet(
+        {
+            "python": python,
+            "pythonVersion": lazy(lambda: py.python_version(python)),
+            "buildPythonPackage": functools.partial(py.build_python_package, config, python, system=system),
+            "withPackages": with_packages,
+        },
+        name="python3Packages",
+    )
+    return scope
 
 
 def _fetchers(final: Scope) -> dict[str, Any]:

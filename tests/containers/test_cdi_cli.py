@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import cdi_fakes as fakes
 import pytest
@@ -315,3 +316,28 @@ def test_hook_program_never_depends_on_path(tmp_path, monkeypatch):
     script.chmod(0o755)
     program = generate.HookProgram.at(None)
     assert program.path == str(script) and program.prefix == ("cudapkgs", "cdi", "hook")
+
+
+def test_list_skips_specs_with_missing_or_mistyped_fields(tmp_path, capsys):
+    """Review r1: `cdi list` crashed with exit 70 (KeyError) on a spec without `devices`."""
+    (tmp_path / "good.json").write_text(_spec("nvidia.com/gpu", "0"))
+    hostile = {
+        "no-devices.json": {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu"},
+        "no-kind.json": {"cdiVersion": "0.5.0", "devices": [{"name": "1", "containerEdits": {"env": ["A=1"]}}]},
+        "devices-dict.json": {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": {"name": "2"}},
+        "device-str.json": {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": ["3"]},
+        "no-name.json": {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [{"containerEdits": {"env": ["A=1"]}}]},
+        "kind-int.json": {"cdiVersion": "0.5.0", "kind": 5, "devices": [{"name": "4", "containerEdits": {"env": ["A=1"]}}]},
+        "empty.json": {},
+        "list.json": [],
+    }
+    for name, doc in hostile.items():
+        (tmp_path / name).write_text(json.dumps(doc))
+    assert main(["cdi", "list", "--spec-dir", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "nvidia.com/gpu=0\n"
+    for name in hostile:
+        assert f"{tmp_path / name} is ignored" in captured.err
+    assert main(["cdi", "list", "--json", "--spec-dir", str(tmp_path)]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert sorted(Path(i["spec"]).name for i in listing["invalid_specs"]) == sorted(hostile)

@@ -31,6 +31,16 @@ def test_container_root_from_the_oci_state(tmp_path):
         hooks.container_root(stdin=io.StringIO("not json"))
 
 
+@pytest.mark.parametrize("root_path", [5, None, "", ["rootfs"]])
+def test_a_config_root_path_that_is_not_a_string_is_one_error(tmp_path, root_path):
+    """Review r1: root.path of another JSON type ended the hook with exit 70 (TypeError)."""
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "config.json").write_text(json.dumps({"root": {"path": root_path}}))
+    with pytest.raises(CdiError, match="root.path is not a non-empty string"):
+        hooks.container_root(stdin=io.StringIO(json.dumps({"bundle": str(bundle)})))
+
+
 def test_resolve_in_root_never_escapes(root):
     os.symlink("/", root / "escape")
     os.symlink("../../..", root / "usr/lib/up")

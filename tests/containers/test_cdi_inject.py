@@ -253,3 +253,38 @@ def test_minimally_specified_node_needs_no_host_node(tmp_path, bundle):
         {"path": "/dev/fifo", "type": "p", "major": 0, "minor": 0, "uid": 1000, "gid": 100},
     ]
     assert config["linux"]["resources"]["devices"][-1] == {"allow": True, "type": "c", "major": 240, "minor": 3, "access": "rwm"}
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        (("process",), None, "process is not an object"),
+        (("process", "env"), "A=1", "process.env is not an array"),
+        (("process", "env"), [1, None], "process.env holds an entry that is not a string"),
+        (("process", "user"), "root", "process.user is not an object"),
+        (("process", "user", "uid"), "1000", "process.user.uid is not an integer"),
+        (("process", "user", "additionalGids"), "44", "process.user.additionalGids is not an array"),
+        (("linux", "devices"), {"a": 1}, "linux.devices is not an array"),
+        (("linux", "devices"), [1], "linux.devices holds an entry that is not an object"),
+        (("linux", "resources"), [], "linux.resources is not an object"),
+        (("linux", "resources", "devices"), {}, "linux.resources.devices is not an array"),
+        (("mounts",), [1, "x"], "mounts holds an entry that is not an object"),
+        (("hooks",), [], "hooks is not an object"),
+        (("hooks",), {"createContainer": {}}, "hooks holds an entry that is not an array"),
+        (("hooks", "prestart"), ["x"], "hooks.prestart holds an entry that is not an object"),
+    ],
+)
+def test_hostile_config_json_shapes_are_one_line_errors_and_nothing_is_written(tmp_path, bundle, capsys, field, value, message):
+    """Review r1: a config.json field of the wrong JSON type ended `cdi inject` with exit 70."""
+    config = json.loads((bundle / "config.json").read_text())
+    target = config
+    for key in field[:-1]:
+        target = target.setdefault(key, {})
+    target[field[-1]] = value
+    before = json.dumps(config)
+    (bundle / "config.json").write_text(before)
+    assert main(["cdi", "inject", str(_spec(tmp_path)), "0", "--bundle", str(bundle)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert (bundle / "config.json").read_text() == before
+    assert sorted(os.listdir(bundle)) == ["config.json", "rootfs"]

@@ -133,3 +133,16 @@ def test_budget_applied_after_a_build(tmp_path, capsys):
     _trim_caches(str(store), "1KiB")
     assert "maxCacheSize 1KiB: evicted 1 least recently used cache entries" in capsys.readouterr().err
     assert keep.exists() and not (store / ".cache" / "downloads" / ("a" * 64)).exists()
+
+
+def test_path_info_shows_cache_sizes(tmp_path, monkeypatch, capsys):
+    store = tmp_path / "store"
+    monkeypatch.setenv("CUDAPKGS_STORE", str(store))
+    _archive(store, "a", 3000, age=10)
+    _wheel("nvidia_q", 1000, age=10)
+    assert main(["path-info", "--caches", "--json"]) == 0
+    rows = {r["cache"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["downloads"]["entries"] == 1 and rows["downloads"]["size"] >= 3000
+    assert rows["wheels"]["entries"] == 1 and rows["wheels"]["size"] >= 1000
+    assert main(["path-info"]) == 2
+    assert "path-info needs a PATH (or --caches)" in capsys.readouterr().err

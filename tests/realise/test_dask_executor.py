@@ -309,3 +309,98 @@ def test_gpu_builds_see_the_gpus_their_worker_was_given(tmp_path, monkeypatch):
     cpu = _pkg(config, "cpu").derivation
     assert build_environment(gpu, tmp_path, {"out": tmp_path / "out"})["CUDA_VISIBLE_DEVICES"] == "1"
     assert "CUDA_VISIBLE_DEVICES" not in build_environment(cpu, tmp_path, {"out": tmp_path / "out"})
+
+
+# -- review r1: hostile and faulty runs ----------------------------------------------------------
+
+
+def _wait_for_text(stream: io.StringIO, text: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in stream.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert text in stream.getvalue(), stream.getvalue()
+
+
+@needs_namespaces
+def test_two_clients_with_different_caches_each_get_the_output_in_their_cache(setup, tmp_path):
+    """Dask merges tasks of one key across clients: a second client building the same derivation
+    into another cache must not wait on the first one's upload (it would find nothing in its own)."""
+    import threading
+
+    cluster, config, builders = setup
+    cluster.start_worker("w1", nthreads=2)
+    cluster.wait_for(1)
+    gate = tmp_path / "gate"
+    shared = _pkg(config, "shared", script=f'until [ -e {gate} ]; do sleep 0.05; done; echo x > result')
+    outcome: dict[str, object] = {}
+    streams = {tag: io.StringIO() for tag in ("A", "B")}
+
+    def go(tag):
+        mine = DaskBuilders(address=builders.address, cache=f"file://{tmp_path}/cache-{tag}",
+                            sign_key_file=builders.sign_key_file, trusted_keys=builders.trusted_keys, timeout=20)
+        try:
+            with Store.open(tmp_path / f"client-{tag}" / "unused") as _unused:
+                pass
+            with Store.open(config.storeDir) as store:
+                run_on_dask(store, [shared.derivation], mine, stream=streams[tag])
+            outcome[tag] = "ok"
+        except BaseException as error:  # noqa: BLE001 - reported below
+            outcome[tag] = error
+
+    threads = {tag: threading.Thread(target=go, args=(tag,)) for tag in ("A", "B")}
+    threads["A"].start()
+    _wait_for_text(streams["A"], "building 1 derivation")
+    threads["B"].start()
+    _wait_for_text(streams["B"], "building 1 derivation")
+    gate.touch()  # both submitted while the first build still runs
+    for thread in threads.values():
+        thread.join(120)
+    assert outcome == {"A": "ok", "B": "ok"}, outcome
+    name = Path(shared.derivation.outputs["out"]).name[:32] + ".narinfo"
+    assert (tmp_path / "cache-A" / name).exists() and (tmp_path / "cache-B" / name).exists()
+
+
+def test_a_scheduler_that_dies_mid_run_is_one_clear_error(tmp_path):
+    import signal
+    import socket
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
+         "--no-dashboard"], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    config = load_config(overrides={"storeDir": str(tmp_path / "store")})
+    builders = DaskBuilders(address=address, cache=f"file://{tmp_path}/cache", timeout=60)
+    out = io.StringIO()
+
+    def task(drv_path):  # never finishes: the scheduler dies first
+        time.sleep(600)
+
+    import threading
+
+    outcome: list[BaseException] = []
+
+    def go():
+        try:
+            with Store.open(config.storeDir) as store:
+                run_on_dask(store, [_pkg(config, "a").derivation], builders, stream=out, task=task)
+        except BaseException as error:  # noqa: BLE001 - checked below
+            outcome.append(error)
+
+    thread = threading.Thread(target=go, daemon=True)
+    try:
+        thread.start()
+        _wait_for_text(out, "building 1 derivation")
+        os.killpg(scheduler.pid, signal.SIGKILL)
+        scheduler.wait()
+        thread.join(120)
+    finally:
+        if scheduler.poll() is None:
+            os.killpg(scheduler.pid, signal.SIGKILL)
+            scheduler.wait()
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], SchedulerUnreachable), outcome
+    assert f"scheduler at {address} went away" in str(outcome[0]) and "\n" not in str(outcome[0])

@@ -687,3 +687,40 @@ def test_when_every_source_is_damaged_the_error_names_each(setup, server, releas
     with Store.open(store_dir) as store:
         with pytest.raises(BuildError, match="cannot fetch and unpack cuda_cudart .* from any source"):
             realise(store, [packages(config).cuda_cudart.derivation])
+
+
+# --- a hostile release end to end (issue 8, part 1) ---------------------------------------------
+
+
+def test_cudapkgs_build_of_a_hostile_release_fails_in_one_line_and_touches_nothing(tmp_path, server):
+    import json
+    import sys
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("host file\n")
+    os.chmod(victim, 0o640)
+    before = os.stat(victim)
+    rel = os.path.relpath(victim, "/")
+    top = rf.archive_name("cuda_cudart", rf.CUDART_VERSION)
+    members = [(_member(f"{top}/d", tarfile.DIRTYPE), None), (_member(f"{top}/d/s1", tarfile.SYMTYPE, ".."), None)]
+    members += [(_member(f"{top}/d/s{i}", tarfile.SYMTYPE, f"s{i - 1}/.."), None) for i in range(2, 21)]
+    members += [(_member(f"{top}/lib/libcudart.so", tarfile.LNKTYPE, f"{top}/d/s20/{rel}"), None)]
+    hostile = rf.Release()
+    hostile.add("cuda_cudart", rf.CUDART_VERSION, _tar(tmp_path, members).read_bytes())
+    server.files.update(hostile.archives)
+    manifests = hostile.write_manifests(tmp_path / "manifests")
+    store = tmp_path / "store"
+    run = subprocess.run(
+        [sys.executable, "-m", "cudapkgs", "build", "--no-link", "--set", "allowUnfree=true",
+         "--set", f"manifestsDir={json.dumps(str(manifests))}", "--set", f"storeDir={json.dumps(str(store))}",
+         "--set", f'fetchers=["mirror:{server.url}"]', f"{rf.SET}.cuda_cudart"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr and "internal error" not in run.stderr
+    assert "hard link" in run.stderr, run.stderr
+    after = os.stat(victim)
+    assert victim.read_text() == "host file\n"
+    assert (after.st_mode, after.st_mtime_ns, after.st_nlink) == (before.st_mode, before.st_mtime_ns, before.st_nlink)
+    with Store.open(store) as s:
+        assert s.all_paths() == [] and s.verify() == []

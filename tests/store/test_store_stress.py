@@ -64,7 +64,13 @@ def test_kills_concurrent_builders_and_a_gc_loop_leave_a_valid_store(tmp_path):
             builders[worker].send_signal(signal.SIGKILL)
             builders[worker].wait()
             builders[worker] = start(BUILDER, root, worker)
-        time.sleep(0.5)
+        # Let the builders finish a chain after the last kill, however slow the machine is (no time budget).
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with Store.open(root) as store:
+                if store.roots():
+                    break
+            time.sleep(0.2)
     finally:
         for proc in [*builders.values(), gc]:
             proc.send_signal(signal.SIGKILL)

@@ -50,6 +50,8 @@ def container_root(root: str | None = None, spec: str | None = None, stdin: Text
         path = config["root"]["path"]
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
         raise CdiError(f"cannot read the container's root from {spec}: {error}") from None
+    if not isinstance(path, str) or not path:
+        raise CdiError(f"cannot read the container's root from {spec}: root.path is not a non-empty string")
     return path if os.path.isabs(path) else os.path.normpath(os.path.join(os.path.dirname(spec), path))
 
 

@@ -253,6 +253,53 @@ class Report:
         }
 
 
+#: The fields of an OCI config.json that `apply` reads or edits, with the JSON types the OCI
+#: runtime spec gives them (opencontainers/runtime-spec config.md, config-linux.md):
+#: (path, type, type of each element or None).
+_CONFIG_SHAPE: tuple[tuple[tuple[str, ...], type, type | None], ...] = (
+    (("process",), dict, None),
+    (("process", "env"), list, str),
+    (("process", "user"), dict, None),
+    (("process", "user", "uid"), int, None),
+    (("process", "user", "gid"), int, None),
+    (("process", "user", "additionalGids"), list, int),
+    (("linux",), dict, None),
+    (("linux", "devices"), list, dict),
+    (("linux", "resources"), dict, None),
+    (("linux", "resources", "devices"), list, dict),
+    (("linux", "netDevices"), dict, None),
+    (("linux", "namespaces"), list, None),
+    (("mounts",), list, dict),
+    (("hooks",), dict, list),
+    *((("hooks", name), list, dict) for name in ("prestart", "createRuntime", "createContainer", "startContainer",
+                                                 "poststart", "poststop")),
+)
+
+
+_ABSENT = object()
+
+
+def check_config_shape(config: dict) -> None:
+    """CdiError (one line, naming the field) when a field `apply` edits has the wrong JSON type.
+
+    config.json comes from the bundle, which is hostile input; the types are
+    those of the OCI runtime spec (config.md, config-linux.md).
+    """
+    names = {dict: "an object", list: "an array", str: "a string", int: "an integer"}
+    for path, kind, item in _CONFIG_SHAPE:
+        value: Any = config
+        for key in path:
+            value = value.get(key, _ABSENT) if isinstance(value, dict) else _ABSENT
+        if value is _ABSENT:
+            continue
+        where = ".".join(path)
+        if not isinstance(value, kind):
+            raise CdiError(f"config.json: {where} is not {names[kind]}")
+        items = value.values() if isinstance(value, dict) else value
+        if item is not None and any(not isinstance(v, item) or isinstance(v, bool) for v in items):
+            raise CdiError(f"config.json: {where} holds an entry that is not {names[item]}")
+
+
 def apply(config: dict, resolved: Resolved, root: Root | None = None, check_mount_sources: bool = True) -> Report:
     """Apply resolved edits to an OCI config (a dict, edited in place); returns what changed.
 
@@ -262,13 +309,10 @@ def apply(config: dict, resolved: Resolved, root: Root | None = None, check_moun
     that a symlink leads into /proc or /sys.
     """
     report = Report(devices=list(resolved.devices), skipped_specs=dict(resolved.skipped))
-    process = config.setdefault("process", {}) if isinstance(config.get("process"), dict) or "process" not in config else None
-    if process is None:
-        raise CdiError("config.json: process is not an object")
-    user = process.get("user") if isinstance(process.get("user"), dict) else {}
+    check_config_shape(config)
+    process = config.setdefault("process", {})
+    user = process.get("user") or {}
     linux = config.setdefault("linux", {})
-    if not isinstance(linux, dict) or not isinstance(config.get("mounts", []), list):
-        raise CdiError("config.json: linux or mounts has the wrong type")
 
     namespaces = linux.get("namespaces") if isinstance(linux.get("namespaces"), list) else []
     user_namespace = any(isinstance(n, dict) and n.get("type") == "user" for n in namespaces)

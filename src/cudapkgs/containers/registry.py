@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .validate import load, loader_problems
+from .validate import load, validate
 
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 
@@ -57,7 +57,7 @@ def scan(spec_dirs: tuple[str, ...] | list[str] = DEFAULT_SPEC_DIRS) -> Listing:
         in_dir: dict[str, list[str]] = {}
         for path in spec_files(Path(directory)):
             doc, problems = load(path)
-            problems = problems or loader_problems(doc)
+            problems = problems or validate(doc)  # schema and loader: what runtimes refuse
             if problems:
                 listing.invalid[str(path)] = str(problems[0])
                 continue

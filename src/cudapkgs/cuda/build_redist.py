@@ -347,7 +347,7 @@ def _external_inputs(cuda: Any, spec: ComponentSpec) -> list[Any]:
     top = getattr(cuda, "_auto_args", None) or {}
     found = []
     for name in spec.external_inputs:
-        if not name.isidentifier() or name not in top:
+        if not name.replace("-", "_").isidentifier() or name not in top:
             continue
         try:  # like tryEval: an input that cannot be evaluated here (zlib without its source mirror) is left out
             top[name].drvPath

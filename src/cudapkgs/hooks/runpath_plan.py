@@ -67,9 +67,8 @@ class RunpathPlan:
             if rp is None and interp is None:
                 continue
             groups.setdefault((None if rp is None else tuple(rp), interp), []).append(path)
-        calls = 0
-        for (rp, interp), paths in groups.items():
-            calls += elf.patch(paths, runpath=None if rp is None else list(rp), interpreter=interp)
+        # Two at a time when the files are big (elf.patch_many); each result as elf.patch's.
+        calls = elf.patch_many([(paths, None if rp is None else list(rp), interp) for (rp, interp), paths in groups.items()])
         for p in (*self._runpath, *self._interp):
             self._info.pop(p, None)
         self._runpath.clear()

@@ -142,8 +142,20 @@ def _workers(client: Any) -> dict[str, dict[str, float]]:
     return {addr: dict(w.get("resources") or {}) for addr, w in (info.get("workers") or {}).items()}
 
 
-def _task_key(drv: Derivation) -> str:
-    return f"cudapkgs-build-{drv.drv_path.rsplit('/', 1)[-1]}"
+def _task_key(drv: Derivation, builders: DaskBuilders) -> str:
+    """The Dask key of `drv`'s task: its derivation and where its result goes.
+
+    Dask merges tasks of one key from different clients, so two clients
+    building the same derivation share one build only when its result serves
+    both: the same cache, signing key and trust settings (otherwise the second
+    client would wait for an upload to a cache it does not read).
+    """
+    import hashlib
+    import json
+
+    where = json.dumps([builders.cache, builders.sign_key_file, sorted(builders.trusted_keys),
+                        builders.require_sigs, list(builders.fetchers or ())])
+    return f"cudapkgs-build-{drv.drv_path.rsplit('/', 1)[-1]}-{hashlib.sha256(where.encode()).hexdigest()[:16]}"
 
 
 def _payload(drv: Derivation, builders: DaskBuilders) -> dict[str, Any]:
@@ -197,13 +209,13 @@ def run_on_dask(
             _push_inputs(store, todo, cache, SecretKey.load(builders.sign_key_file) if builders.sign_key_file else None,
                          stream)
         futures: dict[str, Any] = {}
-        drv_of_key = {_task_key(d): d for d in todo}
+        drv_of_key = {_task_key(d, builders): d for d in todo}
         function = task or build_task
         for drv in todo:
             deps = [futures[d.drv_path] for d in drv.deps if d.drv_path in futures]
             futures[drv.drv_path] = client.submit(
                 function, _payload(drv, builders) if task is None else drv.drv_path, *deps,
-                key=_task_key(drv), resources=resources_for(drv) or None, retries=builders.retries, pure=False,
+                key=_task_key(drv, builders), resources=resources_for(drv) or None, retries=builders.retries, pure=False,
             )
         stream.write(f"building {len(todo)} derivation(s) on the Dask cluster at {builders.address}\n")
         stream.flush()
@@ -211,8 +223,12 @@ def run_on_dask(
         errors: dict[str, BaseException] = {}
         from distributed import as_completed
 
+        lost = 0
         for future in as_completed(list(futures.values())):
             drv = drv_of_key[future.key]
+            if future.status == "cancelled":  # the scheduler went away (or dropped the task): no build result
+                lost += 1
+                continue
             if future.status != "finished":  # failed, or failed because an input did (Dask passes its error on)
                 errors[drv.drv_path] = future.exception()
                 continue
@@ -221,6 +237,12 @@ def run_on_dask(
             where = results[drv.drv_path].get("worker", "?")
             stream.write(f"built {drv.name} on {where}\n")
             stream.flush()
+        if lost:
+            raise SchedulerUnreachable(
+                f"the Dask scheduler at {builders.address} went away with {lost} of {len(todo)} build(s) "
+                f"unfinished; what was already pushed to {builders.cache} stays valid: run the command again "
+                "to build only the rest"
+            )
         # A build whose input failed did not run: report only the builds that failed themselves.
         failures = [
             error if isinstance(error, BuildError) else BuildError(f"{drv.name}: {error}")

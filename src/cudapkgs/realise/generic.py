@@ -51,7 +51,7 @@ from .. import confine
 from ..builders import cmake as cmake_builder
 from ..builders import make as make_builder
 from ..derivation import Derivation
-from ..hooks import multiple_outputs
+from ..hooks import multiple_outputs, shell_functions
 from ..errors import CudapkgsError
 from ..build_inputs import Closures, find_inputs, setup_environment
 from ..stdenv import PHASES
@@ -317,7 +317,9 @@ def _python_step(drv: Derivation, key: str, record: Mapping[str, Any]) -> Step:
 
 def _shell(ctx: BuildContext, key: str, script: str, env: Mapping[str, str], cwd: Path, attrs_sh_file: Path) -> None:
     script_file = Path(env["NIX_BUILD_TOP"]) / f".{key}.sh"
-    script_file.write_text(f'source {shlex.quote(os.fspath(attrs_sh_file))}\nset -e -o pipefail\n{script}\n')
+    script_file.write_text(
+        f'source {shlex.quote(os.fspath(attrs_sh_file))}\n{shell_functions.FUNCTIONS}\nset -e -o pipefail\n{script}\n'
+    )
     ctx.log.write(f"@@ {key}\n")
     ctx.log.flush()
     tail: deque[str] = deque(maxlen=_TAIL_LINES)

@@ -563,8 +563,8 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         hooks.check_outputs_not_empty(outputs, exempt=tuple(exempt))
 
         ctx.step("fixup")
-        for path in outputs.values():
-            confine.unshare_hardlinks(path)  # patchelf edits in place: each file its own inode
+        # No unshare_hardlinks walk here: unpack makes hard links only between members of this
+        # tree (patchelf editing both names is right), and wheels have none.
         _fixup(drv, outputs, final, ctx)
     finally:
         _remove(stage)

@@ -75,10 +75,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Print store paths with their NAR size, closure size and references. "
         "PATH may be a store path, a file inside one, or a symlink to one such as ./result.",
         epilog="examples:\n  cudapkgs path-info -rS ./result        # the closure, with closure sizes\n"
-        "  cudapkgs path-info --json /path/to/store/<hash>-name",
+        "  cudapkgs path-info --json /path/to/store/<hash>-name\n"
+        "  cudapkgs path-info --caches -H              # the download caches beside the store, and their sizes",
         formatter_class=fmt,
     )
-    info.add_argument("paths", nargs="+", metavar="PATH", help="store paths to describe")
+    info.add_argument("paths", nargs="*", metavar="PATH", help="store paths to describe")
+    info.add_argument("--caches", action="store_true",
+                      help="show the download caches (archives, wheels) and their sizes (`gc --caches` frees them)")
     info.add_argument("-r", "--recursive", action="store_true", help="describe the closure of the paths")
     info.add_argument("-s", "--size", action="store_true", help="show each path's NAR size")
     info.add_argument("-S", "--closure-size", action="store_true", help="show each path's closure size (sum of NAR sizes)")
@@ -197,9 +200,35 @@ def _gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache_info(args: argparse.Namespace) -> int:
+    import json
+
+    from ..fetch.cache import cache_roots, entries
+
+    store_dir = _store_dir(args)
+    found = entries(store_dir)
+    rows = []
+    for name, root in cache_roots(store_dir):
+        mine = [e for e in found if e.cache == name]
+        rows.append({"cache": name, "dir": str(root), "entries": len(mine), "size": sum(e.size for e in mine)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    size = format_size if args.human else str
+    for row in rows:
+        print(f"{row['cache']}: {row['dir']}  {row['entries']} entries  {size(row['size'])}")
+    return 0
+
+
 def _path_info(args: argparse.Namespace) -> int:
     import json
 
+    if args.caches:
+        return _cache_info(args)
+    if not args.paths:
+        from ..errors import UsageError
+
+        raise UsageError("path-info needs a PATH (or --caches)")
     with _open(args, read_only=True) as store:
         paths = [store.query(p).path for p in args.paths]
         if args.recursive or args.closure_size:  # one pass over the database, then memory only

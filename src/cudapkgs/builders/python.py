@@ -1,0 +1,101 @@
+"""The Python builder: buildPythonPackage (a PEP 517 build of a source tree or sdist) and python.withPackages.
+
+Nixpkgs: pkgs/development/interpreters/python/mk-python-derivation.nix (pypaBuildHook,
+pypaInstallHook, pythonImportsCheck) and python.withPackages (wrapper.nix).  The build runs
+``python -m pip wheel --no-build-isolation --no-deps --no-index`` on the unpacked source, so
+the build backend (setuptools, …) must come from the interpreter or from ``nativeBuildInputs``
+/ ``buildInputs`` (their ``lib/pythonX.Y/site-packages`` are on PYTHONPATH: the Python setup
+hook); nothing is downloaded.  The wheel is installed into
+``$out/lib/pythonX.Y/site-packages`` (``pip install --target``, its scripts in ``$out/bin``),
+``dependencies`` become ``propagatedBuildInputs`` (so a dependent gets them on PYTHONPATH), and
+``pythonImportsCheck`` modules are imported from the installed tree before the build succeeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["BUILD", "INSTALL", "build_python_package", "python_version", "with_packages"]
+
+BUILD = 'python3 -m pip wheel --no-build-isolation --no-deps --no-index --disable-pip-version-check -w dist .'
+INSTALL = r"""
+site="$out/lib/python$pythonVersion/site-packages"
+python3 -m pip install --no-deps --no-index --disable-pip-version-check --no-warn-script-location \
+  --target "$site" dist/*.whl
+if [ -d "$site/bin" ]; then mkdir -p "$out/bin"; mv "$site"/bin/* "$out/bin/"; rmdir "$site/bin"; fi
+"""
+IMPORTS_CHECK = r"""
+for module in "${pythonImportsCheck[@]}"; do
+  echo "pythonImportsCheck: $module"
+  PYTHONPATH="$out/lib/python$pythonVersion/site-packages${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import $module"
+done
+"""
+
+
+def python_version(python: Any) -> str:
+    """``X.Y`` of a python host-tool package (its `version`)."""
+    return ".".join(str(python.version).split(".")[:2])
+
+
+def build_python_package(
+    config: Any, python: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping[str, Any]], *, system: str | None = None,
+) -> Any:
+    """buildPythonPackage: `attrs` as mk_derivation's, plus ``dependencies`` (Python packages,
+    propagated), ``build-system`` (build backends, native) and ``pythonImportsCheck`` (module names)."""
+    from ..stdenv import mk_derivation
+
+    user = attrs if callable(attrs) else (lambda final, a=attrs: a)
+
+    def full(final: Any) -> dict[str, Any]:
+        given = dict(user(final))
+        dependencies = list(given.pop("dependencies", []))
+        build_system = list(given.pop("build-system", []))
+        checks = list(given.pop("pythonImportsCheck", []))
+        return {
+            "dontConfigure": True,
+            "buildPhase": BUILD,
+            "installPhase": INSTALL,
+            "postInstall": IMPORTS_CHECK if checks else "",
+            "pythonImportsCheck": checks,
+            "pythonVersion": python_version(python),
+            **given,
+            "nativeBuildInputs": [python, *build_system, *given.get("nativeBuildInputs", [])],
+            "propagatedBuildInputs": [*dependencies, *given.get("propagatedBuildInputs", [])],
+            "passthru": {"python": python, **dict(given.get("passthru", {}))},
+        }
+
+    return mk_derivation(config, full, system=system)
+
+
+WITH_PACKAGES = r"""
+mkdir -p "$out/bin"
+for name in python3 "python$pythonVersion"; do
+  {
+    echo '#!/bin/sh'
+    echo "# python.withPackages: the interpreter with these packages (and what they propagate) importable"
+    printf 'PYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH}\nexport PYTHONPATH\n' "$PYTHONPATH"
+    printf 'exec %s "$@"\n' "$interpreter"
+  } > "$out/bin/$name"
+  chmod 755 "$out/bin/$name"
+done
+"""
+
+
+def with_packages(config: Any, python: Any, packages: Sequence[Any], *, system: str | None = None) -> Any:
+    """python.withPackages: ``bin/python3`` running the interpreter with `packages` (and their
+    propagated dependencies) on PYTHONPATH; for shells and run-time closures."""
+    from ..stdenv import mk_derivation
+
+    return mk_derivation(config, {
+        "pname": "python3-env",
+        "version": python.version,
+        "stdenvCc": None,
+        "driverLibDir": None,
+        "buildInputs": list(packages),
+        "pythonVersion": python_version(python),
+        "interpreter": python.hostPaths["python3"],
+        "dontUnpack": True, "dontConfigure": True, "dontBuild": True, "dontFixup": True,
+        "installPhase": WITH_PACKAGES,
+        "meta": {"description": f"Python {python.version} with {len(packages)} package(s)", "mainProgram": "python3"},
+    }, system=system, name="python3.withPackages")
