@@ -1,15 +1,17 @@
 """No-op `cudapkgs build -f FILE ATTR` (a user's package file) against no-op `cudapkgs build saxpy`.
 
-Run:  python bench/bench_user_file.py [--runs 21]
-      python bench/bench_user_file.py --tiny      (3 runs: the CI smoke test)
+Run:  python bench/bench_user_file.py [--runs 21]   (includes the CMake example: NVIDIA's wheels, through pip)
+      python bench/bench_user_file.py --tiny        (3 runs, CPU examples only: the CI smoke test)
 
 Setup (not timed): a fresh store in a temporary directory; `saxpy` (the project's own
-package, CPU build) and each example of `examples/packages.py` are built once, so every
-later build is a no-op: evaluate, one validity query, re-make the result link.
+package, CPU build), `saxpy_example` and (unless --tiny) `cmake_cuda_example` of
+`examples/packages.py` (CUDA 13.0 for sm_90 from NVIDIA's wheels, $XDG_CACHE_HOME's wheel
+cache reused) are built once, so every later build is a no-op: evaluate, one validity
+query, re-make the result link.
 
 Each row is a whole process, spawn to exit, median of --runs: the interpreter floor,
 `cudapkgs build saxpy` (the peer), then `cudapkgs build -f examples/packages.py NAME`
-for each example. The issue's budget: the -f build at most 1.5x the peer.
+for the examples. The issue's budget: the CMake example's no-op -f build at most 1.5x the peer.
 """
 
 from __future__ import annotations
@@ -37,14 +39,6 @@ def wall(cmd: list[str], runs: int, env: dict[str, str], cwd: str) -> float:
     return statistics.median(times)
 
 
-def examples() -> list[str]:
-    """The package functions of examples/packages.py that build on the CPU here."""
-    sys.path.insert(0, str(REPO / "src"))
-    from cudapkgs.user_files import load_module, package_functions
-
-    return sorted(package_functions(load_module(EXAMPLES), str(EXAMPLES)))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21)
@@ -59,9 +53,14 @@ def main() -> None:
         peer = [*cudapkgs, "build", "saxpy", "-o", "result-saxpy"]
         rows: list[tuple[str, list[str]]] = [("`python -c pass`", [sys.executable, "-c", "pass"]),
                                              ("`cudapkgs build saxpy` (peer)", peer)]
-        for name in examples():
-            rows.append((f"`cudapkgs build -f examples/packages.py {name}`",
-                         [*cudapkgs, "build", "-f", str(EXAMPLES), name, "-o", f"result-{name}"]))
+        rows.append(("`cudapkgs build -f examples/packages.py saxpy_example`",
+                     [*cudapkgs, "build", "-f", str(EXAMPLES), "saxpy_example", "-o", "result-saxpy-example"]))
+        if not args.tiny:
+            cuda = ["--set", "cudaSupport=true", "--set", "allowUnfree=true", "--set", 'cudaCapabilities=["9.0"]',
+                    "--set", "cudaForwardCompat=false", "--set", 'fetchers=["wheels"]',
+                    "--arg", "cudaPackages=cudaPackages_13_0"]
+            rows.append(("`cudapkgs build -f examples/packages.py cmake_cuda_example` (CUDA 13.0)",
+                         [*cudapkgs, "build", "-f", str(EXAMPLES), "cmake_cuda_example", *cuda, "-o", "result-cmake"]))
         for _, cmd in rows[1:]:  # the first build is the real one: not timed
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=work)
         results = [(label, wall(cmd, runs, env, work)) for label, cmd in rows]

@@ -8,6 +8,8 @@ its arguments are taken by name from the top level (`config`, `cudaPackages`,
     cudapkgs build -f examples/packages.py saxpy_example                 # CPU build (cudaSupport off)
     cudapkgs build -f examples/packages.py saxpy_example --set cudaSupport=true --set allowUnfree=true
     cudapkgs build -f examples/packages.py saxpy_example --arg cudaPackages=cudaPackages_12_8 ...
+    cudapkgs build -f examples/packages.py cmake_cuda_example --set cudaSupport=true \
+        --set allowUnfreePredicate=cuda --set 'cudaCapabilities=["9.0"]' --arg cudaPackages=cudaPackages_13_0
 """
 
 from pathlib import Path
@@ -48,6 +50,31 @@ def saxpy_example(config, cudaPackages, cudaSupport=None):
 
     return mk_derivation(config, attrs)
 
+
+def cmake_cuda_example(config, cudaPackages, cmake, ninja):
+    """A CMake project: find_package(CUDAToolkit), enable_language(CUDA), CUDA::cublas and CUDA::cudart.
+
+    cmake in nativeBuildInputs brings its builder (configure with -DCUDAToolkit_ROOT from the
+    set's split outputs, Ninja, install dirs per output); CMAKE_CUDA_ARCHITECTURES comes from
+    the set's flags. Its two programs check their GPU results against the CPU (exit 2: no GPU).
+    """
+
+    def attrs(final):
+        return {
+            "pname": "cmake-cuda-example",
+            "version": "1.0",
+            "src": HERE / "cmake_cuda",
+            "strictDeps": True,
+            "__structuredAttrs": True,
+            "nativeBuildInputs": [cmake, ninja, cudaPackages.cuda_nvcc],
+            "buildInputs": [cudaPackages.cuda_cudart, cudaPackages.libcublas],
+            "cmakeCudaArchitectures": cudaPackages.flags.cmakeCudaArchitecturesString,
+            "autoAddDriverRunpath": True,
+            "removeReferencesTo": [cudaPackages.cuda_nvcc],  # nvcc is not needed at run time
+            "meta": {"description": "FindCUDAToolkit example from a user package file", "mainProgram": "cublas-check"},
+        }
+
+    return mk_derivation(config, attrs)
 
 def _tests(config, saxpy, cudaSupport):
     """saxpy run on 2^16 elements: the build fails when its result is wrong (exit status 1)."""

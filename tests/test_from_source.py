@@ -186,3 +186,11 @@ def test_prebuilt_nccl_tests_closure(manifests_dir):
     info = read_elf(exe)
     assert "libnccl.so.2" in info.needed
     assert any(Path(p, "libnccl.so.2").exists() for p in info.runpath)
+
+
+def test_nccl_tests_gpu_test_is_skipped_without_a_gpu(pkgs):
+    from cudapkgs import testers
+
+    [result] = testers.run_tests(pkgs, ["cudaPackages_13_0.nccl-tests"], offered=frozenset())
+    assert result.test.endswith("nccl-tests.tests.cuda.all-reduce")
+    assert (result.result, result.detail) == ("skipped", "needs cuda")

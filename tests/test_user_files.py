@@ -224,3 +224,44 @@ def test_readme_package_file_example_builds_and_runs(tmp_path, capsys):
     assert shown["strictDeps"] is True and shown["structuredAttrs"] is True
     code, out, _ = run(capsys, "eval", "--json", "-f", str(f), "nccl_tests_src.outputHash")
     assert json.loads(out) == "sha256-CFLCNtDxCq8WDqbPO6CI+cwBFtgk2RO2+J3tQs6iInY="
+
+
+# --- the CMake example from a user file (issue 9, parts 7a and 7d) ------------------------------
+
+CUDA_ARGS = ("--set", "cudaSupport=true", "--set", "allowUnfree=true", "--set", 'cudaCapabilities=["9.0"]',
+             "--set", "cudaForwardCompat=false", "--arg", "cudaPackages=cudaPackages_13_0")
+
+
+def test_cmake_example_from_the_user_file_evaluates_against_the_chosen_set(capsys):
+    code, out, err = run(capsys, "eval", "--json", "-f", str(EXAMPLES), "cmake_cuda_example.drvAttrs", *CUDA_ARGS)
+    assert code == 0, err
+    attrs = json.loads(out)
+    assert attrs["cmakeCudaArchitectures"] == "90"  # flags.cmakeCudaArchitecturesString of ["9.0"]
+    native = " ".join(attrs["nativeBuildInputs"])
+    assert "-cmake-" in native and "-ninja-" in native and "cuda13.0-cuda_nvcc-" in native
+    assert any("cuda13.0-libcublas-" in p for p in attrs["buildInputs"])
+
+
+@pytest.mark.wheels
+def test_cmake_example_builds_from_the_user_file_with_nvidia_wheels(tmp_path, capsys, monkeypatch):
+    """find_package(CUDAToolkit) + CUDA::cublas from a -f file; the programs resolve every library from the store."""
+    import os
+
+    if shutil.which("cmake") is None and not Path("/usr/bin/cmake").exists():
+        pytest.skip("needs cmake on the host (the cmake package wraps the host's)")
+    # Shared with the other wheels tests: NVIDIA's wheels are large, download them once.
+    monkeypatch.setenv("XDG_CACHE_HOME", os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or str(Path.home() / ".cache"))
+    code, out, err = run(capsys, "build", "-f", str(EXAMPLES), "cmake_cuda_example", *CUDA_ARGS,
+                         "--set", 'fetchers=["wheels"]', "-o", str(tmp_path / "result"))
+    if code != 0 and "pip download" in err and ("network" in err.lower() or "connection" in err.lower()):
+        pytest.skip(f"pip cannot reach its index: {err.strip()[-200:]}")
+    assert code == 0, err
+    for program in ("cublas-check", "saxpy-cudart"):
+        exe = tmp_path / "result" / "bin" / program
+        ldd = subprocess.run(["ldd", exe], capture_output=True, text=True, env={}).stdout
+        assert "not found" not in ldd, ldd
+        cuda_libs = [line for line in ldd.splitlines() if "libcu" in line]
+        assert cuda_libs and all(f"{tmp_path}/store/" in line for line in cuda_libs), ldd  # never the host's
+        done = subprocess.run(["env", "-i", exe], capture_output=True, text=True)
+        assert done.returncode in (0, 2), done.stdout + done.stderr  # 2: no GPU here
+        assert ("PASS" in done.stdout) if done.returncode == 0 else ("no CUDA device" in done.stdout)
