@@ -91,3 +91,24 @@ def test_cmake_example_and_shell_link_cublas_from_the_store(tmp_path, manifests_
     assert elf.read_elf(tmp_path / "t").runpath == [f"{cuda.libcublas.lib}/lib"]
     outside = subprocess.run(["env", "-i", tmp_path / "t"], capture_output=True, text=True)
     assert outside.returncode in (0, 2) and outside.stdout.startswith("cublasCreate=")
+
+
+def test_nvcc_left_in_the_outputs_fails_naming_it(tmp_path, manifests_dir, wheel_cache):
+    if not _pip_reaches_index():
+        pytest.skip("pip cannot reach its package index")
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={
+        "storeDir": str(store_dir), "fetchers": ["wheels"], "allowUnfree": True,
+        "cudaSupport": True, "cudaCapabilities": ["9.0"], "cudaForwardCompat": False,
+    })
+    cuda = pkgs.cudaPackages_13_0
+    (tmp_path / "k.cu").write_text("__global__ void k(float *x){x[0]=1;}\nint main(){return 0;}\n")
+    leaky = pkgs.saxpy.override(cudaPackages=cuda).override_attrs({
+        "pname": "nvcc-leak", "src": tmp_path / "k.cu", "env": {"src_file": "k.cu"},
+        "buildPhase": 'nvcc -O2 -o saxpy "$src_file"; echo "built by $(command -v nvcc)" > note',
+        "installPhase": 'install -Dm755 saxpy "$out/bin/saxpy"; install -Dm644 note "$out/share/note"',
+        "removeReferencesTo": [], "disallowedReferences": [],
+    })
+    with Store.open(store_dir) as store:
+        with pytest.raises(Exception, match=r"refers to nvcc .*removeReferencesTo"):
+            realise(store, [leaky.derivation])

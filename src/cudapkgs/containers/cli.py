@@ -171,6 +171,11 @@ def _generate(args: argparse.Namespace) -> int:
             print(f"no NVIDIA GPU or driver: removed the stale spec {stale}", file=sys.stderr)
         except FileNotFoundError:
             print(f"no NVIDIA GPU or driver: no spec written ({stale} does not exist)", file=sys.stderr)
+        except OSError as error:  # a directory, a read-only file system, no permission
+            from .errors import CdiError
+
+            raise CdiError(f"no NVIDIA GPU or driver, and the stale spec {stale} cannot be removed: "
+                           f"{error.strerror or error}") from None
         return 0
     for warning in result.warnings:
         _warn(warning)

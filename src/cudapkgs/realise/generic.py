@@ -164,7 +164,7 @@ def _build(drv: Derivation, ctx: BuildContext, outs: dict[str, Path], visible: d
     if removed:
         ctx.log.write(f"@@ removeReferencesTo: {len(removed)} file(s) rewritten\n")
     _check_disallowed(outs, attrs.get("disallowedReferences") or ())
-    _check_no_nvcc(outs, closures)
+    _check_no_nvcc(outs, closures, dependency_paths(drv)[1])
 
 
 def dependency_paths(drv: Derivation) -> tuple[list[str], list[str]]:
@@ -458,9 +458,11 @@ def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path], 
     ctx.log.write(f"@@ fixup: {len(report.runpaths)} ELF file(s), RUNPATHs from {len(lib_dirs)} input lib dir(s)\n")
 
 
-def _check_no_nvcc(outputs: Outputs, closures: Closures) -> None:
-    """nvcc is a build tool: an output referring to it (when it is no host input) fails the build."""
-    host = set(closures.host)
+def _check_no_nvcc(outputs: Outputs, closures: Closures, direct_host: Sequence[str]) -> None:
+    """nvcc is a build tool: an output referring to it fails the build, unless the package lists
+    it in buildInputs/propagatedBuildInputs itself (reached only through propagation, e.g. from
+    cuda_cudart's headers, it is still the build tool)."""
+    host = set(direct_host)
     nvcc = [p for p in closures.native if p not in host and os.path.isfile(os.path.join(p, "bin", "nvcc"))]
     if not nvcc:
         return
