@@ -161,6 +161,13 @@ def test_list_precedence_conflicts_and_ignored_files(tmp_path, capsys):
     assert listing["unusable"][0]["name"] == "nvidia.com/gpu=all"
 
 
+def test_list_with_no_spec_says_so_on_stderr_only(tmp_path, capsys):
+    assert main(["cdi", "list", "--spec-dir", str(tmp_path / "none")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"no CDI devices in {tmp_path / 'none'}" in captured.err
+    assert "cdi generate" in captured.err
+
+
 def test_list_of_a_generated_spec(machine, tmp_path, capsys):
     main(_gen(machine, "-o", str(tmp_path / "cdi" / "nvidia.json")))
     capsys.readouterr()
@@ -232,6 +239,20 @@ def test_generate_if_no_gpu_remove_deletes_the_stale_spec(tmp_path, capsys):
     assert main([*base, "--if-no-gpu", "remove"]) == 0
     assert not out.exists() and "removed the stale spec" in capsys.readouterr().err
     assert main([*base, "--if-no-gpu", "remove"]) == 0  # nothing to remove: still fine
+
+
+def test_generate_if_no_gpu_remove_of_an_unremovable_spec_is_one_line(tmp_path, capsys):
+    """Review r1: a stale "spec" that is a directory ended --if-no-gpu remove with exit 70."""
+    empty = tmp_path / "empty"
+    (empty / "proc").mkdir(parents=True)
+    (empty / "sys").mkdir()
+    out = tmp_path / "cdi" / "nvidia.json"
+    (out / "inside").mkdir(parents=True)
+    assert main(["cdi", "generate", "--driver-root", str(empty), "--procfs-root", str(empty / "proc"), "--sysfs-root",
+                 str(empty / "sys"), "--gpu-discovery", "proc", "-o", str(out), "--if-no-gpu", "remove"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the stale spec {out} cannot be removed" in err, err
+    assert (out / "inside").is_dir()
 
 
 def test_install_service_refuses_bad_options(capsys):
@@ -341,3 +362,26 @@ def test_list_skips_specs_with_missing_or_mistyped_fields(tmp_path, capsys):
     assert main(["cdi", "list", "--json", "--spec-dir", str(tmp_path)]) == 0
     listing = json.loads(capsys.readouterr().out)
     assert sorted(Path(i["spec"]).name for i in listing["invalid_specs"]) == sorted(hostile)
+
+
+def test_a_nul_byte_in_a_spec_is_a_problem_everywhere(tmp_path, capsys):
+    """Review r1: a NUL byte in a device node, mount or hook path passed the loader checks, so
+    `cdi validate --check-host` and `cdi inject` ended with exit 70 (ValueError) and `cdi list`
+    offered the device."""
+    edits = {"deviceNodes": [{"path": "/dev/nu\0ll"}], "hooks": [{"hookName": "createContainer", "path": "/bin/tr\0ue"}],
+             "env": ["A=\0"]}
+    spec = tmp_path / "specs" / "nul.json"
+    spec.parent.mkdir()
+    spec.write_text(json.dumps({"cdiVersion": "0.6.0", "kind": "nvidia.com/gpu", "devices": [{"name": "0", "containerEdits": edits}]}))
+    assert main(["cdi", "validate", "--check-host", str(spec)]) == 1
+    out = capsys.readouterr().out
+    for where in ("deviceNodes[0].path", "hooks[0].path", "env[0]"):
+        assert f"$.devices[0].containerEdits.{where}: holds a NUL byte" in out, out
+    bundle = tmp_path / "bundle"
+    (bundle / "rootfs").mkdir(parents=True)
+    (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
+    assert main(["cdi", "inject", str(spec), "nvidia.com/gpu=0", "--bundle", str(bundle)]) == 1
+    assert "holds a NUL byte" in capsys.readouterr().err
+    assert main(["cdi", "list", "--spec-dir", str(spec.parent)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"{spec} is ignored" in captured.err

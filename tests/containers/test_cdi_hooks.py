@@ -242,3 +242,30 @@ def test_container_spec_that_is_a_fifo_is_refused_at_once(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(CdiError, match="cannot read the container's root"):
         hooks.container_root(spec=str(fifo))
+
+
+def test_a_read_only_container_root_is_a_one_line_error(tmp_path):
+    """Review r1: writes into a read-only root (mkdir, symlink) ended the hooks with exit 70 (OSError)."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None:
+        pytest.skip("needs util-linux's unshare for a private read-only bind mount")
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    mapping = [] if os.geteuid() == 0 else ["--map-root-user"]
+    cli = f"{sys.executable} -m cudapkgs"
+    script = (
+        'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 99\n'
+        f'{cli} cdi hook create-symlinks --container-root "$1" --link a::/x/y; echo "rc=$?"\n'
+        f'{cli} cdi hook create-symlinks --container-root "$1" --link a::/etc/y; echo "rc=$?"\n'
+        f'{cli} cdi hook update-ldcache --container-root "$1" --folder /etc --ldconfig-path /bin/true; echo "rc=$?"\n'
+    )
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", *mapping, "sh", "-c", script, "sh", str(root)],
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode == 99:
+        pytest.skip(f"cannot make a read-only bind mount here: {done.stderr.strip()}")
+    assert done.stdout.split() == ["rc=1", "rc=1", "rc=1"], (done.stdout, done.stderr)
+    assert "internal error" not in done.stderr and done.stderr.count("Read-only file system") == 3, done.stderr
+    assert os.listdir(root) == ["etc"] and os.listdir(root / "etc") == []

@@ -404,3 +404,23 @@ def test_a_scheduler_that_dies_mid_run_is_one_clear_error(tmp_path):
     assert not thread.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], SchedulerUnreachable), outcome
     assert f"scheduler at {address} went away" in str(outcome[0]) and "\n" not in str(outcome[0])
+
+
+@needs_namespaces
+def test_an_input_the_workers_refuse_says_why(setup):
+    """Review r1: without --sign-key the client pushes its inputs unsigned; the worker refused them
+    (requireSigs) but said only that the input was "neither in this worker's store nor in" the cache."""
+    cluster, config, builders = setup
+    builders.sign_key_file = None
+    builders.retries = 0
+    cluster.start_worker("w1")
+    cluster.wait_for(1)
+    a = _pkg(config, "local-a")
+    b = _pkg(config, "remote-b", deps=[a])
+    with Store.open(config.storeDir) as store:
+        realise(store, [a.derivation])  # valid here: pushed (unsigned) for the worker
+        with pytest.raises(BuildFailed) as info:
+            run_on_dask(store, [b.derivation], builders, stream=io.StringIO())
+    message = str(info.value)
+    assert a.derivation.outputs["out"] in message
+    assert "no valid signature by a trusted key" in message and "signed by: nobody" in message

@@ -171,6 +171,11 @@ def _generate(args: argparse.Namespace) -> int:
             print(f"no NVIDIA GPU or driver: removed the stale spec {stale}", file=sys.stderr)
         except FileNotFoundError:
             print(f"no NVIDIA GPU or driver: no spec written ({stale} does not exist)", file=sys.stderr)
+        except OSError as error:  # a directory, a read-only file system, no permission
+            from .errors import CdiError
+
+            raise CdiError(f"no NVIDIA GPU or driver, and the stale spec {stale} cannot be removed: "
+                           f"{error.strerror or error}") from None
         return 0
     for warning in result.warnings:
         _warn(warning)
@@ -206,6 +211,9 @@ def _list(args: argparse.Namespace) -> int:
         _warn(f"{name} is unusable: defined by {' and '.join(specs)} in the same directory")
     for entry in listing.devices:
         print(entry.name)
+    if not listing.devices:  # stdout stays empty (scripts); say why on stderr
+        dirs = " ".join(str(d) for d in (args.spec_dir or DEFAULT_SPEC_DIRS))
+        _warn(f"no CDI devices in {dirs} (`cudapkgs cdi generate --output /var/run/cdi/nvidia.json` writes a spec)")
     return 0
 
 

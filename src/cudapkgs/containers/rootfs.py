@@ -97,6 +97,9 @@ class Root:
                             os.mkdir(part, 0o755, dir_fd=stack[-1])
                         except FileExistsError:
                             pass
+                        except OSError as mkdir_error:  # a read-only root, no space, no permission
+                            raise CdiError(f"cannot create {'/' + '/'.join(names + [part])} inside {self.path}: "
+                                           f"{mkdir_error.strerror}") from None
                         pending.insert(0, part)
                         continue
                     if error.errno in (errno.ELOOP, errno.ENOTDIR):
@@ -222,21 +225,25 @@ class Root:
                 if existing is not None and stat.S_ISDIR(existing.st_mode):
                     raise CdiError(f"{resolved} inside {self.path} is a directory")
                 os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            except BaseException:
+            except BaseException as error:
                 try:
                     os.unlink(tmp, dir_fd=dir_fd)
                 except OSError:
                     pass
+                if isinstance(error, OSError):  # no space, a mount point in the way
+                    raise CdiError(f"cannot write {resolved} inside {self.path}: {error.strerror or error}") from None
                 raise
             return resolved
 
     def symlink(self, target: str, path: str) -> bool:
         """Create the symlink `path` -> `target` unless something exists there; True when made."""
-        with self.parent(path, create=True) as (dir_fd, name, _):
+        with self.parent(path, create=True) as (dir_fd, name, resolved):
             try:
                 os.symlink(target, name, dir_fd=dir_fd)
             except FileExistsError:
                 return False
+            except OSError as error:  # a read-only root, no space, no permission
+                raise CdiError(f"cannot create the symlink {resolved} inside {self.path}: {error.strerror}") from None
             return True
 
     @contextmanager

@@ -296,6 +296,18 @@ def _dicts(value: Any) -> list[dict]:
     return [v if isinstance(v, dict) else {} for v in value] if isinstance(value, list) else []
 
 
+def _nul_strings(value: Any, path: str) -> list[str]:
+    """JSON paths of the strings (keys too) under `value` that contain a NUL byte."""
+    if isinstance(value, str):
+        return [path] if "\0" in value else []
+    if isinstance(value, dict):
+        return [hit for k, v in value.items()
+                for hit in ([f"{path}.{k!r}"] if isinstance(k, str) and "\0" in k else []) + _nul_strings(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in _nul_strings(v, f"{path}[{i}]")]
+    return []
+
+
 def loader_problems(doc: Any) -> list[Problem]:
     """What the CDI Go loader rejects beyond the schema: unknown keys, names, versions, paths."""
     check = _Checker()
@@ -334,6 +346,8 @@ def loader_problems(doc: Any) -> list[Problem]:
                 check.add(f"{path}.containerEdits", "a device's containerEdits must not be empty")
             check.edits(edits, f"{path}.containerEdits")
     check.edits(doc.get("containerEdits"), "$.containerEdits")
+    for where in _nul_strings(doc, "$"):
+        check.add(where, "holds a NUL byte, which no path, environment entry or argument can carry")
     version = doc.get("cdiVersion")
     if isinstance(version, str):
         bare = version[1:] if version.startswith("v") else version

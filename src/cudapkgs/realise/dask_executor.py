@@ -260,13 +260,16 @@ def run_on_dask(
         client.close()
     if task is None:
         outputs = [p for drv in todo for p in drv.outputs.values()]
-        substituters = Substituters([cache], trusted_keys(builders.trusted_keys), require_sigs=builders.require_sigs)
+        reasons: list[str] = []  # why the cache's entries were refused (signature, cache down)
+        substituters = Substituters([cache], trusted_keys(builders.trusted_keys), require_sigs=builders.require_sigs,
+                                    warn=reasons.append)
         invalid = store.db.invalid_paths(outputs)
         if invalid:
             found = substituters.query(store, invalid)
             lacking = [p for p in invalid if p not in found]
             if lacking:
-                raise BuildError(f"{lacking[0]} was built remotely but {cache.url} does not give it with a trusted signature")
+                why = f": {'; '.join(dict.fromkeys(reasons))}" if reasons else " with a trusted signature"
+                raise BuildError(f"{lacking[0]} was built remotely but {cache.url} does not give it{why}")
             substituters.fetch(store, [found[p] for p in substituters.closure_of(found, invalid)])
     return results
 

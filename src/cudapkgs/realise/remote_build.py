@@ -164,11 +164,14 @@ def _run(data: Mapping[str, Any]) -> dict[str, Any]:
         inputs = [p for p in drv.data["inputs"].values() if p.startswith(inside)]
         absent = store.db.invalid_paths(inputs)
         if absent:
-            substituters = Substituters([cache], keys, require_sigs=bool(data.get("requireSigs", True)))
+            reasons: list[str] = []  # why the cache's entries were refused (signature, cache down)
+            substituters = Substituters([cache], keys, require_sigs=bool(data.get("requireSigs", True)),
+                                        warn=reasons.append)
             found = substituters.query(store, absent)
             lacking = [p for p in absent if p not in found]
             if lacking:
-                return {"error": f"its input {lacking[0]} is neither in this worker's store nor in {cache.url}"}
+                why = f" ({'; '.join(dict.fromkeys(reasons))})" if reasons else ""
+                return {"error": f"its input {lacking[0]} is neither in this worker's store nor usable from {cache.url}{why}"}
             substituters.fetch(store, [found[p] for p in substituters.closure_of(found, absent)])
         if store.db.invalid_paths(drv.outputs.values()):
             try:
