@@ -114,6 +114,14 @@ def test_list_shows_versions_licenses_and_reasons():
     assert table.startswith("cudaPackages_12_9 (CUDA 12.9.1")
 
 
+def test_list_says_a_broken_assertion_failed():
+    """brokenAssertions' messages say what should hold; the status must not read as if it held."""
+    rows = {r["pname"]: r for r in json.loads(ok("list", "--json", "cudaPackages_12_9"))}
+    status = rows["collectx_bringup"]["status"]
+    assert status.startswith("broken: failed assertions: ") and "libssl.so.1.1 is available" in status, status
+    assert rows["mft"]["status"].startswith("broken: failed assertion: "), rows["mft"]["status"]
+
+
 def test_capabilities_table():
     rows = json.loads(ok("capabilities", "--json", "--cuda", "12.8"))
     marks = {r["cudaCapability"]: (r["supported"], r["default"]) for r in rows}

@@ -145,5 +145,7 @@ def test_doctor_command(tmp_path):
     assert data["systemFeatures"] == ["cuda", "cuda-sm-90"]
     assert data["daskWorkerResources"] == "cuda=1,cuda-sm-90=1"
     text = subprocess.run([sys.executable, "-m", "cudapkgs", "doctor"], capture_output=True, text=True, env=env, timeout=120)
-    assert text.stdout.splitlines()[0].startswith("GPUs (") and ("fix:" in text.stdout) == bool(data["problems"])
+    first = text.stdout.splitlines()[0]
+    assert first.startswith("GPUs (" if data["gpus"] else "GPUs: none found") and ("fix:" in text.stdout) == bool(data["problems"])
+    assert "none found): none" not in first
     assert 'dask worker tcp://SCHEDULER:8786 --resources "cuda=1,cuda-sm-90=1"' in text.stdout

@@ -39,8 +39,11 @@ def run_doctor(args: argparse.Namespace) -> int:
 
     out = sys.stdout
     gpus = report.gpus
-    print(f"GPUs ({report.gpu_source or 'none found'}): " + (", ".join(
-        f"{g['index']}: {g['name'] or 'NVIDIA GPU'} {g['busId']}" for g in gpus) if gpus else "none"), file=out)
+    if gpus:
+        print(f"GPUs ({report.gpu_source}): " + ", ".join(
+            f"{g['index']}: {g['name'] or 'NVIDIA GPU'} {g['busId']}" for g in gpus), file=out)
+    else:  # not "GPUs (none found): none"
+        print("GPUs: none found (NVML, /proc/driver/nvidia, the PCI bus)", file=out)
     print(f"driver: {report.driver or 'none'}", file=out)
     runs = [f"CUDA {major}.x ({'yes' if v['runs'] else 'no'}, needs {v['minimumDriver']})" for major, v in report.runnable.items()]
     print("runs: " + "; ".join(runs), file=out)

@@ -68,7 +68,13 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
 
 
 class FetchError(CudapkgsError):
-    """A source archive could not be fetched (network, mirror, pip)."""
+    """A source archive could not be fetched (network, mirror, pip).
+
+    ``reasons``: when every one of several sources failed, each source's reason ("<source>: <why>"),
+    so that a caller combining its own attempts can list them once instead of nesting messages.
+    """
+
+    reasons: tuple[str, ...] = ()
 
 
 class HashMismatchError(FetchError):

@@ -22,9 +22,11 @@ def _status(package: Package) -> str:
     if "unsupported" in problems or "broken" in problems:
         if "platformAssertions" in package:
             failed = [m for ok, m in package.platformAssertions + package.brokenAssertions if not ok]
+            # An assertion's message says what should hold ("libssl.so.1.1 is available"), as in Nixpkgs'
+            # brokenAssertions; shown bare it would read as the opposite of the problem.
+            text = "failed assertion" + ("s" if len(failed) > 1 else "") + ": " + "; ".join(failed)
         else:
-            failed = [p["message"] for p in problems.values()]
-        text = "; ".join(failed)
+            text = "; ".join(p["message"] for p in problems.values())
         match = _NO_BUILD.search(text)
         if match is not None:  # "<pname> <version> has no build for linux-x86_64 (available: linux-aarch64)"
             return f"not for {match.group(1)}" + (f" {match.group(2).strip()}" if match.group(2) else "")

@@ -192,3 +192,13 @@ def test_plan_what_if_compares_substitutable_and_to_build(tmp_path, manifests_di
     assert f"[{len(current['substitute'])}/{len(current['substitute'])}] substituted" in built.stderr
     with Store.open(store_dir) as store:
         assert store.is_valid(saxpy.outputs["out"]) and store.verify() == []
+
+
+def test_plan_what_if_names_its_own_bad_input(tmp_path):
+    """A wrong --what-if is reported as --what-if (not as a --set of the second evaluation), before evaluating."""
+    env = {"CUDAPKGS_STORE": str(tmp_path / "store")}
+    typo = one_line_error(run_cli("plan", "--what-if", 'cudaCapabilitie=["8.9"]', "saxpy", env=env))
+    assert typo.startswith('cudapkgs: error: --what-if: unknown configuration key "cudaCapabilitie"'), typo
+    assert 'did you mean "cudaCapabilities"' in typo and "--set" not in typo
+    shape = one_line_error(run_cli("plan", "--what-if", "garbage", "saxpy", env=env))
+    assert "--what-if 'garbage': expected KEY=VALUE" in shape and "--set" not in shape, shape

@@ -161,6 +161,13 @@ def test_list_precedence_conflicts_and_ignored_files(tmp_path, capsys):
     assert listing["unusable"][0]["name"] == "nvidia.com/gpu=all"
 
 
+def test_list_with_no_spec_says_so_on_stderr_only(tmp_path, capsys):
+    assert main(["cdi", "list", "--spec-dir", str(tmp_path / "none")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"no CDI devices in {tmp_path / 'none'}" in captured.err
+    assert "cdi generate" in captured.err
+
+
 def test_list_of_a_generated_spec(machine, tmp_path, capsys):
     main(_gen(machine, "-o", str(tmp_path / "cdi" / "nvidia.json")))
     capsys.readouterr()

@@ -685,8 +685,11 @@ def test_when_every_source_is_damaged_the_error_names_each(setup, server, releas
     config, store_dir = setup
     server.files.clear()  # the mirror has nothing
     with Store.open(store_dir) as store:
-        with pytest.raises(BuildError, match="cannot fetch and unpack cuda_cudart .* from any source"):
+        with pytest.raises(BuildError, match="cannot fetch and unpack cuda_cudart .* from any source") as caught:
             realise(store, [packages(config).cuda_cudart.derivation])
+    # each source's reason once, "<source>: <why>", not a one-source "cannot fetch … from any source" inside
+    message = str(caught.value)
+    assert message.count("from any source") == 1 and "cannot fetch cuda_cudart" not in message, message
 
 
 # --- a hostile release end to end (issue 8, part 1) ---------------------------------------------

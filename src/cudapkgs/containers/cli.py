@@ -211,6 +211,9 @@ def _list(args: argparse.Namespace) -> int:
         _warn(f"{name} is unusable: defined by {' and '.join(specs)} in the same directory")
     for entry in listing.devices:
         print(entry.name)
+    if not listing.devices:  # stdout stays empty (scripts); say why on stderr
+        dirs = " ".join(str(d) for d in (args.spec_dir or DEFAULT_SPEC_DIRS))
+        _warn(f"no CDI devices in {dirs} (`cudapkgs cdi generate --output /var/run/cdi/nvidia.json` writes a spec)")
     return 0
 
 

@@ -157,4 +157,6 @@ def fetch_artifact(
         except FetchError as error:
             reasons.append(f"{source.name}: {error}")
     what = f"{pname} {version} ({artifact.relative_path})"
-    raise FetchError(f"cannot fetch {what} from any source: " + "; ".join(reasons))
+    error = FetchError(f"cannot fetch {what} from any source: " + "; ".join(reasons))
+    error.reasons = tuple(reasons)
+    raise error

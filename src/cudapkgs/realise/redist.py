@@ -111,7 +111,8 @@ def _fetch_and_unpack(drv: Derivation, ctx: BuildContext, stage: Path) -> tuple[
         try:
             fetched = _fetch(drv, ctx, [source])
         except FetchError as error:
-            reasons.append(str(error))
+            # "<source>: <why>", not the one-source "cannot fetch … from any source: …" nested in ours
+            reasons.extend(error.reasons or [str(error)])
             continue
         ctx.step("unpack")
         try:

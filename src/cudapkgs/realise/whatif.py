@@ -50,14 +50,16 @@ def plan_for(args: argparse.Namespace, sets: list[str]) -> dict[str, Any]:
 
 def compare(args: argparse.Namespace) -> dict[str, Any]:
     """{"current": plan, "whatIf": plan or None, "changes": [...]} for `cudapkgs plan`."""
-    from ..config import parse_set
-    from ..errors import UsageError
+    from ..config import OPTIONS
+    from ..errors import UsageError, did_you_mean
 
     for change in args.what_if:
-        try:
-            parse_set(change)
-        except Exception as error:
-            raise UsageError(f"--what-if {change!r}: {error}") from None
+        key, sep, _ = change.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--what-if {change!r}: expected KEY=VALUE, e.g. --what-if 'cudaCapabilities=[\"8.9\"]'")
+        if key not in OPTIONS:  # said here, not as a --set error from the second evaluation
+            raise UsageError(f'--what-if: unknown configuration key "{key}"{did_you_mean(key, OPTIONS)}')
     current = plan_for(args, list(args.sets))
     changed = plan_for(args, list(args.sets) + list(args.what_if)) if args.what_if else None
     return {"changes": list(args.what_if), "current": current, "whatIf": changed}
