@@ -446,3 +446,20 @@ def test_a_hostile_payload_is_refused_by_the_worker_with_one_error(tmp_path, mut
     with pytest.raises(RemoteBuildError, match=message):
         build_task(payload)
     assert not (tmp_path / "store").exists() or not any((tmp_path / "store").glob("*-t-1"))
+
+
+def test_a_local_cluster_worker_that_never_reaches_its_scheduler_exits(tmp_path):
+    """Review r1: a LocalBuildCluster worker (a session of its own) whose owner died before it
+    connected (a test run killed by a timeout) retried the dead scheduler forever; it now exits
+    after `worker_death_timeout` seconds (dask worker --death-timeout)."""
+    cluster = LocalBuildCluster(tmp_path, worker_death_timeout=2)
+    try:
+        cluster._cluster.close()  # the scheduler is gone before the worker connects
+        cluster.start_worker("orphan")
+        worker = cluster.workers["orphan"]
+        try:
+            worker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the worker kept retrying a scheduler that is gone")
+    finally:
+        cluster.close()

@@ -26,10 +26,14 @@ class LocalBuildCluster:
     Use as a context manager; `address` is the scheduler's ``tcp://127.0.0.1:PORT``.
     """
 
-    def __init__(self, stores_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, stores_dir: str | os.PathLike[str], *, worker_death_timeout: float = 60) -> None:
         from distributed import LocalCluster
 
         self.stores_dir = Path(stores_dir)
+        # Workers run in sessions of their own (so that `kill` takes their builds too). One that
+        # never reaches the scheduler (this process killed right after starting it) would retry
+        # forever; ``dask worker --death-timeout`` makes it exit after this many seconds.
+        self.worker_death_timeout = worker_death_timeout
         self._cluster = LocalCluster(n_workers=0, processes=True, scheduler_port=0, dashboard_address=None,
                                      host="127.0.0.1")
         self.address: str = self._cluster.scheduler_address
@@ -41,7 +45,8 @@ class LocalBuildCluster:
         real = self.stores_dir / f"store-{name}"
         env = dict(os.environ, CUDAPKGS_WORKER_STORE=str(real), CUDAPKGS_SYSTEM_FEATURES=features)
         argv = [sys.executable, "-m", "distributed.cli.dask_worker", self.address, "--name", name,
-                "--nthreads", str(nthreads), "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"]
+                "--nthreads", str(nthreads), "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
+                "--death-timeout", f"{self.worker_death_timeout:g}"]
         if resources:
             argv += ["--resources", resources]
         self.workers[name] = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
