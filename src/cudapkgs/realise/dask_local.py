@@ -30,8 +30,10 @@ class LocalBuildCluster:
         from distributed import LocalCluster
 
         self.stores_dir = Path(stores_dir)
-        self._cluster = LocalCluster(n_workers=0, processes=True, scheduler_port=0, dashboard_address=None,
-                                     host="127.0.0.1")
+        # dashboard_address=None would still bind the scheduler's HTTP server to port 8787 (a warning when a
+        # Jupyter dask cluster or a second build holds it): a free loopback port, and no dashboard.
+        self._cluster = LocalCluster(n_workers=0, processes=True, scheduler_port=0, dashboard_address="127.0.0.1:0",
+                                     scheduler_kwargs={"dashboard": False}, host="127.0.0.1")
         self.address: str = self._cluster.scheduler_address
         self.workers: dict[str, subprocess.Popen] = {}
 
