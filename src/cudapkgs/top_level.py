@@ -195,7 +195,8 @@ def _build_support(final: Any, config: Config, system: str) -> dict[str, Any]:
     attrs: dict[str, Any] = {
         name: lazy(lambda name=name: host_tools.host_tool(config, system, name)) for name in host_tools.HOST_TOOLS
     }
-    attrs["zlib"] = lazy(lambda: __import__("cudapkgs.pkgs.zlib", fromlist=["zlib"]).zlib(config, system))
+    attrs["zlib"] = lazy(lambda: __import__("cudapkgs.pkgs.zlib", fromlist=["zlib"]).zlib(
+        config, system, final.fetchFromGitHub))
     attrs["rdma-core"] = lazy(lambda: __import__("cudapkgs.pkgs.rdma_core", fromlist=["x"]).rdma_core(config, system))
     attrs["python3Packages"] = lazy(lambda: _python_packages(final, config, system))
     return attrs

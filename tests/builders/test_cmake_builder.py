@@ -105,3 +105,22 @@ def test_a_missing_library_fails_naming_it_and_its_provider(tmp_path, sources, m
     with Store.open(store_dir) as store:
         with pytest.raises(Exception, match=r"libz\.so\.1 \(provided by zlib"):
             realise(store, [pkg.derivation])
+
+
+def test_shell_of_a_package_has_its_build_inputs(tmp_path, manifests_dir):
+    """`cudapkgs shell -f FILE PKG`: the package and its build environment (cmake from its nativeBuildInputs)."""
+    import os
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "CUDAPKGS_STORE": str(tmp_path / "store"), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run(
+        [sys.executable, "-m", "cudapkgs", "shell", "-f", str(repo / "examples" / "cmake_examples.py"), "cmake_hello",
+         "--command", "sh", "-c", 'command -v cmake; command -v cmake-hello; echo "$CMAKE_PREFIX_PATH"'],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    cmake, hello, prefix = run.stdout.splitlines()
+    assert cmake.startswith(str(tmp_path / "store")) and cmake.endswith("-cmake-" + cmake.split("-cmake-")[-1])
+    assert hello.endswith("/bin/cmake-hello")
+    assert any(p.endswith(f"-cmake-{cmake.split('-cmake-')[-1].split('/')[0]}") for p in prefix.split(":"))

@@ -31,7 +31,8 @@ def wheel_cache(monkeypatch) -> Path:
 
 
 def test_cudnn_libraries_resolve_from_the_store(tmp_path, manifests_dir, wheel_cache):
-    if not any((d / "zlib-1.3.1.tar.gz").is_file() for d in source_dirs()):
+    mirror = next((d for d in source_dirs() if (d / "zlib-1.3.1.tar.gz").is_file()), None)
+    if mirror is None:
         pytest.skip("zlib's source is not in the source mirror (set CUDAPKGS_SOURCES, e.g. ../shared/sources)")
     probe = [sys.executable, "-m", "pip", "index", "versions", "nvidia-cudnn-cu13", "--disable-pip-version-check"]
     if subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode != 0:
@@ -39,7 +40,7 @@ def test_cudnn_libraries_resolve_from_the_store(tmp_path, manifests_dir, wheel_c
     store_dir = tmp_path / "store"
     pkgs = cudapkgs.import_pkgs(config={
         "storeDir": str(store_dir), "fetchers": ["wheels"], "allowUnfree": True,
-        "cudaSupport": True, "cudaCapabilities": ["9.0"],
+        "cudaSupport": True, "cudaCapabilities": ["9.0"], "sourceMirrors": [str(mirror)],
     })
     cudnn = pkgs.cudaPackages_13_0.cudnn
     with Store.open(store_dir) as store:

@@ -9,7 +9,7 @@ import pytest
 
 import cudapkgs
 from cudapkgs import elf
-from cudapkgs.errors import EvalError
+from cudapkgs.errors import CudapkgsError
 from cudapkgs.pkgs.sources import source_dirs
 from cudapkgs.realise.realise import realise
 from cudapkgs.store.store import Store
@@ -23,8 +23,8 @@ def _mirror() -> Path:
 
 
 def test_zlib_builds_with_split_outputs(tmp_path, manifests_dir):
-    _mirror()
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store")})
+    mirror = _mirror()
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "sourceMirrors": [str(mirror)]})
     zlib = pkgs.zlib
     assert zlib.outputs == ["out", "dev", "static"] and zlib.version == "1.3.1"
     with Store.open(tmp_path / "store") as store:
@@ -37,12 +37,16 @@ def test_zlib_builds_with_split_outputs(tmp_path, manifests_dir):
     assert Path(zlib.dev, "nix-support", "propagated-build-inputs").read_text().split() == [zlib.out]
 
 
-def test_a_wrong_archive_is_an_evaluation_error(tmp_path, monkeypatch, manifests_dir):
-    (tmp_path / "zlib-1.3.1.tar.gz").write_bytes(b"not zlib")
-    monkeypatch.setenv("CUDAPKGS_SOURCES", str(tmp_path))
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store")})
-    with pytest.raises(EvalError, match="has sha256 .*expected 4714c4d9"):
-        pkgs.zlib.drvPath
-    monkeypatch.setenv("CUDAPKGS_SOURCES", str(tmp_path / "empty"))
-    with pytest.raises(EvalError, match="not in the source mirror"):
-        cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "s2")}).zlib.drvPath
+def test_zlib_evaluates_without_its_source_and_a_wrong_archive_fails_the_fetch(tmp_path, monkeypatch, manifests_dir):
+    # Evaluation names the source by Nixpkgs' fetchFromGitHub hash: no archive is needed to evaluate.
+    monkeypatch.setenv("CUDAPKGS_SOURCES", str(tmp_path / "nowhere"))
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "sourceMirrors": [str(tmp_path / "bad")]})
+    assert pkgs.zlib.src.outputHash == "sha256-TkPLWSN5QcPlL9D0kc/yhH0/puE9bFND24aj5NVDKYs="
+    assert pkgs.zlib.drvPath.endswith("-zlib-1.3.1.drv")
+    # A mirror holding something else under zlib's name is refused when fetching, never built.
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "zlib-1.3.1.tar.gz").write_bytes(b"not zlib")
+    with Store.open(tmp_path / "store") as store, pytest.raises(CudapkgsError):
+        realise(store, [pkgs.zlib.derivation])
+    with Store.open(tmp_path / "store") as store:
+        assert not store.is_valid(pkgs.zlib.src.outPath) and not store.is_valid(pkgs.zlib.out)

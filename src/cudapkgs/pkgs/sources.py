@@ -1,22 +1,19 @@
-"""Pinned source archives of packages built here, found in a local content-addressed mirror.
+"""Where the source archives of the packages built here are found for tests and benchmarks.
 
-Until the fetchers (`cudapkgs.fetch`) serve them, a package's source is a local
-archive looked up by file name in ``$CUDAPKGS_SOURCES`` (directories separated
-by ``:``), else in ``shared/sources`` beside the repository checkout.  The
-archive's SHA-256 is checked at evaluation against the pinned value, so a
-different file is an error, never a different build.
+Packages name their sources with `fetchFromGitHub` (Nixpkgs' hashes); fetching
+them offline needs a source mirror (config ``sourceMirrors`` or
+``$CUDAPKGS_SOURCE_MIRRORS``). Tests and benchmarks find one in
+``$CUDAPKGS_SOURCES`` (directories separated by ``:``), else in
+``shared/sources`` beside the repository checkout.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import os
 from pathlib import Path
 
-from ..errors import EvalError
 
-__all__ = ["source_archive", "source_dirs"]
+__all__ = ["source_dirs"]
 
 
 def source_dirs() -> list[Path]:
@@ -26,27 +23,3 @@ def source_dirs() -> list[Path]:
         return [Path(d) for d in env.split(os.pathsep) if d]
     beside = Path(__file__).resolve().parents[3].parent / "shared" / "sources"
     return [beside] if beside.is_dir() else []
-
-
-@functools.cache
-def _sha256(path: str, mtime_ns: int, size: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def source_archive(package: str, file_name: str, sha256: str) -> Path:
-    """The archive `file_name` with SHA-256 `sha256` (hex); raises EvalError saying where it looked."""
-    dirs = source_dirs()
-    for d in dirs:
-        candidate = d / file_name
-        if candidate.is_file():
-            st = candidate.stat()
-            got = _sha256(os.fspath(candidate), st.st_mtime_ns, st.st_size)
-            if got != sha256:
-                raise EvalError(f"{package}: {candidate} has sha256 {got}, expected {sha256}")
-            return candidate
-    where = ", ".join(map(str, dirs)) or "nowhere: set CUDAPKGS_SOURCES"
-    raise EvalError(f"{package}: its source {file_name} (sha256 {sha256}) is not in the source mirror ({where})")

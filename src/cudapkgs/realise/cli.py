@@ -276,13 +276,21 @@ def run_shell(args: argparse.Namespace) -> int:
 
     from ..shell import export_lines, host_cuda_dirs, propagated_closure, shell_environment
 
+    from .generic import dependency_paths
+
     store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
     cc = _shell_cc(args, items)
     if cc is not None:
         items = [*items, Installable("stdenv.cc", drv=cc)]
+    # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
+    develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
+    items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
     realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True,
                      max_cache_size=_max_cache_size(args))
-    paths = [p for item in items for p in item.outputs.values()]
+    paths = list(dict.fromkeys(p for item in items for p in item.outputs.values()))
+    for d in develop:
+        native, host = dependency_paths(d)
+        paths += [p for p in [*native, *host] if p not in paths]
     if cc is not None:  # the wrapper first on PATH
         paths = [*cc.outputs.values(), *(p for p in paths if p not in cc.outputs.values())]
     driver = getattr(items[0].drv, "attrs", {}).get("driverLibDir") if items and items[0].drv is not None else None
