@@ -267,6 +267,28 @@ def test_systemd_quoting():
     assert systemd_quote("/with space/%h$x") == '"/with space/%%h$$x"'
 
 
+def test_install_service_values_a_unit_cannot_carry(tmp_path, capsys, monkeypatch):
+    """Review r1: a line break in --output or a library directory ended the ExecStart= line and
+    started a directive of its own; PathChanged= was quoted, which systemd does not unquote
+    (load-fragment.c config_parse_path_spec: specifiers, then path_is_absolute), so a
+    directory with a space was never watched; a relative --output named a file under / (the
+    unit's working directory)."""
+    units, udev = tmp_path / "units", tmp_path / "udev"
+    base = ["cdi", "install-service", "--unit-dir", str(units), "--udev-dir", str(udev)]
+    assert main([*base, "--output", "/run/cdi/a\nExecStartPost=/bin/evil.json"]) == 1
+    assert main([*base, "--library-search-path", "/opt/lib\nExecStart=/bin/evil"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("holds a control character") == 2 and "internal error" not in err
+    assert not units.exists() and not udev.exists()
+    assert main([*base, "--library-search-path", "/opt/my libs/100%", "--print"]) == 0
+    printed = capsys.readouterr().out
+    assert "PathChanged=/opt/my libs/100%%\n" in printed
+    monkeypatch.chdir(tmp_path)
+    assert main([*base, "--output", "specs/nvidia.json", "--print"]) == 0
+    printed = capsys.readouterr().out
+    assert f"--output {tmp_path}/specs/nvidia.json " in printed
+
+
 def test_cli_module_imports_only_argparse():
     code = "import sys, cudapkgs.containers.cli; print(sorted(m for m in sys.modules if m.startswith('cudapkgs.containers.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -288,3 +288,16 @@ def test_hostile_config_json_shapes_are_one_line_errors_and_nothing_is_written(t
     assert err.count("\n") == 1 and message in err, err
     assert (bundle / "config.json").read_text() == before
     assert sorted(os.listdir(bundle)) == ["config.json", "rootfs"]
+
+
+def test_a_device_named_twice_is_injected_once(tmp_path, bundle, capsys):
+    """Review r1: `cdi inject SPEC 0 nvidia.com/gpu=0` applied the device's edits twice: its hooks ran twice
+    and the report counted every node, mount and hook twice."""
+    spec = _spec(tmp_path, devices=[{"name": "0", "containerEdits": {
+        "deviceNodes": [{"path": "/dev/nvidia0", "hostPath": "/dev/null"}],
+        "hooks": [{"hookName": "createContainer", "path": "/usr/bin/hook", "args": ["hook", "update-ldcache"]}]}}],
+        edits={"env": ["A=1"]})
+    report, config = inject(str(spec), ["0", "nvidia.com/gpu=0", "0"], str(bundle))
+    assert report.devices == ["nvidia.com/gpu=0"]
+    assert report.hooks == 1 and report.device_nodes == 1
+    assert config["hooks"]["createContainer"] == [{"path": "/usr/bin/hook", "args": ["hook", "update-ldcache"]}]

@@ -451,3 +451,25 @@ def test_local_cluster_leaves_port_8787_alone(tmp_path):
             cluster.close()
     finally:
         holder.close()
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["attrs"].__setitem__("buildPhase", "touch /tmp/owned"), "do not match its contents"),
+    (lambda d: d.__setitem__("outputs", {}), "payload is not a derivation with outputs"),
+    (lambda d: d.pop("outputs"), "payload is not a derivation with outputs"),
+    (lambda d: d["outputs"]["out"].__setitem__("path", 5), "payload is not a derivation with outputs"),
+])
+def test_a_hostile_payload_is_refused_by_the_worker_with_one_error(tmp_path, mutate, message):
+    """Review r1: a task payload with no outputs raised a bare StopIteration out of the Dask task."""
+    import json
+
+    from cudapkgs.realise.remote_build import RemoteBuildError, build_task
+
+    config = load_config(overrides={"storeDir": str(tmp_path / "store")})
+    drv = json.loads(json.dumps(_pkg(config, "t").derivation.to_json()))
+    mutate(drv)
+    payload = {"drv": drv, "context": None, "cache": f"file://{tmp_path}/cache", "trustedPublicKeys": [],
+               "requireSigs": True, "signKeyFile": None}
+    with pytest.raises(RemoteBuildError, match=message):
+        build_task(payload)
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").glob("*-t-1"))

@@ -282,6 +282,7 @@ def _install_service(args: argparse.Namespace) -> int:
 
     _options(args).check()
     library_dirs = [os.path.abspath(p) for p in _split(args.library_search_path)]
+    args.output = os.path.abspath(args.output)  # the unit runs in /, not here
     files = render(_forwarded_args(args), args.output, args.unit_dir, args.udev_dir, library_dirs)
     if args.print:
         print("".join(f"# {path}\n{text}\n" for path, text in files.items()), end="")

@@ -113,6 +113,8 @@ def resolve(source: str, requested: list[str]) -> Resolved:
             qualified = qualify(name, default_kind)
         except ValueError as error:
             raise CdiError(f"{name!r}: {error}") from None
+        if qualified in result.devices or qualified in unresolved:
+            continue  # named twice (e.g. "0" and "nvidia.com/gpu=0"): its edits and hooks once
         found = table.get(qualified)
         if not found:
             unresolved.append(qualified)

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import CdiError
 from .fsutil import atomic_write
 
 UNIT_NAME = "cudapkgs-cdi-generator.service"
@@ -79,6 +80,10 @@ def render(
     path unit, udev) runs it again.  `library_dirs` are watched by the path unit too.
     """
     command = [*cudapkgs_command(), "cdi", "generate", "--format", "json", "--output", output, "--if-no-gpu", "remove", *generate_args]
+    for value in [*command, *(library_dirs or [])]:
+        # A line break would end the directive and start another one in the unit (or the rule).
+        if re.search(r"[\x00-\x1f\x7f]", value):
+            raise CdiError(f"{value!r} holds a control character (a line break?), which a systemd unit cannot carry")
     udevadm = shutil.which("udevadm") or "/usr/bin/udevadm"
     systemctl = shutil.which("systemctl") or "/usr/bin/systemctl"
     runtime_dir = os.path.dirname(output)
@@ -112,7 +117,9 @@ def render(
         "Description=Watch the NVIDIA driver for the CDI spec generator (cudapkgs)",
         "",
         "[Path]",
-        *[f"PathChanged={systemd_quote(p) if '%' not in p else p}" for p in watched_paths(list(library_dirs or []))],
+        # PathChanged= takes the rest of the line as the path, unquoted (systemd.path(5)); only
+        # specifiers are expanded, so a % of the user's path is written %%.
+        *[f"PathChanged={p}" for p in watched_paths([d.replace("%", "%%") for d in library_dirs or []])],
         f"Unit={UNIT_NAME}",
         "",
         "[Install]",

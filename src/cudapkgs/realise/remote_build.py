@@ -91,7 +91,13 @@ def build_task(payload: Mapping[str, Any], *_dependencies: Any) -> dict[str, Any
     Returns ``{"drvPath", "outputs": {name: path}, "worker": hostname, "uploaded": [paths]}``.
     Raises RemoteBuildError with the worker's log tail when the build fails.
     """
-    store_dir = os.path.dirname(next(iter(payload["drv"]["outputs"].values()))["path"])
+    try:
+        name = str(payload["drv"]["name"])
+        store_dir = os.path.dirname(next(iter(payload["drv"]["outputs"].values()))["path"])
+        if not isinstance(store_dir, str) or not os.path.isabs(store_dir):
+            raise TypeError("its first output's path is not absolute")
+    except (KeyError, TypeError, AttributeError, StopIteration) as error:
+        raise RemoteBuildError(f"a build task whose payload is not a derivation with outputs ({error!r})") from None
     argv = worker_command(store_dir, os.environ.get(WORKER_STORE_ENV))
     data = dict(payload)
     if os.environ.get(WORKER_KEY_ENV):
@@ -115,11 +121,11 @@ def build_task(payload: Mapping[str, Any], *_dependencies: Any) -> dict[str, Any
     if process.returncode != 0 or not isinstance(result, dict):
         detail = err.decode(errors="replace").strip().splitlines()
         raise RemoteBuildError(
-            f"{payload['drv']['name']} failed on worker {host} (exit {process.returncode}):\n"
+            f"{name} failed on worker {host} (exit {process.returncode}):\n"
             + "\n".join(detail[-LOG_TAIL_LINES:])
         )
     if "error" in result:
-        raise RemoteBuildError(f"{payload['drv']['name']} failed on worker {host}: {result['error']}")
+        raise RemoteBuildError(f"{name} failed on worker {host}: {result['error']}")
     result["worker"] = host
     return result
 
