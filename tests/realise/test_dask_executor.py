@@ -426,6 +426,33 @@ def test_an_input_the_workers_refuse_says_why(setup):
     assert "no valid signature by a trusted key" in message and "signed by: nobody" in message
 
 
+def test_local_cluster_leaves_port_8787_alone(tmp_path):
+    """The scheduler's HTTP server takes a free loopback port, so a Jupyter dask dashboard (or a second build)
+    on 8787 is no 'Port 8787 is already in use' warning; and it serves no dashboard."""
+    import socket
+    import warnings
+
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        holder.bind(("127.0.0.1", 8787))
+        holder.listen()
+    except OSError:
+        pass  # someone else holds it: the same situation
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            cluster = LocalBuildCluster(tmp_path)
+        try:
+            http = cluster._cluster.scheduler.http_server
+            ports = {s.getsockname()[1] for s in http._sockets.values()}
+            assert 8787 not in ports and ports, ports
+        finally:
+            cluster.close()
+    finally:
+        holder.close()
+
+
 @pytest.mark.parametrize("mutate, message", [
     (lambda d: d["attrs"].__setitem__("buildPhase", "touch /tmp/owned"), "do not match its contents"),
     (lambda d: d.__setitem__("outputs", {}), "payload is not a derivation with outputs"),

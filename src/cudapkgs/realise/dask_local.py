@@ -34,8 +34,10 @@ class LocalBuildCluster:
         # never reaches the scheduler (this process killed right after starting it) would retry
         # forever; ``dask worker --death-timeout`` makes it exit after this many seconds.
         self.worker_death_timeout = worker_death_timeout
-        self._cluster = LocalCluster(n_workers=0, processes=True, scheduler_port=0, dashboard_address=None,
-                                     host="127.0.0.1")
+        # dashboard_address=None would still bind the scheduler's HTTP server to port 8787 (a warning when a
+        # Jupyter dask cluster or a second build holds it): a free loopback port, and no dashboard.
+        self._cluster = LocalCluster(n_workers=0, processes=True, scheduler_port=0, dashboard_address="127.0.0.1:0",
+                                     scheduler_kwargs={"dashboard": False}, host="127.0.0.1")
         self.address: str = self._cluster.scheduler_address
         self.workers: dict[str, subprocess.Popen] = {}
 
