@@ -54,27 +54,16 @@ def saxpy_example(config, cudaPackages, cudaSupport=None):
 def cmake_cuda_example(config, cudaPackages, cmake, ninja):
     """A CMake project: find_package(CUDAToolkit), enable_language(CUDA), CUDA::cublas and CUDA::cudart.
 
-    cmake in nativeBuildInputs brings its builder (configure with -DCUDAToolkit_ROOT from the
-    set's split outputs, Ninja, install dirs per output); CMAKE_CUDA_ARCHITECTURES comes from
-    the set's flags. Its two programs check their GPU results against the CPU (exit 2: no GPU).
+    cudapkgs ships it (`cudapkgs.pkgs.cmake_cuda_example`, sources beside it); here it is
+    called with this file's arguments, so `--arg cudaPackages=…` picks the set. cmake in
+    nativeBuildInputs brings its builder (configure with -DCUDAToolkit_ROOT from the set's
+    split outputs, Ninja, install dirs per output); CMAKE_CUDA_ARCHITECTURES comes from the
+    set's flags. Its two programs check their GPU results against the CPU (exit 2: no GPU).
     """
+    from cudapkgs.pkgs.cmake_cuda_example import cmake_cuda_example as example
 
-    def attrs(final):
-        return {
-            "pname": "cmake-cuda-example",
-            "version": "1.0",
-            "src": HERE / "cmake_cuda",
-            "strictDeps": True,
-            "__structuredAttrs": True,
-            "nativeBuildInputs": [cmake, ninja, cudaPackages.cuda_nvcc],
-            "buildInputs": [cudaPackages.cuda_cudart, cudaPackages.libcublas],
-            "cmakeCudaArchitectures": cudaPackages.flags.cmakeCudaArchitecturesString,
-            "autoAddDriverRunpath": True,
-            "removeReferencesTo": [cudaPackages.cuda_nvcc],  # nvcc is not needed at run time
-            "meta": {"description": "FindCUDAToolkit example from a user package file", "mainProgram": "cublas-check"},
-        }
+    return example(cudaPackages=cudaPackages, cmake=cmake, ninja=ninja, config=config)
 
-    return mk_derivation(config, attrs)
 
 def _tests(config, saxpy, cudaSupport):
     """saxpy run on 2^16 elements: the build fails when its result is wrong (exit status 1)."""
