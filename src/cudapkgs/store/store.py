@@ -423,16 +423,7 @@ class Store:
                     if before_register is not None:
                         before_register()
                         check_references()
-                    if os.path.lexists(path):  # left behind by a crash between rename and registration
-                        _remove_tree(path)
-                    os.rename(out, path)
-                    try:
-                        if os.path.isdir(path) and not os.path.islink(path):
-                            _freeze(path)
-                        self.db.register(path, nar_hash, nar_size, refs, deriver)
-                    except BaseException:
-                        _remove_tree(path)
-                        raise
+                    self._move_in_and_register(out, path, nar_hash, nar_size, refs, deriver)
             return True
         except OSError as error:
             raise _store_error(error, f"cannot add '{path}' to the store {self.store_dir}") from error
@@ -465,9 +456,17 @@ class Store:
 
     def _install(self, out: Path, path: str, nar_hash: str, size: int, refs: set[str], deriver: str | None) -> None:
         # Called with the path's lock held and the path not valid.
+        _make_read_only(out, keep_root_writable=True)
+        self._move_in_and_register(out, path, nar_hash, size, refs, deriver)
+
+    def _move_in_and_register(self, out: Path, path: str, nar_hash: str, size: int, refs: Iterable[str],
+                              deriver: str | None) -> None:
+        """Rename a finished tree `out` to `path` and register it; nothing is left at `path` if that fails.
+
+        Called with the path's lock held and the path not valid.
+        """
         if os.path.lexists(path):  # left behind by a crash between rename and registration
             _remove_tree(path)
-        _make_read_only(out, keep_root_writable=True)
         os.rename(out, path)
         try:
             if os.path.isdir(path) and not os.path.islink(path):
