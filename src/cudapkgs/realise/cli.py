@@ -70,10 +70,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("attrpaths", nargs="*", metavar="ATTRPATH",
                    help="attribute path of a package (e.g. cudaPackages_13_0.cuda_nvcc), or a store path; "
                    "none: the project's packages (cudapkgs.toml, checked against cudapkgs.lock)")
-    p.add_argument("--project", metavar="PATH",
-                   help="with no ATTRPATH: the project file or its directory (default: cudapkgs.toml here or in a parent)")
-    p.add_argument("--ignore-lock", action="store_true",
-                   help="with no ATTRPATH: build the project's packages even when they differ from cudapkgs.lock")
+    add_project_options(p, "build the project's packages")
     p.add_argument("-o", "--out-link", metavar="LINK", default="result",
                    help="name of the result links (default: result; result-2, ... for later packages, "
                    "result-dev, ... for outputs other than out)")
@@ -111,10 +108,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("attrpaths", nargs="*", metavar="ATTRPATH",
                    help="packages (attribute paths or store paths); none: the project's (cudapkgs.toml, "
                    "checked against cudapkgs.lock)")
-    p.add_argument("--project", metavar="PATH",
-                   help="with no ATTRPATH: the project file or its directory (default: cudapkgs.toml here or in a parent)")
-    p.add_argument("--ignore-lock", action="store_true",
-                   help="with no ATTRPATH: enter the project's shell even when it differs from cudapkgs.lock")
+    add_project_options(p, "enter the project's shell")
     p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
@@ -326,6 +320,14 @@ def _shell_cc(args: argparse.Namespace, items: list[Installable]) -> Any:
     drv = cc.derivation
     stores = {i.drv.store_dir for i in items if i.drv is not None}
     return drv if not stores or stores == {drv.store_dir} else None  # a project's own store: no wrapper there
+
+
+def add_project_options(p: argparse.ArgumentParser, what: str) -> None:
+    """--project and --ignore-lock, for a command that uses the project (cudapkgs.toml) when given no ATTRPATH."""
+    p.add_argument("--project", metavar="PATH",
+                   help="with no ATTRPATH: the project file or its directory (default: cudapkgs.toml here or in a parent)")
+    p.add_argument("--ignore-lock", action="store_true",
+                   help=f"with no ATTRPATH: {what} even when the project differs from cudapkgs.lock")
 
 
 def add_builders_option(p: argparse.ArgumentParser) -> None:
