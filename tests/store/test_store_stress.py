@@ -52,8 +52,9 @@ GC = textwrap.dedent("""
 def test_kills_concurrent_builders_and_a_gc_loop_leave_a_valid_store(tmp_path):
     root = os.fspath(tmp_path / "store")
     Store.open(root).close()
+    errors = open(tmp_path / "stderr.log", "ab")  # what the processes printed, for the failure message
     start = lambda code, *args: subprocess.Popen([sys.executable, "-c", code, *args],  # noqa: E731
-                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                                 stdout=subprocess.DEVNULL, stderr=errors)
     builders = {str(w): start(BUILDER, root, str(w)) for w in range(4)}
     gc = start(GC, root)
     rng = random.Random(8)
@@ -64,7 +65,10 @@ def test_kills_concurrent_builders_and_a_gc_loop_leave_a_valid_store(tmp_path):
             builders[worker].send_signal(signal.SIGKILL)
             builders[worker].wait()
             builders[worker] = start(BUILDER, root, worker)
-        # Let the builders finish a chain after the last kill, however slow the machine is (no time budget).
+        # Stop the gc loop (it ran through every kill above; a gc every 10 ms can starve the builders'
+        # shared lock), then let the builders finish a chain, however slow the machine is.
+        gc.send_signal(signal.SIGKILL)
+        gc.wait()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             with Store.open(root) as store:
@@ -78,7 +82,9 @@ def test_kills_concurrent_builders_and_a_gc_loop_leave_a_valid_store(tmp_path):
     with Store.open(root) as store:
         assert store.verify() == []
         roots = store.roots()
-        assert roots, "the builders never finished a chain: the test tested nothing"
+        errors.close()
+        printed = (tmp_path / "stderr.log").read_text(errors="replace")[-3000:]
+        assert roots, f"the builders never finished a chain: the test tested nothing; they printed:\n{printed}"
         for path in store.closure(roots.values()):
             assert store.is_valid(path) and os.path.isdir(path)
         store.gc()
