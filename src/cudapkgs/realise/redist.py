@@ -38,7 +38,7 @@ from .. import confine, hooks
 from ..derivation import Derivation
 from ..errors import CudapkgsError, FetchError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
-from ..fetch.cache import in_use
+from ..fetch.cache import drop_if_empty, in_use, use_download_entry
 from ..fetch.wheels import check_unpacked, unpack_wheel
 from ..manifests import Artifact
 from ..store.locks import PathLock, acquire_saying_so
@@ -495,9 +495,13 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         # The download cache entry is marked in use (a shared lock `gc --caches` respects)
         # from the fetch until the tree is unpacked.
         entry = download_dir(ctx.store.store_dir, drv.data["src"]["sha256"])
-        entry.mkdir(parents=True, exist_ok=True)
-        with PathLock(entry / ".inuse", shared=True):
+        in_use_lock = use_download_entry(entry)
+        try:
             fetched, tree = _fetch_and_unpack(drv, ctx, stage)
+        finally:
+            in_use_lock.release()
+            # A failed fetch, or one the wheel cache served, leaves no empty entry behind.
+            drop_if_empty(entry)
 
         ctx.step("postUnpack")
         if hooks.lift_versioned_lib_dir(tree, str(attrs["cudaMajorMinorVersion"]).split(".")[0]):
