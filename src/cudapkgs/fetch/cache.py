@@ -36,6 +36,7 @@ __all__ = [
     "CollectResult",
     "cache_roots",
     "collect",
+    "download_entry",
     "drop_if_empty",
     "entries",
     "in_use",
@@ -310,3 +311,16 @@ def drop_if_empty(entry: Path) -> bool:
     finally:
         download_lock.release()
         in_use_lock.release()
+
+
+@contextmanager
+def download_entry(entry: Path) -> Iterator[Path]:
+    """Hold the ``downloads`` entry ``entry`` in use (`use_download_entry`) while the block
+    fetches into it and reads it; afterwards delete it if it holds no download
+    (`drop_if_empty`): a failed fetch, or one the wheel cache served, leaves nothing."""
+    lock = use_download_entry(entry)
+    try:
+        yield entry
+    finally:
+        lock.release()
+        drop_if_empty(entry)
