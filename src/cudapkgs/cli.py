@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except CudapkgsError as error:
-        print(f"cudapkgs: error: {_in_user_file(error)}{error}", file=sys.stderr)
+        print(f"cudapkgs: error: {_in_user_file(error)}{error.cli_message()}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("cudapkgs: interrupted", file=sys.stderr)

@@ -38,7 +38,7 @@ from .. import confine, hooks
 from ..derivation import Derivation
 from ..errors import CudapkgsError, FetchError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
-from ..fetch.cache import in_use
+from ..fetch.cache import download_entry, in_use
 from ..fetch.wheels import check_unpacked, unpack_wheel
 from ..manifests import Artifact
 from ..store.locks import PathLock, acquire_saying_so
@@ -193,8 +193,7 @@ def prepare(drv: Derivation, store: Any, fetchers: Sequence[str]) -> Prepared:
         log = io.StringIO()
         ctx = BuildContext(store=store, work_dir=work, log=log, fetchers=tuple(fetchers))
         entry = download_dir(store.store_dir, drv.data["src"]["sha256"])
-        entry.mkdir(parents=True, exist_ok=True)
-        with PathLock(entry / ".inuse", shared=True):
+        with download_entry(entry):
             fetched, tree = _fetch_and_unpack(drv, ctx, work)
         release = stack.pop_all().close
     return Prepared(fetched, tree, log.getvalue(), release)
@@ -548,7 +547,6 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         # The download cache entry is marked in use (a shared lock `gc --caches` respects)
         # from the fetch until the tree is unpacked.
         entry = download_dir(ctx.store.store_dir, drv.data["src"]["sha256"])
-        entry.mkdir(parents=True, exist_ok=True)
         ahead = ctx.extra["prepared"](drv) if ctx.extra.get("prepared") is not None else None
         if ahead is not None:  # fetched and unpacked while the inputs were being built
             with ahead:
@@ -557,7 +555,7 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
                 os.rename(ahead.tree, tree)  # both in the store's temporary area
                 fetched = ahead.fetched
         else:
-            with PathLock(entry / ".inuse", shared=True):
+            with download_entry(entry):
                 fetched, tree = _fetch_and_unpack(drv, ctx, stage)
 
         ctx.step("postUnpack")
