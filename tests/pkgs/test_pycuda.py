@@ -1,7 +1,7 @@
 """python3Packages.pycuda: pycuda's PyPI sdist built against cudaPackages_13_0 (NVIDIA's wheels).
 
 Evaluation tests need nothing.  The build test (marked ``wheels``: pip reaches PyPI) needs a
-CPython 3.12 (``python3.12`` on PATH or $CUDAPKGS_TEST_PYTHON312) and a C++ compiler; it keeps
+CPython 3.12 (`_python312`: $CUDAPKGS_TEST_PYTHON312, ``python3.12`` on PATH, pyenv's) and a C++ compiler; it keeps
 its store in the test cache ($CUDAPKGS_TEST_CACHE_HOME, else ~/.cache: cudapkgs/test-stores/pycuda),
 so a second run finds everything built (derivations that change are rebuilt).  No GPU here:
 what it proves is the link-time story: the extension links ``-lcuda`` against the set's
@@ -29,16 +29,21 @@ from cudapkgs.store.store import Store
 
 
 def _python312() -> str | None:
-    candidate = os.environ.get("CUDAPKGS_TEST_PYTHON312") or shutil.which("python3.12")
-    if not candidate:
-        return None
-    try:  # a pyenv shim is a script: ask the interpreter for its own path
-        done = subprocess.run([candidate, "-c", "import sys; print(sys.executable, sys.version_info[:2] == (3, 12))"],
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    path, _, ok = done.stdout.strip().rpartition(" ")
-    return path if done.returncode == 0 and ok == "True" else None
+    """A CPython 3.12: $CUDAPKGS_TEST_PYTHON312, python3.12 on PATH, /usr(/local)/bin, or pyenv's versions."""
+    import glob
+
+    candidates = [os.environ.get("CUDAPKGS_TEST_PYTHON312"), shutil.which("python3.12"), "/usr/bin/python3.12",
+                  "/usr/local/bin/python3.12", *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))]
+    for candidate in filter(None, candidates):
+        try:  # a pyenv shim is a script: ask the interpreter for its own path
+            done = subprocess.run([candidate, "-c", "import sys; print(sys.executable, sys.version_info[:2] == (3, 12))"],
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        path, _, ok = done.stdout.strip().rpartition(" ")
+        if done.returncode == 0 and ok == "True":
+            return path
+    return None
 
 
 def _config(store_dir: Path, **extra) -> dict:
