@@ -4,6 +4,10 @@
     python bench/bench_startup.py -n 41 --json
     python bench/bench_startup.py --tiny     # 2 rounds: the CI smoke test of this script
 
+Run it with the interpreter cudapkgs is installed in (the project's venv): the peer and the
+commands use this interpreter too, so a site-packages `.pth` that imports modules at every
+start (this machine's base interpreter has one) would inflate the floor and every row alike.
+
 Each round runs, in turn: the peer ``python -I -c pass`` (the interpreter floor), then
 ``cudapkgs eval cudaPackages.cudaMajorMinorVersion``, ``cudapkgs cdi generate`` on a fake
 one-GPU machine (proc/sysfs discovery, the machine of tests/containers/cdi_fakes.py),

@@ -59,8 +59,9 @@ def test_bench_store_tiny():
     assert [row[0] for row in table] == ["10", "100"]
     assert [row[1] for row in table] == ["9", "90"]  # the closure of the root: the live 90%
     for row in table:
-        assert all(number(cell) >= 0 for cell in row[2:6]), row
-    assert number(table[1][6]) > 0  # the old walk's time over the new command's
+        assert all(number(cell) >= 0 for cell in row[2:4] + row[5:7]), row
+        assert number(row[4]) > -1  # verify's seconds per 1,000 paths (after the interpreter floor)
+    assert number(table[1][7]) > 0  # the old walk's time over the new command's
 
 
 @pytest.mark.skipif(GCC is None, reason="gcc builds the ELF files")

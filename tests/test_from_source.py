@@ -102,6 +102,34 @@ def test_nccl_build_as_nixpkgs(pkgs):
     assert nccl.meta.homepage == "https://developer.nvidia.com/nccl"
 
 
+# nccl.nix@0145c6da passes no CUDARTLIB: NCCL's src/Makefile (v2.30.7-1) defaults to cudart_static, found in
+# cuda_cudart's static output of the redist tarball. NVIDIA's cudart wheel has none: then, and only then, the
+# set's expression links libcudart.so (pkgs/nccl/package.py, wheel_cudart_fallback; docs/nccl-h200.md).
+@pytest.mark.parametrize("has_static", [True, False])
+def test_nccl_links_static_cudart_unless_the_wheel_lacks_it(pkgs, tmp_path, has_static):
+    cuda = pkgs.cudaPackages_13_0
+    post_patch = cuda.nccl.drvAttrs["postPatch"]
+    static = str(cuda.cuda_cudart.static)
+    assert f'"{static}/lib/libcudart_static.a"' in post_patch
+    assert "CUDARTLIB=" not in " ".join(cuda.nccl.drvAttrs["makeFlags"])  # no override: the expression decides
+    fake = tmp_path / "fake-static"
+    (fake / "lib").mkdir(parents=True)
+    if has_static:
+        (fake / "lib" / "libcudart_static.a").write_bytes(b"!<arch>\n")
+    src = tmp_path / "src-tree"
+    (src / "src").mkdir(parents=True)
+    (src / "makefiles").mkdir()
+    (src / "makefiles" / "common.mk").write_text("NVCUFLAGS := -ccbin $(CXX) -O3\n")
+    makefile = "##### target files\nCUDARTLIB  ?= cudart_static\n"
+    (src / "src" / "Makefile").write_text(makefile)
+    done = subprocess.run(["bash", "-ec", post_patch.replace(static, str(fake))], cwd=src,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    expected = makefile if has_static else makefile.replace("?= cudart_static", "?= cudart")
+    assert (src / "src" / "Makefile").read_text() == expected
+    assert ("NVIDIA's wheel" in done.stdout) is (not has_static)
+
+
 def test_nccl_refuses_pre_thor_jetson(manifests_dir, tmp_path):
     # nccl.nix@0145c6da: platformAssertions, "Pre-Thor Jetson devices (CUDA capabilities < 10.1) are not supported by NCCL"
     orin = _pkgs(tmp_path, "aarch64-linux", cudaCapabilities=["8.7"]).cudaPackages_12_6.nccl

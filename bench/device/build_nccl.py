@@ -1,16 +1,14 @@
 """Build cudaPackages_13_0.nccl-tests against the set's NCCL for sm_90 and export its closure for the H200.
 
-usage: python bench/device/build_nccl.py [--store /tmp/i10-store2] [--sources ../shared/sources]
-                                         [--out /work/main/.dev-i10] [--no-build]
+usage: python bench/device/build_nccl.py [--store /work/stores/nccl] [--sources ../shared/sources]
+                                         [--out /work/main/.dev-i10] [--jobs 2] [--no-build]
 
 Configuration: NVIDIA's wheels for the toolkit (`fetchers=["wheels"]`), allowUnfree, cudaSupport,
 `cudaCapabilities=["9.0"]`, `cudaForwardCompat=false`, the source mirror for fetchFromGitHub.
-Two changes to the set's nccl, both for this machine and both said in docs/nccl-h200.md:
-`CUDARTLIB=cudart` (the cudart wheel has no libcudart_static.a, which NCCL links by default) and
-`ONLY_FUNCS=AllReduce Sum f32 * *` (NCCL's own switch: only the AllReduce/sum/float kernels, all
-algorithms and protocols, so that two shared cores build it in under an hour). all_reduce_perf's
-default operation is exactly that one. The closure of nccl-tests' `out` is written with
-`cudapkgs export` (store/transfer.py) to <out>/nccl-closure.tar.gz, with the store paths in
+The set's `nccl` and `nccl-tests` are built as the set defines them, with no override (the
+cudart wheel has no libcudart_static.a: the nccl expression itself then links libcudart.so,
+see pkgs/nccl/package.py `wheel_cudart_fallback`). The closure of nccl-tests' `out` is written
+with `cudapkgs export` (store/transfer.py) to <out>/nccl-closure.tar.gz, with the store paths in
 <out>/nccl-paths.txt.
 """
 
@@ -22,7 +20,6 @@ import sys
 from pathlib import Path
 
 LIMIT = 64 * 1024 * 1024
-ONLY_FUNCS = "AllReduce Sum f32 * *"
 
 
 def packages(store_dir: str, sources: str):
@@ -31,14 +28,12 @@ def packages(store_dir: str, sources: str):
     config = {"storeDir": store_dir, "fetchers": ["wheels"], "allowUnfree": True, "cudaSupport": True,
               "cudaCapabilities": ["9.0"], "cudaForwardCompat": False, "sourceMirrors": [sources]}
     cuda = cudapkgs.import_pkgs(config=config).cudaPackages_13_0
-    nccl = cuda.nccl.override_attrs(lambda final, prev: {
-        "makeFlags": list(prev["makeFlags"]) + ["CUDARTLIB=cudart", f"ONLY_FUNCS={ONLY_FUNCS}"]})
-    return nccl, cuda["nccl-tests"].override(nccl=nccl)
+    return cuda.nccl, cuda["nccl-tests"]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", default="/tmp/i10-store2")
+    parser.add_argument("--store", default="/work/stores/nccl")
     parser.add_argument("--sources", default=str(Path(__file__).resolve().parents[3] / "shared" / "sources"))
     parser.add_argument("--out", default="/work/main/.dev-i10")
     parser.add_argument("--no-build", action="store_true", help="only export what is already built")

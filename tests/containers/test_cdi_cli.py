@@ -347,7 +347,7 @@ def test_hook_program_never_depends_on_path(tmp_path, monkeypatch):
     hook was `python3.12 -m cudapkgs` with a bare argv[0] (docs/cdi-podman.md)."""
     from cudapkgs.containers import generate
 
-    monkeypatch.setattr(generate.shutil, "which", lambda _name: None)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no cudapkgs on PATH
     python = tmp_path / "venv" / "bin" / "python3"
     python.parent.mkdir(parents=True)
     python.write_text("")

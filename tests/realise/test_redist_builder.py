@@ -174,7 +174,25 @@ def test_wrong_hash_fails_and_keeps_nothing(setup, server, release, tmp_path):
     with Store.open(store_dir) as store:
         assert store.all_paths() == []
         assert os.listdir(store_dir / ".tmp") == []
-    assert sorted(p.name for p in redist.download_dir(store_dir, bad).iterdir()) == [".inuse", ".lock"]  # lock files only
+    # no empty cache entry (lock files only) for doctor and `gc --caches` to count
+    assert not redist.download_dir(store_dir, bad).exists()
+    assert os.listdir(store_dir / ".cache" / "downloads") == []
+
+
+def test_a_failed_download_leaves_no_cache_entry(setup, server, release):
+    config, store_dir = setup
+    server.files.clear()  # 404 for everything
+    with Store.open(store_dir) as store, pytest.raises(BuildError, match="cannot fetch and unpack cuda_cudart"):
+        realise(store, [packages(config).cuda_cudart.derivation])
+    assert os.listdir(store_dir / ".cache" / "downloads") == []
+    from cudapkgs.fetch.cache import entries
+
+    assert [e for e in entries(store_dir) if e.cache == "downloads"] == []
+    server.files.update(release.archives)  # and the next build downloads into a new entry
+    with Store.open(store_dir) as store:
+        realise(store, [packages(config).cuda_cudart.derivation])
+    sha = release.manifest()["cuda_cudart"]["linux-x86_64"]["sha256"]
+    assert (redist.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
 
 
 def test_unavailable_packages_fail_before_any_download(setup, server):

@@ -155,7 +155,8 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
         def meta():
             return AttrSet(
                 {
-                    "description": spec.description or f"NVIDIA {pname}",
+                    # Nixpkgs' words only: no description when the expression sets none.
+                    **({"description": spec.description} if spec.description else {}),
                     "longDescription": LONG_DESCRIPTION,
                     "downloadPage": DOWNLOAD_PAGE.format(redist=redist_name, pname=pname),
                     "license": lazy(lambda: licenses.license_for_redist(redist_name, pname, spec.license)),

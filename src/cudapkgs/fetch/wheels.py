@@ -502,9 +502,30 @@ def _verified_wheel(cache: Path, project: str, version: str, wanted: set[str]) -
     stem = re.sub(r"[-_.]+", "_", project).lower()
     for wheel in sorted(cache.glob(f"{stem}-{version}-*.whl")):
         record = wheel.with_name(wheel.name + _VERIFIED_SUFFIX)
-        if _wheel_matches(wheel, project, wanted) and record.is_file() and record.read_text().strip() == _sha256(wheel):
+        if _wheel_matches(wheel, project, wanted) and record.is_file() and record.read_text().strip() == _file_sha256(wheel):
             return wheel
     return None
+
+
+# (path, device, inode, size, mtime_ns, ctime_ns) -> sha256: a build checks a cached wheel when it
+# plans and again when it fetches; the second check reads 100 MiB again for nothing unless the
+# file is unchanged. Any write to the file changes its ctime (which no user can set), so an
+# entry never vouches for bytes it did not hash.
+_HASHED: dict[tuple[str, int, int, int, int, int], str] = {}
+
+
+def _file_sha256(path: Path) -> str:
+    """`_sha256(path)`, remembered in this process while the file's identity and times stay the same."""
+    before = os.stat(path)
+    key = (os.fspath(path), before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns)
+    known = _HASHED.get(key)
+    if known is not None:
+        return known
+    digest = _sha256(path)
+    after = os.stat(path)
+    if (after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) == key[1:]:
+        _HASHED[key] = digest  # not changed while it was read
+    return digest
 
 
 def _sha256(path: Path) -> str:

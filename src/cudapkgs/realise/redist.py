@@ -38,7 +38,7 @@ from .. import confine, hooks
 from ..derivation import Derivation
 from ..errors import CudapkgsError, FetchError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
-from ..fetch.cache import in_use
+from ..fetch.cache import download_entry, in_use
 from ..fetch.wheels import check_unpacked, unpack_wheel
 from ..manifests import Artifact
 from ..store.locks import PathLock, acquire_saying_so
@@ -46,7 +46,8 @@ from ..table import format_size
 from . import host_compiler, nvcc
 from .context import BuildContext
 
-__all__ = ["RedistBuildError", "UnpackError", "build", "dependency_paths", "download_dir", "sources", "unpack"]
+__all__ = ["Prepared", "RedistBuildError", "UnpackError", "build", "dependency_paths", "download_dir", "prepare",
+           "sources", "unpack"]
 
 # autoPatchelfIgnoreMissingDeps of single components (fnmatch patterns).
 IGNORE_MISSING: Mapping[str, tuple[str, ...]] = {
@@ -145,6 +146,57 @@ def _fetch_and_unpack(drv: Derivation, ctx: BuildContext, stage: Path) -> tuple[
         f"cannot fetch and unpack {attrs['pname']} {attrs['version']} ({src['relativePath']}) from any source: "
         + "; ".join(reasons)
     )
+
+
+class Prepared:
+    """A redist source fetched and unpacked ahead of its build (`prepare`).
+
+    ``fetched``: the artifact; ``tree``: the unpacked tree, checked as `build` checks it,
+    in a private work directory of the store's temporary area; ``log``: what fetching and
+    unpacking wrote. Use it as a context manager: leaving it removes the work directory
+    with whatever is still in it (the builder renames ``tree`` away first).
+    """
+
+    def __init__(self, fetched: FetchedArtifact, tree: Path, log: str, release: Any) -> None:
+        self.fetched, self.tree, self.log, self._release = fetched, tree, log, release
+
+    def close(self) -> None:
+        """Remove the work directory (and the tree, unless it was moved away)."""
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def __enter__(self) -> Prepared:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def prepare(drv: Derivation, store: Any, fetchers: Sequence[str]) -> Prepared:
+    """Fetch and unpack the source of the redist derivation `drv`, as its build would, but now.
+
+    Nothing in this step depends on the derivation's inputs, so the scheduler runs it while
+    they are still being built (`cudapkgs.realise.unpack_ahead`). Every check of the build's
+    own fetch and unpack applies (the source's sha256 or the wheel's recorded hash, each file
+    against the wheel's RECORD, paths and links confined to the tree, expansion bounds).
+    Raises what the build would (`RedistBuildError` when no source works); the work
+    directory is then removed.
+    """
+    import contextlib
+    import io
+
+    if drv.data.get("src") is None:
+        raise RedistBuildError(f"{drv.name} has no release for this platform (src is null)")
+    with contextlib.ExitStack() as stack:
+        work = stack.enter_context(store.work_dir(f"unpack-{drv.name}"))
+        log = io.StringIO()
+        ctx = BuildContext(store=store, work_dir=work, log=log, fetchers=tuple(fetchers))
+        entry = download_dir(store.store_dir, drv.data["src"]["sha256"])
+        with download_entry(entry):
+            fetched, tree = _fetch_and_unpack(drv, ctx, work)
+        release = stack.pop_all().close
+    return Prepared(fetched, tree, log.getvalue(), release)
 
 
 def _declared_size(drv: Derivation) -> int | None:
@@ -495,9 +547,16 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         # The download cache entry is marked in use (a shared lock `gc --caches` respects)
         # from the fetch until the tree is unpacked.
         entry = download_dir(ctx.store.store_dir, drv.data["src"]["sha256"])
-        entry.mkdir(parents=True, exist_ok=True)
-        with PathLock(entry / ".inuse", shared=True):
-            fetched, tree = _fetch_and_unpack(drv, ctx, stage)
+        ahead = ctx.extra["prepared"](drv) if ctx.extra.get("prepared") is not None else None
+        if ahead is not None:  # fetched and unpacked while the inputs were being built
+            with ahead:
+                ctx.log.write("(fetched and unpacked ahead, while the inputs were built)\n" + ahead.log)
+                tree = stage / "o"
+                os.rename(ahead.tree, tree)  # both in the store's temporary area
+                fetched = ahead.fetched
+        else:
+            with download_entry(entry):
+                fetched, tree = _fetch_and_unpack(drv, ctx, stage)
 
         ctx.step("postUnpack")
         if hooks.lift_versioned_lib_dir(tree, str(attrs["cudaMajorMinorVersion"]).split(".")[0]):

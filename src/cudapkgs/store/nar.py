@@ -49,13 +49,25 @@ def _windows(data: bytes) -> set[bytes]:
     return found
 
 
+class Candidates(frozenset):  # type: ignore[type-arg]
+    """Store-path hash parts (32-character str) encoded once, for many scans.
+
+    `verify` scans every valid path for every valid path's hash part: encoding the N
+    candidates once per scanned path made it quadratic in the store size. Build one
+    ``Candidates(hashes)`` and pass it to `hash_and_scan` for every path instead.
+    """
+
+    def __new__(cls, hashes: Iterable[str] = ()) -> Candidates:
+        return super().__new__(cls, (h.encode() for h in hashes))
+
+
 class _Scanner:
     """Finds store-path hash parts in file contents and symlink targets while a NAR streams by."""
 
-    def __init__(self, hashes: Iterable[str]) -> None:
+    def __init__(self, hashes: Iterable[str] | Candidates) -> None:
         from .paths import HASH_LEN
 
-        self.wanted = {h.encode() for h in hashes}
+        self.wanted = hashes if isinstance(hashes, Candidates) else Candidates(hashes)
         self.keep = HASH_LEN - 1
         self.found: dict[bytes, list[str]] = {}
         self._tail = b""
@@ -139,9 +151,11 @@ def nar_hash(path: str | os.PathLike[str]) -> tuple[bytes, int]:
     return h.digest(), size
 
 
-def hash_and_scan(path: str | os.PathLike[str], hashes: Iterable[str]) -> tuple[bytes, int, set[str]]:
+def hash_and_scan(path: str | os.PathLike[str], hashes: Iterable[str] | Candidates) -> tuple[bytes, int, set[str]]:
     """`nar_hash(path)` and `scan_for_hashes(path, hashes)` in one read of every file.
 
+    `hashes`: hash parts (str), or a `Candidates` built once when many paths are scanned
+    for the same hashes (then the cost per call does not grow with their number).
     Returns (sha256 digest of the NAR, NAR size in bytes, the hash parts found). Memory
     stays at one chunk (1 MiB) plus the overlap whatever the file sizes; a registration
     reads each output byte once instead of twice.

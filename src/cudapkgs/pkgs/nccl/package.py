@@ -37,6 +37,26 @@ def nccl_version(cuda_major_minor: str) -> str:
     return "2.25.1-1"
 
 
+def wheel_cudart_fallback(cuda_cudart: Any) -> str:
+    """Shell text: link NCCL against libcudart.so when cuda_cudart has no static library.
+
+    cuda_cudart: the set's cuda_cudart (its `static` and `lib` outputs are read at build time).
+    Returns a `postPatch` fragment that leaves NCCL's Makefile alone when
+    `${static}/lib/libcudart_static.a` exists (Nixpkgs' case, nccl.nix@0145c6da passes no
+    CUDARTLIB) and otherwise substitutes `CUDARTLIB ?= cudart_static` by `cudart` in
+    src/Makefile (NVIDIA/nccl v2.30.7-1), saying so in the build log; `--replace-fail` makes an
+    upstream change of that line fail the build rather than be skipped.
+    """
+    static, lib = cuda_cudart.static, cuda_cudart.lib
+    return (
+        f'if [ ! -e "{static}/lib/libcudart_static.a" ]; then\n'
+        f'  echo "nccl: {static} has no lib/libcudart_static.a (cuda_cudart came from NVIDIA\'s wheel):'
+        f' linking libcudart.so from {lib}/lib"\n'
+        "  substituteInPlace ./src/Makefile --replace-fail 'CUDARTLIB  ?= cudart_static' 'CUDARTLIB  ?= cudart'\n"
+        "fi\n"
+    )
+
+
 def nccl(
     backendStdenv: Any,
     cccl: Any,
@@ -61,6 +81,14 @@ def nccl(
             )
             if version_older(version, "2.27.3-1"):
                 text += "substituteInPlace ./makefiles/common.mk --replace-fail '-std=c++11' '$(CXXSTD)'\n"
+            # Not in nccl.nix: NCCL links cudart statically (src/Makefile `CUDARTLIB ?= cudart_static`),
+            # which Nixpkgs finds in cuda_cudart's `static` output of NVIDIA's redist tarball. NVIDIA's
+            # PyPI wheel (the only source of a wheel-only set) has no libcudart_static.a, so the
+            # `static` output is empty then (realise/redist.py, "missing-from-wheel"). Decided at
+            # build time from what the realised cudart holds, so a redist-sourced cudart builds
+            # exactly as Nixpkgs does and a wheel-sourced one links libcudart.so (kept in the run
+            # path, hence in the closure) instead of failing to link.
+            text += wheel_cudart_fallback(cuda_cudart)
             return text
 
         def platform_assertions() -> list[dict[str, Any]]:
