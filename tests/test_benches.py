@@ -133,7 +133,8 @@ def test_bench_wheels_tiny(monkeypatch):
     (table,) = tables(out)
     assert [row[0] for row in table] == [
         "uv pip install --offline, uv cache empty", "uv pip install --offline, uv cache warm",
-        "cudapkgs build -j 1, fresh store", "cudapkgs build -j 1, again after gc", "cudapkgs build -j auto, fresh store",
+        "cudapkgs build -j auto, fresh store", "cudapkgs build -j auto, again after gc",
+        "cudapkgs build -j 1, fresh store", "cudapkgs build -j 1, again after gc",
     ]
     assert table[0][3] == "1.00" and all(number(row[3]) > 0 for row in table)
     assert all(number(row[4]) > 0 for row in table)  # CPU seconds

@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -151,14 +152,19 @@ def _wheel_matches(path: Path, project: str, tags_wanted: set[str]) -> bool:
     return name == canonicalize_name(project) and any(t.platform in tags_wanted for t in wheel_tags)
 
 
-def cached_wheel(project: str, version: str, arch: str, cache: Path | None = None) -> Path | None:
-    """A wheel of ``project==version`` for ``arch`` already in the cache and checked by pip, or None."""
+def cached_wheel(project: str, version: str, arch: str, cache: Path | None = None, *, check: bool = True) -> Path | None:
+    """A wheel of ``project==version`` for ``arch`` already in the cache and checked by pip, or None.
+
+    With ``check`` (the default) its bytes are hashed again and must equal the sha256 recorded
+    when pip checked it; ``check=False`` only looks for the wheel and its record (planning:
+    the fetch checks the bytes before anything is unpacked, and fetches again if they changed).
+    """
     cache = cache or wheel_cache_directory()
     try:
         wanted = set(platform_tags(arch))
     except FetchError:
         return None
-    return _verified_wheel(cache, project, version, wanted)
+    return _verified_wheel(cache, project, version, wanted, check=check)
 
 
 def wheel_cache_directory() -> Path:
@@ -278,7 +284,7 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
 
 # Threads that unpack one wheel; more than the cores rarely helps (inflating is the work).
 _UNZIP_THREADS = max(1, min(4, os.cpu_count() or 1))
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18  # 256 KiB (as nar.CHUNK): several unzip threads run at once
 
 try:  # ISA-L's inflate (python-isal, zlib's API) is about 3x zlib's; zlib where it is missing
     from isal import isal_zlib as _inflate
@@ -498,20 +504,23 @@ def _remember_verified(wheel: Path) -> Path:
     return wheel
 
 
-def _verified_wheel(cache: Path, project: str, version: str, wanted: set[str]) -> Path | None:
+def _verified_wheel(cache: Path, project: str, version: str, wanted: set[str], *, check: bool = True) -> Path | None:
     stem = re.sub(r"[-_.]+", "_", project).lower()
     for wheel in sorted(cache.glob(f"{stem}-{version}-*.whl")):
         record = wheel.with_name(wheel.name + _VERIFIED_SUFFIX)
-        if _wheel_matches(wheel, project, wanted) and record.is_file() and record.read_text().strip() == _file_sha256(wheel):
+        if _wheel_matches(wheel, project, wanted) and record.is_file() and (
+                not check or record.read_text().strip() == _file_sha256(wheel)):
             return wheel
     return None
 
 
-# (path, device, inode, size, mtime_ns, ctime_ns) -> sha256: a build checks a cached wheel when it
-# plans and again when it fetches; the second check reads 100 MiB again for nothing unless the
-# file is unchanged. Any write to the file changes its ctime (which no user can set), so an
-# entry never vouches for bytes it did not hash.
+# (path, device, inode, size, mtime_ns, ctime_ns) -> sha256: a wheel checked once in a process
+# (several builds, or a retry, may check the same file) is not read again while it is unchanged.
+# Any write to the file changes its ctime (which no user can set). As git does for "racily
+# clean" files, a file changed less than _RACY_NS before it was hashed is not remembered: a
+# change within the same tick of a coarse file-system clock could keep the same times.
 _HASHED: dict[tuple[str, int, int, int, int, int], str] = {}
+_RACY_NS = 2_000_000_000
 
 
 def _file_sha256(path: Path) -> str:
@@ -521,10 +530,12 @@ def _file_sha256(path: Path) -> str:
     known = _HASHED.get(key)
     if known is not None:
         return known
+    started = time.time_ns()
     digest = _sha256(path)
     after = os.stat(path)
-    if (after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) == key[1:]:
-        _HASHED[key] = digest  # not changed while it was read
+    unchanged = (after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) == key[1:]
+    if unchanged and started - max(before.st_mtime_ns, before.st_ctime_ns) > _RACY_NS:
+        _HASHED[key] = digest
     return digest
 
 

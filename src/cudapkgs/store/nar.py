@@ -13,8 +13,9 @@ import os
 import stat
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
-CHUNK = 1 << 20
+CHUNK = 1 << 18  # 256 KiB: with a few threads reading at once, the memory they hold stays small
 _MAGIC = b"nix-archive-1"
 
 
@@ -163,10 +164,63 @@ def hash_and_scan(path: str | os.PathLike[str], hashes: Iterable[str] | Candidat
     scan = _Scanner(hashes)
     h = hashlib.sha256(_str(_MAGIC))
     size = len(_str(_MAGIC))
-    for chunk in _dump_node(os.fsencode(path), b"", scan if scan.wanted else None):
-        h.update(chunk)
-        size += len(chunk)
+    chunks = _dump_node(os.fsencode(path), b"", scan if scan.wanted else None)
+    if not scan.wanted:
+        for chunk in chunks:
+            h.update(chunk)
+            size += len(chunk)
+        return h.digest(), size, set()
+    size += _hash_beside(h, chunks)
     return h.digest(), size, {k.decode() for k in scan.found}
+
+
+_BATCH = 1 << 19  # bytes handed to the hashing thread at a time
+_QUEUED = 2  # batches in flight: memory stays at about a MiB
+
+
+def _hash_beside(h: Any, chunks: Iterator[bytes]) -> int:
+    """Feed `chunks` to the sha256 `h` on a second thread while this one reads and scans them; their total size.
+
+    The reference scan (`bytes.find`) holds the GIL; sha256 releases it, so the two run side
+    by side on two cores: a NAR's hash and scan take about the longer of the two, not their sum.
+    The chunks reach `h` whole and in order, so the digest is the sequential one.
+    """
+    import queue
+    import threading
+
+    batches: queue.Queue[list[bytes] | None] = queue.Queue(_QUEUED)
+    failed: list[BaseException] = []
+
+    def hasher() -> None:
+        try:
+            while (batch := batches.get()) is not None:
+                for piece in batch:
+                    h.update(piece)
+        except BaseException as error:  # pragma: no cover - sha256 of bytes does not fail
+            failed.append(error)
+            while batches.get() is not None:
+                pass
+
+    worker = threading.Thread(target=hasher, name="cudapkgs-nar-hash", daemon=True)
+    worker.start()
+    size = pending_size = 0
+    pending: list[bytes] = []
+    try:
+        for chunk in chunks:  # reading and scanning happen here
+            size += len(chunk)
+            pending.append(chunk)
+            pending_size += len(chunk)
+            if pending_size >= _BATCH:
+                batches.put(pending)
+                pending, pending_size = [], 0
+        if pending:
+            batches.put(pending)
+    finally:
+        batches.put(None)
+        worker.join()
+    if failed:  # pragma: no cover
+        raise failed[0]
+    return size
 
 
 def format_hash(digest: bytes) -> str:
