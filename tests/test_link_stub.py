@@ -104,3 +104,26 @@ def test_linking_against_the_stub_needs_the_driver_and_loading_it_fails_loudly(t
     assert lib.cuGetErrorString(34, ctypes.byref(text)) == 34 and b"link-only stub" in text.value
     assert lib.cuGetErrorName(34, ctypes.byref(text)) == 34 and text.value == b"CUDA_ERROR_STUB_LIBRARY"
     assert lib.cuGetErrorString(34, None) == 34  # NULL: nothing stored, no crash
+
+
+@pytest.mark.skipif(shutil.which("llvm-objdump") is None, reason="needs llvm-objdump (disassembles aarch64 here)")
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_error_text_function_points_at_its_text_on_each_machine(tmp_path, machine):
+    import re
+
+    path = tmp_path / f"{machine}.so"
+    path.write_bytes(stub_bytes("libcuda.so.1", ["cuGetErrorString", "cuInit"], machine))
+    asm = subprocess.run(["llvm-objdump", "-d", path], capture_output=True, text=True, check=True).stdout
+    with open(path, "rb") as handle:
+        text = ELFFile(handle).get_section_by_name(".text")
+        data, base = text.data(), text["sh_addr"]
+    message = base + data.index(b"CUDA_ERROR_STUB_LIBRARY: ")
+    body = asm.split("<cuGetErrorString>:")[1].split("<cuInit>:")[0]
+    if machine == "x86_64":
+        target = int(re.search(r"leaq\s+\d+\(%rip\), %rax\s+# 0x([0-9a-f]+)", body).group(1), 16)
+        assert "movl\t$34, %eax" in body or "movl $34, %eax" in body.replace("\t", " ")
+    else:
+        at, offset = re.search(r"\s([0-9a-f]+):\s.*adr\s+x9, #(\d+)", body).groups()
+        target = int(at, 16) + int(offset)
+        assert "cbz\tx1" in body and "str\tx9, [x1]" in body and "mov\tw0, #34" in body
+    assert target == message
