@@ -13,6 +13,10 @@ import os
 import sys
 from collections.abc import Sequence
 
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up speed, docs/bench-startup.md)
+if TYPE_CHECKING:
+    from typing import Any
+
 # Modules that add sub-commands, in the order they appear in --help.
 COMMAND_MODULES = (
     "cudapkgs.eval_cli",
@@ -63,8 +67,8 @@ class _OnlyOne:
         self.added = False
         all_.append(self)
 
-    def add_parser(self, name: str, **kwargs: object) -> object:
-        if name != self._wanted[0] and self._wanted[0] not in kwargs.get("aliases", ()):  # type: ignore[operator]
+    def add_parser(self, name: str, **kwargs: Any) -> object:
+        if name != self._wanted[0] and self._wanted[0] not in kwargs.get("aliases", ()):
             return _Skipped()
         self.added = True
         parser = self._subparsers.add_parser(name, **kwargs)
@@ -88,10 +92,10 @@ class _Parser(argparse.ArgumentParser):
         # lzma) on every start-up; `_help_width` gives the same width without it.
         return self.formatter_class(prog=self.prog, width=_help_width())  # type: ignore[call-arg]
 
-    def add_subparsers(self, **kwargs: object) -> argparse._SubParsersAction:  # type: ignore[type-arg,override]
-        action = super().add_subparsers(**kwargs)  # type: ignore[arg-type]
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        action = super().add_subparsers(**kwargs)
         if self.narrowed and self.narrowed[0]:
-            return _OnlyOne(action, *self.narrowed)  # type: ignore[return-value]
+            return _OnlyOne(action, *self.narrowed)
         return action
 
 

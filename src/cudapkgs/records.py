@@ -32,7 +32,7 @@ class FrozenRecordError(AttributeError):
 class Record:
     """A mutable value class: equality and repr over the fields named in ``__slots__``."""
 
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
     __hash__ = None  # type: ignore[assignment]  # mutable: unhashable, as a dataclass with eq=True
 
     def _values(self) -> tuple[object, ...]:
@@ -52,7 +52,7 @@ class Record:
 class FrozenRecord(Record):
     """An immutable, hashable value class; subclasses' ``__init__`` call `_init` with every field."""
 
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
 
     def _init(self, *values: object) -> None:
         """Set every field, in ``__slots__`` order (raises ValueError when the counts differ)."""

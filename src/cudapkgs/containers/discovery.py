@@ -181,7 +181,7 @@ def gpus_from_procfs(procfs: str | Path) -> list[Gpu]:
         entries = sorted(os.listdir(gpus_dir))
     except OSError:
         return []
-    gpus = []
+    gpus: list[Gpu] = []
     for bus in entries:
         try:
             info = _key_values(_read_text(os.path.join(gpus_dir, bus, "information")))

@@ -562,6 +562,10 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         if hooks.lift_versioned_lib_dir(tree, str(attrs["cudaMajorMinorVersion"]).split(".")[0]):
             ctx.log.write("lifted lib/<cudaMajor> to lib\n")
         hooks.move_pkgconfig(tree)
+        if attrs["pname"] == "cuda_cudart" and fetched.kind in ("tree", "wheel"):
+            made = _generate_libcuda_stub(tree, drv.data["system"])
+            if made:
+                ctx.log.write(f"{made}: generated from include/cuda.h (the wheel has no libcuda stub)\n")
 
         ctx.step("prePatch")
         if attrs["pname"] == "libnvvm":
@@ -694,6 +698,34 @@ def _propagate(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: Map
             confine.require_real_dirs(outputs[name], support / "propagated-build-inputs", include_self=True)
             support.mkdir(exist_ok=True)
             (support / "propagated-build-inputs").write_text(" ".join(dict.fromkeys(propagated)) + "\n")
+
+
+def _generate_libcuda_stub(tree: Path, system: str) -> str | None:
+    """NVIDIA's wheels have no ``lib/stubs/libcuda.so``: write a link-only one from the set's own
+    ``include/cuda.h`` and the other driver headers beside it (`cudapkgs.link_stub.DRIVER_HEADERS`),
+    so ``-lcuda`` links as with a redist tarball.
+
+    Returns the stub's path relative to the tree, or None when the tree has a stub already or
+    no cuda.h.  The stub lands in the ``stubs`` output (lib/stubs), never in a RUNPATH.
+    """
+    from .. import link_stub
+
+    header = tree / "include" / "cuda.h"
+    stubs = tree / "lib" / "stubs"
+    confine.require_real_dirs(tree, header)
+    confine.require_real_dirs(tree, stubs, include_self=True)
+    if os.path.lexists(stubs / "libcuda.so") or not header.is_file() or header.is_symlink():
+        return None
+    machine = system.partition("-")[0]
+    texts = []
+    for name in link_stub.DRIVER_HEADERS:
+        path = tree / "include" / name
+        if path.is_file() and not path.is_symlink():
+            texts.append(path.read_text(errors="replace"))
+    symbols = link_stub.cuda_driver_symbols("\n".join(texts))
+    stubs.mkdir(parents=True, exist_ok=True)
+    link_stub.write_stub(stubs / "libcuda.so", "libcuda.so.1", symbols, machine)
+    return "lib/stubs/libcuda.so"
 
 
 def _cudart_stubs(root: Path | None) -> None:
