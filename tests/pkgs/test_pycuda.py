@@ -25,6 +25,7 @@ from cudapkgs.errors import EvalError
 from cudapkgs.hooks import is_stubs_entry
 from cudapkgs.pkgs.python_modules import pinned_wheel
 from cudapkgs.realise.realise import realise
+from cudapkgs.stdenv import mk_derivation
 from cudapkgs.store.store import Store
 
 
@@ -135,6 +136,19 @@ def test_pycuda_from_its_sdist_links_the_stub_and_needs_only_the_driver(tmp_path
          "import pycuda.driver as d\ntry:\n    d.init()\nexcept d.Error as e:\n    print('init failed:', e)\n"],
         capture_output=True, text=True)
     assert stubbed.returncode == 0 and stubbed.stdout.startswith("init failed: cuInit failed"), stubbed.stderr
+
+    # Any package of the set's users: cuda_cudart in buildInputs (its dev output propagates the stubs
+    # output) and a plain `cc -lcuda` through the cc wrapper: linked against the stub, run path clean.
+    (tmp_path / "t.c").write_text("int cuInit(unsigned);\nint main(void) { return cuInit(0) == 0 ? 0 : 2; }\n")
+    user = mk_derivation(pkgs, {
+        "pname": "driver-user", "version": "1", "src": tmp_path / "t.c",
+        "buildInputs": [cuda.cuda_cudart],
+        "buildPhase": 'cc -o t "$(ls *.c)" -lcuda', "installPhase": 'install -Dm755 t "$out/bin/t"',
+    })
+    with Store.open(store_dir) as store:
+        realise(store, [user.derivation])
+    linked = elf.read_elf(Path(user.out, "bin", "t"))
+    assert "libcuda.so.1" in linked.needed and not any(is_stubs_entry(e) for e in linked.runpath)
 
     # The command, through the CLI: the same output path, nothing left to build.
     cli = subprocess.run(
