@@ -40,6 +40,7 @@ __all__ = [
     "cached_wheel",
     "unpack_wheel",
     "check_unpacked",
+    "WheelChangedError",
     "WheelSource",
 ]
 
@@ -189,16 +190,24 @@ def _record_digest(data_hash: Any) -> str:
     return "sha256=" + base64.urlsafe_b64encode(data_hash.digest()).rstrip(b"=").decode()
 
 
-def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13) -> Path:
+class WheelChangedError(FetchError):
+    """A cached wheel's bytes no longer have the sha256 recorded when pip checked it."""
+
+
+def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13, sha256: str | None = None) -> Path:
     """Unpack ``wheel`` into a new directory ``dest`` laid out like the redist tarball.
 
     Every file is checked against the wheel's RECORD; ``nvidia/<root>/`` becomes the
     prefix root; ``__init__.py``, ``__pycache__``, ``.metadata`` and ``*.dist-info`` are
     dropped; executable bits are restored (``zipfile`` ignores the stored modes).
+    With ``sha256`` (hex), the whole wheel is hashed on a second thread while it unpacks,
+    and `WheelChangedError` is raised, the tree removed, unless it matches: ``dest`` only
+    ever holds a tree from a wheel whose bytes were checked.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    checker = _HashInBackground(Path(wheel)) if sha256 is not None else None
     try:
         try:
             archive = zipfile.ZipFile(wheel)
@@ -216,13 +225,55 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
             os.symlink("lib", tmp / "lib64")  # nvcc.profile links from $(TOP)/lib64
         for libdir in (tmp / "lib", tmp / "nvvm" / "lib64"):
             _add_dev_symlinks(libdir)
+        if checker is not None:
+            actual = checker.result()
+            checker = None
+            if actual != sha256:
+                raise WheelChangedError(f"{wheel}: its sha256 is {actual}, not the {sha256} recorded when pip checked it")
         if dest.exists() or dest.is_symlink():
             shutil.rmtree(dest)
         os.replace(tmp, dest)
+    except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if checker is not None and checker.result() != sha256:
+            # A wheel changed since pip checked it may also fail to unpack: the change is the cause.
+            raise WheelChangedError(f"{wheel}: its bytes changed since pip checked them") from None
+        raise
     except BaseException:
+        if checker is not None:
+            checker.join()  # no thread left reading the wheel
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return dest
+
+
+class _HashInBackground:
+    """The sha256 of a file, computed on a thread of its own (hashlib and reads release the GIL)."""
+
+    def __init__(self, path: Path) -> None:
+        import threading
+
+        self._digest: str | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(path,), name="cudapkgs-wheel-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self, path: Path) -> None:
+        try:
+            self._digest = _file_sha256(path)
+        except BaseException as error:  # an OSError: reported by result()
+            self._error = error
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> str:
+        """The hex digest; raises FetchError if the file could not be read."""
+        self._thread.join()
+        if self._error is not None:
+            raise FetchError(f"cannot read the wheel to check its sha256: {self._error}")
+        assert self._digest is not None
+        return self._digest
 
 
 def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
@@ -484,6 +535,16 @@ class WheelSource:
         if lacks:
             raise FetchError(f"NVIDIA's wheel {project} {version} lacks {', '.join(lacks)} (the redist archive has them)")
         arch = self.arch or _arch_of(artifact.relative_path)
+        cache = self.cache_dir or wheel_cache_directory()
+        known = _verified_wheel(cache, project, version, set(platform_tags(arch)), check=False)
+        if known is not None:
+            # In the cache with the sha256 pip's check recorded: the unpacker hashes it while
+            # unpacking (not before: 0.1 s earlier on a build's critical path for nvvm's wheel)
+            # and refuses the tree if the bytes changed (`WheelChangedError`).
+            recorded = known.with_name(known.name + _VERIFIED_SUFFIX).read_text().strip()
+            if progress is not None:
+                progress(known.stat().st_size, known.stat().st_size)
+            return FetchedArtifact("wheel", known, self.name, sha256_to_check=recorded)
         wheel = self.download_wheel(project, version, arch)
         if progress is not None:
             progress(wheel.stat().st_size, wheel.stat().st_size)

@@ -39,7 +39,7 @@ from ..derivation import Derivation
 from ..errors import CudapkgsError, FetchError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
 from ..fetch.cache import download_entry, in_use
-from ..fetch.wheels import check_unpacked, unpack_wheel
+from ..fetch.wheels import WheelChangedError, check_unpacked, unpack_wheel
 from ..manifests import Artifact
 from ..store.locks import PathLock, acquire_saying_so
 from ..table import format_size
@@ -123,7 +123,18 @@ def _fetch_and_unpack(drv: Derivation, ctx: BuildContext, stage: Path) -> tuple[
                         fetched = _fetch(drv, ctx, [source])
                     _check_wheel_expansion(fetched.path, _declared_size(drv))
                     # Straight into the build directory: no unpacked copy is kept in any cache.
-                    unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
+                    try:
+                        unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs),
+                                     sha256=fetched.sha256_to_check)
+                    except WheelChangedError as error:
+                        # The cached wheel changed since pip checked it: pip fetches and checks it anew.
+                        ctx.log.write(f"{error}; fetching it again\n")
+                        _discard(fetched)
+                        fetched = _fetch(drv, ctx, [source])
+                        if fetched.sha256_to_check is not None:  # pragma: no cover - the cache entry was discarded
+                            raise
+                        _check_wheel_expansion(fetched.path, _declared_size(drv))
+                        unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
                 check_unpacked(tree, attrs["pname"], fetched.path.name)
                 confine.check_tree_links(tree)
             elif fetched.kind == "tarball":
