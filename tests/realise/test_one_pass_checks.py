@@ -208,11 +208,16 @@ def materialise(path: Path, node) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(tree=trees)
-def test_hash_and_scan_equals_nar_hash_and_scan_for_hashes(tmp_path_factory, tree):
+@given(tree=trees, beside=st.booleans())
+def test_hash_and_scan_equals_nar_hash_and_scan_for_hashes(tmp_path_factory, tree, beside):
     root = tmp_path_factory.mktemp("t") / "root"
     materialise(root, tree)
-    digest, size, found = nar.hash_and_scan(root, HASHES)
+    with pytest.MonkeyPatch.context() as mp:
+        if beside:  # the sha256 on its own thread from the first byte, in batches of a few pieces
+            mp.setattr(nar, "_BESIDE_AFTER", 0)
+            mp.setattr(nar, "_BATCH", 64)
+        digest, size, found = nar.hash_and_scan(root, HASHES)
+        assert nar.hash_and_scan(root, nar.Candidates(HASHES)) == (digest, size, found)
     assert (digest, size) == nar.nar_hash(root)
     assert found == nar.scan_for_hashes(root, HASHES)
 

@@ -488,3 +488,23 @@ def test_verify_encodes_the_candidates_once(store, monkeypatch):
     assert store.verify() == []
     assert len(built) == 1
     assert store.verify(paths=paths[:3]) == [] and len(built) == 2
+
+
+def test_the_temporary_area_spreads_new_build_directories(store):
+    # ext4's Orlov flag (chattr +T) on <store>/.tmp: where supported (ext2/3/4), it is set.
+    import fcntl
+    import struct
+
+    from cudapkgs.store.store import _FS_IOC_GETFLAGS, _FS_TOPDIR_FL, spread_subdirectories
+
+    fd = os.open(store.tmp_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            flags = struct.unpack("i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, struct.pack("i", 0)))[0]
+        except OSError:
+            pytest.skip("the file system of the test's temporary directory has no inode flags (not ext2/3/4)")
+    finally:
+        os.close(fd)
+    if spread_subdirectories(store.tmp_dir):
+        assert flags & _FS_TOPDIR_FL
+    assert spread_subdirectories(store.tmp_dir / "absent") is False

@@ -176,18 +176,29 @@ def hash_and_scan(path: str | os.PathLike[str], hashes: Iterable[str] | Candidat
 
 _BATCH = 1 << 19  # bytes handed to the hashing thread at a time
 _QUEUED = 2  # batches in flight: memory stays at about a MiB
+_BESIDE_AFTER = 8 << 20  # a NAR smaller than this is hashed inline: a thread costs more than it saves
 
 
 def _hash_beside(h: Any, chunks: Iterator[bytes]) -> int:
-    """Feed `chunks` to the sha256 `h` on a second thread while this one reads and scans them; their total size.
+    """Feed `chunks` to the sha256 `h`, the part past the first 8 MiB on a second thread; their total size.
 
-    The reference scan (`bytes.find`) holds the GIL; sha256 releases it, so the two run side
-    by side on two cores: a NAR's hash and scan take about the longer of the two, not their sum.
-    The chunks reach `h` whole and in order, so the digest is the sequential one.
+    This thread reads and scans the chunks (`bytes.find` holds the GIL); sha256 releases
+    it, so for a large NAR the two run side by side on two cores and take about the longer
+    of the two, not their sum. Small NARs (verify checks thousands) are hashed inline, as
+    starting a thread would cost more. The chunks reach `h` whole and in order, so the
+    digest is the sequential one.
     """
     import queue
     import threading
 
+    size = 0
+    for chunk in chunks:
+        h.update(chunk)
+        size += len(chunk)
+        if size >= _BESIDE_AFTER:
+            break
+    else:
+        return size
     batches: queue.Queue[list[bytes] | None] = queue.Queue(_QUEUED)
     failed: list[BaseException] = []
 
@@ -203,7 +214,7 @@ def _hash_beside(h: Any, chunks: Iterator[bytes]) -> int:
 
     worker = threading.Thread(target=hasher, name="cudapkgs-nar-hash", daemon=True)
     worker.start()
-    size = pending_size = 0
+    pending_size = 0
     pending: list[bytes] = []
     try:
         for chunk in chunks:  # reading and scanning happen here
