@@ -22,8 +22,10 @@ Goals (issue 7): eval <= 5x the floor, cdi generate <= 4x, doctor <= 300 ms.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -57,6 +59,7 @@ def main() -> int:
     import cdi_fakes as fakes  # tests/containers/cdi_fakes.py
 
     work = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    atexit.register(shutil.rmtree, work, True)  # the fake machine and the spec: nothing left in /tmp
     fake = fakes.golden_machine(work)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")

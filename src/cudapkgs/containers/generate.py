@@ -422,7 +422,16 @@ def generate(options: Options, *, nvml: Any | None = None) -> Generated:
 
 
 def output_path(output: str, fmt: str) -> str:
-    """nvidia-ctk's rule: a name without a .json/.yaml extension gets the format's one."""
+    """nvidia-ctk's rule: a name without a .json/.yaml extension gets the format's one.
+
+    Raises:
+        CdiError: OUTPUT ends with a slash or is an existing directory (a spec is a file).
+    """
+    if output.endswith(os.sep) or os.path.isdir(output):
+        from .errors import CdiError
+
+        raise CdiError(f"--output {output} names a directory; give the spec's file name "
+                       f"(e.g. {os.path.join(output, 'nvidia.' + fmt)})")
     if os.path.splitext(output)[1] not in (".json", ".yaml"):
         return output + "." + fmt
     return output
