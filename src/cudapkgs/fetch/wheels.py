@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 import zlib
@@ -311,9 +312,14 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
     # Largest first, on a few threads: inflating, hashing and writing release the GIL,
     # so members are unpacked side by side. Memory per thread is about two chunks.
     jobs.sort(key=lambda job: -job[0].file_size)
-    workers = min(_UNZIP_THREADS, len(jobs))
-    fd = os.open(archive.filename, os.O_RDONLY | os.O_CLOEXEC)  # type: ignore[arg-type]
+    with _running_lock:
+        _running[0] += 1
+        # The cores are shared with the other wheels unpacking now (builds side by side, or
+        # unpacked ahead): threads beyond cores / wheels only contend for the GIL.
+        workers = min(_UNZIP_THREADS, max(1, (os.cpu_count() or 1) // _running[0]), len(jobs))
+    fd = -1
     try:
+        fd = os.open(archive.filename, os.O_RDONLY | os.O_CLOEXEC)  # type: ignore[arg-type]
         if workers <= 1:
             for info, rel in jobs:
                 _extract_member(archive, fd, info, rel, tmp, hashes[info.filename])
@@ -330,11 +336,16 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
                     future.cancel()
                 raise
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
+        with _running_lock:
+            _running[0] -= 1
 
 
 # Threads that unpack one wheel; more than the cores rarely helps (inflating is the work).
 _UNZIP_THREADS = max(1, min(4, os.cpu_count() or 1))
+_running = [0]  # wheels being unpacked in this process now
+_running_lock = threading.Lock()
 _CHUNK = 1 << 18  # 256 KiB (as nar.CHUNK): several unzip threads run at once
 
 try:  # ISA-L's inflate (python-isal, zlib's API) is about 3x zlib's; zlib where it is missing
