@@ -4,6 +4,10 @@
     python bench/bench_startup.py -n 41 --json
     python bench/bench_startup.py --tiny     # 2 rounds: the CI smoke test of this script
 
+Run it with the interpreter cudapkgs is installed in (the project's venv): the peer and the
+commands use this interpreter too, so a site-packages `.pth` that imports modules at every
+start (this machine's base interpreter has one) would inflate the floor and every row alike.
+
 Each round runs, in turn: the peer ``python -I -c pass`` (the interpreter floor), then
 ``cudapkgs eval cudaPackages.cudaMajorMinorVersion``, ``cudapkgs cdi generate`` on a fake
 one-GPU machine (proc/sysfs discovery, the machine of tests/containers/cdi_fakes.py),
@@ -18,8 +22,10 @@ Goals (issue 7): eval <= 5x the floor, cdi generate <= 4x, doctor <= 300 ms.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -53,6 +59,7 @@ def main() -> int:
     import cdi_fakes as fakes  # tests/containers/cdi_fakes.py
 
     work = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    atexit.register(shutil.rmtree, work, True)  # the fake machine and the spec: nothing left in /tmp
     fake = fakes.golden_machine(work)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")

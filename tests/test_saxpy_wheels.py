@@ -5,8 +5,8 @@ user's cache ($CUDAPKGS_TEST_CACHE_HOME, else ~/.cache: cudapkgs/wheels), so onl
 the first run downloads; the store is a fresh temporary one every time. Without a
 cuobjdump on the machine, cudaPackages_13_2's (from its wheel) checks the binary.
 
-The cuda_cudart wheel has no lib/stubs and no static library: those outputs are
-built empty, with nix-support/missing-from-wheel saying why.
+The cuda_cudart wheel has no lib/stubs: the stubs output gets a link-only libcuda.so
+written from the wheel's cuda.h (cudapkgs.link_stub) instead of staying empty.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def test_saxpy_compiled_for_sm_90_by_the_stores_nvcc(tmp_path, manifests_dir, wh
         pkgs = cudapkgs.import_pkgs(config=config)
         cuda = pkgs.cudaPackages_13_0
         realise(store, [cuda[name].derivation for name in COMPONENTS])
-        assert (Path(cuda.cuda_cudart.stubs) / "nix-support" / "missing-from-wheel").is_file()
+        assert (Path(cuda.cuda_cudart.stubs) / "lib" / "stubs" / "libcuda.so").is_file()
+        assert not (Path(cuda.cuda_cudart.stubs) / "nix-support" / "missing-from-wheel").exists()
         for name in COMPONENTS:
             assert all(store.is_valid(cuda[name][o]) for o in cuda[name].outputs), name
         assert list(wheel_cache.glob("nvidia_cuda_nvcc-13.0.88-*.whl"))

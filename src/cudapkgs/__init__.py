@@ -10,13 +10,14 @@ Imports are lazy so that `cudapkgs eval` starts fast.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up speed, docs/bench-startup.md)
 __version__ = "0.1.0"
 
 __all__ = ["import_pkgs", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
+
     from .top_level import import_pkgs
 
 

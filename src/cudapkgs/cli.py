@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up speed, docs/bench-startup.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Modules that add sub-commands, in the order they appear in --help.
 COMMAND_MODULES = (
@@ -52,21 +57,61 @@ class _Skipped:
 
 
 class _OnlyOne:
-    """A sub-parsers action that really adds only the parser of ``wanted``."""
+    """A sub-parsers action that really adds only the parser of ``wanted[0]``; that parser's
+    own sub-commands are narrowed to ``wanted[1]`` the same way, and so on."""
 
-    def __init__(self, subparsers: argparse._SubParsersAction, wanted: str) -> None:  # type: ignore[type-arg]
+    def __init__(self, subparsers: argparse._SubParsersAction, wanted: Sequence[str], all_: list[_OnlyOne]) -> None:  # type: ignore[type-arg]
         self._subparsers = subparsers
         self._wanted = wanted
+        self._all = all_
         self.added = False
+        all_.append(self)
 
-    def add_parser(self, name: str, **kwargs: object) -> object:
-        if name != self._wanted:
+    def add_parser(self, name: str, **kwargs: Any) -> object:
+        if name != self._wanted[0] and self._wanted[0] not in kwargs.get("aliases", ()):
             return _Skipped()
         self.added = True
-        return self._subparsers.add_parser(name, **kwargs)
+        parser = self._subparsers.add_parser(name, **kwargs)
+        if isinstance(parser, _Parser):
+            parser.narrowed = (self._wanted[1:], self._all)
+        return parser
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._subparsers, name)
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser class of the command and its sub-commands: with `narrowed` set (by `_OnlyOne`),
+    `add_subparsers` adds only the parser of the next word of the command line."""
+
+    narrowed: tuple[Sequence[str], list[_OnlyOne]] | None = None
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse makes a formatter for every argument it adds (to check its metavar) and
+        # asks shutil for the terminal's width each time, importing shutil (zlib, bz2,
+        # lzma) on every start-up; `_help_width` gives the same width without it.
+        return self.formatter_class(prog=self.prog, width=_help_width())  # type: ignore[call-arg]
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        action = super().add_subparsers(**kwargs)
+        if self.narrowed and self.narrowed[0]:
+            return _OnlyOne(action, *self.narrowed)
+        return action
+
+
+def _help_width() -> int:
+    """The width of help text: the terminal's columns less 2, as argparse computes it through
+    `shutil.get_terminal_size` ($COLUMNS first, else the terminal of standard output, else 80)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns or 80) - 2
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -81,10 +126,28 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def _command_words(argv: Sequence[str]) -> list[str]:
+    """The command (`_command_of`) and the words that follow it up to the first option:
+    `cdi generate -o x.json` -> ["cdi", "generate"]; [] for no command."""
+    command = _command_of(argv)
+    if command is None:
+        return []
+    rest = list(argv)[list(argv).index(command) + 1 :]
+    words = [command]
+    for word in rest:
+        if word.startswith("-"):
+            break
+        words.append(word)
+    return words
+
+
+def build_parser(command: str | None = None, subcommands: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The argument parser: with ``command`` (one in `COMMANDS`), only that command's parser is
-    built and only its module imported; else every command group is registered."""
-    parser = argparse.ArgumentParser(
+    built and only its module imported; where that command has sub-commands, only the one
+    named by ``subcommands[0]`` is built (and so on down).  Else every command group is
+    registered.  A word that names no sub-command falls back to the full parser, so that
+    argparse's errors list the choices."""
+    parser = _Parser(
         prog="cudapkgs",
         description=(
             "Nixpkgs' CUDA package sets in Python: evaluate versioned CUDA releases "
@@ -97,13 +160,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     if command is not None and command in COMMANDS:
-        only = _OnlyOne(subparsers, command)
-        importlib.import_module(COMMANDS[command]).register(only)
-        if only.added:
+        narrowing: list[_OnlyOne] = []
+        importlib.import_module(COMMANDS[command]).register(_OnlyOne(subparsers, (command, *subcommands), narrowing))
+        if all(only.added for only in narrowing):
             return parser
-        # the table is out of date: fall back to every command group
-        parser = build_parser()
-        return parser
+        # the table is out of date, or a word is no sub-command: every command group
+        return build_parser()
     for module_name in COMMAND_MODULES:
         try:
             module = importlib.import_module(module_name)
@@ -126,19 +188,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .errors import CudapkgsError
 
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_command_of(words))
+    named = _command_words(words)
+    parser = build_parser(named[0] if named else None, named[1:])
     args = parser.parse_args(words)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    import os
-
     # Nothing cudapkgs writes is group- or world-writable, whatever the caller's umask (as Nix's 0022).
     os.umask(os.umask(0o022) | 0o022)
     try:
         return int(args.func(args) or 0)
     except CudapkgsError as error:
-        print(f"cudapkgs: error: {_in_user_file(error)}{error}", file=sys.stderr)
+        print(f"cudapkgs: error: {_in_user_file(error)}{error.cli_message()}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("cudapkgs: interrupted", file=sys.stderr)
@@ -146,8 +207,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as error:  # a bug in cudapkgs: one line, the traceback only on request
-        import os
-
         if os.environ.get("CUDAPKGS_DEBUG"):
             raise
         where = _in_user_file(error)

@@ -120,6 +120,7 @@ OPTIONS: dict[str, Option] = {
         Option("sourceMirrors", "str-list", (), "Directories or URL prefixes tried before upstream by fetchurl, fetchFromGitHub and fetchPypi (then $CUDAPKGS_SOURCE_MIRRORS); what they hold is checked against the declared hash."),
         Option("maxCacheSize", "str", None, 'Size budget of the download caches (archives and wheels), e.g. "5GiB": after each build the least recently used entries go until they fit; `cudapkgs gc --caches` frees them on demand.', _check_size),
         Option("overlays", "path-list", (), "Python files each defining overlay(final, prev) -> attributes, applied in order to the top level and every variant (pkgsCuda, pkgsForCudaArch.*, cudaPackages_X_Y.pkgs)."),
+        Option("python3Executable", "path", None, "The host Python interpreter behind python3 and python3Packages (default: python3 in /usr/bin, /bin or /usr/local/bin); e.g. a Python 3.12 to build for a machine that runs 3.12."),
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
         Option("substituters", "str-list", (), 'Binary caches to substitute from before building, in order: "file:///dir", "https://host/prefix", "s3://bucket?endpoint=…&region=…".', _check_substituters),
         Option("trustedPublicKeys", "str-list", (), 'Keys whose signatures make a cache\'s paths trusted, in Nix\'s "name:base64" form (as `cudapkgs key generate` prints).', _check_public_keys),

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MIN_DRIVER_BY_MAJOR", "Report", "Problem", "diagnose", "runnable_majors", "pci_nvidia_gpus"]
+__all__ = ["MIN_DRIVER_BY_MAJOR", "Report", "Problem", "Note", "diagnose", "runnable_majors", "pci_nvidia_gpus"]
 
 #: CUDA major -> minimum driver branch (NVIDIA "CUDA Compatibility", Minor Version Compatibility, Table 1).
 MIN_DRIVER_BY_MAJOR: Mapping[int, int] = {11: 450, 12: 525, 13: 580}
@@ -41,6 +41,17 @@ class Problem:
         return {"problem": self.what, "fix": self.fix}
 
 
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something that works, but could be made sturdier, and how."""
+
+    what: str
+    suggestion: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"note": self.what, "suggestion": self.suggestion}
+
+
 @dataclass
 class Report:
     """Everything `diagnose` found; ``to_json`` is what ``cudapkgs doctor --json`` prints."""
@@ -57,6 +68,7 @@ class Report:
     caches: list[dict[str, Any]] = field(default_factory=list)
     manifests: dict[str, Any] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
 
     @property
     def dask_worker_resources(self) -> str:
@@ -81,6 +93,7 @@ class Report:
             "caches": self.caches,
             "manifests": self.manifests,
             "problems": [p.to_json() for p in self.problems],
+            "notes": [n.to_json() for n in self.notes],
         }
 
 
@@ -158,21 +171,27 @@ def _libcuda(report: Report, driver_lib_dir: str | None, ld_cache: str) -> None:
     chosen = driver_lib_dir or NIXOS_DRIVER_DIR
     where = "driverLibDir" if driver_lib_dir else "the default (/run/opengl-driver/lib, NixOS's)"
     found_there = os.path.exists(os.path.join(chosen, "libcuda.so.1"))
+    # The loader (the host's: programs built here use the host's glibc) looks in the run path,
+    # then in the ld cache (ld.so(8)): a program finds libcuda.so.1 through either.
+    loaded = os.path.join(chosen, "libcuda.so.1") if found_there else from_cache
     report.libcuda = {
         "runpathDir": chosen,
         "runpathDirFrom": "driverLibDir" if driver_lib_dir else "default",
         "libcudaInRunpathDir": found_there,
         "ldCache": from_cache,
         "nixosDriverDir": nixos,
+        "loadedFrom": loaded,
+        "loadedThrough": "run path" if found_there else "ld cache" if from_cache else None,
     }
     if found_there:
         return
     if from_cache:
         directory = os.path.dirname(from_cache)
-        report.problems.append(Problem(
-            f"programs built here look for libcuda.so.1 in {chosen} ({where}), which "
-            f"{'does not exist' if not os.path.isdir(chosen) else 'has no libcuda.so.1'}; the ld cache has {from_cache}",
-            f'set driverLibDir = "{directory}" in ~/.config/cudapkgs/config.toml (or --set driverLibDir=\'"{directory}"\')',
+        report.notes.append(Note(
+            f"programs built here find libcuda.so.1 through the ld cache ({from_cache}), not their run path: "
+            f"{chosen} ({where}) {'does not exist' if not os.path.isdir(chosen) else 'has no libcuda.so.1'}",
+            f'to put the driver in their run path too (a container or chroot has another ld cache), set '
+            f'driverLibDir = "{directory}" in ~/.config/cudapkgs/config.toml (or --set driverLibDir=\'"{directory}"\')',
         ))
     elif report.driver is not None or report.gpus:
         report.problems.append(Problem(

@@ -48,8 +48,10 @@ def run_doctor(args: argparse.Namespace) -> int:
     runs = [f"CUDA {major}.x ({'yes' if v['runs'] else 'no'}, needs {v['minimumDriver']})" for major, v in report.runnable.items()]
     print("runs: " + "; ".join(runs), file=out)
     lib = report.libcuda
-    print(f"libcuda.so.1 for programs built here: run path {lib['runpathDir']} ({lib['runpathDirFrom']}; "
-          f"{'has' if lib['libcudaInRunpathDir'] else 'lacks'} libcuda.so.1); ld cache: {lib['ldCache'] or 'none'}", file=out)
+    print(f"libcuda.so.1 for programs built here: {lib['loadedFrom'] or 'not found'}"
+          f"{' (through the ' + lib['loadedThrough'] + ')' if lib['loadedThrough'] else ''}; run path {lib['runpathDir']} "
+          f"({lib['runpathDirFrom']}; {'has' if lib['libcudaInRunpathDir'] else 'lacks'} libcuda.so.1); "
+          f"ld cache: {lib['ldCache'] or 'none'}", file=out)
     needing = [c["set"] for c in report.compat if c["needsCudaCompat"]]
     print(f"cuda_compat needed by: {', '.join(needing) if needing else 'no set' if report.driver else 'unknown (no driver)'}", file=out)
     print("host compilers:", file=out)
@@ -70,6 +72,8 @@ def run_doctor(args: argparse.Namespace) -> int:
         print(f"cache {cache['cache']}: {cache['dir']} ({cache['entries']} entries, {format_size(cache['size'])})", file=out)
     dirs = "; ".join(f"{d['kind']} {d['path']} ({d['files']} files)" for d in report.manifests["directories"])
     print(f"manifests: {dirs}", file=out)
+    for note in report.notes:
+        print(f"\nnote: {note.what}\n  {note.suggestion}", file=out)
     if report.problems:
         print(f"\n{len(report.problems)} problem(s):", file=out)
         for problem in report.problems:

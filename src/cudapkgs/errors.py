@@ -14,6 +14,10 @@ class CudapkgsError(Exception):
 
     exit_code = 1
 
+    def cli_message(self) -> str:
+        """What the command line prints after "cudapkgs: error: " (by default the message)."""
+        return str(self)
+
 
 class UsageError(CudapkgsError):
     """The command line was used wrongly (exit status 2)."""
@@ -46,7 +50,22 @@ class MissingArgumentError(EvalError):
 
 
 class FailedAssertionsError(EvalError):
-    """Evaluation assertions (Nixpkgs' `assertMsg` lists) failed."""
+    """Evaluation assertions (Nixpkgs' `assertMsg` lists) failed.
+
+    The message is Nixpkgs' (`_mkFailedAssertionsString`): a header line, then one
+    "- message" line per failed assertion.  ``hint``, when given, says what would pass;
+    the command line prints both on one line (`cli_message`).
+    """
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    def cli_message(self) -> str:
+        """`header item; item (hint)`: the failed assertions on one line."""
+        header, *items = str(self).split("\n")
+        text = f"{header} {'; '.join(item.removeprefix('- ') for item in items)}".strip()
+        return f"{text} ({self.hint})" if self.hint else text
 
 
 class UnfreeLicenseError(EvalError):

@@ -224,6 +224,26 @@ def _default_cc(final: AttrSet, config: Any, system: str) -> Any:
     return cc_wrapper_for(config, system, recorded)
 
 
+def _nvcc_cuda_architectures(final: AttrSet) -> str | None:
+    """The ``flags.cmakeCudaArchitecturesString`` of the set whose nvcc is a native input of a
+    cmake build (cmake also a native input), else None.
+
+    The cmake builder passes it as ``-DCMAKE_CUDA_ARCHITECTURES`` before ``cmakeFlags`` (so a
+    package's own ``-DCMAKE_CUDA_ARCHITECTURES`` in cmakeFlags still wins), as Nixpkgs'
+    setup-cuda-hook exports ``CUDAARCHS`` from the same string when unset
+    (ConnorBaker/cuda-packages cudaPackages-common/setupCudaHook/setup-cuda-hook.sh @ 08590906).
+    """
+    found, cmake = None, False
+    for item in force(final.nativeBuildInputs) or ():
+        item = force(item)
+        owner = item.package if hasattr(item, "package") else getattr(item, "owner", item)
+        if isinstance(owner, (Package, AttrSet)) and "pname" in owner:
+            cmake = cmake or owner["pname"] == "cmake"
+            if owner["pname"] == "cuda_nvcc" and found is None:
+                found = owner.get("cmakeCudaArchitecturesString") or None
+    return found if cmake else None
+
+
 def _is_package(value: Any) -> bool:
     return isinstance(value, Package) and "derivation" in value
 
@@ -348,6 +368,10 @@ def _derivation(final: AttrSet, config: Any) -> Derivation:
             attrs[key] = inputs.json(value, where)
     if "driverLibDir" not in attrs:
         attrs["driverLibDir"] = config.driverLibDir or "/run/opengl-driver/lib"
+    if "cmakeCudaArchitectures" not in attrs:
+        archs = _nvcc_cuda_architectures(final)
+        if archs:
+            attrs["cmakeCudaArchitectures"] = archs
     return Derivation(
         store_dir=default_store_dir(config),
         name=name,

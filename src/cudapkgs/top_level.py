@@ -195,6 +195,9 @@ def _build_support(final: Any, config: Config, system: str) -> dict[str, Any]:
     attrs: dict[str, Any] = {
         name: lazy(lambda name=name: host_tools.host_tool(config, system, name)) for name in host_tools.HOST_TOOLS
     }
+    if config.python3Executable:
+        attrs["python3"] = lazy(lambda: host_tools.host_tool(config, system, "python3",
+                                                             executable=str(config.python3Executable)))
     attrs["zlib"] = lazy(lambda: __import__("cudapkgs.pkgs.zlib", fromlist=["zlib"]).zlib(
         config, system, final.fetchFromGitHub))
     attrs["rdma-core"] = lazy(lambda: __import__("cudapkgs.pkgs.rdma_core", fromlist=["x"]).rdma_core(config, system))
@@ -214,15 +217,18 @@ def _python_packages(final: Any, config: Config, system: str) -> AttrSet:
         packages = select(scope) if callable(select) else list(select)
         return py.with_packages(config, python, packages, system=system)
 
-    scope = AttrSet(
-        {
-            "python": python,
-            "pythonVersion": lazy(lambda: py.python_version(python)),
-            "buildPythonPackage": functools.partial(py.build_python_package, config, python, system=system),
-            "withPackages": with_packages,
-        },
-        name="python3Packages",
-    )
+    from .pkgs import python_modules
+
+    attrs: dict[str, Any] = {
+        "python": python,
+        "pythonVersion": lazy(lambda: py.python_version(python)),
+        "buildPythonPackage": functools.partial(py.build_python_package, config, python, system=system),
+        "withPackages": with_packages,
+    }
+    # Pinned binary wheels (numpy, setuptools, …) and packages built from source (pycuda).
+    for name in python_modules.PACKAGES:
+        attrs[name] = lazy(lambda name=name: python_modules.package(name, scope, final, config, system))
+    scope = AttrSet(attrs, name="python3Packages")
     return scope
 
 

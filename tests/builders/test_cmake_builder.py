@@ -124,3 +124,28 @@ def test_shell_of_a_package_has_its_build_inputs(tmp_path, manifests_dir):
     assert cmake.startswith(str(tmp_path / "store")) and cmake.endswith("-cmake-" + cmake.split("-cmake-")[-1])
     assert hello.endswith("/bin/cmake-hello")
     assert any(p.endswith(f"-cmake-{cmake.split('-cmake-')[-1].split('/')[0]}") for p in prefix.split(":"))
+
+
+def test_cmake_cuda_architectures_default_to_the_sets_flags(tmp_path, manifests_dir):
+    # The set's flags.cmakeCudaArchitecturesString becomes CMAKE_CUDA_ARCHITECTURES of a cmake build
+    # whose nvcc comes from that set, unless the package sets it (ConnorBaker/cuda-packages
+    # cudaPackages-common/setupCudaHook/setup-cuda-hook.sh @ 08590906 exports CUDAARCHS from it).
+    from cudapkgs.builders import cmake as cmake_builder
+
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "allowUnfree": True,
+                                        "cudaCapabilities": ["8.9", "9.0"], "cudaForwardCompat": False})
+    cuda = pkgs.cudaPackages_13_0
+    assert cuda.flags.cmakeCudaArchitecturesString == "89;90"
+
+    def app(**attrs):
+        return mk_derivation(pkgs, {"pname": "app", "version": "1", "src": None, "dontUnpack": True, **attrs})
+
+    with_nvcc = app(nativeBuildInputs=[pkgs.cmake, cuda.cuda_nvcc])
+    assert with_nvcc.drvAttrs["cmakeCudaArchitectures"] == "89;90"
+    own = app(nativeBuildInputs=[pkgs.cmake, cuda.cuda_nvcc], cmakeCudaArchitectures="90a")
+    assert own.drvAttrs["cmakeCudaArchitectures"] == "90a"
+    assert "cmakeCudaArchitectures" not in app(nativeBuildInputs=[cuda.cuda_nvcc]).drvAttrs  # no cmake
+    assert "cmakeCudaArchitectures" not in app(nativeBuildInputs=[pkgs.cmake]).drvAttrs  # no nvcc
+    # cmakeFlags come after the default on cmake's command line: a package's own -D wins there.
+    line = cmake_builder.configure_phase({"out": None})
+    assert line.index('"${arch[@]}"') < line.index('"${cmakeFlags[@]}"')

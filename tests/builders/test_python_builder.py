@@ -81,3 +81,43 @@ def test_a_failing_import_check_fails_the_build(tmp_path, manifests_dir):
     with Store.open(store_dir) as store:
         with pytest.raises(Exception, match="not_a_module_anywhere"):
             realise(store, [bad.derivation])
+
+
+def test_python3_executable_picks_the_interpreter_and_a_bad_one_is_one_error(tmp_path, manifests_dir):
+    import sys
+
+    from cudapkgs.errors import EvalError
+
+    real = Path(sys.executable).resolve()  # the interpreter running the tests: some CPython 3
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(real)})
+    assert pkgs.python3.hostPaths["python3"] == str(real)
+    assert pkgs.python3Packages.pythonVersion == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(tmp_path / "nope")})
+    with pytest.raises(EvalError, match="is not an executable file .config python3Executable"):
+        bad.python3Packages.numpy.drvPath
+
+
+def test_format_wheel_installs_a_wheel_and_refuses_one_for_another_python(tmp_path, manifests_dir):
+    """buildPythonPackage(format="wheel"): the wheel source is installed as it is (wheelUnpackHook +
+    pypaInstallHook); pip refuses a wheel whose tags do not fit the interpreter."""
+    src = _project(tmp_path, "wheelpkg", "VALUE = 7\ndef main():\n    print(VALUE)\n")
+    dist = tmp_path / "dist"
+    subprocess.run(["/usr/bin/python3", "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index",
+                    "-q", "-w", str(dist), str(src)], check=True, capture_output=True)
+    (wheel,) = dist.glob("wheelpkg-1.0-py3-none-any.whl")
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    ps = pkgs.python3Packages
+    good = ps.buildPythonPackage({"pname": "wheelpkg", "version": "1.0", "format": "wheel", "src": wheel,
+                                  "pythonImportsCheck": ["wheelpkg"]})
+    foreign = dist / "wheelpkg-1.0-cp30-cp30-linux_x86_64.whl"  # CPython 3.0: no interpreter here takes it
+    foreign.write_bytes(wheel.read_bytes())
+    bad = ps.buildPythonPackage({"pname": "wheelpkg", "version": "1.0", "format": "wheel", "src": foreign})
+    with Store.open(store_dir) as store:
+        realise(store, [good.derivation])
+        with pytest.raises(Exception, match="is not a supported wheel on this platform"):
+            realise(store, [bad.derivation])
+    assert Path(good.out, "lib", f"python{ps.pythonVersion}", "site-packages", "wheelpkg.py").is_file()
+    assert Path(good.out, "bin", "wheelpkg-hello").is_file()
+    with pytest.raises(Exception, match="format 'egg' is not supported"):
+        ps.buildPythonPackage({"pname": "x", "version": "1", "format": "egg", "src": wheel}).drvPath

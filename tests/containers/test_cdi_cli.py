@@ -40,6 +40,19 @@ def test_generate_writes_atomically_with_mode_0644(machine, tmp_path, capsys):
     assert "wrote" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("shape", ["trailing-slash", "existing-directory"])
+def test_generate_output_naming_a_directory_is_one_line_and_writes_nothing(machine, tmp_path, capsys, shape):
+    target = tmp_path / "specs.json"
+    if shape == "existing-directory":
+        target.mkdir()
+    output = str(target) + ("/" if shape == "trailing-slash" else "")
+    assert main(_gen(machine, "--output", output)) != 0
+    err = capsys.readouterr().err
+    assert "names a directory" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "specs.json.json").exists()
+    assert not target.exists() or list(target.iterdir()) == []
+
+
 def test_generate_yaml_by_extension_and_yml_gets_yaml_appended(machine, tmp_path, capsys):
     assert main(_gen(machine, "-o", str(tmp_path / "nvidia.yml"))) == 0
     written = tmp_path / "nvidia.yml.yaml"
@@ -251,7 +264,7 @@ def test_generate_if_no_gpu_remove_of_an_unremovable_spec_is_one_line(tmp_path, 
     assert main(["cdi", "generate", "--driver-root", str(empty), "--procfs-root", str(empty / "proc"), "--sysfs-root",
                  str(empty / "sys"), "--gpu-discovery", "proc", "-o", str(out), "--if-no-gpu", "remove"]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"the stale spec {out} cannot be removed" in err, err
+    assert err.count("\n") == 1 and f"--output {out} names a directory" in err, err
     assert (out / "inside").is_dir()
 
 
@@ -347,7 +360,7 @@ def test_hook_program_never_depends_on_path(tmp_path, monkeypatch):
     hook was `python3.12 -m cudapkgs` with a bare argv[0] (docs/cdi-podman.md)."""
     from cudapkgs.containers import generate
 
-    monkeypatch.setattr(generate.shutil, "which", lambda _name: None)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no cudapkgs on PATH
     python = tmp_path / "venv" / "bin" / "python3"
     python.parent.mkdir(parents=True)
     python.write_text("")

@@ -10,7 +10,7 @@ import pytest
 
 from cudapkgs.cli import main
 from cudapkgs.errors import ConfigError
-from cudapkgs.fetch.cache import collect, entries, in_use, parse_size
+from cudapkgs.fetch.cache import collect, drop_if_empty, entries, in_use, parse_size, use_download_entry
 from cudapkgs.fetch.wheels import wheel_cache_directory
 from cudapkgs.store.locks import PathLock
 
@@ -146,3 +146,37 @@ def test_path_info_shows_cache_sizes(tmp_path, monkeypatch, capsys):
     assert rows["wheels"]["entries"] == 1 and rows["wheels"]["size"] >= 1000
     assert main(["path-info"]) == 2
     assert "path-info needs a PATH (or --caches)" in capsys.readouterr().err
+
+
+def test_drop_if_empty_deletes_only_entries_without_a_download(tmp_path):
+    downloads = tmp_path / "store" / ".cache" / "downloads"
+    empty = downloads / ("a" * 64)
+    empty.mkdir(parents=True)
+    (empty / ".lock").write_text("")
+    (empty / ".inuse").write_text("")
+    (empty / "x.tar.xz.part").write_bytes(b"")
+    assert drop_if_empty(empty) and not empty.exists()
+    partial = downloads / ("b" * 64)
+    partial.mkdir()
+    (partial / "x.tar.xz.part").write_bytes(b"half")  # resumed by the next fetch: kept
+    assert not drop_if_empty(partial) and (partial / "x.tar.xz.part").exists()
+    full = downloads / ("c" * 64)
+    full.mkdir()
+    (full / "x.tar.xz").write_bytes(b"archive")
+    assert not drop_if_empty(full) and (full / "x.tar.xz").exists()
+    assert not drop_if_empty(downloads / ("d" * 64))  # no such entry: nothing to do
+
+
+def test_drop_if_empty_leaves_an_entry_another_process_holds(tmp_path):
+    entry = tmp_path / ("a" * 64)
+    held = use_download_entry(entry)  # a build reading (or about to download into) it
+    try:
+        assert not drop_if_empty(entry) and entry.is_dir()
+    finally:
+        held.release()
+    with PathLock(entry / ".lock"):  # a download in progress
+        assert not drop_if_empty(entry) and entry.is_dir()
+    assert drop_if_empty(entry) and not entry.exists()
+    held = use_download_entry(entry)  # made again on use
+    held.release()
+    assert (entry / ".inuse").exists()

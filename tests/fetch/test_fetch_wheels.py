@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -287,3 +288,25 @@ def test_check_unpacked_names_missing_files(tmp_path):
     with pytest.raises(FetchError, match=r"w\.whl: the unpacked cuda_nvcc lacks bin/nvcc, bin/nvcc\.profile"):
         check_unpacked(tmp_path, "cuda_nvcc", "w.whl")
     check_unpacked(tmp_path, "libcublas", "w.whl")  # nothing required of it
+
+
+def test_a_remembered_wheel_hash_does_not_outlive_a_change_of_its_bytes(tmp_path, monkeypatch):
+    from cudapkgs.fetch import wheels
+
+    built = make_wheel(tmp_path / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl", CU13)
+    reads = []
+    real = wheels._sha256
+    monkeypatch.setattr(wheels, "_sha256", lambda path: reads.append(path) or real(path))
+    old = time.time_ns() - 10 * wheels._RACY_NS
+    os.utime(built, ns=(old, old))  # mtime long ago; ctime is now: too recent to remember
+    assert wheels._file_sha256(built) == hashlib.sha256(built.read_bytes()).hexdigest()
+    assert wheels._file_sha256(built) and len(reads) == 2
+    monkeypatch.setattr(wheels, "_RACY_NS", -10**18)  # as if the file had been written long ago
+    first = wheels._file_sha256(built)
+    assert wheels._file_sha256(built) == first and len(reads) == 3  # remembered
+    data = bytearray(built.read_bytes())
+    data[len(data) // 2] ^= 1
+    time.sleep(0.05)  # past a coarse file-system clock's tick (the case _RACY_NS covers outside this test)
+    built.write_bytes(bytes(data))  # same size, new bytes
+    os.utime(built, ns=(old, old))  # even with the old mtime put back: the ctime moved
+    assert wheels._file_sha256(built) == hashlib.sha256(bytes(data)).hexdigest() != first and len(reads) == 4

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import io
 import os
+import re
 import tarfile
 from pathlib import Path
 
@@ -262,7 +263,9 @@ def test_fetch_pypi_from_a_mirror_checks_the_hash(store_dir, tmp_path):
     assert Path(build(store_dir, src)).read_bytes() == b"not the real sdist"
     assert src.name == "six-1.16.0.tar.gz"
     with pytest.raises(EvalError, match="not supported"):
-        pkgs.fetchPypi(pname="six", version="1.16.0", hash=good, format="wheel")
+        pkgs.fetchPypi(pname="six", version="1.16.0", hash=good, format="egg")
+    with pytest.raises(EvalError, match='for format = "wheel"'):
+        pkgs.fetchPypi(pname="six", version="1.16.0", hash=good, platform="any")
     with pytest.raises(EvalError, match="not a Python project name"):
         pkgs.fetchPypi(pname="six; rm -rf /", version="1", hash=good)
 
@@ -279,3 +282,50 @@ def test_fetch_pypi_through_pip_with_nixpkgs_hash(store_dir):
         assert "six-1.16.0/six.py" in tar.getnames()
     with pytest.raises(BuildError, match=f"got: {nixpkgs}"):
         build(store_dir, pkgs.fetchPypi(pname="six", version="1.16.0", hash=""))
+
+
+# --- fetchPypi, format = "wheel" -------------------------------------------------------
+
+
+def test_fetch_pypi_wheel_names_the_file_as_nixpkgs_and_checks_a_mirror_copy(store_dir, tmp_path):
+    # Nixpkgs pkgs/build-support/fetchpypi/default.nix @ 13c8ddb8: the file is
+    # ${pname}-${version}-${python}-${abi}-${platform}.whl, defaults py2.py3/none/any.
+    mirror = tmp_path / "pypi-mirror"
+    mirror.mkdir()
+    body = b"not really a wheel"
+    (mirror / "six-1.16.0-py2.py3-none-any.whl").write_bytes(body)
+    pkgs = pkgs_with(store_dir, [mirror])
+    good = "sha256-" + base64.b64encode(hashlib.sha256(body).digest()).decode()
+    src = pkgs.fetchPypi(pname="six", version="1.16.0", format="wheel", hash=good)
+    assert src.name == "six-1.16.0-py2.py3-none-any.whl"
+    assert Path(build(store_dir, src)).read_bytes() == body
+    numpy = pkgs.fetchPypi(pname="numpy", version="2.5.5", format="wheel", dist="cp312", python="cp312", abi="cp312",
+                           platform="manylinux_2_27_x86_64.manylinux_2_28_x86_64", hash=good)
+    assert numpy.name == "numpy-2.5.5-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+    with pytest.raises(EvalError, match="not a wheel tag"):
+        pkgs.fetchPypi(pname="six", version="1.16.0", format="wheel", platform="any; rm -rf /", hash=good)
+    with pytest.raises(EvalError, match="only py3/py2.py3 and CPython"):
+        pkgs.fetchPypi(pname="six", version="1.16.0", format="wheel", python="pp310", hash=good)
+
+
+def test_pip_tag_options_select_the_wheel_pip_would_install():
+    from cudapkgs.fetch.pypi import pip_tag_options
+
+    assert pip_tag_options("py2.py3", "none", "any") == []
+    assert pip_tag_options("cp312", "cp312", "manylinux_2_27_x86_64.manylinux_2_28_x86_64") == [
+        "--implementation", "cp", "--python-version", "3.12", "--abi", "cp312",
+        "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_28_x86_64"]
+
+
+@pytest.mark.wheels
+def test_fetch_pypi_wheel_through_pip_pins_the_file(store_dir):
+    # six-1.16.0-py2.py3-none-any.whl: PyPI lists sha256 8abb2f1d…0254.
+    pinned = "sha256-irsvHYaJCi37mJ+ad8/P0+R8KjVLAREXcTJviqJuAlQ="
+    pkgs = pkgs_with(store_dir)
+    path = Path(build(store_dir, pkgs.fetchPypi(pname="six", version="1.16.0", format="wheel", hash=pinned)))
+    import zipfile
+
+    with zipfile.ZipFile(path) as wheel:
+        assert "six.py" in wheel.namelist()
+    with pytest.raises(BuildError, match=re.escape(f"got: {pinned}")):
+        build(store_dir, pkgs.fetchPypi(pname="six", version="1.16.0", format="wheel", hash=""))

@@ -165,7 +165,8 @@ def test_a_wheel_is_unpacked_into_the_build_not_into_the_download_cache(tmp_path
         build_one(store, drv)
         assert store.is_valid(drv.outputs["out"])
         downloads = tmp_path / "store" / ".cache" / "downloads"
-        assert [p.name for p in downloads.rglob("*") if not p.name.startswith(".")] == [drv.data["src"]["sha256"]]
+        # no unpacked copy, and no empty entry: the wheel cache served it
+        assert list(downloads.rglob("*")) == []
     assert Path(drv.outputs["out"], "bin", "tool").read_bytes() == FILES["nvidia/cu13/bin/tool"]
     assert wheel.read_bytes() == before
 
@@ -207,11 +208,16 @@ def materialise(path: Path, node) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(tree=trees)
-def test_hash_and_scan_equals_nar_hash_and_scan_for_hashes(tmp_path_factory, tree):
+@given(tree=trees, beside=st.booleans())
+def test_hash_and_scan_equals_nar_hash_and_scan_for_hashes(tmp_path_factory, tree, beside):
     root = tmp_path_factory.mktemp("t") / "root"
     materialise(root, tree)
-    digest, size, found = nar.hash_and_scan(root, HASHES)
+    with pytest.MonkeyPatch.context() as mp:
+        if beside:  # the sha256 on its own thread from the first byte, in batches of a few pieces
+            mp.setattr(nar, "_BESIDE_AFTER", 0)
+            mp.setattr(nar, "_BATCH", 64)
+        digest, size, found = nar.hash_and_scan(root, HASHES)
+        assert nar.hash_and_scan(root, nar.Candidates(HASHES)) == (digest, size, found)
     assert (digest, size) == nar.nar_hash(root)
     assert found == nar.scan_for_hashes(root, HASHES)
 
@@ -296,3 +302,65 @@ def test_peak_memory_of_unpack_check_and_hash_stays_under_64_mib_for_a_large_fil
     assert (tmp_path / "tree" / "lib" / "libhuge.so.13").stat().st_size == 192 * 2**20
     peak_mib = int(run.stdout) / 1024  # VmHWM is in kB
     assert peak_mib < 64, f"peak RSS {peak_mib:.1f} MiB for a 192 MiB file"
+
+
+# --- a cached wheel is hashed while it unpacks, not before -------------------------------------
+
+def test_unpack_wheel_with_a_sha256_checks_the_whole_wheel_before_the_tree_exists(tmp_path):
+    import hashlib
+
+    from cudapkgs.fetch.wheels import WheelChangedError
+
+    wheel = make_wheel(tmp_path / "w.whl", FILES)
+    good = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    unpack_wheel(wheel, tmp_path / "ok" / "tree", cuda_major=13, sha256=good)
+    assert (tmp_path / "ok" / "tree" / "bin" / "tool").read_bytes() == FILES["nvidia/cu13/bin/tool"]
+    with pytest.raises(WheelChangedError, match="not the 0{64} recorded"):
+        unpack_wheel(wheel, tmp_path / "bad" / "tree", cuda_major=13, sha256="0" * 64)
+    assert list((tmp_path / "bad").iterdir()) == []  # no tree, no leftovers
+    cut = tmp_path / "cut.whl"
+    cut.write_bytes(wheel.read_bytes()[: wheel.stat().st_size // 2])
+    with pytest.raises(WheelChangedError, match="changed since pip checked"):  # the change, not "damaged"
+        unpack_wheel(cut, tmp_path / "cut" / "tree", cuda_major=13, sha256=good)
+
+
+def test_a_cached_wheel_whose_bytes_changed_is_fetched_again_by_pip(tmp_path, monkeypatch):
+    import hashlib
+    import sys
+
+    from cudapkgs.fetch.wheels import WheelSource
+    from cudapkgs.realise.realise import log_path
+
+    name = "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.whl"
+    (tmp_path / "good").mkdir()
+    good = make_wheel(tmp_path / "good" / name, FILES)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cached = cache / name
+    cached.write_bytes(good.read_bytes())
+    (cache / (name + ".sha256")).write_text(hashlib.sha256(good.read_bytes()).hexdigest() + "\n")
+    calls = tmp_path / "calls"
+    fake_pip = tmp_path / "pip.py"
+    fake_pip.write_text(
+        "import shutil, sys\n"
+        f"open({str(calls)!r}, 'a').write('pip\\n')\n"
+        f"shutil.copy({str(good)!r}, sys.argv[sys.argv.index('-d') + 1])\n"
+    )
+    source = WheelSource(cache, pip=[sys.executable, str(fake_pip)])
+    monkeypatch.setattr(redist, "sources", lambda fetchers: [source])
+    with Store.open(tmp_path / "store") as store:
+        drv = wheel_drv(tmp_path / "store")
+        build_one(store, drv)  # unchanged: no pip
+        assert not calls.exists()
+        first = store.query(drv.outputs["out"]).nar_hash
+        store.gc()
+    with Store.open(tmp_path / "store") as store:
+        store.gc()
+        assert store.all_paths() == []
+        tampered = make_wheel(tmp_path / "t.whl", FILES, tamper="nvidia/cu13/bin/tool")  # RECORD would refuse it too
+        cached.write_bytes(tampered.read_bytes())
+        build_one(store, drv)
+        assert calls.read_text() == "pip\n"  # the changed bytes sent it back through pip
+        assert store.query(drv.outputs["out"]).nar_hash == first
+        assert "changed since pip checked" in log_path(store, drv).read_text()
+    assert cached.read_bytes() == good.read_bytes()

@@ -174,7 +174,25 @@ def test_wrong_hash_fails_and_keeps_nothing(setup, server, release, tmp_path):
     with Store.open(store_dir) as store:
         assert store.all_paths() == []
         assert os.listdir(store_dir / ".tmp") == []
-    assert sorted(p.name for p in redist.download_dir(store_dir, bad).iterdir()) == [".inuse", ".lock"]  # lock files only
+    # no empty cache entry (lock files only) for doctor and `gc --caches` to count
+    assert not redist.download_dir(store_dir, bad).exists()
+    assert os.listdir(store_dir / ".cache" / "downloads") == []
+
+
+def test_a_failed_download_leaves_no_cache_entry(setup, server, release):
+    config, store_dir = setup
+    server.files.clear()  # 404 for everything
+    with Store.open(store_dir) as store, pytest.raises(BuildError, match="cannot fetch and unpack cuda_cudart"):
+        realise(store, [packages(config).cuda_cudart.derivation])
+    assert os.listdir(store_dir / ".cache" / "downloads") == []
+    from cudapkgs.fetch.cache import entries
+
+    assert [e for e in entries(store_dir) if e.cache == "downloads"] == []
+    server.files.update(release.archives)  # and the next build downloads into a new entry
+    with Store.open(store_dir) as store:
+        realise(store, [packages(config).cuda_cudart.derivation])
+    sha = release.manifest()["cuda_cudart"]["linux-x86_64"]["sha256"]
+    assert (redist.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
 
 
 def test_unavailable_packages_fail_before_any_download(setup, server):
@@ -727,3 +745,42 @@ def test_cudapkgs_build_of_a_hostile_release_fails_in_one_line_and_touches_nothi
     assert (after.st_mode, after.st_mtime_ns, after.st_nlink) == (before.st_mode, before.st_mtime_ns, before.st_nlink)
     with Store.open(store) as s:
         assert s.all_paths() == [] and s.verify() == []
+
+
+def test_cudart_from_a_wheel_gets_a_generated_link_only_libcuda_stub(tmp_path, monkeypatch):
+    """NVIDIA's CUDA 13 wheels have no lib/stubs/libcuda.so: the builder writes one from the wheel's own
+    include/cuda.h into the stubs output (Nixpkgs' place for it, cuda_cudart.nix@024ef1dc)."""
+    from elf_builders import shared_lib
+
+    from cudapkgs.fetch import FetchedArtifact
+    from cudapkgs.realise.realise import build_one
+
+    tree = tmp_path / "wheel-tree"
+    shared_lib(tree / "lib" / "libcudart.so.13", "int cudaFree(void *p) { return 0; }\n", "libcudart.so.13")
+    (tree / "include").mkdir()
+    (tree / "include" / "cuda.h").write_text(
+        "#define cuMemAlloc cuMemAlloc_v2\nint CUDAAPI cuInit(unsigned int);\nint CUDAAPI cuMemAlloc(void *, unsigned long);\n")
+
+    class TreeSource:
+        name = "fake wheels"
+
+        def fetch(self, product, pname, version, artifact, dest_dir, *, cuda_major, progress=None):
+            return FetchedArtifact("tree", tree, self.name)
+
+    archive = tmp_path / "cuda_cudart-linux-x86_64-13.0.96-archive.tar.xz"
+    archive.write_bytes(b"not used")
+    monkeypatch.setattr(redist, "sources", lambda fetchers: [TreeSource()])
+    drv = _redist_drv(tmp_path / "store", archive, outputs=("out", "include", "lib", "stubs"), pname="cuda_cudart",
+                     outputStubs="stubs", outputInclude="include")
+    with Store.open(tmp_path / "store") as store:
+        build_one(store, drv)
+    stubs = Path(drv.outputs["stubs"])
+    stub = stubs / "lib" / "stubs" / "libcuda.so"
+    info = elf.read_elf(stub)
+    assert info.soname == "libcuda.so.1"
+    assert os.readlink(stubs / "lib" / "stubs" / "libcuda.so.1") == "libcuda.so"
+    assert os.readlink(stubs / "lib" / "libcuda.so") == "stubs/libcuda.so"  # -L<stubs>/lib -lcuda links
+    assert not (stubs / "nix-support" / "missing-from-wheel").exists()
+    out = subprocess.run(["nm", "-D", "--defined-only", stub], capture_output=True, text=True, check=True).stdout
+    assert {"cuInit", "cuMemAlloc_v2"} <= {line.split()[-1] for line in out.splitlines()}
+    assert not (Path(drv.outputs["lib"]) / "lib" / "libcuda.so").exists()  # never beside the real libraries

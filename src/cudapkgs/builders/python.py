@@ -9,6 +9,10 @@ hook); nothing is downloaded.  The wheel is installed into
 ``$out/lib/pythonX.Y/site-packages`` (``pip install --target``, its scripts in ``$out/bin``),
 ``dependencies`` become ``propagatedBuildInputs`` (so a dependent gets them on PYTHONPATH), and
 ``pythonImportsCheck`` modules are imported from the installed tree before the build succeeds.
+
+``format = "wheel"`` (Nixpkgs: wheelUnpackHook + pypaInstallHook) installs a wheel given as
+``src`` (typically ``fetchPypi { format = "wheel"; … }``) without building anything; pip checks
+that the wheel's tags suit the interpreter, so a cp312 wheel given to a 3.11 interpreter fails.
 """
 
 from __future__ import annotations
@@ -24,6 +28,16 @@ site="$out/lib/python$pythonVersion/site-packages"
 python3 -m pip install --no-deps --no-index --disable-pip-version-check --no-warn-script-location \
   --target "$site" dist/*.whl
 if [ -d "$site/bin" ]; then mkdir -p "$out/bin"; mv "$site"/bin/* "$out/bin/"; rmdir "$site/bin"; fi
+"""
+# wheelUnpackHook: the wheel (a file source) goes to dist/ under its own name (stripHash).
+WHEEL_BUILD = r"""
+mkdir -p dist
+for wheel in *.whl; do
+  [ -e "$wheel" ] || { echo "format = wheel: the source is not a .whl file" >&2; exit 1; }
+  name="$wheel"
+  case "$name" in ????????????????????????????????-*.whl) name="${name:33}";; esac
+  mv "$wheel" "dist/$name"
+done
 """
 IMPORTS_CHECK = r"""
 for module in "${pythonImportsCheck[@]}"; do
@@ -42,7 +56,10 @@ def build_python_package(
     config: Any, python: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping[str, Any]], *, system: str | None = None,
 ) -> Any:
     """buildPythonPackage: `attrs` as mk_derivation's, plus ``dependencies`` (Python packages,
-    propagated), ``build-system`` (build backends, native) and ``pythonImportsCheck`` (module names)."""
+    propagated), ``build-system`` (build backends, native), ``pythonImportsCheck`` (module names)
+    and ``format`` ("pyproject", the default, or "setuptools": a PEP 517 build of the source;
+    "wheel": install the wheel ``src``).  Raises `EvalError` (when evaluated) for another format."""
+    from ..errors import EvalError
     from ..stdenv import mk_derivation
 
     user = attrs if callable(attrs) else (lambda final, a=attrs: a)
@@ -52,9 +69,14 @@ def build_python_package(
         dependencies = list(given.pop("dependencies", []))
         build_system = list(given.pop("build-system", []))
         checks = list(given.pop("pythonImportsCheck", []))
+        fmt = given.pop("format", "pyproject")
+        if fmt not in ("pyproject", "setuptools", "wheel"):
+            raise EvalError(f"buildPythonPackage {given.get('pname', '?')}: format {fmt!r} is not supported "
+                            '("pyproject", "setuptools" or "wheel")')
         return {
             "dontConfigure": True,
-            "buildPhase": BUILD,
+            "buildPhase": WHEEL_BUILD if fmt == "wheel" else BUILD,
+            "format": fmt,
             "installPhase": INSTALL,
             "postInstall": IMPORTS_CHECK if checks else "",
             "pythonImportsCheck": checks,

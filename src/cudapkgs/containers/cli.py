@@ -46,9 +46,9 @@ def _split(values: list[str] | None) -> list[str]:
     return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
 
 
-def _spec_options_parser() -> argparse.ArgumentParser:
-    parent = argparse.ArgumentParser(add_help=False)
-    group = parent.add_argument_group("spec options (as nvidia-ctk cdi generate)")
+def _add_spec_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the spec (`generate` and `install-service`), as a group of `parser`."""
+    group = parser.add_argument_group("spec options (as nvidia-ctk cdi generate)")
     group.add_argument("--vendor", default="nvidia.com", help="the vendor part of the kind (default: %(default)s)")
     group.add_argument("--class", dest="klass", default="gpu", metavar="CLASS", help="the class part of the kind (default: %(default)s)")
     group.add_argument(
@@ -93,7 +93,6 @@ def _spec_options_parser() -> argparse.ArgumentParser:
     )
     group.add_argument("--procfs-root", default="/proc", metavar="DIR", help="where /proc is (for chroots and tests; default: /proc)")
     group.add_argument("--sysfs-root", default="/sys", metavar="DIR", help="where /sys is (for chroots and tests; default: /sys)")
-    return parent
 
 
 def _options(args: argparse.Namespace):
@@ -146,6 +145,12 @@ def _forwarded_args(args: argparse.Namespace) -> list[str]:
 
 def _warn(message: str) -> None:
     print(f"cudapkgs: warning: {message}", file=sys.stderr)
+
+
+def _add_root_options(parser: argparse.ArgumentParser) -> None:
+    """The options of every hook: which container root it acts on."""
+    parser.add_argument("--container-root", metavar="DIR", help="act on this root instead of the one in the OCI state on stdin")
+    parser.add_argument("--container-spec", metavar="FILE", help="read the root from this OCI config.json instead of stdin")
 
 
 # -- handlers -----------------------------------------------------------------------------------
@@ -330,16 +335,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cdi = subparsers.add_parser("cdi", help="GPUs in containers: generate, list and validate CDI specs", description=CDI_HELP, formatter_class=formatter)
     commands = cdi.add_subparsers(dest="cdi_command", metavar="COMMAND")
     cdi.set_defaults(func=lambda _args: (cdi.print_help(sys.stderr), 2)[1])
-    spec_options = _spec_options_parser()
 
     p = commands.add_parser(
         "generate",
-        parents=[spec_options],
         help="write the CDI spec for this machine's NVIDIA GPUs",
         description="Discover the NVIDIA GPUs and driver and write a CDI spec, as `nvidia-ctk cdi generate` does.",
         epilog=GENERATE_EPILOG,
         formatter_class=formatter,
     )
+    _add_spec_options(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write here, atomically and mode 0644 (default: standard output)")
     p.add_argument("--format", choices=("json", "yaml"), help="spec format (default: from the output's extension, else json)")
     p.add_argument(
@@ -422,7 +426,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser(
         "install-service",
-        parents=[spec_options],
         help="regenerate the spec at every boot (systemd unit + udev rule)",
         description=(
             "Install a systemd oneshot unit that runs `cudapkgs cdi generate` at boot with the options given here, "
@@ -431,6 +434,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "when the nvidia module appears.  The spec is replaced atomically; with no driver left it is removed."
         ),
     )
+    _add_spec_options(p)
     p.add_argument("--output", default="/run/cdi/nvidia-container-toolkit.json", metavar="FILE", help="where the unit writes the spec (default: %(default)s)")
     p.add_argument("--print", action="store_true", help="print the unit and the rule instead of installing them")
     p.add_argument("--unit-dir", default="/etc/systemd/system", metavar="DIR", help="default: %(default)s")
@@ -443,15 +447,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Hooks run by the container runtime while it creates a container; they act inside the container's root file system, read from the OCI state on stdin.",
     )
     hook_commands = p.add_subparsers(dest="hook", metavar="HOOK", required=True)
-    root_options = argparse.ArgumentParser(add_help=False)
-    root_options.add_argument("--container-root", metavar="DIR", help="act on this root instead of the one in the OCI state on stdin")
-    root_options.add_argument("--container-spec", metavar="FILE", help="read the root from this OCI config.json instead of stdin")
-    h = hook_commands.add_parser("create-symlinks", parents=[root_options], help="create symlinks in the container")
+    h = hook_commands.add_parser("create-symlinks", help="create symlinks in the container")
+    _add_root_options(h)
     h.add_argument("--link", action="append", metavar="TARGET::LINK", help="create LINK pointing at TARGET (repeatable)")
-    h = hook_commands.add_parser("enable-cuda-compat", parents=[root_options], help="prefer the image's CUDA forward-compat libcuda when newer than the host driver")
+    h = hook_commands.add_parser("enable-cuda-compat", help="prefer the image's CUDA forward-compat libcuda when newer than the host driver")
+    _add_root_options(h)
     h.add_argument("--host-driver-version", default="", metavar="VERSION")
-    h = hook_commands.add_parser("update-ldcache", parents=[root_options], help="add the driver's folders to the container's ld cache")
+    h = hook_commands.add_parser("update-ldcache", help="add the driver's folders to the container's ld cache")
+    _add_root_options(h)
     h.add_argument("--folder", action="append", metavar="DIR", help="a container folder with driver libraries (repeatable)")
     h.add_argument("--ldconfig-path", metavar="PATH", help="the host ldconfig to run (default: ldconfig on PATH)")
-    hook_commands.add_parser("disable-device-node-modification", parents=[root_options], help="stop CUDA in the container from creating device nodes")
+    h = hook_commands.add_parser("disable-device-node-modification", help="stop CUDA in the container from creating device nodes")
+    _add_root_options(h)
     p.set_defaults(func=_hook)

@@ -8,46 +8,60 @@ bus order).  MIG devices are only visible through NVML.
 
 from __future__ import annotations
 
+import os
 import re
-import shutil
-import subprocess
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+
+from ..records import FrozenRecord
+
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up speed, docs/bench-startup.md)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 NVML_DEVICE_MIG_ENABLE = 1
 
 
-@dataclass(frozen=True)
-class MigDevice:
+class MigDevice(FrozenRecord):
     """A MIG device: its slot index on the parent GPU, UUID and GPU/compute instance ids."""
 
+    __slots__ = ("index", "uuid", "gpu_instance", "compute_instance")
     index: int
     uuid: str
     gpu_instance: int
     compute_instance: int
 
+    def __init__(self, index: int, uuid: str, gpu_instance: int, compute_instance: int) -> None:
+        self._init(index, uuid, gpu_instance, compute_instance)
 
-@dataclass(frozen=True)
-class Gpu:
+
+class Gpu(FrozenRecord):
     """A full GPU as NVML numbers it; `minor` is the N of /dev/nvidiaN."""
 
+    __slots__ = ("index", "uuid", "minor", "bus_id", "name", "mig_enabled", "migs")
     index: int
     uuid: str
     minor: int
     bus_id: str
-    name: str = ""
-    mig_enabled: bool = False
-    migs: tuple[MigDevice, ...] = ()
+    name: str
+    mig_enabled: bool
+    migs: tuple[MigDevice, ...]
+
+    def __init__(
+        self, index: int, uuid: str, minor: int, bus_id: str, name: str = "", mig_enabled: bool = False, migs: tuple[MigDevice, ...] = ()
+    ) -> None:
+        self._init(index, uuid, minor, bus_id, name, mig_enabled, migs)
 
 
-@dataclass(frozen=True)
-class Inventory:
+class Inventory(FrozenRecord):
     """What discovery found: the driver version, the GPUs, and where it read them from."""
 
+    __slots__ = ("driver_version", "gpus", "source")
     driver_version: str
     gpus: tuple[Gpu, ...]
     source: str
+
+    def __init__(self, driver_version: str, gpus: tuple[Gpu, ...], source: str) -> None:
+        self._init(driver_version, gpus, source)
 
 
 def normalize_bus_id(bus_id: str) -> str:
@@ -136,10 +150,15 @@ def _nvml_migs(nvml: Any, handle: Any) -> tuple[MigDevice, ...]:
 _VERSION_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
 
 
-def driver_version_from_procfs(procfs: Path) -> str | None:
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read()
+
+
+def driver_version_from_procfs(procfs: str | Path) -> str | None:
     """The kernel module's version from `/proc/driver/nvidia/version`."""
     try:
-        text = (procfs / "driver/nvidia/version").read_text()
+        text = _read_text(os.path.join(procfs, "driver/nvidia/version"))
     except OSError:
         return None
     match = _VERSION_RE.search(text)
@@ -155,16 +174,17 @@ def _key_values(text: str) -> dict[str, str]:
     return out
 
 
-def gpus_from_procfs(procfs: Path) -> list[Gpu]:
+def gpus_from_procfs(procfs: str | Path) -> list[Gpu]:
     """GPUs listed under `/proc/driver/nvidia/gpus/<bus>/information`, in bus order."""
+    gpus_dir = os.path.join(procfs, "driver/nvidia/gpus")
     try:
-        entries = sorted(p.name for p in (procfs / "driver/nvidia/gpus").iterdir())
+        entries = sorted(os.listdir(gpus_dir))
     except OSError:
         return []
-    gpus = []
+    gpus: list[Gpu] = []
     for bus in entries:
         try:
-            info = _key_values((procfs / "driver/nvidia/gpus" / bus / "information").read_text())
+            info = _key_values(_read_text(os.path.join(gpus_dir, bus, "information")))
             minor = int(info["Device Minor"])
         except (OSError, KeyError, ValueError):
             continue
@@ -211,6 +231,9 @@ def parse_nvidia_smi_query(text: str) -> tuple[str | None, list[Gpu]]:
 
 def from_nvidia_smi(exe: str | None = None) -> Inventory | None:
     """Run `nvidia-smi -q` (found on PATH unless given); None when it is missing or fails."""
+    import shutil
+    import subprocess
+
     exe = exe or shutil.which("nvidia-smi")
     if not exe:
         return None
@@ -247,7 +270,6 @@ def discover(mode: str = "auto", *, nvml: Any | None = None, procfs: str | Path 
                 return found
         if mode == "nvml":
             return None
-    procfs = Path(procfs)
     version = driver_version_from_procfs(procfs)
     gpus = gpus_from_procfs(procfs)
     if version and gpus:

@@ -8,10 +8,8 @@ libraries land where they are on the host, as with nvidia-ctk.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
 
-from . import ldcache
+from ..records import FrozenRecord, Record
 
 #: Where nvidia-ctk looks for the driver's libraries under the driver root, in order.
 DEFAULT_LIBRARY_DIRS = (
@@ -47,14 +45,17 @@ IPC_PATHS = (
 CONTROL_NODES = ("/dev/nvidia-modeset", "/dev/nvidia-uvm-tools", "/dev/nvidia-uvm", "/dev/nvidiactl")
 
 
-@dataclass(frozen=True)
-class Roots:
+class Roots(FrozenRecord):
     """Where the host's files are: the driver root, the /dev root, /proc and /sys."""
 
-    driver: str = "/"
-    dev: str = "/"
-    procfs: str = "/proc"
-    sysfs: str = "/sys"
+    __slots__ = ("driver", "dev", "procfs", "sysfs")
+    driver: str
+    dev: str
+    procfs: str
+    sysfs: str
+
+    def __init__(self, driver: str = "/", dev: str = "/", procfs: str = "/proc", sysfs: str = "/sys") -> None:
+        self._init(driver, dev, procfs, sysfs)
 
     def host(self, path: str) -> str:
         """A container path as a host path under the driver root."""
@@ -71,16 +72,26 @@ class Roots:
         return path if self.dev == "/" else self.dev.rstrip("/") + path
 
 
-@dataclass
-class DriverFiles:
-    """The driver's user-space files found on the host (host paths)."""
+class DriverFiles(Record):
+    """The driver's user-space files found on the host (host paths); each list defaults to empty."""
 
-    version: str
-    lib_dirs: list[str] = field(default_factory=list)
-    libraries: list[str] = field(default_factory=list)
-    binaries: list[str] = field(default_factory=list)
-    firmware: list[str] = field(default_factory=list)
-    ipc: list[str] = field(default_factory=list)
+    __slots__ = ("version", "lib_dirs", "libraries", "binaries", "firmware", "ipc")
+
+    def __init__(
+        self,
+        version: str,
+        lib_dirs: list[str] | None = None,
+        libraries: list[str] | None = None,
+        binaries: list[str] | None = None,
+        firmware: list[str] | None = None,
+        ipc: list[str] | None = None,
+    ) -> None:
+        self.version = version
+        self.lib_dirs: list[str] = [] if lib_dirs is None else lib_dirs
+        self.libraries: list[str] = [] if libraries is None else libraries
+        self.binaries: list[str] = [] if binaries is None else binaries
+        self.firmware: list[str] = [] if firmware is None else firmware
+        self.ipc: list[str] = [] if ipc is None else ipc
 
 
 def _is_file(path: str) -> bool:
@@ -97,11 +108,14 @@ def library_dirs(version: str, roots: Roots, search_paths: tuple[str, ...] = ())
     candidates = list(search_paths) or [roots.host(d) for d in DEFAULT_LIBRARY_DIRS]
     found: list[str] = []
     for directory in candidates:
-        real = os.path.realpath(directory)
-        if any(_is_file(os.path.join(real, name)) for name in wanted) and real not in found:
-            found.append(real)
+        if any(_is_file(os.path.join(directory, name)) for name in wanted):
+            real = os.path.realpath(directory)  # only for directories that hold the driver (it costs a stat per component)
+            if real not in found:
+                found.append(real)
     if found or search_paths:
         return found
+    from . import ldcache  # only when the usual directories have no driver
+
     for entry in ldcache.read(roots.host("/etc/ld.so.cache")):
         if entry.is_64bit and entry.name in ("libcuda.so.1", "libnvidia-ml.so.1"):
             directory = os.path.dirname(roots.host(entry.path))
@@ -168,7 +182,8 @@ def firmware(roots: Roots, version: str) -> list[str]:
     release = os.uname().release
     dirs = []
     try:
-        custom = Path(roots.sysfs, "module/firmware_class/parameters/path").read_text().strip()
+        with open(os.path.join(roots.sysfs, "module/firmware_class/parameters/path"), encoding="utf-8", errors="replace") as handle:
+            custom = handle.read().strip()
         if custom:
             dirs.append(custom)
     except OSError:

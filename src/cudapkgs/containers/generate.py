@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
+from ..records import FrozenRecord, Record
 from . import discovery, driverfiles, names
-from .discovery import Gpu, Inventory, MigDevice
 from .driverfiles import DriverFiles, Roots
 from .errors import CdiError, NoGpuError
 from .spec import IPC_MOUNT_OPTIONS, ContainerEdits, Device, DeviceNode, Hook, Mount, Spec, assemble, encode
+
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up speed, docs/bench-startup.md)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .discovery import Gpu, Inventory, MigDevice
 
 STRATEGIES = ("index", "uuid", "type-index")
 #: `--mode`: nvidia-ctk's discovery modes that cudapkgs builds.  `csv` (Tegra/Jetson, whose
@@ -47,24 +49,47 @@ NVIDIA_ONLY_HOOKS = frozenset({"update-application-profile"})
 HOOK_ENV = ("NVIDIA_CTK_DEBUG=false",)
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(FrozenRecord):
     """What `cdi generate` is asked for; defaults match nvidia-ctk's."""
 
-    vendor: str = "nvidia.com"
-    klass: str = "gpu"
-    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
-    driver_root: str = "/"
-    dev_root: str | None = None
-    library_search_paths: tuple[str, ...] = ()
-    all_device: bool = True
-    disabled_hooks: frozenset[str] = frozenset()
-    ldconfig_path: str = ""
-    hook_path: str | None = None
-    discovery: str = "auto"
-    procfs: str = "/proc"
-    sysfs: str = "/sys"
-    mode: str = "auto"
+    __slots__ = (
+        "vendor", "klass", "strategies", "driver_root", "dev_root", "library_search_paths", "all_device",
+        "disabled_hooks", "ldconfig_path", "hook_path", "discovery", "procfs", "sysfs", "mode",
+    )  # fmt: skip
+    vendor: str
+    klass: str
+    strategies: tuple[str, ...]
+    driver_root: str
+    dev_root: str | None
+    library_search_paths: tuple[str, ...]
+    all_device: bool
+    disabled_hooks: frozenset[str]
+    ldconfig_path: str
+    hook_path: str | None
+    discovery: str
+    procfs: str
+    sysfs: str
+    mode: str
+
+    def __init__(
+        self,
+        vendor: str = "nvidia.com",
+        klass: str = "gpu",
+        strategies: tuple[str, ...] = DEFAULT_STRATEGIES,
+        driver_root: str = "/",
+        dev_root: str | None = None,
+        library_search_paths: tuple[str, ...] = (),
+        all_device: bool = True,
+        disabled_hooks: frozenset[str] = frozenset(),
+        ldconfig_path: str = "",
+        hook_path: str | None = None,
+        discovery: str = "auto",
+        procfs: str = "/proc",
+        sysfs: str = "/sys",
+        mode: str = "auto",
+    ) -> None:
+        self._init(vendor, klass, strategies, driver_root, dev_root, library_search_paths, all_device,
+                   disabled_hooks, ldconfig_path, hook_path, discovery, procfs, sysfs, mode)  # fmt: skip
 
     @property
     def kind(self) -> str:
@@ -97,14 +122,16 @@ class Options:
                 raise CdiError(f"unknown hook {hook!r} (choose from {', '.join(HOOKS)}, or all)")
 
 
-@dataclass
-class Generated:
-    """A generated spec and what it was made from."""
+class Generated(Record):
+    """A generated spec and what it was made from (`warnings` defaults to none)."""
 
-    spec: Spec
-    inventory: Inventory
-    files: DriverFiles
-    warnings: list[str] = field(default_factory=list)
+    __slots__ = ("spec", "inventory", "files", "warnings")
+
+    def __init__(self, spec: Spec, inventory: Inventory, files: DriverFiles, warnings: list[str] | None = None) -> None:
+        self.spec = spec
+        self.inventory = inventory
+        self.files = files
+        self.warnings: list[str] = [] if warnings is None else warnings
 
     def text(self, fmt: str = "json") -> str:
         return encode(self.spec.to_dict(), fmt)
@@ -113,12 +140,15 @@ class Generated:
 # -- hooks --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class HookProgram:
+class HookProgram(FrozenRecord):
     """The program a spec's hooks run, and the arguments that precede the hook's name."""
 
+    __slots__ = ("path", "prefix")
     path: str
     prefix: tuple[str, ...]
+
+    def __init__(self, path: str, prefix: tuple[str, ...]) -> None:
+        self._init(path, prefix)
 
     @classmethod
     def at(cls, path: str | None) -> HookProgram:
@@ -129,7 +159,7 @@ class HookProgram:
             # bin/), else this interpreter with `-m`.  Its argv[0] is then its full path: a
             # venv's Python finds its pyvenv.cfg from argv[0], and a bare "python3.12" with no
             # PATH falls back to the base installation without cudapkgs (seen on the H200).
-            exe = shutil.which("cudapkgs")
+            exe = _on_path("cudapkgs")
             beside = os.path.join(os.path.dirname(sys.executable), "cudapkgs")
             if not exe and os.access(beside, os.X_OK):
                 exe = beside
@@ -149,6 +179,16 @@ class HookProgram:
 
     def hook(self, name: str, *args: str) -> Hook:
         return Hook("createContainer", self.path, (*self.prefix, name, *args), HOOK_ENV)
+
+
+def _on_path(name: str) -> str | None:
+    """The first executable `name` in $PATH's directories, as `shutil.which` finds it (without
+    importing shutil on the start-up path of `cdi generate`); None when there is none."""
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(directory, name)
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return path
+    return None
 
 
 # -- per-device edits ---------------------------------------------------------------------------
@@ -199,9 +239,10 @@ def gpu_edits(gpu: Gpu, roots: Roots, program: HookProgram | None) -> ContainerE
 
 def mig_minors(roots: Roots) -> dict[str, int]:
     """`/proc/driver/nvidia-caps/mig-minors`: capability path -> nvidia-cap minor."""
-    out = {}
+    out: dict[str, int] = {}
     try:
-        text = Path(roots.procfs, "driver/nvidia-caps/mig-minors").read_text()
+        with open(os.path.join(roots.procfs, "driver/nvidia-caps/mig-minors"), encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
     except OSError:
         return out
     for line in text.splitlines():
@@ -380,12 +421,20 @@ def generate(options: Options, *, nvml: Any | None = None) -> Generated:
     return Generated(spec, inventory, files, warnings)
 
 
-def output_path(output: str, fmt: str) -> Path:
-    """nvidia-ctk's rule: a name without a .json/.yaml extension gets the format's one."""
-    path = Path(output)
-    if path.suffix not in (".json", ".yaml"):
-        path = path.with_name(path.name + "." + fmt)
-    return path
+def output_path(output: str, fmt: str) -> str:
+    """nvidia-ctk's rule: a name without a .json/.yaml extension gets the format's one.
+
+    Raises:
+        CdiError: OUTPUT ends with a slash or is an existing directory (a spec is a file).
+    """
+    if output.endswith(os.sep) or os.path.isdir(output):
+        from .errors import CdiError
+
+        raise CdiError(f"--output {output} names a directory; give the spec's file name "
+                       f"(e.g. {os.path.join(output, 'nvidia.' + fmt)})")
+    if os.path.splitext(output)[1] not in (".json", ".yaml"):
+        return output + "." + fmt
+    return output
 
 
 def infer_format(output: str | None, fmt: str | None) -> str:
@@ -393,7 +442,7 @@ def infer_format(output: str | None, fmt: str | None) -> str:
     if fmt:
         return fmt
     if output:
-        suffix = Path(output).suffix
+        suffix = os.path.splitext(output)[1]
         if suffix in (".yaml", ".yml"):
             return "yaml"
     return "json"

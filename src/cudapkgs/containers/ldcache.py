@@ -8,8 +8,12 @@ ldconfigs write in front of it.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from pathlib import Path
+
+from ..records import FrozenRecord
+
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up speed, docs/bench-startup.md)
+if TYPE_CHECKING:
+    from os import PathLike
 
 OLD_MAGIC = b"ld.so-1.7.0"
 NEW_MAGIC = b"glibc-ld.so.cache1.1"
@@ -25,13 +29,16 @@ FLAG_REQUIRED_MASK = 0xFF00
 FLAGS_64BIT = frozenset({0x0300, 0x0500, 0x0A00, 0x0400, 0x0700, 0x0900, 0x0B00, 0x0C00, 0x0D00})
 
 
-@dataclass(frozen=True)
-class CacheEntry:
+class CacheEntry(FrozenRecord):
     """One library of the cache: its soname-like key and its path."""
 
+    __slots__ = ("name", "path", "flags")
     name: str
     path: str
     flags: int
+
+    def __init__(self, name: str, path: str, flags: int) -> None:
+        self._init(name, path, flags)
 
     @property
     def is_64bit(self) -> bool:
@@ -70,10 +77,11 @@ def _parse_old(data: bytes, nlibs: int) -> list[CacheEntry]:
     return entries
 
 
-def read(path: str | Path) -> list[CacheEntry]:
+def read(path: str | PathLike[str]) -> list[CacheEntry]:
     """Entries of the cache file at `path`; [] when missing or unreadable."""
     try:
-        return parse(Path(path).read_bytes())
+        with open(path, "rb") as handle:
+            return parse(handle.read())
     except (OSError, struct.error):
         return []
 

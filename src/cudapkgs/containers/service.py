@@ -131,7 +131,7 @@ def render(
     )
 
 
-def install(files: ServiceFiles) -> list[Path]:
+def install(files: ServiceFiles) -> list[str]:
     """Write the units and the rule atomically; returns their paths."""
     return [atomic_write(path, text) for path, text in files.items()]
 

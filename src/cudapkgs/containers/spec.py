@@ -8,9 +8,13 @@ optional fields as Go's `omitempty` does.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any
+
+from ..records import FrozenRecord, Record
+
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up speed, docs/bench-startup.md)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 #: Every released CDI version, oldest first.
 KNOWN_VERSIONS = ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")
@@ -21,19 +25,33 @@ MOUNT_OPTIONS = ("ro", "nosuid", "nodev", "rbind", "rprivate")
 IPC_MOUNT_OPTIONS = ("nosuid", "nodev", "rbind", "rprivate", "noexec")
 
 
-@dataclass(frozen=True)
-class DeviceNode:
+class DeviceNode(FrozenRecord):
     """A device node to create in the container (`path`) from `host_path`."""
 
+    __slots__ = ("path", "host_path", "type", "major", "minor", "file_mode", "permissions", "uid", "gid")
     path: str
-    host_path: str = ""
-    type: str = ""
-    major: int | None = None
-    minor: int | None = None
-    file_mode: int | None = None
-    permissions: str = ""
-    uid: int | None = None
-    gid: int | None = None
+    host_path: str
+    type: str
+    major: int | None
+    minor: int | None
+    file_mode: int | None
+    permissions: str
+    uid: int | None
+    gid: int | None
+
+    def __init__(
+        self,
+        path: str,
+        host_path: str = "",
+        type: str = "",  # noqa: A002 - the CDI field's name
+        major: int | None = None,
+        minor: int | None = None,
+        file_mode: int | None = None,
+        permissions: str = "",
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> None:
+        self._init(path, host_path, type, major, minor, file_mode, permissions, uid, gid)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path}
@@ -53,14 +71,17 @@ class DeviceNode:
         return out
 
 
-@dataclass(frozen=True)
-class Mount:
+class Mount(FrozenRecord):
     """A bind mount of `host_path` at `container_path`."""
 
+    __slots__ = ("host_path", "container_path", "options", "type")
     host_path: str
     container_path: str
-    options: tuple[str, ...] = MOUNT_OPTIONS
-    type: str = ""
+    options: tuple[str, ...]
+    type: str
+
+    def __init__(self, host_path: str, container_path: str, options: tuple[str, ...] = MOUNT_OPTIONS, type: str = "") -> None:  # noqa: A002
+        self._init(host_path, container_path, options, type)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"hostPath": self.host_path, "containerPath": self.container_path}
@@ -71,15 +92,18 @@ class Mount:
         return out
 
 
-@dataclass(frozen=True)
-class Hook:
+class Hook(FrozenRecord):
     """An OCI hook (always `createContainer` for NVIDIA specs)."""
 
+    __slots__ = ("hook_name", "path", "args", "env", "timeout")
     hook_name: str
     path: str
-    args: tuple[str, ...] = ()
-    env: tuple[str, ...] = ()
-    timeout: int | None = None
+    args: tuple[str, ...]
+    env: tuple[str, ...]
+    timeout: int | None
+
+    def __init__(self, hook_name: str, path: str, args: tuple[str, ...] = (), env: tuple[str, ...] = (), timeout: int | None = None) -> None:
+        self._init(hook_name, path, args, env, timeout)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"hookName": self.hook_name, "path": self.path}
@@ -92,15 +116,27 @@ class Hook:
         return out
 
 
-@dataclass
-class ContainerEdits:
-    """What requesting a device (or any device of a spec) changes in a container."""
+class ContainerEdits(Record):
+    """What requesting a device (or any device of a spec) changes in a container.
 
-    env: list[str] = field(default_factory=list)
-    device_nodes: list[DeviceNode] = field(default_factory=list)
-    hooks: list[Hook] = field(default_factory=list)
-    mounts: list[Mount] = field(default_factory=list)
-    additional_gids: list[int] = field(default_factory=list)
+    Each field defaults to a new empty list.
+    """
+
+    __slots__ = ("env", "device_nodes", "hooks", "mounts", "additional_gids")
+
+    def __init__(
+        self,
+        env: list[str] | None = None,
+        device_nodes: list[DeviceNode] | None = None,
+        hooks: list[Hook] | None = None,
+        mounts: list[Mount] | None = None,
+        additional_gids: list[int] | None = None,
+    ) -> None:
+        self.env: list[str] = [] if env is None else env
+        self.device_nodes: list[DeviceNode] = [] if device_nodes is None else device_nodes
+        self.hooks: list[Hook] = [] if hooks is None else hooks
+        self.mounts: list[Mount] = [] if mounts is None else mounts
+        self.additional_gids: list[int] = [] if additional_gids is None else additional_gids
 
     def is_empty(self) -> bool:
         return not (self.env or self.device_nodes or self.hooks or self.mounts or self.additional_gids)
@@ -120,8 +156,8 @@ class ContainerEdits:
         return out
 
     def copy(self) -> ContainerEdits:
-        return replace(
-            self,
+        """A copy with its own lists (the items are immutable and shared)."""
+        return ContainerEdits(
             env=list(self.env),
             device_nodes=list(self.device_nodes),
             hooks=list(self.hooks),
@@ -130,25 +166,29 @@ class ContainerEdits:
         )
 
 
-@dataclass
-class Device:
+class Device(Record):
     """A named device of a spec (`nvidia.com/gpu=<name>`)."""
 
-    name: str
-    edits: ContainerEdits
+    __slots__ = ("name", "edits")
+
+    def __init__(self, name: str, edits: ContainerEdits) -> None:
+        self.name = name
+        self.edits = edits
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "containerEdits": self.edits.to_dict()}
 
 
-@dataclass
-class Spec:
-    """A CDI spec: a kind (`vendor/class`), its devices and the shared edits."""
+class Spec(Record):
+    """A CDI spec: a kind (`vendor/class`), its devices and the shared edits (default: none)."""
 
-    kind: str
-    devices: list[Device]
-    edits: ContainerEdits = field(default_factory=ContainerEdits)
-    cdi_version: str = ""
+    __slots__ = ("kind", "devices", "edits", "cdi_version")
+
+    def __init__(self, kind: str, devices: list[Device], edits: ContainerEdits | None = None, cdi_version: str = "") -> None:
+        self.kind = kind
+        self.devices = devices
+        self.edits = ContainerEdits() if edits is None else edits
+        self.cdi_version = cdi_version
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON-ready dict, `cdiVersion` defaulting to the minimum required."""

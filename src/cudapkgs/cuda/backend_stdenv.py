@@ -109,6 +109,14 @@ def assertions(
     ]
 
 
+def capabilities_hint(cuda_major_minor: str, info: Mapping[str, Mapping[str, Any]]) -> str:
+    """What a user can ask for instead: the capabilities CUDA ``cuda_major_minor`` supports
+    (`cudaCapabilities` entries), and the command that lists them with their limits."""
+    supported = db.supported_capabilities(cuda_major_minor, info)
+    return (f"CUDA {cuda_major_minor} supports the capabilities {', '.join(supported)}; "
+            f"`cudapkgs capabilities --cuda {cuda_major_minor}` lists them")
+
+
 def host_platform(system: str) -> AttrSet:
     """A Nixpkgs-style hostPlatform for a system string such as "aarch64-linux"."""
     cpu, _, kernel = system.partition("-")
@@ -146,7 +154,10 @@ def backend_stdenv(
     )
     failures = failed_assertions_string(checks)
     if failures:
-        raise FailedAssertionsError(f"{set_name}.backendStdenv has failed assertions:{failures}")
+        raise FailedAssertionsError(
+            f"{set_name}.backendStdenv has failed assertions:{failures}",
+            hint=capabilities_hint(cuda_major_minor, info),
+        )
     attrs.update(
         {
             "hostNixSystem": system,

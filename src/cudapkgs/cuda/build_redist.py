@@ -313,6 +313,10 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             "drvPath": lazy(lambda: final.derivation.drv_path),
             "outPath": lazy(lambda: final.derivation.outputs[final.outputs[0]]),
             **{output: output_path(output) for output in EXPECTED_OUTPUTS},
+            # nvcc's set's CMake architectures (not part of nvcc's derivation): a cmake build with this
+            # nvcc in nativeBuildInputs gets them as its default CMAKE_CUDA_ARCHITECTURES (see stdenv).
+            **({"cmakeCudaArchitecturesString": lazy(lambda: cuda.flags.cmakeCudaArchitecturesString)}
+               if pname == "cuda_nvcc" else {}),
         }
 
     return Package(attrs, name=f"{set_name}.{pname}")
@@ -330,6 +334,13 @@ def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
 
         # The host compiler nvcc.profile names, chosen as backendStdenv chooses it.
         return {"hostCompiler": derivation_attrs(cuda.cudaMajorMinorVersion, nvcc_compatibilities())}
+    if pname == "cuda_cudart":
+        # The builder writes lib/stubs/libcuda.so from the driver headers when the source (a
+        # wheel) has none (realise/redist._generate_libcuda_stub); named here so that the
+        # output path changes with that behaviour.
+        from ..link_stub import STUB_VERSION
+
+        return {"libcudaStub": STUB_VERSION}
     return {}
 
 

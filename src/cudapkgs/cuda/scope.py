@@ -95,7 +95,7 @@ def cuda_packages(
             # A pure function of the configuration: when its assertions fail, every later read
             # fails the same way, so the failure is kept instead of recomputed on each read.
             if failed:
-                raise FailedAssertionsError(str(failed[0]))
+                raise FailedAssertionsError(str(failed[0]), hint=failed[0].hint)
             try:
                 return _stdenv()
             except FailedAssertionsError as error:

@@ -29,16 +29,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..store.locks import PathLock
 
 __all__ = [
     "CacheEntry",
     "CollectResult",
     "cache_roots",
     "collect",
+    "download_entry",
+    "drop_if_empty",
     "entries",
     "in_use",
     "parse_size",
+    "use_download_entry",
 ]
+
+#: The lock files of a ``downloads`` entry: ``.lock`` (one download at a time) and ``.inuse``
+#: (builds reading it hold it shared; collection takes it exclusively).
+LOCK_FILES = (".lock", ".inuse")
 
 _SIZE_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B?)?\s*", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
@@ -255,3 +263,64 @@ def in_use(path: str | os.PathLike[str]) -> Iterator[bool]:
         yield alive
     finally:
         os.close(fd)
+
+
+def use_download_entry(entry: Path) -> PathLock:
+    """Create the ``downloads`` entry directory ``entry`` and hold its ``.inuse`` lock shared
+    (the caller releases it), so that neither `collect` nor `drop_if_empty` deletes it meanwhile.
+
+    Tries again when one of them removed the directory between its creation and the lock.
+    Raises OSError when the directory cannot be made.
+    """
+    while True:
+        entry.mkdir(parents=True, exist_ok=True)
+        lock = PathLock(entry / ".inuse", shared=True)
+        try:
+            lock.acquire()
+        except FileNotFoundError:  # removed meanwhile: make it again
+            continue
+        return lock
+
+
+def drop_if_empty(entry: Path) -> bool:
+    """Delete the ``downloads`` entry ``entry`` when it holds no download, only its lock files
+    (and empty ``.part`` files): what a failed fetch leaves, or a fetch that the wheel cache
+    served.  An entry another process uses or downloads into (its ``.inuse`` or ``.lock``
+    held) is left alone, as is a non-empty ``.part`` (the next fetch resumes it).
+
+    Returns True when the entry was deleted.  Never raises for a cache it cannot clean.
+    """
+    in_use_lock = PathLock(entry / ".inuse")
+    download_lock = PathLock(entry / ".lock")
+    try:
+        if not in_use_lock.acquire(blocking=False):
+            return False
+        if not download_lock.acquire(blocking=False):
+            return False
+        leftovers = [name for name in os.listdir(entry) if name not in LOCK_FILES]
+        if any(not (name.endswith(".part") and (entry / name).lstat().st_size == 0) for name in leftovers):
+            return False
+        for name in leftovers:
+            (entry / name).unlink()
+        download_lock.release_and_delete()
+        in_use_lock.release_and_delete()
+        entry.rmdir()  # fails (and keeps it) when another process made a lock file meanwhile
+        return True
+    except OSError:
+        return False
+    finally:
+        download_lock.release()
+        in_use_lock.release()
+
+
+@contextmanager
+def download_entry(entry: Path) -> Iterator[Path]:
+    """Hold the ``downloads`` entry ``entry`` in use (`use_download_entry`) while the block
+    fetches into it and reads it; afterwards delete it if it holds no download
+    (`drop_if_empty`): a failed fetch, or one the wheel cache served, leaves nothing."""
+    lock = use_download_entry(entry)
+    try:
+        yield entry
+    finally:
+        lock.release()
+        drop_if_empty(entry)

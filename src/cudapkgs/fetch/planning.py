@@ -125,7 +125,9 @@ def choose_source(
                 passed.append("wheels: no wheels for Jetson (linux-aarch64) releases")
                 continue
             spec = f"{project}=={version}"
-            wheel = cached_wheel(project, version, arch, wheel_cache_directory())
+            # Not hashed here (100 MiB for a CUDA toolkit, before any build could start): the
+            # fetch hashes it, and fetches it again if its bytes changed.
+            wheel = cached_wheel(project, version, arch, wheel_cache_directory(), check=False)
             if wheel is not None:
                 return SourceChoice("wheels", wheel.name, wheel.stat().st_size, "wheel cache", tuple(passed))
             size = (wheel_sizes or {}).get(spec)

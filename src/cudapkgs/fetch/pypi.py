@@ -10,8 +10,19 @@ find-links, proxies, certificates) decides where; with a known hash pip is also
 given ``--require-hashes``. Source mirrors (`fixed_output.source_mirrors`) are tried
 first at ``<algo>/<hex>`` and ``<pname>-<version>.<extension>``.
 
-Only sdists are supported (``format = "wheel"`` is an error: NVIDIA's wheels have
-their own fetcher, `cudapkgs.fetch.wheels`).
+An sdist is fetched with ``--no-binary=<pname>``, so pip prepares its metadata in an
+isolated build environment whose build requirements may be wheels (``--no-binary=:all:``
+would build numpy from source to read pycuda's metadata).  pip runs the sdist's build
+backend to do that; the fetched file is still checked against the hash.
+
+``format = "wheel"`` takes Nixpkgs' wheel arguments (same file @ 13c8ddb8:
+``dist ? "py2.py3"``, ``python ? "py2.py3"``, ``abi ? "none"``, ``platform ? "any"``;
+the file is ``<pname>-<version>-<python>-<abi>-<platform>.whl``).  pip downloads it with
+``--only-binary=:all:`` and the tags as ``--implementation``/``--python-version``/
+``--abi``/``--platform`` (each dotted part of a compressed tag), so no code of the
+project runs; with the hash pinned, ``--require-hashes`` makes pip take that exact file,
+and the file name is checked too.  NVIDIA's CUDA wheels have their own fetcher
+(`cudapkgs.fetch.wheels`).
 """
 
 from __future__ import annotations
@@ -28,15 +39,45 @@ from ..package import Package
 from .fixed_output import fixed_output_package
 from .hashes import parse_hash
 
-__all__ = ["fetch_pypi", "build", "sdist_name"]
+__all__ = ["fetch_pypi", "build", "sdist_name", "wheel_name", "pip_tag_options"]
 
 _PROJECT = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _VERSION = re.compile(r"^[A-Za-z0-9.+!_-]+$")
+_TAG = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")
 
 
 def sdist_name(pname: str, version: str, extension: str = "tar.gz") -> str:
     """The file name the index gives the sdist (as Nixpkgs' fetchPypi computes it)."""
     return f"{pname}-{version}.{extension}"
+
+
+def wheel_name(pname: str, version: str, python: str, abi: str, platform: str) -> str:
+    """The wheel's file name (PEP 427; Nixpkgs' fetchPypi ``format = "wheel"``)."""
+    return f"{pname}-{version}-{python}-{abi}-{platform}.whl"
+
+
+def pip_tag_options(python: str, abi: str, platform: str) -> list[str]:
+    """``pip download`` options that select a wheel with these (possibly compressed) tags.
+
+    ``py3``/``py2.py3`` with ``none``/``any`` needs none; ``cp312`` gives
+    ``--implementation cp --python-version 3.12``; each part of ``abi`` and ``platform``
+    (other than ``none``/``any``) becomes an ``--abi``/``--platform``.
+    Raises `EvalError` for a python tag pip cannot target.
+    """
+    options: list[str] = []
+    pythons = python.split(".")
+    specific = [p for p in pythons if re.fullmatch(r"cp3\d+", p)]
+    if specific:
+        options += ["--implementation", "cp", "--python-version", f"3.{specific[0][3:]}"]
+    elif not all(re.fullmatch(r"py\d+", p) for p in pythons):
+        raise EvalError(f"python tag {python!r}: only py3/py2.py3 and CPython (cp3XY) tags are supported")
+    for part in abi.split("."):
+        if part != "none":
+            options += ["--abi", part]
+    for part in platform.split("."):
+        if part != "any":
+            options += ["--platform", part]
+    return options
 
 
 def fetch_pypi(
@@ -48,12 +89,16 @@ def fetch_pypi(
     sha256: str | None = None,
     extension: str = "tar.gz",
     format: str = "setuptools",  # noqa: A002 - Nixpkgs' spelling
+    dist: str | None = None,
+    python: str | None = None,
+    abi: str | None = None,
+    platform: str | None = None,
     **unsupported: Any,
 ) -> Package:
-    """A package whose output is the sdist of ``pname`` ``version``.
+    """A package whose output is the sdist (or, with ``format="wheel"``, the wheel) of ``pname`` ``version``.
 
-    Raises `EvalError` for a malformed project name, version or hash, a wheel
-    ``format``, or an unsupported option.
+    Raises `EvalError` for a malformed project name, version, hash or tag, an unknown
+    ``format``, wheel tags given for an sdist, or an unsupported option.
     """
     where = f"fetchPypi {pname} {version}"
     if unsupported:
@@ -62,8 +107,13 @@ def fetch_pypi(
         raise EvalError(f"{where}: {pname!r} is not a Python project name")
     if not isinstance(version, str) or not _VERSION.match(version):
         raise EvalError(f"{where}: {version!r} is not a version")
+    if format == "wheel":
+        return _fetch_wheel(pkgs, where, pname, version, hash, sha256, dist or "py2.py3", python or "py2.py3",
+                            abi or "none", platform or "any")
     if format != "setuptools":
-        raise EvalError(f"{where}: format {format!r} is not supported (only sdists; NVIDIA wheels have their own fetcher)")
+        raise EvalError(f"{where}: format {format!r} is not supported (\"setuptools\" for an sdist, \"wheel\")")
+    if any(v is not None for v in (dist, python, abi, platform)):
+        raise EvalError(f"{where}: dist, python, abi and platform are for format = \"wheel\"")
     if extension not in ("tar.gz", "zip", "tar.bz2", "tar.xz", "tgz"):
         raise EvalError(f"{where}: extension {extension!r} is not an sdist extension")
     if hash and sha256:
@@ -80,20 +130,49 @@ def fetch_pypi(
     return fixed_output_package(pkgs, name=name, builder="fetchPypi", hash=declared, mode="flat", attrs=attrs)
 
 
+def _fetch_wheel(pkgs: Any, where: str, pname: str, version: str, hash: str | None, sha256: str | None,
+                 dist: str, python: str, abi: str, platform: str) -> Package:
+    for label, tag in (("dist", dist), ("python", python), ("abi", abi), ("platform", platform)):
+        if not isinstance(tag, str) or not _TAG.match(tag):
+            raise EvalError(f"{where}: {label} {tag!r} is not a wheel tag")
+    pip_tag_options(python, abi, platform)  # refuse tags pip cannot target now, not at build time
+    if hash and sha256:
+        raise EvalError(f"{where}: give hash or sha256, not both")
+    declared = parse_hash(hash or sha256, where=f"{where}: hash")
+    name = wheel_name(pname, version, python, abi, platform)
+    attrs = {
+        "pname": pname,
+        "version": version,
+        "format": "wheel",
+        "dist": dist,
+        "python": python,
+        "abi": abi,
+        "platform": platform,
+        "executable": False,
+        "mirrorNames": [f"{declared.algo}/{declared.hex}", name],
+    }
+    return fixed_output_package(pkgs, name=name, builder="fetchPypi", hash=declared, mode="flat", attrs=attrs)
+
+
 class _PipDownload:
     """``pip download`` of one sdist into a scratch directory; a callable for `fetchurl.fetch_file`."""
 
     def __init__(self, pname: str, version: str, sha256_hex: str | None, pip: Sequence[str] | None = None,
-                 timeout: float = 900) -> None:
+                 timeout: float = 900, wheel: tuple[str, str, str] | None = None, extension: str = "tar.gz") -> None:
         self.pname, self.version, self.sha256_hex = pname, version, sha256_hex
         self.pip = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
         self.timeout = timeout
-        self.description = f"pip download {pname}=={version}"
-        self.name = sdist_name(pname, version)
+        self.wheel = wheel
+        self.description = f"pip download {pname}=={version}" + (" (wheel)" if wheel else "")
+        self.name = wheel_name(pname, version, *wheel) if wheel else sdist_name(pname, version, extension)
 
     def __call__(self, scratch: Path) -> Path:
         requirement = f"{self.pname}=={self.version}"
-        command = [*self.pip, "download", "--no-deps", "--no-binary=:all:", "--disable-pip-version-check",
+        if self.wheel:
+            formats = ["--only-binary=:all:", *pip_tag_options(*self.wheel)]
+        else:
+            formats = [f"--no-binary={self.pname}"]
+        command = [*self.pip, "download", "--no-deps", *formats, "--disable-pip-version-check",
                    "--dest", str(scratch / "dl")]
         if self.sha256_hex:
             requirements = scratch / "requirements.txt"
@@ -118,7 +197,11 @@ class _PipDownload:
             raise FetchError(f"{self.description} failed: {lines[-1] if lines else f'exit status {done.returncode}'}")
         files = sorted((scratch / "dl").glob("*")) if (scratch / "dl").is_dir() else []
         if len(files) != 1:
-            raise FetchError(f"{self.description} left {len(files)} files instead of the one sdist")
+            raise FetchError(f"{self.description} left {len(files)} files instead of the one "
+                             f"{'wheel' if self.wheel else 'sdist'}")
+        if self.wheel and files[0].name != self.name:
+            raise FetchError(f"{self.description}: pip chose {files[0].name}, not {self.name} "
+                             "(check python, abi and platform)")
         return files[0]
 
 
@@ -128,5 +211,8 @@ def build(drv: Any, ctx: Any, outputs: dict[str, Path]) -> None:
 
     spec = drv.data["outputHash"]
     known = spec["algo"] == "sha256" and spec["hash"] != "0" * 64
-    pip = _PipDownload(drv.attrs["pname"], drv.attrs["version"], spec["hash"] if known else None)
+    attrs = drv.attrs
+    wheel = (attrs["python"], attrs["abi"], attrs["platform"]) if attrs.get("format") == "wheel" else None
+    pip = _PipDownload(attrs["pname"], attrs["version"], spec["hash"] if known else None, wheel=wheel,
+                       extension=attrs.get("extension", "tar.gz"))
     fetch_file(drv, ctx, outputs["out"], [pip])

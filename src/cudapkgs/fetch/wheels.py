@@ -18,6 +18,8 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import zipfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -39,6 +41,7 @@ __all__ = [
     "cached_wheel",
     "unpack_wheel",
     "check_unpacked",
+    "WheelChangedError",
     "WheelSource",
 ]
 
@@ -151,14 +154,19 @@ def _wheel_matches(path: Path, project: str, tags_wanted: set[str]) -> bool:
     return name == canonicalize_name(project) and any(t.platform in tags_wanted for t in wheel_tags)
 
 
-def cached_wheel(project: str, version: str, arch: str, cache: Path | None = None) -> Path | None:
-    """A wheel of ``project==version`` for ``arch`` already in the cache and checked by pip, or None."""
+def cached_wheel(project: str, version: str, arch: str, cache: Path | None = None, *, check: bool = True) -> Path | None:
+    """A wheel of ``project==version`` for ``arch`` already in the cache and checked by pip, or None.
+
+    With ``check`` (the default) its bytes are hashed again and must equal the sha256 recorded
+    when pip checked it; ``check=False`` only looks for the wheel and its record (planning:
+    the fetch checks the bytes before anything is unpacked, and fetches again if they changed).
+    """
     cache = cache or wheel_cache_directory()
     try:
         wanted = set(platform_tags(arch))
     except FetchError:
         return None
-    return _verified_wheel(cache, project, version, wanted)
+    return _verified_wheel(cache, project, version, wanted, check=check)
 
 
 def wheel_cache_directory() -> Path:
@@ -183,16 +191,24 @@ def _record_digest(data_hash: Any) -> str:
     return "sha256=" + base64.urlsafe_b64encode(data_hash.digest()).rstrip(b"=").decode()
 
 
-def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13) -> Path:
+class WheelChangedError(FetchError):
+    """A cached wheel's bytes no longer have the sha256 recorded when pip checked it."""
+
+
+def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13, sha256: str | None = None) -> Path:
     """Unpack ``wheel`` into a new directory ``dest`` laid out like the redist tarball.
 
     Every file is checked against the wheel's RECORD; ``nvidia/<root>/`` becomes the
     prefix root; ``__init__.py``, ``__pycache__``, ``.metadata`` and ``*.dist-info`` are
     dropped; executable bits are restored (``zipfile`` ignores the stored modes).
+    With ``sha256`` (hex), the whole wheel is hashed on a second thread while it unpacks,
+    and `WheelChangedError` is raised, the tree removed, unless it matches: ``dest`` only
+    ever holds a tree from a wheel whose bytes were checked.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    checker = _HashInBackground(Path(wheel)) if sha256 is not None else None
     try:
         try:
             archive = zipfile.ZipFile(wheel)
@@ -210,13 +226,55 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
             os.symlink("lib", tmp / "lib64")  # nvcc.profile links from $(TOP)/lib64
         for libdir in (tmp / "lib", tmp / "nvvm" / "lib64"):
             _add_dev_symlinks(libdir)
+        if checker is not None:
+            actual = checker.result()
+            checker = None
+            if actual != sha256:
+                raise WheelChangedError(f"{wheel}: its sha256 is {actual}, not the {sha256} recorded when pip checked it")
         if dest.exists() or dest.is_symlink():
             shutil.rmtree(dest)
         os.replace(tmp, dest)
+    except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if checker is not None and checker.result() != sha256:
+            # A wheel changed since pip checked it may also fail to unpack: the change is the cause.
+            raise WheelChangedError(f"{wheel}: its bytes changed since pip checked them") from None
+        raise
     except BaseException:
+        if checker is not None:
+            checker.join()  # no thread left reading the wheel
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return dest
+
+
+class _HashInBackground:
+    """The sha256 of a file, computed on a thread of its own (hashlib and reads release the GIL)."""
+
+    def __init__(self, path: Path) -> None:
+        import threading
+
+        self._digest: str | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(path,), name="cudapkgs-wheel-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self, path: Path) -> None:
+        try:
+            self._digest = _file_sha256(path)
+        except BaseException as error:  # an OSError: reported by result()
+            self._error = error
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> str:
+        """The hex digest; raises FetchError if the file could not be read."""
+        self._thread.join()
+        if self._error is not None:
+            raise FetchError(f"cannot read the wheel to check its sha256: {self._error}")
+        assert self._digest is not None
+        return self._digest
 
 
 def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
@@ -254,9 +312,14 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
     # Largest first, on a few threads: inflating, hashing and writing release the GIL,
     # so members are unpacked side by side. Memory per thread is about two chunks.
     jobs.sort(key=lambda job: -job[0].file_size)
-    workers = min(_UNZIP_THREADS, len(jobs))
-    fd = os.open(archive.filename, os.O_RDONLY | os.O_CLOEXEC)  # type: ignore[arg-type]
+    with _running_lock:
+        _running[0] += 1
+        # The cores are shared with the other wheels unpacking now (builds side by side, or
+        # unpacked ahead): threads beyond cores / wheels only contend for the GIL.
+        workers = min(_UNZIP_THREADS, max(1, (os.cpu_count() or 1) // _running[0]), len(jobs))
+    fd = -1
     try:
+        fd = os.open(archive.filename, os.O_RDONLY | os.O_CLOEXEC)  # type: ignore[arg-type]
         if workers <= 1:
             for info, rel in jobs:
                 _extract_member(archive, fd, info, rel, tmp, hashes[info.filename])
@@ -273,12 +336,17 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
                     future.cancel()
                 raise
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
+        with _running_lock:
+            _running[0] -= 1
 
 
 # Threads that unpack one wheel; more than the cores rarely helps (inflating is the work).
 _UNZIP_THREADS = max(1, min(4, os.cpu_count() or 1))
-_CHUNK = 1 << 20
+_running = [0]  # wheels being unpacked in this process now
+_running_lock = threading.Lock()
+_CHUNK = 1 << 18  # 256 KiB (as nar.CHUNK): several unzip threads run at once
 
 try:  # ISA-L's inflate (python-isal, zlib's API) is about 3x zlib's; zlib where it is missing
     from isal import isal_zlib as _inflate
@@ -478,6 +546,16 @@ class WheelSource:
         if lacks:
             raise FetchError(f"NVIDIA's wheel {project} {version} lacks {', '.join(lacks)} (the redist archive has them)")
         arch = self.arch or _arch_of(artifact.relative_path)
+        cache = self.cache_dir or wheel_cache_directory()
+        known = _verified_wheel(cache, project, version, set(platform_tags(arch)), check=False)
+        if known is not None:
+            # In the cache with the sha256 pip's check recorded: the unpacker hashes it while
+            # unpacking (not before: 0.1 s earlier on a build's critical path for nvvm's wheel)
+            # and refuses the tree if the bytes changed (`WheelChangedError`).
+            recorded = known.with_name(known.name + _VERIFIED_SUFFIX).read_text().strip()
+            if progress is not None:
+                progress(known.stat().st_size, known.stat().st_size)
+            return FetchedArtifact("wheel", known, self.name, sha256_to_check=recorded)
         wheel = self.download_wheel(project, version, arch)
         if progress is not None:
             progress(wheel.stat().st_size, wheel.stat().st_size)
@@ -498,13 +576,39 @@ def _remember_verified(wheel: Path) -> Path:
     return wheel
 
 
-def _verified_wheel(cache: Path, project: str, version: str, wanted: set[str]) -> Path | None:
+def _verified_wheel(cache: Path, project: str, version: str, wanted: set[str], *, check: bool = True) -> Path | None:
     stem = re.sub(r"[-_.]+", "_", project).lower()
     for wheel in sorted(cache.glob(f"{stem}-{version}-*.whl")):
         record = wheel.with_name(wheel.name + _VERIFIED_SUFFIX)
-        if _wheel_matches(wheel, project, wanted) and record.is_file() and record.read_text().strip() == _sha256(wheel):
+        if _wheel_matches(wheel, project, wanted) and record.is_file() and (
+                not check or record.read_text().strip() == _file_sha256(wheel)):
             return wheel
     return None
+
+
+# (path, device, inode, size, mtime_ns, ctime_ns) -> sha256: a wheel checked once in a process
+# (several builds, or a retry, may check the same file) is not read again while it is unchanged.
+# Any write to the file changes its ctime (which no user can set). As git does for "racily
+# clean" files, a file changed less than _RACY_NS before it was hashed is not remembered: a
+# change within the same tick of a coarse file-system clock could keep the same times.
+_HASHED: dict[tuple[str, int, int, int, int, int], str] = {}
+_RACY_NS = 2_000_000_000
+
+
+def _file_sha256(path: Path) -> str:
+    """`_sha256(path)`, remembered in this process while the file's identity and times stay the same."""
+    before = os.stat(path)
+    key = (os.fspath(path), before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns)
+    known = _HASHED.get(key)
+    if known is not None:
+        return known
+    started = time.time_ns()
+    digest = _sha256(path)
+    after = os.stat(path)
+    unchanged = (after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) == key[1:]
+    if unchanged and started - max(before.st_mtime_ns, before.st_ctime_ns) > _RACY_NS:
+        _HASHED[key] = digest
+    return digest
 
 
 def _sha256(path: Path) -> str:

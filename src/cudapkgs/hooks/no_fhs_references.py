@@ -52,7 +52,7 @@ def check_no_fhs_references(outputs: Outputs, allow: bool = False, *, text_only:
 
 
 _NEEDLE = b"/usr/"
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18  # as nar.CHUNK
 
 
 def _refers_to_usr(path: Path, text_only: bool) -> bool:

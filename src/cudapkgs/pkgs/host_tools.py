@@ -68,6 +68,9 @@ def host_tool(config: Any, system: str, attr: str, *, executable: str | None = N
     if main_path is None:
         raise EvalError(f"{attr}: no {main} on this machine (looked in {', '.join(search)}); install it")
     main_path = os.path.abspath(main_path)
+    if not os.path.isfile(main_path) or not os.access(main_path, os.X_OK):
+        raise EvalError(f"{attr}: {main_path} is not an executable file"
+                        + (" (config python3Executable)" if attr == "python3" and executable else ""))
     directory = os.path.dirname(main_path)
     paths = {main: main_path}
     for n in names:

@@ -74,9 +74,19 @@ def drv_log_path(store_dir: str, drv: Derivation) -> Path:
     return Path(store_dir) / ".logs" / (Path(drv.drv_path).name.removesuffix(".drv") + ".log")
 
 
+def fetchers_for(drv: Derivation, fetchers: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The fetchers a build of `drv` tries: `fetchers`, else the derivation's own, else redist then wheels."""
+    return tuple(fetchers or drv.context.get("fetchers") or ("redist", "wheels"))
+
+
 def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Sequence[str] | None = None,
-              on_download=None, on_step=None) -> list[str]:
-    """Build one derivation whose inputs are valid, and register its outputs."""
+              on_download=None, on_step=None, prepared=None) -> list[str]:
+    """Build one derivation whose inputs are valid, and register its outputs.
+
+    `prepared`: None, or a callable taking the derivation and returning its source already
+    fetched and unpacked (`cudapkgs.realise.unpack_ahead.UnpackAhead.take`) or None; the
+    builder then starts from that tree instead of fetching and unpacking itself.
+    """
     from ..testers import host_system_features, missing_features
 
     lacking = missing_features(drv)
@@ -109,9 +119,11 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
     with store.work_dir(drv.name) as work, open(log_file, "w") as log:
         ctx = BuildContext(
             store=store, work_dir=work, log=log,
-            fetchers=tuple(fetchers or drv.context.get("fetchers") or ("redist", "wheels")),
+            fetchers=fetchers_for(drv, fetchers),
             on_download=on_download, on_step=on_step,
         )
+        if prepared is not None:
+            ctx.extra["prepared"] = prepared
 
         def run(dirs: dict[str, Path]) -> None:
             builder(drv, ctx, {names[path]: directory for path, directory in dirs.items()})

@@ -38,15 +38,16 @@ from .. import confine, hooks
 from ..derivation import Derivation
 from ..errors import CudapkgsError, FetchError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
-from ..fetch.cache import in_use
-from ..fetch.wheels import check_unpacked, unpack_wheel
+from ..fetch.cache import download_entry, in_use
+from ..fetch.wheels import WheelChangedError, check_unpacked, unpack_wheel
 from ..manifests import Artifact
 from ..store.locks import PathLock, acquire_saying_so
 from ..table import format_size
 from . import host_compiler, nvcc
 from .context import BuildContext
 
-__all__ = ["RedistBuildError", "UnpackError", "build", "dependency_paths", "download_dir", "sources", "unpack"]
+__all__ = ["Prepared", "RedistBuildError", "UnpackError", "build", "dependency_paths", "download_dir", "prepare",
+           "sources", "unpack"]
 
 # autoPatchelfIgnoreMissingDeps of single components (fnmatch patterns).
 IGNORE_MISSING: Mapping[str, tuple[str, ...]] = {
@@ -122,7 +123,18 @@ def _fetch_and_unpack(drv: Derivation, ctx: BuildContext, stage: Path) -> tuple[
                         fetched = _fetch(drv, ctx, [source])
                     _check_wheel_expansion(fetched.path, _declared_size(drv))
                     # Straight into the build directory: no unpacked copy is kept in any cache.
-                    unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
+                    try:
+                        unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs),
+                                     sha256=fetched.sha256_to_check)
+                    except WheelChangedError as error:
+                        # The cached wheel changed since pip checked it: pip fetches and checks it anew.
+                        ctx.log.write(f"{error}; fetching it again\n")
+                        _discard(fetched)
+                        fetched = _fetch(drv, ctx, [source])
+                        if fetched.sha256_to_check is not None:  # pragma: no cover - the cache entry was discarded
+                            raise
+                        _check_wheel_expansion(fetched.path, _declared_size(drv))
+                        unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
                 check_unpacked(tree, attrs["pname"], fetched.path.name)
                 confine.check_tree_links(tree)
             elif fetched.kind == "tarball":
@@ -145,6 +157,57 @@ def _fetch_and_unpack(drv: Derivation, ctx: BuildContext, stage: Path) -> tuple[
         f"cannot fetch and unpack {attrs['pname']} {attrs['version']} ({src['relativePath']}) from any source: "
         + "; ".join(reasons)
     )
+
+
+class Prepared:
+    """A redist source fetched and unpacked ahead of its build (`prepare`).
+
+    ``fetched``: the artifact; ``tree``: the unpacked tree, checked as `build` checks it,
+    in a private work directory of the store's temporary area; ``log``: what fetching and
+    unpacking wrote. Use it as a context manager: leaving it removes the work directory
+    with whatever is still in it (the builder renames ``tree`` away first).
+    """
+
+    def __init__(self, fetched: FetchedArtifact, tree: Path, log: str, release: Any) -> None:
+        self.fetched, self.tree, self.log, self._release = fetched, tree, log, release
+
+    def close(self) -> None:
+        """Remove the work directory (and the tree, unless it was moved away)."""
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def __enter__(self) -> Prepared:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def prepare(drv: Derivation, store: Any, fetchers: Sequence[str]) -> Prepared:
+    """Fetch and unpack the source of the redist derivation `drv`, as its build would, but now.
+
+    Nothing in this step depends on the derivation's inputs, so the scheduler runs it while
+    they are still being built (`cudapkgs.realise.unpack_ahead`). Every check of the build's
+    own fetch and unpack applies (the source's sha256 or the wheel's recorded hash, each file
+    against the wheel's RECORD, paths and links confined to the tree, expansion bounds).
+    Raises what the build would (`RedistBuildError` when no source works); the work
+    directory is then removed.
+    """
+    import contextlib
+    import io
+
+    if drv.data.get("src") is None:
+        raise RedistBuildError(f"{drv.name} has no release for this platform (src is null)")
+    with contextlib.ExitStack() as stack:
+        work = stack.enter_context(store.work_dir(f"unpack-{drv.name}"))
+        log = io.StringIO()
+        ctx = BuildContext(store=store, work_dir=work, log=log, fetchers=tuple(fetchers))
+        entry = download_dir(store.store_dir, drv.data["src"]["sha256"])
+        with download_entry(entry):
+            fetched, tree = _fetch_and_unpack(drv, ctx, work)
+        release = stack.pop_all().close
+    return Prepared(fetched, tree, log.getvalue(), release)
 
 
 def _declared_size(drv: Derivation) -> int | None:
@@ -495,14 +558,25 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         # The download cache entry is marked in use (a shared lock `gc --caches` respects)
         # from the fetch until the tree is unpacked.
         entry = download_dir(ctx.store.store_dir, drv.data["src"]["sha256"])
-        entry.mkdir(parents=True, exist_ok=True)
-        with PathLock(entry / ".inuse", shared=True):
-            fetched, tree = _fetch_and_unpack(drv, ctx, stage)
+        ahead = ctx.extra["prepared"](drv) if ctx.extra.get("prepared") is not None else None
+        if ahead is not None:  # fetched and unpacked while the inputs were being built
+            with ahead:
+                ctx.log.write("(fetched and unpacked ahead, while the inputs were built)\n" + ahead.log)
+                tree = stage / "o"
+                os.rename(ahead.tree, tree)  # both in the store's temporary area
+                fetched = ahead.fetched
+        else:
+            with download_entry(entry):
+                fetched, tree = _fetch_and_unpack(drv, ctx, stage)
 
         ctx.step("postUnpack")
         if hooks.lift_versioned_lib_dir(tree, str(attrs["cudaMajorMinorVersion"]).split(".")[0]):
             ctx.log.write("lifted lib/<cudaMajor> to lib\n")
         hooks.move_pkgconfig(tree)
+        if attrs["pname"] == "cuda_cudart" and fetched.kind in ("tree", "wheel"):
+            made = _generate_libcuda_stub(tree, drv.data["system"])
+            if made:
+                ctx.log.write(f"{made}: generated from include/cuda.h (the wheel has no libcuda stub)\n")
 
         ctx.step("prePatch")
         if attrs["pname"] == "libnvvm":
@@ -635,6 +709,34 @@ def _propagate(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: Map
             confine.require_real_dirs(outputs[name], support / "propagated-build-inputs", include_self=True)
             support.mkdir(exist_ok=True)
             (support / "propagated-build-inputs").write_text(" ".join(dict.fromkeys(propagated)) + "\n")
+
+
+def _generate_libcuda_stub(tree: Path, system: str) -> str | None:
+    """NVIDIA's wheels have no ``lib/stubs/libcuda.so``: write a link-only one from the set's own
+    ``include/cuda.h`` and the other driver headers beside it (`cudapkgs.link_stub.DRIVER_HEADERS`),
+    so ``-lcuda`` links as with a redist tarball.
+
+    Returns the stub's path relative to the tree, or None when the tree has a stub already or
+    no cuda.h.  The stub lands in the ``stubs`` output (lib/stubs), never in a RUNPATH.
+    """
+    from .. import link_stub
+
+    header = tree / "include" / "cuda.h"
+    stubs = tree / "lib" / "stubs"
+    confine.require_real_dirs(tree, header)
+    confine.require_real_dirs(tree, stubs, include_self=True)
+    if os.path.lexists(stubs / "libcuda.so") or not header.is_file() or header.is_symlink():
+        return None
+    machine = system.partition("-")[0]
+    texts = []
+    for name in link_stub.DRIVER_HEADERS:
+        path = tree / "include" / name
+        if path.is_file() and not path.is_symlink():
+            texts.append(path.read_text(errors="replace"))
+    symbols = link_stub.cuda_driver_symbols("\n".join(texts))
+    stubs.mkdir(parents=True, exist_ok=True)
+    link_stub.write_stub(stubs / "libcuda.so", "libcuda.so.1", symbols, machine)
+    return "lib/stubs/libcuda.so"
 
 
 def _cudart_stubs(root: Path | None) -> None:

@@ -479,6 +479,7 @@ def run(
                 worker_store(), drv, keep_failed=keep_failed, fetchers=fetchers,
                 on_download=lambda done, total: progress.download(drv, done, total),
                 on_step=lambda name: progress.step(drv, name),
+                prepared=ahead.take if ahead is not None else None,
             )
         except BuildError as error:
             _append_log(store, drv, f"error: {error}\n")
@@ -498,9 +499,12 @@ def run(
     running: dict[Future[list[str]], Derivation] = {}
     ready = [d for d in todo if not waiting_on[d.drv_path]]
     progress.begin(the_plan, jobs)
+    ahead = _unpack_ahead(store, the_plan, ready[:jobs], jobs, fetchers)
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cudapkgs-build")
     try:
         while ready or running:
+            if failures and ahead is not None:
+                ahead.cancel_pending()
             while ready and not failures:
                 drv = ready.pop(0)
                 running[pool.submit(build, drv)] = drv
@@ -521,9 +525,13 @@ def run(
                         ready.append(by_path[path])
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
+        if ahead is not None:
+            ahead.cancel_pending()
         raise
     finally:
         progress.end()
+        if ahead is not None:
+            ahead.close()  # waits for unpacks under way; removes the trees no build took
     pool.shutdown(wait=True)
     if built:  # taken over from the workers' stores before they close (and drop theirs)
         store.add_temp_roots(built)
@@ -532,6 +540,27 @@ def run(
     if failures:
         raise BuildFailed(failures, skipped=len(todo) - succeeded - len(failures))
     return built
+
+
+def _unpack_ahead(store: Any, the_plan: Plan, starting: Sequence[Derivation], jobs: int,
+                  fetchers: Sequence[str] | None) -> Any:
+    """An `UnpackAhead` for the redist builds that do not start at once and whose source is on this machine.
+
+    In build order (the plan's), so the next build's tree is ready first; `jobs` threads
+    (they share the cores with the builds: unpacking is mostly inflating and hashing, which
+    release the GIL). None when there is nothing to unpack ahead.
+    """
+    from .realise import fetchers_for
+
+    started = {d.drv_path for d in starting}
+    local = {f.drv.drv_path for f in the_plan.to_fetch if f.cached}
+    later = [d for d in the_plan.to_build
+             if d.builder == "buildRedist" and d.drv_path in local and d.drv_path not in started]
+    if not later:
+        return None
+    from .unpack_ahead import UnpackAhead
+
+    return UnpackAhead(store, later, lambda drv: fetchers_for(drv, fetchers), workers=jobs)
 
 
 def _substitute(store: Any, the_plan: Plan, substituters: Any, jobs: int, stream: TextIO) -> Plan:

@@ -107,10 +107,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     verify = subparsers.add_parser(
         "verify",
         help="check store paths against their recorded hashes",
-        description="Check that every valid path exists, that its contents still match the recorded "
-        "NAR hash, and that it refers only to valid paths. Exits 1 when a problem is found.",
+        description="Check store paths: each must exist, refer only to valid paths and (unless "
+        "--no-contents) still match its recorded NAR hash, with every valid path its files mention "
+        "among its recorded references. Without PATH every valid path is checked. Prints one line "
+        "per problem and exits 1 when there is one, 0 when there is none.",
+        epilog="examples:\n  cudapkgs verify                 # the whole store, contents hashed\n"
+        "  cudapkgs verify ./result        # only the path ./result points to\n"
+        "  cudapkgs verify $(cudapkgs path-info -r ./result)   # its whole closure\n"
+        "  cudapkgs verify --no-contents   # quick: existence and references only\n"
+        "  cudapkgs verify --json ./result",
         formatter_class=fmt,
     )
+    verify.add_argument("paths", nargs="*", metavar="PATH",
+                        help="store paths to check (a store path, a file inside one, or a link to one such as "
+                        "./result); default: every valid path")
     verify.add_argument("--no-contents", action="store_true", help="skip hashing contents (only existence and references)")
     verify.add_argument("--json", action="store_true", help="print problems as a JSON list of {path, kind, message}")
     verify.add_argument("--store", metavar="DIR", help=STORE_HELP)
@@ -285,8 +295,8 @@ def _verify(args: argparse.Namespace) -> int:
     import json
 
     with _open(args, read_only=True) as store:
-        problems = store.verify(check_contents=not args.no_contents)
-        count = len(store.all_paths())
+        problems = store.verify(check_contents=not args.no_contents, paths=args.paths or None)
+        count = len(args.paths) if args.paths else len(store.all_paths())
     if args.json:
         print(json.dumps([{"path": p.path, "kind": p.kind, "message": p.message} for p in problems], indent=2))
     else:

@@ -13,8 +13,9 @@ import os
 import stat
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
-CHUNK = 1 << 20
+CHUNK = 1 << 18  # 256 KiB: with a few threads reading at once, the memory they hold stays small
 _MAGIC = b"nix-archive-1"
 
 
@@ -49,13 +50,25 @@ def _windows(data: bytes) -> set[bytes]:
     return found
 
 
+class Candidates(frozenset):  # type: ignore[type-arg]
+    """Store-path hash parts (32-character str) encoded once, for many scans.
+
+    `verify` scans every valid path for every valid path's hash part: encoding the N
+    candidates once per scanned path made it quadratic in the store size. Build one
+    ``Candidates(hashes)`` and pass it to `hash_and_scan` for every path instead.
+    """
+
+    def __new__(cls, hashes: Iterable[str] = ()) -> Candidates:
+        return super().__new__(cls, (h.encode() for h in hashes))
+
+
 class _Scanner:
     """Finds store-path hash parts in file contents and symlink targets while a NAR streams by."""
 
-    def __init__(self, hashes: Iterable[str]) -> None:
+    def __init__(self, hashes: Iterable[str] | Candidates) -> None:
         from .paths import HASH_LEN
 
-        self.wanted = {h.encode() for h in hashes}
+        self.wanted = hashes if isinstance(hashes, Candidates) else Candidates(hashes)
         self.keep = HASH_LEN - 1
         self.found: dict[bytes, list[str]] = {}
         self._tail = b""
@@ -139,9 +152,11 @@ def nar_hash(path: str | os.PathLike[str]) -> tuple[bytes, int]:
     return h.digest(), size
 
 
-def hash_and_scan(path: str | os.PathLike[str], hashes: Iterable[str]) -> tuple[bytes, int, set[str]]:
+def hash_and_scan(path: str | os.PathLike[str], hashes: Iterable[str] | Candidates) -> tuple[bytes, int, set[str]]:
     """`nar_hash(path)` and `scan_for_hashes(path, hashes)` in one read of every file.
 
+    `hashes`: hash parts (str), or a `Candidates` built once when many paths are scanned
+    for the same hashes (then the cost per call does not grow with their number).
     Returns (sha256 digest of the NAR, NAR size in bytes, the hash parts found). Memory
     stays at one chunk (1 MiB) plus the overlap whatever the file sizes; a registration
     reads each output byte once instead of twice.
@@ -149,10 +164,74 @@ def hash_and_scan(path: str | os.PathLike[str], hashes: Iterable[str]) -> tuple[
     scan = _Scanner(hashes)
     h = hashlib.sha256(_str(_MAGIC))
     size = len(_str(_MAGIC))
-    for chunk in _dump_node(os.fsencode(path), b"", scan if scan.wanted else None):
+    chunks = _dump_node(os.fsencode(path), b"", scan if scan.wanted else None)
+    if not scan.wanted:
+        for chunk in chunks:
+            h.update(chunk)
+            size += len(chunk)
+        return h.digest(), size, set()
+    size += _hash_beside(h, chunks)
+    return h.digest(), size, {k.decode() for k in scan.found}
+
+
+_BATCH = 1 << 19  # bytes handed to the hashing thread at a time
+_QUEUED = 2  # batches in flight: memory stays at about a MiB
+_BESIDE_AFTER = 8 << 20  # a NAR smaller than this is hashed inline: a thread costs more than it saves
+
+
+def _hash_beside(h: Any, chunks: Iterator[bytes]) -> int:
+    """Feed `chunks` to the sha256 `h`, the part past the first 8 MiB on a second thread; their total size.
+
+    This thread reads and scans the chunks (`bytes.find` holds the GIL); sha256 releases
+    it, so for a large NAR the two run side by side on two cores and take about the longer
+    of the two, not their sum. Small NARs (verify checks thousands) are hashed inline, as
+    starting a thread would cost more. The chunks reach `h` whole and in order, so the
+    digest is the sequential one.
+    """
+    import queue
+    import threading
+
+    size = 0
+    for chunk in chunks:
         h.update(chunk)
         size += len(chunk)
-    return h.digest(), size, {k.decode() for k in scan.found}
+        if size >= _BESIDE_AFTER:
+            break
+    else:
+        return size
+    batches: queue.Queue[list[bytes] | None] = queue.Queue(_QUEUED)
+    failed: list[BaseException] = []
+
+    def hasher() -> None:
+        try:
+            while (batch := batches.get()) is not None:
+                for piece in batch:
+                    h.update(piece)
+        except BaseException as error:  # pragma: no cover - sha256 of bytes does not fail
+            failed.append(error)
+            while batches.get() is not None:
+                pass
+
+    worker = threading.Thread(target=hasher, name="cudapkgs-nar-hash", daemon=True)
+    worker.start()
+    pending_size = 0
+    pending: list[bytes] = []
+    try:
+        for chunk in chunks:  # reading and scanning happen here
+            size += len(chunk)
+            pending.append(chunk)
+            pending_size += len(chunk)
+            if pending_size >= _BATCH:
+                batches.put(pending)
+                pending, pending_size = [], 0
+        if pending:
+            batches.put(pending)
+    finally:
+        batches.put(None)
+        worker.join()
+    if failed:  # pragma: no cover
+        raise failed[0]
+    return size
 
 
 def format_hash(digest: bytes) -> str:

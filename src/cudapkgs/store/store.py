@@ -117,6 +117,7 @@ class Store:
                     if not directory.is_dir():
                         directory.mkdir(parents=True, exist_ok=True)
                         os.chmod(directory, 0o755)  # not what the umask says
+                spread_subdirectories(path / ".tmp")
             _refuse_writable_by_others(path, db_file)
             if not read_only and not (os.access(path, os.W_OK) and os.access(path / ".meta", os.W_OK)):
                 owner = os.stat(path).st_uid
@@ -665,13 +666,21 @@ class Store:
 
     # -- verification and explanation -------------------------------------
 
-    def verify(self, check_contents: bool = True) -> list[Problem]:
-        """Check every valid path exists, refers only to valid paths and (with `check_contents`) matches its
-        NAR hash and records every valid path its files mention (kind ``missing-reference``)."""
+    def verify(self, check_contents: bool = True, paths: Iterable[str] | None = None) -> list[Problem]:
+        """Check valid paths: each exists, refers only to valid paths and (with `check_contents`) matches its
+        NAR hash and records every valid path its files mention (kind ``missing-reference``).
+
+        `paths`: only these (store paths, files inside them or links to them, as `query` takes);
+        default every valid path. Raises `StoreError` for a path that is not valid. The database
+        is read once, and the valid paths' hash parts are encoded once for every path scanned, so
+        the time grows linearly with the paths (and bytes) checked.
+        """
         problems = []
         graph = self.graph()  # one pass over the database, not two queries per path
+        todo = sorted(graph.rows) if paths is None else sorted({self._valid_path_of(p, graph) for p in paths})
         hashes: dict[str, str] | None = None
-        for path in sorted(graph.rows):
+        candidates: nar.Candidates | None = None
+        for path in todo:
             info = graph.info(path)
             if not os.path.lexists(path):
                 problems.append(Problem(path, "missing", f"path '{path}' is registered but missing on disk"))
@@ -679,9 +688,11 @@ class Store:
             if check_contents:
                 if hashes is None:
                     hashes = {hash_part(p): p for p in graph.rows}
+                    candidates = nar.Candidates(hashes)
+                assert candidates is not None
                 try:
                     # One read: the NAR hash, and every valid path the contents mention.
-                    digest, size, found = nar.hash_and_scan(path, hashes)
+                    digest, size, found = nar.hash_and_scan(path, candidates)
                 except (OSError, ValueError) as error:
                     problems.append(Problem(path, "hash-mismatch", f"path '{path}' cannot be read: {error}"))
                 else:
@@ -698,6 +709,13 @@ class Store:
                 if not graph.is_valid(ref):
                     problems.append(Problem(path, "invalid-reference", f"path '{path}' refers to '{ref}', which is not valid"))
         return problems
+
+    def _valid_path_of(self, given: str, graph: StoreGraph) -> str:
+        """The valid store path `given` names (a store path, a file inside one, a link to one); StoreError if none."""
+        path = self.parse(given)
+        if not graph.is_valid(path):
+            raise StoreError(f"path '{path}' is not valid in the store {self.store_dir}")
+        return path
 
     def why_depends(self, a: str, b: str) -> list[list[Hop]]:
         """Chains of references from `a` to `b`: one shortest chain through each direct reference of `a` that leads to `b`.
@@ -743,6 +761,43 @@ class Store:
         files: list[str] = []
         nar.scan_for_hashes(referrer, [hash_part(reference)], on_found=lambda _h, rel: files.append(rel))
         return tuple(sorted(files))
+
+
+_FS_IOC_GETFLAGS = 0x80086601  # _IOR('f', 1, long): linux/fs.h
+_FS_IOC_SETFLAGS = 0x40086602  # _IOW('f', 2, long)
+_FS_TOPDIR_FL = 0x00020000  # chattr +T
+
+
+def spread_subdirectories(directory: Path) -> bool:
+    """Mark `directory` as the top of a hierarchy for ext4's Orlov allocator (``chattr +T``); True if it is.
+
+    Builds unpack thousands of files into new directories under ``<store>/.tmp``. On ext4
+    without a journal, allocating an inode skips, one block lookup each, every inode of the
+    group freed in the last minutes (fs/ext4/ialloc.c, ``find_inode_bit`` and
+    ``recently_deleted``, checked only when there is no journal): right after a gc or the
+    removal of an earlier build, every file created in the same block group pays for every
+    file deleted there. Measured here: half the build's CPU time (`docs/bench-wheels.md`).
+    With the flag, ext4 places each new build directory in a block group of its own choice
+    (few directories, many free inodes: Documentation/filesystems/ext4, "Orlov"), as it does
+    for directories at the file system's root. Placement only: nothing else changes. Best
+    effort: other file systems and other owners' directories are left alone (False).
+    """
+    import fcntl
+    import struct
+
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        flags = struct.unpack("i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, struct.pack("i", 0)))[0]
+        if not flags & _FS_TOPDIR_FL:
+            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, struct.pack("i", flags | _FS_TOPDIR_FL))
+        return True
+    except OSError:  # ENOTTY, EOPNOTSUPP (not ext2/3/4), EPERM (not ours)
+        return False
+    finally:
+        os.close(fd)
 
 
 def _hash_and_scan_all(outs: list[Path], candidates: dict[str, str]) -> list[tuple[bytes, int, set[str]]]:

@@ -1,0 +1,111 @@
+"""python3Packages' own packages: pinned binary wheels (numpy, setuptools, …) and pycuda from its sdist.
+
+Nixpkgs builds numpy & co. from source; cudapkgs takes them as wheels from the
+Python package index, each pinned by file name and sha256 (``fetchPypi { format =
+"wheel"; }`` through pip, naming no host) and installed by ``buildPythonPackage {
+format = "wheel"; }``.  A compiled wheel exists per CPython version: `WHEELS` pins
+one file per python tag (cp311, cp312) for x86_64-linux; another interpreter or
+machine gets an evaluation error naming what is pinned.  The interpreter is the top
+level's ``python3`` (config ``python3Executable`` chooses another host Python).
+
+Pins were read from the files pip downloaded on 2026-11-30 (sha256 of each file,
+which pip's ``--require-hashes`` checks again at every fetch).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from ...errors import EvalError
+
+__all__ = ["PACKAGES", "WHEELS", "Wheel", "package"]
+
+
+class Wheel(NamedTuple):
+    """One pinned wheel file: ``<pname>-<version>-<python>-<abi>-<platform>.whl`` with this sha256 (hex)."""
+
+    pname: str
+    version: str
+    python: str
+    abi: str
+    platform: str
+    sha256: str
+
+
+_M2014 = "manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64"
+_M227 = "manylinux_2_27_x86_64.manylinux_2_28_x86_64"
+
+
+def _pure(pname: str, version: str, sha256: str) -> dict[str, Wheel]:
+    return {"py3": Wheel(pname, version, "py3", "none", "any", sha256)}
+
+
+# attribute -> (wheels by python tag ("py3": any CPython 3), dependencies (attributes))
+WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
+    "setuptools": (_pure("setuptools", "84.2.1", "ca140b45d5325a9478f880e351484f62fef15f336462e449ca0c03c873d589c2"), ()),
+    "packaging": (_pure("packaging", "26.4", "81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2"), ()),
+    "wheel": (_pure("wheel", "0.48.0", "3217dcc807155e45db462d7ef2431f5ddda0d7273b700d05a67b271ceb1287ab"), ("packaging",)),
+    "platformdirs": (_pure("platformdirs", "4.14.9", "d0d3a23e7ff282cfa94b77f5a22b81030dcb68ba0430f90c74f4bd8d090782ea"), ()),
+    "typing-extensions": (_pure("typing_extensions", "4.16.0", "481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8"), ()),
+    "pytools": (_pure("pytools", "2026.1.1", "1f6d9a39c871b6dc761893373792f10b67886c83e38f2aa09b66e11f8c021436"),
+                ("platformdirs", "siphash24", "typing-extensions")),
+    "mako": (_pure("mako", "1.4.3", "723296007c870bfd6b3f0c3230dba7198096e5269297ebf5e4eff9e7ffa39d4f"), ("markupsafe",)),
+    "markupsafe": ({
+        "cp311": Wheel("markupsafe", "3.0.4", "cp311", "cp311", _M2014, "6da83a088f8ef93b2d483a8232a4dbf4d69d3d8496b568a03c56becac43e1808"),
+        "cp312": Wheel("markupsafe", "3.0.4", "cp312", "cp312", _M2014, "8e124f974786f831d6043728e38296969d3579db8896fe004682f5758e613581"),
+    }, ()),
+    "siphash24": ({
+        "cp311": Wheel("siphash24", "1.9", "cp311", "cp311", _M2014, "61eb4ba1cfe4950e89ef0bcaf3588fb554efa5b7ab3f75d17648a0582c204874"),
+        "cp312": Wheel("siphash24", "1.9", "cp312", "cp312", _M2014, "56c4c45c53cf0ce60585127ea15901bcb209fb24206c1bedbf69a4c2c60f72b7"),
+    }, ()),
+    "numpy": ({
+        "cp311": Wheel("numpy", "2.4.6", "cp311", "cp311", _M227, "89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93"),
+        "cp312": Wheel("numpy", "2.5.5", "cp312", "cp312", _M227, "704d819265e5d1064d932968e9ee85fff2103ccc78c05b878c06943ba27b8507"),
+    }, ()),
+}  # fmt: skip
+
+PACKAGES: tuple[str, ...] = (*WHEELS, "pycuda")
+
+
+def _python_tag(version: str) -> str:
+    major, minor = version.split(".")[:2]
+    return f"cp{major}{minor}"
+
+
+def pinned_wheel(name: str, python_version: str, system: str) -> Wheel:
+    """The wheel of attribute `name` for CPython `python_version` ("3.12") on `system`.
+
+    Raises `EvalError` naming what is pinned when no wheel fits.
+    """
+    wheels, _deps = WHEELS[name]
+    if "py3" in wheels:
+        return wheels["py3"]
+    tag = _python_tag(python_version)
+    if system != "x86_64-linux" or tag not in wheels:
+        pinned = ", ".join(f"CPython {t[2]}.{t[3:]}" for t in sorted(wheels))
+        raise EvalError(f"python3Packages.{name}: no pinned wheel for CPython {python_version} on {system} "
+                        f"(pinned: {pinned} on x86_64-linux); set python3Executable to one of those")
+    return wheels[tag]
+
+
+def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
+    """The package `name` of python3Packages `scope` (PACKAGES lists them)."""
+    if name == "pycuda":
+        from ..pycuda import pycuda
+
+        return pycuda(scope, pkgs, config, system)
+    wheel = pinned_wheel(name, scope.pythonVersion, system)
+    _wheels, deps = WHEELS[name]
+    src = pkgs.fetchPypi(pname=wheel.pname, version=wheel.version, format="wheel", dist=wheel.python,
+                         python=wheel.python, abi=wheel.abi, platform=wheel.platform, sha256=wheel.sha256)
+    module = {"typing-extensions": "typing_extensions"}.get(name, name)
+    return scope.buildPythonPackage({
+        "pname": name,
+        "version": wheel.version,
+        "format": "wheel",
+        "src": src,
+        "stdenvCc": None,  # nothing is compiled
+        "dependencies": [scope[d] for d in deps],
+        "pythonImportsCheck": [module],
+        "meta": {"description": f"{wheel.pname} {wheel.version} from its pinned wheel ({src.name})"},
+    })

@@ -1,0 +1,166 @@
+"""python3Packages.pycuda: pycuda's PyPI sdist built against cudaPackages_13_0 (NVIDIA's wheels).
+
+Evaluation tests need nothing.  The build test (marked ``wheels``: pip reaches PyPI) needs a
+CPython 3.12 (`_python312`: $CUDAPKGS_TEST_PYTHON312, ``python3.12`` on PATH, pyenv's) and a C++ compiler; it keeps
+its store in the test cache ($CUDAPKGS_TEST_CACHE_HOME, else ~/.cache: cudapkgs/test-stores/pycuda),
+so a second run finds everything built (derivations that change are rebuilt).  No GPU here:
+what it proves is the link-time story: the extension links ``-lcuda`` against the set's
+generated stub, needs ``libcuda.so.1`` from the driver at run time, and nothing of CUDA is in
+its run-time closure.  docs/pycuda.md has the run on an H200.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cudapkgs
+from cudapkgs import elf
+from cudapkgs.errors import EvalError
+from cudapkgs.hooks import is_stubs_entry
+from cudapkgs.pkgs.python_modules import pinned_wheel
+from cudapkgs.realise.realise import realise
+from cudapkgs.stdenv import mk_derivation
+from cudapkgs.store.store import Store
+
+
+def _python312() -> str | None:
+    """A CPython 3.12: $CUDAPKGS_TEST_PYTHON312, python3.12 on PATH, /usr(/local)/bin, or pyenv's versions."""
+    import glob
+
+    candidates = [os.environ.get("CUDAPKGS_TEST_PYTHON312"), shutil.which("python3.12"), "/usr/bin/python3.12",
+                  "/usr/local/bin/python3.12", *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))]
+    for candidate in filter(None, candidates):
+        try:  # a pyenv shim is a script: ask the interpreter for its own path
+            done = subprocess.run([candidate, "-c", "import sys; print(sys.executable, sys.version_info[:2] == (3, 12))"],
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        path, _, ok = done.stdout.strip().rpartition(" ")
+        if done.returncode == 0 and ok == "True":
+            return path
+    return None
+
+
+def _config(store_dir: Path, **extra) -> dict:
+    return {"storeDir": str(store_dir), "fetchers": ["wheels"], "allowUnfree": True, **extra}
+
+
+def test_pycuda_is_evaluated_against_the_sets_headers_and_stub(tmp_path, manifests_dir):
+    pkgs = cudapkgs.import_pkgs(config=_config(tmp_path / "store"))
+    cuda = pkgs.cudaPackages_13_0
+    pycuda = cuda.pkgs.python3Packages.pycuda
+    attrs = pycuda.drvAttrs
+    assert set(attrs["buildInputs"]) == {cuda.cuda_cudart.include, cuda.cuda_cudart.stubs,
+                                         cuda.cuda_profiler_api.include}
+    assert attrs["cudaStubs"] == cuda.cuda_cudart.stubs and "--no-cuda-enable-curand" in attrs["preBuild"]
+    # Nixpkgs' fetchPypi names the sdist <pname>-<version>.tar.gz, hash flat.
+    assert pycuda.src.name == "pycuda-2026.1.tar.gz"
+    assert pycuda.src.outputHash == "sha256-dZUWFgYougbzLOflY+P1uSFGkdyVKKA+qZ6hBz9OFLo="
+    # Another set's pycuda is another derivation.
+    assert pkgs.cudaPackages_12_8.pkgs.python3Packages.pycuda.drvPath != pycuda.drvPath
+    # Binary wheels exist per CPython version: a version with no pin is an evaluation error naming the pins.
+    with pytest.raises(EvalError, match=r"no pinned wheel for CPython 3.13 .*pinned: CPython 3.11, CPython 3.12"):
+        pinned_wheel("numpy", "3.13", "x86_64-linux")
+    assert pinned_wheel("mako", "3.13", "x86_64-linux").platform == "any"
+
+
+def _store_dir() -> Path:
+    home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
+    return home / "cudapkgs" / "test-stores" / "pycuda"
+
+
+def _has_driver() -> bool:
+    out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout
+    return "libcuda.so.1 " in out
+
+
+@pytest.mark.wheels
+def test_pycuda_from_its_sdist_links_the_stub_and_needs_only_the_driver(tmp_path, manifests_dir, monkeypatch):
+    python = _python312()
+    if python is None:
+        pytest.skip("no CPython 3.12 (python3.12 on PATH or $CUDAPKGS_TEST_PYTHON312)")
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++")
+    probe = [sys.executable, "-m", "pip", "index", "versions", "pycuda", "--disable-pip-version-check"]
+    try:
+        reachable = subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        reachable = False
+    if not reachable:
+        pytest.skip("pip cannot reach its package index")
+    home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))  # NVIDIA's wheels: the user's download cache
+    store_dir = _store_dir()
+    pkgs = cudapkgs.import_pkgs(config=_config(store_dir, python3Executable=python))
+    cuda = pkgs.cudaPackages_13_0
+    ps = cuda.pkgs.python3Packages
+    env = ps.withPackages(lambda ps: [ps.pycuda])
+    with Store.open(store_dir) as store:
+        realise(store, [env.derivation])
+        closure = store.closure([env.out])
+        realise(store, [cuda.cuda_cudart.derivation])
+    # The run-time closure: Python packages only; nothing of CUDA (no cudart, no headers, no stub).
+    assert ps.pycuda.out in closure and ps.numpy.out in closure
+    assert not [p for p in closure if "-cuda13.0-" in p]
+
+    site = Path(ps.pycuda.out, "lib", "python3.12", "site-packages", "pycuda")
+    (driver_so,) = site.glob("_driver.cpython-312-*.so")
+    info = elf.read_elf(driver_so)
+    assert "libcuda.so.1" in info.needed
+    assert info.runpath == ["/run/opengl-driver/lib"] and not any(is_stubs_entry(e) for e in info.runpath)
+    # The stub defines every driver function the extension references: link-only, but complete.
+    stub = Path(cuda.cuda_cudart.stubs, "lib", "stubs", "libcuda.so")
+    assert elf.read_elf(stub).soname == "libcuda.so.1"
+
+    def nm(*args: str) -> set[str]:
+        out = subprocess.run(["nm", "-D", *args], capture_output=True, text=True, check=True).stdout
+        return {line.split()[-1] for line in out.splitlines() if line.split()}
+
+    used = {s for s in nm("--undefined-only", str(driver_so)) if s.startswith("cu")}
+    assert "cuInit" in used and "cuMemAlloc_v2" in used
+    assert used <= nm("--defined-only", str(stub))
+
+    python_env = f"{env.out}/bin/python3"
+    check = subprocess.run(["env", "-i", python_env, "-c", "import numpy, pytools, mako, pycuda; print(numpy.__file__)"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0 and check.stdout.startswith(ps.numpy.out), check.stderr
+    importing = subprocess.run(["env", "-i", python_env, "-c", "import pycuda.driver"], capture_output=True, text=True)
+    if not _has_driver():
+        # No driver here, and the stub is not in any run path: the import fails on libcuda.so.1 itself.
+        assert importing.returncode != 0 and "libcuda.so.1: cannot open shared object file" in importing.stderr
+    # The stub standing in for a driver (a copy named libcuda.so.1): every call says it is a stub.
+    fake = tmp_path / "not-a-driver"
+    fake.mkdir()
+    shutil.copy(stub, fake / "libcuda.so.1")
+    stubbed = subprocess.run(
+        ["env", "-i", f"LD_LIBRARY_PATH={fake}", python_env, "-c",
+         "import pycuda.driver as d\ntry:\n    d.init()\nexcept d.Error as e:\n    print('init failed:', e)\n"],
+        capture_output=True, text=True)
+    assert stubbed.returncode == 0 and stubbed.stdout.startswith("init failed: cuInit failed"), stubbed.stderr
+
+    # Any package of the set's users: cuda_cudart in buildInputs (its dev output propagates the stubs
+    # output) and a plain `cc -lcuda` through the cc wrapper: linked against the stub, run path clean.
+    (tmp_path / "t.c").write_text("int cuInit(unsigned);\nint main(void) { return cuInit(0) == 0 ? 0 : 2; }\n")
+    user = mk_derivation(pkgs, {
+        "pname": "driver-user", "version": "1", "src": tmp_path / "t.c",
+        "buildInputs": [cuda.cuda_cudart],
+        "buildPhase": 'cc -o t "$(ls *.c)" -lcuda', "installPhase": 'install -Dm755 t "$out/bin/t"',
+    })
+    with Store.open(store_dir) as store:
+        realise(store, [user.derivation])
+    linked = elf.read_elf(Path(user.out, "bin", "t"))
+    assert "libcuda.so.1" in linked.needed and not any(is_stubs_entry(e) for e in linked.runpath)
+
+    # The issue's command, through the CLI: the same output path, nothing left to build.
+    cli = subprocess.run(
+        [sys.executable, "-m", "cudapkgs", "build", "cudaPackages_13_0.pkgs.python3Packages.pycuda", "--no-link",
+         "--set", f"storeDir={store_dir}", "--set", 'fetchers=["wheels"]', "--set", "allowUnfree=true",
+         "--set", f"python3Executable={python}"], capture_output=True, text=True, cwd=tmp_path)
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout.split() == [ps.pycuda.out]

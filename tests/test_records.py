@@ -1,0 +1,55 @@
+"""cudapkgs.records: value classes without dataclasses (equality, hashing, immutability, repr)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudapkgs.containers.discovery import Gpu
+from cudapkgs.containers.spec import ContainerEdits, DeviceNode, Mount
+from cudapkgs.records import FrozenRecord, FrozenRecordError
+
+
+def test_frozen_records_compare_and_hash_by_value():
+    assert Mount("/h/a", "/a") == Mount("/h/a", "/a")
+    assert Mount("/h/a", "/a") != Mount("/h/a", "/a", ("ro",))
+    assert len({Mount("/h/a", "/a"), Mount("/h/a", "/a"), Mount("/h/b", "/b")}) == 2
+    # another type with the same values is not equal (as dataclasses)
+    assert DeviceNode("/dev/x") != Mount("/dev/x", "")
+    assert Gpu(0, "GPU-1", 0, "0000:41:00.0").name == ""  # defaults
+
+
+def test_frozen_records_are_immutable():
+    node = DeviceNode("/dev/nvidia0")
+    with pytest.raises(FrozenRecordError, match="path"):
+        node.path = "/dev/nvidia1"  # type: ignore[misc]
+    with pytest.raises(AttributeError):  # FrozenRecordError is one, as dataclasses' FrozenInstanceError
+        del node.host_path
+    with pytest.raises(AttributeError):  # __slots__: no new attributes
+        object.__setattr__(node, "extra", 1)
+    assert node.path == "/dev/nvidia0"
+
+
+def test_mutable_records_compare_by_value_and_are_unhashable():
+    a = ContainerEdits(env=["A=1"])
+    assert a == ContainerEdits(env=["A=1"]) and a != ContainerEdits()
+    assert ContainerEdits().env is not ContainerEdits().env  # a new list each
+    copy = a.copy()
+    copy.env.append("B=2")
+    assert a.env == ["A=1"]
+    with pytest.raises(TypeError):
+        hash(a)
+
+
+def test_repr_names_the_fields_in_order():
+    assert repr(Mount("/h/a", "/a", (), "bind")) == "Mount(host_path='/h/a', container_path='/a', options=(), type='bind')"
+
+
+def test_init_must_set_every_field():
+    class Pair(FrozenRecord):
+        __slots__ = ("a", "b")
+
+        def __init__(self, a: int) -> None:
+            self._init(a)
+
+    with pytest.raises(ValueError):
+        Pair(1)
