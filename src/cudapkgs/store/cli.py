@@ -107,10 +107,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     verify = subparsers.add_parser(
         "verify",
         help="check store paths against their recorded hashes",
-        description="Check store paths: each must exist, refer only to valid paths and (unless "
-        "--no-contents) still match its recorded NAR hash, with every valid path its files mention "
-        "among its recorded references. Without PATH every valid path is checked. Prints one line "
-        "per problem and exits 1 when there is one, 0 when there is none.",
+        description="Check store paths: each must exist, refer only to valid paths and (unless\n"
+        "--no-contents) still match its recorded NAR hash, with every valid path its files\n"
+        "mention among its recorded references. Without PATH every valid path is checked.\n"
+        "Prints one line per problem; exits 1 when there is one, 0 when there is none.",
         epilog="examples:\n  cudapkgs verify                 # the whole store, contents hashed\n"
         "  cudapkgs verify ./result        # only the path ./result points to\n"
         "  cudapkgs verify $(cudapkgs path-info -r ./result)   # its whole closure\n"
