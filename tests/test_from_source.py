@@ -103,8 +103,8 @@ def test_nccl_build_as_nixpkgs(pkgs):
 
 
 # nccl.nix@0145c6da passes no CUDARTLIB: NCCL's src/Makefile (v2.30.7-1) defaults to cudart_static, found in
-# cuda_cudart's static output of the redist tarball. NVIDIA's cudart wheel has none: then, and only then, the
-# set's expression links libcudart.so (pkgs/nccl/package.py, wheel_cudart_fallback; docs/nccl-h200.md).
+# cuda_cudart's static output (redist tarball; CUDA 13's wheel has it too). CUDA 12's cudart wheel has none: then,
+# and only then, the set's expression links libcudart.so (pkgs/nccl/package.py, wheel_cudart_fallback).
 @pytest.mark.parametrize("has_static", [True, False])
 def test_nccl_links_static_cudart_unless_the_wheel_lacks_it(pkgs, tmp_path, has_static):
     cuda = pkgs.cudaPackages_13_0

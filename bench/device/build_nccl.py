@@ -5,9 +5,9 @@ usage: python bench/device/build_nccl.py [--store /work/stores/nccl] [--sources 
 
 Configuration: NVIDIA's wheels for the toolkit (`fetchers=["wheels"]`), allowUnfree, cudaSupport,
 `cudaCapabilities=["9.0"]`, `cudaForwardCompat=false`, the source mirror for fetchFromGitHub.
-The set's `nccl` and `nccl-tests` are built as the set defines them, with no override (the
-cudart wheel has no libcudart_static.a: the nccl expression itself then links libcudart.so,
-see pkgs/nccl/package.py `wheel_cudart_fallback`). The closure of nccl-tests' `out` is written
+The set's `nccl` and `nccl-tests` are built as the set defines them, with no override (CUDA
+13.0's cudart wheel has libcudart_static.a, so NCCL links cudart statically as in Nixpkgs; see
+pkgs/nccl/package.py `wheel_cudart_fallback` for CUDA 12's wheel, which has none). The closure of nccl-tests' `out` is written
 with `cudapkgs export` (store/transfer.py) to <out>/nccl-closure.tar.gz, with the store paths in
 <out>/nccl-paths.txt.
 """

@@ -4,12 +4,13 @@
 # environment (nvidia/nccl/lib, NVIDIA's wheel) by putting that directory first on the library path.
 #
 # usage: bash bench/device/run_nccl.sh [DIR]  (DIR: what build_nccl.py wrote; default .dev-i10)
-# Writes machine.txt, ours-N.log, nvidia-N.log under $OUT. Exit status: 0 when every run says "#wrong 0"-clean.
+# Writes machine.txt, ours-N.log, nvidia-N.log, allgather-ours.log under $OUT. Exit status: 0 when every run says "#wrong 0"-clean.
 set -uo pipefail
 dir=${1:-.dev-i10}
 out=${OUT:-/tmp/nccl-run}
 mkdir -p "$out"
-store=/tmp/i10-store2
+# The store directory the closure was built in (its RUNPATHs name it): taken from nccl-paths.txt.
+store=$(dirname "$(sed -n 's/^nccl-tests=//p' "$dir/nccl-paths.txt")")
 export NCCL_NVLS_ENABLE=0   # NVLink multicast stays off on these machines (device KINDS.md)
 args=(-b 8M -e 1G -f 2 -g 2)
 {
@@ -41,7 +42,11 @@ for round in 1 2; do
   echo "== round $round: NVIDIA's (python env)"
   LD_LIBRARY_PATH=$nvlib NCCL_DEBUG=VERSION "$exe" "${args[@]}" 2>&1 | tee "$out/nvidia-$round.log" || status=5
 done
-for f in "$out"/ours-*.log "$out"/nvidia-*.log; do
+# The unrestricted NCCL has every collective's kernels: one other collective, ours only, as a check.
+echo "== ours: all_gather_perf (kernels other than AllReduce)"
+env -u LD_LIBRARY_PATH NCCL_DEBUG=VERSION "$(dirname "$exe")/all_gather_perf" -b 8M -e 64M -f 2 -g 2 2>&1 \
+  | tee "$out/allgather-ours.log" || status=7
+for f in "$out"/ours-*.log "$out"/nvidia-*.log "$out"/allgather-ours.log; do
   grep -q "Out of bounds values : 0 OK" "$f" || { echo "$f: wrong values" >&2; status=6; }
 done
 exit $status

@@ -82,12 +82,13 @@ def nccl(
             if version_older(version, "2.27.3-1"):
                 text += "substituteInPlace ./makefiles/common.mk --replace-fail '-std=c++11' '$(CXXSTD)'\n"
             # Not in nccl.nix: NCCL links cudart statically (src/Makefile `CUDARTLIB ?= cudart_static`),
-            # which Nixpkgs finds in cuda_cudart's `static` output of NVIDIA's redist tarball. NVIDIA's
-            # PyPI wheel (the only source of a wheel-only set) has no libcudart_static.a, so the
-            # `static` output is empty then (realise/redist.py, "missing-from-wheel"). Decided at
-            # build time from what the realised cudart holds, so a redist-sourced cudart builds
-            # exactly as Nixpkgs does and a wheel-sourced one links libcudart.so (kept in the run
-            # path, hence in the closure) instead of failing to link.
+            # which Nixpkgs finds in cuda_cudart's `static` output. CUDA 13's cudart wheel
+            # (nvidia-cuda-runtime 13.0.96) has libcudart_static.a, so a wheel-only 13.x set builds
+            # exactly as Nixpkgs does (measured: docs/nccl-h200.md). CUDA 12's wheel
+            # (nvidia-cuda-runtime-cu12) has none, leaving `static` empty (realise/redist.py,
+            # "missing-from-wheel"); only then does NCCL link libcudart.so (kept in the run path,
+            # hence in the closure) instead of failing to link. Decided at build time from what
+            # the realised cudart holds, so the derivation is the same whichever source it came from.
             text += wheel_cudart_fallback(cuda_cudart)
             return text
 
