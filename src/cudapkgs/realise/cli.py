@@ -76,7 +76,8 @@ def register(subparsers: Any) -> None:
                    "result-dev, ... for outputs other than out)")
     p.add_argument("--no-link", action="store_true", help="make no result links (and so no GC roots)")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
-                   help="run up to N builds at once; 'auto' (default) is the number of CPUs")
+                   help="run up to N builds at once; 'auto' (default) is the number of CPUs. While builds "
+                   "wait for their inputs, up to N of their sources (already downloaded) are unpacked ahead")
     p.add_argument("--dry-run", action="store_true",
                    help="only print what would be fetched (with download sizes) and built")
     p.add_argument("--keep-failed", action="store_true", help="keep the build directory of a failed build (its path is printed)")
