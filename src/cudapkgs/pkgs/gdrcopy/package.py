@@ -3,7 +3,10 @@
 Version 2.5.1 from NVIDIA/gdrcopy tag v2.5.1 with Nixpkgs' hash; make targets `lib exes` (not
 `all`, which needs the driver's source) with `CUDA`/`NVCC` given; the Makefiles' `/\\#` awk
 escapes, `lib64` and the tests' CUDA version/gencode probes replaced by substitution; installed
-with `DESTDIR=$out prefix=/`; MIT.
+with `DESTDIR=$out prefix=/`; MIT. One addition (see the comment in `attrs`): nvcc's store path
+is scrubbed from the outputs (`removeReferencesTo`, checked by `disallowedReferences`). The test
+programs link `-lcuda` against cuda_cudart's `stubs` output (for wheel-sourced cudart, the stub
+`link_stub.py` generates).
 """
 
 from __future__ import annotations
@@ -32,6 +35,12 @@ def gdrcopy(backendStdenv: Any, cuda_cudart: Any, cuda_nvcc: Any, cudaMajorMinor
             "buildFlags": lazy_flags(cuda_cudart, cuda_nvcc),
             "installFlags": ['DESTDIR=$(out)', "prefix=/"],
             "doCheck": False,
+            # Not in gdrcopy.nix@0b73a0c2: nvcc writes its own store path into the fatbinary of the one
+            # test program with device code (gdrcopy_pplat, from pplat.cu), which would put all of nvcc
+            # in the run-time closure (the generic builder refuses that). Nixpkgs' nccl.nix@0145c6da
+            # scrubs the same leak with remove-references-to + disallowedRequisites (NixOS/nixpkgs#457803).
+            "removeReferencesTo": [cuda_nvcc],
+            "disallowedReferences": [cuda_nvcc],
         }
 
     return source_package(
