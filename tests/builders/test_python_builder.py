@@ -96,6 +96,13 @@ def test_python3_executable_picks_the_interpreter_and_a_bad_one_is_one_error(tmp
     bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(tmp_path / "nope")})
     with pytest.raises(EvalError, match="is not an executable file .config python3Executable"):
         bad.python3Packages.numpy.drvPath
+    # An executable that is no Python (a compiler, a script) is named as such, not read as "CPython 12.2".
+    not_python = tmp_path / "cc"
+    not_python.write_text("#!/bin/sh\necho 'gcc (Debian 12.2.0-14) 12.2.0'\n")
+    not_python.chmod(0o755)
+    bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(not_python)})
+    with pytest.raises(EvalError, match=r"cc --version printed 'gcc \(Debian.*not a Python interpreter .config python3Executable"):
+        bad.python3Packages.numpy.drvPath
 
 
 def test_format_wheel_installs_a_wheel_and_refuses_one_for_another_python(tmp_path, manifests_dir):
@@ -189,5 +196,5 @@ def test_python3_executable_in_a_directory_with_a_space_and_one_that_is_no_pytho
     not_python.write_text("#!/bin/sh\necho 'cmake version 3.25.1'\n")
     not_python.chmod(0o755)
     bad = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": str(not_python)})
-    with pytest.raises(EvalError, match="not a Python 3"):
+    with pytest.raises(EvalError, match="not a Python interpreter"):
         bad.python3Packages.pythonVersion

@@ -34,39 +34,40 @@ HOST_TOOLS: dict[str, tuple[tuple[str, ...], str, str, str]] = {
     "python3": (("python3",), "python3", "python", "Python 3 from the host"),
 }
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)*)")
-# What a tool must print to be taken for itself (others: any version number). A program that is
-# no Python 3 (cmake says "cmake version 3.25.1") must not become python3 3.25.
-_VERSION_OF = {"python3": re.compile(r"\bPython (3\.\d+(?:\.\d+)*)")}
 _HOST_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 
 
+# attribute -> what its `--version` output starts with (a python3Executable that is no Python says so)
+_VERSION_PREFIX = {"python3": "Python "}
+
+
 @functools.cache
-def _probe(path: str, mtime_ns: int, size: int, tool: str | None = None) -> str:
+def _probe(path: str, mtime_ns: int, size: int, prefix: str = "") -> str:
     try:
         done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError) as error:
-        raise EvalError(f"{path} --version failed: {error}") from None
-    said = done.stdout + done.stderr
-    if tool in _VERSION_OF:
-        match = _VERSION_OF[tool].search(said)
-        if match is None:
-            first = said.strip().splitlines()[0] if said.strip() else "nothing"
-            raise EvalError(f"{path} is not a Python 3: --version printed {first!r}")
-        return match.group(1)
-    match = _VERSION.search(said)
+        raise EvalError(f"--version failed: {error}") from None
+    text = (done.stdout + done.stderr).strip()
+    if prefix and not re.match(re.escape(prefix) + r"\d", text):
+        first = text.splitlines()[0] if text else ""
+        raise EvalError(f"--version printed {first!r}, not {prefix.strip()} <version>: "
+                        f"not a {prefix.strip()} interpreter")
+    match = _VERSION.search(text)
     if match is None:
-        raise EvalError(f"{path} --version printed no version number")
+        raise EvalError("--version printed no version number")
     return match.group(1)
 
 
-def probe_version(path: str, tool: str | None = None) -> str:
+def probe_version(path: str, prefix: str = "") -> str:
     """The version `path --version` reports (cached per file identity: path, mtime, size).
 
-    `tool`: the `HOST_TOOLS` attribute it stands for; ``python3`` must print ``Python 3.X``.
-    Raises `EvalError` when it cannot run or prints no (fitting) version.
+    With `prefix` (e.g. "Python "), the output must start with it and a digit, else `EvalError`.
     """
     st = os.stat(path)
-    return _probe(os.path.realpath(path), st.st_mtime_ns, st.st_size, tool)
+    try:
+        return _probe(os.path.realpath(path), st.st_mtime_ns, st.st_size, prefix)
+    except EvalError as error:
+        raise EvalError(f"{path} {error}") from None
 
 
 def _locate(name: str, search: Sequence[str]) -> str | None:
@@ -91,7 +92,10 @@ def host_tool(config: Any, system: str, attr: str, *, executable: str | None = N
     for n in names:
         if n != main and os.access(os.path.join(directory, n), os.X_OK):
             paths[n] = os.path.join(directory, n)
-    version = probe_version(main_path, attr)
+    try:
+        version = probe_version(main_path, _VERSION_PREFIX.get(attr, ""))
+    except EvalError as error:
+        raise EvalError(f"{attr}: {error}" + (" (config python3Executable)" if attr == "python3" and executable else "")) from None
     install = ['mkdir -p "$out/bin" "$out/nix-support"']
     # Quoted: a host path may hold spaces or shell words (plain paths stay as they were written).
     install += [f'ln -s {shlex.quote(p)} "$out/bin/{n}"' for n, p in paths.items()]
