@@ -140,6 +140,16 @@ def test_help_teaches():
     assert "cudaPackages_12_8.cudnn.version" in out and "--set" in out and "CUDAPKGS_CONFIG" in out
 
 
+def test_evaluation_help_names_every_configuration_key():
+    import re
+
+    from cudapkgs.config import OPTIONS
+    from cudapkgs.eval_cli import CONFIG_HELP
+
+    named = set(re.findall(r"[A-Za-z0-9]+", CONFIG_HELP))
+    assert [key for key in OPTIONS if key not in named] == []  # e.g. python3Executable, for pycuda
+
+
 def test_list_all_recurses_only_into_the_default_set():
     rows = json.loads(ok("list", "--all", "--json"))
     attrs = [r["attr"] for r in rows]

@@ -127,3 +127,64 @@ def test_the_error_text_function_points_at_its_text_on_each_machine(tmp_path, ma
         target = int(at, 16) + int(offset)
         assert "cbz\tx1" in body and "str\tx9, [x1]" in body and "mov\tw0, #34" in body
     assert target == message
+
+
+def test_hostile_names_and_headers_are_refused_or_read_in_linear_time():
+    # review r1: `$` also matched before a final newline, so "cuInit\n" passed as a symbol name.
+    with pytest.raises(StubError, match="not a symbol"):
+        stub_bytes("libcuda.so.1", ["cuInit\n"])
+    with pytest.raises(StubError, match="not a symbol"):
+        stub_bytes("libcuda.so.1", ["cuInit", "cuMem\u00e9"])  # not a C identifier (ASCII only)
+    # Duplicates are one symbol.
+    with open_elf(stub_bytes("libcuda.so.1", ["cuInit", "cuInit", "cuInit"])) as parsed:
+        assert [s.name for s in parsed.get_section_by_name(".dynsym").iter_symbols()] == ["", "cuInit"]
+    # Blank lines: `^\s*#` re-scanned every run of them from each line start (quadratic: 20,000
+    # blank lines took 0.9 s, a 1 MB header of them tens of minutes). Count the regex work instead
+    # of timing it: the header of 200,000 blank lines must still give its symbols.
+    header = HEADER + "\n" * 200_000 + "#define cuLate cuLate_v2\n" + "\r\n" * 1000 + "#define cuCrlf cuCrlf_v3\r\n"
+    names = cuda_driver_symbols(header)
+    assert {"cuInit", "cuLate_v2", "cuCrlf_v3"} <= set(names)
+
+
+def test_symbols_of_the_real_cuda_h_do_not_change_with_the_linear_patterns():
+    # The linear patterns must find exactly what the old ones found in NVIDIA's header.
+    import os
+    import re
+
+    header = next((p for p in (os.environ.get("CUDAPKGS_CUDA_H", ""), "/usr/local/cuda/include/cuda.h",
+                               "/usr/local/cuda-13.0/include/cuda.h") if p and os.path.isfile(p)), None)
+    if header is None:
+        pytest.skip("no NVIDIA cuda.h on this machine (set CUDAPKGS_CUDA_H)")
+    text = Path(header).read_text(errors="replace")
+    old_defined = re.compile(r"^\s*#\s*define\s+(cu[A-Za-z0-9_]+)\s+(cu[A-Za-z0-9_]+)\s*$", re.M)
+    old_pt = re.compile(r"^\s*#\s*define\s+(cu[A-Za-z0-9_]+)\s+__CUDA_API_PT(DS|SZ)\(\s*(cu[A-Za-z0-9_]+)\s*\)", re.M)
+    expected = set(re.findall(r"\bCUDAAPI\s+(cu[A-Za-z0-9_]+)\s*\(", text))
+    expected.update(re.findall(r"\(\s*CUDAAPI\s*\*\s*PFN_(cu[A-Za-z0-9]+?)_v\d+\s*\)", text))
+    expected.update(target for _macro, target in old_defined.findall(text))
+    for _macro, kind, target in old_pt.findall(text):
+        expected.update((target, f"{target}_pt{kind.lower()}"))
+    assert set(cuda_driver_symbols(text)) == expected and len(expected) > 500
+
+
+def test_an_aarch64_text_pointer_out_of_adr_range_is_refused():
+    # review r1: `adr` reaches +-1 MiB; with ~44,000 functions the text lies past it and the
+    # immediate silently wrapped (cuGetErrorString stored a pointer into the code).
+    symbols = ["cuGetErrorString"] + [f"cuZ{i:06d}" for i in range(50_000)]  # sorted after it
+    with pytest.raises(StubError, match="aarch64"):
+        stub_bytes("libcuda.so.1", symbols, "aarch64")
+    assert stub_bytes("libcuda.so.1", symbols, "x86_64")  # a 32-bit displacement reaches it
+
+
+class open_elf:
+    """ELFFile over bytes, as a context manager."""
+
+    def __init__(self, data: bytes) -> None:
+        import io
+
+        self.handle = io.BytesIO(data)
+
+    def __enter__(self) -> ELFFile:
+        return ELFFile(self.handle)
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.close()

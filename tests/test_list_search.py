@@ -80,3 +80,16 @@ def test_search_across_sets(manifests_dir, capsys):
     assert "cuda_nvcc" in names and "libcublas" not in names
     assert main(["search", "no-such-thing-xyz"]) == 1
     assert "no package matches" in capsys.readouterr().err
+
+
+def test_search_finds_the_packages_sets_build_from_source(manifests_dir, capsys):
+    # nccl is no manifest component and not at the top level: each set builds it from source.
+    assert main(["search", "--json", "nccl"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert {"nccl", "nccl-tests"} <= set(rows)
+    assert rows["nccl"]["sets"]["cudaPackages_13_0"] == "2.30.7-1"
+    assert "collective communication" in rows["nccl"]["description"]
+    assert main(["search", "collective", "communication"]) == 0  # by description, as a table
+    out = capsys.readouterr().out
+    assert out.splitlines()[2].split()[0] == "nccl" and "13.0" in out
+

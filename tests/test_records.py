@@ -53,3 +53,25 @@ def test_init_must_set_every_field():
 
     with pytest.raises(ValueError):
         Pair(1)
+
+
+def test_frozen_and_mutable_records_copy_and_pickle_as_dataclasses_did():
+    # review r1: frozen dataclasses could be copied, deep-copied and pickled; FrozenRecord's
+    # __setattr__ refused the default slot-state restore, so all three raised FrozenRecordError.
+    import copy
+    import pickle
+
+    from cudapkgs.containers.spec import Device, Spec
+
+    mount = Mount("/h/a", "/a", ("ro", "nosuid"))
+    for clone in (copy.copy, copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))):
+        again = clone(mount)
+        assert again == mount and hash(again) == hash(mount) and type(again) is Mount
+        with pytest.raises(FrozenRecordError):
+            again.host_path = "/elsewhere"  # type: ignore[misc]
+    spec = Spec("nvidia.com/gpu", [Device("0", ContainerEdits(mounts=[mount], env=["A=1"]))])
+    deep = copy.deepcopy(spec)
+    assert deep == spec and deep.devices[0].edits.env is not spec.devices[0].edits.env
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    gpu = Gpu(0, "GPU-1", 0, "0000:41:00.0")
+    assert pickle.loads(pickle.dumps(gpu)) == gpu and copy.copy(gpu) == gpu

@@ -26,7 +26,9 @@ named by $CUDAPKGS_CONFIG, --config FILE, then each --set. Keys: cudaSupport,
 rocmSupport, cudaCapabilities, cudaForwardCompat, allowUnfree,
 allowUnfreePredicate ("cuda" = NVIDIA's CUDA licenses), allowAliases, manifestsDir,
 storeDir, fetchers ("redist", "mirror:<dir or URL>", "wheels"), driverLibDir,
-sourceMirrors, overlays (files defining overlay(final, prev)).
+sourceMirrors, maxCacheSize, overlays (files defining overlay(final, prev)),
+python3Executable (the host Python of python3Packages), substituters,
+trustedPublicKeys, requireSigs; `cudapkgs config` says what each means.
 Manifests are read from manifestsDir or $CUDAPKGS_MANIFESTS when set, else from the
 user manifests directory (`cudapkgs manifests update`), else from the copies shipped
 with cudapkgs; evaluation never downloads.

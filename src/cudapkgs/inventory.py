@@ -150,12 +150,33 @@ def capability_table(pkgs: Any, cuda_major_minor: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _search_from_source(pkgs: Any, definitions: Mapping[str, Any], matches: Any) -> list[dict[str, Any]]:
+    """Rows for the packages every set builds from source (nccl, cutlass, …; `cuda.scope.FROM_SOURCE`),
+    with the version each versioned set has; evaluating one reads no manifest and builds nothing."""
+    from .cuda.scope import FROM_SOURCE
+
+    rows = []
+    for attr in FROM_SOURCE:
+        sets: dict[str, str] = {}
+        description = ""
+        for set_name in definitions:
+            try:
+                package = pkgs[set_name][attr]
+                sets[set_name] = str(package.version)
+                description = description or str(package.meta.get("description") or "")
+            except CudapkgsError:
+                continue
+        if sets and matches(attr, description):
+            rows.append({"name": attr, "product": None, "description": description, "nvidiaName": "", "sets": sets})
+    return rows
+
+
 def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = None) -> list[dict[str, Any]]:
     """Packages whose name, description or NVIDIA name contains every word (case-insensitive).
 
     CUDA components are searched across every versioned set, from the component table
-    and each set's manifests (no package is evaluated); with ``pkgs``, the top level's
-    own packages (saxpy, nccl, ...) too.  Each row: ``name``, ``description``, ``nvidiaName``
+    and each set's manifests (no package is evaluated); with ``pkgs``, the packages each
+    set builds from source (nccl, cutlass, saxpy, ...) and the top level's own packages too.  Each row: ``name``, ``description``, ``nvidiaName``
     and ``sets`` (set name -> component version, only where the set's manifest has it).
     """
     from .cuda.components import component_specs
@@ -207,6 +228,7 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
     if pkgs is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            rows.extend(_search_from_source(pkgs, definitions, matches))
             for name in pkgs:
                 try:
                     value = pkgs[name]

@@ -56,7 +56,11 @@ MESSAGES: dict[str, str] = {
 
 
 def _message_code(machine: str, at: int, message_at: int) -> bytes:
-    """``if (pStr) *pStr = message; return 34;`` for the function at `at`, its text at `message_at`."""
+    """``if (pStr) *pStr = message; return 34;`` for the function at `at`, its text at `message_at`.
+
+    Raises `StubError` when the text is out of the instruction's reach (aarch64 ``adr``: 1 MiB,
+    about 43,000 functions before it).
+    """
     if machine == "x86_64":
         # test rsi,rsi; je +10; lea rax,[rip+d]; mov [rsi],rax; mov eax,34; ret
         disp = message_at - (at + 12)
@@ -64,15 +68,22 @@ def _message_code(machine: str, at: int, message_at: int) -> bytes:
                 + bytes([0x48, 0x89, 0x06, 0xB8, STUB_RETURN, 0, 0, 0, 0xC3]))
     # cbz x1, +12; adr x9, message; str x9, [x1]; mov w0, #34; ret
     imm = message_at - (at + 4)
+    if not -(1 << 20) <= imm < (1 << 20):  # adr's signed 21-bit immediate; wrapping would point into code
+        raise StubError(f"too many functions for an aarch64 stub: the error text lies {imm} bytes from the "
+                        f"function at {at:#x}, past adr's 1 MiB reach")
     adr = 0x10000000 | ((imm & 3) << 29) | (((imm >> 2) & 0x7FFFF) << 5) | 9
     return struct.pack("<5I", 0xB4000061, adr, 0xF9000029, 0x52800000 | (STUB_RETURN << 5), 0xD65F03C0)
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used with fullmatch: `$` would also match before a final newline
 _DECLARED = re.compile(r"\bCUDAAPI\s+(cu[A-Za-z0-9_]+)\s*\(")
-_DEFINED = re.compile(r"^\s*#\s*define\s+(cu[A-Za-z0-9_]+)\s+(cu[A-Za-z0-9_]+)\s*$", re.M)
+# Blanks are spaces and tabs, never newlines: `^\s*#` re-scanned every run of blank lines from
+# each of its line starts, quadratic in a header of blank lines (20,000 took 0.9 s).
+_BLANK = r"[ \t\f\v]"
+_DEFINED = re.compile(rf"^{_BLANK}*#{_BLANK}*define{_BLANK}+(cu[A-Za-z0-9_]+){_BLANK}+(cu[A-Za-z0-9_]+){_BLANK}*\r?$", re.M)
 # cudaProfilerTypedefs.h & co.: typedef CUresult (CUDAAPI *PFN_cuProfilerStart_v4000)(void);
 _TYPEDEF = re.compile(r"\(\s*CUDAAPI\s*\*\s*PFN_(cu[A-Za-z0-9]+?)_v\d+\s*\)")
-_DEFINED_PT = re.compile(r"^\s*#\s*define\s+(cu[A-Za-z0-9_]+)\s+__CUDA_API_PT(DS|SZ)\(\s*(cu[A-Za-z0-9_]+)\s*\)", re.M)
+_DEFINED_PT = re.compile(
+    rf"^{_BLANK}*#{_BLANK}*define{_BLANK}+(cu[A-Za-z0-9_]+){_BLANK}+__CUDA_API_PT(DS|SZ)\(\s*(cu[A-Za-z0-9_]+)\s*\)", re.M)
 
 
 class StubError(CudapkgsError):
@@ -122,12 +133,18 @@ def _align(value: int, alignment: int) -> int:
 
 
 def stub_bytes(soname: str, symbols: Sequence[str], machine: str = "x86_64") -> bytes:
-    """The ELF-64 little-endian shared object defining `symbols` (functions) with SONAME `soname`."""
+    """The ELF-64 little-endian shared object defining `symbols` (functions) with SONAME `soname`.
+
+    `symbols`: C identifiers (ASCII letters, digits, ``_``); duplicates are one symbol.
+    Raises `StubError` for an unknown `machine`, no symbols, a name that is not a C identifier,
+    a `soname` that is empty or holds ``/`` or NUL, or (aarch64) too many functions for the
+    error texts to be reached.
+    """
     if machine not in MACHINES:
         raise StubError(f"no link stub for machine {machine!r} (known: {', '.join(MACHINES)})")
     if not symbols:
         raise StubError("a stub needs at least one symbol")
-    bad = [s for s in symbols if not _NAME.match(s)]
+    bad = [s for s in symbols if not _NAME.fullmatch(s)]
     if bad or not soname or "/" in soname or "\0" in soname:
         raise StubError(f"not a symbol or library name: {(bad or [soname])[0]!r}")
     symbols = sorted(dict.fromkeys(symbols))

@@ -17,12 +17,21 @@ slots, in their order:
 
 `Record` is a mutable value (unhashable, as a dataclass with ``eq=True``); `FrozenRecord`
 is immutable and hashable (as ``frozen=True``): assigning to a field raises
-`FrozenRecordError`, an `AttributeError`.
+`FrozenRecordError`, an `AttributeError`.  Both copy (`copy.copy`, `copy.deepcopy`) and
+pickle as dataclasses do.
 """
 
 from __future__ import annotations
 
 _set = object.__setattr__
+
+
+def _restore(cls: type, values: tuple[object, ...]) -> object:
+    """A `FrozenRecord` of class `cls` with `values` in ``__slots__`` order (copy and pickle use it)."""
+    record = cls.__new__(cls)
+    for name, value in zip(cls.__slots__, values, strict=True):
+        _set(record, name, value)
+    return record
 
 
 class FrozenRecordError(AttributeError):
@@ -61,6 +70,10 @@ class FrozenRecord(Record):
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(self._values())
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # The default restores slots with setattr, which a frozen record refuses.
+        return _restore, (type(self), self._values())
 
     def __setattr__(self, name: str, value: object) -> None:
         raise FrozenRecordError(f"cannot assign to field {name!r} of {type(self).__name__}: it is immutable")

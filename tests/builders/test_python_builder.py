@@ -95,6 +95,13 @@ def test_python3_executable_picks_the_interpreter_and_a_bad_one_is_one_error(tmp
     bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(tmp_path / "nope")})
     with pytest.raises(EvalError, match="is not an executable file .config python3Executable"):
         bad.python3Packages.numpy.drvPath
+    # An executable that is no Python (a compiler, a script) is named as such, not read as "CPython 12.2".
+    not_python = tmp_path / "cc"
+    not_python.write_text("#!/bin/sh\necho 'gcc (Debian 12.2.0-14) 12.2.0'\n")
+    not_python.chmod(0o755)
+    bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(not_python)})
+    with pytest.raises(EvalError, match=r"cc --version printed 'gcc \(Debian.*not a Python interpreter .config python3Executable"):
+        bad.python3Packages.numpy.drvPath
 
 
 def test_format_wheel_installs_a_wheel_and_refuses_one_for_another_python(tmp_path, manifests_dir):
@@ -121,3 +128,48 @@ def test_format_wheel_installs_a_wheel_and_refuses_one_for_another_python(tmp_pa
     assert Path(good.out, "bin", "wheelpkg-hello").is_file()
     with pytest.raises(Exception, match="format 'egg' is not supported"):
         ps.buildPythonPackage({"pname": "x", "version": "1", "format": "egg", "src": wheel}).drvPath
+
+
+def _handmade_wheel(path: Path, name: str, version: str, files: dict[str, bytes]) -> Path:
+    """A pure-Python py3-none-any wheel holding `files`, with a true RECORD (no build backend needed)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"{name}-{version}.dist-info"
+    files = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    digest = {n: base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode() for n, d in files.items()}
+    record = "".join(f"{n},sha256={digest[n]},{len(d)}\n" for n, d in files.items()) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in files.items():
+            archive.writestr(member, data)
+        archive.writestr(f"{info}/RECORD", record)
+    return path
+
+
+def test_format_wheel_keeps_any_wheel_name_and_records_no_build_directory(tmp_path, manifests_dir):
+    """review r1: (1) wheelUnpackHook's stripHash took any 32 characters and a '-' for a store hash, so
+    typing_inspection-0.4.1-py3-none-any.whl (its 33rd character is '-') became any.whl and pip refused
+    it; (2) pip wrote dist-info/direct_url.json naming the random work directory, so the output (and
+    its NAR hash) differed from build to build and kept a dead /.tmp/work-… path."""
+    wheel = _handmade_wheel(tmp_path / "typing_inspection-0.4.1-py3-none-any.whl", "typing_inspection", "0.4.1",
+                            {"typing_inspection.py": b"VALUE = 3\n"})
+    assert wheel.name[32] == "-"
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    ps = pkgs.python3Packages
+    pkg = ps.buildPythonPackage({"pname": "typing_inspection", "version": "0.4.1", "format": "wheel", "src": wheel,
+                                 "pythonImportsCheck": ["typing_inspection"]})
+    with Store.open(store_dir) as store:
+        realise(store, [pkg.derivation])
+    site = Path(pkg.out, "lib", f"python{ps.pythonVersion}", "site-packages")
+    assert (site / "typing_inspection.py").read_bytes() == b"VALUE = 3\n"
+    info = site / "typing_inspection-0.4.1.dist-info"
+    assert not (info / "direct_url.json").exists()
+    assert "direct_url.json" not in (info / "RECORD").read_text()
+    mentions = [p for p in Path(pkg.out).rglob("*") if p.is_file() and b"/.tmp/work-" in p.read_bytes()]
+    assert mentions == []
+    # Byte code is compiled, named relative to the output (the import system fixes co_filename).
+    (pyc,) = (site / "__pycache__").glob("typing_inspection.cpython-*.pyc")
+    assert int.from_bytes(pyc.read_bytes()[4:8], "little") & 1  # hash-based, not mtime-based

@@ -329,3 +329,21 @@ def test_fetch_pypi_wheel_through_pip_pins_the_file(store_dir):
         assert "six.py" in wheel.namelist()
     with pytest.raises(BuildError, match=re.escape(f"got: {pinned}")):
         build(store_dir, pkgs.fetchPypi(pname="six", version="1.16.0", format="wheel", hash=""))
+
+
+def test_fetch_pypi_refuses_a_trailing_newline_and_an_ambiguous_wheel_name(store_dir):
+    # review r1: the name, version and tag patterns ended in `$`, which also matches before a
+    # final newline: "six\n" was a project name (the store refused the path only later), and
+    # "any\n" a platform tag. A wheel version holding "-" made a file name that parses otherwise.
+    pkgs = pkgs_with(store_dir)
+    good = "sha256-" + base64.b64encode(hashlib.sha256(b"x").digest()).decode()
+    with pytest.raises(EvalError, match="not a Python project name"):
+        pkgs.fetchPypi(pname="six\n", version="1.16.0", hash=good)
+    with pytest.raises(EvalError, match="not a version"):
+        pkgs.fetchPypi(pname="six", version="1.16.0\n", hash=good)
+    for tag in ("dist", "python", "abi", "platform"):
+        with pytest.raises(EvalError, match="not a wheel tag"):
+            pkgs.fetchPypi(pname="six", version="1.16.0", format="wheel", hash=good, **{tag: "py3\n"})
+    with pytest.raises(EvalError, match="file name"):
+        pkgs.fetchPypi(pname="six", version="1.0-py3-none-any", format="wheel", hash=good)
+    assert pkgs.fetchPypi(pname="six", version="1.0-1", hash=good).name == "six-1.0-1.tar.gz"  # an sdist may

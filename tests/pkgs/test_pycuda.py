@@ -31,13 +31,19 @@ from cudapkgs.store.store import Store
 
 def _python312() -> str | None:
     """A CPython 3.12: $CUDAPKGS_TEST_PYTHON312, python3.12 on PATH, /usr(/local)/bin, or pyenv's versions."""
+    return _cpython(12)
+
+
+def _cpython(minor: int) -> str | None:
+    """A CPython 3.<minor>: $CUDAPKGS_TEST_PYTHON3<minor>, python3.<minor> on PATH, /usr(/local)/bin, pyenv's."""
     import glob
 
-    candidates = [os.environ.get("CUDAPKGS_TEST_PYTHON312"), shutil.which("python3.12"), "/usr/bin/python3.12",
-                  "/usr/local/bin/python3.12", *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))]
+    name = f"python3.{minor}"
+    candidates = [os.environ.get(f"CUDAPKGS_TEST_PYTHON3{minor}"), shutil.which(name), f"/usr/bin/{name}",
+                  f"/usr/local/bin/{name}", *sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}*/bin/{name}")))]
     for candidate in filter(None, candidates):
         try:  # a pyenv shim is a script: ask the interpreter for its own path
-            done = subprocess.run([candidate, "-c", "import sys; print(sys.executable, sys.version_info[:2] == (3, 12))"],
+            done = subprocess.run([candidate, "-c", f"import sys; print(sys.executable, sys.version_info[:2] == (3, {minor}))"],
                                   capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired):
             continue
@@ -68,6 +74,22 @@ def test_pycuda_is_evaluated_against_the_sets_headers_and_stub(tmp_path, manifes
     with pytest.raises(EvalError, match=r"no pinned wheel for CPython 3.13 .*pinned: CPython 3.11, CPython 3.12"):
         pinned_wheel("numpy", "3.13", "x86_64-linux")
     assert pinned_wheel("mako", "3.13", "x86_64-linux").platform == "any"
+
+
+def test_numpy_for_cpython_311_links_the_zlib_its_bundled_libgfortran_needs(tmp_path, manifests_dir):
+    # numpy 2.4.6's cp311 wheel bundles libgfortran, NEEDED libz.so.1: without zlib among its inputs the
+    # build fails in auto_patchelf ("1 unresolved DT_NEEDED ... libz.so.1"); cp312's numpy needs none.
+    python311 = _cpython(11)
+    if python311 is None:
+        pytest.skip("no CPython 3.11 here (set CUDAPKGS_TEST_PYTHON311)")
+    pkgs = cudapkgs.import_pkgs(config=_config(tmp_path / "store", python3Executable=python311))
+    numpy = pkgs.python3Packages.numpy
+    assert numpy.version == "2.4.6" and numpy.drvAttrs["buildInputs"] == [pkgs.zlib.dev]  # dev propagates out
+    assert pkgs.python3Packages.mako.drvAttrs["buildInputs"] == []
+    python312 = _python312()
+    if python312 is not None:
+        numpy312 = cudapkgs.import_pkgs(config=_config(tmp_path / "store", python3Executable=python312)).python3Packages.numpy
+        assert numpy312.version == "2.5.5" and not numpy312.drvAttrs.get("buildInputs")
 
 
 def _store_dir() -> Path:

@@ -185,6 +185,17 @@ def test_log_of_a_path_not_in_the_store(store_env, tmp_path):
     assert "is not valid in the store" in one_line_error(cudapkgs("log", missing, env=store_env))
 
 
+def test_a_missing_result_link_is_said_to_be_missing(store_env, tmp_path):
+    # Before any build, ./result does not exist: not "is not in the store" (it may be nowhere at all).
+    Store.open(tmp_path / "store").close()
+    for command in (["verify", "./result"], ["path-info", "./result"], ["why-depends", "./result", "./result"]):
+        error = one_line_error(cudapkgs(*command, env=store_env, cwd=tmp_path))
+        assert "path './result' does not exist" in error and "cudapkgs build" in error
+    # A store path of another store keeps saying where it is not.
+    error = one_line_error(cudapkgs("path-info", f"/nix/store/{'a' * 32}-x", env=store_env, cwd=tmp_path))
+    assert "is not in the store" in error
+
+
 def test_bad_jobs_is_a_usage_error(store_env):
     result = cudapkgs("build", "-j", "0", NVCC, env=store_env)
     assert result.returncode == 2 and "at least 1" in result.stderr

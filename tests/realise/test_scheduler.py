@@ -268,6 +268,20 @@ def test_each_build_has_a_log_with_its_steps(store):
         assert text.startswith(f"hello from {drv.name}\n@ unpack\n@ fixup\n")
 
 
+def test_plain_progress_says_how_many_sources_are_already_cached(store):
+    # "fetching 2 source(s) (0 B)" read as if nothing would be fetched; say that a cache holds them.
+    from types import SimpleNamespace
+
+    from cudapkgs.realise.scheduler import Fetch, Plan
+
+    a, b = mk(store.store_dir, "a", size=10), mk(store.store_dir, "b", size=20)
+    cached = SimpleNamespace(cached="wheel cache", size=10)
+    fresh = SimpleNamespace(cached=None, size=2048)
+    out = io.StringIO()
+    PlainProgress(out).begin(Plan((a, b), (a, b), (Fetch(a, "a", 10, (), cached), Fetch(b, "b", 20, (), fresh))), 2)
+    assert out.getvalue() == "building 2 derivation(s) with 2 job(s), fetching 2 source(s) (2.0 KiB to download; 1 already cached)\n"
+
+
 def test_plain_progress_lines(store):
     a = mk(store.store_dir, "a", size=4096, download=4096, steps=["unpack"])
     b = mk(store.store_dir, "b", [a])

@@ -508,3 +508,12 @@ def test_the_temporary_area_spreads_new_build_directories(store):
     if spread_subdirectories(store.tmp_dir):
         assert flags & _FS_TOPDIR_FL
     assert spread_subdirectories(store.tmp_dir / "absent") is False
+
+
+def test_verify_counts_each_store_path_once(store, tmp_path):
+    # review r1: `verify ./result ./result` (or a path and a file inside it) checked one store
+    # path but reported "checked 2 store paths".
+    a = store.add_path(addressed(store, "a"), write_tree({"f": b"a", "sub/g": b"g"}))
+    store.add_indirect_root(tmp_path / "result", a)
+    r = cli("verify", str(tmp_path / "result"), str(tmp_path / "result"), f"{a}/sub/g", a, store_dir=store.store_dir)
+    assert r.returncode == 0 and "checked 1 store paths: 0 problem(s)" in r.stdout, r.stdout + r.stderr

@@ -23,19 +23,36 @@ from typing import Any
 __all__ = ["BUILD", "INSTALL", "build_python_package", "python_version", "with_packages"]
 
 BUILD = 'python3 -m pip wheel --no-build-isolation --no-deps --no-index --disable-pip-version-check -w dist .'
+# The output must not depend on the random directories of the build. pip records where it
+# installed from (PEP 610 dist-info/direct_url.json: a file URL into the work directory) and
+# compiles byte code in its own temporary target, whose path each .pyc kept as co_filename.
+# Nixpkgs' pypaInstallHook (`installer`) writes no direct_url.json: it is removed, with its RECORD
+# line; byte code is compiled after the install, named relative to $out (hash-checked, as
+# SOURCE_DATE_EPOCH asks; the import system puts the real path in co_filename when it loads it).
+# Like pip, a file that does not compile (a template for another Python, say) fails nothing.
 INSTALL = r"""
 site="$out/lib/python$pythonVersion/site-packages"
 python3 -m pip install --no-deps --no-index --disable-pip-version-check --no-warn-script-location \
-  --target "$site" dist/*.whl
+  --no-compile --target "$site" dist/*.whl
+python3 -m compileall -q --invalidation-mode checked-hash -s "$out" "$site" > /dev/null \
+  || echo "compileall: some files of $site did not compile (their modules compile when imported)"
 if [ -d "$site/bin" ]; then mkdir -p "$out/bin"; mv "$site"/bin/* "$out/bin/"; rmdir "$site/bin"; fi
+for info in "$site"/*.dist-info; do
+  [ -f "$info/direct_url.json" ] || continue
+  rm "$info/direct_url.json"
+  grep -v '^[^,]*\.dist-info/direct_url\.json,' "$info/RECORD" > "$info/RECORD.new"
+  mv "$info/RECORD.new" "$info/RECORD"
+done
 """
-# wheelUnpackHook: the wheel (a file source) goes to dist/ under its own name (stripHash).
+# wheelUnpackHook: the wheel (a file source) goes to dist/ under its own name (stripHash: only a
+# store hash, 32 characters of Nix's base32, and a '-'; typing_inspection-0.4.1-py3-none-any.whl
+# has a '-' as its 33rd character too).
 WHEEL_BUILD = r"""
 mkdir -p dist
 for wheel in *.whl; do
   [ -e "$wheel" ] || { echo "format = wheel: the source is not a .whl file" >&2; exit 1; }
   name="$wheel"
-  case "$name" in ????????????????????????????????-*.whl) name="${name:33}";; esac
+  if [[ "$name" =~ ^[0-9abcdfghijklmnpqrsvwxyz]{32}-.+\.whl$ ]]; then name="${name:33}"; fi
   mv "$wheel" "dist/$name"
 done
 """

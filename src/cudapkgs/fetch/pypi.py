@@ -41,9 +41,10 @@ from .hashes import parse_hash
 
 __all__ = ["fetch_pypi", "build", "sdist_name", "wheel_name", "pip_tag_options"]
 
-_PROJECT = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
-_VERSION = re.compile(r"^[A-Za-z0-9.+!_-]+$")
-_TAG = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")
+# Used with fullmatch (`$` would also match before a final newline).
+_PROJECT = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
+_VERSION = re.compile(r"[A-Za-z0-9.+!_-]+")
+_TAG = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
 
 
 def sdist_name(pname: str, version: str, extension: str = "tar.gz") -> str:
@@ -98,14 +99,14 @@ def fetch_pypi(
     """A package whose output is the sdist (or, with ``format="wheel"``, the wheel) of ``pname`` ``version``.
 
     Raises `EvalError` for a malformed project name, version, hash or tag, an unknown
-    ``format``, wheel tags given for an sdist, or an unsupported option.
+    ``format``, wheel tags given for an sdist, an unsupported option, or (wheel) a version holding "-".
     """
     where = f"fetchPypi {pname} {version}"
     if unsupported:
         raise EvalError(f"{where}: {', '.join(sorted(unsupported))} is not supported by cudapkgs' fetchPypi")
-    if not isinstance(pname, str) or not _PROJECT.match(pname):
+    if not isinstance(pname, str) or not _PROJECT.fullmatch(pname):
         raise EvalError(f"{where}: {pname!r} is not a Python project name")
-    if not isinstance(version, str) or not _VERSION.match(version):
+    if not isinstance(version, str) or not _VERSION.fullmatch(version):
         raise EvalError(f"{where}: {version!r} is not a version")
     if format == "wheel":
         return _fetch_wheel(pkgs, where, pname, version, hash, sha256, dist or "py2.py3", python or "py2.py3",
@@ -133,8 +134,10 @@ def fetch_pypi(
 def _fetch_wheel(pkgs: Any, where: str, pname: str, version: str, hash: str | None, sha256: str | None,
                  dist: str, python: str, abi: str, platform: str) -> Package:
     for label, tag in (("dist", dist), ("python", python), ("abi", abi), ("platform", platform)):
-        if not isinstance(tag, str) or not _TAG.match(tag):
+        if not isinstance(tag, str) or not _TAG.fullmatch(tag):
             raise EvalError(f"{where}: {label} {tag!r} is not a wheel tag")
+    if "-" in version:  # PEP 427: a file name's fields are separated by "-"; none may hold one
+        raise EvalError(f"{where}: version {version!r} cannot be part of a wheel's file name (it holds '-')")
     pip_tag_options(python, abi, platform)  # refuse tags pip cannot target now, not at build time
     if hash and sha256:
         raise EvalError(f"{where}: give hash or sha256, not both")

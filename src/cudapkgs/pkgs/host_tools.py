@@ -36,22 +36,37 @@ _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)*)")
 _HOST_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 
 
+# attribute -> what its `--version` output starts with (a python3Executable that is no Python says so)
+_VERSION_PREFIX = {"python3": "Python "}
+
+
 @functools.cache
-def _probe(path: str, mtime_ns: int, size: int) -> str:
+def _probe(path: str, mtime_ns: int, size: int, prefix: str = "") -> str:
     try:
         done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError) as error:
-        raise EvalError(f"{path} --version failed: {error}") from None
-    match = _VERSION.search(done.stdout + done.stderr)
+        raise EvalError(f"--version failed: {error}") from None
+    text = (done.stdout + done.stderr).strip()
+    if prefix and not re.match(re.escape(prefix) + r"\d", text):
+        first = text.splitlines()[0] if text else ""
+        raise EvalError(f"--version printed {first!r}, not {prefix.strip()} <version>: "
+                        f"not a {prefix.strip()} interpreter")
+    match = _VERSION.search(text)
     if match is None:
-        raise EvalError(f"{path} --version printed no version number")
+        raise EvalError("--version printed no version number")
     return match.group(1)
 
 
-def probe_version(path: str) -> str:
-    """The version `path --version` reports (cached per file identity: path, mtime, size)."""
+def probe_version(path: str, prefix: str = "") -> str:
+    """The version `path --version` reports (cached per file identity: path, mtime, size).
+
+    With `prefix` (e.g. "Python "), the output must start with it and a digit, else `EvalError`.
+    """
     st = os.stat(path)
-    return _probe(os.path.realpath(path), st.st_mtime_ns, st.st_size)
+    try:
+        return _probe(os.path.realpath(path), st.st_mtime_ns, st.st_size, prefix)
+    except EvalError as error:
+        raise EvalError(f"{path} {error}") from None
 
 
 def _locate(name: str, search: Sequence[str]) -> str | None:
@@ -76,7 +91,10 @@ def host_tool(config: Any, system: str, attr: str, *, executable: str | None = N
     for n in names:
         if n != main and os.access(os.path.join(directory, n), os.X_OK):
             paths[n] = os.path.join(directory, n)
-    version = probe_version(main_path)
+    try:
+        version = probe_version(main_path, _VERSION_PREFIX.get(attr, ""))
+    except EvalError as error:
+        raise EvalError(f"{attr}: {error}" + (" (config python3Executable)" if attr == "python3" and executable else "")) from None
     install = ['mkdir -p "$out/bin" "$out/nix-support"']
     install += [f'ln -s {p} "$out/bin/{n}"' for n, p in paths.items()]
     if hook:

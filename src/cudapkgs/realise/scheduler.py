@@ -277,7 +277,9 @@ class PlainProgress:
 
     def begin(self, plan: Plan, jobs: int) -> None:
         self._total = len(plan.to_build)
-        fetch = f", fetching {len(plan.to_fetch)} source(s) ({format_size(plan.download_size)})" if plan.to_fetch else ""
+        cached = sum(1 for f in plan.to_fetch if f.cached)
+        held = f" to download; {cached} already cached" if cached else ""  # as --dry-run says it
+        fetch = f", fetching {len(plan.to_fetch)} source(s) ({format_size(plan.download_size)}{held})" if plan.to_fetch else ""
         self._line(f"building {self._total} derivation(s) with {jobs} job(s){fetch}")
 
     def started(self, drv: Derivation) -> None:

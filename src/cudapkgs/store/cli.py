@@ -296,7 +296,8 @@ def _verify(args: argparse.Namespace) -> int:
 
     with _open(args, read_only=True) as store:
         problems = store.verify(check_contents=not args.no_contents, paths=args.paths or None)
-        count = len(args.paths) if args.paths else len(store.all_paths())
+        # Distinct store paths: `./result` and a file inside it name one path.
+        count = len({store.parse(p) for p in args.paths}) if args.paths else len(store.all_paths())
     if args.json:
         print(json.dumps([{"path": p.path, "kind": p.kind, "message": p.message} for p in problems], indent=2))
     else:

@@ -36,7 +36,7 @@ from . import nar
 from .db import PathInfo, StoreDB
 from .graph import StoreGraph
 from .locks import PathLock, acquire_saying_so, lock_file_for
-from .paths import base32_encode, compress_hash, hash_part, make_store_path_from_digest, to_store_path
+from .paths import base32_encode, compress_hash, hash_part, is_hash_part, make_store_path_from_digest, to_store_path
 
 __all__ = ["GCResult", "Hop", "PathInfo", "Problem", "Store", "default_store_root"]
 
@@ -218,6 +218,10 @@ class Store:
         while not (text.startswith(prefix) and not text[len(prefix):].startswith(".")) and os.path.islink(text) and seen < 40:
             text = os.path.normpath(os.path.join(os.path.dirname(text), os.readlink(text)))
             seen += 1
+        if not text.startswith(prefix) and not os.path.lexists(text) and not is_hash_part(os.path.basename(text)[:32]):
+            # ./result before any build, or a typo: not a store path of another store either
+            raise StoreError(f"path '{os.fspath(path)}' does not exist (expected a store path, a file in one, "
+                             "or a link to one such as ./result from `cudapkgs build`)")
         return to_store_path(self.store_dir, text)
 
     def is_valid(self, path: str) -> bool:

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from ...errors import EvalError
 
-__all__ = ["PACKAGES", "WHEELS", "Wheel", "package"]
+__all__ = ["LIBRARIES", "PACKAGES", "WHEELS", "Wheel", "package"]
 
 
 class Wheel(NamedTuple):
@@ -64,6 +64,11 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
     }, ()),
 }  # fmt: skip
 
+# (attribute, python tag) -> libraries of the top level its wheel's bundled ELF files need beyond glibc
+# and libstdc++: numpy 2.4.6's cp311 wheel bundles libgfortran (numpy.libs/libgfortran-*.so.5), which
+# needs libz.so.1; numpy 2.5.5's cp312 wheel bundles only OpenBLAS (readelf -d, 2026-11-30).
+LIBRARIES: dict[tuple[str, str], tuple[str, ...]] = {("numpy", "cp311"): ("zlib",)}
+
 PACKAGES: tuple[str, ...] = (*WHEELS, "pycuda")
 
 
@@ -99,6 +104,7 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
     src = pkgs.fetchPypi(pname=wheel.pname, version=wheel.version, format="wheel", dist=wheel.python,
                          python=wheel.python, abi=wheel.abi, platform=wheel.platform, sha256=wheel.sha256)
     module = {"typing-extensions": "typing_extensions"}.get(name, name)
+    libraries = LIBRARIES.get((name, wheel.python), ())
     return scope.buildPythonPackage({
         "pname": name,
         "version": wheel.version,
@@ -108,4 +114,6 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
         "dependencies": [scope[d] for d in deps],
         "pythonImportsCheck": [module],
         "meta": {"description": f"{wheel.pname} {wheel.version} from its pinned wheel ({src.name})"},
+        # only where a wheel needs one: the other wheels' derivations (and store paths) stay as they were
+        **({"buildInputs": [pkgs[library] for library in libraries]} if libraries else {}),
     })
