@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -173,3 +174,27 @@ def test_format_wheel_keeps_any_wheel_name_and_records_no_build_directory(tmp_pa
     # Byte code is compiled, named relative to the output (the import system fixes co_filename).
     (pyc,) = (site / "__pycache__").glob("typing_inspection.cpython-*.pyc")
     assert int.from_bytes(pyc.read_bytes()[4:8], "little") & 1  # hash-based, not mtime-based
+
+
+def test_python3_executable_in_a_directory_with_a_space_and_one_that_is_no_python(tmp_path, manifests_dir):
+    """review r1: the host tool's install linked its executables unquoted (`ln -s /a b/python3 …`
+    failed for a directory with a space, and a path could run shell words), and any program
+    that printed a version (cmake 3.25.1) was taken for Python 3.25."""
+    import sys
+
+    from cudapkgs.errors import EvalError
+
+    spaced = tmp_path / "my python; true" / "bin"
+    spaced.mkdir(parents=True)
+    (spaced / "python3").symlink_to(Path(sys.executable).resolve())
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": str(spaced / "python3")})
+    with Store.open(store_dir) as store:
+        realise(store, [pkgs.python3.derivation])
+    assert os.readlink(Path(pkgs.python3.out, "bin", "python3")) == str(spaced / "python3")
+    not_python = tmp_path / "cmake"
+    not_python.write_text("#!/bin/sh\necho 'cmake version 3.25.1'\n")
+    not_python.chmod(0o755)
+    bad = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": str(not_python)})
+    with pytest.raises(EvalError, match="not a Python interpreter"):
+        bad.python3Packages.pythonVersion

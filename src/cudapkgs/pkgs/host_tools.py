@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -96,7 +97,8 @@ def host_tool(config: Any, system: str, attr: str, *, executable: str | None = N
     except EvalError as error:
         raise EvalError(f"{attr}: {error}" + (" (config python3Executable)" if attr == "python3" and executable else "")) from None
     install = ['mkdir -p "$out/bin" "$out/nix-support"']
-    install += [f'ln -s {p} "$out/bin/{n}"' for n, p in paths.items()]
+    # Quoted: a host path may hold spaces or shell words (plain paths stay as they were written).
+    install += [f'ln -s {shlex.quote(p)} "$out/bin/{n}"' for n, p in paths.items()]
     if hook:
         install.append(f'echo {hook} > "$out/{SETUP_HOOK}"')
     return mk_derivation(
