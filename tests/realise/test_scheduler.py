@@ -280,6 +280,14 @@ def test_plain_progress_says_how_many_sources_are_already_cached(store):
     out = io.StringIO()
     PlainProgress(out).begin(Plan((a, b), (a, b), (Fetch(a, "a", 10, (), cached), Fetch(b, "b", 20, (), fresh))), 2)
     assert out.getvalue() == "building 2 derivation(s) with 2 job(s), fetching 2 source(s) (2.0 KiB to download; 1 already cached)\n"
+    # A wheel's size is unknown until fetched (only --dry-run asks the index): not "(0 B)" either.
+    unknown = SimpleNamespace(cached=None, size=None)
+    for fetches, said in [((Fetch(a, "a", 10, (), unknown), Fetch(b, "b", 20, (), unknown)), "sizes unknown"),
+                          ((Fetch(a, "a", 10, (), cached), Fetch(b, "b", 20, (), unknown)), "1 of unknown size; 1 already cached"),
+                          ((Fetch(a, "a", 10, (), cached), Fetch(b, "b", 20, (), cached)), "2 already cached")]:
+        out = io.StringIO()
+        PlainProgress(out).begin(Plan((a, b), (a, b), fetches), 2)
+        assert out.getvalue().endswith(f"fetching 2 source(s) ({said})\n")
 
 
 def test_plain_progress_lines(store):

@@ -260,6 +260,21 @@ class NullProgress:
         pass
 
 
+def _fetch_summary(plan: Plan) -> str:
+    """"4.0 KiB", or with the sources a cache holds and those of unknown size (a wheel's, until
+    fetched: only --dry-run asks the index) counted apart: "2.0 KiB to download; 1 already cached"."""
+    cached = sum(1 for f in plan.to_fetch if f.cached)
+    unknown = plan.unknown_sizes
+    if not cached and not unknown:
+        return format_size(plan.download_size)
+    parts = [f"{format_size(plan.download_size)} to download"] if plan.download_size else []
+    if unknown:
+        parts.append("sizes unknown" if unknown == len(plan.to_fetch) else f"{unknown} of unknown size")
+    if cached:
+        parts.append(f"{cached} already cached")
+    return "; ".join(parts)
+
+
 class PlainProgress:
     """One line per event, for logs and pipes: starts, steps, download start/end, results."""
 
@@ -277,9 +292,7 @@ class PlainProgress:
 
     def begin(self, plan: Plan, jobs: int) -> None:
         self._total = len(plan.to_build)
-        cached = sum(1 for f in plan.to_fetch if f.cached)
-        held = f" to download; {cached} already cached" if cached else ""  # as --dry-run says it
-        fetch = f", fetching {len(plan.to_fetch)} source(s) ({format_size(plan.download_size)}{held})" if plan.to_fetch else ""
+        fetch = f", fetching {len(plan.to_fetch)} source(s) ({_fetch_summary(plan)})" if plan.to_fetch else ""
         self._line(f"building {self._total} derivation(s) with {jobs} job(s){fetch}")
 
     def started(self, drv: Derivation) -> None:
