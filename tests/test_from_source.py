@@ -207,13 +207,27 @@ def test_a_wrong_source_hash_fails_with_both_hashes(manifests_dir, tmp_path):
                     reason="building NCCL takes about an hour on two cores; set CUDAPKGS_NCCL_STORE to a store "
                            "that holds the closure bench/device/build_nccl.py builds")
 def test_prebuilt_nccl_tests_closure(manifests_dir):
+    """The store holds the outputs of *these* expressions (build_nccl.py's configuration), not an older build."""
     from cudapkgs.elf import read_elf
+    from cudapkgs.store.store import Store
 
-    store = os.environ["CUDAPKGS_NCCL_STORE"]
-    exe = next(Path(store).glob("*-cuda13.0-nccl-tests-2.18.2/bin/all_reduce_perf"))
-    info = read_elf(exe)
-    assert "libnccl.so.2" in info.needed
-    assert any(Path(p, "libnccl.so.2").exists() for p in info.runpath)
+    store_dir = os.environ["CUDAPKGS_NCCL_STORE"]
+    config = {"storeDir": store_dir, "fetchers": ["wheels"], "allowUnfree": True, "cudaSupport": True,
+              "cudaCapabilities": ["9.0"], "cudaForwardCompat": False}  # bench/device/build_nccl.py packages()
+    cuda = cudapkgs.import_pkgs(config=config).cudaPackages_13_0
+    nccl, tests = cuda.nccl, cuda["nccl-tests"]
+    with Store.open(store_dir) as store:
+        missing = [p for p in (nccl.out, tests.out) if not store.is_valid(p)]
+        assert not missing, (f"{store_dir} holds no build of the current expressions ({', '.join(missing)}): "
+                             "run bench/device/build_nccl.py")
+        closure = store.closure([tests.out])
+    exe = read_elf(Path(tests.out, "bin", "all_reduce_perf"))
+    assert "libnccl.so.2" in exe.needed and f"{nccl.out}/lib" in exe.runpath
+    # nccl.nix@0145c6da passes no CUDARTLIB: cudart is linked statically (CUDA 13's wheel has libcudart_static.a).
+    library = read_elf(next(Path(nccl.out, "lib").glob("libnccl.so.2.*")))
+    assert not [n for n in library.needed if n.startswith("libcudart")]
+    # nvcc's path is scrubbed (disallowedReferences): the run-time closure has no nvcc and no stub.
+    assert nccl.out in closure and not [p for p in closure if "-cuda_nvcc-" in p or p.endswith("-stubs")]
 
 
 def test_nccl_tests_gpu_test_is_skipped_without_a_gpu(pkgs):

@@ -420,3 +420,24 @@ def test_a_nul_byte_in_a_spec_is_a_problem_everywhere(tmp_path, capsys):
     assert main(["cdi", "list", "--spec-dir", str(spec.parent)]) == 0
     captured = capsys.readouterr()
     assert captured.out == "" and f"{spec} is ignored" in captured.err
+
+
+def test_an_empty_path_finds_no_hook_program_in_the_working_directory(tmp_path, monkeypatch):
+    """review r1 (session 3): `_on_path` replaced `shutil.which`, but with PATH set and empty it
+    searched the working directory (which finds nothing then): a file named cudapkgs there became
+    the program every container's hooks run."""
+    import shutil
+
+    from cudapkgs.containers import generate
+
+    planted = tmp_path / "cudapkgs"
+    planted.write_text("#!/bin/sh\n")
+    planted.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(generate.sys, "executable", str(tmp_path / "elsewhere" / "python3"))
+    for value in ("", "/nonexistent-dir"):
+        monkeypatch.setenv("PATH", value)
+        assert generate._on_path("cudapkgs") == shutil.which("cudapkgs") is None
+        assert generate.HookProgram.at(None).path != str(planted)
+    monkeypatch.delenv("PATH")
+    assert generate._on_path("sh") == shutil.which("sh")  # no PATH: the default search path, as which

@@ -183,8 +183,20 @@ class HookProgram(FrozenRecord):
 
 def _on_path(name: str) -> str | None:
     """The first executable `name` in $PATH's directories, as `shutil.which` finds it (without
-    importing shutil on the start-up path of `cdi generate`); None when there is none."""
-    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+    importing shutil on the start-up path of `cdi generate`); None when there is none.
+
+    As `shutil.which`: no PATH searches the system's default path, and a PATH set but empty
+    searches nothing (not the working directory, where anyone may have left a "cudapkgs").
+    """
+    search = os.environ.get("PATH")
+    if search is None:
+        try:
+            search = os.confstr("CS_PATH")
+        except (AttributeError, ValueError):
+            search = os.defpath
+    if not search:
+        return None
+    for directory in search.split(os.pathsep):
         path = os.path.join(directory, name)
         if os.access(path, os.X_OK) and not os.path.isdir(path):
             return path
