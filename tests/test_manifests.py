@@ -663,6 +663,17 @@ def test_update_gives_up_after_retries(server):
     assert not m.user_directory().exists()
 
 
+def test_update_from_a_missing_local_file_is_not_retried(tmp_path, monkeypatch):
+    # A local file that is not there stays so: no retries (1 s + 2 s of back-off before).
+    sleeps = []
+    monkeypatch.setattr("time.sleep", sleeps.append)
+    with pytest.raises(ManifestError) as info:
+        m.update_manifest("cuda", "12.8.2", source=str(tmp_path / "no-mirror"), target=tmp_path / "manifests")
+    message = str(info.value)
+    assert sleeps == [] and "attempts" not in message and "No such file" in message and "nothing was written" in message
+    assert not (tmp_path / "manifests").exists()
+
+
 def test_update_404_is_not_retried(server):
     server.default = (404, b"not found")
     with pytest.raises(ManifestError) as info:

@@ -638,6 +638,8 @@ def _download(url: str, product: str, version: str) -> bytes:
                 break  # a client error (404: no such release) will not go away
         except urllib.error.URLError as error:
             problem = str(error.reason)
+            if url.startswith("file:"):
+                break  # a local file that is missing or unreadable stays so: no retry, no backoff
         except (OSError, http.client.HTTPException) as error:  # timeouts, resets, truncated bodies
             problem = str(error) or type(error).__name__
         except ValueError as error:  # a malformed URL
