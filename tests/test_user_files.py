@@ -226,6 +226,32 @@ def test_readme_package_file_example_builds_and_runs(tmp_path, capsys):
     assert json.loads(out) == "sha256-CFLCNtDxCq8WDqbPO6CI+cwBFtgk2RO2+J3tQs6iInY="
 
 
+@pytest.mark.wheels
+@pytest.mark.skipif(shutil.which("g++", path="/usr/bin:/bin") is None, reason="needs g++ in /usr/bin")
+def test_readme_package_file_example_builds_with_cuda_from_nvidia_wheels(tmp_path, capsys, monkeypatch):
+    """The README's CUDA build of myapp: nvcc's -L dirs in the fatbinary are scrubbed (without
+    removeReferencesTo the build failed: 'myapp refers to nvcc ... a build tool')."""
+    import os
+
+    monkeypatch.setenv("XDG_CACHE_HOME", os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or str(Path.home() / ".cache"))
+    f = write(tmp_path / "mypkgs.py", _readme_package_file())
+    (tmp_path / "myapp").mkdir()
+    shutil.copy(REPO / "examples" / "saxpy" / "saxpy.cu", tmp_path / "myapp" / "main.cu")
+    code, _, err = run(capsys, "build", "-f", str(f), "myapp", "--set", "cudaSupport=true", "--set",
+                       "allowUnfreePredicate=cuda", "--arg", "cudaPackages=cudaPackages_13_0", "--set", 'fetchers=["wheels"]',
+                       "--set", 'cudaCapabilities=["9.0"]', "--set", "cudaForwardCompat=false", "-o", str(tmp_path / "result"))
+    if code != 0 and "pip download" in err and ("network" in err.lower() or "connection" in err.lower()):
+        pytest.skip(f"pip cannot reach its index: {err.strip()[-200:]}")
+    assert code == 0, err
+    code, out, err = run(capsys, "path-info", "-r", str(tmp_path / "result"))
+    assert code == 0, err
+    closure = out.split()
+    assert not [p for p in closure if "cuda_nvcc" in p] and any("cuda_cudart" in p for p in closure), closure
+    done = subprocess.run(["env", "-i", tmp_path / "result" / "bin" / "myapp", "1000"], capture_output=True, text=True)
+    assert done.returncode in (0, 2), done.stdout + done.stderr  # 2: no GPU here, after libcudart loaded
+    assert "PASS" in done.stdout if done.returncode == 0 else "cudaGetDevice" in done.stderr + done.stdout
+
+
 # --- the CMake example from a user file (issue 9, parts 7a and 7d) ------------------------------
 
 CUDA_ARGS = ("--set", "cudaSupport=true", "--set", "allowUnfree=true", "--set", 'cudaCapabilities=["9.0"]',
