@@ -189,9 +189,16 @@ def test_python3_executable_in_a_directory_with_a_space_and_one_that_is_no_pytho
     (spaced / "python3").symlink_to(Path(sys.executable).resolve())
     store_dir = tmp_path / "store"
     pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": str(spaced / "python3")})
+    env = pkgs.python3Packages.withPackages(lambda ps: [])
     with Store.open(store_dir) as store:
-        realise(store, [pkgs.python3.derivation])
+        realise(store, [pkgs.python3.derivation, env.derivation])
     assert os.readlink(Path(pkgs.python3.out, "bin", "python3")) == str(spaced / "python3")
+    # The env's wrapper runs that interpreter (it was `exec /…/my python; true/bin/python3 "$@"`), and
+    # with no packages it leaves PYTHONPATH alone (it was ":$PYTHONPATH": the working directory first).
+    done = subprocess.run([f"{env.out}/bin/python3", "-c", "import sys; print(sys.executable); print(sys.path[1])"],
+                          capture_output=True, text=True, env={"PYTHONPATH": "/nowhere"}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [str(spaced / "python3"), "/nowhere"]
     not_python = tmp_path / "cmake"
     not_python.write_text("#!/bin/sh\necho 'cmake version 3.25.1'\n")
     not_python.chmod(0o755)

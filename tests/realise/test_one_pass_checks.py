@@ -364,3 +364,35 @@ def test_a_cached_wheel_whose_bytes_changed_is_fetched_again_by_pip(tmp_path, mo
         assert store.query(drv.outputs["out"]).nar_hash == first
         assert "changed since pip checked" in log_path(store, drv).read_text()
     assert cached.read_bytes() == good.read_bytes()
+
+
+def test_the_wheel_hashed_is_the_wheel_unpacked_even_if_replaced_meanwhile(tmp_path, monkeypatch):
+    """review r1: the sha256 thread and the unzipper opened the wheel by name, each on its own:
+    a wheel renamed over the cached one between the two opens was unpacked while the hash of the
+    old one matched, so a tree from unchecked bytes was accepted. Both now read one open file."""
+    import hashlib
+    import threading
+    import zipfile
+
+    from cudapkgs.fetch import wheels
+
+    wheel = make_wheel(tmp_path / "w.whl", FILES)
+    good = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    evil = make_wheel(tmp_path / "evil.whl", {**FILES, "nvidia/cu13/bin/tool": b"evil"})
+    real_zipfile = zipfile.ZipFile
+
+    def swap_then_open(file, *args, **kwargs):
+        if evil.exists():
+            for thread in threading.enumerate():  # the hash of the wheel as it was is done
+                if thread.name == "cudapkgs-wheel-sha256":
+                    thread.join()
+            os.replace(evil, wheel)  # then it is replaced, before the unzipper reads it
+        return real_zipfile(file, *args, **kwargs)
+
+    monkeypatch.setattr(wheels.zipfile, "ZipFile", swap_then_open)
+    try:
+        unpack_wheel(wheel, tmp_path / "t" / "tree", cuda_major=13, sha256=good)
+    except wheels.WheelChangedError:
+        assert not (tmp_path / "t" / "tree").exists()  # refused: fine too
+    else:
+        assert (tmp_path / "t" / "tree" / "bin" / "tool").read_bytes() == FILES["nvidia/cu13/bin/tool"]

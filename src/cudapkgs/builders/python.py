@@ -107,14 +107,20 @@ def build_python_package(
     return mk_derivation(config, full, system=system)
 
 
+# The wrapper is /bin/sh: the interpreter's host path is single-quoted (a python3Executable may
+# hold spaces or shell words), and with no packages PYTHONPATH is left alone (an empty entry
+# would put the working directory first on sys.path).
 WITH_PACKAGES = r"""
 mkdir -p "$out/bin"
+quoted="'${interpreter//\'/\'\\\'\'}'"
 for name in python3 "python$pythonVersion"; do
   {
     echo '#!/bin/sh'
     echo "# python.withPackages: the interpreter with these packages (and what they propagate) importable"
-    printf 'PYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH}\nexport PYTHONPATH\n' "$PYTHONPATH"
-    printf 'exec %s "$@"\n' "$interpreter"
+    if [ -n "${PYTHONPATH:-}" ]; then
+      printf 'PYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH}\nexport PYTHONPATH\n' "$PYTHONPATH"
+    fi
+    printf 'exec %s "$@"\n' "$quoted"
   } > "$out/bin/$name"
   chmod 755 "$out/bin/$name"
 done

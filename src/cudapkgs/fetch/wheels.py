@@ -24,7 +24,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import FetchError
 from .http import Progress
@@ -207,11 +207,21 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    # One open file for the hash and the unzipper: a wheel renamed over this one meanwhile must
+    # not be unpacked under the hash of the one it replaced.
+    handle = open(wheel, "rb")  # noqa: SIM115 - closed below, once the hashing thread is done
+    with handle:
+        return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256)
+
+
+def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cuda_major: int,
+                       sha256: str | None) -> Path:
+    """`unpack_wheel` of the wheel open as `handle`; returns only once no thread reads it."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    checker = _HashInBackground(Path(wheel)) if sha256 is not None else None
+    checker = _HashInBackground(handle.fileno(), wheel) if sha256 is not None else None
     try:
         try:
-            archive = zipfile.ZipFile(wheel)
+            archive = zipfile.ZipFile(handle)
         except (zipfile.BadZipFile, zipfile.LargeZipFile) as error:
             raise FetchError(f"{wheel}: damaged wheel ({error})") from None
         with archive:
@@ -251,17 +261,18 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
 class _HashInBackground:
     """The sha256 of a file, computed on a thread of its own (hashlib and reads release the GIL)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, fd: int, path: Path) -> None:
+        """Hash the file open as `fd` (read with pread: its offset is left to the unzipper); `path` names it."""
         import threading
 
         self._digest: str | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(path,), name="cudapkgs-wheel-sha256", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(fd, path), name="cudapkgs-wheel-sha256", daemon=True)
         self._thread.start()
 
-    def _run(self, path: Path) -> None:
+    def _run(self, fd: int, path: Path) -> None:
         try:
-            self._digest = _file_sha256(path)
+            self._digest = _file_sha256(path, fd)
         except BaseException as error:  # an OSError: reported by result()
             self._error = error
 
@@ -319,7 +330,8 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
         workers = min(_UNZIP_THREADS, max(1, (os.cpu_count() or 1) // _running[0]), len(jobs))
     fd = -1
     try:
-        fd = os.open(archive.filename, os.O_RDONLY | os.O_CLOEXEC)  # type: ignore[arg-type]
+        # The archive's own open file (not its name again: the bytes unpacked are the bytes hashed).
+        fd = os.dup(archive.fp.fileno())  # type: ignore[union-attr]
         if workers <= 1:
             for info, rel in jobs:
                 _extract_member(archive, fd, info, rel, tmp, hashes[info.filename])
@@ -595,20 +607,31 @@ _HASHED: dict[tuple[str, int, int, int, int, int], str] = {}
 _RACY_NS = 2_000_000_000
 
 
-def _file_sha256(path: Path) -> str:
-    """`_sha256(path)`, remembered in this process while the file's identity and times stay the same."""
-    before = os.stat(path)
+def _file_sha256(path: Path, fd: int | None = None) -> str:
+    """`_sha256(path)` (or of the file open as `fd`, which `path` names), remembered in this
+    process while the file's identity and times stay the same."""
+    before = os.stat(path) if fd is None else os.fstat(fd)
     key = (os.fspath(path), before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns)
     known = _HASHED.get(key)
     if known is not None:
         return known
     started = time.time_ns()
-    digest = _sha256(path)
-    after = os.stat(path)
+    digest = _sha256(path) if fd is None else _fd_sha256(fd)
+    after = os.stat(path) if fd is None else os.fstat(fd)
     unchanged = (after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) == key[1:]
     if unchanged and started - max(before.st_mtime_ns, before.st_ctime_ns) > _RACY_NS:
         _HASHED[key] = digest
     return digest
+
+
+def _fd_sha256(fd: int) -> str:
+    """The sha256 of the file open as `fd`, read with pread (the descriptor's offset is not moved)."""
+    digest = hashlib.sha256()
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.hexdigest()
 
 
 def _sha256(path: Path) -> str:
