@@ -6,8 +6,13 @@ Only argparse is imported here; the store loads inside the handlers.
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING
 
 from ..table import format_size  # stdlib-only: cheap at start-up
+
+if TYPE_CHECKING:
+    from typing import TextIO
 
 STORE_HELP = (
     "the store root (default: storeDir from the configuration, else $CUDAPKGS_STORE, "
@@ -291,11 +296,42 @@ def _why_depends(args: argparse.Namespace) -> int:
     return 0
 
 
+class _VerifyProgress:
+    """`verify`'s progress on stderr: one line rewritten in place on a terminal (at most 10 times a
+    second), else a line at most every `interval` seconds (none when verify ends sooner)."""
+
+    def __init__(self, stream: TextIO, interval: float = 10.0) -> None:
+        import time
+
+        self._stream, self._clock = stream, time.monotonic
+        self._tty = bool(getattr(stream, "isatty", lambda: False)())
+        self._interval = 0.1 if self._tty else interval
+        self._last = self._clock()
+        self._shown = False
+
+    def __call__(self, done: int, total: int, bytes_done: int, bytes_total: int) -> None:
+        now = self._clock()
+        final = done == total
+        if final and not self._shown:
+            return
+        if not final and now - self._last < self._interval:
+            return
+        self._last = now
+        line = f"verifying: {done}/{total} paths, {format_size(bytes_done)} of {format_size(bytes_total)}"
+        if self._tty:
+            self._stream.write("\r\033[K" + ("" if final else line))
+        elif not final:
+            self._stream.write(line + "\n")
+        self._stream.flush()
+        self._shown = True
+
+
 def _verify(args: argparse.Namespace) -> int:
     import json
 
     with _open(args, read_only=True) as store:
-        problems = store.verify(check_contents=not args.no_contents, paths=args.paths or None)
+        problems = store.verify(check_contents=not args.no_contents, paths=args.paths or None,
+                                progress=_VerifyProgress(sys.stderr))
         # Distinct store paths: `./result` and a file inside it name one path.
         count = len({store.parse(p) for p in args.paths}) if args.paths else len(store.all_paths())
     if args.json:

@@ -670,7 +670,8 @@ class Store:
 
     # -- verification and explanation -------------------------------------
 
-    def verify(self, check_contents: bool = True, paths: Iterable[str] | None = None) -> list[Problem]:
+    def verify(self, check_contents: bool = True, paths: Iterable[str] | None = None,
+               progress: Callable[[int, int, int, int], None] | None = None) -> list[Problem]:
         """Check valid paths: each exists, refers only to valid paths and (with `check_contents`) matches its
         NAR hash and records every valid path its files mention (kind ``missing-reference``).
 
@@ -678,14 +679,22 @@ class Store:
         default every valid path. Raises `StoreError` for a path that is not valid. The database
         is read once, and the valid paths' hash parts are encoded once for every path scanned, so
         the time grows linearly with the paths (and bytes) checked.
+
+        `progress(paths_done, paths_total, bytes_done, bytes_total)` is called before each path
+        and once at the end; bytes are the registered NAR sizes (what hashing reads).
         """
         problems = []
         graph = self.graph()  # one pass over the database, not two queries per path
         todo = sorted(graph.rows) if paths is None else sorted({self._valid_path_of(p, graph) for p in paths})
         hashes: dict[str, str] | None = None
         candidates: nar.Candidates | None = None
-        for path in todo:
+        bytes_total = sum(graph.rows[p][1] for p in todo)
+        bytes_done = 0
+        for done, path in enumerate(todo):
+            if progress is not None:
+                progress(done, len(todo), bytes_done, bytes_total)
             info = graph.info(path)
+            bytes_done += info.nar_size
             if not os.path.lexists(path):
                 problems.append(Problem(path, "missing", f"path '{path}' is registered but missing on disk"))
                 continue
@@ -712,6 +721,8 @@ class Store:
             for ref in info.references:
                 if not graph.is_valid(ref):
                     problems.append(Problem(path, "invalid-reference", f"path '{path}' refers to '{ref}', which is not valid"))
+        if progress is not None:
+            progress(len(todo), len(todo), bytes_done, bytes_total)
         return problems
 
     def _valid_path_of(self, given: str, graph: StoreGraph) -> str:
