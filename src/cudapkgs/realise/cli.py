@@ -113,7 +113,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
-    p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto", help="builds at once ('auto': CPUs)")
+    p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
+                   help="up to N builds at once, and up to N sources of waiting builds unpacked ahead ('auto': CPUs)")
     add_eval_options(p, json_flag=False)
     p.set_defaults(func=run_shell)
 
@@ -129,7 +130,8 @@ def register(subparsers: Any) -> None:
         formatter_class=fmt,
     )
     p.add_argument("attrpaths", nargs="+", metavar="ATTRPATH", help="packages whose tests to run")
-    p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto", help="builds at once ('auto': CPUs)")
+    p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
+                   help="up to N builds at once, and up to N sources of waiting builds unpacked ahead ('auto': CPUs)")
     add_builders_option(p)
     p.add_argument("--push-to", metavar="URL", help="with --builders: the binary cache the workers push to and this machine substitutes from")
     p.add_argument("--sign-key", metavar="FILE", help="with --builders: the secret key that signs what is pushed")
