@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,3 +41,28 @@ def _isolated_user_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.delenv("CUDAPKGS_CONFIG", raising=False)
     monkeypatch.delenv("CUDAPKGS_STORE", raising=False)
+
+
+@functools.lru_cache(maxsize=None)
+def _pip_reaches_index(project: str) -> bool:
+    """Whether `pip index versions PROJECT` answers (PyPI through pip's own configuration), once per session."""
+    probe = [sys.executable, "-m", "pip", "index", "versions", project, "--disable-pip-version-check"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture
+def require_pypi():
+    """A function `require_pypi(project)` that skips the test when pip cannot reach its package index.
+
+    For the tests marked `wheels`: they download NVIDIA's (or other) wheels through pip and must
+    skip, saying why, on a machine without PyPI.
+    """
+
+    def check(project: str) -> None:
+        if not _pip_reaches_index(project):
+            pytest.skip("pip cannot reach its package index")
+
+    return check

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,14 +26,6 @@ from cudapkgs.store.store import Store
 pytestmark = pytest.mark.wheels
 
 COMPONENTS = ("cuda_nvcc", "cuda_cudart", "cuda_crt", "libnvvm", "cuda_cccl")
-
-
-def _pip_reaches_index() -> bool:
-    probe = [sys.executable, "-m", "pip", "index", "versions", "nvidia-cuda-nvcc", "--disable-pip-version-check"]
-    try:
-        return subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def _system_cuobjdump() -> str | None:
@@ -51,9 +42,8 @@ def wheel_cache(monkeypatch) -> Path:
     return home / "cudapkgs" / "wheels"
 
 
-def test_saxpy_compiled_for_sm_90_by_the_stores_nvcc(tmp_path, manifests_dir, wheel_cache):
-    if not _pip_reaches_index():
-        pytest.skip("pip cannot reach its package index")
+def test_saxpy_compiled_for_sm_90_by_the_stores_nvcc(tmp_path, manifests_dir, wheel_cache, require_pypi):
+    require_pypi("nvidia-cuda-nvcc")
     store_dir = tmp_path / "store"
     config = {
         "storeDir": str(store_dir), "fetchers": ["wheels"], "allowUnfree": True,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,14 +23,6 @@ from cudapkgs.store.store import Store
 pytestmark = pytest.mark.wheels
 
 
-def _pip_reaches_index() -> bool:
-    probe = [sys.executable, "-m", "pip", "index", "versions", "nvidia-cublas", "--disable-pip-version-check"]
-    try:
-        return subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @pytest.fixture
 def wheel_cache(monkeypatch) -> Path:
     home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
@@ -44,9 +35,8 @@ def _ldd(path: str) -> dict[str, str]:
     return {line.split()[0]: line.split("=>")[1].split("(")[0].strip() for line in out.splitlines() if "=>" in line}
 
 
-def test_cmake_example_and_shell_link_cublas_from_the_store(tmp_path, manifests_dir, wheel_cache):
-    if not _pip_reaches_index():
-        pytest.skip("pip cannot reach its package index")
+def test_cmake_example_and_shell_link_cublas_from_the_store(tmp_path, manifests_dir, wheel_cache, require_pypi):
+    require_pypi("nvidia-cublas")
     store_dir = tmp_path / "store"
     pkgs = cudapkgs.import_pkgs(config={
         "storeDir": str(store_dir), "fetchers": ["wheels"], "allowUnfree": True,
@@ -93,9 +83,8 @@ def test_cmake_example_and_shell_link_cublas_from_the_store(tmp_path, manifests_
     assert outside.returncode in (0, 2) and outside.stdout.startswith("cublasCreate=")
 
 
-def test_nvcc_left_in_the_outputs_fails_naming_it(tmp_path, manifests_dir, wheel_cache):
-    if not _pip_reaches_index():
-        pytest.skip("pip cannot reach its package index")
+def test_nvcc_left_in_the_outputs_fails_naming_it(tmp_path, manifests_dir, wheel_cache, require_pypi):
+    require_pypi("nvidia-cublas")
     store_dir = tmp_path / "store"
     pkgs = cudapkgs.import_pkgs(config={
         "storeDir": str(store_dir), "fetchers": ["wheels"], "allowUnfree": True,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,13 +29,11 @@ def wheel_cache(monkeypatch) -> Path:
     return home / "cudapkgs" / "wheels"
 
 
-def test_cudnn_libraries_resolve_from_the_store(tmp_path, manifests_dir, wheel_cache):
+def test_cudnn_libraries_resolve_from_the_store(tmp_path, manifests_dir, wheel_cache, require_pypi):
     mirror = next((d for d in source_dirs() if (d / "zlib-1.3.1.tar.gz").is_file()), None)
     if mirror is None:
         pytest.skip("zlib's source is not in the source mirror (set CUDAPKGS_SOURCES, e.g. ../shared/sources)")
-    probe = [sys.executable, "-m", "pip", "index", "versions", "nvidia-cudnn-cu13", "--disable-pip-version-check"]
-    if subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode != 0:
-        pytest.skip("pip cannot reach its package index")
+    require_pypi("nvidia-cudnn-cu13")
     store_dir = tmp_path / "store"
     pkgs = cudapkgs.import_pkgs(config={
         "storeDir": str(store_dir), "fetchers": ["wheels"], "allowUnfree": True,

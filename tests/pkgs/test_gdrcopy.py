@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -68,18 +67,13 @@ def _symbols(*args: str) -> set[str]:
 
 
 @pytest.mark.wheels
-def test_gdrcopy_links_its_programs_against_the_stub_and_needs_only_the_driver(tmp_path, manifests_dir, monkeypatch):
+def test_gdrcopy_links_its_programs_against_the_stub_and_needs_only_the_driver(tmp_path, manifests_dir, monkeypatch,
+                                                                             require_pypi):
     if not (SOURCES / "INDEX.md").is_file():
         pytest.skip(f"the source mirror {SOURCES} is absent (set CUDAPKGS_SOURCES to ../shared/sources)")
     if shutil.which("c++") is None or shutil.which("nm") is None:
         pytest.skip("needs a C++ compiler and nm")
-    probe = [sys.executable, "-m", "pip", "index", "versions", "nvidia-cuda-nvcc", "--disable-pip-version-check"]
-    try:
-        reachable = subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        reachable = False
-    if not reachable:
-        pytest.skip("pip cannot reach its package index")
+    require_pypi("nvidia-cuda-nvcc")
     from cudapkgs.realise.realise import realise
     from cudapkgs.store.store import Store
 
