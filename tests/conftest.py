@@ -66,3 +66,32 @@ def require_pypi():
             pytest.skip("pip cannot reach its package index")
 
     return check
+
+
+def _test_cache_home() -> Path:
+    """Where downloads and cached test stores outlive a test: $CUDAPKGS_TEST_CACHE_HOME, else ~/.cache."""
+    return Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
+
+
+@pytest.fixture
+def wheel_cache(monkeypatch) -> Path:
+    """Point XDG_CACHE_HOME at the test cache (not the per-test temporary one `_isolated_user_dirs`
+    sets), so NVIDIA's large wheels are downloaded once for every `wheels` test; returns the wheel
+    cache directory under it."""
+    home = _test_cache_home()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home / "cudapkgs" / "wheels"
+
+
+@pytest.fixture
+def cached_store():
+    """A function `cached_store(name)` giving a store directory that outlives the test
+    (``<test cache>/cudapkgs/test-stores/NAME``): slow builds (pycuda, gdrcopy) run once per machine."""
+    return lambda name: _test_cache_home() / "cudapkgs" / "test-stores" / name
+
+
+@pytest.fixture
+def host_has_libcuda() -> bool:
+    """Whether this machine's loader cache knows a driver `libcuda.so.1` (tests assert the failure without one)."""
+    out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout
+    return "libcuda.so.1 " in out

@@ -126,9 +126,7 @@ def test_bench_dask_tiny():
 
 @pytest.mark.wheels
 @pytest.mark.skipif(not (shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")), reason="the peer is uv (pip install uv)")
-def test_bench_wheels_tiny(monkeypatch):
-    # the wheels outlive the test, as in test_saxpy_wheels (conftest points XDG_CACHE_HOME at a temporary dir)
-    monkeypatch.setenv("XDG_CACHE_HOME", os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or str(Path.home() / ".cache"))
+def test_bench_wheels_tiny(wheel_cache):
     out = run_bench("bench_wheels.py", timeout=1800)
     (table,) = tables(out)
     assert [row[0] for row in table] == [

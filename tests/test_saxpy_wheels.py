@@ -34,14 +34,6 @@ def _system_cuobjdump() -> str | None:
     )
 
 
-@pytest.fixture
-def wheel_cache(monkeypatch) -> Path:
-    """A cache that outlives the test (conftest points XDG_CACHE_HOME at a temporary dir)."""
-    home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
-    return home / "cudapkgs" / "wheels"
-
-
 def test_saxpy_compiled_for_sm_90_by_the_stores_nvcc(tmp_path, manifests_dir, wheel_cache, require_pypi):
     require_pypi("nvidia-cuda-nvcc")
     store_dir = tmp_path / "store"

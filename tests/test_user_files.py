@@ -228,12 +228,9 @@ def test_readme_package_file_example_builds_and_runs(tmp_path, capsys):
 
 @pytest.mark.wheels
 @pytest.mark.skipif(shutil.which("g++", path="/usr/bin:/bin") is None, reason="needs g++ in /usr/bin")
-def test_readme_package_file_example_builds_with_cuda_from_nvidia_wheels(tmp_path, capsys, monkeypatch):
+def test_readme_package_file_example_builds_with_cuda_from_nvidia_wheels(tmp_path, capsys, wheel_cache):
     """The README's CUDA build of myapp: nvcc's -L dirs in the fatbinary are scrubbed (without
     removeReferencesTo the build failed: 'myapp refers to nvcc ... a build tool')."""
-    import os
-
-    monkeypatch.setenv("XDG_CACHE_HOME", os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or str(Path.home() / ".cache"))
     f = write(tmp_path / "mypkgs.py", _readme_package_file())
     (tmp_path / "myapp").mkdir()
     shutil.copy(REPO / "examples" / "saxpy" / "saxpy.cu", tmp_path / "myapp" / "main.cu")
@@ -269,14 +266,10 @@ def test_cmake_example_from_the_user_file_evaluates_against_the_chosen_set(capsy
 
 
 @pytest.mark.wheels
-def test_cmake_example_builds_from_the_user_file_with_nvidia_wheels(tmp_path, capsys, monkeypatch):
+def test_cmake_example_builds_from_the_user_file_with_nvidia_wheels(tmp_path, capsys, wheel_cache):
     """find_package(CUDAToolkit) + CUDA::cublas from a -f file; the programs resolve every library from the store."""
-    import os
-
     if shutil.which("cmake") is None and not Path("/usr/bin/cmake").exists():
         pytest.skip("needs cmake on the host (the cmake package wraps the host's)")
-    # Shared with the other wheels tests: NVIDIA's wheels are large, download them once.
-    monkeypatch.setenv("XDG_CACHE_HOME", os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or str(Path.home() / ".cache"))
     code, out, err = run(capsys, "build", "-f", str(EXAMPLES), "cmake_cuda_example", *CUDA_ARGS,
                          "--set", 'fetchers=["wheels"]', "-o", str(tmp_path / "result"))
     if code != 0 and "pip download" in err and ("network" in err.lower() or "connection" in err.lower()):

@@ -7,7 +7,6 @@ must resolve every library from the store (ldd) and exit 2, "no CUDA device"; on
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -21,13 +20,6 @@ from cudapkgs.shell import shell_environment
 from cudapkgs.store.store import Store
 
 pytestmark = pytest.mark.wheels
-
-
-@pytest.fixture
-def wheel_cache(monkeypatch) -> Path:
-    home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
-    return home / "cudapkgs" / "wheels"
 
 
 def _ldd(path: str) -> dict[str, str]:

@@ -7,7 +7,6 @@ Downloads through pip (marked wheels; cached in ~/.cache or $CUDAPKGS_TEST_CACHE
 from __future__ import annotations
 
 import fnmatch
-import os
 import subprocess
 from pathlib import Path
 
@@ -20,13 +19,6 @@ from cudapkgs.realise.realise import realise
 from cudapkgs.store.store import Store
 
 pytestmark = pytest.mark.wheels
-
-
-@pytest.fixture
-def wheel_cache(monkeypatch) -> Path:
-    home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
-    return home / "cudapkgs" / "wheels"
 
 
 def test_cudnn_libraries_resolve_from_the_store(tmp_path, manifests_dir, wheel_cache, require_pypi):

@@ -51,24 +51,14 @@ def test_gdrcopy_is_nixpkgs_make_build_with_nvcc_scrubbed(tmp_path, manifests_di
     assert cudapkgs.import_pkgs(config=_config(tmp_path / "store")).cudaPackages_12_8.gdrcopy.drvPath != g.drvPath
 
 
-def _store_dir() -> Path:
-    home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
-    return home / "cudapkgs" / "test-stores" / "gdrcopy"
-
-
-def _has_driver() -> bool:
-    out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout
-    return "libcuda.so.1 " in out
-
-
 def _symbols(*args: str) -> set[str]:
     out = subprocess.run(["nm", "-D", *args], capture_output=True, text=True, check=True).stdout
     return {line.split()[-1] for line in out.splitlines() if line.split()}
 
 
 @pytest.mark.wheels
-def test_gdrcopy_links_its_programs_against_the_stub_and_needs_only_the_driver(tmp_path, manifests_dir, monkeypatch,
-                                                                             require_pypi):
+def test_gdrcopy_links_its_programs_against_the_stub_and_needs_only_the_driver(tmp_path, manifests_dir, wheel_cache,
+        require_pypi, cached_store, host_has_libcuda):
     if not (SOURCES / "INDEX.md").is_file():
         pytest.skip(f"the source mirror {SOURCES} is absent (set CUDAPKGS_SOURCES to ../shared/sources)")
     if shutil.which("c++") is None or shutil.which("nm") is None:
@@ -77,9 +67,7 @@ def test_gdrcopy_links_its_programs_against_the_stub_and_needs_only_the_driver(t
     from cudapkgs.realise.realise import realise
     from cudapkgs.store.store import Store
 
-    home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home))  # NVIDIA's wheels: the user's download cache
-    store_dir = _store_dir()
+    store_dir = cached_store("gdrcopy")
     cuda = cudapkgs.import_pkgs(config=_config(store_dir, sourceMirrors=[str(SOURCES)])).cudaPackages_13_0
     g = cuda.gdrcopy
     with Store.open(store_dir) as store:
@@ -105,7 +93,7 @@ def test_gdrcopy_links_its_programs_against_the_stub_and_needs_only_the_driver(t
     assert not [p for p in closure if "-cuda_nvcc-" in p or p.endswith("-stubs")], closure
 
     program = str(out / "bin" / "gdrcopy_copybw")
-    if not _has_driver():
+    if not host_has_libcuda:
         run = subprocess.run(["env", "-i", program], capture_output=True, text=True, timeout=60)
         assert run.returncode != 0 and "libcuda.so.1: cannot open shared object file" in run.stderr
     # The stub standing in for a driver: the program loads, and its first driver call reports the stub.

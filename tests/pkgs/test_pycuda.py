@@ -92,28 +92,16 @@ def test_numpy_for_cpython_311_links_the_zlib_its_bundled_libgfortran_needs(tmp_
         assert numpy312.version == "2.5.5" and not numpy312.drvAttrs.get("buildInputs")
 
 
-def _store_dir() -> Path:
-    home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
-    return home / "cudapkgs" / "test-stores" / "pycuda"
-
-
-def _has_driver() -> bool:
-    out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout
-    return "libcuda.so.1 " in out
-
-
 @pytest.mark.wheels
-def test_pycuda_from_its_sdist_links_the_stub_and_needs_only_the_driver(tmp_path, manifests_dir, monkeypatch,
-                                                                        require_pypi):
+def test_pycuda_from_its_sdist_links_the_stub_and_needs_only_the_driver(tmp_path, manifests_dir, wheel_cache,
+        require_pypi, cached_store, host_has_libcuda):
     python = _python312()
     if python is None:
         pytest.skip("no CPython 3.12 (python3.12 on PATH or $CUDAPKGS_TEST_PYTHON312)")
     if shutil.which("g++") is None:
         pytest.skip("needs g++")
     require_pypi("pycuda")
-    home = Path(os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or Path.home() / ".cache")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home))  # NVIDIA's wheels: the user's download cache
-    store_dir = _store_dir()
+    store_dir = cached_store("pycuda")
     pkgs = cudapkgs.import_pkgs(config=_config(store_dir, python3Executable=python))
     cuda = pkgs.cudaPackages_13_0
     ps = cuda.pkgs.python3Packages
@@ -148,7 +136,7 @@ def test_pycuda_from_its_sdist_links_the_stub_and_needs_only_the_driver(tmp_path
                            capture_output=True, text=True)
     assert check.returncode == 0 and check.stdout.startswith(ps.numpy.out), check.stderr
     importing = subprocess.run(["env", "-i", python_env, "-c", "import pycuda.driver"], capture_output=True, text=True)
-    if not _has_driver():
+    if not host_has_libcuda:
         # No driver here, and the stub is not in any run path: the import fails on libcuda.so.1 itself.
         assert importing.returncode != 0 and "libcuda.so.1: cannot open shared object file" in importing.stderr
     # The stub standing in for a driver (a copy named libcuda.so.1): every call says it is a stub.

@@ -36,8 +36,7 @@ def test_pins_are_in_the_derivation_and_libcufile_takes_it(pkgs):
 @pytest.mark.wheels
 @pytest.mark.skipif(os.environ.get("CUDAPKGS_TEST_APT") != "1" or shutil.which("apt-get") is None,
                     reason="downloads through apt-get: set CUDAPKGS_TEST_APT=1 on a Debian/Ubuntu machine")
-def test_libcufile_rdma_resolves_rdma_core_from_the_store(pkgs, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", os.environ.get("CUDAPKGS_TEST_CACHE_HOME") or os.path.expanduser("~/.cache"))
+def test_libcufile_rdma_resolves_rdma_core_from_the_store(pkgs, wheel_cache):
     cufile = pkgs.cudaPackages_13_0.libcufile
     with Store.open(pkgs.config.storeDir) as store:
         realise(store, [cufile.derivation])
