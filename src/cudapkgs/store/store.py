@@ -490,7 +490,19 @@ class Store:
         (`_clean_tmp`).  A caller that wants to keep it moves it away inside the block.
         """
         safe = "".join(c if c.isalnum() or c in "+-._" else "_" for c in label)[:100]
-        name = f"work-{safe}-{uuid.uuid4().hex}"
+        with self._locked_tmp(f"work-{safe}-{uuid.uuid4().hex}") as path:
+            yield path
+
+    @contextmanager
+    def _tmp_build(self) -> Iterator[Path]:
+        """A private directory ``<store>/.tmp/<uuid>`` where outputs are built before they are registered."""
+        with self._locked_tmp(uuid.uuid4().hex) as path:
+            yield path
+
+    @contextmanager
+    def _locked_tmp(self, name: str) -> Iterator[Path]:
+        """``<store>/.tmp/NAME``, mode 0700, held by ``NAME.lock`` while the block runs, then removed
+        (the lock file too, even when the removal fails); `_clean_tmp` removes what a killed process left."""
         lock = PathLock(self.tmp_dir / (name + ".lock"))
         lock.acquire()
         path = self.tmp_dir / name
@@ -503,20 +515,6 @@ class Store:
                     _remove_tree(path)
             finally:
                 lock.release_and_delete()
-
-    @contextmanager
-    def _tmp_build(self) -> Iterator[Path]:
-        name = uuid.uuid4().hex
-        lock = PathLock(self.tmp_dir / (name + ".lock"))
-        lock.acquire()
-        tmp = self.tmp_dir / name
-        try:
-            tmp.mkdir(mode=0o700)
-            yield tmp
-        finally:
-            if os.path.lexists(tmp):
-                _remove_tree(tmp)
-            lock.release_and_delete()
 
     def _clean_tmp(self) -> None:
         """Remove build directories whose owner died (their lock is free)."""
