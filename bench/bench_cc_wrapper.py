@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+
+from scratch import scratch_dir  # bench/scratch.py
 
 SAXPY = REPO / "src" / "cudapkgs" / "pkgs" / "saxpy" / "saxpy.cu"
 
@@ -46,25 +46,14 @@ def table(label_peer: str, label_wrapped: str, peer: list[float], wrapped: list[
     print(f"\noverhead: {100 * (w / p - 1):+.2f}% (budget: +5%)")
 
 
-def remove_scratch(path: str) -> None:
-    """Delete the scratch tree, store included (store directories are read-only)."""
-    def make_writable_and_retry(func, failed: str, _exc) -> None:
-        os.chmod(os.path.dirname(failed), 0o755)
-        func(failed)
-    shutil.rmtree(path, onerror=make_writable_and_retry)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--store", help="a store with cudaPackages_13_0's nvcc, cudart and cccl realised")
     parser.add_argument("--tiny", action="store_true", help="gcc on a C file, 3 runs (the CI smoke test)")
     args = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="bench-cc-wrapper-")
-    try:
+    with scratch_dir("bench-cc-wrapper-") as work:
         run(args, parser, work)
-    finally:
-        remove_scratch(work)
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, work: str) -> None:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/scratch.py
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "cmake_examples.py"
@@ -48,8 +48,7 @@ def main() -> None:
     args = parser.parse_args()
     runs = 3 if args.tiny else args.runs
     cudapkgs = [sys.executable, "-m", "cudapkgs"]
-    work = tempfile.mkdtemp(prefix="bench-cmake-noop-")
-    try:
+    with scratch_dir("bench-cmake-noop-") as work:
         store = args.store if (args.store and not args.tiny) else os.path.join(work, "store")
         env = {**os.environ, "CUDAPKGS_STORE": store, "XDG_CONFIG_HOME": os.path.join(work, "cfg"),
                "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
@@ -76,8 +75,6 @@ def main() -> None:
         for label, _ in rows:
             m = statistics.median(times[label])
             print(f"| {label} | {m * 1000:.1f} | {m / peer:.2f}× |")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/scratch.py
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "packages.py"
@@ -46,8 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     runs = 3 if args.tiny else args.runs
     cudapkgs = [sys.executable, "-m", "cudapkgs"]
-    work = tempfile.mkdtemp(prefix="bench-user-file-")
-    try:
+    with scratch_dir("bench-user-file-") as work:
         env = {**os.environ, "CUDAPKGS_STORE": os.path.join(work, "store"), "XDG_CONFIG_HOME": os.path.join(work, "cfg"),
                "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
         peer = [*cudapkgs, "build", "saxpy", "-o", "result-saxpy"]
@@ -70,8 +69,6 @@ def main() -> None:
         print("| --- | ---: | ---: |")
         for label, seconds in results:
             print(f"| {label} | {seconds * 1000:.1f} | {seconds / peer_time:.2f}× |")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
