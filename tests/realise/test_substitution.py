@@ -22,20 +22,29 @@ def _built() -> list[str]:
     return sorted(n for e, n, _ in EVENTS if e == "start")
 
 
+def _upload_then_empty(tmp_path, build, upload, key_name: str):
+    """Build BUILD in a fresh store, upload the closure of the paths UPLOAD(store) names to a file://
+    cache signed by a new key, then delete the store: what a machine with only the cache starts from.
+    Returns (key, cache)."""
+    store_dir = tmp_path / "store"
+    key = generate(key_name)
+    cache = open_cache(f"file://{tmp_path}/cache")
+    with Store.open(store_dir) as store:
+        run(store, plan(store, build), jobs=2)
+        cache.upload_closure(store, upload, secret_key=key)
+    for dirpath, _, _ in os.walk(store_dir):
+        os.chmod(dirpath, 0o755)
+    shutil.rmtree(store_dir)
+    EVENTS.clear()
+    return key, cache
+
+
 @pytest.fixture
 def cached(tmp_path):
     """A diamond a <- b, c <- d built, its closure uploaded (signed) to a file:// cache, and the store emptied."""
     store_dir = tmp_path / "store"
     a, b, c, d = diamond(store_dir)
-    key = generate("test-1")
-    cache = open_cache(f"file://{tmp_path}/cache")
-    with Store.open(store_dir) as store:
-        run(store, plan(store, [d]), jobs=2)
-        cache.upload_closure(store, list(d.outputs.values()), secret_key=key)
-    for dirpath, _, _ in os.walk(store_dir):
-        os.chmod(dirpath, 0o755)
-    shutil.rmtree(store_dir)
-    EVENTS.clear()
+    key, cache = _upload_then_empty(tmp_path, [d], list(d.outputs.values()), "test-1")
     return store_dir, (a, b, c, d), key, cache
 
 
@@ -64,15 +73,7 @@ def test_top_down_only_the_runtime_closure_comes(tmp_path):
     store_dir = tmp_path / "store"
     a, b, c, d = diamond(store_dir)
     e = mk(store_dir, "e", [d])
-    key = generate("k-1")
-    cache = open_cache(f"file://{tmp_path}/cache")
-    with Store.open(store_dir) as store:
-        run(store, plan(store, [e]), jobs=2)
-        cache.upload_closure(store, [e.outputs["out"]], secret_key=key)
-    for dirpath, _, _ in os.walk(store_dir):
-        os.chmod(dirpath, 0o755)
-    shutil.rmtree(store_dir)
-    EVENTS.clear()
+    key, cache = _upload_then_empty(tmp_path, [e], [e.outputs["out"]], "k-1")
     with Store.open(store_dir) as store:
         subs = Substituters([cache], [key.public])
         the_plan = plan(store, [e], subs)
@@ -85,15 +86,7 @@ def test_top_down_only_the_runtime_closure_comes(tmp_path):
 def test_partial_cache_substitutes_what_it_has_and_builds_the_rest(tmp_path):
     store_dir = tmp_path / "store"
     a, b, c, d = diamond(store_dir)
-    key = generate("test-1")
-    cache = open_cache(f"file://{tmp_path}/cache")
-    with Store.open(store_dir) as store:
-        run(store, plan(store, [a]))
-        cache.upload_closure(store, [a.outputs["out"]], secret_key=key)
-    for dirpath, _, _ in os.walk(store_dir):
-        os.chmod(dirpath, 0o755)
-    shutil.rmtree(store_dir)
-    EVENTS.clear()
+    key, cache = _upload_then_empty(tmp_path, [a], [a.outputs["out"]], "test-1")
     with Store.open(store_dir) as store:
         subs = Substituters([cache], [key.public])
         the_plan = plan(store, [d], subs)
@@ -174,15 +167,7 @@ def test_building_a_package_one_of_whose_outputs_was_substituted_keeps_that_outp
     store_dir = tmp_path / "store"
     a, b, c, d = diamond(store_dir)
     e = mk(store_dir, "e", [d])
-    key = generate("k-1")
-    cache = open_cache(f"file://{tmp_path}/cache")
-    with Store.open(store_dir) as store:
-        run(store, plan(store, [e]), jobs=2)
-        cache.upload_closure(store, [e.outputs["out"]], secret_key=key)
-    for dirpath, _, _ in os.walk(store_dir):
-        os.chmod(dirpath, 0o755)
-    shutil.rmtree(store_dir)
-    EVENTS.clear()
+    key, cache = _upload_then_empty(tmp_path, [e], [e.outputs["out"]], "k-1")
     with Store.open(store_dir) as store:
         subs = Substituters([cache], [key.public])
         the_plan = plan(store, [e, d], subs)
