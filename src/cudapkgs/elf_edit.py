@@ -1,0 +1,319 @@
+"""Set an ELF file's RUNPATH by appending to it, without rewriting the file.
+
+patchelf (`cudapkgs.elf.patch`) reads a whole file, grows its first segment by a page and
+writes every byte back: 245 MiB for the five CUDA 13.0 compiler wheels, a quarter of their
+realisation's CPU time (issue 12). NVIDIA's binaries have no DT_RUNPATH and no spare
+dynamic slot, so the string table and the dynamic section must grow; `set_runpath` does it
+at the end of the file instead:
+
+* a new ``PT_LOAD`` segment (read-write, as the dynamic section is: ld.so writes
+  ``DT_DEBUG`` into an executable's and relocates a library's entries in place) appended
+  page-aligned after the last byte and above every other segment, holding a copy of
+  ``.dynstr`` with the RUNPATH string added and a copy of ``.dynamic`` with ``DT_RUNPATH``
+  (replaced if there was one) and ``DT_STRTAB``/``DT_STRSZ`` pointing at the copy;
+* the program header table stays where it is (right after the ELF header, inside the first
+  ``PT_LOAD``, so the kernel's ``AT_PHDR`` is right on every kernel and strip/objcopy keep
+  working) and grows by that one entry; the few sections in its way (``.interp``, notes,
+  ``.hash``/``.gnu.hash``, ``.dynsym``, ``.dynstr``, symbol versions: sections only the
+  program headers and dynamic entries point at) move into the new segment as one block,
+  and the headers and dynamic entries that point at them are moved with them;
+* ``PT_DYNAMIC``, ``PT_PHDR`` and the section headers of ``.dynamic`` and ``.dynstr``
+  describe the copies; the old bytes stay where they were, unused.
+
+A few KiB are written, whatever the file's size. Only what the result can be checked
+against is done: ELF64 little-endian x86-64 and aarch64 executables and shared libraries
+(``e_machine`` 62 and 183, ELF gABI), with section headers. For anything else, or anything
+unexpected in the file (a ``DT_RPATH``, a symbol or an unknown dynamic entry pointing into
+the block that would move, overlapping headers, a header outside the file), `set_runpath`
+changes nothing and returns False: the caller uses patchelf, whose result is the same
+RUNPATH.
+
+Sources of the facts: the ELF gABI (program headers, dynamic section tags, DT_ADDRRNG),
+the x86-64 and AArch64 psABIs (page sizes 4 KiB and up to 64 KiB), Linux
+fs/binfmt_elf.c (``AT_PHDR`` before 5.18 is the first ``PT_LOAD``'s ``p_vaddr - p_offset``
+plus ``e_phoff``), glibc elf/dl-load.c (``p_vaddr - p_offset`` a multiple of each
+segment's ``p_align``) and elf/get-dynamic-info.h (the dynamic section is written to).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Sequence
+
+__all__ = ["set_runpath"]
+
+_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
+_PHDR = struct.Struct("<IIQQQQQQ")
+_SHDR = struct.Struct("<IIQQQQIIQQ")
+_DYN = struct.Struct("<qQ")
+_SYM = struct.Struct("<IBBHQQ")
+
+_ET_EXEC, _ET_DYN = 2, 3
+_PT_LOAD, _PT_DYNAMIC, _PT_INTERP, _PT_NOTE, _PT_PHDR = 1, 2, 3, 4, 6
+_PF_W, _PF_R = 2, 4
+_SHT_PROGBITS, _SHT_SYMTAB, _SHT_STRTAB, _SHT_HASH, _SHT_DYNAMIC, _SHT_NOTE, _SHT_NOBITS, _SHT_DYNSYM = (
+    1, 2, 3, 5, 6, 7, 8, 11)
+_SHT_GNU_HASH, _SHT_GNU_VERDEF, _SHT_GNU_VERNEED, _SHT_GNU_VERSYM = 0x6FFFFFF6, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
+_SHN_LORESERVE = 0xFF00
+_SHF_ALLOC = 2
+_DT_NULL, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 0, 5, 10, 15, 29
+
+# The largest page each machine's kernels use: x86-64 4 KiB; AArch64 up to 64 KiB.
+_PAGE = {62: 0x1000, 183: 0x10000}
+# Sections that may move out of the program headers' way: only program headers (PT_INTERP,
+# PT_NOTE, ...) and dynamic entries point at them, and those are moved with them.
+_MOVABLE = frozenset({_SHT_NOTE, _SHT_HASH, _SHT_GNU_HASH, _SHT_DYNSYM, _SHT_STRTAB, _SHT_GNU_VERSYM,
+                      _SHT_GNU_VERNEED, _SHT_GNU_VERDEF})
+# Dynamic tags whose value is an address (gABI: d_ptr), moved when what they point at moves.
+_PTR_TAGS = frozenset({3, 4, 5, 6, 7, 12, 13, 17, 21, 23, 25, 26, 32, 34, 36,
+                       0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE})
+# gABI: tags in these ranges hold plain values (not addresses) and never move.
+_VAL_TAGS = frozenset({1, 2, 8, 9, 10, 11, 14, 15, 16, 18, 19, 20, 22, 24, 27, 28, 29, 30, 31, 33, 35, 37,
+                       0x6FFFFFF9, 0x6FFFFFFA, 0x6FFFFFFB, 0x6FFFFFFD, 0x6FFFFFFF})
+_SYMTAB_LIMIT = 16 << 20  # symbol tables checked for pointers into the moving block, up to this size
+_MAX_HEADERS = 4096
+
+
+class _Unsupported(Exception):
+    """The file is outside what `set_runpath` handles; patchelf should do it."""
+
+
+def _up(value: int, align: int) -> int:
+    return -(-value // align) * align
+
+
+class _File:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+
+    def read(self, offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise _Unsupported(f"{length} bytes at {offset} are outside the file")
+        data = os.pread(self.fd, length, offset)
+        if len(data) != length:
+            raise _Unsupported("short read")
+        return data
+
+
+def set_runpath(path: str | os.PathLike[str], entries: Sequence[str]) -> bool:
+    """Give the ELF file `path` the DT_RUNPATH ``":".join(entries)``, appending to the file.
+
+    `entries`: the run path, non-empty. Returns True when done, False when the file is outside
+    what this module handles (see the module docstring); then nothing was written. The file
+    grows by about one page plus the string table and dynamic section (a few KiB); its
+    inode is kept, so hard links see the change (unshare them first, as for patchelf).
+    Raises `OSError` if the file cannot be opened for writing or a write fails, and
+    `ValueError` for an empty run path or one with a NUL byte.
+    """
+    value = ":".join(entries).encode("utf-8", "surrogateescape")
+    if not value or b"\0" in value:
+        raise ValueError(f"cannot set the run path {':'.join(entries)!r}")
+    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        try:
+            edits = _plan(_File(fd), value)
+        except (_Unsupported, struct.error):
+            return False
+        for offset, data in edits:
+            os.pwrite(fd, data, offset)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
+    """The writes (offset, bytes) that set the run path; the ELF header is written last."""
+    ehdr = list(_EHDR.unpack(f.read(0, _EHDR.size)))
+    ident, e_type, e_machine = ehdr[0], ehdr[1], ehdr[2]
+    e_phoff, e_shoff, e_phentsize, e_phnum, e_shentsize, e_shnum = ehdr[5], ehdr[6], ehdr[9], ehdr[10], ehdr[11], ehdr[12]
+    if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1 or ident[6] != 1:
+        raise _Unsupported("not a little-endian ELF64 file")
+    page = _PAGE.get(e_machine)
+    if page is None or e_type not in (_ET_EXEC, _ET_DYN):
+        raise _Unsupported("not an x86-64 or AArch64 executable or shared library")
+    if e_phoff != _EHDR.size or e_phentsize != _PHDR.size or not 0 < e_phnum < _MAX_HEADERS:
+        raise _Unsupported("program headers not right after the ELF header")
+    if e_shoff == 0 or e_shentsize != _SHDR.size or not 0 < e_shnum < _MAX_HEADERS:
+        raise _Unsupported("no usable section headers")
+    phdrs = [list(_PHDR.unpack_from(f.read(e_phoff, e_phnum * _PHDR.size), i * _PHDR.size)) for i in range(e_phnum)]
+    raw_sh = f.read(e_shoff, e_shnum * _SHDR.size)
+    shdrs = [list(_SHDR.unpack_from(raw_sh, i * _SHDR.size)) for i in range(e_shnum)]
+
+    loads = [p for p in phdrs if p[0] == _PT_LOAD]
+    dynamics = [p for p in phdrs if p[0] == _PT_DYNAMIC]
+    if not loads or len(dynamics) != 1:
+        raise _Unsupported("no loadable segment or not exactly one dynamic segment")
+    if [p[3] for p in loads] != sorted(p[3] for p in loads):
+        raise _Unsupported("loadable segments out of order")
+    for p in phdrs:
+        if (p[0] == _PT_LOAD and p[5] > p[6]) or p[2] + p[5] > f.size:
+            raise _Unsupported("a segment reaches past the end of the file")
+    first = loads[0]
+    old_ph_end = e_phoff + e_phnum * _PHDR.size
+    new_ph_end = old_ph_end + _PHDR.size
+    if first[2] != 0 or first[5] < new_ph_end:
+        raise _Unsupported("the program headers are not in the first loadable segment")
+
+    # The dynamic section and its string table.
+    dyn = dynamics[0]
+    dyn_raw = f.read(dyn[2], dyn[5] - dyn[5] % _DYN.size)
+    entries: list[list[int]] = []
+    for tag, val in _DYN.iter_unpack(dyn_raw):
+        if tag == _DT_NULL:
+            break
+        entries.append([tag, val])
+    else:
+        raise _Unsupported("the dynamic section has no DT_NULL")
+    tags = {tag for tag, _ in entries}
+    if _DT_RPATH in tags:
+        raise _Unsupported("DT_RPATH (patchelf turns it into DT_RUNPATH)")
+    strtab_vaddr = next((v for t, v in entries if t == _DT_STRTAB), None)
+    strtab_size = next((v for t, v in entries if t == _DT_STRSZ), None)
+    if strtab_vaddr is None or strtab_size is None or sum(t in (_DT_STRTAB, _DT_STRSZ, _DT_RUNPATH) for t, _ in entries) > 3:
+        raise _Unsupported("no (or more than one) DT_STRTAB, DT_STRSZ or DT_RUNPATH")
+    strtab_off = _offset_of(loads, strtab_vaddr, strtab_size)
+    strtab = f.read(strtab_off, strtab_size)
+    if not strtab.endswith(b"\0"):
+        strtab += b"\0"
+    new_strtab = strtab + runpath + b"\0"
+
+    # The block of sections in the way of one more program header moves to the new segment.
+    block_start, block_end = old_ph_end, old_ph_end
+    moved: list[int] = []
+    changed = True
+    while changed:
+        changed = False
+        for i, s in enumerate(shdrs):
+            if i in moved or s[1] == _SHT_NOBITS or s[5] == 0:
+                continue
+            lo, hi = s[4], s[4] + s[5]
+            if lo < max(block_end, new_ph_end) and hi > block_start:
+                interp = any(p[0] == _PT_INTERP and p[2] == lo and p[5] == s[5] for p in phdrs)
+                if not (s[1] in _MOVABLE or (s[1] == _SHT_PROGBITS and interp)) or not s[2] & _SHF_ALLOC:
+                    raise _Unsupported(f"section {i} (type {s[1]:#x}) is in the program headers' way")
+                if lo < block_start or s[3] - first[3] != lo:
+                    raise _Unsupported(f"section {i} is not where the first segment maps it")
+                moved.append(i)
+                block_end = max(block_end, hi)
+                changed = True
+        for p in phdrs:  # a note segment moves whole, with every section in it
+            if p[0] not in (_PT_LOAD, _PT_PHDR, _PT_DYNAMIC) and p[5] and p[2] < block_end and p[2] + p[5] > block_start:
+                if p[2] < block_start:
+                    raise _Unsupported("a segment straddles the program headers")
+                if p[2] + p[5] > block_end:
+                    block_end = p[2] + p[5]
+                    changed = True
+    if block_end > first[5]:
+        raise _Unsupported("the sections to move leave the first segment")
+    for p in phdrs:
+        if p[0] in (_PT_LOAD, _PT_DYNAMIC) and p is not first and p[5] and p[2] < block_end and p[2] + p[5] > block_start:
+            raise _Unsupported("another segment overlaps the sections to move")
+    for i, s in enumerate(shdrs):
+        if i not in moved and s[1] != _SHT_NOBITS and s[5] and s[4] < block_end and s[4] + s[5] > block_start:
+            raise _Unsupported(f"section {i} overlaps the sections to move")
+
+    # The new segment: [moved block][dynamic][string table], page-aligned after the file
+    # and above every segment in memory; p_vaddr - p_offset is a multiple of the page.
+    tail_off = _up(f.size, page)
+    tail_vaddr = _up(max(p[3] + p[6] for p in loads), page)
+    block_at = block_start % 64  # the block keeps its offsets modulo 64 (every alignment it has)
+    dyn_at = _up(block_at + (block_end - block_start), 16)
+    move_off = tail_off + block_at - block_start
+    move_vaddr = tail_vaddr + block_at - (first[3] + block_start)
+    in_block = (first[3] + block_start, first[3] + block_end)
+
+    def moves(vaddr: int) -> bool:
+        return in_block[0] <= vaddr < in_block[1]
+
+    has_runpath = _DT_RUNPATH in tags
+    new_entries: list[list[int]] = []
+    for tag, val in entries:
+        if tag in _PTR_TAGS or 0x6FFFFE00 <= tag <= 0x6FFFFEFF:
+            val = val + move_vaddr if moves(val) else val
+        elif not (tag in _VAL_TAGS or 0x6FFFFD00 <= tag <= 0x6FFFFDFF) and moves(val):
+            raise _Unsupported(f"dynamic tag {tag:#x} may point into the sections to move")
+        new_entries.append([tag, val])
+    if not has_runpath:
+        new_entries.append([_DT_RUNPATH, 0])
+    str_at = dyn_at + (len(new_entries) + 1) * _DYN.size
+    for entry in new_entries:
+        if entry[0] == _DT_STRTAB:
+            entry[1] = tail_vaddr + str_at
+        elif entry[0] == _DT_STRSZ:
+            entry[1] = len(new_strtab)
+        elif entry[0] == _DT_RUNPATH:
+            entry[1] = len(strtab)
+    dyn_size = (len(new_entries) + 1) * _DYN.size
+    tail_size = str_at + len(new_strtab)
+    symbol_edits = _symbol_edits(f, shdrs, set(moved), move_vaddr)
+
+    tail = bytearray(tail_size)
+    tail[block_at:block_at + block_end - block_start] = f.read(block_start, block_end - block_start)
+    for i, (tag, val) in enumerate([*new_entries, [_DT_NULL, 0]]):
+        _DYN.pack_into(tail, dyn_at + i * _DYN.size, tag, val)
+    tail[str_at:] = new_strtab
+
+    new_phdrs: list[list[int]] = []
+    last_load = max(i for i, p in enumerate(phdrs) if p[0] == _PT_LOAD)
+    for i, p in enumerate(phdrs):
+        p = list(p)
+        if p[0] == _PT_PHDR:
+            p[5] = p[6] = (e_phnum + 1) * _PHDR.size
+        elif p[0] == _PT_DYNAMIC:
+            p[2:7] = [tail_off + dyn_at, tail_vaddr + dyn_at, tail_vaddr + dyn_at, dyn_size, dyn_size]
+        elif p[0] != _PT_LOAD and p[5] and block_start <= p[2] < block_end:
+            p[2] += move_off
+            p[3] += move_vaddr
+            p[4] += move_vaddr
+        new_phdrs.append(p)
+        if i == last_load:
+            new_phdrs.append([_PT_LOAD, _PF_R | _PF_W, tail_off, tail_vaddr, tail_vaddr, tail_size, tail_size, page])
+
+    new_shdrs = [list(s) for s in shdrs]
+    for i in moved:
+        new_shdrs[i][3] += move_vaddr
+        new_shdrs[i][4] += move_off
+    for s, old in zip(new_shdrs, shdrs):
+        if old[1] == _SHT_DYNAMIC and old[4] == dyn[2]:
+            s[3], s[4], s[5] = tail_vaddr + dyn_at, tail_off + dyn_at, dyn_size
+        elif old[1] == _SHT_STRTAB and old[3] == strtab_vaddr and old[2] & _SHF_ALLOC:
+            s[3], s[4], s[5] = tail_vaddr + str_at, tail_off + str_at, len(new_strtab)
+
+    ehdr[10] = e_phnum + 1
+    return [
+        (tail_off, bytes(tail)),  # first: past the end, it changes nothing the old headers describe
+        *symbol_edits,
+        (e_shoff, b"".join(_SHDR.pack(*s) for s in new_shdrs)),
+        (e_phoff, b"".join(_PHDR.pack(*p) for p in new_phdrs)),
+        (0, _EHDR.pack(*ehdr)),
+    ]
+
+
+def _offset_of(loads: list[list[int]], vaddr: int, size: int) -> int:
+    for p in loads:
+        if p[3] <= vaddr and vaddr + size <= p[3] + p[5]:
+            return vaddr - p[3] + p[2]
+    raise _Unsupported("the string table is not in a loadable segment")
+
+
+def _symbol_edits(f: _File, shdrs: list[list[int]], moved: set[int], move_vaddr: int) -> list[tuple[int, bytes]]:
+    """The writes that move ``.symtab``'s symbols defined in the sections that move (``__abi_tag``,
+    section symbols). _Unsupported if a ``.dynsym`` symbol is defined there: its value is
+    what ld.so would use, and it may be in the block itself."""
+    edits: list[tuple[int, bytes]] = []
+    if not moved:
+        return edits
+    for s in shdrs:
+        if s[1] not in (_SHT_SYMTAB, _SHT_DYNSYM) or s[5] == 0:
+            continue
+        if s[5] > _SYMTAB_LIMIT:
+            raise _Unsupported("a symbol table too large to check")
+        raw = f.read(s[4], s[5] - s[5] % _SYM.size)
+        for i, (name, info, other, shndx, value, size) in enumerate(_SYM.iter_unpack(raw)):
+            if shndx in moved:
+                if s[1] == _SHT_DYNSYM:
+                    raise _Unsupported(f"a dynamic symbol is defined in section {shndx}, which would move")
+                edits.append((s[4] + i * _SYM.size, _SYM.pack(name, info, other, shndx, value + move_vaddr, size)))
+    return edits

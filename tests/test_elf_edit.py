@@ -1,0 +1,238 @@
+"""cudapkgs.elf_edit: a RUNPATH set by appending, on ELF files gcc builds here.
+
+Every edited file is checked by running it (or loading it) and by readelf, and against
+patchelf's result for the same file: the same RUNPATH, NEEDED, SONAME and interpreter.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cudapkgs import elf, elf_edit, link_stub
+from elf_builders import BAR_C, FOO_C, GCC, executable, shared_lib
+
+pytestmark = pytest.mark.skipif(GCC is None, reason="gcc is not installed")
+
+APP_C = '#include <stdio.h>\nint foo(int);\nint main(void) { printf("foo(7)=%d\\n", foo(7)); return 0; }\n'
+READELF = shutil.which("readelf")
+
+
+def _tree(tmp_path: Path, *app_flags: str) -> dict[str, Path]:
+    """bin/app -> lib/libfoo.so -> lib/libbar.so.1, none with a run path."""
+    lib = tmp_path / "lib"
+    bar = shared_lib(lib / "libbar.so.1", BAR_C, "libbar.so.1")
+    (lib / "libbar.so").symlink_to("libbar.so.1")
+    foo = shared_lib(lib / "libfoo.so", FOO_C, "libfoo.so", f"-L{lib}", "-lbar")
+    app = executable(tmp_path / "bin" / "app", APP_C, f"-L{lib}", "-lfoo", f"-Wl,-rpath-link,{lib}", *app_flags)
+    return {"lib": lib, "bar": bar, "foo": foo, "app": app}
+
+
+def _run(app: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    return subprocess.run([os.fspath(app)], capture_output=True, text=True, env=env)
+
+
+def _readelf(*args: str) -> str:
+    if READELF is None:
+        pytest.skip("readelf is not installed")
+    proc = subprocess.run([READELF, "-W", *args], capture_output=True, text=True)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr  # no warnings either
+    return proc.stdout
+
+
+def _same_as_patchelf(edited: Path, original_bytes: bytes, runpath: list[str], tmp_path: Path) -> None:
+    reference = tmp_path / f"patchelf-{edited.name}"
+    reference.write_bytes(original_bytes)
+    subprocess.run([elf.patchelf_binary(), "--set-rpath", ":".join(runpath), os.fspath(reference)], check=True)
+    ours, theirs = elf.read_elf(edited), elf.read_elf(reference)
+    for field in ("interpreter", "needed", "runpath", "rpath", "soname", "is_executable", "is_shared_lib", "machine"):
+        assert getattr(ours, field) == getattr(theirs, field), field
+
+
+@pytest.mark.parametrize("flags", [(), ("-no-pie",), ("-pie", "-fPIE")], ids=["default", "no-pie", "pie"])
+def test_run_path_found_at_run_time(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    t = _tree(tmp_path, *flags)
+    assert "libfoo.so => not found" in subprocess.run(["ldd", os.fspath(t["app"])], capture_output=True,
+                                                        text=True).stdout
+    originals = {k: t[k].read_bytes() for k in ("app", "foo")}
+    inodes = {k: os.stat(t[k]).st_ino for k in ("app", "foo")}
+    assert elf_edit.set_runpath(t["app"], ["$ORIGIN/../lib"])
+    assert elf_edit.set_runpath(t["foo"], ["$ORIGIN"])
+    proc = _run(t["app"])
+    assert proc.returncode == 0 and proc.stdout == "foo(7)=42\n", proc.stderr
+    for k in ("app", "foo"):
+        # Edited, not rewritten: the same inode, a few KiB more, the old bytes past the headers as they were.
+        assert os.stat(t[k]).st_ino == inodes[k]
+        grown = t[k].stat().st_size - len(originals[k])
+        assert 0 < grown < 3 * 4096
+        assert "RUNPATH" in _readelf("-d", os.fspath(t[k]))
+        _same_as_patchelf(t[k], originals[k], ["$ORIGIN/../lib"] if k == "app" else ["$ORIGIN"], tmp_path)
+    assert elf.read_elf(t["app"]).runpath == ["$ORIGIN/../lib"]
+
+
+def test_replaces_an_existing_runpath(tmp_path: Path) -> None:
+    t = _tree(tmp_path)
+    lib = t["lib"]
+    shared_lib(lib / "libfoo.so", FOO_C, "libfoo.so", f"-L{lib}", "-lbar", "-Wl,--enable-new-dtags,-rpath,/nowhere")
+    assert elf.read_elf(t["foo"]).runpath == ["/nowhere"]
+    assert elf_edit.set_runpath(t["foo"], ["/elsewhere", "$ORIGIN"])
+    assert elf.read_elf(t["foo"]).runpath == ["/elsewhere", "$ORIGIN"]
+    assert _readelf("-d", os.fspath(t["foo"])).count("RUNPATH") == 1
+    assert elf_edit.set_runpath(t["app"], ["$ORIGIN/../lib"])
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+    # Twice: the second edit appends again and still works.
+    assert elf_edit.set_runpath(t["foo"], ["$ORIGIN"])
+    assert elf.read_elf(t["foo"]).runpath == ["$ORIGIN"]
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+
+
+def test_strip_and_patchelf_work_on_the_result(tmp_path: Path) -> None:
+    t = _tree(tmp_path)
+    assert elf_edit.set_runpath(t["app"], ["$ORIGIN/../lib"])
+    assert elf_edit.set_runpath(t["foo"], ["$ORIGIN"])
+    strip = shutil.which("strip")
+    if strip is not None:
+        stripped = t["app"].with_name("app-stripped")
+        proc = subprocess.run([strip, "-o", os.fspath(stripped), os.fspath(t["app"])], capture_output=True, text=True)
+        assert proc.returncode == 0 and not proc.stderr, proc.stderr
+        assert _run(stripped).stdout == "foo(7)=42\n"
+    subprocess.run([elf.patchelf_binary(), "--set-rpath", "/x:$ORIGIN/../lib", os.fspath(t["app"])], check=True)
+    assert elf.read_elf(t["app"]).runpath == ["/x", "$ORIGIN/../lib"]
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+
+
+def _section_address(path: Path, name: str) -> int:
+    for line in _readelf("-S", os.fspath(path)).splitlines():
+        fields = line.split("]", 1)[-1].split()
+        if line.strip().startswith("[") and fields and fields[0] == name:
+            return int(fields[2], 16)
+    raise AssertionError(f"no section {name} in {path}")
+
+
+def _symbol_value(path: Path, name: str) -> int:
+    line = next(line for line in _readelf("-s", os.fspath(path)).splitlines() if line.endswith(f" {name}"))
+    return int(line.split()[1], 16)
+
+
+def test_symbols_in_moved_sections_move_with_them(tmp_path: Path) -> None:
+    """gcc's executables define ``__abi_tag`` in .note.ABI-tag; each edit adds a program header,
+    and by the second the note is in its way and moves: the symbol table says where it went."""
+    app = executable(tmp_path / "app", '#include <stdio.h>\nint main(void){puts("ok");return 0;}\n',
+                     "-Wl,--build-id=none")
+    if "__abi_tag" not in _readelf("-s", os.fspath(app)):
+        pytest.skip("this toolchain defines no __abi_tag")
+    start = _section_address(app, ".note.ABI-tag")
+    for attempt in range(6):
+        assert elf_edit.set_runpath(app, [f"/run/opengl-driver/lib{attempt}"])
+        assert _run(app).stdout == "ok\n"
+        assert _symbol_value(app, "__abi_tag") == _section_address(app, ".note.ABI-tag")
+        if _section_address(app, ".note.ABI-tag") != start:
+            break
+    else:
+        pytest.fail(".note.ABI-tag never had to move")
+    assert elf.read_elf(app).runpath == [f"/run/opengl-driver/lib{attempt}"]
+
+
+def test_rpath_is_left_to_patchelf(tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    shared_lib(lib / "libbar.so.1", BAR_C, "libbar.so.1")
+    (lib / "libbar.so").symlink_to("libbar.so.1")
+    foo = shared_lib(lib / "libfoo.so", FOO_C, "libfoo.so", f"-L{lib}", "-lbar", "-Wl,--disable-new-dtags,-rpath,/old")
+    assert elf.read_elf(foo).rpath == ["/old"]
+    before = foo.read_bytes()
+    assert not elf_edit.set_runpath(foo, ["$ORIGIN"])
+    assert foo.read_bytes() == before
+    # elf.patch then calls patchelf, which turns DT_RPATH into DT_RUNPATH.
+    assert elf.patch([foo], runpath=["$ORIGIN"]) == 1
+    assert elf.read_elf(foo).runpath == ["$ORIGIN"] and not elf.read_elf(foo).rpath
+
+
+def test_patch_edits_in_process_without_patchelf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _tree(tmp_path)
+    monkeypatch.setenv("CUDAPKGS_PATCHELF", os.fspath(tmp_path / "no-patchelf"))
+    elf.patchelf_binary.cache_clear()
+    try:
+        assert elf.patch_many([([t["app"]], ["$ORIGIN/../lib"], None), ([t["foo"]], ["$ORIGIN"], None)]) == 0
+        assert _run(t["app"]).stdout == "foo(7)=42\n"
+        # An interpreter change is patchelf's: with no patchelf there, it fails saying so.
+        with pytest.raises((elf.PatchelfError, OSError)):
+            elf.patch([t["app"]], interpreter="/lib64/ld-linux-x86-64.so.2")
+    finally:
+        elf.patchelf_binary.cache_clear()
+
+
+@pytest.mark.parametrize("content", [b"", b"\x7fELF", b"not an elf at all" * 10, b"\x7fELF\x01\x01\x01" + bytes(60)])
+def test_not_elf64_is_left_alone(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(content)
+    assert not elf_edit.set_runpath(path, ["/x"])
+    assert path.read_bytes() == content
+
+
+def test_refuses_bad_run_paths_and_links(tmp_path: Path) -> None:
+    t = _tree(tmp_path)
+    with pytest.raises(ValueError):
+        elf_edit.set_runpath(t["foo"], [])
+    with pytest.raises(ValueError):
+        elf_edit.set_runpath(t["foo"], ["/a\0b"])
+    link = tmp_path / "link"
+    link.symlink_to(t["foo"])
+    with pytest.raises(OSError):
+        elf_edit.set_runpath(link, ["/x"])  # never through a symlink
+
+
+def test_damaged_headers_never_crash_and_change_nothing_when_refused(tmp_path: Path) -> None:
+    """Flipped bytes in the headers: either refused with the file untouched, or done with a file
+    that pyelftools still reads with the new run path. Never an exception."""
+    t = _tree(tmp_path)
+    original = t["foo"].read_bytes()
+    header_end = 64 + 56 * 12
+    rng = random.Random(12)
+    shoff = int.from_bytes(original[40:48], "little")
+    targets = list(range(16, header_end)) + list(range(shoff, min(len(original), shoff + 64 * 30)))
+    refused = done = 0
+    for _ in range(300):
+        data = bytearray(original)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.choice(targets)] = rng.randrange(256)
+        path = tmp_path / "fuzz.so"
+        path.write_bytes(bytes(data))
+        if elf_edit.set_runpath(path, ["$ORIGIN"]):
+            done += 1
+            try:
+                info = elf.read_elf(path)
+            except elf.NotAnElfError:
+                continue  # flipped bytes pyelftools rejects (the tail was written, nothing else could be)
+            assert info.runpath == ["$ORIGIN"] or info.rpath
+        else:
+            refused += 1
+            assert path.read_bytes() == bytes(data)
+    assert refused and done
+
+
+def test_aarch64_library_is_edited_structurally(tmp_path: Path) -> None:
+    """An AArch64 library (the link stub's writer makes one): 64 KiB pages, checked with readelf."""
+    stub = link_stub.write_stub(tmp_path / "libcuda.so", "libcuda.so.1", ["cuInit", "cuDriverGetVersion"], "aarch64")
+    done = elf_edit.set_runpath(stub, ["/run/opengl-driver/lib"])
+    if not done:
+        pytest.skip("the stub writer's layout is left to patchelf")
+    out = _readelf("-l", os.fspath(stub))
+    loads = [line.split() for line in out.splitlines() if line.strip().startswith("LOAD")]
+    offset, vaddr, align = int(loads[-1][1], 16), int(loads[-1][2], 16), int(loads[-1][-1], 16)
+    assert align == 0x10000 and (vaddr - offset) % 0x10000 == 0
+    assert elf.read_elf(stub).runpath == ["/run/opengl-driver/lib"]
+    assert elf.read_elf(stub).soname == "libcuda.so.1"
+
+
+def test_loads_with_ctypes(tmp_path: Path) -> None:
+    t = _tree(tmp_path)
+    assert elf_edit.set_runpath(t["foo"], ["$ORIGIN"])
+    lib = ctypes.CDLL(os.fspath(t["foo"]))
+    assert lib.foo(7) == 42
