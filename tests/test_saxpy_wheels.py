@@ -50,6 +50,12 @@ def test_saxpy_compiled_for_sm_90_by_the_stores_nvcc(tmp_path, manifests_dir, wh
         for name in COMPONENTS:
             assert all(store.is_valid(cuda[name][o]) for o in cuda[name].outputs), name
         assert list(wheel_cache.glob("nvidia_cuda_nvcc-13.0.88-*.whl"))
+        # nvcc's nvvm/ is libnvvm's files hard-linked (store optimisation), not copies; RUNPATHs set
+        # in process by elf_edit, the binaries run (they compile saxpy below).
+        cicc = Path(cuda.cuda_nvcc.out) / "nvvm" / "bin" / "cicc"
+        assert os.stat(cicc).st_ino == os.stat(Path(cuda.libnvvm.out) / "bin" / "cicc").st_ino
+        assert read_elf(cicc).runpath == ["$ORIGIN", "/run/opengl-driver/lib"]
+        assert store.verify(paths=[cuda.cuda_nvcc.out, cuda.libnvvm.out]) == []
         saxpy = pkgs.saxpy.override(cudaPackages=cuda)
         assert saxpy.drvAttrs["gencode"] == ["-gencode=arch=compute_90,code=sm_90"]
         realise(store, [saxpy.derivation])

@@ -26,6 +26,7 @@ from elftools.common.utils import struct_parse
 from elftools.construct import ConstructError
 from elftools.elf.structs import ELFStructs
 
+from .confine import unshare_file
 from .errors import CudapkgsError
 
 __all__ = [
@@ -265,6 +266,8 @@ def patch(
     files = [os.fspath(p) for p in paths]
     if not files or (runpath is None and interpreter is None):
         return 0
+    for f in files:  # both edit the inode: a file hard-linked elsewhere (the store) gets its own first
+        unshare_file(f, os.lstat(f))
     files = _edit_in_process(files, runpath, interpreter)
     if not files:
         return 0

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..hooks.errors import FixupError
@@ -92,20 +92,48 @@ def _wrap(nvcc: Path, wrapped: str, ccbin: str) -> None:
 
 
 def _make_writable(root: Path) -> None:
+    # Hard links into the store (`_link_or_copy`) stay read-only: the file is libnvvm's too.
     for dirpath, _dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)
         for name in filenames:
             full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                os.chmod(full, os.stat(full).st_mode | 0o200)
+            st = os.lstat(full)
+            if not os.path.islink(full) and st.st_nlink == 1:
+                os.chmod(full, st.st_mode | 0o200)
+
+
+def _link_or_copy(links: dict[str, str] | None) -> Callable[[str, str], object]:
+    """copytree's copy function: a hard link to the store file when `links` is given (recorded
+    there, new path -> store file, for `Store.add_outputs` to check and keep), else a copy."""
+
+    def copy(src: str, dst: str) -> object:
+        if links is not None:
+            try:
+                os.link(src, dst, follow_symlinks=False)
+            except OSError:  # another file system, a link limit, protected_hardlinks: copy it
+                pass
+            else:
+                links[os.path.abspath(dst)] = os.path.abspath(src)
+                return dst
+        return shutil.copy2(src, dst, follow_symlinks=False)
+
+    return copy
 
 
 def _first_dir(*candidates: Path) -> Path | None:
     return next((c for c in candidates if c.is_dir()), None)
 
 
-def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Compiler | None) -> list[str]:
-    """Arrange nvcc's output `out` (to be installed at `final_out`); returns what it did, for the log."""
+def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Compiler | None,
+            links: dict[str, str] | None = None) -> list[str]:
+    """Arrange nvcc's output `out` (to be installed at `final_out`); returns what it did, for the log.
+
+    `links`: when given (a dict), libnvvm's files are hard-linked from its store path instead
+    of copied, and each link is recorded there (new path -> store file): what Nix's
+    ``auto-optimise-store`` makes of Nixpkgs' ``cp -r`` later, done at once (a copy is 134 MiB
+    written on the way to every CUDA 13 build, issue 12). `Store.add_outputs(links=...)`
+    checks each one and keeps it; anything else is copied.
+    """
     done: list[str] = []
     deps = _by_component(inputs)
     lib, lib64 = out / "lib", out / "lib64"
@@ -133,9 +161,12 @@ def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Comp
         # Copied, not linked, as Nixpkgs does: build systems resolve nvvm/ and walk up from it.
         nvvm = _first_dir(Path(nvvm_root) / "nvvm", Path(nvvm_root))
         if nvvm is not None and not os.path.lexists(out / "nvvm"):
-            shutil.copytree(nvvm, out / "nvvm", symlinks=True, ignore=shutil.ignore_patterns("nix-support"))
+            before = len(links) if links is not None else 0
+            shutil.copytree(nvvm, out / "nvvm", symlinks=True, ignore=shutil.ignore_patterns("nix-support"),
+                            copy_function=_link_or_copy(links))
             _make_writable(out / "nvvm")
-            done.append(f"nvvm copied from {nvvm}")
+            linked = len(links) - before if links is not None else 0
+            done.append(f"nvvm copied from {nvvm}" + (f" ({linked} file(s) as hard links into the store)" if linked else ""))
 
     for cccl in deps.get("cuda_cccl", []) + deps.get("cccl", []):
         found = _first_dir(Path(cccl) / "include" / "cccl", Path(cccl) / "include")

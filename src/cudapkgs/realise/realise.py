@@ -124,13 +124,14 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
         )
         if prepared is not None:
             ctx.extra["prepared"] = prepared
+        links: dict[str, str] = ctx.extra.setdefault("store_links", {})  # hard links into the store a builder made
 
         def run(dirs: dict[str, Path]) -> None:
             builder(drv, ctx, {names[path]: directory for path, directory in dirs.items()})
 
         try:
             paths = store.add_outputs(list(drv.outputs.values()), run, references_candidates=candidates,
-                                      deriver=drv.drv_path)
+                                      deriver=drv.drv_path, links=links)
             store.add_temp_roots(paths)  # until the caller links them (or exits)
         except CudapkgsError as error:
             kept = f"; build directory kept at {_keep(work, drv)}" if keep_failed else ""

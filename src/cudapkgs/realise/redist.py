@@ -607,7 +607,8 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         if attrs["pname"] == "cuda_nvcc":
             ctx.step("nvcc")
             out = _output_var(attrs, "outputBin", outputs)
-            for line in nvcc.arrange(Path(outputs[out]), final[out], drv.data["inputs"], compiler):
+            for line in nvcc.arrange(Path(outputs[out]), final[out], drv.data["inputs"], compiler,
+                                     links=ctx.extra.get("store_links")):
                 ctx.log.write(f"nvcc: {line}\n")
 
         # Before fixup, unlike Nix: fixup adds only store paths and the driver dir, and the

@@ -25,7 +25,7 @@ import sqlite3
 import stat
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -320,6 +320,7 @@ class Store:
         *,
         references_candidates: Iterable[str] = (),
         deriver: str | None = None,
+        links: Mapping[str, str] | None = None,
     ) -> list[str]:
         """Make several paths (a derivation's outputs) valid together, crash-safely.
 
@@ -327,6 +328,12 @@ class Store:
         create each one. The outputs may refer to one another; they are registered in
         one transaction, so either all of them become valid or none does. Paths that
         another process made valid meanwhile are not rebuilt.
+
+        `links` (filled by `build`, read after it): files of the outputs that the builder
+        hard-linked to files of valid store paths (file in a temporary directory -> store
+        file), as Nix's store optimisation links identical files. Each is checked (`_store_links`:
+        the same inode, the store file inside a valid path and already read-only with mtime 1)
+        and kept as a link; any other hard-linked file gets its own copy, as always.
         """
         wanted = [self.parse(p) for p in paths]
         candidates = {hash_part(c): self.parse(c) for c in references_candidates}
@@ -365,7 +372,7 @@ class Store:
                                 continue
                             if os.path.lexists(path):  # left behind by a crash before registration
                                 _remove_tree(path)
-                            _make_read_only(out, keep_root_writable=True)
+                            _make_read_only(out, keep_root_writable=True, keep=self._store_links(links or {}, out))
                             os.rename(out, path)
                             moved.append(path)
                             if os.path.isdir(path) and not os.path.islink(path):
@@ -380,6 +387,34 @@ class Store:
             raise _store_error(error, f"cannot add {', '.join(paths)} to the store {self.store_dir}") from error
         except sqlite3.OperationalError as error:
             raise StoreError(f"cannot register outputs in the store {self.store_dir}: {error}") from error
+
+    def _store_links(self, links: Mapping[str, str], root: str | os.PathLike[str]) -> frozenset[str]:
+        """The files of `links` below `root` that are hard links to read-only files of valid store paths.
+
+        A file qualifies when it and its store file are the same inode (device and number),
+        the store file's path has no symlink in it, lies in a path valid in this store, and the
+        inode is already as the store leaves files (mode 0444 or 0555, mtime 1): then keeping the
+        link changes nothing outside, and nothing can change it that cannot change the store.
+        """
+        inside = self.store_dir.rstrip("/") + "/"
+        base = os.path.abspath(root) + "/"
+        keep = set()
+        for new, target in links.items():
+            if not new.startswith(base) or not target.startswith(inside):
+                continue
+            try:
+                mine, theirs = os.lstat(new), os.lstat(target)
+            except OSError:
+                continue
+            if (not stat.S_ISREG(mine.st_mode) or (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino)
+                    or stat.S_IMODE(mine.st_mode) not in (0o444, 0o555) or mine.st_mtime != 1):
+                continue
+            if os.path.realpath(target) != os.path.normpath(target):
+                continue
+            top = inside + target[len(inside):].split("/", 1)[0]
+            if self.db.is_valid(top):
+                keep.add(os.path.join(os.fspath(root), new[len(base):]))  # as _make_read_only names it
+        return frozenset(keep)
 
     def add_verified_path(
         self,
@@ -848,14 +883,16 @@ def _store_error(error: OSError, what: str) -> StoreError:
     return StoreError(f"{what}: {reason}{where}; the store is unchanged")
 
 
-def _make_read_only(root: str | os.PathLike[str], *, keep_root_writable: bool = False) -> None:
+def _make_read_only(root: str | os.PathLike[str], *, keep_root_writable: bool = False,
+                    keep: frozenset[str] = frozenset()) -> None:
     """Files 0444 (0555 if executable), directories 0555, mtimes 1, as Nix does; symlinks untouched.
 
-    Hard-linked files get their own inode first (`confine.unshare_file`)."""
+    Hard-linked files get their own inode first (`confine.unshare_file`), except those in
+    `keep` (checked links into the store, already read-only with mtime 1: left as they are)."""
     entries = list(nar.walk(root))
     for rel, st in reversed(entries):  # children before their directory
         full = os.path.join(root, rel) if rel else os.fspath(root)
-        if stat.S_ISLNK(st.st_mode):
+        if stat.S_ISLNK(st.st_mode) or full in keep:
             continue
         if stat.S_ISDIR(st.st_mode):
             if not (rel == "" and keep_root_writable):
