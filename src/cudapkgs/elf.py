@@ -94,13 +94,38 @@ def is_elf(path: str | os.PathLike[str]) -> bool:
 
 
 def iter_elf_files(root: str | os.PathLike[str]) -> Iterable[Path]:
-    """Yield every ELF file below `root` (symlinks not followed), in sorted order."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            full = os.path.join(dirpath, name)
-            if is_elf(full):
-                yield Path(full)
+    """Yield every ELF file below `root` (symlinks not followed), in sorted order.
+
+    One directory read (file types from it, no stat) and one open and read of 4 bytes per
+    regular file: a tree of 1,700 headers is walked at every fix-up."""
+    stack = [os.fspath(root)]
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except (NotADirectoryError, FileNotFoundError):
+            continue
+        subdirs = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(entry.path)
+            elif entry.is_file(follow_symlinks=False) and _starts_with_magic(entry.path):
+                yield Path(entry.path)
+        stack.extend(reversed(subdirs))
+
+
+def _starts_with_magic(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return os.read(fd, 4) == ELF_MAGIC
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _split_path_list(value: str | None) -> list[str]:
