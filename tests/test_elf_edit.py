@@ -10,6 +10,7 @@ import ctypes
 import os
 import random
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -196,9 +197,13 @@ def test_damaged_headers_never_crash_and_change_nothing_when_refused(tmp_path: P
     header_end = 64 + 56 * 12
     rng = random.Random(12)
     shoff = int.from_bytes(original[40:48], "little")
-    targets = list(range(16, header_end)) + list(range(shoff, min(len(original), shoff + 64 * 30)))
+    phnum = int.from_bytes(original[56:58], "little")
+    dynamic = next(struct.unpack_from("<IIQQQQQQ", original, 64 + 56 * i) for i in range(phnum)
+                   if struct.unpack_from("<I", original, 64 + 56 * i)[0] == 2)
+    targets = (list(range(16, header_end)) + list(range(shoff, min(len(original), shoff + 64 * 30)))
+               + list(range(dynamic[2], dynamic[2] + dynamic[5])))
     refused = done = 0
-    for _ in range(300):
+    for _ in range(600):
         data = bytearray(original)
         for _ in range(rng.randint(1, 4)):
             data[rng.choice(targets)] = rng.randrange(256)

@@ -197,6 +197,8 @@ def _read_dynamic(p: Path, hdr, structs: ELFStructs, f) -> ElfInfo:
     def string(offset: int) -> str:
         if strtab_off is None:
             raise NotAnElfError(f"{p}: dynamic section without a loadable string table")
+        if not 0 <= strtab_off + offset < os.fstat(f.fileno()).st_size:
+            raise NotAnElfError(f"{p}: a dynamic entry's string lies outside the file")
         f.seek(strtab_off + offset)
         buf = b""
         while b"\0" not in buf:

@@ -69,9 +69,11 @@ _MOVABLE = frozenset({_SHT_NOTE, _SHT_HASH, _SHT_GNU_HASH, _SHT_DYNSYM, _SHT_STR
 _PTR_TAGS = frozenset({3, 4, 5, 6, 7, 12, 13, 17, 21, 23, 25, 26, 32, 34, 36,
                        0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE})
 # gABI: tags in these ranges hold plain values (not addresses) and never move.
-_VAL_TAGS = frozenset({1, 2, 8, 9, 10, 11, 14, 15, 16, 18, 19, 20, 22, 24, 27, 28, 29, 30, 31, 33, 35, 37,
+_VAL_TAGS = frozenset({1, 2, 8, 9, 10, 11, 14, 15, 16, 18, 19, 20, 22, 24, 27, 28, 29, 30, 33, 35, 37,
                        0x6FFFFFF9, 0x6FFFFFFA, 0x6FFFFFFB, 0x6FFFFFFD, 0x6FFFFFFF})
 _SYMTAB_LIMIT = 16 << 20  # symbol tables checked for pointers into the moving block, up to this size
+_READ_LIMIT = 16 << 20  # a string table, dynamic section or block to move larger than this: patchelf's
+_DT_TEXTREL = 22
 _MAX_HEADERS = 4096
 
 
@@ -158,6 +160,8 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
 
     # The dynamic section and its string table.
     dyn = dynamics[0]
+    if dyn[5] > _READ_LIMIT:
+        raise _Unsupported("a dynamic section too large")
     dyn_raw = f.read(dyn[2], dyn[5] - dyn[5] % _DYN.size)
     entries: list[list[int]] = []
     for tag, val in _DYN.iter_unpack(dyn_raw):
@@ -169,10 +173,14 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
     tags = {tag for tag, _ in entries}
     if _DT_RPATH in tags:
         raise _Unsupported("DT_RPATH (patchelf turns it into DT_RUNPATH)")
+    if _DT_TEXTREL in tags:
+        raise _Unsupported("DT_TEXTREL: relocations may write anywhere in the first segment")
     strtab_vaddr = next((v for t, v in entries if t == _DT_STRTAB), None)
     strtab_size = next((v for t, v in entries if t == _DT_STRSZ), None)
     if strtab_vaddr is None or strtab_size is None or sum(t in (_DT_STRTAB, _DT_STRSZ, _DT_RUNPATH) for t, _ in entries) > 3:
         raise _Unsupported("no (or more than one) DT_STRTAB, DT_STRSZ or DT_RUNPATH")
+    if strtab_size > _READ_LIMIT:
+        raise _Unsupported("a string table too large")
     strtab_off = _offset_of(loads, strtab_vaddr, strtab_size)
     strtab = f.read(strtab_off, strtab_size)
     if not strtab.endswith(b"\0"):
@@ -205,8 +213,8 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
                 if p[2] + p[5] > block_end:
                     block_end = p[2] + p[5]
                     changed = True
-    if block_end > first[5]:
-        raise _Unsupported("the sections to move leave the first segment")
+    if block_end > first[5] or block_end - block_start > _READ_LIMIT:
+        raise _Unsupported("the sections to move leave the first segment or are too large")
     for p in phdrs:
         if p[0] in (_PT_LOAD, _PT_DYNAMIC) and p is not first and p[5] and p[2] < block_end and p[2] + p[5] > block_start:
             raise _Unsupported("another segment overlaps the sections to move")
