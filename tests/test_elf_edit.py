@@ -109,6 +109,23 @@ def test_strip_and_patchelf_work_on_the_result(tmp_path: Path) -> None:
     assert _run(t["app"]).stdout == "foo(7)=42\n"
 
 
+@pytest.mark.parametrize("flags", [("-no-pie",), ()], ids=["no-pie", "pie"])
+def test_patchelf_can_grow_the_result(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    """patchelf edits an executable (ET_EXEC, as NVIDIA's nvcc, ptxas, cicc) in place only if a
+    section lies after the .dynstr and .dynamic it replaces (patchelf.cc rewriteSectionsExecutable
+    asserts so): with the copies last in the file, a longer RUNPATH or one more NEEDED aborted."""
+    t = _tree(tmp_path, *flags)
+    assert elf_edit.set_runpath(t["app"], ["$ORIGIN/../lib"])
+    assert elf_edit.set_runpath(t["foo"], ["$ORIGIN"])
+    longer = "/a-much-longer-directory-than-before/lib:$ORIGIN/../lib"
+    for args in (["--set-rpath", longer], ["--add-needed", "libm.so.6"]):
+        proc = subprocess.run([elf.patchelf_binary(), *args, os.fspath(t["app"])], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert _run(t["app"]).stdout == "foo(7)=42\n"
+    info = elf.read_elf(t["app"])
+    assert info.runpath == longer.split(":") and "libm.so.6" in info.needed
+
+
 def _section_address(path: Path, name: str) -> int:
     for line in _readelf("-S", os.fspath(path)).splitlines():
         fields = line.split("]", 1)[-1].split()
