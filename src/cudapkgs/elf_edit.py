@@ -221,6 +221,15 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
     for i, s in enumerate(shdrs):
         if i not in moved and s[1] != _SHT_NOBITS and s[5] and s[4] < block_end and s[4] + s[5] > block_start:
             raise _Unsupported(f"section {i} overlaps the sections to move")
+    # Every loadable segment keeps a section: strip/objcopy give a segment with none a file
+    # offset not congruent to its address (a second edit superseding the first one's copies
+    # of .dynamic and .dynstr left one, and ld.so then refused the stripped library).
+    replaced = {i for i, s in enumerate(shdrs) if (s[1] == _SHT_DYNAMIC and s[4] == dyn[2])
+                or (s[1] == _SHT_STRTAB and s[3] == strtab_vaddr and s[2] & _SHF_ALLOC)}
+    for p in loads:
+        if p[5] and not any(s[2] & _SHF_ALLOC and s[5] and i not in moved and i not in replaced
+                            and p[3] <= s[3] < p[3] + p[6] for i, s in enumerate(shdrs)):
+            raise _Unsupported("a loadable segment would be left with no section")
 
     # The new segment: [dynamic][string table][moved block], page-aligned after the file
     # and above every segment in memory; p_vaddr - p_offset is a multiple of the page.
