@@ -27,10 +27,10 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import FetchError
-from .http import Progress
 from .sources import FetchedArtifact
 
 if TYPE_CHECKING:
+    from .http import Progress  # only a type: http.client and ssl are not imported for a build with everything cached
     from ..manifests import Artifact
 
 __all__ = [
