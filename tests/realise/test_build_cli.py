@@ -361,3 +361,25 @@ def test_build_real_packages_end_to_end(loopback_release, tmp_path):
     assert again.returncode == 0 and again.stdout == result.stdout and again.stderr == ""
     for pname in ("cuda_cudart", "libcublas"):
         assert server.hits("/cuda/redist/" + release.entries[pname][1]) == 1
+
+
+def test_a_cache_hit_is_not_reported_as_fetched(loopback_release, tmp_path):
+    """After gc (outputs gone, the download cache kept), the build says nothing was fetched and
+    announces its fetch step once."""
+    rf, release, server = loopback_release
+    manifests = release.write_manifests(tmp_path / "manifests")
+    sets = ["--set", "allowUnfree=true", "--set", f"manifestsDir={json.dumps(str(manifests))}",
+            "--set", f"storeDir={json.dumps(str(tmp_path / 'store'))}",
+            "--set", f"fetchers={json.dumps(['mirror:' + server.url])}"]
+    attr = f"{rf.SET}.cuda_cudart"
+    first = cudapkgs("build", "--no-link", "-j", "1", *sets, attr, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert any(": fetched " in line for line in first.stderr.splitlines())
+    assert cudapkgs("gc", "--store", str(tmp_path / "store"), cwd=tmp_path).returncode == 0
+    again = cudapkgs("build", "--no-link", "-j", "1", *sets, attr, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    lines = again.stderr.splitlines()
+    assert "already cached" in lines[0]
+    assert not any(": fetched " in line or ": fetching " in line for line in lines), lines
+    assert sum(line.endswith(": fetch") for line in lines) == 1, lines
+    assert server.hits("/cuda/redist/" + release.entries["cuda_cudart"][1]) == 1

@@ -62,9 +62,7 @@ def download(
     dest = Path(dest)
     expected = sha256.lower() if sha256 else None
     if expected is not None and dest.is_file() and (size is None or dest.stat().st_size == size) and sha256_file(dest) == expected:
-        if progress is not None:
-            progress(dest.stat().st_size, dest.stat().st_size)
-        return dest
+        return dest  # already here and checked: nothing fetched, so no progress to report
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_suffix(dest.suffix + ".part")
     local = _local_path(url)

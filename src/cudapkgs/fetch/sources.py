@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..errors import FetchError
-from .http import Progress, download
 
 if TYPE_CHECKING:
+    from .http import Progress
     from ..manifests import Artifact
 
 __all__ = [
@@ -98,6 +98,8 @@ class _PrefixSource:
     ) -> FetchedArtifact:
         where = self.location(product, artifact.relative_path)
         dest = Path(dest_dir) / posixpath.basename(artifact.relative_path)
+        from .http import download  # here: http.client and ssl load only when something is downloaded
+
         download(
             where,
             dest,

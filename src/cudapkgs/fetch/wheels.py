@@ -27,10 +27,10 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import FetchError
-from .http import Progress
 from .sources import FetchedArtifact
 
 if TYPE_CHECKING:
+    from .http import Progress  # only a type: http.client and ssl are not imported for a build with everything cached
     from ..manifests import Artifact
 
 __all__ = [
@@ -565,8 +565,7 @@ class WheelSource:
             # unpacking (not before: 0.1 s earlier on a build's critical path for nvvm's wheel)
             # and refuses the tree if the bytes changed (`WheelChangedError`).
             recorded = known.with_name(known.name + _VERIFIED_SUFFIX).read_text().strip()
-            if progress is not None:
-                progress(known.stat().st_size, known.stat().st_size)
+            # A cache hit: nothing is fetched, so no "fetched N MiB" (the plan said "already cached").
             return FetchedArtifact("wheel", known, self.name, sha256_to_check=recorded)
         wheel = self.download_wheel(project, version, arch)
         if progress is not None:

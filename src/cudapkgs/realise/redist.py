@@ -554,12 +554,12 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         compiler = host_compiler.from_attrs(attrs["hostCompiler"])  # before any download
     stage = _stage(outputs, ctx)
     try:
-        ctx.step("fetch")
         # The download cache entry is marked in use (a shared lock `gc --caches` respects)
         # from the fetch until the tree is unpacked.
         entry = download_dir(ctx.store.store_dir, drv.data["src"]["sha256"])
         ahead = ctx.extra["prepared"](drv) if ctx.extra.get("prepared") is not None else None
         if ahead is not None:  # fetched and unpacked while the inputs were being built
+            ctx.step("fetch")  # (_fetch_and_unpack announces it otherwise, once per source tried)
             with ahead:
                 ctx.log.write("(fetched and unpacked ahead, while the inputs were built)\n" + ahead.log)
                 tree = stage / "o"
