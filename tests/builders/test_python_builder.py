@@ -101,7 +101,14 @@ def test_python3_executable_picks_the_interpreter_and_a_bad_one_is_one_error(tmp
     not_python.write_text("#!/bin/sh\necho 'gcc (Debian 12.2.0-14) 12.2.0'\n")
     not_python.chmod(0o755)
     bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(not_python)})
-    with pytest.raises(EvalError, match=r"cc --version printed 'gcc \(Debian.*not a Python interpreter .config python3Executable"):
+    with pytest.raises(EvalError, match=r"cc --version printed 'gcc \(Debian.*not a Python 3 interpreter .config python3Executable"):
+        bad.python3Packages.numpy.drvPath
+    # Nor is a Python 2 (which prints its version on stderr).
+    python2 = tmp_path / "python2.7"
+    python2.write_text("#!/bin/sh\necho 'Python 2.7.18' >&2\n")
+    python2.chmod(0o755)
+    bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(python2)})
+    with pytest.raises(EvalError, match=r"python2.7 --version printed 'Python 2.7.18'.*not a Python 3 interpreter"):
         bad.python3Packages.numpy.drvPath
 
 
@@ -203,5 +210,5 @@ def test_python3_executable_in_a_directory_with_a_space_and_one_that_is_no_pytho
     not_python.write_text("#!/bin/sh\necho 'cmake version 3.25.1'\n")
     not_python.chmod(0o755)
     bad = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": str(not_python)})
-    with pytest.raises(EvalError, match="not a Python interpreter"):
+    with pytest.raises(EvalError, match="not a Python 3 interpreter"):
         bad.python3Packages.pythonVersion
