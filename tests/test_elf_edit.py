@@ -298,3 +298,71 @@ def test_patch_many_leaves_hard_links_alone(tmp_path: Path) -> None:
     assert elf.patch_many([([t["foo"]], ["$ORIGIN"], None)]) == 0  # done in process
     assert store_file.read_bytes() == before and os.stat(store_file).st_nlink == 1
     assert elf.read_elf(t["foo"]).runpath == ["$ORIGIN"]
+
+
+def _set_section_headers(path: Path, rows: list[tuple[int, ...]], keep: int | None = None) -> None:
+    """Replace `path`'s section header table by its first `keep` rows plus `rows` (each the ten
+    Elf64_Shdr fields), appended at the end of the file."""
+    data = bytearray(path.read_bytes())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shnum, = struct.unpack_from("<H", data, 0x3C)
+    old = bytes(data[shoff:shoff + 64 * (shnum if keep is None else keep)])
+    new_shoff = len(data)
+    data += old + b"".join(struct.pack("<IIQQQQIIQQ", *row) for row in rows)
+    struct.pack_into("<Q", data, 0x28, new_shoff)
+    struct.pack_into("<H", data, 0x3C, len(old) // 64 + len(rows))
+    path.write_bytes(bytes(data))
+
+
+def test_bytes_only_a_segment_describes_move_with_it(tmp_path: Path) -> None:
+    """A PIE whose section headers say nothing of .interp and the notes after the program
+    headers (PT_INTERP and PT_NOTE do): the new program header was written over the
+    interpreter's name, elf_edit said True and the kernel could not exec the result."""
+    t = _tree(tmp_path)
+    assert elf_edit.set_runpath(t["foo"], ["$ORIGIN"])
+    app = t["app"]
+    data = bytearray(app.read_bytes())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shnum, = struct.unpack_from("<H", data, 0x3C)
+    phnum, = struct.unpack_from("<H", data, 0x38)
+    for i in range(shnum):  # the sections near the program headers become empty SHT_NULL
+        row = shoff + 64 * i
+        offset, size = struct.unpack_from("<QQ", data, row + 24)
+        if size and offset < 64 + 56 * (phnum + 2) and offset + size > 64 + 56 * phnum:
+            struct.pack_into("<I", data, row + 4, 0)
+            struct.pack_into("<Q", data, row + 32, 0)
+    app.write_bytes(bytes(data))
+    before = app.read_bytes()
+    if elf_edit.set_runpath(app, ["$ORIGIN/../lib"]):
+        proc = _run(app)
+        assert proc.returncode == 0 and proc.stdout == "foo(7)=42\n", proc.stderr
+        assert elf.read_elf(app).interpreter
+    else:
+        assert app.read_bytes() == before
+
+
+def test_more_than_one_symbol_table_is_left_to_patchelf(tmp_path: Path) -> None:
+    """gABI: at most one SHT_SYMTAB and one SHT_DYNSYM; thousands of crafted 16 MiB tables
+    were each read and checked (minutes for one file)."""
+    t = _tree(tmp_path)
+    app = t["app"]
+    size = app.stat().st_size
+    at = size // 2 - size // 2 % 8  # past the sections that move
+    _set_section_headers(app, [(0, 2, 0, 0, at, (size - at) - (size - at) % 24, 0, 0, 8, 24)] * 3)
+    before = app.read_bytes()
+    assert not elf_edit.set_runpath(app, ["$ORIGIN/../lib"])
+    assert app.read_bytes() == before
+
+
+def test_a_chain_of_overlapping_sections_is_refused(tmp_path: Path) -> None:
+    """Thousands of overlapping 2-byte note sections after the program headers, listed from the
+    last to the first: refused (they leave the first segment), every byte as it was."""
+    t = _tree(tmp_path)
+    app = t["app"]
+    phnum, = struct.unpack_from("<H", app.read_bytes(), 0x38)
+    start = 64 + 56 * phnum
+    _set_section_headers(app, [(0, 7, 2, start + k, start + k, 2, 0, 0, 1, 0) for k in reversed(range(4000))],
+                         keep=1)
+    before = app.read_bytes()
+    assert not elf_edit.set_runpath(app, ["$ORIGIN/../lib"])
+    assert app.read_bytes() == before
