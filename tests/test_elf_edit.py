@@ -109,6 +109,44 @@ def test_strip_and_patchelf_work_on_the_result(tmp_path: Path) -> None:
     assert _run(t["app"]).stdout == "foo(7)=42\n"
 
 
+@pytest.mark.parametrize("flags", [("-no-pie",), ()], ids=["no-pie", "pie"])
+def test_patchelf_can_grow_the_result(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    """patchelf edits an executable (ET_EXEC, as NVIDIA's nvcc, ptxas, cicc) in place only if a
+    section lies after the .dynstr and .dynamic it replaces (patchelf.cc rewriteSectionsExecutable
+    asserts so): with the copies last in the file, a longer RUNPATH or one more NEEDED aborted."""
+    t = _tree(tmp_path, *flags)
+    assert elf_edit.set_runpath(t["app"], ["$ORIGIN/../lib"])
+    assert elf_edit.set_runpath(t["foo"], ["$ORIGIN"])
+    longer = "/a-much-longer-directory-than-before/lib:$ORIGIN/../lib"
+    for args in (["--set-rpath", longer], ["--add-needed", "libm.so.6"]):
+        proc = subprocess.run([elf.patchelf_binary(), *args, os.fspath(t["app"])], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert _run(t["app"]).stdout == "foo(7)=42\n"
+    info = elf.read_elf(t["app"])
+    assert info.runpath == longer.split(":") and "libm.so.6" in info.needed
+
+
+def test_repeated_edits_of_a_library_survive_strip(tmp_path: Path) -> None:
+    """A library has no .interp in the program headers' way: an edit may move nothing, and the
+    next edit's copies of .dynamic and .dynstr left the first edit's segment with no section,
+    which strip then gave an offset ld.so refuses ("address/offset not page-aligned")."""
+    strip = shutil.which("strip")
+    if strip is None:
+        pytest.skip("strip is not installed")
+    t = _tree(tmp_path)
+    assert elf_edit.set_runpath(t["app"], ["$ORIGIN/../lib"])
+    edited = t["foo"].with_name("libfoo-edited.so")
+    shutil.copy(t["foo"], edited)
+    for attempt in range(8):
+        done = elf_edit.set_runpath(edited, ["$ORIGIN", f"/nowhere{attempt}"])
+        if not done:  # left to patchelf from here on
+            assert elf.patch([edited], runpath=["$ORIGIN", f"/nowhere{attempt}"]) == 1
+        subprocess.run([strip, "-o", os.fspath(t["foo"]), os.fspath(edited)], check=True)
+        proc = _run(t["app"])
+        assert proc.stdout == "foo(7)=42\n", (attempt, proc.stderr)
+        assert elf.read_elf(t["foo"]).runpath == ["$ORIGIN", f"/nowhere{attempt}"]
+
+
 def _section_address(path: Path, name: str) -> int:
     for line in _readelf("-S", os.fspath(path)).splitlines():
         fields = line.split("]", 1)[-1].split()
@@ -223,11 +261,18 @@ def test_damaged_headers_never_crash_and_change_nothing_when_refused(tmp_path: P
 
 
 def test_aarch64_library_is_edited_structurally(tmp_path: Path) -> None:
-    """An AArch64 library (the link stub's writer makes one): 64 KiB pages, checked with readelf."""
+    """An AArch64 library: 64 KiB pages, checked with readelf. The link stub's writer makes one,
+    but its .dynamic is alone in a segment (left to patchelf: that segment would keep no
+    section); gcc's library, its machine field set to AArch64 (183), is edited."""
     stub = link_stub.write_stub(tmp_path / "libcuda.so", "libcuda.so.1", ["cuInit", "cuDriverGetVersion"], "aarch64")
-    done = elf_edit.set_runpath(stub, ["/run/opengl-driver/lib"])
-    if not done:
-        pytest.skip("the stub writer's layout is left to patchelf")
+    before = stub.read_bytes()
+    if not elf_edit.set_runpath(stub, ["/run/opengl-driver/lib"]):
+        assert stub.read_bytes() == before
+        stub = shared_lib(tmp_path / "libcuda.so.1", BAR_C, "libcuda.so.1")
+        with open(stub, "r+b") as f:
+            f.seek(18)
+            f.write(struct.pack("<H", 183))
+        assert elf_edit.set_runpath(stub, ["/run/opengl-driver/lib"])
     out = _readelf("-l", os.fspath(stub))
     loads = [line.split() for line in out.splitlines() if line.strip().startswith("LOAD")]
     offset, vaddr, align = int(loads[-1][1], 16), int(loads[-1][2], 16), int(loads[-1][-1], 16)

@@ -221,13 +221,29 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
     for i, s in enumerate(shdrs):
         if i not in moved and s[1] != _SHT_NOBITS and s[5] and s[4] < block_end and s[4] + s[5] > block_start:
             raise _Unsupported(f"section {i} overlaps the sections to move")
+    # Every loadable segment keeps a section: strip/objcopy give a segment with none a file
+    # offset not congruent to its address (a second edit superseding the first one's copies
+    # of .dynamic and .dynstr left one, and ld.so then refused the stripped library).
+    replaced = {i for i, s in enumerate(shdrs) if (s[1] == _SHT_DYNAMIC and s[4] == dyn[2])
+                or (s[1] == _SHT_STRTAB and s[3] == strtab_vaddr and s[2] & _SHF_ALLOC)}
+    for p in loads:
+        if p[5] and not any(s[2] & _SHF_ALLOC and s[5] and i not in moved and i not in replaced
+                            and p[3] <= s[3] < p[3] + p[6] for i, s in enumerate(shdrs)):
+            raise _Unsupported("a loadable segment would be left with no section")
 
-    # The new segment: [moved block][dynamic][string table], page-aligned after the file
+    # The new segment: [dynamic][string table][moved block], page-aligned after the file
     # and above every segment in memory; p_vaddr - p_offset is a multiple of the page.
+    # The block comes last: patchelf edits an executable (ET_EXEC) only if some section
+    # lies after its .dynstr and .dynamic (patchelf.cc rewriteSectionsExecutable, "I'm lazy").
+    if e_type == _ET_EXEC and block_end == block_start:
+        raise _Unsupported("an executable with nothing to move: patchelf could not edit the result")
     tail_off = _up(f.size, page)
     tail_vaddr = _up(max(p[3] + p[6] for p in loads), page)
-    block_at = block_start % 64  # the block keeps its offsets modulo 64 (every alignment it has)
-    dyn_at = _up(block_at + (block_end - block_start), 16)
+    has_runpath = _DT_RUNPATH in tags
+    dyn_at = 0
+    str_at = dyn_at + (len(entries) + (not has_runpath) + 1) * _DYN.size
+    # the block keeps its offsets modulo 64 (every alignment it has)
+    block_at = _up(str_at + len(new_strtab), 64) + block_start % 64
     move_off = tail_off + block_at - block_start
     move_vaddr = tail_vaddr + block_at - (first[3] + block_start)
     in_block = (first[3] + block_start, first[3] + block_end)
@@ -235,7 +251,6 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
     def moves(vaddr: int) -> bool:
         return in_block[0] <= vaddr < in_block[1]
 
-    has_runpath = _DT_RUNPATH in tags
     new_entries: list[list[int]] = []
     for tag, val in entries:
         if tag in _PTR_TAGS or 0x6FFFFE00 <= tag <= 0x6FFFFEFF:
@@ -245,7 +260,6 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
         new_entries.append([tag, val])
     if not has_runpath:
         new_entries.append([_DT_RUNPATH, 0])
-    str_at = dyn_at + (len(new_entries) + 1) * _DYN.size
     for entry in new_entries:
         if entry[0] == _DT_STRTAB:
             entry[1] = tail_vaddr + str_at
@@ -254,14 +268,14 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
         elif entry[0] == _DT_RUNPATH:
             entry[1] = len(strtab)
     dyn_size = (len(new_entries) + 1) * _DYN.size
-    tail_size = str_at + len(new_strtab)
+    tail_size = block_at + (block_end - block_start)
     symbol_edits = _symbol_edits(f, shdrs, set(moved), move_vaddr)
 
     tail = bytearray(tail_size)
     tail[block_at:block_at + block_end - block_start] = f.read(block_start, block_end - block_start)
     for i, (tag, val) in enumerate([*new_entries, [_DT_NULL, 0]]):
         _DYN.pack_into(tail, dyn_at + i * _DYN.size, tag, val)
-    tail[str_at:] = new_strtab
+    tail[str_at:str_at + len(new_strtab)] = new_strtab
 
     new_phdrs: list[list[int]] = []
     last_load = max(i for i, p in enumerate(phdrs) if p[0] == _PT_LOAD)

@@ -101,7 +101,14 @@ def test_python3_executable_picks_the_interpreter_and_a_bad_one_is_one_error(tmp
     not_python.write_text("#!/bin/sh\necho 'gcc (Debian 12.2.0-14) 12.2.0'\n")
     not_python.chmod(0o755)
     bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(not_python)})
-    with pytest.raises(EvalError, match=r"cc --version printed 'gcc \(Debian.*not a Python interpreter .config python3Executable"):
+    with pytest.raises(EvalError, match=r"cc --version printed 'gcc \(Debian.*not a Python 3 interpreter .config python3Executable"):
+        bad.python3Packages.numpy.drvPath
+    # Nor is a Python 2 (which prints its version on stderr).
+    python2 = tmp_path / "python2.7"
+    python2.write_text("#!/bin/sh\necho 'Python 2.7.18' >&2\n")
+    python2.chmod(0o755)
+    bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(python2)})
+    with pytest.raises(EvalError, match=r"python2.7 --version printed 'Python 2.7.18'.*not a Python 3 interpreter"):
         bad.python3Packages.numpy.drvPath
 
 
@@ -203,5 +210,21 @@ def test_python3_executable_in_a_directory_with_a_space_and_one_that_is_no_pytho
     not_python.write_text("#!/bin/sh\necho 'cmake version 3.25.1'\n")
     not_python.chmod(0o755)
     bad = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": str(not_python)})
-    with pytest.raises(EvalError, match="not a Python interpreter"):
+    with pytest.raises(EvalError, match="not a Python 3 interpreter"):
         bad.python3Packages.pythonVersion
+
+
+def test_format_wheel_refuses_two_wheels_of_one_name(tmp_path, manifests_dir):
+    """A source directory holding the same wheel twice, once under a store-hash prefix: stripping the
+    prefix made the second overwrite the first without a word; now the build says so."""
+    src = tmp_path / "src"
+    src.mkdir()
+    _handmade_wheel(src / "dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 1\n"})
+    _handmade_wheel(src / f"{'a' * 32}-dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 2\n"})
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkg = pkgs.python3Packages.buildPythonPackage({"pname": "dup", "version": "1.0", "format": "wheel", "src": src})
+    with Store.open(store_dir) as store, pytest.raises(Exception) as raised:
+        realise(store, [pkg.derivation])
+    log = Path(str(raised.value).rsplit("(log: ", 1)[1].split(")")[0]).read_text()
+    assert "two wheels of the source are both dup-1.0-py3-none-any.whl" in log

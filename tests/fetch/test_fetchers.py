@@ -347,3 +347,35 @@ def test_fetch_pypi_refuses_a_trailing_newline_and_an_ambiguous_wheel_name(store
     with pytest.raises(EvalError, match="file name"):
         pkgs.fetchPypi(pname="six", version="1.0-py3-none-any", format="wheel", hash=good)
     assert pkgs.fetchPypi(pname="six", version="1.0-1", hash=good).name == "six-1.0-1.tar.gz"  # an sdist may
+
+
+def test_fetch_pypi_with_an_empty_hash_runs_nothing_from_the_sdist(store_dir, tmp_path, monkeypatch):
+    """``hash = ""`` (to learn the hash, as in Nixpkgs) must not let pip run the sdist's build
+    backend: pip is given a placeholder hash, refuses the file at its hash check, and the error
+    gives the real one. An in-tree backend with no build requirements would otherwise run at once."""
+    marker = tmp_path / "backend-ran"
+    backend = (f"open({str(marker)!r}, 'w').write('ran')\n"
+               "def get_requires_for_build_wheel(config_settings=None):\n    return []\n"
+               "def prepare_metadata_for_build_wheel(directory, config_settings=None):\n    raise SystemExit(1)\n")
+    pyproject = '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+    sdist = tarball({"pyproject.toml": pyproject.encode(), "backend.py": backend.encode(),
+                     "PKG-INFO": b"Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n"}, top="evil-1.0")
+    links = tmp_path / "links"  # a local "index": pip's --find-links, nothing else
+    links.mkdir()
+    (links / "evil-1.0.tar.gz").write_bytes(sdist)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # this machine's pip configuration has other indexes
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    pkgs = pkgs_with(store_dir)
+    got = "sha256-" + base64.b64encode(hashlib.sha256(sdist).digest()).decode()
+    with pytest.raises(BuildError, match=re.escape(f"got: {got}")) as raised:
+        build(store_dir, pkgs.fetchPypi(pname="evil", version="1.0", hash=""))
+    assert "an empty hash" in str(raised.value)
+    assert not marker.exists()
+    # A sha512 hash is checked by pip too (nothing runs first): a wrong one fails with its sha512.
+    got512 = "sha512-" + base64.b64encode(hashlib.sha512(sdist).digest()).decode()
+    wrong512 = "sha512-" + base64.b64encode(bytes(64)).decode().replace("A", "B", 1)
+    with pytest.raises(BuildError, match=re.escape(f"got: {got512}")):
+        build(store_dir, pkgs.fetchPypi(pname="evil", version="1.0", hash=wrong512))
+    assert not marker.exists()

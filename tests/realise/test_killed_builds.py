@@ -4,6 +4,7 @@ directory, in the store's own temporary area, is removed by the next build or gc
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,3 +89,38 @@ def test_work_dirs_are_removed_after_use_and_kept_while_locked(tmp_path):
                 other.gc()  # a concurrent gc leaves a live build's directory alone
             assert (work / "f").exists()
         assert not work.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("setsid") is None,
+                    reason="PR_SET_CHILD_SUBREAPER is Linux's; the test starts its escapee with setsid")
+def test_a_process_that_leaves_the_group_with_setsid_is_killed_too(tmp_path):
+    """A daemon that makes its own session (setsid) escapes a process-group kill; the supervisor,
+    a child subreaper, still finds and kills it when the phase ends."""
+    script = f'setsid sh -c \'echo $$ > {tmp_path}/escapee; exec sleep 300\' < /dev/null > /dev/null 2>&1 &' \
+             f' while [ ! -s {tmp_path}/escapee ]; do sleep 0.01; done'
+    proc = popen_phase(["bash", "-c", script], executable="/bin/bash", env={"PATH": os.environ["PATH"]}, cwd=tmp_path)
+    assert proc.wait() == 0
+    pid = int((tmp_path / "escapee").read_text())
+    finish_phase(proc)
+    _wait_for(lambda: not _alive(pid), "the setsid escapee to be killed")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("setsid") is None,
+                    reason="PR_SET_CHILD_SUBREAPER is Linux's; the test starts its escapee with setsid")
+def test_a_setsid_escapee_dies_when_the_builder_is_killed(tmp_path):
+    code = textwrap.dedent(f"""
+        import sys
+        from cudapkgs.realise.process_group import popen_phase
+        script = "setsid sh -c 'echo $$ > {tmp_path}/escapee; exec sleep 300' < /dev/null > /dev/null 2>&1 & sleep 300"
+        proc = popen_phase(["bash", "-c", script], executable="/bin/bash", env={{"PATH": "{os.environ['PATH']}"}}, cwd="{tmp_path}")
+        print("started", flush=True)
+        proc.wait()
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout.readline().strip() == "started"
+    _wait_for(lambda: (tmp_path / "escapee").exists() and (tmp_path / "escapee").read_text().strip(), "the escapee")
+    pid = int((tmp_path / "escapee").read_text())
+    assert _alive(pid)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    _wait_for(lambda: not _alive(pid), "the setsid escapee to die with the builder")

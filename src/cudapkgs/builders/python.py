@@ -53,6 +53,7 @@ for wheel in *.whl; do
   [ -e "$wheel" ] || { echo "format = wheel: the source is not a .whl file" >&2; exit 1; }
   name="$wheel"
   if [[ "$name" =~ ^[0-9abcdfghijklmnpqrsvwxyz]{32}-.+\.whl$ ]]; then name="${name:33}"; fi
+  if [ -e "dist/$name" ]; then echo "format = wheel: two wheels of the source are both $name" >&2; exit 1; fi
   mv "$wheel" "dist/$name"
 done
 """

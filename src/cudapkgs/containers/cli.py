@@ -296,8 +296,9 @@ def _install_service(args: argparse.Namespace) -> int:
         _warn(f"{other} defines the same devices in the same directory: remove it, or both become unusable")
     for path in install(files):
         print(f"wrote {path}", file=sys.stderr)
+    units = " ".join(p.name for p in (files.unit_path, files.path_unit_path) if p is not None)
     print(
-        f"now run: systemctl daemon-reload && systemctl enable --now {files.unit_path.name} {files.path_unit_path.name} && udevadm control --reload",
+        f"now run: systemctl daemon-reload && systemctl enable --now {units} && udevadm control --reload",
         file=sys.stderr,
     )
     return 0

@@ -13,7 +13,9 @@ first at ``<algo>/<hex>`` and ``<pname>-<version>.<extension>``.
 An sdist is fetched with ``--no-binary=<pname>``, so pip prepares its metadata in an
 isolated build environment whose build requirements may be wheels (``--no-binary=:all:``
 would build numpy from source to read pycuda's metadata).  pip runs the sdist's build
-backend to do that; the fetched file is still checked against the hash.
+backend to do that, but only after its ``--require-hashes`` check: pip is always given a
+hash, with an empty (Nixpkgs' ``hash = ""``) or non-sha256 one a placeholder, which the file
+fails at pip's check, before anything in it runs; the error gives the file's real hash.
 
 ``format = "wheel"`` takes Nixpkgs' wheel arguments (same file @ 13c8ddb8:
 ``dist ? "py2.py3"``, ``python ? "py2.py3"``, ``abi ? "none"``, ``platform ? "any"``;
@@ -161,8 +163,11 @@ class _PipDownload:
     """``pip download`` of one sdist into a scratch directory; a callable for `fetchurl.fetch_file`."""
 
     def __init__(self, pname: str, version: str, sha256_hex: str | None, pip: Sequence[str] | None = None,
-                 timeout: float = 900, wheel: tuple[str, str, str] | None = None, extension: str = "tar.gz") -> None:
-        self.pname, self.version, self.sha256_hex = pname, version, sha256_hex
+                 timeout: float = 900, wheel: tuple[str, str, str] | None = None, extension: str = "tar.gz",
+                 algo: str = "sha256") -> None:
+        """`sha256_hex`: the hex digest pip must find (of algorithm `algo`: sha256 or sha512, which pip
+        checks; None only for tests of pip's own behaviour)."""
+        self.pname, self.version, self.sha256_hex, self.algo = pname, version, sha256_hex, algo
         self.pip = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
         self.timeout = timeout
         self.wheel = wheel
@@ -179,7 +184,7 @@ class _PipDownload:
                    "--dest", str(scratch / "dl")]
         if self.sha256_hex:
             requirements = scratch / "requirements.txt"
-            requirements.write_text(f"{requirement} --hash=sha256:{self.sha256_hex}\n")
+            requirements.write_text(f"{requirement} --hash={self.algo}:{self.sha256_hex}\n")
             command += ["--require-hashes", "-r", str(requirements)]
         else:
             command.append(requirement)
@@ -187,14 +192,15 @@ class _PipDownload:
             done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise FetchError(f"{self.description} failed: {error}") from None
-        got = re.search(r"\bGot\s+([0-9a-f]{64})\b", done.stderr or "")
+        got = re.search(r"\bGot\s+([0-9a-f]{64}(?:[0-9a-f]{64})?)\b", done.stderr or "")
         if done.returncode != 0 and got and self.sha256_hex:
             # pip checked the hash before running anything from the sdist: report it the Nix way.
             from .fixed_output import mismatch_error
             from .hashes import Hash
 
-            raise mismatch_error(self.name, Hash("sha256", bytes.fromhex(self.sha256_hex)),
-                                 Hash("sha256", bytes.fromhex(got.group(1))), self.description)
+            placeholder = not self.sha256_hex.strip("0")  # an empty hash: say so, as for any fetcher
+            raise mismatch_error(self.name, Hash(self.algo, bytes.fromhex(self.sha256_hex), placeholder),
+                                 Hash(self.algo, bytes.fromhex(got.group(1))), self.description)
         if done.returncode != 0:
             lines = [line for line in (done.stderr or done.stdout).strip().splitlines() if line.strip()]
             raise FetchError(f"{self.description} failed: {lines[-1] if lines else f'exit status {done.returncode}'}")
@@ -213,9 +219,14 @@ def build(drv: Any, ctx: Any, outputs: dict[str, Path]) -> None:
     from .fetchurl import fetch_file
 
     spec = drv.data["outputHash"]
-    known = spec["algo"] == "sha256" and spec["hash"] != "0" * 64
     attrs = drv.attrs
     wheel = (attrs["python"], attrs["abi"], attrs["platform"]) if attrs.get("format") == "wheel" else None
-    pip = _PipDownload(attrs["pname"], attrs["version"], spec["hash"] if known else None, wheel=wheel,
-                       extension=attrs.get("extension", "tar.gz"))
+    # Never without --require-hashes: an unchecked sdist would have its build backend run by pip.
+    # An empty hash is all zeros, which the file fails at pip's check (pip prints the hash it got).
+    # pip checks sha256 and sha512; for a sha1 hash it is asked for a sha256 of zeros, and the
+    # error gives the file's sha256, which a fetchPypi through pip then needs.
+    algo = spec["algo"] if spec["algo"] in ("sha256", "sha512") else "sha256"
+    expected = spec["hash"] if algo == spec["algo"] else "0" * 64
+    pip = _PipDownload(attrs["pname"], attrs["version"], expected, wheel=wheel,
+                       extension=attrs.get("extension", "tar.gz"), algo=algo)
     fetch_file(drv, ctx, outputs["out"], [pip])

@@ -38,7 +38,7 @@ _HOST_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 
 
 # attribute -> what its `--version` output starts with (a python3Executable that is no Python says so)
-_VERSION_PREFIX = {"python3": "Python "}
+_VERSION_PREFIX = {"python3": "Python 3."}  # "Python 2.7.18" is not a python3
 
 
 @functools.cache
@@ -50,8 +50,8 @@ def _probe(path: str, mtime_ns: int, size: int, prefix: str = "") -> str:
     text = (done.stdout + done.stderr).strip()
     if prefix and not re.match(re.escape(prefix) + r"\d", text):
         first = text.splitlines()[0] if text else ""
-        raise EvalError(f"--version printed {first!r}, not {prefix.strip()} <version>: "
-                        f"not a {prefix.strip()} interpreter")
+        wanted = prefix.strip().rstrip(".")
+        raise EvalError(f"--version printed {first!r}, not {prefix.strip()}<version>: not a {wanted} interpreter")
     match = _VERSION.search(text)
     if match is None:
         raise EvalError("--version printed no version number")

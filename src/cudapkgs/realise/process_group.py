@@ -8,11 +8,16 @@ keep running.  `popen_phase` starts the phase under a small supervisor process t
 - holds the read end of a "lifeline" pipe whose only write end is in cudapkgs: when
   cudapkgs dies, for whatever reason, the kernel closes it, the supervisor reads EOF
   and SIGKILLs the whole group (itself included);
-- otherwise waits for the phase and exits with its status (128 + N for signal N).
+- otherwise waits for the phase and exits with its status (128 + N for signal N);
+- is a child subreaper (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``, proc(5)/prctl(2)): a
+  process the phase orphans is re-parented to it, not to init, even one that left the
+  group with ``setsid``; when the phase ends or cudapkgs dies it SIGKILLs every process
+  below it (found through ``/proc/<pid>/stat``'s parent field) before it exits.
 
 After the phase, `finish_phase` SIGKILLs whatever the phase left in the group (a
-daemon it forgot) and closes the lifeline.  A process that makes its own session
-(``setsid``) leaves the group and is not covered; see docs/security.md.
+daemon it forgot) and closes the lifeline. Without ``PR_SET_CHILD_SUBREAPER`` (not
+Linux, or a kernel before 3.4) a process that makes its own session leaves the group
+and is not covered; see docs/security.md.
 """
 
 from __future__ import annotations
@@ -29,6 +34,55 @@ __all__ = ["finish_phase", "popen_phase"]
 _SUPERVISOR = r"""
 import os, select, signal, sys
 lifeline = int(sys.argv[1])
+try:
+    import ctypes
+    reaper = ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+except Exception:
+    reaper = False
+
+def descendants():
+    try:  # the usual case, no child left: one small read instead of a walk over /proc
+        with open("/proc/self/task/%d/children" % os.getpid()) as f:
+            if not f.read().split():
+                return []
+    except OSError:
+        pass
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/" + name + "/stat", "rb") as f:
+                    parents[int(name)] = int(f.read().rsplit(b") ", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, todo = [], [os.getpid()]
+    while todo:
+        parent = todo.pop()
+        for child, ppid in parents.items():
+            if ppid == parent:
+                found.append(child)
+                todo.append(child)
+    return found
+
+def kill_all():
+    if not reaper:
+        return
+    for _ in range(100):  # until nothing below us is left (a process may fork meanwhile)
+        left = descendants()
+        if not left:
+            return
+        for victim in left:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+
 pid = os.fork()
 if pid == 0:
     os.close(lifeline)
@@ -46,10 +100,12 @@ while True:
     else:
         ready = select.select([lifeline], [], [], 0.2)[0]
     if lifeline in ready and os.read(lifeline, 1) == b"":
-        os.killpg(0, signal.SIGKILL)  # cudapkgs is gone: the whole phase goes with it
+        kill_all()  # cudapkgs is gone: the whole phase goes with it, setsid or not
+        os.killpg(0, signal.SIGKILL)
     done, status = os.waitpid(pid, os.WNOHANG)
     if done:
         code = os.waitstatus_to_exitcode(status)
+        kill_all()  # what the phase left running, in its group or out of it
         os._exit(code if code >= 0 else 128 - code)
 """
 
