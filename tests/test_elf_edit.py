@@ -286,3 +286,15 @@ def test_loads_with_ctypes(tmp_path: Path) -> None:
     assert elf_edit.set_runpath(t["foo"], ["$ORIGIN"])
     lib = ctypes.CDLL(os.fspath(t["foo"]))
     assert lib.foo(7) == 42
+
+
+def test_patch_many_leaves_hard_links_alone(tmp_path: Path) -> None:
+    """RunpathPlan.apply goes through `elf.patch_many`, whose in-process edits wrote through a
+    hard link: nvcc's fix-up would have edited libnvvm's store file (nvvm/ links into it)."""
+    t = _tree(tmp_path)
+    store_file = tmp_path / "store-libfoo.so"
+    os.link(t["foo"], store_file)
+    before = store_file.read_bytes()
+    assert elf.patch_many([([t["foo"]], ["$ORIGIN"], None)]) == 0  # done in process
+    assert store_file.read_bytes() == before and os.stat(store_file).st_nlink == 1
+    assert elf.read_elf(t["foo"]).runpath == ["$ORIGIN"]

@@ -326,6 +326,9 @@ def _edit_in_process(files: list[str], runpath: Sequence[str] | None, interprete
     left = []
     for f in files:
         try:
+            # elf_edit writes the inode: a file hard-linked elsewhere (nvcc's nvvm/ into libnvvm's
+            # store path) gets its own first; `patch_many` comes here without `patch`'s unsharing.
+            unshare_file(f, os.lstat(f))
             done = elf_edit.set_runpath(f, list(runpath))
         except PermissionError:
             done = False  # patchelf says so, in its words, as before
