@@ -206,3 +206,24 @@ def test_an_unknown_capability_is_one_line_naming_the_valid_ones():
     # several failed assertions: one line too, separated by "; "
     result = run("eval", "--set", 'cudaCapabilities=["9.9", "3.5"]', "cudaPackages_12_9.flags.gencode")
     assert len(result.stderr.splitlines()) == 1 and '["9.9"]; Requested CUDA capabilities which are too old' in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage", "unknown"),
+    [
+        (["build", "--sett", "x=1", "cudaPackages_13_0.cuda_nvcc"], "usage: cudapkgs build ", "--sett"),
+        (["gc", "--max-freed", "1"], "usage: cudapkgs gc ", "--max-freed 1"),
+        (["cdi", "generate", "--bogus"], "usage: cudapkgs cdi generate ", "--bogus"),
+        (["--bogus"], "usage: cudapkgs [-h]", "--bogus"),
+    ],
+)
+def test_an_unknown_option_shows_the_usage_of_its_command(argv, usage, unknown, capsys):
+    # argparse's top level reported a sub-command's unknown option with its own usage
+    # ("usage: cudapkgs [-h] [--version] COMMAND ..."), which does not say what the command takes.
+    from cudapkgs.cli import main
+
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and err.startswith(usage), err
+    assert err.endswith(f": error: unrecognized arguments: {unknown}\n")

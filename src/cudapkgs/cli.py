@@ -177,6 +177,16 @@ def build_parser(command: str | None = None, subcommands: Sequence[str] = ()) ->
     return parser
 
 
+def _parser_of(parser: argparse.ArgumentParser, names: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command named by `names` (`_command_words`), as deep as they go."""
+    for name in names:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or name not in sub.choices:
+            break
+        parser = sub.choices[name]
+    return parser
+
+
 def _version() -> str:
     from . import __version__
 
@@ -190,7 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     named = _command_words(words)
     parser = build_parser(named[0] if named else None, named[1:])
-    args = parser.parse_args(words)
+    args, unknown = parser.parse_known_args(words)
+    if unknown:  # the usage of the command that got them, not the top level's "COMMAND ..."
+        _parser_of(parser, named).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

@@ -61,7 +61,8 @@ def fake_build(drv: Derivation, ctx: context.BuildContext, outputs) -> None:
         for name, directory in outputs.items():
             directory.mkdir()
             (directory / "name").write_text(f"{drv.name} {name}\n")
-            (directory / "inputs").write_text("\n".join(drv.data["inputs"].values()))
+            if not attrs.get("noReferences"):  # build-time inputs only, as nvcc is to saxpy
+                (directory / "inputs").write_text("\n".join(drv.data["inputs"].values()))
     finally:
         with _lock:
             _active[0] -= 1
@@ -124,6 +125,35 @@ def test_plan_skips_valid_derivations(store):
     assert p.to_fetch == ()
     realise(store, [d])
     assert plan(store, [d]).nothing_to_do
+
+
+def test_inputs_of_a_valid_derivation_are_not_rebuilt_after_gc(tmp_path):
+    # After `cudapkgs gc` collected the build inputs of a valid saxpy (or nvcc), Nix builds
+    # nothing; cudapkgs rebuilt (and fetched) libnvvm, nvcc, gcc-wrapper...
+    root = tmp_path / "store"
+    a, b, c, d = diamond(root, noReferences=True)
+
+    def build_then_gc(*links):  # `cudapkgs build -o result ...`, then `cudapkgs gc`
+        with Store.open(root) as s:
+            realise(s, [d])
+            for name, output in links:
+                s.add_indirect_root(tmp_path / name, d.outputs[output])
+        with Store.open(root) as s:  # the build's temporary roots are gone
+            return s.gc().deleted
+
+    assert set(build_then_gc(("result", "out"))) == {a.outputs["out"], b.outputs["out"], c.outputs["out"], d.outputs["dev"]}
+    with Store.open(root) as s:
+        # d.dev was collected: d is built again, and so what d's build needs.
+        assert [x.name for x in plan(s, [d]).to_build] == ["a", "b", "c", "d"]
+    build_then_gc(("result", "out"), ("result-dev", "dev"))
+    with Store.open(root) as s:
+        assert s.is_valid(d.outputs["out"]) and s.is_valid(d.outputs["dev"]) and not s.is_valid(a.outputs["out"])
+        assert plan(s, [d]).to_build == () and plan(s, [d]).to_fetch == ()  # every output of d valid
+        EVENTS.clear()
+        realise(s, [d])
+        assert EVENTS == []
+        # A root needed for itself still gets its inputs: c, whose input a is gone.
+        assert [x.name for x in plan(s, [d, c]).to_build] == ["a", "c"]
 
 
 def test_a_local_path_source_is_not_a_download(store):

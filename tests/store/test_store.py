@@ -277,6 +277,43 @@ def test_gc_keeps_closure_of_roots(store, tmp_path):
     assert store.verify() == []
 
 
+def _add_linked(store, name: str, target: str) -> str:
+    """An output whose one file is a hard link to `target` (a store file), as nvcc's nvvm/ links libnvvm's."""
+    path = addressed(store, name)
+    links: dict[str, str] = {}
+
+    def build(dirs):
+        os.makedirs(dirs[path] / "nvvm")
+        os.link(target, dirs[path] / "nvvm" / "libnvvm.so")
+        links[os.path.abspath(dirs[path] / "nvvm" / "libnvvm.so")] = target
+
+    store.add_outputs([path], build, links=links)
+    return path
+
+
+def test_gc_counts_hard_linked_files_once_and_only_when_freed(store, tmp_path):
+    # Deleting libnvvm while nvcc (whose nvvm/ links its files) stays frees nothing of them:
+    # a user saw "133.5 MiB freed" while the store shrank by 40 KiB.
+    big = b"n" * 100_000
+    libnvvm = store.add_path(addressed(store, "libnvvm"), write_tree({"libnvvm.so": big, "small": b"s"}))
+    nvcc = _add_linked(store, "nvcc", os.path.join(libnvvm, "libnvvm.so"))
+    assert os.stat(os.path.join(nvcc, "nvvm/libnvvm.so")).st_nlink == 2  # the store kept the link
+    store.add_indirect_root(tmp_path / "result", nvcc)
+
+    dry = store.gc(dry_run=True)
+    assert dry.deleted == [libnvvm] and dry.bytes_freed == 1  # only "small"
+    assert store.gc().bytes_freed == 1
+    assert os.path.getsize(os.path.join(nvcc, "nvvm/libnvvm.so")) == len(big)
+
+    # Every link inside what is deleted: the file is freed, and counted once.
+    again = store.add_path(addressed(store, "libnvvm2"), write_tree({"libnvvm.so": big}))
+    twin = _add_linked(store, "nvcc2", os.path.join(again, "libnvvm.so"))
+    os.unlink(tmp_path / "result")
+    assert store.gc(dry_run=True).bytes_freed == 2 * len(big)  # nvcc's (its last link) and the twins' one
+    result = store.gc()
+    assert sorted(result.deleted) == sorted([again, nvcc, twin]) and result.bytes_freed == 2 * len(big)
+
+
 def test_stale_indirect_roots_are_removed(store, tmp_path):
     a = store.add_path(addressed(store, "a"), write_tree({"f": b"a"}))
     b = store.add_path(addressed(store, "b"), write_tree({"f": b"b"}))

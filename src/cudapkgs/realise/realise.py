@@ -50,18 +50,32 @@ def _closure_paths(order: list[Derivation], *, inputs: bool) -> list[str]:
 
 
 def missing(store, derivations: Iterable[Derivation], *, protect: bool = False) -> list[Derivation]:
-    """The derivations of the closures of `derivations` with an invalid output, in build order.
+    """The derivations that realising `derivations` must build, in build order.
+
+    As Nix does, top-down: a root with an invalid output, and the input derivations of a
+    derivation to build that have an invalid output. A derivation whose outputs are all
+    valid needs none of its inputs (after `cudapkgs gc`, nvcc's libnvvm or saxpy's nvcc are
+    not rebuilt). Returns a list of `Derivation`, dependencies first.
 
     With `protect`, every valid output and input path of the closures becomes a temporary
     root first (`protect_inputs`), in the same single database query.
     """
-    order = _closure(derivations)
+    roots = list(derivations)
+    order = _closure(roots)
     if protect:
         valid = set(store.protect(_closure_paths(order, inputs=True)))
         invalid = {p for p in _closure_paths(order, inputs=False) if p not in valid}
     else:
         invalid = set(store.db.invalid_paths(_closure_paths(order, inputs=False)))
-    return [drv for drv in order if any(p in invalid for p in drv.outputs.values())]
+    producer = {p: drv.drv_path for drv in order for p in drv.outputs.values()}
+    needed = {drv.drv_path for drv in roots if any(p in invalid for p in drv.outputs.values())}
+    for drv in reversed(order):  # dependents before their dependencies
+        if drv.drv_path not in needed:
+            continue
+        needed.update(dep.drv_path for dep in drv.deps if any(p in invalid for p in dep.outputs.values()))
+        needed.update(producer[p] for p in drv.data["inputs"].values()
+                      if isinstance(p, str) and p in invalid and p in producer)
+    return [drv for drv in order if drv.drv_path in needed]
 
 
 def log_path(store, drv: Derivation) -> Path:

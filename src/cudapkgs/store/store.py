@@ -673,7 +673,7 @@ class Store:
                             held.pop(path).release()
                 dead = sorted(held)
                 junk = self._unregistered_entries(set(graph.rows))
-                freed = sum(_disk_size(p) for p in dead) + sum(_disk_size(p) for p in junk)
+                freed = _bytes_freed(dead + junk)
                 if not dry_run:
                     try:
                         self.db.invalidate(dead)  # forget first: a crash now leaves only unregistered junk
@@ -924,14 +924,27 @@ def _remove_tree(path: str | os.PathLike[str]) -> None:
     shutil.rmtree(path)
 
 
-def _disk_size(path: str) -> int:
+def _bytes_freed(paths: list[str]) -> int:
+    """Bytes that deleting every tree in `paths` frees: the sizes of the files whose links all lie in them.
+
+    A file hard-linked from a path that stays (nvcc's nvvm/ shares libnvvm's inodes, as
+    Nix's store optimisation does) frees nothing; one linked twice inside `paths` counts once.
+    Nix counts a file when its link count is 1 (or 2, its .links entry), src/libstore/gc.cc.
+    """
     total = 0
-    try:
-        for _, st in nar.walk(path):
-            if not stat.S_ISDIR(st.st_mode):
-                total += st.st_size
-    except FileNotFoundError:
-        pass
+    links: dict[tuple[int, int], int] = {}
+    for path in paths:
+        try:
+            for _, st in nar.walk(path):
+                if stat.S_ISDIR(st.st_mode):
+                    continue
+                key = (st.st_dev, st.st_ino)
+                seen = links.get(key, 0) + 1
+                links[key] = seen
+                if seen == st.st_nlink:  # the last link of this inode is among the deleted
+                    total += st.st_size
+        except FileNotFoundError:
+            pass
     return total
 
 
