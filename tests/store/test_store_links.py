@@ -111,3 +111,24 @@ def test_elf_edits_never_reach_the_other_link(tmp_path):
     assert lib.read_bytes() == before
     assert elf.read_elf(other).runpath == ["/run/opengl-driver/lib"]
     assert os.stat(other).st_nlink == 1 and os.stat(lib).st_nlink == 1
+
+
+def test_linked_paths_export_and_import_together(tmp_path):
+    """tarfile writes a second name of an inode as a hard-link member: exported together,
+    nvcc's linked file became a link to libnvvm's member, which import refuses (a hard link
+    only to an earlier file of the same path)."""
+    from cudapkgs.store.transfer import export_closure, import_closure
+
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as store:
+        source = _add_source(store)
+        path, linked = _add_linking(store, "nvcc", f"{source}/bin/cicc")
+        archive = tmp_path / "both.tar"
+        assert sorted(export_closure(store, [source, path], archive)) == sorted([source, path])
+        hashes = {p: store.query(p).nar_hash for p in (source, path)}
+    os.rename(store_dir, tmp_path / "old")
+    with Store.open(store_dir) as store:
+        assert sorted(import_closure(store, archive)) == sorted([source, path])
+        assert {p: store.query(p).nar_hash for p in (source, path)} == hashes
+        assert store.verify() == []
+        assert linked.read_bytes() == Path(source, "bin", "cicc").read_bytes()

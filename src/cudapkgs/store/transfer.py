@@ -57,6 +57,9 @@ def export_closure(store, paths: Iterable[str], archive: str | os.PathLike[str])
             header.size = len(manifest)
             tar.addfile(header, io.BytesIO(manifest))
             for path in ordered:
+                # A hard link member only within one path: the store links files across paths
+                # (nvcc's nvvm/ to libnvvm's), and import takes each path on its own.
+                tar.inodes = {}
                 tar.add(path, arcname=os.path.basename(path))
         os.replace(tmp, target)
     except OSError as error:
