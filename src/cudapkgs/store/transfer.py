@@ -9,8 +9,11 @@ store's temporary space, compares its NAR hash with the recorded one, and only t
 registers it, so a damaged or tampered archive adds nothing. Like Nix's
 `nix-store --export`/`--import`, only closures travel: references must be valid.
 Unlike Nix's import, the recorded references are not trusted: they are recomputed
-by scanning (see `import_closure`), and absolute symlinks into the store (nvcc's
-output has them) are extracted as links, never followed.
+by scanning (see `import_closure`). Absolute symlinks are extracted as links and never
+followed, wherever they point, as Nix and cudapkgs' own substitution (`nar_restore`) take
+them: nvcc's output has links into the store (include/crt) and to the host compiler
+(libexec/cudapkgs/ccbin -> /usr/bin/g++-12), host tools link their programs. A relative
+link may not climb out of the store.
 """
 
 from __future__ import annotations
@@ -92,7 +95,7 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
     Nothing the archive says is trusted that can be checked: the manifest's fields are
     type-checked; each path's files are extracted by `_extract_path` (members only under
     the path's own name, regular files, directories and symlinks, nothing written through
-    a link, absolute links only into the store, never followed); its NAR hash and size
+    a link, relative links only within the store, no link ever followed); its NAR hash and size
     must match; and its references are computed by scanning its files for the hash part
     of every valid store path and every path in the archive: any disagreement with the
     recorded list rejects it.  Raises `StoreError` (one line) for every malformed,
@@ -219,8 +222,9 @@ def _extract_path(
     """Extract one store path's members below `staging`, never following or writing through a link.
 
     Regular files (0644/0755), directories and symlinks only; a hard link only to an
-    earlier regular file of the same path.  Absolute link targets must lie in the store
-    and relative ones must stay inside it, judged from the link's place in the store.
+    earlier regular file of the same path.  A relative link target must stay inside the
+    store, judged from the link's place in it; an absolute one may point anywhere (a host
+    compiler, as nvcc's ccbin links do): it is created as a link and never followed.
     """
     links: set[str] = set()
     files: set[str] = set()
@@ -253,10 +257,12 @@ def _extract_path(
             files.add(name)
         elif member.issym():
             link = member.linkname
+            if not link or "\0" in link:
+                raise StoreError(f"{source}: the link {member.name!r} has an empty target")
             here = posixpath.join(store_dir, posixpath.dirname(name))
             resolved = posixpath.normpath(posixpath.join(here, link))
-            if not resolved.startswith(store_dir + "/"):
-                raise StoreError(f"{source}: the link {member.name!r} points outside the store ({link!r})")
+            if not link.startswith("/") and not resolved.startswith(store_dir + "/"):
+                raise StoreError(f"{source}: the relative link {member.name!r} climbs out of the store ({link!r})")
             os.symlink(link, target)
             links.add(name)
         elif member.islnk():
