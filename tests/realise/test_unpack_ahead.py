@@ -84,6 +84,7 @@ def test_a_waiting_build_takes_its_tree_unpacked_ahead_and_the_result_is_the_sam
     # cuda_cudart started at once (nothing unpacked ahead for it); libcublas waited, its tree ready
     assert taken == [(cuda.cuda_cudart.derivation.name, False), (cuda.libcublas.derivation.name, True)]
     assert "(fetched and unpacked ahead, while the inputs were built)" in log and "fixup" in log
+    assert log.count("@ fetch\n") == 1 and log.count("@ unpack\n") == 1  # each step once (fetch was twice)
     assert server.hits() == 2  # the first build's two downloads; nothing fetched again
     assert tmp_left(store_dir) == []
 

@@ -559,7 +559,8 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
         entry = download_dir(ctx.store.store_dir, drv.data["src"]["sha256"])
         ahead = ctx.extra["prepared"](drv) if ctx.extra.get("prepared") is not None else None
         if ahead is not None:  # fetched and unpacked while the inputs were being built
-            ctx.step("fetch")  # (_fetch_and_unpack announces it otherwise, once per source tried)
+            if ctx.on_step is not None:  # the display's step; the log gets prepare's own "@ fetch", "@ unpack"
+                ctx.on_step("fetch")
             with ahead:
                 ctx.log.write("(fetched and unpacked ahead, while the inputs were built)\n" + ahead.log)
                 tree = stage / "o"
