@@ -66,7 +66,7 @@ def run_doctor(args: argparse.Namespace) -> int:
         print(f"as a Dask build worker: dask worker tcp://SCHEDULER:8786 --resources \"{report.dask_worker_resources}\" "
               "(one worker per GPU, each with CUDA_VISIBLE_DEVICES=<index>)", file=out)
     store = report.store
-    held = f"{store.get('paths', 0)} paths, {format_size(store.get('narSize', 0))}" if store.get("exists") else "not created yet"
+    held = f"{store.get('paths', 0)} paths, {format_size(store.get('narSize', 0))} as NARs" if store.get("exists") else "not created yet"
     print(f"store: {store['dir']} ({held})", file=out)
     for cache in report.caches:
         print(f"cache {cache['cache']}: {cache['dir']} ({cache['entries']} entries, {format_size(cache['size'])})", file=out)
