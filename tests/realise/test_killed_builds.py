@@ -124,3 +124,22 @@ def test_a_setsid_escapee_dies_when_the_builder_is_killed(tmp_path):
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     _wait_for(lambda: not _alive(pid), "the setsid escapee to die with the builder")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER and /proc are Linux's")
+def test_orphans_that_end_during_the_phase_are_reaped_before_it_ends(tmp_path):
+    """Orphans re-parented to the supervisor (a subreaper) that exit must not stay zombies until the
+    phase ends: each holds a PID and counts in RLIMIT_NPROC (a long phase orphaning many would run
+    the user out of processes). The phase waits, up to 30 s, for its parent to hold no zombie."""
+    script = r"""
+for i in $(seq 20); do ( true & ); done
+zombies() { n=0; for c in $(cat /proc/$PPID/task/$PPID/children); do
+  [ "$(cut -d' ' -f3 /proc/$c/stat 2>/dev/null)" = Z ] && n=$((n+1)); done; echo $n; }
+for i in $(seq 300); do [ "$(zombies)" = 0 ] && { echo reaped; exit 0; }; sleep 0.1; done
+echo "still $(zombies) zombies"; exit 1
+"""
+    proc = popen_phase(["bash", "-c", script], executable="/bin/bash", env={"PATH": os.environ["PATH"]},
+                       cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    out, _ = proc.communicate()
+    finish_phase(proc)
+    assert (proc.returncode, out.strip()) == (0, "reaped")

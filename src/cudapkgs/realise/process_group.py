@@ -94,16 +94,27 @@ try:
     child = os.pidfd_open(pid)
 except (AttributeError, OSError):
     child = None
+status = None
 while True:
     if child is not None:
-        ready = select.select([lifeline, child], [], [])[0]
+        ready = select.select([lifeline, child], [], [], 0.5 if reaper else None)[0]
     else:
         ready = select.select([lifeline], [], [], 0.2)[0]
     if lifeline in ready and os.read(lifeline, 1) == b"":
         kill_all()  # cudapkgs is gone: the whole phase goes with it, setsid or not
         os.killpg(0, signal.SIGKILL)
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
+    # Reap what was orphaned to us and has ended, the phase included: zombies would
+    # otherwise pile up until the phase ends (each holds a PID and counts in RLIMIT_NPROC).
+    while status is None:
+        try:
+            done, code = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if done == 0:
+            break
+        if done == pid:
+            status = code
+    if status is not None:
         code = os.waitstatus_to_exitcode(status)
         kill_all()  # what the phase left running, in its group or out of it
         os._exit(code if code >= 0 else 128 - code)
