@@ -87,3 +87,33 @@ def test_a_plain_string_in_an_input_list_is_refused_with_a_hint(config):
     pkg = mk_derivation(config, {"pname": "p", "stdenvCc": None, "buildInputs": ["/some/path"]})
     with pytest.raises(EvalError, match=r"buildInputs\[0\].*pkg\.lib"):
         pkg.drvPath
+
+
+def test_nix_support_files_of_a_hostile_input_are_read_safely(tmp_path):
+    """An input's nix-support files may be absolute links to anywhere (`cudapkgs import` and
+    substitution keep such links, as Nix does): a FIFO must not hang the build, /dev/zero must
+    not be read until memory runs out, and bytes that are not UTF-8 must not crash it."""
+    from cudapkgs.build_inputs import PROPAGATED_BUILD, Closures, propagated_file
+    from cudapkgs.realise.generic import SETUP_HOOK, _default_phases
+    from cudapkgs.realise.redist import dependency_paths
+
+    def hostile(name: str, target: str) -> str:
+        root = tmp_path / f"input-{name}"
+        (root / "nix-support").mkdir(parents=True)
+        os.symlink(target, root / PROPAGATED_BUILD)
+        os.symlink(target, root / SETUP_HOOK)
+        return str(root)
+
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"/a\xff/b cmake\n")
+    path = hostile("binary", str(binary))
+    assert propagated_file(path) == ["/a\udcff/b", "cmake"]
+    assert dependency_paths({"x": path}) == [path, "/a\udcff/b", "cmake"]
+    assert "cmake" in _default_phases(Closures(native=[path], host=[]), {})["configure"]  # a link to a file: read
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target in (str(fifo), "/dev/zero"):
+        path = hostile(os.path.basename(target), target)
+        assert propagated_file(path) == [] and propagated_file(path, native=True) == []
+        assert dependency_paths({"x": path}) == [path]
+        assert "cmake" not in _default_phases(Closures(native=[path], host=[]), {})["configure"]

@@ -21,7 +21,9 @@ One code path for builds and for `cudapkgs shell`:
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ __all__ = [
     "get_output",
     "get_static",
     "propagated_file",
+    "read_support_file",
     "setup_environment",
 ]
 
@@ -93,10 +96,35 @@ def default_outputs(outputs: Sequence[str]) -> list[str]:
     return ["dev"] if "dev" in outputs else [outputs[0]]
 
 
+#: The most a nix-support file (a list of store paths or hook names) may hold, in bytes.
+SUPPORT_FILE_LIMIT = 16 << 20
+
+
+def read_support_file(path: str | os.PathLike[str], limit: int = SUPPORT_FILE_LIMIT) -> str:
+    """The text of an input's ``nix-support/*`` file, which may be a symlink (symlinkJoin makes them).
+
+    An input is hostile: an absolute link may point anywhere on the host (`cudapkgs import`
+    and substitution keep such links, as Nix does), so the file is opened without blocking
+    (a FIFO, or /dev/stdin, would hang the build) and must be a regular file of at most
+    `limit` bytes (/dev/zero would be read until memory runs out).  Bytes that are not UTF-8
+    are kept as surrogates (os.fsdecode).  Raises `OSError`: absent, not a regular file
+    (EINVAL) or too large (EFBIG); callers treat each as no file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", os.fspath(path))
+    return os.fsdecode(data)
+
+
 def propagated_file(path: str | os.PathLike[str], native: bool = False) -> list[str]:
-    """The store paths listed in `path`'s propagated(-native)-build-inputs file (none if absent)."""
+    """The store paths listed in `path`'s propagated(-native)-build-inputs file (none if absent,
+    not a regular file or too large: `read_support_file`)."""
     try:
-        text = (Path(path) / (PROPAGATED_NATIVE if native else PROPAGATED_BUILD)).read_text()
+        text = read_support_file(Path(path) / (PROPAGATED_NATIVE if native else PROPAGATED_BUILD))
     except OSError:
         return []
     return text.split()

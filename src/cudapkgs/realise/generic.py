@@ -53,7 +53,7 @@ from ..builders import make as make_builder
 from ..derivation import Derivation
 from ..hooks import multiple_outputs, shell_functions
 from ..errors import CudapkgsError
-from ..build_inputs import Closures, find_inputs, setup_environment
+from ..build_inputs import Closures, find_inputs, read_support_file, setup_environment
 from ..stdenv import PHASES
 from .context import BuildContext
 from .process_group import finish_phase, popen_phase
@@ -187,7 +187,7 @@ def _default_phases(closures: Closures, outputs: Mapping[str, Path]) -> dict[str
     brought = set()
     for path in closures.native:
         try:
-            brought.update(Path(path, SETUP_HOOK).read_text().split())
+            brought.update(read_support_file(Path(path, SETUP_HOOK)).split())
         except OSError:
             pass
     if "cmake" in brought:

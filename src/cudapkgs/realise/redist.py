@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import confine, hooks
+from ..build_inputs import read_support_file
 from ..derivation import Derivation
 from ..errors import CudapkgsError, FetchError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
@@ -486,7 +487,7 @@ def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, links: s
 
 def _propagated(path: str) -> list[str]:
     try:
-        text = (Path(path) / "nix-support" / "propagated-build-inputs").read_text()
+        text = read_support_file(Path(path) / "nix-support" / "propagated-build-inputs")
     except OSError:
         return []
     return text.split()
