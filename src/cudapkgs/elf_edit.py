@@ -18,7 +18,13 @@ at the end of the file instead:
   program headers and dynamic entries point at) move into the new segment as one block,
   and the headers and dynamic entries that point at them are moved with them;
 * ``PT_DYNAMIC``, ``PT_PHDR`` and the section headers of ``.dynamic`` and ``.dynstr``
-  describe the copies; the old bytes stay where they were, unused.
+  describe the copies; the old bytes stay where they were, unused. The new segment holds,
+  in this order, the dynamic section, the string table and the moved block: patchelf, run
+  on the result later, needs a section after the ones it replaces.
+
+Refused (patchelf then does it): an edit that would leave a loadable segment with no
+section in it (strip would misplace it), and an ``ET_EXEC`` with nothing to move (patchelf
+could not grow it later).
 
 A few KiB are written, whatever the file's size. Only what the result can be checked
 against is done: ELF64 little-endian x86-64 and aarch64 executables and shared libraries

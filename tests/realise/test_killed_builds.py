@@ -143,3 +143,24 @@ echo "still $(zombies) zombies"; exit 1
     out, _ = proc.communicate()
     finish_phase(proc)
     assert (proc.returncode, out.strip()) == (0, "reaped")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("setsid") is None,
+                    reason="PR_SET_CHILD_SUBREAPER is Linux's; the test starts its escapees with setsid")
+def test_double_forked_escapees_die_and_processes_outside_the_phase_live(tmp_path):
+    """A daemon that forks twice and makes a session is killed with the phase; a process the phase
+    did not start (here one of the test's own) is left alone."""
+    bystander = subprocess.Popen(["sleep", "300"])
+    try:
+        script = (f"( setsid sh -c 'sleep 300 & echo $! > {tmp_path}/grandchild; exec sleep 300' & ) ; "
+                  f"while [ ! -s {tmp_path}/grandchild ]; do sleep 0.01; done")
+        proc = popen_phase(["bash", "-c", script], executable="/bin/bash", env={"PATH": os.environ["PATH"]},
+                           cwd=tmp_path)
+        assert proc.wait() == 0
+        grandchild = int((tmp_path / "grandchild").read_text())
+        finish_phase(proc)
+        _wait_for(lambda: not _alive(grandchild), "the double-forked escapee to be killed")
+        assert bystander.poll() is None and _alive(bystander.pid)
+    finally:
+        bystander.kill()
+        bystander.wait()

@@ -41,18 +41,22 @@ except Exception:
     reaper = False
 
 def descendants():
+    # (pid, parent pid) of every live process below this one; zombies only wait to be reaped.
     try:  # the usual case, no child left: one small read instead of a walk over /proc
         with open("/proc/self/task/%d/children" % os.getpid()) as f:
             if not f.read().split():
                 return []
     except OSError:
         pass
-    parents = {}
+    parents, zombies = {}, set()
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 with open("/proc/" + name + "/stat", "rb") as f:
-                    parents[int(name)] = int(f.read().rsplit(b") ", 1)[1].split()[1])
+                    fields = f.read().rsplit(b") ", 1)[1].split()
+                parents[int(name)] = int(fields[1])
+                if fields[0] == b"Z":
+                    zombies.add(int(name))
             except (OSError, IndexError, ValueError):
                 pass
     found, todo = [], [os.getpid()]
@@ -60,28 +64,47 @@ def descendants():
         parent = todo.pop()
         for child, ppid in parents.items():
             if ppid == parent:
-                found.append(child)
+                if child not in zombies:
+                    found.append((child, ppid))
                 todo.append(child)
     return found
+
+def parent_of(pid):
+    with open("/proc/%d/stat" % pid, "rb") as f:
+        return int(f.read().rsplit(b") ", 1)[1].split()[1])
+
+def reap():
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
 
 def kill_all():
     if not reaper:
         return
-    for _ in range(100):  # until nothing below us is left (a process may fork meanwhile)
+    import time
+    for _ in range(500):  # until nothing below us is left (a process may fork meanwhile)
+        reap()
         left = descendants()
         if not left:
             return
-        for victim in left:
+        for victim, parent in left:
+            # Through a pidfd, after checking the parent again: a process that exited since the
+            # walk cannot have its number, reused by another program, killed in its place.
             try:
-                os.kill(victim, signal.SIGKILL)
+                fd = os.pidfd_open(victim)
+            except (AttributeError, OSError):
+                continue
+            try:
+                if parent_of(victim) == parent:
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
             except OSError:
                 pass
-        while True:
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
-                break
+            finally:
+                os.close(fd)
+        time.sleep(0.002)
 
 pid = os.fork()
 if pid == 0:
