@@ -10,7 +10,8 @@ originals).  Rows, each on a fresh copy of the tree (copying not timed):
 * patchelf per file: `patchelf --set-rpath <final RUNPATH> f` once per ELF file,
   with the answer known in advance — the floor any fix-up pays with one call per file;
 * cudapkgs fixup: `hooks.fixup` (autoPatchelf + driver dir + stubs removal), which
-  reads every ELF with pyelftools, resolves DT_NEEDED and writes once per distinct RUNPATH;
+  reads every ELF with pyelftools, resolves DT_NEEDED and writes each result once (in
+  process with `cudapkgs.elf_edit` where it can, else one patchelf call per distinct RUNPATH);
 * cudapkgs hooks one by one: `auto_patchelf`, `add_driver_runpath` and
   `remove_stubs_from_runpath`, each writing its own result (no shared plan).
 
