@@ -379,3 +379,9 @@ def test_fetch_pypi_with_an_empty_hash_runs_nothing_from_the_sdist(store_dir, tm
     with pytest.raises(BuildError, match=re.escape(f"got: {got512}")):
         build(store_dir, pkgs.fetchPypi(pname="evil", version="1.0", hash=wrong512))
     assert not marker.exists()
+    # A sha1 hash pip cannot check: it says so and gives the file's sha256 (not "an empty hash").
+    sha1 = "sha1-" + base64.b64encode(hashlib.sha1(sdist).digest()).decode()
+    with pytest.raises(BuildError, match=re.escape(f'not sha1; give this file\'s: hash = "{got}"')) as raised:
+        build(store_dir, pkgs.fetchPypi(pname="evil", version="1.0", hash=sha1))
+    assert "empty hash" not in str(raised.value)
+    assert not marker.exists()

@@ -14,8 +14,9 @@ An sdist is fetched with ``--no-binary=<pname>``, so pip prepares its metadata i
 isolated build environment whose build requirements may be wheels (``--no-binary=:all:``
 would build numpy from source to read pycuda's metadata).  pip runs the sdist's build
 backend to do that, but only after its ``--require-hashes`` check: pip is always given a
-hash, with an empty (Nixpkgs' ``hash = ""``) or non-sha256 one a placeholder, which the file
-fails at pip's check, before anything in it runs; the error gives the file's real hash.
+hash (sha256 or sha512 as given; for an empty one, Nixpkgs' ``hash = ""``, or a sha1 one,
+which pip cannot check, a placeholder), which a wrong file fails at pip's check, before
+anything in it runs; the error gives the file's real hash.
 
 ``format = "wheel"`` takes Nixpkgs' wheel arguments (same file @ 13c8ddb8:
 ``dist ? "py2.py3"``, ``python ? "py2.py3"``, ``abi ? "none"``, ``platform ? "any"``;
@@ -164,10 +165,11 @@ class _PipDownload:
 
     def __init__(self, pname: str, version: str, sha256_hex: str | None, pip: Sequence[str] | None = None,
                  timeout: float = 900, wheel: tuple[str, str, str] | None = None, extension: str = "tar.gz",
-                 algo: str = "sha256") -> None:
+                 algo: str = "sha256", declared_algo: str | None = None) -> None:
         """`sha256_hex`: the hex digest pip must find (of algorithm `algo`: sha256 or sha512, which pip
         checks; None only for tests of pip's own behaviour)."""
         self.pname, self.version, self.sha256_hex, self.algo = pname, version, sha256_hex, algo
+        self.declared_algo = declared_algo or algo  # what the package gave (sha1: pip cannot check it)
         self.pip = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
         self.timeout = timeout
         self.wheel = wheel
@@ -198,6 +200,10 @@ class _PipDownload:
             from .fixed_output import mismatch_error
             from .hashes import Hash
 
+            if self.declared_algo != self.algo:
+                got_sri = Hash(self.algo, bytes.fromhex(got.group(1))).sri
+                raise FetchError(f"{self.description}: pip checks sha256 and sha512 hashes, not "
+                                 f"{self.declared_algo}; give this file's: hash = \"{got_sri}\"")
             placeholder = not self.sha256_hex.strip("0")  # an empty hash: say so, as for any fetcher
             raise mismatch_error(self.name, Hash(self.algo, bytes.fromhex(self.sha256_hex), placeholder),
                                  Hash(self.algo, bytes.fromhex(got.group(1))), self.description)
@@ -228,5 +234,5 @@ def build(drv: Any, ctx: Any, outputs: dict[str, Path]) -> None:
     algo = spec["algo"] if spec["algo"] in ("sha256", "sha512") else "sha256"
     expected = spec["hash"] if algo == spec["algo"] else "0" * 64
     pip = _PipDownload(attrs["pname"], attrs["version"], expected, wheel=wheel,
-                       extension=attrs.get("extension", "tar.gz"), algo=algo)
+                       extension=attrs.get("extension", "tar.gz"), algo=algo, declared_algo=spec["algo"])
     fetch_file(drv, ctx, outputs["out"], [pip])
