@@ -105,10 +105,10 @@ def test_nix_support_files_of_a_hostile_input_are_read_safely(tmp_path):
         return str(root)
 
     binary = tmp_path / "binary"
-    binary.write_bytes(b"/a\xff/b cmake\n")
+    binary.write_bytes(os.fsencode(tmp_path) + b"/a\xffb cmake /usr/lib\n")  # a host dir, a relative name: dropped
     path = hostile("binary", str(binary))
-    assert propagated_file(path) == ["/a\udcff/b", "cmake"]
-    assert dependency_paths({"x": path}) == [path, "/a\udcff/b", "cmake"]
+    assert propagated_file(path) == [f"{tmp_path}/a\udcffb"]
+    assert dependency_paths({"x": path}) == [path, f"{tmp_path}/a\udcffb"]
     assert "cmake" in _default_phases(Closures(native=[path], host=[]), {})["configure"]  # a link to a file: read
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -117,3 +117,19 @@ def test_nix_support_files_of_a_hostile_input_are_read_safely(tmp_path):
         assert propagated_file(path) == [] and propagated_file(path, native=True) == []
         assert dependency_paths({"x": path}) == [path]
         assert "cmake" not in _default_phases(Closures(native=[path], host=[]), {})["configure"]
+
+
+def test_propagated_inputs_keep_only_paths_of_the_same_store(tmp_path):
+    """A hostile (imported) path's propagated-build-inputs cannot put host directories into its
+    dependents' search paths: only store paths of its own store are taken."""
+    from cudapkgs.build_inputs import propagated_file
+
+    store = tmp_path / "store"
+    me = store / ("a" * 32 + "-hostile-1.0")
+    dep = store / ("b" * 32 + "-dep-1.0")
+    (me / "nix-support").mkdir(parents=True)
+    dep.mkdir()
+    listed = [str(dep), "/usr/lib", str(tmp_path), str(tmp_path / "other" / ("c" * 32 + "-x")),
+              f"{store}/../etc", "relative-name", f"{store}/sub/dir"]
+    (me / "nix-support" / "propagated-build-inputs").write_text(" ".join(listed) + "\n")
+    assert propagated_file(me) == [str(dep)]

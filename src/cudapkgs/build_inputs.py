@@ -122,12 +122,24 @@ def read_support_file(path: str | os.PathLike[str], limit: int = SUPPORT_FILE_LI
 
 def propagated_file(path: str | os.PathLike[str], native: bool = False) -> list[str]:
     """The store paths listed in `path`'s propagated(-native)-build-inputs file (none if absent,
-    not a regular file or too large: `read_support_file`)."""
+    not a regular file or too large: `read_support_file`); only entries of `path`'s own store
+    (`same_store_paths`)."""
     try:
         text = read_support_file(Path(path) / (PROPAGATED_NATIVE if native else PROPAGATED_BUILD))
     except OSError:
         return []
-    return text.split()
+    return same_store_paths(path, text.split())
+
+
+def same_store_paths(path: str | os.PathLike[str], entries: Iterable[str]) -> list[str]:
+    """The `entries` that are paths in the directory holding `path` (its store: ``<store>/<name>``).
+
+    A propagated-build-inputs file lists store paths of the same store; an imported or
+    substituted path is hostile, and a host directory it listed (/usr/lib, $HOME, a relative
+    name) would reach every dependent's search paths."""
+    store = os.path.dirname(os.path.abspath(path))
+    return [e for e in entries if os.path.isabs(e) and os.path.dirname(os.path.normpath(e)) == store
+            and os.path.basename(e) not in ("", ".", "..")]
 
 
 @dataclass

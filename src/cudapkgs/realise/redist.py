@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import confine, hooks
-from ..build_inputs import read_support_file
+from ..build_inputs import read_support_file, same_store_paths
 from ..derivation import Derivation
 from ..errors import CudapkgsError, FetchError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
@@ -490,7 +490,7 @@ def _propagated(path: str) -> list[str]:
         text = read_support_file(Path(path) / "nix-support" / "propagated-build-inputs")
     except OSError:
         return []
-    return text.split()
+    return same_store_paths(path, text.split())
 
 
 def dependency_paths(inputs: Mapping[str, str]) -> list[str]:
