@@ -96,20 +96,18 @@ def test_python3_executable_picks_the_interpreter_and_a_bad_one_is_one_error(tmp
     bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(tmp_path / "nope")})
     with pytest.raises(EvalError, match="is not an executable file .config python3Executable"):
         bad.python3Packages.numpy.drvPath
-    # An executable that is no Python (a compiler, a script) is named as such, not read as "CPython 12.2".
-    not_python = tmp_path / "cc"
-    not_python.write_text("#!/bin/sh\necho 'gcc (Debian 12.2.0-14) 12.2.0'\n")
-    not_python.chmod(0o755)
-    bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(not_python)})
-    with pytest.raises(EvalError, match=r"cc --version printed 'gcc \(Debian.*not a Python 3 interpreter .config python3Executable"):
-        bad.python3Packages.numpy.drvPath
-    # Nor is a Python 2 (which prints its version on stderr).
-    python2 = tmp_path / "python2.7"
-    python2.write_text("#!/bin/sh\necho 'Python 2.7.18' >&2\n")
-    python2.chmod(0o755)
-    bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(python2)})
-    with pytest.raises(EvalError, match=r"python2.7 --version printed 'Python 2.7.18'.*not a Python 3 interpreter"):
-        bad.python3Packages.numpy.drvPath
+    # An executable that is no Python (a compiler, a script) is named as such, not read as "CPython 12.2";
+    # nor is a Python 2 (which prints its version on stderr).
+    for name, script, message in (
+        ("cc", "echo 'gcc (Debian 12.2.0-14) 12.2.0'", r"cc --version printed 'gcc \(Debian.*not a Python 3 interpreter .config python3Executable"),
+        ("python2.7", "echo 'Python 2.7.18' >&2", r"python2.7 --version printed 'Python 2.7.18'.*not a Python 3 interpreter"),
+    ):
+        fake = tmp_path / name
+        fake.write_text(f"#!/bin/sh\n{script}\n")
+        fake.chmod(0o755)
+        bad = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "python3Executable": str(fake)})
+        with pytest.raises(EvalError, match=message):
+            bad.python3Packages.numpy.drvPath
 
 
 def test_format_wheel_installs_a_wheel_and_refuses_one_for_another_python(tmp_path, manifests_dir):
