@@ -385,3 +385,68 @@ def test_fetch_pypi_with_an_empty_hash_runs_nothing_from_the_sdist(store_dir, tm
         build(store_dir, pkgs.fetchPypi(pname="evil", version="1.0", hash=sha1))
     assert "empty hash" not in str(raised.value)
     assert not marker.exists()
+
+
+def test_a_valid_fetcher_output_with_other_contents_is_not_built_from(store_dir, tmp_path):
+    """An import or a substitution can make a fetchurl's path valid with other contents (it checks
+    the NAR hash it was given, not the name): a build that would take that path as its source
+    stops, naming it, instead of building from it."""
+    from cudapkgs.realise.realise import FixedOutputMismatchError
+    from cudapkgs.stdenv import mk_derivation
+
+    body = b"the real source\n"
+    source = tmp_path / "src.txt"
+    source.write_bytes(body)
+    pkgs = pkgs_with(store_dir)
+    src = pkgs.fetchurl(url=source.as_uri(), hash="sha256-" + base64.b64encode(hashlib.sha256(body).digest()).decode())
+    user = mk_derivation(pkgs.config, {"pname": "user", "version": "1", "src": src,
+                                       "installPhase": 'mkdir -p "$out"'})
+    with Store.open(store_dir) as store:
+        # As `cudapkgs import` would register it: valid, its NAR hash right for what it holds.
+        store.add_path(src.outPath, lambda out: out.write_bytes(b"planted\n"))
+        with pytest.raises(FixedOutputMismatchError, match=re.escape(src.outPath)):
+            realise(store, [user.derivation])
+        assert not store.is_valid(user.outPath)
+    # With the true contents, the same build goes through.
+    other = tmp_path / "store2"
+    with Store.open(other) as store:
+        pkgs2 = pkgs_with(other)
+        src2 = pkgs2.fetchurl(url=source.as_uri(), hash="sha256-" + base64.b64encode(hashlib.sha256(body).digest()).decode())
+        user2 = mk_derivation(pkgs2.config, {"pname": "user", "version": "1", "src": src2,
+                                             "installPhase": 'mkdir -p "$out"'})
+        realise(store, [src2.derivation])  # fetched and checked by fetchurl itself
+        realise(store, [user2.derivation])  # now valid: checked again, and it matches
+        assert store.is_valid(user2.outPath)
+
+
+def test_a_valid_recursive_fetcher_output_is_checked_by_its_recorded_nar_hash(store_dir, tmp_path):
+    """fetchFromGitHub-style (recursive) outputs: compared with the NAR hash the store recorded
+    (what import checked), without reading the tree again."""
+    from cudapkgs.fetch.fixed_output import fixed_output_package
+    from cudapkgs.fetch.hashes import Hash
+    from cudapkgs.realise.realise import FixedOutputMismatchError
+    from cudapkgs.stdenv import mk_derivation
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "README").write_text("the real tree\n")
+    digest = nar.nar_hash(tree)[0]
+    pkgs = pkgs_with(store_dir)
+    for name, contents, ok in (("good", "the real tree\n", True), ("evil", "planted\n", False)):
+        src = fixed_output_package(pkgs, name=f"{name}-source", builder="fetchurl", hash=Hash("sha256", digest),
+                                   mode="recursive", attrs={"urls": ["file:///nonexistent"], "executable": False})
+        user = mk_derivation(pkgs.config, {"pname": f"user-{name}", "version": "1", "src": src,
+                                           "installPhase": 'mkdir -p "$out"'})
+
+        def planted(out: Path, contents: str = contents) -> None:
+            out.mkdir()
+            (out / "README").write_text(contents)
+
+        with Store.open(store_dir) as store:
+            store.add_path(src.outPath, planted)
+            if ok:
+                realise(store, [user.derivation])
+                assert store.is_valid(user.outPath)
+            else:
+                with pytest.raises(FixedOutputMismatchError, match="recursive"):
+                    realise(store, [user.derivation])

@@ -75,7 +75,46 @@ def missing(store, derivations: Iterable[Derivation], *, protect: bool = False) 
         needed.update(dep.drv_path for dep in drv.deps if any(p in invalid for p in dep.outputs.values()))
         needed.update(producer[p] for p in drv.data["inputs"].values()
                       if isinstance(p, str) and p in invalid and p in producer)
-    return [drv for drv in order if drv.drv_path in needed]
+    chosen = [drv for drv in order if drv.drv_path in needed]
+    _check_fixed_inputs(store, chosen, invalid)
+    return chosen
+
+
+class FixedOutputMismatchError(BuildError):
+    """A fixed-output path is valid in the store but its contents do not have the hash that names it."""
+
+
+def _check_fixed_inputs(store, to_build: list[Derivation], invalid: set[str]) -> None:
+    """Raise `FixedOutputMismatchError` unless every valid fixed-output input of `to_build` has its hash.
+
+    A fetcher's output path is named by the hash of its contents, so a build that finds it
+    valid takes it as checked. An imported or substituted path is checked against its NAR
+    hash, not against the name: an archive could hold other contents at a fetchurl's path
+    (the export format carries no content address). So before anything is built from it, a
+    recursive sha256 output is compared with its recorded NAR hash (what import checked),
+    and a flat one (fetchurl, fetchPypi) is hashed: once per input and realisation, only for
+    inputs of what is being built (top-down planning leaves out the rest).
+    """
+    from ..fetch.fixed_output import hash_of
+    from ..store import nar
+
+    checked: set[str] = set()
+    for drv in to_build:
+        for dep in drv.deps:
+            path = dep.outputs.get("out")
+            if not dep.is_fixed_output or path is None or path in invalid or path in checked:
+                continue
+            checked.add(path)
+            spec = dep.data["outputHash"]
+            if spec["mode"] == "recursive" and spec["algo"] == "sha256":
+                ok = store.query(path).nar_hash == nar.format_hash(bytes.fromhex(spec["hash"]))
+            else:
+                ok = hash_of(Path(path), spec["mode"], spec["algo"]).digest.hex() == spec["hash"]
+            if not ok:
+                raise FixedOutputMismatchError(
+                    f"{path} is valid in the store but its contents do not have the {spec['algo']} hash that "
+                    f"names it ({spec['mode']}): it was imported or substituted with other contents, or "
+                    f"changed; {drv.name} is not built from it (remove what brought it, then `cudapkgs gc`)")
 
 
 def log_path(store, drv: Derivation) -> Path:
