@@ -288,14 +288,45 @@ def patch(
     """Give every file in `paths` the same RUNPATH and/or interpreter; return patchelf calls made.
 
     `runpath=[]` removes the RUNPATH; `None` leaves it alone.  DT_RUNPATH is
-    written (never DT_RPATH), matching what the Nixpkgs hooks produce.
+    written (never DT_RPATH), matching what the Nixpkgs hooks produce.  In process
+    (`elf_edit`) where it can, else with patchelf (`_edit_in_process`).
     """
     files = [os.fspath(p) for p in paths]
     if not files or (runpath is None and interpreter is None):
         return 0
-    for f in files:  # both edit the inode: a file hard-linked elsewhere (the store) gets its own first
+    return _patchelf(_edit_in_process(files, runpath, interpreter), runpath, interpreter)
+
+
+def _edit_in_process(files: list[str], runpath: Sequence[str] | None, interpreter: str | None) -> list[str]:
+    """Set `runpath` on the files `elf_edit` handles; return the others (for patchelf).
+
+    Every file first gets its own inode if it has other hard links (nvcc's nvvm/ into
+    libnvvm's store path): elf_edit and patchelf both write the inode. Only a new,
+    non-empty RUNPATH with the interpreter left alone is done in process. Raises
+    `PatchelfError` when a write fails (the file may then be half edited, as with
+    patchelf: the build that owns it fails and is discarded).
+    """
+    for f in files:
         unshare_file(f, os.lstat(f))
-    files = _edit_in_process(files, runpath, interpreter)
+    if interpreter is not None or not runpath:
+        return files
+    from . import elf_edit
+
+    left = []
+    for f in files:
+        try:
+            done = elf_edit.set_runpath(f, list(runpath))
+        except PermissionError:
+            done = False  # patchelf says so, in its words, as before
+        except OSError as error:
+            raise PatchelfError(f"cannot set the RUNPATH of {f}: {error}") from None
+        if not done:
+            left.append(f)
+    return left
+
+
+def _patchelf(files: Sequence[str], runpath: Sequence[str] | None, interpreter: str | None) -> int:
+    """Run patchelf on `files` (already unshared), as few calls as the command line allows; the count."""
     if not files:
         return 0
     args = [patchelf_binary()]
@@ -310,33 +341,6 @@ def patch(
         if proc.returncode != 0:
             raise PatchelfError(f"patchelf failed ({' '.join(args[1:])}) on {', '.join(chunk)}: {proc.stderr.strip()}")
     return calls
-
-
-def _edit_in_process(files: list[str], runpath: Sequence[str] | None, interpreter: str | None) -> list[str]:
-    """Set `runpath` on the files `elf_edit` handles; return the others (for patchelf).
-
-    Only a new, non-empty RUNPATH with the interpreter left alone is done in process.
-    Raises `PatchelfError` when a write fails (the file may then be half edited, as with
-    patchelf: the build that owns it fails and is discarded).
-    """
-    if interpreter is not None or not runpath:
-        return files
-    from . import elf_edit
-
-    left = []
-    for f in files:
-        try:
-            # elf_edit writes the inode: a file hard-linked elsewhere (nvcc's nvvm/ into libnvvm's
-            # store path) gets its own first; `patch_many` comes here without `patch`'s unsharing.
-            unshare_file(f, os.lstat(f))
-            done = elf_edit.set_runpath(f, list(runpath))
-        except PermissionError:
-            done = False  # patchelf says so, in its words, as before
-        except OSError as error:
-            raise PatchelfError(f"cannot set the RUNPATH of {f}: {error}") from None
-        if not done:
-            left.append(f)
-    return left
 
 
 # Below this many bytes in all, edits run one after another: a patchelf process costs more
@@ -355,7 +359,7 @@ def patch_many(jobs: Sequence[tuple[Sequence[str | os.PathLike[str]], Sequence[s
     """
     work = [([os.fspath(p) for p in paths], runpath, interp) for paths, runpath, interp in jobs
             if paths and not (runpath is None and interp is None)]
-    # What elf_edit does in process first: a few KiB each, no patchelf, no threads.
+    # Unshared, and what elf_edit does done in process first (a few KiB each); patchelf for the rest.
     work = [(left, rp, ip) for files, rp, ip in work if (left := _edit_in_process(files, rp, ip))]
     sizes = {}
     for files, _, _ in work:
@@ -367,7 +371,7 @@ def patch_many(jobs: Sequence[tuple[Sequence[str | os.PathLike[str]], Sequence[s
     if len(work) == 0:
         return 0
     if (os.cpu_count() or 1) < 2 or sum(sizes.values()) < _PARALLEL_BYTES:
-        return sum(patch(files, runpath=rp, interpreter=ip) for files, rp, ip in work)
+        return sum(_patchelf(files, rp, ip) for files, rp, ip in work)
     units = []  # (bytes, files, runpath, interpreter), a big job split in two halves
     for files, rp, ip in work:
         halves: list[list[str]] = [[], []]
@@ -381,7 +385,7 @@ def patch_many(jobs: Sequence[tuple[Sequence[str | os.PathLike[str]], Sequence[s
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="cudapkgs-patchelf") as pool:
-        futures = [pool.submit(patch, files, runpath=rp, interpreter=ip) for _, files, rp, ip in units]
+        futures = [pool.submit(_patchelf, files, rp, ip) for _, files, rp, ip in units]
     return sum(f.result() for f in futures)  # the first error, once every call has finished
 
 
