@@ -120,18 +120,8 @@ def fetch_pypi(
         raise EvalError(f"{where}: dist, python, abi and platform are for format = \"wheel\"")
     if extension not in ("tar.gz", "zip", "tar.bz2", "tar.xz", "tgz"):
         raise EvalError(f"{where}: extension {extension!r} is not an sdist extension")
-    if hash and sha256:
-        raise EvalError(f"{where}: give hash or sha256, not both")
-    declared = parse_hash(hash or sha256, where=f"{where}: hash")
-    name = sdist_name(pname, version, extension)
-    attrs = {
-        "pname": pname,
-        "version": version,
-        "extension": extension,
-        "executable": False,
-        "mirrorNames": [f"{declared.algo}/{declared.hex}", name],
-    }
-    return fixed_output_package(pkgs, name=name, builder="fetchPypi", hash=declared, mode="flat", attrs=attrs)
+    return _package(pkgs, where, sdist_name(pname, version, extension), hash, sha256,
+                    {"pname": pname, "version": version, "extension": extension})
 
 
 def _fetch_wheel(pkgs: Any, where: str, pname: str, version: str, hash: str | None, sha256: str | None,
@@ -142,21 +132,19 @@ def _fetch_wheel(pkgs: Any, where: str, pname: str, version: str, hash: str | No
     if "-" in version:  # PEP 427: a file name's fields are separated by "-"; none may hold one
         raise EvalError(f"{where}: version {version!r} cannot be part of a wheel's file name (it holds '-')")
     pip_tag_options(python, abi, platform)  # refuse tags pip cannot target now, not at build time
+    return _package(pkgs, where, wheel_name(pname, version, python, abi, platform), hash, sha256,
+                    {"pname": pname, "version": version, "format": "wheel", "dist": dist, "python": python,
+                     "abi": abi, "platform": platform})
+
+
+def _package(pkgs: Any, where: str, name: str, hash: str | None, sha256: str | None,
+             attrs: dict[str, Any]) -> Package:
+    """The fixed-output (flat) package of the file `name`: `hash` or `sha256` (not both, EvalError),
+    and the mirror names a source mirror is asked for (``<algo>/<hex>``, then the file name)."""
     if hash and sha256:
         raise EvalError(f"{where}: give hash or sha256, not both")
     declared = parse_hash(hash or sha256, where=f"{where}: hash")
-    name = wheel_name(pname, version, python, abi, platform)
-    attrs = {
-        "pname": pname,
-        "version": version,
-        "format": "wheel",
-        "dist": dist,
-        "python": python,
-        "abi": abi,
-        "platform": platform,
-        "executable": False,
-        "mirrorNames": [f"{declared.algo}/{declared.hex}", name],
-    }
+    attrs = {**attrs, "executable": False, "mirrorNames": [f"{declared.algo}/{declared.hex}", name]}
     return fixed_output_package(pkgs, name=name, builder="fetchPypi", hash=declared, mode="flat", attrs=attrs)
 
 
