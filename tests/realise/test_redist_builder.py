@@ -410,24 +410,31 @@ def test_empty_output_and_fhs_reference_fail_the_build(tmp_path):
         assert store.all_paths() == [drv.outputs["out"]]
 
 
-def test_a_wheel_tree_is_copied_not_consumed(tmp_path, monkeypatch):
-    from elf_builders import shared_lib
-
-    from cudapkgs.realise.realise import build_one
+def _serve_tree(monkeypatch, tree: Path, expect: tuple[str, str, int] | None = None) -> None:
+    """Make every fetcher of `redist` one "fake wheels" source handing out the unpacked `tree`
+    (kind "tree"); with `expect`, it checks the (product, pname, cuda_major) it is asked for."""
     from cudapkgs.fetch import FetchedArtifact
-
-    tree = tmp_path / "wheel-tree"
-    shared_lib(tree / "lib" / "libcufft.so.12", "int fft(void) { return 1; }\n", "libcufft.so.12")
-    (tree / "lib" / "libcufft.so").symlink_to("libcufft.so.12")
 
     class TreeSource:
         name = "fake wheels"
 
         def fetch(self, product, pname, version, artifact, dest_dir, *, cuda_major, progress=None):
-            assert (product, pname, cuda_major) == ("cuda", "libcufft", 13)
+            assert expect is None or (product, pname, cuda_major) == expect
             return FetchedArtifact("tree", tree, self.name)
 
     monkeypatch.setattr(redist, "sources", lambda fetchers: [TreeSource()])
+
+
+def test_a_wheel_tree_is_copied_not_consumed(tmp_path, monkeypatch):
+    from elf_builders import shared_lib
+
+    from cudapkgs.realise.realise import build_one
+
+    tree = tmp_path / "wheel-tree"
+    shared_lib(tree / "lib" / "libcufft.so.12", "int fft(void) { return 1; }\n", "libcufft.so.12")
+    (tree / "lib" / "libcufft.so").symlink_to("libcufft.so.12")
+
+    _serve_tree(monkeypatch, tree, expect=("cuda", "libcufft", 13))
     archive = tmp_path / "libcufft-linux-x86_64-12.0.0.1-archive.tar.xz"
     archive.write_bytes(b"not used")
     drv = _redist_drv(tmp_path / "store", archive)
@@ -442,20 +449,13 @@ def test_a_wheel_may_leave_static_and_stubs_empty_but_a_tarball_may_not(tmp_path
     from elf_builders import shared_lib
 
     from cudapkgs.realise.realise import BuildError, build_one
-    from cudapkgs.fetch import FetchedArtifact
 
     tree = tmp_path / "wheel-tree"
     shared_lib(tree / "lib" / "libcufft.so.12", "int fft(void) { return 1; }\n", "libcufft.so.12")
 
-    class TreeSource:
-        name = "fake wheels"
-
-        def fetch(self, product, pname, version, artifact, dest_dir, *, cuda_major, progress=None):
-            return FetchedArtifact("tree", tree, self.name)
-
     archive = tmp_path / "libcufft-linux-x86_64-12.0.0.1-archive.tar.xz"
     archive.write_bytes(b"not used")
-    monkeypatch.setattr(redist, "sources", lambda fetchers: [TreeSource()])
+    _serve_tree(monkeypatch, tree)
     drv = _redist_drv(tmp_path / "store", archive, outputs=("out", "lib", "static", "stubs"))
     with Store.open(tmp_path / "store") as store:
         build_one(store, drv)
@@ -752,7 +752,6 @@ def test_cudart_from_a_wheel_gets_a_generated_link_only_libcuda_stub(tmp_path, m
     include/cuda.h into the stubs output (Nixpkgs' place for it, cuda_cudart.nix@024ef1dc)."""
     from elf_builders import shared_lib
 
-    from cudapkgs.fetch import FetchedArtifact
     from cudapkgs.realise.realise import build_one
 
     tree = tmp_path / "wheel-tree"
@@ -761,15 +760,9 @@ def test_cudart_from_a_wheel_gets_a_generated_link_only_libcuda_stub(tmp_path, m
     (tree / "include" / "cuda.h").write_text(
         "#define cuMemAlloc cuMemAlloc_v2\nint CUDAAPI cuInit(unsigned int);\nint CUDAAPI cuMemAlloc(void *, unsigned long);\n")
 
-    class TreeSource:
-        name = "fake wheels"
-
-        def fetch(self, product, pname, version, artifact, dest_dir, *, cuda_major, progress=None):
-            return FetchedArtifact("tree", tree, self.name)
-
     archive = tmp_path / "cuda_cudart-linux-x86_64-13.0.96-archive.tar.xz"
     archive.write_bytes(b"not used")
-    monkeypatch.setattr(redist, "sources", lambda fetchers: [TreeSource()])
+    _serve_tree(monkeypatch, tree)
     drv = _redist_drv(tmp_path / "store", archive, outputs=("out", "include", "lib", "stubs"), pname="cuda_cudart",
                      outputStubs="stubs", outputInclude="include")
     with Store.open(tmp_path / "store") as store:
