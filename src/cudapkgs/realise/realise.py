@@ -58,7 +58,9 @@ def missing(store, derivations: Iterable[Derivation], *, protect: bool = False) 
     not rebuilt). Returns a list of `Derivation`, dependencies first.
 
     With `protect`, every valid output and input path of the closures becomes a temporary
-    root first (`protect_inputs`), in the same single database query.
+    root first (`protect_inputs`), in the same single database query. Raises
+    `FixedOutputMismatchError` when a valid fetcher output that a derivation to build takes
+    as input does not have the hash that names it (`_check_fixed_inputs`).
     """
     roots = list(derivations)
     order = _closure(roots)
