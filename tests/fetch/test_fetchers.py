@@ -450,3 +450,29 @@ def test_a_valid_recursive_fetcher_output_is_checked_by_its_recorded_nar_hash(st
             else:
                 with pytest.raises(FixedOutputMismatchError, match="recursive"):
                     realise(store, [user.derivation])
+
+
+def test_a_flat_fetcher_output_that_is_a_symlink_is_not_followed(store_dir, tmp_path):
+    """Import keeps absolute symlinks (5c39fe5): a fetchurl path valid as a link to a host file with
+    the right bytes passed the check (and the file could change after), a link to /dev/zero or a
+    FIFO hung it. A flat output is a regular file (Nix: registerOutputs, "should be a
+    non-executable regular file"); anything else stops the build, without being read."""
+    from cudapkgs.realise.realise import FixedOutputMismatchError
+    from cudapkgs.stdenv import mk_derivation
+
+    body = b"the real source\n"
+    host_file = tmp_path / "host.txt"
+    host_file.write_bytes(body)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    sri = "sha256-" + base64.b64encode(hashlib.sha256(body).digest()).decode()
+    for i, target in enumerate((host_file, Path("/dev/zero"), fifo)):
+        pkgs = pkgs_with(store_dir / str(i))
+        src = pkgs.fetchurl(url="file:///nonexistent/src.txt", hash=sri)
+        user = mk_derivation(pkgs.config, {"pname": "user", "version": "1", "src": src,
+                                           "installPhase": 'mkdir -p "$out"'})
+        with Store.open(store_dir / str(i)) as store:
+            store.add_path(src.outPath, lambda out, target=target: os.symlink(target, out))
+            with pytest.raises(FixedOutputMismatchError, match=re.escape(src.outPath)):
+                realise(store, [user.derivation])
+            assert not store.is_valid(user.outPath)

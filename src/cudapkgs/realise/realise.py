@@ -110,13 +110,48 @@ def _check_fixed_inputs(store, to_build: list[Derivation], invalid: set[str]) ->
             spec = dep.data["outputHash"]
             if spec["mode"] == "recursive" and spec["algo"] == "sha256":
                 ok = store.query(path).nar_hash == nar.format_hash(bytes.fromhex(spec["hash"]))
+            elif spec["mode"] == "flat":
+                ok = _flat_digest(path, spec["algo"]) == spec["hash"]
             else:
-                ok = hash_of(Path(path), spec["mode"], spec["algo"]).digest.hex() == spec["hash"]
+                try:
+                    ok = hash_of(Path(path), spec["mode"], spec["algo"]).digest.hex() == spec["hash"]
+                except (OSError, ValueError):  # vanished, or a FIFO/device inside the tree
+                    ok = False
             if not ok:
                 raise FixedOutputMismatchError(
                     f"{path} is valid in the store but its contents do not have the {spec['algo']} hash that "
                     f"names it ({spec['mode']}): it was imported or substituted with other contents, or "
                     f"changed; {drv.name} is not built from it (remove what brought it, then `cudapkgs gc`)")
+
+
+def _flat_digest(path: str, algo: str) -> str | None:
+    """The hex `algo` digest of the regular file `path`, or None if it is anything else.
+
+    A flat fixed output is a regular file (Nix refuses anything else: NixOS/nix
+    src/libstore/build/local-derivation-goal.cc, registerOutputs, "should be a
+    non-executable regular file"). An imported path may be a symlink to anywhere
+    (5c39fe5): it is not followed (a link to /dev/zero or a FIFO hung the check, one to
+    a host file with the right bytes passed it and could change after), and nothing
+    that is not a regular file is read.
+    """
+    import hashlib
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # a symlink (ELOOP), vanished, unreadable
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        digest = hashlib.new(algo)
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+        return digest.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def log_path(store, drv: Derivation) -> Path:
