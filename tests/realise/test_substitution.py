@@ -178,3 +178,39 @@ def test_building_a_package_one_of_whose_outputs_was_substituted_keeps_that_outp
         assert _built() == ["d"] and store.is_valid(d.outputs["dev"])
         assert os.stat(d.outputs["out"]).st_ino == inode  # not replaced by the build's copy
         assert store.verify() == []
+
+
+def test_a_substituted_package_does_not_need_its_fetcher_inputs_checked(tmp_path):
+    """A fetcher output valid with other contents stops what would be built from it, but not the
+    substitution of a package that takes it as input (top-down, it is neither built nor used);
+    without the cache the build is still refused."""
+    import hashlib
+
+    from cudapkgs.derivation import Derivation
+    from cudapkgs.realise.realise import FixedOutputMismatchError
+
+    store_dir = tmp_path / "store"
+    body = b"the real source\n"
+    src = Derivation(store_dir=os.fspath(store_dir), name="src.txt", system="x86_64-linux", outputs=["out"],
+                     builder="fetchurl", src=None, input_paths={}, attrs={"urls": ["file:///nonexistent"]},
+                     output_hash={"algo": "sha256", "mode": "flat", "hash": hashlib.sha256(body).hexdigest()})
+    e = mk(store_dir, "e", [src])
+    key = generate("k-fixed")
+    cache = open_cache(f"file://{tmp_path}/cache")
+    with Store.open(store_dir) as store:
+        store.add_path(src.outputs["out"], lambda out: out.write_bytes(body))
+        run(store, plan(store, [e]), stream=io.StringIO())
+        cache.upload_closure(store, [e.outputs["out"]], secret_key=key)
+    for dirpath, _, _ in os.walk(store_dir):
+        os.chmod(dirpath, 0o755)
+    shutil.rmtree(store_dir)
+    EVENTS.clear()
+    with Store.open(store_dir) as store:
+        store.add_path(src.outputs["out"], lambda out: out.write_bytes(b"planted\n"))
+        with pytest.raises(FixedOutputMismatchError, match="e is not built from it"):
+            plan(store, [e])
+        subs = Substituters([cache], [key.public])
+        the_plan = plan(store, [e], subs)
+        assert the_plan.to_build == () and [s.path for s in the_plan.to_substitute] == [e.outputs["out"]]
+        run(store, the_plan, substituters=subs, stream=io.StringIO())
+        assert _built() == [] and store.is_valid(e.outputs["out"])

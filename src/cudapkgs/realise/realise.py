@@ -49,7 +49,8 @@ def _closure_paths(order: list[Derivation], *, inputs: bool) -> list[str]:
     return paths
 
 
-def missing(store, derivations: Iterable[Derivation], *, protect: bool = False) -> list[Derivation]:
+def missing(store, derivations: Iterable[Derivation], *, protect: bool = False,
+            check_fixed: bool = True) -> list[Derivation]:
     """The derivations that realising `derivations` must build, in build order.
 
     As Nix does, top-down: a root with an invalid output, and the input derivations of a
@@ -60,7 +61,9 @@ def missing(store, derivations: Iterable[Derivation], *, protect: bool = False) 
     With `protect`, every valid output and input path of the closures becomes a temporary
     root first (`protect_inputs`), in the same single database query. Raises
     `FixedOutputMismatchError` when a valid fetcher output that a derivation to build takes
-    as input does not have the hash that names it (`_check_fixed_inputs`).
+    as input does not have the hash that names it (`_check_fixed_inputs`); with
+    ``check_fixed=False`` the caller checks what it finally builds (the scheduler, after
+    choosing what is substituted instead: a substituted package needs none of its inputs).
     """
     roots = list(derivations)
     order = _closure(roots)
@@ -78,7 +81,8 @@ def missing(store, derivations: Iterable[Derivation], *, protect: bool = False) 
         needed.update(producer[p] for p in drv.data["inputs"].values()
                       if isinstance(p, str) and p in invalid and p in producer)
     chosen = [drv for drv in order if drv.drv_path in needed]
-    _check_fixed_inputs(store, chosen, invalid)
+    if check_fixed:
+        _check_fixed_inputs(store, chosen, invalid)
     return chosen
 
 
@@ -86,7 +90,7 @@ class FixedOutputMismatchError(BuildError):
     """A fixed-output path is valid in the store but its contents do not have the hash that names it."""
 
 
-def _check_fixed_inputs(store, to_build: list[Derivation], invalid: set[str]) -> None:
+def _check_fixed_inputs(store, to_build: Sequence[Derivation], invalid: set[str] | None = None) -> None:
     """Raise `FixedOutputMismatchError` unless every valid fixed-output input of `to_build` has its hash.
 
     A fetcher's output path is named by the hash of its contents, so a build that finds it
@@ -95,10 +99,15 @@ def _check_fixed_inputs(store, to_build: list[Derivation], invalid: set[str]) ->
     (the export format carries no content address). So before anything is built from it, a
     recursive sha256 output is compared with its recorded NAR hash (what import checked),
     and a flat one (fetchurl, fetchPypi) is hashed: once per input and realisation, only for
-    inputs of what is being built (top-down planning leaves out the rest).
+    inputs of what is being built (top-down planning leaves out the rest). `invalid`: the
+    paths known not to be valid (None: the store is asked).
     """
     from ..fetch.fixed_output import hash_of
     from ..store import nar
+
+    if invalid is None:
+        invalid = set(store.db.invalid_paths(
+            [p for drv in to_build for dep in drv.deps if dep.is_fixed_output for p in dep.outputs.values()]))
 
     checked: set[str] = set()
     for drv in to_build:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from ..derivation import Derivation
 from ..table import format_size
-from .realise import BuildError, build_one, log_path, missing, protect_inputs
+from .realise import BuildError, _check_fixed_inputs, build_one, log_path, missing, protect_inputs
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -143,10 +143,12 @@ def plan(
 
     roots = tuple(derivations)
     # Rooted before the plan counts on any valid path, and before any fetch.
-    candidates = missing(store, roots, protect=True)
+    candidates = missing(store, roots, protect=True, check_fixed=False)
     to_substitute: tuple[Any, ...] = ()
     if substituters and candidates:
         candidates, to_substitute = _choose_substitutes(store, roots, candidates, substituters)
+    # The fetcher outputs that what is built takes as inputs (not those of what is substituted).
+    _check_fixed_inputs(store, candidates)
     problems: list[str] = []
     redist = [d for d in candidates if d.builder == "buildRedist" and (d.data.get("src") or {}).get("relativePath")]
     sizes: Any = wheel_sizes if not callable(wheel_sizes) else None
