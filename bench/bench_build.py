@@ -45,7 +45,7 @@ print("\\n".join(scope[name].outPath for name in sys.argv[1:]))
 AFTER_EVAL_SCRIPT = """
 import json, sys
 from cudapkgs.derivation import Derivation
-from cudapkgs.realise.cli import Installable, realise_and_link
+from cudapkgs.cli.realise import Installable, realise_and_link
 spec = json.load(open(sys.argv[1]))
 drvs = []
 for d in spec["derivations"]:

@@ -11,7 +11,7 @@ originals).  Rows, each on a fresh copy of the tree (copying not timed):
   with the answer known in advance — the floor any fix-up pays with one call per file;
 * cudapkgs fixup: `hooks.fixup` (autoPatchelf + driver dir + stubs removal), which
   reads every ELF with pyelftools, resolves DT_NEEDED and writes each result once (in
-  process with `cudapkgs.elf_edit` where it can, else one patchelf call per distinct RUNPATH);
+  process with `cudapkgs.elf.edit` where it can, else one patchelf call per distinct RUNPATH);
 * cudapkgs hooks one by one: `auto_patchelf`, `add_driver_runpath` and
   `remove_stubs_from_runpath`, each writing its own result (no shared plan).
 
@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "tests"))
 
-from cudapkgs import elf  # noqa: E402
+from cudapkgs.elf import patch as elf_patch
+from cudapkgs.elf import read as elf  # noqa: E402
 from cudapkgs import hooks  # noqa: E402
 from elf_builders import APP_C, BAR_C, FOO_C, GCC, executable, shared_lib  # noqa: E402
 
@@ -72,7 +73,7 @@ def outputs_in(pkg: dict[str, Path], template: Path, work: Path) -> dict[str, Pa
 
 
 def run_patchelf_per_file(outs: dict[str, Path], expected: dict[str, list[str]]) -> None:
-    exe = elf.patchelf_binary()
+    exe = elf_patch.patchelf_binary()
     for root in outs.values():
         for f in elf.iter_elf_files(root):
             subprocess.run([exe, "--set-rpath", ":".join(expected[f.name]), os.fspath(f)], check=True)
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                         assert got == expected_for(f.name), (label, f, got)
             results.append((label, times))
         base = statistics.median(results[0][1])
-        print(f"ELF files: {n_files}; runs per row: {args.runs}; patchelf: {elf.patchelf_binary()}\n")
+        print(f"ELF files: {n_files}; runs per row: {args.runs}; patchelf: {elf_patch.patchelf_binary()}\n")
         print("| method | median (ms) | min–max (ms) | per file (ms) | ratio to patchelf per file |")
         print("| --- | ---: | ---: | ---: | ---: |")
         for label, times in results:

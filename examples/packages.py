@@ -14,7 +14,7 @@ its arguments are taken by name from the top level (`config`, `cudaPackages`,
 
 from pathlib import Path
 
-from cudapkgs.fixpoint import lazy
+from cudapkgs.lib.fixpoint import lazy
 from cudapkgs.stdenv import mk_derivation
 
 HERE = Path(__file__).resolve().parent

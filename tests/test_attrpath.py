@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cudapkgs import errors, licenses
-from cudapkgs.attrpath import format_attrpath, parse_attrpath, render, resolve, to_json
+from cudapkgs.lib.attrpath import format_attrpath, parse_attrpath, render, resolve, to_json
 from cudapkgs.config import Config
 
 

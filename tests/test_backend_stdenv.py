@@ -8,7 +8,7 @@ import pytest
 
 import cudapkgs
 from cudapkgs.errors import FailedAssertionsError
-from cudapkgs.versions import version_at_least
+from cudapkgs.lib.versions import version_at_least
 
 from conftest import load_reference
 

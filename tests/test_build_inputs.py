@@ -93,7 +93,8 @@ def test_nix_support_files_of_a_hostile_input_are_read_safely(tmp_path):
     """An input's nix-support files may be absolute links to anywhere (`cudapkgs import` and
     substitution keep such links, as Nix does): a FIFO must not hang the build, /dev/zero must
     not be read until memory runs out, and bytes that are not UTF-8 must not crash it."""
-    from cudapkgs.build_inputs import PROPAGATED_BUILD, Closures, propagated_file
+    from cudapkgs.hooks.multiple_outputs import PROPAGATED_BUILD
+    from cudapkgs.build_inputs import Closures, propagated_file
     from cudapkgs.realise.generic import SETUP_HOOK, _default_phases
     from cudapkgs.realise.redist import dependency_paths
 

@@ -144,7 +144,7 @@ def test_evaluation_help_names_every_configuration_key():
     import re
 
     from cudapkgs.config import OPTIONS
-    from cudapkgs.eval_cli import CONFIG_HELP
+    from cudapkgs.cli.eval import CONFIG_HELP
 
     named = set(re.findall(r"[A-Za-z0-9]+", CONFIG_HELP))
     assert [key for key in OPTIONS if key not in named] == []  # e.g. python3Executable, for pycuda

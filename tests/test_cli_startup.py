@@ -33,8 +33,8 @@ def test_only_the_invoked_command_is_loaded():
         "import sys; from cudapkgs import cli; p = cli.build_parser('eval'); "
         "sub = next(a for a in p._actions if a.dest == 'command'); "
         "print(sorted(sub.choices)); "
-        "print(sorted(m for m in ('cudapkgs.realise.cli', 'cudapkgs.store.cli', 'cudapkgs.containers.cli', "
-        "'cudapkgs.doctor_cli', 'cudapkgs.manifests_cli') if m in sys.modules))"
+        "print(sorted(m for m in ('cudapkgs.cli.realise', 'cudapkgs.cli.store', 'cudapkgs.cli.containers', "
+        "'cudapkgs.cli.doctor', 'cudapkgs.cli.manifests') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out == ["['eval']", "[]"]

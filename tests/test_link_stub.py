@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from cudapkgs import elf
-from cudapkgs.link_stub import STUB_RETURN, StubError, cuda_driver_symbols, stub_bytes, write_stub
+from cudapkgs.elf import read as elf
+from cudapkgs.elf.link_stub import STUB_RETURN, StubError, cuda_driver_symbols, stub_bytes, write_stub
 
 HEADER = """
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cudapkgs.cuda.package_sets import (
-    aliases,
-    package_set_definitions,
-    recurse_into,
-    resolve_alias,
-    set_name_for_cuda_version,
-)
+from cudapkgs.package_sets import aliases, package_set_definitions, recurse_into, resolve_alias, set_name_for_cuda_version
 from cudapkgs.errors import EvalError
 
 from conftest import MANIFESTS, load_reference

@@ -194,7 +194,7 @@ def test_variants_keep_overlays_added_later(pkgs):
 
 # cuda-modules/aliases.nix@c10e8fecb9071c4d786f84d2ee04a11122476e36: warn, present only under allowAliases
 def test_in_set_aliases(manifests_dir, tmp_path):
-    from cudapkgs.cuda.scope import CudaAliasWarning
+    from cudapkgs.cuda.aliases import CudaAliasWarning
 
     pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path)}, system="x86_64-linux")
     cuda = pkgs.cudaPackages_12_8

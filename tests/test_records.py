@@ -1,4 +1,4 @@
-"""cudapkgs.records: value classes without dataclasses (equality, hashing, immutability, repr)."""
+"""cudapkgs.lib.records: value classes without dataclasses (equality, hashing, immutability, repr)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from cudapkgs.containers.discovery import Gpu
 from cudapkgs.containers.spec import ContainerEdits, DeviceNode, Mount
-from cudapkgs.records import FrozenRecord, FrozenRecordError
+from cudapkgs.lib.records import FrozenRecord, FrozenRecordError
 
 
 def test_frozen_records_compare_and_hash_by_value():

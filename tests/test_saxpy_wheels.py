@@ -6,7 +6,7 @@ the first run downloads; the store is a fresh temporary one every time. Without 
 cuobjdump on the machine, cudaPackages_13_2's (from its wheel) checks the binary.
 
 The cuda_cudart wheel has no lib/stubs: the stubs output gets a link-only libcuda.so
-written from the wheel's cuda.h (cudapkgs.link_stub) instead of staying empty.
+written from the wheel's cuda.h (cudapkgs.elf.link_stub) instead of staying empty.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 import cudapkgs
 from cudapkgs.realise.realise import realise
-from cudapkgs.elf import read_elf
+from cudapkgs.elf.read import read_elf
 from cudapkgs.store.store import Store
 
 pytestmark = pytest.mark.wheels

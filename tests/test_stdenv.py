@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 
 import cudapkgs
 from cudapkgs.realise.generic import attrs_sh
-from cudapkgs.realise.realise import BuildError, build_one, realise
+from cudapkgs.realise.errors import BuildError
+from cudapkgs.realise.realise import build_one, realise
 from cudapkgs.config import load_config
 from cudapkgs.derivation import Derivation
-from cudapkgs.elf import read_elf
+from cudapkgs.elf.read import read_elf
 from cudapkgs.errors import EvalError
-from cudapkgs.fixpoint import lazy
+from cudapkgs.lib.fixpoint import lazy
 from cudapkgs.stdenv import PHASES, mk_derivation
 from cudapkgs.store.store import Store
 

@@ -11,7 +11,9 @@ import pytest
 
 import cudapkgs
 from cudapkgs import testers
-from cudapkgs.realise.realise import BuildError, build_one
+from cudapkgs.host import features
+from cudapkgs.realise.errors import BuildError
+from cudapkgs.realise.realise import build_one
 from cudapkgs.derivation import Derivation
 from cudapkgs.store.store import Store
 
@@ -20,9 +22,9 @@ from conftest import MANIFESTS
 
 @pytest.fixture(autouse=True)
 def _fresh_detection():
-    testers._detected_features.cache_clear()
+    features._detected_features.cache_clear()
     yield
-    testers._detected_features.cache_clear()
+    features._detected_features.cache_clear()
 
 
 def test_features_come_from_the_gpus_capabilities(tmp_path, monkeypatch):
@@ -30,16 +32,16 @@ def test_features_come_from_the_gpus_capabilities(tmp_path, monkeypatch):
     smi.write_text("#!/bin/sh\necho 9.0\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    features = testers.host_system_features(env={})
-    assert {"cuda", "cuda-sm-90", "cuda-sm-80", "cuda-sm-90a"} <= features
-    assert "cuda-sm-100" not in features
-    assert testers.host_system_features(env={"CUDAPKGS_SYSTEM_FEATURES": "cuda big-parallel"}) == {"cuda", "big-parallel"}
+    offered = features.host_system_features(env={})
+    assert {"cuda", "cuda-sm-90", "cuda-sm-80", "cuda-sm-90a"} <= offered
+    assert "cuda-sm-100" not in offered
+    assert features.host_system_features(env={"CUDAPKGS_SYSTEM_FEATURES": "cuda big-parallel"}) == {"cuda", "big-parallel"}
 
 
 def test_no_gpu_no_features(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
-    assert testers.gpu_capabilities() == []
-    assert testers.host_system_features(env={}) == frozenset()
+    assert features.gpu_capabilities() == []
+    assert features.host_system_features(env={}) == frozenset()
 
 
 def drv_needing(store_dir, features):
@@ -50,8 +52,8 @@ def drv_needing(store_dir, features):
 def test_a_build_needing_missing_features_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDAPKGS_SYSTEM_FEATURES", "")
     drv = drv_needing(tmp_path / "store", ["cuda"])
-    assert testers.missing_features(drv) == ["cuda"]
-    assert testers.missing_features(drv, frozenset({"cuda"})) == []
+    assert features.missing_features(drv) == ["cuda"]
+    assert features.missing_features(drv, frozenset({"cuda"})) == []
     with Store.open(tmp_path / "store") as store:
         with pytest.raises(BuildError, match="needs the system features cuda, which this machine does not offer"):
             build_one(store, drv)

@@ -9,7 +9,7 @@ import pytest
 import cudapkgs
 from cudapkgs.errors import AttributeMissingError, UnfreeLicenseError
 from cudapkgs.leakage import check_leakage
-from cudapkgs.fixpoint import lazy
+from cudapkgs.lib.fixpoint import lazy
 from cudapkgs.package import Package, mk_package
 
 from conftest import MANIFESTS, load_reference
@@ -315,7 +315,7 @@ def test_infinite_recursion_names_the_cycle():
 
 def test_a_missing_cuda_variant_is_explained():
     """cuSPARSELt 0.10.0 has only cuda13 archives: a CUDA 12 set pinned to it says so."""
-    from cudapkgs.fixpoint import AttrSet, lazy
+    from cudapkgs.lib.fixpoint import AttrSet, lazy
 
     def pin(final, prev):
         return {"manifestVersions": lazy(lambda: AttrSet({**dict(prev.manifestVersions.items()), "cusparselt": "0.10.0"}))}

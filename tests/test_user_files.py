@@ -131,7 +131,7 @@ def test_a_missing_file_and_a_file_without_functions(tmp_path, capsys):
 
 
 OVERLAY = """\
-    from cudapkgs.fixpoint import lazy
+    from cudapkgs.lib.fixpoint import lazy
 
     def overlay(final, prev):
         return {

@@ -10,16 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cudapkgs.errors import EvalError
-from cudapkgs.versions import (
-    compare_versions,
-    major,
-    major_minor,
-    natural_sort,
-    split_version,
-    version_at_least,
-    version_key,
-    version_older,
-)
+from cudapkgs.lib.versions import compare_versions, major, major_minor, natural_sort, split_version, version_at_least, version_key, version_older
 
 
 # --- an independent, deliberately naive port of Nix's names.cc --------------

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from .hooks.multiple_outputs import PROPAGATED_BUILD, PROPAGATED_NATIVE
 
 __all__ = [
     "INPUT_ATTRS",
@@ -47,8 +48,6 @@ __all__ = [
 
 #: mkDerivation's dependency attributes (Nixpkgs' names), in the order they are read.
 INPUT_ATTRS = ("nativeBuildInputs", "buildInputs", "propagatedNativeBuildInputs", "propagatedBuildInputs")
-PROPAGATED_BUILD = "nix-support/propagated-build-inputs"
-PROPAGATED_NATIVE = "nix-support/propagated-native-build-inputs"
 
 
 @dataclass(frozen=True)

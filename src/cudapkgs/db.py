@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import ConfigError, EvalError
-from .versions import major_minor, version_at_least, version_key
+from .lib.versions import major_minor, version_at_least, version_key
 
 __all__ = [
     "CAPABILITY_PATTERN",

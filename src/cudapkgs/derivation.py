@@ -21,19 +21,6 @@ from .errors import EvalError
 DRV_FORMAT = 1
 
 
-def default_store_dir(config: Any = None, env: Mapping[str, str] = os.environ) -> str:
-    """The store directory: config `storeDir`, else $CUDAPKGS_STORE, else the XDG data dir."""
-    configured = config.storeDir if config is not None else None
-    if configured:
-        return os.path.abspath(configured)
-    if env.get("CUDAPKGS_STORE"):
-        return os.path.abspath(env["CUDAPKGS_STORE"])
-    data = env.get("XDG_DATA_HOME")
-    if not data or not os.path.isabs(data):
-        data = os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(data, "cudapkgs", "store")
-
-
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, UTF-8: the text that is hashed."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -321,3 +308,34 @@ def _check_store_paths(data: Mapping[str, Any], store_dir: str) -> None:
             ok = False
         if not ok:
             raise _Bad(f"{where} {path!r} is not a store path of {store_dir}")
+
+
+def derivation_of(value: Any, label: str) -> Derivation:
+    """The derivation of an evaluated package `value` (`label` names it in errors).
+
+    Raises `EvalError` when `value` is not a package and `UnavailablePackageError` when its
+    `meta.available` is false (the reason from `meta.problems`).
+    """
+    from .errors import UnavailablePackageError
+
+    try:
+        is_package = not isinstance(value, (str, bytes)) and "derivation" in value
+    except TypeError:
+        is_package = False
+    # Evaluated outside the check: an error inside a package's derivation is reported as it is.
+    drv = value["derivation"] if is_package else None
+    if not isinstance(drv, Derivation):
+        raise EvalError(f"{label} is not a package, so it cannot be built")
+    meta = _get(value, "meta")
+    if meta is not None and _get(meta, "available") is False:  # builders other than buildRedist may not check
+        problems = _get(meta, "problems") or {}
+        reason = "; ".join(p["message"] for p in problems.values()) or f"{drv.name} is not available on this platform"
+        raise UnavailablePackageError(reason)
+    return drv
+
+
+def _get(value: Any, name: str) -> Any:
+    try:
+        return value[name] if name in value else None
+    except TypeError:
+        return getattr(value, name, None)

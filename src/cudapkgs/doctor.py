@@ -223,7 +223,7 @@ def _compat(report: Report, definitions: Mapping[str, Any]) -> None:
 def _compilers(report: Report, definitions: Mapping[str, Any], env: Mapping[str, str]) -> None:
     from . import db
     from .errors import CudapkgsError
-    from .realise.host_compiler import find_compilers
+    from .host.compiler import find_compilers
 
     compilers, default = find_compilers(env)
     nvcc_db = db.nvcc_compatibilities()
@@ -310,9 +310,9 @@ def diagnose(
 ) -> Report:
     """Look at this machine; ``config`` is a `cudapkgs.config.Config` (default: the user's)."""
     from .config import load_config
-    from .cuda.package_sets import package_set_definitions
-    from .derivation import default_store_dir
-    from .testers import host_system_features
+    from .package_sets import package_set_definitions
+    from .store.location import default_store_dir
+    from .host.features import host_system_features
 
     config = config if config is not None else load_config()
     report = Report()

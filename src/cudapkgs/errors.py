@@ -1,28 +1,21 @@
 """The exceptions cudapkgs raises.
 
 Every error a user can cause is a `CudapkgsError`; the command line prints its
-message on one line and exits 1 (2 for `UsageError`), never a traceback.
+message on one line and exits 1 (2 for `UsageError`), never a traceback. The ones the evaluation language raises are defined in
+`cudapkgs.lib.errors` (lib/ imports nothing outside itself) and are the same classes here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-
-class CudapkgsError(Exception):
-    """Base class of every error cudapkgs reports to users."""
-
-    exit_code = 1
-
-    def cli_message(self) -> str:
-        """What the command line prints after "cudapkgs: error: " (by default the message)."""
-        return str(self)
-
-
-class UsageError(CudapkgsError):
-    """The command line was used wrongly (exit status 2)."""
-
-    exit_code = 2
+from .lib.errors import (
+    AttributeMissingError,
+    CudapkgsError,
+    EvalError,
+    InfiniteRecursionError,
+    MissingArgumentError,
+    UsageError,
+    did_you_mean,
+)
 
 
 class ConfigError(CudapkgsError):
@@ -31,22 +24,6 @@ class ConfigError(CudapkgsError):
 
 class ManifestError(CudapkgsError):
     """An NVIDIA redistrib manifest is missing, unreadable or malformed."""
-
-
-class EvalError(CudapkgsError):
-    """Evaluating the package tree failed."""
-
-
-class InfiniteRecursionError(EvalError):
-    """An attribute depends on itself; the message names the cycle."""
-
-
-class AttributeMissingError(EvalError, AttributeError):
-    """An attribute path names something that does not exist."""
-
-
-class MissingArgumentError(EvalError):
-    """`call_package` could not supply a required argument."""
 
 
 class FailedAssertionsError(EvalError):
@@ -74,16 +51,6 @@ class UnfreeLicenseError(EvalError):
 
 class UnavailablePackageError(EvalError):
     """A package cannot be used here (platform, broken, missing from a manifest)."""
-
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """Return ' (did you mean "x"?)' for the closest candidates, or ''."""
-    import difflib
-
-    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
-    if not close:
-        return ""
-    return " (did you mean " + " or ".join(f'"{c}"' for c in close) + "?)"
 
 
 class FetchError(CudapkgsError):

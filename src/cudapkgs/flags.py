@@ -7,7 +7,7 @@ from typing import Any
 
 from .db import all_sorted_cuda_capabilities
 from .errors import EvalError, did_you_mean
-from .versions import major, natural_sort, version_at_least
+from .lib.versions import major, natural_sort, version_at_least
 
 __all__ = [
     "dots_to_underscores",

@@ -137,7 +137,7 @@ def _list_all(pkgs: Any) -> list[dict[str, Any]]:
 
 def capability_table(pkgs: Any, cuda_major_minor: str) -> list[dict[str, Any]]:
     """Every capability record plus `supported` and `default` for one CUDA release."""
-    from .cuda.package_sets import set_name_for_cuda_version
+    from .package_sets import set_name_for_cuda_version
 
     set_name_for_cuda_version(cuda_major_minor)  # an unknown release is an error, not an empty table
     info = pkgs._cuda.db.cudaCapabilityToInfo
@@ -180,9 +180,9 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
     and ``sets`` (set name -> component version, only where the set's manifest has it).
     """
     from .cuda.components import component_specs
-    from .cuda.package_sets import package_set_definitions
+    from .package_sets import package_set_definitions
     from .manifests import load_manifest
-    from .versions import major_minor
+    from .lib.versions import major_minor
 
     needles = [w.lower() for w in words]
 

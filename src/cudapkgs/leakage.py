@@ -11,8 +11,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .attrpath import resolve
-from .fixpoint import Scope
+from .lib.attrpath import resolve
+from .lib.fixpoint import Scope
 from .package import Package
 
 # A CUDA set's attributes that are not packages and are expensive (or may fail) to read.

@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import ManifestError, did_you_mean
-from .versions import natural_sort, version_key
+from .lib.versions import natural_sort, version_key
 
 __all__ = [
     "Artifact",
@@ -716,7 +716,7 @@ class UpdateResult:
 
 def sets_using(product: str, version: str) -> tuple[SetUse, ...]:
     """The versioned package sets whose definition (data/package_sets.toml) can select this manifest."""
-    from .cuda.package_sets import package_set_definitions
+    from .package_sets import package_set_definitions
 
     uses = []
     for name, definition in package_set_definitions().items():

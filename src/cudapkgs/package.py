@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .errors import EvalError
-from .fixpoint import AttrSet, extends, fix
+from .lib.fixpoint import AttrSet, extends, fix
 
 AttrsFunction = Callable[[AttrSet], Mapping[str, Any]]
 # override_attrs takes Nix's two spellings: prev -> attrs, or (final, prev) -> attrs.

@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .errors import UsageError, did_you_mean
-from .versions import version_at_least, version_older
+from .lib.versions import version_at_least, version_older
 
 __all__ = [
     "NIX_SYSTEMS",

@@ -151,7 +151,7 @@ class ProjectEnvironment:
 def evaluate_project(project: Project, *, config_file: str | None = None, sets: Sequence[str] = (),
                      system: str | None = None) -> ProjectEnvironment:
     """Evaluate the project's packages (nothing is built). ``sets`` (--set) override the project's config."""
-    from .attrpath import parse_attrpath, resolve
+    from .lib.attrpath import parse_attrpath, resolve
     from .config import load_config, parse_set
     from .top_level import import_pkgs
 
@@ -233,13 +233,13 @@ def _manifest_digests(env: ProjectEnvironment) -> dict[str, Any]:
 def lock_data(env: ProjectEnvironment) -> dict[str, Any]:
     """What `cudapkgs lock` writes for an evaluated project (see the module docstring)."""
     from . import __version__
-    from .derivation import default_store_dir
-    from .realise.cli import _derivation_of
+    from .store.location import default_store_dir
+    from .derivation import derivation_of
 
     packages: dict[str, Any] = {}
     derivations: dict[str, Any] = {}
     for label, package in env.packages.items():
-        drv = _derivation_of(package, label)
+        drv = derivation_of(package, label)
         packages[label] = {"name": drv.name, "drvPath": drv.drv_path, "outputs": dict(drv.outputs)}
         for node in drv.closure():
             derivations.setdefault(node.drv_path, {"name": node.name, "fields": _fields(node),

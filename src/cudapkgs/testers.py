@@ -15,62 +15,14 @@ Nix's `system-features` setting.
 
 from __future__ import annotations
 
-import functools
-import os
-import shutil
-import subprocess
 from collections.abc import Mapping
 from typing import Any
-
-
-def gpu_capabilities() -> list[str]:
-    """The compute capabilities of this machine's NVIDIA GPUs ("9.0", …), [] without any."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    try:
-        done = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if done.returncode != 0:
-        return []
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
-
-
-@functools.cache
-def _detected_features() -> frozenset[str]:
-    from . import db
-    from .flags import get_cuda_system_features
-
-    capabilities = gpu_capabilities()
-    if not capabilities:
-        return frozenset()
-    info = db.cuda_capability_to_info()
-    known = [c for c in capabilities if c in info]
-    return frozenset({"cuda", *get_cuda_system_features(known, info)})
-
-
-def host_system_features(env: Mapping[str, str] = os.environ) -> frozenset[str]:
-    """What this machine offers builds: $CUDAPKGS_SYSTEM_FEATURES, else what its GPUs give."""
-    declared = env.get("CUDAPKGS_SYSTEM_FEATURES")
-    if declared is not None:
-        return frozenset(declared.split())
-    return _detected_features()
-
-
-def missing_features(drv: Any, offered: frozenset[str] | None = None) -> list[str]:
-    """The `requiredSystemFeatures` of a derivation this machine does not offer."""
-    required = drv.attrs.get("requiredSystemFeatures") or []
-    if not required:
-        return []
-    offered = host_system_features() if offered is None else offered
-    return [f for f in required if f not in offered]
+from .host.features import host_system_features, missing_features
 
 
 def collect_tests(package: Any, prefix: str = "") -> dict[str, Any]:
     """`passthru.tests` of a package, flattened: {"cuda.run": test package, "run": …}."""
-    from .fixpoint import force
+    from .lib.fixpoint import force
 
     passthru = force(package.get("passthru")) if hasattr(package, "get") else None
     tests = force(passthru.get("tests")) if isinstance(passthru, Mapping) else None
@@ -80,7 +32,7 @@ def collect_tests(package: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _flatten(tests: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    from .fixpoint import force
+    from .lib.fixpoint import force
 
     found: dict[str, Any] = {}
     for name in tests:
@@ -117,7 +69,7 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
     worker offering them, and each result names the worker that ran it; `offered`
     is then what the connected workers offer, unless given.
     """
-    from .attrpath import parse_attrpath, resolve
+    from .lib.attrpath import parse_attrpath, resolve
     from .realise.scheduler import plan, run
     from .errors import CudapkgsError, EvalError
     from .store.store import Store
@@ -156,7 +108,7 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
 
 def _collect(pkgs: Any, attrpaths: list[str]) -> list[tuple[str, Any, str | None]]:
     """(label, test package, why it is skipped or None) for every test of the packages at `attrpaths`."""
-    from .attrpath import parse_attrpath, resolve
+    from .lib.attrpath import parse_attrpath, resolve
     from .errors import EvalError
 
     found = []
@@ -178,7 +130,8 @@ def _run_tests_remotely(pkgs: Any, attrpaths: list[str], builders: Any, offered:
     """`run_tests` on a Dask cluster: every runnable test in one plan, built in parallel across workers."""
     from .errors import CudapkgsError
     from .realise.dask_executor import run_on_dask
-    from .realise.scheduler import BuildFailed, plan
+    from .realise.errors import BuildFailed
+    from .realise.scheduler import plan
     from .store.store import Store
 
     if offered is None:

@@ -16,9 +16,9 @@ from typing import Any
 from .config import Config, load_config
 from .cuda.backend_stdenv import host_platform
 from .cuda.infrastructure import default_cuda
-from .cuda.package_sets import aliases, package_set_definitions, recurse_into
+from .package_sets import aliases, package_set_definitions, recurse_into
 from .cuda.scope import cuda_packages
-from .fixpoint import AttrSet, Scope, call_package_with, compose_many_extensions, extends, lazy, make_scope
+from .lib.fixpoint import AttrSet, Scope, call_package_with, compose_many_extensions, extends, lazy, make_scope
 from .platform import check_system, host_system
 
 Overlay = Callable[[AttrSet, AttrSet], Mapping[str, Any]]
@@ -67,7 +67,7 @@ def _with_environment(config: Config) -> Config:
     They decide store paths and manifest contents, so they belong to the cache key of
     a top level: a later change of $CUDAPKGS_STORE must not reuse old paths.
     """
-    from .derivation import default_store_dir
+    from .store.location import default_store_dir
 
     changes: dict[str, Any] = {}
     if config.storeDir is None:
@@ -183,7 +183,7 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
 
 
 def _stdenv_cc(config: Config, system: str) -> Any:
-    from .pkgs.cc_wrapper import cc_wrapper_for
+    from .stdenv.cc_wrapper import cc_wrapper_for
 
     return cc_wrapper_for(config, system)
 

@@ -151,7 +151,7 @@ def _arg_value(final: Any, name: str, text: str) -> Any:
         literal = None
     if literal is not None and set(literal) == {"v"} and not isinstance(literal["v"], (dict, list)):
         return literal["v"]
-    from .attrpath import parse_attrpath, resolve
+    from .lib.attrpath import parse_attrpath, resolve
 
     try:
         return resolve(final, parse_attrpath(text))
@@ -199,7 +199,7 @@ def package_file_overlay(paths: Sequence[str | os.PathLike[str]], args: Mapping[
     ``args`` (``--arg NAME=ATTRPATH``) override those arguments of every function
     that takes them; naming an argument no function takes is a `UsageError`.
     """
-    from .fixpoint import lazy
+    from .lib.fixpoint import lazy
 
     functions: dict[str, Callable[..., Any]] = {}
     for path in paths:
@@ -227,7 +227,7 @@ def check_names(pkgs: Any, files: Sequence[str | os.PathLike[str]], attrpaths: S
 
     A store path, a ``.json`` derivation file or an empty path is left to the command.
     """
-    from .attrpath import parse_attrpath
+    from .lib.attrpath import parse_attrpath
 
     defined = sorted({n for f in files for n in package_functions(load_module(f), os.fspath(f))})
     for text in attrpaths:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import cudapkgs
-from cudapkgs import elf
+from cudapkgs.elf import read as elf
 from cudapkgs.realise.realise import realise
 from cudapkgs.stdenv import mk_derivation
 from cudapkgs.store.store import Store

@@ -303,9 +303,9 @@ def test_install_service_values_a_unit_cannot_carry(tmp_path, capsys, monkeypatc
 
 
 def test_cli_module_imports_only_argparse():
-    code = "import sys, cudapkgs.containers.cli; print(sorted(m for m in sys.modules if m.startswith('cudapkgs.containers.')))"
+    code = "import sys, cudapkgs.cli.containers; print(sorted(m for m in sys.modules if m.startswith('cudapkgs.containers.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['cudapkgs.containers.cli']"
+    assert out.strip() == "[]"
 
 
 def test_help_teaches(capsys):

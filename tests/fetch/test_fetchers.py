@@ -20,7 +20,8 @@ from fetch_server import server  # noqa: F401 - a fixture
 
 from cudapkgs.errors import EvalError
 from cudapkgs.fetch.hashes import parse_hash
-from cudapkgs.realise.realise import BuildError, realise
+from cudapkgs.realise.errors import BuildError
+from cudapkgs.realise.realise import realise
 from cudapkgs.store import nar
 from cudapkgs.store.store import Store
 from cudapkgs.top_level import clear_cache, import_pkgs

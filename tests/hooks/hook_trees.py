@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cudapkgs import elf, hooks
+from cudapkgs.elf import read as elf
+from cudapkgs import hooks
 from elf_builders import GCC, build_bar_tree, build_foo_tree, readelf_runpath
 
 DRIVER = "/run/opengl-driver/lib"

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from hook_trees import pkgs, runpath  # noqa: F401 (pkgs is a fixture)
 
-from cudapkgs import elf, hooks
+from cudapkgs.elf import patch as elf_patch
+from cudapkgs.elf import read as elf
+from cudapkgs import hooks
 
 
 def test_auto_patchelf_sets_exact_runpaths_and_app_runs(pkgs) -> None:
@@ -32,7 +34,7 @@ def test_auto_patchelf_sets_exact_runpaths_and_app_runs(pkgs) -> None:
 def test_auto_patchelf_is_idempotent_and_drops_stale_entries(pkgs) -> None:
     bar, foo = pkgs
     libfoo = foo["lib"] / "lib" / "libfoo.so.1"
-    elf.set_runpath(libfoo, ["/stale", str(bar["lib"] / "lib")])
+    elf_patch.set_runpath(libfoo, ["/stale", str(bar["lib"] / "lib")])
     hooks.auto_patchelf(foo, [bar["lib"] / "lib"], append_runpaths=())
     assert runpath(libfoo) == [str(bar["lib"] / "lib")]
     plan = hooks.RunpathPlan()

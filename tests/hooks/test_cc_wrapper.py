@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cudapkgs import elf
+from cudapkgs.elf import read as elf
 from cudapkgs.hooks import cc_wrapper
 
 GCC = shutil.which("gcc", path="/usr/bin:/bin")

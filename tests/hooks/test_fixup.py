@@ -8,7 +8,8 @@ from pathlib import Path
 
 from hook_trees import DRIVER, pkgs, runpath  # noqa: F401 (pkgs is a fixture)
 
-from cudapkgs import elf, hooks
+from cudapkgs.elf import read as elf
+from cudapkgs import hooks
 
 
 def test_fixup_chain_stubs_driver_compat(pkgs, tmp_path: Path) -> None:

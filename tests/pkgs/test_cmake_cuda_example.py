@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import cudapkgs
-from cudapkgs import elf
+from cudapkgs.elf import read as elf
 from cudapkgs.hooks import is_stubs_entry
 from cudapkgs.realise.realise import realise
 from cudapkgs.shell import shell_environment

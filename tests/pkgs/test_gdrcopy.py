@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import cudapkgs
-from cudapkgs import elf
+from cudapkgs.elf import read as elf
 from cudapkgs.hooks import is_stubs_entry
 
 SOURCES = Path(os.environ.get("CUDAPKGS_SOURCES", Path(__file__).resolve().parents[3] / "shared" / "sources"))

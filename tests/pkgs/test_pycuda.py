@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import cudapkgs
-from cudapkgs import elf
+from cudapkgs.elf import read as elf
 from cudapkgs.errors import EvalError
 from cudapkgs.hooks import is_stubs_entry
 from cudapkgs.pkgs.python_modules import pinned_wheel

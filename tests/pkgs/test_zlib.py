@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import cudapkgs
-from cudapkgs import elf
+from cudapkgs.elf import read as elf
 from cudapkgs.errors import CudapkgsError
 from cudapkgs.pkgs.sources import source_dirs
 from cudapkgs.realise.realise import realise

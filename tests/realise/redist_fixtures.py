@@ -231,7 +231,7 @@ def child(config: dict, attrs: list[str]) -> None:
     import time
 
     import cudapkgs
-    from cudapkgs.realise import redist
+    from cudapkgs.fetch import archives
     from cudapkgs.realise.realise import realise
     from cudapkgs.store.store import Store
 
@@ -240,7 +240,7 @@ def child(config: dict, attrs: list[str]) -> None:
     marker = os.environ.get("REDIST_MARKER")
     count = os.environ.get("REDIST_COUNT")
     if pause_after:
-        extract = redist._extract
+        extract = archives._extract
         done = [0]
 
         def slow(*args, **kwargs):
@@ -251,7 +251,7 @@ def child(config: dict, attrs: list[str]) -> None:
                     Path(marker).write_text(str(os.getpid()))
                 time.sleep(pause)
 
-        redist._extract = slow
+        archives._extract = slow
 
     def on_step(name: str) -> None:
         if count and name == "unpack":

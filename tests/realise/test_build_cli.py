@@ -10,7 +10,7 @@ import sys
 import pytest
 from test_scheduler import EVENTS, _fake_builder, mk  # noqa: F401  (the fixture registers the fake builder)
 
-from cudapkgs.realise.cli import Installable, realise_and_link
+from cudapkgs.cli.realise import Installable, realise_and_link
 from cudapkgs.realise.realise import log_path
 from cudapkgs.cli import main
 from cudapkgs.errors import CudapkgsError

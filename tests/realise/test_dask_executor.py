@@ -23,8 +23,10 @@ from cudapkgs.realise.dask_executor import (
     resources_string,
     run_on_dask,
 )
-from cudapkgs.realise.realise import BuildError, realise
-from cudapkgs.realise.scheduler import BuildFailed, plan
+from cudapkgs.realise.errors import BuildError
+from cudapkgs.realise.realise import realise
+from cudapkgs.realise.errors import BuildFailed
+from cudapkgs.realise.scheduler import plan
 from cudapkgs.stdenv import mk_derivation
 from cudapkgs.store.caches.signing import generate
 from cudapkgs.store.store import Store
@@ -238,7 +240,7 @@ def test_a_failed_build_shows_the_worker_log(setup):
 
 @needs_namespaces
 def test_gpu_tests_run_in_parallel_only_on_gpu_workers_and_say_where(setup):
-    from cudapkgs.fixpoint import AttrSet
+    from cudapkgs.lib.fixpoint import AttrSet
     from cudapkgs.testers import run_tests
 
     cluster, config, builders = setup

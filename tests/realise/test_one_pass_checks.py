@@ -27,7 +27,8 @@ from cudapkgs.fetch import FetchedArtifact, unpack_wheel
 from cudapkgs.fetch import wheels as wheels_module
 from cudapkgs.hooks import check_no_fhs_references
 from cudapkgs.realise import redist
-from cudapkgs.realise.realise import BuildError, build_one
+from cudapkgs.realise.errors import BuildError
+from cudapkgs.realise.realise import build_one
 from cudapkgs.store import nar
 from cudapkgs.store.paths import hash_part, make_store_path
 from cudapkgs.store.store import Store

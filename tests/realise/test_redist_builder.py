@@ -20,10 +20,12 @@ import redist_fixtures as rf
 from elf_builders import GCC, readelf_runpath
 
 import cudapkgs
-from cudapkgs import elf
+from cudapkgs.fetch import archives
+from cudapkgs.elf import read as elf
 from cudapkgs.realise import redist
 from cudapkgs.realise.context import BuildContext
-from cudapkgs.realise.realise import BuildError, realise
+from cudapkgs.realise.errors import BuildError
+from cudapkgs.realise.realise import realise
 from cudapkgs.errors import UnavailablePackageError, UnfreeLicenseError
 from cudapkgs.store.store import Store
 
@@ -285,8 +287,8 @@ def _member(name: str, kind=tarfile.REGTYPE, linkname: str = "", mode: int = 0o6
          "dangling-hardlink", "fifo"],
 )
 def test_unpack_refuses_members_outside_the_tree(tmp_path, members):
-    with pytest.raises(redist.UnpackError):
-        redist.unpack(_tar(tmp_path, members), tmp_path / "out")
+    with pytest.raises(archives.UnpackError):
+        archives.unpack(_tar(tmp_path, members), tmp_path / "out")
     assert not (tmp_path / "evil").exists()
 
 
@@ -298,7 +300,7 @@ def test_unpack_strips_the_single_top_dir_and_keeps_modes_and_links(tmp_path):
         (_member("x-archive/lib/libx.so", tarfile.SYMTYPE, "libx.so.1"), None),
         (_member("x-archive/lib/hard", tarfile.LNKTYPE, "x-archive/lib/libx.so.1"), None),
     ], name="x.tar.xz")  # the name does not decide the compression
-    root = redist.unpack(archive, tmp_path / "out")
+    root = archives.unpack(archive, tmp_path / "out")
     assert root == tmp_path / "out" / "x-archive"
     assert os.access(root / "bin" / "tool", os.X_OK) and not os.access(root / "lib" / "libx.so.1", os.X_OK)
     assert os.readlink(root / "lib" / "libx.so") == "libx.so.1"
@@ -309,8 +311,8 @@ def test_unpack_reports_a_damaged_archive(tmp_path):
     archive = tmp_path / "a.tar.xz"
     good = rf.tar_bytes(Path(__file__).parent, "t")
     archive.write_bytes(good[: len(good) // 2])
-    with pytest.raises(redist.UnpackError, match="damaged archive"):
-        redist.unpack(archive, tmp_path / "out")
+    with pytest.raises(archives.UnpackError, match="damaged archive"):
+        archives.unpack(archive, tmp_path / "out")
 
 
 def test_builder_refuses_a_derivation_without_src(tmp_path):
@@ -448,7 +450,8 @@ def test_a_wheel_tree_is_copied_not_consumed(tmp_path, monkeypatch):
 def test_a_wheel_may_leave_static_and_stubs_empty_but_a_tarball_may_not(tmp_path, monkeypatch):
     from elf_builders import shared_lib
 
-    from cudapkgs.realise.realise import BuildError, build_one
+    from cudapkgs.realise.errors import BuildError
+    from cudapkgs.realise.realise import build_one
 
     tree = tmp_path / "wheel-tree"
     shared_lib(tree / "lib" / "libcufft.so.12", "int fft(void) { return 1; }\n", "libcufft.so.12")
@@ -474,7 +477,7 @@ def test_a_wheel_may_leave_static_and_stubs_empty_but_a_tarball_may_not(tmp_path
 
 # --- host compiler ----------------------------------------------------------------------------
 
-from cudapkgs.realise import host_compiler as hc  # noqa: E402
+from cudapkgs.host import compiler as hc  # noqa: E402
 
 
 def fake_compilers(directory: Path, **versions: str) -> Path:

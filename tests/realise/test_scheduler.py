@@ -13,17 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cudapkgs.realise import context
-from cudapkgs.realise.realise import BuildError, log_path, realise
-from cudapkgs.realise.scheduler import (
-    BuildFailed,
-    NullProgress,
-    PlainProgress,
-    RichProgress,
-    make_progress,
-    plan,
-    realise_parallel,
-    run,
-)
+from cudapkgs.realise.errors import BuildError
+from cudapkgs.realise.realise import log_path, realise
+from cudapkgs.realise.errors import BuildFailed
+from cudapkgs.cli.progress import PlainProgress, RichProgress, make_progress
+from cudapkgs.realise.scheduler import NullProgress, plan, realise_parallel, run
 from cudapkgs.derivation import Derivation
 from cudapkgs.errors import CudapkgsError
 from cudapkgs.store.store import Store

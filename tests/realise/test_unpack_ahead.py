@@ -17,8 +17,10 @@ from elf_builders import GCC
 
 import cudapkgs
 from cudapkgs.realise import redist, unpack_ahead
-from cudapkgs.realise.realise import BuildError, log_path
-from cudapkgs.realise.scheduler import BuildFailed, realise_parallel
+from cudapkgs.realise.errors import BuildError
+from cudapkgs.realise.realise import log_path
+from cudapkgs.realise.errors import BuildFailed
+from cudapkgs.realise.scheduler import realise_parallel
 from cudapkgs.store.store import Store
 
 pytestmark = pytest.mark.skipif(GCC is None, reason="needs gcc")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from cudapkgs.fetch import archives
 from cudapkgs import confine
 from cudapkgs import hooks
-from cudapkgs.realise import redist
 from cudapkgs.store.store import Store
 
 
@@ -58,16 +58,16 @@ def _chain(depth: int) -> list[tuple[str, str, str, bytes | None]]:
 
 def test_symlink_chain_escaping_the_tree_is_refused(tmp_path):
     archive = _tar(tmp_path / "a.tar.gz", _chain(20))
-    with pytest.raises(redist.UnpackError, match="leads outside"):
-        redist.unpack(archive, tmp_path / "out")
+    with pytest.raises(archives.UnpackError, match="leads outside"):
+        archives.unpack(archive, tmp_path / "out")
 
 
 def test_hard_link_through_a_symlink_chain_never_links_an_outside_file(tmp_path):
     victim, before = _victim(tmp_path)
     rel = os.path.relpath(victim, "/")
     archive = _tar(tmp_path / "a.tar.gz", _chain(20) + [("x", "hard", f"d/s20/{rel}", None)])
-    with pytest.raises(redist.UnpackError, match="hard link"):
-        redist.unpack(archive, tmp_path / "out")
+    with pytest.raises(archives.UnpackError, match="hard link"):
+        archives.unpack(archive, tmp_path / "out")
     _untouched(victim, before)
 
 
@@ -83,8 +83,8 @@ def test_hard_link_through_a_symlink_chain_never_links_an_outside_file(tmp_path)
 )
 def test_hard_links_only_to_earlier_regular_members(tmp_path, members):
     victim, before = _victim(tmp_path)
-    with pytest.raises(redist.UnpackError):
-        redist.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
+    with pytest.raises(archives.UnpackError):
+        archives.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
     _untouched(victim, before)
 
 
@@ -92,46 +92,46 @@ def test_a_later_link_that_lengthens_a_chain_is_caught(tmp_path):
     # d/s2 -> s1/../.. is inside while d/s1 -> x (a directory); replacing d/s1 by "." sends s2 out.
     members = [("d/x", "dir", "", None), ("d/s1", "sym", "x", None), ("d/s2", "sym", "s1/../..", None),
                ("d/s1", "sym", ".", None), ("d/keep", "file", "", b"k")]
-    with pytest.raises(redist.UnpackError, match="s2"):
-        redist.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
+    with pytest.raises(archives.UnpackError, match="s2"):
+        archives.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
 
 
 def test_a_link_escaping_the_single_top_directory_is_refused(tmp_path):
     # The caller moves the x-archive/ root elsewhere: a link to its parent would point beside the store path.
     members = [("x-archive/lib", "dir", "", None), ("x-archive/lib/up", "sym", "../..", None)]
-    with pytest.raises(redist.UnpackError, match="up"):
-        redist.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
+    with pytest.raises(archives.UnpackError, match="up"):
+        archives.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
 
 
 def test_symlink_loop_is_an_unpack_error(tmp_path):
     members = [("lib", "dir", "", None), ("lib/libx.so", "sym", "libx.so", None)]
-    with pytest.raises(redist.UnpackError, match="loop"):
-        redist.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
+    with pytest.raises(archives.UnpackError, match="loop"):
+        archives.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
 
 
 @pytest.mark.parametrize("kind", ["chr", "fifo"])
 def test_device_nodes_and_fifos_are_refused(tmp_path, kind):
-    with pytest.raises(redist.UnpackError, match="not a file"):
-        redist.unpack(_tar(tmp_path / "a.tar.gz", [(f"dev{kind}", kind, "", None)]), tmp_path / "out")
+    with pytest.raises(archives.UnpackError, match="not a file"):
+        archives.unpack(_tar(tmp_path / "a.tar.gz", [(f"dev{kind}", kind, "", None)]), tmp_path / "out")
 
 
 def test_setuid_and_world_writable_bits_are_dropped(tmp_path):
     archive = _tar(tmp_path / "a.tar.gz", [("bin/tool", "file", "", b"#!/bin/sh\n")], mode=0o6777)
-    root = redist.unpack(archive, tmp_path / "out")
+    root = archives.unpack(archive, tmp_path / "out")
     assert stat.S_IMODE(os.stat(root / "tool").st_mode) == 0o755  # bin/ is the single top dir
 
 
 def test_a_member_may_not_turn_a_file_into_a_directory_path(tmp_path):
     members = [("a", "file", "", b"x"), ("a/b", "file", "", b"y")]
-    with pytest.raises(redist.UnpackError, match="through the file"):
-        redist.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
+    with pytest.raises(archives.UnpackError, match="through the file"):
+        archives.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
 
 
 def test_inside_links_and_hard_links_still_unpack(tmp_path):
     members = [("x/lib/libx.so.1", "file", "", b"lib"), ("x/lib/libx.so", "sym", "libx.so.1", None),
                ("x/lib64", "sym", "lib", None), ("x/lib/hard", "hard", "x/lib/libx.so.1", None),
                ("x/include/up", "sym", "../lib/../lib64/libx.so", None)]
-    root = redist.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
+    root = archives.unpack(_tar(tmp_path / "a.tar.gz", members), tmp_path / "out")
     assert (root / "include" / "up").read_bytes() == b"lib"
     assert os.stat(root / "lib" / "hard").st_ino == os.stat(root / "lib" / "libx.so.1").st_ino
 
@@ -249,29 +249,29 @@ def test_unshare_hardlinks_gives_each_file_its_own_inode(tmp_path):
 
 
 def test_a_decompression_bomb_fails_with_both_numbers(tmp_path, monkeypatch):
-    monkeypatch.setattr(redist, "MIN_EXPANDED_BYTES", 1 << 20)  # the floor, scaled down to keep the test small
+    monkeypatch.setattr(archives, "MIN_EXPANDED_BYTES", 1 << 20)  # the floor, scaled down to keep the test small
     archive = tmp_path / "bomb.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         info = tarfile.TarInfo("zeros")
         info.size = 16 << 20  # 16 MiB of zeros: about 16 KB compressed, a 1000x expansion
         tar.addfile(info, io.BytesIO(bytes(info.size)))
     declared = archive.stat().st_size
-    limit = max(1 << 20, redist.EXPANSION_RATIO * declared)
-    with pytest.raises(redist.UnpackError, match=rf"past {limit} bytes, 40x the {declared} bytes"):
-        redist.unpack(archive, tmp_path / "out", declared_size=declared)
+    limit = max(1 << 20, archives.EXPANSION_RATIO * declared)
+    with pytest.raises(archives.UnpackError, match=rf"past {limit} bytes, 40x the {declared} bytes"):
+        archives.unpack(archive, tmp_path / "out", declared_size=declared)
     assert not (tmp_path / "out" / "zeros").exists()  # refused before a byte of it was written
-    assert redist.unpack(archive, tmp_path / "ok", declared_size=None)  # no declared size: no bound
+    assert archives.unpack(archive, tmp_path / "ok", declared_size=None)  # no declared size: no bound
 
 
 def test_too_many_members_for_the_declared_size_fail(tmp_path, monkeypatch):
-    monkeypatch.setattr(redist, "MIN_MEMBERS", 100)
+    monkeypatch.setattr(archives, "MIN_MEMBERS", 100)
     archive = _tar(tmp_path / "many.tar.gz", [(f"d/f{i}", "file", "", b"") for i in range(500)])
-    with pytest.raises(redist.UnpackError, match=r"more than 100 members.*declares as \d+ bytes"):
-        redist.unpack(archive, tmp_path / "out", declared_size=archive.stat().st_size)
+    with pytest.raises(archives.UnpackError, match=r"more than 100 members.*declares as \d+ bytes"):
+        archives.unpack(archive, tmp_path / "out", declared_size=archive.stat().st_size)
 
 
 def test_expansion_limits_leave_real_releases_room():
     # libcublas 13.0 for x86_64 is about 700 MB compressed; cuda_cccl about 1 MB with thousands of headers.
-    max_bytes, max_members = redist.expansion_limits(700 << 20)
+    max_bytes, max_members = archives.expansion_limits(700 << 20)
     assert max_bytes >= 10 * (700 << 20) and max_members >= 50_000
-    assert redist.expansion_limits(None) == (None, None)
+    assert archives.expansion_limits(None) == (None, None)

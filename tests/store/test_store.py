@@ -570,7 +570,7 @@ def test_verify_reports_progress_by_paths_and_nar_bytes(store):
 def test_verify_progress_lines_on_a_pipe_and_in_place_on_a_terminal():
     import io
 
-    from cudapkgs.store.cli import _VerifyProgress
+    from cudapkgs.cli.store import _VerifyProgress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

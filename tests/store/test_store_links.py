@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cudapkgs import elf
+from cudapkgs.elf import patch as elf_patch
+from cudapkgs.elf import read as elf
 from cudapkgs.store.paths import make_store_path
 from cudapkgs.store.store import Store
 
@@ -96,7 +97,7 @@ def test_a_link_into_a_path_not_valid_is_copied(store, tmp_path):
 
 
 def test_elf_edits_never_reach_the_other_link(tmp_path):
-    """elf.patch gives a hard-linked file its own inode before editing it (elf_edit and patchelf
+    """elf_patch.patch gives a hard-linked file its own inode before editing it (elf_edit and patchelf
     both edit in place): the store file it was linked to stays as it was."""
     from elf_builders import BAR_C, GCC, shared_lib
 
@@ -107,7 +108,7 @@ def test_elf_edits_never_reach_the_other_link(tmp_path):
     other.parent.mkdir()
     os.link(lib, other)
     before = lib.read_bytes()
-    elf.patch([other], runpath=["/run/opengl-driver/lib"])
+    elf_patch.patch([other], runpath=["/run/opengl-driver/lib"])
     assert lib.read_bytes() == before
     assert elf.read_elf(other).runpath == ["/run/opengl-driver/lib"]
     assert os.stat(other).st_nlink == 1 and os.stat(lib).st_nlink == 1

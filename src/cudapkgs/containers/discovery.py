@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..records import FrozenRecord
+from ..lib.records import FrozenRecord
 
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up speed, docs/bench-startup.md)
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ..records import FrozenRecord, Record
+from ..lib.records import FrozenRecord, Record
 
 #: Where nvidia-ctk looks for the driver's libraries under the driver root, in order.
 DEFAULT_LIBRARY_DIRS = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..records import FrozenRecord, Record
+from ..lib.records import FrozenRecord, Record
 from . import discovery, driverfiles, names
 from .driverfiles import DriverFiles, Roots
 from .errors import CdiError, NoGpuError

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ..records import FrozenRecord, Record
+from ..lib.records import FrozenRecord, Record
 
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up speed, docs/bench-startup.md)
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import CudapkgsError
-from ..fixpoint import AttrSet, lazy
+from ..lib.fixpoint import AttrSet, lazy
 
 # cudatoolkit.nix@de32314a48f96157b502d3a205596fa12ea484b8: the host tools, then the target
 # libraries (cuda_crt from CUDA 13); every output of each except `static`.
@@ -73,7 +73,7 @@ def cudatoolkit(scope: Any, config: Any, system: str) -> Any:
     unfree packages are allowed (cudatoolkit.nix@de32314a)."""
     from .. import licenses
     from ..stdenv import mk_derivation
-    from ..pkgs.meta import source_meta
+    from ..meta import source_meta
 
     mm = scope.cudaMajorMinorVersion
 
@@ -151,7 +151,7 @@ def _redist_names(scope: Any) -> dict[str, str]:
     """name -> the attribute holding the package, for every member that is a redist; in-set
     aliases (cusparselt) are listed under their own name too, read without their warning."""
     from .components import component_specs
-    from .scope import ALIASES
+    from .aliases import ALIASES
 
     components = {pname for specs in component_specs().values() for pname in specs}
     names = {}

@@ -14,9 +14,9 @@ from typing import Any
 
 from .. import db
 from ..errors import FailedAssertionsError
-from ..fixpoint import AttrSet
+from ..lib.fixpoint import AttrSet
 from ..platform import get_redist_system, jetson_min_sbsa_capability
-from ..versions import version_at_least, version_older
+from ..lib.versions import version_at_least, version_older
 
 Assertion = tuple[bool, str]
 

@@ -10,24 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from .. import licenses
-from ..fixpoint import AttrSet, lazy
+from ..lib.fixpoint import AttrSet, lazy
 from ..package import Package
 from ..platform import get_nix_systems, mk_redist_url, redist_system_is_supported
-from ..versions import natural_sort, version_at_least
+from ..lib.versions import natural_sort, version_at_least
 from .components import ComponentSpec
+from ..hooks.split_outputs import EXPECTED_OUTPUTS, OUTPUT_TO_PATTERNS
 
-EXPECTED_OUTPUTS = ("out", "doc", "samples", "python", "bin", "dev", "include", "lib", "static", "stubs")
-OUTPUT_TO_PATTERNS = {
-    "bin": ("bin",),
-    "dev": ("**/*.pc", "**/*.cmake"),
-    "include": ("include",),
-    "lib": ("lib", "lib64"),
-    "static": ("**/*.a",),
-    "samples": ("samples",),
-    "python": ("**/*.whl",),
-    "stubs": ("stubs", "lib/stubs"),
-    "doc": ("share/doc",),
-}
 OUTPUT_NAME_VAR_FALLBACKS = {
     "outputBin": ("bin",),
     "outputDev": ("dev",),
@@ -224,7 +213,8 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             return paths
 
         def derivation():
-            from ..derivation import Derivation, default_store_dir
+            from ..derivation import Derivation
+            from ..store.location import default_store_dir
             from ..errors import UnavailablePackageError
 
             source = final.src  # the unfree gate comes first: its message says how to allow it
@@ -329,7 +319,7 @@ def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
         # and include/cccl re-created as an alias of include (NVIDIA's CMake expects it).
         return {"ccclLayout": "unnested"}
     if pname == "cuda_nvcc":
-        from ..realise.host_compiler import derivation_attrs
+        from ..host.compiler import derivation_attrs
         from ..db import nvcc_compatibilities
 
         # The host compiler nvcc.profile names, chosen as backendStdenv chooses it.
@@ -338,7 +328,7 @@ def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
         # The builder writes lib/stubs/libcuda.so from the driver headers when the source (a
         # wheel) has none (realise/redist._generate_libcuda_stub); named here so that the
         # output path changes with that behaviour.
-        from ..link_stub import STUB_VERSION
+        from ..elf.link_stub import STUB_VERSION
 
         return {"libcudaStub": STUB_VERSION}
     return {}

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from pathlib import Path
 from typing import Any
 
-from ..versions import version_at_least, version_older
+from ..lib.versions import version_at_least, version_older
 
 # (final package attrs, the set's scope) -> [(assertion holds, message)]
 AssertionRule = Callable[[Any, Any], list[tuple[bool, str]]]

@@ -11,10 +11,10 @@ import functools
 from typing import Any
 
 from .. import db, flags, platform
-from ..fixpoint import AttrSet, lazy, make_extensible
-from ..versions import version_at_least, version_older
+from ..lib.fixpoint import AttrSet, lazy, make_extensible
+from ..lib.versions import version_at_least, version_older
 from .backend_stdenv import failed_assertions_string
-from .package_sets import mk_versioned_name
+from ..package_sets import mk_versioned_name
 
 REDIST_NAMES = ("cublasmp", "cuda", "cudnn", "cudss", "cuquantum", "cusolvermp", "cusparselt",
                 "cutensor", "nppplus", "nvcomp", "nvjpeg2000", "nvpl", "nvtiff", "tensorrt")

@@ -11,40 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import flags as flag_lib
-from ..fixpoint import AttrSet, Scope, compose_many_extensions, extends, lazy, make_scope
-from ..versions import major, major_minor, version_at_least, version_older
+from ..lib.fixpoint import AttrSet, Scope, compose_many_extensions, extends, lazy, make_scope
+from ..lib.versions import major, major_minor, version_at_least, version_older
 from ..errors import FailedAssertionsError
 from .backend_stdenv import backend_stdenv
 from .components import component_specs
-from .package_sets import PackageSetDefinition
-
-
-# cuda-modules/aliases.nix@c10e8fecb9071c4d786f84d2ee04a11122476e36: old name -> (new path, attribute)
-ALIASES: dict[str, tuple[str, str]] = {
-    "cudaFlags": ("cudaPackages.flags", "flags"),
-    "cudaVersion": ("cudaPackages.cudaMajorMinorVersion", "cudaMajorMinorVersion"),
-    "cudatoolkit-legacy-runfile": ("cudaPackages.cudatoolkit", "cudatoolkit"),
-    "cusparselt": ("cudaPackages.libcusparse_lt", "libcusparse_lt"),
-}
-
-
-class CudaAliasWarning(UserWarning):
-    """A deprecated in-set alias was read (Nixpkgs' `lib.warn` in aliases.nix)."""
-
-
-def _aliases(final: AttrSet, prev: AttrSet) -> dict[str, Any]:
-    """cuda-modules/aliases.nix: old names kept when allowAliases is true; reading one warns
-    "cudaPackages.<old> is deprecated, use <new> instead" (once per set and name)."""
-    import warnings
-
-    def alias(old: str, path: str, attr: str) -> Any:
-        def value() -> Any:
-            warnings.warn(f"cudaPackages.{old} is deprecated, use {path} instead", CudaAliasWarning, stacklevel=2)
-            return final[attr]
-
-        return lazy(value)
-
-    return {old: alias(old, path, attr) for old, (path, attr) in ALIASES.items()}
+from ..package_sets import PackageSetDefinition
+from .aliases import _aliases
 
 
 def cuda_packages(

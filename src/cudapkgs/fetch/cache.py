@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -28,7 +27,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
 from ..store.locks import PathLock
 
 __all__ = [
@@ -40,7 +38,6 @@ __all__ = [
     "drop_if_empty",
     "entries",
     "in_use",
-    "parse_size",
     "use_download_entry",
 ]
 
@@ -48,25 +45,6 @@ __all__ = [
 #: (builds reading it hold it shared; collection takes it exclusively).
 LOCK_FILES = (".lock", ".inuse")
 
-_SIZE_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B?)?\s*", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
-          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
-
-
-def parse_size(text: str | int) -> int:
-    """``"5GiB"`` -> 5368709120, ``"500MB"`` -> 500000000, ``"0"`` -> 0 (bytes; IEC and SI units).
-
-    Raises ConfigError for anything else.
-    """
-    if isinstance(text, int) and not isinstance(text, bool):
-        if text < 0:
-            raise ConfigError(f"a size cannot be negative: {text}")
-        return text
-    match = _SIZE_RE.fullmatch(str(text))
-    unit = (match.group(2) or "").lower() if match else None
-    if match is None or unit not in _UNITS:
-        raise ConfigError(f"{text!r} is not a size; use bytes or a unit, e.g. 500MiB, 5GiB, 2GB")
-    return int(float(match.group(1)) * _UNITS[unit])
 
 
 @dataclass(frozen=True, slots=True)

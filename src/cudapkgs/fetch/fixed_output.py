@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FetchError, HashMismatchError
-from ..fixpoint import AttrSet, lazy
+from ..lib.fixpoint import AttrSet, lazy
 from ..package import Package, mk_package
 from .hashes import Hash
 
@@ -64,7 +64,8 @@ def fixed_output_package(
     The package reads like Nixpkgs': ``.outPath``, ``.outputHash`` (SRI), ``.drvPath``,
     ``.out``, and every attribute of ``attrs``.
     """
-    from ..derivation import Derivation, default_store_dir
+    from ..derivation import Derivation
+    from ..store.location import default_store_dir
     from ..stdenv import _config_and_system
 
     config, system = _config_and_system(pkgs_or_config, None)

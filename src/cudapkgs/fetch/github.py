@@ -17,7 +17,7 @@ order, each source mirror (see `fixed_output.source_mirrors`) at
   archives (``v`` dropped before a digit), as ``../shared/sources`` holds them,
 
 then GitHub itself. Each candidate is unpacked with the project's safe unpacker
-(`cudapkgs.realise.redist.unpack`) and kept only if its NAR hash is the declared one.
+(`cudapkgs.fetch.archives.unpack`) and kept only if its NAR hash is the declared one.
 Not supported (an error says so): fetchSubmodules, leaveDotGit, deepClone,
 sparseCheckout, postFetch, private repositories.
 """
@@ -106,7 +106,7 @@ def archive_names(repo: str, ref: str, nar_hex: str) -> list[str]:
 
 def build(drv: Any, ctx: Any, outputs: dict[str, Path]) -> None:
     """The fetchFromGitHub builder: the first mirror copy or GitHub archive with the declared NAR hash."""
-    from ..realise.redist import unpack
+    from .archives import unpack
     from .hashes import Hash
 
     attrs = drv.attrs

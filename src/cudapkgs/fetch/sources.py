@@ -20,7 +20,6 @@ __all__ = [
     "Source",
     "RedistSource",
     "MirrorSource",
-    "WheelSource",
     "redist_path",
     "fetch_artifact",
 ]
@@ -130,14 +129,6 @@ class MirrorSource(_PrefixSource):
     def __init__(self, prefix_or_directory: str | Path, **kwargs: float) -> None:
         super().__init__(prefix_or_directory, **kwargs)  # type: ignore[arg-type]
         self.name = f"mirror {self.prefix}"
-
-
-def __getattr__(name: str) -> object:
-    if name == "WheelSource":  # lazily: wheels.py imports this module
-        from .wheels import WheelSource
-
-        return WheelSource
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def fetch_artifact(

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import elf
+from ..elf import read as elf
 from .errors import FixupError
 from .runpath_plan import Outputs, RunpathPlan, dedup, output_roots, with_plan
 

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..build_inputs import PROPAGATED_BUILD, PROPAGATED_NATIVE
 
 __all__ = ["output_for", "propagate"]
 
@@ -59,3 +58,9 @@ def propagate(outputs: Mapping[str, Path], final: Mapping[str, str], attrs: Mapp
         target.write_text(" ".join(paths) + "\n")
         written[os.fspath(relative)] = paths
     return written
+
+
+PROPAGATED_BUILD = "nix-support/propagated-build-inputs"
+
+
+PROPAGATED_NATIVE = "nix-support/propagated-native-build-inputs"

@@ -13,7 +13,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from .. import elf
+from ..elf import patch as elf_patch
+from ..elf import read as elf
 
 __all__ = ["Outputs", "RunpathPlan", "dedup", "output_roots", "rewrite_runpaths", "with_plan"]
 
@@ -78,8 +79,8 @@ class RunpathPlan:
             if rp is None and interp is None:
                 continue
             groups.setdefault((None if rp is None else tuple(rp), interp), []).append(path)
-        # Two at a time when the files are big (elf.patch_many); each result as elf.patch's.
-        calls = elf.patch_many([(paths, None if rp is None else list(rp), interp) for (rp, interp), paths in groups.items()])
+        # Two at a time when the files are big (elf_patch.patch_many); each result as elf_patch.patch's.
+        calls = elf_patch.patch_many([(paths, None if rp is None else list(rp), interp) for (rp, interp), paths in groups.items()])
         for p in (*self._runpath, *self._interp):
             self._info.pop(p, None)
         self._runpath.clear()

@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .. import confine
-from ..cuda.build_redist import EXPECTED_OUTPUTS, OUTPUT_TO_PATTERNS
 from .errors import FixupError
 
 __all__ = ["split_outputs"]
@@ -114,3 +113,19 @@ def split_outputs(
                     _move_into(match, dst_root / match.relative_to(src_root), src_root, dst_root)
                     _prune_empty_parents(match.parent, src_root)
     return paths
+
+
+EXPECTED_OUTPUTS = ("out", "doc", "samples", "python", "bin", "dev", "include", "lib", "static", "stubs")
+
+
+OUTPUT_TO_PATTERNS = {
+    "bin": ("bin",),
+    "dev": ("**/*.pc", "**/*.cmake"),
+    "include": ("include",),
+    "lib": ("lib", "lib64"),
+    "static": ("**/*.a",),
+    "samples": ("samples",),
+    "python": ("**/*.whl",),
+    "stubs": ("stubs", "lib/stubs"),
+    "doc": ("share/doc",),
+}

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..fixpoint import AttrSet, lazy
+from ..lib.fixpoint import AttrSet, lazy
 from ..stdenv import DerivationPackage, mk_derivation
-from .meta import source_meta
+from ..meta import source_meta
 
 PLATFORMS = ["aarch64-linux", "x86_64-linux"]
 

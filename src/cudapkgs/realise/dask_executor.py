@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ..derivation import Derivation
-from .realise import BuildError
+from .errors import BuildError
 
 __all__ = [
     "DaskBuilders",
@@ -195,7 +195,7 @@ def run_on_dask(
     from ..store.caches.signing import SecretKey
     from ..store.caches.substitution import Substituters, trusted_keys
     from .remote_build import build_task
-    from .scheduler import BuildFailed
+    from .errors import BuildFailed
 
     stream = stream or sys.stderr
     todo = list(to_build)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..hooks.errors import FixupError
-from .host_compiler import Compiler, names_for
+from ..host.compiler import Compiler, names_for
 
 __all__ = ["CCBIN_DIR", "WRAPPED", "arrange", "rewrite_profile"]
 

@@ -14,10 +14,7 @@ from pathlib import Path
 from ..derivation import Derivation
 from ..errors import CudapkgsError
 from .context import BuildContext, builder_for
-
-
-class BuildError(CudapkgsError):
-    """A builder failed; the message names the derivation and its log."""
+from .errors import BuildError
 
 
 def protect_inputs(store, derivations: Iterable[Derivation]) -> list[str]:
@@ -186,7 +183,7 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
     fetched and unpacked (`cudapkgs.realise.unpack_ahead.UnpackAhead.take`) or None; the
     builder then starts from that tree instead of fetching and unpacking itself.
     """
-    from ..testers import host_system_features, missing_features
+    from ..host.features import host_system_features, missing_features
 
     lacking = missing_features(drv)
     if lacking:

@@ -156,7 +156,8 @@ def _run(data: Mapping[str, Any]) -> dict[str, Any]:
     from ..store.caches.signing import SecretKey
     from ..store.caches.substitution import Substituters, trusted_keys
     from ..store.store import Store
-    from .realise import BuildError, build_one, log_path
+    from .errors import BuildError
+    from .realise import build_one, log_path
 
     context = pickle.loads(data["context"]) if data.get("context") else None
     drv = Derivation.from_json(data["drv"], source=f"task {data['drv'].get('name')}", context=context)

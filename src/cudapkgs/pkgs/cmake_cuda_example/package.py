@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...fixpoint import AttrSet
+from ...lib.fixpoint import AttrSet
 from ...stdenv import DerivationPackage, mk_derivation
 
 SOURCE = Path(__file__).with_name("src")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ... import licenses
-from ...fixpoint import lazy
-from ...versions import version_older
+from ...lib.fixpoint import lazy
+from ...lib.versions import version_older
 from ..from_source import CMAKE_BUILD, CMAKE_CONFIGURE, cmake_bool, cmake_feature, present, resolve_externals, source_package
 from ..substitute import SUBSTITUTE_IN_PLACE
 

@@ -13,8 +13,8 @@ import json
 from typing import Any
 
 from ... import licenses
-from ...fixpoint import lazy
-from ...versions import version_at_least
+from ...lib.fixpoint import lazy
+from ...lib.versions import version_at_least
 from ..from_source import (CMAKE_BUILD, CMAKE_CONFIGURE, CMAKE_INSTALL, cmake_bool, cmake_feature, present,
                            resolve_externals, source_package)
 

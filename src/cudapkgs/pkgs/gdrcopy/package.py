@@ -54,7 +54,7 @@ def gdrcopy(backendStdenv: Any, cuda_cudart: Any, cuda_nvcc: Any, cudaMajorMinor
 
 
 def lambda_text(cuda_mm: str, flags: Any) -> Any:
-    from ...fixpoint import lazy
+    from ...lib.fixpoint import lazy
 
     def text() -> str:
         return SUBSTITUTE_IN_PLACE + (
@@ -72,6 +72,6 @@ def lambda_text(cuda_mm: str, flags: Any) -> Any:
 
 
 def lazy_flags(cuda_cudart: Any, cuda_nvcc: Any) -> Any:
-    from ...fixpoint import lazy
+    from ...lib.fixpoint import lazy
 
     return lazy(lambda: [f"CUDA={cuda_cudart.lib}", f"NVCC={cuda_nvcc.outPath}/bin/nvcc", "lib", "exes"])

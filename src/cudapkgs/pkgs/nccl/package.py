@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from ... import licenses
-from ...fixpoint import AttrSet, lazy
+from ...lib.fixpoint import AttrSet, lazy
 from ...stdenv import DerivationPackage, mk_derivation
-from ...versions import version_at_least, version_older
-from ..meta import source_meta
+from ...lib.versions import version_at_least, version_older
+from ...meta import source_meta
 from ..substitute import SUBSTITUTE_IN_PLACE
 
 # Nixpkgs' fetchFromGitHub hashes (NAR SHA-256 of the unpacked tag), nccl.nix@0145c6da.

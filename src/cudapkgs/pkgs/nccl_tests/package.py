@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from ... import licenses
-from ...fixpoint import AttrSet, lazy
+from ...lib.fixpoint import AttrSet, lazy
 from ...stdenv import DerivationPackage, mk_derivation
-from ..meta import source_meta
+from ...meta import source_meta
 from ..substitute import SUBSTITUTE_IN_PLACE
 
 VERSION = "2.18.2"

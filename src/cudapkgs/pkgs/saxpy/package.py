@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...fixpoint import AttrSet, lazy
+from ...lib.fixpoint import AttrSet, lazy
 from ...stdenv import DerivationPackage, mk_derivation
 
 SOURCE = Path(__file__).with_name("saxpy.cu")

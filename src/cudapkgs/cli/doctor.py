@@ -28,14 +28,14 @@ def register(subparsers: Any) -> None:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    from .config import load_config
-    from .doctor import diagnose
+    from ..config import load_config
+    from ..doctor import diagnose
 
     report = diagnose(load_config(file=args.config, sets=args.sets))
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 1 if report.problems else 0
-    from .table import format_size
+    from ..table import format_size
 
     out = sys.stdout
     gpus = report.gpus

@@ -12,7 +12,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..eval_cli import CONFIG_HELP, add_eval_options, pkgs_from_args
+from .eval import CONFIG_HELP, add_eval_options, pkgs_from_args
+from ..derivation import derivation_of
 
 EPILOG_BUILD = """\
 examples:
@@ -173,26 +174,6 @@ def _is_path(text: str) -> bool:
     return "/" in text and not text.startswith(('"', "'"))
 
 
-def _derivation_of(value: Any, label: str) -> Any:
-    from ..derivation import Derivation
-    from ..errors import EvalError, UnavailablePackageError
-
-    try:
-        is_package = not isinstance(value, (str, bytes)) and "derivation" in value
-    except TypeError:
-        is_package = False
-    # Evaluated outside the check: an error inside a package's derivation is reported as it is.
-    drv = value["derivation"] if is_package else None
-    if not isinstance(drv, Derivation):
-        raise EvalError(f"{label} is not a package, so it cannot be built")
-    meta = _get(value, "meta")
-    if meta is not None and _get(meta, "available") is False:  # builders other than buildRedist may not check
-        problems = _get(meta, "problems") or {}
-        reason = "; ".join(p["message"] for p in problems.values()) or f"{drv.name} is not available on this platform"
-        raise UnavailablePackageError(reason)
-    return drv
-
-
 def _get(value: Any, name: str) -> Any:
     try:
         return value[name] if name in value else None
@@ -202,8 +183,8 @@ def _get(value: Any, name: str) -> Any:
 
 def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     """The store directory and every argument's derivation; any evaluation error is raised here, before building."""
-    from ..attrpath import parse_attrpath, resolve
-    from ..derivation import default_store_dir
+    from ..lib.attrpath import parse_attrpath, resolve
+    from ..store.location import default_store_dir
 
     pkgs = pkgs_from_args(args)
     store_dir = default_store_dir(pkgs.config)
@@ -215,7 +196,7 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
         elif _is_path(text):
             items.append(Installable(text, path=text))
         else:
-            items.append(Installable(text, drv=_derivation_of(resolve(pkgs, parse_attrpath(text)), text)))
+            items.append(Installable(text, drv=derivation_of(resolve(pkgs, parse_attrpath(text)), text)))
     return store_dir, items
 
 
@@ -242,9 +223,9 @@ def _derivation_from_file(path: str, store_dir: str) -> Any:
 
 def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     """The project's packages (cudapkgs.toml), after checking them against its cudapkgs.lock."""
-    from ..derivation import default_store_dir
+    from ..store.location import default_store_dir
     from ..errors import EvalError, UsageError
-    from ..project_cli import check_against_lock, project_environment
+    from .project import check_against_lock, project_environment
 
     if getattr(args, "files", None) or getattr(args, "args", None):
         raise UsageError("-f/--arg need packages to name; a project lists its files in cudapkgs.toml (files = [...])")
@@ -262,7 +243,7 @@ def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     if differences:
         print(f"cudapkgs: warning: the environment differs from {env.project.lock_file} ({len(differences)} differences)",
               file=sys.stderr)
-    items = [Installable(label, drv=_derivation_of(pkg, label)) for label, pkg in env.packages.items()]
+    items = [Installable(label, drv=derivation_of(pkg, label)) for label, pkg in env.packages.items()]
     return default_store_dir(env.config), items
 
 
@@ -273,7 +254,7 @@ def run_shell(args: argparse.Namespace) -> int:
 
     from ..shell import export_lines, host_cuda_dirs, propagated_closure, shell_environment
 
-    from .generic import dependency_paths
+    from ..realise.generic import dependency_paths
 
     store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
     cc = _shell_cc(args, items)
@@ -311,7 +292,7 @@ def run_shell(args: argparse.Namespace) -> int:
 
 def _shell_cc(args: argparse.Namespace, items: list[Installable]) -> Any:
     """stdenv.cc's derivation for a shell: the compiler a requested nvcc was set up with, else the default."""
-    from ..pkgs.cc_wrapper import cc_wrapper_for
+    from ..stdenv.cc_wrapper import cc_wrapper_for
 
     pkgs = pkgs_from_args(args)
     recorded = next(
@@ -348,7 +329,7 @@ def builders_from_args(args: argparse.Namespace) -> Any:
         return None
     from ..config import load_config
     from ..errors import UsageError
-    from .dask_executor import DaskBuilders, parse_builders_url
+    from ..realise.dask_executor import DaskBuilders, parse_builders_url
 
     if not args.push_to:
         raise UsageError("--builders needs --push-to URL: the binary cache that carries inputs and outputs "
@@ -370,7 +351,8 @@ def run_test(args: argparse.Namespace) -> int:
     """Build every test of the packages; a test needing features this machine lacks is skipped."""
     import json
 
-    from ..testers import host_system_features, run_tests
+    from ..host.features import host_system_features
+    from ..testers import run_tests
 
     builders = builders_from_args(args)
     offered = None if builders is not None else host_system_features()
@@ -444,7 +426,8 @@ def realise_and_link(
     ``max_cache_size`` (the ``maxCacheSize`` config key, e.g. "5GiB"): after building, the
     download caches are trimmed to it, least recently used entries first.
     """
-    from .scheduler import make_progress, plan, run
+    from ..realise.scheduler import plan, run
+    from .progress import make_progress
 
     store = _open_store(store_dir, create=not dry_run)
     try:
@@ -515,7 +498,8 @@ def _max_cache_size(args: argparse.Namespace) -> str | None:
 
 def _trim_caches(store_dir: str, max_cache_size: str) -> None:
     """Apply the maxCacheSize budget; say on stderr what was evicted."""
-    from ..fetch.cache import collect, parse_size
+    from ..fetch.cache import collect
+    from ..config import parse_size
     from ..table import format_size
 
     result = collect(store_dir, max_size=parse_size(max_cache_size))
@@ -634,9 +618,9 @@ def run_log(args: argparse.Namespace) -> int:
     if _is_path(text) or os.path.lexists(text):
         log_file, what = _log_of_path(text, args.store)
     else:
-        from ..attrpath import parse_attrpath, resolve
+        from ..lib.attrpath import parse_attrpath, resolve
 
-        drv = _derivation_of(resolve(pkgs_from_args(args), parse_attrpath(text)), text)
+        drv = derivation_of(resolve(pkgs_from_args(args), parse_attrpath(text)), text)
         log_file, what = _log_file(args.store or drv.store_dir, drv.drv_path), drv.name
     try:
         with open(log_file, "rb") as log:
@@ -651,7 +635,7 @@ def run_log(args: argparse.Namespace) -> int:
 def _log_file(store_dir: str, drv_path: str) -> str:
     from types import SimpleNamespace
 
-    from .realise import log_path
+    from ..realise.realise import log_path
 
     return os.fspath(log_path(SimpleNamespace(store_dir=store_dir), SimpleNamespace(drv_path=drv_path)))
 

@@ -1,4 +1,7 @@
-"""mkDerivation: packages built from source by phases (unpack … fixup).
+"""mkDerivation without a compiler of its own (Nixpkgs' stdenvNoCC plus a `cc` input): packages built from source by phases (unpack … fixup).
+
+`cudapkgs.stdenv.mk_derivation` is this one given `cudapkgs.stdenv.cc_wrapper`'s
+host compiler as `cc` (Nixpkgs' stdenv/generic/default.nix takes `cc` as an argument).
 
 `mk_derivation(config, lambda final: {...})` is Nixpkgs' `stdenv.mkDerivation
 (finalAttrs: {...})`. The package's attributes are a fixed point as in
@@ -39,10 +42,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .derivation import Derivation, default_store_dir
-from .errors import EvalError
-from .fixpoint import AttrSet, Extension, extends, force, lazy
-from .package import AttrsFunction, AttrsOverride, Package, _as_extension
+from ..derivation import Derivation
+from ..store.location import default_store_dir
+from ..errors import EvalError
+from ..lib.fixpoint import AttrSet, Extension, extends, force, lazy
+from ..package import AttrsFunction, AttrsOverride, Package, _as_extension
 
 __all__ = ["PHASES", "HOOKS", "DerivationPackage", "mk_derivation", "python_step"]
 
@@ -106,12 +110,15 @@ def mk_derivation(
     *,
     system: str | None = None,
     name: str = "",
+    cc: Callable[[AttrSet, Any, str], Any] | None = None,
 ) -> DerivationPackage:
     """A package built from source by the generic builder.
 
     `pkgs_or_config` is a `Config` or a package tree (its `config` and `system`
     are used). `attrs_fn` is `final -> attrs` (or a plain mapping); see the module
-    docstring for what the attributes mean.
+    docstring for what the attributes mean. `cc` is stdenv.cc: called as
+    ``cc(final, config, system)`` for the default `stdenvCc` (a compiler-wrapper
+    package or None); None gives no compiler (Nixpkgs' stdenvNoCC).
     """
     config, system = _config_and_system(pkgs_or_config, system)
     user_fn = (lambda final: attrs_fn) if isinstance(attrs_fn, Mapping) else attrs_fn
@@ -128,7 +135,7 @@ def mk_derivation(
             "propagatedNativeBuildInputs": [],
             "propagatedBuildInputs": [],
             # stdenv.cc: the host compiler in its cc-wrapper, an implicit native input (None: none).
-            "stdenvCc": lazy(lambda: _default_cc(final, config, system)),
+            "stdenvCc": lazy(lambda: cc(final, config, system)) if cc is not None else None,
             "env": {},
             "strictDeps": True,
             "__structuredAttrs": True,
@@ -169,8 +176,8 @@ def python_step(fn: Callable[..., Any]) -> dict[str, str]:
 
 
 def _config_and_system(pkgs_or_config: Any, system: str | None) -> tuple[Any, str]:
-    from .config import Config
-    from .platform import host_system
+    from ..config import Config
+    from ..platform import host_system
 
     if isinstance(pkgs_or_config, Config):
         config = pkgs_or_config
@@ -208,20 +215,6 @@ class OutputPath(str):
         self.owner = owner
         self.output = output
         return self
-
-
-def _default_cc(final: AttrSet, config: Any, system: str) -> Any:
-    """The cc-wrapper of the compiler a nativeBuildInputs' nvcc was set up with, else of the default one."""
-    from .pkgs.cc_wrapper import cc_wrapper_for
-
-    recorded = None
-    for item in force(final.nativeBuildInputs) or ():
-        item = force(item)
-        owner = item.package if hasattr(item, "package") else getattr(item, "owner", item)
-        if isinstance(owner, (Package, AttrSet)) and "pname" in owner and owner["pname"] == "cuda_nvcc":
-            recorded = force(owner.derivation).attrs.get("hostCompiler")
-            break
-    return cc_wrapper_for(config, system, recorded)
 
 
 def _nvcc_cuda_architectures(final: AttrSet) -> str | None:
@@ -270,7 +263,7 @@ class _Inputs:
     def input_paths(self, packages: Any, where: str) -> list[str]:
         if not isinstance(packages, (list, tuple)):
             raise EvalError(f"{where}: expected a list of packages, got {type(packages).__name__}")
-        from .build_inputs import SelectedOutputs, default_outputs
+        from ..build_inputs import SelectedOutputs, default_outputs
 
         dependency = where.rsplit(".", 1)[-1] in DEPENDENCY_LISTS
         paths: list[str] = []
@@ -320,7 +313,7 @@ class _Inputs:
 
 
 def _local_source(path: Any, where: str) -> tuple[dict[str, Any], str]:
-    from .store.nar import nar_hash
+    from ..store.nar import nar_hash
 
     p = Path(os.fspath(path)).absolute()
     if not p.exists():

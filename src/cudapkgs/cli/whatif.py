@@ -19,8 +19,8 @@ __all__ = ["compare", "plan_for", "print_comparison"]
 
 def plan_for(args: argparse.Namespace, sets: list[str]) -> dict[str, Any]:
     """The plan summary (JSON-ready) for the configuration `args` names with `sets` as its --set list."""
-    from .cli import _open_store, evaluate, substituters_from_args
-    from .scheduler import plan
+    from .realise import _open_store, evaluate, substituters_from_args
+    from ..realise.scheduler import plan
 
     ns = argparse.Namespace(**{**vars(args), "sets": sets})
     store_dir, items = evaluate(ns)

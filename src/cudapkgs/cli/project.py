@@ -24,7 +24,7 @@ examples:
 
 def register(subparsers: Any) -> None:
     """Add `lock` to the `cudapkgs` parser."""
-    from .eval_cli import CONFIG_HELP
+    from .eval import CONFIG_HELP
 
     p = subparsers.add_parser(
         "lock",
@@ -54,8 +54,8 @@ def add_project_option(p: argparse.ArgumentParser) -> None:
 
 def project_environment(args: argparse.Namespace) -> Any:
     """The project the arguments name, evaluated."""
-    from .errors import UsageError
-    from .project import PROJECT_FILE, evaluate_project, find_project, load_project
+    from ..errors import UsageError
+    from ..project import PROJECT_FILE, evaluate_project, find_project, load_project
 
     found = find_project(getattr(args, "project", None))
     if found is None:
@@ -67,7 +67,7 @@ def project_environment(args: argparse.Namespace) -> Any:
 
 def check_against_lock(env: Any) -> list[str]:
     """The differences between the project's lock and this machine ([] also when there is no lock)."""
-    from .project import check_lock, lock_data, read_lock
+    from ..project import check_lock, lock_data, read_lock
 
     if not env.project.lock_file.exists():
         return []
@@ -77,7 +77,7 @@ def check_against_lock(env: Any) -> list[str]:
 def run_lock(args: argparse.Namespace) -> int:
     import json
 
-    from .project import check_lock, lock_data, read_lock, write_lock
+    from ..project import check_lock, lock_data, read_lock, write_lock
 
     env = project_environment(args)
     data = lock_data(env)

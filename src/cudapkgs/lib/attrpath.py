@@ -86,6 +86,17 @@ def _candidates(obj: Any) -> list[str]:
     return [name for name in dir(obj) if not name.startswith("_")]
 
 
+def _top_names(root: Any, walked: Sequence[str]) -> list[str]:
+    """The top-level names, for `_set_hint` one level down (``cudaPackages_13.0``)."""
+    if len(walked) != 1:
+        return []
+    try:
+        top = force(root)
+        return [str(key) for key in top] if isinstance(top, Mapping) else _candidates(top)
+    except Exception:  # noqa: BLE001 - only a hint
+        return []
+
+
 def resolve(root: Any, path: Sequence[str]) -> Any:
     """Walk `path` from `root`: mapping keys, public attributes, and list indices."""
     obj = root
@@ -101,7 +112,7 @@ def resolve(root: Any, path: Sequence[str]) -> Any:
                 keys = [str(key) for key in obj]
                 if name in keys:
                     raise
-                raise _missing(name, walked, keys) from None
+                raise _missing(name, walked, keys, _top_names(root, walked)) from None
         if isinstance(obj, (list, tuple)):
             if _INDEX.fullmatch(name):
                 index = int(name)
@@ -119,37 +130,47 @@ def resolve(root: Any, path: Sequence[str]) -> Any:
                 f'attribute "{name}" missing at {_where(walked)}: it is {_kind(obj)}, not an attribute set'
             )
         if name.startswith("_"):
-            raise _missing(name, walked, _candidates(obj))
+            raise _missing(name, walked, _candidates(obj), _top_names(root, walked))
         try:
             obj = getattr(obj, name)
         except errors.AttributeMissingError:
             raise  # from evaluating the attribute, not from looking it up
         except AttributeError:
-            raise _missing(name, walked, _candidates(obj)) from None
+            raise _missing(name, walked, _candidates(obj), _top_names(root, walked)) from None
     return force(obj)
 
 
 _SET_RE = re.compile(r"cudaPackages(_\d+)*")
+_VERSIONED_SET_RE = re.compile(r"cudaPackages_(\d+)_(\d+)")
 
 
-def _set_hint(name: str, walked: Sequence[str]) -> str | None:
-    """For CUDA set names: ``cudaPackages_13.0`` means ``cudaPackages_13_0``; an unknown set lists the sets."""
-    from .cuda.package_sets import aliases, package_set_definitions
+def _set_hint(name: str, walked: Sequence[str], top_names: Sequence[str]) -> str | None:
+    """For CUDA set names: ``cudaPackages_13.0`` means ``cudaPackages_13_0``; an unknown set lists the sets.
 
-    known = list(package_set_definitions()) + list(aliases())
+    `top_names` are the names at the top level of the tree walked: the sets and their aliases
+    are found there, so the language needs no knowledge of which sets exist. Only a top level
+    with the default alias `cudaPackages` (a package tree, not some other attribute set) gets hints.
+    """
+    known = [n for n in top_names if _SET_RE.fullmatch(n)]
+    if "cudaPackages" not in known:
+        return None
     if len(walked) == 1 and _SET_RE.fullmatch(walked[0]) and name.isdigit():
         meant = f"{walked[0]}_{name}"
         if meant in known:
             return (f'attribute "{name}" missing at {walked[0]}: a set\'s version is written with underscores, '
                     f"{meant} (not {walked[0]}.{name})")
     if not walked and _SET_RE.fullmatch(name) and name not in known:
-        sets = ", ".join(package_set_definitions())
-        return f"there is no package set {name}; the sets are {sets}, and the aliases {', '.join(aliases())}"
+        versioned = sorted((n for n in known if _VERSIONED_SET_RE.fullmatch(n)),
+                           key=lambda n: tuple(int(x) for x in _VERSIONED_SET_RE.fullmatch(n).groups()))  # type: ignore[union-attr]
+        aliases = sorted((n for n in known if n not in versioned), key=lambda n: (n == "cudaPackages", n))
+        return (f"there is no package set {name}; the sets are {', '.join(versioned)}, "
+                f"and the aliases {', '.join(aliases)}")
     return None
 
 
-def _missing(name: str, walked: Sequence[str], candidates: Sequence[str]) -> errors.AttributeMissingError:
-    hint = _set_hint(name, walked)
+def _missing(name: str, walked: Sequence[str], candidates: Sequence[str],
+             top_names: Sequence[str] = ()) -> errors.AttributeMissingError:
+    hint = _set_hint(name, walked, top_names or (candidates if not walked else ()))
     if hint is not None:
         return errors.AttributeMissingError(hint)
     return errors.AttributeMissingError(

@@ -79,11 +79,11 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from . import manifests as m
+    from .. import manifests as m
 
     directory = args.manifests_dir
     if directory is None:
-        from .config import load_config
+        from ..config import load_config
 
         directory = load_config().manifestsDir
     searched = m.search_directories(directory)
@@ -108,7 +108,7 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"directories": [{"kind": k, "path": str(p)} for k, p in searched], "manifests": rows}, indent=2))
         return 0
-    from .table import print_table
+    from ..table import print_table
 
     for kind, path in searched:
         print(f"{kind:9} {path}")
@@ -126,7 +126,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def _compact(uses: Any) -> str:
     """``12.6-12.9 (jetson), 13.0-13.4``: set versions grouped by condition, runs collapsed."""
-    from .cuda.package_sets import package_set_definitions
+    from ..package_sets import package_set_definitions
 
     order = list(package_set_definitions())
     groups: dict[str | None, list[str]] = {}
@@ -148,7 +148,7 @@ def _compact(uses: Any) -> str:
 
 
 def run_update(args: argparse.Namespace) -> int:
-    from . import manifests as m
+    from .. import manifests as m
 
     result = m.update_manifest(args.product, args.version, source=args.source, target=args.target)
     if args.json:
@@ -184,8 +184,8 @@ def run_update(args: argparse.Namespace) -> int:
             cond = f" when {use.when}" if use.when else ""
             print(f"selected by {use.set_name}{cond}")
     else:
-        from .cuda.package_sets import package_set_definitions
-        from .versions import version_key
+        from ..package_sets import package_set_definitions
+        from ..lib.versions import version_key
 
         used = sorted(
             {c.version for d in package_set_definitions().values() for c in d.products.get(result.product, ())},

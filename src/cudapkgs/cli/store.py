@@ -133,7 +133,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .transfer import export_closure
+    from ..store.transfer import export_closure
 
     with _open(args) as store:
         written = export_closure(store, args.paths, args.output)
@@ -142,7 +142,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from .transfer import import_closure
+    from ..store.transfer import import_closure
 
     with _open(args) as store:
         added = import_closure(store, args.archive)
@@ -154,7 +154,7 @@ def _import(args: argparse.Namespace) -> int:
 def _open(args: argparse.Namespace, *, read_only: bool = False):  # type: ignore[no-untyped-def]
     """The store of --store or the configuration; `read_only` for commands that only query it
     (they then work for users who cannot write the store, and create nothing)."""
-    from .store import Store
+    from ..store.store import Store
 
     return Store.open(_store_dir(args), read_only=read_only)
 
@@ -163,7 +163,7 @@ def _store_dir(args: argparse.Namespace) -> str:
     if args.store:
         return args.store
     from ..config import load_config
-    from ..derivation import default_store_dir
+    from ..store.location import default_store_dir
 
     return default_store_dir(load_config())
 
@@ -171,7 +171,8 @@ def _store_dir(args: argparse.Namespace) -> str:
 def _gc_caches(args: argparse.Namespace) -> int:
     import json
 
-    from ..fetch.cache import collect, parse_size
+    from ..fetch.cache import collect
+    from ..config import parse_size
 
     limit = args.max_cache_size
     result = collect(_store_dir(args), max_size=parse_size(limit) if limit is not None else None, dry_run=args.dry_run)

@@ -15,13 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from .errors import (
-    AttributeMissingError,
-    EvalError,
-    InfiniteRecursionError,
-    MissingArgumentError,
-    did_you_mean,
-)
+from .errors import AttributeMissingError, EvalError, InfiniteRecursionError, MissingArgumentError, did_you_mean
 
 __all__ = [
     "AttrSet",

@@ -164,22 +164,22 @@ def register(subparsers: Any) -> None:
 
 def pkgs_from_args(args: argparse.Namespace) -> Any:
     """The package tree the evaluation options name (with the -f files' packages, --arg applied)."""
-    from .top_level import import_pkgs
+    from ..top_level import import_pkgs
 
     overlays = []
     files = getattr(args, "files", None) or []
     arg_list = getattr(args, "args", None) or []
     if arg_list and not files:
-        from .errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError("--arg applies to the functions of a package file: give -f FILE too")
     if files:
-        from .user_files import package_file_overlay, parse_arg
+        from ..user_files import package_file_overlay, parse_arg
 
         overlays.append(package_file_overlay(files, dict(parse_arg(a) for a in arg_list)))
     pkgs = import_pkgs(system=args.system, config_file=args.config, sets=args.sets, overlays=overlays)
     if files:
-        from .user_files import check_names
+        from ..user_files import check_names
 
         wanted = getattr(args, "attrpaths", None) or [getattr(args, "attrpath", None) or getattr(args, "path", None)]
         check_names(pkgs, files, [w for w in wanted if isinstance(w, str)])
@@ -187,13 +187,13 @@ def pkgs_from_args(args: argparse.Namespace) -> Any:
 
 
 def _print_json(value: Any) -> None:
-    from .attrpath import to_json
+    from ..lib.attrpath import to_json
 
     sys.stdout.write(json.dumps(to_json(value), ensure_ascii=False) + "\n")
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from .attrpath import parse_attrpath, render, resolve
+    from ..lib.attrpath import parse_attrpath, render, resolve
 
     path = parse_attrpath(args.attrpath)
     value = resolve(pkgs_from_args(args), path)
@@ -205,19 +205,19 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from .attrpath import parse_attrpath, resolve
-    from .inventory import list_components
+    from ..lib.attrpath import parse_attrpath, resolve
+    from ..inventory import list_components
 
     pkgs = pkgs_from_args(args)
     if args.all:
-        from .inventory import list_all
+        from ..inventory import list_all
 
         rows = list_all(pkgs)
         title = f"every package ({pkgs.system}; sets other than cudaPackages are reached by name)"
         key = "attr"
     else:
-        from .derivation import default_store_dir
-        from .inventory import mark_built
+        from ..store.location import default_store_dir
+        from ..inventory import mark_built
 
         scope = resolve(pkgs, parse_attrpath(args.set))
         rows = list_components(scope)
@@ -227,7 +227,7 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(rows)
         return 0
-    from .table import fit_table
+    from ..table import fit_table
 
     print(title)
     print(fit_table(
@@ -239,7 +239,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_search(args: argparse.Namespace) -> int:
-    from .inventory import search
+    from ..inventory import search
 
     pkgs = pkgs_from_args(args)
     rows = search(args.words, manifests_dir=pkgs.config.manifestsDir, pkgs=pkgs)
@@ -249,7 +249,7 @@ def run_search(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no package matches {' '.join(args.words)!r}", file=sys.stderr)
         return 1
-    from .table import fit_table
+    from ..table import fit_table
 
     def where(sets: dict[str, str]) -> str:
         if not sets:
@@ -266,7 +266,7 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def run_capabilities(args: argparse.Namespace) -> int:
-    from .inventory import capability_table
+    from ..inventory import capability_table
 
     pkgs = pkgs_from_args(args)
     version = args.cuda or pkgs.cudaPackages.cudaMajorMinorVersion
@@ -274,7 +274,7 @@ def run_capabilities(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(rows)
         return 0
-    from .table import print_table
+    from ..table import print_table
 
     def mark(flag: bool) -> str:
         return "yes" if flag else ""
@@ -300,8 +300,8 @@ def run_capabilities(args: argparse.Namespace) -> int:
 
 
 def run_show_derivation(args: argparse.Namespace) -> int:
-    from .attrpath import parse_attrpath, resolve
-    from .errors import EvalError
+    from ..lib.attrpath import parse_attrpath, resolve
+    from ..errors import EvalError
 
     value = resolve(pkgs_from_args(args), parse_attrpath(args.attrpath))
     derivation = value.get("derivation") if hasattr(value, "get") else None
@@ -315,7 +315,7 @@ def run_show_derivation(args: argparse.Namespace) -> int:
 
 
 def run_config(args: argparse.Namespace) -> int:
-    from .config import OPTIONS, Config, load_config
+    from ..config import OPTIONS, Config, load_config
 
     config = load_config(file=args.config, sets=args.sets)
     shown = config.to_nix()
@@ -323,7 +323,7 @@ def run_config(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(shown)
         return 0
-    from .table import print_table
+    from ..table import print_table
 
     print_table(
         ["key", "value", "meaning"],
@@ -336,8 +336,8 @@ def run_config(args: argparse.Namespace) -> int:
 
 
 def run_check_leakage(args: argparse.Namespace) -> int:
-    from .attrpath import parse_attrpath
-    from .leakage import check_leakage
+    from ..lib.attrpath import parse_attrpath
+    from ..leakage import check_leakage
 
     report = check_leakage(pkgs_from_args(args), parse_attrpath(args.attrpath))
     if args.json:

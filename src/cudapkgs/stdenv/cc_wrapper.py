@@ -13,10 +13,12 @@ import functools
 import json
 from typing import Any
 
-from ...hooks import cc_wrapper as hook
-from ...realise import host_compiler
+from ..hooks import cc_wrapper as hook
+from ..lib.fixpoint import AttrSet, force
+from ..package import Package
+from ..host import compiler as host_compiler
 
-__all__ = ["cc_wrapper", "cc_wrapper_for"]
+__all__ = ["cc_wrapper", "cc_wrapper_for", "default_cc"]
 
 INSTALL = r"""
 mkdir -p "$out/bin" "$out/nix-support"
@@ -30,7 +32,7 @@ printf '%s\n' "$ccWrapperInfo" > "$out/nix-support/cc-wrapper.json"
 
 def cc_wrapper(config: Any, system: str, compiler: host_compiler.Compiler) -> Any:
     """The cc-wrapper package of `compiler` (uncached; see `cc_wrapper_for`)."""
-    from ...stdenv import mk_derivation
+    from .generic import mk_derivation
 
     scripts = {
         name: hook.wrapper_script(compiler.cxx if cxx else compiler.cc, compiler.describe())
@@ -74,3 +76,16 @@ def cc_wrapper_for(config: Any, system: str, recorded: dict[str, Any] | None = N
     if compiler is None:
         return None
     return _cached(config, system, compiler)
+
+
+def default_cc(final: AttrSet, config: Any, system: str) -> Any:
+    """stdenv.cc of a package: the cc-wrapper of the compiler a nativeBuildInputs' nvcc was set up
+    with (its `hostCompiler` attribute), else of the host's default compiler; None without one."""
+    recorded = None
+    for item in force(final.nativeBuildInputs) or ():
+        item = force(item)
+        owner = item.package if hasattr(item, "package") else getattr(item, "owner", item)
+        if isinstance(owner, (Package, AttrSet)) and "pname" in owner and owner["pname"] == "cuda_nvcc":
+            recorded = force(owner.derivation).attrs.get("hostCompiler")
+            break
+    return cc_wrapper_for(config, system, recorded)

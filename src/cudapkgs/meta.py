@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import licenses
-from ..fixpoint import AttrSet, force, lazy
+from . import licenses
+from .lib.fixpoint import AttrSet, force, lazy
 
 Assertion = Mapping[str, Any]  # {"message": str, "assertion": bool}
 

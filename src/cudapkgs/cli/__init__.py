@@ -19,14 +19,14 @@ if TYPE_CHECKING:
 
 # Modules that add sub-commands, in the order they appear in --help.
 COMMAND_MODULES = (
-    "cudapkgs.eval_cli",
-    "cudapkgs.manifests_cli",
-    "cudapkgs.doctor_cli",
-    "cudapkgs.realise.cli",
-    "cudapkgs.project_cli",
-    "cudapkgs.store.cli",
-    "cudapkgs.store.caches.cli",
-    "cudapkgs.containers.cli",
+    "cudapkgs.cli.eval",
+    "cudapkgs.cli.manifests",
+    "cudapkgs.cli.doctor",
+    "cudapkgs.cli.realise",
+    "cudapkgs.cli.project",
+    "cudapkgs.cli.store",
+    "cudapkgs.cli.caches",
+    "cudapkgs.cli.containers",
 )
 
 
@@ -34,15 +34,15 @@ COMMAND_MODULES = (
 # builds the eval parser alone (start-up speed, docs/benchmarks.md). A command missing
 # here still works, through the full parser (tests/test_cli_startup.py keeps this complete).
 COMMANDS: dict[str, str] = {
-    "eval": "cudapkgs.eval_cli", "search": "cudapkgs.eval_cli", "list": "cudapkgs.eval_cli",
-    "capabilities": "cudapkgs.eval_cli", "show-derivation": "cudapkgs.eval_cli", "config": "cudapkgs.eval_cli",
-    "check-leakage": "cudapkgs.eval_cli", "manifests": "cudapkgs.manifests_cli", "doctor": "cudapkgs.doctor_cli",
-    "build": "cudapkgs.realise.cli", "shell": "cudapkgs.realise.cli", "test": "cudapkgs.realise.cli",
-    "log": "cudapkgs.realise.cli", "lock": "cudapkgs.project_cli", "gc": "cudapkgs.store.cli",
-    "export": "cudapkgs.store.cli", "import": "cudapkgs.store.cli", "path-info": "cudapkgs.store.cli",
-    "why-depends": "cudapkgs.store.cli", "verify": "cudapkgs.store.cli", "key": "cudapkgs.store.caches.cli",
-    "copy": "cudapkgs.store.caches.cli", "serve": "cudapkgs.store.caches.cli", "plan": "cudapkgs.store.caches.cli",
-    "cdi": "cudapkgs.containers.cli",
+    "eval": "cudapkgs.cli.eval", "search": "cudapkgs.cli.eval", "list": "cudapkgs.cli.eval",
+    "capabilities": "cudapkgs.cli.eval", "show-derivation": "cudapkgs.cli.eval", "config": "cudapkgs.cli.eval",
+    "check-leakage": "cudapkgs.cli.eval", "manifests": "cudapkgs.cli.manifests", "doctor": "cudapkgs.cli.doctor",
+    "build": "cudapkgs.cli.realise", "shell": "cudapkgs.cli.realise", "test": "cudapkgs.cli.realise",
+    "log": "cudapkgs.cli.realise", "lock": "cudapkgs.cli.project", "gc": "cudapkgs.cli.store",
+    "export": "cudapkgs.cli.store", "import": "cudapkgs.cli.store", "path-info": "cudapkgs.cli.store",
+    "why-depends": "cudapkgs.cli.store", "verify": "cudapkgs.cli.store", "key": "cudapkgs.cli.caches",
+    "copy": "cudapkgs.cli.caches", "serve": "cudapkgs.cli.caches", "plan": "cudapkgs.cli.caches",
+    "cdi": "cudapkgs.cli.containers",
 }  # fmt: skip
 
 
@@ -188,14 +188,14 @@ def _parser_of(parser: argparse.ArgumentParser, names: Sequence[str]) -> argpars
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return f"cudapkgs {__version__}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    from .errors import CudapkgsError
+    from ..errors import CudapkgsError
 
     words = list(sys.argv[1:] if argv is None else argv)
     named = _command_words(words)
@@ -237,7 +237,7 @@ def _in_user_file(error: BaseException) -> str:
     """"FILE:LINE: " when the error was raised inside a user's package or overlay file, else ""."""
     if "cudapkgs.user_files" not in sys.modules:  # no user file was loaded
         return ""
-    from .user_files import user_location
+    from ..user_files import user_location
 
     where = user_location(error)
     return "" if where is None or str(error).startswith(where) else f"{where}: "

@@ -1,6 +1,6 @@
 """Set an ELF file's RUNPATH by appending to it, without rewriting the file.
 
-patchelf (`cudapkgs.elf.patch`) reads a whole file, grows its first segment by a page and
+patchelf (`cudapkgs.elf.patch.patch`) reads a whole file, grows its first segment by a page and
 writes every byte back: 245 MiB for the five CUDA 13.0 compiler wheels, a quarter of their
 realisation's CPU time (issue 12). NVIDIA's binaries have no DT_RUNPATH and no spare
 dynamic slot, so the string table and the dynamic section must grow; `set_runpath` does it

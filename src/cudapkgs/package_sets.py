@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import EvalError, did_you_mean
+from .errors import EvalError, did_you_mean
 
 
 class Choice:
@@ -49,9 +49,9 @@ class PackageSetDefinition:
 
 
 def _load() -> dict[str, Any]:
-    from ..datafiles import load_toml
+    from .datafiles import load_toml
 
-    return load_toml(Path(__file__).parents[1] / "data" / "package_sets.toml")
+    return load_toml(Path(__file__).parent / "data" / "package_sets.toml")
 
 
 @functools.cache

@@ -90,7 +90,7 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--store", metavar="DIR", help=STORE_HELP)
     serve.set_defaults(func=_serve)
 
-    from ...eval_cli import CONFIG_HELP, add_eval_options
+    from .eval import CONFIG_HELP, add_eval_options
 
     plan = subparsers.add_parser(
         "plan",
@@ -122,8 +122,8 @@ def _subcommand_help(parser: argparse.ArgumentParser) -> int:
 def _key_generate(args: argparse.Namespace) -> int:
     import os
 
-    from ...errors import CudapkgsError
-    from .signing import generate
+    from ..errors import CudapkgsError
+    from ..store.caches.signing import generate
 
     secret = generate(args.name)
     try:
@@ -139,7 +139,7 @@ def _key_generate(args: argparse.Namespace) -> int:
 
 
 def _key_public(args: argparse.Namespace) -> int:
-    from .signing import SecretKey
+    from ..store.caches.signing import SecretKey
 
     print(SecretKey.load(args.secret).public)
     return 0
@@ -149,16 +149,16 @@ def _key_public(args: argparse.Namespace) -> int:
 
 
 def _open_store(store_arg: str | None):
-    from .. import open_store
-    from ..store import Store
+    from ..store import open_store
+    from ..store.store import Store
 
     return Store.open(store_arg) if store_arg else open_store()
 
 
 def _copy(args: argparse.Namespace) -> int:
-    from ...errors import UsageError
-    from ...table import format_size
-    from . import open_cache
+    from ..errors import UsageError
+    from ..table import format_size
+    from ..store.caches import open_cache
 
     if args.from_ and args.sign_key:
         raise UsageError("--sign-key goes with --to (a cache's narinfos are signed when uploading)")
@@ -167,7 +167,7 @@ def _copy(args: argparse.Namespace) -> int:
     store = _open_store(args.store)
     try:
         if args.to:
-            from .signing import SecretKey
+            from ..store.caches.signing import SecretKey
 
             key = SecretKey.load(args.sign_key) if args.sign_key else None
             cache = open_cache(args.to)
@@ -196,11 +196,11 @@ def _copy(args: argparse.Namespace) -> int:
 
 
 def _copy_from(args: argparse.Namespace, store) -> int:
-    from ...config import load_config
-    from ...errors import CudapkgsError
-    from . import open_cache
-    from .signing import trusted_keys
-    from .substitution import PlainSubstituteProgress, Substituters
+    from ..config import load_config
+    from ..errors import CudapkgsError
+    from ..store.caches import open_cache
+    from ..store.caches.signing import trusted_keys
+    from ..store.caches.substitution import PlainSubstituteProgress, Substituters
 
     config = load_config()
     keys = trusted_keys(list(config["trustedPublicKeys"]) + args.trusted_public_key)
@@ -235,8 +235,8 @@ def _copy_from(args: argparse.Namespace, store) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .serve import make_server
-    from .signing import SecretKey
+    from ..store.caches.serve import make_server
+    from ..store.caches.signing import SecretKey
 
     key = SecretKey.load(args.sign_key) if args.sign_key else None
     store = _open_store(args.store)
@@ -246,7 +246,7 @@ def _serve(args: argparse.Namespace) -> int:
         server = make_server(root, args.host, args.port, secret_key=key,
                              log=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)))
     except OSError as error:
-        from ...errors import CudapkgsError
+        from ..errors import CudapkgsError
 
         raise CudapkgsError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
     host, port = server.server_address[:2]
@@ -264,7 +264,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from ...realise.whatif import compare, print_comparison
+    from .whatif import compare, print_comparison
 
     result = compare(args)
     if args.json:

@@ -96,7 +96,7 @@ def _add_spec_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace):
-    from .generate import DEFAULT_STRATEGIES, Options
+    from ..containers.generate import DEFAULT_STRATEGIES, Options
 
     return Options(
         vendor=args.vendor,
@@ -157,10 +157,10 @@ def _add_root_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from .fsutil import atomic_write
-    from .generate import generate, infer_format, output_path
+    from ..containers.fsutil import atomic_write
+    from ..containers.generate import generate, infer_format, output_path
 
-    from .errors import NoGpuError
+    from ..containers.errors import NoGpuError
 
     options = _options(args)
     fmt = infer_format(args.output, args.format)
@@ -177,7 +177,7 @@ def _generate(args: argparse.Namespace) -> int:
         except FileNotFoundError:
             print(f"no NVIDIA GPU or driver: no spec written ({stale} does not exist)", file=sys.stderr)
         except OSError as error:  # a directory, a read-only file system, no permission
-            from .errors import CdiError
+            from ..containers.errors import CdiError
 
             raise CdiError(f"no NVIDIA GPU or driver, and the stale spec {stale} cannot be removed: "
                            f"{error.strerror or error}") from None
@@ -204,7 +204,7 @@ def _generate(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     import json
 
-    from .registry import scan
+    from ..containers.registry import scan
 
     listing = scan(args.spec_dir or DEFAULT_SPEC_DIRS)
     if args.json:
@@ -225,7 +225,7 @@ def _list(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     import json
 
-    from .validate import duplicate_problems, host_problems, validate_file
+    from ..containers.validate import duplicate_problems, host_problems, validate_file
 
     reports = []
     failed = 0
@@ -254,7 +254,7 @@ def _validate(args: argparse.Namespace) -> int:
 def _inject(args: argparse.Namespace) -> int:
     import json
 
-    from .inject import inject
+    from ..containers.inject import inject
 
     report, _config = inject(args.source, args.devices, args.bundle, dry_run=args.dry_run)
     for spec, error in sorted(report.skipped_specs.items()):
@@ -274,7 +274,7 @@ def _inject(args: argparse.Namespace) -> int:
 
 
 def _snippet(args: argparse.Namespace) -> int:
-    from .snippets import DOCKER_NOTE, snippet
+    from ..containers.snippets import DOCKER_NOTE, snippet
 
     sys.stdout.write(snippet(args.engine, _split(args.device), args.service))
     if args.engine == "docker":
@@ -283,7 +283,7 @@ def _snippet(args: argparse.Namespace) -> int:
 
 
 def _install_service(args: argparse.Namespace) -> int:
-    from .service import conflicting_specs, install, render
+    from ..containers.service import conflicting_specs, install, render
 
     _options(args).check()
     library_dirs = [os.path.abspath(p) for p in _split(args.library_search_path)]
@@ -305,7 +305,7 @@ def _install_service(args: argparse.Namespace) -> int:
 
 
 def _hook(args: argparse.Namespace) -> int:
-    from . import hooks
+    from ..containers import hooks
 
     debug = os.environ.get("NVIDIA_CTK_DEBUG", "").lower() in ("1", "true")
 

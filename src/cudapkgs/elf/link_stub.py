@@ -30,7 +30,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .errors import CudapkgsError
+from ..errors import CudapkgsError
 
 __all__ = ["STUB_VERSION", "DRIVER_HEADERS", "MACHINES", "MESSAGES", "STUB_RETURN", "StubError", "cuda_driver_symbols", "stub_bytes", "write_stub"]
 

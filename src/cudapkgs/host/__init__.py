@@ -1,0 +1,1 @@
+"""What this machine offers: host compilers (`compiler`), system features from its GPUs (`features`)."""

@@ -1,0 +1,24 @@
+"""Where the store lives: `storeDir`, $CUDAPKGS_STORE, else the XDG data directory.
+
+Kept apart from the path arithmetic (`store.paths`) so that an evaluation, which needs only
+the directory, imports neither hashlib nor the database.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+
+def default_store_dir(config: Any = None, env: Mapping[str, str] = os.environ) -> str:
+    """The store directory: config `storeDir`, else $CUDAPKGS_STORE, else the XDG data dir."""
+    configured = config.storeDir if config is not None else None
+    if configured:
+        return os.path.abspath(configured)
+    if env.get("CUDAPKGS_STORE"):
+        return os.path.abspath(env["CUDAPKGS_STORE"])
+    data = env.get("XDG_DATA_HOME")
+    if not data or not os.path.isabs(data):
+        data = os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data, "cudapkgs", "store")
