@@ -198,7 +198,7 @@ def test_response_file_words_are_gccs(tree, tmp_path):
     store, _, _, _ = tree
     wrapper, _ = _recorder(tmp_path)
     rsp = tmp_path / "words.rsp"
-    cases = ['a b\tc\n', "'a b' \"c d\" e\\ f", 'x"y z"w', "'it\\'s'", '"a\\"b"', "''", 'tail\\', "'open q", "é ü"]
+    cases = ['a b\tc\n', "'a b' \"c d\" e\\ f", 'x"y z"w', "'it\\'s'", '"a\\"b"', "''", 'tail\\', "'open q", "'\\", "é ü"]
     for text in cases:
         rsp.write_text(text)
         assert _words_read(wrapper, store, rsp)[1:] == _reference_words(text), text

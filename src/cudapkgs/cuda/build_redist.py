@@ -322,8 +322,11 @@ def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
         from ..host.compiler import derivation_attrs
         from ..db import nvcc_compatibilities
 
-        # The host compiler nvcc.profile names, chosen as backendStdenv chooses it.
-        return {"hostCompiler": derivation_attrs(cuda.cudaMajorMinorVersion, nvcc_compatibilities())}
+        from ..hooks.cudatoolkit_root import NVCC_WRAPPER
+
+        # The host compiler nvcc.profile names, chosen as backendStdenv chooses it; the wrapper's behaviour.
+        return {"hostCompiler": derivation_attrs(cuda.cudaMajorMinorVersion, nvcc_compatibilities()),
+                "nvccWrapper": NVCC_WRAPPER}
     if pname == "cuda_cudart":
         # The builder writes lib/stubs/libcuda.so from the driver headers when the source (a
         # wheel) has none (realise/redist._generate_libcuda_stub); named here so that the

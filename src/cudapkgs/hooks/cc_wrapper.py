@@ -64,7 +64,7 @@ rsp_unquote() {  # $1: quoted text without its quotes -> REPLY, each \X read as 
     REPLY+=${BASH_REMATCH[1]}${BASH_REMATCH[2]}
     rest=${BASH_REMATCH[3]}
   done
-  REPLY+=$rest
+  REPLY+=${rest%\\}  # a last lone backslash escapes nothing
 }
 rsp_words() {  # $1 text, $2 depth: its words (GCC's buildargv) -> expand_args
   local s=$1 depth=$2 head word n quote words=() IFS=$' \t\n\r\v\f' LC_ALL=C
