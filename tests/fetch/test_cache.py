@@ -12,7 +12,7 @@ from cudapkgs.cli import main
 from cudapkgs.errors import ConfigError
 from cudapkgs.fetch.cache import collect, drop_if_empty, entries, in_use, use_download_entry
 from cudapkgs.config import parse_size
-from cudapkgs.fetch.wheels import wheel_cache_directory
+from cudapkgs.fetch.wheel_lookup import wheel_cache_directory
 from cudapkgs.store.locks import PathLock
 
 

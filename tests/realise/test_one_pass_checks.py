@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from cudapkgs.derivation import Derivation
 from cudapkgs.errors import FetchError, StoreError
 from cudapkgs.fetch import FetchedArtifact, unpack_wheel
-from cudapkgs.fetch import wheels as wheels_module
+from cudapkgs.fetch import wheel_unpack as wheels_module
 from cudapkgs.hooks import check_no_fhs_references
 from cudapkgs.realise import redist
 from cudapkgs.realise.errors import BuildError
@@ -310,7 +310,7 @@ def test_peak_memory_of_unpack_check_and_hash_stays_under_64_mib_for_a_large_fil
 def test_unpack_wheel_with_a_sha256_checks_the_whole_wheel_before_the_tree_exists(tmp_path):
     import hashlib
 
-    from cudapkgs.fetch.wheels import WheelChangedError
+    from cudapkgs.fetch.wheel_unpack import WheelChangedError
 
     wheel = make_wheel(tmp_path / "w.whl", FILES)
     good = hashlib.sha256(wheel.read_bytes()).hexdigest()
@@ -375,7 +375,7 @@ def test_the_wheel_hashed_is_the_wheel_unpacked_even_if_replaced_meanwhile(tmp_p
     import threading
     import zipfile
 
-    from cudapkgs.fetch import wheels
+    from cudapkgs.fetch import wheel_unpack as wheels
 
     wheel = make_wheel(tmp_path / "w.whl", FILES)
     good = hashlib.sha256(wheel.read_bytes()).hexdigest()

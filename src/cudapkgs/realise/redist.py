@@ -35,7 +35,7 @@ from ..derivation import Derivation
 from ..errors import CudapkgsError, FetchError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
 from ..fetch.cache import download_entry, in_use
-from ..fetch.wheels import WheelChangedError, check_unpacked, unpack_wheel
+from ..fetch.wheel_unpack import WheelChangedError, check_unpacked, unpack_wheel
 from ..manifests import Artifact
 from ..store.locks import PathLock, acquire_saying_so
 from ..table import format_size
