@@ -126,7 +126,7 @@ def test_max_cache_size_is_a_checked_config_key(capsys):
 
 
 def test_budget_applied_after_a_build(tmp_path, capsys):
-    from cudapkgs.cli.realise import _trim_caches
+    from cudapkgs.cli.build import _trim_caches
 
     store = tmp_path / "store"
     _archive(store, "a", 3000, age=100)
