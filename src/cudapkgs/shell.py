@@ -129,15 +129,17 @@ def _shadow_script(tool: str, host_path: str) -> str:
     return f"#!/bin/sh\necho {shlex.quote(message)} >&2\nexit 127\n"
 
 
-def prepare(store: Any, paths: Sequence[str], base: Mapping[str, str] = os.environ) -> ShellExtras:
+def prepare(store: Any, paths: Sequence[str], base: Mapping[str, str] = os.environ, *,
+            toolkit_root: bool = True) -> ShellExtras:
     """Make (or find) the shell's own store paths in `store` for `paths`; see the module docstring.
+    `toolkit_root` False: only the stand-ins (`cudapkgs develop`, whose environment is the builder's).
 
     Both are input-addressed from what they are made of (the joined outputs; the hidden
     tools and their host paths), so entering the same shell again makes nothing.  Raises
     `StoreError` / `FixupError` when the store cannot take them.
     """
     closure = propagated_closure(paths)
-    roots = toolkit_roots(closure)
+    roots = toolkit_roots(closure) if toolkit_root else []
     root = None
     if roots:
         root = _fixed_path(store, "toolkit-root", f"{NVCC_WRAPPER}\n" + "\n".join(roots), _TOOLKIT_ROOT)
