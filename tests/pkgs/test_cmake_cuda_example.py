@@ -122,6 +122,37 @@ def test_plain_cmake_in_a_shell_finds_the_toolkit_and_links_from_the_store(tmp_p
         assert ("PASS" in outside.stdout) if outside.returncode == 0 else ("no CUDA device" in outside.stdout)
 
 
+def test_develop_runs_the_examples_phases_as_the_builder(tmp_path, manifests_dir, wheel_cache, require_pypi):
+    """`cudapkgs develop cmake-cuda-example` then genericBuild by hand: setupCudaHook's flags and the
+    set's architectures reach cmake as in the builder, and the programs are the builder's (same
+    run paths, nvcc scrubbed, the same start on a machine without a GPU)."""
+    require_pypi("nvidia-cublas")
+    store_dir = tmp_path / "store"
+    env = {**os.environ, "CUDAPKGS_STORE": str(store_dir), "CUDAPKGS_MANIFESTS": str(manifests_dir)}
+    options = ["--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]', "--set", "cudaSupport=true",
+               "--set", 'cudaCapabilities=["9.0"]', "--set", "cudaForwardCompat=false",
+               "-f", str(Path(__file__).resolve().parents[2] / "examples" / "cmake_examples.py"),
+               "--arg", "cudaPackages=cudaPackages_13_0"]
+
+    def cudapkgs(*argv: str, cwd: Path = tmp_path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cudapkgs", *argv], capture_output=True, text=True, env=env,
+                              cwd=cwd, timeout=1800)
+
+    built = cudapkgs("build", *options, "cmake_cuda_example", "-o", str(tmp_path / "result"))
+    assert built.returncode == 0, built.stderr[-3000:]
+    work = tmp_path / "work"
+    work.mkdir()
+    manual = cudapkgs("develop", *options, "cmake_cuda_example", "--command", "eval",
+                      'echo "arch=$cmakeCudaArchitectures root=$CUDAToolkit_ROOT"; genericBuild', cwd=work)
+    assert manual.returncode == 0, manual.stdout[-3000:] + manual.stderr[-3000:]
+    assert "arch=90 root=" in manual.stdout and "-DCMAKE_CUDA_ARCHITECTURES=90" in manual.stderr + manual.stdout
+    for program in ("saxpy-cudart", "cublas-check"):
+        theirs, mine = tmp_path / "result" / "bin" / program, work / "outputs" / "out" / "bin" / program
+        assert elf.read_elf(mine).runpath == elf.read_elf(theirs).runpath
+        runs = [subprocess.run(["env", "-i", exe], capture_output=True, text=True) for exe in (theirs, mine)]
+        assert runs[0].returncode == runs[1].returncode in (0, 2) and runs[0].stdout == runs[1].stdout
+
+
 def test_nvcc_left_in_the_outputs_fails_naming_it(tmp_path, manifests_dir, wheel_cache, require_pypi):
     require_pypi("nvidia-cublas")
     store_dir = tmp_path / "store"
