@@ -11,6 +11,7 @@ import pytest
 
 from cudapkgs.elf import read as elf
 from cudapkgs.hooks import cc_wrapper
+from cudapkgs.hooks.cudatoolkit_root import JOINED_MARKER
 
 GCC = shutil.which("gcc", path="/usr/bin:/bin")
 pytestmark = pytest.mark.skipif(GCC is None, reason="needs gcc in /usr/bin")
@@ -113,11 +114,16 @@ def test_a_link_through_a_response_file_gets_its_run_paths(tree, tmp_path):
     merged = store / "cccc-merged root" / "lib"
     merged.mkdir(parents=True)
     (merged / "libgreet.so").symlink_to(lib / "libgreet.so")
+    (merged.parent / JOINED_MARKER).write_text("")
     inner = tmp_path / "inner.rsp"
     inner.write_text(f"'{merged}/libgreet.so'\n")
     rsp.write_text(f'"@{inner}"\n')
     subprocess.run([wrapper, tmp_path / "main.c", "-o", exe, f"@{rsp}"], check=True, env=_env(store))
     assert elf.read_elf(exe).runpath == [str(lib)]
+    # A tree of links that is no joined root (a symlinkJoin like cudatoolkit) is taken as it is.
+    (merged.parent / JOINED_MARKER).unlink()
+    subprocess.run([wrapper, tmp_path / "main.c", "-o", exe, f"@{rsp}"], check=True, env=_env(store))
+    assert elf.read_elf(exe).runpath == [str(merged)]
 
 
 def test_a_stubs_library_in_a_response_file_gives_the_driver_dir(tree, tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cudapkgs.hooks.cudatoolkit_root import join_roots
+from cudapkgs.hooks.cudatoolkit_root import JOINED_MARKER, join_roots
 from cudapkgs.hooks.errors import FixupError
 
 
@@ -39,6 +39,7 @@ def test_outputs_are_joined_first_wins_and_shared_dirs_unfold(tmp_path):
     assert os.readlink(dest / "lib64") == "lib" and (dest / "lib64" / "libcudart.so.13").read_text() == "so"
     assert not (dest / "lib").is_symlink()
     assert not (dest / "nix-support").exists()  # the inputs' propagation files are not the tree's
+    assert (dest / JOINED_MARKER).is_file()  # the cc wrapper follows links found below it
 
 
 def test_links_out_of_a_root_are_never_followed(tmp_path):
@@ -52,7 +53,7 @@ def test_links_out_of_a_root_are_never_followed(tmp_path):
     join_roots(dest, [os.fspath(evil), good])
     assert os.readlink(dest / "include") == f"{evil}/include"  # absolute: to the entry, first wins
     assert os.readlink(dest / "lib") == f"{evil}/lib"
-    assert sorted(p.name for p in dest.iterdir()) == ["include", "lib"]
+    assert sorted(p.name for p in dest.iterdir()) == [JOINED_MARKER, "include", "lib"]
 
 
 def test_too_many_entries_is_refused(tmp_path):

@@ -16,9 +16,10 @@ readable regular file is left as it is (GCC then takes it as a plain argument).
 On a link (no ``-c``/``-S``/``-E``/``-M``), for every ``-lNAME`` (or a ``.so``
 given by path) it finds the first directory holding ``libNAME.so`` among the
 ``-L`` arguments, ``NIX_LDFLAGS``'s ``-L`` entries and ``LIBRARY_PATH``, and adds
-the directory of that library's real file (links followed: a library reached
-through a merged toolkit root gets its own output's directory) when it is under
-``$NIX_STORE``, else the directory it was found in when that is.  A ``stubs``
+the directory it was found in when that is under ``$NIX_STORE``; a library found
+inside a joined toolkit root (`hooks.cudatoolkit_root`, marked at its top) gets the
+directory of its real file instead (links followed, one ``readlink`` for the link):
+the program needs the library's own output, not the tree.  A ``stubs``
 directory (``…/stubs`` or inside a ``…-stubs`` output, as found or as resolved)
 is never added: a library linked from there is the driver's at run time, so
 ``$CUDAPKGS_DRIVER_DIR`` is added in its place.  So a program linked in
@@ -34,6 +35,8 @@ import os
 import shlex
 from typing import Any
 
+from .cudatoolkit_root import JOINED_MARKER
+
 __all__ = ["MARKER", "names", "setup", "wrapper_script"]
 
 #: A cc-wrapper output holds this file (JSON: the wrapped compiler).
@@ -45,6 +48,15 @@ real=@REAL@
 if [ $# -eq 0 ] || [ -z "${NIX_STORE:-}" ]; then
   exec "$real" "$@"
 fi
+# Not a link, and no response file that could say otherwise: nothing to add (before the rest is read).
+rsp=0 link=1
+for a in "$@"; do
+  case "$a" in
+    @?*) rsp=1 ;;
+    -c|-S|-E|-M|-MM|-fsyntax-only|-v|--version|-dumpversion|-dumpfullversion|-dumpmachine|-print-*|--print-*) link=0 ;;
+  esac
+done
+if [ "$link" = 0 ]; then exec "$real" "$@"; fi
 # Response files (@FILE, as CMake links with @linkLibs.rsp) are expanded for the decisions below,
 # with GCC's syntax (Nixpkgs: wrapper-common/utils.bash expandResponseParams); the compiler still
 # gets the arguments as they came.  One that cannot be read stays as it is, as GCC leaves it.
@@ -115,7 +127,7 @@ expand_args() {  # $1 depth, then arguments: each readable @FILE replaced by its
     params+=("$a")
   done
 } 2>/dev/null
-expand_args 0 "$@"
+if [ "$rsp" = 1 ]; then expand_args 0 "$@"; else params=("$@"); fi
 dirs=()
 libs=()
 files=()
@@ -149,9 +161,14 @@ done
 found+=("${files[@]}")
 # Each library's real file decides its run path: one linked through a tree of links (a merged
 # toolkit root) gets the directory it lives in, so the program needs the library, not the tree.
-# One readlink for all of them (the store's own real path first, for a store reached through a link).
+# Only a library found in a joined tree (marked at its top) is followed, with one readlink for all
+# of them (the store's own real path first, for a store reached through a link).
 real_files=("${found[@]}")
-if [ ${#found[@]} -gt 0 ]; then
+joined=0
+for f in "${found[@]}"; do
+  case "$f" in "$NIX_STORE"/?*/*) top=${f#"$NIX_STORE"/}; [ -e "$NIX_STORE/${top%%/*}/@JOINED@" ] && joined=1 ;; esac
+done
+if [ "$joined" = 1 ]; then
   mapfile -t resolved < <(readlink -f -- "$NIX_STORE" "${found[@]}" 2>/dev/null)
   if [ ${#resolved[@]} -eq $((${#found[@]} + 1)) ]; then
     for i in "${!found[@]}"; do
@@ -201,7 +218,8 @@ def wrapper_script(real: str, description: str) -> str:
     """The wrapper's bash text around the compiler at `real` (an absolute path)."""
     if not os.path.isabs(real):
         raise ValueError(f"cc-wrapper: the wrapped compiler must be an absolute path, got {real!r}")
-    return _SCRIPT.replace("@REAL@", shlex.quote(real)).replace("@DESC@", description.replace("\n", " "))
+    return (_SCRIPT.replace("@REAL@", shlex.quote(real)).replace("@DESC@", description.replace("\n", " "))
+            .replace("@JOINED@", JOINED_MARKER))
 
 
 def find_wrapper(paths: list[str]) -> str | None:

@@ -33,7 +33,11 @@ from pathlib import Path
 
 from .errors import FixupError
 
-__all__ = ["MAX_ENTRIES", "NVCC_WRAPPER", "join_roots"]
+__all__ = ["JOINED_MARKER", "MAX_ENTRIES", "NVCC_WRAPPER", "join_roots"]
+
+#: A joined tree holds this file at its top: the cc wrapper follows the links of libraries found
+#: in such a tree to their own outputs (one readlink for the link, only then), `hooks.cc_wrapper`.
+JOINED_MARKER = ".cudapkgs-joined-root"
 
 #: The behaviour of cuda_nvcc's bin/nvcc wrapper that a joined root relies on (running the binary
 #: beside the path it was run by), recorded in nvcc's derivation so that a store holding an older
@@ -98,11 +102,13 @@ class _Join:
 def join_roots(dest: str | os.PathLike[str], roots: Sequence[str], *, limit: int = MAX_ENTRIES) -> int:
     """Make `dest` (which must not exist) the joined tree of the directories `roots`, in order.
 
-    Returns the number of links and directories made.  Raises `FixupError` when a root cannot
+    `dest` gets `JOINED_MARKER` at its top.  Returns the number of links and directories made.  Raises `FixupError` when a root cannot
     be read, nests more than 64 deep or the tree would exceed `limit` entries.
     """
     dest = os.fspath(dest)
     os.mkdir(dest)
+    with open(os.path.join(dest, JOINED_MARKER), "w", encoding="utf-8") as marker:
+        marker.write("links to the outputs joined here; a library linked from here gets its own output's run path\n")
     join = _Join(limit)
     for root in roots:
         root = os.path.abspath(root)
