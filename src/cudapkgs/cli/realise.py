@@ -114,6 +114,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
+    p.add_argument("--no-substitute", action="store_true",
+                   help="do not ask the configured substituters; build everything that is missing")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
                    help="up to N builds at once, and up to N sources of waiting builds unpacked ahead ('auto': CPUs)")
     add_eval_options(p, json_flag=False)
@@ -230,6 +232,7 @@ def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     if getattr(args, "files", None) or getattr(args, "args", None):
         raise UsageError("-f/--arg need packages to name; a project lists its files in cudapkgs.toml (files = [...])")
     env = project_environment(args)
+    args.project_env = env  # its substituters and keys (substituters_from_args)
     if not env.project.lock_file.exists():
         print(f"cudapkgs: note: {env.project.file} has no lock beside it; `cudapkgs lock` pins this environment",
               file=sys.stderr)
@@ -263,8 +266,9 @@ def run_shell(args: argparse.Namespace) -> int:
     # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
     develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
     items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
+    substituters = None if args.no_substitute else substituters_from_args(args)
     realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True,
-                     max_cache_size=_max_cache_size(args))
+                     max_cache_size=_max_cache_size(args), substituters=substituters)
     paths = list(dict.fromkeys(p for item in items for p in item.outputs.values()))
     for d in develop:
         native, host = dependency_paths(d)
@@ -392,16 +396,20 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def substituters_from_args(args: argparse.Namespace) -> Any:
-    """The `Substituters` the configuration names (None when it names none); warnings go to stderr."""
+    """The `Substituters` the configuration names (None when it names none), or the project's
+    environment's (`ProjectEnvironment.substituters_of`); warnings go to stderr."""
     from ..config import load_config
 
+    def warn(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    env = getattr(args, "project_env", None)
+    if env is not None:  # an allowed project: the user's caches, then its own (its keys for those only)
+        return env.substituters_of(warn=warn)
     config = load_config(file=args.config, sets=args.sets)
     if not config["substituters"]:
         return None
     from ..store.caches.substitution import Substituters
-
-    def warn(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
 
     return Substituters.from_config(config, warn=warn)
 
