@@ -259,7 +259,8 @@ def mig_minors(roots: Roots) -> dict[str, int]:
         return out
     for line in text.splitlines():
         cap, _, minor = line.strip().partition(" ")
-        if minor.strip().isdigit():
+        minor = minor.strip()
+        if minor.isascii() and minor.isdigit() and len(minor) <= 9:  # isdigit alone takes "\u00b2", which int() refuses
             out[cap] = int(minor)
     return out
 
