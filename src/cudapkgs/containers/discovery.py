@@ -159,8 +159,9 @@ def _decimal(text: str) -> int:
 
 
 def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        return handle.read()
+    from .fsutil import read_small_text  # bounded, non-blocking, regular files only
+
+    return read_small_text(path)
 
 
 def driver_version_from_procfs(procfs: str | Path) -> str | None:
