@@ -209,6 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     # Nothing cudapkgs writes is group- or world-writable, whatever the caller's umask (as Nix's 0022).
     os.umask(os.umask(0o022) | 0o022)
+    from ..store import locks  # the library says nothing for humans; the command line shows its waits
+
+    locks.wait_notice = _say_on_stderr
     try:
         return int(args.func(args) or 0)
     except CudapkgsError as error:
@@ -232,6 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 70
+
+
+def _say_on_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _in_user_file(error: BaseException) -> str:

@@ -577,8 +577,13 @@ class Store:
 
     @contextmanager
     def _gc_shared(self) -> Iterator[None]:
-        with PathLock(self.locks_dir / "gc.lock", shared=True):
+        # A running `cudapkgs gc` holds it exclusively: a build waiting here says so (locks.wait_notice).
+        lock = acquire_saying_so(PathLock(self.locks_dir / "gc.lock", shared=True),
+                                 f"the store {self.store_dir} (a garbage collection of it is running)")
+        try:
             yield
+        finally:
+            lock.release()
 
     # -- roots -----------------------------------------------------------
 
@@ -649,7 +654,8 @@ class Store:
 
     def gc(self, dry_run: bool = False) -> GCResult:
         """Delete every path outside the closure of the GC roots (and stale roots, and leftovers)."""
-        with PathLock(self.locks_dir / "gc.lock"):
+        with _held(acquire_saying_so(PathLock(self.locks_dir / "gc.lock"),
+                                     f"the store {self.store_dir} for a garbage collection (builds or another gc are using it)")):
             if not dry_run:
                 self._clean_tmp()  # work and build directories of killed builds
             graph = self.graph()  # one pass over the database; gc.lock keeps it current
@@ -901,6 +907,15 @@ def _make_read_only(root: str | os.PathLike[str], *, keep_root_writable: bool = 
             unshare_file(full, st)  # a hard link to a file outside must not be chmodded with it
             os.chmod(full, 0o555 if st.st_mode & stat.S_IXUSR else 0o444)
         os.utime(full, (1, 1))
+
+
+@contextmanager
+def _held(lock: PathLock) -> Iterator[PathLock]:
+    """A lock already taken (`acquire_saying_so`), released at the end of the block."""
+    try:
+        yield lock
+    finally:
+        lock.release()
 
 
 def _freeze(path: str) -> None:
