@@ -216,6 +216,25 @@ def test_a_project_file_owned_by_someone_else_in_a_parent_is_refused(cloned, cap
         check_allowed(load_project(cloned / "cudapkgs.toml"), safe_directories=[str(cloned)])
 
 
+@as_root
+def test_under_sudo_the_invoking_users_project_is_theirs(cloned, capsys, monkeypatch):
+    (cloned / "evil.py").write_text(textwrap.dedent(HELLO))
+    for path in (cloned, cloned / "cudapkgs.toml", cloned / "evil.py"):
+        os.chown(path, NOBODY, NOBODY)
+    assert run(capsys, "allow", str(cloned))[0] == 1
+    monkeypatch.setenv("SUDO_UID", str(NOBODY))  # git's rule for root under sudo
+    code, _, err = run(capsys, "allow", str(cloned))
+    assert code == 0, err
+
+
+def test_a_fifo_as_the_lock_is_refused_not_waited_on(cloned, capsys):
+    (cloned / "evil.py").write_text(textwrap.dedent(HELLO))
+    assert run(capsys, "allow", str(cloned))[0] == 0
+    os.mkfifo(cloned / "cudapkgs.lock")
+    code, _, err = run(capsys, "lock", "--check")
+    assert code == 1 and "cannot read the lock: is a FIFO" in err
+
+
 def test_malformed_project_files_are_one_line_errors(tmp_path):
     cases = {
         "not UTF-8": b'packages = ["x"]\n\xff = 1\n',

@@ -479,11 +479,12 @@ def write_lock(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
 
 def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a lock file; raises `ConfigError` when it is not one this cudapkgs can read."""
+    from .inputs import InputFileError, read_input_file
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the lock: {error.strerror or error}") from None
+        data = json.loads(read_input_file(path, what="lock"))  # a FIFO there hung it; /dev/zero filled memory
+    except InputFileError as error:
+        raise ConfigError(f"{path}: cannot read the lock: {error.reason}") from None
     except (ValueError, RecursionError) as error:
         raise ConfigError(f"{path}: not a cudapkgs lock (invalid JSON: {error})") from None
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:

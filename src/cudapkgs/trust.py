@@ -11,7 +11,8 @@ So, as git's ``safe.directory`` (CVE-2022-24765) and direnv's ``allow``:
   directory may be writable by others without the sticky bit. Anything else is refused,
   unless the user's own configuration lists the directory in ``safeDirectories`` (``"*"``:
   every directory), as git's ``safe.directory``. Root is accepted, unlike git, because
-  only root could have planted such a file.
+  only root could have planted such a file; running as root under sudo, the user who ran
+  sudo (``$SUDO_UID``) is accepted too, as git does.
 * **Allowing.** A project file is used only once the user has run ``cudapkgs allow``
   on its exact contents: the sha256 of the file and of every Python file it names,
   recorded for the file's real path in ``$XDG_DATA_HOME/cudapkgs/allowed/`` (outside
@@ -106,7 +107,11 @@ def _user_name(uid: int) -> str:
 
 
 def _trusted_owner(uid: int) -> bool:
-    return uid in (os.geteuid(), 0)
+    """This user, root, or (as git does for sudo) the user who ran sudo when running as root."""
+    if uid in (os.geteuid(), 0):
+        return True
+    sudo = os.environ.get("SUDO_UID", "")
+    return os.geteuid() == 0 and sudo.isascii() and sudo.isdigit() and int(sudo) == uid
 
 
 def _is_safe_directory(directory: Path, safe: Sequence[str]) -> bool:
