@@ -145,3 +145,33 @@ def test_project_files_never_crash(head, tail):
             assert str(error).startswith(str(path))
             return
         raise AssertionError("a project file that was never allowed was accepted")
+
+
+# --- a driver host's /proc -------------------------------------------------------------------------
+
+_PROC_VALUES = ["0", "²", "٣", "-1", "99999999999999", "", "GPU-a/b", "../x", "GPU-\x00", "0000:41:00.0", "../../.."]
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(["Device Minor", "GPU UUID", "Bus Location", "Model", "x"]),
+                       st.sampled_from(_PROC_VALUES) | _text, max_size=5),
+       st.lists(st.tuples(st.sampled_from(["gpu0/gi1/access", "gpu0/gi1/ci0/access", "config"]) | _text,
+                          st.sampled_from(_PROC_VALUES) | _number), max_size=4))
+@example({"Device Minor": "0", "GPU UUID": "GPU-a/b", "Bus Location": "0000:41:00.0"}, [("gpu0/gi1/access", "²")])
+def test_a_driver_hosts_proc_files_never_crash(information, mig_minors):
+    from cudapkgs.containers import discovery
+    from cudapkgs.containers.driverfiles import Roots
+    from cudapkgs.containers.generate import mig_minors as read_mig_minors
+
+    with tempfile.TemporaryDirectory() as tmp:
+        gpu = Path(tmp, "driver/nvidia/gpus/0000:41:00.0")
+        gpu.mkdir(parents=True)
+        (gpu / "information").write_text("".join(f"{k}: \t {v}\n" for k, v in information.items()),
+                                         errors="surrogatepass")
+        caps = Path(tmp, "driver/nvidia-caps")
+        caps.mkdir(parents=True)
+        (caps / "mig-minors").write_text("".join(f"{k} {v}\n" for k, v in mig_minors), errors="surrogatepass")
+        for found in discovery.gpus_from_procfs(tmp):
+            assert isinstance(found.minor, int) and str(found.minor).isascii()
+        minors = read_mig_minors(Roots(driver=tmp, dev=tmp, procfs=tmp, sysfs=tmp))
+        assert all(isinstance(v, int) for v in minors.values())

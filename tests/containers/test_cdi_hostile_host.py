@@ -134,3 +134,16 @@ def test_malformed_mig_minors_and_bus_ids_are_ignored(rich_machine):
     doc, _ = _generate(rich_machine, discovery="proc")
     device = next(d for d in doc["devices"] if d["name"] == "0")
     assert [n["path"] for n in device["containerEdits"]["deviceNodes"]] == ["/dev/nvidia0"]
+
+
+def test_nvml_bytes_that_are_not_utf8_and_a_missing_gpu_node(rich_machine):
+    nvml = fakes.two_gpu_nvml()
+    nvml.gpus[0].uuid = b"GPU-\xff\xfe"  # older pynvml hands out bytes: this was a UnicodeDecodeError
+    doc, warnings = _generate(rich_machine, nvml)
+    assert "0" in [d["name"] for d in doc["devices"]]
+    assert any(w.startswith("GPU 0: not named by its uuid") for w in warnings)
+    nvml = fakes.two_gpu_nvml()
+    nvml.gpus[0].minor = 10**12  # no such node: left out, saying so (it was left out silently)
+    doc, warnings = _generate(rich_machine, nvml)
+    assert "0" not in [d["name"] for d in doc["devices"]]
+    assert f"Could not locate {rich_machine.root}/dev/nvidia{10**12}: GPU 0 " in warnings[0]

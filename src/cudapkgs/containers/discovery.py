@@ -74,7 +74,9 @@ def normalize_bus_id(bus_id: str) -> str:
 
 
 def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    # Older pynvml hands out bytes; invalid UTF-8 (a broken or hostile driver) is replaced, not an
+    # internal error: such a UUID is then no valid device name, and left out with a warning.
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
 # -- NVML ---------------------------------------------------------------------------------------

@@ -458,7 +458,9 @@ def build_spec(options: Options, inventory: Inventory, files: DriverFiles, warni
     for gpu in inventory.gpus:
         if not gpu.mig_enabled:
             edits = gpu_edits(gpu, roots, per_device_program)
-            if not edits.device_nodes:
+            if not any(n.path == f"/dev/nvidia{gpu.minor}" for n in edits.device_nodes):
+                warnings.append(f"Could not locate {roots.dev_host(f'/dev/nvidia{gpu.minor}')}: GPU {gpu.index} "
+                                f"({gpu.uuid!r}) left out")
                 continue
             names = gpu_names(gpu, options.strategies, warnings)
             if not names:
