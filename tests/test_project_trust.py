@@ -204,6 +204,18 @@ def test_a_project_file_owned_by_someone_else_in_a_parent_is_refused(cloned, cap
     os.chown(cloned / "evil.py", NOBODY, NOBODY)
     with pytest.raises(UntrustedProjectError, match=r"evil\.py is owned by"):
         check_allowed(load_project(cloned / "cudapkgs.toml"))
+    os.chown(cloned / "evil.py", 0, 0)
+    # A link to someone else's file: the file's owner and real directory are what count, and named.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "real.toml").write_text('packages = ["hello"]\n')
+    os.chown(elsewhere / "real.toml", NOBODY, NOBODY)
+    (cloned / "cudapkgs.toml").unlink()
+    (cloned / "cudapkgs.toml").symlink_to(elsewhere / "real.toml")
+    with pytest.raises(UntrustedProjectError, match=f'real.toml is owned by .*safeDirectories = \\["{elsewhere}"\\]'):
+        check_allowed(load_project(cloned / "cudapkgs.toml"))
+    (cloned / "cudapkgs.toml").unlink()
+    (cloned / "cudapkgs.toml").write_text('packages = ["hello"]\nfiles = ["evil.py"]\n')
     # Your own configuration can name the directory safe (as git's safe.directory); it must still be allowed.
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "cudapkgs" / "config.toml"
     config.parent.mkdir(parents=True)
@@ -250,6 +262,9 @@ def test_malformed_project_files_are_one_line_errors(tmp_path):
     os.mkfifo(tmp_path / "fifo.toml")  # a FIFO is refused at once, not waited on
     with pytest.raises(ConfigError, match="not a regular file"):
         load_project(tmp_path / "fifo.toml")
+    from cudapkgs.project import find_project
+
+    assert find_project(tmp_path / "fifo.toml") == tmp_path / "fifo.toml"  # named: refused as what it is
     (tmp_path / "big.toml").write_bytes(b"#" * (2 << 20))
     with pytest.raises(ConfigError, match="larger than"):
         load_project(tmp_path / "big.toml")

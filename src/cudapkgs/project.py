@@ -102,8 +102,8 @@ def find_project(start: str | os.PathLike[str] | None = None, *, parents: bool =
     `load_project` reads it and `check_allowed` decides whether it may be used.
     """
     here = Path(start or os.getcwd()).absolute()
-    if here.is_file():
-        return here
+    if here.is_file() or (start is not None and here.exists() and not here.is_dir()):
+        return here  # a FIFO or device named as the project file: load_project refuses it, saying so
     for directory in (here, *here.parents) if parents else (here,):
         candidate = directory / PROJECT_FILE
         if candidate.is_file():
@@ -229,16 +229,17 @@ def _ownership(project: Project, safe_directories: Sequence[str]) -> None:
     from .trust import UntrustedProjectError, ownership_problem
 
     uid = project.source.uid if project.source is not None else None
-    problems = [ownership_problem(project.file, uid, safe_directories=safe_directories)]
-    problems += [ownership_problem(path, safe_directories=safe_directories)
-                 for path in project.python_files.values() if os.path.exists(path)]
-    problem = next((p for p in problems if p), None)
-    if problem:
+    checked = [(project.file, uid), *((path, None) for path in project.python_files.values() if os.path.exists(path))]
+    for path, owner in checked:
+        problem = ownership_problem(path, owner, safe_directories=safe_directories)
+        if problem is None:
+            continue
+        directory = Path(os.path.realpath(path)).parent  # what safeDirectories is compared with
         raise UntrustedProjectError(_refusal(
             project,
             f"refusing a project file that someone else controls: {problem}. Anyone who can change it, or "
             "the files it names, could run code as you. If you trust that directory, add it to "
-            f'safeDirectories in your configuration (safeDirectories = ["{project.root}"]), then run: '
+            f'safeDirectories in your configuration (safeDirectories = ["{directory}"]), then run: '
             f"cudapkgs allow {project.file}",
             allow=False,
         ))
