@@ -98,3 +98,20 @@ def test_the_reader_finds_a_circle(tmp_path):
     assert layout.cycles(planted.room_edges()) == [["a", "b"]]
     assert ("cudapkgs.c", "cudapkgs.a.one") in {(i.importer, i.target) for i in planted.imports}
 
+
+
+def test_the_picture_in_the_docs_is_drawn_from_this_code(house):
+    """docs/architecture.md shows docs/rooms.svg: it must be the picture of the rooms as they are."""
+    drawn = layout.svg(house)
+    committed = (ROOT / "docs" / "rooms.svg").read_text(encoding="utf-8")
+    assert committed == drawn, "docs/rooms.svg is out of date: run `python tools/layout.py --svg docs/rooms.svg`"
+    assert layout.svg(layout.read_house(ROOT / "src")) == drawn  # the same drawing every time
+    doors = layout.reduction(house.room_edges())
+    assert drawn.count('marker-end="url(#a)"') == sum(len(bs) for bs in doors.values())
+    for room in house.rooms():
+        assert f">{room}/<" in drawn or f">{room}.py<" in drawn, room
+
+
+def test_the_picture_leaves_out_only_implied_doors():
+    graph = {"a": {"b", "c", "d"}, "b": {"c"}, "c": {"d"}, "e": {"d"}}
+    assert layout.reduction(graph) == {"a": {"b"}, "b": {"c"}, "c": {"d"}, "e": {"d"}}

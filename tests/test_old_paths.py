@@ -79,10 +79,9 @@ def test_old_paths_name_no_file_that_exists():
 
 
 def test_names_that_left_the_old_elf_module_fail_naming_their_module():
-    import cudapkgs.elf as elf
+    from cudapkgs import elf
 
     for module, names in old_paths.NAMES.items():
-        package = importlib.import_module(module)
         for name, new in names.items():
             assert hasattr(importlib.import_module(new), name), (name, new)
             assert not _file_of(module).joinpath(f"{name}.py").exists(), name  # no submodule of that name
@@ -119,7 +118,7 @@ def test_a_package_file_with_an_old_path_builds_and_its_line_is_warned_about(tmp
     env.update(PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
                CUDAPKGS_STORE=str(tmp_path / "store"))
     done = subprocess.run([sys.executable, "-m", "cudapkgs", "eval", "-f", "old.py", "hello.version"], cwd=tmp_path,
-                          capture_output=True, text=True, env=env, timeout=120)
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == '"1.0"'
     assert "old.py:1: DeprecationWarning: cudapkgs.fixpoint is deprecated: import from cudapkgs.lib.fixpoint" in done.stderr

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 
-    from .api import *  # noqa: F403
+    from .api import *
 
 #: The Python API (documented in `cudapkgs.api`): name -> the module that defines it (where the
 #: module is ``cudapkgs.NAME``, the name is that module).  Here, so that ``cudapkgs.NAME`` is answered
