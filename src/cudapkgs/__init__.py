@@ -48,6 +48,8 @@ _API: dict[str, str] = {
     "open_store": "cudapkgs.store",
     "realise": "cudapkgs.realise.realise",
     "open_cache": "cudapkgs.store.caches",
+    "SecretKey": "cudapkgs.store.caches.signing",
+    "PublicKey": "cudapkgs.store.caches.signing",
     **dict.fromkeys(("CudapkgsError", "UsageError", "ConfigError", "EvalError", "AttributeMissingError",
                      "InfiniteRecursionError", "MissingArgumentError", "FailedAssertionsError",
                      "UnfreeLicenseError", "UnavailablePackageError", "ManifestError", "FetchError",

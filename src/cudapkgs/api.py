@@ -95,6 +95,12 @@ realise(store, derivations, **options) -> list[str]
 open_cache(url) -> Cache
     A binary cache: ``file:///dir``, ``http(s)://host/prefix`` or ``s3://bucket?...``
     (docs/binary-caches.md); `StoreError` (a ``CacheError``) for an unknown scheme.
+    ``cache.narinfo(path)`` (None when absent), ``cache.upload_closure(store, paths,
+    secret_key=...)``, ``cache.substitute(store, path, trusted_keys=[...])``.
+SecretKey, PublicKey
+    Ed25519 keys in Nix's ``name:base64`` form: ``SecretKey.load(path)``,
+    ``SecretKey.parse(text)``, ``key.public()``, ``PublicKey.parse("lab-1:...")``; a malformed
+    key is a `CudapkgsError` naming where it came from.
 
 Errors
 ------
@@ -170,6 +176,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers: the names and where t
     from .stdenv import mk_derivation
     from .store import open_store
     from .store.caches import open_cache
+    from .store.caches.signing import PublicKey, SecretKey
     from .store.store import Store
     from .top_level import import_pkgs
     from .user_files import UserFileError
