@@ -5,6 +5,7 @@ theirs.  On the layout before this (86cebe7) every old path failed with a bare M
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import os
 import subprocess
 import sys
@@ -102,7 +103,8 @@ def test_an_unknown_module_is_still_python_s_own_error():
     assert sum(getattr(f, "cudapkgs_old_paths", False) for f in sys.meta_path) == 1
     importlib.reload(cudapkgs)  # installed once, however often the package runs
     assert sum(getattr(f, "cudapkgs_old_paths", False) for f in sys.meta_path) == 1
-    assert sys.meta_path[-1].cudapkgs_old_paths  # last: asked only when every other finder failed
+    ours = next(i for i, f in enumerate(sys.meta_path) if getattr(f, "cudapkgs_old_paths", False))
+    assert ours > sys.meta_path.index(importlib.machinery.PathFinder)  # asked only when the files have no such module
 
 
 def test_a_package_file_with_an_old_path_builds_and_its_line_is_warned_about(tmp_path, manifests_dir):
@@ -123,3 +125,13 @@ def test_a_package_file_with_an_old_path_builds_and_its_line_is_warned_about(tmp
     assert done.stdout.strip() == '"1.0"'
     assert "old.py:1: DeprecationWarning: cudapkgs.fixpoint is deprecated: import from cudapkgs.lib.fixpoint" in done.stderr
     assert done.stderr.count("DeprecationWarning") == 1
+
+
+def test_the_finder_leaves_sys_meta_path_at_exit():
+    """Held there into the interpreter's shutdown, it kept every module of an evaluation alive and
+    made each `cudapkgs eval` about 1 ms slower to exit (docs/bench-startup.md)."""
+    code = ("import atexit, sys, cudapkgs; mark = lambda: any(getattr(f, 'cudapkgs_old_paths', False) for f in sys.meta_path); "
+            "before = mark(); atexit._run_exitfuncs(); print(before, mark())")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.split() == ["True", "False"]
