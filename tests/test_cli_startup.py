@@ -81,3 +81,14 @@ def test_bench_startup_tiny():
     assert rows[0][4].strip() == "1.0×"
     for row in rows[1:]:
         assert float(row[1]) > 0 and row[4].strip().endswith("×") and float(row[4].strip()[:-1]) > 1
+
+
+def test_the_command_freezes_the_heap_at_exit_once(manifests_dir):
+    """The shutdown then skips a last traversal of every object of the evaluation (a tenth of
+    `cudapkgs eval`, docs/bench-startup.md); before, every object was traversed again at exit."""
+    code = ("import atexit, gc; from cudapkgs import cli; cli.main(['eval', 'cudaPackages.cudaMajorMinorVersion']); "
+            "once = atexit._ncallbacks(); cli.main(['eval', 'cudaPackages.cudaMajorMinorVersion']); "
+            "frozen = gc.get_freeze_count(); again = atexit._ncallbacks(); atexit._run_exitfuncs(); "
+            "print(once == again, frozen, gc.get_freeze_count() > 1000)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[-1] == "True 0 True"  # registered once; nothing frozen before the exit, the heap at it
