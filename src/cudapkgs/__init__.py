@@ -29,9 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
 #: without importing `cudapkgs.api`, and a submodule name probed by ``from . import x`` costs nothing.
 _API: dict[str, str] = {
     "import_pkgs": "cudapkgs.top_level",
-    "Scope": "cudapkgs.lib.fixpoint",
-    "AttrSet": "cudapkgs.lib.fixpoint",
-    "lazy": "cudapkgs.lib.fixpoint",
+    "Scope": "cudapkgs.lib.customisation",
+    "AttrSet": "cudapkgs.lib.lazy",
+    "lazy": "cudapkgs.lib.lazy",
     "Package": "cudapkgs.package",
     "mk_derivation": "cudapkgs.stdenv",
     "build_python_package": "cudapkgs.builders.python",

@@ -168,7 +168,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers: the names and where t
     from .fetch.fetchurl import fetchurl
     from .fetch.github import fetch_from_github
     from .fetch.pypi import fetch_pypi
-    from .lib.fixpoint import AttrSet, Scope, lazy
+    from .lib.customisation import Scope
+    from .lib.lazy import AttrSet, lazy
     from .lib.versions import version_at_least, version_older
     from .package import Package
     from .realise.errors import BuildError, BuildFailed

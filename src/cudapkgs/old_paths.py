@@ -30,7 +30,11 @@ RELEASED: dict[str, str] = {
     "cudapkgs.records": "cudapkgs.lib.records",
 }
 
-#: Internal modules that moved (old dotted name -> new): importing the old name fails naming the new.
+#: The verbs of the old ``realise/cli.py`` (then ``cli/realise.py``), one module each now.
+_REALISE_VERBS = "cudapkgs.cli.build, cudapkgs.cli.shell, cudapkgs.cli.test and cudapkgs.cli.log"
+
+#: Internal modules that moved (old dotted name -> new, or the new ones "A, B and C"): importing
+#: the old name fails naming them.
 INTERNAL: dict[str, str] = {
     "cudapkgs.elf_edit": "cudapkgs.elf.edit",
     "cudapkgs.link_stub": "cudapkgs.elf.link_stub",
@@ -38,7 +42,8 @@ INTERNAL: dict[str, str] = {
     "cudapkgs.manifests_cli": "cudapkgs.cli.manifests",
     "cudapkgs.doctor_cli": "cudapkgs.cli.doctor",
     "cudapkgs.project_cli": "cudapkgs.cli.project",
-    "cudapkgs.realise.cli": "cudapkgs.cli.realise",
+    "cudapkgs.realise.cli": _REALISE_VERBS,
+    "cudapkgs.cli.realise": _REALISE_VERBS,
     "cudapkgs.realise.whatif": "cudapkgs.cli.whatif",
     "cudapkgs.store.cli": "cudapkgs.cli.store",
     "cudapkgs.store.caches.cli": "cudapkgs.cli.caches",
