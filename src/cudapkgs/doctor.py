@@ -282,7 +282,7 @@ def _sizes(report: Report, store_dir: str) -> None:
 
 
 def _manifests(report: Report, manifests_dir: str | None) -> None:
-    from . import manifests as m
+    from .manifests import locate as m
 
     searched = m.search_directories(manifests_dir)
     counts = {}

@@ -22,7 +22,7 @@ from elf_builders import GCC, readelf_runpath
 import cudapkgs
 from cudapkgs.fetch import archives
 from cudapkgs.elf import read as elf
-from cudapkgs.realise import redist
+from cudapkgs.realise import redist, redist_source
 from cudapkgs.realise.context import BuildContext
 from cudapkgs.realise.errors import BuildError
 from cudapkgs.realise.realise import realise
@@ -143,7 +143,7 @@ def test_download_cache_is_reused_after_the_paths_are_collected(setup, server, r
         assert store.verify() == []
     assert server.hits() == 1
     sha = release.manifest()["cuda_cudart"]["linux-x86_64"]["sha256"]
-    assert (redist.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
+    assert (redist_source.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
 
 
 def test_truncated_download_is_resumed(setup, server, release):
@@ -177,7 +177,7 @@ def test_wrong_hash_fails_and_keeps_nothing(setup, server, release, tmp_path):
         assert store.all_paths() == []
         assert os.listdir(store_dir / ".tmp") == []
     # no empty cache entry (lock files only) for doctor and `gc --caches` to count
-    assert not redist.download_dir(store_dir, bad).exists()
+    assert not redist_source.download_dir(store_dir, bad).exists()
     assert os.listdir(store_dir / ".cache" / "downloads") == []
 
 
@@ -194,7 +194,7 @@ def test_a_failed_download_leaves_no_cache_entry(setup, server, release):
     with Store.open(store_dir) as store:
         realise(store, [packages(config).cuda_cudart.derivation])
     sha = release.manifest()["cuda_cudart"]["linux-x86_64"]["sha256"]
-    assert (redist.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
+    assert (redist_source.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
 
 
 def test_unavailable_packages_fail_before_any_download(setup, server):
@@ -326,10 +326,10 @@ def test_builder_refuses_a_derivation_without_src(tmp_path):
 
 
 def test_sources_from_fetchers():
-    got = redist.sources(["mirror:/srv/mirror", "redist", "wheels"])
+    got = redist_source.sources(["mirror:/srv/mirror", "redist", "wheels"])
     assert [type(s).__name__ for s in got] == ["MirrorSource", "RedistSource", "WheelSource"]
-    with pytest.raises(redist.RedistBuildError, match="unknown fetcher"):
-        redist.sources(["ftp"])
+    with pytest.raises(redist_source.RedistBuildError, match="unknown fetcher"):
+        redist_source.sources(["ftp"])
 
 
 # --- builder paths without a package set ----------------------------------------------------
@@ -424,7 +424,7 @@ def _serve_tree(monkeypatch, tree: Path, expect: tuple[str, str, int] | None = N
             assert expect is None or (product, pname, cuda_major) == expect
             return FetchedArtifact("tree", tree, self.name)
 
-    monkeypatch.setattr(redist, "sources", lambda fetchers: [TreeSource()])
+    monkeypatch.setattr(redist_source, "sources", lambda fetchers: [TreeSource()])
 
 
 def test_a_wheel_tree_is_copied_not_consumed(tmp_path, monkeypatch):
@@ -690,8 +690,8 @@ def test_a_damaged_wheel_is_discarded_and_the_next_source_tried(setup, server, r
         def fetch(self, *args, **kwargs):
             return FetchedArtifact("wheel", wheel, self.name)
 
-    real = redist.sources
-    monkeypatch.setattr(redist, "sources", lambda fetchers: [Damaged(), *real(fetchers)])
+    real = redist_source.sources
+    monkeypatch.setattr(redist_source, "sources", lambda fetchers: [Damaged(), *real(fetchers)])
     with Store.open(store_dir) as store:
         paths = realise(store, [packages(config).cuda_cudart.derivation])
         assert all(store.is_valid(p) for p in paths)
