@@ -13,10 +13,29 @@ from typing import Any
 from ...lib.fixpoint import AttrSet, lazy
 
 # attribute -> (module, function)
+_HERE = "cudapkgs.cuda.set_tests."
 TESTS: dict[str, tuple[str, str]] = {
-    "redists-unpacked": ("cudapkgs.cuda.aggregates", "redists_unpacked"),
+    "backend-headers": (_HERE + "backend_headers", "backend_headers"),
+    "component-hook": (_HERE + "component_hook", "component_hook"),
+    "cuda-library-samples": (_HERE + "samples", "cuda_library_samples"),
+    "cudart-pkg-config": (_HERE + "pkg_config", "cudart_pkg_config"),
+    "cudatoolkit": (_HERE + "toolkit_tests", "cudatoolkit"),
+    "cudnn-frontend": (_HERE + "samples", "cudnn_frontend"),
+    "cutlass-cmake": (_HERE + "cmake_consumers", "cutlass_cmake"),
+    "flags": (_HERE + "flags", "flags"),
+    "libcudss-cmake": (_HERE + "cmake_consumers", "libcudss_cmake"),
+    "nvcc-cmake": (_HERE + "cmake_consumers", "nvcc_cmake"),
+    "nvcc-discovery": (_HERE + "toolkit_tests", "nvcc_discovery"),
+    "nvcc-hook": (_HERE + "nvcc_hook", "nvcc_hook"),
+    "nvcc-runtime": (_HERE + "nvcc_runtime", "nvcc_runtime"),
+    "nvshmem-cmake": (_HERE + "cmake_consumers", "nvshmem_cmake"),
+    "pkg-config": (_HERE + "pkg_config", "pkg_config"),
+    "redist-variants": (_HERE + "redist_variants", "redist_variants"),
     "redists-installed": ("cudapkgs.cuda.aggregates", "redists_installed"),
+    "redists-unpacked": ("cudapkgs.cuda.aggregates", "redists_unpacked"),
+    "scope": (_HERE + "scope", "scope"),
 }
+# public-headers.nix is no set test of its own: packages call it (passthru.tests.headers).
 
 
 def tests(scope: Any, config: Any, system: str) -> AttrSet:
