@@ -100,7 +100,7 @@ class Report:
 def _branch(version: str | None) -> int | None:
     if not version:
         return None
-    match = re.match(r"(\d+)", version)
+    match = re.match(r"([0-9]+)", version)
     return int(match.group(1)) if match else None
 
 

@@ -622,7 +622,7 @@ def test_store_nvcc_compiles_and_links_with_its_own_host_compiler(toolkit, tmp_p
     nvcc, cudart = cuda.cuda_nvcc, cuda.cuda_cudart
     assert set(nvcc.inputs) == {"cuda_crt.out", "libnvvm.out", "cccl.out"}  # cccl: pname cuda_cccl before 13.3
     with Store.open(tmp_path / "store") as store:
-        realise(store, [cudart.derivation])
+        realise(store, [nvcc.derivation, cudart.derivation])  # cudart does not need nvcc (cuda_cudart.nix@e944ac95)
         assert store.verify() == []
         assert set(store.references(nvcc.out)) >= {cuda.cuda_crt.out}
         assert cuda.libnvvm.out not in store.references(nvcc.out)  # nvvm/ is a copy
@@ -780,3 +780,30 @@ def test_cudart_from_a_wheel_gets_a_generated_link_only_libcuda_stub(tmp_path, m
     out = subprocess.run(["nm", "-D", "--defined-only", stub], capture_output=True, text=True, check=True).stdout
     assert {"cuInit", "cuMemAlloc_v2"} <= {line.split()[-1] for line in out.splitlines()}
     assert not (Path(drv.outputs["lib"]) / "lib" / "libcuda.so").exists()  # never beside the real libraries
+
+
+def test_cuda_12_crt_keeps_only_nvccs_headers(tmp_path, manifests_dir):
+    # cuda_crt/package.nix@613b8b48: below CUDA 13.0 the release is cuda_nvcc's, and preInstall
+    # removes bin lib lib64 nvvm nvvm-next; what cuda_cudart propagates is then headers only.
+    import cudapkgs
+    from cudapkgs.realise.realise import build_one
+
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": os.fspath(tmp_path / "unused"), "allowUnfree": True})
+    attrs = pkgs.cudaPackages_12_8.cuda_crt.derivation.attrs
+    assert attrs["removeFromSource"] == ["bin", "lib", "lib64", "nvvm", "nvvm-next"]
+    assert "removeFromSource" not in pkgs.cudaPackages_13_0.cuda_crt.derivation.attrs
+    tree = tmp_path / "tree"
+    (tree / "include" / "crt").mkdir(parents=True)
+    (tree / "include" / "crt" / "host_config.h").write_text("#define __HOST_CONFIG_H__\n")
+    for sub in ("bin/nvcc", "bin/ptxas", "nvvm/bin/cicc", "lib64/libnvptxcompiler_static.a"):
+        (tree / sub).parent.mkdir(parents=True, exist_ok=True)
+        (tree / sub).write_bytes(b"\x7fELF not really\0")
+    (tree / "lib").symlink_to("lib64")
+    archive = _mirror_with(tmp_path, tree)
+    keep = {k: attrs[k] for k in ("pname", "version", "cudaMajorMinorVersion", "removeFromSource", "allowFHSReferences")}
+    drv = _redist_drv(tmp_path / "store", archive, outputs=("out",), **keep)
+    with Store.open(tmp_path / "store") as store:
+        build_one(store, drv, fetchers=[f"mirror:{tmp_path / 'mirror'}"])
+    out = Path(drv.outputs["out"])
+    assert sorted(p.name for p in out.iterdir() if p.name != "nix-support") == ["include"]
+    assert (out / "include" / "crt" / "host_config.h").is_file()

@@ -100,16 +100,20 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def substituters_from_args(args: argparse.Namespace) -> Any:
-    """The `Substituters` the configuration names (None when it names none); warnings go to stderr."""
+    """The `Substituters` the configuration names (None when it names none), or the project's
+    environment's (`ProjectEnvironment.substituters_of`); warnings go to stderr."""
     from ..config import load_config
 
+    def warn(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    env = getattr(args, "project_env", None)
+    if env is not None:  # an allowed project: the user's caches, then its own (its keys for those only)
+        return env.substituters_of(warn=warn)
     config = load_config(file=args.config, sets=args.sets)
     if not config["substituters"]:
         return None
     from ..store.caches.substitution import Substituters
-
-    def warn(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
 
     return Substituters.from_config(config, warn=warn)
 

@@ -140,6 +140,7 @@ def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     if getattr(args, "files", None) or getattr(args, "args", None):
         raise UsageError("-f/--arg need packages to name; a project lists its files in cudapkgs.toml (files = [...])")
     env = project_environment(args)
+    args.project_env = env  # its substituters and keys (build.substituters_from_args)
     if not env.project.lock_file.exists():
         print(f"cudapkgs: note: {env.project.file} has no lock beside it; `cudapkgs lock` pins this environment",
               file=sys.stderr)

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from .build import _max_cache_size, realise_and_link
+from .build import _max_cache_size, realise_and_link, substituters_from_args
 from .eval import CONFIG_HELP, add_eval_options, pkgs_from_args
 from .installables import Installable, _jobs, _project_items, add_project_options, evaluate
 
@@ -40,6 +40,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
+    p.add_argument("--no-substitute", action="store_true",
+                   help="do not ask the configured substituters; build everything that is missing")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
                    help="up to N builds at once, and up to N sources of waiting builds unpacked ahead ('auto': CPUs)")
     add_eval_options(p, json_flag=False)
@@ -62,8 +64,9 @@ def run_shell(args: argparse.Namespace) -> int:
     # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
     develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
     items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
+    substituters = None if args.no_substitute else substituters_from_args(args)
     realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True,
-                     max_cache_size=_max_cache_size(args))
+                     max_cache_size=_max_cache_size(args), substituters=substituters)
     paths = list(dict.fromkeys(p for item in items for p in item.outputs.values()))
     for d in develop:
         native, host = dependency_paths(d)

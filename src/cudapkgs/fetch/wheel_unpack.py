@@ -36,6 +36,7 @@ _RELOCATE = {"libnvvm": (("lib/", "nvvm/lib64/"), ("include/nvvm.h", "nvvm/inclu
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "cuda_nvcc": ("bin/nvcc", "bin/nvcc.profile"),
     "cuda_cudart": ("include/cuda_runtime.h",),
+    "cuda_crt": ("include/crt/host_config.h",),  # what cuda_cudart propagates it for
 }
 
 _SONAME_RE = re.compile(r"(lib.+\.so)\.\d+(\.\d+)*")

@@ -72,8 +72,9 @@ def _download(url: str, product: str, version: str) -> bytes:
             with urllib.request.urlopen(request, timeout=_DOWNLOAD_TIMEOUT_S) as response:
                 data = response.read(_DOWNLOAD_MAX_BYTES + 1)
                 declared = response.headers.get("Content-Length", "")
-            if declared.isdigit() and len(data) < int(declared):  # read(n) does not notice an early close
-                raise http.client.IncompleteRead(data, int(declared) - len(data))
+            expected = _decimal_or_none(declared)
+            if expected is not None and len(data) < expected:  # read(n) does not notice an early close
+                raise http.client.IncompleteRead(data, expected - len(data))
             if len(data) > _DOWNLOAD_MAX_BYTES:
                 problem = f"larger than {_DOWNLOAD_MAX_BYTES} bytes"
                 break
@@ -265,3 +266,13 @@ def update_manifest(
         same_as_vendored=same,
         hidden_by_override=hidden,
     )
+
+
+def _decimal_or_none(text: str) -> int | None:
+    """A header's number in ASCII digits, or None (a server's "\u00b2" was an internal error)."""
+    from ..inputs import parse_decimal
+
+    try:
+        return parse_decimal(text)
+    except ValueError:
+        return None

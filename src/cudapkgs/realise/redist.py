@@ -148,6 +148,9 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
                 ctx.log.write(f"{made}: generated from include/cuda.h (the wheel has no libcuda stub)\n")
 
         ctx.step("prePatch")
+        for name in attrs.get("removeFromSource") or ():  # cuda_crt below 13.0: nvcc's headers only
+            _remove_from_tree(tree, str(name))
+            ctx.log.write(f"removed {name} from the source tree\n")
         if attrs["pname"] == "libnvvm":
             _unnest(tree / "nvvm")
         if attrs.get("ccclLayout") == "unnested":
@@ -326,6 +329,20 @@ def _cudart_stubs(root: Path | None) -> None:
         link = stubs.parent / entry.name
         if not os.path.lexists(link):
             link.symlink_to(f"stubs/{entry.name}")
+
+
+def _remove_from_tree(tree: Path, name: str) -> None:
+    """Remove the top-level entry ``name`` of ``tree`` (a link is removed, never followed), if present.
+
+    Raises RedistBuildError for a name that is not one plain path component.
+    """
+    if not name or name in (".", "..") or "/" in name:
+        raise RedistBuildError(f"removeFromSource: {name!r} is not a top-level name of the source tree")
+    victim = tree / name
+    if victim.is_symlink() or victim.is_file():
+        victim.unlink()
+    elif victim.is_dir():
+        _remove(victim)
 
 
 def _unnest(directory: Path) -> None:

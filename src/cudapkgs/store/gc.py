@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ..errors import StoreError
 from . import nar
 from .files import _remove_tree, _replace_symlink, _store_error
-from .locks import PathLock, lock_file_for
+from .locks import PathLock, acquire_saying_so, lock_file_for
 from .paths import base32_encode, compress_hash
 
 if TYPE_CHECKING:
@@ -124,8 +124,13 @@ class GarbageCollector:
 
     @contextmanager
     def _gc_shared(self) -> Iterator[None]:
-        with PathLock(self.locks_dir / "gc.lock", shared=True):
+        # A running `cudapkgs gc` holds it exclusively: a build waiting here says so (locks.wait_notice).
+        lock = acquire_saying_so(PathLock(self.locks_dir / "gc.lock", shared=True),
+                                 f"the store {self.store_dir} (a garbage collection of it is running)")
+        try:
             yield
+        finally:
+            lock.release()
 
     # -- roots -----------------------------------------------------------
 
@@ -196,7 +201,8 @@ class GarbageCollector:
 
     def gc(self, dry_run: bool = False) -> GCResult:
         """Delete every path outside the closure of the GC roots (and stale roots, and leftovers)."""
-        with PathLock(self.locks_dir / "gc.lock"):
+        with _held(acquire_saying_so(PathLock(self.locks_dir / "gc.lock"),
+                                     f"the store {self.store_dir} for a garbage collection (builds or another gc are using it)")):
             if not dry_run:
                 self._clean_tmp()  # work and build directories of killed builds
             graph = self.graph()  # one pass over the database; gc.lock keeps it current
@@ -271,3 +277,12 @@ def _bytes_freed(paths: list[str]) -> int:
         except FileNotFoundError:
             pass
     return total
+
+
+@contextmanager
+def _held(lock: PathLock) -> Iterator[PathLock]:
+    """A lock already taken (`acquire_saying_so`), released at the end of the block."""
+    try:
+        yield lock
+    finally:
+        lock.release()
