@@ -96,11 +96,11 @@ def test_new_components_inputs(manifests_dir, tmp_path):
 
 
 def test_new_products_are_read_only_when_used(manifests_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(m, "_PARSED", {})
+    monkeypatch.setattr(m.locate, "_PARSED", {})
     cuda = _pkgs(tmp_path).cudaPackages_13_0
     assert cuda.cudnn.version == "9.22.0.52"
     assert cuda.libcublas.version == "13.1.1.3"
-    read = {manifest.product for manifest in m._PARSED.values()}
+    read = {manifest.product for manifest in m.locate._PARSED.values()}
     assert read == {"cuda", "cudnn"}
     assert cuda.nvcomp.version == "5.3.0.16"
-    assert {manifest.product for manifest in m._PARSED.values()} == {"cuda", "cudnn", "nvcomp"}
+    assert {manifest.product for manifest in m.locate._PARSED.values()} == {"cuda", "cudnn", "nvcomp"}

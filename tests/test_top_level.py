@@ -254,7 +254,7 @@ def test_leakage_check_finds_packages_of_another_set():
     # propagated inputs: all of 12.6 leak through the one libcufft
     assert [(leak.package, leak.found_set) for leak in report.leaks] == [
         ("cuda12.6-libcufft-11.3.0.4", "cudaPackages_12_6"), ("cuda12.6-cuda_cudart-12.6.77", "cudaPackages_12_6"),
-        ("cuda12.6-cuda_cccl-12.6.77", "cudaPackages_12_6"), ("cuda12.6-cuda_nvcc-12.6.85", "cudaPackages_12_6"),
+        ("cuda12.6-cuda_cccl-12.6.77", "cudaPackages_12_6"), ("cuda12.6-cuda_crt-12.6.85", "cudaPackages_12_6"),
     ]
     assert check_leakage(pkgs, ["cudaPackages_12_8", "pkgs", "clean"]).leaks == ()
     assert check_leakage(pkgs, ["clean"]).expected_set == "cudaPackages_12_9"

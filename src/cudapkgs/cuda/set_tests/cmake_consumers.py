@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...lib.fixpoint import lazy
 from .common import dev_output, run_command
 
 NVCC_CMAKE = r"""
@@ -131,7 +132,7 @@ def nvcc_cmake(cuda: Any, config: Any, system: str) -> Any:
     return run_command(cuda, config, "nvcc-cmake", NVCC_CMAKE, {
         "nativeBuildInputs": [*_tools(cuda), cuda.cuda_nvcc],
         "buildInputs": [cuda.cuda_cudart, cuda.cccl],
-        "cudartInclude": cuda.cuda_cudart.include, "ccclInclude": cuda.cccl.out,
+        "cudartInclude": lazy(lambda: cuda.cuda_cudart.include), "ccclInclude": lazy(lambda: cuda.cccl.out),
         "removeReferencesTo": [cuda.cuda_nvcc],
     })
 
@@ -141,7 +142,7 @@ def libcudss_cmake(cuda: Any, config: Any, system: str) -> Any:
     return run_command(cuda, config, "libcudss-cmake", LIBCUDSS_CMAKE, {
         "nativeBuildInputs": [*_tools(cuda), cuda.cuda_nvcc],
         "buildInputs": [cuda.libcudss],
-        "cudssDev": dev_output(cuda.libcudss),
+        "cudssDev": lazy(lambda: dev_output(cuda.libcudss)),
         "removeReferencesTo": [cuda.cuda_nvcc],
         "meta": {"available": bool(cuda.libcudss.meta.available)},
     })

@@ -2,8 +2,9 @@
 
 Nixpkgs' tests are `runCommand`s or `mkDerivation`s named `${cudaNamePrefix}-tests-<name>`;
 tests that check evaluation (flags, scope, redist-variants) `assert` while evaluating and build
-an empty `$out`. Here the same: `check` raises `EvalError` naming the test, so the test package
-cannot even be evaluated when its assertion fails.
+an empty `$out`. Here the same: `check` raises `EvalError` naming the test, from `evaluated`, an
+attribute of the test's derivation, so evaluating the test's derivation (`drvPath`, a build,
+`cudapkgs test`) fails when an assertion does, while merely listing the tests does not.
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ def run_command(cuda: Any, config: Any, test: str, script: str, attrs: Mapping[s
         system=cuda.backendStdenv.hostNixSystem,
         name=f"{cuda.attr_path}.tests.{test}" + (f".{suffix}" if suffix else ""),
     )
+
+
+def evaluated(checks: Any) -> Any:
+    """A derivation attribute that runs `checks()` (which raises through `check`) when the
+    derivation is evaluated, and is then true."""
+    from ...lib.fixpoint import lazy
+
+    def run() -> bool:
+        checks()
+        return True
+
+    return lazy(run)
 
 
 def first_arch(cuda: Any) -> str:

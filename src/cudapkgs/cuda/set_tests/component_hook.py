@@ -75,7 +75,9 @@ test "$(meta "$nvcc" compiler)" = bin/nvcc
 test "$(meta "$published" component)" = existing_setup_hook
 touch "$out"
 """, {"buildInputs": [cudart, published], "nativeBuildInputs": [nvcc], "removeReferencesTo": [nvcc],
-      "cudartOut": cudart["out"], "cudartLib": cudart["lib"], "cudartInclude": cudart["include"],
+      # lazily: an output's path evaluates the derivation, which an unfree package refuses
+      "cudartOut": lazy(lambda: cudart["out"]), "cudartLib": lazy(lambda: cudart["lib"]),
+      "cudartInclude": lazy(lambda: cudart["include"]),
       "nvcc": nvcc, "published": published,
       "passthru": {"tests": AttrSet({k: lazy(lambda v=v: v) for k, v in tests.items()})}})
     return main

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import TOUCH, check, run_command
+from .common import TOUCH, check, evaluated, run_command
 
 EXPECTED = {
     "cudaCapabilities": ["7.5", "8.6"],
@@ -24,10 +24,12 @@ EXPECTED = {
 
 def flags(cuda: Any, config: Any, system: str) -> Any:
     """The flags test of the set `cuda`."""
-    _cuda = cuda.auto_args["_cuda"]
-    info = _cuda.bootstrapData.cudaCapabilityToInfo
-    check(cuda, "flags", "7.5" in info and "8.6" in info, "the test requires both 7.5 and 8.6 be known CUDA capabilities")
-    actual = dict(_cuda.lib.formatCapabilities({"cudaCapabilityToInfo": info, "cudaCapabilities": ["7.5", "8.6"],
-                                          "cudaForwardCompat": True}))
-    check(cuda, "flags", actual == EXPECTED, f"expected {EXPECTED}, got {actual}")
-    return run_command(cuda, config, "flags", TOUCH)
+    def checks() -> None:
+        _cuda = cuda.auto_args["_cuda"]
+        info = _cuda.bootstrapData.cudaCapabilityToInfo
+        check(cuda, "flags", "7.5" in info and "8.6" in info, "the test requires both 7.5 and 8.6 be known CUDA capabilities")
+        actual = dict(_cuda.lib.formatCapabilities({"cudaCapabilityToInfo": info, "cudaCapabilities": ["7.5", "8.6"],
+                                                    "cudaForwardCompat": True}))
+        check(cuda, "flags", actual == EXPECTED, f"expected {EXPECTED}, got {actual}")
+
+    return run_command(cuda, config, "flags", TOUCH, {"assertionsHold": evaluated(checks)})

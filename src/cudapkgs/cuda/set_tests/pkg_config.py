@@ -80,7 +80,7 @@ def pkg_config(cuda: Any, config: Any, system: str) -> AttrSet:
             "nativeBuildInputs": [tool] if tool is not None else [],
             "buildInputs": [package],
             "module": module, "headers": list(headers), "body": body, "cudaHeaders": cuda_headers,
-            "packageDev": dev_output(package), "cudartDev": dev_output(cuda.cuda_cudart),
+            "packageDev": lazy(lambda: dev_output(package)), "cudartDev": lazy(lambda: dev_output(cuda.cuda_cudart)),
             "cudaMajorMinorVersion": cuda.cudaMajorMinorVersion,
             "autoAddDriverRunpath": True,
         }, suffix=module)

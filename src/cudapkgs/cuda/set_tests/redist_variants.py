@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...manifests.model import Artifact, Release
-from .common import TOUCH, check, run_command
+from .common import TOUCH, check, evaluated, run_command
 
 
 def _payload(name: str) -> Artifact:
@@ -54,6 +54,8 @@ def cases(cuda: Any) -> dict[str, tuple[Any, dict[str, str]]]:
 
 def redist_variants(cuda: Any, config: Any, system: str) -> Any:
     """The redist-variants test of the set `cuda`."""
-    failures = {name: got for name, (got, expected) in cases(cuda).items() if got != expected}
-    check(cuda, "redist-variants", not failures, f"failed cases: {failures}")
-    return run_command(cuda, config, "redist-variants", TOUCH)
+    def checks() -> None:
+        failures = {name: got for name, (got, expected) in cases(cuda).items() if got != expected}
+        check(cuda, "redist-variants", not failures, f"failed cases: {failures}")
+
+    return run_command(cuda, config, "redist-variants", TOUCH, {"assertionsHold": evaluated(checks)})

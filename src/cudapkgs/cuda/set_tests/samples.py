@@ -39,7 +39,7 @@ def cudnn_frontend(cuda: Any, config: Any, system: str) -> AttrSet:
         output, program, args = runs[name]
         return run_command(cuda, config, f"cudnn-frontend-{name}", f'"$program/bin/{program}" {args} > log\n'
                            'install -Dm644 log "$out/log"\n', {
-                               "program": getattr(frontend, output),
+                               "program": lazy(lambda: getattr(frontend, output)),
                                "requiredSystemFeatures": ["cuda"],
                                "meta": {"available": bool(meta.get("available")), "problems": dict(meta.get("problems") or {})},
                            })

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...stdenv import mk_derivation
-from .common import TOUCH, check, run_command
+from .common import TOUCH, check, evaluated, run_command
 
 
 def scope(cuda: Any, config: Any, system: str) -> Any:
@@ -24,25 +24,27 @@ def scope(cuda: Any, config: Any, system: str) -> Any:
         return {"first": consumer(cuda_nvcc, cuda_cudart, label),
                 "second": consumer(cuda_nvcc, cuda_cudart, "second")}
 
-    individual = cuda.call_package(consumer)
-    grouped = cuda.callPackages(grouped_fn)
+    def checks() -> None:
+        individual = cuda.call_package(consumer)
+        grouped = cuda.callPackages(grouped_fn)
 
-    def same(label: str, actual: Any, expected: Any) -> None:
-        check(cuda, "scope", actual.drvPath == expected.drvPath, label)
+        def same(label: str, actual: Any, expected: Any) -> None:
+            check(cuda, "scope", actual.drvPath == expected.drvPath, label)
 
-    same("callPackages must use callPackage's arguments", grouped.first, individual)
-    same("each group member must retain its own arguments", grouped.second, individual.override(label="second"))
-    same("group member overrides must re-evaluate the member", grouped.first.override(label="override"),
-         individual.override(label="override"))
-    same("callPackages explicit arguments must override defaults",
-         cuda.callPackages(grouped_fn, {"label": "explicit"}).first, individual.override(label="explicit"))
+        same("callPackages must use callPackage's arguments", grouped.first, individual)
+        same("each group member must retain its own arguments", grouped.second, individual.override(label="second"))
+        same("group member overrides must re-evaluate the member", grouped.first.override(label="override"),
+             individual.override(label="override"))
+        same("callPackages explicit arguments must override defaults",
+             cuda.callPackages(grouped_fn, {"label": "explicit"}).first, individual.override(label="explicit"))
 
-    def generic(**args: Any) -> dict[str, Any]:
-        return {"member": mk_derivation(config, {"name": "member", "value": args.get("extra", "missing")},
-                                        system=cuda.backendStdenv.hostNixSystem)}
+        def generic(**args: Any) -> dict[str, Any]:
+            return {"member": mk_derivation(config, {"name": "member", "value": args.get("extra", "missing")},
+                                            system=cuda.backendStdenv.hostNixSystem)}
 
-    member = cuda.callPackages(generic, {"extra": "explicit"}).member
-    check(cuda, "scope", member.value == "explicit"
-          and member.override(lambda old: {"extra": old["extra"] + "-updated"}).value == "explicit-updated",
-          "generic grouped functions and their overrides must retain explicit arguments")
-    return run_command(cuda, config, "scope", TOUCH)
+        member = cuda.callPackages(generic, {"extra": "explicit"}).member
+        check(cuda, "scope", member.value == "explicit"
+              and member.override(lambda old: {"extra": old["extra"] + "-updated"}).value == "explicit-updated",
+              "generic grouped functions and their overrides must retain explicit arguments")
+
+    return run_command(cuda, config, "scope", TOUCH, {"assertionsHold": evaluated(checks)})
