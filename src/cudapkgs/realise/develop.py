@@ -259,7 +259,8 @@ if [[ $- == *i* ]]; then PS1={shlex.quote(f"(develop {self.drv.name}) ")}"${{PS1
             root = generic.unpack_source(self.drv, cwd)
             lines += [f"cd -- {shlex.quote(os.fspath(root))}"]
         elif key == "fixupPhase" and not isinstance(self.attrs.get(key), Mapping):
-            generic.fixup_outputs(self.attrs, self.outputs, final, self.closures, log)
+            generic.fixup_outputs(self.attrs, self.outputs, final, self.closures, log,
+                                  strict_deps=bool(self.drv.data.get("strictDeps", True)))
         elif key == "finish":
             generic.finish_outputs(self.attrs, self.outputs, final, self.closures, self.host, log)
         elif isinstance(self.attrs.get(key), Mapping) and "python" in self.attrs[key]:

@@ -165,7 +165,8 @@ def _build(drv: Derivation, ctx: BuildContext, outs: dict[str, Path], visible: d
         elif phase == "patch":
             _patch(drv, ctx, attrs, env, cwd)
         elif phase == "fixup":
-            fixup_outputs(attrs, outs, {name: drv.outputs[name] for name in outs}, closures, ctx.log)
+            fixup_outputs(attrs, outs, {name: drv.outputs[name] for name in outs}, closures, ctx.log,
+                          strict_deps=bool(drv.data.get("strictDeps", True)))
         else:
             _shell(ctx, f"{phase}Phase", phases[phase], env, cwd, sh_file)
         _run_step(drv, ctx, attrs, env, cwd, outs, f"post{phase.capitalize()}")
@@ -207,15 +208,22 @@ def dependency_paths(drv: Derivation) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(native)), list(dict.fromkeys(host))
 
 
-def default_phases(closures: Closures, outputs: Mapping[str, Any]) -> dict[str, str]:
-    """The default configure/build/install phases (phase name without "Phase" -> bash):
-    cmake's when a native input of `closures` brings its hook, else make's."""
-    brought = set()
-    for path in closures.native:
+def setup_hooks(paths: Sequence[str]) -> set[str]:
+    """The setup hooks the input paths bring (the names in their ``nix-support/cudapkgs-setup-hook``:
+    "cmake", and the CUDA set's hook members, `cudapkgs.cuda.members.HOOKS`)."""
+    brought: set[str] = set()
+    for path in paths:
         try:
             brought.update(read_support_file(Path(path, SETUP_HOOK)).split())
         except OSError:
             pass
+    return brought
+
+
+def default_phases(closures: Closures, outputs: Mapping[str, Any]) -> dict[str, str]:
+    """The default configure/build/install phases (phase name without "Phase" -> bash):
+    cmake's when a native input of `closures` brings its hook, else make's."""
+    brought = setup_hooks(closures.native)
     if "cmake" in brought:
         return {
             "configure": cmake_builder.configure_phase(outputs),
@@ -254,6 +262,14 @@ def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str
         native, host, base=base, host_path=HOST_PATH, store_dir=store_dir,
         driver_dir=attrs.get("driverLibDir") if isinstance(attrs.get("driverLibDir"), str) else None,
     )
+    from ..hooks import cuda_component
+
+    closures = find_inputs(native, host)
+    try:  # cudaComponentHook: every component input registers itself (one CUDA release per role)
+        cuda_component.collect(env, closures.native, closures.host, strict=bool(drv.data.get("strictDeps", True)),
+                               base={str(k): v for k, v in (attrs.get("env") or {}).items() if isinstance(v, str)})
+    except cuda_component.ComponentError as error:
+        raise PhaseError(f"{drv.name}: {error}") from None
     includes = [d for d in env.get("CPATH", "").split(os.pathsep) if d]
     libs = [d for d in env.get("LIBRARY_PATH", "").split(os.pathsep) if d]
     env["NIX_CFLAGS_COMPILE"] = " ".join(f"-isystem {d}" for d in includes)
@@ -484,16 +500,29 @@ def _patch(drv: Derivation, ctx: BuildContext, attrs: Mapping[str, Any], env: Ma
 
 
 def fixup_outputs(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: Mapping[str, str],
-                  closures: Closures, log: Any) -> None:
+                  closures: Closures, log: Any, *, strict_deps: bool = True) -> None:
     """The default fixup phase: auto-patchelf of the `outputs` (output name -> directory) against the
     host inputs' lib dirs (never a stubs output), RUNPATH entries into an output mapped to its `final`
-    path (output name -> path), the driver dir when ``autoAddDriverRunpath``; `log` is a text stream.
-    Raises `PhaseError` (a RUNPATH keeping a stubs directory) or the hooks' errors."""
+    path (output name -> path), the driver dir when ``autoAddDriverRunpath`` (the attribute or the
+    set's hook among the native inputs), cuda_compat's dir first with ``autoAddCudaCompatRunpath``,
+    markForCudatoolkitRootHook and cudaComponentHook when a native input brings them; `log` is a
+    text stream. Raises `PhaseError` (a RUNPATH keeping a stubs directory) or the hooks' errors."""
+    from .. import hooks
+    from ..hooks import cuda_component
+
     for path in outputs.values():
         confine.unshare_hardlinks(path)  # a build script's `ln /host/file $out/…` must not be patched
+    brought = setup_hooks(closures.native)
+    if "markForCudatoolkitRootHook" in brought:
+        hooks.mark_for_cudatoolkit_root(outputs, pname=attrs.get("pname"), strict_deps=strict_deps)
+    # cudaComponentHook (a native input) publishes the package when it asks to be one (cudaPublishComponent).
+    try:
+        if cuda_component.NAME in brought:
+            cuda_component.publish(outputs, attrs)
+    except cuda_component.ComponentError as error:
+        raise PhaseError(f"fixupPhase: {error}") from None
     if attrs.get("dontAutoPatchelf"):
         return
-    from .. import hooks
 
     # Stubs outputs are for linking only: a run path never reaches them.
     lib_dirs = [
@@ -506,7 +535,10 @@ def fixup_outputs(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: 
         lib_dirs,
         append_runpaths=list(attrs.get("appendRunpaths") or ()),
         ignore_missing=list(attrs.get("autoPatchelfIgnoreMissingDeps") or ()),
-        driver_dir=attrs.get("driverLibDir") if attrs.get("autoAddDriverRunpath") else None,
+        # autoAddDriverRunpath: the attribute, or the set's hook among the native inputs.
+        driver_dir=attrs.get("driverLibDir") if attrs.get("autoAddDriverRunpath") or "autoAddDriverRunpath" in brought
+        else None,
+        compat_dir=_compat_dir(closures.native) if "autoAddCudaCompatRunpath" in brought else None,
     )
     # Libraries found in another output were found in its build directory, not its store path.
     final = {os.fspath(d): final[name] for name, d in outputs.items()}
@@ -520,6 +552,22 @@ def fixup_outputs(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: 
             raise PhaseError(f"{path.name}: its RUNPATH keeps the stubs directory {stubs[0]} (link-time only)")
     plan.apply()
     log.write(f"@@ fixup: {len(report.runpaths)} ELF file(s), RUNPATHs from {len(lib_dirs)} input lib dir(s)\n")
+
+
+COMPAT_DIR_FILE = "nix-support/cuda-compat-lib-dir"
+
+
+def _compat_dir(native: Sequence[str]) -> str | None:
+    """The libcuda directory autoAddCudaCompatRunpath puts first (its package's
+    ``nix-support/cuda-compat-lib-dir``); None when the hook is disabled (no cuda_compat here)."""
+    for path in native:
+        try:
+            found = read_support_file(Path(path, COMPAT_DIR_FILE), limit=4096).strip()
+        except OSError:
+            continue
+        if found:
+            return found
+    return None
 
 
 def _check_no_nvcc(outputs: Outputs, closures: Closures, direct_host: Sequence[str]) -> None:
