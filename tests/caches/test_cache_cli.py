@@ -50,9 +50,10 @@ def test_copy_to_and_from_a_file_cache(tmp_path):
     (tmp_path / "k").write_text(str(key))
     env = {"CUDAPKGS_STORE": store.store_dir}
     url = f"file://{tmp_path}/cache"
-    out = run_cli("copy", "--to", url, "--sign-key", str(tmp_path / "k"), top, env=env)
+    out = run_cli("copy", "--to", url, "--sign-key", str(tmp_path / "k"), "--compression", "bzip2", top, env=env)
     assert out.returncode == 0, out.stderr
     assert f"copied 2 path(s)" in out.stderr
+    assert all(name.endswith(".nar.bz2") for name in os.listdir(tmp_path / "cache" / "nar"))  # what old Nix reads
     assert f"[1/2] {dep}: uploaded (" in out.stderr and f"[2/2] {top}: uploaded (" in out.stderr
     fresh = fresh_store_like(store, tmp_path / "old")
     fresh.close()

@@ -64,7 +64,8 @@ def register(subparsers: Any) -> None:
     where.add_argument("--from", dest="from_", metavar="URL", help="substitute from this cache: " + URL_HELP)
     copy.add_argument("paths", nargs="+", metavar="PATH", help="store paths (or ./result links); their closures are copied")
     copy.add_argument("--sign-key", metavar="FILE", help="--to: sign narinfos with this secret key")
-    copy.add_argument("--compression", choices=("zstd", "xz", "none"), default="zstd", help="--to: NAR compression (default zstd)")
+    copy.add_argument("--compression", choices=("zstd", "xz", "bzip2", "none"), default="zstd",
+                      help="--to: NAR compression (default zstd; bzip2 for old Nix clients)")
     copy.add_argument("--trusted-public-key", action="append", default=[], metavar="KEY",
                       help="--from: also trust this public key (name:base64); repeatable")
     copy.add_argument("--no-require-sigs", action="store_true", help="--from: accept unsigned narinfos (caches you fully control only)")

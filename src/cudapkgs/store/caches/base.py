@@ -191,8 +191,9 @@ class Cache:
                     if isinstance(error, OSError) and not _is_format_error(error):
                         raise
                     raise SubstituteRefused(f"{path} from {self.url}: the NAR {info.url} is damaged ({error}); not substituted") from None
-                except Exception as error:  # zstandard.ZstdError, lzma.LZMAError (bz2 raises OSError/EOFError)
-                    if type(error).__name__ not in ("ZstdError", "LZMAError"):
+                except Exception as error:  # zstandard.ZstdError, lzma.LZMAError, zlib.error, brotli.error (bz2: OSError/EOFError)
+                    if type(error).__name__ not in ("ZstdError", "LZMAError") and not (
+                            type(error).__name__ == "error" and type(error).__module__.startswith(("zlib", "brotli"))):
                         raise
                     raise SubstituteRefused(f"{path} from {self.url}: the NAR {info.url} is damaged ({error}); not substituted") from None
             # FileHash is not checked (Nix does not either): the signed NarHash covers the contents, and
