@@ -132,6 +132,14 @@ class Cache:
             return
         signed_by = ", ".join(sorted({s.partition(":")[0] for s in info.sigs})) or "nobody"
         trusted = ", ".join(k.name for k in keys) or "no key (set trustedPublicKeys)"
+        names = {k.name for k in keys}
+        by_trusted = sorted({s.partition(":")[0] for s in info.sigs} & names)
+        if by_trusted:  # a trusted key's name signed, but not these contents
+            raise SubstituteRefused(
+                f"{info.store_path} from {self.url}: the signature by {', '.join(by_trusted)} does not match the "
+                "narinfo's contents: its fields (StorePath, NarHash, NarSize or References) changed after signing, "
+                "or another key of that name signed it; not substituted"
+            )
         raise SubstituteRefused(
             f"{info.store_path} from {self.url}: no valid signature by a trusted key "
             f"(signed by: {signed_by}; trusted: {trusted}); not substituted"
