@@ -22,6 +22,12 @@ def test_hooks_and_the_build_command_do_not_import_pyelftools():
     assert not {m for m in loaded if m.split(".")[0] in ("elftools", "pdb")}
 
 
+def test_opening_the_store_does_not_import_uuid_and_platform():
+    # uuid imports platform (about 10 ms); temporary names take os.urandom instead.
+    loaded = _modules_after("import cudapkgs.store.store, cudapkgs.store.gc, cudapkgs.store.workdirs, cudapkgs.cli.build")
+    assert not loaded & {"uuid", "platform"}
+
+
 def test_reading_an_elf_file_still_works_and_still_refuses_junk(tmp_path):
     import pytest
 
