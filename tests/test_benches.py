@@ -153,3 +153,13 @@ def test_bench_noop_tiny():
     for row in table[1:]:
         if row[5]:  # measured against a peer: both ratios printed
             assert number(row[6]) > 0 and number(row[7]) > 0, row
+
+
+def test_bench_verify_tiny():
+    (table,) = tables(run_bench("bench_verify.py"))
+    labels = [row[0] for row in table]
+    assert labels[0] == "cudapkgs verify"
+    if shutil.which("nix-store"):
+        assert labels[1] == "nix-store --verify --check-contents" and table[1][5] == "1.00×"
+        assert number(table[0][5]) > 0 and number(table[0][6]) > 0
+    assert all(number(row[1]) > 0 for row in table)
