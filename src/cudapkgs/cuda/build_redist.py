@@ -75,6 +75,16 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 name=f"{set_name}.{pname}.src",
             )
 
+        def source_supply():
+            """What each configured fetcher would do for the preferred release (`fetch.supply`);
+            [] when there is no release for this platform."""
+            facts = final._sourceFacts
+            if facts is None:
+                return []
+            from ..fetch.supply import supplies
+
+            return supplies(config.fetchers, **facts)
+
         def outputs():
             chosen = final.preferredRelease
             if chosen is None:
@@ -284,6 +294,10 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             ),
             "preferredRelease": lazy(preferred),
             "src": lazy(src),
+            "sourceSupply": lazy(lambda: [r.to_json() for r in final._sourceSupply]),
+            "_sourceSupply": lazy(source_supply),
+            "_sourceFacts": lazy(lambda: None if final.preferredRelease is None
+                                 else _source_facts(final, cuda, final.preferredRelease)),
             "outputs": lazy(outputs),
             **{var: output_var(var) for var in OUTPUT_NAME_VAR_FALLBACKS},
             "propagatedBuildOutputs": lazy(propagated_build_outputs),
@@ -294,6 +308,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             "nativeBuildInputs": lazy(lambda: dependency_packages("native")),
             "brokenAssertions": lazy(broken_assertions),
             "platformAssertions": lazy(platform_assertions),
+            "_unsupplied": lazy(lambda: _unsupplied(final, config)),
             "meta": lazy(meta),
             "strictDeps": True,
             "__structuredAttrs": True,
@@ -381,6 +396,35 @@ def _json_list(items) -> str:
     return "[" + ",".join(f'"{i}"' for i in items) + "]"
 
 
+def _source_facts(final: AttrSet, cuda: Any, chosen: tuple[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of `fetch.supply.supply` for the release `chosen` (redist system, artifact)."""
+    redist_system, artifact = chosen
+    if redist_system in ("source", "linux-all"):
+        redist_system = cuda.backendStdenv.hostRedistSystem
+    return {
+        "product": final.redistName,
+        "pname": final.pname,
+        "version": final.version,
+        "cuda_major": int(str(cuda.cudaMajorMinorVersion).split(".")[0]),
+        "relative_path": artifact.relative_path,
+        "redist_system": redist_system,
+        "size": artifact.size,
+    }
+
+
+def _unsupplied(final: AttrSet, config: Any) -> str | None:
+    """The one-line reason no configured fetcher can supply the package's release, else None
+    (also None without a release: the platform assertions say that)."""
+    facts = final._sourceFacts
+    results = final._sourceSupply
+    if facts is None or any(r.can for r in results):
+        return None
+    from ..fetch.supply import could_supply, no_fetcher_message
+
+    name = facts["relative_path"].rsplit("/", 1)[-1]
+    return no_fetcher_message(name, results, config.fetchers, could_supply(config.fetchers, **facts))
+
+
 def _problems(final: AttrSet) -> dict[str, dict[str, str]]:
     problems = {}
     broken = [m for ok, m in final.brokenAssertions if not ok]
@@ -397,6 +441,9 @@ def _problems(final: AttrSet) -> dict[str, dict[str, str]]:
             "message": f"Package {final.name} is unsupported on this platform due to the following "
             "failed assertions:" + "".join("\n- " + m for m in unsupported),
         }
+    elif final._unsupplied is not None:
+        # As Nixpkgs' `src = null` makes a redist unavailable: here, no configured fetcher has it.
+        problems["source"] = {"kind": "source", "message": f"{final.name}: {final._unsupplied}"}
     return problems
 
 
@@ -405,5 +452,7 @@ def _available(final: AttrSet, config: Any, cuda: Any) -> bool:
     if meta.broken or meta.badPlatforms:
         return False
     if cuda.backendStdenv.hostNixSystem not in meta.platforms:
+        return False
+    if final._unsupplied is not None:
         return False
     return licenses.is_free(meta.license) or config.permits_unfree(final)
