@@ -606,50 +606,34 @@ def _memo_put(path: Path, manifest: Manifest) -> Manifest:
 
 
 def _download(url: str, product: str, version: str) -> bytes:
-    """Fetch ``url`` with a timeout, retrying transient failures with exponential backoff."""
-    import http.client
-    import time
-    import urllib.error
-    import urllib.request
+    """The manifest at ``url``: over HTTP(S) through the one client (retries with backoff, a deadline,
+    at most `_DOWNLOAD_MAX_BYTES`), or a local ``file:`` URL read as a regular file only.
 
-    from . import __version__
+    Raises `ManifestError` naming the URL, the reason and the next step.
+    """
+    next_step = "nothing was written (give a mirror with --from URL, or a local file)"
+    if url.startswith("file:"):
+        import urllib.parse
+        import urllib.request
 
-    request = urllib.request.Request(url, headers={"User-Agent": f"cudapkgs/{__version__}"})
-    problem = "unknown error"
-    attempts = 0
-    for attempt in range(_DOWNLOAD_ATTEMPTS):
-        attempts += 1
-        if attempt:
-            time.sleep(_DOWNLOAD_BACKOFF_S * 2 ** (attempt - 1))
+        from .inputs import InputFileError, read_input_file
+
         try:
-            with urllib.request.urlopen(request, timeout=_DOWNLOAD_TIMEOUT_S) as response:
-                data = response.read(_DOWNLOAD_MAX_BYTES + 1)
-                declared = response.headers.get("Content-Length", "")
-            if declared.isdigit() and len(data) < int(declared):  # read(n) does not notice an early close
-                raise http.client.IncompleteRead(data, int(declared) - len(data))
-            if len(data) > _DOWNLOAD_MAX_BYTES:
-                problem = f"larger than {_DOWNLOAD_MAX_BYTES} bytes"
-                break
-            return data
-        except urllib.error.HTTPError as error:
-            problem = f"HTTP {error.code} {error.reason}"
-            error.close()
-            if error.code < 500 and error.code not in (408, 429):
-                break  # a client error (404: no such release) will not go away
-        except urllib.error.URLError as error:
-            problem = str(error.reason)
-            if url.startswith("file:"):
-                break  # a local file that is missing or unreadable stays so: no retry, no backoff
-        except (OSError, http.client.HTTPException) as error:  # timeouts, resets, truncated bodies
-            problem = str(error) or type(error).__name__
-        except ValueError as error:  # a malformed URL
-            problem = str(error)
-            break
-    tries = f" (after {attempts} attempts)" if attempts > 1 else ""
-    raise ManifestError(
-        f"cannot download the {product} {version} manifest from {url}: {problem}{tries}; "
-        f"nothing was written (give a mirror with --from URL, or a local file)"
-    )
+            return read_input_file(urllib.request.url2pathname(urllib.parse.urlsplit(url).path), what="manifest",
+                                   max_bytes=_DOWNLOAD_MAX_BYTES)
+        except InputFileError as error:  # a local file that is missing stays so: no retry, no backoff
+            raise ManifestError(f"cannot read the {product} {version} manifest from {url}: {error.reason}; {next_step}") from None
+    from .transport.errors import TooLarge, TransferError
+    from .transport.http import Limits, get_bytes
+
+    limits = Limits(max_bytes=_DOWNLOAD_MAX_BYTES, connect_s=_DOWNLOAD_TIMEOUT_S, read_s=_DOWNLOAD_TIMEOUT_S)
+    try:
+        return get_bytes(url, limits=limits, attempts=_DOWNLOAD_ATTEMPTS, backoff_s=_DOWNLOAD_BACKOFF_S)
+    except TransferError as error:
+        problem = f"larger than {_DOWNLOAD_MAX_BYTES} bytes" if isinstance(error, TooLarge) else error.reason
+        raise ManifestError(
+            f"cannot download the {product} {version} manifest from {error.url}: {problem}{error.tries}; {next_step}"
+        ) from None
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
