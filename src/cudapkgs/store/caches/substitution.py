@@ -23,7 +23,7 @@ from .base import Cache, CacheError, CacheUnavailable
 from .narinfo import NarInfo
 from .signing import PublicKey, trusted_keys
 
-__all__ = ["Substitute", "Substituters", "SubstituteFailed"]
+__all__ = ["ReferenceCycle", "Substitute", "Substituters", "SubstituteFailed"]
 
 
 class SubstituteFailed(CacheError):
@@ -67,6 +67,9 @@ class Substituters:
         self.jobs = max(1, jobs)
         self._down: set[str] = set()
         self._lock = threading.Lock()
+        # Each path's narinfo is asked for once per run (issue 23: `copy --from` asked twice).
+        self._answers: dict[str, Substitute | None] = {}
+        self._absent: set[str] = set()
 
     @classmethod
     def from_config(cls, config: Any, **options: Any) -> Substituters:
@@ -88,13 +91,31 @@ class Substituters:
         self.warn(f"warning: {error}; not using {cache.url} for the rest of this run (building instead)")
 
     def lookup(self, path: str) -> Substitute | None:
-        """The first cache (in order) with a trusted, well-formed narinfo for `path`, or None."""
+        """The first cache (in order) with a trusted, well-formed narinfo for `path`, or None.
+
+        The answer is remembered: a path is looked up once per `Substituters`, whoever asks again.
+        """
+        if path in self._answers:
+            return self._answers[path]
+        answer = self._lookup(path)
+        with self._lock:
+            self._answers[path] = answer
+        return answer
+
+    def absent(self, path: str) -> bool:
+        """Whether every cache answered that it has no narinfo for `path` (as opposed to a bad or untrusted one,
+        or a cache that did not answer); False for a path not looked up."""
+        return path in self._absent
+
+    def _lookup(self, path: str) -> Substitute | None:
+        missing = 0
         for cache in self.caches:
             if cache.url in self._down:
                 continue
             try:
                 info = cache.narinfo(path)
                 if info is None:
+                    missing += 1
                     continue
                 cache.verify(info, self.keys, require_sigs=self.require_sigs)
             except CacheUnavailable as error:
@@ -104,6 +125,9 @@ class Substituters:
                 self.warn(f"warning: {error}")
                 continue
             return Substitute(path, cache, info)
+        if missing == len(self.caches):
+            with self._lock:
+                self._absent.add(path)
         return None
 
     def query(self, store: Any, paths: Iterable[str]) -> dict[str, Substitute]:
@@ -126,17 +150,27 @@ class Substituters:
                         for ref in sub.info.reference_paths():
                             if ref != path and ref not in found and not store.is_valid(ref):
                                 todo.append(ref)
-        # A path is usable when every invalid reference is usable too (a greatest fixed point).
+        # A path is usable when every invalid reference is usable too (a greatest fixed point), and
+        # no reference cycle runs through it: signed narinfos naming each other describe no store
+        # (a store path cannot refer to one made after it), and waiting for either first would never end.
         usable = {p for p, s in found.items() if s is not None}
-        changed = True
-        while changed:
-            changed = False
-            for path in list(usable):
-                sub = found[path]
-                assert sub is not None
-                if any(r != path and r not in usable and not store.is_valid(r) for r in sub.info.reference_paths()):
-                    usable.discard(path)
-                    changed = True
+        while True:
+            changed = True
+            while changed:
+                changed = False
+                for path in list(usable):
+                    sub = found[path]
+                    assert sub is not None
+                    if any(r != path and r not in usable and not store.is_valid(r) for r in sub.info.reference_paths()):
+                        usable.discard(path)
+                        changed = True
+            try:
+                _topological({p: [r for r in found[p].info.reference_paths() if r in usable and r != p]  # type: ignore[union-attr]
+                              for p in usable})
+                break
+            except ReferenceCycle as cycle:
+                self.warn(f"warning: {cycle}; not substituting them (building instead)")
+                usable -= set(cycle.paths)
         return {p: found[p] for p in found if p in usable}  # type: ignore[misc]
 
     def closure_of(self, subs: dict[str, Substitute], paths: Iterable[str]) -> list[str]:
@@ -174,7 +208,7 @@ class Substituters:
 
         by_path = {s.path: s for s in subs}
         refs_of = {s.path: [r for r in s.info.reference_paths() if r in by_path and r != s.path] for s in subs}
-        order = _topological(refs_of)
+        order = _topological(refs_of)  # ReferenceCycle before anything is fetched: a cycle is an error, never a wait
         registered = {p: threading.Event() for p in by_path}
         failed: dict[str, BaseException] = {}
         local = threading.local()
@@ -239,24 +273,44 @@ class Substituters:
         return added
 
 
+class ReferenceCycle(CacheError):
+    """Narinfos whose references run in a cycle (`paths`, in order): no store holds such paths."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        import os
+
+        names = " -> ".join(os.path.basename(p) for p in [*paths, paths[0]])
+        super().__init__(f"the narinfos of {len(paths)} paths name each other as references in a cycle ({names}), "
+                         "which no store can hold")
+
+
 def _topological(refs_of: dict[str, list[str]]) -> list[str]:
-    """The keys of `refs_of` with every path after the paths it refers to (among the keys)."""
+    """The keys of `refs_of` with every path after the paths it refers to (among the keys).
+
+    Raises `ReferenceCycle` naming the paths of a cycle (self-references are the caller's to leave out).
+    """
     order: list[str] = []
-    state: dict[str, int] = {}
+    state: dict[str, int] = {}  # 1: on the stack, 2: ordered
     for start in sorted(refs_of):
-        stack = [(start, iter(sorted(refs_of[start])))]
         if start in state:
             continue
+        stack = [(start, iter(sorted(refs_of[start])))]
         state[start] = 1
         while stack:
             node, refs = stack[-1]
             for ref in refs:
-                if ref not in state:
+                seen = state.get(ref)
+                if seen is None:
                     state[ref] = 1
                     stack.append((ref, iter(sorted(refs_of[ref]))))
                     break
+                if seen == 1:
+                    members = [n for n, _ in stack]
+                    raise ReferenceCycle(members[members.index(ref):])
             else:
                 stack.pop()
+                state[node] = 2
                 order.append(node)
     return order
 
