@@ -201,7 +201,7 @@ def _one_request(url: str, part: Path, size: int | None, progress: Progress | No
         done = start
         try:
             with open(part, "ab" if start else "wb") as writer:
-                while chunk := response.read1(_CHUNK):
+                while chunk := response.read(_CHUNK):
                     writer.write(chunk)
                     done += len(chunk)
                     _check_not_too_big(part, done, size)

@@ -49,7 +49,7 @@ __all__ = ["CHUNK", "DEADLINE_BASE_S", "DEADLINE_FLOOR_BPS", "Client", "Limits",
            "shown_url", "status_error"]
 
 #: Bytes asked of the socket per read.
-CHUNK = 256 << 10
+CHUNK = 1 << 20
 #: Statuses worth asking again (curl's ``--retry`` set: RFC 9110 408/429 and the 5xx of an overloaded server).
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_REDIRECTS = 5
@@ -173,7 +173,7 @@ class Client:
 
     def __init__(self, *, pool_size: int = 16) -> None:
         self.pool_size = pool_size
-        self._managers: dict[tuple[str | None, str | None], urllib3.PoolManager] = {}
+        self._managers: dict[tuple[str | None, str | None, bool], urllib3.PoolManager] = {}
         self._contexts: dict[str | None, ssl.SSLContext] = {}
         self._lock = threading.Lock()
 
@@ -184,14 +184,18 @@ class Client:
             self._contexts[cafile] = context
         return context
 
-    def _manager(self, proxy: str | None, cafile: str | None) -> urllib3.PoolManager:
+    def _manager(self, proxy: str | None, cafile: str | None, tls: bool) -> urllib3.PoolManager:
+        """The pools for requests through `proxy` (None: direct); with `tls`, for https:// or an https proxy
+        (loading CA certificates costs tens of milliseconds: plain http:// never pays it)."""
+        key = (proxy, cafile if tls else None, tls)
         with self._lock:
-            manager = self._managers.get((proxy, cafile))
+            manager = self._managers.get(key)
             if manager is not None:
                 return manager
-            context = self._ssl_context(cafile)
-            options: dict[str, Any] = {"num_pools": 32, "maxsize": self.pool_size, "block": False,
-                                       "ssl_context": context, "blocksize": CHUNK}
+            options: dict[str, Any] = {"num_pools": 32, "maxsize": self.pool_size, "block": False, "blocksize": CHUNK}
+            context = self._ssl_context(cafile) if tls else None
+            if context is not None:
+                options["ssl_context"] = context
             if proxy is None:
                 manager = urllib3.PoolManager(**options)
             else:
@@ -203,7 +207,7 @@ class Client:
                 manager = urllib3.ProxyManager(bare, proxy_headers=headers,
                                                proxy_ssl_context=context if parsed.scheme == "https" else None, **options)
             manager.pool_classes_by_scheme = _POOL_CLASSES  # type: ignore[assignment]
-            self._managers[(proxy, cafile)] = manager
+            self._managers[key] = manager
             return manager
 
     def request(
@@ -262,10 +266,11 @@ class Client:
               deadline: float) -> Response:
         try:
             proxy = environment.proxy_for(target.scheme, target.host)
-            cafile = environment.ca_file() if target.scheme == "https" or (proxy and proxy[0].startswith("https:")) else None
+            tls = target.scheme == "https" or bool(proxy and proxy[0].startswith("https:"))
+            cafile = environment.ca_file() if tls else None
         except TransferError as error:
             raise TransferError(target.url, error.reason) from None
-        manager = self._manager(proxy[0] if proxy else None, cafile)
+        manager = self._manager(proxy[0] if proxy else None, cafile, tls)
         watch = _deadline.watch(deadline)
         remaining = watch.remaining()
         if remaining <= 0:
@@ -323,7 +328,28 @@ class Response:
         return True
 
     def read1(self, n: int = CHUNK) -> bytes:
-        """Up to `n` bytes from one receive (b"" at the end of the body)."""
+        """Up to `n` bytes from one receive (b"" at the end of the body).
+
+        Each receive is checked against the low-speed rule, so a peer dripping bytes is cut after
+        `Limits.low_speed_s`: for small objects (a narinfo). Bulk transfers use `read`, which costs
+        far less per byte (over TLS a receive brings one 16 KiB record).
+        """
+        return self._next(n, bulk=False)
+
+    def read(self, n: int = -1) -> bytes:
+        """`n` bytes, fewer only at the end of the body; the whole (bounded) body when `n` is -1 or None.
+
+        One call gathers many receives in C, so the low-speed rule is checked per call and a peer
+        dripping bytes inside one call is cut by the deadline (and by `Limits.read_s` of silence).
+        """
+        if n is not None and n >= 0:
+            return self._next(n, bulk=True)
+        parts: list[bytes] = []
+        while data := self._next(CHUNK, bulk=True):
+            parts.append(data)
+        return b"".join(parts)
+
+    def _next(self, n: int, *, bulk: bool) -> bytes:
         if self._eof or self._closed:
             return b""
         if n is None or n < 0 or n > CHUNK:
@@ -333,7 +359,10 @@ class Response:
             self._give_up(DeadlineExceeded(self.url, self._late()))
         began = time.monotonic()
         try:
-            data = self._raw.read1(want, decode_content=False)
+            if bulk:
+                data = self._raw.read(want, decode_content=False)
+            else:
+                data = self._raw.read1(want, decode_content=False)
         except (_exc.HTTPError, OSError, http.client.HTTPException, ValueError) as error:
             if self._watch.expired:
                 self._give_up(DeadlineExceeded(self.url, self._late()))
@@ -348,20 +377,10 @@ class Response:
         self.received += len(data)
         if self.received > self._limits.max_bytes:
             self._give_up(TooLarge(self.url, f"sent more than the {self._limits.max_bytes} bytes allowed for it"))
+        if self._watch.expired:  # a read cut short by the deadline returns what it had
+            self._give_up(DeadlineExceeded(self.url, self._late()))
         self._check_speed(time.monotonic() - began, len(data))
         return data
-
-    def read(self, n: int = -1) -> bytes:
-        """`n` bytes, fewer only at the end of the body; the whole (bounded) body when `n` is -1 or None."""
-        parts: list[bytes] = []
-        got = 0
-        while n is None or n < 0 or got < n:
-            data = self.read1(CHUNK if n is None or n < 0 else n - got)
-            if not data:
-                break
-            parts.append(data)
-            got += len(data)
-        return b"".join(parts)
 
     def discard(self) -> None:
         """Close, first reading the rest of a small body (a 404 page) so that the connection is reused."""

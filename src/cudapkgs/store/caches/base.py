@@ -90,7 +90,11 @@ class Cache:
             if stream is None:
                 return None
             with contextlib.closing(stream):
-                data = stream.read(limit + 1)
+                # One receive at a time where the backend can (a peer dripping bytes is cut early); reads may be short.
+                read = getattr(stream, "read1", stream.read)
+                data = b""
+                while len(data) <= limit and (chunk := read(limit + 1 - len(data))):
+                    data += chunk
         except ObjectTooLarge:
             raise too_large from None
         if len(data) > limit:

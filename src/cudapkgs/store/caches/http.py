@@ -119,10 +119,18 @@ class _Body:
         self.where = where
 
     def read(self, n: int = -1) -> bytes:
+        """`n` bytes (fewer at the end), everything for -1: a NAR's bulk reads."""
+        return self._call(self.response.read, n)
+
+    def read1(self, n: int = -1) -> bytes:
+        """Up to `n` bytes from one receive, each checked against the low-speed rule: a narinfo's reads."""
+        return self._call(self.response.read1, n)
+
+    def _call(self, read, n: int) -> bytes:
         from ...transport.errors import TooLarge, TransferError
 
         try:
-            return self.response.read(n)
+            return read(n)
         except TooLarge as error:
             raise ObjectTooLarge(f"{self.where}: {error.reason}; not substituted") from None
         except TransferError as error:
