@@ -614,12 +614,11 @@ def _download(url: str, product: str, version: str) -> bytes:
     next_step = "nothing was written (give a mirror with --from URL, or a local file)"
     if url.startswith("file:"):
         import urllib.parse
-        import urllib.request
 
         from .inputs import InputFileError, read_input_file
 
-        try:
-            return read_input_file(urllib.request.url2pathname(urllib.parse.urlsplit(url).path), what="manifest",
+        try:  # unquote is url2pathname on POSIX, without loading urllib.request (and with it http.client)
+            return read_input_file(urllib.parse.unquote(urllib.parse.urlsplit(url).path), what="manifest",
                                    max_bytes=_DOWNLOAD_MAX_BYTES)
         except InputFileError as error:  # a local file that is missing stays so: no retry, no backoff
             raise ManifestError(f"cannot read the {product} {version} manifest from {url}: {error.reason}; {next_step}") from None

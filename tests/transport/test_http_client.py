@@ -104,6 +104,18 @@ def test_a_stalled_body_is_cut_by_the_low_speed_rule_before_its_deadline():
                     pass
 
 
+def test_a_tls_handshake_that_never_ends_is_cut_at_the_deadline():
+    """The server starts a 16 KiB TLS handshake record and sends it a byte every 0.1 s: no connect timeout trips."""
+
+    def mute(conn, srv):
+        conn.sendall(b"\x16\x03\x03\x40\x00")  # handshake record, TLS 1.2, 16384 bytes to come
+        srv.drip(conn, b"\0" * 16384, 0.1)
+
+    with raw_server(mute) as srv:
+        with pytest.raises(DeadlineExceeded):
+            client.request("GET", f"https://127.0.0.1:{srv.port}/", limits=limits(connect_s=10, deadline_s=1.0))
+
+
 def test_an_upload_to_a_server_that_never_reads_is_cut_at_the_deadline():
     def deaf(conn, srv):
         srv.read_request(conn)

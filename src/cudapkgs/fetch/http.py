@@ -87,9 +87,7 @@ def download(
 
 def _local_path(url: str) -> Path | None:
     if url.startswith("file://"):
-        import urllib.request
-
-        return Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
+        return Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path))  # url2pathname on POSIX, without urllib.request
     if "://" not in url:
         return Path(url)
     return None

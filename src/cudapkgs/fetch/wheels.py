@@ -30,7 +30,7 @@ from ..errors import FetchError
 from .sources import FetchedArtifact
 
 if TYPE_CHECKING:
-    from .http import Progress  # only a type: http.client and ssl are not imported for a build with everything cached
+    from .http import Progress  # only a type: the HTTP stack is not imported for a build with everything cached
     from ..manifests import Artifact
 
 __all__ = [
