@@ -52,7 +52,7 @@ def startup(runs: int) -> list[tuple[str, float]]:
 def evaluate_everything() -> dict[str, float | int]:
     """Every attribute of every package of every set and of every pkgsForCudaArch default set."""
     import cudapkgs
-    import cudapkgs.manifests as manifests
+    import cudapkgs.manifests.locate as manifests  # where load_manifest looks parse_manifest up
     from cudapkgs.errors import CudapkgsError
     from cudapkgs.package import Package
 

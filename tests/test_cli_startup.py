@@ -33,7 +33,7 @@ def test_only_the_invoked_command_is_loaded():
         "import sys; from cudapkgs import cli; p = cli.build_parser('eval'); "
         "sub = next(a for a in p._actions if a.dest == 'command'); "
         "print(sorted(sub.choices)); "
-        "print(sorted(m for m in ('cudapkgs.cli.realise', 'cudapkgs.cli.store', 'cudapkgs.cli.containers', "
+        "print(sorted(m for m in ('cudapkgs.cli.build', 'cudapkgs.cli.installables', 'cudapkgs.cli.store', 'cudapkgs.cli.containers', "
         "'cudapkgs.cli.doctor', 'cudapkgs.cli.manifests') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()

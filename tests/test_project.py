@@ -47,7 +47,13 @@ def project(tmp_path, monkeypatch, manifests_dir) -> Path:
     (root / "nix" / "packages.py").write_text(textwrap.dedent(PACKAGES))
     (root / "src").mkdir()
     monkeypatch.chdir(root / "src")  # found from a subdirectory, like git
+    allow(root)
     return root
+
+
+def allow(root: Path) -> None:
+    """`cudapkgs allow ROOT` (a project is used only once allowed with its present contents)."""
+    assert main(["allow", str(root)]) == 0
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -92,6 +98,9 @@ def test_another_machine_is_told_exactly_what_differs(project, capsys, monkeypat
     packages = project / "nix" / "packages.py"
     packages.write_text(packages.read_text().replace('"1." +', '"2." +'))
     clear_cache()
+    code, _, err = run(capsys, "lock", "--check")  # an edited package file must be allowed again
+    assert code == 1 and "changed since you allowed it (nix/packages.py)" in err
+    allow(project)
     code, _, err = run(capsys, "lock", "--check")
     assert code == 1 and "package file nix/packages.py: locked" in err
     assert 'derivation hello-2.12.8: attrs.version: locked "1.12.8", here "2.12.8"' in err
@@ -110,6 +119,7 @@ def test_store_directory_and_local_settings(project, capsys, monkeypatch, tmp_pa
 @needs_bash
 def test_shell_without_packages_uses_the_project_and_its_lock(project, capsys, tmp_path):
     (project / "cudapkgs.toml").write_text(textwrap.dedent(PROJECT).replace('"cuda_nvcc", "libcublas", ', ""))
+    allow(project)
     assert run(capsys, "lock")[0] == 0
     out_file = tmp_path / "out.txt"
     code, _, err = run(capsys, "shell", "--command", "sh", "-c", f"hello > {out_file}")
@@ -131,9 +141,11 @@ def test_bad_project_files(project, capsys, tmp_path):
     with pytest.raises(ConfigError, match='unknown key "packges".*did you mean "packages"'):
         load_project(project / "cudapkgs.toml")
     (project / "cudapkgs.toml").write_text('packages = ["cuda_nvcc"]\nset = "cudaPackages_99"\n')
+    allow(project)
     code, _, err = run(capsys, "lock")
     assert code == 1 and "no package set 'cudaPackages_99'" in err
     (project / "cudapkgs.toml").write_text('packages = ["libcublass"]\n')
+    allow(project)
     code, _, err = run(capsys, "lock")
     assert code == 1 and "packages: libcublass" in err and "libcublas" in err
     elsewhere = tmp_path / "empty"
@@ -141,6 +153,7 @@ def test_bad_project_files(project, capsys, tmp_path):
     code, _, err = run(capsys, "lock", "--project", str(elsewhere))
     assert code == 2 and "no cudapkgs.toml" in err
     (project / "cudapkgs.toml").write_text('packages = ["cuda_nvcc"]\n[config]\nallowUnfree = true\n')
+    allow(project)
     (project / "cudapkgs.lock").write_text("{not json")
     code, _, err = run(capsys, "lock", "--check")
     assert code == 1 and "not a cudapkgs lock" in err

@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +47,10 @@ __all__ = [
     "Project",
     "find_project",
     "load_project",
+    "check_allowed",
+    "allow_project",
+    "deny_project",
+    "describe_project",
     "ProjectEnvironment",
     "evaluate_project",
     "lock_data",
@@ -65,7 +68,7 @@ _SMALL = 160  # a field whose JSON is longer is recorded as its digest
 #: trusted. They are recorded under "local" and never make a lock differ (the manifests'
 #: digests and the derivation paths say whether the environment is the same).
 LOCAL_KEYS = ("storeDir", "manifestsDir", "fetchers", "sourceMirrors", "substituters", "trustedPublicKeys",
-              "requireSigs", "overlays")
+              "requireSigs", "overlays", "safeDirectories")
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,10 @@ class Project:
     packages: tuple[str, ...] = ()
     files: tuple[Path, ...] = ()
     config: Mapping[str, Any] = field(default_factory=dict)
+    #: Every Python file the project names (``files`` and ``[config] overlays``), as written -> absolute path.
+    python_files: Mapping[str, Path] = field(default_factory=dict)
+    #: The file as read (bytes, owner), when it was read from disk.
+    source: Any = field(default=None, repr=False, compare=False)
 
     @property
     def root(self) -> Path:
@@ -88,28 +95,40 @@ class Project:
         return self.root / LOCK_FILE
 
 
-def find_project(start: str | os.PathLike[str] | None = None) -> Path | None:
-    """The ``cudapkgs.toml`` in ``start`` (default: the current directory) or its nearest parent."""
+def find_project(start: str | os.PathLike[str] | None = None, *, parents: bool = True) -> Path | None:
+    """The ``cudapkgs.toml`` in ``start`` (default: the current directory) or, with ``parents``, its nearest parent.
+
+    ``start`` may be the project file itself. Finding a file uses nothing of it:
+    `load_project` reads it and `check_allowed` decides whether it may be used.
+    """
     here = Path(start or os.getcwd()).absolute()
-    if here.is_file():
-        return here
-    for directory in (here, *here.parents):
+    if here.is_file() or (start is not None and here.exists() and not here.is_dir()):
+        return here  # a FIFO or device named as the project file: load_project refuses it, saying so
+    for directory in (here, *here.parents) if parents else (here,):
         candidate = directory / PROJECT_FILE
         if candidate.is_file():
             return candidate
     return None
 
 
+#: [config] keys a project may not set: they are the user's own policy about projects and caches.
+_USER_ONLY = {
+    "safeDirectories": "which directories' projects may be owned by someone else is your decision, not a project's",
+}
+
+
 def load_project(path: str | os.PathLike[str]) -> Project:
-    """Read and check a project file; raises `ConfigError` naming the file and key."""
-    file = Path(path).absolute()
-    try:
-        with open(file, "rb") as handle:
-            data = tomllib.load(handle)
-    except OSError as error:
-        raise ConfigError(f"{file}: cannot read the project file: {error.strerror or error}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{file}: invalid TOML: {error}") from None
+    """Read and check a project file; raises `ConfigError` naming the file and key.
+
+    Reading runs nothing and trusts nothing: the file is read once (a regular file, at most
+    1 MiB, without blocking), and `check_allowed` decides whether it may be used.
+    """
+    from .config import parse_toml
+    from .trust import read_project_file
+
+    source = read_project_file(path)
+    file = source.path
+    data = parse_toml(source.data, str(file))
     for key in data:
         if key not in _KEYS:
             raise ConfigError(f'{file}: unknown key "{key}"{did_you_mean(key, _KEYS)} (keys: {", ".join(_KEYS)})')
@@ -125,41 +144,214 @@ def load_project(path: str | os.PathLike[str]) -> Project:
     chosen = data.get("set")
     if chosen is not None and (not isinstance(chosen, str) or not chosen):
         raise ConfigError(f'{file}: set: expected a package set name such as "cudaPackages_12_8"')
-    if isinstance(chosen, str) and chosen.replace(".", "").isdigit():
+    if isinstance(chosen, str) and chosen.replace(".", "").isascii() and chosen.replace(".", "").isdigit():
         chosen = "cudaPackages_" + chosen.replace(".", "_")  # "12.8" is cudaPackages_12_8
     config = data.get("config", {})
     if not isinstance(config, dict):
         raise ConfigError(f"{file}: config: expected a table ([config])")
+    for key, why in _USER_ONLY.items():
+        if key in config:
+            raise ConfigError(f"{file}: config: {key} can be set only in your own configuration ({why})")
+    if config.get("requireSigs") is False:
+        raise ConfigError(f"{file}: config: requireSigs = false: a project cannot turn signature checks off "
+                          "(set it in your own configuration, for caches you fully control)")
     packages = strings("packages") or ()
     if not packages:
         raise ConfigError(f'{file}: packages: list what the environment holds, e.g. packages = ["cuda_nvcc", "cuda_cudart"]')
-    files = tuple((file.parent / f).resolve() for f in strings("files") or ())
+    names = strings("files") or ()
+    files = tuple((file.parent / f).resolve() for f in names)
+    overlays = config.get("overlays", ())
+    python = {name: path for name, path in zip(names, files)}
+    if isinstance(overlays, list):
+        for entry in overlays:
+            if isinstance(entry, str) and entry:
+                python[entry] = Path(os.path.normpath(file.parent / os.path.expanduser(entry)))
     return Project(file=file, set=chosen, capabilities=strings("capabilities"), packages=packages, files=files,
-                   config=config)
+                   config=config, python_files=python, source=source)
+
+
+# --- trust: nothing of a project file takes effect until its user allows it (see `trust`) ---
+
+
+def _found_where(project: Project) -> str:
+    """" (found in DIR, a parent of the current directory)" when it was, else ""."""
+    try:
+        here = Path.cwd()
+    except OSError:
+        return ""
+    if project.root != here and here.is_relative_to(project.root):
+        return f" (found in {project.root}, a parent of the current directory)"
+    return ""
+
+
+def describe_project(project: Project) -> list[str]:
+    """What a project file would do once allowed, one line each (for the refusal message)."""
+    from .config import Config
+
+    lines = []
+    if project.python_files:
+        lines.append("run the Python files " + ", ".join(project.python_files) + " (as you, with your rights)")
+    try:
+        resolved = Config().merged(project.config, source=str(project.file), relative_to=os.fspath(project.root))
+        shown = {k: resolved[k] for k in project.config}
+    except ConfigError:
+        shown = dict(project.config)
+    what = {
+        "storeDir": "put the store at {}",
+        "substituters": "substitute binaries from {}",
+        "trustedPublicKeys": "trust the keys {} for its substituters",
+        "fetchers": "fetch sources through {}",
+        "sourceMirrors": "fetch sources from the mirrors {}",
+        "manifestsDir": "read NVIDIA's manifests from {}",
+        "python3Executable": "run {} as the host Python",
+        "driverLibDir": "look for the driver in {}",
+    }
+    for key, template in what.items():
+        if key in shown:
+            value = shown[key]
+            lines.append(template.format(", ".join(map(str, value)) if isinstance(value, (list, tuple)) else value))
+    rest = [k for k in project.config if k not in what and k != "overlays"]
+    if rest:
+        lines.append("set " + ", ".join(rest))
+    lines.append("provide the packages " + ", ".join(project.packages))
+    return lines
+
+
+def _refusal(project: Project, reason: str, allow: bool = True) -> str:
+    lines = [f"{project.file}{_found_where(project)}: {reason}", "once allowed, it would:"]
+    lines += [f"  {line}" for line in describe_project(project)]
+    if allow:
+        lines.append(f"read it and the files it names, then run: cudapkgs allow {project.file}")
+    return "\n".join(lines)
+
+
+def _ownership(project: Project, safe_directories: Sequence[str]) -> None:
+    from .trust import UntrustedProjectError, ownership_problem
+
+    uid = project.source.uid if project.source is not None else None
+    checked = [(project.file, uid), *((path, None) for path in project.python_files.values() if os.path.exists(path))]
+    for path, owner in checked:
+        problem = ownership_problem(path, owner, safe_directories=safe_directories)
+        if problem is None:
+            continue
+        directory = Path(os.path.realpath(path)).parent  # what safeDirectories is compared with
+        raise UntrustedProjectError(_refusal(
+            project,
+            f"refusing a project file that someone else controls: {problem}. Anyone who can change it, or "
+            "the files it names, could run code as you. If you trust that directory, add it to "
+            f'safeDirectories in your configuration (safeDirectories = ["{directory}"]), then run: '
+            f"cudapkgs allow {project.file}",
+            allow=False,
+        ))
+
+
+def _contents(project: Project) -> Any:
+    from .trust import contents_of, read_project_file
+
+    source = project.source if project.source is not None else read_project_file(project.file)
+    return contents_of(source.data, project.python_files)
+
+
+def check_allowed(project: Project, *, safe_directories: Sequence[str] = ()) -> None:
+    """Raise `UntrustedProjectError` unless `project` may be used: owned by this user (or root, or
+    in one of `safe_directories`), and allowed with exactly these contents (`allow_project`).
+
+    The message names the file (and that it was found in a parent directory), why it is
+    refused, what it would do, and the `cudapkgs allow` command to run.
+    """
+    from .trust import UntrustedProjectError, allowed_record, changed_since
+
+    _ownership(project, safe_directories)
+    real = project.source.real if project.source is not None else Path(os.path.realpath(project.file))
+    record = allowed_record(real)
+    try:
+        contents = _contents(project)
+    except ConfigError as error:
+        raise UntrustedProjectError(_refusal(project, f"not allowed, and it cannot be until it can be read: {error}",
+                                             allow=False)) from None
+    if record is None:
+        raise UntrustedProjectError(_refusal(
+            project, "not allowed: a project file can run code and choose where binaries come from, so "
+            "cudapkgs uses one only once you allow its exact contents"))
+    if record["digest"] != contents.digest:
+        changed = ", ".join(changed_since(record, contents.project, contents.files)) or "its contents"
+        raise UntrustedProjectError(_refusal(project, f"changed since you allowed it ({changed})"))
+
+
+def allow_project(project: Project, *, safe_directories: Sequence[str] = ()) -> Path:
+    """Allow `project` with its present contents (the project file and every Python file it
+    names); returns the record written. Raises `UntrustedProjectError` when it is owned by
+    someone else (see `check_allowed`), `ConfigError` when a file it names cannot be read."""
+    from .trust import record_allowed
+
+    _ownership(project, safe_directories)
+    real = project.source.real if project.source is not None else Path(os.path.realpath(project.file))
+    return record_allowed(real, _contents(project))
+
+
+def deny_project(path: str | os.PathLike[str]) -> bool:
+    """Forget that the project file at `path` was allowed; False when it was not allowed."""
+    from .trust import forget_allowed
+
+    return forget_allowed(os.path.realpath(path))
 
 
 @dataclass
 class ProjectEnvironment:
-    """A project evaluated here: its configuration, top level and packages (label -> package)."""
+    """A project evaluated here: its configuration, top level and packages (label -> package).
+
+    ``config.substituters`` are the user's substituters, then the project's;
+    ``config.trustedPublicKeys`` the user's keys only: the project's `project_keys` are
+    trusted for its own `project_substituters` alone (`substituters_of`).
+    """
 
     project: Project
     config: Any
     pkgs: Any  # the top level the packages come from (the set's .pkgs when `set` is given)
     packages: dict[str, Any]
+    project_substituters: tuple[str, ...] = ()
+    project_keys: tuple[str, ...] = ()
+
+    def substituters_of(self, **options: Any) -> Any:
+        """The `Substituters` of this environment (None when there are none): the user's caches
+        with the user's keys, then the project's, where the project's keys are trusted too.
+        ``options`` go to `Substituters` (``warn``)."""
+        if not self.config.substituters:
+            return None
+        from .store.caches.substitution import Substituters
+
+        return Substituters.from_config(self.config, scoped_keys={u: self.project_keys for u in self.project_substituters},
+                                        **options)
 
 
 def evaluate_project(project: Project, *, config_file: str | None = None, sets: Sequence[str] = (),
-                     system: str | None = None) -> ProjectEnvironment:
-    """Evaluate the project's packages (nothing is built). ``sets`` (--set) override the project's config."""
+                     system: str | None = None, assume_allowed: bool = False) -> ProjectEnvironment:
+    """Evaluate the project's packages (nothing is built). ``sets`` (--set) override the project's config.
+
+    First `check_allowed` (raising `UntrustedProjectError`) unless ``assume_allowed``: no
+    Python file of the project is imported, and nothing of its [config] used, before.
+    The project's ``substituters`` and ``trustedPublicKeys`` are added to the user's (Nix's
+    ``extra-substituters``), never replacing them, and its keys count only for its own
+    substituters (see `ProjectEnvironment`).
+    """
     from .lib.attrpath import parse_attrpath, resolve
     from .config import load_config, parse_set
     from .top_level import import_pkgs
 
     config = load_config(file=config_file)
+    if not assume_allowed:
+        check_allowed(project, safe_directories=config.safeDirectories)
     layered = dict(project.config)
     if project.capabilities is not None:
         layered["cudaCapabilities"] = list(project.capabilities)
+    own_urls = tuple(layered.pop("substituters", ()) or ())
+    own_keys = tuple(layered.pop("trustedPublicKeys", ()) or ())
+    # Validated like any key (a bad URL or key names the project file), then added to the user's.
+    checked = config.merged({"substituters": list(own_urls), "trustedPublicKeys": list(own_keys)},
+                            source=str(project.file))
     config = config.merged(layered, source=str(project.file), relative_to=os.fspath(project.root))
+    config = config.merged({"substituters": list(dict.fromkeys([*config.substituters, *checked.substituters]))},
+                           source=str(project.file))
     for assignment in sets:
         key, value = parse_set(assignment)
         config = config.merged({key: value}, source="--set")
@@ -189,7 +381,8 @@ def evaluate_project(project: Project, *, config_file: str | None = None, sets: 
             packages[text] = resolve(where, path)
         except (EvalError, UsageError) as error:
             raise EvalError(f"{project.file}: packages: {text}: {error}") from None
-    return ProjectEnvironment(project, pkgs.config, pkgs, packages)
+    return ProjectEnvironment(project, pkgs.config, pkgs, packages, tuple(checked.substituters),
+                              tuple(checked.trustedPublicKeys))
 
 
 # --- the lock --------------------------------------------------------------------------
@@ -287,11 +480,12 @@ def write_lock(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
 
 def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a lock file; raises `ConfigError` when it is not one this cudapkgs can read."""
+    from .inputs import InputFileError, read_input_file
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the lock: {error.strerror or error}") from None
+        data = json.loads(read_input_file(path, what="lock"))  # a FIFO there hung it; /dev/zero filled memory
+    except InputFileError as error:
+        raise ConfigError(f"{path}: cannot read the lock: {error.reason}") from None
     except (ValueError, RecursionError) as error:
         raise ConfigError(f"{path}: not a cudapkgs lock (invalid JSON: {error})") from None
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:

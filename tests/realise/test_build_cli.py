@@ -10,7 +10,8 @@ import sys
 import pytest
 from test_scheduler import EVENTS, _fake_builder, mk  # noqa: F401  (the fixture registers the fake builder)
 
-from cudapkgs.cli.realise import Installable, realise_and_link
+from cudapkgs.cli.build import realise_and_link
+from cudapkgs.cli.installables import Installable
 from cudapkgs.realise.realise import log_path
 from cudapkgs.cli import main
 from cudapkgs.errors import CudapkgsError

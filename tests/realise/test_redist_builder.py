@@ -22,7 +22,7 @@ from elf_builders import GCC, readelf_runpath
 import cudapkgs
 from cudapkgs.fetch import archives
 from cudapkgs.elf import read as elf
-from cudapkgs.realise import redist
+from cudapkgs.realise import redist, redist_source
 from cudapkgs.realise.context import BuildContext
 from cudapkgs.realise.errors import BuildError
 from cudapkgs.realise.realise import realise
@@ -143,7 +143,7 @@ def test_download_cache_is_reused_after_the_paths_are_collected(setup, server, r
         assert store.verify() == []
     assert server.hits() == 1
     sha = release.manifest()["cuda_cudart"]["linux-x86_64"]["sha256"]
-    assert (redist.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
+    assert (redist_source.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
 
 
 def test_truncated_download_is_resumed(setup, server, release):
@@ -177,7 +177,7 @@ def test_wrong_hash_fails_and_keeps_nothing(setup, server, release, tmp_path):
         assert store.all_paths() == []
         assert os.listdir(store_dir / ".tmp") == []
     # no empty cache entry (lock files only) for doctor and `gc --caches` to count
-    assert not redist.download_dir(store_dir, bad).exists()
+    assert not redist_source.download_dir(store_dir, bad).exists()
     assert os.listdir(store_dir / ".cache" / "downloads") == []
 
 
@@ -194,7 +194,7 @@ def test_a_failed_download_leaves_no_cache_entry(setup, server, release):
     with Store.open(store_dir) as store:
         realise(store, [packages(config).cuda_cudart.derivation])
     sha = release.manifest()["cuda_cudart"]["linux-x86_64"]["sha256"]
-    assert (redist.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
+    assert (redist_source.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
 
 
 def test_unavailable_packages_fail_before_any_download(setup, server):
@@ -326,10 +326,10 @@ def test_builder_refuses_a_derivation_without_src(tmp_path):
 
 
 def test_sources_from_fetchers():
-    got = redist.sources(["mirror:/srv/mirror", "redist", "wheels"])
+    got = redist_source.sources(["mirror:/srv/mirror", "redist", "wheels"])
     assert [type(s).__name__ for s in got] == ["MirrorSource", "RedistSource", "WheelSource"]
-    with pytest.raises(redist.RedistBuildError, match="unknown fetcher"):
-        redist.sources(["ftp"])
+    with pytest.raises(redist_source.RedistBuildError, match="unknown fetcher"):
+        redist_source.sources(["ftp"])
 
 
 # --- builder paths without a package set ----------------------------------------------------
@@ -424,7 +424,7 @@ def _serve_tree(monkeypatch, tree: Path, expect: tuple[str, str, int] | None = N
             assert expect is None or (product, pname, cuda_major) == expect
             return FetchedArtifact("tree", tree, self.name)
 
-    monkeypatch.setattr(redist, "sources", lambda fetchers: [TreeSource()])
+    monkeypatch.setattr(redist_source, "sources", lambda fetchers: [TreeSource()])
 
 
 def test_a_wheel_tree_is_copied_not_consumed(tmp_path, monkeypatch):
@@ -622,7 +622,7 @@ def test_store_nvcc_compiles_and_links_with_its_own_host_compiler(toolkit, tmp_p
     nvcc, cudart = cuda.cuda_nvcc, cuda.cuda_cudart
     assert set(nvcc.inputs) == {"cuda_crt.out", "libnvvm.out", "cccl.out"}  # cccl: pname cuda_cccl before 13.3
     with Store.open(tmp_path / "store") as store:
-        realise(store, [cudart.derivation])
+        realise(store, [nvcc.derivation, cudart.derivation])  # cudart does not need nvcc (cuda_cudart.nix@e944ac95)
         assert store.verify() == []
         assert set(store.references(nvcc.out)) >= {cuda.cuda_crt.out}
         assert cuda.libnvvm.out not in store.references(nvcc.out)  # nvvm/ is a copy
@@ -690,8 +690,8 @@ def test_a_damaged_wheel_is_discarded_and_the_next_source_tried(setup, server, r
         def fetch(self, *args, **kwargs):
             return FetchedArtifact("wheel", wheel, self.name)
 
-    real = redist.sources
-    monkeypatch.setattr(redist, "sources", lambda fetchers: [Damaged(), *real(fetchers)])
+    real = redist_source.sources
+    monkeypatch.setattr(redist_source, "sources", lambda fetchers: [Damaged(), *real(fetchers)])
     with Store.open(store_dir) as store:
         paths = realise(store, [packages(config).cuda_cudart.derivation])
         assert all(store.is_valid(p) for p in paths)
@@ -780,3 +780,30 @@ def test_cudart_from_a_wheel_gets_a_generated_link_only_libcuda_stub(tmp_path, m
     out = subprocess.run(["nm", "-D", "--defined-only", stub], capture_output=True, text=True, check=True).stdout
     assert {"cuInit", "cuMemAlloc_v2"} <= {line.split()[-1] for line in out.splitlines()}
     assert not (Path(drv.outputs["lib"]) / "lib" / "libcuda.so").exists()  # never beside the real libraries
+
+
+def test_cuda_12_crt_keeps_only_nvccs_headers(tmp_path, manifests_dir):
+    # cuda_crt/package.nix@613b8b48: below CUDA 13.0 the release is cuda_nvcc's, and preInstall
+    # removes bin lib lib64 nvvm nvvm-next; what cuda_cudart propagates is then headers only.
+    import cudapkgs
+    from cudapkgs.realise.realise import build_one
+
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": os.fspath(tmp_path / "unused"), "allowUnfree": True})
+    attrs = pkgs.cudaPackages_12_8.cuda_crt.derivation.attrs
+    assert attrs["removeFromSource"] == ["bin", "lib", "lib64", "nvvm", "nvvm-next"]
+    assert "removeFromSource" not in pkgs.cudaPackages_13_0.cuda_crt.derivation.attrs
+    tree = tmp_path / "tree"
+    (tree / "include" / "crt").mkdir(parents=True)
+    (tree / "include" / "crt" / "host_config.h").write_text("#define __HOST_CONFIG_H__\n")
+    for sub in ("bin/nvcc", "bin/ptxas", "nvvm/bin/cicc", "lib64/libnvptxcompiler_static.a"):
+        (tree / sub).parent.mkdir(parents=True, exist_ok=True)
+        (tree / sub).write_bytes(b"\x7fELF not really\0")
+    (tree / "lib").symlink_to("lib64")
+    archive = _mirror_with(tmp_path, tree)
+    keep = {k: attrs[k] for k in ("pname", "version", "cudaMajorMinorVersion", "removeFromSource", "allowFHSReferences")}
+    drv = _redist_drv(tmp_path / "store", archive, outputs=("out",), **keep)
+    with Store.open(tmp_path / "store") as store:
+        build_one(store, drv, fetchers=[f"mirror:{tmp_path / 'mirror'}"])
+    out = Path(drv.outputs["out"])
+    assert sorted(p.name for p in out.iterdir() if p.name != "nix-support") == ["include"]
+    assert (out / "include" / "crt" / "host_config.h").is_file()

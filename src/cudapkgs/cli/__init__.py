@@ -22,7 +22,10 @@ COMMAND_MODULES = (
     "cudapkgs.cli.eval",
     "cudapkgs.cli.manifests",
     "cudapkgs.cli.doctor",
-    "cudapkgs.cli.realise",
+    "cudapkgs.cli.build",
+    "cudapkgs.cli.shell",
+    "cudapkgs.cli.test",
+    "cudapkgs.cli.log",
     "cudapkgs.cli.project",
     "cudapkgs.cli.store",
     "cudapkgs.cli.caches",
@@ -37,8 +40,9 @@ COMMANDS: dict[str, str] = {
     "eval": "cudapkgs.cli.eval", "search": "cudapkgs.cli.eval", "list": "cudapkgs.cli.eval",
     "capabilities": "cudapkgs.cli.eval", "show-derivation": "cudapkgs.cli.eval", "config": "cudapkgs.cli.eval",
     "check-leakage": "cudapkgs.cli.eval", "manifests": "cudapkgs.cli.manifests", "doctor": "cudapkgs.cli.doctor",
-    "build": "cudapkgs.cli.realise", "shell": "cudapkgs.cli.realise", "test": "cudapkgs.cli.realise",
-    "log": "cudapkgs.cli.realise", "lock": "cudapkgs.cli.project", "gc": "cudapkgs.cli.store",
+    "build": "cudapkgs.cli.build", "shell": "cudapkgs.cli.shell", "test": "cudapkgs.cli.test",
+    "log": "cudapkgs.cli.log", "lock": "cudapkgs.cli.project", "allow": "cudapkgs.cli.project",
+    "deny": "cudapkgs.cli.project", "gc": "cudapkgs.cli.store",
     "export": "cudapkgs.cli.store", "import": "cudapkgs.cli.store", "path-info": "cudapkgs.cli.store",
     "why-depends": "cudapkgs.cli.store", "verify": "cudapkgs.cli.store", "key": "cudapkgs.cli.caches",
     "copy": "cudapkgs.cli.caches", "serve": "cudapkgs.cli.caches", "plan": "cudapkgs.cli.caches",
@@ -208,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     # Nothing cudapkgs writes is group- or world-writable, whatever the caller's umask (as Nix's 0022).
     os.umask(os.umask(0o022) | 0o022)
+    from ..store import locks  # the library says nothing for humans; the command line shows its waits
+
+    locks.wait_notice = _say_on_stderr
     try:
         return int(args.func(args) or 0)
     except CudapkgsError as error:
@@ -231,6 +238,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 70
+
+
+def _say_on_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _in_user_file(error: BaseException) -> str:

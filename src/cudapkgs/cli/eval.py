@@ -28,7 +28,8 @@ allowUnfreePredicate ("cuda" = NVIDIA's CUDA licenses), allowAliases, manifestsD
 storeDir, fetchers ("redist", "mirror:<dir or URL>", "wheels"), driverLibDir,
 sourceMirrors, maxCacheSize, overlays (files defining overlay(final, prev)),
 python3Executable (the host Python of python3Packages), substituters,
-trustedPublicKeys, requireSigs; `cudapkgs config` says what each means.
+trustedPublicKeys, requireSigs, safeDirectories (whose cudapkgs.toml may belong to
+another user); `cudapkgs config` says what each means.
 Manifests are read from manifestsDir or $CUDAPKGS_MANIFESTS when set, else from the
 user manifests directory (`cudapkgs manifests update`), else from the copies shipped
 with cudapkgs; evaluation never downloads.

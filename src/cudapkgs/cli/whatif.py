@@ -19,7 +19,8 @@ __all__ = ["compare", "plan_for", "print_comparison"]
 
 def plan_for(args: argparse.Namespace, sets: list[str]) -> dict[str, Any]:
     """The plan summary (JSON-ready) for the configuration `args` names with `sets` as its --set list."""
-    from .realise import _open_store, evaluate, substituters_from_args
+    from .build import _open_store, substituters_from_args
+    from .installables import evaluate
     from ..realise.scheduler import plan
 
     ns = argparse.Namespace(**{**vars(args), "sets": sets})

@@ -318,6 +318,10 @@ def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
         # cccl.nix@68f38bbd: from 13.0, include/nv removed, include/cccl un-nested into include/,
         # and include/cccl re-created as an alias of include (NVIDIA's CMake expects it).
         return {"ccclLayout": "unnested"}
+    if pname == "cuda_crt" and not version_at_least(cuda.cudaMajorMinorVersion, "13.0"):
+        # cuda_crt/package.nix@613b8b48: below 13.0 the release is nvcc's, and preInstall keeps only
+        # its headers ("rm -rf bin lib lib64 nvvm nvvm-next"), so that consumers never need a compiler.
+        return {"removeFromSource": ["bin", "lib", "lib64", "nvvm", "nvvm-next"]}
     if pname == "cuda_nvcc":
         from ..host.compiler import derivation_attrs
         from ..db import nvcc_compatibilities

@@ -25,7 +25,8 @@ __all__ = ["Progress", "download", "sha256_file"]
 Progress = Callable[[int, "int | None"], None]
 
 _CHUNK = 1 << 20
-_CONTENT_RANGE_RE = re.compile(r"bytes ([0-9]+)-([0-9]+)/([0-9]+|\*)")
+_DECIMAL = re.compile(r"[0-9]{1,20}", re.ASCII)  # str.isdigit takes "\u00b2", which int() refuses
+_CONTENT_RANGE_RE = re.compile(r"bytes ([0-9]{1,20})-([0-9]{1,20})/([0-9]{1,20}|\*)", re.ASCII)
 #: The most a download of no declared size may bring (bytes): far above any source archive.
 UNSIZED_LIMIT = 64 << 30
 
@@ -194,7 +195,7 @@ def _one_request(url: str, part: Path, size: int | None, progress: Progress | No
         elif have:
             restarted()  # 200: the server ignored Range; the file starts over from zero
         declared = response.headers.get("Content-Length", "")
-        expected_end = start + int(declared) if declared.isascii() and declared.isdigit() else None
+        expected_end = start + int(declared) if _DECIMAL.fullmatch(declared) else None  # ASCII digits only
         total = size if size is not None else expected_end
         done = start
         try:

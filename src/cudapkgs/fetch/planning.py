@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FetchError
-from .wheels import cached_wheel, pypi_name, wheel_cache_directory, wheel_lacks
+from .wheel_lookup import cached_wheel, pypi_name, wheel_cache_directory, wheel_lacks
 
 __all__ = ["SourceChoice", "SourcePlanError", "choose_source", "download_entry"]
 
@@ -161,7 +161,7 @@ def lookup_wheel_sizes(
 
     from ..transport.errors import TransferError
     from ..transport.http import Limits, get_bytes
-    from .wheels import platform_tags
+    from .wheel_lookup import platform_tags
 
     base = (index or index_url()).rstrip("/")
     # A project's page lists every file it ever released: a few MiB at most (PyPI's largest are ~2 MiB).

@@ -10,9 +10,10 @@ cuda_cudart (when it is an input), adds ``lib64 -> lib``, sets
 wraps ``bin/nvcc`` so that nvcc's host-compiler probe uses it too
 (``NVCC_CCBIN``; the probe ignores the profile).
 
-cuda_cudart is a target-propagated dependency of nvcc, as in Nixpkgs: cudart
-itself depends on nvcc, so nvcc cannot depend on it; its include and lib dirs
-come from the consumer (``-I``/``-L``, or a profile when cudart is an input).
+cuda_cudart is a target-propagated dependency of nvcc, as in Nixpkgs
+(cuda_nvcc/package.nix@1ac181a1): it is handed to nvcc's consumers, not built
+with; its include and lib dirs come from the consumer (``-I``/``-L``, or a
+profile when cudart is an input). cudart takes nvcc's headers from cuda_crt.
 """
 
 from __future__ import annotations

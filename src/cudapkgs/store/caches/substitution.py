@@ -13,7 +13,7 @@ the caller builds it instead.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -59,9 +59,12 @@ class Substituters:
         require_sigs: bool = True,
         warn: Callable[[str], None] | None = None,
         jobs: int = 8,
+        scoped_keys: Mapping[str, Iterable[PublicKey]] | None = None,
     ) -> None:
         self.caches = list(caches)
         self.keys = list(keys)
+        # Keys trusted for one cache only (by its URL): a project's keys, for the caches it names.
+        self.scoped_keys = {url: list(k) for url, k in (scoped_keys or {}).items()}
         self.require_sigs = require_sigs
         self.warn = warn or (lambda _line: None)
         self.jobs = max(1, jobs)
@@ -72,13 +75,25 @@ class Substituters:
         self._absent: set[str] = set()
 
     @classmethod
-    def from_config(cls, config: Any, **options: Any) -> Substituters:
-        """From a Config's `substituters`, `trustedPublicKeys` and `requireSigs` (CudapkgsError on a bad key or URL)."""
+    def from_config(cls, config: Any, *, scoped_keys: Mapping[str, Iterable[str]] | None = None,
+                    **options: Any) -> Substituters:
+        """From a Config's `substituters`, `trustedPublicKeys` and `requireSigs` (CudapkgsError on a bad key or URL).
+
+        `scoped_keys` maps some of the substituters (as the configuration spells them) to
+        more keys ("name:base64") trusted for that cache alone.
+        """
         from . import open_cache
 
         urls = list(_get(config, "substituters", ()) or ())
         keys = trusted_keys(_get(config, "trustedPublicKeys", ()) or ())
-        return cls([open_cache(u) for u in urls], keys, require_sigs=bool(_get(config, "requireSigs", True)), **options)
+        caches = [open_cache(u) for u in urls]
+        scoped = {cache.url: trusted_keys((scoped_keys or {}).get(url, ())) for url, cache in zip(urls, caches)
+                  if (scoped_keys or {}).get(url)}
+        return cls(caches, keys, require_sigs=bool(_get(config, "requireSigs", True)), scoped_keys=scoped, **options)
+
+    def keys_for(self, cache: Cache) -> list[PublicKey]:
+        """The keys whose signatures `cache`'s narinfos may carry: everyone's, and its own scoped ones."""
+        return self.keys + self.scoped_keys.get(cache.url, [])
 
     def __bool__(self) -> bool:
         return bool(self.caches)
@@ -117,7 +132,7 @@ class Substituters:
                 if info is None:
                     missing += 1
                     continue
-                cache.verify(info, self.keys, require_sigs=self.require_sigs)
+                cache.verify(info, self.keys_for(cache), require_sigs=self.require_sigs)
             except CacheUnavailable as error:
                 self._mark_down(cache, error)
                 continue
@@ -234,7 +249,8 @@ class Substituters:
                 progress.started(sub)
             try:
                 sub.cache.substitute(
-                    worker_store(), sub.path, trusted_keys=self.keys, require_sigs=self.require_sigs, info=sub.info,
+                    worker_store(), sub.path, trusted_keys=self.keys_for(sub.cache), require_sigs=self.require_sigs,
+                    info=sub.info,
                     on_bytes=(lambda done: progress.bytes(sub, done)) if progress else None,
                     wait_for_references=wait_for_references,
                 )
