@@ -100,6 +100,18 @@ class _Watched:
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
 
+class _WatchedContext(ssl.SSLContext):
+    """Attaches a TLS socket to the current watch before its handshake: wrapping detaches the TCP
+    socket attached at connect, so without this a handshake that never ends would escape the deadline."""
+
+    def wrap_socket(self, sock, *args: Any, do_handshake_on_connect: bool = True, **kwargs: Any):  # type: ignore[override]
+        tls = super().wrap_socket(sock, *args, do_handshake_on_connect=False, **kwargs)
+        _deadline.attach(tls)
+        if do_handshake_on_connect:
+            tls.do_handshake()
+        return tls
+
+
 class _HTTPConnection(_Watched, _connection.HTTPConnection):
     pass
 
@@ -180,7 +192,12 @@ class Client:
     def _ssl_context(self, cafile: str | None) -> ssl.SSLContext:
         context = self._contexts.get(cafile)
         if context is None:
-            context = ssl.create_default_context(cafile=cafile) if cafile else ssl.create_default_context()
+            # ssl.create_default_context's client settings: hostname checked, certificate required.
+            context = _WatchedContext(ssl.PROTOCOL_TLS_CLIENT)
+            if cafile:
+                context.load_verify_locations(cafile=cafile)
+            else:
+                context.load_default_certs()
             self._contexts[cafile] = context
         return context
 
@@ -276,14 +293,16 @@ class Client:
         if remaining <= 0:
             watch.close()
             raise DeadlineExceeded(target.url, "its deadline passed before it could be asked for")
-        timeout = Timeout(connect=min(limits.connect_s, remaining), read=min(limits.read_s, remaining))
+        # The watchdog ends the transfer at the deadline; the socket timeouts get a little slack past it
+        # so that the deadline, not a timeout racing it, is what a late transfer reports.
+        timeout = Timeout(connect=min(limits.connect_s, remaining + 1.0), read=min(limits.read_s, remaining + 1.0))
         try:
             with _deadline.current(watch):
                 raw = manager.urlopen(method, target.url, body=body, headers=headers, retries=False, redirect=False,
                                       timeout=timeout, preload_content=False, decode_content=False,
                                       assert_same_host=False)
         except (_exc.HTTPError, OSError, http.client.HTTPException, ValueError) as error:
-            expired = watch.close()
+            expired = watch.close() or time.monotonic() >= deadline
             raise _translate(error, target, expired, limits, proxy) from None
         response = Response(raw, target.url, watch, limits, method)
         declared = raw.headers.get("Content-Length", "")
