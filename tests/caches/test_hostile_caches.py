@@ -73,7 +73,7 @@ def test_signed_narinfos_naming_each_other_are_an_error_not_a_wait(cached):
                      env={"CUDAPKGS_STORE": store_dir})
     assert result.returncode == 1 and "Traceback" not in result.stderr
     warning, error = result.stderr.strip().splitlines()
-    assert "name each other as references in a cycle" in warning and os.path.basename(dep) in warning
+    assert "cycle detected in the references of" in warning and os.path.basename(dep) in warning
     assert error.startswith(f"cudapkgs: error: file://{cache_dir} cannot give {top}")
     with Store.open(store_dir) as store:
         assert store.all_paths() == []

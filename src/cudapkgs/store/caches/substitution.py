@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import CudapkgsError
+from ..cycles import find_cycle, topological_order
 from .base import Cache, CacheError, CacheUnavailable
 from .narinfo import NarInfo
 from .signing import PublicKey, trusted_keys
 
-__all__ = ["ReferenceCycle", "Substitute", "Substituters", "SubstituteFailed"]
+__all__ = ["Substitute", "Substituters", "SubstituteFailed"]
 
 
 class SubstituteFailed(CacheError):
@@ -165,27 +166,23 @@ class Substituters:
                         for ref in sub.info.reference_paths():
                             if ref != path and ref not in found and not store.is_valid(ref):
                                 todo.append(ref)
-        # A path is usable when every invalid reference is usable too (a greatest fixed point), and
-        # no reference cycle runs through it: signed narinfos naming each other describe no store
-        # (a store path cannot refer to one made after it), and waiting for either first would never end.
+        # A path is usable when every invalid reference is usable too (a greatest fixed point),
+        # and no path whose closure holds a reference cycle is: it could never be registered.
         usable = {p for p, s in found.items() if s is not None}
-        while True:
-            changed = True
-            while changed:
-                changed = False
-                for path in list(usable):
-                    sub = found[path]
-                    assert sub is not None
-                    if any(r != path and r not in usable and not store.is_valid(r) for r in sub.info.reference_paths()):
-                        usable.discard(path)
-                        changed = True
-            try:
-                _topological({p: [r for r in found[p].info.reference_paths() if r in usable and r != p]  # type: ignore[union-attr]
-                              for p in usable})
-                break
-            except ReferenceCycle as cycle:
-                self.warn(f"warning: {cycle}; not substituting them (building instead)")
-                usable -= set(cycle.paths)
+        while (cycle := find_cycle({p: found[p].info.reference_paths() for p in usable})) is not None:  # type: ignore[union-attr]
+            path, parent = cycle
+            self.warn(f"warning: {found[path].cache.url}: cycle detected in the references of '{path}' from "  # type: ignore[union-attr]
+                      f"'{parent}'; not substituting them")
+            usable -= {path, parent}
+        changed = True
+        while changed:
+            changed = False
+            for path in list(usable):
+                sub = found[path]
+                assert sub is not None
+                if any(r != path and r not in usable and not store.is_valid(r) for r in sub.info.reference_paths()):
+                    usable.discard(path)
+                    changed = True
         return {p: found[p] for p in found if p in usable}  # type: ignore[misc]
 
     def closure_of(self, subs: dict[str, Substitute], paths: Iterable[str]) -> list[str]:
@@ -223,7 +220,7 @@ class Substituters:
 
         by_path = {s.path: s for s in subs}
         refs_of = {s.path: [r for r in s.info.reference_paths() if r in by_path and r != s.path] for s in subs}
-        order = _topological(refs_of)  # ReferenceCycle before anything is fetched: a cycle is an error, never a wait
+        order = _topological(refs_of)  # ReferenceCycleError before any download: they would wait on each other
         registered = {p: threading.Event() for p in by_path}
         failed: dict[str, BaseException] = {}
         local = threading.local()
@@ -289,46 +286,12 @@ class Substituters:
         return added
 
 
-class ReferenceCycle(CacheError):
-    """Narinfos whose references run in a cycle (`paths`, in order): no store holds such paths."""
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-        import os
-
-        names = " -> ".join(os.path.basename(p) for p in [*paths, paths[0]])
-        super().__init__(f"the narinfos of {len(paths)} paths name each other as references in a cycle ({names}), "
-                         "which no store can hold")
-
-
 def _topological(refs_of: dict[str, list[str]]) -> list[str]:
     """The keys of `refs_of` with every path after the paths it refers to (among the keys).
 
-    Raises `ReferenceCycle` naming the paths of a cycle (self-references are the caller's to leave out).
+    Raises `ReferenceCycleError` when they refer to each other in a cycle (`cycles.topological_order`).
     """
-    order: list[str] = []
-    state: dict[str, int] = {}  # 1: on the stack, 2: ordered
-    for start in sorted(refs_of):
-        if start in state:
-            continue
-        stack = [(start, iter(sorted(refs_of[start])))]
-        state[start] = 1
-        while stack:
-            node, refs = stack[-1]
-            for ref in refs:
-                seen = state.get(ref)
-                if seen is None:
-                    state[ref] = 1
-                    stack.append((ref, iter(sorted(refs_of[ref]))))
-                    break
-                if seen == 1:
-                    members = [n for n, _ in stack]
-                    raise ReferenceCycle(members[members.index(ref):])
-            else:
-                stack.pop()
-                state[node] = 2
-                order.append(node)
-    return order
+    return topological_order(refs_of)
 
 
 def _get(config: Any, key: str, default: Any) -> Any:
