@@ -622,7 +622,7 @@ def test_store_nvcc_compiles_and_links_with_its_own_host_compiler(toolkit, tmp_p
     nvcc, cudart = cuda.cuda_nvcc, cuda.cuda_cudart
     assert set(nvcc.inputs) == {"cuda_crt.out", "libnvvm.out", "cccl.out"}  # cccl: pname cuda_cccl before 13.3
     with Store.open(tmp_path / "store") as store:
-        realise(store, [cudart.derivation])
+        realise(store, [nvcc.derivation, cudart.derivation])  # cudart no longer pulls nvcc in (cuda_cudart.nix@e944ac95)
         assert store.verify() == []
         assert set(store.references(nvcc.out)) >= {cuda.cuda_crt.out}
         assert cuda.libnvvm.out not in store.references(nvcc.out)  # nvvm/ is a copy
@@ -780,3 +780,28 @@ def test_cudart_from_a_wheel_gets_a_generated_link_only_libcuda_stub(tmp_path, m
     out = subprocess.run(["nm", "-D", "--defined-only", stub], capture_output=True, text=True, check=True).stdout
     assert {"cuInit", "cuMemAlloc_v2"} <= {line.split()[-1] for line in out.splitlines()}
     assert not (Path(drv.outputs["lib"]) / "lib" / "libcuda.so").exists()  # never beside the real libraries
+
+
+def test_cuda12_crt_is_nvccs_release_without_the_compiler(tmp_path, monkeypatch):
+    """cuda_crt below CUDA 13.0 comes from cuda_nvcc's release (a tarball, or the nvcc-cu12 wheel: it has the
+    crt headers, not nvcc) and keeps only the headers: cuda_crt/package.nix@613b8b48's preInstall removes
+    bin, lib, lib64, nvvm and nvvm-next. Before, a CUDA 12 cuda_crt held all of that archive."""
+    from cudapkgs.realise.realise import build_one
+
+    tree = tmp_path / "nvcc-cu12-tree"
+    (tree / "include" / "crt").mkdir(parents=True)
+    (tree / "include" / "crt" / "host_config.h").write_text("#define __HOST_CONFIG_H__\n")
+    for name in ("bin/ptxas", "nvvm/lib64/libnvvm.so", "lib/libnvptxcompiler_static.a"):
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_bytes(b"x")
+    (tree / "lib64").symlink_to("lib")
+    _serve_tree(monkeypatch, tree, expect=("cuda", "cuda_crt", 12))
+    archive = tmp_path / "cuda_nvcc-linux-x86_64-12.9.86-archive.tar.xz"
+    archive.write_bytes(b"not used")
+    drv = _redist_drv(tmp_path / "store", archive, outputs=("out",), pname="cuda_crt", version="12.9.86",
+                      cudaMajorMinorVersion="12.9", allowFHSReferences=True)
+    with Store.open(tmp_path / "store") as store:
+        build_one(store, drv)
+    out = Path(drv.outputs["out"])
+    assert sorted(p.name for p in out.iterdir() if p.name != "nix-support") == ["include"]
+    assert (out / "include" / "crt" / "host_config.h").is_file()

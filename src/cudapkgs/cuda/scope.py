@@ -124,6 +124,8 @@ def cuda_packages(
         # Packages Nixpkgs builds from source inside every set (pkgs/<name>/, loaded on first use).
         for attr, module in FROM_SOURCE.items():
             attrs[attr] = lazy(lambda module=module: _from_source(final, module))
+        # cudnn_<major>_<minor>: every cuDNN release with a manifest, beside the set's own `cudnn`.
+        attrs.update(_versioned_cudnn(final, config))
         for product, specs in component_specs().items():
             if product not in definition.products:
                 continue
@@ -166,6 +168,12 @@ def _from_source(scope: Scope, module: str) -> Any:
     if "top" in inspect.signature(fn).parameters:  # inputs looked up in the top level (cmake, mpi, …)
         return scope.call_package(fn, top=scope.auto_args)
     return scope.call_package(fn)
+
+
+def _versioned_cudnn(scope: Scope, config: Any) -> dict[str, Any]:
+    from .versioned import versioned_cudnn
+
+    return versioned_cudnn(scope, config)
 
 
 def _aggregate(which: str, scope: Scope, config: Any, system: str) -> Any:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FetchError
-from .wheels import cached_wheel, pypi_name, wheel_cache_directory, wheel_lacks
+from .wheels import cached_wheel, pypi_name, wheel_cache_directory, wheel_lacks, wheel_version
 
 __all__ = ["SourceChoice", "SourcePlanError", "choose_source", "download_entry"]
 
@@ -124,6 +124,7 @@ def choose_source(
             if arch is None:
                 passed.append("wheels: no wheels for Jetson (linux-aarch64) releases")
                 continue
+            version = wheel_version(product, pname, version)
             spec = f"{project}=={version}"
             # Not hashed here (100 MiB for a CUDA toolkit, before any build could start): the
             # fetch hashes it, and fetches it again if its bytes changed.

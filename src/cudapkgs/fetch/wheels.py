@@ -38,6 +38,7 @@ __all__ = [
     "platform_tags",
     "wheel_cache_directory",
     "wheel_lacks",
+    "wheel_version",
     "cached_wheel",
     "unpack_wheel",
     "check_unpacked",
@@ -50,7 +51,9 @@ __all__ = [
 _CUDA_WHEELS: dict[str, tuple[str | None, str | None]] = {
     "cuda_cudart": ("nvidia-cuda-runtime", "nvidia-cuda-runtime"),
     "cuda_nvcc": ("nvidia-cuda-nvcc", "nvidia-cuda-nvcc"),
-    "cuda_crt": (None, "nvidia-cuda-crt"),  # part of cuda_nvcc in 12.x
+    # Below 13.0 cuda_crt is cuda_nvcc's release without its compiler (cuda_crt/package.nix@613b8b48):
+    # the CUDA 12 nvcc wheel has the crt headers, though not nvcc itself (pypi-wheels.md, section 2).
+    "cuda_crt": ("nvidia-cuda-nvcc", "nvidia-cuda-crt"),
     "libnvvm": (None, "nvidia-nvvm"),  # part of cuda_nvcc in 12.x
     "cuda_cccl": ("nvidia-cuda-cccl", "nvidia-cuda-cccl"),
     "cuda_nvrtc": ("nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc"),
@@ -104,6 +107,9 @@ def pypi_name(product: str, pname: str, cuda_major: int) -> str | None:
     """The PyPI project holding ``pname`` for CUDA ``cuda_major``, or None when none is known."""
     if product == "cudnn" and pname == "cudnn" and cuda_major >= 12:
         return f"nvidia-cudnn-cu{cuda_major}"  # cuDNN keeps the suffix on CUDA 13 too
+    if product == "cusparselt" and pname == "libcusparse_lt" and cuda_major >= 12:
+        # nvidia-cusparselt-cu12 0.6.3/0.7.1/0.8.1 and -cu13 0.8.1/0.10.0 (pip index versions, 2026-12-01)
+        return f"nvidia-cusparselt-cu{cuda_major}"
     if product != "cuda" or pname not in _CUDA_WHEELS:
         return None
     cu12, cu13 = _CUDA_WHEELS[pname]
@@ -112,6 +118,18 @@ def pypi_name(product: str, pname: str, cuda_major: int) -> str | None:
     if cuda_major == 13:
         return cu13
     return None
+
+
+def wheel_version(product: str, pname: str, version: str) -> str:
+    """The version of the PyPI wheel holding manifest version ``version`` of ``pname``.
+
+    The manifest's version for every product but cuSPARSELt, whose wheels drop the fourth
+    number (manifest 0.8.1.1 is ``nvidia-cusparselt-cu12`` 0.8.1, 0.10.0.12 is -cu13 0.10.0:
+    the versions pip index lists beside the cusparselt manifests Nixpkgs vendors).
+    """
+    if product == "cusparselt":
+        return ".".join(version.split(".")[:3])
+    return version
 
 
 def wheel_lacks(pname: str, cuda_major: int) -> tuple[str, ...]:
@@ -554,6 +572,7 @@ class WheelSource:
         project = pypi_name(product, pname, cuda_major)
         if project is None:
             raise FetchError(f"NVIDIA publishes no PyPI wheel of {pname} for CUDA {cuda_major}")
+        version = wheel_version(product, pname, version)
         lacks = wheel_lacks(pname, cuda_major)
         if lacks:
             raise FetchError(f"NVIDIA's wheel {project} {version} lacks {', '.join(lacks)} (the redist archive has them)")

@@ -388,6 +388,9 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Mapping[str, Path]) -> No
                 ctx.log.write(f"{made}: generated from include/cuda.h (the wheel has no libcuda stub)\n")
 
         ctx.step("prePatch")
+        if attrs["pname"] == "cuda_crt" and _cuda_major(attrs) < 13:
+            # cuda_crt/package.nix@613b8b48 preInstall: nvcc's release without the compiler.
+            _remove_top_level(tree, ("bin", "lib", "lib64", "nvvm", "nvvm-next"))
         if attrs["pname"] == "libnvvm":
             _unnest(tree / "nvvm")
         if attrs.get("ccclLayout") == "unnested":
@@ -563,6 +566,16 @@ def _cudart_stubs(root: Path | None) -> None:
         link = stubs.parent / entry.name
         if not os.path.lexists(link):
             link.symlink_to(f"stubs/{entry.name}")
+
+
+def _remove_top_level(tree: Path, names: Sequence[str]) -> None:
+    """Remove the entries `names` of `tree` (a directory, file or link each; absent ones are fine)."""
+    for name in names:
+        path = tree / name
+        if path.is_dir() and not path.is_symlink():
+            _remove(path)
+        elif os.path.lexists(path):
+            path.unlink()
 
 
 def _unnest(directory: Path) -> None:
