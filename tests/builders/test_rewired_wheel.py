@@ -70,7 +70,7 @@ def _digest(data: bytes) -> str:
 
 
 def make_wheel(path: Path, files: dict[str, tuple[bytes, int]], *, tamper: str | None = None,
-               unlisted: str | None = None) -> Path:
+               unlisted: str | None = None, dist_info: str = "demo-1.0.dist-info") -> Path:
     """A wheel of `files` (name -> (bytes, mode)) with a RECORD; `tamper`'s row gets a wrong digest,
     `unlisted` is left out of RECORD."""
     record = []
@@ -82,8 +82,8 @@ def make_wheel(path: Path, files: dict[str, tuple[bytes, int]], *, tamper: str |
             archive.writestr(info, data)
             if name != unlisted:
                 record.append(f"{name},{_digest(b'not these bytes' if name == tamper else data)},{len(data)}")
-        record.append("demo-1.0.dist-info/RECORD,,")
-        archive.writestr("demo-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+        record.append(f"{dist_info}/RECORD,,")
+        archive.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
     return path
 
 
