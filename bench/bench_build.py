@@ -45,7 +45,8 @@ print("\\n".join(scope[name].outPath for name in sys.argv[1:]))
 AFTER_EVAL_SCRIPT = """
 import json, sys
 from cudapkgs.derivation import Derivation
-from cudapkgs.cli.realise import Installable, realise_and_link
+from cudapkgs.cli.build import realise_and_link
+from cudapkgs.cli.installables import Installable
 spec = json.load(open(sys.argv[1]))
 drvs = []
 for d in spec["derivations"]:

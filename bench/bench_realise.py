@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO / "tests"))
 import cudapkgs  # noqa: E402
 from cudapkgs.elf import patch as elf_patch
 from cudapkgs.elf import read as elf  # noqa: E402
-from cudapkgs.realise import redist  # noqa: E402
+from cudapkgs.realise import redist_source  # noqa: E402
 from cudapkgs.realise.realise import realise  # noqa: E402
 from cudapkgs.store.store import Store  # noqa: E402
 
@@ -165,7 +165,7 @@ def main() -> None:
                     if store.all_paths():
                         raise SystemExit(f"gc left {len(store.all_paths())} path(s) in the store: not a fresh store")
                     if cold:
-                        shutil.rmtree(redist.download_dir(store.store_dir, drv.data["src"]["sha256"]), ignore_errors=True)
+                        shutil.rmtree(redist_source.download_dir(store.store_dir, drv.data["src"]["sha256"]), ignore_errors=True)
                 with Store.open(work / "store") as store:
                     marks: list[tuple[str, float]] = []
                     start = time.perf_counter()

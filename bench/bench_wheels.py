@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
         spread = scratch / "spread"
         spread.mkdir()
-        from cudapkgs.store.store import spread_subdirectories
+        from cudapkgs.store.workdirs import spread_subdirectories
 
         if not spread_subdirectories(spread):
             rows_note.append("(this file system has no chattr +T: the spread uv row is plain uv)")

@@ -707,3 +707,16 @@ def test_scope_cycle_names_paths():
 def test_eager_call_package_during_scope_definition_is_recursion():
     with pytest.raises(errors.InfiniteRecursionError):
         make_scope(OUTER, lambda final: {"x": final.call_package(lambda stdenv: stdenv)})
+
+
+def test_fixpoint_re_exports_the_three_modules_names():
+    """The model is split as Nixpkgs' lib (lazy values, fixed points, customisation);
+    `cudapkgs.lib.fixpoint` exports the same objects under every name it had."""
+    from cudapkgs.lib import customisation, fixed_points, fixpoint
+    from cudapkgs.lib import lazy as lazy_module
+
+    homes = (lazy_module, fixed_points, customisation)
+    for name in fixpoint.__all__:
+        (home,) = [m for m in homes if name in m.__all__]
+        assert getattr(fixpoint, name) is getattr(home, name), name
+    assert sorted(fixpoint.__all__) == sorted(n for m in homes for n in m.__all__)

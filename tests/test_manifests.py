@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from conftest import MANIFESTS
 from cudapkgs import manifests as m
+from cudapkgs.manifests import locate, model, update
 from cudapkgs.errors import CudapkgsError, ManifestError
 
 RELEASE_FIELDS = {"release_date", "release_label", "release_product"}
@@ -30,7 +31,7 @@ def product_version(path: Path) -> tuple[str, str]:
 @pytest.fixture
 def fresh_memo(monkeypatch):
     """An empty parse memo, so that a test sees files parsed afresh."""
-    monkeypatch.setattr(m, "_PARSED", {})
+    monkeypatch.setattr(locate, "_PARSED", {})
 
 
 def write_manifest(root: Path, product: str, version: str, text: str | bytes) -> Path:
@@ -460,7 +461,7 @@ def test_evaluation_never_downloads(monkeypatch, fresh_memo):
     def no_network(*args, **kwargs):
         raise AssertionError("evaluation tried to download")
 
-    monkeypatch.setattr(m, "_download", no_network)
+    monkeypatch.setattr(update, "_download", no_network)
     import cudapkgs
 
     pkgs = cudapkgs.import_pkgs(config={"allowUnfree": True}, system="x86_64-linux")
@@ -494,7 +495,8 @@ def test_available_versions_are_version_sorted(manifests_dir):
     assert m.available_versions("cuda") == ["12.6.3", "12.8.2", "12.9.1", "13.0.3", "13.1.2", "13.2.2", "13.3.1", "13.4.2"]
     assert m.available_versions("tensorrt") == ["10.7.0", "10.16.1", "11.3.0"]
     assert m.available_versions("cudnn") == ["8.9.7", "9.13.0", "9.22.0", "9.27.0"]
-    assert m.available_versions("nvcomp") == []
+    assert m.available_versions("nvcomp") == ["5.3.0"]  # vendored since issue 21
+    assert m.available_versions("nvpl") == ["26.5"]
 
 
 def test_available_versions_join_user_and_vendored(monkeypatch):
@@ -545,7 +547,7 @@ def test_each_file_is_parsed_at_most_once(monkeypatch, manifests_dir, fresh_memo
         calls.append(len(data))
         return real_loads(data, *args, **kwargs)
 
-    monkeypatch.setattr(m.json, "loads", spy)
+    monkeypatch.setattr(model.json, "loads", spy)
     first = m.load_manifest("cuda", "12.8.2")
     again = m.load_manifest("cuda", "12.8.2")
     same_file_other_spelling = m.load_manifest("cuda", "12.8.2", directory=MANIFESTS / "cuda" / "..")
@@ -588,10 +590,10 @@ def server(monkeypatch):
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     monkeypatch.delenv("CUDAPKGS_MANIFESTS", raising=False)
-    monkeypatch.setattr(m, "REDIST_URL_PREFIX", f"http://127.0.0.1:{httpd.server_address[1]}")
-    monkeypatch.setattr(m, "_DOWNLOAD_BACKOFF_S", 0.0)
-    monkeypatch.setattr(m, "_DOWNLOAD_TIMEOUT_S", 5.0)
-    monkeypatch.setattr(m, "_PARSED", {})
+    monkeypatch.setattr(update, "REDIST_URL_PREFIX", f"http://127.0.0.1:{httpd.server_address[1]}")
+    monkeypatch.setattr(update, "_DOWNLOAD_BACKOFF_S", 0.0)
+    monkeypatch.setattr(update, "_DOWNLOAD_TIMEOUT_S", 5.0)
+    monkeypatch.setattr(locate, "_PARSED", {})
     yield httpd
     httpd.shutdown()
     httpd.server_close()
@@ -631,7 +633,7 @@ def test_a_modified_user_copy_is_detected(server):
     m.update_manifest("cuda", "12.8.2")
     path = user_file("cuda", "12.8.2")
     path.write_bytes(path.read_bytes().replace(b"12.8.93", b"12.8.94"))
-    m._PARSED.clear()
+    locate._PARSED.clear()
     with pytest.raises(ManifestError) as info:
         m.load_manifest("cuda", "12.8.2")
     message = str(info.value)
@@ -657,9 +659,9 @@ def test_update_gives_up_after_retries(server):
     with pytest.raises(ManifestError) as info:
         m.update_manifest("cuda", "12.8.2")
     message = str(info.value)
-    assert len(server.hits) == m._DOWNLOAD_ATTEMPTS == 3
+    assert len(server.hits) == update._DOWNLOAD_ATTEMPTS == 3
     assert "HTTP 503" in message and "after 3 attempts" in message and "nothing was written" in message
-    assert f"{m.REDIST_URL_PREFIX}/cuda/redist/redistrib_12.8.2.json" in message
+    assert f"{update.REDIST_URL_PREFIX}/cuda/redist/redistrib_12.8.2.json" in message
     assert not m.user_directory().exists()
 
 
@@ -705,7 +707,7 @@ def test_update_refuses_a_mislabelled_manifest(server):
     with pytest.raises(ManifestError) as info:
         m.update_manifest("cuda", "12.9.1")
     message = str(info.value)
-    assert message.startswith(f"{m.REDIST_URL_PREFIX}/cuda/redist/redistrib_12.9.1.json: release_label: ")
+    assert message.startswith(f"{update.REDIST_URL_PREFIX}/cuda/redist/redistrib_12.9.1.json: release_label: ")
     assert "'12.8.2' disagrees with the requested version '12.9.1'" in message
     assert user_file("cuda", "12.9.1").read_bytes() == b"previous"
 
@@ -748,8 +750,8 @@ def test_connection_refused_is_reported(monkeypatch):
     with socket.socket() as sock:  # find a port with nobody listening
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    monkeypatch.setattr(m, "REDIST_URL_PREFIX", f"http://127.0.0.1:{port}")
-    monkeypatch.setattr(m, "_DOWNLOAD_BACKOFF_S", 0.0)
+    monkeypatch.setattr(update, "REDIST_URL_PREFIX", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(update, "_DOWNLOAD_BACKOFF_S", 0.0)
     with pytest.raises(ManifestError, match=rf"127\.0\.0\.1:{port}/cudnn/redist/redistrib_9\.13\.0\.json.*--from"):
         m.update_manifest("cudnn", "9.13.0")
 
@@ -757,17 +759,17 @@ def test_connection_refused_is_reported(monkeypatch):
 def test_a_crash_between_file_and_digest_leaves_a_loadable_file(server, monkeypatch):
     write_manifest(m.user_directory(), "cuda", "12.8.2", "{}")
     (m.user_directory() / "cuda" / "redistrib_12.8.2.json.sha256").write_text(hashlib.sha256(b"{}").hexdigest() + "\n")
-    real = m._write_atomically
+    real = update._write_atomically
 
     def fail_on_digest(path, data):
         if path.name.endswith(".sha256"):
             raise OSError(28, "No space left on device")
         real(path, data)
 
-    monkeypatch.setattr(m, "_write_atomically", fail_on_digest)
+    monkeypatch.setattr(update, "_write_atomically", fail_on_digest)
     with pytest.raises(ManifestError, match="cannot write .*No space left on device"):
         m.update_manifest("cuda", "12.8.2")
-    m._PARSED.clear()
+    locate._PARSED.clear()
     assert m.load_manifest("cuda", "12.8.2").releases["cuda_nvcc"].version == "12.8.93"  # no stale digest
 
 
@@ -817,3 +819,17 @@ def test_module_import_is_light():
     code = "import sys, cudapkgs.manifests; print(sorted(n for n in ('urllib.request', 'http.client', 'ssl') if n in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_an_evaluation_does_not_load_the_update_code(manifests_dir):
+    """`cudapkgs.manifests.update` (downloading, writing) is loaded on first use of one of its
+    names: an evaluation, which reads manifests, never imports it; the names still work."""
+    code = ("import sys; from cudapkgs import cli; cli.main(['eval', 'cudaPackages.cudaMajorMinorVersion']); "
+            "print('cudapkgs.manifests.update' in sys.modules); "
+            "import cudapkgs.manifests as m; from cudapkgs.manifests import update_manifest; "
+            "print('cudapkgs.manifests.update' in sys.modules, update_manifest is m.update.update_manifest, "
+            "m.manifest_url('cuda', '12.8.2') == m.REDIST_URL_PREFIX + '/cuda/redist/redistrib_12.8.2.json')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ['"12.9"', "False", "True True True"]
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        m.no_such_name  # noqa: B018

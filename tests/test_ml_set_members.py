@@ -1,5 +1,6 @@
-"""What the ML stack needs from the sets (issue 20, part 4): cudart without nvcc on CUDA 12, libcusparse_lt
-from NVIDIA's wheels, versioned cuDNN members, and NCCL/NVSHMEM from NVIDIA's wheel by one configuration key."""
+"""What the ML stack needs from the sets (issue 20, part 4): versioned cuDNN members, and NCCL/NVSHMEM from
+NVIDIA's wheel by one configuration key (cudart without nvcc and libcusparse_lt's wheels: test_redist_propagation,
+test_fetcher_supply)."""
 
 from __future__ import annotations
 
@@ -7,45 +8,11 @@ import pytest
 
 import cudapkgs
 from cudapkgs.errors import ConfigError
-from cudapkgs.fetch.wheels import pypi_name, wheel_version
 
 
 @pytest.fixture
 def pkgs(manifests_dir):
     return cudapkgs.import_pkgs(config={"allowUnfree": True, "fetchers": ["wheels"]})
-
-
-def test_cuda12_cudart_propagates_crt_headers_not_nvcc(pkgs):
-    # cuda_cudart.nix@e944ac95: no cuda_nvcc (disallowedRequisites); CUDA 12's nvcc wheel has no nvcc, so
-    # propagating it made cudart unbuildable from wheels (issue 21). The headers come from cuda_crt.
-    for name in ("cudaPackages_12_6", "cudaPackages_12_9", "cudaPackages_13_0"):
-        cudart = pkgs[name].cuda_cudart
-        inputs = cudart.inputDerivations
-        assert not any(key.startswith("cuda_nvcc.") for key in inputs), (name, list(inputs))
-        assert "cuda_crt.out" in inputs
-    crt = pkgs.cudaPackages_12_9.cuda_crt
-    assert crt.version == pkgs.cudaPackages_12_9.cuda_nvcc.version  # nvcc's release below 13.0
-    assert pypi_name("cuda", "cuda_crt", 12) == "nvidia-cuda-nvcc-cu12"
-    assert pypi_name("cuda", "cuda_crt", 13) == "nvidia-cuda-crt"
-
-
-def test_cusparselt_comes_from_nvidias_wheels(pkgs):
-    # nvidia-cusparselt-cu12 0.6.3/0.7.1/0.8.1 and -cu13 0.10.0 exist (pip index versions): the wheel's version
-    # drops the manifest's fourth number.
-    assert pypi_name("cusparselt", "libcusparse_lt", 13) == "nvidia-cusparselt-cu13"
-    assert pypi_name("cusparselt", "libcusparse_lt", 12) == "nvidia-cusparselt-cu12"
-    for set_name, wheel in (("cudaPackages_12_8", "0.7.1"), ("cudaPackages_12_9", "0.8.1"), ("cudaPackages_13_0", "0.10.0")):
-        lt = pkgs[set_name].libcusparse_lt
-        assert wheel_version("cusparselt", "libcusparse_lt", lt.version) == wheel
-    assert wheel_version("cuda", "libcublas", "13.1.1.3") == "13.1.1.3"
-
-
-def test_plan_names_the_cusparselt_wheel(pkgs, tmp_path):
-    from cudapkgs.fetch.planning import choose_source
-
-    lt = pkgs.cudaPackages_13_0.libcusparse_lt
-    choice = choose_source(lt.derivation.attrs, lt.derivation.data["src"], ["wheels"], tmp_path)
-    assert choice.fetcher == "wheels" and choice.what == "nvidia-cusparselt-cu13==0.10.0"
 
 
 def test_every_cudnn_release_with_a_manifest_is_a_member(pkgs):

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import errors
 
-__all__ = ["Config", "OPTIONS", "Option", "load_config", "parse_set"]
+__all__ = ["Config", "OPTIONS", "Option", "load_config", "parse_set", "parse_toml"]
 
 
 class Option:
@@ -64,9 +64,9 @@ def _check_prebuilt(names: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
-_CAPABILITY = re.compile(r"\d+\.\d+[af]?")
+_CAPABILITY = re.compile(r"[0-9]+\.[0-9]+[af]?")
 # Spellings people copy from nvcc flags or nvidia-smi: "sm_89", "compute_90a", "89".
-_NVCC_SPELLING = re.compile(r"(?:sm_|compute_)?(\d+)(\d)([af]?)")
+_NVCC_SPELLING = re.compile(r"(?:sm_|compute_)?([0-9]+)([0-9])([af]?)")
 
 
 def _check_capabilities(capabilities: tuple[str, ...]) -> tuple[str, ...]:
@@ -105,6 +105,13 @@ def _check_public_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
     return keys
 
 
+def _check_safe_directories(entries: tuple[str, ...]) -> tuple[str, ...]:
+    for entry in entries:
+        if entry != "*" and not os.path.isabs(os.path.expanduser(entry)):
+            raise ValueError(f'"{entry}" is not an absolute directory (or "*", every directory)')
+    return entries
+
+
 def _check_size(value: str) -> str:
 
     try:
@@ -136,7 +143,8 @@ OPTIONS: dict[str, Option] = {
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
         Option("substituters", "str-list", (), 'Binary caches to substitute from before building, in order: "file:///dir", "https://host/prefix", "s3://bucket?endpoint=…&region=…".', _check_substituters),
         Option("trustedPublicKeys", "str-list", (), 'Keys whose signatures make a cache\'s paths trusted, in Nix\'s "name:base64" form (as `cudapkgs key generate` prints).', _check_public_keys),
-        Option("requireSigs", "bool", True, "Refuse a substitute that no trusted key signed (turn off only for caches you fully control)."),
+        Option("requireSigs", "bool", True, "Refuse a substitute that no trusted key signed (turn off only for caches you fully control); a project file cannot turn it off."),
+        Option("safeDirectories", "str-list", (), 'Directories whose project file (cudapkgs.toml) may be owned by another user, as git\'s safe.directory ("*": every directory); it must still be allowed (cudapkgs allow). Only your own configuration can set it.', _check_safe_directories),
     )
 }  # fmt: skip
 
@@ -396,16 +404,24 @@ def parse_set(assignment: str) -> tuple[str, Any]:
 
 
 def _read_toml(path: str, label: str) -> dict[str, Any]:
-    import tomllib
-
     from .inputs import InputFileError, read_input_file
 
     try:
         # A regular file only (a FIFO or /dev/zero would hang or never end), UTF-8 as TOML requires.
-        text = read_input_file(path, what="configuration file").decode("utf-8")
-        return tomllib.loads(text)
+        data = read_input_file(path, what="configuration file")
     except InputFileError as error:
         raise errors.ConfigError(f"{label}: cannot read configuration file: {error.reason}") from None
+    return parse_toml(data, label)
+
+
+def parse_toml(data: bytes, label: str) -> dict[str, Any]:
+    """The TOML document `data` (bytes read from the file `label`); every malformed input is a
+    one-line `ConfigError` naming `label`: not UTF-8, nested too deeply (tomllib recurses), or
+    invalid TOML."""
+    import tomllib
+
+    try:
+        return tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as error:
         raise errors.ConfigError(f"{label}: not UTF-8 text (byte {error.start}); TOML files are UTF-8") from None
     except RecursionError:

@@ -100,7 +100,7 @@ class Report:
 def _branch(version: str | None) -> int | None:
     if not version:
         return None
-    match = re.match(r"(\d+)", version)
+    match = re.match(r"([0-9]+)", version)
     return int(match.group(1)) if match else None
 
 
@@ -282,7 +282,7 @@ def _sizes(report: Report, store_dir: str) -> None:
 
 
 def _manifests(report: Report, manifests_dir: str | None) -> None:
-    from . import manifests as m
+    from .manifests import locate as m
 
     searched = m.search_directories(manifests_dir)
     counts = {}

@@ -9,11 +9,12 @@ the size), which refuses anything but a regular file at once, with one line.
 from __future__ import annotations
 
 import os
+import re
 import stat
 
 from .errors import CudapkgsError
 
-__all__ = ["InputFileError", "MAX_INPUT_BYTES", "check_regular_file", "read_input_file"]
+__all__ = ["InputFileError", "MAX_INPUT_BYTES", "check_regular_file", "read_input_file", "parse_decimal"]
 
 #: The most a configuration or derivation file may hold (bytes); far above any real one.
 MAX_INPUT_BYTES = 64 << 20
@@ -71,3 +72,20 @@ def read_input_file(path: str | os.PathLike[str], *, what: str = "file", max_byt
     if len(data) > max_bytes:
         raise InputFileError(what, path, f"is larger than {max_bytes} bytes")
     return data
+
+
+_DECIMAL = re.compile(r"[0-9]{1,20}", re.ASCII)
+
+
+def parse_decimal(text: str) -> int:
+    """A non-negative integer written in ASCII digits only, as every outside format writes it.
+
+    Python's `int` also takes the digits of other scripts (U+0663 ARABIC-INDIC DIGIT THREE,
+    fullwidth digits), and `str.isdigit` also superscripts and circled digits (U+00B2, U+2460)
+    that `int` then refuses: a narinfo with such a NarSize was an internal error, or a size no
+    other implementation would read. Signs, underscores, spaces and more than 20 digits are
+    refused too. Raises ValueError (the caller names the input in its own error).
+    """
+    if not isinstance(text, str) or _DECIMAL.fullmatch(text) is None:
+        raise ValueError(f"{text!r} is not a number (ASCII digits only)")
+    return int(text)

@@ -3,7 +3,7 @@
 `mk_package(lambda final_attrs: {...})` is Nixpkgs' `mkDerivation (finalAttrs: {...})`:
 an attribute defined through `final_attrs` sees later `override_attrs` changes, so
 bumping `version` also changes `name`. `override` (re-calling the function that made
-the package, with other arguments) is attached by `fixpoint.call_package_with`.
+the package, with other arguments) is attached by `lib.customisation.call_package_with`.
 """
 
 from __future__ import annotations

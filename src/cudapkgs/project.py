@@ -16,16 +16,26 @@ A package name is looked up in the set first, then in the top level (where the
 files' packages are); a dotted attribute path works the same way. Relative paths
 (``files``, ``config.overlays``, ``config.storeDir``…) are relative to the file.
 
-``cudapkgs lock`` writes ``cudapkgs.lock`` beside it (JSON, stable key order): the
-cudapkgs version, system, the configuration in effect, the digest of every NVIDIA
-manifest the set reads and of every package file, each package's derivation and
-output paths, and, for every derivation of their closures, its hashed fields (small
-values as they are, large ones as digests). `check_lock` compares a lock with what
-this machine evaluates and says exactly what differs: a configuration key, a
-manifest, a package file, the store directory, or the first derivations whose own
-fields differ (e.g. cuda_nvcc's recorded host compiler), and which packages changed
-as a result. Equal derivation paths mean the same build inputs (and the store paths
-of the environment are the locked ones).
+``cudapkgs lock`` writes ``cudapkgs.lock`` beside it (JSON, stable key order): what a team
+shares, and nothing of one machine or one working tree.  It pins the cudapkgs version,
+system, set, the configuration in effect (without this machine's own settings,
+`LOCAL_KEYS`), the digest of every NVIDIA manifest the set reads, and every derivation
+the packages need that is not the project's own, by a store-free identity (`lock_ids`:
+the derivation's hash with its inputs named by their identities and the store
+directory left out, so the lock holds on any storeDir) with its hashed fields (small
+values as they are, large ones as digests): nvcc's recorded host compiler, a
+fetcher's hash, a local source's NAR hash.
+
+The project's **own** derivations (`own_derivations`) are not pinned: those of the
+packages its files define, those built from a source inside the project directory,
+and whatever depends on one of them.  Editing the project's package files or its
+sources rebuilds them; it does not make the lock differ.  What they are built with is
+pinned all the same: every derivation they depend on that is not the project's own.
+
+`check_lock` compares a lock with what this machine evaluates and says exactly what
+differs: a configuration key, a manifest, the first derivations whose own fields
+differ (e.g. cuda_nvcc's recorded host compiler), and which packages changed as a
+result.
 """
 
 from __future__ import annotations
@@ -33,7 +43,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +57,10 @@ __all__ = [
     "Project",
     "find_project",
     "load_project",
+    "check_allowed",
+    "allow_project",
+    "deny_project",
+    "describe_project",
     "ProjectEnvironment",
     "evaluate_project",
     "lock_data",
@@ -58,14 +71,14 @@ __all__ = [
 
 PROJECT_FILE = "cudapkgs.toml"
 LOCK_FILE = "cudapkgs.lock"
-LOCK_VERSION = 1
+LOCK_VERSION = 2  # 1 pinned derivation paths (one storeDir) and the project's own files and sources
 _KEYS = ("set", "capabilities", "packages", "files", "config")
 _SMALL = 160  # a field whose JSON is longer is recorded as its digest
 #: Settings of this machine, not of the environment: where things are fetched from, kept and
-#: trusted. They are recorded under "local" and never make a lock differ (the manifests'
-#: digests and the derivation paths say whether the environment is the same).
+#: trusted. They are not in the lock (the manifests' digests and the derivations say whether
+#: the environment is the same).
 LOCAL_KEYS = ("storeDir", "manifestsDir", "fetchers", "sourceMirrors", "substituters", "trustedPublicKeys",
-              "requireSigs", "overlays")
+              "requireSigs", "overlays", "safeDirectories")
 
 
 @dataclass(frozen=True)
@@ -78,6 +91,10 @@ class Project:
     packages: tuple[str, ...] = ()
     files: tuple[Path, ...] = ()
     config: Mapping[str, Any] = field(default_factory=dict)
+    #: Every Python file the project names (``files`` and ``[config] overlays``), as written -> absolute path.
+    python_files: Mapping[str, Path] = field(default_factory=dict)
+    #: The file as read (bytes, owner), when it was read from disk.
+    source: Any = field(default=None, repr=False, compare=False)
 
     @property
     def root(self) -> Path:
@@ -88,28 +105,40 @@ class Project:
         return self.root / LOCK_FILE
 
 
-def find_project(start: str | os.PathLike[str] | None = None) -> Path | None:
-    """The ``cudapkgs.toml`` in ``start`` (default: the current directory) or its nearest parent."""
+def find_project(start: str | os.PathLike[str] | None = None, *, parents: bool = True) -> Path | None:
+    """The ``cudapkgs.toml`` in ``start`` (default: the current directory) or, with ``parents``, its nearest parent.
+
+    ``start`` may be the project file itself. Finding a file uses nothing of it:
+    `load_project` reads it and `check_allowed` decides whether it may be used.
+    """
     here = Path(start or os.getcwd()).absolute()
-    if here.is_file():
-        return here
-    for directory in (here, *here.parents):
+    if here.is_file() or (start is not None and here.exists() and not here.is_dir()):
+        return here  # a FIFO or device named as the project file: load_project refuses it, saying so
+    for directory in (here, *here.parents) if parents else (here,):
         candidate = directory / PROJECT_FILE
         if candidate.is_file():
             return candidate
     return None
 
 
+#: [config] keys a project may not set: they are the user's own policy about projects and caches.
+_USER_ONLY = {
+    "safeDirectories": "which directories' projects may be owned by someone else is your decision, not a project's",
+}
+
+
 def load_project(path: str | os.PathLike[str]) -> Project:
-    """Read and check a project file; raises `ConfigError` naming the file and key."""
-    file = Path(path).absolute()
-    try:
-        with open(file, "rb") as handle:
-            data = tomllib.load(handle)
-    except OSError as error:
-        raise ConfigError(f"{file}: cannot read the project file: {error.strerror or error}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{file}: invalid TOML: {error}") from None
+    """Read and check a project file; raises `ConfigError` naming the file and key.
+
+    Reading runs nothing and trusts nothing: the file is read once (a regular file, at most
+    1 MiB, without blocking), and `check_allowed` decides whether it may be used.
+    """
+    from .config import parse_toml
+    from .trust import read_project_file
+
+    source = read_project_file(path)
+    file = source.path
+    data = parse_toml(source.data, str(file))
     for key in data:
         if key not in _KEYS:
             raise ConfigError(f'{file}: unknown key "{key}"{did_you_mean(key, _KEYS)} (keys: {", ".join(_KEYS)})')
@@ -125,41 +154,214 @@ def load_project(path: str | os.PathLike[str]) -> Project:
     chosen = data.get("set")
     if chosen is not None and (not isinstance(chosen, str) or not chosen):
         raise ConfigError(f'{file}: set: expected a package set name such as "cudaPackages_12_8"')
-    if isinstance(chosen, str) and chosen.replace(".", "").isdigit():
+    if isinstance(chosen, str) and chosen.replace(".", "").isascii() and chosen.replace(".", "").isdigit():
         chosen = "cudaPackages_" + chosen.replace(".", "_")  # "12.8" is cudaPackages_12_8
     config = data.get("config", {})
     if not isinstance(config, dict):
         raise ConfigError(f"{file}: config: expected a table ([config])")
+    for key, why in _USER_ONLY.items():
+        if key in config:
+            raise ConfigError(f"{file}: config: {key} can be set only in your own configuration ({why})")
+    if config.get("requireSigs") is False:
+        raise ConfigError(f"{file}: config: requireSigs = false: a project cannot turn signature checks off "
+                          "(set it in your own configuration, for caches you fully control)")
     packages = strings("packages") or ()
     if not packages:
         raise ConfigError(f'{file}: packages: list what the environment holds, e.g. packages = ["cuda_nvcc", "cuda_cudart"]')
-    files = tuple((file.parent / f).resolve() for f in strings("files") or ())
+    names = strings("files") or ()
+    files = tuple((file.parent / f).resolve() for f in names)
+    overlays = config.get("overlays", ())
+    python = {name: path for name, path in zip(names, files)}
+    if isinstance(overlays, list):
+        for entry in overlays:
+            if isinstance(entry, str) and entry:
+                python[entry] = Path(os.path.normpath(file.parent / os.path.expanduser(entry)))
     return Project(file=file, set=chosen, capabilities=strings("capabilities"), packages=packages, files=files,
-                   config=config)
+                   config=config, python_files=python, source=source)
+
+
+# --- trust: nothing of a project file takes effect until its user allows it (see `trust`) ---
+
+
+def _found_where(project: Project) -> str:
+    """" (found in DIR, a parent of the current directory)" when it was, else ""."""
+    try:
+        here = Path.cwd()
+    except OSError:
+        return ""
+    if project.root != here and here.is_relative_to(project.root):
+        return f" (found in {project.root}, a parent of the current directory)"
+    return ""
+
+
+def describe_project(project: Project) -> list[str]:
+    """What a project file would do once allowed, one line each (for the refusal message)."""
+    from .config import Config
+
+    lines = []
+    if project.python_files:
+        lines.append("run the Python files " + ", ".join(project.python_files) + " (as you, with your rights)")
+    try:
+        resolved = Config().merged(project.config, source=str(project.file), relative_to=os.fspath(project.root))
+        shown = {k: resolved[k] for k in project.config}
+    except ConfigError:
+        shown = dict(project.config)
+    what = {
+        "storeDir": "put the store at {}",
+        "substituters": "substitute binaries from {}",
+        "trustedPublicKeys": "trust the keys {} for its substituters",
+        "fetchers": "fetch sources through {}",
+        "sourceMirrors": "fetch sources from the mirrors {}",
+        "manifestsDir": "read NVIDIA's manifests from {}",
+        "python3Executable": "run {} as the host Python",
+        "driverLibDir": "look for the driver in {}",
+    }
+    for key, template in what.items():
+        if key in shown:
+            value = shown[key]
+            lines.append(template.format(", ".join(map(str, value)) if isinstance(value, (list, tuple)) else value))
+    rest = [k for k in project.config if k not in what and k != "overlays"]
+    if rest:
+        lines.append("set " + ", ".join(rest))
+    lines.append("provide the packages " + ", ".join(project.packages))
+    return lines
+
+
+def _refusal(project: Project, reason: str, allow: bool = True) -> str:
+    lines = [f"{project.file}{_found_where(project)}: {reason}", "once allowed, it would:"]
+    lines += [f"  {line}" for line in describe_project(project)]
+    if allow:
+        lines.append(f"read it and the files it names, then run: cudapkgs allow {project.file}")
+    return "\n".join(lines)
+
+
+def _ownership(project: Project, safe_directories: Sequence[str]) -> None:
+    from .trust import UntrustedProjectError, ownership_problem
+
+    uid = project.source.uid if project.source is not None else None
+    checked = [(project.file, uid), *((path, None) for path in project.python_files.values() if os.path.exists(path))]
+    for path, owner in checked:
+        problem = ownership_problem(path, owner, safe_directories=safe_directories)
+        if problem is None:
+            continue
+        directory = Path(os.path.realpath(path)).parent  # what safeDirectories is compared with
+        raise UntrustedProjectError(_refusal(
+            project,
+            f"refusing a project file that someone else controls: {problem}. Anyone who can change it, or "
+            "the files it names, could run code as you. If you trust that directory, add it to "
+            f'safeDirectories in your configuration (safeDirectories = ["{directory}"]), then run: '
+            f"cudapkgs allow {project.file}",
+            allow=False,
+        ))
+
+
+def _contents(project: Project) -> Any:
+    from .trust import contents_of, read_project_file
+
+    source = project.source if project.source is not None else read_project_file(project.file)
+    return contents_of(source.data, project.python_files)
+
+
+def check_allowed(project: Project, *, safe_directories: Sequence[str] = ()) -> None:
+    """Raise `UntrustedProjectError` unless `project` may be used: owned by this user (or root, or
+    in one of `safe_directories`), and allowed with exactly these contents (`allow_project`).
+
+    The message names the file (and that it was found in a parent directory), why it is
+    refused, what it would do, and the `cudapkgs allow` command to run.
+    """
+    from .trust import UntrustedProjectError, allowed_record, changed_since
+
+    _ownership(project, safe_directories)
+    real = project.source.real if project.source is not None else Path(os.path.realpath(project.file))
+    record = allowed_record(real)
+    try:
+        contents = _contents(project)
+    except ConfigError as error:
+        raise UntrustedProjectError(_refusal(project, f"not allowed, and it cannot be until it can be read: {error}",
+                                             allow=False)) from None
+    if record is None:
+        raise UntrustedProjectError(_refusal(
+            project, "not allowed: a project file can run code and choose where binaries come from, so "
+            "cudapkgs uses one only once you allow its exact contents"))
+    if record["digest"] != contents.digest:
+        changed = ", ".join(changed_since(record, contents.project, contents.files)) or "its contents"
+        raise UntrustedProjectError(_refusal(project, f"changed since you allowed it ({changed})"))
+
+
+def allow_project(project: Project, *, safe_directories: Sequence[str] = ()) -> Path:
+    """Allow `project` with its present contents (the project file and every Python file it
+    names); returns the record written. Raises `UntrustedProjectError` when it is owned by
+    someone else (see `check_allowed`), `ConfigError` when a file it names cannot be read."""
+    from .trust import record_allowed
+
+    _ownership(project, safe_directories)
+    real = project.source.real if project.source is not None else Path(os.path.realpath(project.file))
+    return record_allowed(real, _contents(project))
+
+
+def deny_project(path: str | os.PathLike[str]) -> bool:
+    """Forget that the project file at `path` was allowed; False when it was not allowed."""
+    from .trust import forget_allowed
+
+    return forget_allowed(os.path.realpath(path))
 
 
 @dataclass
 class ProjectEnvironment:
-    """A project evaluated here: its configuration, top level and packages (label -> package)."""
+    """A project evaluated here: its configuration, top level and packages (label -> package).
+
+    ``config.substituters`` are the user's substituters, then the project's;
+    ``config.trustedPublicKeys`` the user's keys only: the project's `project_keys` are
+    trusted for its own `project_substituters` alone (`substituters_of`).
+    """
 
     project: Project
     config: Any
     pkgs: Any  # the top level the packages come from (the set's .pkgs when `set` is given)
     packages: dict[str, Any]
+    project_substituters: tuple[str, ...] = ()
+    project_keys: tuple[str, ...] = ()
+
+    def substituters_of(self, **options: Any) -> Any:
+        """The `Substituters` of this environment (None when there are none): the user's caches
+        with the user's keys, then the project's, where the project's keys are trusted too.
+        ``options`` go to `Substituters` (``warn``)."""
+        if not self.config.substituters:
+            return None
+        from .store.caches.substitution import Substituters
+
+        return Substituters.from_config(self.config, scoped_keys={u: self.project_keys for u in self.project_substituters},
+                                        **options)
 
 
 def evaluate_project(project: Project, *, config_file: str | None = None, sets: Sequence[str] = (),
-                     system: str | None = None) -> ProjectEnvironment:
-    """Evaluate the project's packages (nothing is built). ``sets`` (--set) override the project's config."""
+                     system: str | None = None, assume_allowed: bool = False) -> ProjectEnvironment:
+    """Evaluate the project's packages (nothing is built). ``sets`` (--set) override the project's config.
+
+    First `check_allowed` (raising `UntrustedProjectError`) unless ``assume_allowed``: no
+    Python file of the project is imported, and nothing of its [config] used, before.
+    The project's ``substituters`` and ``trustedPublicKeys`` are added to the user's (Nix's
+    ``extra-substituters``), never replacing them, and its keys count only for its own
+    substituters (see `ProjectEnvironment`).
+    """
     from .lib.attrpath import parse_attrpath, resolve
     from .config import load_config, parse_set
     from .top_level import import_pkgs
 
     config = load_config(file=config_file)
+    if not assume_allowed:
+        check_allowed(project, safe_directories=config.safeDirectories)
     layered = dict(project.config)
     if project.capabilities is not None:
         layered["cudaCapabilities"] = list(project.capabilities)
+    own_urls = tuple(layered.pop("substituters", ()) or ())
+    own_keys = tuple(layered.pop("trustedPublicKeys", ()) or ())
+    # Validated like any key (a bad URL or key names the project file), then added to the user's.
+    checked = config.merged({"substituters": list(own_urls), "trustedPublicKeys": list(own_keys)},
+                            source=str(project.file))
     config = config.merged(layered, source=str(project.file), relative_to=os.fspath(project.root))
+    config = config.merged({"substituters": list(dict.fromkeys([*config.substituters, *checked.substituters]))},
+                           source=str(project.file))
     for assignment in sets:
         key, value = parse_set(assignment)
         config = config.merged({key: value}, source="--set")
@@ -189,7 +391,8 @@ def evaluate_project(project: Project, *, config_file: str | None = None, sets: 
             packages[text] = resolve(where, path)
         except (EvalError, UsageError) as error:
             raise EvalError(f"{project.file}: packages: {text}: {error}") from None
-    return ProjectEnvironment(project, pkgs.config, pkgs, packages)
+    return ProjectEnvironment(project, pkgs.config, pkgs, packages, tuple(checked.substituters),
+                              tuple(checked.trustedPublicKeys))
 
 
 # --- the lock --------------------------------------------------------------------------
@@ -204,8 +407,7 @@ def _field(value: Any) -> Any:
     return value if len(text) <= _SMALL else _digest(text.encode())
 
 
-def _fields(drv: Any) -> dict[str, Any]:
-    data = drv.data
+def _fields(data: Mapping[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key, value in data.items():
         if key == "attrs":
@@ -214,6 +416,74 @@ def _fields(drv: Any) -> dict[str, Any]:
         elif key != "inputs":  # inputs follow from the input derivations, compared on their own
             fields[key] = _field(value)
     return fields
+
+
+def _store_free(drv: Any, ids: Mapping[str, str]) -> dict[str, Any]:
+    """`drv`'s hashed data with every input's output path written as ``<store>/<its id>!<output>``
+    and the store directory as ``<store>``: the same on any storeDir."""
+    from .derivation import canonical_json
+
+    text = canonical_json(drv.data)
+    for dep in drv.deps:
+        for output, path in dep.outputs.items():
+            text = text.replace(path, f"<store>/{ids[dep.drv_path]}!{output}")
+    return json.loads(text.replace(drv.store_dir.rstrip("/") + "/", "<store>/"))
+
+
+def lock_ids(roots: Sequence[Any]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """(drv path -> store-free identity, drv path -> store-free data) for the closures of `roots`.
+
+    The identity is ``sha256:`` of the derivation's canonical JSON with its inputs named by their
+    identities, not their store paths (as Nix's hashDerivationModulo names inputs by their
+    derivations' hashes), and the store directory replaced: two stores give the same identities
+    exactly when the derivations are the same but for where they are kept.
+    """
+    from .derivation import canonical_json
+
+    ids: dict[str, str] = {}
+    datas: dict[str, dict[str, Any]] = {}
+    for root in roots:
+        for node in root.closure():  # dependencies first
+            if node.drv_path not in ids:
+                data = _store_free(node, ids)
+                datas[node.drv_path] = data
+                ids[node.drv_path] = _digest(canonical_json(data).encode())
+    return ids, datas
+
+
+def own_derivations(env: "ProjectEnvironment", roots: Sequence[Any]) -> set[str]:
+    """The drv paths of the closures of `roots` that are the project's own (see the module
+    docstring): a package its files define (a fixed-output fetch excepted: a fetched source is
+    pinned by its hash), one whose source or a patch lies inside the project directory, and
+    every derivation depending on one of those."""
+    from .errors import CudapkgsError
+
+    root_dir = os.path.realpath(env.project.root) + os.sep
+    own: set[str] = set()
+    if env.project.files:
+        from .user_files import load_module, package_functions
+
+        names: set[str] = set()
+        for file in env.project.files:  # already loaded (and allowed) by evaluate_project: read from its cache
+            names.update(package_functions(load_module(file), os.fspath(file)))
+        for name in sorted(names):
+            try:
+                drv = env.pkgs[name].derivation if name in env.pkgs else None
+            except (CudapkgsError, AttributeError, KeyError, TypeError):
+                continue  # not a package (a helper), or one that does not evaluate: nothing to pin
+            if drv is not None and hasattr(drv, "drv_path") and not getattr(drv, "is_fixed_output", False):
+                own.add(drv.drv_path)
+
+    def inside(path: Any) -> bool:
+        return isinstance(path, str) and (os.path.realpath(path) + os.sep).startswith(root_dir)
+
+    for root in roots:
+        for node in root.closure():  # dependencies first: an input's verdict is known
+            local = [node.context.get("srcPath")] if (node.data.get("src") or {}).get("type") == "path" else []
+            local += list(node.context.get("patchPaths") or ())
+            if any(inside(p) for p in local) or any(dep.drv_path in own for dep in node.deps):
+                own.add(node.drv_path)
+    return own
 
 
 def _manifest_digests(env: ProjectEnvironment) -> dict[str, Any]:
@@ -233,41 +503,37 @@ def _manifest_digests(env: ProjectEnvironment) -> dict[str, Any]:
 def lock_data(env: ProjectEnvironment) -> dict[str, Any]:
     """What `cudapkgs lock` writes for an evaluated project (see the module docstring)."""
     from . import __version__
-    from .store.location import default_store_dir
     from .derivation import derivation_of
 
+    drvs = {label: derivation_of(package, label) for label, package in env.packages.items()}
+    ids, datas = lock_ids(list(drvs.values()))
+    own = own_derivations(env, list(drvs.values()))
     packages: dict[str, Any] = {}
     derivations: dict[str, Any] = {}
-    for label, package in env.packages.items():
-        drv = derivation_of(package, label)
-        packages[label] = {"name": drv.name, "drvPath": drv.drv_path, "outputs": dict(drv.outputs)}
+    for label, drv in drvs.items():
+        if drv.drv_path in own:
+            packages[label] = {"own": True}
+        else:
+            packages[label] = {"name": drv.name, "drv": ids[drv.drv_path], "outputs": sorted(drv.outputs)}
         for node in drv.closure():
-            derivations.setdefault(node.drv_path, {"name": node.name, "fields": _fields(node),
-                                                   "inputDrvs": sorted(d.drv_path for d in node.deps)})
-    files = {}
-    for path in [*env.project.files, *(Path(p) for p in env.config.overlays)]:
-        files[_relative(path, env.project.root)] = _digest(Path(path).read_bytes())
+            if node.drv_path not in own:
+                derivations.setdefault(ids[node.drv_path], {
+                    "name": node.name, "fields": _fields(datas[node.drv_path]),
+                    "inputDrvs": sorted(ids[d.drv_path] for d in node.deps if d.drv_path not in own)})
+        # Where an own package's pinned inputs are: checked as the others, reported under its label.
+        packages[label]["inputs"] = sorted({ids[n.drv_path] for n in drv.closure() if n.drv_path not in own})
     config = env.config.to_nix()
     return {
         "version": LOCK_VERSION,
         "cudapkgs": __version__,
         "system": env.pkgs.system,
-        "storeDir": default_store_dir(env.config),
         "set": env.project.set or "cudaPackages",
         "cudaVersion": env.pkgs.cudaPackages.cudaMajorMinorVersion,
         "configuration": {k: v for k, v in config.items() if k not in LOCAL_KEYS},
-        "local": {k: v for k, v in config.items() if k in LOCAL_KEYS and k != "overlays"},
         "manifests": _manifest_digests(env),
-        "files": files,
         "packages": packages,
         "derivations": dict(sorted(derivations.items())),
     }
-
-
-def _relative(path: str | os.PathLike[str], root: Path) -> str:
-    """``path`` relative to the project root when inside it (so the lock reads the same on any machine)."""
-    absolute = Path(path).absolute()
-    return absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else os.fspath(absolute)
 
 
 def write_lock(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
@@ -287,11 +553,12 @@ def write_lock(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
 
 def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a lock file; raises `ConfigError` when it is not one this cudapkgs can read."""
+    from .inputs import InputFileError, read_input_file
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the lock: {error.strerror or error}") from None
+        data = json.loads(read_input_file(path, what="lock"))  # a FIFO there hung it; /dev/zero filled memory
+    except InputFileError as error:
+        raise ConfigError(f"{path}: cannot read the lock: {error.reason}") from None
     except (ValueError, RecursionError) as error:
         raise ConfigError(f"{path}: not a cudapkgs lock (invalid JSON: {error})") from None
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:
@@ -304,16 +571,18 @@ def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def _malformed(data: Mapping[str, Any]) -> str | None:
     """What is wrong with the shape of a lock read from disk (hand-edited or hostile), or None."""
-    for key in ("configuration", "local", "manifests", "files", "packages", "derivations"):
+    for key in ("configuration", "manifests", "packages", "derivations"):
         if not isinstance(data.get(key, {}), dict):
             return f"{key} is not a table"
     for label, entry in data.get("packages", {}).items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("drvPath"), str):
-            return f"packages.{label} has no drvPath"
-    for drv_path, entry in data.get("derivations", {}).items():
+        if not isinstance(entry, dict) or not (entry.get("own") is True or isinstance(entry.get("drv"), str)):
+            return f"packages.{label} has neither drv nor own"
+        if not isinstance(entry.get("inputs", []), list):
+            return f"packages.{label}.inputs is not a list"
+    for drv_id, entry in data.get("derivations", {}).items():
         if (not isinstance(entry, dict) or not isinstance(entry.get("fields", {}), dict)
                 or not isinstance(entry.get("inputDrvs", []), list)):
-            return f"derivations.{drv_path} is malformed"
+            return f"derivations.{drv_id} is malformed"
     return None
 
 
@@ -326,27 +595,31 @@ def check_lock(locked: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
 
     Derivation differences are reported at their source: the derivations whose own
     fields differ (not those that differ only because an input did), then the packages
-    that changed as a result.
+    that changed as a result.  The project's own derivations are never a difference.
     """
     lines: list[str] = []
-    for key, label in (("system", "system"), ("storeDir", "store directory"), ("set", "package set"),
-                       ("cudaVersion", "CUDA version")):
+    for key, label in (("system", "system"), ("set", "package set"), ("cudaVersion", "CUDA version")):
         if locked.get(key) != current.get(key):
-            extra = " (every store path depends on it: set storeDir to the locked one)" if key == "storeDir" else ""
-            lines.append(f"{label}: locked {_show(locked.get(key))}, here {_show(current.get(key))}{extra}")
+            lines.append(f"{label}: locked {_show(locked.get(key))}, here {_show(current.get(key))}")
     lines += _dict_diff("configuration", locked.get("configuration") or {}, current.get("configuration") or {})
     lines += _dict_diff("manifest", locked.get("manifests") or {}, current.get("manifests") or {})
-    lines += _dict_diff("package file", locked.get("files") or {}, current.get("files") or {})
     old_pkgs, new_pkgs = locked.get("packages") or {}, current.get("packages") or {}
     for label in sorted(set(old_pkgs) | set(new_pkgs)):
         if label not in new_pkgs:
             lines.append(f"package {label}: locked, but no longer in the project")
         elif label not in old_pkgs:
             lines.append(f"package {label}: in the project, not in the lock (run cudapkgs lock)")
-    changed = [label for label in old_pkgs if label in new_pkgs and old_pkgs[label].get("drvPath") != new_pkgs[label].get("drvPath")]
+    pinned = set(locked.get("derivations") or {})
+    changed = []
+    for label, entry in new_pkgs.items():
+        if label not in old_pkgs:
+            continue
+        before = old_pkgs[label]
+        if bool(before.get("own")) != bool(entry.get("own")) or before.get("drv") != entry.get("drv") \
+                or not set(entry.get("inputs") or ()) <= pinned:
+            changed.append(label)
     if changed:
-        if locked.get("storeDir") == current.get("storeDir"):
-            lines += _root_causes(locked.get("derivations") or {}, current.get("derivations") or {})
+        lines += _root_causes(locked.get("derivations") or {}, current.get("derivations") or {})
         lines.append("packages whose derivation differs as a result: " + ", ".join(changed))
     return lines
 

@@ -12,7 +12,7 @@ from cudapkgs.cli import main
 from cudapkgs.errors import ConfigError
 from cudapkgs.fetch.cache import collect, drop_if_empty, entries, in_use, use_download_entry
 from cudapkgs.config import parse_size
-from cudapkgs.fetch.wheels import wheel_cache_directory
+from cudapkgs.fetch.wheel_lookup import wheel_cache_directory
 from cudapkgs.store.locks import PathLock
 
 
@@ -126,7 +126,7 @@ def test_max_cache_size_is_a_checked_config_key(capsys):
 
 
 def test_budget_applied_after_a_build(tmp_path, capsys):
-    from cudapkgs.cli.realise import _trim_caches
+    from cudapkgs.cli.build import _trim_caches
 
     store = tmp_path / "store"
     _archive(store, "a", 3000, age=100)

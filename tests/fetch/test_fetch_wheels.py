@@ -13,7 +13,8 @@ import pytest
 
 from cudapkgs.errors import FetchError
 from cudapkgs.fetch import WheelSource, fetch_artifact, pypi_name, unpack_wheel, wheel_cache_directory
-from cudapkgs.fetch.wheels import cached_wheel, check_unpacked, platform_tags, wheel_lacks
+from cudapkgs.fetch.wheel_lookup import cached_wheel, platform_tags, wheel_lacks
+from cudapkgs.fetch.wheel_unpack import check_unpacked
 from cudapkgs.manifests import Artifact
 
 
@@ -281,7 +282,7 @@ def test_check_unpacked_names_missing_files(tmp_path):
 
 
 def test_a_remembered_wheel_hash_does_not_outlive_a_change_of_its_bytes(tmp_path, monkeypatch):
-    from cudapkgs.fetch import wheels
+    from cudapkgs.fetch import wheel_lookup as wheels
 
     built = make_wheel(tmp_path / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl", CU13)
     reads = []
@@ -300,3 +301,14 @@ def test_a_remembered_wheel_hash_does_not_outlive_a_change_of_its_bytes(tmp_path
     built.write_bytes(bytes(data))  # same size, new bytes
     os.utime(built, ns=(old, old))  # even with the old mtime put back: the ctime moved
     assert wheels._file_sha256(built) == hashlib.sha256(bytes(data)).hexdigest() != first and len(reads) == 4
+
+
+def test_the_wheel_names_are_still_importable_from_fetch_wheels():
+    """The wheel code is split by concern (lookup, unpacking, the pip source); the names that
+    `cudapkgs.fetch.wheels` exported before are the same objects there still."""
+    from cudapkgs.fetch import wheel_lookup, wheel_unpack, wheels
+
+    for name in wheels.__all__:
+        home = next((m for m in (wheel_lookup, wheel_unpack) if name in m.__all__), wheels)
+        assert getattr(wheels, name) is getattr(home, name), name
+    assert set(wheels.__all__) == {*wheel_lookup.__all__, *wheel_unpack.__all__, "WheelSource"}

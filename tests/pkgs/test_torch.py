@@ -15,11 +15,13 @@ from cudapkgs.lib.attrpath import parse_attrpath, resolve
 from cudapkgs.pkgs.python_modules.cuda_fit import capability_fits, runtime_fits
 from cudapkgs.pkgs.python_modules.torch import TORCH_BUILDS
 
-WHEELS = {"allowUnfree": True, "fetchers": ["wheels"], "prebuiltWheels": ["nccl", "libnvshmem"]}
+# The default fetchers (NVIDIA's server, then its wheels); a test about wheels alone says so.
+CONFIG = {"allowUnfree": True, "prebuiltWheels": ["nccl", "libnvshmem"]}
+WHEELS_ONLY = {"fetchers": ["wheels"]}
 
 
 def at(attr: str, **config):
-    pkgs = cudapkgs.import_pkgs(config={**WHEELS, **config})
+    pkgs = cudapkgs.import_pkgs(config={**CONFIG, **config})
     return resolve(pkgs, parse_attrpath(attr))
 
 
@@ -46,6 +48,15 @@ def test_the_seeds_example_has_a_working_torch_on_the_default_set():
     assert attrs["driverLibDir"] and attrs["autoAddDriverRunpath"]
     triton = at("pkgsCuda.python3Packages.triton")
     assert triton.version == "3.5.1" and triton.drvPath in {d.drv_path for d in torch.derivation.deps}
+
+
+def test_cuda12_torch_from_wheels_alone_says_triton_needs_nvcc():
+    # triton links the set's ptxas from cuda_nvcc, and CUDA 12's nvcc wheel has no nvcc: with NVIDIA's
+    # wheels as the only fetcher the CUDA 12 sets' torch is broken, saying why, at evaluation.
+    torch = at("pkgsCuda.python3Packages.torch", **WHEELS_ONLY)
+    assert torch.meta.broken
+    text = problems(torch)
+    assert "python3Packages.triton is available (it is not:" in text and "cuda_nvcc" in text
 
 
 def test_cuda13_sets_get_torch_2_14_with_a_cudnn_new_enough():
@@ -127,18 +138,18 @@ def test_the_preload_and_host_cuda_guesses_are_made_inert():
 
 
 def test_triton_uses_the_sets_tools():
-    cuda = at("cudaPackages_13_0")
-    triton = at("cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.triton")
+    cuda = at("cudaPackages_13_0", **WHEELS_ONLY)
+    triton = at("cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.triton", **WHEELS_ONLY)
     links = triton.drvAttrs["wheelLinks"]
     assert links["triton/backends/nvidia/bin/ptxas"] == [cuda.cuda_nvcc.out, "bin/ptxas"]
     assert links["triton/backends/nvidia/bin/ptxas-blackwell"] == [cuda.cuda_nvcc.out, "bin/ptxas"]
     assert links["triton/backends/nvidia/lib/cupti"] == [cuda.cuda_cupti.lib, "lib"]
-    assert "triton/backends/nvidia/bin/cuobjdump" not in links  # no CUDA 13.0 wheel of it: left out
+    assert "triton/backends/nvidia/bin/cuobjdump" not in links  # no CUDA 13.0 wheel of it: unavailable, left out
     assert "triton/backends/nvidia/bin/cuobjdump" in triton.drvAttrs["wheelRemove"]  # never the bundled one
     assert cuda.cuda_nvcc.drvPath in {d.drv_path for d in triton.derivation.deps}  # the links' targets are inputs
     redist = at("cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.triton", fetchers=["redist", "wheels"])
     assert "triton/backends/nvidia/bin/cuobjdump" in redist.drvAttrs["wheelLinks"]
-    newer = at("cudaPackages_13_2.pkgs.pkgsCuda.python3Packages.triton")
+    newer = at("cudaPackages_13_2.pkgs.pkgsCuda.python3Packages.triton", **WHEELS_ONLY)
     assert newer.drvAttrs["wheelLinks"]["triton/backends/nvidia/bin/nvdisasm"][1] == "bin/nvdisasm"
     driver = [r for s in triton.drvAttrs["wheelSubstitutions"] for r in s["replace"]][0][1]
     assert "/run/opengl-driver/lib" in driver and "libcuda.so.1" in driver
@@ -148,7 +159,7 @@ def test_search_finds_torch_and_a_missing_package_suggests_close_names():
     from cudapkgs.errors import AttributeMissingError
     from cudapkgs.inventory import search
 
-    pkgs = cudapkgs.import_pkgs(config=WHEELS)
+    pkgs = cudapkgs.import_pkgs(config=CONFIG)
     names = [row["name"] for row in search(["torch"], pkgs=pkgs)]
     assert "python3Packages.torch" in names and "python3Packages.torch-bin" in names
     with pytest.raises(AttributeMissingError, match='did you mean "torch"'):

@@ -489,3 +489,26 @@ def test_a_local_cluster_worker_that_never_reaches_its_scheduler_exits(tmp_path)
             pytest.fail("the worker kept retrying a scheduler that is gone")
     finally:
         cluster.close()
+
+
+@needs_namespaces
+def test_a_bad_entry_in_the_cache_is_replaced_by_the_worker_and_said(setup, tmp_path):
+    """Issue 23: an unsigned narinfo for an output already in the cache (an earlier push without
+    --sign-key) was kept by every worker ("already there"), so every remote build of it failed."""
+    from cudapkgs.store.caches import open_cache
+
+    cluster, config, builders = setup
+    builders.retries = 0
+    cluster.start_worker("w1")
+    cluster.wait_for(1)
+    b = _pkg(config, "bad-entry-b")
+    with Store.open(config.storeDir) as store:  # an earlier run pushed it unsigned
+        realise(store, [b.derivation])
+        open_cache(builders.cache).upload_closure(store, b.derivation.outputs.values())
+    shutil.move(config.storeDir, tmp_path / "earlier")
+    out = io.StringIO()
+    with Store.open(config.storeDir) as store:
+        run_on_dask(store, [b.derivation], builders, stream=out)
+        assert store.is_valid(b.derivation.outputs["out"])
+    assert (f"replaced the entry of {b.derivation.outputs['out']} in {builders.cache}: "
+            "it is not signed by a trusted key (signed by: nobody)") in out.getvalue()

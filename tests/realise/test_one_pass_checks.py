@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from cudapkgs.derivation import Derivation
 from cudapkgs.errors import FetchError, StoreError
 from cudapkgs.fetch import FetchedArtifact, unpack_wheel
-from cudapkgs.fetch import wheels as wheels_module
+from cudapkgs.fetch import wheel_unpack as wheels_module
 from cudapkgs.hooks import check_no_fhs_references
-from cudapkgs.realise import redist
+from cudapkgs.realise import redist_source
 from cudapkgs.realise.errors import BuildError
 from cudapkgs.realise.realise import build_one
 from cudapkgs.store import nar
@@ -160,7 +160,7 @@ def wheel_source(wheel: Path):
 def test_a_wheel_is_unpacked_into_the_build_not_into_the_download_cache(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path / "w.whl", {k: v for k, v in FILES.items() if "libcudart" not in k})
     before = wheel.read_bytes()
-    monkeypatch.setattr(redist, "sources", lambda fetchers: [wheel_source(wheel)])
+    monkeypatch.setattr(redist_source, "sources", lambda fetchers: [wheel_source(wheel)])
     drv = wheel_drv(tmp_path / "store")
     with Store.open(tmp_path / "store") as store:
         build_one(store, drv)
@@ -174,7 +174,7 @@ def test_a_wheel_is_unpacked_into_the_build_not_into_the_download_cache(tmp_path
 
 def test_a_tampered_wheel_fails_the_build_and_nothing_becomes_valid(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path / "w.whl", FILES, tamper="nvidia/cu13/bin/tool")
-    monkeypatch.setattr(redist, "sources", lambda fetchers: [wheel_source(wheel)])
+    monkeypatch.setattr(redist_source, "sources", lambda fetchers: [wheel_source(wheel)])
     with Store.open(tmp_path / "store") as store:
         with pytest.raises(BuildError, match="bin/tool does not match its RECORD hash"):
             build_one(store, wheel_drv(tmp_path / "store"))
@@ -310,7 +310,7 @@ def test_peak_memory_of_unpack_check_and_hash_stays_under_64_mib_for_a_large_fil
 def test_unpack_wheel_with_a_sha256_checks_the_whole_wheel_before_the_tree_exists(tmp_path):
     import hashlib
 
-    from cudapkgs.fetch.wheels import WheelChangedError
+    from cudapkgs.fetch.wheel_unpack import WheelChangedError
 
     wheel = make_wheel(tmp_path / "w.whl", FILES)
     good = hashlib.sha256(wheel.read_bytes()).hexdigest()
@@ -348,7 +348,7 @@ def test_a_cached_wheel_whose_bytes_changed_is_fetched_again_by_pip(tmp_path, mo
         f"shutil.copy({str(good)!r}, sys.argv[sys.argv.index('-d') + 1])\n"
     )
     source = WheelSource(cache, pip=[sys.executable, str(fake_pip)])
-    monkeypatch.setattr(redist, "sources", lambda fetchers: [source])
+    monkeypatch.setattr(redist_source, "sources", lambda fetchers: [source])
     with Store.open(tmp_path / "store") as store:
         drv = wheel_drv(tmp_path / "store")
         build_one(store, drv)  # unchanged: no pip
@@ -375,7 +375,7 @@ def test_the_wheel_hashed_is_the_wheel_unpacked_even_if_replaced_meanwhile(tmp_p
     import threading
     import zipfile
 
-    from cudapkgs.fetch import wheels
+    from cudapkgs.fetch import wheel_unpack as wheels
 
     wheel = make_wheel(tmp_path / "w.whl", FILES)
     good = hashlib.sha256(wheel.read_bytes()).hexdigest()

@@ -22,7 +22,7 @@ from elf_builders import GCC, readelf_runpath
 import cudapkgs
 from cudapkgs.fetch import archives
 from cudapkgs.elf import read as elf
-from cudapkgs.realise import redist
+from cudapkgs.realise import redist, redist_source
 from cudapkgs.realise.context import BuildContext
 from cudapkgs.realise.errors import BuildError
 from cudapkgs.realise.realise import realise
@@ -143,7 +143,7 @@ def test_download_cache_is_reused_after_the_paths_are_collected(setup, server, r
         assert store.verify() == []
     assert server.hits() == 1
     sha = release.manifest()["cuda_cudart"]["linux-x86_64"]["sha256"]
-    assert (redist.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
+    assert (redist_source.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
 
 
 def test_truncated_download_is_resumed(setup, server, release):
@@ -177,7 +177,7 @@ def test_wrong_hash_fails_and_keeps_nothing(setup, server, release, tmp_path):
         assert store.all_paths() == []
         assert os.listdir(store_dir / ".tmp") == []
     # no empty cache entry (lock files only) for doctor and `gc --caches` to count
-    assert not redist.download_dir(store_dir, bad).exists()
+    assert not redist_source.download_dir(store_dir, bad).exists()
     assert os.listdir(store_dir / ".cache" / "downloads") == []
 
 
@@ -194,7 +194,7 @@ def test_a_failed_download_leaves_no_cache_entry(setup, server, release):
     with Store.open(store_dir) as store:
         realise(store, [packages(config).cuda_cudart.derivation])
     sha = release.manifest()["cuda_cudart"]["linux-x86_64"]["sha256"]
-    assert (redist.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
+    assert (redist_source.download_dir(store_dir, sha) / Path(release.entries["cuda_cudart"][1]).name).is_file()
 
 
 def test_unavailable_packages_fail_before_any_download(setup, server):
@@ -326,10 +326,10 @@ def test_builder_refuses_a_derivation_without_src(tmp_path):
 
 
 def test_sources_from_fetchers():
-    got = redist.sources(["mirror:/srv/mirror", "redist", "wheels"])
+    got = redist_source.sources(["mirror:/srv/mirror", "redist", "wheels"])
     assert [type(s).__name__ for s in got] == ["MirrorSource", "RedistSource", "WheelSource"]
-    with pytest.raises(redist.RedistBuildError, match="unknown fetcher"):
-        redist.sources(["ftp"])
+    with pytest.raises(redist_source.RedistBuildError, match="unknown fetcher"):
+        redist_source.sources(["ftp"])
 
 
 # --- builder paths without a package set ----------------------------------------------------
@@ -424,7 +424,7 @@ def _serve_tree(monkeypatch, tree: Path, expect: tuple[str, str, int] | None = N
             assert expect is None or (product, pname, cuda_major) == expect
             return FetchedArtifact("tree", tree, self.name)
 
-    monkeypatch.setattr(redist, "sources", lambda fetchers: [TreeSource()])
+    monkeypatch.setattr(redist_source, "sources", lambda fetchers: [TreeSource()])
 
 
 def test_a_wheel_tree_is_copied_not_consumed(tmp_path, monkeypatch):
@@ -622,7 +622,7 @@ def test_store_nvcc_compiles_and_links_with_its_own_host_compiler(toolkit, tmp_p
     nvcc, cudart = cuda.cuda_nvcc, cuda.cuda_cudart
     assert set(nvcc.inputs) == {"cuda_crt.out", "libnvvm.out", "cccl.out"}  # cccl: pname cuda_cccl before 13.3
     with Store.open(tmp_path / "store") as store:
-        realise(store, [nvcc.derivation, cudart.derivation])  # cudart no longer pulls nvcc in (cuda_cudart.nix@e944ac95)
+        realise(store, [nvcc.derivation, cudart.derivation])  # cudart does not need nvcc (cuda_cudart.nix@e944ac95)
         assert store.verify() == []
         assert set(store.references(nvcc.out)) >= {cuda.cuda_crt.out}
         assert cuda.libnvvm.out not in store.references(nvcc.out)  # nvvm/ is a copy
@@ -690,8 +690,8 @@ def test_a_damaged_wheel_is_discarded_and_the_next_source_tried(setup, server, r
         def fetch(self, *args, **kwargs):
             return FetchedArtifact("wheel", wheel, self.name)
 
-    real = redist.sources
-    monkeypatch.setattr(redist, "sources", lambda fetchers: [Damaged(), *real(fetchers)])
+    real = redist_source.sources
+    monkeypatch.setattr(redist_source, "sources", lambda fetchers: [Damaged(), *real(fetchers)])
     with Store.open(store_dir) as store:
         paths = realise(store, [packages(config).cuda_cudart.derivation])
         assert all(store.is_valid(p) for p in paths)
@@ -782,26 +782,28 @@ def test_cudart_from_a_wheel_gets_a_generated_link_only_libcuda_stub(tmp_path, m
     assert not (Path(drv.outputs["lib"]) / "lib" / "libcuda.so").exists()  # never beside the real libraries
 
 
-def test_cuda12_crt_is_nvccs_release_without_the_compiler(tmp_path, monkeypatch):
-    """cuda_crt below CUDA 13.0 comes from cuda_nvcc's release (a tarball, or the nvcc-cu12 wheel: it has the
-    crt headers, not nvcc) and keeps only the headers: cuda_crt/package.nix@613b8b48's preInstall removes
-    bin, lib, lib64, nvvm and nvvm-next. Before, a CUDA 12 cuda_crt held all of that archive."""
+def test_cuda_12_crt_keeps_only_nvccs_headers(tmp_path, manifests_dir):
+    # cuda_crt/package.nix@613b8b48: below CUDA 13.0 the release is cuda_nvcc's, and preInstall
+    # removes bin lib lib64 nvvm nvvm-next; what cuda_cudart propagates is then headers only.
+    import cudapkgs
     from cudapkgs.realise.realise import build_one
 
-    tree = tmp_path / "nvcc-cu12-tree"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": os.fspath(tmp_path / "unused"), "allowUnfree": True})
+    attrs = pkgs.cudaPackages_12_8.cuda_crt.derivation.attrs
+    assert attrs["removeFromSource"] == ["bin", "lib", "lib64", "nvvm", "nvvm-next"]
+    assert "removeFromSource" not in pkgs.cudaPackages_13_0.cuda_crt.derivation.attrs
+    tree = tmp_path / "tree"
     (tree / "include" / "crt").mkdir(parents=True)
     (tree / "include" / "crt" / "host_config.h").write_text("#define __HOST_CONFIG_H__\n")
-    for name in ("bin/ptxas", "nvvm/lib64/libnvvm.so", "lib/libnvptxcompiler_static.a"):
-        (tree / name).parent.mkdir(parents=True, exist_ok=True)
-        (tree / name).write_bytes(b"x")
-    (tree / "lib64").symlink_to("lib")
-    _serve_tree(monkeypatch, tree, expect=("cuda", "cuda_crt", 12))
-    archive = tmp_path / "cuda_nvcc-linux-x86_64-12.9.86-archive.tar.xz"
-    archive.write_bytes(b"not used")
-    drv = _redist_drv(tmp_path / "store", archive, outputs=("out",), pname="cuda_crt", version="12.9.86",
-                      cudaMajorMinorVersion="12.9", allowFHSReferences=True)
+    for sub in ("bin/nvcc", "bin/ptxas", "nvvm/bin/cicc", "lib64/libnvptxcompiler_static.a"):
+        (tree / sub).parent.mkdir(parents=True, exist_ok=True)
+        (tree / sub).write_bytes(b"\x7fELF not really\0")
+    (tree / "lib").symlink_to("lib64")
+    archive = _mirror_with(tmp_path, tree)
+    keep = {k: attrs[k] for k in ("pname", "version", "cudaMajorMinorVersion", "removeFromSource", "allowFHSReferences")}
+    drv = _redist_drv(tmp_path / "store", archive, outputs=("out",), **keep)
     with Store.open(tmp_path / "store") as store:
-        build_one(store, drv)
+        build_one(store, drv, fetchers=[f"mirror:{tmp_path / 'mirror'}"])
     out = Path(drv.outputs["out"])
     assert sorted(p.name for p in out.iterdir() if p.name != "nix-support") == ["include"]
     assert (out / "include" / "crt" / "host_config.h").is_file()

@@ -10,7 +10,8 @@ import socket
 import pytest
 from test_scheduler import EVENTS, _fake_builder, diamond, mk  # noqa: F401  (the fixture registers the fake builder)
 
-from cudapkgs.cli.realise import Installable, realise_and_link
+from cudapkgs.cli.build import realise_and_link
+from cudapkgs.cli.installables import Installable
 from cudapkgs.realise.scheduler import plan, run
 from cudapkgs.store.caches import open_cache
 from cudapkgs.store.caches.signing import generate

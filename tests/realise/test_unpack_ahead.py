@@ -16,7 +16,7 @@ import redist_fixtures as rf
 from elf_builders import GCC
 
 import cudapkgs
-from cudapkgs.realise import redist, unpack_ahead
+from cudapkgs.realise import redist_source, unpack_ahead
 from cudapkgs.realise.errors import BuildError
 from cudapkgs.realise.realise import log_path
 from cudapkgs.realise.errors import BuildFailed
@@ -60,7 +60,7 @@ def warm(tmp_path, server, release):
 
 def cached_archive(store_dir: Path, release: rf.Release, pname: str) -> Path:
     sha = release.manifest()[pname]["linux-x86_64"]["sha256"]
-    return redist.download_dir(store_dir, sha) / Path(release.entries[pname][1]).name
+    return redist_source.download_dir(store_dir, sha) / Path(release.entries[pname][1]).name
 
 
 def tmp_left(store_dir: Path) -> list[str]:
@@ -118,7 +118,7 @@ def test_trees_no_build_takes_are_removed(warm, server, release):
     archive.write_bytes(bytes(damaged))
     server.files["/cuda/redist/" + release.entries["cuda_cudart"][1]] = bytes(damaged)
     prepared = []
-    real_prepare = redist.prepare
+    real_prepare = redist_source.prepare
 
     def prepare(drv, store, fetchers):
         got = real_prepare(drv, store, fetchers)
@@ -126,7 +126,7 @@ def test_trees_no_build_takes_are_removed(warm, server, release):
         return got
 
     redist_prepare = pytest.MonkeyPatch()
-    redist_prepare.setattr(redist, "prepare", prepare)
+    redist_prepare.setattr(redist_source, "prepare", prepare)
     try:
         with Store.open(store_dir) as store, pytest.raises(BuildFailed, match="cuda_cudart"):
             realise_parallel(store, [cuda.libcublas.derivation], jobs=1)

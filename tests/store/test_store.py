@@ -532,7 +532,7 @@ def test_the_temporary_area_spreads_new_build_directories(store):
     import fcntl
     import struct
 
-    from cudapkgs.store.store import _FS_IOC_GETFLAGS, _FS_TOPDIR_FL, spread_subdirectories
+    from cudapkgs.store.workdirs import _FS_IOC_GETFLAGS, _FS_TOPDIR_FL, spread_subdirectories
 
     fd = os.open(store.tmp_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:

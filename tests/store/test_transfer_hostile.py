@@ -80,14 +80,22 @@ def test_an_archive_claiming_a_reference_it_does_not_have_is_rejected(exported, 
     store_dir, lib, app, good = exported
 
     def claim(manifest):
-        manifest["paths"][0]["references"] = [app]  # lib claims app: not in its files
+        manifest["paths"][1]["references"] = [lib, app]  # app claims itself: not in its files
+        return manifest
+
+    def cycle(manifest):
+        manifest["paths"][0]["references"] = [app]  # lib claims app, which refers to lib: a cycle
         return manifest
 
     _rewrite(good, tmp_path / "claim.tar", manifest=claim)
+    _rewrite(good, tmp_path / "cycle.tar", manifest=cycle)
     with Store.open(store_dir) as store:
+        with pytest.raises(StoreError, match="cycle detected in the references of .*; nothing was imported"):
+            import_closure(store, tmp_path / "cycle.tar")
+        assert store.all_paths() == []
         with pytest.raises(StoreError, match="reference list is wrong"):
             import_closure(store, tmp_path / "claim.tar")
-        assert store.all_paths() == []
+        assert not store.is_valid(app)  # lib, imported before it, is as its archive says
 
 
 def test_verify_catches_a_registered_path_missing_a_reference(tmp_path):
@@ -201,3 +209,129 @@ def test_a_truncated_archive_is_a_one_line_error(exported, tmp_path):
             with pytest.raises(StoreError):
                 import_closure(store, tmp_path / name)
             assert store.all_paths() == []
+
+
+# --- archives that lie about their size (issue 23, class 7) ----------------------------------------
+
+
+def _sparse_member(name: str, realsize: int) -> tuple[tarfile.TarInfo, bytes]:
+    """A GNU sparse member (PAX format 1.0) of `realsize` bytes whose data is one byte: tarfile
+    reads it back as `realsize` bytes, nearly all zeros that were never in the archive."""
+    sparse_map = b"1\n0\n1\n".ljust(512, b"\0")
+    info = tarfile.TarInfo(name + ".sparse")
+    info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": name,
+                        "GNU.sparse.realsize": str(realsize)}
+    data = sparse_map + b"x"
+    info.size, info.mode = len(data), 0o644
+    return info, data
+
+
+def _no_extraction(monkeypatch) -> list:
+    from cudapkgs.store import transfer
+
+    calls: list = []
+    real = transfer._extract_path
+    monkeypatch.setattr(transfer, "_extract_path", lambda *a, **k: (calls.append(a[2]), real(*a, **k)))
+    return calls
+
+
+def test_a_sparse_member_far_larger_than_the_declared_nar_is_refused_before_writing(exported, tmp_path, monkeypatch):
+    # The issue's archive: a few KiB, a sparse member of 1 GiB (here 64 MiB), a manifest declaring a
+    # 288-byte NAR. Before, 64 MiB of zeros were written, then the hash did not match.
+    store_dir, lib, app, good = exported
+    base = os.path.basename(lib)
+    with tarfile.open(tmp_path / "probe.tar", "w", format=tarfile.PAX_FORMAT) as probe:
+        info, data = _sparse_member(f"{base}/big", 64 << 20)
+        probe.addfile(info, io.BytesIO(data))
+    with tarfile.open(tmp_path / "probe.tar") as probe:  # tarfile itself sees a 64 MiB file
+        assert probe.getmembers()[0].size == 64 << 20 and probe.getmembers()[0].sparse
+    with tarfile.open(good) as src, tarfile.open(tmp_path / "bad.tar", "w", format=tarfile.PAX_FORMAT) as bad:
+        for member in src.getmembers():
+            if member.name == f"{base}/libx.so":
+                info, data = _sparse_member(member.name, 64 << 20)
+                bad.addfile(info, io.BytesIO(data))
+            else:
+                bad.addfile(member, src.extractfile(member) if member.isfile() else None)
+    assert (tmp_path / "bad.tar").stat().st_size < 64 << 10
+    calls = _no_extraction(monkeypatch)
+    with Store.open(store_dir) as store:
+        with pytest.raises(StoreError, match="sparse file"):
+            import_closure(store, tmp_path / "bad.tar")
+        assert store.all_paths() == [] and calls == []
+
+
+def test_members_larger_than_the_declared_nar_are_refused_before_writing(exported, tmp_path, monkeypatch):
+    store_dir, lib, app, good = exported
+    base = os.path.basename(lib)
+    _rewrite(good, tmp_path / "bad.tar", members=[_member(f"{base}/padding", data=b"\0" * (1 << 20))])
+    calls = _no_extraction(monkeypatch)
+    with Store.open(store_dir) as store:
+        with pytest.raises(StoreError, match=r"make a NAR of \d+ bytes, not the \d+ its cudapkgs-export.json declares"):
+            import_closure(store, tmp_path / "bad.tar")
+        assert store.all_paths() == [] and calls == []
+
+
+def test_a_header_claiming_more_than_the_archive_holds_is_refused(exported, tmp_path, monkeypatch):
+    store_dir, lib, app, good = exported
+    base = os.path.basename(lib)
+    _rewrite(good, tmp_path / "full.tar", members=[_member(f"{base}/big", data=b"y" * (1 << 20))])
+    data = (tmp_path / "full.tar").read_bytes()
+    cut = data.index(b"y" * 512)  # the archive ends right after the big member's header
+    (tmp_path / "bad.tar").write_bytes(data[:cut])
+    calls = _no_extraction(monkeypatch)
+    with Store.open(store_dir) as store:
+        with pytest.raises(StoreError, match="more than an archive of"):
+            import_closure(store, tmp_path / "bad.tar")
+        assert store.all_paths() == [] and calls == []
+
+
+def test_the_whole_archive_is_checked_before_any_path_is_taken(exported, tmp_path):
+    # Before, lib was imported, then app's device member refused: half a closure in the store.
+    store_dir, lib, app, good = exported
+    for name, extra in (("device.tar", [_member(f"{os.path.basename(app)}/dev", tarfile.CHRTYPE)]),
+                        ("stray.tar", [_member("not-listed/x", data=b"x")]),
+                        ("deep.tar", [_member(f"{os.path.basename(app)}/" + "d/" * 300 + "f", data=b"x")])):
+        _rewrite(good, tmp_path / name, members=extra)
+        with Store.open(store_dir) as store:
+            with pytest.raises(StoreError, match="not a file|belongs to no path|nests more than 256"):
+                import_closure(store, tmp_path / name)
+            assert store.all_paths() == [], name
+
+
+def test_the_manifest_must_come_first(exported, tmp_path):
+    store_dir, lib, app, good = exported
+    with tarfile.open(good) as src, tarfile.open(tmp_path / "late.tar", "w") as bad:
+        members = src.getmembers()
+        for member in [*members[1:], members[0]]:
+            bad.addfile(member, src.extractfile(member) if member.isfile() else None)
+    with Store.open(store_dir) as store:
+        with pytest.raises(StoreError, match="its first member is"):
+            import_closure(store, tmp_path / "late.tar")
+
+
+def test_the_nar_size_of_members_counts_hard_links_with_their_targets(tmp_path):
+    """The size check is exact: a hard link (as tar writes a second name of a file) is its target's
+    bytes and mode in the NAR, whatever the link member's own mode says."""
+    from cudapkgs.store import nar
+
+    with Store.open(tmp_path / "store") as store:
+        path = make_store_path(store.store_dir, "output:out", "h", "hl")
+        base = os.path.basename(path)
+        tree = tmp_path / "tree" / base
+        tree.mkdir(parents=True)
+        for name in ("a", "b"):
+            (tree / name).write_bytes(b"x" * 13)
+            os.chmod(tree / name, 0o755)
+        digest, size = nar.nar_hash(tree)
+        manifest = json.dumps({"format": 1, "storeDir": store.store_dir, "paths": [
+            {"path": path, "narHash": nar.format_hash(digest), "narSize": size, "references": []}]}).encode()
+        with tarfile.open(tmp_path / "x.tar", "w") as tar:
+            info = tarfile.TarInfo(MANIFEST)
+            info.size = len(manifest)
+            tar.addfile(info, io.BytesIO(manifest))
+            tar.addfile(_member(base, tarfile.DIRTYPE)[0])
+            info, data = _member(f"{base}/a", data=b"x" * 13)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(data))
+            tar.addfile(_member(f"{base}/b", tarfile.LNKTYPE, f"{base}/a")[0])
+        assert import_closure(store, tmp_path / "x.tar") == [path] and store.verify() == []

@@ -92,6 +92,9 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
 
         dependencies = list(given.pop("dependencies", []))
         return {
+            # Read first when the derivation is made: an unavailable package says its own reasons
+            # (a component the set lacks, say) before its inputs are evaluated.
+            "src": lazy(lambda: _refuse_unavailable(final)),
             "stdenvCc": None,  # nothing is compiled
             "dontUnpack": True,
             "dontConfigure": True,
@@ -115,6 +118,19 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
     return mk_derivation(config, full, system=system)
 
 
+def _refuse_unavailable(final: Any) -> None:
+    """None (a rewired wheel has no ``src``); UnavailablePackageError with ``meta.problems`` when
+    ``meta.available`` is false."""
+    from ..errors import UnavailablePackageError
+
+    meta = final.get("meta") or {}
+    if meta.get("available", True) is False:
+        problems = meta.get("problems") or {}
+        raise UnavailablePackageError("\n".join(p["message"] for p in problems.values())
+                                      or f"{final.name} is not available")
+    return None
+
+
 def nvidia_wheel(config: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping[str, Any]], *,
                  system: str | None = None) -> Any:
     """A set member from NVIDIA's PyPI wheel of a library (NCCL, NVSHMEM), laid out as a redist prefix.
@@ -125,6 +141,7 @@ def nvidia_wheel(config: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping
     [prefix-relative paths]}``, the rest goes to ``out``), ``wheelRemove`` (prefix-relative),
     ``buildInputs``, ``appendRunpaths``, ``meta``, ``passthru``.
     """
+    from ..lib.fixpoint import lazy
     from ..stdenv import mk_derivation
     from . import rewired_wheel_steps as steps
 
@@ -133,6 +150,7 @@ def nvidia_wheel(config: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping
     def full(final: Any) -> dict[str, Any]:
         given = dict(user(final))
         return {
+            "src": lazy(lambda: _refuse_unavailable(final)),
             "stdenvCc": None,
             "dontUnpack": True,
             "dontConfigure": True,

@@ -46,23 +46,83 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the lock (or the differences) as JSON")
     p.set_defaults(func=run_lock)
 
+    p = subparsers.add_parser(
+        "allow",
+        help="allow a project file (cudapkgs.toml) with its present contents",
+        description="A project file can run code (its Python files and overlays) and choose the store, the "
+        "fetchers, the substituters and their keys, so cudapkgs uses one only once you allow its exact "
+        "contents, as direnv's `allow`: the sha256 of cudapkgs.toml and of every Python file it names, "
+        "recorded for its path outside the project ($XDG_DATA_HOME/cudapkgs/allowed). Any change to them "
+        "needs a new `cudapkgs allow`. A project file owned by someone else (or in a directory anyone may "
+        "write) is refused unless your configuration's safeDirectories lists its directory.",
+        epilog="examples:\n  cudapkgs allow                 # cudapkgs.toml here or in a parent\n"
+        "  cudapkgs allow ~/src/myproj    # its cudapkgs.toml\n  cudapkgs deny",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("path", nargs="?", metavar="PATH", help="the project file or its directory (default: cudapkgs.toml here or in a parent)")
+    p.add_argument("--config", metavar="FILE", help="read configuration (safeDirectories) from a TOML file")
+    p.set_defaults(func=run_allow)
+
+    p = subparsers.add_parser(
+        "deny",
+        help="forget that a project file was allowed",
+        description="Forget that the project file (cudapkgs.toml here or in a parent, or PATH) was allowed: "
+        "cudapkgs refuses it again until `cudapkgs allow`.",
+    )
+    p.add_argument("path", nargs="?", metavar="PATH", help="the project file or its directory (default: cudapkgs.toml here or in a parent)")
+    p.set_defaults(func=run_deny)
+
 
 def add_project_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--project", metavar="PATH",
                    help="the project file or its directory (default: cudapkgs.toml here or in a parent)")
 
 
-def project_environment(args: argparse.Namespace) -> Any:
-    """The project the arguments name, evaluated."""
+def _found(where: str | None) -> Any:
+    """The project file `where` names (a file or its directory; None: here or in a parent)."""
     from ..errors import UsageError
-    from ..project import PROJECT_FILE, evaluate_project, find_project, load_project
+    from ..project import PROJECT_FILE, find_project
 
-    found = find_project(getattr(args, "project", None))
+    found = find_project(where, parents=where is None)  # a named directory: its own file only
     if found is None:
-        raise UsageError(f"no {PROJECT_FILE} here or in a parent directory: name packages, or write one "
-                         f"(see `cudapkgs lock --help`)")
-    project = load_project(found)
+        raise UsageError(f"no {PROJECT_FILE} {'in ' + where if where else 'here or in a parent directory'}: "
+                         "name packages, or write one (see `cudapkgs lock --help`)")
+    return found
+
+
+def project_environment(args: argparse.Namespace) -> Any:
+    """The project the arguments name, evaluated (once it is allowed: `UntrustedProjectError` otherwise)."""
+    from ..project import evaluate_project, load_project
+
+    project = load_project(_found(getattr(args, "project", None)))
     return evaluate_project(project, config_file=args.config, sets=args.sets, system=args.system)
+
+
+def run_allow(args: argparse.Namespace) -> int:
+    from ..config import load_config
+    from ..project import allow_project, describe_project, load_project
+
+    project = load_project(_found(args.path))
+    allow_project(project, safe_directories=load_config(file=args.config).safeDirectories)
+    print(f"allowed {project.file}; with these contents it will:")
+    for line in describe_project(project):
+        print(f"  {line}")
+    return 0
+
+
+def run_deny(args: argparse.Namespace) -> int:
+    from ..project import PROJECT_FILE, deny_project, find_project
+
+    found = find_project(args.path, parents=args.path is None)
+    if found is None:
+        from ..errors import UsageError
+
+        raise UsageError(f"no {PROJECT_FILE} {'in ' + args.path if args.path else 'here or in a parent directory'}")
+    if deny_project(found):
+        print(f"denied {found}: cudapkgs refuses it until `cudapkgs allow`")
+    else:
+        print(f"{found} was not allowed")
+    return 0
 
 
 def check_against_lock(env: Any) -> list[str]:

@@ -74,7 +74,9 @@ def normalize_bus_id(bus_id: str) -> str:
 
 
 def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    # Older pynvml hands out bytes; invalid UTF-8 (a broken or hostile driver) is replaced, not an
+    # internal error: such a UUID is then no valid device name, and left out with a warning.
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
 # -- NVML ---------------------------------------------------------------------------------------
@@ -147,12 +149,21 @@ def _nvml_migs(nvml: Any, handle: Any) -> tuple[MigDevice, ...]:
 
 # -- /proc/driver/nvidia ------------------------------------------------------------------------
 
-_VERSION_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
+_VERSION_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+(?:\.[0-9]+)+)", re.ASCII)
+_DECIMAL_RE = re.compile(r"[0-9]{1,9}", re.ASCII)
+
+
+def _decimal(text: str) -> int:
+    """A minor number in ASCII digits; ValueError otherwise (int() takes other scripts' digits)."""
+    if not _DECIMAL_RE.fullmatch(text):
+        raise ValueError(f"{text!r} is not a number")
+    return int(text)
 
 
 def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        return handle.read()
+    from .fsutil import read_small_text  # bounded, non-blocking, regular files only
+
+    return read_small_text(path)
 
 
 def driver_version_from_procfs(procfs: str | Path) -> str | None:
@@ -185,7 +196,7 @@ def gpus_from_procfs(procfs: str | Path) -> list[Gpu]:
     for bus in entries:
         try:
             info = _key_values(_read_text(os.path.join(gpus_dir, bus, "information")))
-            minor = int(info["Device Minor"])
+            minor = _decimal(info["Device Minor"])
         except (OSError, KeyError, ValueError):
             continue
         uuid = info.get("GPU UUID", "")
@@ -206,7 +217,7 @@ def parse_nvidia_smi_query(text: str) -> tuple[str | None, list[Gpu]]:
     def flush() -> None:
         if bus is not None and "Minor Number" in current:
             try:
-                minor = int(current["Minor Number"])
+                minor = _decimal(current["Minor Number"])
             except ValueError:
                 return
             gpus.append(Gpu(len(gpus), current.get("GPU UUID", ""), minor, normalize_bus_id(bus), current.get("Product Name", "")))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ..lib.records import FrozenRecord, Record
+from .fsutil import read_small_text
 
 #: Where nvidia-ctk looks for the driver's libraries under the driver root, in order.
 DEFAULT_LIBRARY_DIRS = (
@@ -182,8 +183,7 @@ def firmware(roots: Roots, version: str) -> list[str]:
     release = os.uname().release
     dirs = []
     try:
-        with open(os.path.join(roots.sysfs, "module/firmware_class/parameters/path"), encoding="utf-8", errors="replace") as handle:
-            custom = handle.read().strip()
+        custom = read_small_text(os.path.join(roots.sysfs, "module/firmware_class/parameters/path")).strip()
         if custom:
             dirs.append(custom)
     except OSError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from ..lib.records import FrozenRecord, Record
@@ -213,8 +214,18 @@ def _node(path: str, roots: Roots) -> DeviceNode | None:
     return DeviceNode(path, host if host != path else "")
 
 
+#: A PCI address as sysfs names it (domain:bus:device.function); discovery may have read another.
+_BUS_ID = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.ASCII)
+
+
 def drm_nodes(bus_id: str, roots: Roots) -> list[str]:
-    """`/dev/dri/cardN` and `/dev/dri/renderDN` of the GPU at `bus_id`, from sysfs."""
+    """`/dev/dri/cardN` and `/dev/dri/renderDN` of the GPU at `bus_id`, from sysfs.
+
+    A bus id that is not a PCI address (a hostile /proc file's "Bus Location: ../../x") has
+    none: it is never joined into a path.
+    """
+    if not _BUS_ID.fullmatch(bus_id):
+        return []
     try:
         entries = os.listdir(os.path.join(roots.sysfs, "bus/pci/devices", bus_id, "drm"))
     except OSError:
@@ -251,37 +262,78 @@ def gpu_edits(gpu: Gpu, roots: Roots, program: HookProgram | None) -> ContainerE
 
 def mig_minors(roots: Roots) -> dict[str, int]:
     """`/proc/driver/nvidia-caps/mig-minors`: capability path -> nvidia-cap minor."""
+    from .fsutil import read_small_text
+
     out: dict[str, int] = {}
     try:
-        with open(os.path.join(roots.procfs, "driver/nvidia-caps/mig-minors"), encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = read_small_text(os.path.join(roots.procfs, "driver/nvidia-caps/mig-minors"))
     except OSError:
         return out
     for line in text.splitlines():
         cap, _, minor = line.strip().partition(" ")
-        if minor.strip().isdigit():
+        minor = minor.strip()
+        if minor.isascii() and minor.isdigit() and len(minor) <= 9:  # isdigit alone takes "\u00b2", which int() refuses
             out[cap] = int(minor)
     return out
 
 
-def mig_edits(gpu: Gpu, mig: MigDevice, roots: Roots, minors: dict[str, int]) -> ContainerEdits:
-    """A MIG device's edits: the parent's /dev/nvidia<minor> and its GI and CI capability nodes."""
+def mig_edits(gpu: Gpu, mig: MigDevice, roots: Roots, minors: dict[str, int],
+              missing: list[str] | None = None) -> ContainerEdits:
+    """A MIG device's edits: the parent's /dev/nvidia<minor> and its GI and CI capability nodes.
+
+    A MIG device works only with all three (the capability nodes grant access to its GPU
+    and compute instance): what cannot be found is appended to `missing` (a capability
+    absent from mig-minors, or a node absent from the dev root), and the caller leaves
+    the device out. nvidia-ctk emits such a device with only its parent's node, which a
+    container cannot use (kubernetes-sigs/dra-driver-nvidia-gpu#787); it warns "Could not
+    locate …" as `build_spec` does.
+    """
     paths = [f"/dev/nvidia{gpu.minor}"]
     gi = f"gpu{gpu.minor}/gi{mig.gpu_instance}"
     for cap in (f"{gi}/access", f"{gi}/ci{mig.compute_instance}/access"):
         if cap in minors:
             paths.append(f"/dev/nvidia-caps/nvidia-cap{minors[cap]}")
-    return ContainerEdits(device_nodes=[n for n in (_node(p, roots) for p in paths) if n])
+        elif missing is not None:
+            missing.append(f"{cap} in /proc/driver/nvidia-caps/mig-minors")
+    nodes = []
+    for path in paths:
+        node = _node(path, roots)
+        if node is not None:
+            nodes.append(node)
+        elif missing is not None:
+            missing.append(roots.dev_host(path))
+    return ContainerEdits(device_nodes=nodes)
 
 
-def gpu_names(gpu: Gpu, strategies: tuple[str, ...]) -> list[str]:
+def gpu_names(gpu: Gpu, strategies: tuple[str, ...], warnings: list[str] | None = None) -> list[str]:
+    """The GPU's device names by `strategies`; a UUID that is no valid CDI device name is left out (see `_valid_names`)."""
     table = {"index": str(gpu.index), "uuid": gpu.uuid, "type-index": f"gpu{gpu.index}"}
-    return [table[s] for s in strategies if table[s]]
+    return _valid_names([(s, table[s]) for s in strategies if table[s]], f"GPU {gpu.index}", warnings)
 
 
-def mig_names(gpu: Gpu, mig: MigDevice, strategies: tuple[str, ...]) -> list[str]:
+def mig_names(gpu: Gpu, mig: MigDevice, strategies: tuple[str, ...], warnings: list[str] | None = None) -> list[str]:
+    """The MIG device's names by `strategies`, as `gpu_names`."""
     table = {"index": f"{gpu.index}:{mig.index}", "uuid": mig.uuid, "type-index": f"mig{gpu.index}:{mig.index}"}
-    return [table[s] for s in strategies if table[s]]
+    return _valid_names([(s, table[s]) for s in strategies if table[s]], f"MIG device {gpu.index}:{mig.index}", warnings)
+
+
+def _valid_names(named: list[tuple[str, str]], what: str, warnings: list[str] | None) -> list[str]:
+    """The names that are valid CDI device names; each other one is a warning.
+
+    A UUID comes from NVML or /proc (or nvidia-smi): a hostile or broken host can say
+    "GPU-a/b", "../x" or hold a NUL, and one invalid name makes `cdi validate` and the
+    runtimes refuse the whole spec. The device keeps its other names.
+    """
+    from .names import device_name_error
+
+    valid = []
+    for strategy, name in named:
+        error = device_name_error(name)
+        if error is None:
+            valid.append(name)
+        elif warnings is not None:
+            warnings.append(f"{what}: not named by its {strategy} ({error})")
+    return valid
 
 
 # -- common edits -------------------------------------------------------------------------------
@@ -384,8 +436,13 @@ def common_edits(files: DriverFiles, roots: Roots, options: Options, program: Ho
 # -- the spec -----------------------------------------------------------------------------------
 
 
-def build_spec(options: Options, inventory: Inventory, files: DriverFiles) -> Spec:
-    """The spec for `inventory`'s GPUs (MIG-enabled GPUs contribute their MIG devices instead)."""
+def build_spec(options: Options, inventory: Inventory, files: DriverFiles, warnings: list[str] | None = None) -> Spec:
+    """The spec for `inventory`'s GPUs (MIG-enabled GPUs contribute their MIG devices instead).
+
+    What is left out is appended to `warnings` (one line each): a name that is no valid
+    CDI device name, a device with no valid name, a MIG device missing a node it needs.
+    """
+    warnings = [] if warnings is None else warnings
     roots = options.roots
     program = HookProgram.at(options.hook_path)
     if options.mode == "management":
@@ -401,13 +458,25 @@ def build_spec(options: Options, inventory: Inventory, files: DriverFiles) -> Sp
     for gpu in inventory.gpus:
         if not gpu.mig_enabled:
             edits = gpu_edits(gpu, roots, per_device_program)
-            if not edits.device_nodes:
+            if not any(n.path == f"/dev/nvidia{gpu.minor}" for n in edits.device_nodes):
+                warnings.append(f"Could not locate {roots.dev_host(f'/dev/nvidia{gpu.minor}')}: GPU {gpu.index} "
+                                f"({gpu.uuid!r}) left out")
                 continue
-            devices += [Device(name, edits.copy()) for name in gpu_names(gpu, options.strategies)]
+            names = gpu_names(gpu, options.strategies, warnings)
+            if not names:
+                warnings.append(f"GPU {gpu.index} has no valid device name; left out")
+            devices += [Device(name, edits.copy()) for name in names]
         for mig in gpu.migs:
-            edits = mig_edits(gpu, mig, roots, minors)
-            if edits.device_nodes:
-                devices += [Device(name, edits.copy()) for name in mig_names(gpu, mig, options.strategies)]
+            missing: list[str] = []
+            edits = mig_edits(gpu, mig, roots, minors, missing)
+            if missing:
+                warnings.append(f"Could not locate {', '.join(missing)}: MIG device {gpu.index}:{mig.index} "
+                                f"({mig.uuid!r}) left out, a container would see only its parent GPU")
+                continue
+            names = mig_names(gpu, mig, options.strategies, warnings)
+            if not names:
+                warnings.append(f"MIG device {gpu.index}:{mig.index} has no valid device name; left out")
+            devices += [Device(name, edits.copy()) for name in names]
     return assemble(options.kind, devices, common_edits(files, roots, options, program), options.all_device)
 
 
@@ -427,7 +496,7 @@ def generate(options: Options, *, nvml: Any | None = None) -> Generated:
             + (" in " + ", ".join(options.library_search_paths) if options.library_search_paths else "")
             + "; pass --library-search-path DIR"
         )
-    spec = build_spec(options, inventory, files)
+    spec = build_spec(options, inventory, files, warnings)
     if not spec.devices:
         raise NoGpuError("NVIDIA GPUs were found but none of their device nodes exist (is /dev populated?); no spec was written")
     return Generated(spec, inventory, files, warnings)

@@ -106,7 +106,7 @@ def create_symlinks(root: str, links: list[str], log: Callable[[str], None] = la
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text))
+    return tuple(int(p) for p in re.findall(r"[0-9]+", text))
 
 
 def enable_cuda_compat(root: str, host_driver_version: str) -> str | None:
@@ -116,7 +116,7 @@ def enable_cuda_compat(root: str, host_driver_version: str) -> str | None:
     """
     with Root(root) as handle:
         names = handle.listdir(CUDA_COMPAT_DIR)
-        versions = [n[len("libcuda.so.") :] for n in names if re.fullmatch(r"libcuda\.so\.\d+\.\d+(\.\d+)?", n)]
+        versions = [n[len("libcuda.so.") :] for n in names if re.fullmatch(r"libcuda\.so\.[0-9]+\.[0-9]+(\.[0-9]+)?", n)]
         if not versions or not host_driver_version:
             return None
         newest = max(versions, key=_version_tuple)

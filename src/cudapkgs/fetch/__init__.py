@@ -23,9 +23,9 @@ _EXPORTS = {
     "fetch_artifact": "sources",
     "redist_path": "sources",
     "WheelSource": "wheels",
-    "pypi_name": "wheels",
-    "unpack_wheel": "wheels",
-    "wheel_cache_directory": "wheels",
+    "pypi_name": "wheel_lookup",
+    "unpack_wheel": "wheel_unpack",
+    "wheel_cache_directory": "wheel_lookup",
 }
 
 __all__ = list(_EXPORTS)

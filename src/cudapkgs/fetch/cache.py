@@ -71,7 +71,7 @@ class CollectResult:
 
 
 def _wheel_cache() -> Path:
-    # `wheels.wheel_cache_directory`, without importing `wheels` (and with it the HTTP stack).
+    # `wheel_lookup.wheel_cache_directory`, without importing the wheel modules.
     base = os.environ.get("XDG_CACHE_HOME")
     root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
     return root / "cudapkgs" / "wheels"

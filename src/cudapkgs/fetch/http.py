@@ -26,7 +26,8 @@ __all__ = ["Progress", "download", "sha256_file"]
 Progress = Callable[[int, "int | None"], None]
 
 _CHUNK = 1 << 20
-_CONTENT_RANGE_RE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+_DECIMAL = re.compile(r"[0-9]{1,20}", re.ASCII)  # str.isdigit takes "\u00b2", which int() refuses
+_CONTENT_RANGE_RE = re.compile(r"bytes ([0-9]{1,20})-([0-9]{1,20})/([0-9]{1,20}|\*)", re.ASCII)
 
 
 class _Retry(Exception):
@@ -174,7 +175,7 @@ def _one_request(
             start = have
         # else: 200 means the server ignored Range (or we asked for none): restart from zero.
         declared = response.headers.get("Content-Length", "")
-        expected_end = start + int(declared) if declared.isdigit() else None
+        expected_end = start + int(declared) if _DECIMAL.fullmatch(declared) else None  # ASCII digits only
         total = size if size is not None else expected_end
         done = start
         with open(part, "ab" if start else "wb") as writer:

@@ -37,7 +37,7 @@ class FetchedArtifact:
     source_name: str
     #: For a wheel from the wheel cache: the sha256 pip's check recorded, which its bytes must
     #: still have. The unpacker hashes the wheel while it unpacks and raises
-    #: `cudapkgs.fetch.wheels.WheelChangedError` before the tree is used if they differ.
+    #: `cudapkgs.fetch.wheel_unpack.WheelChangedError` before the tree is used if they differ.
     sha256_to_check: str | None = None
 
 

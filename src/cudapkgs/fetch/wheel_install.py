@@ -93,7 +93,7 @@ def install_wheel(
     digests; nothing is left half-checked on success: every written file matched its row.
     """
     from .archives import expansion_limits
-    from .wheels import _HashInBackground
+    from .wheel_unpack import _HashInBackground
 
     handle = open(wheel, "rb")  # noqa: SIM115 - closed below, once the hashing thread is done
     checker = _HashInBackground(handle.fileno(), Path(wheel)) if sha256 is not None else None
@@ -262,7 +262,7 @@ def _write_record(installed: InstalledWheel, wheel: Path) -> None:
 def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, target: Path, expected: str,
                     wheel: Path) -> None:
     """Write one member to `target` (a new file), checking its digest as it streams."""
-    from .wheels import _member_chunks
+    from .wheel_unpack import _member_chunks
 
     algorithm = expected.partition("=")[0]
     digest = hashlib.new(algorithm)

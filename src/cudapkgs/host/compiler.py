@@ -79,7 +79,7 @@ def probe(cc: str, cxx: str | None = None) -> Compiler | None:
         version = macros.get("__VERSION__", major).strip('"').split()[0]
     else:
         return None
-    if not major.isdigit():
+    if not (major.isascii() and major.isdigit()):  # isdigit alone takes "\u00b2", which int() refuses
         return None
     partner = cxx or _partner(cc)
     if partner is None:

@@ -13,7 +13,7 @@ from .fixpoint import force
 __all__ = ["format_attrpath", "parse_attrpath", "render", "resolve", "to_json"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_'-]*")
-_INDEX = re.compile(r"\d+")
+_INDEX = re.compile(r"[0-9]+")
 _SCALARS = (str, bytes, int, float, bool, type(None))
 
 
@@ -140,8 +140,8 @@ def resolve(root: Any, path: Sequence[str]) -> Any:
     return force(obj)
 
 
-_SET_RE = re.compile(r"cudaPackages(_\d+)*")
-_VERSIONED_SET_RE = re.compile(r"cudaPackages_(\d+)_(\d+)")
+_SET_RE = re.compile(r"cudaPackages(_[0-9]+)*")
+_VERSIONED_SET_RE = re.compile(r"cudaPackages_([0-9]+)_([0-9]+)")
 
 
 def _set_hint(name: str, walked: Sequence[str], top_names: Sequence[str]) -> str | None:

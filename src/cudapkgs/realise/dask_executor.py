@@ -207,7 +207,7 @@ def run_on_dask(
         cache = open_cache(builders.cache)
         if task is None:
             _push_inputs(store, todo, cache, SecretKey.load(builders.sign_key_file) if builders.sign_key_file else None,
-                         stream)
+                         stream, trusted_keys(builders.trusted_keys), builders.require_sigs)
         futures: dict[str, Any] = {}
         drv_of_key = {_task_key(d, builders): d for d in todo}
         function = task or build_task
@@ -236,6 +236,9 @@ def run_on_dask(
             results[drv.drv_path] = result if isinstance(result, dict) else {"result": result}
             where = results[drv.drv_path].get("worker", "?")
             stream.write(f"built {drv.name} on {where}\n")
+            replaced = results[drv.drv_path].get("replaced")
+            for path, why in (replaced.items() if isinstance(replaced, dict) else ()):
+                stream.write(f"replaced the entry of {path} in {builders.cache}: it {why}\n")
             stream.flush()
         if lost:
             raise SchedulerUnreachable(
@@ -274,15 +277,30 @@ def run_on_dask(
     return results
 
 
-def _push_inputs(store: Any, todo: Sequence[Derivation], cache: Any, secret: Any, stream: TextIO) -> None:
-    """Upload to `cache` the inputs of `todo` that are valid here and built by none of its tasks."""
+def _push_inputs(store: Any, todo: Sequence[Derivation], cache: Any, secret: Any, stream: TextIO,
+                 keys: Sequence[Any] = (), require_sigs: bool = True) -> None:
+    """Upload to `cache` the inputs of `todo` that are valid here and built by none of its tasks.
+
+    An entry there that the workers (trusting `keys`) would refuse is replaced when `secret`
+    can sign the replacement, and said; without a key it stays, and the worker says why it
+    refuses it (`publish_closure`).
+    """
+    from ..store.caches.publish import publish_closure
     building = {p for d in todo for p in d.outputs.values()}
     inside = store.store_dir.rstrip("/") + "/"
     wanted = {p for d in todo for p in d.data["inputs"].values() if p.startswith(inside) and p not in building}
     present = [p for p in sorted(wanted) if store.is_valid(p)]
     if not present:
         return
-    uploaded = [p for p, info in cache.upload_closure(store, present, secret_key=secret) if info is not None]
+    if secret is None:  # unsigned: the workers' own check says why they refuse what they refuse
+        uploaded = [p for p, info in cache.upload_closure(store, present) if info is not None]
+        replaced: dict[str, str] = {}
+    else:
+        published = publish_closure(cache, store, present, secret_key=secret, trusted_keys=keys,
+                                    require_sigs=require_sigs)
+        uploaded, replaced = published.uploaded, published.replaced
     if uploaded:
         stream.write(f"pushed {len(uploaded)} input path(s) to {cache.url} for the workers\n")
+    for path, why in replaced.items():
+        stream.write(f"replaced the entry of {path} in {cache.url}: it {why}\n")
 

@@ -10,9 +10,10 @@ cuda_cudart (when it is an input), adds ``lib64 -> lib``, sets
 wraps ``bin/nvcc`` so that nvcc's host-compiler probe uses it too
 (``NVCC_CCBIN``; the probe ignores the profile).
 
-cuda_cudart is a target-propagated dependency of nvcc, as in Nixpkgs: cudart
-itself depends on nvcc, so nvcc cannot depend on it; its include and lib dirs
-come from the consumer (``-I``/``-L``, or a profile when cudart is an input).
+cuda_cudart is a target-propagated dependency of nvcc, as in Nixpkgs
+(cuda_nvcc/package.nix@1ac181a1): it is handed to nvcc's consumers, not built
+with; its include and lib dirs come from the consumer (``-I``/``-L``, or a
+profile when cudart is an input). cudart takes nvcc's headers from cuda_crt.
 """
 
 from __future__ import annotations
@@ -81,11 +82,17 @@ def _wrap(nvcc: Path, wrapped: str, ccbin: str) -> None:
     # nvcc probes the host compiler through PATH (or -ccbin, NVCC_CCBIN), not the
     # profile's compiler-bindir; the wrapper sets NVCC_CCBIN unless the caller did.
     # The real binary stays in bin/, so nvcc still finds nvcc.profile beside itself.
+    # nvcc takes its directory (_HERE_, so TOP and the profile) from the path it is run by:
+    # reached through a joined toolkit root's bin/nvcc (a link to this script), the binary
+    # is run from there, so TOP is that root, as CMake's FindCUDAToolkit needs
+    # (hooks/cudatoolkit_root.py); anywhere else, from its own output.
     nvcc.rename(nvcc.with_name(WRAPPED))
     nvcc.write_text(
         "#!/bin/sh\n"
         "# cudapkgs: nvcc with the host compiler chosen for it (-ccbin or NVCC_CCBIN override it)\n"
         f'if [ -z "${{NVCC_CCBIN:-}}" ]; then NVCC_CCBIN={ccbin}; export NVCC_CCBIN; fi\n'
+        'case "$0" in */*) here=${0%/*} ;; *) here= ;; esac\n'
+        f'if [ -n "$here" ] && [ -x "$here/{WRAPPED}" ] && [ -f "$here/nvcc.profile" ]; then exec "$here/{WRAPPED}" "$@"; fi\n'
         f'exec {wrapped} "$@"\n'
     )
     nvcc.chmod(0o755)

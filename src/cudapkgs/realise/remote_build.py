@@ -8,7 +8,10 @@ standard input):
    shared binary cache (signatures checked, as for any substitution);
 2. it is built with the local builder (`build_one`) into the worker's store;
 3. its outputs' closure is uploaded to the cache, NARs first and narinfo last,
-   signed with the worker's key, so no reader ever sees a partial output.
+   signed with the worker's key, so no reader ever sees a partial output; an
+   entry already there that the client would refuse (unsigned, signed by a key
+   it does not trust, malformed, its NAR missing) is replaced
+   (`store.caches.publish`), and the result says which and why.
 
 The child process dies with the worker (``PR_SET_PDEATHSIG``) and runs in its
 own process group, so a killed worker leaves no builder running; Dask then
@@ -88,7 +91,8 @@ def build_task(payload: Mapping[str, Any], *_dependencies: Any) -> dict[str, Any
     `_dependencies` are the results of the tasks it depends on (Dask passes them
     so that it starts after them; they are not read).
 
-    Returns ``{"drvPath", "outputs": {name: path}, "worker": hostname, "uploaded": [paths]}``.
+    Returns ``{"drvPath", "outputs": {name: path}, "worker": hostname, "uploaded": [paths],
+    "replaced": {path: why the entry there was refused}}``.
     Raises RemoteBuildError with the worker's log tail when the build fails.
     """
     try:
@@ -153,6 +157,7 @@ def _run(data: Mapping[str, Any]) -> dict[str, Any]:
     """The child's work (inside the worker's store); see `build_task`."""
     from ..derivation import Derivation
     from ..store.caches import open_cache
+    from ..store.caches.publish import publish_closure
     from ..store.caches.signing import SecretKey
     from ..store.caches.substitution import Substituters, trusted_keys
     from ..store.store import Store
@@ -192,9 +197,12 @@ def _run(data: Mapping[str, Any]) -> dict[str, Any]:
                 if lines and lines[-1] not in message:  # the error does not quote the log's end already
                     message += "\n--- last lines of its log on the worker ---\n" + "\n".join(lines[-LOG_TAIL_LINES:])
                 return {"error": message}
-        uploaded = [p for p, info in cache.upload_closure(store, drv.outputs.values(), secret_key=secret)
-                    if info is not None]
-        return {"drvPath": drv.drv_path, "outputs": dict(drv.outputs), "uploaded": uploaded}
+        # An entry the client would refuse (unsigned, untrusted, malformed, its NAR gone) is
+        # replaced: skipped as "already there", it failed every remote build of the path.
+        published = publish_closure(cache, store, drv.outputs.values(), secret_key=secret, trusted_keys=keys,
+                                    require_sigs=bool(data.get("requireSigs", True)))
+        return {"drvPath": drv.drv_path, "outputs": dict(drv.outputs),
+                "uploaded": [*published.uploaded, *published.replaced], "replaced": published.replaced}
 
 
 def main() -> int:

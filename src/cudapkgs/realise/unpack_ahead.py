@@ -8,7 +8,7 @@ already, as ``uv`` unpacks every wheel at once. The scheduler (`scheduler.run`) 
 `UnpackAhead` with the builds that cannot start at once; a build asks for its tree with
 `UnpackAhead.take`:
 
-* already unpacked: the builder renames the tree into its stage (`redist.Prepared`);
+* already unpacked: the builder renames the tree into its stage (`redist_source.Prepared`);
 * still unpacking: the build waits for it;
 * not started yet, or failed: None; the builder fetches and unpacks itself (a failure is
   then reported by the build, in its log, exactly as without unpacking ahead).
@@ -43,9 +43,9 @@ class UnpackAhead:
 
     def __init__(self, store: Any, derivations: Sequence[Derivation], fetchers_of: Any, *,
                  workers: int = 1, limit: int | None = None) -> None:
-        from . import redist
+        from . import redist_source
 
-        self._prepare = redist.prepare
+        self._prepare = redist_source.prepare
         self._store = store
         self._fetchers_of = fetchers_of
         self._queue: deque[Derivation] = deque(derivations)
@@ -66,7 +66,7 @@ class UnpackAhead:
             self._outstanding += 1
 
     def take(self, drv: Derivation) -> Any:
-        """The `redist.Prepared` source of `drv` (waiting while it unpacks), or None: then build it from scratch."""
+        """The `redist_source.Prepared` source of `drv` (waiting while it unpacks), or None: then build it from scratch."""
         with self._lock:
             future = self._futures.pop(drv.drv_path, None)
             if future is None:

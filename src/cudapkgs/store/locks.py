@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+from collections.abc import Callable
 from types import TracebackType
 
 
@@ -80,22 +81,32 @@ def lock_file_for(locks_dir: str | os.PathLike[str], store_path: str) -> str:
 #: Seconds a lock is waited for before saying so.
 WAIT_NOTICE_DELAY = 1.0
 
+#: Where `acquire_saying_so` says what it waits for when given no ``notice``: a function of one
+#: line of text, or None (the default: the library prints nothing for humans). The command line
+#: sets it to print the line on stderr; a program using the library may set its own (logging).
+wait_notice: Callable[[str], None] | None = None
 
-def acquire_saying_so(lock: PathLock, what: str, *, notice=None, delay: float | None = None) -> PathLock:
-    """Take ``lock``; if another process holds it for longer than ``delay`` seconds (default
-    `WAIT_NOTICE_DELAY`), say once, on stderr (or through ``notice(text)``), what is waited for."""
-    import sys
+
+def acquire_saying_so(lock: PathLock, what: str, *, notice: Callable[[str], None] | None = None,
+                      delay: float | None = None) -> PathLock:
+    """Take ``lock`` (blocking); returns it.
+
+    If another process holds it for longer than ``delay`` seconds (default
+    `WAIT_NOTICE_DELAY`), say once what is waited for: "cudapkgs: waiting for another
+    process that holds the lock on WHAT (LOCK FILE)", through ``notice(text)``, else the
+    module's `wait_notice`, else not at all. The text is said from a timer thread.
+    """
     import threading
 
     if lock.acquire(blocking=False):
         return lock
+    say_to = notice if notice is not None else wait_notice
+    if say_to is None:
+        lock.acquire()
+        return lock
 
     def say() -> None:
-        text = f"cudapkgs: waiting for another process that holds the lock on {what} ({lock.lock_file})"
-        if notice is not None:
-            notice(text)
-        else:
-            print(text, file=sys.stderr, flush=True)
+        say_to(f"cudapkgs: waiting for another process that holds the lock on {what} ({lock.lock_file})")
 
     timer = threading.Timer(WAIT_NOTICE_DELAY if delay is None else delay, say)
     timer.daemon = True

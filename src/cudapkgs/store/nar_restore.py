@@ -11,17 +11,24 @@ The NAR grammar is Nix's (NixOS/nix src/libutil/archive.cc; Dolstra's thesis §5
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import struct
+from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
 from ..errors import StoreError
 
-__all__ = ["NarFormatError", "HashingReader", "restore"]
+__all__ = ["NarFormatError", "HashingReader", "restore", "MAX_DEPTH"]
 
 CHUNK = 1 << 20
 _MAX_STR = 4096  # names, tags and symlink targets; Nix's PATH_MAX-sized limits
+#: The deepest directory nesting a NAR (or an import archive) may have. Nix sets none, but
+#: PATH_MAX (4096 bytes) allows about 2,000 levels, and Python's own tree walks (shutil.rmtree,
+#: os.walk, the NAR dump) recurse once per level up to a limit of 1,000 frames: a deeper tree
+#: could be unpacked but then neither hashed nor deleted. Real store paths nest a few dozen deep.
+MAX_DEPTH = 256
 
 
 class NarFormatError(StoreError):
@@ -124,44 +131,48 @@ def restore(source: _Source | BinaryIO | HashingReader, out: str | os.PathLike[s
 
 
 def _node(r: HashingReader, path: bytes, read_only: bool, root: bool = False) -> None:
-    _expect(r, b"(")
-    _expect(r, b"type")
-    kind = _str(r)
-    if kind == b"regular":
-        tag = _str(r)
-        executable = False
-        if tag == b"executable":
-            _expect(r, b"")
-            executable = True
-            tag = _str(r)
-        if tag != b"contents":
-            raise NarFormatError(f"expected 'contents' in the NAR, got {tag[:40]!r}")
-        size = _int(r)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o755 if executable else 0o644)
-        try:
-            r.copy_to(fd, size)
-            if read_only:
-                os.fchmod(fd, 0o555 if executable else 0o444)
-                os.utime(fd, (1, 1))
-        finally:
-            os.close(fd)
-        if size % 8 and r.read_exact(8 - size % 8) != b"\0" * (8 - size % 8):
-            raise NarFormatError("non-zero padding in the NAR")
-        _expect(r, b")")
-    elif kind == b"symlink":
-        _expect(r, b"target")
-        target = _str(r)
-        if not target or b"\0" in target:
-            raise NarFormatError("a symlink in the NAR has an empty target or one with NUL")
-        os.symlink(target, path)
-        _expect(r, b")")
-    elif kind == b"directory":
-        os.mkdir(path, 0o755)
-        previous = None
-        while True:
+    """The node at `path` and everything below it.
+
+    Open directories are kept on an explicit stack, not Python's: a NAR nested a thousand
+    deep was a RecursionError (an internal error, exit 70) before any check could refuse it.
+    """
+    stack: list[list[object]] = []  # open directories: [path, previous entry's name, is the root]
+    while True:
+        _expect(r, b"(")
+        _expect(r, b"type")
+        kind = _str(r)
+        if kind == b"directory":
+            if len(stack) >= MAX_DEPTH:
+                raise NarFormatError(f"the NAR nests directories more than {MAX_DEPTH} deep")
+            _create(path, lambda: os.mkdir(path, 0o755))
+            stack.append([path, None, root])
+        elif kind == b"regular":
+            _regular(r, path, read_only)
+        elif kind == b"symlink":
+            _expect(r, b"target")
+            target = _str(r)
+            if not target or b"\0" in target:
+                raise NarFormatError("a symlink in the NAR has an empty target or one with NUL")
+            _create(path, lambda: os.symlink(target, path))
+            _expect(r, b")")
+        else:
+            raise NarFormatError(f"unknown node type {kind[:40]!r} in the NAR")
+        if kind != b"directory":
+            if not stack:
+                return  # the NAR is one file or link
+            _expect(r, b")")  # the end of the entry that held it
+        # The next node: the next entry of the innermost open directory, closing those that end.
+        while stack:
+            directory, previous, is_root = stack[-1]
             tag = _str(r)
             if tag == b")":
-                break
+                stack.pop()
+                if read_only and not is_root:  # the root stays writable so that it can be renamed into the store
+                    os.chmod(directory, 0o555)  # type: ignore[arg-type]
+                    os.utime(directory, (1, 1))  # type: ignore[arg-type]
+                if stack:
+                    _expect(r, b")")  # the end of the entry that held it
+                continue
             if tag != b"entry":
                 raise NarFormatError(f"expected 'entry' or ')' in a NAR directory, got {tag[:40]!r}")
             _expect(r, b"(")
@@ -169,14 +180,47 @@ def _node(r: HashingReader, path: bytes, read_only: bool, root: bool = False) ->
             name = _str(r, 255)
             if not name or name in (b".", b"..") or b"/" in name or b"\0" in name:
                 raise NarFormatError(f"invalid file name {name[:40]!r} in the NAR")
-            if previous is not None and name <= previous:
-                raise NarFormatError(f"NAR directory entries are not strictly sorted ({name[:40]!r} after {previous[:40]!r})")
-            previous = name
+            if previous is not None and name <= previous:  # type: ignore[operator]
+                raise NarFormatError(f"NAR directory entries are not strictly sorted ({name[:40]!r} after {previous[:40]!r})")  # type: ignore[index]
+            stack[-1][1] = name
             _expect(r, b"node")
-            _node(r, path + b"/" + name, read_only)
-            _expect(r, b")")
-        if read_only and not root:  # the root stays writable so that it can be renamed into the store
-            os.chmod(path, 0o555)
-            os.utime(path, (1, 1))
-    else:
-        raise NarFormatError(f"unknown node type {kind[:40]!r} in the NAR")
+            path, root = directory + b"/" + name, False  # type: ignore[operator]
+            break
+        else:
+            return  # the root directory ended
+
+
+def _create(path: bytes, make: Callable[[], object]) -> None:
+    """`make()` (a mkdir, a symlink or an open of `path`); a path too long for the file system is a NarFormatError."""
+    try:
+        make()
+    except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:
+            raise NarFormatError(f"a path in the NAR is too long for the file system ({len(path)} bytes)") from None
+        raise
+
+
+def _regular(r: HashingReader, path: bytes, read_only: bool) -> None:
+    tag = _str(r)
+    executable = False
+    if tag == b"executable":
+        _expect(r, b"")
+        executable = True
+        tag = _str(r)
+    if tag != b"contents":
+        raise NarFormatError(f"expected 'contents' in the NAR, got {tag[:40]!r}")
+    size = _int(r)
+    opened: list[int] = []
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    _create(path, lambda: opened.append(os.open(path, flags, 0o755 if executable else 0o644)))
+    fd = opened[0]
+    try:
+        r.copy_to(fd, size)
+        if read_only:
+            os.fchmod(fd, 0o555 if executable else 0o444)
+            os.utime(fd, (1, 1))
+    finally:
+        os.close(fd)
+    if size % 8 and r.read_exact(8 - size % 8) != b"\0" * (8 - size % 8):
+        raise NarFormatError("non-zero padding in the NAR")
+    _expect(r, b")")

@@ -31,6 +31,8 @@ from pathlib import Path
 
 from ..errors import StoreError
 from . import nar
+from .cycles import ReferenceCycleError, topological_order
+from .nar_restore import MAX_DEPTH
 from .paths import hash_part, to_store_path
 
 MANIFEST = "cudapkgs-export.json"
@@ -115,30 +117,21 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
     except (tarfile.TarError, EOFError, zlib.error) as error:
         raise StoreError(f"{source}: not a cudapkgs export ({error})") from None
     with tar:
-        manifest = _read_manifest(tar, source)
+        first, manifest = _read_manifest(tar, source)
         if manifest["storeDir"] != store.store_dir:
             raise StoreError(
                 f"{source} holds paths of the store {manifest['storeDir']}, not {store.store_dir}: store "
                 f"paths embed their store directory, so import it into a store at {manifest['storeDir']}"
             )
         _check_entries(manifest["paths"], store, source)
-        members: dict[str, list[tarfile.TarInfo]] = {}
-        try:
-            for member in tar.getmembers():
-                if member.name == MANIFEST:
-                    continue
-                name = posixpath.normpath(member.name)
-                top = name.split("/", 1)[0]
-                if member.name.startswith("/") or top in ("..", "."):
-                    raise StoreError(f"{source}: the member {member.name!r} lies outside the archive's paths")
-                members.setdefault(top, []).append(member)
-        except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
-            raise StoreError(f"{source}: damaged archive ({error})") from None
+        members = _plan(tar, first, manifest["paths"], store.store_dir, source)
         archive_paths = [entry["path"] for entry in manifest["paths"]]
         # Every path a file may mention: all valid paths and all paths of the archive.
         candidates = {**{hash_part(p): p for p in store.all_paths()}, **{hash_part(p): p for p in archive_paths}}
         added = []
-        for entry in manifest["paths"]:
+        by_path = {entry["path"]: entry for entry in manifest["paths"]}
+        order = topological_order({p: e["references"] for p, e in by_path.items()})  # checked acyclic above
+        for entry in (by_path[p] for p in order):  # dependencies first, whatever the manifest's order
             path = entry["path"]
             if store.is_valid(path):
                 continue
@@ -207,6 +200,136 @@ def _check_entries(entries: list, store, source: Path) -> None:
                     f"{source}: {entry['path']} refers to {ref}, which is neither in the archive nor valid in "
                     f"{store.store_dir}"
                 )
+    try:  # as Nix's import (registerValidPaths): paths that refer to each other are refused, whole
+        topological_order({entry["path"]: entry["references"] for entry in entries})
+    except ReferenceCycleError as error:
+        raise ReferenceCycleError(f"{source}: {error}; nothing was imported", error.path, error.parent) from None
+
+
+# NAR sizes (NixOS/nix src/libutil/archive.cc): a string is its 8-byte length and its bytes padded to 8.
+def _nar_str(n: int) -> int:
+    return 8 + n + (-n % 8)
+
+
+_NODE = 3 * _nar_str(1) + _nar_str(4) - _nar_str(1)  # "(", "type", ")"
+_DIRECTORY = _NODE + _nar_str(len("directory"))
+_SYMLINK = _NODE + _nar_str(len("symlink")) + _nar_str(len("target"))
+_REGULAR = _NODE + _nar_str(len("regular")) + _nar_str(len("contents")) + 8
+_EXECUTABLE = _nar_str(len("executable")) + _nar_str(0)
+_ENTRY = _nar_str(len("entry")) + 2 * _nar_str(1) + _nar_str(len("name")) + _nar_str(len("node"))  # "(", ")"
+#: deflate expands at most 1032 times: what a .tar.gz of N bytes can hold.
+_GZIP_RATIO = 1032
+
+
+class _Layout:
+    """One path's members, checked as their headers are read and before any byte is written.
+
+    The checks of `_extract_path` (names, kinds, links, hard links), the nesting depth, and
+    the exact size of the NAR the members make, kept as they come: it may never pass the
+    manifest's narSize (an archive that lies about its size is refused before its data is
+    written), and must equal it at the end.
+    """
+
+    def __init__(self, base: str, store_dir: str, source: Path) -> None:
+        self.base, self.store_dir, self.source = base, store_dir, source
+        self.members: list[tarfile.TarInfo] = []
+        self.kinds: dict[str, str] = {}  # normalised name -> "d", "l" or "f"
+        self.files: dict[str, tuple[int, bool]] = {}  # regular file -> (size, executable)
+        self.nar_size = _nar_str(len("nix-archive-1"))
+
+    def _node(self, name: str, kind: str, cost: int) -> None:
+        self.kinds[name] = kind
+        self.nar_size += cost + (_ENTRY + _nar_str(len(os.fsencode(posixpath.basename(name)))) if "/" in name else 0)
+
+    def add(self, member: tarfile.TarInfo) -> None:
+        source, name = self.source, posixpath.normpath(member.name)
+        parts = name.split("/")
+        if member.name.startswith("/") or ".." in parts or parts[0] != self.base:
+            raise StoreError(f"{source}: the member {member.name!r} lies outside {self.base}")
+        if len(parts) > MAX_DEPTH:
+            raise StoreError(f"{source}: the member {member.name[:80]!r}… nests more than {MAX_DEPTH} deep")
+        if any(len(os.fsencode(p)) > 255 for p in parts):
+            raise StoreError(f"{source}: the member {member.name[:80]!r}… has a name longer than 255 bytes")
+        for i in range(1, len(parts)):
+            prefix = "/".join(parts[:i])
+            kind = self.kinds.get(prefix)
+            if kind in ("l", "f"):
+                raise StoreError(f"{source}: the member {member.name!r} goes through the link or file {prefix!r}")
+            if kind is None:
+                self._node(prefix, "d", _DIRECTORY)  # a directory the archive implies
+        if name in self.kinds and not (member.isdir() and self.kinds[name] == "d"):
+            raise StoreError(f"{source}: the member {member.name!r} appears twice")
+        if member.sparse is not None:
+            raise StoreError(f"{source}: the member {member.name!r} is a sparse file (an export holds none)")
+        if member.isdir():
+            if name not in self.kinds:
+                self._node(name, "d", _DIRECTORY)
+        elif member.isreg():
+            executable = bool(member.mode & 0o100)
+            self.files[name] = (member.size, executable)
+            self._node(name, "f", _REGULAR + (_EXECUTABLE if executable else 0) + member.size + (-member.size % 8))
+        elif member.issym():
+            link = member.linkname
+            if not link or "\0" in link:
+                raise StoreError(f"{source}: the link {member.name!r} has an empty target")
+            resolved = posixpath.normpath(posixpath.join(self.store_dir, posixpath.dirname(name), link))
+            if not link.startswith("/") and not resolved.startswith(self.store_dir + "/"):
+                raise StoreError(f"{source}: the relative link {member.name!r} climbs out of the store ({link!r})")
+            self._node(name, "l", _SYMLINK + _nar_str(len(os.fsencode(link))))
+        elif member.islnk():
+            other = posixpath.normpath(member.linkname)
+            if other not in self.files:
+                raise StoreError(f"{source}: the hard link {member.name!r} is not to an earlier file of {self.base}")
+            size, executable = self.files[other]
+            self.files[name] = (size, executable)
+            self._node(name, "f", _REGULAR + (_EXECUTABLE if executable else 0) + size + (-size % 8))
+        else:
+            raise StoreError(f"{source}: the member {member.name!r} is not a file, directory or symlink")
+        self.members.append(member)
+
+
+def _plan(tar: tarfile.TarFile, first: tarfile.TarInfo, entries: list, store_dir: str,
+          source: Path) -> dict[str, list[tarfile.TarInfo]]:
+    """Every member's header, checked against the manifest before any path is taken; each path's members.
+
+    Members are read one header at a time (a compressed archive is decompressed only as far
+    as it is read): a member of no listed path, one whose kind or links `_Layout` refuses,
+    or data larger than the archive can hold (a plain tar holds its members' bytes; deflate
+    expands at most 1032-fold) stops the import at once. Then each path's members must make
+    a NAR of exactly the narSize the manifest declares. All before anything is written.
+    """
+    declared = {os.path.basename(e["path"]): e for e in entries}
+    layouts = {base: _Layout(base, store_dir, source) for base in declared}
+    try:
+        archive_size = os.stat(source).st_size
+    except OSError as error:
+        raise StoreError(f"cannot read {source}: {error.strerror or error}") from None
+    capacity = archive_size * (_GZIP_RATIO if _mode(source, False) == "r:gz" else 1)
+    data = 0
+    try:
+        for member in tar:
+            if member is first:
+                continue
+            name = posixpath.normpath(member.name)
+            top = name.split("/", 1)[0]
+            if member.name.startswith("/") or top in ("..", "."):
+                raise StoreError(f"{source}: the member {member.name!r} lies outside the archive's paths")
+            if top not in layouts:
+                raise StoreError(f"{source}: the member {member.name!r} belongs to no path its {MANIFEST} lists")
+            layout = layouts[top]
+            layout.add(member)
+            data += member.size if member.isreg() else 0
+            if data > capacity:  # checked as headers come: a bomb is not decompressed to its end
+                raise StoreError(f"{source}: its members claim {data} bytes of data, more than an archive of "
+                                 f"{archive_size} bytes holds; nothing was imported")
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
+        raise StoreError(f"{source}: damaged archive ({error})") from None
+    for base, layout in layouts.items():
+        entry = declared[base]
+        if layout.members and layout.nar_size != entry["narSize"]:
+            raise StoreError(f"{source}: the members of {entry['path']} make a NAR of {layout.nar_size} bytes, not the "
+                             f"{entry['narSize']} its {MANIFEST} declares; nothing was imported")
+    return {base: layout.members for base, layout in layouts.items() if layout.members}
 
 
 def _is_store_path(store_dir: str, path: str) -> bool:
@@ -280,9 +403,16 @@ def _extract_path(
 _NAR_HASH = re.compile(r"sha256:[0-9abcdfghijklmnpqrsvwxyz]{52}")
 
 
-def _read_manifest(tar: tarfile.TarFile, source: Path) -> dict:
+def _read_manifest(tar: tarfile.TarFile, source: Path) -> tuple[tarfile.TarInfo, dict]:
+    """The first member (the manifest, as export writes it) and the manifest it holds.
+
+    Only the first header is read: `tar.getmember` would read every header of the archive
+    (decompressing all of it) before anything could be checked.
+    """
     try:
-        member = tar.getmember(MANIFEST)
+        member = tar.next()
+        if member is None or member.name != MANIFEST:
+            raise ValueError(f"its first member is {member.name if member else 'missing'!r}, not {MANIFEST}")
         reader = tar.extractfile(member)
         if reader is None:
             raise ValueError(f"{MANIFEST} is not a file")
@@ -297,7 +427,7 @@ def _read_manifest(tar: tarfile.TarFile, source: Path) -> dict:
         raise StoreError(f"{source}: {MANIFEST} is not a JSON object")
     if data.get("format") != FORMAT or not isinstance(data.get("paths"), list) or not isinstance(data.get("storeDir"), str):
         raise StoreError(f"{source}: unsupported export format {data.get('format')!r} (this cudapkgs reads {FORMAT})")
-    return data
+    return member, data
 
 
 _MAX_MANIFEST = 256 << 20

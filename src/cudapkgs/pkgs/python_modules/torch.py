@@ -140,7 +140,7 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     from ...errors import EvalError
     from ...lib.fixpoint import AttrSet, lazy
     from ...meta import source_meta
-    from .cuda_fit import capability_fits, fits
+    from .cuda_fit import _available, _unavailable, capability_fits, fits
     from .triton import _lib_output
 
     cuda = pkgs.cudaPackages
@@ -183,6 +183,7 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
         triton = ps.triton
         found.append({"message": f"python3Packages.triton is {shown.triton}, as {what} requires (it is {triton.version})",
                       "assertion": str(triton.version) == shown.triton})
+        found.append({"message": _unavailable("python3Packages.triton", triton), "assertion": _available(triton)})
         return found
 
     def tests(final: Any) -> dict[str, Any]:

@@ -9,11 +9,11 @@ builds; here each is removed and replaced by a link to the set's (`cudapkgs.buil
 
 * ``backends/nvidia/bin/ptxas`` (and ``ptxas-blackwell``) -> ``cuda_nvcc``'s ptxas (a set with
   CUDA >= 12.8 assembles for sm_100 and sm_120 as well);
-* ``cuobjdump``, ``nvdisasm`` -> the set's ``cuda_cuobjdump``/``cuda_nvdisasm`` where a configured
-  fetcher can supply them (NVIDIA publishes those two as wheels only from CUDA 13.2: ``pip index
-  versions nvidia-cuda-cuobjdump``, 2026-12-01); elsewhere they are left out and triton's
-  disassembly helpers say "Cannot find cuobjdump" (they are debugging tools: nothing compiles
-  or runs through them);
+* ``cuobjdump``, ``nvdisasm`` -> the set's ``cuda_cuobjdump``/``cuda_nvdisasm`` where they are
+  available, i.e. a configured fetcher can supply them (NVIDIA publishes those two as wheels only
+  from CUDA 13.2: `cudapkgs.fetch.supply`); elsewhere they are left out and triton's disassembly
+  helpers say "Cannot find cuobjdump" (they are debugging tools: nothing compiles or runs through
+  them);
 * ``backends/nvidia/lib/cupti`` (and ``cupti-blackwell``) -> ``cuda_cupti``'s lib directory
   (proton, triton's profiler, dlopens ``libcupti.so`` from there: ``TRITON_CUPTI_LIB_PATH``);
 * libcuda: ``driver.py``'s ``libcuda_dirs`` answers the driver directory (config
@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...lib.versions import version_at_least
-
 __all__ = ["TRITON_WHEELS", "triton_bin"]
 
 # version -> python tag -> (wheel file, sha256); the sha256 of 3.8.0 from the package index's
@@ -42,18 +40,18 @@ TRITON_WHEELS: dict[str, dict[str, tuple[str, str]]] = {
 }
 # What each wheel bundles (unzip -l): 3.8.0 adds the Blackwell ptxas and CUPTI.
 _BLACKWELL = {"3.8.0": True, "3.5.1": False}
-# NVIDIA's PyPI wheels of cuobjdump and nvdisasm start at 13.2.51 (pip index versions, 2026-12-01).
-_TOOL_WHEELS_FROM = "13.2"
 
 DRIVER = {"file": "triton/backends/nvidia/driver.py", "anchor": "        return [env_libcuda_path]\n"}
 
 
-def _tools_supplied(cuda: Any, config: Any) -> bool:
-    """Whether cuobjdump and nvdisasm of `cuda` can be fetched: a fetcher other than NVIDIA's
-    wheels is configured, or the set is new enough to have them as wheels."""
-    if any(f != "wheels" for f in config.fetchers):
-        return True
-    return version_at_least(cuda.cudaMajorMinorVersion, _TOOL_WHEELS_FROM)
+def _available(package: Any) -> bool:
+    """`meta.available` of a set member (false when no configured fetcher can supply it)."""
+    from ...errors import CudapkgsError
+
+    try:
+        return bool(package.meta.available)
+    except CudapkgsError:
+        return False
 
 
 def triton_bin(ps: Any, pkgs: Any, config: Any, system: str, version: str) -> Any:
@@ -85,9 +83,9 @@ def triton_bin(ps: Any, pkgs: Any, config: Any, system: str, version: str) -> An
         if blackwell:
             found["triton/backends/nvidia/bin/ptxas-blackwell"] = ptxas
             found["triton/backends/nvidia/lib/cupti-blackwell"] = cupti
-        if _tools_supplied(cuda, config):
-            found["triton/backends/nvidia/bin/cuobjdump"] = [_bin_output(cuda.cuda_cuobjdump), "bin/cuobjdump"]
-            found["triton/backends/nvidia/bin/nvdisasm"] = [_bin_output(cuda.cuda_nvdisasm), "bin/nvdisasm"]
+        for tool in ("cuobjdump", "nvdisasm"):
+            if _available(cuda[f"cuda_{tool}"]):
+                found[f"triton/backends/nvidia/bin/{tool}"] = [_bin_output(cuda[f"cuda_{tool}"]), f"bin/{tool}"]
         return found
 
     bundled = ["triton/backends/nvidia/bin/ptxas", "triton/backends/nvidia/bin/cuobjdump",

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ...errors import StoreError
+from ...inputs import parse_decimal
 from ..paths import BASE32_CHARS, HASH_LEN, is_hash_part
 
 __all__ = ["CacheInfo", "NarInfo", "NarInfoError", "COMPRESSIONS"]
@@ -118,7 +119,9 @@ class NarInfo:
                 raise NarInfoError(f"{whence}: not a narinfo (not UTF-8)") from None
         fields: dict[str, str] = {}
         sigs: list[str] = []
-        for number, line in enumerate(text.splitlines(), 1):
+        # Lines end at "\n" only, as in Nix's parser: str.splitlines would also split a value at
+        # U+2028, U+0085 or a form feed, and read fields no other client sees.
+        for number, line in enumerate(text.split("\n"), 1):
             if not line:
                 continue
             key, sep, value = line.partition(": ")
@@ -148,16 +151,17 @@ class NarInfo:
         for key in ("FileSize", "NarSize"):
             if key not in fields:
                 continue
-            if not fields[key].isdigit():
-                raise NarInfoError(f"{whence}: {key} {fields[key]!r} is not a number")
-            sizes[key] = int(fields[key])
+            try:
+                sizes[key] = parse_decimal(fields[key])
+            except ValueError:
+                raise NarInfoError(f"{whence}: {key} {fields[key]!r} is not a number (ASCII digits)") from None
         compression = fields.get("Compression", "bzip2")
         if compression not in COMPRESSIONS:
             raise NarInfoError(f"{whence}: compression {compression!r} is not supported (zstd, xz, bzip2 or none)")
         url = fields["URL"]
         if not _URL.fullmatch(url) or url.startswith("/") or ".." in url.split("/"):
             raise NarInfoError(f"{whence}: URL {url!r} is not a relative path inside the cache")
-        refs = tuple(fields.get("References", "").split())
+        refs = tuple(r for r in fields.get("References", "").split(" ") if r)  # spaces only, as Nix splits them
         for ref in refs:
             if not is_hash_part(ref[:HASH_LEN]) or ref[HASH_LEN : HASH_LEN + 1] != "-" or "/" in ref:
                 raise NarInfoError(f"{whence}: reference {ref!r} is not a store path base name")
@@ -200,7 +204,7 @@ class CacheInfo:
         if not values.get("StoreDir", "").startswith("/"):
             raise NarInfoError(f"{whence}: nix-cache-info has no StoreDir")
         try:
-            priority = int(values.get("Priority", "40"))
+            priority = parse_decimal(values.get("Priority", "40"))
         except ValueError:
             priority = 40
         return cls(values["StoreDir"], values.get("WantMassQuery", "1") == "1", priority)

@@ -13,12 +13,13 @@ the caller builds it instead.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import CudapkgsError
+from ..cycles import find_cycle, topological_order
 from .base import Cache, CacheError, CacheUnavailable
 from .narinfo import NarInfo
 from .signing import PublicKey, trusted_keys
@@ -59,9 +60,12 @@ class Substituters:
         require_sigs: bool = True,
         warn: Callable[[str], None] | None = None,
         jobs: int = 8,
+        scoped_keys: Mapping[str, Iterable[PublicKey]] | None = None,
     ) -> None:
         self.caches = list(caches)
         self.keys = list(keys)
+        # Keys trusted for one cache only (by its URL): a project's keys, for the caches it names.
+        self.scoped_keys = {url: list(k) for url, k in (scoped_keys or {}).items()}
         self.require_sigs = require_sigs
         self.warn = warn or (lambda _line: None)
         self.jobs = max(1, jobs)
@@ -69,13 +73,25 @@ class Substituters:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, config: Any, **options: Any) -> Substituters:
-        """From a Config's `substituters`, `trustedPublicKeys` and `requireSigs` (CudapkgsError on a bad key or URL)."""
+    def from_config(cls, config: Any, *, scoped_keys: Mapping[str, Iterable[str]] | None = None,
+                    **options: Any) -> Substituters:
+        """From a Config's `substituters`, `trustedPublicKeys` and `requireSigs` (CudapkgsError on a bad key or URL).
+
+        `scoped_keys` maps some of the substituters (as the configuration spells them) to
+        more keys ("name:base64") trusted for that cache alone.
+        """
         from . import open_cache
 
         urls = list(_get(config, "substituters", ()) or ())
         keys = trusted_keys(_get(config, "trustedPublicKeys", ()) or ())
-        return cls([open_cache(u) for u in urls], keys, require_sigs=bool(_get(config, "requireSigs", True)), **options)
+        caches = [open_cache(u) for u in urls]
+        scoped = {cache.url: trusted_keys((scoped_keys or {}).get(url, ())) for url, cache in zip(urls, caches)
+                  if (scoped_keys or {}).get(url)}
+        return cls(caches, keys, require_sigs=bool(_get(config, "requireSigs", True)), scoped_keys=scoped, **options)
+
+    def keys_for(self, cache: Cache) -> list[PublicKey]:
+        """The keys whose signatures `cache`'s narinfos may carry: everyone's, and its own scoped ones."""
+        return self.keys + self.scoped_keys.get(cache.url, [])
 
     def __bool__(self) -> bool:
         return bool(self.caches)
@@ -96,7 +112,7 @@ class Substituters:
                 info = cache.narinfo(path)
                 if info is None:
                     continue
-                cache.verify(info, self.keys, require_sigs=self.require_sigs)
+                cache.verify(info, self.keys_for(cache), require_sigs=self.require_sigs)
             except CacheUnavailable as error:
                 self._mark_down(cache, error)
                 continue
@@ -126,8 +142,14 @@ class Substituters:
                         for ref in sub.info.reference_paths():
                             if ref != path and ref not in found and not store.is_valid(ref):
                                 todo.append(ref)
-        # A path is usable when every invalid reference is usable too (a greatest fixed point).
+        # A path is usable when every invalid reference is usable too (a greatest fixed point),
+        # and no path whose closure holds a reference cycle is: it could never be registered.
         usable = {p for p, s in found.items() if s is not None}
+        while (cycle := find_cycle({p: found[p].info.reference_paths() for p in usable})) is not None:  # type: ignore[union-attr]
+            path, parent = cycle
+            self.warn(f"warning: {found[path].cache.url}: cycle detected in the references of '{path}' from "  # type: ignore[union-attr]
+                      f"'{parent}'; not substituting them")
+            usable -= {path, parent}
         changed = True
         while changed:
             changed = False
@@ -174,7 +196,7 @@ class Substituters:
 
         by_path = {s.path: s for s in subs}
         refs_of = {s.path: [r for r in s.info.reference_paths() if r in by_path and r != s.path] for s in subs}
-        order = _topological(refs_of)
+        order = _topological(refs_of)  # ReferenceCycleError before any download: they would wait on each other
         registered = {p: threading.Event() for p in by_path}
         failed: dict[str, BaseException] = {}
         local = threading.local()
@@ -200,7 +222,8 @@ class Substituters:
                 progress.started(sub)
             try:
                 sub.cache.substitute(
-                    worker_store(), sub.path, trusted_keys=self.keys, require_sigs=self.require_sigs, info=sub.info,
+                    worker_store(), sub.path, trusted_keys=self.keys_for(sub.cache), require_sigs=self.require_sigs,
+                    info=sub.info,
                     on_bytes=(lambda done: progress.bytes(sub, done)) if progress else None,
                     wait_for_references=wait_for_references,
                 )
@@ -240,25 +263,11 @@ class Substituters:
 
 
 def _topological(refs_of: dict[str, list[str]]) -> list[str]:
-    """The keys of `refs_of` with every path after the paths it refers to (among the keys)."""
-    order: list[str] = []
-    state: dict[str, int] = {}
-    for start in sorted(refs_of):
-        stack = [(start, iter(sorted(refs_of[start])))]
-        if start in state:
-            continue
-        state[start] = 1
-        while stack:
-            node, refs = stack[-1]
-            for ref in refs:
-                if ref not in state:
-                    state[ref] = 1
-                    stack.append((ref, iter(sorted(refs_of[ref]))))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    return order
+    """The keys of `refs_of` with every path after the paths it refers to (among the keys).
+
+    Raises `ReferenceCycleError` when they refer to each other in a cycle (`cycles.topological_order`).
+    """
+    return topological_order(refs_of)
 
 
 def _get(config: Any, key: str, default: Any) -> Any:

@@ -1,0 +1,111 @@
+"""`cudapkgs shell`: a shell (or a command) in the development environment of packages, built first.
+
+Only argparse-level modules are imported here; evaluation, the store and the
+scheduler load inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .build import _max_cache_size, realise_and_link, substituters_from_args
+from .eval import CONFIG_HELP, add_eval_options, pkgs_from_args
+from .installables import Installable, _jobs, _project_items, add_project_options, evaluate
+
+
+def register(subparsers: Any) -> None:
+    """Add `shell` to the `cudapkgs` parser."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "shell",
+        help="a shell (or command) with packages' bin, include and lib directories, CUDAToolkit_ROOT, …",
+        description="Build the packages (as `build` does, without links), then start $SHELL, or the "
+        "--command, with the environment a build of something depending on them would see: "
+        "PATH, CPATH, LIBRARY_PATH and PKG_CONFIG_PATH from their outputs and what they propagate, "
+        "CUDAToolkit_ROOT for CMake, CUDA_HOME and CUDACXX when nvcc is among them. Programs find their "
+        "libraries through RUNPATH: LD_LIBRARY_PATH is left alone.\n\n" + CONFIG_HELP,
+        epilog="examples:\n"
+        "  cudapkgs shell --set allowUnfree=true cudaPackages_13_0.cuda_nvcc cudaPackages_13_0.cuda_cudart\n"
+        "  cudapkgs shell --set allowUnfree=true cudaPackages_13_0.cuda_nvcc cudaPackages_13_0.cuda_cudart \\\n"
+        "      --command nvcc -arch=sm_90 saxpy.cu -o saxpy\n"
+        "  eval \"$(cudapkgs shell --print-env cudaPackages_13_0.cuda_cudart --set allowUnfree=true)\"",
+        formatter_class=fmt,
+    )
+    p.add_argument("attrpaths", nargs="*", metavar="ATTRPATH",
+                   help="packages (attribute paths or store paths); none: the project's (cudapkgs.toml, "
+                   "checked against cudapkgs.lock)")
+    add_project_options(p, "enter the project's shell")
+    p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
+                   help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
+    p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
+    p.add_argument("--no-substitute", action="store_true",
+                   help="do not ask the configured substituters; build everything that is missing")
+    p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
+                   help="up to N builds at once, and up to N sources of waiting builds unpacked ahead ('auto': CPUs)")
+    add_eval_options(p, json_flag=False)
+    p.set_defaults(func=run_shell)
+
+
+def run_shell(args: argparse.Namespace) -> int:
+    """Build the packages, then run a shell (or a command) in their development environment."""
+    import os
+    import subprocess
+
+    from ..shell import export_lines, prepare, shell_environment
+
+    from ..realise.generic import dependency_paths
+
+    store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
+    cc = _shell_cc(args, items)
+    if cc is not None:
+        items = [*items, Installable("stdenv.cc", drv=cc)]
+    # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
+    develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
+    items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
+    substituters = None if args.no_substitute else substituters_from_args(args)
+    realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True,
+                     max_cache_size=_max_cache_size(args), substituters=substituters)
+    paths = list(dict.fromkeys(p for item in items for p in item.outputs.values()))
+    for d in develop:
+        native, host = dependency_paths(d)
+        paths += [p for p in [*native, *host] if p not in paths]
+    if cc is not None:  # the wrapper first on PATH
+        paths = [*cc.outputs.values(), *(p for p in paths if p not in cc.outputs.values())]
+    driver = getattr(items[0].drv, "attrs", {}).get("driverLibDir") if items and items[0].drv is not None else None
+    from ..store.store import Store
+
+    with Store.open(store_dir) as store:  # the joined toolkit root, the stand-ins for host CUDA tools
+        extras = prepare(store, paths)
+    env = shell_environment(paths, store_dir=store_dir, driver_dir=driver, extras=extras)
+    if extras.hidden:
+        where = ", ".join(dict.fromkeys(os.path.dirname(p) for p in extras.hidden.values()))
+        print(f"cudapkgs: note: the host's {', '.join(sorted(extras.hidden))} ({where}) are hidden in this shell: "
+              "its packages do not provide them", file=sys.stderr)
+    if args.print_env:
+        sys.stdout.write(export_lines(env))
+        return 0
+    command = args.command or [os.environ.get("SHELL") or "/bin/sh"]
+    try:
+        return subprocess.call(command, env=env)
+    except FileNotFoundError:
+        from ..errors import UsageError
+
+        raise UsageError(f"cannot run {command[0]!r}: no such program") from None
+
+
+def _shell_cc(args: argparse.Namespace, items: list[Installable]) -> Any:
+    """stdenv.cc's derivation for a shell: the compiler a requested nvcc was set up with, else the default."""
+    from ..stdenv.cc_wrapper import cc_wrapper_for
+
+    pkgs = pkgs_from_args(args)
+    recorded = next(
+        (i.drv.attrs["hostCompiler"] for i in items if i.drv is not None and "hostCompiler" in i.drv.attrs), None
+    )
+    cc = cc_wrapper_for(pkgs.config, pkgs.system, recorded)
+    if cc is None:
+        return None
+    drv = cc.derivation
+    stores = {i.drv.store_dir for i in items if i.drv is not None}
+    return drv if not stores or stores == {drv.store_dir} else None  # a project's own store: no wrapper there

@@ -1,0 +1,60 @@
+"""`cudapkgs test`: build packages' tests (passthru.tests); a test needing features this machine lacks is skipped.
+
+Only argparse-level modules are imported here; evaluation, the store and the
+scheduler load inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .eval import CONFIG_HELP, add_eval_options, pkgs_from_args
+from .installables import _jobs, add_builders_option, builders_from_args
+
+
+def register(subparsers: Any) -> None:
+    """Add `test` to the `cudapkgs` parser."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "test",
+        help="run packages' tests (passthru.tests); GPU tests run only where a GPU is",
+        description="Build every test of each package (its passthru.tests; a test is a package whose "
+        "build runs the check). A test requiring system features this machine does not offer (\"cuda\", "
+        "\"cuda-sm-90\", …, from its GPUs or $CUDAPKGS_SYSTEM_FEATURES) is skipped and says what it "
+        "needs. Exit status 1 when a test failed.\n\n" + CONFIG_HELP,
+        epilog="examples:\n  cudapkgs test saxpy\n"
+        "  cudapkgs test --set cudaSupport=true --set allowUnfree=true saxpy   # tests.cuda.run: needs a GPU",
+        formatter_class=fmt,
+    )
+    p.add_argument("attrpaths", nargs="+", metavar="ATTRPATH", help="packages whose tests to run")
+    p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
+                   help="up to N builds at once, and up to N sources of waiting builds unpacked ahead ('auto': CPUs)")
+    add_builders_option(p)
+    p.add_argument("--push-to", metavar="URL", help="with --builders: the binary cache the workers push to and this machine substitutes from")
+    p.add_argument("--sign-key", metavar="FILE", help="with --builders: the secret key that signs what is pushed")
+    add_eval_options(p)
+    p.set_defaults(func=run_test)
+
+
+def run_test(args: argparse.Namespace) -> int:
+    """Build every test of the packages; a test needing features this machine lacks is skipped."""
+    import json
+
+    from ..host.features import host_system_features
+    from ..testers import run_tests
+
+    builders = builders_from_args(args)
+    offered = None if builders is not None else host_system_features()
+    results = run_tests(pkgs_from_args(args), args.attrpaths, offered=offered, jobs=args.jobs, builders=builders)
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], indent=2))
+    else:
+        from ..table import print_table
+
+        print_table(["test", "result", "detail"], [[r.test, r.result, r.detail] for r in results])
+        counts = {k: sum(r.result == k for r in results) for k in ("passed", "failed", "skipped")}
+        where = (f"on the Dask cluster at {builders.address}" if builders is not None
+                 else f"this machine offers: {' '.join(sorted(offered)) or 'no system features'}")
+        print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped ({where})")
+    return 1 if any(r.result == "failed" for r in results) else 0

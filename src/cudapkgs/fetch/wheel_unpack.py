@@ -1,0 +1,325 @@
+"""Unpacking an NVIDIA wheel into the redist tarball's layout, every file checked against its RECORD.
+
+`unpack_wheel` streams each member (several at once, on threads) through its sha256 and
+into a new tree; a wheel cached with a recorded sha256 is hashed whole, on a thread of its
+own, while it unpacks (`WheelChangedError` when it changed).  `check_unpacked` then checks
+that the tree has what the component cannot do without.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import re
+import shutil
+import struct
+import tempfile
+import threading
+import zipfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
+
+from ..errors import FetchError
+from .wheel_lookup import _file_sha256
+
+__all__ = ["unpack_wheel", "check_unpacked", "WheelChangedError"]
+
+# Files the 13.x nvvm wheel puts at the prefix root, whereas the tarball has them under nvvm/.
+_RELOCATE = {"libnvvm": (("lib/", "nvvm/lib64/"), ("include/nvvm.h", "nvvm/include/nvvm.h"))}
+
+# Files a component's tree must have, whatever its source (checked after a wheel is unpacked).
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "cuda_nvcc": ("bin/nvcc", "bin/nvcc.profile"),
+    "cuda_cudart": ("include/cuda_runtime.h",),
+    "cuda_crt": ("include/crt/host_config.h",),  # what cuda_cudart propagates it for
+}
+
+_SONAME_RE = re.compile(r"(lib.+\.so)\.\d+(\.\d+)*")
+
+
+def _record_hashes(archive: zipfile.ZipFile) -> dict[str, str]:
+    records = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/RECORD", n)]
+    if len(records) != 1:
+        raise FetchError(f"{archive.filename}: expected one .dist-info/RECORD, found {len(records)}")
+    hashes = {}
+    for row in csv.reader(io.TextIOWrapper(archive.open(records[0]), encoding="utf-8", newline="")):
+        if len(row) >= 2 and row[1]:
+            hashes[row[0]] = row[1]
+    return hashes
+
+
+def _record_digest(data_hash: Any) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(data_hash.digest()).rstrip(b"=").decode()
+
+
+class WheelChangedError(FetchError):
+    """A cached wheel's bytes no longer have the sha256 recorded when pip checked it."""
+
+
+def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13, sha256: str | None = None) -> Path:
+    """Unpack ``wheel`` into a new directory ``dest`` laid out like the redist tarball.
+
+    Every file is checked against the wheel's RECORD; ``nvidia/<root>/`` becomes the
+    prefix root; ``__init__.py``, ``__pycache__``, ``.metadata`` and ``*.dist-info`` are
+    dropped; executable bits are restored (``zipfile`` ignores the stored modes).
+    With ``sha256`` (hex), the whole wheel is hashed on a second thread while it unpacks,
+    and `WheelChangedError` is raised, the tree removed, unless it matches: ``dest`` only
+    ever holds a tree from a wheel whose bytes were checked.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # One open file for the hash and the unzipper: a wheel renamed over this one meanwhile must
+    # not be unpacked under the hash of the one it replaced.
+    handle = open(wheel, "rb")  # noqa: SIM115 - closed below, once the hashing thread is done
+    with handle:
+        return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256)
+
+
+def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cuda_major: int,
+                       sha256: str | None) -> Path:
+    """`unpack_wheel` of the wheel open as `handle`; returns only once no thread reads it."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    checker = _HashInBackground(handle.fileno(), wheel) if sha256 is not None else None
+    try:
+        try:
+            archive = zipfile.ZipFile(handle)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile) as error:
+            raise FetchError(f"{wheel}: damaged wheel ({error})") from None
+        with archive:
+            try:
+                _extract(archive, tmp, pname)
+            except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
+                    csv.Error, UnicodeDecodeError, zlib.error, ValueError) as error:
+                # NotImplementedError: an unknown compression; RuntimeError: an encrypted member;
+                # csv.Error/UnicodeDecodeError: a bad RECORD. All mean a damaged or hostile wheel.
+                raise FetchError(f"{wheel}: damaged wheel ({type(error).__name__}: {error})") from None
+        if cuda_major >= 13 and (tmp / "lib").is_dir() and not (tmp / "lib64").exists():
+            os.symlink("lib", tmp / "lib64")  # nvcc.profile links from $(TOP)/lib64
+        for libdir in (tmp / "lib", tmp / "nvvm" / "lib64"):
+            _add_dev_symlinks(libdir)
+        if checker is not None:
+            actual = checker.result()
+            checker = None
+            if actual != sha256:
+                raise WheelChangedError(f"{wheel}: its sha256 is {actual}, not the {sha256} recorded when pip checked it")
+        if dest.exists() or dest.is_symlink():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if checker is not None and checker.result() != sha256:
+            # A wheel changed since pip checked it may also fail to unpack: the change is the cause.
+            raise WheelChangedError(f"{wheel}: its bytes changed since pip checked them") from None
+        raise
+    except BaseException:
+        if checker is not None:
+            checker.join()  # no thread left reading the wheel
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+class _HashInBackground:
+    """The sha256 of a file, computed on a thread of its own (hashlib and reads release the GIL)."""
+
+    def __init__(self, fd: int, path: Path) -> None:
+        """Hash the file open as `fd` (read with pread: its offset is left to the unzipper); `path` names it."""
+        import threading
+
+        self._digest: str | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fd, path), name="cudapkgs-wheel-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self, fd: int, path: Path) -> None:
+        try:
+            self._digest = _file_sha256(path, fd)
+        except BaseException as error:  # an OSError: reported by result()
+            self._error = error
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> str:
+        """The hex digest; raises FetchError if the file could not be read."""
+        self._thread.join()
+        if self._error is not None:
+            raise FetchError(f"cannot read the wheel to check its sha256: {self._error}")
+        assert self._digest is not None
+        return self._digest
+
+
+def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
+    hashes = _record_hashes(archive)
+    members = [i for i in archive.infolist() if not i.is_dir()]
+    roots = {
+        PurePosixPath(i.filename).parts[1]
+        for i in members
+        if i.filename.startswith("nvidia/") and len(PurePosixPath(i.filename).parts) > 2
+    }
+    if len(roots) != 1:
+        raise FetchError(f"{archive.filename}: expected one nvidia/<root>/ folder, found {sorted(roots) or 'none'}")
+    root = f"nvidia/{roots.pop()}/"
+    jobs: list[tuple[zipfile.ZipInfo, str]] = []
+    for info in members:
+        name = info.filename
+        parts = PurePosixPath(name).parts
+        if name.startswith("/") or ".." in parts:
+            raise FetchError(f"{archive.filename}: unsafe member path {name!r}")
+        if parts[0].endswith(".dist-info") or not name.startswith(root):
+            continue
+        rel = name[len(root):]
+        if parts[-1] == "__init__.py" or "__pycache__" in parts or rel.startswith(".metadata/"):
+            continue
+        for old, new in _RELOCATE.get(pname, ()):
+            if rel.startswith(old):
+                rel = new + rel[len(old):]
+                break
+        if hashes.get(name) is None:  # before any byte is written: a member RECORD does not vouch for
+            raise FetchError(f"{archive.filename}: {name} does not match its RECORD hash (not listed)")
+        jobs.append((info, rel))
+    for parent in sorted({os.path.dirname(rel) for _, rel in jobs}):
+        if parent:
+            (tmp / parent).mkdir(parents=True, exist_ok=True)
+    # Largest first, on a few threads: inflating, hashing and writing release the GIL,
+    # so members are unpacked side by side. Memory per thread is about two chunks.
+    jobs.sort(key=lambda job: -job[0].file_size)
+    with _running_lock:
+        _running[0] += 1
+        # The cores are shared with the other wheels unpacking now (builds side by side, or
+        # unpacked ahead): threads beyond cores / wheels only contend for the GIL.
+        workers = min(_UNZIP_THREADS, max(1, (os.cpu_count() or 1) // _running[0]), len(jobs))
+    fd = -1
+    try:
+        # The archive's own open file (not its name again: the bytes unpacked are the bytes hashed).
+        fd = os.dup(archive.fp.fileno())  # type: ignore[union-attr]
+        if workers <= 1:
+            for info, rel in jobs:
+                _extract_member(archive, fd, info, rel, tmp, hashes[info.filename])
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cudapkgs-unzip") as pool:
+            futures = [pool.submit(_extract_member, archive, fd, info, rel, tmp, hashes[info.filename]) for info, rel in jobs]
+            try:
+                for future in futures:
+                    future.result()  # the first failure, in the order submitted
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        with _running_lock:
+            _running[0] -= 1
+
+
+# Threads that unpack one wheel; more than the cores rarely helps (inflating is the work).
+_UNZIP_THREADS = max(1, min(4, os.cpu_count() or 1))
+_running = [0]  # wheels being unpacked in this process now
+_running_lock = threading.Lock()
+_CHUNK = 1 << 18  # 256 KiB (as nar.CHUNK): several unzip threads run at once
+
+try:  # ISA-L's inflate (python-isal, zlib's API) is about 3x zlib's; zlib where it is missing
+    from isal import isal_zlib as _inflate
+except ImportError:  # pragma: no cover - isal is a dependency; kept for platforms without its wheel
+    import zlib as _inflate
+
+
+def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, rel: str, tmp: Path, expected: str) -> None:
+    """Write one member to ``tmp/rel`` (a new file), checking it against its RECORD hash as it streams."""
+    mode = info.external_attr >> 16
+    executable = mode & 0o111 or rel.startswith(("bin/", "nvvm/bin/")) or ".so" in PurePosixPath(rel).suffixes
+    digest = hashlib.sha256()
+    try:
+        out_fd = os.open(tmp / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except (FileExistsError, IsADirectoryError, NotADirectoryError):
+        raise FetchError(f"{archive.filename}: {info.filename} collides with another member") from None
+    with open(out_fd, "wb") as out:
+        for chunk in _member_chunks(archive, fd, info):
+            digest.update(chunk)
+            out.write(chunk)
+        os.fchmod(out.fileno(), 0o755 if executable else 0o644)
+    if expected != _record_digest(digest):
+        raise FetchError(f"{archive.filename}: {info.filename} does not match its RECORD hash")
+
+
+def _member_chunks(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo) -> Iterator[bytes]:
+    """The uncompressed bytes of one member, read with pread (threads share `fd`), at most a chunk at a time.
+
+    Stored and deflated members are read here (the zip format: PKWARE APPNOTE.TXT §4.3.7,
+    local file header); any other method goes through `zipfile`. The size the central
+    directory records must be met exactly, so a member cannot inflate past it.
+    """
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) or info.flag_bits & 0x1:
+        with archive.open(info) as src:  # zipfile's own (thread-safe) reader
+            while chunk := src.read(_CHUNK):
+                yield chunk
+        return
+    what = f"{archive.filename}: {info.filename}"
+    header = os.pread(fd, 30, info.header_offset)
+    if len(header) != 30 or header[:4] != b"PK\x03\x04":
+        raise FetchError(f"{what}: damaged wheel (no local file header)")
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    pos = info.header_offset + 30 + name_len + extra_len
+    end = pos + info.compress_size
+    produced = 0
+    inflate = _inflate.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+    try:
+        while pos < end:
+            raw = os.pread(fd, min(_CHUNK, end - pos), pos)
+            if not raw:
+                raise FetchError(f"{what}: damaged wheel (truncated)")
+            pos += len(raw)
+            pending = raw
+            while pending:
+                if inflate is None:
+                    data, pending = pending, b""
+                else:
+                    data = inflate.decompress(pending, _CHUNK)  # at most a chunk out
+                    pending = inflate.unconsumed_tail
+                produced += len(data)
+                if produced > info.file_size:
+                    raise FetchError(f"{what}: inflates past its recorded size")
+                if data:
+                    yield data
+        if inflate is not None:
+            data = inflate.flush()
+            produced += len(data)
+            if produced > info.file_size:
+                raise FetchError(f"{what}: inflates past its recorded size")
+            if data:
+                yield data
+            if not inflate.eof:
+                raise FetchError(f"{what}: damaged wheel (the deflate stream does not end)")
+    except _inflate.error as error:
+        raise FetchError(f"{what}: damaged wheel ({error})") from None
+    if produced != info.file_size:
+        raise FetchError(f"{what}: damaged wheel ({produced} bytes, the directory records {info.file_size})")
+
+
+def check_unpacked(tree: Path, pname: str, source: str) -> None:
+    """Raise FetchError naming the files `_REQUIRED` for ``pname`` that ``tree`` lacks."""
+    missing = [rel for rel in _REQUIRED.get(pname, ()) if not (Path(tree) / rel).exists()]
+    if missing:
+        raise FetchError(f"{source}: the unpacked {pname} lacks {', '.join(missing)}; it cannot stand in for the redist archive")
+
+
+def _add_dev_symlinks(libdir: Path) -> None:
+    """``libfoo.so -> libfoo.so.N`` as the tarballs ship them (the wheels only have SONAMEs)."""
+    if not libdir.is_dir():
+        return
+    best: dict[str, str] = {}
+    for entry in sorted(os.listdir(libdir)):
+        match = _SONAME_RE.fullmatch(entry)
+        if match and (match.group(1) not in best or len(entry) < len(best[match.group(1)])):
+            best[match.group(1)] = entry
+    for link, target in best.items():
+        if not os.path.lexists(libdir / link):
+            os.symlink(target, libdir / link)

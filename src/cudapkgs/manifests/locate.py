@@ -1,0 +1,329 @@
+"""Finding manifests and loading them: the override, user and vendored directories, in that order.
+
+`search_directories` gives the lookup order; `load_manifest` reads (and parses once per
+process) the first file found, never touching the network; `available_versions`,
+`available_products` and `sets_using` say what is there and which package sets select it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ManifestError, did_you_mean
+from ..lib.versions import version_key
+from .model import _SHA256_RE, Manifest, parse_manifest
+
+__all__ = [
+    "SetUse",
+    "available_products",
+    "available_versions",
+    "cache_directory",
+    "load_manifest",
+    "locate_manifest",
+    "manifest_file_name",
+    "manifests_directory",
+    "override_directory",
+    "search_directories",
+    "sets_using",
+    "user_directory",
+    "vendored_directory",
+]
+
+#: Products whose manifests are not published by NVIDIA (Nixpkgs writes them by hand).
+_HAND_MADE_PRODUCTS = frozenset({"tensorrt"})
+
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_MANIFEST_FILE_RE = re.compile(r"redistrib_(.+)\.json")
+
+# Each manifest file is parsed at most once per process, keyed by resolved path.
+_PARSED: dict[str, Manifest] = {}
+
+
+def vendored_directory() -> Path:
+    """The manifests shipped inside the package (``cudapkgs/data/manifests``).
+
+    NVIDIA's redistrib manifests for every release the sets use, copied from Nixpkgs'
+    ``pkgs/development/cuda-modules/_cuda/manifests`` (see ``INDEX.md`` beside them).
+    """
+    return Path(__file__).resolve().parents[1] / "data" / "manifests"
+
+
+def override_directory(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The manifest directory the user forces: ``explicit`` (``manifestsDir``), else ``$CUDAPKGS_MANIFESTS``.
+
+    None when neither is set (an empty string counts as unset).
+    """
+    if explicit is not None and os.fspath(explicit) != "":
+        return Path(explicit).expanduser()
+    from_env = os.environ.get("CUDAPKGS_MANIFESTS")
+    if from_env:
+        return Path(from_env).expanduser()
+    return None
+
+
+def user_directory() -> Path:
+    """Where ``cudapkgs manifests update`` writes: ``$XDG_DATA_HOME/cudapkgs/manifests``.
+
+    ``$XDG_DATA_HOME`` defaults to ``~/.local/share`` (XDG Base Directory Specification);
+    a relative value is ignored, as the specification says.
+    """
+    base = os.environ.get("XDG_DATA_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "share"
+    return root / "cudapkgs" / "manifests"
+
+
+def search_directories(explicit: str | os.PathLike[str] | None = None) -> list[tuple[str, Path]]:
+    """The manifest directories in lookup order, as ``(kind, path)`` pairs.
+
+    The lookup order (documented in docs/manifests.md):
+
+    1. an override (``manifestsDir`` / ``explicit``, else ``$CUDAPKGS_MANIFESTS``), kind
+       ``"override"``: when set it is the only directory, so that a pinned directory means
+       exactly those files;
+    2. otherwise the user manifests directory (`user_directory`, kind ``"user"``), where
+       ``cudapkgs manifests update`` writes, so that an update wins over the shipped copy;
+    3. then the manifests vendored in the package (`vendored_directory`, kind ``"vendored"``).
+    """
+    override = override_directory(explicit)
+    if override is not None:
+        return [("override", override)]
+    return [("user", user_directory()), ("vendored", vendored_directory())]
+
+
+def manifests_directory(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The directory of the manifests a lookup falls back to: the override, else the vendored one.
+
+    A file in `user_directory` still wins over the vendored directory (see `search_directories`).
+    """
+    override = override_directory(explicit)
+    return override if override is not None else vendored_directory()
+
+
+def cache_directory() -> Path:
+    """The cudapkgs download cache root for manifests: ``$XDG_CACHE_HOME/cudapkgs/manifests``.
+
+    No longer read by `load_manifest` (evaluation never downloads); kept so that `gc --caches`
+    can remove what older versions left there.
+    """
+    base = os.environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "cudapkgs" / "manifests"
+
+
+def manifest_file_name(version: str) -> str:
+    """``"12.8.2"`` -> ``"redistrib_12.8.2.json"``."""
+    return f"redistrib_{version}.json"
+
+
+def locate_manifest(
+    product: str, version: str, *, directory: str | os.PathLike[str] | None = None
+) -> tuple[str, Path] | None:
+    """``(kind, path)`` of the file `load_manifest` would read, or None when no directory has it."""
+    _check_name("product", product)
+    _check_name("version", version)
+    for kind, root in search_directories(directory):
+        path = root / product / manifest_file_name(version)
+        if path.is_file():
+            return kind, path
+    return None
+
+
+def load_manifest(product: str, version: str, *, directory: str | os.PathLike[str] | None = None) -> Manifest:
+    """The ``product`` ``version`` manifest, from the first directory of `search_directories` that has it.
+
+    Never touches the network: a release missing everywhere is a `ManifestError` that names
+    where it looked and suggests ``cudapkgs manifests update``.  A file in the user directory
+    is checked against the sha256 recorded beside it (``redistrib_<version>.json.sha256``).
+    Each file is parsed at most once per process.
+
+    Raises ManifestError: bad names, a missing, unreadable, modified or malformed file.
+    """
+    _check_name("product", product)
+    _check_name("version", version)
+    check_known_product(product, f"manifest {product}/{manifest_file_name(version)}")
+    searched = search_directories(directory)
+    for kind, root in searched:
+        path = root / product / manifest_file_name(version)
+        cached = _memo_get(path)
+        if cached is not None:
+            return cached
+        try:
+            if path.exists() and not path.is_file():  # a FIFO or a device would hang or never end
+                raise ManifestError(f"{path}: not a regular file, refusing to read it as a manifest")
+            data = path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except IsADirectoryError:
+            raise ManifestError(f"{path}: is a directory, not a manifest file") from None
+        except OSError as error:
+            raise ManifestError(f"{path}: cannot read: {error.strerror or error}") from None
+        if kind == "user":
+            _check_recorded_sha256(path, data)
+        manifest = parse_manifest(data, product=product, version=version, source=str(path))
+        _check_release_product(manifest, product, path)
+        return _memo_put(path, manifest)
+    raise ManifestError(_missing_message(searched, product, version))
+
+
+def check_known_product(product: str, where: str = "manifest") -> None:
+    """Refuse a product cudapkgs does not know (data/package_sets.toml `products`), one line naming
+    the known ones; `where` says what named it. Raises `ManifestError`."""
+    from ..package_sets import known_products
+
+    known = known_products()
+    if product not in known:
+        raise ManifestError(
+            f'{where}: unknown product "{product}"{did_you_mean(product, known)}; the known products are '
+            + ", ".join(known)
+        )
+
+
+def _check_release_product(manifest: Manifest, product: str, path: Path) -> None:
+    """A manifest's own `release_product` must be a known product, and the one its directory names."""
+    named = manifest.release_product
+    if named is None:
+        return
+    check_known_product(named, f"{path}: release_product")
+    if named != product:
+        raise ManifestError(f"{path}: release_product {named!r} is not {product!r}, the product its directory names")
+
+
+def _check_recorded_sha256(path: Path, data: bytes) -> None:
+    """Compare ``data`` with the digest `update_manifest` wrote beside ``path`` (if any)."""
+    import hashlib
+
+    recorded = _read_sha256_file(path)
+    if recorded is None:
+        return
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != recorded:
+        raise ManifestError(
+            f"{path}: sha256 {actual} differs from the {recorded} recorded when it was downloaded "
+            f"(the file was modified); run `cudapkgs manifests update` for it again, or delete it"
+        )
+
+
+def _sha256_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _read_sha256_file(path: Path) -> str | None:
+    """The digest in ``<path>.sha256`` (``sha256sum`` format), None when absent or unreadable."""
+    try:
+        text = _sha256_path(path).read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    digest = text.split()[0].lower() if text.split() else ""
+    return digest if _SHA256_RE.fullmatch(digest) else "(unreadable)"
+
+
+def available_versions(product: str, *, directory: str | os.PathLike[str] | None = None) -> list[str]:
+    """Versions of ``product`` in any directory of `search_directories`, version-sorted, no duplicates."""
+    _check_name("product", product)
+    found: set[str] = set()
+    for _kind, root in search_directories(directory):
+        found.update(_versions_in(root / product))
+    return sorted(found, key=version_key)
+
+
+def available_products(*, directory: str | os.PathLike[str] | None = None) -> list[str]:
+    """Products with at least one manifest in any directory of `search_directories`, sorted."""
+    found: set[str] = set()
+    for _kind, root in search_directories(directory):
+        try:
+            entries = list(root.iterdir())
+        except OSError:
+            continue
+        found.update(p.name for p in entries if _NAME_RE.fullmatch(p.name) and _versions_in(p))
+    return sorted(found)
+
+
+def _versions_in(folder: Path) -> list[str]:
+
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    versions = []
+    for name in names:
+        match = _MANIFEST_FILE_RE.fullmatch(name)
+        if match is not None:
+            versions.append(match.group(1))
+    return sorted(versions, key=version_key)
+
+
+def _missing_message(searched: list[tuple[str, Path]], product: str, version: str) -> str:
+    name = f"{product}/{manifest_file_name(version)}"
+    where = " or ".join(str(root) for _kind, root in searched)
+    kinds = [kind for kind, _root in searched]
+    if kinds == ["override"] and not searched[0][1].is_dir():
+        return f"{searched[0][1] / name}: no such file (the manifest directory {searched[0][1]} does not exist)"
+    present = sorted({v for _k, root in searched for v in _versions_in(root / product)}, key=version_key)
+    fix = (
+        f"; to fetch it: cudapkgs manifests update {product} {version}"
+        + (" (it writes to the user manifests directory, which the override hides)" if kinds == ["override"] else "")
+    )
+    if product in _HAND_MADE_PRODUCTS:
+        fix += " --from URL (NVIDIA publishes no manifest for it)"
+    if present:
+        hint = did_you_mean(version, present)
+        return f"no {name} in {where}{hint}; {product} versions present: {', '.join(present)}{fix}"
+    products = set()
+    for _kind, root in searched:
+        try:
+            products.update(p.name for p in root.iterdir() if p.is_dir() and _versions_in(p))
+        except OSError:
+            pass
+    listed = f"products present: {', '.join(sorted(products))}" if products else "no manifests there"
+    return f"no {name} in {where}: no {product} manifests ({listed}){fix}"
+
+
+def _check_name(what: str, value: str) -> None:
+    if not isinstance(value, str) or _NAME_RE.fullmatch(value) is None or ".." in value:
+        raise ManifestError(f"invalid manifest {what} {value!r}: expected letters, digits, '.', '_', '+' or '-'")
+
+
+def _memo_get(path: Path) -> Manifest | None:
+    if not _PARSED:
+        return None
+    try:
+        key = str(path.resolve())
+    except OSError:
+        return None
+    return _PARSED.get(key)
+
+
+def _memo_put(path: Path, manifest: Manifest) -> Manifest:
+    try:
+        _PARSED[str(path.resolve())] = manifest
+    except OSError:
+        pass
+    return manifest
+
+
+def _forget_parsed(path: Path) -> None:
+    """Drop the parsed copy of ``path`` (`update_manifest` has just replaced the file)."""
+    _PARSED.pop(str(path.resolve()), None)
+
+
+@dataclass(frozen=True, slots=True)
+class SetUse:
+    """A package set that selects a manifest version; ``when`` is its condition (None: always)."""
+
+    set_name: str
+    when: str | None
+
+
+def sets_using(product: str, version: str) -> tuple[SetUse, ...]:
+    """The versioned package sets whose definition (data/package_sets.toml) can select this manifest."""
+    from ..package_sets import package_set_definitions
+
+    uses = []
+    for name, definition in package_set_definitions().items():
+        for choice in definition.products.get(product, ()):
+            if choice.version == version:
+                uses.append(SetUse(name, choice.when))
+    return tuple(uses)

@@ -1,0 +1,288 @@
+"""What keeps store paths alive, and the garbage collector that deletes the rest (part of `Store`).
+
+Roots: direct ones (``.gcroots/profiles/<name>``), indirect ones (``.gcroots/auto/`` links to
+links such as ``./result``) and temporary ones (``.temproots/<pid>-…``, held by a lock while
+their process lives, as Nix's temproots).  `gc` holds ``.locks/gc.lock`` exclusively; adding a
+path holds it shared (`_gc_shared`), so a collection never deletes what is being added.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import StoreError
+from . import nar
+from .files import _remove_tree, _replace_symlink, _store_error
+from .locks import PathLock, acquire_saying_so, lock_file_for
+from .paths import base32_encode, compress_hash
+
+if TYPE_CHECKING:
+    from .db import StoreDB
+    from .graph import StoreGraph
+
+__all__ = ["GCResult", "GarbageCollector"]
+
+
+@dataclass(frozen=True)
+class GCResult:
+    """What a garbage collection deleted (or would delete, in a dry run)."""
+
+    deleted: list[str] = field(default_factory=list)
+    bytes_freed: int = 0
+    dry_run: bool = False
+
+
+class GarbageCollector:
+    """GC roots, temporary roots and `gc` (a part of `cudapkgs.store.store.Store`).
+
+    Uses the other parts: `Store.parse`, `Store.query`, `Store.graph`, `WorkDirs._clean_tmp`.
+    """
+
+    db: StoreDB  # these are set by Store.__init__
+    root: Path
+    store_dir: str
+    locks_dir: Path
+    gcroots_dir: Path
+    _temp_roots: tuple[PathLock, Path] | None
+
+    # -- temporary roots -------------------------------------------------
+
+    def add_temp_roots(self, paths: Iterable[str]) -> None:
+        """Keep `paths` alive until this Store is closed or the process ends (Nix's temproots).
+
+        A build's outputs are valid before its caller links them as `result`; a gc in
+        between must not collect them. The roots live in `<store>/.temproots/<pid>-…`,
+        locked by this process; gc honours the files whose lock is held and deletes the rest.
+        """
+        paths = [self.parse(p) for p in paths]
+        if self._temp_roots is None:
+            file = self.root / ".temproots" / f"{os.getpid()}-{uuid.uuid4().hex}"
+            lock = PathLock(file.with_name(file.name + ".lock"))
+            lock.acquire()
+            self._temp_roots = (lock, file)
+        with open(self._temp_roots[1], "a") as f:
+            f.write("".join(p + "\n" for p in paths))
+
+    def protect(self, paths: Iterable[str]) -> list[str]:
+        """Make the valid ones among `paths` temporary roots (`add_temp_roots`) atomically w.r.t. gc.
+
+        The gc lock is held shared meanwhile, so a gc that has not started yet will see
+        the roots and one that is running finishes first; a path valid when this returns
+        stays valid until the Store is closed.  Returns the paths rooted.
+        """
+        inside = self.store_dir + "/"
+        wanted = sorted({p for p in paths if isinstance(p, str) and p.startswith(inside)})
+        try:
+            with self._gc_shared():
+                invalid = set(self.db.invalid_paths(wanted))  # one query
+                valid = [p for p in wanted if p not in invalid]
+                if valid:
+                    self.add_temp_roots(valid)
+        except OSError as error:
+            if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                return []  # a user who cannot write the store cannot build either (a dry run still plans)
+            raise
+        return valid
+
+    def _live_temp_roots(self, remove_stale: bool, graph: StoreGraph | None = None) -> set[str]:
+        found: set[str] = set()
+        is_valid = graph.is_valid if graph is not None else self.db.is_valid
+        directory = self.root / ".temproots"
+        for file in sorted(directory.glob("*")):
+            if file.name.endswith(".lock"):
+                continue
+            lock = PathLock(file.with_name(file.name + ".lock"))
+            if lock.acquire(blocking=False):  # its process is gone
+                if remove_stale:
+                    file.unlink(missing_ok=True)
+                    lock.release_and_delete()
+                else:
+                    lock.release()
+                continue
+            try:
+                found.update(line for line in file.read_text().splitlines() if is_valid(line))
+            except FileNotFoundError:
+                pass
+        return found
+
+    def _release_temp_roots(self) -> None:
+        """Delete this Store's temporary roots file and release its lock (when the Store is closed)."""
+        if self._temp_roots is not None:
+            lock, file = self._temp_roots
+            file.unlink(missing_ok=True)
+            lock.release_and_delete()
+            self._temp_roots = None
+
+    @contextmanager
+    def _gc_shared(self) -> Iterator[None]:
+        # A running `cudapkgs gc` holds it exclusively: a build waiting here says so (locks.wait_notice).
+        lock = acquire_saying_so(PathLock(self.locks_dir / "gc.lock", shared=True),
+                                 f"the store {self.store_dir} (a garbage collection of it is running)")
+        try:
+            yield
+        finally:
+            lock.release()
+
+    # -- roots -----------------------------------------------------------
+
+    def add_root(self, name: str, store_path: str) -> Path:
+        """A direct GC root `<store>/.gcroots/profiles/<name>` pointing at `store_path`."""
+        target = self.query(store_path).path
+        link = self.gcroots_dir / "profiles" / name
+        if "/" in name or name.startswith("."):
+            raise StoreError(f"invalid GC root name {name!r}")
+        _replace_symlink(link, target)
+        return link
+
+    def add_indirect_root(self, link_path: str | os.PathLike[str], store_path: str) -> Path:
+        """Make `link_path` (e.g. ./result) a symlink to `store_path` and register it as a GC root.
+
+        The root lives as long as `link_path` exists and points into the store.
+        """
+        target = self.query(store_path).path
+        link = Path(os.path.abspath(link_path))
+        if os.path.lexists(link) and not os.path.islink(link):
+            raise StoreError(f"'{link}' exists and is not a symlink; not replacing it")
+        try:
+            _replace_symlink(link, target)
+            auto_name = base32_encode(compress_hash(hashlib.sha256(os.fsencode(link)).digest()))
+            _replace_symlink(self.gcroots_dir / "auto" / auto_name, os.fspath(link))
+        except OSError as error:
+            raise _store_error(error, f"cannot create the GC root {link}") from error
+        return link
+
+    def roots(self, *, remove_stale: bool = False, graph: StoreGraph | None = None) -> dict[str, str]:
+        """Map each live GC root link to the store path it keeps alive.
+
+        Indirect roots whose link is gone or no longer points into the store
+        are stale; `remove_stale` deletes their entries under `.gcroots/auto`.
+        """
+        found: dict[str, str] = {}
+        auto_dir = os.fspath(self.gcroots_dir / "auto")
+        for dirpath, dirnames, filenames in os.walk(self.gcroots_dir):
+            for entry in sorted(dirnames + filenames):
+                link = os.path.join(dirpath, entry)
+                if not os.path.islink(link):
+                    continue
+                target = os.path.join(dirpath, os.readlink(link))
+                if dirpath == auto_dir:
+                    store_path = self._root_target(target, graph)
+                    if store_path is None:
+                        if remove_stale:
+                            os.unlink(link)
+                        continue
+                    found[os.path.normpath(target)] = store_path
+                else:
+                    store_path = self._root_target(link, graph)
+                    if store_path is not None:
+                        found[link] = store_path
+        return found
+
+    def _root_target(self, link: str, graph: StoreGraph | None = None) -> str | None:
+        if not os.path.islink(link):
+            return None
+        try:
+            store_path = self.parse(link)
+        except StoreError:
+            return None
+        valid = graph.is_valid(store_path) if graph is not None else self.db.is_valid(store_path)
+        return store_path if valid else None
+
+    # -- garbage collection ----------------------------------------------
+
+    def gc(self, dry_run: bool = False) -> GCResult:
+        """Delete every path outside the closure of the GC roots (and stale roots, and leftovers)."""
+        with _held(acquire_saying_so(PathLock(self.locks_dir / "gc.lock"),
+                                     f"the store {self.store_dir} for a garbage collection (builds or another gc are using it)")):
+            if not dry_run:
+                self._clean_tmp()  # work and build directories of killed builds
+            graph = self.graph()  # one pass over the database; gc.lock keeps it current
+            roots = set(self.roots(remove_stale=not dry_run, graph=graph).values()) | self._live_temp_roots(not dry_run, graph)
+            live = graph.closure(roots)
+            held: dict[str, PathLock] = {}
+            busy: set[str] = set()
+            try:
+                for path in sorted(graph.rows):
+                    if path in live:
+                        continue
+                    lock = PathLock(lock_file_for(self.locks_dir, path))
+                    if lock.acquire(blocking=False):
+                        held[path] = lock
+                    else:
+                        busy.add(path)
+                if busy:  # being worked on by another process: keep them and what they need
+                    live |= graph.closure(busy)
+                    for path in list(held):
+                        if path in live:
+                            held.pop(path).release()
+                dead = sorted(held)
+                junk = self._unregistered_entries(set(graph.rows))
+                freed = _bytes_freed(dead + junk)
+                if not dry_run:
+                    try:
+                        self.db.invalidate(dead)  # forget first: a crash now leaves only unregistered junk
+                        for path in dead + junk:
+                            _remove_tree(path)
+                    except OSError as error:
+                        raise _store_error(error, "garbage collection failed") from error
+            finally:
+                for path, lock in held.items():
+                    if dry_run:
+                        lock.release()
+                    else:
+                        lock.release_and_delete()
+        return GCResult(deleted=sorted(dead + junk), bytes_freed=freed, dry_run=dry_run)
+
+    def _unregistered_entries(self, valid: set[str]) -> list[str]:
+        junk = []
+        for entry in sorted(os.listdir(self.root)):
+            path = os.path.join(self.store_dir, entry)
+            if entry.startswith(".") or path in valid:
+                continue
+            lock = PathLock(lock_file_for(self.locks_dir, path))
+            if lock.acquire(blocking=False):  # unlocked: no add_path is installing it
+                lock.release()
+                junk.append(path)
+        return junk
+
+
+def _bytes_freed(paths: list[str]) -> int:
+    """Bytes that deleting every tree in `paths` frees: the sizes of the files whose links all lie in them.
+
+    A file hard-linked from a path that stays (nvcc's nvvm/ shares libnvvm's inodes, as
+    Nix's store optimisation does) frees nothing; one linked twice inside `paths` counts once.
+    Nix counts a file when its link count is 1 (or 2, its .links entry), src/libstore/gc.cc.
+    """
+    total = 0
+    links: dict[tuple[int, int], int] = {}
+    for path in paths:
+        try:
+            for _, st in nar.walk(path):
+                if stat.S_ISDIR(st.st_mode):
+                    continue
+                key = (st.st_dev, st.st_ino)
+                seen = links.get(key, 0) + 1
+                links[key] = seen
+                if seen == st.st_nlink:  # the last link of this inode is among the deleted
+                    total += st.st_size
+        except FileNotFoundError:
+            pass
+    return total
+
+
+@contextmanager
+def _held(lock: PathLock) -> Iterator[PathLock]:
+    """A lock already taken (`acquire_saying_so`), released at the end of the block."""
+    try:
+        yield lock
+    finally:
+        lock.release()

@@ -1,0 +1,306 @@
+"""Adding paths to the store, crash-safely: built, substituted or imported trees (part of `Store`).
+
+Every way in ends the same: the tree is built in a locked directory under ``.tmp``, hashed
+and scanned for references in one read, made read-only, renamed into place and only then
+registered, with the path's lock and the gc lock (shared) held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import StoreError
+from .cycles import topological_order
+from . import nar
+from .files import _freeze, _make_read_only, _remove_tree, _store_error
+from .locks import PathLock, acquire_saying_so, lock_file_for
+from .paths import hash_part, make_store_path_from_digest
+
+if TYPE_CHECKING:
+    from .db import StoreDB
+
+__all__ = ["Registration"]
+
+
+class Registration:
+    """`add_path`, `add_outputs`, `add_verified_path` (a part of `cudapkgs.store.store.Store`).
+
+    Uses the other parts: `Store.parse`, `GarbageCollector._gc_shared` (gc.py),
+    `WorkDirs._clean_tmp` and `WorkDirs._tmp_build` (workdirs.py).
+    """
+
+    db: StoreDB  # these three are set by Store.__init__
+    store_dir: str
+    locks_dir: Path
+
+    # -- adding ----------------------------------------------------------
+
+    def add_path(
+        self,
+        name_or_path: str,
+        build: Callable[[Path], None],
+        *,
+        references_candidates: Iterable[str] = (),
+        deriver: str | None = None,
+    ) -> str:
+        """Make a store path valid by running `build(out)` at most once, crash-safely.
+
+        `name_or_path` is either a full store path (input-addressed: its hash is
+        known up front, e.g. from a derivation) or a bare name, in which case
+        the path is content-addressed from the NAR hash of what `build` made and
+        the references found.  `build` must create `out` (a file, directory or
+        symlink).  References are the `references_candidates` (and the path
+        itself) whose hash parts occur in the result.
+        """
+        candidates = {hash_part(c): self.parse(c) for c in references_candidates}
+        try:
+            if "/" in name_or_path:
+                return self._add_addressed(self.parse(name_or_path), build, candidates, deriver)
+            return self._add_content_addressed(name_or_path, build, candidates, deriver)
+        except OSError as error:
+            raise _store_error(error, f"cannot add '{name_or_path}' to the store {self.store_dir}") from error
+        except sqlite3.OperationalError as error:
+            raise StoreError(f"cannot register '{name_or_path}' in the store {self.store_dir}: {error}") from error
+
+    def _add_addressed(self, path: str, build: Callable[[Path], None], candidates: dict[str, str], deriver: str | None) -> str:
+        if self.db.is_valid(path):
+            return path
+        with self._gc_shared(), PathLock(lock_file_for(self.locks_dir, path)):
+            if self.db.is_valid(path):  # another process built it while we waited
+                return path
+            self._clean_tmp()
+            with self._tmp_build() as tmp:
+                out = tmp / "out"
+                build(out)
+                refs, digest, size = self._inspect(out, {**candidates, hash_part(path): path}, path)
+                self._install(out, path, nar.format_hash(digest), size, refs, deriver)
+        return path
+
+    def add_outputs(
+        self,
+        paths: Sequence[str],
+        build: Callable[[dict[str, Path]], None],
+        *,
+        references_candidates: Iterable[str] = (),
+        deriver: str | None = None,
+        links: Mapping[str, str] | None = None,
+        names: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """Make several paths (a derivation's outputs) valid together, crash-safely.
+
+        `build(dirs)` gets a temporary directory per path (keyed by store path) and must
+        create each one. The outputs may refer to one another, but not in a cycle: as in
+        Nix, outputs that refer to each other are a build error (`cycles.ReferenceCycleError`,
+        "cycle detected in the references of output 'dev' from output 'out'", with
+        `names`: path -> output name). They are registered in one transaction, so either
+        all of them become valid or none does. Paths that another process made valid
+        meanwhile are not rebuilt.
+
+        `links` (filled by `build`, read after it): files of the outputs that the builder
+        hard-linked to files of valid store paths (file in a temporary directory -> store
+        file), as Nix's store optimisation links identical files. Each is checked (`_store_links`:
+        the same inode, the store file inside a valid path and already read-only with mtime 1)
+        and kept as a link; any other hard-linked file gets its own copy, as always.
+        """
+        wanted = [self.parse(p) for p in paths]
+        candidates = {hash_part(c): self.parse(c) for c in references_candidates}
+        candidates.update({hash_part(p): p for p in wanted})
+        try:
+            if not self.db.invalid_paths(wanted):
+                return wanted
+            with self._gc_shared(), contextlib.ExitStack() as locks:
+                for path in sorted(wanted):  # a fixed order: no deadlock between two builders
+                    lock = acquire_saying_so(PathLock(lock_file_for(self.locks_dir, path)), path)
+                    locks.callback(lock.release)
+                if not self.db.invalid_paths(wanted):
+                    return wanted
+                self._clean_tmp()
+                with self._tmp_build() as tmp:
+                    dirs = {path: tmp / f"out{i}" for i, path in enumerate(wanted)}
+                    build(dirs)
+                    entries = []
+                    for path, out in dirs.items():
+                        if not os.path.lexists(out):
+                            raise StoreError(f"the builder of '{path}' did not create its output")
+                    for path, (digest, size, found) in zip(dirs, _hash_and_scan_all(list(dirs.values()), candidates)):
+                        refs = {candidates[h] for h in found}
+                        for ref in refs:
+                            if ref not in dirs and not self.db.is_valid(ref):
+                                raise StoreError(f"'{path}' refers to '{ref}', which is not valid in the store {self.store_dir}")
+                        entries.append((path, nar.format_hash(digest), size, refs, deriver))
+                    # Before anything is moved into the store: Nix's registerOutputs refuses the same.
+                    topological_order({path: refs for path, _, _, refs, _ in entries}, names)
+                    # An output already valid (substituted from a cache, say) stays as it is: replacing
+                    # it would take away files that valid paths may refer to.
+                    keep = {path for path in dirs if self.db.is_valid(path)}
+                    entries = [entry for entry in entries if entry[0] not in keep]
+                    moved = []
+                    try:
+                        for path, out in dirs.items():
+                            if path in keep:
+                                continue
+                            if os.path.lexists(path):  # left behind by a crash before registration
+                                _remove_tree(path)
+                            _make_read_only(out, keep_root_writable=True, keep=self._store_links(links or {}, out))
+                            os.rename(out, path)
+                            moved.append(path)
+                            if os.path.isdir(path) and not os.path.islink(path):
+                                _freeze(path)
+                        self.db.register_many(entries)
+                    except BaseException:
+                        for path in moved:
+                            _remove_tree(path)
+                        raise
+            return wanted
+        except OSError as error:
+            raise _store_error(error, f"cannot add {', '.join(paths)} to the store {self.store_dir}") from error
+        except sqlite3.OperationalError as error:
+            raise StoreError(f"cannot register outputs in the store {self.store_dir}: {error}") from error
+
+    def _store_links(self, links: Mapping[str, str], root: str | os.PathLike[str]) -> frozenset[str]:
+        """The files of `links` below `root` that are hard links to read-only files of valid store paths.
+
+        A file qualifies when it and its store file are the same inode (device and number),
+        the store file's path has no symlink in it, lies in a path valid in this store, and the
+        inode is already as the store leaves files (mode 0444 or 0555, mtime 1): then keeping the
+        link changes nothing outside, and nothing can change it that cannot change the store.
+        """
+        inside = self.store_dir.rstrip("/") + "/"
+        base = os.path.abspath(root) + "/"
+        keep = set()
+        for new, target in links.items():
+            if not new.startswith(base) or not target.startswith(inside):
+                continue
+            try:
+                mine, theirs = os.lstat(new), os.lstat(target)
+            except OSError:
+                continue
+            if (not stat.S_ISREG(mine.st_mode) or (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino)
+                    or stat.S_IMODE(mine.st_mode) not in (0o444, 0o555) or mine.st_mtime != 1):
+                continue
+            if os.path.realpath(target) != os.path.normpath(target):
+                continue
+            top = inside + target[len(inside):].split("/", 1)[0]
+            if self.db.is_valid(top):
+                keep.add(os.path.join(os.fspath(root), new[len(base):]))  # as _make_read_only names it
+        return frozenset(keep)
+
+    def add_verified_path(
+        self,
+        path: str,
+        fill: Callable[[Path], None],
+        *,
+        nar_hash: str,
+        nar_size: int,
+        references: Iterable[str],
+        deriver: str | None = None,
+        before_register: Callable[[], None] | None = None,
+    ) -> bool:
+        """Make `path` valid from `fill(out)`, whose NAR the caller checks against `nar_hash` while filling.
+
+        For substitution: `fill` unpacks a NAR into `out` and raises unless what it
+        read hashes to `nar_hash`/`nar_size`, so the tree is not read a second time.
+        `references` (store paths) must all be valid already (or be `path`). The path
+        is registered only after `fill` returns; any error leaves the store unchanged.
+        Returns False if `path` was already valid (then `fill` is not called).
+        With `before_register` (e.g. waiting until the references are registered by
+        other threads), the references are checked after it returns instead of
+        before `fill`, so unpacking need not wait for them.
+        """
+        path = self.parse(path)
+        refs = {self.parse(r) for r in references}
+
+        def check_references() -> None:
+            absent = [r for r in sorted(refs) if r != path and not self.db.is_valid(r)]
+            if absent:
+                raise StoreError(f"'{path}' refers to '{absent[0]}', which is not valid in the store {self.store_dir}")
+
+        try:
+            if self.db.is_valid(path):
+                return False
+            if before_register is None:
+                check_references()
+            with self._gc_shared(), PathLock(lock_file_for(self.locks_dir, path)):
+                if self.db.is_valid(path):
+                    return False
+                self._clean_tmp()
+                with self._tmp_build() as tmp:
+                    out = tmp / "out"
+                    fill(out)
+                    if not os.path.lexists(out):
+                        raise StoreError(f"nothing was unpacked for '{path}'")
+                    if before_register is not None:
+                        before_register()
+                        check_references()
+                    self._move_in_and_register(out, path, nar_hash, nar_size, refs, deriver)
+            return True
+        except OSError as error:
+            raise _store_error(error, f"cannot add '{path}' to the store {self.store_dir}") from error
+        except sqlite3.OperationalError as error:
+            raise StoreError(f"cannot register '{path}' in the store {self.store_dir}: {error}") from error
+
+    def _add_content_addressed(self, name: str, build: Callable[[Path], None], candidates: dict[str, str], deriver: str | None) -> str:
+        with self._gc_shared():
+            self._clean_tmp()
+            with self._tmp_build() as tmp:
+                out = tmp / "out"
+                build(out)
+                refs, digest, size = self._inspect(out, candidates, name)
+                kind = "source" + "".join(":" + r for r in sorted(refs))
+                path = make_store_path_from_digest(self.store_dir, kind, digest.hex(), name)
+                with PathLock(lock_file_for(self.locks_dir, path)):
+                    if not self.db.is_valid(path):
+                        self._install(out, path, nar.format_hash(digest), size, refs, deriver)
+        return path
+
+    def _inspect(self, out: Path, candidates: dict[str, str], what: str) -> tuple[set[str], bytes, int]:
+        if not os.path.lexists(out):
+            raise StoreError(f"the builder of '{what}' did not create its output {out}")
+        digest, size, found = nar.hash_and_scan(out, candidates)  # one read of each file
+        refs = {candidates[h] for h in found}
+        for ref in refs:
+            if ref != what and not self.db.is_valid(ref):
+                raise StoreError(f"'{what}' refers to '{ref}', which is not valid in the store {self.store_dir}")
+        return refs, digest, size
+
+    def _install(self, out: Path, path: str, nar_hash: str, size: int, refs: set[str], deriver: str | None) -> None:
+        # Called with the path's lock held and the path not valid.
+        _make_read_only(out, keep_root_writable=True)
+        self._move_in_and_register(out, path, nar_hash, size, refs, deriver)
+
+    def _move_in_and_register(self, out: Path, path: str, nar_hash: str, size: int, refs: Iterable[str],
+                              deriver: str | None) -> None:
+        """Rename a finished tree `out` to `path` and register it; nothing is left at `path` if that fails.
+
+        Called with the path's lock held and the path not valid.
+        """
+        if os.path.lexists(path):  # left behind by a crash between rename and registration
+            _remove_tree(path)
+        os.rename(out, path)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                _freeze(path)
+            self.db.register(path, nar_hash, size, refs, deriver)
+        except BaseException:
+            _remove_tree(path)
+            raise
+
+
+def _hash_and_scan_all(outs: list[Path], candidates: dict[str, str]) -> list[tuple[bytes, int, set[str]]]:
+    """`nar.hash_and_scan` of each output, the outputs side by side on two threads.
+
+    Hashing and reading release the GIL, so a derivation's outputs (bin, lib, dev, …)
+    are read and hashed in parallel; each result is the same as a sequential pass.
+    """
+    if len(outs) < 2 or (os.cpu_count() or 1) < 2:
+        return [nar.hash_and_scan(out, candidates) for out in outs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="cudapkgs-nar") as pool:
+        return list(pool.map(lambda out: nar.hash_and_scan(out, candidates), outs))

@@ -1,0 +1,156 @@
+"""Checking the store against its database, and explaining why one path depends on another (part of `Store`)."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import StoreError
+from . import nar
+from .paths import hash_part
+
+if TYPE_CHECKING:
+    from .db import StoreDB
+    from .graph import StoreGraph
+
+__all__ = ["Hop", "Problem", "Verification"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One inconsistency `Store.verify` found; kind is missing, hash-mismatch, invalid-reference or missing-reference."""
+
+    path: str
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One step of a why-depends chain: `referrer` refers to `reference` from `files` (relative; '' is the path itself)."""
+
+    referrer: str
+    reference: str
+    files: tuple[str, ...]
+
+
+class Verification:
+    """`verify` and `why_depends` (a part of `cudapkgs.store.store.Store`).
+
+    Uses the other parts: `Store.parse`, `Store.query`, `Store.graph`.
+    """
+
+    db: StoreDB  # these two are set by Store.__init__
+    store_dir: str
+
+    # -- verification and explanation -------------------------------------
+
+    def verify(self, check_contents: bool = True, paths: Iterable[str] | None = None,
+               progress: Callable[[int, int, int, int], None] | None = None) -> list[Problem]:
+        """Check valid paths: each exists, refers only to valid paths and (with `check_contents`) matches its
+        NAR hash and records every valid path its files mention (kind ``missing-reference``).
+
+        `paths`: only these (store paths, files inside them or links to them, as `query` takes);
+        default every valid path. Raises `StoreError` for a path that is not valid. The database
+        is read once, and the valid paths' hash parts are encoded once for every path scanned, so
+        the time grows linearly with the paths (and bytes) checked.
+
+        `progress(paths_done, paths_total, bytes_done, bytes_total)` is called before each path
+        and once at the end; bytes are the registered NAR sizes (what hashing reads).
+        """
+        problems = []
+        graph = self.graph()  # one pass over the database, not two queries per path
+        todo = sorted(graph.rows) if paths is None else sorted({self._valid_path_of(p, graph) for p in paths})
+        hashes: dict[str, str] | None = None
+        candidates: nar.Candidates | None = None
+        bytes_total = sum(graph.rows[p][1] for p in todo)
+        bytes_done = 0
+        for done, path in enumerate(todo):
+            if progress is not None:
+                progress(done, len(todo), bytes_done, bytes_total)
+            info = graph.info(path)
+            bytes_done += info.nar_size
+            if not os.path.lexists(path):
+                problems.append(Problem(path, "missing", f"path '{path}' is registered but missing on disk"))
+                continue
+            if check_contents:
+                if hashes is None:
+                    hashes = {hash_part(p): p for p in graph.rows}
+                    candidates = nar.Candidates(hashes)
+                assert candidates is not None
+                try:
+                    # One read: the NAR hash, and every valid path the contents mention.
+                    digest, size, found = nar.hash_and_scan(path, candidates)
+                except (OSError, ValueError) as error:
+                    problems.append(Problem(path, "hash-mismatch", f"path '{path}' cannot be read: {error}"))
+                else:
+                    actual = nar.format_hash(digest)
+                    if actual != info.nar_hash:
+                        problems.append(Problem(path, "hash-mismatch", f"path '{path}' was modified: expected hash {info.nar_hash}, got {actual}"))
+                    else:
+                        # A recorded reference list that misses a path the contents mention would let gc
+                        # delete a dependency (e.g. an import that trusted its archive's list).
+                        mentioned = {hashes[h] for h in found}
+                        for ref in sorted(mentioned - set(info.references)):
+                            problems.append(Problem(path, "missing-reference", f"path '{path}' mentions '{ref}', which is not among its recorded references"))
+            for ref in info.references:
+                if not graph.is_valid(ref):
+                    problems.append(Problem(path, "invalid-reference", f"path '{path}' refers to '{ref}', which is not valid"))
+        if progress is not None:
+            progress(len(todo), len(todo), bytes_done, bytes_total)
+        return problems
+
+    def _valid_path_of(self, given: str, graph: StoreGraph) -> str:
+        """The valid store path `given` names (a store path, a file inside one, a link to one); StoreError if none."""
+        path = self.parse(given)
+        if not graph.is_valid(path):
+            raise StoreError(f"path '{path}' is not valid in the store {self.store_dir}")
+        return path
+
+    def why_depends(self, a: str, b: str) -> list[list[Hop]]:
+        """Chains of references from `a` to `b`: one shortest chain through each direct reference of `a` that leads to `b`.
+
+        Each hop names the files of its referrer that hold the reference's hash.
+        Empty when `a` does not depend on `b`.
+        """
+        a, b = self.query(a).path, self.query(b).path
+        reaches_b = {b}  # paths with b in their closure
+        todo = deque([b])
+        while todo:
+            for referrer in self.db.referrers(todo.popleft()):
+                if referrer not in reaches_b:
+                    reaches_b.add(referrer)
+                    todo.append(referrer)
+        if a not in reaches_b or a == b:
+            return []
+        chains = []
+        for first in self.db.references(a):
+            if first not in reaches_b or first == a:
+                continue
+            nodes = [a] + self._shortest(first, b, reaches_b)
+            chains.append([Hop(x, y, self._files_referring(x, y)) for x, y in zip(nodes, nodes[1:])])
+        return chains
+
+    def _shortest(self, start: str, goal: str, allowed: set[str]) -> list[str]:
+        parent: dict[str, str | None] = {start: None}
+        todo = deque([start])
+        while todo:
+            node = todo.popleft()
+            if node == goal:
+                break
+            for ref in self.db.references(node):
+                if ref in allowed and ref not in parent:
+                    parent[ref] = node
+                    todo.append(ref)
+        chain = [goal]
+        while (prev := parent[chain[-1]]) is not None:
+            chain.append(prev)
+        return chain[::-1]
+
+    def _files_referring(self, referrer: str, reference: str) -> tuple[str, ...]:
+        files: list[str] = []
+        nar.scan_for_hashes(referrer, [hash_part(reference)], on_found=lambda _h, rel: files.append(rel))
+        return tuple(sorted(files))
