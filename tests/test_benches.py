@@ -155,3 +155,26 @@ def test_bench_torch_tiny():
     assert table[1][3] == "1.00" and number(table[0][3]) > 0 and number(table[0][4]) > 0
     assert "store" in table[0][6] and "venv+cache" in table[1][6]
     assert "load average before" in out and "3 files" in out
+
+
+def test_bench_noop_tiny():
+    (table,) = tables(run_bench("bench_noop.py"))
+    labels = [row[0] for row in table]
+    assert labels[0] == "floor" and {"eval attribute", "eval outPath", "list --all"} <= set(labels)
+    if shutil.which("nix-build"):
+        assert "nix-build (no-op)" in labels
+    for row in table:
+        assert number(row[1]) > 0 and number(row[4]) >= 0, row
+    for row in table[1:]:
+        if row[5]:  # measured against a peer: both ratios printed
+            assert number(row[6]) > 0 and number(row[7]) > 0, row
+
+
+def test_bench_verify_tiny():
+    (table,) = tables(run_bench("bench_verify.py"))
+    labels = [row[0] for row in table]
+    assert labels[0] == "cudapkgs verify"
+    if shutil.which("nix-store"):
+        assert labels[1] == "nix-store --verify --check-contents" and table[1][5] == "1.00×"
+        assert number(table[0][5]) > 0 and number(table[0][6]) > 0
+    assert all(number(row[1]) > 0 for row in table)

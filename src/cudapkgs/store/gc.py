@@ -12,7 +12,6 @@ import errno
 import hashlib
 import os
 import stat
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -65,7 +64,7 @@ class GarbageCollector:
         """
         paths = [self.parse(p) for p in paths]
         if self._temp_roots is None:
-            file = self.root / ".temproots" / f"{os.getpid()}-{uuid.uuid4().hex}"
+            file = self.root / ".temproots" / f"{os.getpid()}-{os.urandom(16).hex()}"
             lock = PathLock(file.with_name(file.name + ".lock"))
             lock.acquire()
             self._temp_roots = (lock, file)

@@ -34,8 +34,19 @@ _MANY = 32
 _RUN_RE = None
 
 
-def _windows(data: bytes) -> set[bytes]:
-    """Every 32-byte window of every run of at least 32 Nix base-32 characters in `data`."""
+_STRIDE = 24  # HASH_LEN - _KEY: every 32-byte window holds a stride position with 8 bytes after it inside the window
+_KEY = 8
+
+
+def _windows(data: bytes, wanted: Candidates) -> set[bytes]:
+    """The members of `wanted` that occur in `data` (as Nix's scanForReferences finds them, refs.cc).
+
+    A hash can only occur inside a run of at least 32 Nix base-32 characters.  Rather than
+    look up every 32-byte window of a run, only the positions 0, 24, 48, … of the run are
+    looked at: any 32-byte window covers one of them with 8 bytes to spare, so the 8 bytes
+    there name, through `Candidates.index`, the few (hash, offset) pairs that could fit; each
+    is then compared whole.  24 times fewer look-ups than windows, the same answer.
+    """
     global _RUN_RE
     from .paths import BASE32_CHARS, HASH_LEN
 
@@ -43,10 +54,19 @@ def _windows(data: bytes) -> set[bytes]:
         import re
 
         _RUN_RE = re.compile(rb"[%s]{%d,}" % (BASE32_CHARS.encode(), HASH_LEN))
+    index = wanted.index()
     found: set[bytes] = set()
     for match in _RUN_RE.finditer(data):
         run = match.group()
-        found.update(run[i : i + HASH_LEN] for i in range(len(run) - HASH_LEN + 1))
+        length = len(run)
+        for at in range(0, length - _KEY + 1, _STRIDE):
+            fits = index.get(run[at : at + _KEY])
+            if fits is None:
+                continue
+            for candidate, offset in fits:
+                start = at - offset
+                if 0 <= start <= length - HASH_LEN and run.startswith(candidate, start):
+                    found.add(candidate)
     return found
 
 
@@ -60,6 +80,17 @@ class Candidates(frozenset):  # type: ignore[type-arg]
 
     def __new__(cls, hashes: Iterable[str] = ()) -> Candidates:
         return super().__new__(cls, (h.encode() for h in hashes))
+
+    def index(self) -> dict[bytes, list[tuple[bytes, int]]]:
+        """Every 8-byte piece of every hash at offsets 0 to 24 -> [(hash, offset)], built once (see `_windows`)."""
+        built = self.__dict__.get("_index")
+        if built is None:
+            built = {}
+            for candidate in self:
+                for offset in range(0, len(candidate) - _KEY + 1):
+                    built.setdefault(candidate[offset : offset + _KEY], []).append((candidate, offset))
+            self.__dict__["_index"] = built
+        return built
 
 
 class _Scanner:
@@ -80,7 +111,7 @@ class _Scanner:
         # many candidates (every valid path: import, verify) the windows of base-32 runs are
         # looked up instead (`_windows`), one pass whatever their number.
         if len(self.wanted) > _MANY:
-            return _windows(data) & self.wanted
+            return _windows(data, self.wanted)
         return {h for h in self.wanted if data.find(h) != -1}
 
     def symlink(self, rel: bytes, target: bytes) -> None:
