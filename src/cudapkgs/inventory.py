@@ -406,4 +406,30 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
                         description = ""
                     if matches(name, description):
                         rows.append({"name": name, "product": None, "description": description, "nvidiaName": "", "sets": {}})
+            rows.extend(_search_python(pkgs, matches))
     return sorted(rows, key=lambda r: r["name"])
+
+
+def _search_python(pkgs: Any, matches: Any) -> list[dict[str, Any]]:
+    """Rows for the members of ``python3Packages`` (torch, triton, pycuda, the pinned wheels), named
+    ``python3Packages.<name>``; a member that cannot be evaluated here is matched by name only."""
+    try:
+        python = pkgs["python3Packages"]
+    except (CudapkgsError, KeyError):
+        return []
+    rows = []
+    for name in python:
+        try:
+            value = python[name]
+        except CudapkgsError:
+            value = None
+        if value is not None and not isinstance(value, Package):
+            continue
+        try:
+            description = str(value.meta.get("description") or "") if value is not None else ""
+        except CudapkgsError:
+            description = ""
+        if matches(f"python3Packages.{name}", description):
+            rows.append({"name": f"python3Packages.{name}", "product": None, "description": description,
+                         "nvidiaName": "", "sets": {}})
+    return rows
