@@ -162,7 +162,7 @@ def jax_cuda13_pjrt(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "wheelSubstitutions": [dict(_INERT)],  # (its METADATA requires nothing)
             "wheelLinks": lazy(links),
             "appendRunpaths": lazy(lambda: [*_lib_dirs(cuda), "$ORIGIN"]),  # Nixpkgs' patchelf --add-rpath
-            "pythonImportsCheck": ["jax_plugins.xla_cuda13"],
+            "pythonImportsCheck": ["jax_plugins"],  # as Nixpkgs: xla_cuda13 imports jax, which depends on no plugin
             "passthru": AttrSet({
                 "cudaPackages": cuda,
                 "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"jax-cuda13-pjrt {JAX_VERSION}")),
