@@ -113,6 +113,9 @@ def test_svg_has_a_tile_per_heavy_path_one_for_the_rest_and_why_in_each_title(tm
     titles = [g.find(f"{SVG}title").text for g in groups]
     assert any(t.startswith(p["cudnn"]) and "why: app → torch → cudnn" in t and "34.4%" in t for t in titles)
     assert any(t.startswith("2 paths under") for t in titles)
+    # On the tiles: with one root the chain's line leaves the root out.
+    lines = [t.text for g in groups for t in g.findall(f"{SVG}text")]
+    assert "via torch" in lines and "the root refers to it" in lines and "(a root)" not in lines  # app's tile is merged
     assert root.find(f"{SVG}text").text == "where the bytes go: app & co"  # escaped, then parsed back
     # Areas in proportion: torch's tile is 11/10 of cudnn's.
     areas = {g.find(f"{SVG}title").text.split("\n")[0]: float(g.find(f"{SVG}rect").get("width")) *

@@ -118,6 +118,7 @@ def render_svg(weights: Sequence[Weight], title: str, max_tiles: int = 150) -> s
     names = short_names([w.path for w in weights])
     values = [w.nar_size for w in shown] + ([sum(w.nar_size for w in rest)] if rest else [])
     tiles = squarify(values, 0, HEADER, WIDTH, HEIGHT - HEADER)
+    one_root = len({w.chain[0] for w in weights}) == 1
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
            f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="{FONT}">',
            f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
@@ -150,8 +151,16 @@ def render_svg(weights: Sequence[Weight], title: str, max_tiles: int = 150) -> s
                 out.append(f'<text x="{tile.x + 4:.2f}" y="{tile.y + 2 * font + 6:.2f}" font-size="{font:g}" '
                            f'fill="#333">{html.escape(text)}</text>')
         if tile.index < len(shown) and tile.h >= font * 3.9 + 8:
-            via = " → ".join(names[p] for p in shown[tile.index].chain[:-1])
-            text = _fit(f"via {via}" if via else "(a root)", tile.w - 8, font * 0.9)
+            chain = shown[tile.index].chain
+            # One root: every chain starts there, so the line names what lies between (the tile's own room).
+            between = chain[1:-1] if one_root else chain[:-1]
+            if len(chain) == 1:
+                line = "(a root)"
+            elif not between:
+                line = "the root refers to it"
+            else:
+                line = "via " + " → ".join(names[p] for p in between)
+            text = _fit(line, tile.w - 8, font * 0.9)
             if text:
                 out.append(f'<text x="{tile.x + 4:.2f}" y="{tile.y + 3 * font + 8:.2f}" font-size="{font * 0.9:g}" '
                            f'fill="#555">{html.escape(text)}</text>')
