@@ -29,6 +29,8 @@ PORTED = {
 
 def _pkgs(tmp_path, **config):
     return cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"),
+                                       # the from-source members as Nixpkgs builds them (prebuiltWheels defaults to libnvshmem)
+                                       "prebuiltWheels": [],
                                         "cudaCapabilities": ["9.0"], **config}, system="x86_64-linux")
 
 
