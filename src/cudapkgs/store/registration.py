@@ -30,7 +30,12 @@ __all__ = ["Registration"]
 class Registration:
     """`add_path`, `add_outputs`, `add_verified_path` (a part of `cudapkgs.store.store.Store`).
 
-    Uses the other parts: `Store.parse`, `GarbageCollector._gc_shared` (gc.py),
+    Every path these make valid, or find valid, is a temporary root of this Store when they
+    return (`GarbageCollector.add_temp_roots`, written before the shared gc lock is released),
+    so a concurrent gc cannot take it before the caller links it.
+
+    Uses the other parts: `Store.parse`, `GarbageCollector._gc_shared`, `_root_the_valid`,
+    `add_temp_roots` (gc.py),
     `WorkDirs._clean_tmp` and `WorkDirs._tmp_build` (workdirs.py).
     """
 
@@ -68,16 +73,17 @@ class Registration:
             raise StoreError(f"cannot register '{name_or_path}' in the store {self.store_dir}: {error}") from error
 
     def _add_addressed(self, path: str, build: Callable[[Path], None], candidates: dict[str, str], deriver: str | None) -> str:
-        if self.db.is_valid(path):
+        if self._root_the_valid([path]):
             return path
         with self._gc_shared(), PathLock(lock_file_for(self.locks_dir, path)):
-            if self.db.is_valid(path):  # another process built it while we waited
+            if self._root_the_valid([path]):  # another process built it while we waited
                 return path
             self._clean_tmp()
             with self._tmp_build() as tmp:
                 out = tmp / "out"
                 build(out)
                 refs, digest, size = self._inspect(out, {**candidates, hash_part(path): path}, path)
+                self.add_temp_roots([path])  # before gc can run again: until the caller roots it
                 self._install(out, path, nar.format_hash(digest), size, refs, deriver)
         return path
 
@@ -107,13 +113,13 @@ class Registration:
         candidates = {hash_part(c): self.parse(c) for c in references_candidates}
         candidates.update({hash_part(p): p for p in wanted})
         try:
-            if not self.db.invalid_paths(wanted):
+            if len(self._root_the_valid(sorted(set(wanted)))) == len(set(wanted)):
                 return wanted
             with self._gc_shared(), contextlib.ExitStack() as locks:
                 for path in sorted(wanted):  # a fixed order: no deadlock between two builders
                     lock = acquire_saying_so(PathLock(lock_file_for(self.locks_dir, path)), path)
                     locks.callback(lock.release)
-                if not self.db.invalid_paths(wanted):
+                if len(self._root_the_valid(sorted(set(wanted)))) == len(set(wanted)):
                     return wanted
                 self._clean_tmp()
                 with self._tmp_build() as tmp:
@@ -133,6 +139,9 @@ class Registration:
                     # it would take away files that valid paths may refer to.
                     keep = {path for path in dirs if self.db.is_valid(path)}
                     entries = [entry for entry in entries if entry[0] not in keep]
+                    # Rooted before gc can run again (it waits for our shared lock): a gc between
+                    # here and the caller's ./result would otherwise delete what was just built.
+                    self.add_temp_roots(dirs)
                     moved = []
                     try:
                         for path, out in dirs.items():
@@ -215,12 +224,12 @@ class Registration:
                 raise StoreError(f"'{path}' refers to '{absent[0]}', which is not valid in the store {self.store_dir}")
 
         try:
-            if self.db.is_valid(path):
+            if self._root_the_valid([path]):
                 return False
             if before_register is None:
                 check_references()
             with self._gc_shared(), PathLock(lock_file_for(self.locks_dir, path)):
-                if self.db.is_valid(path):
+                if self._root_the_valid([path]):
                     return False
                 self._clean_tmp()
                 with self._tmp_build() as tmp:
@@ -231,6 +240,7 @@ class Registration:
                     if before_register is not None:
                         before_register()
                         check_references()
+                    self.add_temp_roots([path])  # until the caller roots it (see gc.py)
                     self._move_in_and_register(out, path, nar_hash, nar_size, refs, deriver)
             return True
         except OSError as error:
@@ -248,6 +258,7 @@ class Registration:
                 kind = "source" + "".join(":" + r for r in sorted(refs))
                 path = make_store_path_from_digest(self.store_dir, kind, digest.hex(), name)
                 with PathLock(lock_file_for(self.locks_dir, path)):
+                    self.add_temp_roots([path])  # valid already or about to be: until the caller roots it
                     if not self.db.is_valid(path):
                         self._install(out, path, nar.format_hash(digest), size, refs, deriver)
         return path
