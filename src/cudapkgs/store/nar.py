@@ -31,22 +31,34 @@ def dump(path: str | os.PathLike[str]) -> Iterator[bytes]:
 
 
 _MANY = 32
-_RUN_RE = None
+_BASE32_MASK: bytes | None = None  # a bytes.translate table: Nix base-32 characters to 1, every other byte to 0
 
 
 def _windows(data: bytes) -> set[bytes]:
-    """Every 32-byte window of every run of at least 32 Nix base-32 characters in `data`."""
-    global _RUN_RE
+    """Every 32-byte window of every run of at least 32 Nix base-32 characters in `data`.
+
+    The runs are found at C speed: `bytes.translate` maps each byte to 1 (base-32) or 0,
+    and `find` looks for 32 ones, then for the 0 that ends the run; only the windows of
+    runs that long are made in Python (a regular expression over the characters tried each
+    position in turn and took ten times as long as hashing the same bytes).
+    """
+    global _BASE32_MASK
     from .paths import BASE32_CHARS, HASH_LEN
 
-    if _RUN_RE is None:
-        import re
-
-        _RUN_RE = re.compile(rb"[%s]{%d,}" % (BASE32_CHARS.encode(), HASH_LEN))
+    if _BASE32_MASK is None:
+        allowed = set(BASE32_CHARS.encode())
+        _BASE32_MASK = bytes(1 if c in allowed else 0 for c in range(256))
+    mask = data.translate(_BASE32_MASK)
+    ones = b"\x01" * HASH_LEN
     found: set[bytes] = set()
-    for match in _RUN_RE.finditer(data):
-        run = match.group()
+    start = mask.find(ones)
+    while start != -1:
+        end = mask.find(b"\x00", start + HASH_LEN)
+        if end == -1:
+            end = len(data)
+        run = data[start:end]
         found.update(run[i : i + HASH_LEN] for i in range(len(run) - HASH_LEN + 1))
+        start = mask.find(ones, end)
     return found
 
 
@@ -62,17 +74,57 @@ class Candidates(frozenset):  # type: ignore[type-arg]
         return super().__new__(cls, (h.encode() for h in hashes))
 
 
-class _Scanner:
-    """Finds store-path hash parts in file contents and symlink targets while a NAR streams by."""
+_NAMED_RE: dict[bytes, Any] = {}
 
-    def __init__(self, hashes: Iterable[str] | Candidates) -> None:
+
+def _named_pattern(store_dir: str) -> Any:
+    """The regex of a store path of `store_dir` as files spell it: ``<store_dir>/<hash>-<name>``."""
+    prefix = os.fsencode(store_dir.rstrip("/") + "/")
+    pattern = _NAMED_RE.get(prefix)
+    if pattern is None:
+        import re
+
+        from .paths import BASE32_CHARS, HASH_LEN
+
+        pattern = re.compile(re.escape(prefix) + rb"([%s]{%d})-([A-Za-z0-9+\-._?=]{0,211})" % (BASE32_CHARS.encode(), HASH_LEN))
+        _NAMED_RE[prefix] = pattern
+    return pattern
+
+
+class _Scanner:
+    """Finds store-path hash parts in file contents and symlink targets while a NAR streams by.
+
+    With `store_dir`, also every store path of that directory spelt out in full
+    (``<store_dir>/<hash>-<name>``), whatever its hash: `named` maps each hash part found
+    so to the name after it (as far as the chunk shows it), valid path or not.
+    """
+
+    def __init__(self, hashes: Iterable[str] | Candidates, store_dir: str | None = None) -> None:
         from .paths import HASH_LEN
 
         self.wanted = hashes if isinstance(hashes, Candidates) else Candidates(hashes)
         self.keep = HASH_LEN - 1
         self.found: dict[bytes, list[str]] = {}
+        self.named: dict[bytes, bytes] = {}
+        self._named_re = _named_pattern(store_dir) if store_dir is not None else None
+        if self._named_re is not None:
+            self.keep = len(os.fsencode(store_dir.rstrip("/") + "/")) + HASH_LEN  # the prefix, the hash and '-'
         self._tail = b""
         self._in_file: set[bytes] = set()
+
+    @property
+    def active(self) -> bool:
+        """Whether there is anything to look for."""
+        return bool(self.wanted) or self._named_re is not None
+
+    def _name_hits(self, data: bytes) -> None:
+        if self._named_re is not None and data.find(b"/") != -1:
+            for match in self._named_re.finditer(data):
+                known = self.named.get(match[1], b"")
+                if len(match[2]) > len(known):
+                    self.named[match[1]] = match[2]
+                else:
+                    self.named.setdefault(match[1], known)
 
     def _hits(self, data: bytes) -> set[bytes]:
         # One C-speed substring search per candidate: candidates are few (a closure's hash
@@ -84,6 +136,9 @@ class _Scanner:
         return {h for h in self.wanted if data.find(h) != -1}
 
     def symlink(self, rel: bytes, target: bytes) -> None:
+        self._name_hits(target)
+        if not self.wanted:
+            return
         for h in self._hits(target):
             self.found.setdefault(h, []).append(os.fsdecode(rel))
 
@@ -92,11 +147,17 @@ class _Scanner:
         self._in_file = set()
 
     def chunk(self, chunk: bytes) -> None:
-        if len(self._in_file) == len(self.wanted):
+        hashes = len(self._in_file) < len(self.wanted)
+        if not hashes and self._named_re is None:
             return
         if self._tail:  # the seam: a hash split across two chunks is still found (no copy of the chunk)
-            self._in_file |= self._hits(self._tail + chunk[: self.keep])
-        self._in_file |= self._hits(chunk)
+            seam = self._tail + chunk[: self.keep]
+            if hashes:
+                self._in_file |= self._hits(seam)
+            self._name_hits(seam)
+        if hashes:
+            self._in_file |= self._hits(chunk)
+        self._name_hits(chunk)
         self._tail = chunk[-self.keep :] if len(chunk) >= self.keep else (self._tail + chunk)[-self.keep :]
 
     def end_file(self, rel: bytes) -> None:
@@ -161,17 +222,46 @@ def hash_and_scan(path: str | os.PathLike[str], hashes: Iterable[str] | Candidat
     stays at one chunk (1 MiB) plus the overlap whatever the file sizes; a registration
     reads each output byte once instead of twice.
     """
-    scan = _Scanner(hashes)
+    digest, size, found, _ = hash_and_scan_named(path, hashes)
+    return digest, size, found
+
+
+def hash_and_scan_named(path: str | os.PathLike[str], hashes: Iterable[str] | Candidates,
+                        store_dir: str | None = None) -> tuple[bytes, int, set[str], dict[str, str]]:
+    """`hash_and_scan`, and with `store_dir` every store path of it the files spell out in full.
+
+    Returns (digest, NAR size, hash parts of `hashes` found, {hash part: name} of every
+    ``<store_dir>/<hash>-<name>`` in file contents or symlink targets, whether or not its
+    hash is among `hashes`). The last is how a mention of a path that is not in the store
+    at all is seen: no list of candidates can name it. One read of every file.
+    """
+    scan = _Scanner(hashes, store_dir)
     h = hashlib.sha256(_str(_MAGIC))
     size = len(_str(_MAGIC))
-    chunks = _dump_node(os.fsencode(path), b"", scan if scan.wanted else None)
-    if not scan.wanted:
+    chunks = _dump_node(os.fsencode(path), b"", scan if scan.active else None)
+    if not scan.active:
         for chunk in chunks:
             h.update(chunk)
             size += len(chunk)
-        return h.digest(), size, set()
+        return h.digest(), size, set(), {}
     size += _hash_beside(h, chunks)
-    return h.digest(), size, {k.decode() for k in scan.found}
+    return h.digest(), size, {k.decode() for k in scan.found}, _decoded(scan.named)
+
+
+def scan_named(path: str | os.PathLike[str], hashes: Iterable[str] | Candidates,
+               store_dir: str) -> tuple[set[str], dict[str, str]]:
+    """What `hash_and_scan_named` finds, without hashing: (hash parts of `hashes` found, {hash part: name}).
+
+    For a tree whose NAR hash was checked already (a substitution checks it while unpacking).
+    """
+    scan = _Scanner(hashes, store_dir)
+    for _ in _dump_node(os.fsencode(path), b"", scan):
+        pass
+    return {k.decode() for k in scan.found}, _decoded(scan.named)
+
+
+def _decoded(named: Mapping[bytes, bytes]) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in named.items()}
 
 
 _BATCH = 1 << 19  # bytes handed to the hashing thread at a time

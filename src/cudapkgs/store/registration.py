@@ -203,17 +203,24 @@ class Registration:
         references: Iterable[str],
         deriver: str | None = None,
         before_register: Callable[[], None] | None = None,
+        source: str | None = None,
     ) -> bool:
         """Make `path` valid from `fill(out)`, whose NAR the caller checks against `nar_hash` while filling.
 
         For substitution: `fill` unpacks a NAR into `out` and raises unless what it
-        read hashes to `nar_hash`/`nar_size`, so the tree is not read a second time.
+        read hashes to `nar_hash`/`nar_size`, so the tree is not hashed a second time.
         `references` (store paths) must all be valid already (or be `path`). The path
         is registered only after `fill` returns; any error leaves the store unchanged.
         Returns False if `path` was already valid (then `fill` is not called).
         With `before_register` (e.g. waiting until the references are registered by
         other threads), the references are checked after it returns instead of
         before `fill`, so unpacking need not wait for them.
+
+        `references` are what someone else said (a narinfo's signer): the unpacked files
+        are scanned as an import scans them (`_check_declared_references`), and a path
+        whose files mention a store path the list leaves out is refused with StoreError
+        naming `source` (e.g. the cache's URL): registered, it would make a closure that
+        lacks a dependency, which gc then deletes and `verify` could not tell.
         """
         path = self.parse(path)
         refs = {self.parse(r) for r in references}
@@ -240,6 +247,7 @@ class Registration:
                     if before_register is not None:
                         before_register()
                         check_references()
+                    self._check_declared_references(out, path, refs, source)
                     self.add_temp_roots([path])  # until the caller roots it (see gc.py)
                     self._move_in_and_register(out, path, nar_hash, nar_size, refs, deriver)
             return True
@@ -247,6 +255,30 @@ class Registration:
             raise _store_error(error, f"cannot add '{path}' to the store {self.store_dir}") from error
         except sqlite3.OperationalError as error:
             raise StoreError(f"cannot register '{path}' in the store {self.store_dir}: {error}") from error
+
+    def _check_declared_references(self, out: Path, path: str, declared: set[str], source: str | None) -> None:
+        """StoreError unless every store path the tree `out` mentions is among `declared` (or is `path`).
+
+        Mentions are found as an import finds them: the hash part of every valid path and
+        of every declared reference, anywhere in file contents or symlink targets, and any
+        path of this store spelt out in full (``<store>/<hash>-<name>``), valid or not: a
+        dependency the list omits is refused whether this store has it or not. A declared
+        reference the files do not mention is kept (more references only keep more alive;
+        Nix also scans the NAR's file names, which this scan does not).
+        """
+        hashes = {hash_part(p): p for p in self.db.all_paths()}
+        hashes.update({hash_part(r): r for r in declared})
+        hashes[hash_part(path)] = path
+        found, named = nar.scan_named(out, nar.Candidates(hashes), self.store_dir)
+        mentioned = {hashes[h] for h in found}
+        mentioned.update(hashes.get(h) or f"{self.store_dir}/{h}-{name}" for h, name in named.items())
+        undeclared = sorted(mentioned - declared - {path})
+        if undeclared:
+            more = f" (and {len(undeclared) - 1} more)" if len(undeclared) > 1 else ""
+            raise StoreError(
+                f"'{path}'{f' from {source}' if source else ''}: its files mention '{undeclared[0]}'{more}, which "
+                "its declared references leave out; not added (its closure would lack what it uses)"
+            )
 
     def _add_content_addressed(self, name: str, build: Callable[[Path], None], candidates: dict[str, str], deriver: str | None) -> str:
         with self._gc_shared():
