@@ -13,7 +13,7 @@ import os
 import stat
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 CHUNK = 1 << 18  # 256 KiB: with a few threads reading at once, the memory they hold stays small
 _MAGIC = b"nix-archive-1"
@@ -28,6 +28,25 @@ def dump(path: str | os.PathLike[str]) -> Iterator[bytes]:
     """Yield the NAR serialisation of `path` in chunks."""
     yield _str(_MAGIC)
     yield from _dump_node(os.fsencode(path), b"", None)
+
+
+class FileSpan(NamedTuple):
+    """The contents of one regular file inside a NAR: `size` bytes of the file at `path` (bytes)."""
+
+    path: bytes
+    size: int
+
+
+def dump_parts(path: str | os.PathLike[str], inline_max: int) -> Iterator[bytes | FileSpan]:
+    """`dump(path)`, except that the contents of each regular file over `inline_max` bytes come as a `FileSpan`.
+
+    For a server that copies large files to a socket with ``sendfile`` (no copy through
+    Python) and buffers the rest: joining the bytes with each span's file contents in
+    order gives exactly `dump(path)`. The consumer must send exactly `span.size` bytes
+    (the size the NAR header announced) and fail if the file has fewer.
+    """
+    yield _str(_MAGIC)
+    yield from _dump_node(os.fsencode(path), b"", None, inline_max)
 
 
 _MANY = 32
@@ -165,7 +184,7 @@ class _Scanner:
             self.found.setdefault(h, []).append(os.fsdecode(rel))
 
 
-def _dump_node(path: bytes, rel: bytes, scan: _Scanner | None) -> Iterator[bytes]:
+def _dump_node(path: bytes, rel: bytes, scan: _Scanner | None, inline_max: int | None = None) -> Iterator[Any]:
     st = os.lstat(path)
     yield _str(b"(")
     if stat.S_ISLNK(st.st_mode):
@@ -178,16 +197,32 @@ def _dump_node(path: bytes, rel: bytes, scan: _Scanner | None) -> Iterator[bytes
         if st.st_mode & stat.S_IXUSR:
             yield _str(b"executable") + _str(b"")
         yield _str(b"contents") + struct.pack("<Q", st.st_size)
+        if inline_max is not None and st.st_size > inline_max:
+            yield FileSpan(path, st.st_size)
+            yield b"\0" * (-st.st_size % 8) + _str(b")")
+            return
         written = 0
         if scan is not None:
             scan.begin_file()
-        with open(path, "rb") as f:
-            while chunk := f.read(CHUNK):
+        with open(path, "rb", buffering=0) as f:
+            # Unbuffered reads of at most the bytes left plus one: a small file is one read()
+            # (a short read of size + 1 is the end), and a file that grew is seen.
+            remaining = st.st_size
+            while True:
+                want = CHUNK if remaining >= CHUNK else remaining + 1
+                chunk = f.read(want)
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+                if remaining < 0:
+                    chunk = chunk[:remaining]  # never more than the header announced
                 written += len(chunk)
                 if scan is not None:
                     scan.chunk(chunk)
                 yield chunk
-        if written != st.st_size:
+                if remaining < 0 or (remaining == 0 and len(chunk) < want):
+                    break
+        if written != st.st_size or remaining < 0:
             raise OSError(f"{os.fsdecode(path)} changed size while being archived")
         if scan is not None:
             scan.end_file(rel)
@@ -196,7 +231,7 @@ def _dump_node(path: bytes, rel: bytes, scan: _Scanner | None) -> Iterator[bytes
         yield _str(b"type") + _str(b"directory")
         for name in sorted(os.listdir(path)):
             yield _str(b"entry") + _str(b"(") + _str(b"name") + _str(name) + _str(b"node")
-            yield from _dump_node(path + b"/" + name, rel + b"/" + name if rel else name, scan)
+            yield from _dump_node(path + b"/" + name, rel + b"/" + name if rel else name, scan, inline_max)
             yield _str(b")")
     else:
         raise ValueError(f"{os.fsdecode(path)}: cannot archive a {stat.filemode(st.st_mode)[0]!r} file (only files, directories and symlinks)")
