@@ -14,6 +14,7 @@ Prints two tables. Peers run in the same process/run for ratios:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -42,11 +43,33 @@ def startup(runs: int) -> list[tuple[str, float]]:
         ("cudapkgs eval cudaPackages.cudaMajorMinorVersion", wall([cudapkgs, "eval", "cudaPackages.cudaMajorMinorVersion"], runs)),
         ("cudapkgs eval --json cudaPackages_12_8.cudnn.version", wall([cudapkgs, "eval", "--json", "cudaPackages_12_8.cudnn.version"], runs)),
     ]
-    nix = shutil.which("nix")
-    if nix:
-        rows.append(("nix eval nixpkgs#cudaPackages.cudaMajorMinorVersion", wall(
-            [nix, "eval", "--impure", "--expr", "(import <nixpkgs> {}).cudaPackages.cudaMajorMinorVersion"], runs)))
+    peer, _ = nix_peer()
+    if peer:
+        rows.append(("nix eval nixpkgs#cudaPackages.cudaMajorMinorVersion", wall(peer, runs)))
     return rows
+
+
+@functools.cache
+def nix_peer() -> tuple[list[str] | None, str]:
+    """The `nix eval` command of the peer row and "", or None and why it cannot run here.
+
+    Installed is not enough: Debian's Nix 2.8 has the nix-command feature off (given here with
+    --extra-experimental-features) and no `<nixpkgs>` on a machine without a channel; the peer
+    is tried once (2 minutes at most) and left out, with the reason, when it fails.
+    """
+    nix = shutil.which("nix")
+    if nix is None:
+        return None, "nix is not installed here"
+    cmd = [nix, "--extra-experimental-features", "nix-command", "eval", "--impure", "--expr",
+           "(import <nixpkgs> {}).cudaPackages.cudaMajorMinorVersion"]
+    try:
+        probe = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return None, f"`nix eval` did not answer ({error})"
+    if probe.returncode != 0:
+        reason = next((line.strip() for line in probe.stderr.splitlines() if line.strip()), f"exit status {probe.returncode}")
+        return None, f"`nix eval` cannot evaluate nixpkgs here: {reason}"
+    return cmd, ""
 
 
 def evaluate_everything() -> dict[str, float | int]:
@@ -125,8 +148,9 @@ def main() -> None:
     print("| command | median ms | × interpreter floor |\n|---|---:|---:|")
     for label, seconds in rows:
         print(f"| `{label}` | {seconds * 1000:.1f} | {seconds / floor:.1f} |")
-    if not shutil.which("nix"):
-        print("\n(nix is not installed here, so no `nix eval` row.)")
+    peer, why_not = nix_peer()
+    if peer is None:
+        print(f"\n(no `nix eval` row: {why_not}.)")
 
     result = evaluate_everything()
     floor_s = manifest_floor(Path(manifests_dir))

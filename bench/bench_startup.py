@@ -3,6 +3,7 @@
     python bench/bench_startup.py            # 21 rounds
     python bench/bench_startup.py -n 41 --json
     python bench/bench_startup.py --tiny     # 2 rounds: the CI smoke test of this script
+    python bench/bench_startup.py -n 21 --peer-src /path/to/other/checkout/src   # this tree against another
 
 Run it with the interpreter cudapkgs is installed in (the project's venv): the peer and the
 commands use this interpreter too, so a site-packages `.pth` that imports modules at every
@@ -16,6 +17,11 @@ every row alike.  Bytecode is written and used (a user's install has it; this be
 unsets PYTHONDONTWRITEBYTECODE and warms up once).  The table gives medians, min and max
 in ms, and each median's ratio to the floor's median.
 
+With ``--peer-src DIR`` every command also runs from the cudapkgs of another checkout
+(``PYTHONPATH=DIR``: the layout before a move, say), right next to this tree's run in the same
+round, the order of the two swapped every round; a second table gives both medians, wall
+and CPU (user + system of the child, from ``getrusage``), and this tree's ratio to the peer.
+
 Goals (issue 7): eval <= 5x the floor, cdi generate <= 4x, doctor <= 300 ms.
 """
 
@@ -25,6 +31,7 @@ import argparse
 import atexit
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -39,13 +46,20 @@ sys.path.insert(0, str(REPO / "tests" / "containers"))
 GOALS = {"eval": ("ratio", 5.0), "cdi generate": ("ratio", 4.0), "doctor": ("ms", 300.0)}
 
 
-def _run(command: list[str], env: dict[str, str]) -> float:
+def _cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """One run of `command`: (wall ms, CPU ms of the child)."""
+    cpu = _cpu_children()
     start = time.perf_counter()
     done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = (time.perf_counter() - start) * 1000
     if done.returncode not in (0, 1):  # doctor exits 1 when it found problems
         raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return elapsed
+    return elapsed, (_cpu_children() - cpu) * 1000
 
 
 def main() -> int:
@@ -53,8 +67,12 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=21, help="rounds (default: 21)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     parser.add_argument("--tiny", action="store_true", help="2 rounds: the CI smoke test of this script")
+    parser.add_argument("--peer-src", metavar="DIR", type=Path,
+                        help="also run every command from the cudapkgs package in DIR (another checkout's src)")
     args = parser.parse_args()
     rounds = 2 if args.tiny else args.n
+    if args.peer_src is not None and not (args.peer_src / "cudapkgs" / "__init__.py").is_file():
+        parser.error(f"--peer-src {args.peer_src}: no cudapkgs/__init__.py there (give the src directory of a checkout)")
 
     import cdi_fakes as fakes  # tests/containers/cdi_fakes.py
 
@@ -71,13 +89,30 @@ def main() -> int:
                          "--output", str(work / "spec.json")],
         "doctor": [py, "-m", "cudapkgs", "doctor"],
     }
-    for command in commands.values():  # warm-up: bytecode written, files cached
+    peer_env = None
+    if args.peer_src is not None:
+        peer_env = dict(env, PYTHONPATH=str(args.peer_src.resolve()) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    floor_label = "python -I -c pass (floor)"
+    for label, command in commands.items():  # warm-up: bytecode written, files cached
         _run(command, env)
+        if peer_env is not None and label != floor_label:
+            _run(command, peer_env)
     samples: dict[str, list[float]] = {label: [] for label in commands}
-    for _ in range(rounds):
+    cpu: dict[str, list[float]] = {label: [] for label in commands}
+    peer: dict[str, list[tuple[float, float]]] = {label: [] for label in commands if label != floor_label}
+    for round_ in range(rounds):
         for label, command in commands.items():
-            samples[label].append(_run(command, env))
-    floor = statistics.median(samples["python -I -c pass (floor)"])
+            if peer_env is None or label == floor_label:
+                wall, used = _run(command, env)
+            elif round_ % 2:
+                peer[label].append(_run(command, peer_env))
+                wall, used = _run(command, env)
+            else:
+                wall, used = _run(command, env)
+                peer[label].append(_run(command, peer_env))
+            samples[label].append(wall)
+            cpu[label].append(used)
+    floor = statistics.median(samples[floor_label])
     rows = []
     for label, values in samples.items():
         median = statistics.median(values)
@@ -89,13 +124,28 @@ def main() -> int:
         else:
             verdict = f"≤ {goal[1]:g} ms: {'met' if median <= goal[1] else 'NOT met'}"
         rows.append({"what": label, "median_ms": round(median, 1), "min_ms": round(min(values), 1),
-                     "max_ms": round(max(values), 1), "ratio": round(median / floor, 2), "goal": verdict})
+                     "max_ms": round(max(values), 1), "ratio": round(median / floor, 2), "goal": verdict,
+                     "cpu_ms": round(statistics.median(cpu[label]), 1)})
+        if peer_env is not None and label in peer:
+            peer_wall = statistics.median(w for w, _ in peer[label])
+            peer_cpu = statistics.median(c for _, c in peer[label])
+            rows[-1].update({"peer_median_ms": round(peer_wall, 1), "peer_cpu_ms": round(peer_cpu, 1)})
     print(f"start-up, {rounds} interleaved rounds, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, Python {sys.version.split()[0]}")
     print()
     print("| command | median ms | min ms | max ms | × floor | goal |")
     print("|---|---:|---:|---:|---:|---|")
     for r in rows:
         print(f"| {r['what']} | {r['median_ms']} | {r['min_ms']} | {r['max_ms']} | {r['ratio']}× | {r['goal']} |")
+    if peer_env is not None:
+        print()
+        print(f"this tree ({REPO / 'src'}) against the peer ({args.peer_src}), same rounds, order swapped each round:")
+        print()
+        print("| command | wall ms | peer wall ms | wall ratio | CPU ms | peer CPU ms | CPU ratio |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            if "peer_median_ms" in r:
+                print(f"| {r['what']} | {r['median_ms']} | {r['peer_median_ms']} | {r['median_ms'] / r['peer_median_ms']:.3f} "
+                      f"| {r['cpu_ms']} | {r['peer_cpu_ms']} | {r['cpu_ms'] / max(r['peer_cpu_ms'], 0.1):.3f} |")
     if args.json:
         print(json.dumps(rows, indent=2))
     return 0

@@ -12,7 +12,7 @@ CUDAToolkit_INCLUDE_DIR, CUDAHOSTCXX).
 
 from pathlib import Path
 
-from cudapkgs.stdenv import mk_derivation
+from cudapkgs.api import mk_derivation
 
 HERE = Path(__file__).resolve().parent
 

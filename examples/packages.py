@@ -14,8 +14,7 @@ its arguments are taken by name from the top level (`config`, `cudaPackages`,
 
 from pathlib import Path
 
-from cudapkgs.lib.fixpoint import lazy
-from cudapkgs.stdenv import mk_derivation
+from cudapkgs.api import lazy, mk_derivation
 
 HERE = Path(__file__).resolve().parent
 
@@ -54,8 +53,8 @@ def saxpy_example(config, cudaPackages, cudaSupport=None):
 def cmake_cuda_example(config, cudaPackages, cmake, ninja):
     """A CMake project: find_package(CUDAToolkit), enable_language(CUDA), CUDA::cublas and CUDA::cudart.
 
-    cudapkgs ships it (`cudapkgs.pkgs.cmake_cuda_example`, sources beside it); here it is
-    called with this file's arguments, so `--arg cudaPackages=…` picks the set. cmake in
+    cudapkgs ships it (the top level's `cmake-cuda-example`; its expression and sources are in
+    `cudapkgs.pkgs.cmake_cuda_example`, an internal path); here it is called with this file's arguments, so `--arg cudaPackages=…` picks the set. cmake in
     nativeBuildInputs brings its builder (configure with -DCUDAToolkit_ROOT from the set's
     split outputs, Ninja, install dirs per output); CMAKE_CUDA_ARCHITECTURES comes from the
     set's flags. Its two programs check their GPU results against the CPU (exit 2: no GPU).

@@ -89,8 +89,12 @@ def test_bench_build_tiny():
 
 
 def test_bench_eval_tiny():
-    startup, everything = tables(run_bench("bench_eval.py"))
+    out = run_bench("bench_eval.py")
+    startup, everything = tables(out)
     assert startup[0][0] == "`python -c pass (interpreter floor)`" and all(number(r[1]) > 0 for r in startup)
+    # The peer row, or why there is none (nix absent, or installed without nix-command or <nixpkgs>:
+    # before, an installed Nix 2.8 that could not evaluate failed the whole script).
+    assert any(r[0].startswith("`nix eval") for r in startup) or "(no `nix eval` row: " in out
     cudapkgs_row = everything[0]
     assert cudapkgs_row[0] == "cudapkgs" and int(cudapkgs_row[3]) > 1000  # packages
     assert cudapkgs_row[7] == "1"  # no manifest parsed twice

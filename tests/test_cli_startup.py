@@ -81,3 +81,30 @@ def test_bench_startup_tiny():
     assert rows[0][4].strip() == "1.0×"
     for row in rows[1:]:
         assert float(row[1]) > 0 and row[4].strip().endswith("×") and float(row[4].strip()[:-1]) > 1
+
+
+def test_the_command_freezes_the_heap_at_exit_once(manifests_dir):
+    """The shutdown then skips a last traversal of every object of the evaluation (a tenth of
+    `cudapkgs eval`, docs/bench-startup.md); before, every object was traversed again at exit."""
+    code = ("import atexit, gc; from cudapkgs import cli; cli.main(['eval', 'cudaPackages.cudaMajorMinorVersion']); "
+            "once = atexit._ncallbacks(); cli.main(['eval', 'cudaPackages.cudaMajorMinorVersion']); "
+            "frozen = gc.get_freeze_count(); again = atexit._ncallbacks(); atexit._run_exitfuncs(); "
+            "print(once == again, frozen, gc.get_freeze_count() > 1000)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[-1] == "True 0 True"  # registered once; nothing frozen before the exit, the heap at it
+
+
+def test_bench_startup_tiny_against_a_peer_tree():
+    """--peer-src runs each command from another checkout in the same rounds; here the same tree."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "bench_startup.py"), "--tiny", "--peer-src", str(REPO / "src")],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = done.stdout.split("against the peer", 1)[1]
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [r[0].strip() for r in rows] == ["eval", "cdi generate", "doctor"]
+    for row in rows:
+        assert all(float(cell) > 0 for cell in row[1:])
+    bad = subprocess.run([sys.executable, str(REPO / "bench" / "bench_startup.py"), "--tiny", "--peer-src", str(REPO)],
+                         capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert bad.returncode == 2 and "no cudapkgs/__init__.py there" in bad.stderr

@@ -63,7 +63,8 @@ def test_derivation_json_is_canonical_and_complete():
     assert data["src"]["sha256"] == pkgs_with().cudaPackages_13_0.cuda_cudart.src.sha256
     assert data["system"] == "x86_64-linux" and data["builder"] == "buildRedist"
     assert data["strictDeps"] is True and data["structuredAttrs"] is True
-    assert data["attrs"]["propagatedBuildOutputs"] == ["include", "lib", "static", "stubs"]
+    # buildRedist/default.nix@1ac181a1: outputBin (out here), outputInclude, outputLib, then static and stubs
+    assert data["attrs"]["propagatedBuildOutputs"] == ["out", "include", "lib", "static", "stubs"]
     assert "cuda_crt.include" in data["inputs"] or "cuda_crt.out" in data["inputs"]
     assert json.loads(canonical_json(data)) == data
     text = canonical_json({"b": 1, "a": [1, {"d": 2, "c": 3}]})

@@ -78,11 +78,14 @@ def test_every_member_evaluates_on_every_set_and_system(manifests_dir, tmp_path)
         pkgs = _pkgs(tmp_path, system)
         for set_name in SETS:
             for attr in FROM_SOURCE:
-                package = pkgs[set_name][attr]
-                assert package.name and package.version, (set_name, attr)
-                meta = package.meta
-                if hasattr(meta, "get") and meta.get("available") is False:
-                    assert meta.get("problems"), (set_name, attr, "unavailable without a reason")
+                member = pkgs[set_name][attr]
+                # cuda-library-samples.nix is a set of packages (cublas, cusolver, cutensor)
+                packages = [member] if "derivation" in member else [member[k] for k in member if k != "override"]
+                for package in packages:
+                    assert package.name and package.version, (set_name, attr)
+                    meta = package.meta
+                    if hasattr(meta, "get") and meta.get("available") is False:
+                        assert meta.get("problems"), (set_name, attr, "unavailable without a reason")
     # derivations too (the nccl closure: nvcc, cudart, cccl, the source) on two sets
     x86 = _pkgs(tmp_path)
     for set_name in ("cudaPackages_12_8", "cudaPackages_13_4"):

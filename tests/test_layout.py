@@ -100,6 +100,33 @@ def test_the_reader_finds_a_circle(tmp_path):
 
 
 
+def test_the_picture_in_the_docs_is_drawn_from_this_code(house):
+    """docs/architecture.md shows docs/rooms.svg: it must be the picture of the rooms as they are."""
+    drawn = layout.svg(house)
+    committed = (ROOT / "docs" / "rooms.svg").read_text(encoding="utf-8")
+    assert committed == drawn, "docs/rooms.svg is out of date: run `python tools/layout.py --svg docs/rooms.svg`"
+    assert layout.svg(layout.read_house(ROOT / "src")) == drawn  # the same drawing every time
+    doors = layout.reduction(house.room_edges())
+    assert drawn.count('marker-end="url(#a)"') == sum(len(bs) for bs in doors.values())
+    for room in house.rooms():
+        assert f">{room}/<" in drawn or f">{room}.py<" in drawn, room
+
+
+def test_the_picture_leaves_out_only_implied_doors():
+    graph = {"a": {"b", "c", "d"}, "b": {"c"}, "c": {"d"}, "e": {"d"}}
+    assert layout.reduction(graph) == {"a": {"b"}, "b": {"c"}, "c": {"d"}, "e": {"d"}}
+
+
+def test_the_table_of_rooms_names_every_room_and_only_rooms(house):
+    """docs/architecture.md's table says what each room owns: a room added or removed shows here."""
+    import re
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = text[text.index("| room | owns |"):].split("\n\n", 1)[0].splitlines()[2:]
+    named = {name.rstrip("/") for row in table for name in re.findall(r"`([^`]+)`", row.split("|")[1])}
+    assert named == set(house.rooms()), (sorted(set(house.rooms()) - named), sorted(named - set(house.rooms())))
+
+
 MAX_LINES = 720
 
 

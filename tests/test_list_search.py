@@ -11,12 +11,12 @@ from cudapkgs.table import fit_table
 
 
 def test_list_says_why_in_words_and_fits_the_terminal(manifests_dir, capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("COLUMNS", "132")  # the fetcher and size columns take 20 of them
     assert main(["list", "cudaPackages_12_6", "--set", "allowUnfree=true"]) == 0
     out, err = capsys.readouterr()
     assert "Warning" not in err  # aliases are left out, without their deprecation warnings
     lines = out.splitlines()
-    assert all(len(line) <= 120 for line in lines)
+    assert all(len(line) <= 132 for line in lines)
     rows = {line.split()[0]: line for line in lines[3:]}
     assert "cusparselt" not in rows  # an alias of libcusparse_lt
     assert rows["collectx_bringup"].endswith("absent from the cuda 12.6.3 manifest")
@@ -93,3 +93,27 @@ def test_search_finds_the_packages_sets_build_from_source(manifests_dir, capsys)
     out = capsys.readouterr().out
     assert out.splitlines()[2].split()[0] == "nccl" and "13.0" in out
 
+
+
+def test_list_and_search_say_which_fetcher_serves_each_component(manifests_dir, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "store"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # an empty wheel cache
+    wheels = ["--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]']
+    assert main(["list", "cudaPackages_13_2", *wheels, "--json"]) == 0
+    rows = {r["pname"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["cuda_cudart"]["source"] == {"fetcher": "wheels", "file": "nvidia-cuda-runtime==13.2.86", "size": None,
+                                             "cached": None, "untried": "pypi.org", "reason": None}
+    assert rows["cuda_compat"]["available"] is False and rows["cuda_compat"]["source"]["fetcher"] is None
+    assert rows["cuda_compat"]["status"].startswith("no fetcher can supply it (could: redist, mirror): wheels: ")
+    assert main(["list", "cudaPackages_13_2", "--set", "allowUnfree=true", "--json"]) == 0
+    rows = {r["pname"]: r for r in json.loads(capsys.readouterr().out)}
+    nvcc = rows["cuda_nvcc"]["source"]
+    assert nvcc["fetcher"] == "redist" and nvcc["size"] > 0 and nvcc["untried"] == "developer.download.nvidia.com"
+    assert main(["search", *wheels, "--json", "cccl"]) == 0
+    (cccl,) = [r for r in json.loads(capsys.readouterr().out) if r["name"] == "cccl"]
+    assert cccl["fetchers"]["cudaPackages_13_4"] == "wheels" and cccl["fetchers"]["cudaPackages_12_6"] == "wheels"
+    assert main(["search", *wheels, "--json", "compat"]) == 0
+    (compat,) = [r for r in json.loads(capsys.readouterr().out) if r["name"] == "cuda_compat"]
+    assert compat["fetchers"]["cudaPackages_13_2"] == "" and compat["fetchers"]["cudaPackages_12_8"] is None
+    assert main(["search", *wheels, "compat"]) == 0
+    assert "no fetcher can supply it (13.1, 13.2, 13.3)" in capsys.readouterr().out

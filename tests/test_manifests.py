@@ -495,7 +495,8 @@ def test_available_versions_are_version_sorted(manifests_dir):
     assert m.available_versions("cuda") == ["12.6.3", "12.8.2", "12.9.1", "13.0.3", "13.1.2", "13.2.2", "13.3.1", "13.4.2"]
     assert m.available_versions("tensorrt") == ["10.7.0", "10.16.1", "11.3.0"]
     assert m.available_versions("cudnn") == ["8.9.7", "9.13.0", "9.22.0", "9.27.0"]
-    assert m.available_versions("nvcomp") == []
+    assert m.available_versions("nvcomp") == ["5.3.0"]  # vendored since issue 21
+    assert m.available_versions("nvpl") == ["26.5"]
 
 
 def test_available_versions_join_user_and_vendored(monkeypatch):

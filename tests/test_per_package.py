@@ -100,9 +100,12 @@ def test_libcublas_inputs_and_runpath(pkgs):
 
 # cudnn.nix@2973b267eb5247d53f34adfcd489f26af859bd03: buildInputs (getLib libcublas) zlib; cuDNN EULA
 def test_cudnn_inputs(pkgs):
+    # cudnn.nix@c12d1f6869b8d0656a6494fe08d9d11e95e25df5: buildInputs libcublas (lib) and zlib, no
+    # propagatedBuildInputs; libnvrtc and libcublasLt (both dlopened) on the run path.
     cuda = pkgs.cudaPackages_12_8
     assert cuda.libcublas in cuda.cudnn.buildInputs
-    assert cuda.cuda_cudart in cuda.cudnn.propagatedBuildInputs
+    assert cuda.cudnn.propagatedBuildInputs == []
+    assert cuda.cudnn.appendRunpaths == ["$ORIGIN", f"{cuda.cuda_nvrtc.lib}/lib", f"{cuda.libcublas.lib}/lib"]
     assert cuda.cudnn.meta.license[0].short_name == "cuDNN EULA"
     assert cuda.cudnn.meta.homepage == "https://developer.nvidia.com/cudnn"
 
@@ -237,3 +240,126 @@ def test_redists_unpacked_and_installed(pkgs, manifests_dir, tmp_path):
     installed = cuda.tests["redists-installed"]
     assert "driver_assistant" in installed.meta["leftOut"] and "nvlsm" in installed.meta["leftOut"]
     assert not any(k.startswith("driver_assistant-") for k in installed.drvAttrs["entries"])
+
+
+# Issue 21, item 3 -----------------------------------------------------------------------------------
+
+
+# libcufft.nix@85b7ecdd235675eadcbe6eb01b07a6940f7c5514: propagatedBuildInputs = [ cuda_cudart ]; from CUDA 12.0
+# appendRunpaths gets the lib dirs of cuda_nvrtc and libnvjitlink (dlopened for LTO callbacks)
+def test_libcufft_propagates_cudart_and_finds_nvrtc_and_nvjitlink(pkgs):
+    for set_name in ("cudaPackages_12_6", "cudaPackages_13_0"):
+        cuda = pkgs[set_name]
+        assert cuda.libcufft.propagatedBuildInputs == [cuda.cuda_cudart]
+        assert cuda.libcufft.appendRunpaths == ["$ORIGIN", f"{cuda.cuda_nvrtc.lib}/lib", f"{cuda.libnvjitlink.lib}/lib"]
+        assert cuda.libcufft.derivation.attrs["propagatedBuildInputs"] == [cuda.cuda_cudart.out]
+
+
+# The CUDA >= 12.0 condition itself (every set here is newer): below it there is no run path entry.
+def test_libcufft_runpath_condition_is_the_cuda_release(pkgs):
+    spec = component_specs()["cuda"]["libcufft"]
+    runpath = [d for d in spec.depends if d.kind == "runpath"]
+    assert {d.component for d in runpath} == {"cuda_nvrtc", "libnvjitlink"}
+    old = type("Set", (), {"cudaMajorMinorVersion": "11.8"})()
+    new = type("Set", (), {"cudaMajorMinorVersion": "12.0"})()
+    assert [d.holds(None, old) for d in runpath] == [False, False]
+    assert [d.holds(None, new) for d in runpath] == [True, True]
+
+
+# libcurand.nix@85b7ecdd235675eadcbe6eb01b07a6940f7c5514: propagatedBuildInputs = [ cuda_cudart ]
+def test_libcurand_propagates_cudart(pkgs):
+    cuda = pkgs.cudaPackages_12_8
+    assert cuda.libcurand.propagatedBuildInputs == [cuda.cuda_cudart]
+
+
+# libcusolver.nix@85b7ecdd235675eadcbe6eb01b07a6940f7c5514: propagatedBuildInputs = [ cuda_cudart libcublas
+# libcusparse ]; buildInputs (getLib libcublas), libnvjitlink from 12.0, (getLib libcusparse) from 12.1
+def test_libcusolver_propagates_cudart_cublas_cusparse(pkgs):
+    cuda = pkgs.cudaPackages_13_0
+    assert cuda.libcusolver.propagatedBuildInputs == [cuda.cuda_cudart, cuda.libcublas, cuda.libcusparse]
+    assert cuda.libcusolver.buildInputs == [cuda.libcublas, cuda.libnvjitlink, cuda.libcusparse]
+    drv = cuda.libcusolver.derivation
+    assert drv.attrs["propagatedBuildInputs"] == [cuda.cuda_cudart.out, cuda.libcublas.out, cuda.libcusparse.out]
+
+
+# libcudss.nix@1ce00c199ec5a2b025e825e4874f1a2c62850184: buildInputs = [ libcublas ] ++ optionals
+# nccl.meta.available [ mpi nccl ]; c12d1f68's revision leaves libmpi.so.40 and libnccl.so.2 to the runtime
+# otherwise (autoPatchelfIgnoreMissingDeps). NCCL does not support pre-Thor Jetsons (nccl.nix@0145c6da).
+def test_libcudss_takes_nccl_where_nccl_is_available(manifests_dir, tmp_path):
+    x86 = cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path)}, system="x86_64-linux")
+    cuda = x86.cudaPackages_13_0
+    assert cuda.nccl.meta.available
+    assert cuda.libcudss.buildInputs == [cuda.libcublas, cuda.nccl]
+    assert cuda.libcudss.autoPatchelfIgnoreMissingDeps == ["libmpi.so.40"]  # the top level has no mpi yet
+    assert cuda.nccl.derivation.drv_path in {d.drv_path for d in cuda.libcudss.derivation.deps}
+    orin = cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path), "cudaCapabilities": ["8.7"]},
+                                system="aarch64-linux").cudaPackages_12_6
+    assert not orin.nccl.meta.available
+    assert orin.libcudss.buildInputs == [orin.libcublas]
+    assert orin.libcudss.autoPatchelfIgnoreMissingDeps == ["libmpi.so.40", "libnccl.so.2"]
+    assert orin.libcudss.derivation.attrs["autoPatchelfIgnoreMissingDeps"] == ["libmpi.so.40", "libnccl.so.2"]
+
+
+# buildRedist/default.nix@1ac181a172c70d43e3336c1756d86e6a35f2eccb: outputNameVarFallbacks.outputStubs =
+# [ "stubs" "lib" ] (the last fallback is out)
+def test_output_stubs_falls_back_to_lib(pkgs):
+    cuda = pkgs.cudaPackages_13_0
+    assert cuda.cuda_cudart.outputStubs == "stubs"
+    assert cuda.cudnn.outputStubs == "lib"  # no stubs output
+    assert cuda.cuda_nvcc.outputStubs == "out"
+    assert cuda.cudnn.derivation.attrs["outputStubs"] == "lib"
+
+
+# buildRedist/default.nix@1ac181a172c70d43e3336c1756d86e6a35f2eccb: propagatedBuildOutputs = unique ([ outputBin
+# outputInclude outputLib ] ++ the expression's); with neither a dev output nor outputDev == out, out is
+# replaced by outputDev. nvcc, crt and cccl have out only, so each output variable falls back to out.
+def test_propagated_build_outputs_as_build_redist(pkgs):
+    cuda = pkgs.cudaPackages_13_0
+    for name in ("cuda_nvcc", "cuda_crt", "cccl"):
+        assert cuda[name].outputs == ["out"]
+        assert cuda[name].propagatedBuildOutputs == ["out"], name
+        assert cuda[name].derivation.attrs["propagatedBuildOutputs"] == ["out"]
+    assert cuda.cuda_nvml_dev.propagatedBuildOutputs == ["out", "include", "stubs"]  # outputLib falls back to out
+    assert cuda.libcublas.propagatedBuildOutputs == ["out", "include", "lib"]
+    assert cuda.cuda_cuxxfilt.propagatedBuildOutputs == ["bin", "include", "out"]
+
+
+# tensorrt.nix@024ef1dc3076208119baaee8a2babec574573291: passthru.cudnn = cudnn
+def test_tensorrt_passthru_cudnn(pkgs):
+    cuda = pkgs.cudaPackages_13_0
+    assert cuda.tensorrt.passthru.cudnn is cuda.cudnn
+    assert cuda.tensorrt.passthru.cudnn.version == "9.22.0.52"
+
+
+# libcusparse_lt.nix and libcutensor.nix@85b7ecdd235675eadcbe6eb01b07a6940f7c5514: passthru.tests.headers =
+# tests/public-headers.nix (613b8b48) with their headers, libraries and symbols
+@pytest.mark.parametrize(("name", "headers", "libraries", "symbols"), [
+    ("libcusparse_lt", ["cusparseLt.h"], ["cusparseLt"], ["cusparseLtGetVersion"]),
+    ("libcutensor", ["cutensor.h", "cutensorMg.h"], ["cutensor", "cutensorMg"], ["cutensorGetVersion", "cutensorMgCreate"]),
+])
+def test_header_tests(pkgs, name, headers, libraries, symbols):
+    from cudapkgs.testers import collect_tests
+
+    package = pkgs.cudaPackages_13_0[name]
+    tests = collect_tests(package)
+    assert list(tests) == ["headers"]
+    test = tests["headers"]
+    assert test.name == f"{package.name}-public-headers"
+    drv = test.derivation
+    source = drv.attrs["consumerSource"]
+    assert [line for line in source.splitlines() if line.startswith("#include")] == [f"#include <{h}>" for h in headers]
+    assert all(f"&{s};" in source for s in symbols)
+    assert all(f"-l{lib}" in drv.attrs["buildPhase"] for lib in libraries)
+    # the package alone (its dev output) is the only build input: no nvcc, no extra toolkit
+    assert drv.attrs["buildInputs"] == [package.dev] and drv.attrs["nativeBuildInputs"] == []
+    assert "requiredSystemFeatures" not in drv.attrs
+
+
+# buildRedist/default.nix@1ac181a172c70d43e3336c1756d86e6a35f2eccb: "src is null if and only if redistSystem is
+# unsupported", "redistSystem (${redistSystem}) is supported (${toJSON supportedRedistSystems})"
+def test_platform_assertion_wording(pkgs):
+    nvpl = pkgs.cudaPackages_13_0.nvpl_blas  # linux-sbsa only
+    messages = [m for _, m in nvpl.platformAssertions]
+    assert messages[:2] == ["src is null if and only if redistSystem is unsupported",
+                            'redistSystem (linux-x86_64) is supported (["linux-sbsa"])']
+    assert nvpl.platformAssertions[0][0] and not nvpl.platformAssertions[1][0]

@@ -70,12 +70,14 @@ def test_lock_records_manifests_configuration_and_derivations(project, capsys):
     assert lock["configuration"]["cudaCapabilities"] == ["9.0"]
     assert lock["configuration"]["allowUnfreePredicate"] == "cuda"
     assert set(lock["packages"]) == {"cuda_nvcc", "libcublas", "hello"}
-    assert lock["packages"]["hello"]["name"] == "hello-1.12.8"  # the file's package sees the project's set
+    assert lock["packages"]["hello"]["own"] is True  # the project's file defines it: not pinned itself
     assert lock["packages"]["cuda_nvcc"]["name"].startswith("cuda12.8-cuda_nvcc-")
     assert lock["manifests"]["cuda"]["version"].startswith("12.8") and lock["manifests"]["cuda"]["sha256"].startswith("sha256:")
-    assert set(lock["files"]) == {"nix/packages.py"}
-    for package in lock["packages"].values():
-        assert package["drvPath"] in lock["derivations"]
+    for label in ("cuda_nvcc", "libcublas"):
+        assert lock["packages"][label]["drv"] in lock["derivations"]
+    # What hello is built with is pinned all the same (stdenv.cc, the compiler wrapper).
+    assert lock["packages"]["hello"]["inputs"] and set(lock["packages"]["hello"]["inputs"]) <= set(lock["derivations"])
+    assert not any(entry["name"].startswith("hello-") for entry in lock["derivations"].values())
     code, out, _ = run(capsys, "lock", "--check")
     assert code == 0 and "up to date" in out
     before = (project / "cudapkgs.lock").read_bytes()
@@ -91,29 +93,72 @@ def test_another_machine_is_told_exactly_what_differs(project, capsys, monkeypat
     assert 'configuration driverLibDir: locked null, here "/usr/lib/x86_64-linux-gnu"' in err
     change = 'attrs.driverLibDir: locked "/run/opengl-driver/lib", here "/usr/lib/x86_64-linux-gnu"'
     # Reported where it starts: the derivations whose own field differs (not their dependents).
-    assert f"derivation hello-1.12.8: {change}" in err
     assert any(line.strip().startswith("derivation cuda12.8-") and line.endswith(change) for line in err.splitlines())
-    assert "differs as a result: cuda_nvcc, libcublas, hello" in err
-    # An edited package file: its digest, and the derivation's own change.
+    assert "differs as a result: cuda_nvcc, libcublas" in err
+    assert "derivation hello" not in err  # the project's own package: never a difference
+    # An edited package file (the project's own): it rebuilds, the lock still holds.
     packages = project / "nix" / "packages.py"
     packages.write_text(packages.read_text().replace('"1." +', '"2." +'))
     clear_cache()
     code, _, err = run(capsys, "lock", "--check")  # an edited package file must be allowed again
     assert code == 1 and "changed since you allowed it (nix/packages.py)" in err
     allow(project)
+    code, out, err = run(capsys, "lock", "--check")
+    assert code == 0 and "up to date" in out, err
+
+
+def test_the_projects_sources_are_not_pinned_but_fetched_ones_are(project, capsys, tmp_path):
+    """Before, any edit of the project's own sources made `cudapkgs shell` refuse (the lock pinned the
+    derivations built from them); a fetched source, named by its hash, is what the team shares."""
+    (project / "myapp").mkdir()
+    (project / "myapp" / "main.sh").write_text("echo one\n")
+    (project / "nix" / "packages.py").write_text(textwrap.dedent(PACKAGES) + textwrap.dedent("""\
+
+        from pathlib import Path
+
+        def myapp(config):
+            return mk_derivation(config, {
+                "pname": "myapp", "version": "1", "src": Path(__file__).resolve().parents[1] / "myapp",
+                "installPhase": 'install -Dm755 main.sh "$out/bin/myapp"',
+            })
+
+        def tarball(fetchurl):
+            return fetchurl(url="https://example.invalid/t.tar.gz", hash="sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=")
+    """))
+    (project / "cudapkgs.toml").write_text(textwrap.dedent(PROJECT).replace('"cuda_nvcc", "libcublas", "hello"',
+                                                                             '"myapp", "tarball"'))
+    clear_cache()
+    allow(project)
+    assert run(capsys, "lock")[0] == 0
+    lock = read_lock(project / "cudapkgs.lock")
+    assert lock["packages"]["myapp"]["own"] is True and "drv" not in lock["packages"]["myapp"]
+    assert lock["packages"]["tarball"]["drv"] in lock["derivations"]  # pinned by its hash
+    (project / "myapp" / "main.sh").write_text("echo two\n")
+    clear_cache()
+    code, out, err = run(capsys, "lock", "--check")
+    assert code == 0 and "up to date" in out, err
+    # Another hash for the fetched source is a difference, reported at the fetcher.
+    packages = project / "nix" / "packages.py"
+    # (a line more: an edit of the same size within the file system's time resolution reads as the same file)
+    packages.write_text(packages.read_text().replace("sha256-47DEQ", "sha256-57DEQ") + "# another hash\n")
+    clear_cache()
+    allow(project)
     code, _, err = run(capsys, "lock", "--check")
-    assert code == 1 and "package file nix/packages.py: locked" in err
-    assert 'derivation hello-2.12.8: attrs.version: locked "1.12.8", here "2.12.8"' in err
-    assert "cuda_nvcc" not in err.split("as a result:")[-1]
+    assert code == 1 and "derivation t.tar.gz: " in err and "outputHash: locked" in err and "as a result: tarball" in err, err
 
 
 def test_store_directory_and_local_settings(project, capsys, monkeypatch, tmp_path):
     assert run(capsys, "lock")[0] == 0
     # Where things are fetched from is this machine's business: not a difference.
     assert run(capsys, "lock", "--check", "--set", 'sourceMirrors=["/srv/sources"]')[0] == 0
+    # Nor is where the store is (before: "store directory: locked …", so a teammate needed the same
+    # directory, and the lock held an absolute path under $HOME).
+    text = (project / "cudapkgs.lock").read_text()
+    assert str(tmp_path) not in text and "storeDir" not in text
     monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "elsewhere"))
-    code, _, err = run(capsys, "lock", "--check")
-    assert code == 1 and "store directory: locked" in err and "set storeDir to the locked one" in err
+    clear_cache()
+    code, out, err = run(capsys, "lock", "--check")
+    assert code == 0 and "up to date" in out, err
 
 
 @needs_bash
@@ -157,16 +202,17 @@ def test_bad_project_files(project, capsys, tmp_path):
     (project / "cudapkgs.lock").write_text("{not json")
     code, _, err = run(capsys, "lock", "--check")
     assert code == 1 and "not a cudapkgs lock" in err
-    for hostile in ('{"version": 1, "packages": []}', '{"version": 1, "packages": {"x": 3}}',
-                    '{"version": 1, "packages": {}, "derivations": {"a": {"fields": []}}}', "[1]"):
+    for hostile in ('{"version": 2, "packages": []}', '{"version": 2, "packages": {"x": 3}}',
+                    '{"version": 2, "packages": {"x": {"drv": 1}}}', '{"version": 1, "packages": {}}',
+                    '{"version": 2, "packages": {}, "derivations": {"a": {"fields": []}}}', "[1]"):
         (project / "cudapkgs.lock").write_text(hostile)
         code, _, err = run(capsys, "lock", "--check")
         assert code == 1 and "not a cudapkgs lock" in err and "internal error" not in err
 
 
 def test_check_lock_is_silent_for_equal_data():
-    data = {"version": 1, "system": "x86_64-linux", "storeDir": "/s", "set": "cudaPackages", "packages": {},
-            "configuration": {"cudaSupport": True}, "manifests": {}, "files": {}, "derivations": {}}
+    data = {"version": 2, "system": "x86_64-linux", "set": "cudaPackages", "packages": {},
+            "configuration": {"cudaSupport": True}, "manifests": {}, "derivations": {}}
     assert check_lock(data, json.loads(json.dumps(data))) == []
     other = {**data, "configuration": {"cudaSupport": False}}
     assert check_lock(data, other) == ["configuration cudaSupport: locked true, here false"]

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cudapkgs.shell import export_lines, host_cuda_dirs, propagated_closure, shell_environment
+from cudapkgs.shell import export_lines, host_cuda_dirs, prepare, propagated_closure, shell_environment, toolkit_roots
+from cudapkgs.store.store import Store
 
 from conftest import MANIFESTS
 
@@ -70,25 +71,77 @@ def test_shell_command_runs_in_the_environment(tmp_path):
     assert missing.returncode == 2 and "no such program" in missing.stderr
 
 
-def test_a_host_cuda_never_shows_through(tmp_path):
-    """A shell without nvcc has no nvcc: the host's CUDA bin dir and CUDA_* variables are dropped."""
-    host = tmp_path / "usr-local-cuda" / "bin"
-    host.mkdir(parents=True)
-    (host / "nvcc").write_text("#!/bin/sh\necho host nvcc 13\n")
+def _tool(directory: Path, name: str, text: str = "") -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text(f"#!/bin/sh\necho {name} {text}\n")
+    (directory / name).chmod(0o755)
+
+
+def add_output(store, name, dirs=(), propagates=(), cuda_root=False, tools=()) -> str:
+    """A valid (content-addressed) path of `store` laid out as `make_output` lays out its directory."""
+
+    def build(out: Path) -> None:
+        out = Path(out)
+        make_output(out.parent, out.name, dirs, propagates, cuda_root)
+        for tool in tools:
+            _tool(out / "bin", tool, "from the store")
+
+    return store.add_path(name, build, references_candidates=propagates)
+
+
+def test_a_host_cuda_tool_is_hidden_and_its_neighbours_are_not(tmp_path):
+    """/usr/local/bin holding nvcc beside docker and psql: the shell hides nvcc and ptxas, one by one
+    (before, the whole directory left PATH, docker and psql with it), and drops CUDA_HOME & co."""
+    host = tmp_path / "usr-local-bin"
+    for name in ("nvcc", "ptxas", "docker", "psql"):
+        _tool(host, name, "from the host")
     other = tmp_path / "usr-bin"
-    other.mkdir()
-    (other / "gcc").write_text("")
-    cudart = make_output(tmp_path, "cudart", ["include", "lib"])
+    _tool(other, "gcc")
     base = {"PATH": f"{host}{os.pathsep}{other}", "CUDA_HOME": str(host.parent), "CUDACXX": str(host / "nvcc"),
             "CUDAToolkit_ROOT": str(host.parent)}
-    env = shell_environment([cudart], base=base)
-    assert env["PATH"].split(os.pathsep) == [str(other)]
+    with Store.open(tmp_path / "store") as store:
+        cudart = add_output(store, "cudart", ["include", "lib"])
+        nvcc = add_output(store, "nvcc", ["bin"], propagates=[cudart], tools=("nvcc", "ptxas"))
+        extras = prepare(store, [cudart], base)
+        with_nvcc = prepare(store, [nvcc], base)
+    assert extras.toolkit_root is None and set(extras.hidden) == {"nvcc", "ptxas"}
+    env = shell_environment([cudart], base=base, extras=extras)
+    assert env["PATH"].split(os.pathsep) == [f"{extras.shadow_dir}/bin", str(host), str(other)]
     assert not {"CUDA_HOME", "CUDACXX", "CUDAToolkit_ROOT"} & set(env)
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, env=env)
+
+    assert run("docker; psql").stdout == "docker from the host\npsql from the host\n"
+    hidden = run("nvcc --version")
+    assert hidden.returncode == 127 and hidden.stdout == ""
+    assert f"the host's {host}/nvcc is hidden" in hidden.stderr and "add cuda_nvcc" in hidden.stderr
     assert host_cuda_dirs(base["PATH"], [cudart]) == [str(host)]
-    # With the set's nvcc, its bin dir comes first and the host's is still gone.
-    nvcc = make_output(tmp_path, "nvcc", ["bin"], propagates=[cudart])
-    Path(nvcc, "bin", "nvcc").write_text("")
-    env = shell_environment([nvcc], base=base)
-    assert env["PATH"].split(os.pathsep) == [f"{nvcc}/bin", str(other)]
-    assert env["CUDACXX"] == f"{nvcc}/bin/nvcc"
+    # With the set's nvcc (which has ptxas too), its tools come first and nothing needs hiding.
+    assert with_nvcc.shadow_dir is None and not with_nvcc.hidden
+    env = shell_environment([nvcc], base=base, extras=with_nvcc)
+    assert run("nvcc; ptxas; docker").stdout == "nvcc from the store\nptxas from the store\ndocker from the host\n"
+    assert env["CUDACXX"] == f"{with_nvcc.toolkit_root}/bin/nvcc" == env["CUDA_HOME"] + "/bin/nvcc"
     assert host_cuda_dirs(f"{nvcc}/bin", [nvcc]) == []  # the shell's own nvcc is not the host's
+
+
+def test_the_joined_toolkit_root_is_made_once(tmp_path):
+    """cuda_nvcc's output first, then the outputs marked for CUDAToolkit_ROOT: one tree, at a path
+    given by what it joins, so entering the same shell again makes nothing new."""
+    with Store.open(tmp_path / "store") as store:
+        include = add_output(store, "cudart-include", ["include"], cuda_root=True)
+        lib = add_output(store, "cudart-lib", ["lib"], cuda_root=True)
+        unmarked = add_output(store, "zlib", ["include"])
+        nvcc = add_output(store, "nvcc", ["bin", "nvvm/libdevice"], propagates=[include, lib, unmarked], tools=("nvcc",))
+        assert toolkit_roots(propagated_closure([nvcc])) == [nvcc, include, lib]
+        first = prepare(store, [nvcc], {"PATH": "/usr/bin"})
+        again = prepare(store, [nvcc], {"PATH": "/usr/bin"})
+        assert first.toolkit_root == again.toolkit_root and store.is_valid(first.toolkit_root)
+        assert set(store.query(first.toolkit_root).references) >= {nvcc, include}
+    root = Path(first.toolkit_root)
+    assert (root / "bin" / "nvcc").exists() and (root / "nvvm" / "libdevice").is_dir() and (root / "lib").is_dir()
+    assert os.readlink(root / "include") == f"{include}/include"  # zlib's include is not the toolkit's
+    env = shell_environment([nvcc], base={"PATH": "/usr/bin"}, extras=first)
+    assert env["PATH"].split(os.pathsep)[:2] == [f"{root}/bin", f"{nvcc}/bin"]
+    assert env["CUDAToolkit_ROOT"] == str(root) and env["CUDAToolkit_INCLUDE_DIR"] == f"{root}/include"
+    assert env["LIBRARY_PATH"].split(os.pathsep)[-1] == f"{root}/lib"  # implicit to CMake: no run path into it

@@ -459,3 +459,30 @@ def test_cuda_saxpy_derivation_uses_nvcc_and_gencode(store_dir, manifests_dir):
     cpu = pkgs.saxpy.override(cudaSupport=False)
     assert cpu.drvPath != saxpy.drvPath and cpu.derivation.deps == (cpu.stdenvCc.derivation,)
     assert isinstance(saxpy.derivation, Derivation) and saxpy.derivation.builder == "mkDerivation"
+
+
+def test_a_source_tarball_unpacks_confined_on_any_python_311(config, store, tmp_path):
+    """The default unpack of a tarball `src`: its one top directory is the source root.  It used
+    shutil.unpack_archive(filter="data"), which Python 3.11.2 (Debian 12's) lacks: TypeError."""
+    import io
+    import tarfile
+
+    def tarball(name: str, members: dict[str, bytes]) -> Path:
+        path = tmp_path / name
+        with tarfile.open(path, "w:gz") as tar:
+            for member, data in members.items():
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return path
+
+    good = tarball("good-1.0.tar.gz", {"good-1.0/hello.txt": b"hi\n"})
+    pkg = mk_derivation(config, {"pname": "good", "version": "1.0", "src": good,
+                                 "installPhase": 'install -Dm644 hello.txt "$out/hello.txt"'})
+    realise(store, [pkg.derivation])
+    assert Path(pkg.out, "hello.txt").read_text() == "hi\n"
+    evil = tarball("evil-1.0.tar.gz", {"../escaped.txt": b"x"})
+    bad = mk_derivation(config, {"pname": "evil", "version": "1.0", "src": evil, "installPhase": 'mkdir "$out"'})
+    with pytest.raises(BuildError, match="would land outside the tree"):
+        realise(store, [bad.derivation])
+    assert not (tmp_path / "escaped.txt").exists()

@@ -112,7 +112,9 @@ def test_missing_component_evaluates_to_a_reason():
     assert compat.meta.available is False
     assert "cuda_compat is in the cuda 13.0.3 manifest" in compat.meta.problems["unsupported"]["message"]
     orin = pkgs_with().cudaPackages_12_6.cuda_compat  # only built for linux-aarch64
-    assert 'hostRedistSystem (linux-x86_64) is supported (["linux-aarch64"])' in orin.meta.problems["unsupported"]["message"]
+    # buildRedist/default.nix@1ac181a172c70d43e3336c1756d86e6a35f2eccb words it "redistSystem (…) is supported (…)"
+    assert 'redistSystem (linux-x86_64) is supported (["linux-aarch64"])' in orin.meta.problems["unsupported"]["message"]
+    assert "hostRedistSystem" not in orin.meta.problems["unsupported"]["message"]
 
 
 def test_unknown_attribute_suggests():
@@ -248,7 +250,12 @@ def test_leakage_check_finds_packages_of_another_set():
     )
     report = check_leakage(pkgs, ["cudaPackages_12_8", "pkgs", "app"])
     assert report.expected_set == "cudaPackages_12_8"
-    assert [(leak.package, leak.found_set) for leak in report.leaks] == [("cuda12.6-libcufft-11.3.0.4", "cudaPackages_12_6")]
+    # libcufft.nix@85b7ecdd235675eadcbe6eb01b07a6940f7c5514 propagates cuda_cudart, which brings its own
+    # propagated inputs: all of 12.6 leak through the one libcufft
+    assert [(leak.package, leak.found_set) for leak in report.leaks] == [
+        ("cuda12.6-libcufft-11.3.0.4", "cudaPackages_12_6"), ("cuda12.6-cuda_cudart-12.6.77", "cudaPackages_12_6"),
+        ("cuda12.6-cuda_cccl-12.6.77", "cudaPackages_12_6"), ("cuda12.6-cuda_crt-12.6.85", "cudaPackages_12_6"),
+    ]
     assert check_leakage(pkgs, ["cudaPackages_12_8", "pkgs", "clean"]).leaks == ()
     assert check_leakage(pkgs, ["clean"]).expected_set == "cudaPackages_12_9"
 
@@ -256,7 +263,9 @@ def test_leakage_check_finds_packages_of_another_set():
 def test_packages_are_package_values():
     scope = pkgs_with().cudaPackages_12_8
     assert isinstance(scope.cuda_cudart, Package)
-    assert scope.cuda_cudart.propagatedBuildOutputs == ["include", "lib", "static", "stubs"]
+    # buildRedist/default.nix@1ac181a172c70d43e3336c1756d86e6a35f2eccb: [outputBin (out here) outputInclude
+    # outputLib] ++ the expression's (cuda_cudart.nix: static, stubs)
+    assert scope.cuda_cudart.propagatedBuildOutputs == ["out", "include", "lib", "static", "stubs"]
     assert scope.cuda_cudart.meta.platforms == ["aarch64-linux", "x86_64-linux"]
     assert scope.cuda_cudart["name"] == "cuda12.8-cuda_cudart-12.8.90"
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import html
+import itertools
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -195,50 +196,199 @@ def floors(graph: dict[str, set[str]], nodes: set[str]) -> dict[str, int]:
     return {node: floor(node) for node in nodes}
 
 
+def reduction(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The transitive reduction of an acyclic graph: a -> b is left out where another path leads from a to b."""
+
+    def reachable(start: str, without: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [n for n in graph.get(start, ()) if n != without]
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo.extend(graph.get(node, ()))
+        return seen
+
+    return {a: {b for b in bs if b not in reachable(a, b)} for a, bs in graph.items()}
+
+
+def _centres(names: list[str], width: dict[str, float], gap: float) -> dict[str, float]:
+    """The x of each node's centre when `names` stand in a row in this order, centred on 0."""
+    total = sum(width[n] for n in names) + gap * (len(names) - 1)
+    out, x = {}, -total / 2
+    for n in names:
+        out[n] = x + width[n] / 2
+        x += width[n] + gap
+    return out
+
+
+def _order(rows: dict[int, list[str]], up: dict[str, list[str]], down: dict[str, list[str]],
+           width: dict[str, float], gap: float, sweeps: int = 12) -> None:
+    """Orders each floor's nodes (in place) to cross fewer arrows: sweeps down and up the floors,
+    each node placed at the mean x of its neighbours on the floors above and below (Sugiyama's
+    barycentre heuristic, on the drawn positions; a hub such as errors.py would otherwise pull
+    a whole floor onto one x).  Ties keep the earlier order, so the drawing is the same every time."""
+    level = {n: f for f, names in rows.items() for n in names}
+    for sweep in range(sweeps):
+        for f in sorted(rows, reverse=sweep % 2 == 0):
+            where = {n: x for g in (f - 1, f + 1) if g in rows for n, x in _centres(rows[g], width, gap).items()}
+            before = _centres(rows[f], width, gap)
+            index = {n: k for k, n in enumerate(rows[f])}
+
+            def centre(node: str, f: int = f, where: dict[str, float] = where, before: dict[str, float] = before,
+                       index: dict[str, int] = index) -> tuple[float, int]:
+                near = [where[n] for n in (*up.get(node, ()), *down.get(node, ())) if level[n] != f]
+                return (sum(near) / len(near) if near else before[node]), index[node]
+
+            rows[f].sort(key=centre)
+
+
+def _untangle(rows: dict[int, list[str]], up: dict[str, list[str]], down: dict[str, list[str]], passes: int = 8) -> None:
+    """Swaps neighbours in a row (in place) while that crosses fewer arrows to the floors above
+    and below (the greedy switch that follows the barycentre ordering in Sugiyama's method)."""
+    level = {n: f for f, names in rows.items() for n in names}
+
+    def crossings(u: str, v: str, index: dict[str, int]) -> int:  # with u left of v
+        count = 0
+        for links in (up, down):
+            for a in links.get(u, ()):
+                for b in links.get(v, ()):
+                    if level[a] == level[b] and level[a] != level[u] and index[a] > index[b]:
+                        count += 1
+        return count
+
+    for _ in range(passes):
+        changed = False
+        index = {n: k for names in rows.values() for k, n in enumerate(names)}
+        for names in rows.values():
+            for i in range(len(names) - 1):
+                u, v = names[i], names[i + 1]
+                if crossings(v, u, index) < crossings(u, v, index):
+                    names[i], names[i + 1] = v, u
+                    index[u], index[v] = i + 1, i
+                    changed = True
+        if not changed:
+            return
+
+
+def _place(rows: dict[int, list[str]], up: dict[str, list[str]], down: dict[str, list[str]],
+           width: dict[str, float], gap: float, rounds: int = 6) -> dict[str, float]:
+    """The x of every node's centre: each as near as its row allows to the mean x of its
+    neighbours on the floors above and below, in the row's order, the rows no wider than the
+    widest packed one and each centred; rounds alternate top-down and bottom-up."""
+    x = {n: c for names in rows.values() for n, c in _centres(names, width, gap).items()}
+    half = max(sum(width[n] for n in names) + gap * (len(names) - 1) for names in rows.values()) / 2
+    level = {n: f for f, names in rows.items() for n in names}
+    for r in range(rounds):
+        for f in sorted(rows, reverse=r % 2 == 0):
+            names = rows[f]
+            want = []
+            for n in names:
+                near = [x[m] for m in (*up.get(n, ()), *down.get(n, ())) if level[m] != f]
+                want.append(sum(near) / len(near) if near else x[n])
+            for i, n in enumerate(names):  # left to right: no overlap, nothing past the left edge
+                low = -half + width[n] / 2 if i == 0 else want[i - 1] + (width[names[i - 1]] + width[n]) / 2 + gap
+                want[i] = max(want[i], low)
+            for i in range(len(names) - 1, -1, -1):  # right to left: nothing past the right edge
+                n = names[i]
+                high = half - width[n] / 2 if i == len(names) - 1 else want[i + 1] - (width[names[i + 1]] + width[n]) / 2 - gap
+                want[i] = min(want[i], high)
+            # the row's span centred again, so that the rows do not drift to one side together
+            shift = -((want[0] - width[names[0]] / 2) + (want[-1] + width[names[-1]] / 2)) / 2
+            x.update((n, w + shift) for n, w in zip(names, want))
+    return x
+
+
 def svg(house: House) -> str:
-    """The rooms as boxes on their floors (top floor at the top), doors as arrows downwards."""
+    """The rooms as boxes on their floors (top floor at the top) and their doors as arrows, all
+    going down; an arrow another path of arrows implies is left out (`reduction`), and an arrow
+    past several floors runs between the rooms of the floors it passes.  Only the rooms and
+    their doors decide the picture (no sizes), so it changes when the structure does."""
     graph = house.room_edges()
     rooms = house.rooms()
     level = floors(graph, set(rooms))
-    by_floor: dict[int, list[str]] = defaultdict(list)
-    for room, f in level.items():
-        by_floor[f].append(room)
-    top = max(by_floor)
-    box_w, box_h, gap_x, gap_y, margin = 150, 34, 18, 56, 20
-    widest = max(len(v) for v in by_floor.values())
-    width = margin * 2 + widest * box_w + (widest - 1) * gap_x
-    height = margin * 2 + (top + 1) * box_h + top * gap_y + 24
-    where: dict[str, tuple[float, float]] = {}
-    for f, names in by_floor.items():
-        names.sort()
-        row_w = len(names) * box_w + (len(names) - 1) * gap_x
-        x0 = (width - row_w) / 2
-        y = margin + 24 + (top - f) * (box_h + gap_y)
-        for i, name in enumerate(names):
-            where[name] = (x0 + i * (box_w + gap_x), y)
+    doors = reduction(graph)
+    rows: dict[int, list[str]] = defaultdict(list)
+    for room in sorted(rooms):
+        rows[level[room]].append(room)
+    # an arrow across several floors passes through one waypoint on each floor between
+    up: dict[str, list[str]] = defaultdict(list)
+    down: dict[str, list[str]] = defaultdict(list)
+    paths: list[list[str]] = []
+    for a in sorted(doors):
+        for b in sorted(doors[a]):
+            path = [a, *(f"{a}>{b}@{f}" for f in range(level[a] - 1, level[b], -1)), b]
+            for f, point in zip(range(level[a] - 1, level[b], -1), path[1:-1]):
+                rows[f].append(point)
+            for upper, lower in itertools.pairwise(path):
+                down[upper].append(lower)
+                up[lower].append(upper)
+            paths.append(path)
+    box_w, box_h, gap, way_w, floor_h, margin, label_w, head = 112, 30, 14, 10, 74, 16, 58, 74
+    node_w = {n: (way_w if "@" in n else box_w) for names in rows.values() for n in names}
+    _order(rows, up, down, node_w, gap)
+    _untangle(rows, up, down)
+    top = max(rows)
+    xs = _place(rows, up, down, node_w, gap)
+    widest = max(sum(node_w[n] for n in names) + gap * (len(names) - 1) for names in rows.values())
+    width = margin * 2 + label_w + widest
+    height = margin * 2 + head + top * floor_h + box_h + 26
+    middle = margin + label_w + widest / 2
+    where = {n: (middle + xs[n], margin + head + (top - f) * floor_h) for f, names in rows.items() for n in names}
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif" font-size="12">',
-        '<defs><marker id="a" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
-        'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#889"/></marker></defs>',
+        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">',
+        '<defs><marker id="a" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+        'orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#556"/></marker></defs>',
         '<rect width="100%" height="100%" fill="white"/>',
-        f'<text x="{margin}" y="{margin + 4}" font-size="13" font-weight="bold">cudapkgs: rooms by floor, '
-        f'imports as arrows (always downwards); generated by tools/layout.py</text>',
+        f'<text x="{margin}" y="{margin + 12}" font-size="14" font-weight="bold">cudapkgs: its rooms by floor, '
+        'imports as arrows, every one going down</text>',
+        f'<text x="{margin}" y="{margin + 30}" font-size="11" fill="#444">A room imports only rooms on lower '
+        'floors (tests/test_layout.py). An arrow that other arrows imply is left out: `python tools/layout.py` '
+        'lists every door.</text>',
+        f'<rect x="{margin}" y="{margin + 40}" width="{width - 2 * margin:.0f}" height="22" rx="5" fill="#fff8e6" '
+        'stroke="#c9a040" stroke-dasharray="4 3"/>',
+        f'<text x="{width / 2:.0f}" y="{margin + 55}" text-anchor="middle" font-size="11">front doors: '
+        '&#8220;import cudapkgs&#8221;, cudapkgs.api and &#8220;python -m cudapkgs&#8221; (the cudapkgs '
+        'command) may open any room; no room imports them</text>',
     ]
-    for a in sorted(graph):
-        for b in sorted(graph[a]):
-            (xa, ya), (xb, yb) = where[a], where[b]
-            out.append(f'<line x1="{xa + box_w / 2:.0f}" y1="{ya + box_h:.0f}" x2="{xb + box_w / 2:.0f}" '
-                       f'y2="{yb:.0f}" stroke="#99a" stroke-opacity="0.55" marker-end="url(#a)"/>')
-    for name, (x, y) in sorted(where.items()):
+    for f in range(top + 1):
+        y = margin + head + (top - f) * floor_h
+        if f % 2 == 0:
+            out.append(f'<rect x="{margin}" y="{y - 12:.0f}" width="{width - 2 * margin:.0f}" height="{box_h + 24}" fill="#f5f7fa"/>')
+        out.append(f'<text x="{margin + 6}" y="{y + box_h / 2 + 4:.0f}" font-size="11" fill="#667">floor {f}</text>')
+    for path in paths:
+        points = []
+        for k, node in enumerate(path):
+            x, y = where[node]
+            if k == 0:
+                points.append((x, y + box_h))
+            elif k == len(path) - 1:
+                points.append((x, y))
+            else:
+                points += [(x, y - 6), (x, y + box_h + 6)]  # straight through the floor it passes
+        d = f"M{points[0][0]:.1f},{points[0][1]:.1f}"
+        for (x0, y0), (x1, y1) in itertools.pairwise(points):
+            if x0 == x1:
+                d += f" L{x1:.1f},{y1:.1f}"
+            else:
+                mid = (y0 + y1) / 2
+                d += f" C{x0:.1f},{mid:.1f} {x1:.1f},{mid:.1f} {x1:.1f},{y1:.1f}"
+        out.append(f'<path d="{d}" fill="none" stroke="#556" stroke-opacity="0.6" stroke-width="1.2" marker-end="url(#a)"/>')
+    for name in sorted(rooms):
+        x, y = where[name]
         modules = rooms[name]
-        size = sum(house.lines(m) for m in modules)
-        label = f"{name}/" if len(modules) > 1 or house.modules[modules[0]].name == "__init__.py" else name
-        fill = "#e8f0ff" if label.endswith("/") else "#f4f4f4"
-        out.append(f'<rect x="{x:.0f}" y="{y:.0f}" width="{box_w}" height="{box_h}" rx="5" fill="{fill}" stroke="#557"/>')
-        out.append(f'<text x="{x + box_w / 2:.0f}" y="{y + 15:.0f}" text-anchor="middle">{html.escape(label)}</text>')
-        out.append(f'<text x="{x + box_w / 2:.0f}" y="{y + 28:.0f}" text-anchor="middle" font-size="10" '
-                   f'fill="#666">{len(modules)} module(s), {size} lines</text>')
+        package = len(modules) > 1 or house.modules[modules[0]].name == "__init__.py"
+        label = f"{name}/" if package else f"{name}.py"
+        fill, stroke = ("#e3edff", "#4a6aa8") if package else ("#f0f0f0", "#777")
+        out.append(f'<rect x="{x - box_w / 2:.0f}" y="{y:.0f}" width="{box_w}" height="{box_h}" rx="5" '
+                   f'fill="{fill}" stroke="{stroke}"/>')
+        out.append(f'<text x="{x:.0f}" y="{y + box_h / 2 + 4:.0f}" text-anchor="middle">{html.escape(label)}</text>')
+    y = height - margin - 4
+    out.append(f'<rect x="{margin}" y="{y - 11}" width="14" height="14" rx="3" fill="#e3edff" stroke="#4a6aa8"/>')
+    out.append(f'<text x="{margin + 20}" y="{y}" font-size="11">a package (folder)</text>')
+    out.append(f'<rect x="{margin + 140}" y="{y - 11}" width="14" height="14" rx="3" fill="#f0f0f0" stroke="#777"/>')
+    out.append(f'<text x="{margin + 160}" y="{y}" font-size="11">a module alone (src/cudapkgs/NAME.py)</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

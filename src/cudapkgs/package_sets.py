@@ -55,13 +55,33 @@ def _load() -> dict[str, Any]:
 
 
 @functools.cache
+def known_products() -> tuple[str, ...]:
+    """The NVIDIA products cudapkgs knows, sorted (data/package_sets.toml `products`; Nixpkgs'
+    `_cuda.bootstrapData.redistNames`). A set uses only these; a manifest of another is refused."""
+    return tuple(_load()["products"])
+
+
+def check_product(product: str, where: str) -> str:
+    """`product` when it is a known product; else `EvalError`, one line naming the known ones
+    (with a near spelling first). `where` names the input that named it."""
+    known = known_products()
+    if product in known:
+        return product
+    raise EvalError(
+        f'{where}: unknown product "{product}"{did_you_mean(product, known)}; the known products are '
+        + ", ".join(known)
+    )
+
+
+@functools.cache
 def package_set_definitions() -> Mapping[str, PackageSetDefinition]:
-    """Every versioned set, oldest CUDA first."""
+    """Every versioned set, oldest CUDA first; a set naming an unknown product is an `EvalError`."""
     data = _load()
     definitions = {}
     for name, products in data["sets"].items():
         parsed = {}
         for product, value in products.items():
+            check_product(product, f"data/package_sets.toml [sets.{name}]")
             if isinstance(value, str):
                 parsed[product] = (Choice(value),)
             else:

@@ -16,16 +16,26 @@ A package name is looked up in the set first, then in the top level (where the
 files' packages are); a dotted attribute path works the same way. Relative paths
 (``files``, ``config.overlays``, ``config.storeDir``…) are relative to the file.
 
-``cudapkgs lock`` writes ``cudapkgs.lock`` beside it (JSON, stable key order): the
-cudapkgs version, system, the configuration in effect, the digest of every NVIDIA
-manifest the set reads and of every package file, each package's derivation and
-output paths, and, for every derivation of their closures, its hashed fields (small
-values as they are, large ones as digests). `check_lock` compares a lock with what
-this machine evaluates and says exactly what differs: a configuration key, a
-manifest, a package file, the store directory, or the first derivations whose own
-fields differ (e.g. cuda_nvcc's recorded host compiler), and which packages changed
-as a result. Equal derivation paths mean the same build inputs (and the store paths
-of the environment are the locked ones).
+``cudapkgs lock`` writes ``cudapkgs.lock`` beside it (JSON, stable key order): what a team
+shares, and nothing of one machine or one working tree.  It pins the cudapkgs version,
+system, set, the configuration in effect (without this machine's own settings,
+`LOCAL_KEYS`), the digest of every NVIDIA manifest the set reads, and every derivation
+the packages need that is not the project's own, by a store-free identity (`lock_ids`:
+the derivation's hash with its inputs named by their identities and the store
+directory left out, so the lock holds on any storeDir) with its hashed fields (small
+values as they are, large ones as digests): nvcc's recorded host compiler, a
+fetcher's hash, a local source's NAR hash.
+
+The project's **own** derivations (`own_derivations`) are not pinned: those of the
+packages its files define, those built from a source inside the project directory,
+and whatever depends on one of them.  Editing the project's package files or its
+sources rebuilds them; it does not make the lock differ.  What they are built with is
+pinned all the same: every derivation they depend on that is not the project's own.
+
+`check_lock` compares a lock with what this machine evaluates and says exactly what
+differs: a configuration key, a manifest, the first derivations whose own fields
+differ (e.g. cuda_nvcc's recorded host compiler), and which packages changed as a
+result.
 """
 
 from __future__ import annotations
@@ -61,12 +71,12 @@ __all__ = [
 
 PROJECT_FILE = "cudapkgs.toml"
 LOCK_FILE = "cudapkgs.lock"
-LOCK_VERSION = 1
+LOCK_VERSION = 2  # 1 pinned derivation paths (one storeDir) and the project's own files and sources
 _KEYS = ("set", "capabilities", "packages", "files", "config")
 _SMALL = 160  # a field whose JSON is longer is recorded as its digest
 #: Settings of this machine, not of the environment: where things are fetched from, kept and
-#: trusted. They are recorded under "local" and never make a lock differ (the manifests'
-#: digests and the derivation paths say whether the environment is the same).
+#: trusted. They are not in the lock (the manifests' digests and the derivations say whether
+#: the environment is the same).
 LOCAL_KEYS = ("storeDir", "manifestsDir", "fetchers", "sourceMirrors", "substituters", "trustedPublicKeys",
               "requireSigs", "overlays", "safeDirectories")
 
@@ -397,8 +407,7 @@ def _field(value: Any) -> Any:
     return value if len(text) <= _SMALL else _digest(text.encode())
 
 
-def _fields(drv: Any) -> dict[str, Any]:
-    data = drv.data
+def _fields(data: Mapping[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key, value in data.items():
         if key == "attrs":
@@ -407,6 +416,74 @@ def _fields(drv: Any) -> dict[str, Any]:
         elif key != "inputs":  # inputs follow from the input derivations, compared on their own
             fields[key] = _field(value)
     return fields
+
+
+def _store_free(drv: Any, ids: Mapping[str, str]) -> dict[str, Any]:
+    """`drv`'s hashed data with every input's output path written as ``<store>/<its id>!<output>``
+    and the store directory as ``<store>``: the same on any storeDir."""
+    from .derivation import canonical_json
+
+    text = canonical_json(drv.data)
+    for dep in drv.deps:
+        for output, path in dep.outputs.items():
+            text = text.replace(path, f"<store>/{ids[dep.drv_path]}!{output}")
+    return json.loads(text.replace(drv.store_dir.rstrip("/") + "/", "<store>/"))
+
+
+def lock_ids(roots: Sequence[Any]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """(drv path -> store-free identity, drv path -> store-free data) for the closures of `roots`.
+
+    The identity is ``sha256:`` of the derivation's canonical JSON with its inputs named by their
+    identities, not their store paths (as Nix's hashDerivationModulo names inputs by their
+    derivations' hashes), and the store directory replaced: two stores give the same identities
+    exactly when the derivations are the same but for where they are kept.
+    """
+    from .derivation import canonical_json
+
+    ids: dict[str, str] = {}
+    datas: dict[str, dict[str, Any]] = {}
+    for root in roots:
+        for node in root.closure():  # dependencies first
+            if node.drv_path not in ids:
+                data = _store_free(node, ids)
+                datas[node.drv_path] = data
+                ids[node.drv_path] = _digest(canonical_json(data).encode())
+    return ids, datas
+
+
+def own_derivations(env: "ProjectEnvironment", roots: Sequence[Any]) -> set[str]:
+    """The drv paths of the closures of `roots` that are the project's own (see the module
+    docstring): a package its files define (a fixed-output fetch excepted: a fetched source is
+    pinned by its hash), one whose source or a patch lies inside the project directory, and
+    every derivation depending on one of those."""
+    from .errors import CudapkgsError
+
+    root_dir = os.path.realpath(env.project.root) + os.sep
+    own: set[str] = set()
+    if env.project.files:
+        from .user_files import load_module, package_functions
+
+        names: set[str] = set()
+        for file in env.project.files:  # already loaded (and allowed) by evaluate_project: read from its cache
+            names.update(package_functions(load_module(file), os.fspath(file)))
+        for name in sorted(names):
+            try:
+                drv = env.pkgs[name].derivation if name in env.pkgs else None
+            except (CudapkgsError, AttributeError, KeyError, TypeError):
+                continue  # not a package (a helper), or one that does not evaluate: nothing to pin
+            if drv is not None and hasattr(drv, "drv_path") and not getattr(drv, "is_fixed_output", False):
+                own.add(drv.drv_path)
+
+    def inside(path: Any) -> bool:
+        return isinstance(path, str) and (os.path.realpath(path) + os.sep).startswith(root_dir)
+
+    for root in roots:
+        for node in root.closure():  # dependencies first: an input's verdict is known
+            local = [node.context.get("srcPath")] if (node.data.get("src") or {}).get("type") == "path" else []
+            local += list(node.context.get("patchPaths") or ())
+            if any(inside(p) for p in local) or any(dep.drv_path in own for dep in node.deps):
+                own.add(node.drv_path)
+    return own
 
 
 def _manifest_digests(env: ProjectEnvironment) -> dict[str, Any]:
@@ -426,41 +503,37 @@ def _manifest_digests(env: ProjectEnvironment) -> dict[str, Any]:
 def lock_data(env: ProjectEnvironment) -> dict[str, Any]:
     """What `cudapkgs lock` writes for an evaluated project (see the module docstring)."""
     from . import __version__
-    from .store.location import default_store_dir
     from .derivation import derivation_of
 
+    drvs = {label: derivation_of(package, label) for label, package in env.packages.items()}
+    ids, datas = lock_ids(list(drvs.values()))
+    own = own_derivations(env, list(drvs.values()))
     packages: dict[str, Any] = {}
     derivations: dict[str, Any] = {}
-    for label, package in env.packages.items():
-        drv = derivation_of(package, label)
-        packages[label] = {"name": drv.name, "drvPath": drv.drv_path, "outputs": dict(drv.outputs)}
+    for label, drv in drvs.items():
+        if drv.drv_path in own:
+            packages[label] = {"own": True}
+        else:
+            packages[label] = {"name": drv.name, "drv": ids[drv.drv_path], "outputs": sorted(drv.outputs)}
         for node in drv.closure():
-            derivations.setdefault(node.drv_path, {"name": node.name, "fields": _fields(node),
-                                                   "inputDrvs": sorted(d.drv_path for d in node.deps)})
-    files = {}
-    for path in [*env.project.files, *(Path(p) for p in env.config.overlays)]:
-        files[_relative(path, env.project.root)] = _digest(Path(path).read_bytes())
+            if node.drv_path not in own:
+                derivations.setdefault(ids[node.drv_path], {
+                    "name": node.name, "fields": _fields(datas[node.drv_path]),
+                    "inputDrvs": sorted(ids[d.drv_path] for d in node.deps if d.drv_path not in own)})
+        # Where an own package's pinned inputs are: checked as the others, reported under its label.
+        packages[label]["inputs"] = sorted({ids[n.drv_path] for n in drv.closure() if n.drv_path not in own})
     config = env.config.to_nix()
     return {
         "version": LOCK_VERSION,
         "cudapkgs": __version__,
         "system": env.pkgs.system,
-        "storeDir": default_store_dir(env.config),
         "set": env.project.set or "cudaPackages",
         "cudaVersion": env.pkgs.cudaPackages.cudaMajorMinorVersion,
         "configuration": {k: v for k, v in config.items() if k not in LOCAL_KEYS},
-        "local": {k: v for k, v in config.items() if k in LOCAL_KEYS and k != "overlays"},
         "manifests": _manifest_digests(env),
-        "files": files,
         "packages": packages,
         "derivations": dict(sorted(derivations.items())),
     }
-
-
-def _relative(path: str | os.PathLike[str], root: Path) -> str:
-    """``path`` relative to the project root when inside it (so the lock reads the same on any machine)."""
-    absolute = Path(path).absolute()
-    return absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else os.fspath(absolute)
 
 
 def write_lock(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
@@ -498,16 +571,18 @@ def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def _malformed(data: Mapping[str, Any]) -> str | None:
     """What is wrong with the shape of a lock read from disk (hand-edited or hostile), or None."""
-    for key in ("configuration", "local", "manifests", "files", "packages", "derivations"):
+    for key in ("configuration", "manifests", "packages", "derivations"):
         if not isinstance(data.get(key, {}), dict):
             return f"{key} is not a table"
     for label, entry in data.get("packages", {}).items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("drvPath"), str):
-            return f"packages.{label} has no drvPath"
-    for drv_path, entry in data.get("derivations", {}).items():
+        if not isinstance(entry, dict) or not (entry.get("own") is True or isinstance(entry.get("drv"), str)):
+            return f"packages.{label} has neither drv nor own"
+        if not isinstance(entry.get("inputs", []), list):
+            return f"packages.{label}.inputs is not a list"
+    for drv_id, entry in data.get("derivations", {}).items():
         if (not isinstance(entry, dict) or not isinstance(entry.get("fields", {}), dict)
                 or not isinstance(entry.get("inputDrvs", []), list)):
-            return f"derivations.{drv_path} is malformed"
+            return f"derivations.{drv_id} is malformed"
     return None
 
 
@@ -520,27 +595,31 @@ def check_lock(locked: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
 
     Derivation differences are reported at their source: the derivations whose own
     fields differ (not those that differ only because an input did), then the packages
-    that changed as a result.
+    that changed as a result.  The project's own derivations are never a difference.
     """
     lines: list[str] = []
-    for key, label in (("system", "system"), ("storeDir", "store directory"), ("set", "package set"),
-                       ("cudaVersion", "CUDA version")):
+    for key, label in (("system", "system"), ("set", "package set"), ("cudaVersion", "CUDA version")):
         if locked.get(key) != current.get(key):
-            extra = " (every store path depends on it: set storeDir to the locked one)" if key == "storeDir" else ""
-            lines.append(f"{label}: locked {_show(locked.get(key))}, here {_show(current.get(key))}{extra}")
+            lines.append(f"{label}: locked {_show(locked.get(key))}, here {_show(current.get(key))}")
     lines += _dict_diff("configuration", locked.get("configuration") or {}, current.get("configuration") or {})
     lines += _dict_diff("manifest", locked.get("manifests") or {}, current.get("manifests") or {})
-    lines += _dict_diff("package file", locked.get("files") or {}, current.get("files") or {})
     old_pkgs, new_pkgs = locked.get("packages") or {}, current.get("packages") or {}
     for label in sorted(set(old_pkgs) | set(new_pkgs)):
         if label not in new_pkgs:
             lines.append(f"package {label}: locked, but no longer in the project")
         elif label not in old_pkgs:
             lines.append(f"package {label}: in the project, not in the lock (run cudapkgs lock)")
-    changed = [label for label in old_pkgs if label in new_pkgs and old_pkgs[label].get("drvPath") != new_pkgs[label].get("drvPath")]
+    pinned = set(locked.get("derivations") or {})
+    changed = []
+    for label, entry in new_pkgs.items():
+        if label not in old_pkgs:
+            continue
+        before = old_pkgs[label]
+        if bool(before.get("own")) != bool(entry.get("own")) or before.get("drv") != entry.get("drv") \
+                or not set(entry.get("inputs") or ()) <= pinned:
+            changed.append(label)
     if changed:
-        if locked.get("storeDir") == current.get("storeDir"):
-            lines += _root_causes(locked.get("derivations") or {}, current.get("derivations") or {})
+        lines += _root_causes(locked.get("derivations") or {}, current.get("derivations") or {})
         lines.append("packages whose derivation differs as a result: " + ", ".join(changed))
     return lines
 

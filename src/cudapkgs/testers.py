@@ -64,6 +64,9 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
               builders: Any = None) -> list[TestResult]:
     """Build the tests of each package at `attrpaths`; what the machine cannot run is skipped.
 
+    A test that cannot be evaluated here (unfree without permission, unavailable) is skipped with
+    that reason; one whose evaluation fails otherwise (an evaluation-time assertion) has failed.
+
     With `builders` (a `realise.dask_executor.DaskBuilders`) every runnable test is
     built at once on that Dask cluster, a test needing features (a GPU) only on a
     worker offering them, and each result names the worker that ran it; `offered`
@@ -71,7 +74,7 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
     """
     from .lib.attrpath import parse_attrpath, resolve
     from .realise.scheduler import plan, run
-    from .errors import CudapkgsError, EvalError
+    from .errors import CudapkgsError, EvalError, UnavailablePackageError, UnfreeLicenseError
     from .store.store import Store
 
     if builders is not None:
@@ -90,7 +93,14 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
                 reason = "; ".join(p["message"] for p in problems.values()) or "not available here"
                 results.append(TestResult(label, "skipped", reason))
                 continue
-            drv = test.derivation
+            try:
+                drv = test.derivation
+            except (UnfreeLicenseError, UnavailablePackageError) as error:  # cannot run here: say why
+                results.append(TestResult(label, "skipped", str(error).splitlines()[0]))
+                continue
+            except CudapkgsError as error:  # the test itself does not evaluate (an evaluation assertion)
+                results.append(TestResult(label, "failed", str(error).splitlines()[0]))
+                continue
             lacking = missing_features(drv, offered)
             if lacking:
                 results.append(TestResult(label, "skipped", "needs " + " ".join(lacking)))
@@ -145,6 +155,11 @@ def _run_tests_remotely(pkgs: Any, attrpaths: list[str], builders: Any, offered:
     runnable: list[tuple[str, Any]] = []
     collected = _collect(pkgs, attrpaths)
     for label, test, reason in collected:
+        if reason is None:
+            try:
+                test.derivation
+            except CudapkgsError as error:  # unfree, unavailable or not evaluating: not sent to a worker
+                reason = str(error).splitlines()[0]
         lacking = missing_features(test.derivation, offered) if reason is None else []
         if reason is not None or lacking:
             results[label] = TestResult(label, "skipped", reason or "no worker offers " + " ".join(lacking))

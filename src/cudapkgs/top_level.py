@@ -233,7 +233,7 @@ def _python_packages(final: Any, config: Config, system: str) -> AttrSet:
 
 
 def _fetchers(final: Scope) -> dict[str, Any]:
-    """fetchurl, fetchFromGitHub and fetchPypi, bound to this top level (its config and system)."""
+    """fetchurl, fetchFromGitHub, fetchzip and fetchPypi, bound to this top level (its config and system)."""
     import functools
 
     def bound(module: str, function: str) -> Any:
@@ -246,6 +246,7 @@ def _fetchers(final: Scope) -> dict[str, Any]:
     return {
         "fetchurl": bound("fetchurl", "fetchurl"),
         "fetchFromGitHub": bound("github", "fetch_from_github"),
+        "fetchzip": bound("fetchzip", "fetchzip"),
         "fetchPypi": bound("pypi", "fetch_pypi"),
     }
 

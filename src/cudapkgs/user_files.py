@@ -51,6 +51,8 @@ Overlay = Callable[[Any, Any], Mapping[str, Any]]
 #: real path of each loaded user file -> how the user named it (for messages)
 _LOADED: dict[str, str] = {}
 _MODULES: dict[str, ModuleType] = {}
+#: the module names user files are loaded under: the prefix, then a hash of path and modification
+_MODULE_PREFIX = "cudapkgs_user_"
 
 
 class UserFileError(EvalError):
@@ -71,11 +73,12 @@ def load_module(path: str | os.PathLike[str]) -> ModuleType:
     key = f"{real}\0{st.st_mtime_ns}\0{st.st_size}"  # an edited file is read again
     if key in _MODULES:
         return _MODULES[key]
-    name = "cudapkgs_user_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    name = _MODULE_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:16]
     spec = importlib.util.spec_from_file_location(name, real)
     if spec is None or spec.loader is None:
         raise UserFileError(f"{shown}: cannot be loaded as a Python file")
     module = importlib.util.module_from_spec(spec)
+    _show_deprecations()
     _LOADED[real] = shown
     sys.modules[name] = module  # so that Python phases defined in it are found by qualified name
     try:
@@ -88,6 +91,16 @@ def load_module(path: str | os.PathLike[str]) -> ModuleType:
         raise UserFileError(f"{user_location(error) or shown}: while importing it: {_describe(error)}") from None
     _MODULES[key] = module
     return module
+
+
+def _show_deprecations() -> None:
+    """Show the `DeprecationWarning`s of user files' own lines (an old import path, see
+    `cudapkgs.old_paths`), once per line, as Python shows those of ``__main__``; Python hides
+    them elsewhere.  Left to the user when they set warning options (-W, PYTHONWARNINGS)."""
+    if not sys.warnoptions:
+        import warnings
+
+        warnings.filterwarnings("default", category=DeprecationWarning, module=_MODULE_PREFIX)
 
 
 def _describe(error: BaseException) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from cudapkgs.elf import read as elf
 from cudapkgs.hooks import cc_wrapper
+from cudapkgs.hooks.cudatoolkit_root import JOINED_MARKER
 
 GCC = shutil.which("gcc", path="/usr/bin:/bin")
 pytestmark = pytest.mark.skipif(GCC is None, reason="needs gcc in /usr/bin")
@@ -78,3 +79,140 @@ def test_compile_only_passes_through_unchanged(tree, tmp_path):
     assert obj.is_file()
     with pytest.raises(ValueError, match="absolute"):
         cc_wrapper.wrapper_script("gcc", "relative")
+
+
+# --- response files (CMake links through @linkLibs.rsp) --------------------------------------
+
+BASH = shutil.which("bash", path="/usr/bin:/bin")
+
+
+def _recorder(tmp_path: Path) -> tuple[Path, Path]:
+    """A wrapper around a stand-in compiler that records the arguments it is given (one per line)."""
+    log = tmp_path / "args.txt"
+    fake = tmp_path / "fake-cc"
+    fake.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done > {log}\n')
+    fake.chmod(0o755)
+    wrapper = tmp_path / "rec" / "cc"
+    wrapper.parent.mkdir()
+    wrapper.write_text(cc_wrapper.wrapper_script(str(fake), "recorder"))
+    wrapper.chmod(0o755)
+    return wrapper, log
+
+
+def test_a_link_through_a_response_file_gets_its_run_paths(tree, tmp_path):
+    """CMake's `c++ main.o -o t @CMakeFiles/t.dir/linkLibs.rsp`: the libraries are in the file
+    (the wrapper saw none of them before, so the program had no RUNPATH and failed to load)."""
+    store, lib, stubs, wrapper = tree
+    rsp = tmp_path / "linkLibs.rsp"
+    rsp.write_text(f" -L{lib}  -lgreet\n")
+    exe = tmp_path / "t"
+    subprocess.run([wrapper, tmp_path / "main.c", "-o", exe, f"@{rsp}"], check=True, env=_env(store))
+    assert elf.read_elf(exe).runpath == [str(lib)]
+    assert subprocess.run(["env", "-i", exe], capture_output=True, text=True).stdout == "hello from greet\n"
+    # By full path, quoted (a space in the name), nested one file deeper, through a tree of links
+    # (a merged toolkit root): the run path is the library's own directory, not the tree's.
+    merged = store / "cccc-merged root" / "lib"
+    merged.mkdir(parents=True)
+    (merged / "libgreet.so").symlink_to(lib / "libgreet.so")
+    (merged.parent / JOINED_MARKER).write_text("")
+    inner = tmp_path / "inner.rsp"
+    inner.write_text(f"'{merged}/libgreet.so'\n")
+    rsp.write_text(f'"@{inner}"\n')
+    subprocess.run([wrapper, tmp_path / "main.c", "-o", exe, f"@{rsp}"], check=True, env=_env(store))
+    assert elf.read_elf(exe).runpath == [str(lib)]
+    # A tree of links that is no joined root (a symlinkJoin like cudatoolkit) is taken as it is.
+    (merged.parent / JOINED_MARKER).unlink()
+    subprocess.run([wrapper, tmp_path / "main.c", "-o", exe, f"@{rsp}"], check=True, env=_env(store))
+    assert elf.read_elf(exe).runpath == [str(merged)]
+
+
+def test_a_stubs_library_in_a_response_file_gives_the_driver_dir(tree, tmp_path):
+    store, _, stubs, wrapper = tree
+    rsp = tmp_path / "libs.rsp"
+    rsp.write_text(f"-L{stubs} -ldrv\n")
+    exe = tmp_path / "t2"
+    subprocess.run([wrapper, tmp_path / "main2.c", "-o", exe, f"@{rsp}"], check=True,
+                   env=_env(store, CUDAPKGS_DRIVER_DIR="/run/opengl-driver/lib"))
+    assert elf.read_elf(exe).runpath == ["/run/opengl-driver/lib"]
+
+
+def test_a_response_file_that_cannot_be_read_is_passed_through(tree, tmp_path):
+    """Missing, a directory, a FIFO (reading it would hang): the argument reaches the compiler as
+    it was, nothing of it is guessed, and a stubs dir named beside it still gets no run path."""
+    store, lib, stubs, _ = tree
+    wrapper, log = _recorder(tmp_path)
+    fifo = tmp_path / "fifo.rsp"
+    os.mkfifo(fifo)
+    readable = tmp_path / "ok.rsp"
+    readable.write_text(f"-L{stubs} -ldrv @{tmp_path}/missing.rsp\n")
+    for unreadable in (tmp_path / "missing.rsp", tmp_path, fifo):
+        argv = ["main.o", f"@{unreadable}", f"@{readable}", "-o", "t"]
+        subprocess.run([wrapper, *argv], check=True, env=_env(store), timeout=30)
+        assert log.read_text().splitlines() == argv  # untouched, and no -Wl,-rpath for the stubs dir
+
+
+def _reference_words(text: str) -> list[str]:
+    """GCC's response-file syntax (libiberty buildargv, as Nixpkgs' expand-response-params reads
+    it): words split by whitespace; '…' and "…" quote; a backslash takes the next character as it
+    is, inside quotes too; at the end, an unfinished word is still a word."""
+    words: list[str] = []
+    word: list[str] | None = None
+    quote = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            word = word if word is not None else []
+            if i + 1 < len(text):
+                word.append(text[i + 1])
+            i += 2
+            continue
+        if quote is not None:
+            if c == quote:
+                quote = None
+            else:
+                word.append(c)
+        elif c in "'\"":
+            word = word if word is not None else []
+            quote = c
+        elif c.isspace():
+            if word is not None:
+                words.append("".join(word))
+                word = None
+        else:
+            word = word if word is not None else []
+            word.append(c)
+        i += 1
+    if word is not None:
+        words.append("".join(word))
+    return words
+
+
+def _words_read(wrapper: Path, store: Path, rsp: Path) -> list[str]:
+    run = subprocess.run([wrapper, "x.o", f"@{rsp}"], capture_output=True, text=True, env=_env(store, NIX_DEBUG="1"))
+    lines = run.stderr.split("cudapkgs cc-wrapper: run paths added:")[0].splitlines()[1:]
+    decoded = subprocess.run([BASH, "-c", 'eval "a=($1)"; printf "%s\\0" "${a[@]}"', "_", " ".join(lines)],
+                             capture_output=True, text=True, check=True).stdout
+    return decoded.split("\0")[:-1]
+
+
+@pytest.mark.skipif(BASH is None, reason="needs bash")
+def test_response_file_words_are_gccs(tree, tmp_path):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    store, _, _, _ = tree
+    wrapper, _ = _recorder(tmp_path)
+    rsp = tmp_path / "words.rsp"
+    cases = ['a b\tc\n', "'a b' \"c d\" e\\ f", 'x"y z"w', "'it\\'s'", '"a\\"b"', "''", 'tail\\', "'open q", "'\\", "é ü"]
+    for text in cases:
+        rsp.write_text(text)
+        assert _words_read(wrapper, store, rsp)[1:] == _reference_words(text), text
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.text(alphabet="ab -'\"\\\t\n", max_size=40))
+    def check(text: str) -> None:
+        rsp.write_text(text)
+        assert _words_read(wrapper, store, rsp)[1:] == _reference_words(text)
+
+    check()

@@ -46,9 +46,12 @@ def test_dry_run_prints_what_would_be_fetched_with_sizes(manifests_dir, store_en
     result = cudapkgs("build", "--dry-run", "--set", "allowUnfree=true", NVCC, env=store_env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "these 4 sources will be fetched (68.1 MiB to download):"
+    # No promise from a host the plan never contacted (NVIDIA's server is not tried by a dry run).
+    assert lines[0] == "these 4 sources will be fetched (68.1 MiB to download; all of it from hosts not tried):"
     row = next(l.split() for l in lines if "cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz" in l)
     assert row == ["cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz", "redist", "25.4", "MiB"]
+    untried = [l.strip() for l in lines if l.strip().startswith("not tried:")]
+    assert untried and untried[0].startswith("not tried: developer.download.nvidia.com (redist: these 4 files, 68.1 MiB)")
     assert "these 4 derivations will be built:" in lines
     assert lines[-1].endswith("-cuda13.0-cuda_nvcc-13.0.88.drv")
     assert not (tmp_path / "store").exists()  # a dry run creates nothing
@@ -105,7 +108,9 @@ def test_dry_run_names_the_fetcher_its_size_and_the_cache(manifests_dir, store_e
     data = json.loads(result.stdout)
     by_name = {f["name"].split("-linux-")[0]: f for f in data["fetch"]}
     assert by_name["cuda_crt"]["cached"] is True and by_name["cuda_crt"]["downloadSize"] == 0
-    assert by_name["cuda_crt"]["source"] == {"fetcher": "wheels", "file": cached.name, "size": 1000, "cached": "wheel cache", "passedOver": []}
+    assert by_name["cuda_crt"]["source"] == {"fetcher": "wheels", "file": cached.name, "size": 1000, "cached": "wheel cache",
+                                             "passedOver": [], "untried": None}
+    assert by_name["cuda_nvcc"]["source"]["untried"] is None  # the index answered with its size
     assert by_name["cuda_nvcc"]["source"]["file"] == "nvidia-cuda-nvcc==13.0.88"
     assert by_name["cuda_nvcc"]["downloadSize"] == 37_000_000 != by_name["cuda_nvcc"]["size"]  # the wheel's, not the archive's
     assert data["downloadSize"] == sum(sizes.values())
@@ -134,22 +139,27 @@ def test_tarball_in_the_download_cache_is_not_downloaded_again(manifests_dir, st
 
 
 def test_incomplete_or_missing_wheels_fail_at_plan_time(manifests_dir, store_env, tmp_path):
-    """CUDA 12's nvcc wheel has no nvcc; cuda_gdb has no wheel: both refused, one line each, before any download."""
+    """CUDA 12's nvcc wheel has no nvcc; cuda_gdb has no wheel: with fetchers = ["wheels"] both are
+    unavailable (no configured fetcher can supply them), refused together, one line each, naming
+    the fetchers that could, before any download."""
     result = cudapkgs("build", "--dry-run", "--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]',
                       "cudaPackages_12_8.cuda_nvcc", "cudaPackages_12_8.cuda_gdb", env=store_env)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
-    # cuda_nvcc, cuda_gdb, and whatever of nvcc's inputs has no wheel either (cuda_crt of 12.x).
-    assert lines[0] == f"cudapkgs: error: cannot build {len(lines) - 1} packages:" and len(lines) >= 3
+    assert lines[0] == "cudapkgs: error: cannot build 2 packages:" and len(lines) == 3
     nvcc = next(l for l in lines if l.startswith("  cuda12.8-cuda_nvcc-12.8.93: "))
     assert "no configured fetcher can supply cuda_nvcc-linux-x86_64-12.8.93-archive.tar.xz" in nvcc
-    assert "nvidia-cuda-nvcc-cu12 12.8.93 lacks bin/nvcc" in nvcc and '"redist"' in nvcc
+    assert "nvidia-cuda-nvcc-cu12 12.8.93 lacks bin/nvcc" in nvcc and '"redist"' in nvcc and '"mirror:' in nvcc
     gdb = next(l for l in lines if l.startswith("  cuda12.8-cuda_gdb-12.8.90: "))
     assert "no PyPI wheel of cuda_gdb for CUDA 12" in gdb
-    assert all(l.startswith("  cuda12.8-") for l in lines[1:])
     built = cudapkgs("build", "--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]', "cudaPackages_12_8.cuda_nvcc", env=store_env)
     assert built.returncode == 1 and "lacks bin/nvcc" in built.stderr
     assert not (tmp_path / "store" / ".cache").exists()  # nothing fetched
+    # A package that needs nvcc (saxpy compiled for a GPU) is refused for the same reason, naming nvcc.
+    saxpy = cudapkgs("build", "--dry-run", "--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]', "--set",
+                     "cudaSupport=true", "cudaPackages_12_8.pkgs.saxpy", env=store_env)
+    assert saxpy.returncode == 1 and "cuda_nvcc-linux-x86_64-12.8.93-archive.tar.xz" in saxpy.stderr
+    assert '"redist"' in saxpy.stderr
 
 
 def test_unfree_package_without_permission_fails_before_any_download(manifests_dir, store_env, tmp_path):

@@ -80,14 +80,22 @@ def test_an_archive_claiming_a_reference_it_does_not_have_is_rejected(exported, 
     store_dir, lib, app, good = exported
 
     def claim(manifest):
-        manifest["paths"][0]["references"] = [app]  # lib claims app: not in its files
+        manifest["paths"][1]["references"] = [lib, app]  # app claims itself: not in its files
+        return manifest
+
+    def cycle(manifest):
+        manifest["paths"][0]["references"] = [app]  # lib claims app, which refers to lib: a cycle
         return manifest
 
     _rewrite(good, tmp_path / "claim.tar", manifest=claim)
+    _rewrite(good, tmp_path / "cycle.tar", manifest=cycle)
     with Store.open(store_dir) as store:
+        with pytest.raises(StoreError, match="cycle detected in the references of .*; nothing was imported"):
+            import_closure(store, tmp_path / "cycle.tar")
+        assert store.all_paths() == []
         with pytest.raises(StoreError, match="reference list is wrong"):
             import_closure(store, tmp_path / "claim.tar")
-        assert store.all_paths() == []
+        assert not store.is_valid(app)  # lib, imported before it, is as its archive says
 
 
 def test_verify_catches_a_registered_path_missing_a_reference(tmp_path):

@@ -299,6 +299,10 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
         total = format_size(the_plan.download_size) + (f" + {unknown} of unknown size" if unknown else "")
         cached = sum(1 for f in the_plan.to_fetch if f.cached)
         held = f"; {cached} already cached" if cached else ""
+        untried = sum(f.download_size or 0 for f in the_plan.to_fetch
+                      if f.choice is not None and not f.cached and f.choice.untried)
+        if untried:
+            held += f"; {'all' if untried == the_plan.download_size else format_size(untried)} of it from hosts not tried"
         print(f"{_these(n, 'source')} will be fetched ({total} to download{held}):")
         rows = []
         for f in the_plan.to_fetch:
@@ -311,9 +315,28 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
         notes = {r for f in the_plan.to_fetch if f.choice is not None for r in f.choice.passed_over}
         for note in sorted(notes):
             print(f"  passed over: {note}")
+        for line in _untried_lines(the_plan.to_fetch):
+            print(f"  {line}")
     print(f"{_these(len(the_plan.to_build), 'derivation')} will be built:")
     for drv in the_plan.to_build:
         print(f"  {drv.drv_path}")
+
+
+def _untried_lines(fetches: Any) -> list[str]:
+    """One line per host the plan did not contact: what would come from it, and that it was not tried."""
+    from ..table import format_size
+
+    by_host: dict[tuple[str, str], list[Any]] = {}
+    for f in fetches:
+        if f.choice is not None and not f.cached and f.choice.untried:
+            by_host.setdefault((f.choice.fetcher, f.choice.untried), []).append(f)
+    lines = []
+    for (fetcher, host), found in sorted(by_host.items()):
+        known = [f.download_size for f in found if f.download_size is not None]
+        size = format_size(sum(known)) + (f" + {len(found) - len(known)} of unknown size" if len(known) < len(found) else "")
+        lines.append(f"not tried: {host} ({fetcher}: {_these(len(found), 'file')}, {size}); whether it answers is "
+                     "known only when the build fetches (a failure falls over to the next configured fetcher)")
+    return lines
 
 
 def _these(n: int, noun: str) -> str:

@@ -101,12 +101,22 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser(
         "list",
-        help="list a set's components: version, license, outputs, availability",
+        help="list a set's components: version, license, outputs, the fetcher that would serve each, availability",
         description="List the components of a CUDA package set with their version, license, outputs, "
-        "and whether they can be used here (and why not).\n\n" + CONFIG_HELP,
+        "the configured fetcher that would serve each (and its download size; a wheel's is known once it is "
+        "cached, or from `cudapkgs build --dry-run`), and whether they can be used here (and why not: "
+        "\"no fetcher can supply it\" when none of the configured `fetchers` has it).\n\n"
+        "--fetchers instead shows, for every set given (all versioned sets without one), what each kind "
+        "of fetcher can supply: the set x component x fetcher table of docs/fetchers.md.\n\n" + CONFIG_HELP,
+        epilog="examples:\n  cudapkgs list cudaPackages_13_2 --set 'fetchers=[\"wheels\"]'\n"
+        "  cudapkgs list --fetchers --markdown --system x86_64-linux > docs/fetchers.md",
         formatter_class=fmt,
     )
-    p.add_argument("set", metavar="SET", nargs="?", default="cudaPackages", help="package set (default: cudaPackages)")
+    p.add_argument("set", metavar="SET", nargs="*", help="package set(s) (default: cudaPackages; "
+                   "with --fetchers: every versioned set)")
+    p.add_argument("--fetchers", action="store_true",
+                   help="what each kind of fetcher (redist, mirror, wheels) can supply, per set and component")
+    p.add_argument("--markdown", action="store_true", help="with --fetchers: print the table as Markdown")
     p.add_argument(
         "--all",
         action="store_true",
@@ -209,7 +219,15 @@ def run_list(args: argparse.Namespace) -> int:
     from ..lib.attrpath import parse_attrpath, resolve
     from ..inventory import list_components
 
+    from ..errors import UsageError
+
     pkgs = pkgs_from_args(args)
+    if args.markdown and not args.fetchers:
+        raise UsageError("--markdown goes with --fetchers")
+    if args.fetchers:
+        return _list_fetchers(args, pkgs)
+    if len(args.set) > 1:
+        raise UsageError("list takes one SET (several go with --fetchers)")
     if args.all:
         from ..inventory import list_all
 
@@ -218,12 +236,14 @@ def run_list(args: argparse.Namespace) -> int:
         key = "attr"
     else:
         from ..store.location import default_store_dir
-        from ..inventory import mark_built
+        from ..inventory import mark_built, mark_sources
 
-        scope = resolve(pkgs, parse_attrpath(args.set))
+        scope = resolve(pkgs, parse_attrpath(args.set[0] if args.set else "cudaPackages"))
         rows = list_components(scope)
         mark_built(rows, scope, default_store_dir(pkgs.config))
-        title = f"{scope.attr_path} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system})"
+        mark_sources(rows, scope, pkgs.config.fetchers, default_store_dir(pkgs.config))
+        title = f"{scope.attr_path} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system}; fetchers: " \
+                f"{', '.join(pkgs.config.fetchers)})"
         key = "pname"
     if args.json:
         _print_json(rows)
@@ -231,11 +251,59 @@ def run_list(args: argparse.Namespace) -> int:
     from ..table import fit_table
 
     print(title)
+    if key == "attr":
+        print(fit_table(
+            ["attribute", "version", "license", "outputs", "status"],
+            [[r[key], r["version"], r["license"], " ".join(r["outputs"]), r["status"]] for r in rows],
+            shrink=(3, 2, 4, 1, 0),  # outputs first, the status (the reason) last
+        ))
+        return 0
+    unknown = [False]
+
+    def fetcher(row: dict[str, Any]) -> tuple[str, str]:
+        source = row.get("source")
+        if source is None or source["fetcher"] is None:
+            return "", ""
+        if source["size"] is None:
+            unknown[0] = True
+        size = "?" if source["size"] is None else format_size(source["size"])
+        return source["fetcher"], size + (" (cached)" if source["cached"] else "")
+
+    from ..table import format_size
+
     print(fit_table(
-        ["attribute" if key == "attr" else "component", "version", "license", "outputs", "status"],
-        [[r[key], r["version"], r["license"], " ".join(r["outputs"]), r["status"]] for r in rows],
-        shrink=(3, 2, 4, 1, 0),  # outputs first, the status (the reason) last
+        ["component", "version", "license", "outputs", "fetcher", "size", "status"],
+        [[r[key], r["version"], r["license"], " ".join(r["outputs"]), *fetcher(r), r["status"]] for r in rows],
+        shrink=(3, 2, 1, 5, 6, 4, 0),  # outputs first, then license, version, size; the status late
     ))
+    if unknown[0]:
+        print("?: the size of a wheel not cached is known once the index is asked (cudapkgs build --dry-run)")
+    return 0
+
+
+def _list_fetchers(args: argparse.Namespace, pkgs: Any) -> int:
+    """`list --fetchers`: the set x component x fetcher table (`inventory.fetcher_table`)."""
+    from ..inventory import fetcher_table, fetcher_table_markdown
+    from ..package_sets import package_set_definitions
+
+    sets = list(args.set) or list(package_set_definitions())
+    rows = fetcher_table(pkgs, sets)
+    if args.json:
+        _print_json(rows)
+    elif args.markdown:
+        sys.stdout.write(fetcher_table_markdown(rows, sets, pkgs.system))
+    else:
+        from ..table import fit_table
+
+        short = [s.removeprefix("cudaPackages_").replace("_", ".") for s in sets]
+
+        def cell(value: Any) -> str:
+            if value is None:
+                return "-"
+            return "R W" if isinstance(value["wheels"], str) else "R"
+
+        print(f"R: redist or a mirror; W: NVIDIA's PyPI wheel; -: no release for {pkgs.system}")
+        print(fit_table(["component", *short], [[r["component"], *(cell(r["sets"][s]) for s in sets)] for r in rows]))
     return 0
 
 
@@ -260,9 +328,17 @@ def run_search(args: argparse.Namespace) -> int:
             by_version.setdefault(version, []).append(name.removeprefix("cudaPackages_").replace("_", "."))
         return "; ".join(f"{v} ({', '.join(s)})" for v, s in by_version.items())
 
-    print(fit_table(["name", "description", "version (sets)"],
-                    [[r["name"], r["description"] or r["nvidiaName"], where(r["sets"])] for r in rows],
-                    shrink=(2, 1, 0)))
+    def served(row: dict[str, Any]) -> str:
+        by_fetcher: dict[str, list[str]] = {}
+        for name, fetcher in (row.get("fetchers") or {}).items():
+            if fetcher is not None:
+                label = fetcher or "no fetcher can supply it"
+                by_fetcher.setdefault(label, []).append(name.removeprefix("cudaPackages_").replace("_", "."))
+        return "; ".join(f"{f} ({', '.join(s)})" for f, s in by_fetcher.items())
+
+    print(fit_table(["name", "description", "version (sets)", "served by (fetchers: " + ", ".join(pkgs.config.fetchers) + ")"],
+                    [[r["name"], r["description"] or r["nvidiaName"], where(r["sets"]), served(r)] for r in rows],
+                    shrink=(3, 1, 2, 0)))
     return 0
 
 

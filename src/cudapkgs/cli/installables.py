@@ -98,7 +98,10 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
 
     pkgs = pkgs_from_args(args)
     store_dir = default_store_dir(pkgs.config)
+    from ..errors import UnavailablePackageError
+
     items = []
+    unavailable: list[str] = []  # every argument that cannot be had is named, not only the first
     for text in args.attrpaths:
         if text.endswith(".json") and os.path.exists(text):
             # Hostile input: checked field by field, and only for the configured store.
@@ -106,7 +109,16 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
         elif _is_path(text):
             items.append(Installable(text, path=text))
         else:
-            items.append(Installable(text, drv=derivation_of(resolve(pkgs, parse_attrpath(text)), text)))
+            try:
+                items.append(Installable(text, drv=derivation_of(resolve(pkgs, parse_attrpath(text)), text)))
+            except UnavailablePackageError as error:
+                if len(args.attrpaths) == 1:
+                    raise
+                unavailable.append(str(error))
+    if unavailable:
+        found = list(dict.fromkeys(unavailable))
+        head = "cannot build: " if len(found) == 1 else f"cannot build {len(found)} packages:\n  "
+        raise UnavailablePackageError(head + "\n  ".join(found))
     return store_dir, items
 
 

@@ -53,7 +53,7 @@ def run_shell(args: argparse.Namespace) -> int:
     import os
     import subprocess
 
-    from ..shell import export_lines, host_cuda_dirs, propagated_closure, shell_environment
+    from ..shell import export_lines, prepare, shell_environment
 
     from ..realise.generic import dependency_paths
 
@@ -74,12 +74,15 @@ def run_shell(args: argparse.Namespace) -> int:
     if cc is not None:  # the wrapper first on PATH
         paths = [*cc.outputs.values(), *(p for p in paths if p not in cc.outputs.values())]
     driver = getattr(items[0].drv, "attrs", {}).get("driverLibDir") if items and items[0].drv is not None else None
-    env = shell_environment(paths, store_dir=store_dir, driver_dir=driver)
-    hidden = host_cuda_dirs(os.environ.get("PATH", ""), propagated_closure(paths))
-    if hidden:
-        has_nvcc = "CUDACXX" in env
-        what = "" if has_nvcc else "; this shell has no nvcc (add a set's cuda_nvcc to the packages)"
-        print(f"cudapkgs: note: the host's CUDA tools are left out of PATH ({', '.join(hidden)}){what}", file=sys.stderr)
+    from ..store.store import Store
+
+    with Store.open(store_dir) as store:  # the joined toolkit root, the stand-ins for host CUDA tools
+        extras = prepare(store, paths)
+    env = shell_environment(paths, store_dir=store_dir, driver_dir=driver, extras=extras)
+    if extras.hidden:
+        where = ", ".join(dict.fromkeys(os.path.dirname(p) for p in extras.hidden.values()))
+        print(f"cudapkgs: note: the host's {', '.join(sorted(extras.hidden))} ({where}) are hidden in this shell: "
+              "its packages do not provide them", file=sys.stderr)
     if args.print_env:
         sys.stdout.write(export_lines(env))
         return 0

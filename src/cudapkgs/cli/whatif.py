@@ -45,6 +45,13 @@ def plan_for(args: argparse.Namespace, sets: list[str]) -> dict[str, Any]:
         "substitute": [s.to_json() for s in the_plan.to_substitute],
         "substituteDownloadSize": the_plan.substitute_download_size,
         "build": [d.drv_path for d in the_plan.to_build],
+        "fetch": [
+            {"name": f.choice.what if f.choice is not None else f.name, "drvPath": f.drv.drv_path,
+             "fetcher": f.choice.fetcher if f.choice is not None else "url",
+             "downloadSize": f.download_size, "cached": f.cached,
+             "untried": f.choice.untried if f.choice is not None and not f.cached else None}
+            for f in the_plan.to_fetch
+        ],
         "fetchDownloadSize": the_plan.download_size,
     }
 
@@ -98,5 +105,11 @@ def print_comparison(result: dict[str, Any]) -> None:
         print(f"\nto build {label}:")
         for drv in shown["build"]:
             print(f"  {drv}")
+    if shown.get("fetch"):
+        print(f"\nsources to fetch {label} (the fetcher each comes from):")
+        for f in shown["fetch"]:
+            size = "cached" if f["cached"] else ("size unknown" if f["downloadSize"] is None else format_size(f["downloadSize"]))
+            untried = f" ({f['untried']}: not tried)" if f["untried"] else ""
+            print(f"  {f['name']}  {f['fetcher']}  {size}{untried}")
     if not shown["substitute"] and not shown["build"]:
         print(f"\nnothing to substitute or build {label}: every output is valid")

@@ -109,6 +109,42 @@ def assertions(
     ]
 
 
+CUDA_CONFIG_KEYS = (
+    "cudaForwardCompat", "supportedCudaCapabilities", "defaultCudaCapabilities", "cudaCapabilities",
+    "requestedJetsonCudaCapabilities", "hasJetsonCudaCapability",
+)
+
+
+def cuda_config(
+    *,
+    set_name: str,
+    cuda_major_minor: str,
+    cuda_capabilities: Sequence[str],
+    cuda_forward_compat: bool,
+    info: Mapping[str, Mapping[str, Any]],
+) -> AttrSet:
+    """A set's `cudaConfig` (cuda-modules/cudaConfig.nix@1ac181a1): the GPU configuration without
+    compilers or platforms. Its assertions are the capability ones (unrecognized, too old, too new,
+    pre-SBSA Jetsons mixed with others); raises `FailedAssertionsError`
+    "<set>.cudaConfig has failed assertions:…" when one fails."""
+    lists = capability_lists(cuda_major_minor, cuda_capabilities, info)
+    checks = assertions(
+        cuda_major_minor, lists["cudaCapabilities"], lists["requestedJetsonCudaCapabilities"],
+        "aarch64-linux", "", info,
+    )
+    # cudaConfig.nix keeps the first three and the pre-SBSA mixing rule (index 4); the platform
+    # rules (3, 5, 6) stay with backendStdenv, which knows the host.
+    kept = [checks[i] for i in (0, 1, 2, 4)]
+    failures = failed_assertions_string(kept)
+    if failures:
+        raise FailedAssertionsError(
+            f"{set_name}.cudaConfig has failed assertions:{failures}",
+            hint=capabilities_hint(cuda_major_minor, info),
+        )
+    values = {"cudaForwardCompat": cuda_forward_compat, **lists}
+    return AttrSet({key: values[key] for key in CUDA_CONFIG_KEYS}, name=f"{set_name}.cudaConfig")
+
+
 def capabilities_hint(cuda_major_minor: str, info: Mapping[str, Mapping[str, Any]]) -> str:
     """What a user can ask for instead: the capabilities CUDA ``cuda_major_minor`` supports
     (`cudaCapabilities` entries), and the command that lists them with their limits."""

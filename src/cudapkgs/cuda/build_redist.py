@@ -14,7 +14,7 @@ from ..lib.fixpoint import AttrSet, lazy
 from ..package import Package
 from ..platform import get_nix_systems, mk_redist_url, redist_system_is_supported
 from ..lib.versions import natural_sort, version_at_least
-from .components import ComponentSpec
+from .components import ComponentSpec, component_specs, member_available
 from ..hooks.split_outputs import EXPECTED_OUTPUTS, OUTPUT_TO_PATTERNS
 
 OUTPUT_NAME_VAR_FALLBACKS = {
@@ -27,8 +27,11 @@ OUTPUT_NAME_VAR_FALLBACKS = {
     "outputPython": ("python",),
     "outputSamples": ("samples",),
     "outputStatic": ("static",),
-    "outputStubs": ("stubs",),
+    # buildRedist/default.nix@1ac181a1: a library's stubs live in its lib output when it has no stubs one.
+    "outputStubs": ("stubs", "lib"),
 }
+# Every redist's name: a dependency on one of these is judged by its manifest entry, not by meta.available.
+_REDISTS = frozenset(pname for specs in component_specs().values() for pname in specs)
 DOWNLOAD_PAGE = "https://developer.download.nvidia.com/compute/{redist}/redist/{pname}"
 LONG_DESCRIPTION = (
     "By downloading and using this package you accept the terms and conditions "
@@ -75,6 +78,16 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 name=f"{set_name}.{pname}.src",
             )
 
+        def source_supply():
+            """What each configured fetcher would do for the preferred release (`fetch.supply`);
+            [] when there is no release for this platform."""
+            facts = final._sourceFacts
+            if facts is None:
+                return []
+            from ..fetch.supply import supplies
+
+            return supplies(config.fetchers, **facts)
+
         def outputs():
             chosen = final.preferredRelease
             if chosen is None:
@@ -89,8 +102,13 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             return lazy(lambda: next((o for o in OUTPUT_NAME_VAR_FALLBACKS[var] if o in final.outputs), "out"))
 
         def propagated_build_outputs():
-            present = [o for o in ("bin", "include", "lib") if o in final.outputs]
-            return present + [o for o in spec.propagated_build_outputs if o not in present]
+            # buildRedist/default.nix@1ac181a1: outputBin, outputInclude and outputLib (each falling
+            # back to out) and the expression's own; without a dev output (and outputDev not out),
+            # out is replaced by outputDev, so the aggregate out is reached without a reverse edge.
+            required = [final.outputBin, final.outputInclude, final.outputLib, *spec.propagated_build_outputs]
+            if "dev" not in final.outputs and final.outputDev != "out":
+                required = [o for o in required if o != "out"] + [final.outputDev]
+            return list(dict.fromkeys(required))
 
         def broken_assertions():
             outs = final.outputs
@@ -112,6 +130,13 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     "propagatedBuildOutputs is a subset of outputs",
                 ),
             ]
+            # A member built from source (nccl, libnvshmem) that is not available here makes this one
+            # broken with its name, as _cuda.lib._mkMissingPackagesAssertions words it, instead of a
+            # build that fails later without it (Nix refuses to evaluate a broken input).
+            for dep in spec.depends:
+                if dep.kind in ("build", "propagated", "native") and dep.component in cuda \
+                        and dep.component not in _REDISTS and dep.holds(final, cuda):
+                    checks.append((member_available(cuda, dep.component), f"{dep.component} is available"))
             for rule in spec.broken_rules:
                 checks.extend(rule(final, cuda))
             return checks
@@ -123,11 +148,11 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             checks = [
                 (
                     (final.preferredRelease is None) == (not is_supported),
-                    "src is null if and only if hostRedistSystem is unsupported",
+                    "src is null if and only if redistSystem is unsupported",
                 ),
                 (
                     is_supported,
-                    f"hostRedistSystem ({host}) is supported "
+                    f"redistSystem ({host}) is supported "
                     f"({_json_list(supported)})",
                 ),
             ]
@@ -176,7 +201,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 if dep.component not in cuda or not dep.holds(final, cuda):
                     continue
                 other = cuda[dep.component]
-                if other is None or other.release is None or other.preferredRelease is None:
+                if not _usable_dependency(other):
                     continue
                 output = dep.output if dep.output in other.outputs else other.outputs[0]
                 found[f"{dep.component}.{output}"] = (other.derivation, output, dep.kind)
@@ -206,7 +231,7 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                 if dep.kind != "runpath" or dep.component not in cuda or not dep.holds(final, cuda):
                     continue
                 other = cuda[dep.component]
-                if other is None or other.preferredRelease is None:
+                if not _usable_dependency(other):
                     continue
                 output = dep.output if dep.output in other.outputs else other.outputs[0]
                 paths.append(f"{other[output]}/lib")
@@ -245,9 +270,18 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     "redistSystem": source["redistSystem"] if source is not None else None,
                     "cudaMajorMinorVersion": cuda.cudaMajorMinorVersion,
                     "propagatedBuildOutputs": final.propagatedBuildOutputs,
+                    # buildRedist/default.nix@1ac181a1: every redist publishes itself as a CUDA
+                    # component (cudaComponentHook); nvcc as the compiler (cuda_nvcc/package.nix).
+                    "cudaPublishComponent": True,
+                    "cudaComponentName": final.pname,
+                    "cudaComponentVersion": final.version,
+                    "cudaCompilerExecutable": "bin/nvcc" if pname == "cuda_nvcc" else "",
                     "appendRunpaths": final.appendRunpaths,
                     "allowFHSReferences": final.allowFHSReferences,
                     "driverLibDir": config.driverLibDir or "/run/opengl-driver/lib",
+                    # Only when the expression lists some: every other redist keeps its output path.
+                    **({"autoPatchelfIgnoreMissingDeps": final.autoPatchelfIgnoreMissingDeps}
+                       if final.autoPatchelfIgnoreMissingDeps else {}),
                     **{var: final[var] for var in OUTPUT_NAME_VAR_FALLBACKS},
                     **_propagated_inputs(final.inputDerivations),
                     **_extra_attrs(pname, cuda),
@@ -284,16 +318,25 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             ),
             "preferredRelease": lazy(preferred),
             "src": lazy(src),
+            "sourceSupply": lazy(lambda: [r.to_json() for r in final._sourceSupply]),
+            "_sourceSupply": lazy(source_supply),
+            "_sourceFacts": lazy(lambda: None if final.preferredRelease is None
+                                 else _source_facts(final, cuda, final.preferredRelease)),
             "outputs": lazy(outputs),
             **{var: output_var(var) for var in OUTPUT_NAME_VAR_FALLBACKS},
             "propagatedBuildOutputs": lazy(propagated_build_outputs),
             "allowFHSReferences": spec.allow_fhs_references,
             "appendRunpaths": lazy(append_runpaths),
+            "autoPatchelfIgnoreMissingDeps": lazy(
+                lambda: list(dict.fromkeys(i.library for i in spec.ignore_missing if i.holds(final, cuda)))
+            ),
+            "passthru": lazy(lambda: _passthru(final, cuda, config, spec)),
             "propagatedBuildInputs": lazy(lambda: dependency_packages("propagated")),
             "buildInputs": lazy(lambda: dependency_packages("build") + _external_inputs(cuda, spec)),
             "nativeBuildInputs": lazy(lambda: dependency_packages("native")),
             "brokenAssertions": lazy(broken_assertions),
             "platformAssertions": lazy(platform_assertions),
+            "_unsupplied": lazy(lambda: _unsupplied(final, config)),
             "meta": lazy(meta),
             "strictDeps": True,
             "__structuredAttrs": True,
@@ -312,6 +355,41 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
     return Package(attrs, name=f"{set_name}.{pname}")
 
 
+def _usable_dependency(other: Any) -> bool:
+    """Whether a dependency is built with: a redist with a source here, or another member
+    (nccl, libnvshmem, …) whose meta.available holds (evaluated as Nix's tryEval would)."""
+    from ..errors import CudapkgsError
+
+    if other is None:
+        return False
+    try:
+        if "redistName" in other:
+            return other.release is not None and other.preferredRelease is not None
+        return bool(other.meta.available)
+    except CudapkgsError:
+        return False
+
+
+def _passthru(final: AttrSet, cuda: Any, config: Any, spec: ComponentSpec) -> AttrSet:
+    """passthru: the members the expression carries by name (tensorrt.nix: `passthru.cudnn`) and
+    `tests.headers` where the expression has one (tests/public-headers.nix, libcusparse_lt.nix and
+    libcutensor.nix@85b7ecdd)."""
+    attrs: dict[str, Any] = {name: lazy(lambda name=name: cuda[name]) for name in spec.passthru}
+    if spec.header_test is not None:
+        def tests() -> AttrSet:
+            from .set_tests.public_headers import public_headers
+
+            test = spec.header_test
+            return AttrSet(
+                {"headers": lazy(lambda: public_headers(cuda, config, final, headers=test.headers,
+                                                        libraries=test.libraries, symbols=test.symbols))},
+                name=f"{cuda.attr_path}.{spec.pname}.passthru.tests",
+            )
+
+        attrs["tests"] = lazy(tests)
+    return AttrSet(attrs, name=f"{cuda.attr_path}.{spec.pname}.passthru")
+
+
 def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
     """Derivation attributes of single components that come from the machine (they change the output)."""
     if pname in ("cccl", "cuda_cccl") and version_at_least(cuda.cudaMajorMinorVersion, "13.0"):
@@ -326,8 +404,11 @@ def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
         from ..host.compiler import derivation_attrs
         from ..db import nvcc_compatibilities
 
-        # The host compiler nvcc.profile names, chosen as backendStdenv chooses it.
-        return {"hostCompiler": derivation_attrs(cuda.cudaMajorMinorVersion, nvcc_compatibilities())}
+        from ..hooks.cudatoolkit_root import NVCC_WRAPPER
+
+        # The host compiler nvcc.profile names, chosen as backendStdenv chooses it; the wrapper's behaviour.
+        return {"hostCompiler": derivation_attrs(cuda.cudaMajorMinorVersion, nvcc_compatibilities()),
+                "nvccWrapper": NVCC_WRAPPER}
     if pname == "cuda_cudart":
         # The builder writes lib/stubs/libcuda.so from the driver headers when the source (a
         # wheel) has none (realise/redist._generate_libcuda_stub); named here so that the
@@ -381,6 +462,35 @@ def _json_list(items) -> str:
     return "[" + ",".join(f'"{i}"' for i in items) + "]"
 
 
+def _source_facts(final: AttrSet, cuda: Any, chosen: tuple[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of `fetch.supply.supply` for the release `chosen` (redist system, artifact)."""
+    redist_system, artifact = chosen
+    if redist_system in ("source", "linux-all"):
+        redist_system = cuda.backendStdenv.hostRedistSystem
+    return {
+        "product": final.redistName,
+        "pname": final.pname,
+        "version": final.version,
+        "cuda_major": int(str(cuda.cudaMajorMinorVersion).split(".")[0]),
+        "relative_path": artifact.relative_path,
+        "redist_system": redist_system,
+        "size": artifact.size,
+    }
+
+
+def _unsupplied(final: AttrSet, config: Any) -> str | None:
+    """The one-line reason no configured fetcher can supply the package's release, else None
+    (also None without a release: the platform assertions say that)."""
+    facts = final._sourceFacts
+    results = final._sourceSupply
+    if facts is None or any(r.can for r in results):
+        return None
+    from ..fetch.supply import could_supply, no_fetcher_message
+
+    name = facts["relative_path"].rsplit("/", 1)[-1]
+    return no_fetcher_message(name, results, config.fetchers, could_supply(config.fetchers, **facts))
+
+
 def _problems(final: AttrSet) -> dict[str, dict[str, str]]:
     problems = {}
     broken = [m for ok, m in final.brokenAssertions if not ok]
@@ -397,6 +507,9 @@ def _problems(final: AttrSet) -> dict[str, dict[str, str]]:
             "message": f"Package {final.name} is unsupported on this platform due to the following "
             "failed assertions:" + "".join("\n- " + m for m in unsupported),
         }
+    elif final._unsupplied is not None:
+        # As Nixpkgs' `src = null` makes a redist unavailable: here, no configured fetcher has it.
+        problems["source"] = {"kind": "source", "message": f"{final.name}: {final._unsupplied}"}
     return problems
 
 
@@ -405,5 +518,7 @@ def _available(final: AttrSet, config: Any, cuda: Any) -> bool:
     if meta.broken or meta.badPlatforms:
         return False
     if cuda.backendStdenv.hostNixSystem not in meta.platforms:
+        return False
+    if final._unsupplied is not None:
         return False
     return licenses.is_free(meta.license) or config.permits_unfree(final)

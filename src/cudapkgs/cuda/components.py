@@ -44,6 +44,9 @@ class ComponentSpec(NamedTuple):
     homepage: str | None = None
     main_program: str | None = None
     external_inputs: tuple[str, ...] = ()
+    ignore_missing: tuple["IgnoredLibrary", ...] = ()  # autoPatchelfIgnoreMissingDeps, each when it holds
+    header_test: "HeaderTest | None" = None  # passthru.tests.headers (tests/public-headers.nix)
+    passthru: tuple[str, ...] = ()  # set members carried in passthru by name (tensorrt.passthru.cudnn)
 
     def release_pname(self, cuda_major_minor: str) -> str:
         """The manifest entry this component's release comes from (cuda_crt/package.nix: cuda_nvcc's below 13.0)."""
@@ -66,6 +69,7 @@ TABLE_KEYS = frozenset(
         "outputs", "conditional_outputs", "propagated_build_outputs", "license", "allow_fhs_references",
         "broken_assertions", "platform_assertions", "depends", "external_inputs", "description",
         "homepage", "main_program", "pname_before", "alias_of", "release_from",
+        "ignore_missing", "header_test", "passthru",
         "source", "commit", "index_id", "note",
     }
 )
@@ -91,11 +95,28 @@ def component_specs() -> Mapping[str, Mapping[str, ComponentSpec]]:
     return load_specs(_load_table())
 
 
-def load_specs(table: Mapping[str, Any]) -> dict[str, dict[str, ComponentSpec]]:
+def load_specs(
+    table: Mapping[str, Any], *, products_known: tuple[str, ...] | None = None,
+    members: frozenset[str] | None = None,
+) -> dict[str, dict[str, ComponentSpec]]:
     """The specs of a parsed component table; raises `TableError` naming the entry for an
-    unknown key, a value of the wrong type or wording the code cannot read."""
+    unknown key, a value of the wrong type or wording the code cannot read, an unknown product
+    (`products_known`, default data/package_sets.toml's `products`) or a dependency on a component
+    that is no set member (`members`, default: the table's components, the from-source members and
+    the hooks), each one line naming the known ones."""
+    from ..errors import did_you_mean
+
+    if products_known is None:
+        from ..package_sets import known_products
+
+        products_known = known_products()
     products: dict[str, dict[str, ComponentSpec]] = {}
     for product, components in table.items():
+        if product not in products_known:
+            raise TableError(
+                f'data/redist_components.toml: unknown product "{product}"{did_you_mean(product, products_known)}; '
+                f"the known products are {', '.join(products_known)}"
+            )
         if not isinstance(components, dict):
             raise TableError(f"data/redist_components.toml: {product!r} must be a table of components")
         specs = products.setdefault(product, {})
@@ -110,6 +131,19 @@ def load_specs(table: Mapping[str, Any]) -> dict[str, dict[str, ComponentSpec]]:
                 specs[pname] = _spec(product, pname, entry)
             except (KeyError, TypeError, ValueError) as error:
                 raise TableError(f"{where}: {error}") from None
+    if members is None:
+        from .members import FROM_SOURCE, HOOKS
+
+        members = frozenset(FROM_SOURCE) | frozenset(HOOKS)
+    known = frozenset(members) | {pname for specs in products.values() for pname in specs}
+    for product, specs in products.items():
+        for pname, spec in specs.items():
+            for name in [d.component for d in spec.depends] + list(spec.passthru):
+                if name not in known:
+                    raise TableError(
+                        f'data/redist_components.toml: [{product}.{pname}]: unknown component "{name}"'
+                        f"{did_you_mean(name, sorted(known))}; the set members are {', '.join(sorted(known))}"
+                    )
     return products
 
 
@@ -165,7 +199,42 @@ def _spec(product: str, pname: str, entry: Mapping[str, Any]) -> "ComponentSpec"
         homepage=_optional_string(entry, "homepage"),
         main_program=_optional_string(entry, "main_program"),
         external_inputs=_strings(entry, "external_inputs"),
+        ignore_missing=tuple(_ignored(i) for i in entry.get("ignore_missing", ())),
+        header_test=_header_test(entry["header_test"]) if "header_test" in entry else None,
+        passthru=_strings(entry, "passthru"),
     )
+
+
+class IgnoredLibrary(NamedTuple):
+    """An autoPatchelfIgnoreMissingDeps entry: a library left to the runtime when `condition` holds."""
+
+    library: str
+    when: str
+    condition: "Condition"
+
+    def holds(self, package: Any, cuda: Any) -> bool:
+        """Whether `library` is ignored for `package` in the set `cuda`."""
+        return self.condition(package, cuda)
+
+
+def _ignored(entry: Any) -> IgnoredLibrary:
+    if not isinstance(entry, dict) or set(entry) != {"library", "when"}:
+        raise ValueError("ignore_missing entries are {library, when}")
+    return IgnoredLibrary(entry["library"], entry["when"], parse_condition(entry["when"]))
+
+
+class HeaderTest(NamedTuple):
+    """tests/public-headers.nix's arguments: headers to include, libraries to link, symbols to reference."""
+
+    headers: tuple[str, ...]
+    libraries: tuple[str, ...]
+    symbols: tuple[str, ...]
+
+
+def _header_test(entry: Any) -> HeaderTest:
+    if not isinstance(entry, dict) or set(entry) != {"headers", "libraries", "symbols"}:
+        raise ValueError("header_test is {headers, libraries, symbols}")
+    return HeaderTest(_strings(entry, "headers"), _strings(entry, "libraries"), _strings(entry, "symbols"))
 
 
 # A dependency condition: (package attrs, the set's scope) -> whether the edge exists.
@@ -187,6 +256,7 @@ class Dependency(NamedTuple):
 
 
 _CUDA_CONDITION = re.compile(r"CUDA (?P<op>>=|<) (?P<version>[0-9.]+)")
+_AVAILABLE_CONDITION = re.compile(r"(?P<component>[A-Za-z0-9_-]+) is (?P<not>not )?available")
 _VERSION_CONDITION = re.compile(r"\w+ version (?P<op>>=|<) (?P<version>[0-9.]+)")
 
 
@@ -206,7 +276,30 @@ def parse_condition(when: str) -> Condition:
         return lambda package, cuda: _compare(package.version, op, bound)
     if text.startswith("Jetson CUDA capability"):
         return lambda package, cuda: bool(cuda.backendStdenv.hasJetsonCudaCapability)
+    if text == "always":
+        return lambda package, cuda: True
+    if match := _AVAILABLE_CONDITION.fullmatch(text):
+        name, negated = match["component"], bool(match["not"])
+        return lambda package, cuda: member_available(cuda, name) != negated
     raise ValueError(f"data/redist_components.toml: cannot read the dependency condition {when!r}")
+
+
+def member_available(cuda: Any, name: str) -> bool:
+    """`<name>.meta.available` of the set's (or its top level's) member, False when there is none or
+    it cannot be evaluated (Nixpkgs' tryEval); what "<name> is available" conditions read."""
+    from ..errors import CudapkgsError
+
+    top = getattr(cuda, "_auto_args", None) or {}
+    if name in cuda:
+        package = cuda[name]
+    elif name.replace("-", "_").isidentifier() and name in top:
+        package = top[name]
+    else:
+        return False
+    try:
+        return package is not None and bool(package.meta.available)
+    except CudapkgsError:
+        return False
 
 
 def _dependency(entry: Any) -> Dependency:

@@ -14,10 +14,7 @@ from .. import db, flags, platform
 from ..lib.fixpoint import AttrSet, lazy, make_extensible
 from ..lib.versions import version_at_least, version_older
 from .backend_stdenv import failed_assertions_string
-from ..package_sets import mk_versioned_name
-
-REDIST_NAMES = ("cublasmp", "cuda", "cudnn", "cudss", "cuquantum", "cusolvermp", "cusparselt",
-                "cutensor", "nppplus", "nvcomp", "nvjpeg2000", "nvpl", "nvtiff", "tensorrt")
+from ..package_sets import known_products, mk_versioned_name
 
 
 def _lib(final: AttrSet) -> AttrSet:
@@ -75,7 +72,7 @@ def _cuda_fixed_point(final: AttrSet) -> dict[str, Any]:
             {
                 "cudaCapabilityToInfo": lazy(db.cuda_capability_to_info),
                 "nvccCompatibilities": lazy(db.nvcc_compatibilities),
-                "redistNames": list(REDIST_NAMES),
+                "redistNames": lazy(lambda: list(known_products())),
                 "redistSystems": list(platform.REDIST_SYSTEMS),
                 "redistUrlPrefix": platform.REDIST_URL_PREFIX,
             },

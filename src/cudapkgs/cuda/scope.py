@@ -18,6 +18,7 @@ from .backend_stdenv import backend_stdenv
 from .components import component_specs
 from ..package_sets import PackageSetDefinition
 from .aliases import _aliases
+from .members import FROM_SOURCE, HOOKS  # noqa: F401 - FROM_SOURCE is read from here by others
 
 
 def cuda_packages(
@@ -97,6 +98,20 @@ def cuda_packages(
             )
             return AttrSet(attrs, name=f"{name}.flags")
 
+        def config_attrs() -> AttrSet:
+            from .backend_stdenv import cuda_config
+
+            return cuda_config(
+                set_name=name, cuda_major_minor=mm, cuda_capabilities=config.cudaCapabilities,
+                cuda_forward_compat=config.cudaForwardCompat, info=_cuda.db.cudaCapabilityToInfo,
+            )
+
+        def redist_system() -> str:
+            # default.nix@1ac181a1: getRedistSystem of cudaConfig's capabilities and the host system.
+            from ..platform import get_redist_system
+
+            return get_redist_system(final.cudaConfig.cudaCapabilities, mm, system, _cuda.db.cudaCapabilityToInfo)
+
         attrs: dict[str, Any] = {
             "cudaMajorMinorPatchVersion": cuda_version,
             "cudaMajorMinorVersion": mm,
@@ -107,20 +122,19 @@ def cuda_packages(
             "manifestVersions": lazy(manifest_versions),
             "manifests": lazy(selected_manifests),
             "backendStdenv": lazy(stdenv),
+            "cudaConfig": lazy(config_attrs),
+            "redistSystem": lazy(redist_system),
+            "backendCC": lazy(lambda: _backend_cc(config, system, mm)),
+            "callPackages": lambda fn, args=None, /, **kw: call_packages(final, fn, args, **kw),
             "flags": lazy(set_flags),
             "buildRedist": lambda spec: _build_redist(final, config, spec),
             "pkgs": lazy(lambda: pkgs_with_default_set(pkgs, final, name)),
             "cudatoolkit": lazy(lambda: _aggregate("cudatoolkit", final, config, system)),
-            "tests": lazy(
-                lambda: AttrSet(
-                    {
-                        "redists-unpacked": lazy(lambda: _aggregate("redists_unpacked", final, config, system)),
-                        "redists-installed": lazy(lambda: _aggregate("redists_installed", final, config, system)),
-                    },
-                    name=f"{name}.tests",
-                )
-            ),
+            "tests": lazy(lambda: _set_tests(final, config, system)),
         }
+        # The setup hooks, as packages a build lists in nativeBuildInputs (cuda/hook_packages.py).
+        for member in HOOKS:
+            attrs[member] = lazy(lambda member=member: _hook(final, config, member))
         # Packages Nixpkgs builds from source inside every set (pkgs/<name>/, loaded on first use).
         for attr, module in FROM_SOURCE.items():
             attrs[attr] = lazy(lambda module=module: _from_source(final, module))
@@ -141,20 +155,6 @@ def cuda_packages(
     return make_scope(pkgs, extends(compose_many_extensions(extensions), base), name=name)
 
 
-# attribute -> cudapkgs.pkgs module (its package function has the module's name)
-FROM_SOURCE: dict[str, str] = {
-    "nccl": "nccl",
-    "nccl-tests": "nccl_tests",
-    "saxpy": "saxpy",
-    "gdrcopy": "gdrcopy",
-    "matx": "matx",
-    "cudnn-frontend": "cudnn_frontend",
-    "libnvshmem": "libnvshmem",
-    "cutlass": "cutlass",
-    "cuda-samples": "cuda_samples",
-}
-
-
 def _from_source(scope: Scope, module: str) -> Any:
     import importlib
 
@@ -166,6 +166,69 @@ def _from_source(scope: Scope, module: str) -> Any:
     if "top" in inspect.signature(fn).parameters:  # inputs looked up in the top level (cmake, mpi, …)
         return scope.call_package(fn, top=scope.auto_args)
     return scope.call_package(fn)
+
+
+def _hook(scope: Scope, config: Any, member: str) -> Any:
+    from .hook_packages import hook_package
+
+    return hook_package(scope, config, member)
+
+
+def _set_tests(scope: Scope, config: Any, system: str) -> AttrSet:
+    from .set_tests.index import tests
+
+    return tests(scope, config, system)
+
+
+def _backend_cc(config: Any, system: str, cuda_major_minor: str) -> Any:
+    """`backendCC` (cuda-modules/backend.nix@1dbbce67): the host compiler, wrapped, that nvcc of this
+    release accepts (the host's default when in range, else the newest accepted major found);
+    None when the host has no usable compiler (the reason is nvcc's recorded hostCompiler error)."""
+    from ..db import nvcc_compatibilities
+    from ..host.compiler import derivation_attrs
+    from ..stdenv.cc_wrapper import cc_wrapper_for
+
+    recorded = derivation_attrs(cuda_major_minor, nvcc_compatibilities())
+    return None if "error" in recorded else cc_wrapper_for(config, system, recorded)
+
+
+def call_packages(scope: Scope, fn: Any, args: Mapping[str, Any] | None = None, /, **kw: Any) -> AttrSet:
+    """`callPackages` (default.nix@1ac181a1, lib.callPackagesWith): call `fn`, which returns several
+    packages, with its arguments from the scope (then the top level), `args` and `kw` winning; each
+    package of the result has its own `.override`, which calls `fn` again and takes that package.
+    Raises `MissingArgumentError` for an argument nobody provides, `EvalError` when `fn` returns
+    no mapping."""
+    import inspect
+
+    from ..errors import EvalError
+
+    def capture(**kwargs: Any) -> dict[str, Any]:
+        return kwargs
+
+    capture.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    capture.__name__ = getattr(fn, "__name__", "callPackages")
+    resolved = scope.call_package(capture, {**(args or {}), **kw})
+    result = fn(**resolved)
+    if not isinstance(result, Mapping):
+        raise EvalError(f"callPackages: {capture.__name__} returned {type(result).__name__}, not a set of packages")
+    return AttrSet({name: _member(fn, resolved, name, value) for name, value in result.items()},
+                   name=f"{scope.attr_path}.callPackages")
+
+
+def _member(fn: Any, args: Mapping[str, Any], name: str, value: Any) -> Any:
+    """One package of a callPackages result, with `.override` re-calling `fn` and taking `name`."""
+    hook = getattr(type(value), "_with_override", None)
+    if hook is None:
+        return value
+
+    def override(changes: Any = None, /, **kw: Any) -> Any:
+        new_args = dict(args)
+        if changes is not None:
+            new_args.update(changes(dict(args)) if callable(changes) else changes)
+        new_args.update(kw)
+        return _member(fn, new_args, name, fn(**new_args)[name])
+
+    return hook(value, override)
 
 
 def _aggregate(which: str, scope: Scope, config: Any, system: str) -> Any:

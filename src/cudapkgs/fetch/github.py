@@ -25,14 +25,12 @@ sparseCheckout, postFetch, private repositories.
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import EvalError, FetchError, HashMismatchError
+from ..errors import EvalError
 from ..package import Package
-from .fixed_output import check_hash, fixed_output_package, install_tree, materialise, mirror_candidates, source_mirrors
+from .fixed_output import fixed_output_package
 from .hashes import parse_hash
 
 __all__ = ["fetch_from_github", "build", "archive_names"]
@@ -106,52 +104,8 @@ def archive_names(repo: str, ref: str, nar_hex: str) -> list[str]:
 
 def build(drv: Any, ctx: Any, outputs: dict[str, Path]) -> None:
     """The fetchFromGitHub builder: the first mirror copy or GitHub archive with the declared NAR hash."""
-    from .archives import unpack
-    from .hashes import Hash
+    from .unpacked_tree import fetch_tree, locations
 
     attrs = drv.attrs
-    spec = drv.data["outputHash"]
-    declared = Hash(spec["algo"], bytes.fromhex(spec["hash"]))
-    declared = Hash(declared.algo, declared.digest, fake=declared.digest == bytes(len(declared.digest)))
-    out = outputs["out"]
-    locations = [
-        loc
-        for mirror in source_mirrors(drv.context.get("sourceMirrors") or ())
-        for loc in mirror_candidates(mirror, attrs.get("mirrorNames") or ())
-    ]
-    locations.append(attrs["url"])
-    problems: list[str] = []
-    mismatch: HashMismatchError | None = None
-    work = Path(ctx.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    ctx.step("fetch")
-    for location in locations:
-        scratch = Path(tempfile.mkdtemp(prefix="src-", dir=work))
-        try:
-            archive = materialise(location, scratch, progress=ctx.on_download)
-            ctx.step("unpack")
-            root = unpack(archive, scratch / "unpacked")
-            if root == scratch / "unpacked":
-                raise FetchError(f"{location}: the archive has no single top-level directory")
-            check_hash(root, "recursive", declared, drv.name, origin=location)
-            install_tree(root, out)
-            ctx.log.write(f"fetched {attrs['owner']}/{attrs['repo']} {attrs['rev']} from {location}\n")
-            return
-        except HashMismatchError as error:
-            ctx.log.write(f"{error}\n")
-            mismatch = mismatch or error
-        except Exception as error:  # noqa: BLE001 - every failure is reported together below
-            from ..errors import CudapkgsError
-
-            if not isinstance(error, (CudapkgsError, OSError)):
-                raise
-            ctx.log.write(f"{location}: {error}\n")
-            problems.append(f"{location}: {error}")
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    if mismatch is not None:
-        raise mismatch
-    raise FetchError(
-        f"cannot fetch {attrs['owner']}/{attrs['repo']} {attrs['rev']}: " + "; ".join(problems)
-        + "; put the archive in a source mirror (config sourceMirrors or $CUDAPKGS_SOURCE_MIRRORS) to build offline"
-    )
+    candidates = locations(drv, attrs.get("mirrorNames") or (), [attrs["url"]])
+    fetch_tree(drv, ctx, outputs["out"], candidates, what=f"{attrs['owner']}/{attrs['repo']} {attrs['rev']}")

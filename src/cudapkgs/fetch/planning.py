@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FetchError
-from .wheel_lookup import cached_wheel, pypi_name, wheel_cache_directory, wheel_lacks
+from .supply import KNOWN_FETCHERS, could_supply, supply
+from .wheel_lookup import cached_wheel, wheel_cache_directory
 
 __all__ = ["SourceChoice", "SourcePlanError", "choose_source", "download_entry"]
 
@@ -37,7 +38,10 @@ class SourceChoice:
     ``wheels``); ``what``: the file it will fetch (an archive name, or ``project==version``
     for a wheel); ``size``: bytes that fetcher downloads (None when unknown); ``cached``:
     where the file already is (it is then not downloaded), else None; ``passed_over``: one
-    reason per configured fetcher tried before it.
+    reason per configured fetcher tried before it; ``untried``: the host the file would come
+    from when planning did not contact it (NVIDIA's server, a URL mirror; the index for a
+    wheel whose size was not looked up), so whether it answers is not known; None when the
+    file is cached or on this machine.
     """
 
     fetcher: str
@@ -45,6 +49,7 @@ class SourceChoice:
     size: int | None
     cached: str | None
     passed_over: tuple[str, ...] = ()
+    untried: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -53,6 +58,7 @@ class SourceChoice:
             "size": self.size,
             "cached": self.cached,
             "passedOver": list(self.passed_over),
+            "untried": self.untried,
         }
 
 
@@ -96,14 +102,16 @@ def choose_source(
     version = str(attrs["version"])
     product = str(attrs.get("redistName") or "cuda")
     major = int(str(attrs["cudaMajorMinorVersion"]).split(".")[0])
+    facts = {"product": product, "pname": pname, "version": version, "cuda_major": major,
+             "relative_path": relative, "redist_system": _redist_system(attrs, relative), "size": archive_size}
     passed: list[str] = []
     for fetcher in fetchers:
         kind, _, where = fetcher.partition(":")
         if fetcher == "redist":
-            return SourceChoice("redist", name, archive_size, None, tuple(passed))
+            return SourceChoice("redist", name, archive_size, None, tuple(passed), REDIST_HOST)
         if kind == "mirror" and where:
             if "://" in where:
-                return SourceChoice(fetcher, name, archive_size, None, tuple(passed))
+                return SourceChoice(fetcher, name, archive_size, None, tuple(passed), _host(where))
             from .sources import redist_path
 
             local = Path(where).expanduser() / redist_path(product, relative)
@@ -112,32 +120,56 @@ def choose_source(
             passed.append(f"{fetcher}: no {local}")
             continue
         if fetcher == "wheels":
-            project = pypi_name(product, pname, major)
-            arch = _arch(relative)
-            if project is None:
-                passed.append(f"wheels: NVIDIA publishes no PyPI wheel of {pname} for CUDA {major}")
+            found = supply("wheels", **facts)
+            arch = _arch(relative) or _host_arch()
+            if not found.can or arch is None:
+                passed.append(f"wheels: {found.reason or 'no wheels for this machine'}")
                 continue
-            lacks = wheel_lacks(pname, major)
-            if lacks:
-                passed.append(f"wheels: {project} {version} lacks {', '.join(lacks)}")
-                continue
-            if arch is None:
-                passed.append("wheels: no wheels for Jetson (linux-aarch64) releases")
-                continue
-            spec = f"{project}=={version}"
+            spec = str(found.file)
+            project, _, wheel_version = spec.partition("==")
             # Not hashed here (100 MiB for a CUDA toolkit, before any build could start): the
             # fetch hashes it, and fetches it again if its bytes changed.
-            wheel = cached_wheel(project, version, arch, wheel_cache_directory(), check=False)
+            wheel = cached_wheel(project, wheel_version, arch, wheel_cache_directory(), check=False)
             if wheel is not None:
                 return SourceChoice("wheels", wheel.name, wheel.stat().st_size, "wheel cache", tuple(passed))
             size = (wheel_sizes or {}).get(spec)
-            return SourceChoice("wheels", spec, size, None, tuple(passed))
-        passed.append(f"{fetcher}: unknown fetcher")
-    could = ['"redist" (NVIDIA\'s server)', '"mirror:<dir or URL>"']
+            # A size means the index answered for this wheel; without one it was not asked (or failed).
+            return SourceChoice("wheels", spec, size, None, tuple(passed), None if size is not None else _host(index_url()))
+        passed.append(f"{fetcher}: unknown fetcher (use {', '.join(KNOWN_FETCHERS)})")
+    import json
+
+    could = could_supply(fetchers, **facts)
+    could_text = f"fetchers that could: {', '.join(could)}" if could else "no fetcher could"
     raise SourcePlanError(
         f"no configured fetcher can supply {name} ({'; '.join(passed) or 'no fetchers configured'}); "
-        f"fetchers that could: {', '.join(could)} (config key `fetchers`, now {list(fetchers)})"
+        f"{could_text} (config key `fetchers`, now {json.dumps(list(fetchers))})"
     )
+
+
+#: The host of NVIDIA's redist server (`cudapkgs.platform.REDIST_URL_PREFIX`).
+REDIST_HOST = "developer.download.nvidia.com"
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).hostname or url
+
+
+def _host_arch() -> str | None:
+    machine = os.uname().machine
+    return machine if machine in ("x86_64", "aarch64") else None
+
+
+def _redist_system(attrs: Mapping[str, Any], relative_path: str) -> str:
+    """The redist system of a source: the derivation's, or read from the archive's path."""
+    system = str(attrs.get("redistSystem") or "")
+    if system and system not in ("source", "linux-all"):
+        return system
+    for candidate in ("linux-aarch64", "linux-sbsa", "linux-x86_64"):
+        if candidate in relative_path:
+            return candidate
+    return {"x86_64": "linux-x86_64", "aarch64": "linux-sbsa"}.get(os.uname().machine, "linux-x86_64")
 
 
 def index_url() -> str:

@@ -20,16 +20,22 @@ from pathlib import Path
 
 from ..errors import FetchError
 
-__all__ = ["pypi_name", "platform_tags", "wheel_cache_directory", "wheel_lacks", "cached_wheel"]
+__all__ = ["pypi_name", "wheel_for", "platform_tags", "wheel_cache_directory", "wheel_lacks", "cached_wheel"]
 
 # manifest key -> (CUDA 12 base name, CUDA 13 name); None: no wheel for that major.
 # CUDA 12 names get "-cu12"; the "-cu13" names are deprecated 0.0.1 stubs, never use them.
 _CUDA_WHEELS: dict[str, tuple[str | None, str | None]] = {
     "cuda_cudart": ("nvidia-cuda-runtime", "nvidia-cuda-runtime"),
     "cuda_nvcc": ("nvidia-cuda-nvcc", "nvidia-cuda-nvcc"),
-    "cuda_crt": (None, "nvidia-cuda-crt"),  # part of cuda_nvcc in 12.x
+    # In 12.x cuda_crt's release is cuda_nvcc's (cuda_crt/package.nix@613b8b48) and it keeps only
+    # the headers, which the nvcc-cu12 wheel has (include/crt/, checked on 12.9.86).
+    "cuda_crt": ("nvidia-cuda-nvcc", "nvidia-cuda-crt"),
     "libnvvm": (None, "nvidia-nvvm"),  # part of cuda_nvcc in 12.x
     "cuda_cccl": ("nvidia-cuda-cccl", "nvidia-cuda-cccl"),
+    # cccl is cuda_cccl's name from CUDA 13.3 (cccl.nix@68f38bbd); `pip index versions
+    # nvidia-cuda-cccl` lists 13.3.3.4.1 and 13.3.4.3.1, the 13.3 and 13.4 manifests' versions.
+    "cccl": ("nvidia-cuda-cccl", "nvidia-cuda-cccl"),
+    "cuda_tileiras": (None, "nvidia-cuda-tileiras"),
     "cuda_nvrtc": ("nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc"),
     "cuda_cupti": ("nvidia-cuda-cupti", "nvidia-cuda-cupti"),
     "cuda_cuxxfilt": ("nvidia-cuda-cuxxfilt", "nvidia-cuda-cuxxfilt"),
@@ -64,13 +70,50 @@ _WHEEL_LACKS: dict[tuple[str, int], tuple[str, ...]] = {
     ),
 }  # fmt: skip
 
+# Products other than "cuda" whose libraries NVIDIA publishes as wheels, each name keeping its
+# "-cu<major>" suffix on CUDA 13 too: product -> (pname, base name, version parts kept).
+# cuSPARSELt's wheels carry three parts of the manifest's four (`pip index versions`:
+# nvidia-cusparselt-cu12 0.6.3, 0.7.1; nvidia-cusparselt-cu13 0.10.0, for 0.6.3.2, 0.7.1.0 and
+# 0.10.0.12), with one nvidia/<root>/ tree like the CUDA wheels.
+_SUFFIXED_WHEELS: dict[str, tuple[str, str, int | None]] = {
+    "cudnn": ("cudnn", "nvidia-cudnn", None),
+    "cusparselt": ("libcusparse_lt", "nvidia-cusparselt", 3),
+}
+
+# The first version of a project on PyPI, where a set's manifest names an older one
+# (`pip index versions`: nvidia-cuda-cuobjdump starts at 13.2.51, nvidia-cuda-tileiras at 13.1.80).
+_FIRST_ON_PYPI: dict[str, str] = {
+    "nvidia-cuda-cuobjdump": "13.2.51",
+    "nvidia-cuda-tileiras": "13.1.80",
+}
+
+# Libraries whose wheels are on PyPI but are not used as a source: their layouts and versions
+# against the manifests are unchecked (names from the registry's package list; cuTENSOR's has no
+# "nvidia-" prefix).  Every other component without an entry above has no nvidia-* project.
+_ON_PYPI_UNUSED: dict[tuple[str, str], str] = {
+    ("cutensor", "libcutensor"): "cutensor-cu{major}",
+    ("cudss", "libcudss"): "nvidia-cudss-cu{major}",
+    ("tensorrt", "tensorrt"): "tensorrt-cu{major}-libs",
+}
+
 _MACHINES = ("x86_64", "aarch64")
 
 
+def unused_wheel(product: str, pname: str, cuda_major: int) -> str | None:
+    """The PyPI project of a library NVIDIA publishes as wheels that cudapkgs does not use yet, else None."""
+    name = _ON_PYPI_UNUSED.get((product, pname))
+    return name.format(major=cuda_major) if name is not None and cuda_major >= 12 else None
+
+
 def pypi_name(product: str, pname: str, cuda_major: int) -> str | None:
-    """The PyPI project holding ``pname`` for CUDA ``cuda_major``, or None when none is known."""
-    if product == "cudnn" and pname == "cudnn" and cuda_major >= 12:
-        return f"nvidia-cudnn-cu{cuda_major}"  # cuDNN keeps the suffix on CUDA 13 too
+    """The PyPI project holding ``pname`` of ``product`` for CUDA ``cuda_major``, or None when none is known.
+
+    Source: shared/reference/pypi-wheels.md (the naming rule), `pip index versions` for the
+    names added since (nvidia-cuda-cccl for cccl, nvidia-cusparselt-cu12/-cu13).
+    """
+    if product in _SUFFIXED_WHEELS:
+        wanted, base, _parts = _SUFFIXED_WHEELS[product]
+        return f"{base}-cu{cuda_major}" if pname == wanted and cuda_major >= 12 else None
     if product != "cuda" or pname not in _CUDA_WHEELS:
         return None
     cu12, cu13 = _CUDA_WHEELS[pname]
@@ -79,6 +122,33 @@ def pypi_name(product: str, pname: str, cuda_major: int) -> str | None:
     if cuda_major == 13:
         return cu13
     return None
+
+
+def wheel_for(product: str, pname: str, cuda_major: int, version: str) -> tuple[str, str] | None:
+    """``(project, wheel version)`` of NVIDIA's wheel of ``pname`` ``version`` (the manifest's), or None.
+
+    None when NVIDIA publishes no wheel of the component for that CUDA major, or none of
+    that version (older than the project's first release on PyPI).  The wheel version is
+    the manifest's, but for cuSPARSELt, whose wheels keep three of its four parts.
+    """
+    project = pypi_name(product, pname, cuda_major)
+    if project is None:
+        return None
+    parts = _SUFFIXED_WHEELS[product][2] if product in _SUFFIXED_WHEELS else None
+    wheel_version = ".".join(version.split(".")[:parts]) if parts else version
+    first = _FIRST_ON_PYPI.get(project)
+    if first is not None and _version_key(wheel_version) < _version_key(first):
+        return None
+    return project, wheel_version
+
+
+def first_on_pypi(project: str) -> str | None:
+    """The first version of ``project`` on PyPI where it is later than some set's manifest's, else None."""
+    return _FIRST_ON_PYPI.get(project)
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
 
 
 def wheel_lacks(pname: str, cuda_major: int) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ from .wheel_lookup import (
     platform_tags,
     pypi_name,
     wheel_cache_directory,
+    wheel_for,
     wheel_lacks,
 )
 from .wheel_unpack import WheelChangedError, check_unpacked, unpack_wheel
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "pypi_name",
+    "wheel_for",
     "platform_tags",
     "wheel_cache_directory",
     "wheel_lacks",
@@ -144,9 +146,13 @@ class WheelSource:
         unpacked copy is kept beside the wheel.  Raises FetchError when NVIDIA publishes no
         wheel for the component, or one that lacks what the archive has (`wheel_lacks`).
         """
-        project = pypi_name(product, pname, cuda_major)
-        if project is None:
-            raise FetchError(f"NVIDIA publishes no PyPI wheel of {pname} for CUDA {cuda_major}")
+        found = wheel_for(product, pname, cuda_major, version)
+        if found is None:
+            project = pypi_name(product, pname, cuda_major)
+            if project is None:
+                raise FetchError(f"NVIDIA publishes no PyPI wheel of {pname} for CUDA {cuda_major}")
+            raise FetchError(f"NVIDIA publishes no {version} of {project} on PyPI")
+        project, version = found  # the wheel's version (cuSPARSELt's has three parts of four)
         lacks = wheel_lacks(pname, cuda_major)
         if lacks:
             raise FetchError(f"NVIDIA's wheel {project} {version} lacks {', '.join(lacks)} (the redist archive has them)")

@@ -4,15 +4,28 @@ Nixpkgs: pkgs/build-support/cc-wrapper/ and pkgs/build-support/bintools-wrapper/
 (ld-wrapper.sh adds ``-rpath DIR`` for each ``-L DIR`` holding a library it links).
 
 The wrapper is a small bash script per compiler name (``cc``, ``c++``, ``gcc``,
-``g++``; ``clang``, ``clang++`` for Clang) that calls the real compiler.  On a
-link (no ``-c``/``-S``/``-E``/``-M``), for every ``-lNAME`` (or a ``.so`` given
-by path) it finds the first directory holding ``libNAME.so`` among the ``-L``
-arguments, ``NIX_LDFLAGS``'s ``-L`` entries and ``LIBRARY_PATH``, and adds
-``-Wl,-rpath,DIR`` when DIR is under ``$NIX_STORE``.  A ``stubs`` directory
-(``…/stubs`` or inside a ``…-stubs`` output) is never added: a library linked
-from there is the driver's at run time, so ``$CUDAPKGS_DRIVER_DIR`` is added in
-its place.  So a program linked in `cudapkgs shell` runs outside it too, with
-no LD_LIBRARY_PATH.  In builds the fixup's autoPatchelf then trims each RUNPATH
+``g++``; ``clang``, ``clang++`` for Clang) that calls the real compiler with the
+arguments it was given, plus ``-Wl,-rpath,DIR`` ones.  It first reads the
+arguments as the compiler will: each ``@FILE`` is replaced by the words of that
+response file (GCC's syntax: whitespace between words, ``'…'``/``"…"`` quotes and
+backslash escapes, nested ``@FILE`` up to 10 deep, 16 MiB at most), as Nixpkgs'
+expandResponseParams does (pkgs/build-support/wrapper-common/utils.bash and
+expand-response-params.c @1666f82b5d4eaeebab97fad801823d56febe5f3f), so a CMake
+link through ``@linkLibs.rsp`` is seen in full; a ``@FILE`` that is not a
+readable regular file is left as it is (GCC then takes it as a plain argument).
+On a link (no ``-c``/``-S``/``-E``/``-M``), for every ``-lNAME`` (or a ``.so``
+given by path) it finds the first directory holding ``libNAME.so`` among the
+``-L`` arguments, ``NIX_LDFLAGS``'s ``-L`` entries and ``LIBRARY_PATH``, and adds
+the directory it was found in when that is under ``$NIX_STORE``; a library found
+inside a joined toolkit root (`hooks.cudatoolkit_root`, marked at its top) gets the
+directory of its real file instead (links followed, one ``readlink`` for the link):
+the program needs the library's own output, not the tree.  A ``stubs``
+directory (``…/stubs`` or inside a ``…-stubs`` output, as found or as resolved)
+is never added: a library linked from there is the driver's at run time, so
+``$CUDAPKGS_DRIVER_DIR`` is added in its place.  So a program linked in
+`cudapkgs shell` runs outside it too, with no LD_LIBRARY_PATH.  In builds the
+fixup's autoPatchelf then trims each RUNPATH to the directories actually needed.
+``NIX_DEBUG=1`` prints the arguments read and the run paths added on stderr.
 to the directories actually needed.
 """
 
@@ -22,6 +35,8 @@ import os
 import shlex
 from typing import Any
 
+from .cudatoolkit_root import JOINED_MARKER
+
 __all__ = ["MARKER", "names", "setup", "wrapper_script"]
 
 #: A cc-wrapper output holds this file (JSON: the wrapped compiler).
@@ -30,26 +45,101 @@ MARKER = "nix-support/cc-wrapper.json"
 _SCRIPT = r"""#!/bin/bash
 # cudapkgs cc-wrapper for @DESC@: a run path for every store library directory linked from.
 real=@REAL@
-link=1
-[ $# -eq 0 ] && link=0
+if [ $# -eq 0 ] || [ -z "${NIX_STORE:-}" ]; then
+  exec "$real" "$@"
+fi
+# Not a link, and no response file that could say otherwise: nothing to add (before the rest is read).
+rsp=0 link=1
 for a in "$@"; do
   case "$a" in
+    @?*) rsp=1 ;;
     -c|-S|-E|-M|-MM|-fsyntax-only|-v|--version|-dumpversion|-dumpfullversion|-dumpmachine|-print-*|--print-*) link=0 ;;
   esac
 done
-if [ "$link" = 0 ] || [ -z "${NIX_STORE:-}" ]; then
-  exec "$real" "$@"
-fi
+if [ "$link" = 0 ]; then exec "$real" "$@"; fi
+# Response files (@FILE, as CMake links with @linkLibs.rsp) are expanded for the decisions below,
+# with GCC's syntax (Nixpkgs: wrapper-common/utils.bash expandResponseParams); the compiler still
+# gets the arguments as they came.  One that cannot be read stays as it is, as GCC leaves it.
+params=()
+rsp_limit=16777216
+rsp_head=$'^([^\'"\\\\]*)[\'"\\\\]'
+rsp_plain=$'^[^[:space:]\'"\\\\]+'
+rsp_space='^[[:space:]]+'
+rsp_escape=$'^\\\\(.)'
+rsp_single=$'^\'(([^\'\\\\]|\\\\.)*)\''
+rsp_double=$'^"(([^"\\\\]|\\\\.)*)"'
+rsp_unescape=$'^([^\\\\]*)\\\\(.)(.*)$'
+rsp_unquote() {  # $1: quoted text without its quotes -> REPLY, each \X read as X
+  local rest=$1
+  REPLY=
+  while [[ $rest =~ $rsp_unescape ]]; do
+    REPLY+=${BASH_REMATCH[1]}${BASH_REMATCH[2]}
+    rest=${BASH_REMATCH[3]}
+  done
+  REPLY+=${rest%\\}  # a last lone backslash escapes nothing
+}
+rsp_words() {  # $1 text, $2 depth: its words (GCC's buildargv) -> expand_args
+  local s=$1 depth=$2 head word n quote words=() IFS=$' \t\n\r\v\f' LC_ALL=C
+  while [ -n "$s" ]; do
+    if ! [[ $s =~ $rsp_head ]]; then  # no quote or backslash left: plain word splitting
+      set -f; words+=($s); set +f
+      break
+    fi
+    head=${BASH_REMATCH[1]}
+    # The words before the first quote or backslash; the last of them if it runs into it is read below.
+    word=
+    [[ $head =~ [[:space:]]$ ]] || word=${head##*[[:space:]]}
+    head=${head:0:${#head}-${#word}}
+    set -f; words+=($head); set +f
+    s=${s:${#head}}
+    word=
+    while [ -n "$s" ]; do
+      if [[ $s =~ $rsp_plain ]]; then n=${#BASH_REMATCH[0]}; word+=${BASH_REMATCH[0]}
+      elif [[ $s =~ $rsp_escape ]]; then n=${#BASH_REMATCH[0]}; word+=${BASH_REMATCH[1]}
+      elif [[ $s =~ $rsp_single ]] || [[ $s =~ $rsp_double ]]; then
+        n=${#BASH_REMATCH[0]}; rsp_unquote "${BASH_REMATCH[1]}"; word+=$REPLY
+      elif [[ $s =~ $rsp_space ]]; then break
+      else  # an unclosed quote or a last backslash: the rest, as GCC reads it
+        quote=${s:0:1}
+        [ "$quote" = '\' ] || { rsp_unquote "${s:1}"; word+=$REPLY; }
+        s=; break
+      fi
+      s=${s:n}
+    done
+    words+=("$word")
+  done
+  if [[ $1 =~ @ ]]; then expand_args "$depth" "${words[@]}"; else params+=("${words[@]}"); fi
+}
+expand_args() {  # $1 depth, then arguments: each readable @FILE replaced by its words -> params
+  local depth=$1 a f fd text
+  shift
+  for a in "$@"; do
+    f=${a#@}
+    if [ "$f" != "$a" ] && [ -n "$f" ] && [ "$depth" -lt 10 ] && [ -f "$f" ] && exec {fd}<"$f"; then
+      text=
+      IFS= read -r -N "$rsp_limit" -u "$fd" text
+      exec {fd}<&-
+      if [ "${#text}" -lt "$rsp_limit" ]; then
+        rsp_words "$text" $((depth + 1))
+        continue
+      fi
+    fi
+    params+=("$a")
+  done
+} 2>/dev/null
+if [ "$rsp" = 1 ]; then expand_args 0 "$@"; else params=("$@"); fi
 dirs=()
 libs=()
 files=()
 prev=
-for a in "$@"; do
+for a in "${params[@]}"; do
   case "$prev" in
     -L) dirs+=("$a"); prev=; continue ;;
     -l) libs+=("$a"); prev=; continue ;;
   esac
   case "$a" in
+    -c|-S|-E|-M|-MM|-fsyntax-only|-v|--version|-dumpversion|-dumpfullversion|-dumpmachine|-print-*|--print-*)
+      exec "$real" "$@" ;;  # no link
     -L|-l) prev=$a ;;
     -L*) dirs+=("${a#-L}") ;;
     -l*) libs+=("${a#-l}") ;;
@@ -61,23 +151,55 @@ for w in ${NIX_LDFLAGS:-}; do
 done
 IFS=: read -r -a lp <<< "${LIBRARY_PATH:-}"
 dirs+=("${lp[@]}")
-rpaths=()
-add_rpath() {
-  local d=$1 r
-  case "$d" in "$NIX_STORE"/*) ;; *) return 0 ;; esac
-  case "$d/" in
-    */stubs/*|*-stubs/*) d=${CUDAPKGS_DRIVER_DIR:-}; [ -n "$d" ] || return 0 ;;
-  esac
-  for r in "${rpaths[@]}"; do [ "$r" = "$d" ] && return 0; done
-  rpaths+=("$d")
-}
+found=()
 for l in "${libs[@]}"; do
   case "$l" in :*) f=${l#:} ;; *) f=lib$l.so ;; esac
   for d in "${dirs[@]}"; do
-    if [ -n "$d" ] && [ -e "$d/$f" ]; then add_rpath "$d"; break; fi
+    if [ -n "$d" ] && [ -e "$d/$f" ]; then found+=("$d/$f"); break; fi
   done
 done
-for f in "${files[@]}"; do add_rpath "${f%/*}"; done
+found+=("${files[@]}")
+# Each library's real file decides its run path: one linked through a tree of links (a merged
+# toolkit root) gets the directory it lives in, so the program needs the library, not the tree.
+# Only a library found in a joined tree (marked at its top) is followed, with one readlink for all
+# of them (the store's own real path first, for a store reached through a link).
+real_files=("${found[@]}")
+joined=0
+for f in "${found[@]}"; do
+  case "$f" in "$NIX_STORE"/?*/*) top=${f#"$NIX_STORE"/}; [ -e "$NIX_STORE/${top%%/*}/@JOINED@" ] && joined=1 ;; esac
+done
+if [ "$joined" = 1 ]; then
+  mapfile -t resolved < <(readlink -f -- "$NIX_STORE" "${found[@]}" 2>/dev/null)
+  if [ ${#resolved[@]} -eq $((${#found[@]} + 1)) ]; then
+    for i in "${!found[@]}"; do
+      r=${resolved[$((i + 1))]}
+      case "$r" in "${resolved[0]}"/*) r=$NIX_STORE/${r#"${resolved[0]}"/} ;; esac
+      real_files[$i]=$r
+    done
+  fi
+fi
+rpaths=()
+in_store() { case "$1" in "$NIX_STORE"/*) return 0 ;; esac; return 1; }
+is_stubs() { case "$1/" in */stubs/*|*-stubs/*) return 0 ;; esac; return 1; }
+add_rpath() {
+  local d=$1 r
+  for r in "${rpaths[@]}"; do [ "$r" = "$d" ] && return 0; done
+  rpaths+=("$d")
+}
+for i in "${!found[@]}"; do
+  given=${found[$i]%/*}
+  resolved=${real_files[$i]%/*}
+  if is_stubs "$given" || is_stubs "$resolved"; then
+    in_store "$given" || in_store "$resolved" || continue
+    [ -n "${CUDAPKGS_DRIVER_DIR:-}" ] && add_rpath "$CUDAPKGS_DRIVER_DIR"
+  elif in_store "$resolved"; then add_rpath "$resolved"
+  elif in_store "$given"; then add_rpath "$given"
+  fi
+done
+case ${NIX_DEBUG:-} in
+  [1-9]*) { echo "cudapkgs cc-wrapper: arguments read (response files expanded):"; printf '  %q\n' "${params[@]}"
+            echo "cudapkgs cc-wrapper: run paths added:"; printf '  %s\n' "${rpaths[@]}"; } >&2 ;;
+esac
 extra=()
 for r in "${rpaths[@]}"; do extra+=("-Wl,-rpath,$r"); done
 exec "$real" "$@" "${extra[@]}"
@@ -96,7 +218,8 @@ def wrapper_script(real: str, description: str) -> str:
     """The wrapper's bash text around the compiler at `real` (an absolute path)."""
     if not os.path.isabs(real):
         raise ValueError(f"cc-wrapper: the wrapped compiler must be an absolute path, got {real!r}")
-    return _SCRIPT.replace("@REAL@", shlex.quote(real)).replace("@DESC@", description.replace("\n", " "))
+    return (_SCRIPT.replace("@REAL@", shlex.quote(real)).replace("@DESC@", description.replace("\n", " "))
+            .replace("@JOINED@", JOINED_MARKER))
 
 
 def find_wrapper(paths: list[str]) -> str | None:

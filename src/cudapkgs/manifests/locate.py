@@ -143,6 +143,7 @@ def load_manifest(product: str, version: str, *, directory: str | os.PathLike[st
     """
     _check_name("product", product)
     _check_name("version", version)
+    check_known_product(product, f"manifest {product}/{manifest_file_name(version)}")
     searched = search_directories(directory)
     for kind, root in searched:
         path = root / product / manifest_file_name(version)
@@ -161,8 +162,33 @@ def load_manifest(product: str, version: str, *, directory: str | os.PathLike[st
             raise ManifestError(f"{path}: cannot read: {error.strerror or error}") from None
         if kind == "user":
             _check_recorded_sha256(path, data)
-        return _memo_put(path, parse_manifest(data, product=product, version=version, source=str(path)))
+        manifest = parse_manifest(data, product=product, version=version, source=str(path))
+        _check_release_product(manifest, product, path)
+        return _memo_put(path, manifest)
     raise ManifestError(_missing_message(searched, product, version))
+
+
+def check_known_product(product: str, where: str = "manifest") -> None:
+    """Refuse a product cudapkgs does not know (data/package_sets.toml `products`), one line naming
+    the known ones; `where` says what named it. Raises `ManifestError`."""
+    from ..package_sets import known_products
+
+    known = known_products()
+    if product not in known:
+        raise ManifestError(
+            f'{where}: unknown product "{product}"{did_you_mean(product, known)}; the known products are '
+            + ", ".join(known)
+        )
+
+
+def _check_release_product(manifest: Manifest, product: str, path: Path) -> None:
+    """A manifest's own `release_product` must be a known product, and the one its directory names."""
+    named = manifest.release_product
+    if named is None:
+        return
+    check_known_product(named, f"{path}: release_product")
+    if named != product:
+        raise ManifestError(f"{path}: release_product {named!r} is not {product!r}, the product its directory names")
 
 
 def _check_recorded_sha256(path: Path, data: bytes) -> None:

@@ -219,6 +219,9 @@ def update_manifest(
     """
     import hashlib
 
+    from .locate import check_known_product
+
+    check_known_product(product, "cudapkgs manifests update")
     url = update_source_url(product, version, source)
     data = _download(url, product, version)
     manifest = validate_update(data, product=product, version=version, source=url)

@@ -49,6 +49,7 @@ BUILDERS: dict[str, str] = {
     "mkDerivation": "cudapkgs.realise.generic:build",
     "fetchurl": "cudapkgs.fetch.fetchurl:build",
     "fetchFromGitHub": "cudapkgs.fetch.github:build",
+    "fetchzip": "cudapkgs.fetch.fetchzip:build",
     "fetchPypi": "cudapkgs.fetch.pypi:build",
 }
 

@@ -40,7 +40,6 @@ import shlex
 import shutil
 import stat
 import subprocess
-import tarfile
 import zipfile
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -59,7 +58,8 @@ from .context import BuildContext
 from .process_group import finish_phase, popen_phase
 
 __all__ = [
-    "HOST_PATH", "PhaseError", "attrs_sh", "build", "build_environment", "dependency_paths", "remove_references",
+    "HOST_PATH", "PhaseError", "attrs_sh", "build", "call_python_step", "build_environment", "default_phases", "dependency_paths",
+    "finish_outputs", "fixup_outputs", "patch_commands", "remove_references", "step_script", "structured_attrs", "unpack_source", "write_attrs_files",
 ]
 
 # The builder has no stdenv of its own: bash, coreutils, make and the C/C++
@@ -117,25 +117,39 @@ def build(drv: Derivation, ctx: BuildContext, outputs: Outputs) -> None:
                 os.unlink(link)
 
 
-def _build(drv: Derivation, ctx: BuildContext, outs: dict[str, Path], visible: dict[str, Path]) -> None:
-    work = Path(ctx.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    attrs = {
+def structured_attrs(drv: Derivation, outputs: Mapping[str, Any], final: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The structured attributes a build gets (.attrs.json, .attrs.sh): the derivation's, its name and
+    system, ``outputs`` (output name -> `outputs` directory, ``$out`` & co.) and ``outputPaths``
+    (output name -> `final` path, default the derivation's store paths)."""
+    return {
         **drv.attrs,
         "name": drv.name,
         "system": drv.data["system"],
-        "outputs": {name: os.fspath(d) for name, d in visible.items()},
-        "outputPaths": dict(drv.outputs),
+        "outputs": {name: os.fspath(d) for name, d in outputs.items()},
+        "outputPaths": dict(final if final is not None else drv.outputs),
     }
+
+
+def write_attrs_files(work: Path, attrs: Mapping[str, Any]) -> dict[str, str]:
+    """Write ``work/.attrs.json`` and ``work/.attrs.sh``; returns the variables naming them
+    (NIX_ATTRS_JSON_FILE, CUDAPKGS_ATTRS_JSON, NIX_ATTRS_SH_FILE)."""
     json_file = work / ".attrs.json"
     json_file.write_text(json.dumps(attrs, indent=2, sort_keys=True) + "\n")
     sh_file = work / ".attrs.sh"
     sh_file.write_text(attrs_sh(attrs))
+    return {"NIX_ATTRS_JSON_FILE": os.fspath(json_file), "CUDAPKGS_ATTRS_JSON": os.fspath(json_file),
+            "NIX_ATTRS_SH_FILE": os.fspath(sh_file)}
+
+
+def _build(drv: Derivation, ctx: BuildContext, outs: dict[str, Path], visible: dict[str, Path]) -> None:
+    work = Path(ctx.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    attrs = structured_attrs(drv, visible)
     env = build_environment(drv, work, visible)
-    env.update(NIX_ATTRS_JSON_FILE=os.fspath(json_file), CUDAPKGS_ATTRS_JSON=os.fspath(json_file),
-               NIX_ATTRS_SH_FILE=os.fspath(sh_file))
+    env.update(write_attrs_files(work, attrs))
+    sh_file = Path(env["NIX_ATTRS_SH_FILE"])
     closures = find_inputs(*dependency_paths(drv))
-    phases = _default_phases(closures, outs)
+    phases = default_phases(closures, outs)
     cwd = work
     for phase in PHASES:
         if attrs.get(f"dont{phase.capitalize()}"):
@@ -147,24 +161,36 @@ def _build(drv: Derivation, ctx: BuildContext, outs: dict[str, Path], visible: d
             if phase == "unpack" and isinstance(attrs.get("sourceRoot"), str) and attrs["sourceRoot"]:
                 cwd = work / attrs["sourceRoot"]
         elif phase == "unpack":
-            cwd = _unpack(drv, work)
+            cwd = unpack_source(drv, work)
         elif phase == "patch":
             _patch(drv, ctx, attrs, env, cwd)
         elif phase == "fixup":
-            _fixup(drv, attrs, outs, closures, ctx)
+            fixup_outputs(attrs, outs, {name: drv.outputs[name] for name in outs}, closures, ctx.log,
+                          strict_deps=bool(drv.data.get("strictDeps", True)))
         else:
             _shell(ctx, f"{phase}Phase", phases[phase], env, cwd, sh_file)
         _run_step(drv, ctx, attrs, env, cwd, outs, f"post{phase.capitalize()}")
         if phase == "unpack":
             env["sourceRoot"] = os.fspath(cwd)
-    final = {name: drv.outputs[name] for name in outs}
-    for file, paths in multiple_outputs.propagate(outs, final, attrs).items():
-        ctx.log.write(f"@@ {file}: {' '.join(paths)}\n")
+    finish_outputs(attrs, outs, {name: drv.outputs[name] for name in outs}, closures, dependency_paths(drv)[1],
+                   ctx.log)
+
+
+def finish_outputs(attrs: Mapping[str, Any], outs: Mapping[str, Path], final: Mapping[str, str], closures: Closures,
+                   direct_host: Sequence[str], log: Any) -> None:
+    """What follows the phases, whatever they were: the outputs' nix-support propagation files
+    (multiple-outputs), `removeReferencesTo`, then the `disallowedReferences` and nvcc checks.
+
+    `outs` are the directories (output name -> directory), `final` the paths they will have
+    (output name -> path), `log` a text stream.  Raises `PhaseError`.
+    """
+    for file, paths in multiple_outputs.propagate(outs, dict(final), attrs).items():
+        log.write(f"@@ {file}: {' '.join(paths)}\n")
     removed = remove_references(outs, attrs.get("removeReferencesTo") or ())
     if removed:
-        ctx.log.write(f"@@ removeReferencesTo: {len(removed)} file(s) rewritten\n")
+        log.write(f"@@ removeReferencesTo: {len(removed)} file(s) rewritten\n")
     _check_disallowed(outs, attrs.get("disallowedReferences") or ())
-    _check_no_nvcc(outs, closures, dependency_paths(drv)[1])
+    _check_no_nvcc(outs, closures, direct_host)
 
 
 def dependency_paths(drv: Derivation) -> tuple[list[str], list[str]]:
@@ -182,14 +208,22 @@ def dependency_paths(drv: Derivation) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(native)), list(dict.fromkeys(host))
 
 
-def _default_phases(closures: Closures, outputs: Mapping[str, Path]) -> dict[str, str]:
-    """The default configure/build/install phases: cmake's when a native input brings its hook."""
-    brought = set()
-    for path in closures.native:
+def setup_hooks(paths: Sequence[str]) -> set[str]:
+    """The setup hooks the input paths bring (the names in their ``nix-support/cudapkgs-setup-hook``:
+    "cmake", and the CUDA set's hook members, `cudapkgs.cuda.members.HOOKS`)."""
+    brought: set[str] = set()
+    for path in paths:
         try:
             brought.update(read_support_file(Path(path, SETUP_HOOK)).split())
         except OSError:
             pass
+    return brought
+
+
+def default_phases(closures: Closures, outputs: Mapping[str, Any]) -> dict[str, str]:
+    """The default configure/build/install phases (phase name without "Phase" -> bash):
+    cmake's when a native input of `closures` brings its hook, else make's."""
+    brought = setup_hooks(closures.native)
     if "cmake" in brought:
         return {
             "configure": cmake_builder.configure_phase(outputs),
@@ -197,6 +231,9 @@ def _default_phases(closures: Closures, outputs: Mapping[str, Path]) -> dict[str
             "install": cmake_builder.install_phase(),
         }
     return dict(DEFAULT_PHASES)
+
+
+_default_phases = default_phases  # the name tests and older callers use
 
 
 #: Variables a build requiring a `cuda*` system feature inherits: which GPUs it may use.
@@ -225,6 +262,14 @@ def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str
         native, host, base=base, host_path=HOST_PATH, store_dir=store_dir,
         driver_dir=attrs.get("driverLibDir") if isinstance(attrs.get("driverLibDir"), str) else None,
     )
+    from ..hooks import cuda_component
+
+    closures = find_inputs(native, host)
+    try:  # cudaComponentHook: every component input registers itself (one CUDA release per role)
+        cuda_component.collect(env, closures.native, closures.host, strict=bool(drv.data.get("strictDeps", True)),
+                               base={str(k): v for k, v in (attrs.get("env") or {}).items() if isinstance(v, str)})
+    except cuda_component.ComponentError as error:
+        raise PhaseError(f"{drv.name}: {error}") from None
     includes = [d for d in env.get("CPATH", "").split(os.pathsep) if d]
     libs = [d for d in env.get("LIBRARY_PATH", "").split(os.pathsep) if d]
     env["NIX_CFLAGS_COMPILE"] = " ".join(f"-isystem {d}" for d in includes)
@@ -287,9 +332,18 @@ def _run_step(drv: Derivation, ctx: BuildContext, attrs: dict[str, Any], env: di
     if isinstance(step, str):
         _shell(ctx, key, step, env, cwd, Path(env["NIX_ATTRS_SH_FILE"]))
         return
-    fn = _python_step(drv, key, step)
     ctx.log.write(f"@@ {key}: {step['python']}\n")
     ctx.log.flush()
+    call_python_step(drv, key, attrs, env, cwd, outputs)
+
+
+def call_python_step(drv: Derivation, key: str, attrs: dict[str, Any], env: dict[str, str], cwd: Path,
+                     outputs: Mapping[str, Path]) -> None:
+    """Run the Python step `key` (a phase or hook whose attribute is a ``{"python": …}`` record) as
+    ``fn(attrs, env, cwd, outputs)``; what it changes in `env` the later steps see.  Raises
+    `PhaseError` naming the step (a `CudapkgsError` it raises passes as it is)."""
+    step = attrs[key]
+    fn = _python_step(drv, key, step)
     try:
         fn(attrs, env, cwd, dict(outputs))
     except CudapkgsError:
@@ -315,11 +369,16 @@ def _python_step(drv: Derivation, key: str, record: Mapping[str, Any]) -> Step:
     return target
 
 
+def step_script(script: str, attrs_sh_file: str | os.PathLike[str]) -> str:
+    """The file a shell step runs as (``bash -e FILE``, in the phase's directory): the structured
+    attributes (.attrs.sh), the shell functions (substituteInPlace, patchShebangs), ``set -e -o
+    pipefail``, then `script`.  `cudapkgs develop` runs the very same files."""
+    return f'source {shlex.quote(os.fspath(attrs_sh_file))}\n{shell_functions.FUNCTIONS}\nset -e -o pipefail\n{script}\n'
+
+
 def _shell(ctx: BuildContext, key: str, script: str, env: Mapping[str, str], cwd: Path, attrs_sh_file: Path) -> None:
     script_file = Path(env["NIX_BUILD_TOP"]) / f".{key}.sh"
-    script_file.write_text(
-        f'source {shlex.quote(os.fspath(attrs_sh_file))}\n{shell_functions.FUNCTIONS}\nset -e -o pipefail\n{script}\n'
-    )
+    script_file.write_text(step_script(script, attrs_sh_file))
     ctx.log.write(f"@@ {key}\n")
     ctx.log.flush()
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
@@ -347,8 +406,11 @@ def _shell(ctx: BuildContext, key: str, script: str, env: Mapping[str, str], cwd
 # --- default phases ----------------------------------------------------------
 
 
-def _unpack(drv: Derivation, work: Path) -> Path:
-    """Copy the source into the work dir; return the source root."""
+def unpack_source(drv: Derivation, work: Path) -> Path:
+    """The default unpack phase: the source copied (a directory, a file) or unpacked (an archive)
+    into ``work/source``; returns the source root (``sourceRoot`` when the package names one, else
+    the archive's one top directory, else ``work/source``; `work` itself without a source).
+    Raises `PhaseError` when the source is missing, changed since evaluation or cannot be unpacked."""
     src = drv.data.get("src")
     if src is None:
         return work
@@ -362,25 +424,31 @@ def _unpack(drv: Derivation, work: Path) -> Path:
         shutil.copytree(path, unpacked, symlinks=True)
         root = unpacked
     else:
-        unpacked.mkdir()
         archive = _archive_format(path)
-        if archive is not None:
-            # Tar's "data" filter (PEP 706): no absolute or escaping members, links or devices;
-            # shutil's zip unpacker refuses absolute and ".." members itself.
+        if archive is not None and archive != "zip":
+            # fetch.archives: confined to the tree (no absolute or escaping members, nothing written
+            # through a link, link chains checked), no devices; on every Python 3.11 (tarfile's
+            # "data" filter, PEP 706, is 3.11.4 and later: Debian 12 has 3.11.2).
+            from ..fetch.archives import unpack
+
             try:
-                if archive == "zip":
-                    shutil.unpack_archive(path, unpacked, archive)
-                else:
-                    shutil.unpack_archive(path, unpacked, archive, filter="data")
-            except (tarfile.TarError, zipfile.BadZipFile, shutil.ReadError, EOFError) as error:
+                root = unpack(Path(path), unpacked)
+            except CudapkgsError as error:
+                raise PhaseError(f"unpackPhase: cannot unpack {path}: {error}") from None
+        elif archive == "zip":
+            unpacked.mkdir()
+            try:  # shutil's zip unpacker refuses absolute and ".." members itself
+                shutil.unpack_archive(path, unpacked, archive)
+            except (zipfile.BadZipFile, shutil.ReadError, EOFError) as error:
                 raise PhaseError(f"unpackPhase: cannot unpack {path}: {error}") from None
             try:
-                confine.check_tree_links(unpacked)  # link chains, which the filter checks one at a time
+                confine.check_tree_links(unpacked)  # link chains
             except confine.TreeEscapeError as error:
                 raise PhaseError(f"unpackPhase: {error}") from None
             entries = list(unpacked.iterdir())
             root = entries[0] if len(entries) == 1 and entries[0].is_dir() else unpacked
         else:
+            unpacked.mkdir()
             shutil.copy2(path, unpacked / src["name"])
             root = unpacked
     _make_writable(unpacked)
@@ -412,24 +480,49 @@ def _make_writable(root: Path) -> None:
     os.chmod(root, os.stat(root).st_mode | stat.S_IWUSR)
 
 
-def _patch(drv: Derivation, ctx: BuildContext, attrs: Mapping[str, Any], env: Mapping[str, str], cwd: Path) -> None:
+def patch_commands(drv: Derivation, attrs: Mapping[str, Any]) -> list[str]:
+    """The default patch phase: one ``patch --batch <patchFlags> -i PATCH`` command line per patch,
+    each local patch checked against its NAR hash first (`PhaseError` when it changed)."""
     records = attrs.get("patches") or []
     paths = drv.context.get("patchPaths") or [r.get("path") for r in records]
     flags = attrs.get("patchFlags") or ["-p1"]
+    commands = []
     for record, path in zip(records, paths):
         if record.get("type") == "path":
             _check_nar_hash(Path(path), record["narHash"], "patch")
-        args = " ".join(shlex.quote(str(a)) for a in ["patch", "--batch", *flags, "-i", path])
-        _shell(ctx, "patchPhase", args, env, cwd, Path(env["NIX_ATTRS_SH_FILE"]))
+        commands.append(" ".join(shlex.quote(str(a)) for a in ["patch", "--batch", *flags, "-i", path]))
+    return commands
 
 
-def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path], closures: Closures,
-           ctx: BuildContext) -> None:
+def _patch(drv: Derivation, ctx: BuildContext, attrs: Mapping[str, Any], env: Mapping[str, str], cwd: Path) -> None:
+    for command in patch_commands(drv, attrs):
+        _shell(ctx, "patchPhase", command, env, cwd, Path(env["NIX_ATTRS_SH_FILE"]))
+
+
+def fixup_outputs(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: Mapping[str, str],
+                  closures: Closures, log: Any, *, strict_deps: bool = True) -> None:
+    """The default fixup phase: auto-patchelf of the `outputs` (output name -> directory) against the
+    host inputs' lib dirs (never a stubs output), RUNPATH entries into an output mapped to its `final`
+    path (output name -> path), the driver dir when ``autoAddDriverRunpath`` (the attribute or the
+    set's hook among the native inputs), cuda_compat's dir first with ``autoAddCudaCompatRunpath``,
+    markForCudatoolkitRootHook and cudaComponentHook when a native input brings them; `log` is a
+    text stream. Raises `PhaseError` (a RUNPATH keeping a stubs directory) or the hooks' errors."""
+    from .. import hooks
+    from ..hooks import cuda_component
+
     for path in outputs.values():
         confine.unshare_hardlinks(path)  # a build script's `ln /host/file $out/…` must not be patched
+    brought = setup_hooks(closures.native)
+    if "markForCudatoolkitRootHook" in brought:
+        hooks.mark_for_cudatoolkit_root(outputs, pname=attrs.get("pname"), strict_deps=strict_deps)
+    # cudaComponentHook (a native input) publishes the package when it asks to be one (cudaPublishComponent).
+    try:
+        if cuda_component.NAME in brought:
+            cuda_component.publish(outputs, attrs)
+    except cuda_component.ComponentError as error:
+        raise PhaseError(f"fixupPhase: {error}") from None
     if attrs.get("dontAutoPatchelf"):
         return
-    from .. import hooks
 
     # Stubs outputs are for linking only: a run path never reaches them.
     lib_dirs = [
@@ -442,10 +535,13 @@ def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path], 
         lib_dirs,
         append_runpaths=list(attrs.get("appendRunpaths") or ()),
         ignore_missing=list(attrs.get("autoPatchelfIgnoreMissingDeps") or ()),
-        driver_dir=attrs.get("driverLibDir") if attrs.get("autoAddDriverRunpath") else None,
+        # autoAddDriverRunpath: the attribute, or the set's hook among the native inputs.
+        driver_dir=attrs.get("driverLibDir") if attrs.get("autoAddDriverRunpath") or "autoAddDriverRunpath" in brought
+        else None,
+        compat_dir=_compat_dir(closures.native) if "autoAddCudaCompatRunpath" in brought else None,
     )
     # Libraries found in another output were found in its build directory, not its store path.
-    final = {os.fspath(d): drv.outputs[name] for name, d in outputs.items()}
+    final = {os.fspath(d): final[name] for name, d in outputs.items()}
     plan = hooks.RunpathPlan()
     for path, runpath in report.runpaths.items():
         mapped = [_to_final(entry, final) for entry in runpath]
@@ -455,7 +551,23 @@ def _fixup(drv: Derivation, attrs: Mapping[str, Any], outputs: dict[str, Path], 
         if stubs:
             raise PhaseError(f"{path.name}: its RUNPATH keeps the stubs directory {stubs[0]} (link-time only)")
     plan.apply()
-    ctx.log.write(f"@@ fixup: {len(report.runpaths)} ELF file(s), RUNPATHs from {len(lib_dirs)} input lib dir(s)\n")
+    log.write(f"@@ fixup: {len(report.runpaths)} ELF file(s), RUNPATHs from {len(lib_dirs)} input lib dir(s)\n")
+
+
+COMPAT_DIR_FILE = "nix-support/cuda-compat-lib-dir"
+
+
+def _compat_dir(native: Sequence[str]) -> str | None:
+    """The libcuda directory autoAddCudaCompatRunpath puts first (its package's
+    ``nix-support/cuda-compat-lib-dir``); None when the hook is disabled (no cuda_compat here)."""
+    for path in native:
+        try:
+            found = read_support_file(Path(path, COMPAT_DIR_FILE), limit=4096).strip()
+        except OSError:
+            continue
+        if found:
+            return found
+    return None
 
 
 def _check_no_nvcc(outputs: Outputs, closures: Closures, direct_host: Sequence[str]) -> None:

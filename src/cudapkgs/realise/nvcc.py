@@ -82,11 +82,17 @@ def _wrap(nvcc: Path, wrapped: str, ccbin: str) -> None:
     # nvcc probes the host compiler through PATH (or -ccbin, NVCC_CCBIN), not the
     # profile's compiler-bindir; the wrapper sets NVCC_CCBIN unless the caller did.
     # The real binary stays in bin/, so nvcc still finds nvcc.profile beside itself.
+    # nvcc takes its directory (_HERE_, so TOP and the profile) from the path it is run by:
+    # reached through a joined toolkit root's bin/nvcc (a link to this script), the binary
+    # is run from there, so TOP is that root, as CMake's FindCUDAToolkit needs
+    # (hooks/cudatoolkit_root.py); anywhere else, from its own output.
     nvcc.rename(nvcc.with_name(WRAPPED))
     nvcc.write_text(
         "#!/bin/sh\n"
         "# cudapkgs: nvcc with the host compiler chosen for it (-ccbin or NVCC_CCBIN override it)\n"
         f'if [ -z "${{NVCC_CCBIN:-}}" ]; then NVCC_CCBIN={ccbin}; export NVCC_CCBIN; fi\n'
+        'case "$0" in */*) here=${0%/*} ;; *) here= ;; esac\n'
+        f'if [ -n "$here" ] && [ -x "$here/{WRAPPED}" ] && [ -f "$here/nvcc.profile" ]; then exec "$here/{WRAPPED}" "$@"; fi\n'
         f'exec {wrapped} "$@"\n'
     )
     nvcc.chmod(0o755)

@@ -227,7 +227,7 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
 
         try:
             paths = store.add_outputs(list(drv.outputs.values()), run, references_candidates=candidates,
-                                      deriver=drv.drv_path, links=links)
+                                      deriver=drv.drv_path, links=links, names=names)
             store.add_temp_roots(paths)  # until the caller links them (or exits)
         except CudapkgsError as error:
             kept = f"; build directory kept at {_keep(work, drv)}" if keep_failed else ""

@@ -237,7 +237,7 @@ def _fixup(drv: Derivation, outputs: Mapping[str, Path], final: Mapping[str, str
         outputs,
         dep_dirs,
         append_runpaths=attrs.get("appendRunpaths") or ("$ORIGIN",),
-        ignore_missing=IGNORE_MISSING.get(pname, ()),
+        ignore_missing=tuple(attrs.get("autoPatchelfIgnoreMissingDeps") or ()) + IGNORE_MISSING.get(pname, ()),
         plan=plan,
     )
     for path in report.runpaths:
@@ -253,6 +253,9 @@ def _fixup(drv: Derivation, outputs: Mapping[str, Path], final: Mapping[str, str
         ctx.log.write(f"fixup: {path.name}: {lib} left to the driver\n")
 
     hooks.mark_for_cudatoolkit_root(outputs, pname=pname, strict_deps=bool(drv.data.get("strictDeps", True)))
+    from ..hooks.cuda_component import publish  # cudaComponentHook's postFixup (hooks/cuda_component.py)
+
+    publish(outputs, attrs)
     _propagate(attrs, outputs, final)
     if pname == "cuda_cudart":
         _cudart_stubs(outputs.get(_output_var(attrs, "outputStubs", outputs)))

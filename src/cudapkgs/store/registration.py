@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import StoreError
+from .cycles import topological_order
 from . import nar
 from .files import _freeze, _make_read_only, _remove_tree, _store_error
 from .locks import PathLock, acquire_saying_so, lock_file_for
@@ -95,13 +96,17 @@ class Registration:
         references_candidates: Iterable[str] = (),
         deriver: str | None = None,
         links: Mapping[str, str] | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> list[str]:
         """Make several paths (a derivation's outputs) valid together, crash-safely.
 
         `build(dirs)` gets a temporary directory per path (keyed by store path) and must
-        create each one. The outputs may refer to one another; they are registered in
-        one transaction, so either all of them become valid or none does. Paths that
-        another process made valid meanwhile are not rebuilt.
+        create each one. The outputs may refer to one another, but not in a cycle: as in
+        Nix, outputs that refer to each other are a build error (`cycles.ReferenceCycleError`,
+        "cycle detected in the references of output 'dev' from output 'out'", with
+        `names`: path -> output name). They are registered in one transaction, so either
+        all of them become valid or none does. Paths that another process made valid
+        meanwhile are not rebuilt.
 
         `links` (filled by `build`, read after it): files of the outputs that the builder
         hard-linked to files of valid store paths (file in a temporary directory -> store
@@ -135,6 +140,8 @@ class Registration:
                             if ref not in dirs and not self.db.is_valid(ref):
                                 raise StoreError(f"'{path}' refers to '{ref}', which is not valid in the store {self.store_dir}")
                         entries.append((path, nar.format_hash(digest), size, refs, deriver))
+                    # Before anything is moved into the store: Nix's registerOutputs refuses the same.
+                    topological_order({path: refs for path, _, _, refs, _ in entries}, names)
                     # An output already valid (substituted from a cache, say) stays as it is: replacing
                     # it would take away files that valid paths may refer to.
                     keep = {path for path in dirs if self.db.is_valid(path)}

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 from . import nar
+from .cycles import ReferenceCycleError, topological_order
 from .nar_restore import MAX_DEPTH
 from .paths import hash_part, to_store_path
 
@@ -128,7 +129,9 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
         # Every path a file may mention: all valid paths and all paths of the archive.
         candidates = {**{hash_part(p): p for p in store.all_paths()}, **{hash_part(p): p for p in archive_paths}}
         added = []
-        for entry in manifest["paths"]:
+        by_path = {entry["path"]: entry for entry in manifest["paths"]}
+        order = topological_order({p: e["references"] for p, e in by_path.items()})  # checked acyclic above
+        for entry in (by_path[p] for p in order):  # dependencies first, whatever the manifest's order
             path = entry["path"]
             if store.is_valid(path):
                 continue
@@ -197,6 +200,10 @@ def _check_entries(entries: list, store, source: Path) -> None:
                     f"{source}: {entry['path']} refers to {ref}, which is neither in the archive nor valid in "
                     f"{store.store_dir}"
                 )
+    try:  # as Nix's import (registerValidPaths): paths that refer to each other are refused, whole
+        topological_order({entry["path"]: entry["references"] for entry in entries})
+    except ReferenceCycleError as error:
+        raise ReferenceCycleError(f"{source}: {error}; nothing was imported", error.path, error.parent) from None
 
 
 # NAR sizes (NixOS/nix src/libutil/archive.cc): a string is its 8-byte length and its bytes padded to 8.

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import CudapkgsError
+from ..cycles import find_cycle, topological_order
 from .base import Cache, CacheError, CacheUnavailable
 from .narinfo import NarInfo
 from .signing import PublicKey, trusted_keys
@@ -141,8 +142,14 @@ class Substituters:
                         for ref in sub.info.reference_paths():
                             if ref != path and ref not in found and not store.is_valid(ref):
                                 todo.append(ref)
-        # A path is usable when every invalid reference is usable too (a greatest fixed point).
+        # A path is usable when every invalid reference is usable too (a greatest fixed point),
+        # and no path whose closure holds a reference cycle is: it could never be registered.
         usable = {p for p, s in found.items() if s is not None}
+        while (cycle := find_cycle({p: found[p].info.reference_paths() for p in usable})) is not None:  # type: ignore[union-attr]
+            path, parent = cycle
+            self.warn(f"warning: {found[path].cache.url}: cycle detected in the references of '{path}' from "  # type: ignore[union-attr]
+                      f"'{parent}'; not substituting them")
+            usable -= {path, parent}
         changed = True
         while changed:
             changed = False
@@ -189,7 +196,7 @@ class Substituters:
 
         by_path = {s.path: s for s in subs}
         refs_of = {s.path: [r for r in s.info.reference_paths() if r in by_path and r != s.path] for s in subs}
-        order = _topological(refs_of)
+        order = _topological(refs_of)  # ReferenceCycleError before any download: they would wait on each other
         registered = {p: threading.Event() for p in by_path}
         failed: dict[str, BaseException] = {}
         local = threading.local()
@@ -256,25 +263,11 @@ class Substituters:
 
 
 def _topological(refs_of: dict[str, list[str]]) -> list[str]:
-    """The keys of `refs_of` with every path after the paths it refers to (among the keys)."""
-    order: list[str] = []
-    state: dict[str, int] = {}
-    for start in sorted(refs_of):
-        stack = [(start, iter(sorted(refs_of[start])))]
-        if start in state:
-            continue
-        state[start] = 1
-        while stack:
-            node, refs = stack[-1]
-            for ref in refs:
-                if ref not in state:
-                    state[ref] = 1
-                    stack.append((ref, iter(sorted(refs_of[ref]))))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    return order
+    """The keys of `refs_of` with every path after the paths it refers to (among the keys).
+
+    Raises `ReferenceCycleError` when they refer to each other in a cycle (`cycles.topological_order`).
+    """
+    return topological_order(refs_of)
 
 
 def _get(config: Any, key: str, default: Any) -> Any:

@@ -1,0 +1,273 @@
+"""`cudapkgs develop`: the build environment of one package, with its phases callable by name.
+
+Nix's ``nix develop`` (src/nix/develop.cc @01734f428cf7ade7b3ef0e2283ed45438aa727af)
+gives a bash with the environment the builder would see, and the phases as shell
+functions: ``runPhase configurePhase``, ``genericBuild``.  Here the environment is the
+builder's own (`generic.build_environment`: the inputs, what they propagate and the
+setup hooks, in the builder's order; the structured attributes in ``.attrs.json`` and
+``.attrs.sh``, sourced by the shell, so ``${cmakeFlags[@]}`` and ``${gencode[@]}`` are
+there), and each phase runs as the builder runs it:
+
+* a shell step (the package's ``configurePhase``, ``preBuild``, …, or the default
+  configure/build/install phases of the cmake or make builder) is the file the builder
+  would write (`generic.step_script`), run as ``bash -e FILE`` in the current directory:
+  its own process, so ``cd`` and variables do not carry over to the next step;
+* a step made of Python (the default unpack and fixup, the final propagation and
+  reference checks, a package's Python phase) runs in the `cudapkgs develop` process
+  that evaluated the package (`DevelopSession` serves it through two FIFOs in the
+  session's private directory), with this shell's directory and exported variables; what
+  it changes in the environment comes back into the shell.
+
+Then as ``nix develop`` does: the outputs are ``$PWD/outputs/<name>`` (``$out``, and in
+``outputs``/``outputPaths``), ``NIX_BUILD_TOP``/``TMPDIR``/… a new temporary directory
+(removed afterwards), PATH the build's followed by the user's, and HOME, TERM, TZ and
+the rest of Nix's ``ignoreVars`` are the user's; the other variables of the user's
+environment stay as they were, but CUDA_HOME, CUDA_PATH, CUDACXX, CUDAToolkit_ROOT, …
+(a host toolkit) are dropped, as in `cudapkgs shell`.  ``unpackPhase`` unpacks into
+``./source`` and changes into the source root, as Nixpkgs' does.  ``genericBuild``
+runs every phase, then what the builder does after them (`generic.finish_outputs`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..build_inputs import find_inputs
+from ..derivation import Derivation
+from ..errors import CudapkgsError, EvalError
+from ..hooks import shell_functions
+from ..stdenv import PHASES
+from . import generic
+
+__all__ = ["IGNORED_VARIABLES", "DevelopSession"]
+
+#: Variables the shell keeps from the user's environment rather than the build's: Nix's
+#: `ignoreVars` (develop.cc); NIX_BUILD_TOP and the TMP* ones are the session's directory.
+IGNORED_VARIABLES = frozenset({
+    "BASHOPTS", "HOME", "NIX_BUILD_TOP", "NIX_ENFORCE_PURITY", "NIX_LOG_FD", "NIX_REMOTE", "PPID", "SHELLOPTS",
+    "SSL_CERT_FILE", "TEMP", "TEMPDIR", "TERM", "TMP", "TMPDIR", "TZ", "UID",
+})
+# As `cudapkgs.shell.CUDA_VARIABLES`: a host toolkit's variables never reach the shell.
+_CUDA_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "CUDACXX", "CUDAToolkit_ROOT", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR")
+_REQUEST_LIMIT = 64 << 20
+_PHASE_NAMES = tuple(f"{phase}Phase" for phase in PHASES)
+
+
+def _identifier(name: str) -> bool:
+    return name.isidentifier() and name.isascii()
+
+
+class DevelopSession:
+    """One ``cudapkgs develop`` shell of `drv` (a mkDerivation derivation whose inputs are valid).
+
+    `outputs_dir` holds the outputs (``<dir>/<name>``); `base` is the user's environment;
+    `between_path` are PATH entries put between the build's PATH and the user's (the stand-ins
+    hiding host CUDA tools, `cudapkgs.shell.prepare`).  `env` is the shell's environment and
+    `rc_file` the bash file defining the phases; `start_server` must run before the shell, and
+    `close` after it (it removes the session's directory).  Raises `EvalError` for a derivation
+    that is not built by phases.
+    """
+
+    def __init__(self, drv: Derivation, *, outputs_dir: str | os.PathLike[str], base: Mapping[str, str],
+                 between_path: Sequence[str] = ()) -> None:
+        if drv.builder != "mkDerivation":
+            raise EvalError(f"{drv.name} is built by the {drv.builder!r} builder, which has no phases to run in a "
+                            "shell; `cudapkgs develop` takes packages made by mk_derivation")
+        self.drv = drv
+        self.work = Path(tempfile.mkdtemp(prefix="cudapkgs-develop-"))
+        self.private = self.work / ".cudapkgs-develop"
+        self.private.mkdir(mode=0o700)
+        self.outputs = {name: Path(outputs_dir).absolute() / name for name in drv.outputs}
+        final = {name: os.fspath(path) for name, path in self.outputs.items()}
+        self.attrs = generic.structured_attrs(drv, self.outputs, final)
+        self.native, self.host = generic.dependency_paths(drv)
+        self.closures = find_inputs(self.native, self.host)
+        build = generic.build_environment(drv, self.work, self.outputs)
+        build.update(generic.write_attrs_files(self.work, self.attrs))
+        self.env = self._environment(build, base, between_path)
+        self.rc_file = self.private / "rc.sh"
+        self.rc_file.write_text(self._rc())
+        self._server: threading.Thread | None = None
+
+    # -- the environment -------------------------------------------------------
+
+    def _environment(self, build: Mapping[str, str], base: Mapping[str, str], between: Sequence[str]) -> dict[str, str]:
+        env = {k: v for k, v in base.items() if k not in _CUDA_VARIABLES}
+        env.update({k: v for k, v in build.items() if k not in IGNORED_VARIABLES})
+        path = [*build.get("PATH", "").split(os.pathsep), *between, *base.get("PATH", "").split(os.pathsep)]
+        env["PATH"] = os.pathsep.join(dict.fromkeys(e for e in path if e))
+        for name in ("NIX_BUILD_TOP", "TMP", "TMPDIR", "TEMP", "TEMPDIR"):
+            env[name] = os.fspath(self.work)
+        env["CUDAPKGS_DEVELOP"] = self.drv.drv_path
+        return env
+
+    # -- the phases --------------------------------------------------------------
+
+    def _kinds(self) -> dict[str, str]:
+        """step key -> "shell" (a script file written here), "python", "unpack", "fixup" or "none"."""
+        defaults = generic.default_phases(self.closures, self.outputs)
+        sh_file = self.env["NIX_ATTRS_SH_FILE"]
+        kinds: dict[str, str] = {}
+
+        def script(key: str, text: str) -> str:
+            (self.work / f".{key}.sh").write_text(generic.step_script(text, sh_file))
+            return "shell"
+
+        for phase in PHASES:
+            cap = phase.capitalize()
+            for key in (f"pre{cap}", f"{phase}Phase", f"post{cap}"):
+                value = self.attrs.get(key)
+                if isinstance(value, str):
+                    kinds[key] = script(key, value) if value else "none"
+                elif isinstance(value, Mapping) and "python" in value:
+                    kinds[key] = "python"
+                elif key != f"{phase}Phase" or phase in ("unpack", "fixup"):
+                    kinds[key] = phase if key == f"{phase}Phase" else "none"
+                elif phase == "patch":
+                    commands = generic.patch_commands(self.drv, self.attrs)
+                    kinds[key] = script(key, "\n".join(commands)) if commands else "none"
+                else:
+                    kinds[key] = script(key, defaults[phase])
+        return kinds
+
+    def _rc(self) -> str:
+        kinds = self._kinds()
+        table = " ".join(f"[{k}]={v}" for k, v in kinds.items())
+        phases = " ".join(_PHASE_NAMES)
+        functions = "".join(f"{name}() {{ _cudapkgs_step {name}; }}\n" for name in _PHASE_NAMES)
+        source_root = self.attrs.get("sourceRoot") if isinstance(self.attrs.get("sourceRoot"), str) else ""
+        return f"""# cudapkgs develop: {self.drv.name} ({self.drv.drv_path})
+_cudapkgs_dir={shlex.quote(os.fspath(self.private))}
+_cudapkgs_top={shlex.quote(os.fspath(self.work))}
+_cudapkgs_source_root={shlex.quote(source_root)}
+declare -A _cudapkgs_kind=({table})
+source "$NIX_ATTRS_SH_FILE"
+{shell_functions.FUNCTIONS}
+_cudapkgs_call() {{  # $1: a step run by the cudapkgs develop process, in this directory, with this environment
+  local status
+  {{ printf '%s\\0%s\\0' "$1" "$PWD"; env -0; }} > "$_cudapkgs_dir/request" || return 1
+  IFS= read -r status < "$_cudapkgs_dir/response" || {{ echo "cudapkgs develop: no answer for $1" >&2; return 1; }}
+  source "$_cudapkgs_dir/result.sh"
+  [ "$status" = 0 ]
+}}
+_cudapkgs_step() {{  # $1: a step key (preConfigure, configurePhase, ...), run as the builder runs it
+  case "${{_cudapkgs_kind[$1]:-none}}" in
+    shell) bash -e "$_cudapkgs_top/.$1.sh" ;;
+    none) return 0 ;;
+    *) _cudapkgs_call "$1" ;;
+  esac
+}}
+{functions}runPhase() {{  # runPhase NAME: pre<Phase>, the phase, post<Phase>, unless dont<Phase> is set
+  local phase=${{1:-}} cap dont
+  case " {phases} " in *" $phase "*) ;; *)
+    echo "runPhase: no phase '$phase' (phases: {phases})" >&2; return 2 ;;
+  esac
+  cap=${{phase%Phase}}; cap=${{cap^}}; dont=dont$cap
+  if [ -n "${{!dont:-}}" ]; then echo "skipping $phase ($dont is set)"; return 0; fi
+  mkdir -p "${{outputs[@]}}" || return
+  echo "Running phase: $phase"
+  _cudapkgs_step "pre$cap" || return
+  "$phase" || return
+  if [ "$phase" = unpackPhase ] && [ "${{_cudapkgs_kind[unpackPhase]}}" = shell ] && [ -n "$_cudapkgs_source_root" ]; then
+    cd -- "$_cudapkgs_source_root" || return
+  fi
+  _cudapkgs_step "post$cap" || return
+  if [ "$phase" = unpackPhase ]; then export sourceRoot=$PWD; fi
+}}
+genericBuild() {{  # every phase, then what the builder does after them
+  local phase
+  for phase in {phases}; do runPhase "$phase" || return; done
+  _cudapkgs_call finish
+}}
+if [[ $- == *i* ]]; then PS1={shlex.quote(f"(develop {self.drv.name}) ")}"${{PS1:-\\w\\$ }}"; fi
+"""
+
+    # -- serving the Python steps -------------------------------------------------
+
+    def start_server(self) -> None:
+        """Serve the shell's requests for Python steps, on a daemon thread, until the process ends."""
+        os.mkfifo(self.private / "request", 0o600)
+        os.mkfifo(self.private / "response", 0o600)
+        self._server = threading.Thread(target=self._serve, name="cudapkgs-develop", daemon=True)
+        self._server.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                with open(self.private / "request", "rb") as request:
+                    data = request.read(_REQUEST_LIMIT + 1)
+            except OSError:
+                return  # the session's directory is gone
+            status = self.handle(data)
+            try:
+                with open(self.private / "response", "w") as response:
+                    response.write(f"{status}\n")
+            except OSError:
+                return
+
+    def handle(self, data: bytes) -> int:
+        """Run one request (``KEY\\0CWD\\0`` then ``env -0``'s output); writes ``result.sh`` (what the
+        shell then sources) and returns the status (0 or 1).  Messages go to standard error."""
+        result = self.private / "result.sh"
+        result.write_text("")
+        parts = data.split(b"\0")
+        if len(data) > _REQUEST_LIMIT or len(parts) < 3:
+            print("cudapkgs develop: a malformed request from the shell", file=sys.stderr, flush=True)
+            return 1
+        key, cwd = os.fsdecode(parts[0]), Path(os.fsdecode(parts[1]))
+        env = {}
+        for item in parts[2:]:
+            name, sep, value = os.fsdecode(item).partition("=")
+            if sep and _identifier(name):
+                env[name] = value
+        before = dict(env)
+        lines: list[str] = []
+        try:
+            self._run(key, cwd, env, lines)
+        except CudapkgsError as error:
+            print(f"cudapkgs develop: {error}", file=sys.stderr, flush=True)
+            return 1
+        except OSError as error:
+            print(f"cudapkgs develop: {key}: {error}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            sys.stdout.flush()
+        for name in sorted(set(before) | set(env)):
+            if not _identifier(name):
+                continue
+            if name not in env:
+                lines.append(f"unset {name}")
+            elif before.get(name) != env[name]:
+                lines.append(f"export {name}={shlex.quote(str(env[name]))}")
+        result.write_text("".join(line + "\n" for line in lines))
+        return 0
+
+    def _run(self, key: str, cwd: Path, env: dict[str, str], lines: list[str]) -> None:
+        log = sys.stdout
+        final = {name: os.fspath(path) for name, path in self.outputs.items()}
+        if key == "unpackPhase" and not isinstance(self.attrs.get(key), Mapping):
+            if self.drv.data.get("src") is not None and os.path.lexists(cwd / "source"):
+                raise generic.PhaseError(f"unpackPhase: {cwd / 'source'} exists already; remove it, or unpack elsewhere")
+            root = generic.unpack_source(self.drv, cwd)
+            lines += [f"cd -- {shlex.quote(os.fspath(root))}"]
+        elif key == "fixupPhase" and not isinstance(self.attrs.get(key), Mapping):
+            generic.fixup_outputs(self.attrs, self.outputs, final, self.closures, log,
+                                  strict_deps=bool(self.drv.data.get("strictDeps", True)))
+        elif key == "finish":
+            generic.finish_outputs(self.attrs, self.outputs, final, self.closures, self.host, log)
+        elif isinstance(self.attrs.get(key), Mapping) and "python" in self.attrs[key]:
+            generic.call_python_step(self.drv, key, self.attrs, env, cwd, self.outputs)
+        else:
+            raise generic.PhaseError(f"{key}: not a step of {self.drv.name}")
+
+    def close(self) -> None:
+        """Remove the session's directory (the shell has ended)."""
+        shutil.rmtree(self.work, ignore_errors=True)
