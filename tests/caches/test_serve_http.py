@@ -97,6 +97,13 @@ def test_nars_are_the_store_paths_nar_and_are_kept_when_small(store, tmp_path, m
             assert status == 200 and body == expected and int(headers["Content-Length"]) == len(expected)
         status, headers, body = running.request("HEAD", "/" + info.url)
         assert (status, body, int(headers["Content-Length"])) == (200, b"", len(expected))
+        with socket.create_connection(("127.0.0.1", running.port), timeout=30) as s:  # a client that half-closes
+            s.sendall(f"GET /{info.url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            s.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := s.recv(1 << 20):
+                answer += chunk
+        assert answer.split(b"\r\n\r\n", 1)[1] == expected
         kept = os.listdir(tmp_path / "cache")
         assert kept == ([f"{store.query(path).nar_hash.split(':')[1]}.nar"] if keep_max else [])
     finally:
@@ -262,3 +269,41 @@ def test_the_nar_cache_keeps_a_budget_and_refuses_a_shared_directory(tmp_path):
     os.chmod(directory, 0o777)
     with pytest.raises(StoreError, match="writable by others"):
         NarCache(directory, max_bytes=1000)
+
+
+def test_request_heads_of_any_bytes_get_an_answer_never_an_error(store, tmp_path):
+    """Fuzz the request parser: whatever the head, a status line (or a close), no handler error, and
+    the server goes on serving."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    dep, top = make_closure(store)
+    errors: list[str] = []
+    running = Running(store.store_dir, tmp_path / "cache", report=errors.append,
+                      limits=Limits(max_header_bytes=4096, header_timeout=2.0))
+    pieces = st.sampled_from([b"GET", b"HEAD", b"PUT", b" ", b"/", b"/nix-cache-info", b"HTTP/1.1", b"HTTP/1.0",
+                              b"\r\n", b"\n", b"Host: x", b":", b"Content-Length: ", b"5", b"\x00", b"\xff", b"\t",
+                              b"Transfer-Encoding: chunked", b"Connection: close", b"%2e%2e", b".narinfo",
+                              f"/{os.path.basename(top)[:32]}".encode(), b"/nar/", b"a" * 300])
+
+    @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(st.lists(pieces, max_size=40), st.binary(max_size=64))
+    def check(parts, tail):
+        head = b"".join(parts) + tail + b"\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", running.port), timeout=10) as s:
+            s.sendall(head)
+            s.shutdown(socket.SHUT_WR)
+            answer = b""
+            try:
+                while chunk := s.recv(65536):
+                    answer += chunk
+            except ConnectionResetError:
+                pass
+        assert answer == b"" or re.match(rb"HTTP/1\.1 [1-5]\d\d ", answer), answer[:80]
+
+    try:
+        check()
+        assert running.request("GET", "/nix-cache-info")[0] == 200
+        assert [e for e in errors if "error handling" in e] == []
+    finally:
+        running.stop()

@@ -28,6 +28,7 @@ can start it on a thread.
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import struct
 import threading
@@ -48,7 +49,9 @@ _REASONS = {
     413: "Content Too Large", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
     501: "Not Implemented", 503: "Service Unavailable", 505: "HTTP Version Not Supported",
 }
-_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 section 5.6.2
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # not allowed in a field value (tab is)
+_NOT_IN_TARGET = re.compile("[\x00- \x7f]")  # controls, space, DEL: never in a request target
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ class Connection(asyncio.Protocol):
         self._can_write.set()
         self.deadline = 0.0
         self._counted = False
+        self._peer_done = False  # the client half-closed: no more requests will come
         self.sent = 0  # body bytes of the current response
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
@@ -169,6 +173,13 @@ class Connection(asyncio.Protocol):
         if self._counted:
             self._counted = False
             self.server._release(self)
+
+    def eof_received(self) -> bool:
+        """The client has sent all it will (a half-close): answer what it sent, then close."""
+        self._peer_done = True
+        if not self._busy:
+            self._next_request()
+        return True  # keep the transport open for writing
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -203,7 +214,17 @@ class Connection(asyncio.Protocol):
     # -- requests -------------------------------------------------------------------------------
 
     def _next_request(self) -> None:
-        """Answer the complete request heads in the buffer, one after another, until one streams."""
+        """Answer the complete request heads in the buffer, one after another, until one streams.
+
+        Once the client has half-closed and nothing is under way, the connection is closed (an
+        incomplete head can never be completed).
+        """
+        self._answer_buffered()
+        if self._peer_done and not self._busy and not self._closed:
+            self._closed = True
+            self.transport.close()
+
+    def _answer_buffered(self) -> None:
         while not self._busy and not self._closed and not self._discard:
             end = self._buffer.find(b"\r\n\r\n")
             if end == -1:
@@ -225,7 +246,7 @@ class Connection(asyncio.Protocol):
     def _parse(self, head: bytes) -> Request | None:
         lines = head.split(b"\r\n")
         parts = lines[0].split(b" ")
-        if len(parts) != 3 or not parts[0] or not set(parts[0]) <= _TOKEN or not parts[1]:
+        if len(parts) != 3 or not _TOKEN.fullmatch(parts[0]) or not parts[1]:
             self._refuse(400, b"malformed request line\n")
             return None
         method_b, target_b, version_b = parts
@@ -241,7 +262,7 @@ class Connection(asyncio.Protocol):
         headers: dict[str, str] = {}
         for line in lines[1:]:
             name, colon, value = line.partition(b":")
-            if not colon or not name or not set(name) <= _TOKEN or any(c < 32 and c != 9 or c == 127 for c in value):
+            if not colon or not _TOKEN.fullmatch(name) or _CONTROL.search(value):
                 self._refuse(400, b"malformed header field\n")
                 return None
             key = name.decode("ascii").lower()
@@ -252,7 +273,7 @@ class Connection(asyncio.Protocol):
         except UnicodeDecodeError:
             self._refuse(400, b"the request target is not ASCII\n")
             return None
-        if any(c <= " " or c == "\x7f" for c in target):
+        if _NOT_IN_TARGET.search(target):
             self._refuse(400, b"malformed request target\n")
             return None
         version = version_b.decode()
