@@ -146,6 +146,29 @@ def test_bench_wheels_tiny(wheel_cache):
     assert "5 files" in out
 
 
+def test_bench_noop_tiny():
+    (table,) = tables(run_bench("bench_noop.py"))
+    labels = [row[0] for row in table]
+    assert labels[0] == "floor" and {"eval attribute", "eval outPath", "list --all"} <= set(labels)
+    if shutil.which("nix-build"):
+        assert "nix-build (no-op)" in labels
+    for row in table:
+        assert number(row[1]) > 0 and number(row[4]) >= 0, row
+    for row in table[1:]:
+        if row[5]:  # measured against a peer: both ratios printed
+            assert number(row[6]) > 0 and number(row[7]) > 0, row
+
+
+def test_bench_verify_tiny():
+    (table,) = tables(run_bench("bench_verify.py"))
+    labels = [row[0] for row in table]
+    assert labels[0] == "cudapkgs verify"
+    if shutil.which("nix-store"):
+        assert labels[1] == "nix-store --verify --check-contents" and table[1][5] == "1.00×"
+        assert number(table[0][5]) > 0 and number(table[0][6]) > 0
+    assert all(number(row[1]) > 0 for row in table)
+
+
 @pytest.mark.skipif(not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")), reason="the peer is nginx (apt-get install nginx)")
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="the load generator is wrk (apt-get install wrk)")
 def test_bench_serve_tiny():

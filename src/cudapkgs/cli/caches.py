@@ -64,7 +64,8 @@ def register(subparsers: Any) -> None:
     where.add_argument("--from", dest="from_", metavar="URL", help="substitute from this cache: " + URL_HELP)
     copy.add_argument("paths", nargs="+", metavar="PATH", help="store paths (or ./result links); their closures are copied")
     copy.add_argument("--sign-key", metavar="FILE", help="--to: sign narinfos with this secret key")
-    copy.add_argument("--compression", choices=("zstd", "xz", "none"), default="zstd", help="--to: NAR compression (default zstd)")
+    copy.add_argument("--compression", choices=("zstd", "xz", "bzip2", "none"), default="zstd",
+                      help="--to: NAR compression (default zstd; bzip2 for old Nix clients)")
     copy.add_argument("--trusted-public-key", action="append", default=[], metavar="KEY",
                       help="--from: also trust this public key (name:base64); repeatable")
     copy.add_argument("--no-require-sigs", action="store_true", help="--from: accept unsigned narinfos (caches you fully control only)")
@@ -192,8 +193,16 @@ def _copy(args: argparse.Namespace) -> int:
             key = SecretKey.load(args.sign_key) if args.sign_key else None
             cache = open_cache(args.to)
             paths = [store.query(p).path for p in args.paths]
+            import time
+
+            last = [time.monotonic()]
+
             def line(index: int, total: int, path: str, info) -> None:
-                what = (f"uploaded ({format_size(info.nar_size)} → {format_size(info.file_size)} {args.compression})"
+                now = time.monotonic()
+                elapsed, last[0] = now - last[0], now
+                # The speed is the NAR's bytes over the path's whole upload (read, compress, send).
+                speed = f", {format_size(int(info.nar_size / elapsed))}/s" if info is not None and elapsed > 0.05 else ""
+                what = (f"uploaded ({format_size(info.nar_size)} → {format_size(info.file_size)} {args.compression}{speed})"
                         if info is not None else "already there")
                 print(f"[{index}/{total}] {path}: {what}", file=sys.stderr, flush=True)
 

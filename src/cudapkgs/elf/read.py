@@ -17,11 +17,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from elftools.common.exceptions import ELFError
-from elftools.common.utils import struct_parse
-from elftools.construct import ConstructError
-from elftools.elf.structs import ELFStructs
 
 from ..errors import CudapkgsError
 
@@ -113,10 +110,27 @@ def _split_path_list(value: str | None) -> list[str]:
 
 
 @functools.cache
-def _structs(little_endian: bool, elfclass: int, key: tuple[str, str, str] | None = None) -> ELFStructs:
+def _elftools() -> tuple[Any, Any, tuple[type[Exception], ...]]:
+    # pyelftools is imported on first use: it costs 20-30 ms (its construct package pulls in
+    # pdb), which every command importing the hooks paid, a no-op build included.
+    from elftools.common.exceptions import ELFError
+    from elftools.common.utils import struct_parse
+    from elftools.construct import ConstructError
+    from elftools.elf.structs import ELFStructs
+
+    return ELFStructs, struct_parse, (ELFError, ConstructError, ValueError)
+
+
+def _struct_parse(struct: Any, stream: Any, stream_pos: int | None = None) -> Any:
+    """pyelftools' `struct_parse` (imported on first use)."""
+    return _elftools()[1](struct, stream, stream_pos=stream_pos)
+
+
+@functools.cache
+def _structs(little_endian: bool, elfclass: int, key: tuple[str, str, str] | None = None) -> Any:
     # Building pyelftools' construct structs is most of ELFFile()'s cost; they
     # depend only on these few header fields, so build them once per kind.
-    structs = ELFStructs(little_endian=little_endian, elfclass=elfclass)
+    structs = _elftools()[0](little_endian=little_endian, elfclass=elfclass)
     structs.create_basic_structs()
     if key is not None:
         structs.create_advanced_structs(*key)
@@ -126,6 +140,7 @@ def _structs(little_endian: bool, elfclass: int, key: tuple[str, str, str] | Non
 def read_elf(path: str | os.PathLike[str]) -> ElfInfo:
     """Read the interpreter and dynamic section of an ELF file."""
     p = Path(path)
+    errors = _elftools()[2]
     try:
         with open(p, "rb") as f:
             ident = f.read(16)
@@ -135,19 +150,19 @@ def read_elf(path: str | os.PathLike[str]) -> ElfInfo:
             if elfclass is None or ident[5] not in (1, 2):
                 raise NotAnElfError(f"{p}: bad ELF class or data encoding")
             little = ident[5] == 1
-            hdr = struct_parse(_structs(little, elfclass).Elf_Ehdr, f, stream_pos=0)
+            hdr = _struct_parse(_structs(little, elfclass).Elf_Ehdr, f, stream_pos=0)
             structs = _structs(little, elfclass, (hdr["e_type"], hdr["e_machine"], hdr["e_ident"]["EI_OSABI"]))
             return _read_dynamic(p, hdr, structs, f)
-    except (ELFError, ConstructError, ValueError) as e:
+    except errors as e:
         raise NotAnElfError(f"{p}: cannot parse ELF: {e}") from e
 
 
-def _read_dynamic(p: Path, hdr, structs: ELFStructs, f) -> ElfInfo:
+def _read_dynamic(p: Path, hdr, structs: Any, f) -> ElfInfo:
     # Program headers are parsed directly: `iter_segments`/`iter_sections` would
     # build every section object (pyelftools' DynamicSegment scans them all for
     # .dynstr), which is most of the cost when fixing up thousands of files.
     phdrs = [
-        struct_parse(structs.Elf_Phdr, f, stream_pos=hdr["e_phoff"] + i * hdr["e_phentsize"])
+        _struct_parse(structs.Elf_Phdr, f, stream_pos=hdr["e_phoff"] + i * hdr["e_phentsize"])
         for i in range(hdr["e_phnum"])
     ]
     interpreter: str | None = None
@@ -162,7 +177,7 @@ def _read_dynamic(p: Path, hdr, structs: ELFStructs, f) -> ElfInfo:
     if dynamic is not None:
         size = structs.Elf_Dyn.sizeof()
         for i in range(dynamic["p_filesz"] // size):
-            entry = struct_parse(structs.Elf_Dyn, f, stream_pos=dynamic["p_offset"] + i * size)
+            entry = _struct_parse(structs.Elf_Dyn, f, stream_pos=dynamic["p_offset"] + i * size)
             if entry["d_tag"] == "DT_NULL":
                 break
             tags.append((entry["d_tag"], entry["d_val"]))

@@ -21,6 +21,7 @@ from typing import Any
 
 from .. import db
 from ..errors import CudapkgsError
+from . import probes
 
 __all__ = [
     "Compiler",
@@ -61,16 +62,18 @@ class Compiler:
 
 
 def probe(cc: str, cxx: str | None = None) -> Compiler | None:
-    """The compiler at `cc` (with C++ partner `cxx`), or None if it is no GCC or Clang that runs."""
-    try:
-        done = subprocess.run(
-            [cc, "-dM", "-E", "-x", "c", os.devnull], capture_output=True, text=True, timeout=30, check=False
-        )
+    """The compiler at `cc` (with C++ partner `cxx`), or None if it is no GCC or Clang that runs.
+
+    The ``cc -dM -E`` answer is remembered across commands until the compiler's file changes
+    (`probes.run`); the C++ partner is looked up every time.
+    """
+    try:  # remembered while the compiler's file is unchanged (host/probes.py)
+        returncode, stdout, _ = probes.run([cc, "-dM", "-E", "-x", "c", os.devnull])
     except (OSError, subprocess.SubprocessError):
         return None
-    if done.returncode != 0:
+    if returncode != 0:
         return None
-    macros = dict(_MACROS.findall(done.stdout))
+    macros = dict(_MACROS.findall(stdout))
     if "__clang__" in macros:
         kind, major = "clang", macros.get("__clang_major__", "")
         version = macros.get("__clang_version__", "").strip('"').split()[0] if "__clang_version__" in macros else major

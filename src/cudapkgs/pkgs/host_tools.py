@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import EvalError
+from ..host import probes
 
 __all__ = ["HOST_TOOLS", "SETUP_HOOK", "host_tool", "probe_version"]
 
@@ -43,11 +44,11 @@ _VERSION_PREFIX = {"python3": "Python 3."}  # "Python 2.7.18" is not a python3
 
 @functools.cache
 def _probe(path: str, mtime_ns: int, size: int, prefix: str = "") -> str:
-    try:
-        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    try:  # remembered across commands while the file is unchanged (host/probes.py)
+        _, stdout, stderr = probes.run([path, "--version"])
     except (OSError, subprocess.SubprocessError) as error:
         raise EvalError(f"--version failed: {error}") from None
-    text = (done.stdout + done.stderr).strip()
+    text = (stdout + stderr).strip()
     if prefix and not re.match(re.escape(prefix) + r"\d", text):
         first = text.splitlines()[0] if text else ""
         wanted = prefix.strip().rstrip(".")
@@ -59,7 +60,8 @@ def _probe(path: str, mtime_ns: int, size: int, prefix: str = "") -> str:
 
 
 def probe_version(path: str, prefix: str = "") -> str:
-    """The version `path --version` reports (cached per file identity: path, mtime, size).
+    """The version `path --version` reports (cached per file identity: path, mtime, size; across
+    commands in the user cache dir, see `cudapkgs.host.probes`).
 
     With `prefix` (e.g. "Python "), the output must start with it and a digit, else `EvalError`.
     """

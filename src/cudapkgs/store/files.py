@@ -6,7 +6,6 @@ import errno
 import os
 import shutil
 import stat
-import uuid
 
 from ..confine import unshare_file
 from ..errors import StoreError
@@ -63,6 +62,6 @@ def _remove_tree(path: str | os.PathLike[str]) -> None:
 
 
 def _replace_symlink(link: str | os.PathLike[str], target: str) -> None:
-    tmp = f"{os.fspath(link)}.tmp-{uuid.uuid4().hex}"
+    tmp = f"{os.fspath(link)}.tmp-{os.urandom(16).hex()}"  # uuid would import platform (10 ms)
     os.symlink(target, tmp)
     os.replace(tmp, link)

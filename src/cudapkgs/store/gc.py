@@ -16,7 +16,6 @@ import errno
 import hashlib
 import os
 import stat
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -78,7 +77,7 @@ class GarbageCollector:
             return
         with self._gc_shared():
             if self._temp_roots is None:
-                file = self.root / ".temproots" / f"{os.getpid()}-{uuid.uuid4().hex}"
+                file = self.root / ".temproots" / f"{os.getpid()}-{os.urandom(16).hex()}"
                 lock = PathLock(file.with_name(file.name + ".lock"))
                 lock.acquire()  # before the file exists: gc never takes a live file for a stale one
                 self._temp_roots = (lock, file)

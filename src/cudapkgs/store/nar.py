@@ -53,13 +53,16 @@ _MANY = 32
 _BASE32_MASK: bytes | None = None  # a bytes.translate table: Nix base-32 characters to 1, every other byte to 0
 
 
-def _windows(data: bytes) -> set[bytes]:
-    """Every 32-byte window of every run of at least 32 Nix base-32 characters in `data`.
+_STRIDE = 24  # HASH_LEN - _KEY: every 32-byte window holds a stride position with 8 bytes after it inside the window
+_KEY = 8
 
-    The runs are found at C speed: `bytes.translate` maps each byte to 1 (base-32) or 0,
-    and `find` looks for 32 ones, then for the 0 that ends the run; only the windows of
-    runs that long are made in Python (a regular expression over the characters tried each
-    position in turn and took ten times as long as hashing the same bytes).
+
+def _runs(data: bytes) -> Iterator[bytes]:
+    """Every run of at least 32 Nix base-32 characters in `data`, found at C speed.
+
+    `bytes.translate` maps each byte to 1 (base-32) or 0, and `find` looks for 32 ones, then
+    for the 0 that ends the run (a regular expression over the characters tried each position
+    in turn and took ten times as long as hashing the same bytes).
     """
     global _BASE32_MASK
     from .paths import BASE32_CHARS, HASH_LEN
@@ -69,15 +72,38 @@ def _windows(data: bytes) -> set[bytes]:
         _BASE32_MASK = bytes(1 if c in allowed else 0 for c in range(256))
     mask = data.translate(_BASE32_MASK)
     ones = b"\x01" * HASH_LEN
-    found: set[bytes] = set()
     start = mask.find(ones)
     while start != -1:
         end = mask.find(b"\x00", start + HASH_LEN)
         if end == -1:
             end = len(data)
-        run = data[start:end]
-        found.update(run[i : i + HASH_LEN] for i in range(len(run) - HASH_LEN + 1))
+        yield data[start:end]
         start = mask.find(ones, end)
+
+
+def _windows(data: bytes, wanted: Candidates) -> set[bytes]:
+    """The members of `wanted` that occur in `data` (as Nix's scanForReferences finds them, refs.cc).
+
+    A hash can only occur inside a run of at least 32 Nix base-32 characters (`_runs`).  Rather
+    than look up every 32-byte window of a run, only the positions 0, 24, 48, … of the run are
+    looked at: any 32-byte window covers one of them with 8 bytes to spare, so the 8 bytes
+    there name, through `Candidates.index`, the few (hash, offset) pairs that could fit; each
+    is then compared whole.  24 times fewer look-ups than windows, the same answer.
+    """
+    from .paths import HASH_LEN
+
+    index = wanted.index()
+    found: set[bytes] = set()
+    for run in _runs(data):
+        length = len(run)
+        for at in range(0, length - _KEY + 1, _STRIDE):
+            fits = index.get(run[at : at + _KEY])
+            if fits is None:
+                continue
+            for candidate, offset in fits:
+                start = at - offset
+                if 0 <= start <= length - HASH_LEN and run.startswith(candidate, start):
+                    found.add(candidate)
     return found
 
 
@@ -91,6 +117,17 @@ class Candidates(frozenset):  # type: ignore[type-arg]
 
     def __new__(cls, hashes: Iterable[str] = ()) -> Candidates:
         return super().__new__(cls, (h.encode() for h in hashes))
+
+    def index(self) -> dict[bytes, list[tuple[bytes, int]]]:
+        """Every 8-byte piece of every hash at offsets 0 to 24 -> [(hash, offset)], built once (see `_windows`)."""
+        built = self.__dict__.get("_index")
+        if built is None:
+            built = {}
+            for candidate in self:
+                for offset in range(0, len(candidate) - _KEY + 1):
+                    built.setdefault(candidate[offset : offset + _KEY], []).append((candidate, offset))
+            self.__dict__["_index"] = built
+        return built
 
 
 _NAMED_RE: dict[bytes, Any] = {}
@@ -151,7 +188,7 @@ class _Scanner:
         # many candidates (every valid path: import, verify) the windows of base-32 runs are
         # looked up instead (`_windows`), one pass whatever their number.
         if len(self.wanted) > _MANY:
-            return _windows(data) & self.wanted
+            return _windows(data, self.wanted)
         return {h for h in self.wanted if data.find(h) != -1}
 
     def symlink(self, rel: bytes, target: bytes) -> None:

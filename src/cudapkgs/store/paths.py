@@ -20,17 +20,16 @@ _BASE32_INDEX = {c: i for i, c in enumerate(BASE32_CHARS)}
 
 
 def base32_encode(data: bytes) -> str:
-    """Encode bytes in Nix base-32 (least significant 5-bit group last, as Nix prints it)."""
+    """Encode bytes in Nix base-32 (least significant 5-bit group last, as Nix prints it).
+
+    Nix's printHash32 (libutil/hash.cc) takes 5-bit group n from bits 5n..5n+4 of the bytes
+    read as one little-endian number; the groups are read off that number here (one shift
+    per character instead of two byte reads: `verify` encodes a NAR hash per path).
+    """
     length = (len(data) * 8 - 1) // 5 + 1 if data else 0
-    out = []
-    for n in range(length - 1, -1, -1):
-        bit = n * 5
-        i, j = divmod(bit, 8)
-        c = data[i] >> j
-        if i + 1 < len(data):
-            c |= data[i + 1] << (8 - j)
-        out.append(BASE32_CHARS[c & 0x1F])
-    return "".join(out)
+    number = int.from_bytes(data, "little")
+    chars = BASE32_CHARS
+    return "".join([chars[(number >> (5 * n)) & 0x1F] for n in range(length - 1, -1, -1)])
 
 
 def base32_decode(text: str) -> bytes:

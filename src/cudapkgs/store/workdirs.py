@@ -8,7 +8,6 @@ directories well on ext4.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,13 +32,13 @@ class WorkDirs:
         (`_clean_tmp`).  A caller that wants to keep it moves it away inside the block.
         """
         safe = "".join(c if c.isalnum() or c in "+-._" else "_" for c in label)[:100]
-        with self._locked_tmp(f"work-{safe}-{uuid.uuid4().hex}") as path:
+        with self._locked_tmp(f"work-{safe}-{os.urandom(16).hex()}") as path:
             yield path
 
     @contextmanager
     def _tmp_build(self) -> Iterator[Path]:
         """A private directory ``<store>/.tmp/<uuid>`` where outputs are built before they are registered."""
-        with self._locked_tmp(uuid.uuid4().hex) as path:
+        with self._locked_tmp(os.urandom(16).hex()) as path:
             yield path
 
     @contextmanager

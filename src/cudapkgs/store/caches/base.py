@@ -21,10 +21,12 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import BinaryIO
 
 from ...errors import StoreError
 from .. import nar
+from ..content_address import ContentAddress, derive_content_address, file_sha256, parse_content_address, store_path_for
 from ..nar_restore import HashingReader, NarFormatError, restore
 from ..paths import base32_encode, hash_part
 from .compression import HashingFile, compress_stream, decompressed_reader
@@ -122,16 +124,37 @@ class Cache:
 
     # -- substituting ----------------------------------------------------------
 
-    def verify(self, info: NarInfo, trusted_keys: Iterable[PublicKey], *, require_sigs: bool = True) -> None:
-        """SubstituteRefused unless a signature of `info` verifies with one of `trusted_keys` (when required)."""
+    def verify(self, info: NarInfo, trusted_keys: Iterable[PublicKey], *, require_sigs: bool = True) -> ContentAddress | None:
+        """SubstituteRefused unless a signature of `info` verifies with one of `trusted_keys` (when required)
+        or `info` is content-addressed.
+
+        Returns the content address that stands in for a signature (the caller must check the
+        contents against it), or None when a signature (or no requirement) let `info` through. As
+        Nix: a `CA:` whose address makes exactly `info.store_path` needs no signature
+        (`content_address` cites Nix's source); one that does not is ignored.
+        """
         if not require_sigs:
-            return
+            return None
         keys = list(trusted_keys)
         fingerprint = info.fingerprint()
         if any(key.verify(sig, fingerprint) for key in keys for sig in info.sigs):
-            return
+            return None
+        if info.ca:
+            ca = parse_content_address(info.ca)
+            refs = [f"{info.store_dir}/{r}" for r in info.references]
+            name = os.path.basename(info.store_path)[33:]
+            if ca is not None and store_path_for(info.store_dir, name, ca, refs, info.store_path) == info.store_path:
+                return ca
         signed_by = ", ".join(sorted({s.partition(":")[0] for s in info.sigs})) or "nobody"
         trusted = ", ".join(k.name for k in keys) or "no key (set trustedPublicKeys)"
+        names = {k.name for k in keys}
+        by_trusted = sorted({s.partition(":")[0] for s in info.sigs} & names)
+        if by_trusted:  # a trusted key's name signed, but not these contents
+            raise SubstituteRefused(
+                f"{info.store_path} from {self.url}: the signature by {', '.join(by_trusted)} does not match the "
+                "narinfo's contents: its fields (StorePath, NarHash, NarSize or References) changed after signing, "
+                "or another key of that name signed it; not substituted"
+            )
         raise SubstituteRefused(
             f"{info.store_path} from {self.url}: no valid signature by a trusted key "
             f"(signed by: {signed_by}; trusted: {trusted}); not substituted"
@@ -166,7 +189,9 @@ class Cache:
                 raise CacheError(f"{self.url} does not have {path}")
         if info.store_path != path:
             raise SubstituteRefused(f"{self.url}: the narinfo for {path} describes {info.store_path}")
-        self.verify(info, trusted_keys, require_sigs=require_sigs)
+        by_address = self.verify(info, trusted_keys, require_sigs=require_sigs)
+        if by_address is not None and by_address.method == "nar" and by_address.render() != "fixed:r:" + info.nar_hash:
+            raise SubstituteRefused(f"{path} from {self.url}: its CA {info.ca} and NarHash {info.nar_hash} disagree; not substituted")
         refs = [f"{store.store_dir}/{r}" for r in info.references]
         absent = [] if wait_for_references else [r for r in refs if r != path and not store.is_valid(r)]
         if absent:
@@ -191,8 +216,9 @@ class Cache:
                     if isinstance(error, OSError) and not _is_format_error(error):
                         raise
                     raise SubstituteRefused(f"{path} from {self.url}: the NAR {info.url} is damaged ({error}); not substituted") from None
-                except Exception as error:  # zstandard.ZstdError, lzma.LZMAError (bz2 raises OSError/EOFError)
-                    if type(error).__name__ not in ("ZstdError", "LZMAError"):
+                except Exception as error:  # zstandard.ZstdError, lzma.LZMAError, zlib.error, brotli.error (bz2: OSError/EOFError)
+                    if type(error).__name__ not in ("ZstdError", "LZMAError") and not (
+                            type(error).__name__ == "error" and type(error).__module__.startswith(("zlib", "brotli"))):
                         raise
                     raise SubstituteRefused(f"{path} from {self.url}: the NAR {info.url} is damaged ({error}); not substituted") from None
             # FileHash is not checked (Nix does not either): the signed NarHash covers the contents, and
@@ -208,6 +234,9 @@ class Cache:
                     f"{path} from {self.url}: the NAR hashes to {nar_hash} ({reader.size} bytes), "
                     f"not the narinfo's {info.nar_hash} ({info.nar_size} bytes); not substituted"
                 )
+            if by_address is not None and by_address.method != "nar" and file_sha256(os.fspath(out)) != by_address.digest:
+                # The NAR hash came from the (unsigned) narinfo: only the address vouches for the contents.
+                raise SubstituteRefused(f"{path} from {self.url}: its contents do not match its CA {info.ca}; not substituted")
 
         deriver = f"{store.store_dir}/{info.deriver}" if info.deriver else None
         store.add_verified_path(path, fill, nar_hash=info.nar_hash, nar_size=info.nar_size, references=refs,
@@ -275,6 +304,9 @@ class Cache:
             references=tuple(sorted(os.path.basename(r) for r in record.references)),
             deriver=os.path.basename(record.deriver) if record.deriver else None,
         )
+        ca = derive_content_address(store.store_dir, record.path, record.nar_hash, list(record.references))
+        if ca is not None:  # Nix then trusts it without a signature (content_address)
+            info = replace(info, ca=ca.render())
         if secret_key is not None:
             info = info.with_sigs((secret_key.sign(info.fingerprint()),))
         self._put_bytes(hash_part(record.path) + ".narinfo", info.to_text().encode(), "text/x-nix-narinfo")

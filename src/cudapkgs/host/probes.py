@@ -1,0 +1,121 @@
+"""Remembered host probes: what a host tool printed, kept across commands while the tool is unchanged.
+
+Every command used to run ``gcc -dM -E`` (the host compiler probe) and the
+``--version`` of cmake, ninja, make, pkg-config and python3; each run costs a
+fork, an exec and the tool's own start-up (20-30 ms for gcc).  `run` keeps
+the result of one probe in ``$XDG_CACHE_HOME/cudapkgs/probes.json`` keyed by
+the probe's arguments and the identity of the executable's resolved file:
+real path, size, mtime (ns), ctime (ns), inode and device.  Replacing the
+tool (``mv``, ``cp``, a package upgrade) changes at least one of them, so the
+next command probes again; ccache-like wrapper scripts are keyed by the
+script, not by what they call.
+
+The file is bounded (at most `MAX_ENTRIES` entries, `MAX_BYTES` read; a larger
+or malformed file is ignored and rewritten), written atomically (a temporary
+file in the same directory, then ``os.replace``), and never required: a cache
+that cannot be read or written only means the probe runs.  The working
+directory, the environment and any other input of the tool are not keyed:
+callers probe with fixed arguments that do not read them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["MAX_BYTES", "MAX_ENTRIES", "Probe", "cache_file", "forget", "run"]
+
+MAX_ENTRIES = 256
+MAX_BYTES = 1 << 20
+_MAX_OUTPUT = 64 << 10  # per stream: a probe printing more is not remembered
+_VERSION = 1
+
+Probe = tuple[int, str, str]  # (returncode, stdout, stderr)
+
+_loaded: dict[Path, dict[str, list]] = {}  # cache file -> its entries, read once per process
+
+
+def cache_file() -> Path:
+    """``$XDG_CACHE_HOME/cudapkgs/probes.json`` (``~/.cache`` when unset or relative)."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "cudapkgs" / "probes.json"
+
+
+def _identity(path: str) -> tuple[str, list[int]] | None:
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    return real, [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def _load(file: Path) -> dict[str, list]:
+    entries = _loaded.get(file)
+    if entries is None:
+        entries = _loaded[file] = {}
+        try:
+            with open(file, "rb") as handle:
+                data = handle.read(MAX_BYTES + 1)
+            if len(data) <= MAX_BYTES:
+                parsed = json.loads(data)
+                if isinstance(parsed, dict) and parsed.get("version") == _VERSION and isinstance(parsed.get("probes"), dict):
+                    entries.update((k, v) for k, v in parsed["probes"].items() if isinstance(v, list) and len(v) == 3)
+        except (OSError, ValueError, UnicodeDecodeError):
+            pass
+    return entries
+
+
+def _store(file: Path, entries: dict[str, list]) -> None:
+    while len(entries) > MAX_ENTRIES:  # oldest first (insertion order)
+        entries.pop(next(iter(entries)))
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".probes-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump({"version": _VERSION, "probes": entries}, handle, separators=(",", ":"))
+            os.replace(tmp, file)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # an unwritable cache only means the next command probes again
+
+
+def run(argv: Sequence[str], *, timeout: float = 30) -> Probe:
+    """(returncode, stdout, stderr) of ``argv`` (``argv[0]`` a path to an executable), remembered.
+
+    The answer is reused while the resolved file of ``argv[0]`` keeps its size,
+    mtime, ctime, inode and device.  Raises `OSError` or
+    `subprocess.SubprocessError` (a timeout) as `subprocess.run` does; a
+    failed start or timeout is not remembered.
+    """
+    identity = _identity(argv[0])
+    file = cache_file()
+    key = json.dumps([list(argv), identity[0]]) if identity else None
+    if key is not None:
+        entries = _load(file)
+        hit = entries.get(key)
+        if hit is not None and hit[0] == identity[1] and isinstance(hit[1], int) and isinstance(hit[2], list):
+            return hit[1], hit[2][0], hit[2][1]
+    done = subprocess.run(list(argv), capture_output=True, text=True, errors="replace", timeout=timeout,
+                          check=False, stdin=subprocess.DEVNULL)
+    if key is not None and len(done.stdout) <= _MAX_OUTPUT and len(done.stderr) <= _MAX_OUTPUT:
+        after = _identity(argv[0])
+        if after == identity:  # not replaced while it ran
+            entries = _load(file)
+            entries.pop(key, None)
+            entries[key] = [identity[1], done.returncode, [done.stdout, done.stderr]]
+            _store(file, entries)
+    return done.returncode, done.stdout, done.stderr
+
+
+def forget() -> None:
+    """Drop what this process read of the cache files (a test that rewrites one behind its back)."""
+    _loaded.clear()
