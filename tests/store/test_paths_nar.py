@@ -147,15 +147,17 @@ def test_base32_runs_are_the_maximal_runs_of_32_or_more(pieces):
     assert list(nar._runs(data)) == [m.group() for m in re.finditer(rb"[%s]{32,}" % BASE32_CHARS.encode(), data)]
 
 
+@pytest.mark.parametrize("many", [False, True])  # a substring search per candidate, or the base-32 runs
 @pytest.mark.parametrize("chunk", [16, 1 << 18])
-def test_named_scan_finds_full_store_paths_of_any_hash_across_chunks(tmp_path, monkeypatch, chunk):
+def test_named_scan_finds_full_store_paths_of_any_hash_across_chunks(tmp_path, monkeypatch, chunk, many):
     monkeypatch.setattr(nar, "CHUNK", chunk)
     known, unknown = "0mdqa9w1p6cmli6976v4wi0sw9r4p5pr", "1" * 32
+    others = [f"{i:02d}" + "a" * 30 for i in range(40)] if many else []
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "bin").write_bytes(b"\x7fELF" + b"x" * 37 + f"/s/t/{unknown}-libfoo-1.0/lib\0".encode()
                                          + known.encode() + b" /s/tt/" + ("2" * 32).encode() + b"-other")
     (tmp_path / "d" / "l").symlink_to(f"/s/t/{known}-dep")
-    digest, size, found, named = nar.hash_and_scan_named(tmp_path / "d", [known], "/s/t")
+    digest, size, found, named = nar.hash_and_scan_named(tmp_path / "d", [known, *others], "/s/t")
     assert (digest, size) == nar.nar_hash(tmp_path / "d") and found == {known}
     assert set(named) == {unknown, known}  # /s/tt/ is another store directory
     names = {unknown: "libfoo-1.0", known: "dep"}  # for messages: a name split by a chunk's end is cut short

@@ -57,8 +57,8 @@ _STRIDE = 24  # HASH_LEN - _KEY: every 32-byte window holds a stride position wi
 _KEY = 8
 
 
-def _runs(data: bytes) -> Iterator[bytes]:
-    """Every run of at least 32 Nix base-32 characters in `data`, found at C speed.
+def _runs(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(offset, run) of every run of at least 32 Nix base-32 characters in `data`, found at C speed.
 
     `bytes.translate` maps each byte to 1 (base-32) or 0, and `find` looks for 32 ones, then
     for the 0 that ends the run (a regular expression over the characters tried each position
@@ -77,11 +77,12 @@ def _runs(data: bytes) -> Iterator[bytes]:
         end = mask.find(b"\x00", start + HASH_LEN)
         if end == -1:
             end = len(data)
-        yield data[start:end]
+        yield start, data[start:end]
         start = mask.find(ones, end)
 
 
-def _windows(data: bytes, wanted: Candidates) -> set[bytes]:
+def _windows(data: bytes, wanted: Candidates, prefix: bytes | None = None,
+             named: dict[bytes, bytes] | None = None) -> set[bytes]:
     """The members of `wanted` that occur in `data` (as Nix's scanForReferences finds them, refs.cc).
 
     A hash can only occur inside a run of at least 32 Nix base-32 characters (`_runs`).  Rather
@@ -89,13 +90,20 @@ def _windows(data: bytes, wanted: Candidates) -> set[bytes]:
     looked at: any 32-byte window covers one of them with 8 bytes to spare, so the 8 bytes
     there name, through `Candidates.index`, the few (hash, offset) pairs that could fit; each
     is then compared whole.  24 times fewer look-ups than windows, the same answer.
+
+    With `prefix` (``<store_dir>/``) and `named`, the same pass notes every store path spelt out
+    in full, ``<prefix><hash>-<name>``: a run of exactly 32 after `prefix` and before ``-``
+    (what `_named_pattern` finds, without a second pass over the bytes).
     """
     from .paths import HASH_LEN
 
     index = wanted.index()
     found: set[bytes] = set()
-    for run in _runs(data):
+    for at_run, run in _runs(data):
         length = len(run)
+        if (named is not None and length == HASH_LEN and data.endswith(prefix, 0, at_run)
+                and data[at_run + HASH_LEN : at_run + HASH_LEN + 1] == b"-"):
+            _note(named, run, _NAME_AT.match(data, at_run + HASH_LEN + 1).group())
         for at in range(0, length - _KEY + 1, _STRIDE):
             fits = index.get(run[at : at + _KEY])
             if fits is None:
@@ -131,6 +139,13 @@ class Candidates(frozenset):  # type: ignore[type-arg]
 
 
 _NAMED_RE: dict[bytes, Any] = {}
+_NAME_AT = __import__("re").compile(rb"[A-Za-z0-9+\-._?=]{0,211}")  # a store path's name (Nix's allowed characters)
+
+
+def _note(named: dict[bytes, bytes], hash_part: bytes, name: bytes) -> None:
+    """Record `hash_part` as spelt out in full, keeping the longest name seen for it."""
+    if len(name) > len(named.get(hash_part, b"")) or hash_part not in named:
+        named[hash_part] = name
 
 
 def _named_pattern(store_dir: str) -> Any:
@@ -163,8 +178,9 @@ class _Scanner:
         self.found: dict[bytes, list[str]] = {}
         self.named: dict[bytes, bytes] = {}
         self._named_re = _named_pattern(store_dir) if store_dir is not None else None
-        if self._named_re is not None:
-            self.keep = len(os.fsencode(store_dir.rstrip("/") + "/")) + HASH_LEN  # the prefix, the hash and '-'
+        self._prefix = os.fsencode(store_dir.rstrip("/") + "/") if store_dir is not None else None
+        if self._prefix is not None:
+            self.keep = len(self._prefix) + HASH_LEN  # the prefix, the hash and '-'
         self._tail = b""
         self._in_file: set[bytes] = set()
 
@@ -173,29 +189,25 @@ class _Scanner:
         """Whether there is anything to look for."""
         return bool(self.wanted) or self._named_re is not None
 
-    def _name_hits(self, data: bytes) -> None:
-        if self._named_re is not None and data.find(b"/") != -1:
-            for match in self._named_re.finditer(data):
-                known = self.named.get(match[1], b"")
-                if len(match[2]) > len(known):
-                    self.named[match[1]] = match[2]
-                else:
-                    self.named.setdefault(match[1], known)
+    def _scan(self, data: bytes, hashes: bool = True) -> set[bytes]:
+        """The wanted hash parts in `data` (when `hashes`); the full store paths go to `named`.
 
-    def _hits(self, data: bytes) -> set[bytes]:
-        # One C-speed substring search per candidate: candidates are few (a closure's hash
-        # parts) and outputs can be gigabytes, so this beats tokenising every byte. Against
-        # many candidates (every valid path: import, verify) the windows of base-32 runs are
-        # looked up instead (`_windows`), one pass whatever their number.
+        One C-speed substring search per candidate: candidates are few (a closure's hash parts)
+        and outputs can be gigabytes, so this beats tokenising every byte; full paths are then
+        one regular-expression pass. Against many candidates (every valid path: import, verify)
+        the base-32 runs are looked up instead (`_windows`), which notes full paths on the way.
+        """
         if len(self.wanted) > _MANY:
-            return _windows(data, self.wanted)
-        return {h for h in self.wanted if data.find(h) != -1}
+            found = _windows(data, self.wanted, self._prefix, self.named if self._prefix is not None else None)
+            return found if hashes else set()
+        found = {h for h in self.wanted if data.find(h) != -1} if hashes else set()
+        if self._named_re is not None:
+            for match in self._named_re.finditer(data):
+                _note(self.named, match[1], match[2])
+        return found
 
     def symlink(self, rel: bytes, target: bytes) -> None:
-        self._name_hits(target)
-        if not self.wanted:
-            return
-        for h in self._hits(target):
+        for h in self._scan(target, bool(self.wanted)):
             self.found.setdefault(h, []).append(os.fsdecode(rel))
 
     def begin_file(self) -> None:
@@ -207,13 +219,8 @@ class _Scanner:
         if not hashes and self._named_re is None:
             return
         if self._tail:  # the seam: a hash split across two chunks is still found (no copy of the chunk)
-            seam = self._tail + chunk[: self.keep]
-            if hashes:
-                self._in_file |= self._hits(seam)
-            self._name_hits(seam)
-        if hashes:
-            self._in_file |= self._hits(chunk)
-        self._name_hits(chunk)
+            self._in_file |= self._scan(self._tail + chunk[: self.keep], hashes)
+        self._in_file |= self._scan(chunk, hashes)
         self._tail = chunk[-self.keep :] if len(chunk) >= self.keep else (self._tail + chunk)[-self.keep :]
 
     def end_file(self, rel: bytes) -> None:
