@@ -307,3 +307,21 @@ def test_request_heads_of_any_bytes_get_an_answer_never_an_error(store, tmp_path
         assert [e for e in errors if "error handling" in e] == []
     finally:
         running.stop()
+
+
+def test_a_path_whose_files_are_gone_is_a_500_and_one_line(store, tmp_path):
+    import shutil
+
+    path = store.add_path("tree-1.0", lambda out: _tree(out, small=3))
+    for dirpath, _, _ in os.walk(path):
+        os.chmod(dirpath, 0o755)
+    shutil.rmtree(path)  # still registered: what `verify` calls missing
+    lines: list[str] = []
+    running = Running(store.store_dir, tmp_path / "cache", compression="zstd", report=lines.append)
+    try:
+        status, headers, body = running.request("GET", f"/{os.path.basename(path)[:32]}.narinfo")
+        assert (status, body, headers.get("Connection")) == (500, b"internal error\n", "close")
+        assert len(lines) == 1 and "FileNotFoundError" in lines[0] and "Traceback" not in lines[0]
+        assert running.request("GET", "/nix-cache-info")[0] == 200
+    finally:
+        running.stop()

@@ -337,15 +337,15 @@ class Connection(asyncio.Protocol):
             status = await work
         except (ConnectionError, asyncio.TimeoutError, asyncio.CancelledError):
             self.abort()
-        except OSError as error:
-            self.server.report(f"error sending {request.target} to {self.client}: {error}")
-            self.abort()
-        except Exception as error:  # a handler bug
-            self.server.report(f"error handling {request.method} {request.target}: {type(error).__name__}: {error}")
-            if self.sent == 0 and not self._head_sent:
-                self._write_reply(Reply(500, b"internal error\n"))
+        except Exception as error:  # the store changed under the response (OSError), or a handler bug
+            what = "sending" if isinstance(error, OSError) else "handling"
+            self.server.report(f"error {what} {request.method} {request.target}: {type(error).__name__}: {error}")
+            if self._head_sent:
+                self.abort()  # part of a response went out: the client must see it cut short
+            else:
                 self._keep_alive = False
-            self.abort()
+                self._write_reply(Reply(500, b"internal error\n"))
+                status = 500
         self.server.log_request(request, status or 0, self.sent)
         self._response_done()
         self._next_request()
