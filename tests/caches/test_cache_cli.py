@@ -92,7 +92,7 @@ def _fetch_and_check(cache, path: str, key, dest) -> None:
 
     info = cache.narinfo(path)
     assert key.public.verify(info.sigs[0], info.fingerprint())
-    stream = cache._get(info.url)
+    stream = cache._get(info.url, info.file_size_bound())
     reader = restore(stream, dest)
     stream.close()
     assert "sha256:" + base32_encode(reader.sha256.digest()) == info.nar_hash and reader.size == info.nar_size

@@ -245,7 +245,7 @@ def _copy_from(args: argparse.Namespace, store) -> int:
     lacking = [p for p in wanted if not store.is_valid(p) and p not in found]
     if lacking:
         more = f" (and {len(lacking) - 1} more)" if len(lacking) > 1 else ""
-        if cache.narinfo(lacking[0]) is None:
+        if subs.absent(lacking[0]):  # asked once already by the query: not again
             raise CudapkgsError(f"{cache.url} does not have {lacking[0]}{more}")
         raise CudapkgsError(f"{cache.url} cannot give {lacking[0]}{more} with its whole closure, signed by a trusted key "
                             "(see the warning above)")

@@ -91,7 +91,7 @@ def register(subparsers: Any) -> None:
         help="find packages by name or description, across every CUDA set",
         description="Find packages whose name, description or NVIDIA name contains every WORD "
         "(case-insensitive): the components of every versioned CUDA set (with the version each set has) and "
-        "the top level's own packages. Nothing is built or downloaded.\n\n" + CONFIG_HELP,
+        "the top level's own packages and python3Packages' (python3Packages.pycuda). Nothing is built or downloaded.\n\n" + CONFIG_HELP,
         epilog="examples:\n  cudapkgs search sparse\n  cudapkgs search fft\n  cudapkgs search --json nvcc",
         formatter_class=fmt,
     )

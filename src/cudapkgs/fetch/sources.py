@@ -97,7 +97,7 @@ class _PrefixSource:
     ) -> FetchedArtifact:
         where = self.location(product, artifact.relative_path)
         dest = Path(dest_dir) / posixpath.basename(artifact.relative_path)
-        from .http import download  # here: http.client and ssl load only when something is downloaded
+        from .http import download  # the HTTP stack (urllib3, ssl, http.client) loads only when something is downloaded
 
         download(
             where,

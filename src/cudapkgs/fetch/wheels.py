@@ -38,7 +38,7 @@ from .wheel_lookup import (
 from .wheel_unpack import WheelChangedError, check_unpacked, unpack_wheel
 
 if TYPE_CHECKING:
-    from .http import Progress  # only a type: http.client and ssl are not imported for a build with everything cached
+    from .http import Progress  # only a type: the HTTP stack is not imported for a build with everything cached
     from ..manifests import Artifact
 
 __all__ = [

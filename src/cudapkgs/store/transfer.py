@@ -269,6 +269,10 @@ class _Layout:
 
     def add(self, member: tarfile.TarInfo) -> None:
         source, name = self.source, posixpath.normpath(member.name)
+        if "\0" in member.name or "\0" in member.linkname:
+            # a PAX path or a GNU long name may hold one (a plain header ends at it): no file has
+            # such a name, and opening it raised ValueError out of the import
+            raise StoreError(f"{source}: the member {member.name!r} has a NUL byte in its name or target")
         parts = name.split("/")
         if member.name.startswith("/") or ".." in parts or parts[0] != self.base:
             raise StoreError(f"{source}: the member {member.name!r} lies outside {self.base}")
@@ -296,7 +300,7 @@ class _Layout:
             self._node(name, "f", _REGULAR + (_EXECUTABLE if executable else 0) + member.size + (-member.size % 8))
         elif member.issym():
             link = member.linkname
-            if not link or "\0" in link:
+            if not link:
                 raise StoreError(f"{source}: the link {member.name!r} has an empty target")
             resolved = posixpath.normpath(posixpath.join(self.store_dir, posixpath.dirname(name), link))
             if not link.startswith("/") and not resolved.startswith(self.store_dir + "/"):
@@ -414,7 +418,7 @@ def _extract_path(
             files.add(name)
         elif member.issym():
             link = member.linkname
-            if not link or "\0" in link:
+            if not link:
                 raise StoreError(f"{source}: the link {member.name!r} has an empty target")
             here = posixpath.join(store_dir, posixpath.dirname(name))
             resolved = posixpath.normpath(posixpath.join(here, link))

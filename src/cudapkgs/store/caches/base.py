@@ -6,8 +6,8 @@ Layout (Nix's, so Nix and cudapkgs read each other's caches):
     <hash part>.narinfo               one per store path (see `narinfo.py`)
     nar/<file hash>.nar.zst|.xz|      the compressed NARs, named by the sha256 of the compressed file
 
-A backend implements `_get` (a readable stream, or None when the object is
-absent), `_exists`, `_put_bytes` and `_put_file`; uploads go NAR first and
+A backend implements `_get` (a readable stream of at most the bytes the caller allows, or None
+when the object is absent), `_exists`, `_put_bytes` and `_put_file`; uploads go NAR first and
 narinfo last, so a reader never sees a narinfo whose NAR is not all there.
 Everything streams: memory is bounded by a few MiB whatever the NAR's size.
 
@@ -33,7 +33,7 @@ from .compression import HashingFile, compress_stream, decompressed_reader
 from .narinfo import COMPRESSIONS, CacheInfo, NarInfo, NarInfoError
 from .signing import PublicKey, SecretKey
 
-__all__ = ["Cache", "CacheError", "CacheUnavailable", "SubstituteRefused"]
+__all__ = ["Cache", "CacheError", "CacheUnavailable", "ObjectTooLarge", "SubstituteRefused"]
 
 
 class CacheError(StoreError):
@@ -46,6 +46,10 @@ class CacheUnavailable(CacheError):
 
 class SubstituteRefused(CacheError):
     """A narinfo or NAR failed a check (signature, hash, size, references); nothing was registered."""
+
+
+class ObjectTooLarge(SubstituteRefused):
+    """A backend saw an object pass the byte bound its reader gave (`Cache._get`'s `max_bytes`)."""
 
 
 class Cache:
@@ -63,8 +67,12 @@ class Cache:
 
     # -- backend primitives -------------------------------------------------
 
-    def _get(self, name: str) -> BinaryIO | None:
-        """A readable stream of object `name` (close it), or None if absent; CacheUnavailable if the cache is down."""
+    def _get(self, name: str, max_bytes: int) -> BinaryIO | None:
+        """A readable stream of object `name` (close it), or None if absent; CacheUnavailable if the cache is down.
+
+        `max_bytes` is the most the caller will read: a backend refuses (CacheError) an object it can
+        tell is larger, and never reads much past it. Only regular files or a response body are read.
+        """
         raise NotImplementedError
 
     def _exists(self, name: str) -> bool:
@@ -78,13 +86,21 @@ class Cache:
         raise NotImplementedError
 
     def _read_small(self, name: str, limit: int = 1 << 20) -> bytes | None:
-        stream = self._get(name)
-        if stream is None:
-            return None
-        with contextlib.closing(stream):
-            data = stream.read(limit + 1)
+        too_large = CacheError(f"{self.url}/{name}: larger than {limit} bytes, not a narinfo")
+        try:
+            stream = self._get(name, limit)
+            if stream is None:
+                return None
+            with contextlib.closing(stream):
+                # One receive at a time where the backend can (a peer dripping bytes is cut early); reads may be short.
+                read = getattr(stream, "read1", stream.read)
+                data = b""
+                while len(data) <= limit and (chunk := read(limit + 1 - len(data))):
+                    data += chunk
+        except ObjectTooLarge:
+            raise too_large from None
         if len(data) > limit:
-            raise CacheError(f"{self.url}/{name}: larger than {limit} bytes, not a narinfo")
+            raise too_large
         return data
 
     # -- reading -------------------------------------------------------------
@@ -201,13 +217,15 @@ class Cache:
                 + "; substitute the closure, dependencies first"
             )
 
+        bound = info.file_size_bound()  # from the signed NarSize: FileSize is not signed
+
         def fill(out) -> None:
-            raw = self._get(info.url)
+            raw = self._get(info.url, bound)
             if raw is None:
                 raise SubstituteRefused(f"{path} from {self.url}: its NAR {info.url} is missing")
             with contextlib.closing(raw):
                 counted = _Counting(raw, on_bytes) if on_bytes else raw
-                hashed = HashingFile(counted, limit=info.file_size, hash=False)
+                hashed = HashingFile(counted, limit=bound, hash=False)
                 try:
                     reader = restore(decompressed_reader(hashed, info.compression), out, limit=info.nar_size)
                     while hashed.read(1 << 20):  # the rest of the compressed file (a zstd epilogue, say)
@@ -222,7 +240,8 @@ class Cache:
                         raise
                     raise SubstituteRefused(f"{path} from {self.url}: the NAR {info.url} is damaged ({error}); not substituted") from None
             # FileHash is not checked (Nix does not either): the signed NarHash covers the contents, and
-            # hashing the compressed bytes too would cost a third more time. FileSize bounds the download.
+            # hashing the compressed bytes too would cost a third more time. The signed NarSize bounds the
+            # download (with FileSize when smaller): a cache cannot make it read forever (issue 23).
             if info.file_size is not None and hashed.size != info.file_size:
                 raise SubstituteRefused(
                     f"{path} from {self.url}: {info.url} has {hashed.size} bytes, "

@@ -20,7 +20,7 @@ from ...errors import StoreError
 from ...inputs import parse_decimal
 from ..paths import BASE32_CHARS, HASH_LEN, is_hash_part
 
-__all__ = ["CacheInfo", "NarInfo", "NarInfoError", "COMPRESSIONS", "READ_COMPRESSIONS"]
+__all__ = ["CacheInfo", "NarInfo", "NarInfoError", "COMPRESSIONS", "MAX_OBJECT_BYTES", "READ_COMPRESSIONS"]
 
 #: Compression name in a narinfo -> file extension of its NAR (Nix's names): what cudapkgs writes.
 COMPRESSIONS = {"zstd": ".zst", "xz": ".xz", "bzip2": ".bz2", "none": ""}
@@ -39,6 +39,8 @@ _KNOWN = set(_REQUIRED) | {"Compression", "FileHash", "FileSize", "References", 
 _SHA256_B32 = re.compile(f"sha256:[{BASE32_CHARS}]{{52}}")
 _URL = re.compile(r"[A-Za-z0-9+\-._=/]+")
 _MAX_NARINFO = 1 << 20
+#: The largest NAR (compressed or not) a cache may hand over, whatever its narinfo says: 1 TiB.
+MAX_OBJECT_BYTES = 1 << 40
 
 
 class NarInfoError(StoreError):
@@ -76,6 +78,24 @@ class NarInfo:
     def download_size(self) -> int:
         """Bytes to download: FileSize, or NarSize when the cache does not say (an upper bound for a compressed NAR)."""
         return self.file_size if self.file_size is not None else self.nar_size
+
+    def file_size_bound(self) -> int:
+        """The most bytes the compressed NAR may have: what the signed NarSize can compress to at worst,
+        or FileSize (not signed) when that is smaller; never more than `MAX_OBJECT_BYTES`.
+
+        The worst cases fit in NarSize + NarSize/32 + 1 MiB: zstd's ``ZSTD_COMPRESSBOUND`` (n + n/256
+        + under 64 bytes; facebook/zstd lib/zstd.h), bzip2's 1 % + 600 bytes (bzip2 manual,
+        ``BZ2_bzBuffToBuffCompress``), xz's few bytes per 64 KiB chunk (liblzma ``lzma_block_buffer_bound``),
+        gzip's 5 bytes per 64 KiB stored block (RFC 1951 section 3.2.4) and brotli's few bytes per
+        uncompressed meta-block (RFC 7932 section 9.2); "none" is the NAR itself. A cache adding padding (zstd skippable frames) past this is cut off.
+        """
+        if self.compression == "none":
+            bound = self.nar_size
+        else:
+            bound = self.nar_size + self.nar_size // 32 + (1 << 20)
+        if self.file_size is not None:
+            bound = min(bound, self.file_size)
+        return min(bound, MAX_OBJECT_BYTES)
 
     @property
     def hash_part(self) -> str:
