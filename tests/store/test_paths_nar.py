@@ -144,7 +144,7 @@ def test_base32_runs_are_the_maximal_runs_of_32_or_more(pieces):
     from cudapkgs.store.paths import BASE32_CHARS
 
     data = b"".join(pieces)
-    assert list(nar._runs(data)) == [m.group() for m in re.finditer(rb"[%s]{32,}" % BASE32_CHARS.encode(), data)]
+    assert list(nar._runs(data)) == [(m.start(), m.group()) for m in re.finditer(rb"[%s]{32,}" % BASE32_CHARS.encode(), data)]
 
 
 @pytest.mark.parametrize("many", [False, True])  # a substring search per candidate, or the base-32 runs
