@@ -132,7 +132,11 @@ http {{
 }}
 """)
     process = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wait_for_http(f"http://127.0.0.1:{port}/nix-cache-info")
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/nix-cache-info")
+    except BaseException:
+        stop(process)  # never left running
+        raise
     return process
 
 
@@ -142,11 +146,15 @@ def start_serve(store_dir: str, key_file: Path, cache_dir: Path, compression: st
          "--store", store_dir, "--cache-dir", str(cache_dir), "--compression", compression],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")})
-    line = process.stdout.readline()
-    if not line.startswith("serving "):
-        raise SystemExit(f"cudapkgs serve did not start: {line}{process.stderr.read()[-2000:]}")
-    url = line.split(" at ", 1)[1].split()[0]
-    wait_for_http(url + "/nix-cache-info")
+    try:
+        line = process.stdout.readline()
+        if not line.startswith("serving "):
+            raise SystemExit(f"cudapkgs serve did not start: {line}{process.stderr.read()[-2000:]}")
+        url = line.split(" at ", 1)[1].split()[0]
+        wait_for_http(url + "/nix-cache-info")
+    except BaseException:
+        stop(process)
+        raise
     return process, url
 
 
