@@ -42,7 +42,9 @@ class Served:
             [sys.executable, "-m", "cudapkgs", "serve", "--port", "0", "--store", str(tmp_path / "store"), *args],
             stdout=subprocess.PIPE, stderr=self.err_file, text=True, preexec_fn=limit)
         line = self.process.stdout.readline()
-        assert line.startswith("serving "), (line, self.stderr())
+        if not line.startswith("serving "):
+            self.stop()
+            pytest.fail(f"cudapkgs serve did not start: {line!r} {self.stderr()[-2000:]}")
         self.url = line.split(" at ", 1)[1].split()[0]
         self.host, port = self.url.removeprefix("http://").split(":")
         self.port = int(port)
