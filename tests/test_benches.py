@@ -146,6 +146,17 @@ def test_bench_wheels_tiny(wheel_cache):
     assert "5 files" in out
 
 
+@pytest.mark.skipif(GCC is None, reason="the synthetic wheel's library is built with gcc")
+def test_bench_torch_tiny():
+    out = run_bench("bench_torch.py", timeout=600)
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["cudapkgs build -j auto, fresh store, warm wheel cache",
+                                         "uv pip install --offline --no-deps, uv cache empty"]
+    assert table[1][3] == "1.00" and number(table[0][3]) > 0 and number(table[0][4]) > 0
+    assert "store" in table[0][6] and "venv+cache" in table[1][6]
+    assert "load average before" in out and "3 files" in out
+
+
 def test_bench_noop_tiny():
     (table,) = tables(run_bench("bench_noop.py"))
     labels = [row[0] for row in table]

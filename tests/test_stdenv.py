@@ -97,6 +97,19 @@ def test_shell_and_python_steps_share_env_and_outputs(config, store):
     assert pkg.lib.endswith("-steps-lib") and pkg.outPath == pkg.out
 
 
+def _log_a_line(attrs, env, work_dir, outputs, log):
+    log.write(f"step of {attrs['pname']} writes to the build log\n")
+    (outputs["out"] / "done").write_text("")
+
+
+def test_a_python_step_taking_a_log_writes_to_the_build_log(config, store):
+    from cudapkgs.realise.realise import log_path
+
+    pkg = mk_derivation(config, {"pname": "logs", "stdenvCc": None, "installPhase": _log_a_line})
+    build(store, pkg)
+    assert "step of logs writes to the build log" in log_path(store, pkg.derivation).read_text()
+
+
 def test_python_step_records_name_and_source(config):
     pkg = mk_derivation(config, {"pname": "p", "buildPhase": _record_cwd})
     record = pkg.drvAttrs["buildPhase"]

@@ -52,6 +52,18 @@ def _check_fetchers(fetchers: tuple[str, ...]) -> tuple[str, ...]:
     return fetchers
 
 
+# The set members `prebuiltWheels` may name (cuda/prebuilt.py's PREBUILT: the same names).
+PREBUILT_WHEEL_NAMES = ("libnvshmem", "nccl")
+
+
+def _check_prebuilt(names: tuple[str, ...]) -> tuple[str, ...]:
+    for name in names:
+        if name not in PREBUILT_WHEEL_NAMES:
+            raise ValueError(f'"{name}" has no prebuilt wheel{errors.did_you_mean(name, PREBUILT_WHEEL_NAMES)}; '
+                             f'known: {", ".join(PREBUILT_WHEEL_NAMES)}')
+    return names
+
+
 _CAPABILITY = re.compile(r"[0-9]+\.[0-9]+[af]?")
 # Spellings people copy from nvcc flags or nvidia-smi: "sm_89", "compute_90a", "89".
 _NVCC_SPELLING = re.compile(r"(?:sm_|compute_)?([0-9]+)([0-9])([af]?)")
@@ -127,6 +139,7 @@ OPTIONS: dict[str, Option] = {
         Option("maxCacheSize", "str", None, 'Size budget of the download caches (archives and wheels), e.g. "5GiB": after each build the least recently used entries go until they fit; `cudapkgs gc --caches` frees them on demand.', _check_size),
         Option("overlays", "path-list", (), "Python files each defining overlay(final, prev) -> attributes, applied in order to the top level and every variant (pkgsCuda, pkgsForCudaArch.*, cudaPackages_X_Y.pkgs)."),
         Option("python3Executable", "path", None, "The host Python interpreter behind python3 and python3Packages (default: python3 in /usr/bin, /bin or /usr/local/bin); e.g. a Python 3.12 to build for a machine that runs 3.12."),
+        Option("prebuiltWheels", "str-list", ("libnvshmem",), 'Set members Nixpkgs builds from source to take from NVIDIA\'s prebuilt PyPI wheel of the same version instead, keeping their attribute names: "nccl" (minutes instead of an hour of nvcc), "libnvshmem" (its source build needs MPI, UCX, libfabric and PMIx, which cudapkgs lacks); [] builds both from source.', _check_prebuilt),
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
         Option("substituters", "str-list", (), 'Binary caches to substitute from before building, in order: "file:///dir", "https://host/prefix", "s3://bucket?endpoint=…&region=…".', _check_substituters),
         Option("trustedPublicKeys", "str-list", (), 'Keys whose signatures make a cache\'s paths trusted, in Nix\'s "name:base64" form (as `cudapkgs key generate` prints).', _check_public_keys),

@@ -110,6 +110,10 @@ bsd3 = License(
     'BSD-3-Clause', 'BSD 3-clause "New" or "Revised" License', free=True, redistributable=True, spdx_id="BSD-3-Clause"
 )
 asl20 = License("Apache-2.0", "Apache License 2.0", free=True, redistributable=True, spdx_id="Apache-2.0")
+# Nixpkgs lib/licenses.nix: issl (free = false; redistributable defaults to free) and
+# unfreeRedistributable (free = false, redistributable = true); torch-bin's license with bsd3.
+issl = License("issl", "Intel Simplified Software License", free=False, redistributable=False)
+unfreeRedistributable = License("unfreeRedistributable", "Unfree redistributable", free=False, redistributable=True)
 
 # Nixpkgs' `cudaLicenses` (nvidiaCutlassDsl is left out: its record was not retrieved).
 _CUDA_LICENSES: tuple[License, ...] = (

@@ -5,4 +5,5 @@
 | `make` | stdenv's default buildPhase/installPhase | always (a Makefile in the source) |
 | `cmake` | cmake's setup-hook (cmakeConfigurePhase) | `cmake` is a native input |
 | `python` | buildPythonPackage (pypaBuildHook, pypaInstallHook) | `python3Packages.buildPythonPackage` |
+| `rewired_wheel` (+ `_steps`) | torch-bin's wheel install + autoPatchelf + autoAddDriverRunpath, pythonRelaxDeps | a PyPI wheel rewired to a set (torch, triton; NCCL/NVSHMEM wheels) |
 """

@@ -27,7 +27,8 @@ rocmSupport, cudaCapabilities, cudaForwardCompat, allowUnfree,
 allowUnfreePredicate ("cuda" = NVIDIA's CUDA licenses), allowAliases, manifestsDir,
 storeDir, fetchers ("redist", "mirror:<dir or URL>", "wheels"), driverLibDir,
 sourceMirrors, maxCacheSize, overlays (files defining overlay(final, prev)),
-python3Executable (the host Python of python3Packages), substituters,
+python3Executable (the host Python of python3Packages), prebuiltWheels ("nccl",
+"libnvshmem": NVIDIA's wheels instead of source builds), substituters,
 trustedPublicKeys, requireSigs, safeDirectories (whose cudapkgs.toml may belong to
 another user); `cudapkgs config` says what each means.
 Manifests are read from manifestsDir or $CUDAPKGS_MANIFESTS when set, else from the

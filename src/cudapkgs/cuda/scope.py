@@ -137,7 +137,12 @@ def cuda_packages(
             attrs[member] = lazy(lambda member=member: _hook(final, config, member))
         # Packages Nixpkgs builds from source inside every set (pkgs/<name>/, loaded on first use).
         for attr, module in FROM_SOURCE.items():
-            attrs[attr] = lazy(lambda module=module: _from_source(final, module))
+            if attr in config.prebuiltWheels:  # NVIDIA's wheel of the source's version (cuda/prebuilt.py)
+                attrs[attr] = lazy(lambda attr=attr, module=module: _prebuilt(final, config, attr, module))
+            else:
+                attrs[attr] = lazy(lambda module=module: _from_source(final, module))
+        # cudnn_<major>_<minor>: every cuDNN release with a manifest, beside the set's own `cudnn`.
+        attrs.update(_versioned_cudnn(final, config))
         for product, specs in component_specs().items():
             if product not in definition.products:
                 continue
@@ -166,6 +171,18 @@ def _from_source(scope: Scope, module: str) -> Any:
     if "top" in inspect.signature(fn).parameters:  # inputs looked up in the top level (cmake, mpi, …)
         return scope.call_package(fn, top=scope.auto_args)
     return scope.call_package(fn)
+
+
+def _prebuilt(scope: Scope, config: Any, attr: str, module: str) -> Any:
+    from .prebuilt import prebuilt
+
+    return prebuilt(scope, config, attr, _from_source(scope, module))
+
+
+def _versioned_cudnn(scope: Scope, config: Any) -> dict[str, Any]:
+    from .versioned import versioned_cudnn
+
+    return versioned_cudnn(scope, config)
 
 
 def _hook(scope: Scope, config: Any, member: str) -> Any:

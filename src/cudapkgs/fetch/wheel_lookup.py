@@ -81,9 +81,11 @@ _SUFFIXED_WHEELS: dict[str, tuple[str, str, int | None]] = {
 }
 
 # The first version of a project on PyPI, where a set's manifest names an older one
-# (`pip index versions`: nvidia-cuda-cuobjdump starts at 13.2.51, nvidia-cuda-tileiras at 13.1.80).
+# (`pip index versions`: nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm start at 13.2.51,
+# nvidia-cuda-tileiras at 13.1.80).
 _FIRST_ON_PYPI: dict[str, str] = {
     "nvidia-cuda-cuobjdump": "13.2.51",
+    "nvidia-cuda-nvdisasm": "13.2.51",
     "nvidia-cuda-tileiras": "13.1.80",
 }
 

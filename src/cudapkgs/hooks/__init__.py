@@ -16,6 +16,8 @@ to its directory.
 | `split_outputs` | multiple-outputs.sh moveToOutput, buildRedist's installPhase |
 | `lift_versioned_lib_dir`, `pkgconfig` | buildRedist's postUnpack / prePatch |
 | `no_fhs_references`, `outputs_not_empty` | buildRedist's postInstallCheck |
+| `python_remove_deps` | pythonRelaxDepsHook's pythonRemoveDeps |
+| `python_record` | (installers' RECORD, rewritten after a fix-up) |
 
 The names below are re-exported so that ``from cudapkgs import hooks;
 hooks.fixup(...)`` reads as the hook's name.  A hook's function shadows its

@@ -15,6 +15,7 @@ __all__ = [
     "natural_sort",
     "split_version",
     "version_at_least",
+    "version_core",
     "version_key",
     "version_older",
 ]
@@ -97,3 +98,21 @@ def _natural_key(s: str) -> list:
 def natural_sort(items: Iterable[str]) -> list[str]:
     """``lib.naturalSort``: sort stably, comparing runs of digits as numbers."""
     return sorted(items, key=_natural_key)
+
+
+def version_core(version: str) -> str:
+    """The dotted numbers a version starts with: ``2.30.7-1`` -> ``2.30.7``, ``9.22.0.52`` as is,
+    ``2.14.1+cu130`` -> ``2.14.1``; "" when it starts with no number."""
+    core = []
+    for part in str(version).split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        core.append(digits)
+        if digits != part:
+            break
+    return ".".join(core)

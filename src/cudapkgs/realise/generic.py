@@ -7,8 +7,9 @@ unpacked source once unpack has run); it sources `.attrs.sh` (structured
 attributes as bash variables, Nix-style) and sees `$out`/`$<output>`,
 `$NIX_ATTRS_JSON_FILE` and `$CUDAPKGS_ATTRS_JSON`. Each shell step is its own
 process: `cd` and variables do not carry over to the next one. A Python step is
-called as `fn(attrs, env, work_dir, outputs)`; changes it makes to `env` are seen
-by the later steps.
+called as `fn(attrs, env, work_dir, outputs)` (or with a fifth argument, the build
+log to write to, when it takes one); changes it makes to `env` are seen by the
+later steps.
 
 The environment is built from nothing (no inherited PATH, LD_LIBRARY_PATH, …)
 by `cudapkgs.build_inputs.setup_environment`, the same function `cudapkgs shell` uses:
@@ -334,22 +335,39 @@ def _run_step(drv: Derivation, ctx: BuildContext, attrs: dict[str, Any], env: di
         return
     ctx.log.write(f"@@ {key}: {step['python']}\n")
     ctx.log.flush()
-    call_python_step(drv, key, attrs, env, cwd, outputs)
+    call_python_step(drv, key, attrs, env, cwd, outputs, log=ctx.log)
 
 
 def call_python_step(drv: Derivation, key: str, attrs: dict[str, Any], env: dict[str, str], cwd: Path,
-                     outputs: Mapping[str, Path]) -> None:
+                     outputs: Mapping[str, Path], *, log: Any = None) -> None:
     """Run the Python step `key` (a phase or hook whose attribute is a ``{"python": …}`` record) as
-    ``fn(attrs, env, cwd, outputs)``; what it changes in `env` the later steps see.  Raises
+    ``fn(attrs, env, cwd, outputs)``, or with `log` (a text stream; stdout when None) as a fifth
+    argument when the step takes one; what it changes in `env` the later steps see.  Raises
     `PhaseError` naming the step (a `CudapkgsError` it raises passes as it is)."""
+    import sys
+
     step = attrs[key]
     fn = _python_step(drv, key, step)
     try:
-        fn(attrs, env, cwd, dict(outputs))
+        if _takes_log(fn):
+            fn(attrs, env, cwd, dict(outputs), log if log is not None else sys.stdout)
+        else:
+            fn(attrs, env, cwd, dict(outputs))
     except CudapkgsError:
         raise
     except Exception as error:
         raise PhaseError(f"{key} ({step['python']}) failed: {type(error).__name__}: {error}") from error
+
+
+def _takes_log(fn: Step) -> bool:
+    """Whether a Python step takes a fifth argument, the build log (a text stream) to write to."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return len(params) >= 5 or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
 def _python_step(drv: Derivation, key: str, record: Mapping[str, Any]) -> Step:

@@ -1,4 +1,5 @@
-"""python3Packages' own packages: pinned binary wheels (numpy, setuptools, …) and pycuda from its sdist.
+"""python3Packages' own packages: pinned binary wheels (numpy, setuptools, …), pycuda from its sdist,
+and the ML stack (torch, triton: their CUDA wheels rewired to the set, `torch`, `triton`).
 
 Nixpkgs builds numpy & co. from source; cudapkgs takes them as wheels from the
 Python package index, each pinned by file name and sha256 (``fetchPypi { format =
@@ -18,7 +19,7 @@ from typing import Any, NamedTuple
 
 from ...errors import EvalError
 
-__all__ = ["LIBRARIES", "PACKAGES", "WHEELS", "Wheel", "package"]
+__all__ = ["LIBRARIES", "ML_PACKAGES", "PACKAGES", "WHEELS", "Wheel", "package"]
 
 
 class Wheel(NamedTuple):
@@ -58,18 +59,40 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
         "cp311": Wheel("siphash24", "1.9", "cp311", "cp311", _M2014, "61eb4ba1cfe4950e89ef0bcaf3588fb554efa5b7ab3f75d17648a0582c204874"),
         "cp312": Wheel("siphash24", "1.9", "cp312", "cp312", _M2014, "56c4c45c53cf0ce60585127ea15901bcb209fb24206c1bedbf69a4c2c60f72b7"),
     }, ()),
+    # torch's requirements (its wheel's Requires-Dist), pins read from the index's sha256 of each file
+    # (2026-12-01); sympy 1.14.0 requires mpmath<1.4.
+    "filelock": (_pure("filelock", "4.0.8", "325ff22f358c18443b1fcdfa0a7aa3faec4b500c2807c554719da4567b533d31"), ()),
+    "mpmath": (_pure("mpmath", "1.3.0", "a0b2b9fe80bbcd81a6647ff13108738cfb482d481d826cc0e02f5b35e5c88d2c"), ()),
+    "sympy": (_pure("sympy", "1.14.0", "e091cc3e99d2141a0ba2847328f5479b05d94a6635cb96148ccb3f34671bd8f5"), ("mpmath",)),
+    "networkx": (_pure("networkx", "3.6.1", "d47fbf302e7d9cbbb9e2555a0d267983d2aa476bac30e90dfbe5669bd57f3762"), ()),
+    "jinja2": (_pure("jinja2", "3.1.6", "85ece4451f492d0c13c5dd7c13a64681a86afae63a5f347908daf103ce6d2f67"), ("markupsafe",)),
+    "fsspec": (_pure("fsspec", "2026.9.0", "8dd6e646e99ea382bd85f97a45e6b526a442d79423a7dc673f1e2756d05fcb5f"), ()),
     "numpy": ({
         "cp311": Wheel("numpy", "2.4.6", "cp311", "cp311", _M227, "89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93"),
         "cp312": Wheel("numpy", "2.5.5", "cp312", "cp312", _M227, "704d819265e5d1064d932968e9ee85fff2103ccc78c05b878c06943ba27b8507"),
     }, ()),
+    # jax's and jaxlib's requirements, and jaxlib (its CPU runtime: no CUDA library); sha256 of the files pip
+    # downloaded (2026-12-01). Only cp311 wheels are pinned for these (jax 0.10.2's interpreter here).
+    "ml-dtypes": ({"cp311": Wheel("ml_dtypes", "0.7.0", "cp311", "cp311", _M227,
+                                  "d214c910cabaf80aa1ee37b0f25131e20d7a6474182e5293a68985b0421299da")}, ("numpy",)),
+    "opt-einsum": (_pure("opt_einsum", "3.4.0", "69bb92469f86a1565195ece4ac0323943e83477171b91d24c35afe028a90d7cd"), ()),
+    "scipy": ({"cp311": Wheel("scipy", "1.17.1", "cp311", "cp311", _M227,
+                              "43af8d1f3bea642559019edfe64e9b11192a8978efbd1539d7bc2aaa23d92de4")}, ("numpy",)),
+    "jaxlib": ({"cp311": Wheel("jaxlib", "0.10.2", "cp311", "cp311", "manylinux_2_27_x86_64",
+                               "1faca3c5d4662cb4a6130a68105d68bb520764817e165d6eebfd6786c0d1f30f")},
+               ("scipy", "numpy", "ml-dtypes")),
 }  # fmt: skip
 
 # (attribute, python tag) -> libraries of the top level its wheel's bundled ELF files need beyond glibc
 # and libstdc++: numpy 2.4.6's cp311 wheel bundles libgfortran (numpy.libs/libgfortran-*.so.5), which
 # needs libz.so.1; numpy 2.5.5's cp312 wheel bundles only OpenBLAS (readelf -d, 2026-11-30).
-LIBRARIES: dict[tuple[str, str], tuple[str, ...]] = {("numpy", "cp311"): ("zlib",)}
+# scipy 1.17.1's cp311 wheel bundles two libgfortran builds that need libz.so.1 as well.
+LIBRARIES: dict[tuple[str, str], tuple[str, ...]] = {("numpy", "cp311"): ("zlib",), ("scipy", "cp311"): ("zlib",)}
 
-PACKAGES: tuple[str, ...] = (*WHEELS, "pycuda")
+# The ML stack: wheels rewired to the top level's cudaPackages (torch.py, triton.py, jax.py, cupy.py).
+ML_PACKAGES = ("torch", "torch-bin", "triton", "triton-bin", "jax", "jax-cuda13-pjrt", "jax-cuda13-plugin", "cupy",
+                "cuda-pathfinder")
+PACKAGES: tuple[str, ...] = (*WHEELS, "pycuda", *ML_PACKAGES)
 
 
 def _python_tag(version: str) -> str:
@@ -99,11 +122,13 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
         from ..pycuda import pycuda
 
         return pycuda(scope, pkgs, config, system)
+    if name in ML_PACKAGES:
+        return _ml_package(name, scope, pkgs, config, system)
     wheel = pinned_wheel(name, scope.pythonVersion, system)
     _wheels, deps = WHEELS[name]
     src = pkgs.fetchPypi(pname=wheel.pname, version=wheel.version, format="wheel", dist=wheel.python,
                          python=wheel.python, abi=wheel.abi, platform=wheel.platform, sha256=wheel.sha256)
-    module = {"typing-extensions": "typing_extensions"}.get(name, name)
+    module = name.replace("-", "_")  # typing-extensions, ml-dtypes, opt-einsum
     libraries = LIBRARIES.get((name, wheel.python), ())
     return scope.buildPythonPackage({
         "pname": name,
@@ -117,3 +142,25 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
         # only where a wheel needs one: the other wheels' derivations (and store paths) stay as they were
         **({"buildInputs": [pkgs[library] for library in libraries]} if libraries else {}),
     })
+
+
+def _ml_package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
+    from . import torch, triton
+
+    if name in ("jax", "jax-cuda13-pjrt", "jax-cuda13-plugin"):
+        from . import jax
+
+        return getattr(jax, name.replace("-", "_"))(scope, pkgs, config, system).named(f"python3Packages.{name}")
+    if name in ("cupy", "cuda-pathfinder"):
+        from . import cupy
+
+        return getattr(cupy, name.replace("-", "_"))(scope, pkgs, config, system).named(f"python3Packages.{name}")
+
+    if name == "torch-bin":
+        return torch.torch_bin(scope, pkgs, config, system).named("python3Packages.torch-bin")
+    if name == "torch":
+        return torch.torch(scope, pkgs, config, system)
+    if name == "triton-bin":
+        build = torch.torch_build_for(pkgs.cudaPackages) or torch.TORCH_BUILDS[torch.TORCH_FOR_MAJOR["13"]]
+        return triton.triton_bin(scope, pkgs, config, system, build.triton).named("python3Packages.triton-bin")
+    return scope["triton-bin"]  # triton: the wheel (Nixpkgs' triton is a source build)

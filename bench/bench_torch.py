@@ -1,0 +1,288 @@
+"""Realising torch's CUDA 13.0 closure from a warm download cache into a fresh store, against `uv pip install --offline`.
+
+Run:  python bench/bench_torch.py [--runs 2]      (needs the wheels once: about 3 GB through pip)
+      python bench/bench_torch.py --tiny          (synthetic small wheels: the CI smoke test; needs uv)
+
+Full mode.  Setup (not timed): ``cudapkgs build cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch``
+(fetchers = ["wheels"], prebuiltWheels = ["nccl", "libnvshmem"]) into the store that every run reuses,
+which fills the wheel cache ($XDG_CACHE_HOME/cudapkgs/wheels; pip checks each wheel against the index
+or the package's pin once).  The files each build used are read from the build logs: NVIDIA's wheels
+and torch's and triton's from the wheel cache, the small pure-Python wheels from their fixed-output
+store paths (copied to a source mirror, so later runs need no pip).  The closure's parts that are no
+wheel (zlib built from source, rdma-core from Debian packages, the compiler wrapper, the interpreter's
+record) are exported once and imported into each fresh store before its timed run.
+
+Each run, alternating: (1) the store emptied and those parts imported (not timed), then
+``cudapkgs build --no-link -j auto`` of torch timed as a process: evaluation, every wheel's sha256
+checked again while it unpacks, every member against RECORD, outputs split, ELF run paths rewired,
+byte code compiled, ``import torch`` checked, NAR hash and reference scan, registration; (2) a fresh
+``uv venv`` and ``uv pip install --offline --no-deps`` of the same wheel files with an empty uv cache
+(uv unpacks each wheel into its cache, then links it into the venv).  Disk: the store without its
+download cache (``du``, apparent allocation), the venv alone, and venv + uv's cache (hard links
+counted once).  Printed: medians, wall and CPU ratios (CPU: user + system of the process and its
+children, from wait4), the load average before and after.
+
+Tiny mode: three synthetic wheels built here (one with an ELF library whose DT_RPATH points into
+an ``nvidia/`` tree, as torch's do), rewired to a one-library "set" by the same builder, against uv
+installing the same files; one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+ATTR = "cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch"
+SETS = ["allowUnfree=true", 'fetchers=["wheels"]', 'prebuiltWheels=["nccl","libnvshmem"]']
+# What the build logs say about the wheels they used.
+_USED = re.compile(r"^(?:fetched wheel (?P<nvidia>\S+\.whl) from .*\((?P<path>/\S+\.whl)|"
+                   r"installed (?P<pinned>\S+\.whl):|unpacked (?P<prebuilt>\S+\.whl):)", re.M)
+
+
+def run(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, CPU s of the process and its children) of one process; SystemExit with its output if it fails."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            log.seek(0)
+            raise SystemExit(f"{' '.join(command[:8])} ... failed ({proc.returncode}):\n"
+                             f"{log.read().decode(errors='replace')[-4000:]}")
+    return elapsed, usage.ru_utime + usage.ru_stime
+
+
+def du(*paths: Path) -> int:
+    """Bytes allocated under `paths` together (du -s -B1 -c: hard links counted once)."""
+    existing = [str(p) for p in paths if p.exists()]
+    if not existing:
+        return 0
+    out = subprocess.run(["du", "-s", "-B1", "-c", *existing], capture_output=True, text=True, check=True).stdout
+    return int(out.strip().splitlines()[-1].split()[0])
+
+
+def uv_binary() -> str:
+    found = shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")
+    if found is None:
+        raise SystemExit("uv is needed for the peer row: pip install uv")
+    return found
+
+
+def make_writable(root: Path) -> None:
+    for dirpath, _, _ in os.walk(root):
+        os.chmod(dirpath, 0o755)
+
+
+def remove(path: Path) -> None:
+    if path.exists():
+        make_writable(path)
+        shutil.rmtree(path)
+
+
+def cudapkgs_build(store: Path, attrs: list[str], *extra: str, files: list[str] = ()) -> list[str]:
+    command = [sys.executable, "-m", "cudapkgs", "build", "--no-link", "-j", "auto", "--set", f"storeDir={store}"]
+    for s in SETS:
+        command += ["--set", s]
+    for f in files:
+        command += ["-f", f]
+    return [*command, *extra, *attrs]
+
+
+def used_wheels(store: Path, cache: Path) -> tuple[list[Path], list[Path]]:
+    """(wheels from the wheel cache, fixed-output wheels in the store) the setup build's logs name."""
+    cached, fixed = set(), set()
+    for log in (store / ".logs").glob("*.log"):
+        for match in _USED.finditer(log.read_text(errors="replace")):
+            if match["path"]:
+                cached.add(Path(match["path"]))
+            else:
+                cached.add(cache / (match["pinned"] or match["prebuilt"]))
+    for entry in store.iterdir():
+        if entry.is_file() and entry.name.endswith(".whl"):
+            fixed.add(entry)
+    missing = [p for p in cached if not p.is_file()]
+    if missing:
+        raise SystemExit(f"the logs name wheels the cache lacks: {missing[:3]}")
+    return sorted(cached), sorted(fixed)
+
+
+def full(args: argparse.Namespace, uv: str) -> dict:
+    import cudapkgs
+    from cudapkgs.store.store import Store
+    from cudapkgs.store.transfer import export_closure
+
+    scratch = Path(tempfile.mkdtemp(prefix="bench-torch-"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cudapkgs" / "wheels"
+    store = scratch / "store"
+    try:
+        run(cudapkgs_build(store, [ATTR]), env)  # setup: fills the wheel cache
+        nvidia, fixed = used_wheels(store, cache)
+        mirror = scratch / "mirror"
+        mirror.mkdir()
+        for wheel in fixed:  # <hash>-name.whl -> name.whl, as fetchPypi asks a source mirror for it
+            shutil.copyfile(wheel, mirror / wheel.name[33:])
+        wheels = nvidia + sorted(mirror.iterdir())
+        pkgs = cudapkgs.import_pkgs(config={"allowUnfree": True, "fetchers": ["wheels"], "storeDir": str(store),
+                                            "prebuiltWheels": ["nccl", "libnvshmem"]})
+        non_wheel = [pkgs.zlib.out, pkgs["rdma-core"].out, pkgs.stdenv.cc.out, pkgs.python3.out]
+        with Store.open(store) as s:
+            export_closure(s, [p for p in non_wheel if s.is_valid(p)], scratch / "non-wheel.tar")
+        mirror_set = ["--set", f'sourceMirrors=["{mirror}"]']
+        rows: dict[str, dict[str, list[float]]] = {}
+
+        def record(name: str, wall: float, cpu: float, disk: dict[str, int]) -> None:
+            row = rows.setdefault(name, {"wall": [], "cpu": []})
+            row["wall"].append(wall)
+            row["cpu"].append(cpu)
+            row.setdefault("disk", disk)
+
+        load_before = os.getloadavg()
+        for i in range(args.runs):
+            remove(store)
+            with Store.open(store) as s:
+                from cudapkgs.store.transfer import import_closure
+
+                import_closure(s, scratch / "non-wheel.tar")
+            wall, cpu = run(cudapkgs_build(store, [ATTR], *mirror_set), env)
+            record("cudapkgs build -j auto, fresh store, warm wheel cache", wall, cpu,
+                   {"store": du(store) - du(store / ".cache")})
+            venv, uv_cache = scratch / f"venv-{i}", scratch / f"uv-cache-{i}"
+            uv_env = {**env, "UV_CACHE_DIR": str(uv_cache), "VIRTUAL_ENV": str(venv)}
+            subprocess.run([uv, "venv", "-q", str(venv)], env=uv_env, check=True)
+            wall, cpu = run([uv, "pip", "install", "-q", "--offline", "--no-deps", "--python",
+                             str(venv / "bin" / "python"), *map(str, wheels)], uv_env)
+            record("uv pip install --offline --no-deps, uv cache empty", wall, cpu,
+                   {"venv": du(venv), "venv+cache": du(venv, uv_cache)})
+            remove(venv)
+            remove(uv_cache)
+        load_after = os.getloadavg()
+        return {"rows": rows, "wheels": len(wheels), "bytes": sum(w.stat().st_size for w in wheels),
+                "load": (load_before, load_after)}
+    finally:
+        remove(scratch)
+
+
+TINY_FILE = '''
+"""bench_torch --tiny: three synthetic wheels rewired to a one-library "set"."""
+import json, os
+from cudapkgs.builders.rewired_wheel import rewired_wheel
+from cudapkgs.stdenv import mk_derivation
+
+SPEC = json.loads(os.environ["BENCH_TINY"])
+
+
+def tinylib(config):
+    return mk_derivation(config, {"pname": "tinylib", "version": "1", "stdenvCc": None, "src": SPEC["lib"],
+                                  "dontConfigure": True, "dontBuild": True, "installPhase": 'cp -r lib "$out/"'})
+
+
+def tinywheels(config, python3, tinylib):
+    from cudapkgs.lib.fixpoint import AttrSet
+    return AttrSet({w["name"]: rewired_wheel(config, python3, {
+        "pname": w["name"], "version": "1.0", "wheel": {"file": w["file"], "sha256": w["sha256"]},
+        "buildInputs": [tinylib], "pythonRemoveDeps": w["remove"], "pythonImportsCheck": [w["name"]],
+    }) for w in SPEC["wheels"]}, name="tinywheels")
+'''
+
+
+def tiny(uv: str) -> dict:
+    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "builders"))
+    import hashlib
+
+    from elf_builders import BAR_C, shared_lib
+    from test_rewired_wheel import demo_files, make_wheel
+
+    scratch = Path(tempfile.mkdtemp(prefix="bench-torch-tiny-"))
+    try:
+        cache_home = scratch / "cache"
+        cache = cache_home / "cudapkgs" / "wheels"
+        cache.mkdir(parents=True)
+        python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+        host = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')"],
+                              capture_output=True, text=True).stdout.strip() or python
+        specs = []
+        for name in ("demo", "demotwo", "demothree"):
+            files = {k.replace("demo", name, 1): v for k, v in demo_files(scratch / f"src-{name}").items()}
+            files = {k: v for k, v in files.items() if "/bin/" not in k}
+            if name != "demo":
+                files = {k: v for k, v in files.items() if not k.endswith(".so")}
+                files[f"{name}/__init__.py"] = (b"VALUE = 1\n", 0o644)
+            files[f"{name}-1.0.dist-info/METADATA"] = (
+                f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\nRequires-Dist: nvidia-cublas==13.1.1.3\n".encode(), 0o644)
+            wheel = make_wheel(scratch / f"{name}-1.0-{host}-{host}-linux_x86_64.whl",
+                               {k.replace("demo-1.0.dist-info", f"{name}-1.0.dist-info"): v for k, v in files.items()},
+                               dist_info=f"{name}-1.0.dist-info")
+            shutil.copy(wheel, cache / wheel.name)
+            digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+            (cache / (wheel.name + ".sha256")).write_text(digest + "\n")
+            specs.append({"name": name, "file": wheel.name, "sha256": digest, "remove": ["nvidia-*"]})
+        lib = scratch / "lib-src" / "lib"
+        shared_lib(lib / "libbar.so.1", BAR_C, "libbar.so.1")
+        package_file = scratch / "tiny.py"
+        package_file.write_text(TINY_FILE)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+               "XDG_CACHE_HOME": str(cache_home),
+               "BENCH_TINY": json.dumps({"lib": str(lib.parent), "wheels": specs})}
+        store = scratch / "store"
+        attrs = [f"tinywheels.{s['name']}" for s in specs]
+        wall, cpu = run(cudapkgs_build(store, attrs, files=[str(package_file)]), env)
+        rows = {"cudapkgs build -j auto, fresh store, warm wheel cache": {"wall": [wall], "cpu": [cpu],
+                                                                           "disk": {"store": du(store) - du(store / ".cache")}}}
+        venv, uv_cache = scratch / "venv", scratch / "uv-cache"
+        uv_env = {**env, "UV_CACHE_DIR": str(uv_cache), "VIRTUAL_ENV": str(venv)}
+        subprocess.run([uv, "venv", "-q", "--python", "/usr/bin/python3", str(venv)], env=uv_env, check=True)
+        wheels = [cache / s["file"] for s in specs]
+        wall, cpu = run([uv, "pip", "install", "-q", "--offline", "--no-deps", "--python", str(venv / "bin" / "python"),
+                         *map(str, wheels)], uv_env)
+        rows["uv pip install --offline --no-deps, uv cache empty"] = {
+            "wall": [wall], "cpu": [cpu], "disk": {"venv": du(venv), "venv+cache": du(venv, uv_cache)}}
+        return {"rows": rows, "wheels": len(wheels), "bytes": sum(w.stat().st_size for w in wheels),
+                "load": (os.getloadavg(), os.getloadavg())}
+    finally:
+        remove(scratch)
+
+
+def report(result: dict, runs: int) -> None:
+    rows = result["rows"]
+    before, after = result["load"]
+    print(f"wheels: {result['bytes'] / 2**20:.1f} MiB in {result['wheels']} files; runs: {runs}; {os.cpu_count()} CPUs; "
+          f"load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}\n")
+    peer = "uv pip install --offline --no-deps, uv cache empty"
+    wall = {k: statistics.median(v["wall"]) for k, v in rows.items()}
+    cpu = {k: statistics.median(v["cpu"]) for k, v in rows.items()}
+    print("| what | median wall s | min–max s | × uv | CPU s | CPU × uv | disk |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, row in rows.items():
+        disk = ", ".join(f"{k} {v / 2**30:.2f} GiB" if v > 2**28 else f"{k} {v / 2**20:.1f} MiB" for k, v in row["disk"].items())
+        print(f"| {name} | {wall[name]:.2f} | {min(row['wall']):.2f}–{max(row['wall']):.2f} | {wall[name] / wall[peer]:.2f} "
+              f"| {cpu[name]:.2f} | {cpu[name] / max(cpu[peer], 1e-9):.2f} | {disk} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-r", "--runs", type=int, default=2)
+    parser.add_argument("--tiny", action="store_true", help="synthetic small wheels, one run: the CI smoke test")
+    args = parser.parse_args(argv)
+    uv = uv_binary()
+    result = tiny(uv) if args.tiny else full(args, uv)
+    report(result, 1 if args.tiny else args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""A PyPI wheel rewired to a CUDA set's libraries: torch, triton (and JAX's plugins, CuPy) from their wheels.
+
+Nixpkgs' torch-bin (pkgs/development/python-modules/torch/bin/default.nix@abdab310) installs
+PyTorch's wheel with buildPythonPackage ``format = "wheel"``, takes every CUDA library from
+``cudaPackages`` (autoPatchelfHook over cuda_cudart, cudnn, libcublas, …, autoAddDriverRunpath,
+nvrtc's lib directory added to every ``.so``) and strips nothing (``dontStrip``).  cudapkgs does
+the same, with the wheel's own escape routes closed: `rewired_wheel` gives a package whose
+build (`cudapkgs.builders.rewired_wheel_steps`) installs the pinned wheel straight from the wheel
+cache, every member checked against RECORD and the file against its pin; removes the
+requirements the set stands in for (``pythonRemoveDeps``: ``nvidia-*``, ``cuda-toolkit``,
+``cuda-bindings``); edits, removes and links files of the wheel (``wheelSubstitutions``,
+``wheelRemove``, ``wheelLinks``); lets the generic fixup make every ELF file's DT_RPATH a
+RUNPATH of exactly the directories serving its DT_NEEDED (its own, its ``buildInputs``'
+library directories), ``appendRunpaths`` and the driver directory; checks that result; makes
+RECORD true again; compiles byte code and runs ``pythonImportsCheck`` in the build's clean
+environment.
+
+`nvidia_wheel` is the same for one of NVIDIA's library wheels laid out as a redist prefix
+(``nvidia/<root>/`` becomes the output: NCCL, NVSHMEM), for set members that take NVIDIA's
+prebuilt wheel instead of a source build (config ``prebuiltWheels``).
+
+The attributes, for a new package (``jax-cuda13-plugin``, ``cupy``):
+
+``pname``, ``version``        the distribution's
+``wheel``                     ``{"file": <wheel file name>, "sha256": <hex>}`` (pinned; the file's tags must
+                              suit the interpreter: ``cp311`` for Python 3.11, ``py3``)
+``dependencies``              Python packages, propagated (PYTHONPATH of dependents)
+``buildInputs``               the set's libraries (a package's default outputs: its lib directories serve
+                              DT_NEEDED)
+``pythonRemoveDeps``          Requires-Dist names or fnmatch patterns the set stands in for
+``wheelSubstitutions``        ``[{"file", "replace": [[old, new], …]}]`` (site-packages-relative; every old
+                              must occur)
+``wheelRemove``               site-packages-relative paths that must exist (bundled CUDA copies)
+``wheelLinks``                ``{site-packages-relative: [package output, path inside it]}`` (the output is
+                              an input of the build, so the link's target is in the closure)
+``appendRunpaths``            directories after the DT_NEEDED ones (libraries the wheel ``dlopen``s)
+``autoPatchelfIgnoreMissingDeps``  fnmatch patterns left to the host (libcuda.so.1 always is)
+``pythonImportsCheck``        modules imported after the fixup
+``dontCompileBytecode``       no ``.pyc`` files
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["nvidia_wheel", "rewired_wheel", "wheel_suits"]
+
+
+def wheel_suits(file: str, python_version: str) -> bool:
+    """Whether the wheel `file` (its python and abi tags) can be installed for CPython `python_version`
+    ("3.11"): a ``py3``/``py2.py3`` tag with abi ``none``, or ``cpXY`` for exactly that version."""
+    parts = file[:-4].split("-") if file.endswith(".whl") else []
+    if len(parts) < 5:
+        return False
+    pythons, abis = parts[-3].split("."), parts[-2].split(".")
+    want = "cp" + python_version.replace(".", "")
+    if any(p in ("py3", "py2.py3") for p in pythons) and "none" in abis:
+        return True
+    return want in pythons and (want in abis or "abi3" in abis or "none" in abis)
+
+
+def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping[str, Any]], *,
+                  system: str | None = None) -> Any:
+    """The package of a pinned wheel installed for `python` and rewired; `attrs` as the module docstring.
+
+    Raises `EvalError` (when the derivation is evaluated) for a wheel whose tags do not suit
+    the interpreter or a malformed ``wheel`` pin.
+    """
+    from ..errors import EvalError
+    from ..lib.fixpoint import AttrSet, force, lazy
+    from ..stdenv import mk_derivation
+    from . import rewired_wheel_steps as steps
+    from .python import python_version
+
+    user = attrs if callable(attrs) else (lambda final, a=attrs: a)
+    version = python_version(python)
+
+    def full(final: Any) -> dict[str, Any]:
+        given = dict(user(final))
+
+        def wheel() -> dict[str, str]:
+            pin = force(given.get("wheel"))
+            if not isinstance(pin, Mapping) or not isinstance(pin.get("file"), str) \
+                    or not re.fullmatch(r"[0-9a-f]{64}", str(pin.get("sha256", ""))):
+                raise EvalError(f"{final.pname}: wheel must be {{file, sha256 (64 hex digits)}}, got {pin!r}")
+            if not wheel_suits(pin["file"], version):
+                raise EvalError(f"{final.pname}: the pinned wheel {pin['file']} is not for CPython {version} "
+                                "(set python3Executable to the interpreter it is for)")
+            return {"file": pin["file"], "sha256": pin["sha256"]}
+
+        dependencies = list(given.pop("dependencies", []))
+        return {
+            # Read first when the derivation is made: an unavailable package says its own reasons
+            # (a component the set lacks, say) before its inputs are evaluated.
+            "src": lazy(lambda: _refuse_unavailable(final)),
+            "stdenvCc": None,  # nothing is compiled
+            "dontUnpack": True,
+            "dontConfigure": True,
+            "dontBuild": True,
+            "dontStrip": True,  # torch-bin: stripping breaks libtorch_cuda's segment alignment
+            "installPhase": steps.install,
+            "postFixup": steps.finish,
+            "autoAddDriverRunpath": True,
+            "appendRunpaths": ["$ORIGIN"],  # the wheel's own $ORIGIN (libraries dlopen their neighbours)
+            "pythonVersion": version,
+            **given,
+            "wheel": lazy(wheel),
+            "nativeBuildInputs": [python, *given.get("nativeBuildInputs", [])],
+            "propagatedBuildInputs": [*dependencies, *given.get("propagatedBuildInputs", [])],
+            # AttrSet's `|` keeps the given passthru's values lazy (tests, assertions read the package).
+            "passthru": AttrSet({"python": python, "dependencies": dependencies}, name=f"{given.get('pname')}.passthru")
+            | (given.get("passthru") or {}),
+        }
+
+    # The phases are callables: the derivation records their qualified name and source text.
+    return mk_derivation(config, full, system=system)
+
+
+def _refuse_unavailable(final: Any) -> None:
+    """None (a rewired wheel has no ``src``); UnavailablePackageError with ``meta.problems`` when
+    ``meta.available`` is false."""
+    from ..errors import UnavailablePackageError
+
+    meta = final.get("meta") or {}
+    if meta.get("available", True) is False:
+        problems = meta.get("problems") or {}
+        raise UnavailablePackageError("\n".join(p["message"] for p in problems.values())
+                                      or f"{final.name} is not available")
+    return None
+
+
+def nvidia_wheel(config: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping[str, Any]], *,
+                 system: str | None = None) -> Any:
+    """A set member from NVIDIA's PyPI wheel of a library (NCCL, NVSHMEM), laid out as a redist prefix.
+
+    `attrs`: ``pname``, ``version``, ``nvidiaWheel`` (``{"project", "version", "cudaMajor"}``:
+    fetched by pip and checked against the index's sha256, as every NVIDIA wheel is,
+    `cudapkgs.fetch.wheels.WheelSource`), ``outputs`` with ``wheelOutputs`` (``{output:
+    [prefix-relative paths]}``, the rest goes to ``out``), ``wheelRemove`` (prefix-relative),
+    ``buildInputs``, ``appendRunpaths``, ``meta``, ``passthru``.
+    """
+    from ..lib.fixpoint import lazy
+    from ..stdenv import mk_derivation
+    from . import rewired_wheel_steps as steps
+
+    user = attrs if callable(attrs) else (lambda final, a=attrs: a)
+
+    def full(final: Any) -> dict[str, Any]:
+        given = dict(user(final))
+        return {
+            "src": lazy(lambda: _refuse_unavailable(final)),
+            "stdenvCc": None,
+            "dontUnpack": True,
+            "dontConfigure": True,
+            "dontBuild": True,
+            "dontStrip": True,
+            "installPhase": steps.install_nvidia,
+            "postFixup": steps.finish_nvidia,
+            "autoAddDriverRunpath": True,
+            "appendRunpaths": ["$ORIGIN"],  # as buildRedist: plugins are dlopened from the library's directory
+            **given,
+        }
+
+    return mk_derivation(config, full, system=system)

@@ -1,0 +1,281 @@
+"""The build steps of a rewired wheel (`cudapkgs.builders.rewired_wheel`), run by the generic builder.
+
+``install`` (installPhase): the pinned wheel from the wheel cache (pip fetches it there when
+missing, `cudapkgs.fetch.pinned_wheels`), every member checked against RECORD and the whole
+file against the pin while it is installed (`cudapkgs.fetch.wheel_install`), then the surgery
+the derivation names, each step refusing to do nothing (as ``substituteInPlace
+--replace-fail``):
+
+``pythonRemoveDeps``   Requires-Dist names/patterns removed from METADATA (the set's packages
+                       stand in for them; `cudapkgs.hooks.python_remove_deps`)
+``wheelSubstitutions`` ``[{"file": <site-relative>, "replace": [[old, new], …]}]``: every
+                       ``old`` must occur (torch's nvidia/ preload made inert, say)
+``wheelRemove``        site-relative files or directories that must exist (bundled copies of
+                       CUDA tools and libraries the set provides)
+``wheelLinks``         ``{<site-relative>: <absolute target> or [<input>, <path inside it>]}``:
+                       symlinks put there (the set's ptxas where triton looks for its own)
+
+The generic fixup follows: every ELF file's RUNPATH becomes the directories satisfying its
+DT_NEEDED (the package's own, the set's libraries in buildInputs), ``appendRunpaths`` and the
+driver directory, DT_RPATH gone (`cudapkgs.hooks.fixup`).  ``finish`` (postFixup) then checks
+that result (`check_runpaths`: no DT_RPATH, no entry outside those directories), makes RECORD
+true again (`cudapkgs.hooks.python_record`), compiles byte code and runs ``pythonImportsCheck``
+in the build's clean environment.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import CudapkgsError
+
+__all__ = ["RewireError", "check_runpaths", "finish", "finish_nvidia", "install", "install_nvidia", "site_packages"]
+
+_STATE = ".rewired-wheel.json"
+
+
+class RewireError(CudapkgsError):
+    """A rewired wheel's surgery or its checks failed; the message names the file and the step."""
+
+
+def site_packages(out: Path, python_version: str) -> Path:
+    """``<out>/lib/python<X.Y>/site-packages``."""
+    return Path(out) / "lib" / f"python{python_version}" / "site-packages"
+
+
+def _inside(root: Path, rel: str, what: str) -> Path:
+    """`root`/`rel`, refusing a path that leaves `root` or passes through a link."""
+    from .. import confine
+
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or ".." in rel.split("/"):
+        raise RewireError(f"{what}: {rel!r} is not a path inside site-packages")
+    path = root / rel
+    try:
+        confine.require_real_dirs(root, path)
+    except confine.TreeEscapeError as error:
+        raise RewireError(f"{what}: {error}") from None
+    return path
+
+
+def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
+    """installPhase: install the pinned wheel into ``$out`` and apply the derivation's surgery."""
+    from ..fetch.cache import in_use
+    from ..fetch.pinned_wheels import fetch_pinned_wheel, parse_pin
+    from ..fetch.wheel_install import install_wheel
+    from ..hooks import python_record
+    from ..hooks.python_remove_deps import remove_requirements
+
+    out = Path(outputs["out"])
+    site = site_packages(out, str(attrs["pythonVersion"]))
+    pin = parse_pin(attrs.get("wheel"))
+    for _attempt in range(2):
+        wheel = fetch_pinned_wheel(pin)
+        with in_use(wheel) as alive:  # `gc --caches` leaves a wheel in use alone
+            if not alive:
+                continue
+            installed = install_wheel(wheel, site=site, prefix=out, sha256=pin.sha256)
+            break
+    else:
+        raise RewireError(f"{pin.file}: the wheel cache lost it twice while it was being installed")
+    log.write(f"installed {pin.file}: {len(installed.files)} files, every one checked against its RECORD\n")
+    changed: set[Path] = set()
+
+    patterns = list(attrs.get("pythonRemoveDeps") or ())
+    if patterns:
+        for requirement in remove_requirements(installed.dist_info, patterns):
+            log.write(f"pythonRemoveDeps: {requirement}\n")
+        changed.add(installed.dist_info / "METADATA")
+
+    for entry in attrs.get("wheelSubstitutions") or ():
+        path = _inside(site, entry.get("file", ""), "wheelSubstitutions")
+        if path.is_symlink() or not path.is_file():
+            raise RewireError(f"wheelSubstitutions: {entry.get('file')} is not a file of the wheel")
+        text = path.read_text(encoding="utf-8")
+        for old, new in entry.get("replace") or ():
+            if old not in text:
+                raise RewireError(f"wheelSubstitutions: {entry['file']} has no {old!r} to replace "
+                                  "(the wheel changed: look at this substitution again)")
+            text = text.replace(old, new)
+        path.write_text(text, encoding="utf-8")
+        changed.add(path)
+        log.write(f"wheelSubstitutions: {entry['file']} ({len(entry.get('replace') or ())} replacement(s))\n")
+
+    for rel in attrs.get("wheelRemove") or ():
+        path = _inside(site, rel, "wheelRemove")
+        if not os.path.lexists(path):
+            raise RewireError(f"wheelRemove: {rel} is not in the wheel (the wheel changed: look at it again)")
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        log.write(f"wheelRemove: {rel}\n")
+
+    for rel, target in (attrs.get("wheelLinks") or {}).items():
+        path = _inside(site, rel, "wheelLinks")
+        if isinstance(target, list) and len(target) == 2 and all(isinstance(t, str) for t in target):
+            target = os.path.join(*target)  # [an input's store path, a path inside it]
+        if not isinstance(target, str) or not os.path.isabs(target) or ".." in target.split("/"):
+            raise RewireError(f"wheelLinks: {rel} -> {target!r}: the target must be an absolute path")
+        if os.path.lexists(path):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, path)
+        installed.files.setdefault(path, (os.path.relpath(path, site), "", 0))
+        log.write(f"wheelLinks: {rel} -> {target}\n")
+
+    python_record.snapshot(installed.files, work / _STATE, changed=changed)
+    (work / (_STATE + ".dist-info")).write_text(os.fspath(installed.dist_info))
+
+
+def install_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
+    """installPhase of `nvidia_wheel`: NVIDIA's wheel unpacked as a redist prefix (RECORD-checked),
+    ``wheelRemove`` applied, ``wheelOutputs`` moved to their outputs, the rest to ``out``."""
+    from ..fetch.cache import in_use
+    from ..fetch.wheels import WheelSource, cached_wheel, unpack_wheel
+
+    spec = attrs.get("nvidiaWheel") or {}
+    project, version, major = spec.get("project"), spec.get("version"), spec.get("cudaMajor")
+    if not (isinstance(project, str) and isinstance(version, str) and isinstance(major, int)):
+        raise RewireError(f"nvidiaWheel must be {{project, version, cudaMajor}}, got {spec!r}")
+    arch = str(attrs.get("system", "x86_64-linux")).partition("-")[0]
+    tree = work / "prefix"
+    for _attempt in range(2):
+        wheel = cached_wheel(project, version, arch, check=False) or WheelSource().download_wheel(project, version, arch)
+        recorded = wheel.with_name(wheel.name + ".sha256")
+        with in_use(wheel) as alive:
+            if not alive:
+                continue
+            unpack_wheel(wheel, tree, pname=str(attrs.get("pname", "")), cuda_major=major,
+                         sha256=recorded.read_text().strip() if recorded.is_file() else None)
+            break
+    else:
+        raise RewireError(f"{project}=={version}: the wheel cache lost it twice while it was being unpacked")
+    log.write(f"unpacked {wheel.name}: every file checked against its RECORD\n")
+    for rel in attrs.get("wheelRemove") or ():
+        path = _inside(tree, rel, "wheelRemove")
+        if not os.path.lexists(path):
+            raise RewireError(f"wheelRemove: {rel} is not in {wheel.name} (the wheel changed: look at it again)")
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        log.write(f"wheelRemove: {rel}\n")
+    for output, paths in (attrs.get("wheelOutputs") or {}).items():
+        if output not in outputs or output == "out":
+            raise RewireError(f"wheelOutputs: {output!r} is not one of the other outputs ({', '.join(outputs)})")
+        for rel in paths:
+            source = _inside(tree, rel, "wheelOutputs")
+            if not os.path.lexists(source):
+                raise RewireError(f"wheelOutputs: {rel} is not in {wheel.name}")
+            target = Path(outputs[output]) / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(source, target)
+    out = Path(outputs["out"])
+    for entry in sorted(tree.iterdir()):
+        os.rename(entry, out / entry.name)
+
+
+def finish_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
+    """postFixup of `nvidia_wheel`: the run paths checked as `finish` checks them."""
+    checked = check_runpaths([Path(p) for p in outputs.values()], **_runpath_context(attrs, outputs))
+    log.write(f"run paths: {checked} ELF file(s), none with DT_RPATH, none outside the package, its inputs and the driver\n")
+
+
+def _runpath_context(attrs: Mapping[str, Any], outputs: Mapping[str, Path]) -> dict[str, list[str]]:
+    from ..build_inputs import find_inputs
+
+    final = [str(p) for p in (attrs.get("outputPaths") or {}).values()] + [os.fspath(p) for p in outputs.values()]
+    host = find_inputs([], [*(attrs.get("buildInputs") or ()), *(attrs.get("propagatedBuildInputs") or ())]).host
+    lib_dirs = [os.path.join(p, sub) for p in host for sub in ("lib", "lib64")]
+    extra = [*(attrs.get("appendRunpaths") or ()), *([attrs["driverLibDir"]] if attrs.get("driverLibDir") else [])]
+    return {"outputs": final, "lib_dirs": lib_dirs, "extra": extra}
+
+
+def _allowed_entry(entry: str, outputs: Sequence[str], lib_dirs: Sequence[str], extra: Sequence[str]) -> bool:
+    if entry == "$ORIGIN" or entry.startswith("$ORIGIN/"):
+        return True
+    if entry in lib_dirs or entry in extra:
+        return True
+    return any(entry == o or entry.startswith(o.rstrip("/") + "/") for o in outputs)
+
+
+def check_runpaths(roots: Sequence[Path], *, outputs: Sequence[str], lib_dirs: Sequence[str],
+                   extra: Sequence[str]) -> int:
+    """Every dynamic ELF file under `roots` has no DT_RPATH and a RUNPATH made only of
+    ``$ORIGIN…``, the package's own `outputs` (final paths), `lib_dirs` (its inputs' library
+    directories) and `extra` (appended run paths, the driver directory); returns the number of
+    files checked.  Raises `RewireError` listing the first offenders.
+    """
+    from ..elf import read as elf
+
+    bad: list[str] = []
+    count = 0
+    for root in roots:
+        for path in elf.iter_elf_files(root):
+            info = elf.read_elf(path)
+            if not info.has_dynamic:
+                continue
+            count += 1
+            if info.rpath:
+                bad.append(f"{path}: DT_RPATH {':'.join(info.rpath)}")
+                continue
+            stray = [e for e in info.runpath if not _allowed_entry(e, outputs, lib_dirs, extra)]
+            if stray:
+                bad.append(f"{path}: RUNPATH entries outside the package, its inputs and the driver: {':'.join(stray)}")
+    if bad:
+        raise RewireError(f"{len(bad)} ELF file(s) keep a foreign run path:\n  " + "\n  ".join(bad[:10]))
+    return count
+
+
+def finish(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
+    """postFixup: check the run paths, rewrite RECORD, compile byte code, run pythonImportsCheck."""
+    from ..hooks import python_record
+
+    out = Path(outputs["out"])
+    site = site_packages(out, str(attrs["pythonVersion"]))
+    checked = check_runpaths([Path(p) for p in outputs.values()], **_runpath_context(attrs, outputs))
+    log.write(f"run paths: {checked} ELF file(s), none with DT_RPATH, none outside the package, its inputs and the driver\n")
+
+    dist_info = Path((work / (_STATE + ".dist-info")).read_text())
+    roots = {"site": site, **({"bin": out / "bin"} if (out / "bin").is_dir() else {})}
+    if not attrs.get("dontCompileBytecode"):
+        _compile(site, out, env, log)
+    counts = python_record.rewrite_record(site, dist_info, work / _STATE, roots)
+    log.write("RECORD: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + "\n")
+    for module in attrs.get("pythonImportsCheck") or ():
+        _import_check(str(module), site, env, log)
+
+
+def _compile(site: Path, out: Path, env: Mapping[str, str], log: TextIO) -> None:
+    """Byte code for every module (as the Python builder's install does), checked-hash so a
+    source edit is noticed; a file that does not compile is left to compile when imported."""
+    python = shutil.which("python3", path=env.get("PATH", "")) or "python3"
+    done = subprocess.run(
+        [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash", "-s", os.fspath(out),
+         os.fspath(site)],
+        env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", check=False)
+    if done.returncode != 0:
+        log.write(f"compileall: some files of {site} did not compile (their modules compile when imported)\n")
+
+
+def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) -> None:
+    if not all(part.isidentifier() for part in module.split(".")):
+        raise RewireError(f"pythonImportsCheck: {module!r} is not a module name")
+    python = shutil.which("python3", path=env.get("PATH", "")) or "python3"
+    run_env = dict(env)
+    run_env["PYTHONPATH"] = os.pathsep.join([os.fspath(site), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    run_env["PYTHONDONTWRITEBYTECODE"] = "1"
+    log.write(f"pythonImportsCheck: {module}\n")
+    done = subprocess.run([python, "-c", f"import {module}"], env=run_env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace", check=False, timeout=600)
+    if done.returncode != 0:
+        tail = "\n  ".join(done.stdout.strip().splitlines()[-15:])
+        raise RewireError(f"pythonImportsCheck: import {module} failed (exit status {done.returncode}):\n  {tail}")

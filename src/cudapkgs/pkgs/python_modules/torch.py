@@ -1,0 +1,248 @@
+"""python3Packages.torch-bin (and torch with CUDA on): PyTorch's CUDA wheel rewired to the set's libraries.
+
+Nixpkgs' ``python3Packages.torch`` is a source build (pkgs/development/python-modules/torch/source,
+"builds in 2+h with 2 cores") and ``torch-bin`` the wheel (torch/bin/default.nix@abdab310:
+autoPatchelfHook + autoAddDriverRunpath against the top-level cudaPackages' cuda_cudart,
+cuda_cupti, cuda_nvrtc, cuda_nvtx, cudnn, cusparselt, libcublas, libcufft, libcufile,
+libcurand, libcusolver, libcusparse and nccl; nvrtc's lib directory added to every ``.so``;
+``dontStrip``; ``pythonImportsCheck = [ "torch" ]``; tests in ../tests).  cudapkgs has no
+source build (a deviation: docs/ml-stack.md); with ``cudaSupport`` on, ``torch`` is
+``torch-bin``.  The wheel (`cudapkgs.builders.rewired_wheel`):
+
+* its ``nvidia-*``, ``cuda-toolkit`` and ``cuda-bindings`` requirements are removed (the set's
+  libraries stand in; cuda-bindings, NVIDIA's Python bindings torch imports lazily for graph
+  annotations and green contexts, is not packaged), ``triton`` is the set's triton;
+* every ELF file's DT_RPATH (``$ORIGIN/../../nvidia/{cudnn,nvshmem,nccl,cusparselt,cu13}/lib``)
+  becomes a RUNPATH of the set's library directories it needs, nvrtc's and the driver's;
+* ``torch/__init__.py``'s preload of ``nvidia/*/lib`` trees found on ``sys.path`` is made inert,
+  so a stray NVIDIA wheel on PYTHONPATH never loads a second CUDA.
+
+Which torch a set gets (`TORCH_FOR_MAJOR`, checked by `cuda_fit`): the newest PyPI build for
+the set's CUDA major whose libraries the set serves.  torch 2.14.1 (a CUDA 13.0 build) for the
+CUDA 13 sets; torch 2.9.1 (the last CUDA 12.8 build on PyPI for CPython 3.11) for the CUDA 12
+sets, which 12.6 cannot serve (its libraries are older than 12.8).  cuDNN: the set's ``cudnn``
+when it is new enough, else its newest ``cudnn_X_Y`` that is (torch 2.14.1 was built with cuDNN
+9.24 and refuses 9.22, the sets' ``cudnn``).  A set that cannot serve the wheel evaluates
+``meta.broken`` naming the component and the version needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TORCH_BUILDS", "TORCH_FOR_MAJOR", "TorchBuild", "torch", "torch_bin", "torch_build_for"]
+
+
+@dataclass(frozen=True)
+class TorchBuild:
+    """One PyPI build of torch: its wheels, what it was built against, what it runs on."""
+
+    version: str
+    cuda: str  #: torch.version.cuda
+    wheels: dict[str, tuple[str, str]]  #: python tag -> (file, sha256)
+    built_with: dict[str, str]  #: set attribute -> the version the wheel's Requires-Dist pins
+    cudnn: str
+    triton: str
+    capabilities: tuple[str, ...]  #: capabilities with SASS for every kernel, no PTX
+    substitutions: tuple[dict[str, Any], ...] = field(default=())
+
+
+# _get_cuda_dep_paths (torch/__init__.py, 2.9.1 and 2.14.1) globs nvidia/<lib>/lib and nvidia/cu<N>/lib on
+# every sys.path entry for _preload_cuda_deps: made to find nothing.  When libtorch_global_deps.so itself
+# fails to load (a broken run path), its loader error is raised instead of a search of sys.path.
+_INERT = {"file": "torch/__init__.py", "replace": [[
+    "def _get_cuda_dep_paths(path: str, lib_folder: str, lib_name: str) -> list[str]:\n",
+    "def _get_cuda_dep_paths(path: str, lib_folder: str, lib_name: str) -> list[str]:\n"
+    "    return []  # cudapkgs: the set's libraries come through each library's RUNPATH, never from nvidia/ on sys.path\n",
+]]}
+_RAISE_2_14 = {"file": "torch/__init__.py", "replace": [[
+    "        # As PyTorch is not purelib, but nvidia-*-cu12 is\n        _preload_cuda_deps(err)\n",
+    "        # As PyTorch is not purelib, but nvidia-*-cu12 is\n        raise err  # cudapkgs: no nvidia/ tree to fall back on\n",
+]]}
+_RAISE_2_9 = {"file": "torch/__init__.py", "replace": [[
+    "        for lib_folder, lib_name in cuda_libs.items():\n            _preload_cuda_deps(lib_folder, lib_name)\n",
+    "        raise err  # cudapkgs: no nvidia/ tree to fall back on\n",
+]]}
+
+# cpp_extension._find_cuda_home's last guess is /usr/local/cuda (torch/utils/cpp_extension.py, both
+# versions): a host CUDA would stand in for the set's when building extensions; CUDA_HOME or an nvcc
+# on PATH (a shell with the set's cuda_nvcc) still name one.
+_NO_HOST_CUDA = {"file": "torch/utils/cpp_extension.py", "replace": [[
+    "                cuda_home = '/usr/local/cuda'\n",
+    "                cuda_home = ''  # cudapkgs: no guess at a host CUDA\n",
+]]}
+
+_CU13_TOOLKIT = {  # torch 2.14.1: cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3
+    "libcublas": "13.1.1.3", "cuda_cudart": "13.0.96", "libcufft": "12.0.0.61", "libcufile": "1.15.1.6",
+    "cuda_cupti": "13.0.85", "libcurand": "10.4.0.35", "libcusolver": "12.0.4.66", "libcusparse": "12.6.3.3",
+    "libnvjitlink": "13.0.88", "cuda_nvrtc": "13.0.88", "cuda_nvtx": "13.0.85",
+}
+TORCH_BUILDS: dict[str, TorchBuild] = {
+    # METADATA of torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl (the cuda-toolkit 13.0.3 extras' pins from
+    # its own METADATA); capabilities: cuobjdump --list-elf libtorch_cuda.so (475 kernels each; sm_89, 90a,
+    # 100a, 103, 120a, 121a carry 1-59 kernels only).
+    "2.14.1": TorchBuild(
+        version="2.14.1", cuda="13.0",
+        wheels={"cp311": ("torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+                          "305a61f61f35f128579f299c5bd33d475f6a01c6307336139632e30856c4854d")},
+        built_with={**_CU13_TOOLKIT, "libcusparse_lt": "0.8.1", "nccl": "2.30.7", "libnvshmem": "3.4.5"},
+        cudnn="9.24.0.43", triton="3.8.0",
+        capabilities=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
+        substitutions=(_INERT, _RAISE_2_14, _NO_HOST_CUDA),
+    ),
+    # METADATA of torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl (pip's installation report, sha256 there);
+    # torch.version.cuda "12.8"; capabilities as above (397 kernels each).
+    "2.9.1": TorchBuild(
+        version="2.9.1", cuda="12.8",
+        wheels={"cp311": ("torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+                          "d033ff0ac3f5400df862a51bdde9bad83561f3739ea0046e68f5401ebfa67c1b")},
+        built_with={
+            "cuda_nvrtc": "12.8.93", "cuda_cudart": "12.8.90", "cuda_cupti": "12.8.90", "libcublas": "12.8.4.1",
+            "libcufft": "11.3.3.83", "libcurand": "10.3.9.90", "libcusolver": "11.7.3.90", "libcusparse": "12.5.8.93",
+            "libcusparse_lt": "0.7.1", "nccl": "2.27.5", "libnvshmem": "3.3.20", "cuda_nvtx": "12.8.90",
+            "libnvjitlink": "12.8.93", "libcufile": "1.13.1.3",
+        },
+        cudnn="9.10.2.21", triton="3.5.1",
+        capabilities=("7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
+        substitutions=(_INERT, _RAISE_2_9, _NO_HOST_CUDA),
+    ),
+}
+#: CUDA major of a set -> the torch it gets
+TORCH_FOR_MAJOR = {"13": "2.14.1", "12": "2.9.1"}
+# Python requirements of both wheels (Requires-Dist without markers or extras), as python3Packages names,
+# and numpy (not required by the wheel, but torch-bin's dependencies list it: tensor <-> ndarray).
+_DEPENDENCIES = ("filelock", "typing-extensions", "setuptools", "sympy", "networkx", "jinja2", "fsspec", "numpy")
+
+
+def torch_build_for(cuda: Any) -> TorchBuild | None:
+    """The torch build a CUDA set gets (by its CUDA major), or None when PyPI has none here."""
+    version = TORCH_FOR_MAJOR.get(str(cuda.cudaMajorVersion))
+    return TORCH_BUILDS[version] if version else None
+
+
+def _cudnn_for(cuda: Any, build: TorchBuild) -> tuple[str, Any]:
+    """(attribute, package) of the cuDNN torch uses: the set's cudnn if it serves `build`, else the
+    newest cudnn_X_Y that does, else the set's cudnn (then broken, saying why)."""
+    from .cuda_fit import newest_fitting, runtime_fits
+
+    own = cuda.cudnn
+    if runtime_fits(build.cudnn, str(own.version), minor_only=True):
+        return "cudnn", own
+    members = [(name, cuda[name]) for name in cuda if name.startswith("cudnn_") and name[6:].replace("_", "").isdigit()]
+    return newest_fitting(build.cudnn, members, minor_only=True) or ("cudnn", own)
+
+
+def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
+    """torch-bin for python3Packages `ps`, rewired to ``pkgs.cudaPackages``."""
+    from ... import licenses
+    from ...builders.rewired_wheel import rewired_wheel
+    from ...errors import EvalError
+    from ...lib.fixpoint import AttrSet, lazy
+    from ...meta import source_meta
+    from .cuda_fit import _available, _unavailable, capability_fits, fits
+    from .triton import _lib_output
+
+    cuda = pkgs.cudaPackages
+    build = torch_build_for(cuda)
+    shown = build or TORCH_BUILDS[TORCH_FOR_MAJOR["13"]]
+
+    def wheel() -> dict[str, str]:
+        tag = "cp" + str(ps.pythonVersion).replace(".", "")
+        if build is None:
+            raise EvalError(f"python3Packages.torch: no torch wheel for CUDA {cuda.cudaMajorMinorVersion} "
+                            f"(packaged: {', '.join(f'{v} for CUDA {b.cuda}' for v, b in TORCH_BUILDS.items())})")
+        if system != "x86_64-linux" or tag not in build.wheels:
+            raise EvalError(f"python3Packages.torch {build.version}: no pinned wheel for CPython {ps.pythonVersion} on "
+                            f"{system} (pinned: {', '.join(build.wheels)} on x86_64-linux); set python3Executable "
+                            "to one of those")
+        file, sha256 = build.wheels[tag]
+        return {"file": file, "sha256": sha256}
+
+    def cudnn() -> tuple[str, Any]:
+        return _cudnn_for(cuda, shown)
+
+    def libraries() -> list[Any]:
+        from ...build_inputs import get_lib
+
+        return [get_lib(cuda[name]) for name in shown.built_with] + [get_lib(cudnn()[1])]
+
+    def assertions() -> list[dict[str, Any]]:
+        what = f"torch {shown.version}"
+        found = [{"message": f"PyPI has a torch wheel for CUDA {cuda.cudaMajorVersion} (packaged: "
+                             + ", ".join(f"{v} for CUDA {b.cuda}" for v, b in TORCH_BUILDS.items()) + ")",
+                  "assertion": build is not None}]
+        found += fits(what, shown.built_with, cuda)
+        attr, _package = cudnn()
+        for assertion in fits(what, {attr: shown.cudnn}, cuda, minor_only=[attr]):
+            if attr == "cudnn" and not assertion["assertion"]:  # no cudnn_X_Y serves it either
+                assertion = {**assertion, "message": assertion["message"] + f"; nor does any cudnn_X_Y of {cuda.attr_path}"}
+            found.append(assertion)
+        requested = list(config.cudaCapabilities)
+        found += capability_fits(what, requested, shown.capabilities)
+        triton = ps.triton
+        found.append({"message": f"python3Packages.triton is {shown.triton}, as {what} requires (it is {triton.version})",
+                      "assertion": str(triton.version) == shown.triton})
+        found.append({"message": _unavailable("python3Packages.triton", triton), "assertion": _available(triton)})
+        return found
+
+    def tests(final: Any) -> dict[str, Any]:
+        from .torch_tests import torch_tests
+
+        return torch_tests(ps, pkgs, config, system, final)
+
+    def attrs(final: Any) -> dict[str, Any]:
+        return {
+            "pname": "torch",
+            "version": shown.version,
+            "wheel": lazy(wheel),
+            "dependencies": [ps[name] for name in _DEPENDENCIES] + [ps.triton],
+            "buildInputs": lazy(libraries),
+            "pythonRemoveDeps": ["nvidia-*", "cuda-toolkit", "cuda-bindings"],
+            "wheelSubstitutions": [dict(s) for s in shown.substitutions],
+            # Nixpkgs' extraRunpaths (NixOS/nixpkgs#296179): torch dlopens nvrtc; then the wheel's $ORIGIN.
+            "appendRunpaths": lazy(lambda: [f"{_lib_output(cuda.cuda_nvrtc)}/lib", "$ORIGIN"]),
+            "pythonImportsCheck": ["torch"],
+            "passthru": AttrSet({
+                "cudaPackages": cuda,
+                "cudnn": lazy(lambda: cudnn()[1]),
+                "cudaVersion": shown.cuda,
+                "cudaCapabilities": shown.capabilities,
+                "brokenAssertions": lazy(assertions),
+                "tests": lazy(lambda: tests(final)),
+            }, name="python3Packages.torch.passthru"),
+            "meta": lazy(lambda: source_meta(final, config, system, {
+                "description": f"PyTorch {shown.version} (CUDA {shown.cuda} build) from its wheel, on "
+                               f"{cuda.attr_path}'s libraries",
+                "homepage": "https://pytorch.org/",
+                "changelog": f"https://github.com/pytorch/pytorch/releases/tag/v{shown.version}",
+                "license": [licenses.bsd3, licenses.issl, licenses.unfreeRedistributable],
+                "sourceProvenance": ["binaryNativeCode"],
+                "platforms": ["x86_64-linux"],
+            })),
+        }
+
+    return rewired_wheel(config, ps.python, attrs, system=system)
+
+
+def torch(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
+    """python3Packages.torch: torch-bin with cudaSupport on; without it a package saying why it is broken."""
+    if config.cudaSupport:
+        return ps["torch-bin"]
+    from ...lib.fixpoint import AttrSet, lazy
+    from ...meta import source_meta
+    from ...stdenv import mk_derivation
+
+    def attrs(final: Any) -> dict[str, Any]:
+        return {
+            "pname": "torch", "version": TORCH_FOR_MAJOR["13"], "stdenvCc": None,
+            "passthru": AttrSet({"brokenAssertions": [{
+                "message": "cudaSupport is on (python3Packages.torch is PyTorch's CUDA wheel, torch-bin; cudapkgs "
+                           "packages no CPU build: use pkgsCuda.python3Packages.torch or set cudaSupport = true)",
+                "assertion": False}]}, name="python3Packages.torch.passthru"),
+            "meta": lazy(lambda: source_meta(final, config, system, {
+                "description": "PyTorch (CUDA builds only: see pkgsCuda.python3Packages.torch)",
+                "platforms": ["x86_64-linux"]})),
+        }
+
+    return mk_derivation(config, attrs, system=system, name="python3Packages.torch")

@@ -1,0 +1,145 @@
+"""python3Packages.triton-bin (and triton): OpenAI's Triton from its PyPI wheel, using the set's CUDA tools.
+
+Nixpkgs' triton-bin (pkgs/development/python-modules/triton/bin.nix@1c880b4b) installs the wheel
+and links ``${cuda_nvcc}/bin/ptxas`` where triton looks for its own; its source build patches
+the NVIDIA driver lookup to try ``addDriverRunpath.driverLink`` before ``ldconfig``
+(0002-nvidia-driver-short-circuit-before-ldconfig.patch).  Triton's wheel bundles NVIDIA's
+ptxas (two: 12.9 and, as ``ptxas-blackwell``, 13.x in 3.8.0), cuobjdump, nvdisasm and two CUPTI
+builds; here each is removed and replaced by a link to the set's (`cudapkgs.builders.rewired_wheel`):
+
+* ``backends/nvidia/bin/ptxas`` (and ``ptxas-blackwell``) -> ``cuda_nvcc``'s ptxas (a set with
+  CUDA >= 12.8 assembles for sm_100 and sm_120 as well);
+* ``cuobjdump``, ``nvdisasm`` -> the set's ``cuda_cuobjdump``/``cuda_nvdisasm`` where they are
+  available, i.e. a configured fetcher can supply them (NVIDIA publishes those two as wheels only
+  from CUDA 13.2: `cudapkgs.fetch.supply`); elsewhere they are left out and triton's disassembly
+  helpers say "Cannot find cuobjdump" (they are debugging tools: nothing compiles or runs through
+  them);
+* ``backends/nvidia/lib/cupti`` (and ``cupti-blackwell``) -> ``cuda_cupti``'s lib directory
+  (proton, triton's profiler, dlopens ``libcupti.so`` from there: ``TRITON_CUPTI_LIB_PATH``);
+* libcuda: ``driver.py``'s ``libcuda_dirs`` answers the driver directory (config
+  ``driverLibDir``) before asking ``/sbin/ldconfig``, as Nixpkgs' patch does.
+
+``libtriton.so`` needs ``libz.so.1``: the top level's zlib.  The CUDA headers triton compiles
+its launcher with (``backends/nvidia/include``) and ``libdevice.10.bc`` stay as shipped: they
+are no library (nothing of them is loaded at run time).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["TRITON_WHEELS", "triton_bin"]
+
+# version -> python tag -> (wheel file, sha256); the sha256 of 3.8.0 from the package index's
+# listing, of 3.5.1 from pip's installation report (2026-12-01).
+TRITON_WHEELS: dict[str, dict[str, tuple[str, str]]] = {
+    "3.8.0": {"cp311": ("triton-3.8.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+                        "68988ac85d5e7086baeda0ddc175af9667db7529b3c5e11a5c0601b8bef2200a")},
+    "3.5.1": {"cp311": ("triton-3.5.1-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+                        "61413522a48add32302353fdbaaf92daaaab06f6b5e3229940d21b5207f47579")},
+}
+# What each wheel bundles (unzip -l): 3.8.0 adds the Blackwell ptxas and CUPTI.
+_BLACKWELL = {"3.8.0": True, "3.5.1": False}
+
+DRIVER = {"file": "triton/backends/nvidia/driver.py", "anchor": "        return [env_libcuda_path]\n"}
+
+
+def _available(package: Any) -> bool:
+    """`meta.available` of a set member (false when no configured fetcher can supply it)."""
+    from ...errors import CudapkgsError
+
+    try:
+        return bool(package.meta.available)
+    except CudapkgsError:
+        return False
+
+
+def triton_bin(ps: Any, pkgs: Any, config: Any, system: str, version: str) -> Any:
+    """triton `version` for python3Packages `ps`, rewired to ``pkgs.cudaPackages``."""
+    from ...builders.rewired_wheel import rewired_wheel
+    from ...errors import EvalError
+    from ...lib.fixpoint import AttrSet, lazy
+    from ...meta import source_meta
+    from ... import licenses
+
+    cuda = pkgs.cudaPackages
+    driver = config.driverLibDir or "/run/opengl-driver/lib"
+    blackwell = _BLACKWELL[version]
+
+    def wheel() -> dict[str, str]:
+        tag = "cp" + str(ps.pythonVersion).replace(".", "")
+        pinned = TRITON_WHEELS[version]
+        if system != "x86_64-linux" or tag not in pinned:
+            raise EvalError(f"python3Packages.triton {version}: no pinned wheel for CPython {ps.pythonVersion} on "
+                            f"{system} (pinned: {', '.join(pinned)} on x86_64-linux); set python3Executable to one of those")
+        file, sha256 = pinned[tag]
+        return {"file": file, "sha256": sha256}
+
+    def links() -> dict[str, list[Any]]:
+        # [an output (an input of the build, so in the closure), the path inside it]
+        ptxas = [_bin_output(cuda.cuda_nvcc), "bin/ptxas"]
+        cupti = [_lib_output(cuda.cuda_cupti), "lib"]
+        found = {"triton/backends/nvidia/bin/ptxas": ptxas, "triton/backends/nvidia/lib/cupti": cupti}
+        if blackwell:
+            found["triton/backends/nvidia/bin/ptxas-blackwell"] = ptxas
+            found["triton/backends/nvidia/lib/cupti-blackwell"] = cupti
+        for tool in ("cuobjdump", "nvdisasm"):
+            if _available(cuda[f"cuda_{tool}"]):
+                found[f"triton/backends/nvidia/bin/{tool}"] = [_bin_output(cuda[f"cuda_{tool}"]), f"bin/{tool}"]
+        return found
+
+    bundled = ["triton/backends/nvidia/bin/ptxas", "triton/backends/nvidia/bin/cuobjdump",
+               "triton/backends/nvidia/bin/nvdisasm", "triton/backends/nvidia/lib/cupti"]
+    if blackwell:
+        bundled += ["triton/backends/nvidia/bin/ptxas-blackwell", "triton/backends/nvidia/lib/cupti-blackwell"]
+
+    def attrs(final: Any) -> dict[str, Any]:
+        return {
+            "pname": "triton",
+            "version": version,
+            "wheel": lazy(wheel),
+            "buildInputs": [pkgs.zlib],
+            "wheelRemove": bundled,
+            "wheelLinks": lazy(links),
+            "wheelSubstitutions": [{"file": DRIVER["file"], "replace": [[
+                DRIVER["anchor"],
+                DRIVER["anchor"] + f"    if os.path.exists(os.path.join({driver!r}, 'libcuda.so.1')):  # cudapkgs: the driver "
+                f"directory before ldconfig\n        return [{driver!r}]\n",
+            ]]}],
+            "pythonImportsCheck": ["triton"],
+            "passthru": AttrSet({
+                "cudaPackages": cuda,
+                "brokenAssertions": lazy(lambda: _assertions(cuda, version)),
+            }, name="python3Packages.triton.passthru"),
+            "meta": lazy(lambda: source_meta(final, config, system, {
+                "description": f"Triton {version}: language and compiler for custom deep-learning kernels, "
+                               f"its wheel rewired to CUDA {cuda.cudaMajorMinorVersion}'s ptxas and CUPTI",
+                "homepage": "https://github.com/triton-lang/triton/",
+                # Nixpkgs' triton-bin: the wheel includes NVIDIA's ptxas (unfreeRedistributable) and is MIT.
+                "license": [licenses.unfreeRedistributable, licenses.mit],
+                "sourceProvenance": ["binaryNativeCode"],
+                "platforms": ["x86_64-linux"],
+            })),
+        }
+
+    return rewired_wheel(config, ps.python, attrs, system=system)
+
+
+def _assertions(cuda: Any, version: str) -> list[dict[str, Any]]:
+    from .cuda_fit import _available, _unavailable
+
+    found = []
+    for attr in ("cuda_nvcc", "cuda_cupti"):
+        package = cuda[attr]
+        found.append({"message": _unavailable(f"{cuda.attr_path}.{attr}", package), "assertion": _available(package)})
+    return found
+
+
+def _lib_output(package: Any) -> Any:
+    """``lib.getLib``'s path: the ``lib`` output's, else ``out``'s (an OutputPath: it names its package)."""
+    return package["lib" if "lib" in package.outputs else package.outputs[0]]
+
+
+def _bin_output(package: Any) -> Any:
+    """``lib.getBin``'s path: the ``bin`` output's, else the first output's."""
+    return package["bin" if "bin" in package.outputs else package.outputs[0]]

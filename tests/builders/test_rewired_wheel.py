@@ -1,0 +1,270 @@
+"""builders.rewired_wheel: a synthetic wheel rewired to a "set" library, as torch-bin is.
+
+The wheel is built here: a package whose ``.so`` carries DT_RPATH into ``nvidia/cu13/lib`` (as
+torch's do), an ``__init__.py`` that preloads from an ``nvidia/`` tree on sys.path (as torch's
+``_preload_cuda_deps``), Requires-Dist lines naming NVIDIA's wheels, a bundled tool to remove.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import sys
+
+import cudapkgs
+from cudapkgs.builders.rewired_wheel import rewired_wheel, wheel_suits
+from cudapkgs.elf.read import read_elf
+from cudapkgs.errors import EvalError, FetchError
+from cudapkgs.fetch.wheel_install import WheelContentsError, install_wheel
+from cudapkgs.realise.errors import BuildError
+from cudapkgs.realise.realise import realise
+from cudapkgs.store.store import Store
+
+from cudapkgs.stdenv import mk_derivation
+
+sys.path.insert(0, os.fspath(Path(__file__).resolve().parents[1]))  # tests/, for elf_builders
+from elf_builders import BAR_C, FOO_C, shared_lib  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc", path="/usr/bin:/bin") is None, reason="needs gcc in /usr/bin")
+
+# What the package's __init__ does, in the shape of torch's preload: glob nvidia/<x>/lib on sys.path.
+INIT = '''\
+import glob, os, sys
+
+def _get_cuda_dep_paths(path, lib_folder, lib_name):
+    return glob.glob(os.path.join(path, "nvidia", lib_folder, "lib", lib_name))
+
+def preloaded():
+    return [p for path in sys.path for p in _get_cuda_dep_paths(path, "cu13", "libbar.so*")]
+
+import ctypes
+LIB = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "lib", "libdemo.so"))
+'''
+INERT = {"file": "demo/__init__.py", "replace": [[
+    "def _get_cuda_dep_paths(path, lib_folder, lib_name):\n",
+    "def _get_cuda_dep_paths(path, lib_folder, lib_name):\n    return []\n"]]}
+METADATA = """\
+Metadata-Version: 2.1
+Name: demo
+Version: 1.0
+Requires-Dist: filelock
+Requires-Dist: nvidia-cublas==13.1.1.3; platform_system == "Linux"
+Requires-Dist: nvidia_cudnn_cu13==9.24.0.43
+Requires-Dist: cuda-toolkit[cublas,cudart]==13.0.3; platform_system == "Linux"
+
+A demo: Requires-Dist: nvidia-cublas in the description is not a requirement.
+"""
+
+
+def _digest(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def make_wheel(path: Path, files: dict[str, tuple[bytes, int]], *, tamper: str | None = None,
+               unlisted: str | None = None, dist_info: str = "demo-1.0.dist-info") -> Path:
+    """A wheel of `files` (name -> (bytes, mode)) with a RECORD; `tamper`'s row gets a wrong digest,
+    `unlisted` is left out of RECORD."""
+    record = []
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, (data, mode) in files.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFREG | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+            if name != unlisted:
+                record.append(f"{name},{_digest(b'not these bytes' if name == tamper else data)},{len(data)}")
+        record.append(f"{dist_info}/RECORD,,")
+        archive.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def _libdemo(tmp: Path) -> bytes:
+    """libdemo.so: DT_NEEDED libbar.so.1, DT_RPATH into an nvidia/ tree (as torch's libraries)."""
+    bar = shared_lib(tmp / "bar" / "libbar.so.1", BAR_C, "libbar.so.1")
+    out = tmp / "demo" / "libdemo.so"
+    shared_lib(out, FOO_C, "libdemo.so", f"-L{bar.parent}", "-l:libbar.so.1", "-Wl,--disable-new-dtags",
+               "-Wl,-rpath,$ORIGIN/../../nvidia/cu13/lib:$ORIGIN")
+    assert read_elf(out).rpath == ["$ORIGIN/../../nvidia/cu13/lib", "$ORIGIN"]
+    return out.read_bytes()
+
+
+def demo_files(tmp: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        "demo/__init__.py": (INIT.encode(), 0o644),
+        "demo/lib/libdemo.so": (_libdemo(tmp), 0o755),
+        "demo/bin/ptxas": (b"#!/bin/sh\necho bundled ptxas\n", 0o755),
+        "demo-1.0.dist-info/METADATA": (METADATA.encode(), 0o644),
+        "demo-1.0.dist-info/WHEEL": (b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n", 0o644),
+    }
+
+
+def _cache_wheel(wheel: Path) -> str:
+    """Put `wheel` in the (per-test) wheel cache with its sha256 record; return the sha256."""
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "cudapkgs" / "wheels"
+    cache.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    shutil.copy(wheel, cache / wheel.name)
+    (cache / (wheel.name + ".sha256")).write_text(digest + "\n")
+    return digest
+
+
+def _bar_package(pkgs, tmp: Path):
+    """A stand-in for a set's library: libbar.so.1 in $out/lib, from a local source tree."""
+    src = tmp / "bar-src" / "lib"
+    shared_lib(src / "libbar.so.1", BAR_C, "libbar.so.1")
+    return mk_derivation(pkgs, {
+        "pname": "bar", "version": "1", "stdenvCc": None, "src": src.parent,
+        "dontConfigure": True, "dontBuild": True, "installPhase": 'cp -r lib "$out/"',
+    })
+
+
+@pytest.fixture
+def rewired(tmp_path):
+    """(pkgs, store, the demo package's attrs) with the demo wheel cached and the bar library built."""
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "driverLibDir": "/opt/driver/lib"})
+    wheel = make_wheel(tmp_path / "demo-1.0-cp311-cp311-linux_x86_64.whl", demo_files(tmp_path))
+    sha = _cache_wheel(wheel)
+    with Store.open(store_dir) as store:
+        yield pkgs, store, {
+            "pname": "demo", "version": "1.0",
+            "wheel": {"file": wheel.name, "sha256": sha},
+            "buildInputs": [_bar_package(pkgs, tmp_path)],
+            "pythonRemoveDeps": ["nvidia-*", "cuda-toolkit"],
+            "wheelSubstitutions": [INERT],
+            "wheelRemove": ["demo/bin/ptxas"],
+            "wheelLinks": {"demo/bin/ptxas": "/bin/true"},
+            "pythonImportsCheck": ["demo"],
+        }
+
+
+def _python311(pkgs):
+    python = pkgs.python3
+    if not str(python.version).startswith("3.11"):
+        pytest.skip(f"the demo wheel is cp311; python3 here is {python.version}")
+    return python
+
+
+def test_wheel_rewired_to_the_set_and_the_driver(rewired, tmp_path):
+    pkgs, store, attrs = rewired
+    python = _python311(pkgs)
+    pkg = rewired_wheel(pkgs.config, python, attrs)
+    realise(store, [pkg.derivation])
+    site = Path(pkg.out) / "lib" / "python3.11" / "site-packages"
+    lib = site / "demo" / "lib" / "libdemo.so"
+    info = read_elf(lib)
+    bar = attrs["buildInputs"][0]
+    # DT_RPATH -> a RUNPATH of exactly the library's provider, $ORIGIN and the driver dir: no nvidia/ entry.
+    assert info.rpath == []
+    assert info.runpath == [f"{bar.out}/lib", "$ORIGIN", "/opt/driver/lib"]
+    # Requirements the set stands in for are gone, the others and the description kept.
+    metadata = (site / "demo-1.0.dist-info" / "METADATA").read_text()
+    assert "Requires-Dist: filelock" in metadata
+    assert "Requires-Dist: nvidia" not in metadata.split("\n\n")[0]
+    assert "Requires-Dist: cuda-toolkit" not in metadata
+    assert "Requires-Dist: nvidia-cublas in the description" in metadata
+    # The bundled tool replaced by a link; the preload inert even with a decoy nvidia/cu13/lib on sys.path.
+    assert os.readlink(site / "demo" / "bin" / "ptxas") == "/bin/true"
+    decoy = tmp_path / "decoy"
+    (decoy / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+    shutil.copy(tmp_path / "bar" / "libbar.so.1", decoy / "nvidia" / "cu13" / "lib" / "libbar.so.1")
+    run = subprocess.run(
+        ["env", "-i", f"PYTHONPATH={site}:{decoy}", python.hostPaths["python3"], "-c",
+         "import demo; print(demo.preloaded(), demo.LIB.foo(7))"],
+        capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["[]", "42"]
+    # RECORD is true again: every row's digest is the file's now.
+    record = (site / "demo-1.0.dist-info" / "RECORD").read_text().splitlines()
+    rows = {line.split(",")[0]: line.split(",")[1] for line in record}
+    assert rows["demo/lib/libdemo.so"] == _digest(lib.read_bytes())
+    assert rows["demo/__init__.py"] == _digest((site / "demo" / "__init__.py").read_bytes())
+    assert rows["demo-1.0.dist-info/METADATA"] == _digest(metadata.encode())
+    assert rows["demo/bin/ptxas"] == ""  # a link into another path: no digest
+    assert any(name.endswith(".pyc") for name in rows)  # byte code compiled after the fixup, and recorded
+
+
+def test_a_wheel_with_a_wrong_record_is_refused_with_both_digests(tmp_path):
+    files = demo_files(tmp_path)
+    wheel = make_wheel(tmp_path / "demo-1.0-cp311-cp311-linux_x86_64.whl", files, tamper="demo/__init__.py")
+    with pytest.raises(WheelContentsError) as error:
+        install_wheel(wheel, site=tmp_path / "site", prefix=tmp_path / "prefix")
+    message = str(error.value)
+    assert "demo/__init__.py does not match its RECORD hash" in message
+    assert _digest(b"not these bytes") in message and _digest(INIT.encode()) in message
+
+
+def test_a_wheel_unlike_its_pin_is_refused_with_both_hashes(tmp_path):
+    wheel = make_wheel(tmp_path / "demo-1.0-cp311-cp311-linux_x86_64.whl", demo_files(tmp_path))
+    actual = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    with pytest.raises(WheelContentsError) as error:
+        install_wheel(wheel, site=tmp_path / "site", prefix=tmp_path / "prefix", sha256="ab" * 32)
+    assert "ab" * 32 in str(error.value) and actual in str(error.value)
+
+
+@pytest.mark.parametrize("bad", [
+    {"unlisted": "demo/__init__.py"},  # a member RECORD does not vouch for
+    {"extra": ("../escape.py", b"x")},  # a path climbing out of site-packages
+    {"extra": ("/abs.py", b"x")},
+])
+def test_hostile_wheels_are_refused_before_writing(tmp_path, bad):
+    files = demo_files(tmp_path)
+    if "extra" in bad:
+        name, data = bad["extra"]
+        files[name] = (data, 0o644)
+    wheel = make_wheel(tmp_path / "demo-1.0-cp311-cp311-linux_x86_64.whl", files, unlisted=bad.get("unlisted"))
+    with pytest.raises(WheelContentsError):
+        install_wheel(wheel, site=tmp_path / "site", prefix=tmp_path / "prefix")
+    assert not (tmp_path / "escape.py").exists() and not Path("/abs.py").exists()
+
+
+def test_a_symlink_member_is_refused(tmp_path):
+    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        info = zipfile.ZipInfo("demo/link")
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        archive.writestr(info, "/etc/passwd")
+        archive.writestr("demo-1.0.dist-info/RECORD", f"demo/link,{_digest(b'/etc/passwd')},11\n")
+    with pytest.raises(WheelContentsError, match="not a regular file"):
+        install_wheel(wheel, site=tmp_path / "site", prefix=tmp_path / "prefix")
+
+
+def test_surgery_that_matches_nothing_fails_the_build(rewired):
+    pkgs, store, attrs = rewired
+    python = _python311(pkgs)
+    pkg = rewired_wheel(pkgs.config, python, {**attrs, "pythonRemoveDeps": ["nvidia-*", "jax-cuda13-plugin"]})
+    with pytest.raises(BuildError, match="jax-cuda13-plugin match"):
+        realise(store, [pkg.derivation])
+
+
+def test_wheel_tags_are_checked_against_the_interpreter(rewired):
+    pkgs, _store, attrs = rewired
+    python = pkgs.python3
+    other = "cp312" if not str(python.version).startswith("3.12") else "cp311"
+    pkg = rewired_wheel(pkgs.config, python, {**attrs, "wheel": {"file": f"demo-1.0-{other}-{other}-linux_x86_64.whl",
+                                                                  "sha256": "0" * 64}})
+    with pytest.raises(EvalError, match="is not for CPython"):
+        pkg.drvPath
+    assert wheel_suits("x-1-py3-none-any.whl", "3.12") and wheel_suits("x-1-cp311-cp311-linux_x86_64.whl", "3.11")
+    assert not wheel_suits("x-1-cp311-cp311-linux_x86_64.whl", "3.12")
+
+
+def test_pinned_wheel_cache_entry_with_another_hash_is_not_used(tmp_path):
+    from cudapkgs.fetch.pinned_wheels import PinnedWheel, cached_pinned_wheel
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "demo-1.0-py3-none-any.whl").write_bytes(b"PK")
+    (cache / "demo-1.0-py3-none-any.whl.sha256").write_text("cd" * 32 + "\n")
+    assert cached_pinned_wheel(PinnedWheel("demo-1.0-py3-none-any.whl", "ab" * 32), cache) is None
+    assert cached_pinned_wheel(PinnedWheel("demo-1.0-py3-none-any.whl", "cd" * 32), cache) is not None
+    with pytest.raises(FetchError, match="not a wheel file name"):
+        PinnedWheel("../../etc/passwd", "ab" * 32)

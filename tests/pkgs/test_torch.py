@@ -1,0 +1,166 @@
+"""python3Packages.torch / torch-bin / triton at evaluation: which torch a set gets, and why a set cannot have one.
+
+Nothing is built or downloaded: each check reads derivations and meta only (the wheels are pinned by
+file name and sha256; the realisation of the CUDA 13.0 closure is tests/pkgs/test_torch_closure.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import cudapkgs
+from cudapkgs.derivation import derivation_of
+from cudapkgs.errors import UnavailablePackageError
+from cudapkgs.lib.attrpath import parse_attrpath, resolve
+from cudapkgs.pkgs.python_modules.cuda_fit import capability_fits, runtime_fits
+from cudapkgs.pkgs.python_modules.torch import TORCH_BUILDS
+
+# The default fetchers (NVIDIA's server, then its wheels); a test about wheels alone says so.
+CONFIG = {"allowUnfree": True, "prebuiltWheels": ["nccl", "libnvshmem"]}
+WHEELS_ONLY = {"fetchers": ["wheels"]}
+
+
+def at(attr: str, **config):
+    pkgs = cudapkgs.import_pkgs(config={**CONFIG, **config})
+    return resolve(pkgs, parse_attrpath(attr))
+
+
+def problems(package) -> str:
+    return "\n".join(p["message"] for p in package.meta.problems.values())
+
+
+@pytest.fixture(autouse=True)
+def _manifests(manifests_dir):
+    return manifests_dir
+
+
+def test_the_seeds_example_has_a_working_torch_on_the_default_set():
+    torch = at("pkgsCuda.python3Packages.torch")
+    assert torch.version == "2.9.1" and not torch.meta.broken and torch.meta.available, problems(torch)
+    assert torch.passthru.cudaPackages.cudaMajorMinorVersion == "12.9"
+    assert torch.passthru.cudnn.version == "9.22.0.52"  # the set's own cuDNN serves a 9.10 build
+    attrs = torch.drvAttrs
+    assert attrs["wheel"]["file"] == "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert attrs["pythonRemoveDeps"] == ["nvidia-*", "cuda-toolkit", "cuda-bindings"]
+    cuda = at("cudaPackages_12_9")
+    assert cuda.libcublas.lib in attrs["buildInputs"] and cuda.cudnn.lib in attrs["buildInputs"]
+    assert f"{cuda.cuda_nvrtc.lib}/lib" in attrs["appendRunpaths"]  # Nixpkgs' extraRunpaths
+    assert attrs["driverLibDir"] and attrs["autoAddDriverRunpath"]
+    triton = at("pkgsCuda.python3Packages.triton")
+    assert triton.version == "3.5.1" and triton.drvPath in {d.drv_path for d in torch.derivation.deps}
+
+
+def test_cuda12_torch_from_wheels_alone_says_triton_needs_nvcc():
+    # triton links the set's ptxas from cuda_nvcc, and CUDA 12's nvcc wheel has no nvcc: with NVIDIA's
+    # wheels as the only fetcher the CUDA 12 sets' torch is broken, saying why, at evaluation.
+    torch = at("pkgsCuda.python3Packages.torch", **WHEELS_ONLY)
+    assert torch.meta.broken
+    text = problems(torch)
+    assert "python3Packages.triton is available (it is not:" in text and "cuda_nvcc" in text
+
+
+def test_cuda13_sets_get_torch_2_14_with_a_cudnn_new_enough():
+    torch = at("cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch")
+    assert torch.version == "2.14.1" and not torch.meta.broken, problems(torch)
+    # The sets' cudnn is 9.22 (as the seeds fix it); torch 2.14.1 was built with 9.24 and refuses an
+    # older minor, so it takes the set's newest cudnn_X_Y that serves it.
+    assert torch.passthru.cudnn.version == "9.27.0.42"
+    assert at("cudaPackages_13_0").cudnn_9_27.lib in torch.drvAttrs["buildInputs"]
+    assert at("cudaPackages_13_0").cudnn.lib not in torch.drvAttrs["buildInputs"]
+    for set_name in ("cudaPackages_13_2", "cudaPackages_13_4"):
+        newer = at(f"{set_name}.pkgs.pkgsCuda.python3Packages.torch")
+        assert newer.version == "2.14.1" and not newer.meta.broken, problems(newer)
+
+
+def test_a_set_whose_libraries_are_too_old_is_broken_naming_component_and_version():
+    torch = at("cudaPackages_12_6.pkgs.pkgsCuda.python3Packages.torch")
+    assert torch.meta.broken
+    text = problems(torch)
+    assert "cudaPackages_12_6.libcublas is 12.x at least 12.8.4.1" in text and "(the set has 12.6.4.1)" in text
+    with pytest.raises(UnavailablePackageError, match="libcublas is 12.x at least 12.8.4.1"):
+        derivation_of(torch, "cudaPackages_12_6.pkgs.pkgsCuda.python3Packages.torch")  # `cudapkgs build`/`shell`
+
+
+def test_the_compatibility_rules():
+    # cuDNN as torch/backends/cudnn/__init__.py checks it: the same major, a minor at least the build's.
+    assert not runtime_fits("9.24.0.43", "9.22.0.52", minor_only=True)
+    assert runtime_fits("9.24.0.43", "9.24.0.1", minor_only=True) and runtime_fits("9.24.0.43", "9.27.0.42", minor_only=True)
+    assert not runtime_fits("9.24.0.43", "10.0.0", minor_only=True)
+    # Other libraries by soname major: at least the version built against (NCCL's "-1" revision ignored).
+    assert runtime_fits("12.8.4.1", "12.9.1.4") and not runtime_fits("12.8.4.1", "12.6.4.1")
+    assert runtime_fits("2.27.5", "2.30.7-1") and runtime_fits("0.8.1", "0.10.0.12") and not runtime_fits("12.8.90", "13.0.96")
+
+
+def test_without_a_new_enough_cudnn_torch_says_which_cudnn_it_needs(tmp_path, manifests_dir):
+    import shutil
+
+    manifests = tmp_path / "manifests"
+    shutil.copytree(manifests_dir, manifests)
+    (manifests / "cudnn" / "redistrib_9.27.0.json").unlink()
+    torch = at("cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch", manifestsDir=str(manifests))
+    assert torch.meta.broken
+    text = problems(torch)
+    assert "cudaPackages_13_0.cudnn is 9.24 or a newer 9.x, as torch 2.14.1 was built against cudnn 9.24.0.43" in text
+    assert "(the set has 9.22.0.52); nor does any cudnn_X_Y of cudaPackages_13_0" in text
+
+
+def test_a_capability_the_wheel_lacks_is_broken_naming_the_ones_it_has():
+    old = at("pkgsForCudaArch.sm_61.python3Packages.torch")
+    assert old.meta.broken
+    assert ("torch 2.9.1 has machine code for CUDA capability 6.1 (it has 7.0, 7.5, 8.0, 8.6, 9.0, 10.0, 12.0 "
+            "and no PTX)") in problems(old)
+    for capability in ("sm_90", "sm_89", "sm_90a", "sm_120"):  # 8.9 runs 8.6's code (same major)
+        torch = at(f"pkgsForCudaArch.{capability}.python3Packages.torch")
+        assert not torch.meta.broken, (capability, problems(torch))
+    assert not at("pkgsForCudaArch.sm_90.cudaPackages_13_0.pkgs.python3Packages.torch").meta.broken
+    assert capability_fits("x", ["11.0"], ("10.0", "12.0"))[0]["assertion"] is False  # Thor: no sm_11x code
+
+
+def test_torch_needs_every_library_it_links_available():
+    torch = at("cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch", prebuiltWheels=[])
+    assert torch.meta.broken
+    assert "cudaPackages_13_0.libnvshmem is available (it is not:" in problems(torch)
+    assert "mpi is available" in problems(torch)  # the from-source NVSHMEM's own reason
+
+
+def test_torch_without_cuda_support_says_so():
+    torch = at("python3Packages.torch")
+    assert torch.meta.broken and "pkgsCuda.python3Packages.torch" in problems(torch)
+    assert at("pkgsCuda.python3Packages.torch").drvPath == at("pkgsCuda.python3Packages.torch-bin").drvPath
+
+
+def test_the_preload_and_host_cuda_guesses_are_made_inert():
+    for version, build in TORCH_BUILDS.items():
+        files = {s["file"] for s in build.substitutions}
+        assert files == {"torch/__init__.py", "torch/utils/cpp_extension.py"}, version
+        init = [r for s in build.substitutions if s["file"] == "torch/__init__.py" for r in s["replace"]]
+        assert any("return []" in new for _old, new in init) and any("raise err" in new for _old, new in init)
+
+
+def test_triton_uses_the_sets_tools():
+    cuda = at("cudaPackages_13_0", **WHEELS_ONLY)
+    triton = at("cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.triton", **WHEELS_ONLY)
+    links = triton.drvAttrs["wheelLinks"]
+    assert links["triton/backends/nvidia/bin/ptxas"] == [cuda.cuda_nvcc.out, "bin/ptxas"]
+    assert links["triton/backends/nvidia/bin/ptxas-blackwell"] == [cuda.cuda_nvcc.out, "bin/ptxas"]
+    assert links["triton/backends/nvidia/lib/cupti"] == [cuda.cuda_cupti.lib, "lib"]
+    assert "triton/backends/nvidia/bin/cuobjdump" not in links  # no CUDA 13.0 wheel of it: unavailable, left out
+    assert "triton/backends/nvidia/bin/cuobjdump" in triton.drvAttrs["wheelRemove"]  # never the bundled one
+    assert cuda.cuda_nvcc.drvPath in {d.drv_path for d in triton.derivation.deps}  # the links' targets are inputs
+    redist = at("cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.triton", fetchers=["redist", "wheels"])
+    assert "triton/backends/nvidia/bin/cuobjdump" in redist.drvAttrs["wheelLinks"]
+    newer = at("cudaPackages_13_2.pkgs.pkgsCuda.python3Packages.triton", **WHEELS_ONLY)
+    assert newer.drvAttrs["wheelLinks"]["triton/backends/nvidia/bin/nvdisasm"][1] == "bin/nvdisasm"
+    driver = [r for s in triton.drvAttrs["wheelSubstitutions"] for r in s["replace"]][0][1]
+    assert "/run/opengl-driver/lib" in driver and "libcuda.so.1" in driver
+
+
+def test_search_finds_torch_and_a_missing_package_suggests_close_names():
+    from cudapkgs.errors import AttributeMissingError
+    from cudapkgs.inventory import search
+
+    pkgs = cudapkgs.import_pkgs(config=CONFIG)
+    names = [row["name"] for row in search(["torch"], pkgs=pkgs)]
+    assert "python3Packages.torch" in names and "python3Packages.torch-bin" in names
+    with pytest.raises(AttributeMissingError, match='did you mean "torch"'):
+        resolve(pkgs, parse_attrpath("pkgsCuda.python3Packages.pytorch"))
