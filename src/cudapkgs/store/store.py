@@ -62,6 +62,8 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
         self.tmp_dir = root / ".tmp"
         self.gcroots_dir = root / ".gcroots"
         self._temp_roots: tuple[PathLock, Path] | None = None
+        self._rooted: set[str] = set()
+        self._gc_shared_depth = 0
 
     # -- opening ---------------------------------------------------------
 
@@ -119,7 +121,7 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
 
     def close(self) -> None:
         """Release this Store's temporary roots and close its database."""
-        self._release_temp_roots()
+        self.release_temp_roots()
         self.db.close()
 
     def __enter__(self) -> Store:

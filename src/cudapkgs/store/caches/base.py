@@ -259,7 +259,7 @@ class Cache:
 
         deriver = f"{store.store_dir}/{info.deriver}" if info.deriver else None
         store.add_verified_path(path, fill, nar_hash=info.nar_hash, nar_size=info.nar_size, references=refs,
-                                deriver=deriver, before_register=wait_for_references)
+                                deriver=deriver, before_register=wait_for_references, source=self.url)
         return info
 
     # -- uploading -------------------------------------------------------------
