@@ -30,7 +30,8 @@ SETS = ("cudaPackages_12_6", "cudaPackages_12_8", "cudaPackages_12_9", "cudaPack
 
 
 def _pkgs(tmp_path, system="x86_64-linux", **config):
-    return cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"), **config},
+    return cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"),
+                                        "prebuiltWheels": [], **config},  # the source builds
                                 system=system)
 
 

@@ -29,7 +29,8 @@ NEW = {
 
 
 def _pkgs(tmp_path, system="x86_64-linux", **config):
-    return cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"), **config}, system=system)
+    return cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"),
+                                        "prebuiltWheels": [], **config}, system=system)  # the source builds
 
 
 def test_every_set_pins_the_new_products_as_nixpkgs(manifests_dir):
