@@ -1,7 +1,14 @@
-"""Benchmark a file:// zstd binary cache against tar + zstd on the same store paths.
+"""Benchmark a file:// zstd binary cache against tar + zstd on the same store paths; or (--http) substitution over HTTP.
 
     python bench/bench_cache.py --store /tmp/cudapkgs-store --paths-from build/compile-closure.txt -r 3
     python bench/bench_cache.py --tiny          # a synthetic ~8 MiB closure (what CI runs)
+    python bench/bench_cache.py --http --peer-src /tmp/old/src --store … --paths-from … -r 5
+
+--http: the closure is uploaded once (this tree's code) into a cache directory that nginx serves on
+127.0.0.1 (a threaded Python server when nginx is absent: the table says which); then each round
+substitutes the whole closure into an empty store from file:// (this tree), from http:// (this
+tree) and, with --peer-src, from http:// with the code of another checkout's src/ (e.g. a
+`git worktree` of an older commit), alternating in that order; every row reads the same bytes.
 
 Rows, each operation in its own child process (so its peak RSS is its own; Python's
 start-up, ~50 ms, is inside the cudapkgs rows), medians of -r runs, warm page cache:
@@ -54,10 +61,15 @@ with Store.open(store_dir) as store:
 """
 
 
+# Children write and reuse bytecode (as an installed cudapkgs does): without it every run compiles each
+# module again, and the tree with more source pays more (bench_startup.py does the same).
+_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(cmd: list[str]) -> tuple[float, int, float]:
     """Wall seconds, peak RSS (KiB) and CPU seconds (user + system) of one child process (its own rusage, via wait4)."""
     start = time.perf_counter()
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_ENV)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -66,8 +78,9 @@ def timed(cmd: list[str]) -> tuple[float, int, float]:
     return wall, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
 
 
-def run_child(op: str, store_dir: str, cache_url: str, key: str, paths: list[str]) -> tuple[float, int, float]:
-    return timed([sys.executable, "-c", CHILD.format(src=str(REPO / "src")), op, store_dir, cache_url, key, *paths])
+def run_child(op: str, store_dir: str, cache_url: str, key: str, paths: list[str],
+              src: Path = REPO / "src") -> tuple[float, int, float]:
+    return timed([sys.executable, "-c", CHILD.format(src=str(src)), op, store_dir, cache_url, key, *paths])
 
 
 def tiny_store(root: Path) -> tuple[str, list[str]]:
@@ -103,7 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-r", "--runs", type=int, default=3)
     parser.add_argument("--tiny", action="store_true", help="a synthetic ~8 MiB closure in a temporary store")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--http", action="store_true", help="substitution over HTTP from 127.0.0.1 (see above)")
+    parser.add_argument("--peer-src", help="with --http: the src/ directory of the code to compare against")
+    parser.add_argument("--https", action="store_true", help="with --http: serve over TLS (a self-signed certificate)")
     args = parser.parse_args(argv)
+    if args.http or args.https:
+        args.http = True
+        return http_main(args, parser)
 
     from cudapkgs.store.caches.signing import generate
     from cudapkgs.store.store import Store
@@ -177,6 +196,205 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {op} | {ours} | {med[ours]:.3f} | {ratios[op]:.2f} | {best[ours]:.3f} | {best[ours] / best[peer]:.2f} | "
               f"{cpu[ours]:.3f} | {cpu_ratios[op]:.2f} | {rss[ours] / 1024:.1f} |")
     print(f"\nload average during the run: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+    return 0
+
+
+NGINX_CONF = """\
+{user}
+daemon off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 10000;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    server {{
+        listen 127.0.0.1:{port}{tls};
+        root {root};
+    }}
+}}
+"""
+
+
+def _self_signed(work: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key (PEM), made with `cryptography`; the certificate is its own CA."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    (work / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (work / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption()))
+    return work / "cert.pem", work / "key.pem"
+
+
+class _Served:
+    """The cache directory served on 127.0.0.1: nginx when installed, else a threaded Python server."""
+
+    def __init__(self, root: Path, work: Path, tls: bool = False) -> None:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+        self.cert = None
+        tls_conf = ""
+        if tls:
+            self.cert, key = _self_signed(work)
+            tls_conf = f" ssl; ssl_certificate {self.cert}; ssl_certificate_key {key}"
+        self.process = None
+        self.httpd = None
+        nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+        if nginx:
+            run = work / "nginx"
+            run.mkdir()
+            user = "user root root;" if os.geteuid() == 0 else ""
+            (run / "nginx.conf").write_text(NGINX_CONF.format(user=user, dir=run, port=port, root=root, tls=tls_conf))
+            self.process = subprocess.Popen([nginx, "-c", str(run / "nginx.conf"), "-p", str(run)],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.server = "nginx " + subprocess.run([nginx, "-v"], capture_output=True, text=True).stderr.strip().split("/")[-1]
+        else:
+            import functools
+            import threading
+            from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+            class Handler(SimpleHTTPRequestHandler):
+                protocol_version = "HTTP/1.1"
+
+                def log_message(self, *args):
+                    pass
+
+            self.httpd = ThreadingHTTPServer(("127.0.0.1", port), functools.partial(Handler, directory=str(root)))
+            if tls:
+                import ssl
+
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                context.load_cert_chain(self.cert, key)
+                self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+            threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+            self.server = "Python http.server (threaded)"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or (self.process is not None and self.process.poll() is not None):
+                    raise SystemExit(f"{self.server} did not start on 127.0.0.1:{port}")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
+
+def http_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Substitute the closure from file:// and http:// (this tree, and --peer-src), alternating; medians."""
+    from cudapkgs.store.caches.signing import generate
+    from cudapkgs.store.store import Store
+
+    peer = Path(args.peer_src).resolve() if args.peer_src else None
+    if peer is not None and not (peer / "cudapkgs" / "__init__.py").is_file():
+        parser.error(f"--peer-src {peer}: no cudapkgs package there (give a checkout's src/ directory)")
+    work = Path(tempfile.mkdtemp(prefix="bench-cache-http-"))
+    aside = None
+    store_dir = None
+    served = None
+    try:
+        if args.tiny:
+            store_dir, wanted = tiny_store(work)
+        else:
+            if not args.store:
+                parser.error("--store is needed (or --tiny)")
+            store_dir = os.path.abspath(args.store)
+            wanted = list(args.paths)
+            if args.paths_from:
+                wanted += [l.strip() for l in open(args.paths_from) if l.strip()]
+        with Store.open(store_dir) as store:
+            paths = sorted(store.closure(wanted))
+            nar_bytes = sum(store.query(p).nar_size for p in paths)
+        key = str(generate("bench-1"))
+        cache_dir = work / "cache"
+        run_child("upload", store_dir, f"file://{cache_dir}", key, paths)
+        cache_bytes = sum(f.stat().st_size for f in (cache_dir / "nar").iterdir())
+        served = _Served(cache_dir, work, tls=args.https)
+        if served.cert is not None:
+            # Both trees trust the certificate through the environment, in a bundle with the system's CAs
+            # (what a client loads for a real cache: loading it costs tens of milliseconds each time).
+            bundle = work / "ca-bundle.pem"
+            system = next((p for p in ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
+                           if os.path.isfile(p)), None)
+            bundle.write_bytes((Path(system).read_bytes() if system else b"") + served.cert.read_bytes())
+            _ENV["SSL_CERT_FILE"] = _ENV["NIX_SSL_CERT_FILE"] = str(bundle)
+        scheme = "https" if args.https else "http"
+        rows = [("file:// (this tree)", f"file://{cache_dir}", REPO / "src"),
+                (f"{scheme}:// (this tree)", served.url, REPO / "src")]
+        if peer is not None:
+            rows.append((f"{scheme}:// ({peer})", served.url, peer))
+        results: dict[str, list[tuple[float, int, float]]] = {label: [] for label, _, _ in rows}
+        aside = Path(store_dir + ".bench-aside")
+        os.rename(store_dir, aside)
+        for round_ in range(args.runs + 1):  # round 0 warms up (bytecode, page cache) and is not counted
+            for label, url, src in rows:
+                Store.open(store_dir).close()
+                measured = run_child("substitute", store_dir, url, key, paths, src=src)
+                if round_:
+                    results[label].append(measured)
+                _rmtree(Path(store_dir))
+    finally:
+        if served is not None:
+            served.stop()
+        if aside is not None and aside.exists():
+            if os.path.exists(store_dir):
+                _rmtree(Path(store_dir))
+            os.rename(aside, store_dir)
+        _rmtree(work)
+
+    med = {k: statistics.median(t for t, _, _ in v) for k, v in results.items()}
+    cpu = {k: statistics.median(c for _, _, c in v) for k, v in results.items()}
+    rss = {k: max(r for _, r, _ in v) for k, v in results.items()}
+    base = rows[-1][0]  # the peer when there is one, else http:// of this tree
+    result = {"paths": len(paths), "narBytes": nar_bytes, "cacheBytes": cache_bytes, "runs": args.runs,
+              "server": served.server if served else None, "median_s": med, "median_cpu_s": cpu, "maxrss_kib": rss,
+              "all_s": {k: [round(t, 3) for t, _, _ in v] for k, v in results.items()},
+              "load_average": os.getloadavg()}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{len(paths)} paths, {nar_bytes / 2**20:.1f} MiB of NAR, {cache_bytes / 2**20:.1f} MiB of zstd NARs served by "
+          f"{result['server']} on 127.0.0.1{' over TLS' if args.https else ''}; substitute -j 4 into an empty store, median of {args.runs} alternating runs after a warm-up round\n")
+    print(f"| source (code) | median wall s | wall ratio to the last row | median CPU s | CPU ratio | peak RSS MiB | runs (wall s) |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for label, _, _ in rows:
+        print(f"| {label} | {med[label]:.3f} | {med[label] / med[base]:.2f} | {cpu[label]:.3f} | {cpu[label] / cpu[base]:.2f} | "
+              f"{rss[label] / 1024:.1f} | {', '.join(f'{t:.2f}' for t, _, _ in results[label])} |")
+    print(f"\nload average after the runs: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     return 0
 
 

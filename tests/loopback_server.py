@@ -18,14 +18,23 @@ class Server:
     #: (path, headers) of every request, in order.
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: TCP connections accepted (with keep_alive, fewer than requests when the client reuses them).
+    connections: int = 0
 
     def hits(self, path: str | None = None) -> int:
         """How many requests asked for `path` (for any path when None)."""
         return sum(1 for p, _ in self.requests if path is None or p == path)
 
 
-def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
+def _handler(server: Server, keep_alive: bool) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
+        def setup(self) -> None:
+            super().setup()
+            with server.lock:
+                server.connections += 1
+
         def log_message(self, *args: object) -> None:
             pass
 
@@ -61,11 +70,22 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve() -> Iterator[Server]:
-    """A running loopback server, stopped when the generator closes (use it in a fixture)."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+class _Quiet(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:  # a client hanging up early is a test's point, not news
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+def serve(*, keep_alive: bool = False) -> Iterator[Server]:
+    """A running loopback server, stopped when the generator closes (use it in a fixture).
+
+    `keep_alive`: answer HTTP/1.1 and keep connections open between requests.
+    """
+    httpd = _Quiet(("127.0.0.1", 0), BaseHTTPRequestHandler)
     state = Server(url=f"http://127.0.0.1:{httpd.server_address[1]}")
-    httpd.RequestHandlerClass = _handler(state)
+    httpd.RequestHandlerClass = _handler(state, keep_alive)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

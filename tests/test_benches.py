@@ -178,3 +178,22 @@ def test_bench_verify_tiny():
         assert labels[1] == "nix-store --verify --check-contents" and table[1][5] == "1.00×"
         assert number(table[0][5]) > 0 and number(table[0][6]) > 0
     assert all(number(row[1]) > 0 for row in table)
+
+
+@pytest.mark.skipif(not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")), reason="the peer is nginx (apt-get install nginx)")
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="the load generator is wrk (apt-get install wrk)")
+def test_bench_serve_tiny():
+    out = run_bench("bench_serve.py")
+    found = tables(out)
+    wrk_rows = found[0]
+    assert [(row[0], row[1]) for row in wrk_rows] == [
+        (what, server) for what in ("narinfo", "big NAR", "small-files NAR") for server in ("nginx", "cudapkgs serve")]
+    assert all(number(row[2]) > 0 and number(row[4]) > 0 for row in wrk_rows)  # requests/s and the ratio
+    assert all(row[4] == "1.00" for row in wrk_rows[::2])
+    if shutil.which("nix"):
+        (nginx, ours) = found[1]
+        assert nginx[0] == "nginx (zstd cache)" and ours[0] == "cudapkgs serve --compression zstd"
+        assert number(ours[1]) > 0 and number(ours[2]) > 0
+    else:
+        assert "left out: the nix copy rows: nix is not installed" in out
+    assert "load average:" in out

@@ -192,6 +192,28 @@ def test_config_shows_effective_values_and_marks_changes(tmp_path):
     assert "cudaSupport*" in table and "rocmSupport*" not in table and "Enable CUDA code paths" in table
 
 
+def test_config_says_where_each_value_came_from(tmp_path):
+    """Before, `config` showed values only; now default, which file, the environment or --set."""
+    home = tmp_path / "xdg"
+    (home / "cudapkgs").mkdir(parents=True)
+    (home / "cudapkgs" / "config.toml").write_text("allowUnfree = true\ncudaSupport = true\n")
+    from_env = tmp_path / "env.toml"
+    from_env.write_text("allowAliases = false\n")
+    explicit = tmp_path / "c.toml"
+    explicit.write_text('cudaCapabilities = ["8.6"]\n')
+    env = {"XDG_CONFIG_HOME": str(home), "CUDAPKGS_CONFIG": str(from_env), "CUDAPKGS_STORE": str(tmp_path / "s")}
+    data = json.loads(ok("config", "--json", "--origins", "--config", str(explicit), "--set", "cudaSupport=false", env=env))
+    origin = {key: entry["origin"] for key, entry in data.items()}
+    assert origin["allowUnfree"] == f"file {home}/cudapkgs/config.toml"
+    assert origin["allowAliases"] == f"environment: file {from_env} ($CUDAPKGS_CONFIG)"
+    assert origin["cudaCapabilities"] == f"file {explicit} (--config)"
+    assert origin["cudaSupport"] == "--set" and data["cudaSupport"]["value"] is False
+    assert origin["storeDir"] == "environment ($CUDAPKGS_STORE)" and data["storeDir"]["value"] == str(tmp_path / "s")
+    assert origin["rocmSupport"] == "default"
+    table = ok("config", env=env)
+    assert "environment ($CUDAPKGS_STORE)" in table and f"file {home}/cudapkgs/config.toml" in table
+
+
 def test_an_unknown_capability_is_one_line_naming_the_valid_ones():
     # Nixpkgs' message is a header and "- ..." lines (the library keeps it); the command prints one line
     # that says which capabilities the release supports and where to see them.

@@ -83,6 +83,28 @@ def test_bench_startup_tiny():
         assert float(row[1]) > 0 and row[4].strip().endswith("×") and float(row[4].strip()[:-1]) > 1
 
 
+_HTTP_STACK = ("urllib3", "ssl", "http.client", "cudapkgs.transport.http")
+
+
+def test_an_evaluation_and_a_cached_build_load_no_http_stack(manifests_dir, tmp_path):
+    """urllib3, ssl and http.client load only when something is transferred: not for `eval`, nor for a
+    build with nothing to do, even with an https:// substituter configured (before, the cache backend
+    imported ssl and http.client as soon as it was configured)."""
+    from cudapkgs.store.store import Store
+
+    with Store.open(tmp_path / "store") as store:
+        path = store.add_path("hello", lambda out: (out.mkdir(), (out / "x").write_text("hi")))
+    env = {**os.environ, "CUDAPKGS_STORE": str(tmp_path / "store")}
+    probe = "; print(sorted(m for m in {names!r} if m in sys.modules))".format(names=_HTTP_STACK)
+    evaluate = "import sys; from cudapkgs import cli; cli.main(['eval', 'cudaPackages.cudaMajorMinorVersion'])" + probe
+    build = ("import sys; from cudapkgs import cli; "
+             f"assert cli.main(['build', '--no-link', '--set', 'substituters=[\"https://cache.invalid/x\"]', {path!r}]) == 0"
+             + probe)
+    for code in (evaluate, build):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        assert out.stdout.splitlines()[-1] == "[]", out.stdout
+
+
 def test_the_command_freezes_the_heap_at_exit_once(manifests_dir):
     """The shutdown then skips a last traversal of every object of the evaluation (a tenth of
     `cudapkgs eval`, docs/bench-startup.md); before, every object was traversed again at exit."""

@@ -31,7 +31,8 @@ SETS = ("cudaPackages_12_6", "cudaPackages_12_8", "cudaPackages_12_9", "cudaPack
 
 def _pkgs(tmp_path, system="x86_64-linux", **config):
     return cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"),
-                                        "prebuiltWheels": [], **config},  # the source builds
+                                       # the from-source members as Nixpkgs builds them (prebuiltWheels defaults to libnvshmem)
+                                       "prebuiltWheels": [], **config},
                                 system=system)
 
 

@@ -100,6 +100,31 @@ def test_the_reader_finds_a_circle(tmp_path):
 
 
 
+def test_the_reader_sees_imports_by_a_written_out_name(tmp_path):
+    """`importlib.import_module("cudapkgs.cli")` in lib/ passed every rule: the reader saw only
+    import statements (and so missed cuda/scope's door to pkgs/ and top_level's to fetch/).
+    A name written out (a constant, an f-string's constant start) is a door; one in a variable
+    cannot be read."""
+    pkg = tmp_path / "cudapkgs"
+    for room in ("lib", "cli", "pkgs"):
+        (pkg / room).mkdir(parents=True)
+        (pkg / room / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cli" / "main.py").write_text("")
+    (pkg / "pkgs" / "hello.py").write_text("")
+    (pkg / "lib" / "sneaky.py").write_text(
+        "import importlib\n"
+        "def f(name):\n"
+        "    importlib.import_module('cudapkgs.cli.main')\n"
+        "    __import__(f'cudapkgs.pkgs.{name}', fromlist=['x'])\n"
+        "    importlib.import_module('.other', __name__)\n"
+        "    importlib.import_module(name)\n")
+    (pkg / "lib" / "other.py").write_text("")
+    doors = {(i.importer, i.target) for i in layout.read_house(tmp_path).imports}
+    assert doors == {("cudapkgs.lib.sneaky", "cudapkgs.cli.main"), ("cudapkgs.lib.sneaky", "cudapkgs.pkgs"),
+                     ("cudapkgs.lib.sneaky", "cudapkgs.lib.other")}
+
+
 def test_the_picture_in_the_docs_is_drawn_from_this_code(house):
     """docs/architecture.md shows docs/rooms.svg: it must be the picture of the rooms as they are."""
     drawn = layout.svg(house)

@@ -95,6 +95,22 @@ def test_search_finds_the_packages_sets_build_from_source(manifests_dir, capsys)
 
 
 
+def test_search_finds_python3packages_members_and_says_why_one_is_not_evaluated(manifests_dir, capsys):
+    """Before, `cudapkgs search pycuda` said "no package matches 'pycuda'": python3Packages was not
+    searched, though README and docs/pycuda-status.md build `python3Packages.pycuda`."""
+    assert main(["search", "--json", "--set", "allowUnfree=true", "pycuda"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert list(rows) == ["python3Packages.pycuda"]
+    assert "CUDA driver API for Python" in rows["python3Packages.pycuda"]["description"]
+    # Without allowUnfree pycuda does not evaluate (it reads cudart's outputs): found, and why.
+    assert main(["search", "--json", "pycuda"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["name"] == "python3Packages.pycuda" and "unfree" in row["description"]
+    assert main(["search", "--json", "numpy"]) == 0  # a pinned wheel, by name (and those whose descriptions name it)
+    found = [r["name"] for r in json.loads(capsys.readouterr().out)]
+    assert "python3Packages.numpy" in found and all(name.startswith("python3Packages.") for name in found)
+
+
 def test_list_and_search_say_which_fetcher_serves_each_component(manifests_dir, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "store"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # an empty wheel cache

@@ -30,7 +30,8 @@ NEW = {
 
 def _pkgs(tmp_path, system="x86_64-linux", **config):
     return cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"),
-                                        "prebuiltWheels": [], **config}, system=system)  # the source builds
+                                       # the from-source members as Nixpkgs builds them (prebuiltWheels defaults to libnvshmem)
+                                       "prebuiltWheels": [], **config}, system=system)
 
 
 def test_every_set_pins_the_new_products_as_nixpkgs(manifests_dir):

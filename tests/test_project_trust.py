@@ -157,6 +157,50 @@ def test_an_allowed_project_does_not_allow_the_same_contents_elsewhere(cloned, t
         check_allowed(load_project(copy / "cudapkgs.toml"))
 
 
+def test_a_link_to_an_allowed_project_file_is_another_project(cloned, tmp_path, capsys):
+    """A repository holding `cudapkgs.toml -> ~/work/cudapkgs.toml` (an allowed project) and a copy
+    of its Python file: the allow was looked up by the link's target, so the repository was used as
+    allowed while every relative path (files, driverLibDir, storeDir, ...) was read from it."""
+    (cloned / "evil.py").write_text(textwrap.dedent(HELLO))
+    (cloned / "cudapkgs.toml").write_text('packages = ["hello"]\nfiles = ["evil.py"]\n[config]\ndriverLibDir = "drv"\n')
+    assert run(capsys, "allow", str(cloned))[0] == 0
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "cudapkgs.toml").symlink_to(cloned / "cudapkgs.toml")
+    shutil.copy(cloned / "evil.py", other / "evil.py")
+    with pytest.raises(UntrustedProjectError, match="not allowed"):
+        check_allowed(load_project(other / "cudapkgs.toml"))
+    # Allowed where it is found, it is its own project; the first stays allowed, and a link to
+    # the project's directory is the same project.
+    assert run(capsys, "allow", str(other))[0] == 0
+    check_allowed(load_project(other / "cudapkgs.toml"))
+    check_allowed(load_project(cloned / "cudapkgs.toml"))
+    (tmp_path / "via").symlink_to(cloned)
+    check_allowed(load_project(tmp_path / "via" / "cudapkgs.toml"))
+    assert run(capsys, "deny", str(other))[0] == 0
+    check_allowed(load_project(cloned / "cudapkgs.toml"))
+
+
+def test_a_python3_executable_inside_the_project_is_part_of_what_is_allowed(cloned, capsys):
+    """It is run by every evaluation (`--version`): before, a git pull could replace it after the allow."""
+    (cloned / "evil.py").unlink()
+    tools = cloned / "tools"
+    tools.mkdir()
+    (tools / "python").write_text("#!/bin/sh\necho Python 3.11.2\n")
+    (cloned / "cudapkgs.toml").write_text('packages = ["hello"]\n[config]\npython3Executable = "tools/python"\n')
+    assert run(capsys, "allow", str(cloned))[0] == 0
+    check_allowed(load_project(cloned / "cudapkgs.toml"))
+    (tools / "python").write_text(f"#!/bin/sh\ntouch {cloned}/RAN\necho Python 3.11.2\n")
+    with pytest.raises(UntrustedProjectError, match=r"changed since you allowed it \(python3Executable \(tools/python\)\)"):
+        check_allowed(load_project(cloned / "cudapkgs.toml"))
+    # A link inside the project counts by what it reaches; a host interpreter outside it is the host's.
+    (tools / "python").unlink()
+    (tools / "python").symlink_to("/usr/bin/env")
+    assert load_project(cloned / "cudapkgs.toml").programs == {"python3Executable (tools/python)": tools / "python"}
+    (cloned / "cudapkgs.toml").write_text('packages = ["hello"]\n[config]\npython3Executable = "/usr/bin/env"\n')
+    assert load_project(cloned / "cudapkgs.toml").programs == {}
+
+
 def test_a_named_directory_is_not_searched_upwards(cloned, capsys):
     code, _, err = run(capsys, "allow", str(cloned / "src"))
     assert code == 2 and f"no cudapkgs.toml in {cloned / 'src'}" in err

@@ -29,8 +29,9 @@ PORTED = {
 
 def _pkgs(tmp_path, **config):
     return cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"),
-                                        "cudaCapabilities": ["9.0"], "prebuiltWheels": [],  # the source builds
-                                        **config}, system="x86_64-linux")
+                                       # the from-source members as Nixpkgs builds them (prebuiltWheels defaults to libnvshmem)
+                                       "prebuiltWheels": [],
+                                        "cudaCapabilities": ["9.0"], **config}, system="x86_64-linux")
 
 
 def test_the_ported_tests_are_the_sets_tests(manifests_dir, tmp_path):

@@ -100,6 +100,35 @@ def read_house(src: Path = SRC) -> House:
     return house
 
 
+_DYNAMIC = frozenset({"import_module", "__import__"})
+
+
+def _dynamic_name(node: ast.Call, module: str, is_package: bool) -> str | None:
+    """The module an ``importlib.import_module(NAME[, package])`` or ``__import__(NAME, …)`` call
+    names, as far as it is written out: a string constant, or the constant start of an
+    f-string up to its last dot (``f"cudapkgs.pkgs.{name}"`` is a door to ``cudapkgs.pkgs``).
+    A relative name counts from ``package=__name__`` (the only package such calls here give).
+    A name held in a variable cannot be read: those calls stay unseen."""
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if called not in _DYNAMIC or not node.args:
+        return None
+    first = node.args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        name = first.value
+    elif isinstance(first, ast.JoinedStr) and first.values and isinstance(first.values[0], ast.Constant):
+        name = str(first.values[0].value).rpartition(".")[0] + ("." if "." in str(first.values[0].value) else "")
+        name = name if name.strip(".") else "." * len(name)
+    else:
+        return None
+    if name.startswith(".") and called == "import_module":
+        level = len(name) - len(name.lstrip("."))
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - level + 1]
+        name = ".".join(base + ([name.lstrip(".").rstrip(".")] if name.strip(".") else []))
+    return name.rstrip(".") or None
+
+
 def _targets(node: ast.AST, module: str, is_package: bool, modules: dict[str, Path]) -> list[tuple[str, tuple[str, ...]]]:
     def known(name: str) -> str | None:
         while name and name not in modules:
@@ -109,6 +138,10 @@ def _targets(node: ast.AST, module: str, is_package: bool, modules: dict[str, Pa
     if isinstance(node, ast.Import):
         found = [known(alias.name) for alias in node.names if alias.name.split(".")[0] == PACKAGE]
         return [(t, ()) for t in found if t]
+    if isinstance(node, ast.Call):
+        named = _dynamic_name(node, module, is_package)
+        target = known(named) if named and named.split(".")[0] == PACKAGE else None
+        return [(target, ())] if target else []
     if not isinstance(node, ast.ImportFrom):
         return []
     if node.level:

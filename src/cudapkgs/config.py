@@ -14,7 +14,7 @@ from typing import Any
 
 from . import errors
 
-__all__ = ["Config", "OPTIONS", "Option", "load_config", "parse_set", "parse_toml"]
+__all__ = ["Config", "OPTIONS", "Option", "ENV_FALLBACKS", "load_config", "parse_set", "parse_toml"]
 
 
 class Option:
@@ -435,35 +435,54 @@ def _user_config_file(env: Mapping[str, str]) -> str:
     return os.path.join(base, "cudapkgs", "config.toml")
 
 
+#: Keys that, left unset (None), fall back to an environment variable where they are used
+#: (store/location.py, top_level.py); `cudapkgs config` names the variable as their origin.
+ENV_FALLBACKS = {"storeDir": "CUDAPKGS_STORE", "manifestsDir": "CUDAPKGS_MANIFESTS"}
+
+
 def load_config(
     *,
     file: str | os.PathLike[str] | None = None,
     sets: Sequence[str] = (),
     overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] = os.environ,
+    origins: dict[str, str] | None = None,
 ) -> Config:
-    """Build the configuration from every source, in precedence order (see the module docstring)."""
-    config = Config()
+    """Build the configuration from every source, in precedence order (see the module docstring).
 
-    def apply_file(path: str, label: str) -> None:
+    With `origins` (a dict), it is filled with key -> where the value in effect came from: "default",
+    "file <path>", "environment: file <path> ($CUDAPKGS_CONFIG)", "environment ($CUDAPKGS_STORE)" (a
+    key of ENV_FALLBACKS left unset while the variable is set), "import_pkgs(config=…)" or "--set".
+    """
+    config = Config()
+    where = origins if origins is not None else {}
+    where.update({name: "default" for name in OPTIONS})
+
+    def apply_file(path: str, label: str, origin: str) -> None:
         nonlocal config
         data = _read_toml(path, label)
         base = os.path.dirname(os.path.abspath(path))
         config = config.merged(data, source=label, relative_to=base)
+        where.update({key: origin for key in data})
 
     user_file = _user_config_file(env)
     if os.path.isfile(user_file):
-        apply_file(user_file, user_file)
+        apply_file(user_file, user_file, f"file {user_file}")
     env_file = env.get("CUDAPKGS_CONFIG")
     if env_file:
-        apply_file(env_file, f"{env_file} (from CUDAPKGS_CONFIG)")
+        apply_file(env_file, f"{env_file} (from CUDAPKGS_CONFIG)", f"environment: file {env_file} ($CUDAPKGS_CONFIG)")
     if file is not None:
-        apply_file(os.fspath(file), os.fspath(file))
+        apply_file(os.fspath(file), os.fspath(file), f"file {os.fspath(file)} (--config)")
     if overrides:
         config = config.merged(overrides, source="import_pkgs(config=…)")
+        where.update({key: "import_pkgs(config=…)" for key in overrides})
     for assignment in sets:
         key, value = parse_set(assignment)
         config = config.merged({key: value}, source="--set")
+        where[key] = "--set"
+    for key, variable in ENV_FALLBACKS.items():
+        if config[key] is None and env.get(variable):
+            where[key] = f"environment (${variable})"
     return config
 
 

@@ -14,7 +14,7 @@ import stat
 
 from .errors import CudapkgsError
 
-__all__ = ["InputFileError", "MAX_INPUT_BYTES", "check_regular_file", "read_input_file", "parse_decimal"]
+__all__ = ["InputFileError", "MAX_INPUT_BYTES", "check_regular_file", "file_kind", "parse_decimal", "read_input_file"]
 
 #: The most a configuration or derivation file may hold (bytes); far above any real one.
 MAX_INPUT_BYTES = 64 << 20
@@ -39,8 +39,12 @@ class InputFileError(CudapkgsError):
         self.reason = reason
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of `st_mode` `mode` is, for a message: "a FIFO", "a directory", … ("not a regular file" otherwise)."""
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+_kind = file_kind
 
 
 def check_regular_file(path: str | os.PathLike[str], *, what: str = "file") -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from . import db, licenses
-from .errors import CudapkgsError
+from .errors import CudapkgsError, UnfreeLicenseError
 from .package import Package
 
 
@@ -311,7 +311,7 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
 
     CUDA components are searched across every versioned set, from the component table
     and each set's manifests (no package is evaluated); with ``pkgs``, the packages each
-    set builds from source (nccl, cutlass, saxpy, ...) and the top level's own packages too.  Each row: ``name``, ``description``, ``nvidiaName``
+    set builds from source (nccl, cutlass, saxpy, ...) and the top level's own packages (with python3Packages' members, as "python3Packages.pycuda") too.  Each row: ``name``, ``description``, ``nvidiaName``
     and ``sets`` (set name -> component version, only where the set's manifest has it); with
     ``pkgs``, a component's row also has ``fetchers`` (set name -> the first of ``pkgs.config.fetchers``
     that can supply it, "" when none can, None without a release for this platform).
@@ -394,42 +394,49 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             rows.extend(_search_from_source(pkgs, definitions, matches))
-            for name in pkgs:
+            for name, value in _top_level_packages(pkgs):
                 try:
-                    value = pkgs[name]
-                except CudapkgsError:
-                    continue
-                if isinstance(value, Package):
-                    try:
-                        description = str(value.meta.get("description") or "")
-                    except CudapkgsError:
-                        description = ""
-                    if matches(name, description):
-                        rows.append({"name": name, "product": None, "description": description, "nvidiaName": "", "sets": {}})
-            rows.extend(_search_python(pkgs, matches))
+                    if isinstance(value, CudapkgsError):
+                        raise value
+                    description = str(value.meta.get("description") or "")
+                except CudapkgsError as error:  # e.g. pycuda reads cudart, which is unfree
+                    description = _unevaluated(error)
+                if matches(name, description):
+                    rows.append({"name": name, "product": None, "description": description, "nvidiaName": "", "sets": {}})
     return sorted(rows, key=lambda r: r["name"])
 
 
-def _search_python(pkgs: Any, matches: Any) -> list[dict[str, Any]]:
-    """Rows for the members of ``python3Packages`` (torch, triton, pycuda, the pinned wheels), named
-    ``python3Packages.<name>``; a member that cannot be evaluated here is matched by name only."""
-    try:
-        python = pkgs["python3Packages"]
-    except (CudapkgsError, KeyError):
-        return []
-    rows = []
-    for name in python:
+# Package sets of the top level that `search` looks into, as Nixpkgs' `recurseIntoAttrs
+# python3Packages` makes `nix search` do; the CUDA sets are searched from their manifests.
+SEARCHED_SUBSETS = ("python3Packages",)
+
+
+def _unevaluated(error: CudapkgsError) -> str:
+    """The description column of a package whose evaluation failed: why, in one short line."""
+    if isinstance(error, UnfreeLicenseError):
+        return "(not evaluated: it or an input is unfree; allowUnfree or allowUnfreePredicate allows it)"
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return f"(not evaluated: {first[:160]})"
+
+
+def _top_level_packages(pkgs: Any) -> Iterator[tuple[str, Package | CudapkgsError]]:
+    """(attribute path, package) for the top level's packages and those of `SEARCHED_SUBSETS`
+    (as "python3Packages.pycuda").  A member of a subset that fails to evaluate (pycuda without
+    allowUnfree: it reads cudart's outputs) comes with its error instead, so that searching for
+    it still finds it and says why; a top-level attribute that fails is left out."""
+    for name in pkgs:
         try:
-            value = python[name]
+            value = pkgs[name]
         except CudapkgsError:
-            value = None
-        if value is not None and not isinstance(value, Package):
             continue
-        try:
-            description = str(value.meta.get("description") or "") if value is not None else ""
-        except CudapkgsError:
-            description = ""
-        if matches(f"python3Packages.{name}", description):
-            rows.append({"name": f"python3Packages.{name}", "product": None, "description": description,
-                         "nvidiaName": "", "sets": {}})
-    return rows
+        if isinstance(value, Package):
+            yield name, value
+        elif name in SEARCHED_SUBSETS and isinstance(value, Mapping):
+            for member in value:
+                try:
+                    package = value[member]
+                except CudapkgsError as error:
+                    yield f"{name}.{member}", error
+                    continue
+                if isinstance(package, Package):
+                    yield f"{name}.{member}", package

@@ -93,6 +93,9 @@ class Project:
     config: Mapping[str, Any] = field(default_factory=dict)
     #: Every Python file the project names (``files`` and ``[config] overlays``), as written -> absolute path.
     python_files: Mapping[str, Path] = field(default_factory=dict)
+    #: Programs inside the project that cudapkgs runs (``python3Executable``), shown as -> absolute
+    #: path: hashed and owner-checked with the Python files, as a git pull could change them too.
+    programs: Mapping[str, Path] = field(default_factory=dict)
     #: The file as read (bytes, owner), when it was read from disk.
     source: Any = field(default=None, repr=False, compare=False)
 
@@ -176,8 +179,18 @@ def load_project(path: str | os.PathLike[str]) -> Project:
         for entry in overlays:
             if isinstance(entry, str) and entry:
                 python[entry] = Path(os.path.normpath(file.parent / os.path.expanduser(entry)))
+    programs = {}
+    program = config.get("python3Executable")
+    if isinstance(program, str) and program:
+        # As config resolves it; inside the project (as named or once links are followed) it is the
+        # project's code: before, `python3Executable = "tools/python"` was run by every evaluation
+        # (`--version`) whatever a git pull had made of it since the allow.
+        named = Path(os.path.normpath(file.parent / os.path.expanduser(program)))
+        root = Path(os.path.realpath(file.parent))
+        if named.is_relative_to(file.parent) or Path(os.path.realpath(named)).is_relative_to(root):
+            programs[f"python3Executable ({program})"] = named
     return Project(file=file, set=chosen, capabilities=strings("capabilities"), packages=packages, files=files,
-                   config=config, python_files=python, source=source)
+                   config=config, python_files=python, programs=programs, source=source)
 
 
 # --- trust: nothing of a project file takes effect until its user allows it (see `trust`) ---
@@ -239,7 +252,8 @@ def _ownership(project: Project, safe_directories: Sequence[str]) -> None:
     from .trust import UntrustedProjectError, ownership_problem
 
     uid = project.source.uid if project.source is not None else None
-    checked = [(project.file, uid), *((path, None) for path in project.python_files.values() if os.path.exists(path))]
+    named = [*project.python_files.values(), *project.programs.values()]
+    checked = [(project.file, uid), *((path, None) for path in named if os.path.exists(path))]
     for path, owner in checked:
         problem = ownership_problem(path, owner, safe_directories=safe_directories)
         if problem is None:
@@ -259,7 +273,7 @@ def _contents(project: Project) -> Any:
     from .trust import contents_of, read_project_file
 
     source = project.source if project.source is not None else read_project_file(project.file)
-    return contents_of(source.data, project.python_files)
+    return contents_of(source.data, {**project.python_files, **project.programs})
 
 
 def check_allowed(project: Project, *, safe_directories: Sequence[str] = ()) -> None:
@@ -269,10 +283,10 @@ def check_allowed(project: Project, *, safe_directories: Sequence[str] = ()) -> 
     The message names the file (and that it was found in a parent directory), why it is
     refused, what it would do, and the `cudapkgs allow` command to run.
     """
-    from .trust import UntrustedProjectError, allowed_record, changed_since
+    from .trust import UntrustedProjectError, allowed_record, changed_since, project_key
 
     _ownership(project, safe_directories)
-    real = project.source.real if project.source is not None else Path(os.path.realpath(project.file))
+    real = project.source.real if project.source is not None else project_key(project.file)
     record = allowed_record(real)
     try:
         contents = _contents(project)
@@ -292,18 +306,18 @@ def allow_project(project: Project, *, safe_directories: Sequence[str] = ()) -> 
     """Allow `project` with its present contents (the project file and every Python file it
     names); returns the record written. Raises `UntrustedProjectError` when it is owned by
     someone else (see `check_allowed`), `ConfigError` when a file it names cannot be read."""
-    from .trust import record_allowed
+    from .trust import project_key, record_allowed
 
     _ownership(project, safe_directories)
-    real = project.source.real if project.source is not None else Path(os.path.realpath(project.file))
+    real = project.source.real if project.source is not None else project_key(project.file)
     return record_allowed(real, _contents(project))
 
 
 def deny_project(path: str | os.PathLike[str]) -> bool:
     """Forget that the project file at `path` was allowed; False when it was not allowed."""
-    from .trust import forget_allowed
+    from .trust import forget_allowed, project_key
 
-    return forget_allowed(os.path.realpath(path))
+    return forget_allowed(project_key(path))
 
 
 @dataclass

@@ -15,7 +15,7 @@ So, as git's ``safe.directory`` (CVE-2022-24765) and direnv's ``allow``:
   sudo (``$SUDO_UID``) is accepted too, as git does.
 * **Allowing.** A project file is used only once the user has run ``cudapkgs allow``
   on its exact contents: the sha256 of the file and of every Python file it names,
-  recorded for the file's real path in ``$XDG_DATA_HOME/cudapkgs/allowed/`` (outside
+  recorded for the file's path (its directory's links resolved, `project_key`) in ``$XDG_DATA_HOME/cudapkgs/allowed/`` (outside
   any repository; one JSON file per project, written atomically, in a 0700 directory).
   An edit of any of them (a ``git pull``) needs a new ``cudapkgs allow``; ``cudapkgs
   deny`` forgets the project. Until then the project file is read only to be described.
@@ -44,6 +44,7 @@ __all__ = [
     "ProjectFile",
     "UntrustedProjectError",
     "read_project_file",
+    "project_key",
     "ownership_problem",
     "Contents",
     "contents_of",
@@ -68,7 +69,8 @@ class UntrustedProjectError(ConfigError):
 
 @dataclass(frozen=True)
 class ProjectFile:
-    """A project file as read, once: its path as found, its real path, its bytes and its owner."""
+    """A project file as read, once: its path as found, the path it is allowed for (`project_key`:
+    its directory's links resolved, not its own), its bytes and the owner of the file it reaches."""
 
     path: Path
     real: Path
@@ -94,7 +96,21 @@ def read_project_file(path: str | os.PathLike[str]) -> ProjectFile:
         data = handle.read(MAX_PROJECT_BYTES + 1)
     if len(data) > MAX_PROJECT_BYTES:
         raise ConfigError(f"{shown}: the project file is larger than {MAX_PROJECT_BYTES} bytes")
-    return ProjectFile(shown, Path(os.path.realpath(shown)), data, st.st_uid)
+    return ProjectFile(shown, project_key(shown), data, st.st_uid)
+
+
+def project_key(path: str | os.PathLike[str]) -> Path:
+    """The path an allow of the project file at `path` is recorded for: its directory's real
+    path and its own name, so a link to the file is not followed.
+
+    A project's relative paths (``files``, ``overlays``, ``storeDir``, ``driverLibDir``,
+    ``python3Executable``, …) are read from the directory it was found in, so a
+    ``cudapkgs.toml`` linked into another directory is another project: keyed on the linked
+    file's real path, a repository holding a link to an allowed project file was used as
+    allowed, its relative paths taken from the repository (tests/test_project_trust.py).
+    """
+    shown = Path(path).absolute()
+    return Path(os.path.realpath(shown.parent)) / shown.name
 
 
 def _user_name(uid: int) -> str:

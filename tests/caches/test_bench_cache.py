@@ -26,3 +26,15 @@ def test_tiny_bench_runs_both_tools_and_memory_stays_bounded():
     assert result["maxrss_kib"]["cudapkgs upload"] < 100 * 1024
     # the same bytes travel: zstd level 3 both ways, so the sizes are within a few per cent
     assert abs(result["compressed"]["cache"] - result["compressed"]["tar"]) < 0.1 * result["compressed"]["tar"]
+
+
+def test_tiny_http_bench_substitutes_the_same_bytes_from_file_and_http():
+    """--http: the closure from a cache directory served on 127.0.0.1 (nginx, else a Python server), and from file://."""
+    out = subprocess.run([sys.executable, str(BENCH), "--tiny", "--http", "-r", "1", "--json"], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["paths"] == 2 and result["cacheBytes"] > 1 << 20 and result["server"]
+    assert set(result["median_s"]) == {"file:// (this tree)", "http:// (this tree)"}
+    assert all(v > 0 for v in result["median_cpu_s"].values())
+    assert result["maxrss_kib"]["http:// (this tree)"] < 100 * 1024

@@ -50,12 +50,16 @@ def test_copy_to_and_from_a_file_cache(tmp_path):
     (tmp_path / "k").write_text(str(key))
     env = {"CUDAPKGS_STORE": store.store_dir}
     url = f"file://{tmp_path}/cache"
-    out = run_cli("copy", "--to", url, "--sign-key", str(tmp_path / "k"), top, env=env)
+    out = run_cli("copy", "--to", url, "--sign-key", str(tmp_path / "k"), "--compression", "bzip2", top, env=env)
     assert out.returncode == 0, out.stderr
     assert f"copied 2 path(s)" in out.stderr
+    assert all(name.endswith(".nar.bz2") for name in os.listdir(tmp_path / "cache" / "nar"))  # what old Nix reads
     assert f"[1/2] {dep}: uploaded (" in out.stderr and f"[2/2] {top}: uploaded (" in out.stderr
     fresh = fresh_store_like(store, tmp_path / "old")
     fresh.close()
+    assert all("\nCA: fixed:r:sha256:" in p.read_text() for p in (tmp_path / "cache").glob("*.narinfo"))
+    for narinfo in (tmp_path / "cache").glob("*.narinfo"):  # without their addresses, only a signature vouches
+        narinfo.write_text("".join(l + "\n" for l in narinfo.read_text().splitlines() if not l.startswith("CA: ")))
     # not trusted: one line naming the path and the cache, nothing registered
     refused = run_cli("copy", "--from", url, top, env=env)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
@@ -88,7 +92,7 @@ def _fetch_and_check(cache, path: str, key, dest) -> None:
 
     info = cache.narinfo(path)
     assert key.public.verify(info.sigs[0], info.fingerprint())
-    stream = cache._get(info.url)
+    stream = cache._get(info.url, info.file_size_bound())
     reader = restore(stream, dest)
     stream.close()
     assert "sha256:" + base32_encode(reader.sha256.digest()) == info.nar_hash and reader.size == info.nar_size

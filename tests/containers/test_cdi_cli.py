@@ -188,7 +188,10 @@ def test_list_of_a_generated_spec(machine, tmp_path, capsys):
     assert capsys.readouterr().out.splitlines() == ["nvidia.com/gpu=0", f"nvidia.com/gpu={fakes.GPU0_UUID}", "nvidia.com/gpu=all"]
 
 
-def test_snippets(capsys):
+def test_snippets(capsys, tmp_path, monkeypatch):
+    import cudapkgs.containers.registry as registry
+
+    monkeypatch.setattr(registry, "DEFAULT_SPEC_DIRS", (str(tmp_path / "none"),))  # this machine's specs do not count
     assert main(["cdi", "snippet", "docker"]) == 0
     assert capsys.readouterr().out == "--device nvidia.com/gpu=all\n"
     assert main(["cdi", "snippet", "podman", "--device", "0", "--device", "nvidia.com/gpu=GPU-abc"]) == 0
@@ -199,6 +202,28 @@ def test_snippets(capsys):
         {"driver": "cdi", "capabilities": ["gpu"], "device_ids": ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]}
     ]
     assert main(["cdi", "snippet", "docker", "--device", "bad/name"]) == 1
+
+
+def test_snippet_device_names_are_checked(capsys, tmp_path, monkeypatch, machine):
+    """Before, `cdi snippet docker --device bogus` printed `--device nvidia.com/gpu=bogus` unchecked."""
+    import cudapkgs.containers.registry as registry
+
+    monkeypatch.setattr(registry, "DEFAULT_SPEC_DIRS", (str(tmp_path / "none"),))
+    assert main(["cdi", "snippet", "docker", "--device", "bogus"]) == 1
+    err = capsys.readouterr().err
+    assert "nvidia.com/gpu=bogus: not a name `cdi generate` gives nvidia.com/gpu devices (all, an index" in err
+    assert main(["cdi", "snippet", "docker", "--device", "gpu3,mig0:1,MIG-4a2b-77"]) == 0  # the kind's syntax
+    assert main(["cdi", "snippet", "docker", "--device", "example.com/fpga=bogus"]) == 0  # a kind of unknown syntax
+    assert main(["cdi", "snippet", "docker", "--device", "bogus", "--no-check"]) == 0
+    capsys.readouterr()
+    # against a spec: only what it defines
+    main(_gen(machine, "-o", str(tmp_path / "cdi" / "nvidia.json")))
+    capsys.readouterr()
+    spec = ["--spec-dir", str(tmp_path / "cdi")]
+    assert main(["cdi", "snippet", "docker", "--device", "0", *spec]) == 0
+    assert capsys.readouterr().out == "--device nvidia.com/gpu=0\n"
+    assert main(["cdi", "snippet", "docker", "--device", "3", *spec]) == 1
+    assert "nvidia.com/gpu=3: no CDI spec here defines it (defined: nvidia.com/gpu=0" in capsys.readouterr().err
 
 
 def test_install_service_print_and_install(tmp_path, capsys):

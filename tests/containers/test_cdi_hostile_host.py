@@ -147,3 +147,26 @@ def test_nvml_bytes_that_are_not_utf8_and_a_missing_gpu_node(rich_machine):
     doc, warnings = _generate(rich_machine, nvml)
     assert "0" not in [d["name"] for d in doc["devices"]]
     assert f"Could not locate {rich_machine.root}/dev/nvidia{10**12}: GPU 0 " in warnings[0]
+
+
+def test_a_uuid_listed_twice_names_one_device_only(rich_machine):
+    """A third /proc entry repeating GPU 0's information: both GPUs were named by the one UUID and
+    the spec failed `cdi validate` ("defined twice"), so every runtime refused all of it."""
+    again = rich_machine.procfs / "driver/nvidia/gpus/0000:42:00.0"
+    again.mkdir()
+    (again / "information").write_text(_information(rich_machine).read_text())
+    doc, warnings = _generate(rich_machine, discovery="proc")
+    names = [d["name"] for d in doc["devices"]]
+    assert names.count(fakes.GPU0_UUID) == 1 and "1" in names  # the repeat keeps its index name
+    assert f"GPU 1: not named {fakes.GPU0_UUID!r}, which an earlier device has (the host lists it twice)" in warnings
+
+
+def test_a_uuid_that_reads_all_does_not_replace_the_all_device(rich_machine):
+    """A GPU whose UUID is "all" was the spec's only "all" device: a container asking for every
+    GPU got that one."""
+    _information(rich_machine).write_text(_information(rich_machine).read_text().replace(fakes.GPU0_UUID, "all"))
+    doc, warnings = _generate(rich_machine, discovery="proc")
+    everything = [d for d in doc["devices"] if d["name"] == "all"]
+    assert len(everything) == 1
+    assert {n["path"] for n in everything[0]["containerEdits"]["deviceNodes"]} >= {"/dev/nvidia0", "/dev/nvidia1"}
+    assert any(w.startswith("GPU 0: not named 'all'") for w in warnings), warnings

@@ -137,16 +137,14 @@ def test_verified_dest_is_reused(server, tmp_path):
 def test_a_name_that_does_not_resolve_fails_at_once(tmp_path, monkeypatch):
     """No network (or a typo in a mirror URL): one attempt, no backoff, the reason in the message."""
     import socket
-    import urllib.error
-    import urllib.request
 
     calls = []
 
-    def unresolvable(request, timeout=None):
-        calls.append(request.full_url)
-        raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
+    def unresolvable(host, *args, **kwargs):
+        calls.append(host)
+        raise socket.gaierror(-2, "Name or service not known")
 
-    monkeypatch.setattr(urllib.request, "urlopen", unresolvable)
+    monkeypatch.setattr(socket, "getaddrinfo", unresolvable)
     with pytest.raises(FetchError, match="Name or service not known") as info:
         download("https://mirror.example/cuda/x.tar.xz", tmp_path / "x.tar.xz", sha256="0" * 64, backoff=5)
     assert len(calls) == 1 and "attempts" not in str(info.value)

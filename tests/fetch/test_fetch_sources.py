@@ -89,8 +89,13 @@ def test_all_sources_fail(server, tmp_path):
         WheelSource(pip=["false"]),
     ]
     artifact = Artifact(REL, ARTIFACT.sha256, None, None)
+    fallbacks = []
     with pytest.raises(FetchError) as caught:
-        fetch_artifact(sources, "cuda", "cuda_foo", "13.0.96", artifact, tmp_path / "out", cuda_major=13)
+        fetch_artifact(sources, "cuda", "cuda_foo", "13.0.96", artifact, tmp_path / "out", cuda_major=13,
+                       on_fallback=lambda *a: fallbacks.append(a))
+    # one report per fallback (it used to be silent): the failed source, its reason, the next one
+    assert [(failed, nxt) for failed, _, nxt in fallbacks] == [(s.name, n.name) for s, n in zip(sources, sources[1:])]
+    assert "HTTP 404" in fallbacks[0][1]
     message = str(caught.value)
     assert not isinstance(caught.value, HashMismatchError)
     assert message.startswith(f"cannot fetch cuda_foo 13.0.96 ({REL}) from any source: ")

@@ -161,6 +161,29 @@ def test_wheel_source_with_fake_pip(tmp_path):
 
 
 
+def test_a_pip_download_reports_its_bytes_as_they_come(tmp_path):
+    """Before, a pip-driven download reported nothing until it ended; now the bytes in pip's $TMPDIR."""
+    built = make_wheel(tmp_path / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl", CU13)
+    fake_pip = tmp_path / "pip.py"
+    fake_pip.write_text(  # as pip does: write into a tempfile directory, then copy to -d once complete
+        "import os, shutil, sys, tempfile, time\n"
+        "part = os.path.join(tempfile.mkdtemp(), 'w.whl')\n"
+        "with open(part, 'wb') as f:\n"
+        "    for _ in range(3):\n"
+        "        f.write(b'x' * 1000); f.flush(); time.sleep(0.6)\n"
+        f"shutil.copy({str(built)!r}, sys.argv[sys.argv.index('-d') + 1])\n"
+    )
+    seen = []
+    source = WheelSource(tmp_path / "cache", pip=[sys.executable, str(fake_pip)])
+    artifact = Artifact("cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz", "0" * 64, None, 1)
+    fetch_artifact([source], "cuda", "cuda_nvcc", "13.0.88", artifact, tmp_path / "out", cuda_major=13,
+                   progress=lambda done, total: seen.append((done, total)))
+    partial = [done for done, total in seen if total is None]
+    assert partial and partial == sorted(partial) and set(partial) <= {1000, 2000, 3000}
+    assert seen[-1] == (built.stat().st_size, built.stat().st_size)
+    assert not any(p.name.startswith(".pip-tmp-") for p in (tmp_path / "cache").iterdir())  # scratch removed
+
+
 def test_a_verified_wheel_is_not_downloaded_again_unless_its_bytes_changed(tmp_path):
     built = make_wheel(tmp_path / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl", CU13)
     calls = tmp_path / "calls"

@@ -151,6 +151,28 @@ def test_a_response_file_that_cannot_be_read_is_passed_through(tree, tmp_path):
         assert log.read_text().splitlines() == argv  # untouched, and no -Wl,-rpath for the stubs dir
 
 
+def test_response_files_are_read_at_most_2000_in_all(tree, tmp_path):
+    """GCC's expandargv stops after 2000 response files ("too many @-files encountered"); the
+    wrapper read every one up to 10 deep, so a file naming itself four times (4^10 reads) hung
+    it before the compiler was ever run. Now the 2000th and later @FILEs are left as they are."""
+    store, lib, _, _ = tree
+    wrapper, log = _recorder(tmp_path)
+    empty = tmp_path / "empty.rsp"
+    empty.write_text("\n")
+    top = tmp_path / "top.rsp"
+    top.write_text(f"@{empty} " * 2100 + "\n")
+    run = subprocess.run([wrapper, "main.o", f"@{top}", "-o", "t"], check=True, capture_output=True, text=True,
+                         env=_env(store, NIX_DEBUG="1"), timeout=300)
+    read = run.stderr.split("run paths added:")[0].splitlines()
+    assert read.count(f"  {empty}") == 0
+    assert read.count(f"  @{empty}") == 2100 - 1999  # top.rsp is the first of the 2000
+    tree_rsp = tmp_path / "self.rsp"
+    tree_rsp.write_text(f"@{tree_rsp} @{tree_rsp} @{tree_rsp} @{tree_rsp} -L{lib} -lgreet\n")
+    argv = ["main.o", f"@{tree_rsp}", "-o", "t"]
+    subprocess.run([wrapper, *argv], check=True, env=_env(store), timeout=300)
+    assert log.read_text().splitlines() == [*argv, f"-Wl,-rpath,{lib}"]
+
+
 def _reference_words(text: str) -> list[str]:
     """GCC's response-file syntax (libiberty buildargv, as Nixpkgs' expand-response-params reads
     it): words split by whitespace; '…' and "…" quote; a backslash takes the next character as it

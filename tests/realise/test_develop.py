@@ -197,3 +197,30 @@ def test_rc_defines_every_phase_and_keeps_the_builders_scripts(project, tmp_path
     finally:
         session.close()
     assert not session.work.exists()
+
+
+def test_the_help_s_phase_example_works_as_written(tmp_path):
+    """`cudapkgs develop --help` showed `saxpy --phase buildPhase` alone, which fails in any directory
+    but the unpacked source ("cc1plus: fatal error: saxpy.cu: No such file or directory"). Its
+    --phase lines, run in order in an empty directory (CPU saxpy: offline), build saxpy."""
+    from cudapkgs.cli import _parser_of, build_parser
+
+    develop = _parser_of(build_parser("develop", []), ["develop"])
+    lines = [line.strip() for line in develop.epilog.splitlines() if "--phase" in line and "saxpy" in line]
+    assert len(lines) >= 2, develop.epilog
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")]),
+           "CUDAPKGS_STORE": str(tmp_path / "store"), "CUDAPKGS_MANIFESTS": str(MANIFESTS)}
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    for line in lines:
+        command = line.split("#")[0].replace("--set cudaSupport=true --set allowUnfree=true ", "")
+        if command.startswith("cd "):
+            directory, command = command[3:].split(" && ", 1)
+            cwd = cwd / directory
+        words = command.split()
+        assert words[0] == "cudapkgs", line
+        done = subprocess.run([sys.executable, "-m", "cudapkgs", *words[1:]], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+    assert (cwd / "saxpy").is_file()

@@ -70,3 +70,72 @@ def test_realise_roots_its_inputs_before_building(tmp_path):
             assert gc_process.gc().deleted == []
         realise(store, [c])
         assert store.verify() == []
+
+
+def write_name(drv, ctx, outputs) -> None:
+    for name, directory in outputs.items():
+        directory.mkdir()
+        (directory / "f").write_text(f"{drv.name} {name}\n")
+
+
+_GC_LOOP = """
+import os, sys, time
+from cudapkgs.store.store import Store
+root, stop = sys.argv[1], sys.argv[2]
+deadline = time.monotonic() + 120  # bounded even if the test dies without a word
+open(stop + ".started", "w").close()
+while not os.path.exists(stop) and time.monotonic() < deadline:
+    with Store.open(root) as store:
+        store.gc()
+"""
+
+
+def test_builds_racing_a_gc_loop_keep_every_output(tmp_path, monkeypatch):
+    """Issue 23 class 2: `cudapkgs gc` beside `cudapkgs build -o res` deleted the fresh output.
+
+    Forty builds (two outputs each, linked as the command line links them) run while another
+    process collects garbage in a loop. Before outputs were rooted at registration, a gc that
+    got the lock between `add_outputs` and the build's own temporary root took them (7 of 40
+    rounds here; the link then dangled or the command failed).
+    """
+    import subprocess
+    import sys
+    import time
+
+    from cudapkgs.cli.build import realise_and_link
+    from cudapkgs.cli.installables import Installable
+
+    monkeypatch.setitem(context.BUILDERS, "gc-race", f"{__name__}:write_name")
+    monkeypatch.chdir(tmp_path)
+    root = os.fspath(tmp_path / "store")
+    Store.open(root).close()
+    stop = tmp_path / "stop"
+    gc_loop = subprocess.Popen([sys.executable, "-c", _GC_LOOP, root, os.fspath(stop)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "stop.started").exists():
+            assert gc_loop.poll() is None and time.monotonic() < deadline, "the gc loop did not start"
+            time.sleep(0.01)
+        lost = []
+        for round_ in range(40):
+            drv = Derivation(store_dir=root, name=f"race{round_}", system="x86_64-linux", outputs=("out", "dev"),
+                             builder="gc-race", src=None, input_paths={}, attrs={}, deps=())
+            try:
+                realise_and_link(root, [Installable(drv.name, drv=drv)], out_link=f"res{round_}", jobs=1, quiet=True)
+            except Exception as error:  # noqa: BLE001 - a lost output shows as a failed link
+                lost.append(f"round {round_}: {error}")
+                continue
+            for link in (f"res{round_}", f"res{round_}-dev"):
+                if not os.path.exists(os.path.join(link, "f")):
+                    lost.append(f"round {round_}: {link} dangles")
+        assert gc_loop.poll() is None, "the gc loop died"
+    finally:
+        stop.touch()
+        try:
+            gc_loop.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            gc_loop.kill()
+            gc_loop.wait()
+    assert lost == []
+    with Store.open(root) as store:  # every output is rooted by its link, and the store is consistent
+        assert store.gc().deleted == [] and store.verify() == []

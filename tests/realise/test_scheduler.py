@@ -314,6 +314,42 @@ def test_plain_progress_says_how_many_sources_are_already_cached(store):
         assert out.getvalue().endswith(f"fetching 2 source(s) ({said})\n")
 
 
+def test_rich_progress_says_what_it_fetches_not_0_b(store):
+    """Before, the TTY bar said "0 B to fetch" for wheels, whose size is unknown until fetched."""
+    from types import SimpleNamespace
+
+    from cudapkgs.realise.scheduler import Fetch, Plan
+
+    a = mk(store.store_dir, "a", size=10)
+    progress = RichProgress(_Terminal())
+    progress.begin(Plan((a,), (a,), (Fetch(a, "a", 10, (), SimpleNamespace(cached=None, size=None)),)), 1)
+    try:
+        described = [task.description for task in progress._bars.tasks]
+    finally:
+        progress.end()
+    assert described == ["[bold]building[/] (1 jobs, fetching 1 (sizes unknown))"]
+
+
+def test_plain_download_lines_give_bytes_and_speed(store, monkeypatch):
+    import cudapkgs.cli.progress as progress_module
+
+    a = mk(store.store_dir, "a", size=10)
+    clock = iter([0.0, 5.0, 10.0, 20.0, 40.0])
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: next(clock))
+    out = io.StringIO()
+    progress = PlainProgress(out)
+    mib = 1 << 20
+    for done in (0, 100 * mib, 150 * mib, 300 * mib):
+        progress.download(a, done, 400 * mib)
+    progress.download(a, 400 * mib, 400 * mib)
+    assert out.getvalue().splitlines() == [
+        "a: fetching 400.0 MiB",
+        "a: 100.0 MiB of 400.0 MiB (20.0 MiB/s)",
+        "a: 300.0 MiB of 400.0 MiB (15.0 MiB/s)",
+        "a: fetched 400.0 MiB in 40 s (10.0 MiB/s)",
+    ]
+
+
 def test_plain_progress_lines(store):
     a = mk(store.store_dir, "a", size=4096, download=4096, steps=["unpack"])
     b = mk(store.store_dir, "b", [a])

@@ -135,3 +135,31 @@ def test_scan_finds_hash_across_chunk_boundary(tmp_path, monkeypatch):
     seen = []
     found = nar.scan_for_hashes(tmp_path / "d", [h, "1" * 32], on_found=lambda hh, rel: seen.append(rel))
     assert found == {h} and sorted(seen) == ["bin", "l"]
+
+
+@given(st.lists(st.sampled_from([b"0", b"a", b"z", b"e", b"_", b"\0", b"/", b"0mdqa9w1", b"p6cmli69"]), max_size=80))
+def test_base32_runs_are_the_maximal_runs_of_32_or_more(pieces):
+    import re
+
+    from cudapkgs.store.paths import BASE32_CHARS
+
+    data = b"".join(pieces)
+    assert list(nar._runs(data)) == [(m.start(), m.group()) for m in re.finditer(rb"[%s]{32,}" % BASE32_CHARS.encode(), data)]
+
+
+@pytest.mark.parametrize("many", [False, True])  # a substring search per candidate, or the base-32 runs
+@pytest.mark.parametrize("chunk", [16, 1 << 18])
+def test_named_scan_finds_full_store_paths_of_any_hash_across_chunks(tmp_path, monkeypatch, chunk, many):
+    monkeypatch.setattr(nar, "CHUNK", chunk)
+    known, unknown = "0mdqa9w1p6cmli6976v4wi0sw9r4p5pr", "1" * 32
+    others = [f"{i:02d}" + "a" * 30 for i in range(40)] if many else []
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "bin").write_bytes(b"\x7fELF" + b"x" * 37 + f"/s/t/{unknown}-libfoo-1.0/lib\0".encode()
+                                         + known.encode() + b" /s/tt/" + ("2" * 32).encode() + b"-other")
+    (tmp_path / "d" / "l").symlink_to(f"/s/t/{known}-dep")
+    digest, size, found, named = nar.hash_and_scan_named(tmp_path / "d", [known, *others], "/s/t")
+    assert (digest, size) == nar.nar_hash(tmp_path / "d") and found == {known}
+    assert set(named) == {unknown, known}  # /s/tt/ is another store directory
+    names = {unknown: "libfoo-1.0", known: "dep"}  # for messages: a name split by a chunk's end is cut short
+    assert all(names[h].startswith(name) for h, name in named.items()) and (chunk == 16 or named == names)
+    assert nar.scan_named(tmp_path / "d", [], "/s/t/") == (set(), named)

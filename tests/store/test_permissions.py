@@ -61,6 +61,17 @@ def test_a_store_others_can_write_is_refused(tmp_path, target):
     Store.open(tmp_path / "store").close()
 
 
+def test_a_group_writable_directory_is_refused_before_anything_is_created_in_it(tmp_path):
+    """Debian's /nix/store is root:nixbld 1775: before, .locks, .gcroots, .meta... were created, then refused."""
+    root = tmp_path / "nix" / "store"
+    root.mkdir(parents=True)
+    os.chmod(root, 0o1775)
+    with pytest.raises(StoreError, match=f"refusing to use the store {root}: {root} is writable by other users "
+                                         r"\(mode 1775\)"):
+        Store.open(root)
+    assert os.listdir(root) == []
+
+
 def _as_nobody(fn) -> dict:
     """Run fn() in a forked child as nobody; its JSON-able result (or the error's text)."""
     try:

@@ -263,6 +263,7 @@ def test_gc_keeps_closure_of_roots(store, tmp_path):
     os.makedirs(junk)  # unregistered leftover
     store.add_indirect_root(tmp_path / "result", top)
     store.add_root("default", prof)
+    store.release_temp_roots()  # what this Store added stays only as long as a root keeps it
     assert os.readlink(tmp_path / "result") == top
     assert set(store.roots().values()) == {top, prof}
 
@@ -299,6 +300,7 @@ def test_gc_counts_hard_linked_files_once_and_only_when_freed(store, tmp_path):
     nvcc = _add_linked(store, "nvcc", os.path.join(libnvvm, "libnvvm.so"))
     assert os.stat(os.path.join(nvcc, "nvvm/libnvvm.so")).st_nlink == 2  # the store kept the link
     store.add_indirect_root(tmp_path / "result", nvcc)
+    store.release_temp_roots()
 
     dry = store.gc(dry_run=True)
     assert dry.deleted == [libnvvm] and dry.bytes_freed == 1  # only "small"
@@ -308,6 +310,7 @@ def test_gc_counts_hard_linked_files_once_and_only_when_freed(store, tmp_path):
     # Every link inside what is deleted: the file is freed, and counted once.
     again = store.add_path(addressed(store, "libnvvm2"), write_tree({"libnvvm.so": big}))
     twin = _add_linked(store, "nvcc2", os.path.join(again, "libnvvm.so"))
+    store.release_temp_roots()
     os.unlink(tmp_path / "result")
     assert store.gc(dry_run=True).bytes_freed == 2 * len(big)  # nvcc's (its last link) and the twins' one
     result = store.gc()
@@ -322,6 +325,7 @@ def test_stale_indirect_roots_are_removed(store, tmp_path):
     (tmp_path / "ra").unlink()  # link gone
     (tmp_path / "rb").unlink()
     (tmp_path / "rb").symlink_to(tmp_path)  # points elsewhere
+    store.release_temp_roots()
     assert store.roots() == {}
     assert len(os.listdir(store.gcroots_dir / "auto")) == 2
     assert sorted(store.gc().deleted) == sorted([a, b])
@@ -361,10 +365,11 @@ def cli(*args: str, store_dir: str) -> subprocess.CompletedProcess:
 
 
 def test_cli_path_info_json_gc_dry_run_and_errors(store, tmp_path):
-    dep = store.add_path(addressed(store, "dep"), write_tree({"f": b"dep"}))
-    top = store.add_path(addressed(store, "top"), write_tree({"f": dep.encode()}), references_candidates=[dep])
-    store.add_indirect_root(tmp_path / "result", top)
-    garbage = store.add_path(addressed(store, "garbage"), write_tree({"f": b"g"}))
+    with Store.open(store.store_dir) as adder:  # a process that has finished: its temporary roots are gone
+        dep = adder.add_path(addressed(store, "dep"), write_tree({"f": b"dep"}))
+        top = adder.add_path(addressed(store, "top"), write_tree({"f": dep.encode()}), references_candidates=[dep])
+        adder.add_indirect_root(tmp_path / "result", top)
+        garbage = adder.add_path(addressed(store, "garbage"), write_tree({"f": b"g"}))
 
     r = cli("path-info", "--json", "-rS", str(tmp_path / "result"), store_dir=store.store_dir)
     assert r.returncode == 0, r.stderr
@@ -473,7 +478,7 @@ def test_temporary_roots_protect_fresh_paths_until_their_process_ends(store, tmp
 import os, signal
 from cudapkgs.store.store import Store
 s = Store.open({str(tmp_path / "s2")!r})
-s.add_temp_roots([])
+s.add_path("rooted", lambda out: out.write_text("x"))  # rooted by this process until it dies
 os.kill(os.getpid(), signal.SIGKILL)
 """
     subprocess.run([sys.executable, "-c", code])
@@ -484,6 +489,40 @@ os.kill(os.getpid(), signal.SIGKILL)
         assert list((s2.root / ".temproots").glob("*")) == []
     finally:
         s2.close()
+
+
+def test_every_way_of_adding_a_path_roots_it_until_the_store_closes(store, tmp_path):
+    """Issue 23 class 2: a gc between registration and the caller's ./result took fresh outputs.
+
+    Before the fix, `add_path`, `add_outputs` and `add_verified_path` rooted nothing: the gc
+    of another process run right after each returned deleted every path made here.
+    """
+    from cudapkgs.store import nar
+
+    addressed_path = store.add_path(addressed(store, "addressed"), write_tree({"f": b"a"}))
+    content_path = store.add_path("content", write_tree({"f": b"c"}))
+    outs = store.add_outputs([addressed(store, "o1"), addressed(store, "o2")],
+                             lambda dirs: [write_tree({"f": p.encode()})(d) for p, d in dirs.items()])
+    source = tmp_path / "source"
+    write_tree({"f": b"substituted"})(source)
+    digest, size, _ = nar.hash_and_scan(source, {})
+    substituted = addressed(store, "substituted")
+    assert store.add_verified_path(substituted, lambda out: write_tree({"f": b"substituted"})(out),
+                                   nar_hash=nar.format_hash(digest), nar_size=size, references=[])
+    mine = {addressed_path, content_path, *outs, substituted}
+    with Store.open(store.store_dir) as other:  # another process's gc, right after each returned
+        assert other.gc().deleted == []
+        # Another process that finds them valid roots them too, before it counts on them.
+        assert other.add_path(addressed_path, write_tree({"f": b"never built"})) == addressed_path
+        assert other.add_outputs(outs, lambda dirs: pytest.fail("rebuilt a valid path")) == outs
+        assert other.add_verified_path(substituted, lambda out: pytest.fail("refilled"), nar_hash="", nar_size=0,
+                                       references=[]) is False
+        store.close()
+        with Store.open(store.store_dir) as third:
+            assert third.gc().deleted == [content_path]  # the only one `other` did not count on
+            assert sorted(third._live_temp_roots(False)) == sorted({addressed_path, *outs, substituted})
+    with Store.open(store.store_dir) as last:  # both processes gone: garbage now
+        assert sorted(last.gc().deleted) == sorted(mine - {content_path})
 
 
 def test_verify_only_the_paths_given(store, tmp_path):

@@ -40,16 +40,30 @@ def closure_in(store_dir: Path) -> tuple[str, str]:
     return lib, app
 
 
-def test_a_closure_travels_to_a_new_store_at_the_same_directory(tmp_path):
+MAGIC = {"closure.tar.gz": b"\x1f\x8b", "closure.tar.xz": b"\xfd7zXZ\x00", "closure.tar.zst": b"\x28\xb5\x2f\xfd",
+         "closure.tar": b""}
+
+
+@pytest.mark.parametrize("name", sorted(MAGIC))
+def test_a_closure_travels_to_a_new_store_at_the_same_directory(tmp_path, name):
+    """Each compression the name asks for is written (its magic number) and read back, progress reported per path."""
     store_dir = tmp_path / "store"
     lib, app = closure_in(store_dir)
-    archive = tmp_path / "closure.tar.gz"
+    archive = tmp_path / name
+    seen = []
     with Store.open(store_dir) as store:
-        assert export_closure(store, [app], archive) == [lib, app]  # dependencies first
+        assert export_closure(store, [app], archive, on_path=lambda *a: seen.append(a)) == [lib, app]  # dependencies first
+        assert [(i, t, p) for i, t, p, *_ in seen] == [(1, 2, lib), (2, 2, app)]
+        assert seen[1][4] == seen[0][3] and seen[0][5] == seen[0][3] + seen[1][3]  # bytes done before, total
+        assert archive.read_bytes().startswith(MAGIC[name])
+        if name == "closure.tar":
+            assert tarfile.open(archive, "r:").next().name == MANIFEST
         original = {p: store.query(p) for p in (lib, app)}
     os.rename(store_dir, tmp_path / "old")  # "another machine": an empty store at the same place
+    seen.clear()
     with Store.open(store_dir) as store:
-        assert import_closure(store, archive) == [lib, app]
+        assert import_closure(store, archive, on_path=lambda *a: seen.append(a)) == [lib, app]
+        assert [(i, t, p) for i, t, p, *_ in seen] == [(1, 2, lib), (2, 2, app)]
         assert import_closure(store, archive) == []  # already there
         for path, info in original.items():
             assert store.query(path).nar_hash == info.nar_hash
@@ -112,9 +126,40 @@ def test_cli_export_import(tmp_path):
     done = run("import", str(tmp_path / "c.tgz"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [lib, app]
+    assert "[1/2] importing " in done.stderr and "[2/2] importing " in done.stderr
+
+
+@pytest.mark.parametrize("name", ["closure.zst", "closure.tar.bz2", "closure", "c.tar.zstd"])
+def test_an_output_name_that_says_no_compression_is_refused(tmp_path, name):
+    """Before, `-o closure.tar.zst` silently wrote a plain tar; now a name must say its compression."""
+    store_dir = tmp_path / "store"
+    lib, app = closure_in(store_dir)
+    with Store.open(store_dir) as store:
+        with pytest.raises(StoreError, match=f"{name}: the archive's name does not say its compression; end it in .tar"):
+            export_closure(store, [app], tmp_path / name)
+    assert not (tmp_path / name).exists()
+    done = subprocess.run([sys.executable, "-m", "cudapkgs", "export", app, "-o", str(tmp_path / name), "--store",
+                           str(store_dir)], capture_output=True, text=True)
+    assert done.returncode != 0 and "does not say its compression" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_missing_archive_says_it_cannot_be_read(tmp_path):
     with Store.open(tmp_path / "store") as store:
         with pytest.raises(StoreError, match="cannot read .*nope.tar: No such file"):
             import_closure(store, tmp_path / "nope.tar")
+
+
+@pytest.mark.parametrize("name", ["closure.tar.xz", "closure.tar.zst"])
+def test_a_truncated_xz_or_zstd_archive_adds_nothing(tmp_path, name):
+    store_dir = tmp_path / "store"
+    lib, app = closure_in(store_dir)
+    archive = tmp_path / name
+    with Store.open(store_dir) as store:
+        export_closure(store, [app], archive)
+    data = archive.read_bytes()
+    archive.write_bytes(data[: len(data) * 2 // 3])
+    os.rename(store_dir, tmp_path / "old")
+    with Store.open(store_dir) as store:
+        with pytest.raises(StoreError, match=f"{name}: (damaged archive|not a cudapkgs export)"):
+            import_closure(store, archive)
+        assert store.all_paths() == []

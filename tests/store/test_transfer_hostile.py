@@ -146,6 +146,11 @@ def _member(name: str, kind=tarfile.REGTYPE, linkname: str = "", data: bytes | N
     return info, data
 
 
+def _pax(member: tuple, **headers: str) -> tuple:
+    member[0].pax_headers = headers
+    return member
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
@@ -156,8 +161,13 @@ def _member(name: str, kind=tarfile.REGTYPE, linkname: str = "", data: bytes | N
         (lambda base: [_member(f"{base}/h", tarfile.LNKTYPE, "/etc/passwd")], "hard link"),
         (lambda base: [_member(f"{base}/dev", tarfile.CHRTYPE)], "not a file"),
         (lambda base: [_member("../escape", data=b"x")], "outside"),
+        # A PAX path or a GNU long name holding a NUL: extracting it raised ValueError (a traceback)
+        (lambda base: [_pax(_member(f"{base}/x", data=b"x"), path=f"{base}/a\0b")], "NUL byte"),
+        (lambda base: [_member(f"{base}/" + "z" * 200 + "\0q", data=b"x")], "NUL byte"),
+        (lambda base: [_pax(_member(f"{base}/l", tarfile.SYMTYPE, "x"), linkpath="a\0b")], "NUL byte"),
     ],
-    ids=["abs-link-out", "rel-link-out", "through-link", "hardlink-out", "device", "dotdot"],
+    ids=["abs-link-out", "rel-link-out", "through-link", "hardlink-out", "device", "dotdot", "pax-nul",
+         "longname-nul", "linkpath-nul"],
 )
 def test_hostile_members_are_one_line_errors(exported, tmp_path, extra, message):
     store_dir, lib, app, good = exported

@@ -200,8 +200,6 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    from ..errors import CudapkgsError
-
     _freeze_at_exit()
     words = list(sys.argv[1:] if argv is None else argv)
     named = _command_words(words)
@@ -217,6 +215,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..store import locks  # the library says nothing for humans; the command line shows its waits
 
     locks.wait_notice = _say_on_stderr
+    import warnings
+
+    shown_before = warnings.showwarning
+    warnings.showwarning = _show_warning
+    try:
+        return _run(args)
+    finally:
+        warnings.showwarning = shown_before
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the chosen command, turning the library's errors into one line and an exit status."""
+    from ..errors import CudapkgsError
+
     try:
         return int(args.func(args) or 0)
     except CudapkgsError as error:
@@ -261,6 +273,23 @@ def _freeze_at_exit() -> None:
 
 def _say_on_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _show_warning(message: Any, category: type, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    """`warnings.showwarning` for the command line: "cudapkgs: warning: MESSAGE" on stderr.
+
+    A warning raised inside cudapkgs (an alias's deprecation, read while printing a set) names no
+    file: Python's form would point at cudapkgs' own source line (`lib/lazy.py:63 ... value = fn()`),
+    which tells the user nothing.  One raised in the user's file (an old import path in a package
+    file) keeps its FILE:LINE and category, the place to edit."""
+    if os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+        text = f"cudapkgs: warning: {message}"
+    else:
+        text = f"cudapkgs: warning: {filename}:{lineno}: {category.__name__}: {message}"
+    print(text, file=file or sys.stderr)
 
 
 def _in_user_file(error: BaseException) -> str:

@@ -64,7 +64,8 @@ def register(subparsers: Any) -> None:
     where.add_argument("--from", dest="from_", metavar="URL", help="substitute from this cache: " + URL_HELP)
     copy.add_argument("paths", nargs="+", metavar="PATH", help="store paths (or ./result links); their closures are copied")
     copy.add_argument("--sign-key", metavar="FILE", help="--to: sign narinfos with this secret key")
-    copy.add_argument("--compression", choices=("zstd", "xz", "none"), default="zstd", help="--to: NAR compression (default zstd)")
+    copy.add_argument("--compression", choices=("zstd", "xz", "bzip2", "none"), default="zstd",
+                      help="--to: NAR compression (default zstd; bzip2 for old Nix clients)")
     copy.add_argument("--trusted-public-key", action="append", default=[], metavar="KEY",
                       help="--from: also trust this public key (name:base64); repeatable")
     copy.add_argument("--no-require-sigs", action="store_true", help="--from: accept unsigned narinfos (caches you fully control only)")
@@ -77,8 +78,11 @@ def register(subparsers: Any) -> None:
         "serve",
         help="serve the store as a read-only binary cache over HTTP (like nix-serve)",
         description="Serve this store's valid paths as a Nix binary cache: nix-cache-info, narinfos generated "
-        "from the store's metadata (signed on the fly with --sign-key), and NARs streamed uncompressed. "
-        "Read-only. Runs until interrupted (Ctrl-C).",
+        "from the store's metadata (signed with --sign-key, once per path), and NARs made from the files "
+        "(uncompressed, or zstd-compressed once and kept with --compression zstd). Read-only. Connections "
+        "are limited (--max-connections, 64 per client address) and timed (--header-timeout, --idle-timeout, "
+        "--send-timeout). "
+        "Runs until interrupted (Ctrl-C).",
         epilog="examples:\n  cudapkgs serve --port 8080 --sign-key secret.key\n"
         "  # elsewhere: cudapkgs build --set 'substituters=[\"http://host:8080\"]' --set 'trustedPublicKeys=[\"…\"]' …",
         formatter_class=fmt,
@@ -86,7 +90,24 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     serve.add_argument("--sign-key", metavar="FILE", help="sign narinfos with this secret key")
-    serve.add_argument("--quiet", action="store_true", help="do not log requests")
+    serve.add_argument("--quiet", action="store_true", help="do not log requests (errors are still said)")
+    serve.add_argument("--compression", choices=("none", "zstd"), default="none",
+                       help="NARs as they are (default: least CPU, best on a fast network), or zstd level 3, "
+                       "compressed on first demand and kept in --cache-dir")
+    serve.add_argument("--max-connections", type=_positive_int, default=256, metavar="N",
+                       help="connections open at once (default 256; lowered to fit the open-file limit); one more is "
+                       "answered 503")
+    serve.add_argument("--idle-timeout", type=_positive_seconds, default=30.0, metavar="SECONDS",
+                       help="close a keep-alive connection idle this long (default 30)")
+    serve.add_argument("--header-timeout", type=_positive_seconds, default=10.0, metavar="SECONDS",
+                       help="a request head must arrive whole this soon after its first byte, else 408 (default 10)")
+    serve.add_argument("--send-timeout", type=_positive_seconds, default=60.0, metavar="SECONDS",
+                       help="cut off a response that makes no progress this long (a client that stopped reading; "
+                       "default 60)")
+    serve.add_argument("--cache-dir", metavar="DIR",
+                       help="where served NARs are kept (default ~/.cache/cudapkgs/serve/<store>)")
+    serve.add_argument("--cache-size", default="1GiB", metavar="SIZE",
+                       help="budget of the kept NARs, least recently used evicted first (default 1GiB)")
     serve.add_argument("--store", metavar="DIR", help=STORE_HELP)
     serve.set_defaults(func=_serve)
 
@@ -172,8 +193,16 @@ def _copy(args: argparse.Namespace) -> int:
             key = SecretKey.load(args.sign_key) if args.sign_key else None
             cache = open_cache(args.to)
             paths = [store.query(p).path for p in args.paths]
+            import time
+
+            last = [time.monotonic()]
+
             def line(index: int, total: int, path: str, info) -> None:
-                what = (f"uploaded ({format_size(info.nar_size)} → {format_size(info.file_size)} {args.compression})"
+                now = time.monotonic()
+                elapsed, last[0] = now - last[0], now
+                # The speed is the NAR's bytes over the path's whole upload (read, compress, send).
+                speed = f", {format_size(int(info.nar_size / elapsed))}/s" if info is not None and elapsed > 0.05 else ""
+                what = (f"uploaded ({format_size(info.nar_size)} → {format_size(info.file_size)} {args.compression}{speed})"
                         if info is not None else "already there")
                 print(f"[{index}/{total}] {path}: {what}", file=sys.stderr, flush=True)
 
@@ -216,7 +245,7 @@ def _copy_from(args: argparse.Namespace, store) -> int:
     lacking = [p for p in wanted if not store.is_valid(p) and p not in found]
     if lacking:
         more = f" (and {len(lacking) - 1} more)" if len(lacking) > 1 else ""
-        if cache.narinfo(lacking[0]) is None:
+        if subs.absent(lacking[0]):  # asked once already by the query: not again
             raise CudapkgsError(f"{cache.url} does not have {lacking[0]}{more}")
         raise CudapkgsError(f"{cache.url} cannot give {lacking[0]}{more} with its whole closure, signed by a trusted key "
                             "(see the warning above)")
@@ -234,7 +263,25 @@ def _copy_from(args: argparse.Namespace, store) -> int:
 # -- serve ------------------------------------------------------------------------------------------
 
 
+def _positive_int(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text) if text.isascii() else -1.0
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86400 * 365:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
+    from ..config import parse_size
+    from ..store.caches.httpd import Limits
     from ..store.caches.serve import make_server
     from ..store.caches.signing import SecretKey
 
@@ -242,15 +289,26 @@ def _serve(args: argparse.Namespace) -> int:
     store = _open_store(args.store)
     root = store.store_dir
     store.close()
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    limits = Limits(max_connections=args.max_connections, idle_timeout=args.idle_timeout,
+                    header_timeout=args.header_timeout, send_timeout=args.send_timeout)
     try:
-        server = make_server(root, args.host, args.port, secret_key=key,
-                             log=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)))
+        server = make_server(root, args.host, args.port, secret_key=key, log=None if args.quiet else say, report=say,
+                             compression=args.compression, limits=limits, cache_dir=args.cache_dir,
+                             cache_bytes=parse_size(args.cache_size))
     except OSError as error:
         from ..errors import CudapkgsError
 
         raise CudapkgsError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
     host, port = server.server_address[:2]
-    print(f"serving {root} at http://{host}:{port}" + (f" (signing as {key.name})" if key else " (unsigned)"), flush=True)
+    print(f"serving {root} at http://{host}:{port}" + (f" (signing as {key.name})" if key else " (unsigned)")
+          + ("" if args.compression == "none" else f", {args.compression} NARs"), flush=True)
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops it as Ctrl-C does: cleanly, status 0
     try:
         server.serve_forever()
     except KeyboardInterrupt:

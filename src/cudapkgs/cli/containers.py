@@ -276,7 +276,12 @@ def _inject(args: argparse.Namespace) -> int:
 def _snippet(args: argparse.Namespace) -> int:
     from ..containers.snippets import DOCKER_NOTE, snippet
 
-    sys.stdout.write(snippet(args.engine, _split(args.device), args.service))
+    defined = None
+    if not args.no_check:
+        from ..containers.registry import DEFAULT_SPEC_DIRS, scan
+
+        defined = [entry.name for entry in scan(args.spec_dir or DEFAULT_SPEC_DIRS).devices]
+    sys.stdout.write(snippet(args.engine, _split(args.device), args.service, defined=defined, check=not args.no_check))
     if args.engine == "docker":
         print(f"# {DOCKER_NOTE}", file=sys.stderr)
     return 0
@@ -423,6 +428,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("engine", choices=("docker", "podman", "compose", "docker-daemon"), help="docker/podman: run flags; compose: a deploy block; docker-daemon: the daemon.json keys")
     p.add_argument("--device", action="append", metavar="NAME", help="device name, short (0, all, GPU-...) or qualified (nvidia.com/gpu=0); repeatable (default: all)")
     p.add_argument("--service", metavar="NAME", help="compose: wrap the block in services.NAME")
+    p.add_argument("--spec-dir", action="append", metavar="DIR",
+                   help="check the names against the specs of DIR (repeatable; default: /etc/cdi /var/run/cdi)")
+    p.add_argument("--no-check", action="store_true",
+                   help="do not check the device names (a snippet for another machine); CDI syntax is still checked")
     p.set_defaults(func=_snippet)
 
     p = commands.add_parser(

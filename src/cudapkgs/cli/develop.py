@@ -19,7 +19,9 @@ examples:
   cudapkgs develop -f examples/cmake_examples.py cmake_hello
       then, in the shell: runPhase configurePhase; runPhase buildPhase; runPhase installPhase
       (or genericBuild for every phase); ${cmakeFlags[@]} and the other attributes are set
-  cudapkgs develop --set cudaSupport=true --set allowUnfree=true saxpy --phase buildPhase
+  cudapkgs develop --set cudaSupport=true --set allowUnfree=true saxpy --phase unpackPhase   # writes ./source
+  cd source && cudapkgs develop --set cudaSupport=true --set allowUnfree=true saxpy --phase buildPhase
+      (each --phase runs in the current directory, as `nix develop --phase` does: unpack first)
   cudapkgs develop -f mypkgs.py myapp --command eval 'runPhase configurePhase && make -C build VERBOSE=1'
       (the command runs in the shell that defines the phases: a phase, runPhase, genericBuild, eval '...')
 
@@ -45,8 +47,8 @@ def register(subparsers: Any) -> None:
     what.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
                       help="run COMMAND (everything after --command; a phase function or runPhase too) instead of "
                       "an interactive bash")
-    what.add_argument("--phase", metavar="NAME", help="run this phase (runPhase NAME: configurePhase, buildPhase, ...) "
-                      "and exit with its status")
+    what.add_argument("--phase", metavar="NAME", help="run this phase (runPhase NAME: unpackPhase, configurePhase, buildPhase, ...) "
+                      "in the current directory and exit with its status")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
                    help="up to N builds of inputs at once ('auto': CPUs)")
     add_eval_options(p, json_flag=False)

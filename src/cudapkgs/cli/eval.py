@@ -92,7 +92,7 @@ def register(subparsers: Any) -> None:
         help="find packages by name or description, across every CUDA set",
         description="Find packages whose name, description or NVIDIA name contains every WORD "
         "(case-insensitive): the components of every versioned CUDA set (with the version each set has) and "
-        "the top level's own packages. Nothing is built or downloaded.\n\n" + CONFIG_HELP,
+        "the top level's own packages and python3Packages' (python3Packages.pycuda). Nothing is built or downloaded.\n\n" + CONFIG_HELP,
         epilog="examples:\n  cudapkgs search sparse\n  cudapkgs search fft\n  cudapkgs search --json nvcc",
         formatter_class=fmt,
     )
@@ -155,10 +155,12 @@ def register(subparsers: Any) -> None:
         help="show the effective configuration: every key, its value and what it means",
         description="Print every configuration key with the value in effect (after the config files, "
         "$CUDAPKGS_CONFIG, --config and --set) and what it does; values that differ from the default are "
-        "marked with *.\n\n" + CONFIG_HELP,
+        "marked with *, and the origin column says where each came from (default, a file, the environment, "
+        "--set).\n\n" + CONFIG_HELP,
         formatter_class=fmt,
     )
     add_eval_options(p)
+    p.add_argument("--origins", action="store_true", help="--json: print {key: {value, origin}} instead of {key: value}")
     p.set_defaults(func=run_config)
 
     p = subparsers.add_parser(
@@ -393,20 +395,28 @@ def run_show_derivation(args: argparse.Namespace) -> int:
 
 
 def run_config(args: argparse.Namespace) -> int:
-    from ..config import OPTIONS, Config, load_config
+    import os
 
-    config = load_config(file=args.config, sets=args.sets)
+    from ..config import ENV_FALLBACKS, OPTIONS, Config, load_config
+
+    origins: dict[str, str] = {}
+    config = load_config(file=args.config, sets=args.sets, origins=origins)
     shown = config.to_nix()
     defaults = Config().to_nix()
+    # A key left unset that falls back to an environment variable shows the variable's value.
+    effective = {name: (os.environ[ENV_FALLBACKS[name]] if origins[name].startswith("environment ($") else value)
+                 for name, value in shown.items()}
     if args.json:
-        _print_json(shown)
+        _print_json({name: {"value": effective[name], "origin": origins[name]} for name in OPTIONS}
+                    if getattr(args, "origins", False) else shown)
         return 0
     from ..table import print_table
 
     print_table(
-        ["key", "value", "meaning"],
+        ["key", "value", "origin", "meaning"],
         [
-            [name + ("*" if shown[name] != defaults[name] else ""), json.dumps(shown[name]), OPTIONS[name].doc]
+            [name + ("*" if effective[name] != defaults[name] else ""), json.dumps(effective[name]), origins[name],
+             OPTIONS[name].doc]
             for name in OPTIONS
         ],
     )

@@ -6,6 +6,7 @@ Only argparse is imported here; the store loads inside the handlers.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -58,7 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         formatter_class=fmt,
     )
     export.add_argument("paths", nargs="+", metavar="PATH", help="store paths (or ./result links)")
-    export.add_argument("-o", "--output", metavar="FILE", required=True, help="the archive to write")
+    export.add_argument("-o", "--output", metavar="FILE", required=True,
+                        help="the archive to write; its name gives the compression: .tar, .tar.gz, .tar.xz or .tar.zst")
     export.add_argument("--store", metavar="DIR", help=STORE_HELP)
     export.set_defaults(func=_export)
 
@@ -81,7 +83,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "PATH may be a store path, a file inside one, or a symlink to one such as ./result.",
         epilog="examples:\n  cudapkgs path-info -rS ./result        # the closure, with closure sizes\n"
         "  cudapkgs path-info --json /path/to/store/<hash>-name\n"
-        "  cudapkgs path-info --caches -H              # the download caches beside the store, and their sizes",
+        "  cudapkgs path-info --caches -H              # the download caches beside the store, and their sizes\n"
+        "  cudapkgs path-info --weights ./result       # where the closure's bytes go, and why each path is there\n"
+        "  cudapkgs path-info --draw closure.svg ./result   # the same as a treemap (.svg, or .html with a table)",
         formatter_class=fmt,
     )
     info.add_argument("paths", nargs="*", metavar="PATH", help="store paths to describe")
@@ -91,7 +95,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     info.add_argument("-s", "--size", action="store_true", help="show each path's NAR size")
     info.add_argument("-S", "--closure-size", action="store_true", help="show each path's closure size (sum of NAR sizes)")
     info.add_argument("-H", "--human-readable", dest="human", action="store_true", help="sizes as KiB/MiB/GiB")
-    info.add_argument("--json", action="store_true", help="print a JSON list of objects (path, narHash, narSize, references, deriver, registrationTime[, closureSize])")
+    info.add_argument("--weights", action="store_true",
+                      help="the closure heaviest first: each path's NAR size, share, cumulative share and why it is "
+                      "there (the shortest chain of references from a PATH, as why-depends gives)")
+    info.add_argument("--draw", metavar="FILE",
+                      help="write the closure's sizes as a treemap: FILE ending in .svg (a picture) or .html (the "
+                      "picture and a table); prints the --weights table as well")
+    info.add_argument("--top", metavar="N", type=int, default=None,
+                      help="with --weights or --draw: show the N heaviest paths in the table (default 40; 0: all)")
+    info.add_argument("--json", action="store_true", help="print a JSON list of objects (path, narHash, narSize, references, deriver, registrationTime[, closureSize]); "
+                      "with --weights: path, narSize, share, cumulativeShare, chain")
     info.add_argument("--store", metavar="DIR", help=STORE_HELP)
     info.set_defaults(func=_path_info)
 
@@ -132,11 +145,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     verify.set_defaults(func=_verify)
 
 
+def _transfer_progress(verb: str):  # type: ignore[no-untyped-def]
+    """An `on_path` callback printing one line per path to stderr: "[3/12] exporting NAME (1.2 GiB; 40% of 3.0 GiB)"."""
+    def on_path(index: int, total: int, path: str, nar_size: int, done: int, total_bytes: int) -> None:
+        share = f"; {100 * done // total_bytes}% of {format_size(total_bytes)}" if total_bytes else ""
+        print(f"[{index}/{total}] {verb} {os.path.basename(path)} ({format_size(nar_size)}{share})", file=sys.stderr, flush=True)
+
+    return on_path
+
+
 def _export(args: argparse.Namespace) -> int:
+    from ..store.tar_compression import compression_for_name
     from ..store.transfer import export_closure
 
+    compression_for_name(args.output)  # refuse a name that says no compression before opening the store
     with _open(args) as store:
-        written = export_closure(store, args.paths, args.output)
+        written = export_closure(store, args.paths, args.output, on_path=_transfer_progress("exporting"))
     print(f"exported {len(written)} path(s) to {args.output}")
     return 0
 
@@ -145,7 +169,7 @@ def _import(args: argparse.Namespace) -> int:
     from ..store.transfer import import_closure
 
     with _open(args) as store:
-        added = import_closure(store, args.archive)
+        added = import_closure(store, args.archive, on_path=_transfer_progress("importing"))
     for path in added:
         print(path)
     return 0
@@ -245,6 +269,8 @@ def _path_info(args: argparse.Namespace) -> int:
         from ..errors import UsageError
 
         raise UsageError("path-info needs a PATH (or --caches)")
+    if args.weights or args.draw:
+        return _weights(args)
     with _open(args, read_only=True) as store:
         paths = [store.query(p).path for p in args.paths]
         if args.recursive or args.closure_size:  # one pass over the database, then memory only
@@ -274,6 +300,56 @@ def _path_info(args: argparse.Namespace) -> int:
         if args.closure_size:
             cols.append(size(closure_sizes[i.path]).rjust(10))
         print("  ".join(cols))
+    return 0
+
+
+def _weights(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from ..errors import UsageError
+    from ..store.weights import closure_weights, short_names
+    from ..table import fit_table
+
+    draw = args.draw
+    if draw is not None and not draw.endswith((".svg", ".html")):
+        raise UsageError(f"--draw {draw}: the file name must end in .svg or .html (which format to write)")
+    if args.top is not None and args.top < 0:
+        raise UsageError(f"--top {args.top}: give a number of paths, 0 or more (0 shows all)")
+    with _open(args, read_only=True) as store:
+        roots = [store.query(p).path for p in args.paths]
+        weights = closure_weights(store.graph(), roots)
+    if draw is not None:
+        from ..store.treemap import render_html, render_svg
+
+        names = short_names(roots)
+        title = "where the bytes go: " + ", ".join(names[r] for r in roots)
+        text = render_svg(weights, title) if draw.endswith(".svg") else render_html(weights, title)
+        tmp = f"{draw}.tmp{os.getpid()}"
+        try:
+            with open(tmp, "x", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, draw)
+        except OSError as error:
+            raise UsageError(f"--draw {draw}: cannot write it: {error.strerror or error}; pick a writable place") from error
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+    if args.json:
+        print(json.dumps([w.to_json() for w in weights], indent=2))
+        return 0
+    top = 40 if args.top is None else args.top
+    shown = weights if top == 0 else weights[:top]
+    names = short_names([w.path for w in weights])
+    rows = [(format_size(w.nar_size), f"{w.share:.1%}", f"{w.cumulative:.1%}", names[w.path],
+             " → ".join(names[p] for p in w.chain[:-1]) or "(a root)") for w in shown]
+    print(fit_table(("SIZE", "SHARE", "CUMULATIVE", "PATH", "WHY (chain from the root)"), rows, shrink=(4, 3)))
+    total = sum(w.nar_size for w in weights)
+    hidden = len(weights) - len(shown)
+    more = f"; {hidden} lighter paths not shown (--top 0 shows all)" if hidden else ""
+    print(f"{len(weights)} paths, {format_size(total)} in all{more}")
+    if draw is not None:
+        print(f"drawn to {draw}")
     return 0
 
 

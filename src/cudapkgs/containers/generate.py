@@ -336,6 +336,18 @@ def _valid_names(named: list[tuple[str, str]], what: str, warnings: list[str] | 
     return valid
 
 
+def _unused(names: list[str], used: set[str], what: str, warnings: list[str]) -> list[str]:
+    """`names` less those an earlier device (or the "all" device) has, each a warning; the rest join `used`."""
+    kept = []
+    for name in names:
+        if name in used:
+            warnings.append(f"{what}: not named {name!r}, which an earlier device has (the host lists it twice)")
+        else:
+            used.add(name)
+            kept.append(name)
+    return kept
+
+
 # -- common edits -------------------------------------------------------------------------------
 
 
@@ -455,6 +467,9 @@ def build_spec(options: Options, inventory: Inventory, files: DriverFiles, warni
     per_device_program = None if {"all", "create-symlinks"} & options.disabled_hooks else program
     minors = mig_minors(roots) if any(g.mig_enabled for g in inventory.gpus) else {}
     devices = []
+    # A host that lists one UUID twice (two /proc entries, or a "UUID" such as "1" or "all") would
+    # give two devices one name, and `cdi validate` and the runtimes refuse the whole spec.
+    used = {"all"} if options.all_device else set()
     for gpu in inventory.gpus:
         if not gpu.mig_enabled:
             edits = gpu_edits(gpu, roots, per_device_program)
@@ -462,7 +477,7 @@ def build_spec(options: Options, inventory: Inventory, files: DriverFiles, warni
                 warnings.append(f"Could not locate {roots.dev_host(f'/dev/nvidia{gpu.minor}')}: GPU {gpu.index} "
                                 f"({gpu.uuid!r}) left out")
                 continue
-            names = gpu_names(gpu, options.strategies, warnings)
+            names = _unused(gpu_names(gpu, options.strategies, warnings), used, f"GPU {gpu.index}", warnings)
             if not names:
                 warnings.append(f"GPU {gpu.index} has no valid device name; left out")
             devices += [Device(name, edits.copy()) for name in names]
@@ -473,7 +488,8 @@ def build_spec(options: Options, inventory: Inventory, files: DriverFiles, warni
                 warnings.append(f"Could not locate {', '.join(missing)}: MIG device {gpu.index}:{mig.index} "
                                 f"({mig.uuid!r}) left out, a container would see only its parent GPU")
                 continue
-            names = mig_names(gpu, mig, options.strategies, warnings)
+            names = _unused(mig_names(gpu, mig, options.strategies, warnings), used,
+                            f"MIG device {gpu.index}:{mig.index}", warnings)
             if not names:
                 warnings.append(f"MIG device {gpu.index}:{mig.index} has no valid device name; left out")
             devices += [Device(name, edits.copy()) for name in names]

@@ -1,20 +1,19 @@
-"""Download one file, verified, with resume and retries (stdlib ``urllib`` only).
+"""Download one file, verified, with resume and retries (through the one HTTP client, `cudapkgs.transport.http`).
 
 The bytes go to ``<dest>.part``; only once the size and sha256 match is that file
 renamed to ``dest``, so ``dest`` either is complete and verified or does not exist.
+The transfer is bounded by the declared size (or `UNSIZED_LIMIT` when none is known)
+and by one deadline for the whole file, retries and resumes included.
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.client
 import os
 import re
-import socket
+import stat
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +27,8 @@ Progress = Callable[[int, "int | None"], None]
 _CHUNK = 1 << 20
 _DECIMAL = re.compile(r"[0-9]{1,20}", re.ASCII)  # str.isdigit takes "\u00b2", which int() refuses
 _CONTENT_RANGE_RE = re.compile(r"bytes ([0-9]{1,20})-([0-9]{1,20})/([0-9]{1,20}|\*)", re.ASCII)
+#: The most a download of no declared size may bring (bytes): far above any source archive.
+UNSIZED_LIMIT = 64 << 30
 
 
 class _Retry(Exception):
@@ -87,18 +88,24 @@ def download(
 
 def _local_path(url: str) -> Path | None:
     if url.startswith("file://"):
-        return Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
+        return Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path))  # url2pathname on POSIX, without urllib.request
     if "://" not in url:
         return Path(url)
     return None
 
 
 def _copy_local(source: Path, part: Path, size: int | None, progress: Progress | None) -> None:
+    # Non-blocking and checked with fstat: a FIFO or a device named as the file cannot hang or flood the copy.
     try:
-        reader = open(source, "rb")
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
         raise FetchError(f"cannot read {source}: {error.strerror or error}") from None
-    total = size if size is not None else os.fstat(reader.fileno()).st_size
+    reader = open(fd, "rb")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        reader.close()
+        raise FetchError(f"cannot read {source}: not a regular file; refusing to read it")
+    total = size if size is not None else st.st_size
     done = 0
     with reader, open(part, "wb") as writer:
         while chunk := reader.read(_CHUNK):
@@ -118,76 +125,90 @@ def _fetch_http(
     backoff: float,
     timeout: float,
 ) -> bool:
-    """Fill ``part`` from ``url``; True when it continued an existing .part."""
-    from .. import __version__
+    """Fill ``part`` from ``url``; True when it continued an existing .part.
 
+    One deadline covers every attempt (`deadline_for` the declared size); a transient failure
+    (see `cudapkgs.transport.http`) is retried, resuming from what ``part`` holds.
+    """
+    from ..transport.errors import TransferError
+    from ..transport.http import Limits, deadline_for, retry, shown_url
+
+    bound = size if size is not None else UNSIZED_LIMIT
+    limits = Limits(max_bytes=bound, connect_s=timeout, read_s=timeout, deadline_s=deadline_for(bound))
+    deadline = time.monotonic() + limits.deadline_seconds()
     resumed = part.exists() and part.stat().st_size > 0
-    problem = "no attempt made"
-    for attempt in range(max(1, attempts)):
-        if attempt:
-            time.sleep(backoff * 2 ** (attempt - 1))
+
+    def restarted() -> None:
+        nonlocal resumed
+        resumed = False
+
+    def once() -> None:
         try:
-            _one_request(url, part, size, progress, timeout, f"cudapkgs/{__version__}")
-            return resumed
+            _one_request(url, part, size, progress, limits, deadline, restarted)
         except _Retry as reason:
-            problem = str(reason)
-        except urllib.error.HTTPError as error:
-            problem = f"HTTP {error.code} {error.reason}"
-            error.close()
-            if error.code == 416:  # our .part is no prefix of the file: start over
-                part.unlink(missing_ok=True)
-                resumed = False
-            elif error.code < 500 and error.code not in (408, 429):
-                break  # 404 and friends will not go away
-        except urllib.error.URLError as error:
-            problem = str(error.reason)
-            if isinstance(error.reason, socket.gaierror):
-                break  # the name does not resolve (no network, or a typo): retrying will not help
-        except (OSError, http.client.HTTPException) as error:  # resets, timeouts, bad status lines
-            problem = str(error) or type(error).__name__
-        except ValueError as error:  # a malformed URL
-            problem = str(error)
-            break
-    tries = f" (after {attempt + 1} attempts)" if attempt else ""
-    raise FetchError(f"cannot download {url}: {problem}{tries}")
+            raise TransferError(shown_url(url), str(reason), transient=True) from None
+
+    try:
+        retry(once, attempts=attempts, backoff_s=backoff, deadline=deadline)
+    except TransferError as error:
+        raise FetchError(f"cannot download {error.url}: {error.reason}{error.tries}") from None
+    return resumed
 
 
-def _one_request(
-    url: str, part: Path, size: int | None, progress: Progress | None, timeout: float, agent: str
-) -> None:
+def _one_request(url: str, part: Path, size: int | None, progress: Progress | None, limits, deadline: float,
+                 restarted: Callable[[], None]) -> None:
+    """One request filling ``part`` (``restarted()`` when it drops what ``part`` held). Raises `TransferError`, `_Retry`."""
+    from ..transport.errors import TooLarge
+    from ..transport.http import default_client, status_error
+
     have = part.stat().st_size if part.exists() else 0
     if size is not None and have > size:
         part.unlink()
+        restarted()
         have = 0
-    headers = {"User-Agent": agent, "Accept-Encoding": "identity"}
     if have and size is not None and have == size:
         return  # a complete .part from an earlier run: verify it
-    if have:
-        headers["Range"] = f"bytes={have}-"
-    request = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+    headers = {"Range": f"bytes={have}-"} if have else {}
+    # The bound is the whole file's, also for a range: a server ignoring Range sends it all again.
+    try:
+        response = default_client().request("GET", url, limits=limits, headers=headers, deadline=deadline)
+    except TooLarge:
+        _check_not_too_big(part, (size or 0) + 1, size)
+        raise
+    with response:
+        if response.status == 416:  # our .part is no prefix of the file: start over
+            part.unlink(missing_ok=True)
+            restarted()
+            error = status_error(response)
+            error.transient = True
+            raise error
+        if response.status not in (200, 206):
+            raise status_error(response)
         start = 0
         if have and response.status == 206:
             match = _CONTENT_RANGE_RE.fullmatch(response.headers.get("Content-Range", "").strip())
             if match is None or int(match.group(1)) != have:
                 part.unlink()
+                restarted()
                 raise _Retry("the server answered the range request with a different range")
             start = have
-        # else: 200 means the server ignored Range (or we asked for none): restart from zero.
+        elif have:
+            restarted()  # 200: the server ignored Range; the file starts over from zero
         declared = response.headers.get("Content-Length", "")
         expected_end = start + int(declared) if _DECIMAL.fullmatch(declared) else None  # ASCII digits only
         total = size if size is not None else expected_end
         done = start
-        with open(part, "ab" if start else "wb") as writer:
-            while chunk := response.read(_CHUNK):
-                writer.write(chunk)
-                done += len(chunk)
-                _check_not_too_big(part, done, size)
-                if progress is not None:
-                    progress(done, total)
-    # read(n) returns b"" on an early close instead of raising: compare lengths ourselves.
-    if expected_end is not None and done < expected_end:
-        raise _Retry(f"connection closed after {done} of {expected_end} bytes")
+        try:
+            with open(part, "ab" if start else "wb") as writer:
+                while chunk := response.read(_CHUNK):
+                    writer.write(chunk)
+                    done += len(chunk)
+                    _check_not_too_big(part, done, size)
+                    if progress is not None:
+                        progress(done, total)
+        except TooLarge:
+            _check_not_too_big(part, (size or 0) + 1, size)
+            raise
     # A body complete by its own Content-Length but of the wrong size fails verification.
     if expected_end is None and size is not None and done < size:
         raise _Retry(f"got {done} of {size} bytes")

@@ -187,25 +187,29 @@ def lookup_wheel_sizes(
     for is left out and named in ``problems`` (one line each), never an exception.
     """
     import json
-    import urllib.error
-    import urllib.request
 
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
     from packaging.version import InvalidVersion, Version
 
+    from ..transport.errors import TransferError
+    from ..transport.http import Limits, get_bytes
     from .wheel_lookup import platform_tags
 
     base = (index or index_url()).rstrip("/")
+    # A project's page lists every file it ever released: a few MiB at most (PyPI's largest are ~2 MiB).
+    limits = Limits(max_bytes=16 << 20, connect_s=timeout, read_s=timeout, deadline_s=4 * timeout)
     sizes: dict[str, int] = {}
     problems: list[str] = []
     for project, version, arch in wanted:
         url = f"{base}/{project}/"
-        request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                data = json.loads(response.read(16 * 1024 * 1024))
-        except (OSError, ValueError, urllib.error.URLError) as error:
-            problems.append(f"{project}: no size from {url}: {getattr(error, 'reason', None) or error}")
+            data = json.loads(get_bytes(url, limits=limits, headers={"Accept": "application/vnd.pypi.simple.v1+json"},
+                                        attempts=2, backoff_s=0.5))
+        except TransferError as error:
+            problems.append(f"{project}: no size from {error.url}: {error.reason}{error.tries}")
+            continue
+        except ValueError as error:  # not JSON (an HTML error page, a cut-off body)
+            problems.append(f"{project}: no size from {url}: not a PEP 691 JSON answer ({error})")
             continue
         try:
             tags_wanted = set(platform_tags(arch))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -97,7 +97,7 @@ class _PrefixSource:
     ) -> FetchedArtifact:
         where = self.location(product, artifact.relative_path)
         dest = Path(dest_dir) / posixpath.basename(artifact.relative_path)
-        from .http import download  # here: http.client and ssl load only when something is downloaded
+        from .http import download  # the HTTP stack (urllib3, ssl, http.client) loads only when something is downloaded
 
         download(
             where,
@@ -141,18 +141,25 @@ def fetch_artifact(
     *,
     cuda_major: int,
     progress: Progress | None = None,
+    on_fallback: Callable[[str, str, str], None] | None = None,
 ) -> FetchedArtifact:
-    """Try ``sources`` in order; the first success wins, else one `FetchError` giving every reason."""
+    """Try ``sources`` in order; the first success wins, else one `FetchError` giving every reason.
+
+    `on_fallback(failed source name, its reason, next source name)` is called each time one fails
+    and another is tried, so the caller can say so (a fallback used to be silent).
+    """
     if not sources:
         raise FetchError(f"cannot fetch {pname} {version}: no sources configured")
     reasons = []
-    for source in sources:
+    for index, source in enumerate(sources):
         try:
             return source.fetch(
                 product, pname, version, artifact, Path(dest_dir), cuda_major=cuda_major, progress=progress
             )
         except FetchError as error:
             reasons.append(f"{source.name}: {error}")
+            if on_fallback is not None and index + 1 < len(sources):
+                on_fallback(source.name, str(error), sources[index + 1].name)
     what = f"{pname} {version} ({artifact.relative_path})"
     error = FetchError(f"cannot fetch {what} from any source: " + "; ".join(reasons))
     error.reasons = tuple(reasons)

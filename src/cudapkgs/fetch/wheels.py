@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import FetchError
+from .pip_progress import run_watching
 from .sources import FetchedArtifact
 from .wheel_lookup import (
     _MACHINES,
@@ -37,7 +38,7 @@ from .wheel_lookup import (
 from .wheel_unpack import WheelChangedError, check_unpacked, unpack_wheel
 
 if TYPE_CHECKING:
-    from .http import Progress  # only a type: http.client and ssl are not imported for a build with everything cached
+    from .http import Progress  # only a type: the HTTP stack is not imported for a build with everything cached
     from ..manifests import Artifact
 
 __all__ = [
@@ -82,8 +83,10 @@ class WheelSource:
         self.arch = arch
         self.timeout = timeout
 
-    def download_wheel(self, project: str, version: str, arch: str) -> Path:
+    def download_wheel(self, project: str, version: str, arch: str, *, on_bytes=None) -> Path:
         """``pip download`` ``project==version`` into the cache; the wheel's path.
+
+        `on_bytes(n)` is called as pip's download grows (n bytes so far; see `pip_progress`).
 
         Some old ``-cu12`` releases exist only as ``V.postN`` rebuilds; those are
         tried (newest N) only when ``==V`` has no match.
@@ -94,25 +97,27 @@ class WheelSource:
         if known is not None:
             return known
         try:
-            return _remember_verified(self._pip_download(cache, project, version, f"{project}=={version}", arch))
+            return _remember_verified(self._pip_download(cache, project, version, f"{project}=={version}", arch,
+                                                         on_bytes))
         except FetchError as error:
             if not project.endswith("-cu12") or "No matching distribution" not in str(error):
                 raise
             first = error
         try:
             post = f"{project}>={version}.post1,<={version}.post99"
-            return _remember_verified(self._pip_download(cache, project, f"{version}.post", post, arch))
+            return _remember_verified(self._pip_download(cache, project, f"{version}.post", post, arch, on_bytes))
         except FetchError:
             raise first from None
 
-    def _pip_download(self, cache: Path, project: str, version_glob: str, requirement: str, arch: str) -> Path:
+    def _pip_download(self, cache: Path, project: str, version_glob: str, requirement: str, arch: str,
+                      on_bytes=None) -> Path:
         command = [*self.pip, "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check"]
         wanted = platform_tags(arch)
         for platform in wanted:
             command += ["--platform", platform]
         command += ["--python-version", self.python_version, "-d", str(cache), requirement]
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False)
+            done = run_watching(command, scratch_parent=cache, timeout=self.timeout, on_bytes=on_bytes)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise FetchError(f"pip download {requirement} failed: {error}") from None
         if done.returncode != 0:
@@ -166,7 +171,8 @@ class WheelSource:
             recorded = known.with_name(known.name + _VERIFIED_SUFFIX).read_text().strip()
             # A cache hit: nothing is fetched, so no "fetched N MiB" (the plan said "already cached").
             return FetchedArtifact("wheel", known, self.name, sha256_to_check=recorded)
-        wheel = self.download_wheel(project, version, arch)
+        on_bytes = (lambda n: progress(n, None)) if progress is not None else None  # the size is known once it is done
+        wheel = self.download_wheel(project, version, arch, on_bytes=on_bytes)
         if progress is not None:
             progress(wheel.stat().st_size, wheel.stat().st_size)
         return FetchedArtifact("wheel", wheel, self.name)

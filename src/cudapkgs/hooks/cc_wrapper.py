@@ -8,7 +8,9 @@ The wrapper is a small bash script per compiler name (``cc``, ``c++``, ``gcc``,
 arguments it was given, plus ``-Wl,-rpath,DIR`` ones.  It first reads the
 arguments as the compiler will: each ``@FILE`` is replaced by the words of that
 response file (GCC's syntax: whitespace between words, ``'…'``/``"…"`` quotes and
-backslash escapes, nested ``@FILE`` up to 10 deep, 16 MiB at most), as Nixpkgs'
+backslash escapes, nested ``@FILE`` up to 10 deep, at most 2000 response files read in
+all, as GCC's expandargv (libiberty/argv.c, whose ``iteration_limit`` is 2000: GCC 12 stops
+with "too many @-files encountered"), and 16 MiB read in all), as Nixpkgs'
 expandResponseParams does (pkgs/build-support/wrapper-common/utils.bash and
 expand-response-params.c @1666f82b5d4eaeebab97fad801823d56febe5f3f), so a CMake
 link through ``@linkLibs.rsp`` is seen in full; a ``@FILE`` that is not a
@@ -61,7 +63,8 @@ if [ "$link" = 0 ]; then exec "$real" "$@"; fi
 # with GCC's syntax (Nixpkgs: wrapper-common/utils.bash expandResponseParams); the compiler still
 # gets the arguments as they came.  One that cannot be read stays as it is, as GCC leaves it.
 params=()
-rsp_limit=16777216
+rsp_limit=16777216  # bytes left to read, over every response file
+rsp_files=2000  # response files left to read (GCC's expandargv stops after 2000)
 rsp_head=$'^([^\'"\\\\]*)[\'"\\\\]'
 rsp_plain=$'^[^[:space:]\'"\\\\]+'
 rsp_space='^[[:space:]]+'
@@ -115,14 +118,20 @@ expand_args() {  # $1 depth, then arguments: each readable @FILE replaced by its
   shift
   for a in "$@"; do
     f=${a#@}
-    if [ "$f" != "$a" ] && [ -n "$f" ] && [ "$depth" -lt 10 ] && [ -f "$f" ] && exec {fd}<"$f"; then
+    if [ "$f" != "$a" ] && [ -n "$f" ] && [ "$depth" -lt 10 ] && [ "$rsp_files" -gt 0 ] && [ -f "$f" ] \
+        && exec {fd}<"$f"; then
+      # Counted and bounded in all, not per file: "@self @self @self" nested ten deep would
+      # otherwise be 3^10 reads (the wrapper hung where GCC stops at once).
+      rsp_files=$((rsp_files - 1))
       text=
       IFS= read -r -N "$rsp_limit" -u "$fd" text
       exec {fd}<&-
       if [ "${#text}" -lt "$rsp_limit" ]; then
+        rsp_limit=$((rsp_limit - ${#text}))
         rsp_words "$text" $((depth + 1))
         continue
       fi
+      rsp_limit=0
     fi
     params+=("$a")
   done

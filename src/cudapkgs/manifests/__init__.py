@@ -28,22 +28,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .locate import (
-    SetUse,
-    available_products,
-    available_versions,
-    cache_directory,
-    load_manifest,
-    locate_manifest,
-    manifest_file_name,
-    manifests_directory,
-    override_directory,
-    search_directories,
-    sets_using,
-    user_directory,
-    vendored_directory,
-)
-from .model import Artifact, Manifest, Release, parse_manifest
 
 __all__ = [
     "Artifact",
@@ -66,8 +50,14 @@ __all__ = [
     "UpdateResult",
 ]
 
-# Loaded on first use (`__getattr__`): the download code is not needed to evaluate.
+# Every name is loaded on first use (`__getattr__`): an evaluation needs only `directories`
+# (which versions exist) until a manifest is read, and never the download code.
 _LAZY = {
+    **dict.fromkeys(("Artifact", "Manifest", "Release", "parse_manifest"), "model"),
+    **dict.fromkeys(("SetUse", "load_manifest", "locate_manifest", "sets_using"), "locate"),
+    **dict.fromkeys(("available_products", "available_versions", "cache_directory", "manifest_file_name",
+                     "manifests_directory", "override_directory", "search_directories", "user_directory",
+                     "vendored_directory"), "directories"),
     "REDIST_URL_PREFIX": "update",
     "UpdateResult": "update",
     "manifest_url": "update",
@@ -78,7 +68,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """`update`'s names, imported when first asked for; AttributeError for any other name."""
+    """The package's names, each imported from its module when first asked for; AttributeError for any other."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,12 +8,24 @@ process) the first file found, never touching the network; `available_versions`,
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ManifestError, did_you_mean
 from ..lib.versions import version_key
+from .directories import (
+    _check_name,
+    _versions_in,
+    available_products,
+    available_versions,
+    cache_directory,
+    manifest_file_name,
+    manifests_directory,
+    override_directory,
+    search_directories,
+    user_directory,
+    vendored_directory,
+)
 from .model import _SHA256_RE, Manifest, parse_manifest
 
 __all__ = [
@@ -35,87 +47,9 @@ __all__ = [
 #: Products whose manifests are not published by NVIDIA (Nixpkgs writes them by hand).
 _HAND_MADE_PRODUCTS = frozenset({"tensorrt"})
 
-_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
-_MANIFEST_FILE_RE = re.compile(r"redistrib_(.+)\.json")
 
 # Each manifest file is parsed at most once per process, keyed by resolved path.
 _PARSED: dict[str, Manifest] = {}
-
-
-def vendored_directory() -> Path:
-    """The manifests shipped inside the package (``cudapkgs/data/manifests``).
-
-    NVIDIA's redistrib manifests for every release the sets use, copied from Nixpkgs'
-    ``pkgs/development/cuda-modules/_cuda/manifests`` (see ``INDEX.md`` beside them).
-    """
-    return Path(__file__).resolve().parents[1] / "data" / "manifests"
-
-
-def override_directory(explicit: str | os.PathLike[str] | None = None) -> Path | None:
-    """The manifest directory the user forces: ``explicit`` (``manifestsDir``), else ``$CUDAPKGS_MANIFESTS``.
-
-    None when neither is set (an empty string counts as unset).
-    """
-    if explicit is not None and os.fspath(explicit) != "":
-        return Path(explicit).expanduser()
-    from_env = os.environ.get("CUDAPKGS_MANIFESTS")
-    if from_env:
-        return Path(from_env).expanduser()
-    return None
-
-
-def user_directory() -> Path:
-    """Where ``cudapkgs manifests update`` writes: ``$XDG_DATA_HOME/cudapkgs/manifests``.
-
-    ``$XDG_DATA_HOME`` defaults to ``~/.local/share`` (XDG Base Directory Specification);
-    a relative value is ignored, as the specification says.
-    """
-    base = os.environ.get("XDG_DATA_HOME")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "share"
-    return root / "cudapkgs" / "manifests"
-
-
-def search_directories(explicit: str | os.PathLike[str] | None = None) -> list[tuple[str, Path]]:
-    """The manifest directories in lookup order, as ``(kind, path)`` pairs.
-
-    The lookup order (documented in docs/manifests.md):
-
-    1. an override (``manifestsDir`` / ``explicit``, else ``$CUDAPKGS_MANIFESTS``), kind
-       ``"override"``: when set it is the only directory, so that a pinned directory means
-       exactly those files;
-    2. otherwise the user manifests directory (`user_directory`, kind ``"user"``), where
-       ``cudapkgs manifests update`` writes, so that an update wins over the shipped copy;
-    3. then the manifests vendored in the package (`vendored_directory`, kind ``"vendored"``).
-    """
-    override = override_directory(explicit)
-    if override is not None:
-        return [("override", override)]
-    return [("user", user_directory()), ("vendored", vendored_directory())]
-
-
-def manifests_directory(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The directory of the manifests a lookup falls back to: the override, else the vendored one.
-
-    A file in `user_directory` still wins over the vendored directory (see `search_directories`).
-    """
-    override = override_directory(explicit)
-    return override if override is not None else vendored_directory()
-
-
-def cache_directory() -> Path:
-    """The cudapkgs download cache root for manifests: ``$XDG_CACHE_HOME/cudapkgs/manifests``.
-
-    No longer read by `load_manifest` (evaluation never downloads); kept so that `gc --caches`
-    can remove what older versions left there.
-    """
-    base = os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
-    return root / "cudapkgs" / "manifests"
-
-
-def manifest_file_name(version: str) -> str:
-    """``"12.8.2"`` -> ``"redistrib_12.8.2.json"``."""
-    return f"redistrib_{version}.json"
 
 
 def locate_manifest(
@@ -220,41 +154,6 @@ def _read_sha256_file(path: Path) -> str | None:
     return digest if _SHA256_RE.fullmatch(digest) else "(unreadable)"
 
 
-def available_versions(product: str, *, directory: str | os.PathLike[str] | None = None) -> list[str]:
-    """Versions of ``product`` in any directory of `search_directories`, version-sorted, no duplicates."""
-    _check_name("product", product)
-    found: set[str] = set()
-    for _kind, root in search_directories(directory):
-        found.update(_versions_in(root / product))
-    return sorted(found, key=version_key)
-
-
-def available_products(*, directory: str | os.PathLike[str] | None = None) -> list[str]:
-    """Products with at least one manifest in any directory of `search_directories`, sorted."""
-    found: set[str] = set()
-    for _kind, root in search_directories(directory):
-        try:
-            entries = list(root.iterdir())
-        except OSError:
-            continue
-        found.update(p.name for p in entries if _NAME_RE.fullmatch(p.name) and _versions_in(p))
-    return sorted(found)
-
-
-def _versions_in(folder: Path) -> list[str]:
-
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    versions = []
-    for name in names:
-        match = _MANIFEST_FILE_RE.fullmatch(name)
-        if match is not None:
-            versions.append(match.group(1))
-    return sorted(versions, key=version_key)
-
-
 def _missing_message(searched: list[tuple[str, Path]], product: str, version: str) -> str:
     name = f"{product}/{manifest_file_name(version)}"
     where = " or ".join(str(root) for _kind, root in searched)
@@ -279,11 +178,6 @@ def _missing_message(searched: list[tuple[str, Path]], product: str, version: st
             pass
     listed = f"products present: {', '.join(sorted(products))}" if products else "no manifests there"
     return f"no {name} in {where}: no {product} manifests ({listed}){fix}"
-
-
-def _check_name(what: str, value: str) -> None:
-    if not isinstance(value, str) or _NAME_RE.fullmatch(value) is None or ".." in value:
-        raise ManifestError(f"invalid manifest {what} {value!r}: expected letters, digits, '.', '_', '+' or '-'")
 
 
 def _memo_get(path: Path) -> Manifest | None:

@@ -1,7 +1,7 @@
 """``cudapkgs manifests update``: downloading a manifest, validating it, and writing it to the user directory.
 
-The maintainer workflow of Nixpkgs' manifest updates.  ``urllib`` is imported only when a
-download is actually made; evaluation never imports this module (`cudapkgs.manifests`
+The maintainer workflow of Nixpkgs' manifest updates.  The HTTP client (`cudapkgs.transport.http`)
+is imported only when a download is actually made; evaluation never imports this module (`cudapkgs.manifests`
 loads it on first use of one of its names).
 """
 
@@ -53,51 +53,33 @@ def manifest_url(product: str, version: str) -> str:
 
 
 def _download(url: str, product: str, version: str) -> bytes:
-    """Fetch ``url`` with a timeout, retrying transient failures with exponential backoff."""
-    import http.client
-    import time
-    import urllib.error
-    import urllib.request
+    """The manifest at ``url``: over HTTP(S) through the one client (retries with backoff, a deadline,
+    at most `_DOWNLOAD_MAX_BYTES`), or a local ``file:`` URL read as a regular file only.
 
-    from .. import __version__
+    Raises `ManifestError` naming the URL, the reason and the next step.
+    """
+    next_step = "nothing was written (give a mirror with --from URL, or a local file)"
+    if url.startswith("file:"):
+        import urllib.parse
 
-    request = urllib.request.Request(url, headers={"User-Agent": f"cudapkgs/{__version__}"})
-    problem = "unknown error"
-    attempts = 0
-    for attempt in range(_DOWNLOAD_ATTEMPTS):
-        attempts += 1
-        if attempt:
-            time.sleep(_DOWNLOAD_BACKOFF_S * 2 ** (attempt - 1))
-        try:
-            with urllib.request.urlopen(request, timeout=_DOWNLOAD_TIMEOUT_S) as response:
-                data = response.read(_DOWNLOAD_MAX_BYTES + 1)
-                declared = response.headers.get("Content-Length", "")
-            expected = _decimal_or_none(declared)
-            if expected is not None and len(data) < expected:  # read(n) does not notice an early close
-                raise http.client.IncompleteRead(data, expected - len(data))
-            if len(data) > _DOWNLOAD_MAX_BYTES:
-                problem = f"larger than {_DOWNLOAD_MAX_BYTES} bytes"
-                break
-            return data
-        except urllib.error.HTTPError as error:
-            problem = f"HTTP {error.code} {error.reason}"
-            error.close()
-            if error.code < 500 and error.code not in (408, 429):
-                break  # a client error (404: no such release) will not go away
-        except urllib.error.URLError as error:
-            problem = str(error.reason)
-            if url.startswith("file:"):
-                break  # a local file that is missing or unreadable stays so: no retry, no backoff
-        except (OSError, http.client.HTTPException) as error:  # timeouts, resets, truncated bodies
-            problem = str(error) or type(error).__name__
-        except ValueError as error:  # a malformed URL
-            problem = str(error)
-            break
-    tries = f" (after {attempts} attempts)" if attempts > 1 else ""
-    raise ManifestError(
-        f"cannot download the {product} {version} manifest from {url}: {problem}{tries}; "
-        f"nothing was written (give a mirror with --from URL, or a local file)"
-    )
+        from ..inputs import InputFileError, read_input_file
+
+        try:  # unquote is url2pathname on POSIX, without loading urllib.request (and with it http.client)
+            return read_input_file(urllib.parse.unquote(urllib.parse.urlsplit(url).path), what="manifest",
+                                   max_bytes=_DOWNLOAD_MAX_BYTES)
+        except InputFileError as error:  # a local file that is missing stays so: no retry, no backoff
+            raise ManifestError(f"cannot read the {product} {version} manifest from {url}: {error.reason}; {next_step}") from None
+    from ..transport.errors import TooLarge, TransferError
+    from ..transport.http import Limits, get_bytes
+
+    limits = Limits(max_bytes=_DOWNLOAD_MAX_BYTES, connect_s=_DOWNLOAD_TIMEOUT_S, read_s=_DOWNLOAD_TIMEOUT_S)
+    try:
+        return get_bytes(url, limits=limits, attempts=_DOWNLOAD_ATTEMPTS, backoff_s=_DOWNLOAD_BACKOFF_S)
+    except TransferError as error:
+        problem = f"larger than {_DOWNLOAD_MAX_BYTES} bytes" if isinstance(error, TooLarge) else error.reason
+        raise ManifestError(
+            f"cannot download the {product} {version} manifest from {error.url}: {problem}{error.tries}; {next_step}"
+        ) from None
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -266,13 +248,3 @@ def update_manifest(
         same_as_vendored=same,
         hidden_by_override=hidden,
     )
-
-
-def _decimal_or_none(text: str) -> int | None:
-    """A header's number in ASCII digits, or None (a server's "\u00b2" was an internal error)."""
-    from ..inputs import parse_decimal
-
-    try:
-        return parse_decimal(text)
-    except ValueError:
-        return None

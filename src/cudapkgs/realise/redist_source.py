@@ -241,6 +241,7 @@ def _fetch(drv: Derivation, ctx: BuildContext, only: Sequence[Source] | None = N
             dest,
             cuda_major=_cuda_major(attrs),
             progress=ctx.on_download,
+            on_fallback=lambda failed, reason, nxt: _say_fallback(ctx, failed, reason, nxt),
         )
     finally:
         lock.release()
@@ -248,6 +249,12 @@ def _fetch(drv: Derivation, ctx: BuildContext, only: Sequence[Source] | None = N
     shown = f", {format_size(size)}" if size is not None else ""
     ctx.log.write(f"fetched {fetched.kind} {fetched.path.name} from {fetched.source_name} ({fetched.path}{shown})\n")
     return fetched
+
+
+def _say_fallback(ctx: BuildContext, failed: str, reason: str, next_source: str) -> None:
+    """One line (a progress step and the build log) when a fetcher fails and the next is tried."""
+    short = reason if len(reason) <= 160 else reason[:157] + "..."
+    ctx.step(f"fetch from {failed} failed ({short}); trying {next_source}")  # the log gets it too
 
 
 def _touch(path: Path) -> None:

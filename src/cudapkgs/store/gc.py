@@ -4,6 +4,10 @@ Roots: direct ones (``.gcroots/profiles/<name>``), indirect ones (``.gcroots/aut
 links such as ``./result``) and temporary ones (``.temproots/<pid>-…``, held by a lock while
 their process lives, as Nix's temproots).  `gc` holds ``.locks/gc.lock`` exclusively; adding a
 path holds it shared (`_gc_shared`), so a collection never deletes what is being added.
+Every path registration makes valid (or finds valid) becomes a temporary root of the
+registering Store before that shared lock is released, as Nix's `addTempRoot` comes before
+`registerValidPath`: from registration until the caller's own root exists (``./result``,
+made before the Store is closed), no gc can take it.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ class GarbageCollector:
     locks_dir: Path
     gcroots_dir: Path
     _temp_roots: tuple[PathLock, Path] | None
+    _rooted: set[str]  # the paths this Store's temporary roots file names
+    _gc_shared_depth: int  # how deep this Store is in `_gc_shared` blocks
 
     # -- temporary roots -------------------------------------------------
 
@@ -61,35 +67,54 @@ class GarbageCollector:
         A build's outputs are valid before its caller links them as `result`; a gc in
         between must not collect them. The roots live in `<store>/.temproots/<pid>-…`,
         locked by this process; gc honours the files whose lock is held and deletes the rest.
+        The file is written with the gc lock held shared, so a gc never reads half a line; a
+        path this Store already roots is not written again. This roots what is valid *now*:
+        a caller holding no lock since it learnt a path was valid uses `protect`, which says
+        which of its paths are still there.
         """
-        paths = [self.parse(p) for p in paths]
-        if self._temp_roots is None:
-            file = self.root / ".temproots" / f"{os.getpid()}-{os.urandom(16).hex()}"
-            lock = PathLock(file.with_name(file.name + ".lock"))
-            lock.acquire()
-            self._temp_roots = (lock, file)
-        with open(self._temp_roots[1], "a") as f:
-            f.write("".join(p + "\n" for p in paths))
+        paths = [p for p in dict.fromkeys(self.parse(p) for p in paths) if p not in self._rooted]
+        if not paths:
+            return
+        with self._gc_shared():
+            if self._temp_roots is None:
+                file = self.root / ".temproots" / f"{os.getpid()}-{os.urandom(16).hex()}"
+                lock = PathLock(file.with_name(file.name + ".lock"))
+                lock.acquire()  # before the file exists: gc never takes a live file for a stale one
+                self._temp_roots = (lock, file)
+            with open(self._temp_roots[1], "a") as f:
+                f.write("".join(p + "\n" for p in paths))
+            self._rooted.update(paths)
 
     def protect(self, paths: Iterable[str]) -> list[str]:
         """Make the valid ones among `paths` temporary roots (`add_temp_roots`) atomically w.r.t. gc.
 
         The gc lock is held shared meanwhile, so a gc that has not started yet will see
         the roots and one that is running finishes first; a path valid when this returns
-        stays valid until the Store is closed.  Returns the paths rooted.
+        stays valid until the Store is closed.  Returns the paths rooted (sorted); a user
+        who cannot write the store roots nothing and gets [].
         """
         inside = self.store_dir + "/"
         wanted = sorted({p for p in paths if isinstance(p, str) and p.startswith(inside)})
         try:
-            with self._gc_shared():
-                invalid = set(self.db.invalid_paths(wanted))  # one query
-                valid = [p for p in wanted if p not in invalid]
-                if valid:
-                    self.add_temp_roots(valid)
+            return self._root_the_valid(wanted)
         except OSError as error:
             if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                 return []  # a user who cannot write the store cannot build either (a dry run still plans)
             raise
+
+    def _root_the_valid(self, paths: list[str]) -> list[str]:
+        """Root the valid ones among `paths` (store paths) under the shared gc lock; returns them.
+
+        What registration calls before trusting that a path it found valid stays so (its
+        OSError is the caller's to report).
+        """
+        if not paths:
+            return []
+        with self._gc_shared():
+            invalid = set(self.db.invalid_paths(paths))  # one query
+            valid = [p for p in paths if p not in invalid]
+            if valid:
+                self.add_temp_roots(valid)
         return valid
 
     def _live_temp_roots(self, remove_stale: bool, graph: StoreGraph | None = None) -> set[str]:
@@ -113,22 +138,40 @@ class GarbageCollector:
                 pass
         return found
 
-    def _release_temp_roots(self) -> None:
-        """Delete this Store's temporary roots file and release its lock (when the Store is closed)."""
+    def release_temp_roots(self) -> None:
+        """Drop every temporary root of this Store: delete its file and release its lock.
+
+        `close` does it; a long-lived program that has rooted what it keeps (links, profiles)
+        calls it to let a gc take the rest, as the end of a process would.
+        """
         if self._temp_roots is not None:
             lock, file = self._temp_roots
             file.unlink(missing_ok=True)
             lock.release_and_delete()
             self._temp_roots = None
+        self._rooted.clear()
 
     @contextmanager
     def _gc_shared(self) -> Iterator[None]:
-        # A running `cudapkgs gc` holds it exclusively: a build waiting here says so (locks.wait_notice).
+        """Hold ``.locks/gc.lock`` shared for the block (re-entrant within this Store).
+
+        A running `cudapkgs gc` holds it exclusively: a build waiting here says so
+        (locks.wait_notice).
+        """
+        if self._gc_shared_depth:
+            self._gc_shared_depth += 1
+            try:
+                yield
+            finally:
+                self._gc_shared_depth -= 1
+            return
         lock = acquire_saying_so(PathLock(self.locks_dir / "gc.lock", shared=True),
                                  f"the store {self.store_dir} (a garbage collection of it is running)")
+        self._gc_shared_depth = 1
         try:
             yield
         finally:
+            self._gc_shared_depth = 0
             lock.release()
 
     # -- roots -----------------------------------------------------------
@@ -199,7 +242,11 @@ class GarbageCollector:
     # -- garbage collection ----------------------------------------------
 
     def gc(self, dry_run: bool = False) -> GCResult:
-        """Delete every path outside the closure of the GC roots (and stale roots, and leftovers)."""
+        """Delete every path outside the closure of the GC roots (and stale roots, and leftovers).
+
+        The temporary roots of every Store, this one's included, are roots: what this Store
+        added or counted on (`protect`) stays until it is closed.
+        """
         with _held(acquire_saying_so(PathLock(self.locks_dir / "gc.lock"),
                                      f"the store {self.store_dir} for a garbage collection (builds or another gc are using it)")):
             if not dry_run:

@@ -31,7 +31,12 @@ __all__ = ["Registration"]
 class Registration:
     """`add_path`, `add_outputs`, `add_verified_path` (a part of `cudapkgs.store.store.Store`).
 
-    Uses the other parts: `Store.parse`, `GarbageCollector._gc_shared` (gc.py),
+    Every path these make valid, or find valid, is a temporary root of this Store when they
+    return (`GarbageCollector.add_temp_roots`, written before the shared gc lock is released),
+    so a concurrent gc cannot take it before the caller links it.
+
+    Uses the other parts: `Store.parse`, `GarbageCollector._gc_shared`, `_root_the_valid`,
+    `add_temp_roots` (gc.py),
     `WorkDirs._clean_tmp` and `WorkDirs._tmp_build` (workdirs.py).
     """
 
@@ -69,16 +74,17 @@ class Registration:
             raise StoreError(f"cannot register '{name_or_path}' in the store {self.store_dir}: {error}") from error
 
     def _add_addressed(self, path: str, build: Callable[[Path], None], candidates: dict[str, str], deriver: str | None) -> str:
-        if self.db.is_valid(path):
+        if self._root_the_valid([path]):
             return path
         with self._gc_shared(), PathLock(lock_file_for(self.locks_dir, path)):
-            if self.db.is_valid(path):  # another process built it while we waited
+            if self._root_the_valid([path]):  # another process built it while we waited
                 return path
             self._clean_tmp()
             with self._tmp_build() as tmp:
                 out = tmp / "out"
                 build(out)
                 refs, digest, size = self._inspect(out, {**candidates, hash_part(path): path}, path)
+                self.add_temp_roots([path])  # before gc can run again: until the caller roots it
                 self._install(out, path, nar.format_hash(digest), size, refs, deriver)
         return path
 
@@ -112,13 +118,13 @@ class Registration:
         candidates = {hash_part(c): self.parse(c) for c in references_candidates}
         candidates.update({hash_part(p): p for p in wanted})
         try:
-            if not self.db.invalid_paths(wanted):
+            if len(self._root_the_valid(sorted(set(wanted)))) == len(set(wanted)):
                 return wanted
             with self._gc_shared(), contextlib.ExitStack() as locks:
                 for path in sorted(wanted):  # a fixed order: no deadlock between two builders
                     lock = acquire_saying_so(PathLock(lock_file_for(self.locks_dir, path)), path)
                     locks.callback(lock.release)
-                if not self.db.invalid_paths(wanted):
+                if len(self._root_the_valid(sorted(set(wanted)))) == len(set(wanted)):
                     return wanted
                 self._clean_tmp()
                 with self._tmp_build() as tmp:
@@ -140,6 +146,9 @@ class Registration:
                     # it would take away files that valid paths may refer to.
                     keep = {path for path in dirs if self.db.is_valid(path)}
                     entries = [entry for entry in entries if entry[0] not in keep]
+                    # Rooted before gc can run again (it waits for our shared lock): a gc between
+                    # here and the caller's ./result would otherwise delete what was just built.
+                    self.add_temp_roots(dirs)
                     moved = []
                     try:
                         for path, out in dirs.items():
@@ -201,17 +210,24 @@ class Registration:
         references: Iterable[str],
         deriver: str | None = None,
         before_register: Callable[[], None] | None = None,
+        source: str | None = None,
     ) -> bool:
         """Make `path` valid from `fill(out)`, whose NAR the caller checks against `nar_hash` while filling.
 
         For substitution: `fill` unpacks a NAR into `out` and raises unless what it
-        read hashes to `nar_hash`/`nar_size`, so the tree is not read a second time.
+        read hashes to `nar_hash`/`nar_size`, so the tree is not hashed a second time.
         `references` (store paths) must all be valid already (or be `path`). The path
         is registered only after `fill` returns; any error leaves the store unchanged.
         Returns False if `path` was already valid (then `fill` is not called).
         With `before_register` (e.g. waiting until the references are registered by
         other threads), the references are checked after it returns instead of
         before `fill`, so unpacking need not wait for them.
+
+        `references` are what someone else said (a narinfo's signer): the unpacked files
+        are scanned as an import scans them (`_check_declared_references`), and a path
+        whose files mention a store path the list leaves out is refused with StoreError
+        naming `source` (e.g. the cache's URL): registered, it would make a closure that
+        lacks a dependency, which gc then deletes and `verify` could not tell.
         """
         path = self.parse(path)
         refs = {self.parse(r) for r in references}
@@ -222,12 +238,12 @@ class Registration:
                 raise StoreError(f"'{path}' refers to '{absent[0]}', which is not valid in the store {self.store_dir}")
 
         try:
-            if self.db.is_valid(path):
+            if self._root_the_valid([path]):
                 return False
             if before_register is None:
                 check_references()
             with self._gc_shared(), PathLock(lock_file_for(self.locks_dir, path)):
-                if self.db.is_valid(path):
+                if self._root_the_valid([path]):
                     return False
                 self._clean_tmp()
                 with self._tmp_build() as tmp:
@@ -238,12 +254,38 @@ class Registration:
                     if before_register is not None:
                         before_register()
                         check_references()
+                    self._check_declared_references(out, path, refs, source)
+                    self.add_temp_roots([path])  # until the caller roots it (see gc.py)
                     self._move_in_and_register(out, path, nar_hash, nar_size, refs, deriver)
             return True
         except OSError as error:
             raise _store_error(error, f"cannot add '{path}' to the store {self.store_dir}") from error
         except sqlite3.OperationalError as error:
             raise StoreError(f"cannot register '{path}' in the store {self.store_dir}: {error}") from error
+
+    def _check_declared_references(self, out: Path, path: str, declared: set[str], source: str | None) -> None:
+        """StoreError unless every store path the tree `out` mentions is among `declared` (or is `path`).
+
+        Mentions are found as an import finds them: the hash part of every valid path and
+        of every declared reference, anywhere in file contents or symlink targets, and any
+        path of this store spelt out in full (``<store>/<hash>-<name>``), valid or not: a
+        dependency the list omits is refused whether this store has it or not. A declared
+        reference the files do not mention is kept (more references only keep more alive;
+        Nix also scans the NAR's file names, which this scan does not).
+        """
+        hashes = {hash_part(p): p for p in self.db.all_paths()}
+        hashes.update({hash_part(r): r for r in declared})
+        hashes[hash_part(path)] = path
+        found, named = nar.scan_named(out, nar.Candidates(hashes), self.store_dir)
+        mentioned = {hashes[h] for h in found}
+        mentioned.update(hashes.get(h) or f"{self.store_dir}/{h}-{name}" for h, name in named.items())
+        undeclared = sorted(mentioned - declared - {path})
+        if undeclared:
+            more = f" (and {len(undeclared) - 1} more)" if len(undeclared) > 1 else ""
+            raise StoreError(
+                f"'{path}'{f' from {source}' if source else ''}: its files mention '{undeclared[0]}'{more}, which "
+                "its declared references leave out; not added (its closure would lack what it uses)"
+            )
 
     def _add_content_addressed(self, name: str, build: Callable[[Path], None], candidates: dict[str, str], deriver: str | None) -> str:
         with self._gc_shared():
@@ -255,6 +297,7 @@ class Registration:
                 kind = "source" + "".join(":" + r for r in sorted(refs))
                 path = make_store_path_from_digest(self.store_dir, kind, digest.hex(), name)
                 with PathLock(lock_file_for(self.locks_dir, path)):
+                    self.add_temp_roots([path])  # valid already or about to be: until the caller roots it
                     if not self.db.is_valid(path):
                         self._install(out, path, nar.format_hash(digest), size, refs, deriver)
         return path

@@ -62,6 +62,8 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
         self.tmp_dir = root / ".tmp"
         self.gcroots_dir = root / ".gcroots"
         self._temp_roots: tuple[PathLock, Path] | None = None
+        self._rooted: set[str] = set()
+        self._gc_shared_depth = 0
 
     # -- opening ---------------------------------------------------------
 
@@ -71,7 +73,8 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
 
         Modes are explicit, whatever the umask: directories 0755, the database 0644.  A
         store whose root, ``.meta`` or database others can write (group or world write
-        bit) is refused: another user could replace paths and their metadata alike.
+        bit) is refused, before anything is created in it: another user could replace paths
+        and their metadata alike.
         With `read_only`, nothing is created and the database is opened read-only, so a
         user who cannot write the store can still query it (path-info, why-depends,
         verify --no-contents).  Raises `StoreError`.
@@ -84,6 +87,15 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
                 if not db_file.is_file():
                     raise StoreError(f"there is no store at {path} (no {db_file})")
             else:
+                # Refuse before creating anything: a root others can write (Debian's /nix/store is
+                # root:nixbld 1775) or cannot be written must not be left holding .locks/.gcroots/...
+                _refuse_writable_by_others(path, db_file)
+                if path.is_dir() and not (os.access(path, os.W_OK) and (not (path / ".meta").is_dir()
+                                                                         or os.access(path / ".meta", os.W_OK))):
+                    raise StoreError(
+                        f"cannot write the store {path}: permission denied (it belongs to uid {os.stat(path).st_uid}); "
+                        "queries (path-info, why-depends, verify) still work"
+                    )
                 for sub in ("", ".meta", ".locks", ".tmp", ".gcroots", ".gcroots/auto", ".gcroots/profiles", ".temproots", ".logs"):
                     directory = path / sub
                     if not directory.is_dir():
@@ -109,7 +121,7 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
 
     def close(self) -> None:
         """Release this Store's temporary roots and close its database."""
-        self._release_temp_roots()
+        self.release_temp_roots()
         self.db.close()
 
     def __enter__(self) -> Store:

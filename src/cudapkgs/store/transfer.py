@@ -1,6 +1,7 @@
 """Moving closures between stores: `cudapkgs export` and `cudapkgs import`.
 
-An export is a tar archive (gzip-compressed when its name ends in .gz or .tgz):
+An export is a tar archive, compressed as its name says (.tar, .tar.gz, .tar.xz, .tar.zst; see
+`tar_compression`; import reads the compression from the archive's first bytes):
 first `cudapkgs-export.json` (format, store directory, and for every path its NAR
 hash, size, references and deriver, dependencies first), then each path's tree
 under its base name. Import checks that the archive belongs to a store with the
@@ -34,18 +35,25 @@ from . import nar
 from .cycles import ReferenceCycleError, topological_order
 from .nar_restore import MAX_DEPTH
 from .paths import hash_part, to_store_path
+from .tar_compression import compression_for_name, open_for_reading, open_for_writing
 
 MANIFEST = "cudapkgs-export.json"
 FORMAT = 1
 
 
-def _mode(path: Path, writing: bool) -> str:
-    gz = path.name.endswith((".gz", ".tgz"))
-    return ("w:gz" if gz else "w") if writing else ("r:gz" if gz else "r:")
+# What a damaged compressed stream raises besides tarfile's own errors (lzma.LZMAError, zstandard.ZstdError).
+def _is_codec_error(error: BaseException) -> bool:
+    return type(error).__name__ in ("LZMAError", "ZstdError")
 
 
-def export_closure(store, paths: Iterable[str], archive: str | os.PathLike[str]) -> list[str]:
-    """Write the closure of `paths` to `archive` (atomically); returns the paths written."""
+def export_closure(store, paths: Iterable[str], archive: str | os.PathLike[str], *, on_path=None) -> list[str]:
+    """Write the closure of `paths` to `archive` (atomically); returns the paths written.
+
+    The compression is the one `archive`'s name gives (StoreError before anything is written for a
+    name that gives none). `on_path(index, total, path, nar_size, done_bytes, total_bytes)` is called
+    before each path is written (index from 1; bytes are NAR sizes), for progress.
+    """
+    compression = compression_for_name(archive)
     closure = store.closure(store.parse(p) for p in paths)
     ordered = _dependencies_first(store, closure)
     entries = []
@@ -57,11 +65,16 @@ def export_closure(store, paths: Iterable[str], archive: str | os.PathLike[str])
     target = Path(archive)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        with tarfile.open(tmp, _mode(target, True), format=tarfile.PAX_FORMAT) as tar:
+        total_bytes = sum(entry["narSize"] for entry in entries)
+        done = 0
+        with open_for_writing(tmp, compression) as tar:
             header = tarfile.TarInfo(MANIFEST)
             header.size = len(manifest)
             tar.addfile(header, io.BytesIO(manifest))
-            for path in ordered:
+            for index, (path, entry) in enumerate(zip(ordered, entries), 1):
+                if on_path is not None:
+                    on_path(index, len(ordered), path, entry["narSize"], done, total_bytes)
+                done += entry["narSize"]
                 # A hard link member only within one path: the store links files across paths
                 # (nvcc's nvvm/ to libnvvm's), and import takes each path on its own.
                 tar.inodes = {}
@@ -91,7 +104,7 @@ def _dependencies_first(store, closure: set[str]) -> list[str]:
     return order
 
 
-def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
+def import_closure(store, archive: str | os.PathLike[str], *, on_path=None) -> list[str]:
     """Add every path of an export to `store`; returns the paths that were not there before.
 
     Nothing the archive says is trusted that can be checked: the manifest's fields are
@@ -101,7 +114,9 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
     must match; and its references are computed by scanning its files for the hash part
     of every valid store path and every path in the archive: any disagreement with the
     recorded list rejects it.  Raises `StoreError` (one line) for every malformed,
-    damaged or tampered archive; a path already rejected adds nothing.
+    damaged or tampered archive; a path already rejected adds nothing. The archive may be
+    plain, gzip, xz or zstd (read from its first bytes). `on_path(index, total, path, nar_size,
+    done_bytes, total_bytes)` is called before each missing path is extracted, for progress.
     """
     source = Path(archive)
     from ..inputs import InputFileError, check_regular_file
@@ -111,10 +126,14 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
     except InputFileError as error:
         raise StoreError(f"cannot read {source}: {error.reason}") from None
     try:
-        tar = tarfile.open(source, _mode(source, False))
+        tar, compression = open_for_reading(source)
     except OSError as error:
+        if error.errno is None:  # gzip.BadGzipFile and friends
+            raise StoreError(f"{source}: not a cudapkgs export ({error})") from None
         raise StoreError(f"cannot read {source}: {error.strerror or error}") from None
-    except (tarfile.TarError, EOFError, zlib.error) as error:
+    except Exception as error:
+        if not isinstance(error, (tarfile.TarError, EOFError, zlib.error)) and not _is_codec_error(error):
+            raise
         raise StoreError(f"{source}: not a cudapkgs export ({error})") from None
     with tar:
         first, manifest = _read_manifest(tar, source)
@@ -124,15 +143,20 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
                 f"paths embed their store directory, so import it into a store at {manifest['storeDir']}"
             )
         _check_entries(manifest["paths"], store, source)
-        members = _plan(tar, first, manifest["paths"], store.store_dir, source)
+        members = _plan(tar, first, manifest["paths"], store.store_dir, source, compression, store.tmp_dir)
         archive_paths = [entry["path"] for entry in manifest["paths"]]
         # Every path a file may mention: all valid paths and all paths of the archive.
         candidates = {**{hash_part(p): p for p in store.all_paths()}, **{hash_part(p): p for p in archive_paths}}
         added = []
         by_path = {entry["path"]: entry for entry in manifest["paths"]}
         order = topological_order({p: e["references"] for p, e in by_path.items()})  # checked acyclic above
-        for entry in (by_path[p] for p in order):  # dependencies first, whatever the manifest's order
+        missing_paths = [p for p in order if not store.is_valid(p)]
+        total_bytes, done = sum(by_path[p]["narSize"] for p in missing_paths), 0
+        for index, entry in enumerate((by_path[p] for p in missing_paths), 1):  # dependencies first
             path = entry["path"]
+            if on_path is not None:
+                on_path(index, len(missing_paths), path, entry["narSize"], done, total_bytes)
+            done += entry["narSize"]
             if store.is_valid(path):
                 continue
             base = os.path.basename(path)
@@ -161,7 +185,9 @@ def import_closure(store, archive: str | os.PathLike[str]) -> list[str]:
 
             try:
                 store.add_path(path, extract, references_candidates=sorted(declared), deriver=entry["deriver"])
-            except (tarfile.TarError, EOFError, zlib.error) as error:
+            except Exception as error:
+                if not isinstance(error, (tarfile.TarError, EOFError, zlib.error)) and not _is_codec_error(error):
+                    raise
                 raise StoreError(f"{source}: damaged archive ({error})") from None
             added.append(path)
     return added
@@ -243,6 +269,10 @@ class _Layout:
 
     def add(self, member: tarfile.TarInfo) -> None:
         source, name = self.source, posixpath.normpath(member.name)
+        if "\0" in member.name or "\0" in member.linkname:
+            # a PAX path or a GNU long name may hold one (a plain header ends at it): no file has
+            # such a name, and opening it raised ValueError out of the import
+            raise StoreError(f"{source}: the member {member.name!r} has a NUL byte in its name or target")
         parts = name.split("/")
         if member.name.startswith("/") or ".." in parts or parts[0] != self.base:
             raise StoreError(f"{source}: the member {member.name!r} lies outside {self.base}")
@@ -270,7 +300,7 @@ class _Layout:
             self._node(name, "f", _REGULAR + (_EXECUTABLE if executable else 0) + member.size + (-member.size % 8))
         elif member.issym():
             link = member.linkname
-            if not link or "\0" in link:
+            if not link:
                 raise StoreError(f"{source}: the link {member.name!r} has an empty target")
             resolved = posixpath.normpath(posixpath.join(self.store_dir, posixpath.dirname(name), link))
             if not link.startswith("/") and not resolved.startswith(self.store_dir + "/"):
@@ -289,13 +319,14 @@ class _Layout:
 
 
 def _plan(tar: tarfile.TarFile, first: tarfile.TarInfo, entries: list, store_dir: str,
-          source: Path) -> dict[str, list[tarfile.TarInfo]]:
+          source: Path, compression: str, tmp_dir) -> dict[str, list[tarfile.TarInfo]]:
     """Every member's header, checked against the manifest before any path is taken; each path's members.
 
     Members are read one header at a time (a compressed archive is decompressed only as far
     as it is read): a member of no listed path, one whose kind or links `_Layout` refuses,
     or data larger than the archive can hold (a plain tar holds its members' bytes; deflate
-    expands at most 1032-fold) stops the import at once. Then each path's members must make
+    expands at most 1032-fold; xz and zstd have no such bound, so their data may not exceed the
+    free space of the store's temporary directory `tmp_dir`) stops the import at once. Then each path's members must make
     a NAR of exactly the narSize the manifest declares. All before anything is written.
     """
     declared = {os.path.basename(e["path"]): e for e in entries}
@@ -304,7 +335,12 @@ def _plan(tar: tarfile.TarFile, first: tarfile.TarInfo, entries: list, store_dir
         archive_size = os.stat(source).st_size
     except OSError as error:
         raise StoreError(f"cannot read {source}: {error.strerror or error}") from None
-    capacity = archive_size * (_GZIP_RATIO if _mode(source, False) == "r:gz" else 1)
+    if compression == "none":
+        capacity = archive_size
+    elif compression == "gzip":
+        capacity = archive_size * _GZIP_RATIO
+    else:
+        capacity = shutil.disk_usage(tmp_dir).free
     data = 0
     try:
         for member in tar:
@@ -322,7 +358,9 @@ def _plan(tar: tarfile.TarFile, first: tarfile.TarInfo, entries: list, store_dir
             if data > capacity:  # checked as headers come: a bomb is not decompressed to its end
                 raise StoreError(f"{source}: its members claim {data} bytes of data, more than an archive of "
                                  f"{archive_size} bytes holds; nothing was imported")
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
+    except Exception as error:
+        if not isinstance(error, (tarfile.TarError, EOFError, zlib.error, OSError)) and not _is_codec_error(error):
+            raise
         raise StoreError(f"{source}: damaged archive ({error})") from None
     for base, layout in layouts.items():
         entry = declared[base]
@@ -380,7 +418,7 @@ def _extract_path(
             files.add(name)
         elif member.issym():
             link = member.linkname
-            if not link or "\0" in link:
+            if not link:
                 raise StoreError(f"{source}: the link {member.name!r} has an empty target")
             here = posixpath.join(store_dir, posixpath.dirname(name))
             resolved = posixpath.normpath(posixpath.join(here, link))
@@ -420,7 +458,10 @@ def _read_manifest(tar: tarfile.TarFile, source: Path) -> tuple[tarfile.TarInfo,
         if len(raw) > _MAX_MANIFEST:
             raise ValueError(f"larger than {_MAX_MANIFEST} bytes")
         data = json.loads(raw)
-    except (KeyError, ValueError, RecursionError, AttributeError, tarfile.TarError, EOFError, zlib.error, OSError) as error:
+    except Exception as error:
+        if not isinstance(error, (KeyError, ValueError, RecursionError, AttributeError, tarfile.TarError, EOFError,
+                                  zlib.error, OSError)) and not _is_codec_error(error):
+            raise
         reason = "nested too deeply" if isinstance(error, RecursionError) else error
         raise StoreError(f"{source}: not a cudapkgs export (no readable {MANIFEST}: {reason})") from None
     if not isinstance(data, dict):

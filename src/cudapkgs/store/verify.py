@@ -51,7 +51,9 @@ class Verification:
     def verify(self, check_contents: bool = True, paths: Iterable[str] | None = None,
                progress: Callable[[int, int, int, int], None] | None = None) -> list[Problem]:
         """Check valid paths: each exists, refers only to valid paths and (with `check_contents`) matches its
-        NAR hash and records every valid path its files mention (kind ``missing-reference``).
+        NAR hash and records every path its files mention (kind ``missing-reference``): every valid path
+        whose hash part they hold, and every path of this store they spell out in full
+        (``<store>/<hash>-<name>``) that is not valid at all (a dependency never fetched).
 
         `paths`: only these (store paths, files inside them or links to them, as `query` takes);
         default every valid path. Raises `StoreError` for a path that is not valid. The database
@@ -82,8 +84,9 @@ class Verification:
                     candidates = nar.Candidates(hashes)
                 assert candidates is not None
                 try:
-                    # One read: the NAR hash, and every valid path the contents mention.
-                    digest, size, found = nar.hash_and_scan(path, candidates)
+                    # One read: the NAR hash, every valid path the contents mention, and every path of
+                    # this store they spell out in full (valid or not).
+                    digest, size, found, named = nar.hash_and_scan_named(path, candidates, self.store_dir)
                 except (OSError, ValueError) as error:
                     problems.append(Problem(path, "hash-mismatch", f"path '{path}' cannot be read: {error}"))
                 else:
@@ -96,6 +99,13 @@ class Verification:
                         mentioned = {hashes[h] for h in found}
                         for ref in sorted(mentioned - set(info.references)):
                             problems.append(Problem(path, "missing-reference", f"path '{path}' mentions '{ref}', which is not among its recorded references"))
+                        # A path not in the store at all: what a signer's wrong References let in (the
+                        # dependency was never fetched), or a gc took since. No candidate list names it.
+                        recorded = {hash_part(r) for r in info.references}
+                        for h, name in sorted(named.items()):
+                            if h not in hashes and h not in recorded:  # a recorded one is an invalid-reference
+                                ref = f"{self.store_dir}/{h}-{name}"
+                                problems.append(Problem(path, "missing-reference", f"path '{path}' mentions '{ref}', which is not valid in the store and not among its recorded references"))
             for ref in info.references:
                 if not graph.is_valid(ref):
                     problems.append(Problem(path, "invalid-reference", f"path '{path}' refers to '{ref}', which is not valid"))

@@ -71,15 +71,27 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
         "cp311": Wheel("numpy", "2.4.6", "cp311", "cp311", _M227, "89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93"),
         "cp312": Wheel("numpy", "2.5.5", "cp312", "cp312", _M227, "704d819265e5d1064d932968e9ee85fff2103ccc78c05b878c06943ba27b8507"),
     }, ()),
+    # jax's and jaxlib's requirements, and jaxlib (its CPU runtime: no CUDA library); sha256 of the files pip
+    # downloaded (2026-12-01). Only cp311 wheels are pinned for these (jax 0.10.2's interpreter here).
+    "ml-dtypes": ({"cp311": Wheel("ml_dtypes", "0.7.0", "cp311", "cp311", _M227,
+                                  "d214c910cabaf80aa1ee37b0f25131e20d7a6474182e5293a68985b0421299da")}, ("numpy",)),
+    "opt-einsum": (_pure("opt_einsum", "3.4.0", "69bb92469f86a1565195ece4ac0323943e83477171b91d24c35afe028a90d7cd"), ()),
+    "scipy": ({"cp311": Wheel("scipy", "1.17.1", "cp311", "cp311", _M227,
+                              "43af8d1f3bea642559019edfe64e9b11192a8978efbd1539d7bc2aaa23d92de4")}, ("numpy",)),
+    "jaxlib": ({"cp311": Wheel("jaxlib", "0.10.2", "cp311", "cp311", "manylinux_2_27_x86_64",
+                               "1faca3c5d4662cb4a6130a68105d68bb520764817e165d6eebfd6786c0d1f30f")},
+               ("scipy", "numpy", "ml-dtypes")),
 }  # fmt: skip
 
 # (attribute, python tag) -> libraries of the top level its wheel's bundled ELF files need beyond glibc
 # and libstdc++: numpy 2.4.6's cp311 wheel bundles libgfortran (numpy.libs/libgfortran-*.so.5), which
 # needs libz.so.1; numpy 2.5.5's cp312 wheel bundles only OpenBLAS (readelf -d, 2026-11-30).
-LIBRARIES: dict[tuple[str, str], tuple[str, ...]] = {("numpy", "cp311"): ("zlib",)}
+# scipy 1.17.1's cp311 wheel bundles two libgfortran builds that need libz.so.1 as well.
+LIBRARIES: dict[tuple[str, str], tuple[str, ...]] = {("numpy", "cp311"): ("zlib",), ("scipy", "cp311"): ("zlib",)}
 
-# The ML stack: wheels rewired to the top level's cudaPackages (torch.py, triton.py).
-ML_PACKAGES = ("torch", "torch-bin", "triton", "triton-bin")
+# The ML stack: wheels rewired to the top level's cudaPackages (torch.py, triton.py, jax.py, cupy.py).
+ML_PACKAGES = ("torch", "torch-bin", "triton", "triton-bin", "jax", "jax-cuda13-pjrt", "jax-cuda13-plugin", "cupy",
+                "cuda-pathfinder")
 PACKAGES: tuple[str, ...] = (*WHEELS, "pycuda", *ML_PACKAGES)
 
 
@@ -116,7 +128,7 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
     _wheels, deps = WHEELS[name]
     src = pkgs.fetchPypi(pname=wheel.pname, version=wheel.version, format="wheel", dist=wheel.python,
                          python=wheel.python, abi=wheel.abi, platform=wheel.platform, sha256=wheel.sha256)
-    module = {"typing-extensions": "typing_extensions"}.get(name, name)
+    module = name.replace("-", "_")  # typing-extensions, ml-dtypes, opt-einsum
     libraries = LIBRARIES.get((name, wheel.python), ())
     return scope.buildPythonPackage({
         "pname": name,
@@ -134,6 +146,15 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
 
 def _ml_package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
     from . import torch, triton
+
+    if name in ("jax", "jax-cuda13-pjrt", "jax-cuda13-plugin"):
+        from . import jax
+
+        return getattr(jax, name.replace("-", "_"))(scope, pkgs, config, system).named(f"python3Packages.{name}")
+    if name in ("cupy", "cuda-pathfinder"):
+        from . import cupy
+
+        return getattr(cupy, name.replace("-", "_"))(scope, pkgs, config, system).named(f"python3Packages.{name}")
 
     if name == "torch-bin":
         return torch.torch_bin(scope, pkgs, config, system).named("python3Packages.torch-bin")

@@ -6,8 +6,8 @@ Layout (Nix's, so Nix and cudapkgs read each other's caches):
     <hash part>.narinfo               one per store path (see `narinfo.py`)
     nar/<file hash>.nar.zst|.xz|      the compressed NARs, named by the sha256 of the compressed file
 
-A backend implements `_get` (a readable stream, or None when the object is
-absent), `_exists`, `_put_bytes` and `_put_file`; uploads go NAR first and
+A backend implements `_get` (a readable stream of at most the bytes the caller allows, or None
+when the object is absent), `_exists`, `_put_bytes` and `_put_file`; uploads go NAR first and
 narinfo last, so a reader never sees a narinfo whose NAR is not all there.
 Everything streams: memory is bounded by a few MiB whatever the NAR's size.
 
@@ -21,17 +21,19 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import BinaryIO
 
 from ...errors import StoreError
 from .. import nar
+from ..content_address import ContentAddress, derive_content_address, file_sha256, parse_content_address, store_path_for
 from ..nar_restore import HashingReader, NarFormatError, restore
 from ..paths import base32_encode, hash_part
 from .compression import HashingFile, compress_stream, decompressed_reader
 from .narinfo import COMPRESSIONS, CacheInfo, NarInfo, NarInfoError
 from .signing import PublicKey, SecretKey
 
-__all__ = ["Cache", "CacheError", "CacheUnavailable", "SubstituteRefused"]
+__all__ = ["Cache", "CacheError", "CacheUnavailable", "ObjectTooLarge", "SubstituteRefused"]
 
 
 class CacheError(StoreError):
@@ -44,6 +46,10 @@ class CacheUnavailable(CacheError):
 
 class SubstituteRefused(CacheError):
     """A narinfo or NAR failed a check (signature, hash, size, references); nothing was registered."""
+
+
+class ObjectTooLarge(SubstituteRefused):
+    """A backend saw an object pass the byte bound its reader gave (`Cache._get`'s `max_bytes`)."""
 
 
 class Cache:
@@ -61,8 +67,12 @@ class Cache:
 
     # -- backend primitives -------------------------------------------------
 
-    def _get(self, name: str) -> BinaryIO | None:
-        """A readable stream of object `name` (close it), or None if absent; CacheUnavailable if the cache is down."""
+    def _get(self, name: str, max_bytes: int) -> BinaryIO | None:
+        """A readable stream of object `name` (close it), or None if absent; CacheUnavailable if the cache is down.
+
+        `max_bytes` is the most the caller will read: a backend refuses (CacheError) an object it can
+        tell is larger, and never reads much past it. Only regular files or a response body are read.
+        """
         raise NotImplementedError
 
     def _exists(self, name: str) -> bool:
@@ -76,13 +86,21 @@ class Cache:
         raise NotImplementedError
 
     def _read_small(self, name: str, limit: int = 1 << 20) -> bytes | None:
-        stream = self._get(name)
-        if stream is None:
-            return None
-        with contextlib.closing(stream):
-            data = stream.read(limit + 1)
+        too_large = CacheError(f"{self.url}/{name}: larger than {limit} bytes, not a narinfo")
+        try:
+            stream = self._get(name, limit)
+            if stream is None:
+                return None
+            with contextlib.closing(stream):
+                # One receive at a time where the backend can (a peer dripping bytes is cut early); reads may be short.
+                read = getattr(stream, "read1", stream.read)
+                data = b""
+                while len(data) <= limit and (chunk := read(limit + 1 - len(data))):
+                    data += chunk
+        except ObjectTooLarge:
+            raise too_large from None
         if len(data) > limit:
-            raise CacheError(f"{self.url}/{name}: larger than {limit} bytes, not a narinfo")
+            raise too_large
         return data
 
     # -- reading -------------------------------------------------------------
@@ -122,16 +140,37 @@ class Cache:
 
     # -- substituting ----------------------------------------------------------
 
-    def verify(self, info: NarInfo, trusted_keys: Iterable[PublicKey], *, require_sigs: bool = True) -> None:
-        """SubstituteRefused unless a signature of `info` verifies with one of `trusted_keys` (when required)."""
+    def verify(self, info: NarInfo, trusted_keys: Iterable[PublicKey], *, require_sigs: bool = True) -> ContentAddress | None:
+        """SubstituteRefused unless a signature of `info` verifies with one of `trusted_keys` (when required)
+        or `info` is content-addressed.
+
+        Returns the content address that stands in for a signature (the caller must check the
+        contents against it), or None when a signature (or no requirement) let `info` through. As
+        Nix: a `CA:` whose address makes exactly `info.store_path` needs no signature
+        (`content_address` cites Nix's source); one that does not is ignored.
+        """
         if not require_sigs:
-            return
+            return None
         keys = list(trusted_keys)
         fingerprint = info.fingerprint()
         if any(key.verify(sig, fingerprint) for key in keys for sig in info.sigs):
-            return
+            return None
+        if info.ca:
+            ca = parse_content_address(info.ca)
+            refs = [f"{info.store_dir}/{r}" for r in info.references]
+            name = os.path.basename(info.store_path)[33:]
+            if ca is not None and store_path_for(info.store_dir, name, ca, refs, info.store_path) == info.store_path:
+                return ca
         signed_by = ", ".join(sorted({s.partition(":")[0] for s in info.sigs})) or "nobody"
         trusted = ", ".join(k.name for k in keys) or "no key (set trustedPublicKeys)"
+        names = {k.name for k in keys}
+        by_trusted = sorted({s.partition(":")[0] for s in info.sigs} & names)
+        if by_trusted:  # a trusted key's name signed, but not these contents
+            raise SubstituteRefused(
+                f"{info.store_path} from {self.url}: the signature by {', '.join(by_trusted)} does not match the "
+                "narinfo's contents: its fields (StorePath, NarHash, NarSize or References) changed after signing, "
+                "or another key of that name signed it; not substituted"
+            )
         raise SubstituteRefused(
             f"{info.store_path} from {self.url}: no valid signature by a trusted key "
             f"(signed by: {signed_by}; trusted: {trusted}); not substituted"
@@ -166,7 +205,9 @@ class Cache:
                 raise CacheError(f"{self.url} does not have {path}")
         if info.store_path != path:
             raise SubstituteRefused(f"{self.url}: the narinfo for {path} describes {info.store_path}")
-        self.verify(info, trusted_keys, require_sigs=require_sigs)
+        by_address = self.verify(info, trusted_keys, require_sigs=require_sigs)
+        if by_address is not None and by_address.method == "nar" and by_address.render() != "fixed:r:" + info.nar_hash:
+            raise SubstituteRefused(f"{path} from {self.url}: its CA {info.ca} and NarHash {info.nar_hash} disagree; not substituted")
         refs = [f"{store.store_dir}/{r}" for r in info.references]
         absent = [] if wait_for_references else [r for r in refs if r != path and not store.is_valid(r)]
         if absent:
@@ -176,13 +217,15 @@ class Cache:
                 + "; substitute the closure, dependencies first"
             )
 
+        bound = info.file_size_bound()  # from the signed NarSize: FileSize is not signed
+
         def fill(out) -> None:
-            raw = self._get(info.url)
+            raw = self._get(info.url, bound)
             if raw is None:
                 raise SubstituteRefused(f"{path} from {self.url}: its NAR {info.url} is missing")
             with contextlib.closing(raw):
                 counted = _Counting(raw, on_bytes) if on_bytes else raw
-                hashed = HashingFile(counted, limit=info.file_size, hash=False)
+                hashed = HashingFile(counted, limit=bound, hash=False)
                 try:
                     reader = restore(decompressed_reader(hashed, info.compression), out, limit=info.nar_size)
                     while hashed.read(1 << 20):  # the rest of the compressed file (a zstd epilogue, say)
@@ -191,12 +234,14 @@ class Cache:
                     if isinstance(error, OSError) and not _is_format_error(error):
                         raise
                     raise SubstituteRefused(f"{path} from {self.url}: the NAR {info.url} is damaged ({error}); not substituted") from None
-                except Exception as error:  # zstandard.ZstdError, lzma.LZMAError (bz2 raises OSError/EOFError)
-                    if type(error).__name__ not in ("ZstdError", "LZMAError"):
+                except Exception as error:  # zstandard.ZstdError, lzma.LZMAError, zlib.error, brotli.error (bz2: OSError/EOFError)
+                    if type(error).__name__ not in ("ZstdError", "LZMAError") and not (
+                            type(error).__name__ == "error" and type(error).__module__.startswith(("zlib", "brotli"))):
                         raise
                     raise SubstituteRefused(f"{path} from {self.url}: the NAR {info.url} is damaged ({error}); not substituted") from None
             # FileHash is not checked (Nix does not either): the signed NarHash covers the contents, and
-            # hashing the compressed bytes too would cost a third more time. FileSize bounds the download.
+            # hashing the compressed bytes too would cost a third more time. The signed NarSize bounds the
+            # download (with FileSize when smaller): a cache cannot make it read forever (issue 23).
             if info.file_size is not None and hashed.size != info.file_size:
                 raise SubstituteRefused(
                     f"{path} from {self.url}: {info.url} has {hashed.size} bytes, "
@@ -208,10 +253,13 @@ class Cache:
                     f"{path} from {self.url}: the NAR hashes to {nar_hash} ({reader.size} bytes), "
                     f"not the narinfo's {info.nar_hash} ({info.nar_size} bytes); not substituted"
                 )
+            if by_address is not None and by_address.method != "nar" and file_sha256(os.fspath(out)) != by_address.digest:
+                # The NAR hash came from the (unsigned) narinfo: only the address vouches for the contents.
+                raise SubstituteRefused(f"{path} from {self.url}: its contents do not match its CA {info.ca}; not substituted")
 
         deriver = f"{store.store_dir}/{info.deriver}" if info.deriver else None
         store.add_verified_path(path, fill, nar_hash=info.nar_hash, nar_size=info.nar_size, references=refs,
-                                deriver=deriver, before_register=wait_for_references)
+                                deriver=deriver, before_register=wait_for_references, source=self.url)
         return info
 
     # -- uploading -------------------------------------------------------------
@@ -275,6 +323,9 @@ class Cache:
             references=tuple(sorted(os.path.basename(r) for r in record.references)),
             deriver=os.path.basename(record.deriver) if record.deriver else None,
         )
+        ca = derive_content_address(store.store_dir, record.path, record.nar_hash, list(record.references))
+        if ca is not None:  # Nix then trusts it without a signature (content_address)
+            info = replace(info, ca=ca.render())
         if secret_key is not None:
             info = info.with_sigs((secret_key.sign(info.fingerprint()),))
         self._put_bytes(hash_part(record.path) + ".narinfo", info.to_text().encode(), "text/x-nix-narinfo")

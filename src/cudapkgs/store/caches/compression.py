@@ -1,5 +1,7 @@
 """Streaming compression of NARs: zstd (`zstandard`), xz (stdlib `lzma`), bzip2 (stdlib `bz2`, old Nix caches) or none.
 
+Reading also takes gzip (stdlib `zlib`) and br (the `brotli` package), which Nix can write.
+
 Both directions work chunk by chunk, so memory stays bounded whatever the NAR's size.
 zstd level 3 is the zstd command's default (what `tar -I zstd` uses); xz preset 6 is xz's.
 """
@@ -7,19 +9,67 @@ zstd level 3 is the zstd command's default (what `tar -I zstd` uses); xz preset 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from .narinfo import COMPRESSIONS
+from .narinfo import COMPRESSIONS, READ_COMPRESSIONS
 
 __all__ = ["compress_stream", "decompressed_reader", "HashingFile"]
 
 CHUNK = 1 << 20
 
 
-def _check(compression: str) -> None:
-    if compression not in COMPRESSIONS:
-        raise ValueError(f"unsupported compression {compression!r} (zstd, xz, bzip2 or none)")
+def _check(compression: str, names=COMPRESSIONS) -> None:
+    if compression not in names:
+        raise ValueError(f"unsupported compression {compression!r} ({', '.join(names)})")
+
+
+def _gzip_chunks(raw: BinaryIO) -> Iterator[bytes]:
+    import zlib
+
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip header and trailer (CRC-32, size) checked
+    while not inflater.eof:
+        data = inflater.unconsumed_tail or raw.read(CHUNK)
+        if not data:
+            raise EOFError("the gzip stream ends early")
+        yield inflater.decompress(data, CHUNK)  # at most CHUNK bytes out per step: a bomb stays bounded
+
+
+def _brotli_chunks(raw: BinaryIO) -> Iterator[bytes]:
+    try:
+        import brotli
+    except ImportError:
+        raise ValueError("reading a br (brotli) NAR needs the brotli package: pip install brotli") from None
+    decoder = brotli.Decompressor()
+    while not decoder.is_finished():
+        if decoder.can_accept_more_data():
+            data = raw.read(CHUNK)
+            if not data:
+                raise EOFError("the br stream ends early")
+        else:
+            data = b""
+        yield decoder.process(data, output_buffer_limit=CHUNK)
+
+
+class _ChunkReader:
+    """A readable over an iterator of byte chunks (each bounded by its producer)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._buffer = b""
+
+    def read(self, n: int = -1) -> bytes:
+        want = n if n is not None and n >= 0 else CHUNK
+        while len(self._buffer) < want:
+            piece = next(self._chunks, None)
+            if piece is None:
+                break
+            self._buffer += piece
+        out, self._buffer = self._buffer[:want], self._buffer[want:]
+        return out
+
+    def readable(self) -> bool:
+        return True
 
 
 def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *, level: int | None = None) -> tuple[bytes, int]:
@@ -83,8 +133,16 @@ class HashingFile:
 
 
 def decompressed_reader(raw: BinaryIO, compression: str) -> BinaryIO:
-    """A readable giving the decompressed bytes of `raw`, decompressing as it is read."""
-    _check(compression)
+    """A readable giving the decompressed bytes of `raw`, decompressing as it is read.
+
+    `compression` is one of READ_COMPRESSIONS; ValueError otherwise. A truncated gzip/br stream raises
+    EOFError, a corrupt one zlib.error / brotli.error (both caught by the caller as a damaged NAR).
+    """
+    _check(compression, READ_COMPRESSIONS)
+    if compression == "gzip":
+        return _ChunkReader(_gzip_chunks(raw))  # type: ignore[return-value]
+    if compression == "br":
+        return _ChunkReader(_brotli_chunks(raw))  # type: ignore[return-value]
     if compression == "zstd":
         import zstandard
 

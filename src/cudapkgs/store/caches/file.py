@@ -6,12 +6,15 @@ into place, so a reader sees an object whole or not at all.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 import urllib.parse
 from typing import BinaryIO
 
-from .base import Cache, CacheError
+from ...inputs import file_kind
+from .base import Cache, CacheError, ObjectTooLarge
 
 __all__ = ["FileCache"]
 
@@ -32,17 +35,33 @@ class FileCache(Cache):
             raise CacheError(f"{self.url}: refusing object name {name!r}")
         return os.path.join(self.root, name)
 
-    def _get(self, name: str) -> BinaryIO | None:
+    def _get(self, name: str, max_bytes: int) -> BinaryIO | None:
+        # Regular files only, opened without following a link and without blocking: a FIFO
+        # named like a narinfo or NAR would hang the open (and then the read), a directory fail
+        # in the middle of unpacking, a device never end (issue 23).
         try:
-            fd = os.open(self._path(name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(self._path(name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
         except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise CacheError(f"{self.url}/{name}: is a symbolic link; a file cache serves regular files only") from None
             raise CacheError(f"{self.url}: cannot read {name}: {error.strerror or error}") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise CacheError(f"{self.url}/{name}: is {file_kind(st.st_mode)}, not a regular file; refusing to read it")
+        if st.st_size > max_bytes:
+            os.close(fd)
+            raise ObjectTooLarge(f"{self.url}/{name}: has {st.st_size} bytes, more than the {max_bytes} allowed "
+                                 "for it; not substituted")
         return os.fdopen(fd, "rb", buffering=0)
 
     def _exists(self, name: str) -> bool:
-        return os.path.isfile(self._path(name))
+        try:
+            return stat.S_ISREG(os.lstat(self._path(name)).st_mode)
+        except OSError:
+            return False
 
     def _ensure_dirs(self, name: str) -> str:
         target = self._path(name)
@@ -72,3 +91,4 @@ class FileCache(Cache):
             os.replace(local, target)  # `local` was made in the cache directory: same file system
         except OSError as error:
             raise CacheError(f"{self.url}: cannot write {name}: {error.strerror or error}") from None
+

@@ -1,24 +1,24 @@
-"""`http://host/prefix` and `https://…`: a binary cache over HTTP (GET to read, PUT to upload).
+"""`http://host/prefix` and `https://…`: a binary cache over HTTP (GET to read, PUT to upload, HEAD to ask).
 
 Reading works with any static file server or `nix-serve`/`cudapkgs serve`;
 uploading needs a server that accepts PUT (WebDAV, e.g. nginx's dav module,
 which also creates the nar/ directory with `create_full_put_path`). A NAR is
-PUT before its narinfo. Connection failures, timeouts and 5xx answers raise
-CacheUnavailable (the caller stops asking that cache); 404 is a miss.
-Credentials in the URL (https://user:pass@host/…) are sent as HTTP basic auth.
+PUT before its narinfo. Transfers go through the one HTTP client
+(`cudapkgs.transport.http`: kept-alive connections shared by the whole closure,
+the environment's proxy and CA rules, retries with backoff); every object is
+read within a byte bound the caller gives (a narinfo's 1 MiB, a NAR's bound from
+its signed NarSize) and a deadline. Connection failures, timeouts, deadlines and
+5xx answers raise CacheUnavailable (the caller stops asking that cache); 404 is
+a miss. Credentials in the URL (https://user:pass@host/…) are sent as HTTP basic auth.
 """
 
 from __future__ import annotations
 
-import base64
-import http.client
 import os
-import socket
-import ssl
 import urllib.parse
 from typing import BinaryIO
 
-from .base import Cache, CacheError, CacheUnavailable
+from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge
 
 __all__ = ["HttpCache"]
 
@@ -26,68 +26,79 @@ TIMEOUT = 30.0
 
 
 class HttpCache(Cache):
-    """A cache served at `url` (http or https)."""
+    """A cache served at `url` (http or https).
 
-    def __init__(self, url: str, timeout: float = TIMEOUT) -> None:
+    `timeout` bounds connecting and any one silence (seconds); `attempts` and `backoff_s` are the
+    retries of a request that failed transiently; `deadline_base_s` and `low_speed_bps` tune the
+    per-object deadline and stall rule (`cudapkgs.transport.http.Limits`).
+    """
+
+    def __init__(self, url: str, timeout: float = TIMEOUT, *, attempts: int = 2, backoff_s: float = 0.5,
+                 deadline_base_s: float = 60.0, low_speed_bps: int = 1024) -> None:
         super().__init__(url.rstrip("/"))
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise CacheError(f"{url}: not an http(s):// cache URL")
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port
-        self.prefix = parts.path.rstrip("/")
+        try:
+            parts.port
+        except ValueError:
+            raise CacheError(f"{url}: the port is not a number from 0 to 65535") from None
         self.timeout = timeout
-        self.headers: dict[str, str] = {"User-Agent": "cudapkgs"}
-        if parts.username:
-            token = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
-            self.headers["Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+        self.deadline_base_s = deadline_base_s
+        self.low_speed_bps = low_speed_bps
+        self._base = url.rstrip("/")  # with its credentials: the client sends them as basic auth
         # Shown in messages without credentials.
         netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
-        self.url = urllib.parse.urlunsplit((parts.scheme, netloc, self.prefix, "", ""))
+        self.url = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
-    def _connection(self) -> http.client.HTTPConnection:
-        if self.scheme == "https":
-            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=ssl.create_default_context())
-        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+    def _limits(self, max_bytes: int, upload: int = 0):
+        from ...transport.http import Limits, deadline_for
 
-    def _request(self, method: str, name: str, body=None, headers: dict[str, str] | None = None):
-        conn = self._connection()
+        return Limits(max_bytes=max_bytes, connect_s=self.timeout, read_s=self.timeout,
+                      deadline_s=deadline_for(max_bytes + upload, base_s=self.deadline_base_s),
+                      low_speed_bps=self.low_speed_bps, low_speed_s=self.timeout)
+
+    def _request(self, method: str, name: str, *, max_bytes: int, body=None, length: int = 0,
+                 headers: dict[str, str] | None = None):
+        from ...transport.errors import TooLarge, TransferError
+        from ...transport.http import request
+
         try:
-            conn.request(method, f"{self.prefix}/{name}", body=body, headers={**self.headers, **(headers or {})})
-            response = conn.getresponse()
-        except (OSError, socket.timeout, http.client.HTTPException, ssl.SSLError) as error:
-            conn.close()
-            raise CacheUnavailable(f"the cache {self.url} does not answer ({_reason(error)})") from None
+            response = request(method, f"{self._base}/{name}", limits=self._limits(max_bytes, length), body=body,
+                               headers=headers, attempts=self.attempts, backoff_s=self.backoff_s)
+        except TooLarge as error:
+            raise ObjectTooLarge(f"{self.url}/{name}: {error.reason}; not substituted") from None
+        except TransferError as error:
+            if error.status is not None:
+                raise CacheUnavailable(f"the cache {self.url} answers {error.reason.removeprefix('HTTP ')} for {name}"
+                                       f"{error.tries}") from None
+            raise CacheUnavailable(f"the cache {self.url} does not answer ({error.reason}){error.tries}") from None
         if response.status >= 500:
-            response.read()
-            conn.close()
+            response.discard()
             raise CacheUnavailable(f"the cache {self.url} answers {response.status} {response.reason} for {name}")
-        return conn, response
+        return response
 
-    def _get(self, name: str) -> BinaryIO | None:
-        conn, response = self._request("GET", name)
-        if response.status == 404 or response.status == 410:
-            response.read()
-            conn.close()
+    def _get(self, name: str, max_bytes: int) -> BinaryIO | None:
+        response = self._request("GET", name, max_bytes=max_bytes)
+        if response.status in (404, 410):
+            response.discard()
             return None
         if response.status != 200:
-            response.read()
-            conn.close()
+            response.discard()
             raise CacheError(f"{self.url}/{name}: the server answers {response.status} {response.reason}")
-        return _Body(conn, response)
+        return _Body(response, f"{self.url}/{name}")  # type: ignore[return-value]
 
     def _exists(self, name: str) -> bool:
-        conn, response = self._request("HEAD", name)
-        response.read()
-        conn.close()
+        response = self._request("HEAD", name, max_bytes=0)
+        response.close()
         return response.status == 200
 
     def _put(self, name: str, body, length: int, content_type: str) -> None:
-        conn, response = self._request("PUT", name, body=body,
-                                       headers={"Content-Type": content_type, "Content-Length": str(length)})
-        response.read()
-        conn.close()
+        response = self._request("PUT", name, max_bytes=1 << 20, body=body, length=length,
+                                 headers={"Content-Type": content_type, "Content-Length": str(length)})
+        response.discard()
         if response.status not in (200, 201, 204):
             raise CacheError(f"{self.url}/{name}: upload refused ({response.status} {response.reason}); "
                              "the server must accept PUT (e.g. WebDAV)")
@@ -96,35 +107,37 @@ class HttpCache(Cache):
         self._put(name, data, len(data), content_type)
 
     def _put_file(self, name: str, local: str, content_type: str) -> None:
-        with open(local, "rb") as f:  # http.client streams a file body in blocks
+        with open(local, "rb") as f:  # streamed in blocks; rewound for a retry
             self._put(name, f, os.fstat(f.fileno()).st_size, content_type)
 
 
 class _Body:
-    """A response body that closes its connection with it."""
+    """A response body as a binary stream; a transfer failure is a CacheUnavailable or SubstituteRefused naming it."""
 
-    def __init__(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse) -> None:
-        self.conn, self.response = conn, response
+    def __init__(self, response, where: str) -> None:
+        self.response = response
+        self.where = where
 
     def read(self, n: int = -1) -> bytes:
+        """`n` bytes (fewer at the end), everything for -1: a NAR's bulk reads."""
+        return self._call(self.response.read, n)
+
+    def read1(self, n: int = -1) -> bytes:
+        """Up to `n` bytes from one receive, each checked against the low-speed rule: a narinfo's reads."""
+        return self._call(self.response.read1, n)
+
+    def _call(self, read, n: int) -> bytes:
+        from ...transport.errors import TooLarge, TransferError
+
         try:
-            return self.response.read(n if n is not None and n >= 0 else None)
-        except (OSError, http.client.HTTPException) as error:
-            raise CacheUnavailable(f"the connection broke while reading ({_reason(error)})") from None
+            return read(n)
+        except TooLarge as error:
+            raise ObjectTooLarge(f"{self.where}: {error.reason}; not substituted") from None
+        except TransferError as error:
+            raise CacheUnavailable(f"the cache does not answer for {self.where} ({error.reason})") from None
 
     def readable(self) -> bool:
         return True
 
     def close(self) -> None:
         self.response.close()
-        self.conn.close()
-
-
-def _reason(error: BaseException) -> str:
-    if isinstance(error, socket.timeout):
-        return "timed out"
-    if isinstance(error, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(error, socket.gaierror):
-        return "unknown host"
-    return str(error) or type(error).__name__

@@ -20,19 +20,27 @@ from ...errors import StoreError
 from ...inputs import parse_decimal
 from ..paths import BASE32_CHARS, HASH_LEN, is_hash_part
 
-__all__ = ["CacheInfo", "NarInfo", "NarInfoError", "COMPRESSIONS"]
+__all__ = ["CacheInfo", "NarInfo", "NarInfoError", "COMPRESSIONS", "MAX_OBJECT_BYTES", "READ_COMPRESSIONS"]
 
-#: Compression name in a narinfo -> file extension of its NAR (Nix's names).
+#: Compression name in a narinfo -> file extension of its NAR (Nix's names): what cudapkgs writes.
 COMPRESSIONS = {"zstd": ".zst", "xz": ".xz", "bzip2": ".bz2", "none": ""}
+#: What cudapkgs reads: the written ones and the two more Nix can write (`nix copy --to 'file://…?compression=br'`;
+#: NixOS/nix src/libutil/compression.cc names them "br" and "gzip").
+READ_COMPRESSIONS = (*COMPRESSIONS, "gzip", "br")
 
 # What Nix's parser requires (NixOS/nix src/libstore/nar-info.cc): a narinfo without Compression means
 # bzip2, and nix-serve and other servers of uncompressed NARs write no FileHash/FileSize.
 _REQUIRED = ("StorePath", "URL", "NarHash", "NarSize")
-# Fields Nix writes that cudapkgs reads (System and CA are kept but not used).
+# Fields Nix writes that cudapkgs reads. Any other field is skipped, as Nix's parser skips it (NixOS/nix
+# src/libstore/nar-info.cc: the `if (name == ...)` chain has no final else): a newer Nix or another server
+# may add fields. A skipped field is never trusted: the signed fingerprint covers none of them, and
+# `NarInfo.unknown` only keeps their names (for a message).
 _KNOWN = set(_REQUIRED) | {"Compression", "FileHash", "FileSize", "References", "Deriver", "Sig", "System", "CA"}
 _SHA256_B32 = re.compile(f"sha256:[{BASE32_CHARS}]{{52}}")
 _URL = re.compile(r"[A-Za-z0-9+\-._=/]+")
 _MAX_NARINFO = 1 << 20
+#: The largest NAR (compressed or not) a cache may hand over, whatever its narinfo says: 1 TiB.
+MAX_OBJECT_BYTES = 1 << 40
 
 
 class NarInfoError(StoreError):
@@ -59,6 +67,8 @@ class NarInfo:
     sigs: tuple[str, ...] = field(default=())
     system: str | None = None
     ca: str | None = None
+    #: Names of the fields the parser skipped (not known to cudapkgs; never written back, never trusted).
+    unknown: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def store_dir(self) -> str:
@@ -68,6 +78,24 @@ class NarInfo:
     def download_size(self) -> int:
         """Bytes to download: FileSize, or NarSize when the cache does not say (an upper bound for a compressed NAR)."""
         return self.file_size if self.file_size is not None else self.nar_size
+
+    def file_size_bound(self) -> int:
+        """The most bytes the compressed NAR may have: what the signed NarSize can compress to at worst,
+        or FileSize (not signed) when that is smaller; never more than `MAX_OBJECT_BYTES`.
+
+        The worst cases fit in NarSize + NarSize/32 + 1 MiB: zstd's ``ZSTD_COMPRESSBOUND`` (n + n/256
+        + under 64 bytes; facebook/zstd lib/zstd.h), bzip2's 1 % + 600 bytes (bzip2 manual,
+        ``BZ2_bzBuffToBuffCompress``), xz's few bytes per 64 KiB chunk (liblzma ``lzma_block_buffer_bound``),
+        gzip's 5 bytes per 64 KiB stored block (RFC 1951 section 3.2.4) and brotli's few bytes per
+        uncompressed meta-block (RFC 7932 section 9.2); "none" is the NAR itself. A cache adding padding (zstd skippable frames) past this is cut off.
+        """
+        if self.compression == "none":
+            bound = self.nar_size
+        else:
+            bound = self.nar_size + self.nar_size // 32 + (1 << 20)
+        if self.file_size is not None:
+            bound = min(bound, self.file_size)
+        return min(bound, MAX_OBJECT_BYTES)
 
     @property
     def hash_part(self) -> str:
@@ -109,7 +137,10 @@ class NarInfo:
 
     @classmethod
     def parse(cls, text: str | bytes, whence: str) -> NarInfo:
-        """Parse a narinfo strictly; NarInfoError naming `whence` on any missing, unknown or malformed field."""
+        """Parse a narinfo; NarInfoError naming `whence` on any missing or malformed field.
+
+        Fields cudapkgs does not know are skipped (their names land in `unknown`), as Nix does.
+        """
         if isinstance(text, bytes):
             if len(text) > _MAX_NARINFO:
                 raise NarInfoError(f"{whence}: not a narinfo (larger than {_MAX_NARINFO} bytes)")
@@ -119,6 +150,7 @@ class NarInfo:
                 raise NarInfoError(f"{whence}: not a narinfo (not UTF-8)") from None
         fields: dict[str, str] = {}
         sigs: list[str] = []
+        unknown: list[str] = []
         # Lines end at "\n" only, as in Nix's parser: str.splitlines would also split a value at
         # U+2028, U+0085 or a form feed, and read fields no other client sees.
         for number, line in enumerate(text.split("\n"), 1):
@@ -130,7 +162,9 @@ class NarInfo:
             if not sep:
                 raise NarInfoError(f"{whence}: line {number} is not 'Field: value'")
             if key not in _KNOWN:
-                raise NarInfoError(f"{whence}: unknown field {key!r} (line {number})")
+                if key not in unknown and len(unknown) < 16:
+                    unknown.append(key[:64])
+                continue
             if key == "Sig":
                 sigs.append(value)
             elif key in fields:
@@ -156,8 +190,8 @@ class NarInfo:
             except ValueError:
                 raise NarInfoError(f"{whence}: {key} {fields[key]!r} is not a number (ASCII digits)") from None
         compression = fields.get("Compression", "bzip2")
-        if compression not in COMPRESSIONS:
-            raise NarInfoError(f"{whence}: compression {compression!r} is not supported (zstd, xz, bzip2 or none)")
+        if compression not in READ_COMPRESSIONS:
+            raise NarInfoError(f"{whence}: compression {compression!r} is not supported ({', '.join(READ_COMPRESSIONS)})")
         url = fields["URL"]
         if not _URL.fullmatch(url) or url.startswith("/") or ".." in url.split("/"):
             raise NarInfoError(f"{whence}: URL {url!r} is not a relative path inside the cache")
@@ -175,6 +209,7 @@ class NarInfo:
             store_path=store_path, url=url, compression=compression, file_hash=fields.get("FileHash"),
             file_size=sizes["FileSize"], nar_hash=fields["NarHash"], nar_size=sizes["NarSize"], references=refs,
             deriver=deriver, sigs=tuple(sigs), system=fields.get("System"), ca=fields.get("CA"),
+            unknown=tuple(unknown),
         )
 
 

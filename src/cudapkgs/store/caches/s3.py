@@ -13,7 +13,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import BinaryIO
 
-from .base import Cache, CacheError, CacheUnavailable
+from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge
 
 __all__ = ["S3Cache"]
 
@@ -74,9 +74,17 @@ class S3Cache(Cache):
         except (EndpointConnectionError, BotoCoreError, OSError) as error:
             raise CacheUnavailable(f"the cache {self.url} does not answer ({error})") from None
 
-    def _get(self, name: str) -> BinaryIO | None:
+    def _get(self, name: str, max_bytes: int) -> BinaryIO | None:
         response = self._call("read", name, self.client.get_object, Bucket=self.bucket, Key=self._key(name))
-        return None if response is None else response["Body"]
+        if response is None:
+            return None
+        body = response["Body"]
+        length = response.get("ContentLength")
+        if isinstance(length, int) and length > max_bytes:
+            body.close()
+            raise ObjectTooLarge(f"{self.url}/{name}: has {length} bytes, more than the {max_bytes} allowed for it; "
+                                 "not substituted")
+        return _BoundedBody(body, max_bytes, f"{self.url}/{name}")  # type: ignore[return-value]
 
     def _exists(self, name: str) -> bool:
         return self._call("check", name, self.client.head_object, Bucket=self.bucket, Key=self._key(name)) is not None
@@ -92,3 +100,42 @@ class S3Cache(Cache):
         config = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=16 << 20, max_concurrency=2)
         self._call("upload", name, self.client.upload_file, local, self.bucket, self._key(name),
                    ExtraArgs={"ContentType": content_type}, Config=config)
+
+
+class _BoundedBody:
+    """boto3's streaming body read within a byte bound and a deadline (botocore bounds each read, not the object)."""
+
+    def __init__(self, body, max_bytes: int, where: str) -> None:
+        import time
+
+        from ...transport import deadline
+
+        self.body, self.max_bytes, self.where = body, max_bytes, where
+        self.received = 0
+        self.watch = deadline.watch(time.monotonic() + deadline.deadline_for(max_bytes))
+        raw = getattr(body, "_raw_stream", None)
+        if hasattr(raw, "shutdown"):  # urllib3's: ends a blocked receive from the watchdog's thread
+            self.watch.add(raw.shutdown)
+
+    def read(self, n: int = -1) -> bytes:
+        if self.watch.expired:
+            raise CacheUnavailable(f"the cache took longer than its deadline for {self.where}")
+        try:
+            data = self.body.read(n if n is not None and n >= 0 else 1 << 20)
+        except Exception as error:  # botocore's and urllib3's read errors share no base class but Exception
+            if self.watch.expired:
+                raise CacheUnavailable(f"the cache took longer than its deadline for {self.where}") from None
+            raise CacheUnavailable(f"the cache does not answer for {self.where} ({error})") from None
+        if not data and self.watch.close():
+            raise CacheUnavailable(f"the cache took longer than its deadline for {self.where}")
+        self.received += len(data)
+        if self.received > self.max_bytes:
+            raise ObjectTooLarge(f"{self.where}: sent more than the {self.max_bytes} bytes allowed for it; not substituted")
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.watch.close()
+        self.body.close()

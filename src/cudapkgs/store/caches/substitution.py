@@ -71,6 +71,9 @@ class Substituters:
         self.jobs = max(1, jobs)
         self._down: set[str] = set()
         self._lock = threading.Lock()
+        # Each path's narinfo is asked for once per run (issue 23: `copy --from` asked twice).
+        self._answers: dict[str, Substitute | None] = {}
+        self._absent: set[str] = set()
 
     @classmethod
     def from_config(cls, config: Any, *, scoped_keys: Mapping[str, Iterable[str]] | None = None,
@@ -104,13 +107,31 @@ class Substituters:
         self.warn(f"warning: {error}; not using {cache.url} for the rest of this run (building instead)")
 
     def lookup(self, path: str) -> Substitute | None:
-        """The first cache (in order) with a trusted, well-formed narinfo for `path`, or None."""
+        """The first cache (in order) with a trusted, well-formed narinfo for `path`, or None.
+
+        The answer is remembered: a path is looked up once per `Substituters`, whoever asks again.
+        """
+        if path in self._answers:
+            return self._answers[path]
+        answer = self._lookup(path)
+        with self._lock:
+            self._answers[path] = answer
+        return answer
+
+    def absent(self, path: str) -> bool:
+        """Whether every cache answered that it has no narinfo for `path` (as opposed to a bad or untrusted one,
+        or a cache that did not answer); False for a path not looked up."""
+        return path in self._absent
+
+    def _lookup(self, path: str) -> Substitute | None:
+        missing = 0
         for cache in self.caches:
             if cache.url in self._down:
                 continue
             try:
                 info = cache.narinfo(path)
                 if info is None:
+                    missing += 1
                     continue
                 cache.verify(info, self.keys_for(cache), require_sigs=self.require_sigs)
             except CacheUnavailable as error:
@@ -120,6 +141,9 @@ class Substituters:
                 self.warn(f"warning: {error}")
                 continue
             return Substitute(path, cache, info)
+        if missing == len(self.caches):
+            with self._lock:
+                self._absent.add(path)
         return None
 
     def query(self, store: Any, paths: Iterable[str]) -> dict[str, Substitute]:

@@ -1,0 +1,81 @@
+"""Bytes and speed for a download that pip does: pip reports nothing to a caller, so watch its temporary directory.
+
+pip (`pip download -d DIR`) writes each file it downloads into a temporary directory made with
+Python's `tempfile` (pip's `TempDirectory(kind="unpack")`, which honours $TMPDIR) and copies it
+to DIR when it is complete. Running pip with $TMPDIR set to a fresh private directory, the bytes
+under it are the bytes downloaded so far.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+__all__ = ["run_watching", "bytes_under"]
+
+_POLL = 0.25  # seconds between looks
+_MAX_ENTRIES = 10_000  # bound on one look at a directory pip fills
+
+
+def bytes_under(directory: Path) -> int:
+    """The total size of the regular files below `directory` (links not followed; at most `_MAX_ENTRIES` looked at)."""
+    total = seen = 0
+    for root, dirs, files in os.walk(directory):
+        for name in files:
+            seen += 1
+            if seen > _MAX_ENTRIES:
+                return total
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if not os.path.islink(os.path.join(root, name)):
+                total += st.st_size
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+    return total
+
+
+def run_watching(command: Sequence[str], *, scratch_parent: Path, timeout: float,
+                 on_bytes: Callable[[int], None] | None) -> subprocess.CompletedProcess[str]:
+    """Run `command` (pip) with $TMPDIR a fresh directory in `scratch_parent`, calling `on_bytes(n)` as it grows.
+
+    `n` is the bytes written there so far (called only when it changes). Raises
+    subprocess.TimeoutExpired after `timeout` seconds (the process is killed) and OSError when
+    it cannot start. The scratch directory is removed afterwards.
+    """
+    scratch_parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".pip-tmp-", dir=scratch_parent))
+    try:
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            process = subprocess.Popen(list(command), stdout=out, stderr=err, text=True,
+                                       env={**os.environ, "TMPDIR": str(scratch)})
+            deadline = time.monotonic() + timeout
+            last = -1
+            try:
+                while True:
+                    try:
+                        process.wait(timeout=_POLL)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    if time.monotonic() > deadline:
+                        raise subprocess.TimeoutExpired(list(command), timeout)
+                    if on_bytes is not None:
+                        now = bytes_under(scratch)
+                        if now != last and now > 0:
+                            last = now
+                            on_bytes(now)
+            except BaseException:
+                process.kill()
+                process.wait()
+                raise
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess(list(command), process.returncode, out.read(1 << 20), err.read(1 << 20))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,165 @@
+"""python3Packages.cupy: CuPy from the ``cupy-cuda13x`` wheel, rewired to the set's libraries.
+
+Nixpkgs builds CuPy from its sdist (pkgs/development/python-modules/cupy/default.nix); two cores
+cannot compile its ~60 Cython extensions against every set in reasonable time, so cudapkgs takes
+the wheel CuPy publishes for CUDA 13 (a deviation, as torch-bin is).  What the wheel does and what
+is changed (cupy-cuda13x 14.2.0: ``readelf -d``, its Python sources):
+
+* it links the CUDA runtime statically (``libcudart_static``) and dlopens ``libcuda.so.1``: the
+  driver directory is added to every RUNPATH (``autoAddDriverRunpath``);
+* ``cupy_backends/cuda/libs/{cublas,curand,cusolver,cusparse,nccl,cutensor}`` have DT_NEEDED
+  ``libcublas.so.13``, ``libcurand.so.10``, ``libcusolver.so.12``, ``libcusparse.so.12``,
+  ``libnccl.so.2``, ``libcutensor.so.2``/``libcutensorMg.so.2``; ``cupy.cuda.cufft`` needs
+  ``libcufft.so.12``; they become RUNPATHs of the set's directories (the fixup does it for
+  DT_NEEDED); nvrtc is dlopened (``SoftLink``), so its lib directory is appended;
+* before importing those modules CuPy asks NVIDIA's ``cuda-pathfinder`` (a Requires-Dist) to load
+  each library from site-packages' ``nvidia/`` trees, conda, the system or ``CUDA_PATH``, and fails
+  the import when it finds none: with every library on a RUNPATH those calls are made inert, and
+  so is ``cupy._environment``'s preload of the same libraries (``_preload_library``).  One call is
+  compiled (``cupy/cuda/cufft.pyx``: ``pathfinder.load_nvidia_dynamic_lib('cufft')`` for the
+  library's handle, after the module's own DT_NEEDED loaded libcufft): ``cuda-pathfinder`` is
+  packaged (`cuda_pathfinder`) with its site-packages and conda searches removed, so it answers
+  the library already loaded from the set and never looks at an ``nvidia/`` tree on PYTHONPATH;
+* ``cupy.cuda.get_cuda_path()`` answers the set's cuda_cudart ``include`` output's prefix (headers
+  for NVRTC) instead of a search that ends at ``/usr/local/cuda``; nvcc comes from ``$NVCC`` or
+  ``PATH`` (a shell with the set's cuda_nvcc), never a guess.
+
+cuTENSOR: the set's ``libcutensor`` where a configured fetcher supplies it; elsewhere (NVIDIA's
+wheels: cudapkgs does not fetch the cutensor wheel) ``libcutensor.so.2`` is left unresolved and
+only ``cupyx.cutensor`` fails, with the loader's message naming the library.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CUPY_VERSION", "CUPY_WHEELS", "PATHFINDER_WHEEL", "cuda_pathfinder", "cupy"]
+
+CUPY_VERSION = "14.2.0"
+CUPY_WHEELS = {"cp311": ("cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
+                         "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12")}  # pip download, 2026-12-01
+# cuda-pathfinder 1.9.1 (cupy-cuda13x 14.2.0 requires cuda-pathfinder==1.*,>=1.3.4): pip download, 2026-12-01.
+PATHFINDER_WHEEL = ("cuda_pathfinder-1.9.1-py3-none-any.whl",
+                    "b743c132f90ad2d1e71d43fd28f31ebcde518f943e50fd44aca62b2a80d5230d")
+# cuda/pathfinder/_dynamic_libs/search_steps.py (1.9.1): the searches run before "already loaded?".
+_NO_EARLY_SEARCH = {"file": "cuda/pathfinder/_dynamic_libs/search_steps.py", "replace": [[
+    "EARLY_FIND_STEPS: tuple[FindStep, ...] = (find_in_site_packages, find_in_conda)\n",
+    "EARLY_FIND_STEPS: tuple[FindStep, ...] = ()  # cudapkgs: libraries come from the set, never nvidia/ on sys.path\n",
+]]}
+# The libraries of DT_NEEDED (and nvrtc, dlopened).
+CUPY_LIBRARIES = ("libcublas", "libcurand", "libcusolver", "libcusparse", "libcufft", "nccl", "cuda_nvrtc")
+
+
+def _substitutions(cuda_root: str) -> list[dict[str, Any]]:
+    note = "# cudapkgs: the set's library comes through this module's RUNPATH"
+    return [
+        {"file": "cupy_backends/cuda/libs/__init__.py", "replace": [
+            ["    from cuda import pathfinder as _pathfinder\n", "    _pathfinder = None  " + note + "s\n"],
+            ["            _pathfinder.load_nvidia_dynamic_lib(pathfinder_name)\n", "            pass  " + note + "\n"],
+        ]},
+        {"file": "cupy/cuda/__init__.py", "replace": [[
+            '            from cuda import pathfinder\n            try:\n                pathfinder.load_nvidia_dynamic_lib("cufft")\n',
+            "            try:\n                pass  " + note + "\n",
+        ]]},
+        {"file": "cupy/_environment.py", "replace": [
+            ["    from cuda.pathfinder import (\n        load_nvidia_dynamic_lib, DynamicLibNotFoundError)\n"
+             "    try:\n        nvrtc = load_nvidia_dynamic_lib('nvrtc')\n",
+             f"    return {cuda_root!r}  # cudapkgs: the set's CUDA headers, no search\n"
+             "    try:\n        nvrtc = None\n"],
+            ["    from cuda.pathfinder import find_nvidia_binary_utility\n    nvcc_path = find_nvidia_binary_utility('nvcc')\n",
+             "    nvcc_path = shutil.which('nvcc')  # cudapkgs: $NVCC or PATH, no search of site-packages\n"],
+            ["    _log(f'Preloading triggered for library: {lib}')\n",
+             "    return  # cudapkgs: no preload; every library comes through a RUNPATH\n"],
+        ]},
+    ]
+
+
+def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
+    """python3Packages.cupy for `ps`, rewired to ``pkgs.cudaPackages`` (a CUDA 13 set)."""
+    from ... import licenses
+    from ...build_inputs import get_lib
+    from ...builders.rewired_wheel import rewired_wheel
+    from ...errors import EvalError
+    from ...lib.fixpoint import AttrSet, lazy
+    from ...meta import source_meta
+    from .jax import cuda13_assertions
+    from .triton import _lib_output
+
+    cuda = pkgs.cudaPackages
+
+    def wheel() -> dict[str, str]:
+        tag = "cp" + str(ps.pythonVersion).replace(".", "")
+        if system != "x86_64-linux" or tag not in CUPY_WHEELS:
+            raise EvalError(f"python3Packages.cupy {CUPY_VERSION}: no pinned wheel for CPython {ps.pythonVersion} on "
+                            f"{system} (pinned: {', '.join(CUPY_WHEELS)} on x86_64-linux); set python3Executable to "
+                            "one of those")
+        file, sha256 = CUPY_WHEELS[tag]
+        return {"file": file, "sha256": sha256}
+
+    def cutensor() -> Any | None:
+        package = cuda.libcutensor
+        return package if package is not None and package.meta.available else None
+
+    def libraries() -> list[Any]:
+        found = [get_lib(cuda[name]) for name in CUPY_LIBRARIES]
+        return found + ([get_lib(cutensor())] if cutensor() is not None else [])
+
+    def include_root() -> str:
+        package = cuda.cuda_cudart
+        return str(package["include" if "include" in package.outputs else package.outputs[0]])
+
+    def attrs(final: Any) -> dict[str, Any]:
+        return {
+            "pname": "cupy", "version": CUPY_VERSION,
+            "wheel": lazy(wheel),
+            "dependencies": [ps.numpy, ps["cuda-pathfinder"]],
+            "buildInputs": lazy(lambda: [*libraries(), cuda.cuda_cudart]),
+            "wheelSubstitutions": lazy(lambda: _substitutions(include_root())),
+            "appendRunpaths": lazy(lambda: [f"{_lib_output(cuda.cuda_nvrtc)}/lib", "$ORIGIN"]),
+            "autoPatchelfIgnoreMissingDeps": lazy(lambda: [] if cutensor() is not None
+                                                  else ["libcutensor.so.2", "libcutensorMg.so.2"]),
+            "pythonImportsCheck": ["cupy"],
+            "passthru": AttrSet({
+                "cudaPackages": cuda,
+                "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"cupy-cuda13x {CUPY_VERSION}")[:1]),
+            }, name="python3Packages.cupy.passthru"),
+            "meta": lazy(lambda: source_meta(final, config, system, {
+                "description": f"CuPy {CUPY_VERSION}: NumPy and SciPy for the GPU, its cupy-cuda13x wheel on "
+                               f"{cuda.attr_path}'s libraries",
+                "homepage": "https://cupy.dev/",
+                "license": [licenses.mit],
+                "sourceProvenance": ["binaryNativeCode"],
+                "platforms": ["x86_64-linux"],
+            })),
+        }
+
+    return rewired_wheel(config, ps.python, attrs, system=system)
+
+
+def cuda_pathfinder(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
+    """python3Packages.cuda-pathfinder: NVIDIA's library finder (pure Python), with the searches of
+    site-packages' ``nvidia/`` trees and of ``$CONDA_PREFIX`` removed (`_NO_EARLY_SEARCH`): it answers
+    a library already loaded (from a RUNPATH), then the system's loader and ``CUDA_PATH``, as upstream."""
+    from ... import licenses
+    from ...builders.rewired_wheel import rewired_wheel
+    from ...lib.fixpoint import lazy
+    from ...meta import source_meta
+
+    file, sha256 = PATHFINDER_WHEEL
+
+    def attrs(final: Any) -> dict[str, Any]:
+        return {
+            "pname": "cuda-pathfinder", "version": "1.9.1",
+            "wheel": {"file": file, "sha256": sha256},
+            "wheelSubstitutions": [dict(_NO_EARLY_SEARCH)],
+            "pythonImportsCheck": ["cuda.pathfinder"],
+            "meta": lazy(lambda: source_meta(final, config, system, {
+                "description": "NVIDIA's cuda-pathfinder 1.9.1, without its search of nvidia/ trees on sys.path",
+                "homepage": "https://github.com/NVIDIA/cuda-python",
+                "license": [licenses.asl20],
+                "sourceProvenance": ["fromSource"],
+                "platforms": ["x86_64-linux"],
+            })),
+        }
+
+    return rewired_wheel(config, ps.python, attrs, system=system)

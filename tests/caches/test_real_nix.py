@@ -1,0 +1,67 @@
+"""The same caches both ways against real Nix (Debian's nix-bin 2.8): br NARs and CA paths without signatures.
+
+Skipped with the reason where `nix`/`nix-store` are not installed. Nix runs on chroot-free stores
+under tmp (`local?store=...&state=...`), nothing outside tmp is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from cudapkgs.store.caches import open_cache
+from cudapkgs.store.store import Store
+
+pytestmark = pytest.mark.skipif(not (shutil.which("nix") and shutil.which("nix-store")),
+                                reason="real Nix is not installed (apt-get install nix-bin)")
+NIX = ["--extra-experimental-features", "nix-command"]
+
+
+def _nix(*args: str, probe: bool = False) -> str:
+    """Run Nix; a failure fails the test, except for the `probe` (Nix cannot run at all here: skip)."""
+    done = subprocess.run(list(args), capture_output=True, text=True, timeout=120, env={**os.environ, "NIX_CONFIG": "substituters =\n"})
+    if done.returncode != 0 and probe:
+        pytest.skip(f"real Nix cannot run here: {done.stderr.strip().splitlines()[-1:]}")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _local(tmp_path, which: str) -> str:
+    return f"local?store={tmp_path}/store&state={tmp_path}/{which}-state&log={tmp_path}/{which}-log"
+
+
+def test_nix_writes_br_and_ca_cudapkgs_substitutes_unsigned(tmp_path):
+    (tmp_path / "f").write_text("hello\n")
+    nix_store = _local(tmp_path, "nix")
+    by_nar = _nix("nix-store", "--store", nix_store, "--add", str(tmp_path / "f"), probe=True)
+    flat = _nix("nix-store", "--store", nix_store, "--add-fixed", "sha256", str(tmp_path / "f"))
+    cache = f"file://{tmp_path}/cache"
+    _nix("nix", *NIX, "copy", "--from", nix_store, "--to", f"{cache}?compression=br&store={tmp_path}/store", by_nar, flat)
+    shutil.move(tmp_path / "store", tmp_path / "nix-store-aside")
+    with Store.open(tmp_path / "store") as store:
+        for path in (by_nar, flat):
+            info = open_cache(cache).narinfo(path)
+            assert info.compression == "br" and info.ca and not info.sigs
+            open_cache(cache).substitute(store, path, trusted_keys=[])  # no key: the address vouches
+            assert open(path).read() == "hello\n"
+
+
+def test_cudapkgs_writes_ca_nix_accepts_unsigned(tmp_path):
+    with Store.open(tmp_path / "store") as store:
+        def tree(out):
+            out.mkdir()
+            (out / "data").write_text("payload\n")
+
+        path = store.add_path("tree", tree)
+        open_cache(f"file://{tmp_path}/cache").upload_closure(store, [path], compression="bzip2")  # unsigned
+    shutil.move(tmp_path / "store", tmp_path / "ours-aside")
+    nix_store = _local(tmp_path, "nix")
+    (tmp_path / "probe").write_text("")
+    _nix("nix-store", "--store", f"local?store={tmp_path}/probe-store&state={tmp_path}/probe-state", "--add", str(tmp_path / "probe"), probe=True)
+    # require-sigs stays on (Nix's default): only the CA line lets Nix take it
+    _nix("nix", *NIX, "copy", "--from", f"file://{tmp_path}/cache?store={tmp_path}/store", "--to", nix_store, path)
+    assert open(os.path.join(path, "data")).read() == "payload\n"
+    assert _nix("nix-store", "--store", nix_store, "--verify-path", path) == ""

@@ -1,0 +1,107 @@
+"""What a signer said about references is checked against the files (issue 23, class 6).
+
+Before the fix, substitution registered a narinfo's References as given: a signed
+narinfo that left out a dependency made a valid path whose closure lacked it (gc
+would then delete the dependency under it), and `verify` passed. Now the unpacked
+files are scanned as an import scans them, and `verify` reports a mention of a path
+that is not in the store at all.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from cache_helpers import fresh_store_like, make_closure
+
+from cudapkgs.errors import StoreError
+from cudapkgs.store.caches import open_cache
+from cudapkgs.store.caches.signing import generate
+from cudapkgs.store.caches.substitution import Substituters
+from cudapkgs.store.store import Store
+
+
+@pytest.fixture
+def setup(tmp_path):
+    store = Store.open(tmp_path / "store")
+    dep, top = make_closure(store)
+    key = generate("test-cache-1")
+    cache = open_cache(f"file://{tmp_path}/cache")
+    cache.upload_closure(store, [top], secret_key=key)
+    yield store, dep, top, key, cache, tmp_path
+    store.close()
+
+
+def _sign_wrong_references(cache, tmp_path: Path, key, path: str, references: tuple[str, ...]) -> None:
+    """Rewrite `path`'s narinfo with `references` and a valid signature over them (a signer's mistake)."""
+    info = replace(cache.narinfo(path), references=references)
+    info = info.with_sigs((key.sign(info.fingerprint()),))
+    narinfo = tmp_path / "cache" / (os.path.basename(path)[:32] + ".narinfo")
+    narinfo.write_text(info.to_text())
+
+
+def test_a_signed_narinfo_that_omits_a_valid_dependency_is_refused(setup):
+    store, dep, top, key, cache, tmp_path = setup
+    _sign_wrong_references(cache, tmp_path, key, top, ())
+    fresh = fresh_store_like(store, tmp_path / "old")
+    with fresh:
+        cache.substitute(fresh, dep, trusted_keys=[key.public])
+        with pytest.raises(StoreError, match=f"'{top}' from file://.*: its files mention '{dep}', which its declared "
+                                             "references leave out; not added"):
+            cache.substitute(fresh, top, trusted_keys=[key.public])
+        assert not fresh.is_valid(top) and not os.path.lexists(top)
+        assert fresh.all_paths() == [dep]
+
+
+def test_a_signed_narinfo_that_omits_an_absent_dependency_is_refused(setup):
+    """The dependency is in no store here: only its full path in top's files names it."""
+    store, dep, top, key, cache, tmp_path = setup
+    _sign_wrong_references(cache, tmp_path, key, top, ())
+    fresh = fresh_store_like(store, tmp_path / "old")
+    with fresh:
+        subs = Substituters([cache], [key.public])
+        found = subs.query(fresh, [top])
+        assert list(found) == [top]  # the wrong list makes top look self-contained
+        with pytest.raises(Exception, match=f"its files mention '{dep}'"):
+            subs.fetch(fresh, list(found.values()))
+        assert fresh.all_paths() == []
+
+
+def test_a_declared_reference_the_files_do_not_mention_is_kept(setup):
+    """More references only keep more alive (Nix also counts hashes in file names, which this scan does not)."""
+    store, dep, top, key, cache, tmp_path = setup
+    _sign_wrong_references(cache, tmp_path, key, top, (os.path.basename(dep), os.path.basename(top)))
+    fresh = fresh_store_like(store, tmp_path / "old")
+    with fresh:
+        cache.substitute(fresh, dep, trusted_keys=[key.public])
+        cache.substitute(fresh, top, trusted_keys=[key.public])
+        assert fresh.references(top) == sorted([dep, top])
+        assert fresh.verify() == []
+
+
+def test_the_honest_closure_still_substitutes_and_verifies(setup):
+    store, dep, top, key, cache, tmp_path = setup
+    fresh = fresh_store_like(store, tmp_path / "old")
+    with fresh:
+        subs = Substituters([cache], [key.public])
+        assert sorted(subs.fetch(fresh, list(subs.query(fresh, [top]).values()))) == sorted([dep, top])
+        assert fresh.references(top) == [dep] and fresh.verify() == []
+
+
+def test_verify_reports_a_mention_of_a_path_that_is_not_in_the_store(tmp_path):
+    with Store.open(tmp_path / "store") as store:
+        absent = f"{store.store_dir}/{'1' * 32}-libfoo-1.0"
+
+        def top(out: Path) -> None:
+            out.mkdir()
+            (out / "uses").write_text(f"RUNPATH={absent}/lib\n")
+            os.symlink(f"{absent}/bin/tool", out / "tool")
+
+        path = store.add_path("top-1.0", top)  # no candidates: recorded with no references
+        assert store.references(path) == []
+        problems = store.verify()
+        assert [(p.path, p.kind) for p in problems] == [(path, "missing-reference")]
+        assert f"mentions '{absent}', which is not valid in the store" in problems[0].message
+        assert store.verify(check_contents=False) == []  # only reading the files can tell
