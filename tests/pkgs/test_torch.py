@@ -164,3 +164,25 @@ def test_search_finds_torch_and_a_missing_package_suggests_close_names():
     assert "python3Packages.torch" in names and "python3Packages.torch-bin" in names
     with pytest.raises(AttributeMissingError, match='did you mean "torch"'):
         resolve(pkgs, parse_attrpath("pkgsCuda.python3Packages.pytorch"))
+
+
+def test_a_project_locks_the_torch_of_its_set(tmp_path, monkeypatch):
+    import json
+
+    from cudapkgs.cli import main
+    from cudapkgs.top_level import clear_cache
+
+    clear_cache()
+    monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "store"))
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "cudapkgs.toml").write_text('set = "cudaPackages_13_0"\npackages = ["python3Packages.torch"]\n'
+                                        "[config]\nallowUnfree = true\ncudaSupport = true\n"
+                                        'prebuiltWheels = ["nccl", "libnvshmem"]\n')
+    monkeypatch.chdir(root)
+    assert main(["allow", str(root)]) == 0
+    assert main(["lock"]) == 0
+    lock = json.loads((root / "cudapkgs.lock").read_text())
+    assert lock["packages"]["python3Packages.torch"]["name"] == "torch-2.14.1"
+    names = {entry["name"] for entry in lock["derivations"].values()}
+    assert {"cuda13.0-cudnn-9.27.0.42", "triton-3.8.0", "cuda13.0-nccl-2.30.7-1"} <= names

@@ -129,7 +129,15 @@ def _cudnn_for(cuda: Any, build: TorchBuild) -> tuple[str, Any]:
     own = cuda.cudnn
     if runtime_fits(build.cudnn, str(own.version), minor_only=True):
         return "cudnn", own
-    members = [(name, cuda[name]) for name in cuda if name.startswith("cudnn_") and name[6:].replace("_", "").isdigit()]
+    from ...errors import CudapkgsError
+
+    members = []
+    for name in cuda:
+        if name.startswith("cudnn_") and name[6:].replace("_", "").isdigit():
+            try:
+                members.append((name, cuda[name]))
+            except CudapkgsError:  # its manifest is not where manifestsDir points
+                continue
     return newest_fitting(build.cudnn, members, minor_only=True) or ("cudnn", own)
 
 
