@@ -141,8 +141,10 @@ def test_bench_wheels_tiny(wheel_cache):
     ]
     assert table[0][3] == "1.00" and all(number(row[3]) > 0 for row in table)
     assert all(number(row[4]) > 0 for row in table)  # CPU seconds
-    assert all(0 < number(row[6]) for row in table[3:])  # the cudapkgs process's own peak RSS
+    assert table[2][6] == "1.00" and all(number(row[6]) > 0 for row in table)  # × uv with its cache warm
+    assert all(0 < number(row[8]) for row in table[3:])  # the cudapkgs process's own peak RSS
     assert "cudapkgs -j auto (the default) / uv, cache empty:" in out
+    assert "cudapkgs -j auto again after gc / uv, cache warm:" in out
     assert "5 files" in out
 
 

@@ -226,8 +226,10 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
             builder(drv, ctx, {names[path]: directory for path, directory in dirs.items()})
 
         try:
+            # A redist build's outputs (unpacked releases, fixed up) are kept to be put back after a gc.
             paths = store.add_outputs(list(drv.outputs.values()), run, references_candidates=candidates,
-                                      deriver=drv.drv_path, links=links, names=names)
+                                      deriver=drv.drv_path, links=links, names=names,
+                                      reuse=drv.builder == "buildRedist")
             store.add_temp_roots(paths)  # until the caller links them (or exits)
         except CudapkgsError as error:
             kept = f"; build directory kept at {_keep(work, drv)}" if keep_failed else ""

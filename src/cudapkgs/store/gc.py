@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import StoreError
-from . import nar
+from . import nar, reuse
 from .files import _remove_tree, _replace_symlink, _store_error
 from .locks import PathLock, acquire_saying_so, lock_file_for
 from .paths import base32_encode, compress_hash
@@ -275,9 +275,14 @@ class GarbageCollector:
                 freed = _bytes_freed(dead + junk)
                 if not dry_run:
                     try:
+                        # Outputs kept for reuse (`reuse`): checked before their store paths go, their
+                        # pool files' identities recorded again after (unlinking moves the ctime).
+                        reusable, freed_from_pool = reuse.before_gc(self.db, self.root, dead)
+                        freed += freed_from_pool
                         self.db.invalidate(dead)  # forget first: a crash now leaves only unregistered junk
                         for path in dead + junk:
                             _remove_tree(path)
+                        reuse.after_gc(self.db, self.root, reusable)
                     except OSError as error:
                         raise _store_error(error, "garbage collection failed") from error
             finally:

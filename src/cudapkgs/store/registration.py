@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ..errors import StoreError
 from .cycles import topological_order
 from . import nar
+from . import reuse as reuse_pool
 from .files import _freeze, _make_read_only, _remove_tree, _store_error
 from .locks import PathLock, acquire_saying_so, lock_file_for
 from .paths import hash_part, make_store_path_from_digest
@@ -97,6 +98,7 @@ class Registration:
         deriver: str | None = None,
         links: Mapping[str, str] | None = None,
         names: Mapping[str, str] | None = None,
+        reuse: bool = False,
     ) -> list[str]:
         """Make several paths (a derivation's outputs) valid together, crash-safely.
 
@@ -113,6 +115,13 @@ class Registration:
         file), as Nix's store optimisation links identical files. Each is checked (`_store_links`:
         the same inode, the store file inside a valid path and already read-only with mtime 1)
         and kept as a link; any other hard-linked file gets its own copy, as always.
+
+        `reuse`: the outputs are kept for `cudapkgs.store.reuse.restore` once registered, and,
+        when every one of them was registered and verified before (then collected), they are
+        put back from those pool files instead of running `build`, with the NAR hashes and
+        references recorded then: only if every pool file still has the identity recorded
+        when its bytes were hashed (any write changes it) and every reference is valid.
+        Otherwise `build` runs and everything is hashed and scanned as always.
         """
         wanted = [self.parse(p) for p in paths]
         candidates = {hash_part(c): self.parse(c) for c in references_candidates}
@@ -129,17 +138,23 @@ class Registration:
                 self._clean_tmp()
                 with self._tmp_build() as tmp:
                     dirs = {path: tmp / f"out{i}" for i, path in enumerate(wanted)}
-                    build(dirs)
+                    restored = self._restore_outputs(dirs, candidates) if reuse else None
+                    if restored is None:
+                        build(dirs)
                     entries = []
                     for path, out in dirs.items():
                         if not os.path.lexists(out):
                             raise StoreError(f"the builder of '{path}' did not create its output")
-                    for path, (digest, size, found) in zip(dirs, _hash_and_scan_all(list(dirs.values()), candidates)):
-                        refs = {candidates[h] for h in found}
+                    if restored is None:
+                        results = [(nar.format_hash(digest), size, {candidates[h] for h in found}) for digest, size, found
+                                   in _hash_and_scan_all(list(dirs.values()), candidates)]
+                    else:
+                        results = [restored[path] for path in dirs]
+                    for path, (nar_hash, size, refs) in zip(dirs, results):
                         for ref in refs:
                             if ref not in dirs and not self.db.is_valid(ref):
                                 raise StoreError(f"'{path}' refers to '{ref}', which is not valid in the store {self.store_dir}")
-                        entries.append((path, nar.format_hash(digest), size, refs, deriver))
+                        entries.append((path, nar_hash, size, refs, deriver))
                     # Before anything is moved into the store: Nix's registerOutputs refuses the same.
                     topological_order({path: refs for path, _, _, refs, _ in entries}, names)
                     # An output already valid (substituted from a cache, say) stays as it is: replacing
@@ -156,7 +171,10 @@ class Registration:
                                 continue
                             if os.path.lexists(path):  # left behind by a crash before registration
                                 _remove_tree(path)
-                            _make_read_only(out, keep_root_writable=True, keep=self._store_links(links or {}, out))
+                            keep = self._store_links(links or {}, out)
+                            if restored is not None:  # pool files: read-only with mtime 1 already, kept as links
+                                keep |= reuse_pool.restored_files(out)
+                            _make_read_only(out, keep_root_writable=True, keep=keep)
                             os.rename(out, path)
                             moved.append(path)
                             if os.path.isdir(path) and not os.path.islink(path):
@@ -166,11 +184,29 @@ class Registration:
                         for path in moved:
                             _remove_tree(path)
                         raise
+                    if reuse and restored is None:
+                        for path, nar_hash, size, refs, _ in entries:
+                            reuse_pool.remember(self.db, self.root, path, nar_hash, size, refs)
             return wanted
         except OSError as error:
             raise _store_error(error, f"cannot add {', '.join(paths)} to the store {self.store_dir}") from error
         except sqlite3.OperationalError as error:
             raise StoreError(f"cannot register outputs in the store {self.store_dir}: {error}") from error
+
+    def _restore_outputs(self, dirs: Mapping[str, Path], candidates: Mapping[str, str]) -> dict[str, tuple[str, int, set[str]]] | None:
+        """Every output of `dirs` put back from `reuse` (path -> NAR hash, size, references), or None, nothing left."""
+        if not reuse_pool.is_reusable(self.db, dirs):
+            return None
+        allowed = {ref: ref in dirs or self.db.is_valid(ref) for ref in candidates.values()}
+        restored: dict[str, tuple[str, int, set[str]]] = {}
+        for path, out in dirs.items():
+            got = reuse_pool.restore(self.db, self.root, path, out, allowed)
+            if got is None:
+                for done in restored:
+                    _remove_tree(dirs[done])
+                return None
+            restored[path] = got
+        return restored
 
     def _store_links(self, links: Mapping[str, str], root: str | os.PathLike[str]) -> frozenset[str]:
         """The files of `links` below `root` that are hard links to read-only files of valid store paths.

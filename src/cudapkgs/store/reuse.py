@@ -1,0 +1,295 @@
+"""Outputs built and verified once, kept to be put back after a gc without building or hashing them again.
+
+When a build's outputs are registered with ``reuse`` (`Registration.add_outputs`), each
+regular file of each output is hard-linked into ``<store>/.links/<basename>/<n>`` (the same
+inodes as the store path's: no byte is copied), and the database records, in the same
+store database that says which paths are valid (`cudapkgs.store.db`'s schema):
+
+* ``ReusableOutputs``: the path, its NAR hash and size and references as registered (computed
+  from every byte: `nar.hash_and_scan`), and its listing (directories, symlinks with their
+  targets, files with their executable bit and pool entry);
+* ``ReusableInodes``: for every pool file, the identity it had when the store last touched it:
+  device, inode, size, mode, mtime and ctime, in nanoseconds.
+
+A realisation of the same path after `gc` (`restore`) recreates the tree from the listing and
+hard-links the pool files back, each only after its ``lstat`` matches that identity. Any
+write, truncation, chmod, utime or rename changes the ctime (which no program can set back) or
+the inode, so a pool file changed since its bytes were hashed is refused, the record
+dropped, and the output built again from its source, every check as before. This is the
+reasoning of Nix's optimised store (``.links``, whose entries Nix trusts by name) with a check
+of identity on top; what the record holds is as trusted as the store's database itself.
+
+Linking and unlinking a file also change its ctime: the store's own operations on a pool
+inode (this module's links, `gc` deleting a store path) check the identity first and record
+the new one after. A change made by another process between those two ``lstat`` calls, a
+few milliseconds apart inside the store's own locks, would not be seen; a change at any
+other moment is.
+
+A record survives one `gc` after its path was collected (``collected`` = 1); the next `gc`
+that finds the path still invalid deletes the record and its pool files, so two collections
+in a row free the space as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import nar
+
+__all__ = ["remember", "restore", "is_reusable", "before_gc", "after_gc", "pool_dir"]
+
+
+_CANONICAL_MTIME_NS = 1_000_000_000  # the store's mtime, 1 s (`files._make_read_only`)
+
+
+def pool_dir(root: str | os.PathLike[str], path: str) -> Path:
+    """Where the pool files of store path `path` live: ``<root>/.links/<basename>``."""
+    return Path(root) / ".links" / os.path.basename(path)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mode, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _is_store_file(st: os.stat_result) -> bool:
+    return (stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) in (0o444, 0o555)
+            and st.st_mtime_ns == _CANONICAL_MTIME_NS)
+
+
+def _record_identities(conn: Any, stats: Iterable[os.stat_result]) -> None:
+    conn.executemany("INSERT OR REPLACE INTO ReusableInodes (dev, ino, size, mode, mtime_ns, ctime_ns) "
+                     "VALUES (?, ?, ?, ?, ?, ?)", [_identity(st) for st in stats])
+
+
+def remember(db: Any, root: str | os.PathLike[str], path: str, nar_hash: str, nar_size: int,
+             references: Iterable[str]) -> bool:
+    """Keep the registered store path `path` for `restore`: pool links and its record (see the module).
+
+    Called with the path's lock held, right after it was registered with `nar_hash`,
+    `nar_size` and `references`. Returns False, keeping nothing, when the tree holds
+    something the store never leaves there (a writable file, an mtime other than 1) or the
+    pool cannot be written; raises nothing for that (a pool is an optimisation).
+    """
+    pool = pool_dir(root, path)
+    listing: list[list[Any]] = []
+    pooled: list[str] = []
+    try:
+        _discard_pool(pool)
+        pool.parent.mkdir(exist_ok=True)
+        building = pool.with_name(f".{pool.name}.{os.getpid()}.{os.urandom(4).hex()}")
+        building.mkdir()
+        try:
+            for rel, st in nar.walk(path):
+                full = os.path.join(path, rel) if rel else path
+                if stat.S_ISDIR(st.st_mode):
+                    listing.append([rel, "d"])
+                elif stat.S_ISLNK(st.st_mode):
+                    listing.append([rel, "l", os.readlink(full)])
+                elif _is_store_file(st):
+                    name = str(len(pooled))
+                    os.link(full, building / name, follow_symlinks=False)
+                    pooled.append(name)
+                    listing.append([rel, "f", 1 if st.st_mode & stat.S_IXUSR else 0, name])
+                else:
+                    raise ValueError(f"{full} is not as the store leaves files")
+            os.rename(building, pool)
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+        stats = [os.lstat(pool / name) for name in pooled]  # after the links: their ctimes moved
+    except (OSError, ValueError):
+        _discard_pool(pool)
+        return False
+    with db.transaction() as conn:
+        conn.execute("INSERT OR REPLACE INTO ReusableOutputs (path, hash, size, refs, listing, collected) "
+                     "VALUES (?, ?, ?, ?, ?, 0)",
+                     (path, nar_hash, nar_size, json.dumps(sorted(set(references))), json.dumps(listing)))
+        _record_identities(conn, stats)
+    return True
+
+
+def is_reusable(db: Any, paths: Iterable[str]) -> bool:
+    """Whether every path of `paths` has a record (its pool files are checked only by `restore`)."""
+    wanted = list(dict.fromkeys(paths))
+    if not wanted:
+        return False
+    marks = ",".join("?" * len(wanted))
+    found = db.conn.execute(f"SELECT count(*) FROM ReusableOutputs WHERE path IN ({marks})", wanted).fetchone()[0]
+    return found == len(wanted)
+
+
+def _intact(db: Any, pool: Path, listing: list[list[Any]]) -> list[os.stat_result] | None:
+    """The lstat of every pool file of `listing`, or None if any differs from its recorded identity."""
+    stats = []
+    for entry in listing:
+        if entry[1] != "f":
+            continue
+        try:
+            st = os.lstat(pool / str(entry[3]))
+        except (OSError, ValueError):
+            return None
+        row = db.conn.execute("SELECT size, mode, mtime_ns, ctime_ns FROM ReusableInodes WHERE dev = ? AND ino = ?",
+                              (st.st_dev, st.st_ino)).fetchone()
+        if row is None or tuple(row) != _identity(st)[2:] or not _is_store_file(st):
+            return None
+        if bool(st.st_mode & stat.S_IXUSR) != bool(entry[2]):
+            return None
+        stats.append(st)
+    return stats
+
+
+def _safe_rel(rel: Any) -> bool:
+    if not isinstance(rel, str):
+        return False
+    parts = rel.split("/")
+    return rel == "" or (not rel.startswith("/") and all(p not in ("", ".", "..") for p in parts) and "\0" not in rel)
+
+
+def restore(db: Any, root: str | os.PathLike[str], path: str, out: Path,
+            allowed_references: Mapping[str, bool]) -> tuple[str, int, set[str]] | None:
+    """Recreate store path `path` at `out` (not existing yet) from its record: (NAR hash, NAR size, references).
+
+    Every pool file must still have the identity recorded when its bytes were last known
+    to be the ones hashed (see the module); each reference must be a key of
+    `allowed_references` whose value says it is (or will be, with this build) valid.
+    None, with nothing left at `out`, when there is no record or any check fails; a
+    record with a changed pool file is dropped, so the output is built again.
+    """
+    row = db.conn.execute("SELECT hash, size, refs, listing FROM ReusableOutputs WHERE path = ?", (path,)).fetchone()
+    if row is None:
+        return None
+    nar_hash, size, refs_json, listing_json = row
+    try:
+        refs = set(json.loads(refs_json))
+        listing = json.loads(listing_json)
+    except ValueError:
+        forget(db, root, [path])
+        return None
+    if not all(allowed_references.get(r) for r in refs):
+        return None  # an input it referred to is not valid now: build it (and fail as a build would)
+    pool = pool_dir(root, path)
+    if not listing or not all(isinstance(e, list) and e and _safe_rel(e[0]) for e in listing) or listing[0][0] != "":
+        forget(db, root, [path])
+        return None
+    if _intact(db, pool, listing) is None:
+        forget(db, root, [path])
+        return None
+    try:
+        for entry in listing:
+            rel, kind = entry[0], entry[1]
+            full = os.path.join(out, rel) if rel else os.fspath(out)
+            if kind == "d":
+                os.mkdir(full, 0o755)
+            elif kind == "l":
+                os.symlink(entry[2], full)
+            elif kind == "f":
+                os.link(pool / str(entry[3]), full, follow_symlinks=False)
+            else:
+                raise ValueError(f"unknown entry kind {kind!r}")
+        # The links moved the pool files' ctimes; checked again, now that the tree holds them too.
+        after = []
+        for entry in listing:
+            if entry[1] == "f":
+                full = os.path.join(out, entry[0]) if entry[0] else os.fspath(out)
+                st, mine = os.lstat(pool / str(entry[3])), os.lstat(full)
+                if (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino) or not _is_store_file(st):
+                    raise ValueError(f"{full} changed while it was restored")
+                after.append(st)
+    except (OSError, ValueError, IndexError, TypeError):
+        if os.path.lexists(out):
+            from .files import _remove_tree
+
+            _remove_tree(out)
+        forget(db, root, [path])
+        return None
+    with db.transaction() as conn:
+        _record_identities(conn, after)
+        conn.execute("UPDATE ReusableOutputs SET collected = 0 WHERE path = ?", (path,))
+    return nar_hash, int(size), refs
+
+
+def restored_files(out: Path) -> frozenset[str]:
+    """The regular files under `out`, named as `files._make_read_only` names them (to leave them as they are)."""
+    return frozenset(os.path.join(os.fspath(out), rel) if rel else os.fspath(out)
+                     for rel, st in nar.walk(out) if stat.S_ISREG(st.st_mode))
+
+
+def forget(db: Any, root: str | os.PathLike[str], paths: Iterable[str]) -> int:
+    """Drop the records and pool files of `paths`; the bytes that frees (files whose last link goes)."""
+    paths = list(paths)
+    if not paths:
+        return 0
+    with db.transaction() as conn:
+        conn.executemany("DELETE FROM ReusableOutputs WHERE path = ?", [(p,) for p in paths])
+    freed = 0
+    for path in paths:
+        pool = pool_dir(root, path)
+        try:
+            freed += sum(st.st_size for _, st in nar.walk(pool) if stat.S_ISREG(st.st_mode) and st.st_nlink == 1)
+        except OSError:
+            pass
+        _discard_pool(pool)
+    return freed
+
+
+def _discard_pool(pool: Path) -> None:
+    if os.path.lexists(pool):
+        if pool.is_dir() and not pool.is_symlink():
+            shutil.rmtree(pool, ignore_errors=True)
+        else:
+            pool.unlink()
+
+
+def _listing(db: Any, path: str) -> list[list[Any]] | None:
+    row = db.conn.execute("SELECT listing FROM ReusableOutputs WHERE path = ?", (path,)).fetchone()
+    if row is None:
+        return None
+    try:
+        return json.loads(row[0])
+    except ValueError:
+        return None
+
+
+def before_gc(db: Any, root: str | os.PathLike[str], dead: Iterable[str]) -> tuple[list[str], int]:
+    """Before gc deletes `dead`: records of paths collected twice are dropped, those of changed pool files too.
+
+    Returns the dead paths whose records are kept (for `after_gc`) and the bytes freed by
+    dropping the others. Called with gc.lock held.
+    """
+    dead = list(dead)
+    stale = [p for (p,) in db.conn.execute("SELECT path FROM ReusableOutputs WHERE collected = 1")
+             if not db.is_valid(p)]
+    freed = forget(db, root, stale)
+    kept, broken = [], []
+    for path in dead:
+        listing = _listing(db, path)
+        if listing is None:
+            continue
+        if _intact(db, pool_dir(root, path), listing) is None:
+            broken.append(path)
+        else:
+            kept.append(path)
+    freed += forget(db, root, broken)
+    return kept, freed
+
+
+def after_gc(db: Any, root: str | os.PathLike[str], kept: Iterable[str]) -> None:
+    """After gc deleted the paths `kept` (from `before_gc`): record their pool files' new identities, mark them collected."""
+    stats, done = [], []
+    for path in kept:
+        listing = _listing(db, path) or []
+        pool = pool_dir(root, path)
+        try:
+            stats.extend(os.lstat(pool / str(e[3])) for e in listing if e[1] == "f")
+            done.append(path)
+        except OSError:
+            forget(db, root, [path])
+    with db.transaction() as conn:
+        _record_identities(conn, stats)
+        conn.executemany("UPDATE ReusableOutputs SET collected = 1 WHERE path = ?", [(p,) for p in done])

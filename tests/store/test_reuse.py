@@ -1,0 +1,177 @@
+"""Outputs kept for reuse (`cudapkgs.store.reuse`): put back after a gc only while every pool file is unchanged.
+
+`Store.add_outputs(reuse=True)` hard-links each output file into ``<store>/.links`` and
+records the NAR hash, references and each pool inode's identity (size, mode, mtime, ctime)
+in the store database. After a gc the same path is put back without running the builder;
+a pool file written to since (even with its mtime and mode set back), replaced, or an
+output whose reference is not valid any more, makes the store run the builder and hash
+and scan everything as before.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from cudapkgs.errors import StoreError
+from cudapkgs.store import reuse
+from cudapkgs.store.paths import make_store_path
+from cudapkgs.store.store import Store
+
+CONTENT = b"\x7fELF not really, but long enough " * 200
+
+
+def _paths(store_dir: str) -> tuple[str, str]:
+    return (make_store_path(store_dir, "output:out", "in", "input"),
+            make_store_path(store_dir, "output:out", "x", "cuda_x"))
+
+
+def _add_input(store: Store) -> str:
+    path, _ = _paths(store.store_dir)
+
+    def build(dirs: dict[str, Path]) -> None:
+        dirs[path].mkdir()
+        (dirs[path] / "lib").mkdir()
+        (dirs[path] / "lib" / "libin.so").write_bytes(b"input")
+
+    store.add_outputs([path], build)
+    return path
+
+
+def _add_output(store: Store, calls: list[int], content: bytes = CONTENT, refer: bool = True) -> str:
+    inp, path = _paths(store.store_dir)
+
+    def build(dirs: dict[str, Path]) -> None:
+        calls.append(1)
+        out = dirs[path]
+        (out / "bin").mkdir(parents=True)
+        (out / "bin" / "cicc").write_bytes(content)
+        os.chmod(out / "bin" / "cicc", 0o755)
+        (out / "include").mkdir()
+        (out / "include" / "x.h").write_text(f"/* {inp if refer else 'nothing'} */\n")
+        os.symlink("bin/cicc", out / "cicc")
+
+    store.add_outputs([path], build, references_candidates=[inp], reuse=True)
+    return path
+
+
+def _collect(root: Path) -> None:
+    with Store.open(root) as store:  # a later process: no temporary roots keep them
+        store.gc()
+
+
+@pytest.fixture
+def built(tmp_path):
+    root = tmp_path / "store"
+    calls: list[int] = []
+    with Store.open(root) as store:
+        _add_input(store)
+        path = _add_output(store, calls)
+        info = store.query(path)
+    with Store.open(root) as store:
+        store.add_root("input", _paths(store.store_dir)[0])  # the input stays valid
+    _collect(root)
+    return root, path, info, calls
+
+
+def _pool_file(root: Path, path: str) -> Path:
+    pool = reuse.pool_dir(root, path)
+    (big,) = [p for p in pool.iterdir() if p.stat().st_size == len(CONTENT)]
+    return big
+
+
+def test_after_gc_the_output_is_put_back_without_building(built):
+    root, path, info, calls = built
+    with Store.open(root) as store:
+        assert not store.is_valid(path)
+        _add_output(store, calls)
+        assert calls == [1]  # the builder did not run again
+        again = store.query(path)
+        assert (again.nar_hash, again.nar_size, again.references) == (info.nar_hash, info.nar_size, info.references)
+        assert store.verify() == []  # every byte hashed again: the recorded NAR hash is the tree's
+        cicc = Path(path) / "bin" / "cicc"
+        assert cicc.read_bytes() == CONTENT and stat.S_IMODE(cicc.stat().st_mode) == 0o555
+        assert os.readlink(Path(path) / "cicc") == "bin/cicc"
+    _collect(root)  # and again: the identities recorded after the gc's unlink still hold
+    with Store.open(root) as store:
+        _add_output(store, calls)
+        assert calls == [1] and store.verify() == []
+
+
+@pytest.mark.parametrize("how", ["write", "replace"])
+def test_a_changed_pool_file_is_refused_and_the_output_built_again(built, how):
+    root, path, info, calls = built
+    pooled = _pool_file(root, path)
+    if how == "write":  # same size, mode and mtime set back: only the ctime tells
+        os.chmod(pooled, 0o755)
+        with open(pooled, "r+b") as f:
+            f.write(b"EVIL")
+        os.chmod(pooled, 0o555)
+        os.utime(pooled, (1, 1))
+    else:  # another inode with the same bytes, mode and mtime
+        other = pooled.with_name("other")
+        other.write_bytes(b"EVIL" + CONTENT[4:])
+        os.chmod(other, 0o555)
+        os.utime(other, (1, 1))
+        os.rename(other, pooled)
+    with Store.open(root) as store:
+        _add_output(store, calls)
+        assert calls == [1, 1]  # built again from its source
+        assert store.query(path).nar_hash == info.nar_hash
+        assert (Path(path) / "bin" / "cicc").read_bytes() == CONTENT
+        assert store.verify() == []
+
+
+def test_a_pool_file_changed_before_a_gc_is_dropped_by_it(tmp_path):
+    root = tmp_path / "store"
+    calls: list[int] = []
+    with Store.open(root) as store:
+        _add_input(store)
+        store.add_root("input", _paths(store.store_dir)[0])
+        path = _add_output(store, calls)
+    pooled = _pool_file(root, path)
+    os.chmod(pooled, 0o755)
+    with open(pooled, "r+b") as f:  # through the pool: the store path's file is the same inode
+        f.write(b"EVIL")
+    os.chmod(pooled, 0o555)
+    os.utime(pooled, (1, 1))
+    _collect(root)  # must not record the changed file's new identity as good
+    assert not reuse.pool_dir(root, path).exists()
+    with Store.open(root) as store:
+        assert not reuse.is_reusable(store.db, [path])
+        _add_output(store, calls)
+        assert calls == [1, 1] and store.verify() == []
+
+
+def test_an_output_whose_reference_is_gone_is_not_put_back(built):
+    root, path, _, calls = built
+    with Store.open(root) as store:
+        (link,) = store.roots()
+        os.unlink(link)  # the input is collected too
+    _collect(root)
+    with Store.open(root) as store:
+        assert not store.is_valid(_paths(store.store_dir)[0])
+        with pytest.raises(StoreError, match="not valid"):  # the builder ran, and its scan found the stray reference
+            _add_output(store, calls)
+        assert calls == [1, 1] and not store.is_valid(path)
+
+
+def test_two_collections_in_a_row_free_the_pool(built):
+    root, path, info, _ = built
+    assert reuse.pool_dir(root, path).is_dir()
+    with Store.open(root) as store:
+        result = store.gc()
+        assert result.bytes_freed >= len(CONTENT)
+        assert not reuse.is_reusable(store.db, [path])
+    assert not reuse.pool_dir(root, path).exists()
+
+
+def test_without_reuse_nothing_is_kept(tmp_path):
+    root = tmp_path / "store"
+    with Store.open(root) as store:
+        path = _add_input(store)
+        assert not reuse.is_reusable(store.db, [path])
+    assert not (root / ".links").exists()
