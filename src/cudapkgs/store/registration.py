@@ -149,7 +149,7 @@ class Registration:
                         results = [(nar.format_hash(digest), size, {candidates[h] for h in found}) for digest, size, found
                                    in _hash_and_scan_all(list(dirs.values()), candidates)]
                     else:
-                        results = [restored[path] for path in dirs]
+                        results = [restored[path][:3] for path in dirs]
                     for path, (nar_hash, size, refs) in zip(dirs, results):
                         for ref in refs:
                             if ref not in dirs and not self.db.is_valid(ref):
@@ -171,10 +171,9 @@ class Registration:
                                 continue
                             if os.path.lexists(path):  # left behind by a crash before registration
                                 _remove_tree(path)
-                            keep = self._store_links(links or {}, out)
-                            if restored is not None:  # pool files: read-only with mtime 1 already, kept as links
-                                keep |= reuse_pool.restored_files(out)
-                            _make_read_only(out, keep_root_writable=True, keep=keep)
+                            if restored is None:
+                                _make_read_only(out, keep_root_writable=True, keep=self._store_links(links or {}, out))
+                            # else put back read-only already: its files are the pool's, checked (reuse.restore)
                             os.rename(out, path)
                             moved.append(path)
                             if os.path.isdir(path) and not os.path.islink(path):
@@ -193,12 +192,13 @@ class Registration:
         except sqlite3.OperationalError as error:
             raise StoreError(f"cannot register outputs in the store {self.store_dir}: {error}") from error
 
-    def _restore_outputs(self, dirs: Mapping[str, Path], candidates: Mapping[str, str]) -> dict[str, tuple[str, int, set[str]]] | None:
-        """Every output of `dirs` put back from `reuse` (path -> NAR hash, size, references), or None, nothing left."""
+    def _restore_outputs(self, dirs: Mapping[str, Path],
+                         candidates: Mapping[str, str]) -> dict[str, tuple[str, int, set[str], frozenset[str]]] | None:
+        """Every output of `dirs` put back by `reuse.restore` (path -> its result), or None, nothing left."""
         if not reuse_pool.is_reusable(self.db, dirs):
             return None
         allowed = {ref: ref in dirs or self.db.is_valid(ref) for ref in candidates.values()}
-        restored: dict[str, tuple[str, int, set[str]]] = {}
+        restored: dict[str, tuple[str, int, set[str], frozenset[str]]] = {}
         for path, out in dirs.items():
             got = reuse_pool.restore(self.db, self.root, path, out, allowed)
             if got is None:

@@ -95,7 +95,7 @@ def remember(db: Any, root: str | os.PathLike[str], path: str, nar_hash: str, na
                     name = str(len(pooled))
                     os.link(full, building / name, follow_symlinks=False)
                     pooled.append(name)
-                    listing.append([rel, "f", 1 if st.st_mode & stat.S_IXUSR else 0, name])
+                    listing.append([rel, "f", 1 if st.st_mode & stat.S_IXUSR else 0, name, st.st_dev, st.st_ino])
                 else:
                     raise ValueError(f"{full} is not as the store leaves files")
             os.rename(building, pool)
@@ -124,24 +124,33 @@ def is_reusable(db: Any, paths: Iterable[str]) -> bool:
     return found == len(wanted)
 
 
-def _intact(db: Any, pool: Path, listing: list[list[Any]]) -> list[os.stat_result] | None:
-    """The lstat of every pool file of `listing`, or None if any differs from its recorded identity."""
-    stats = []
-    for entry in listing:
-        if entry[1] != "f":
-            continue
-        try:
-            st = os.lstat(pool / str(entry[3]))
-        except (OSError, ValueError):
-            return None
-        row = db.conn.execute("SELECT size, mode, mtime_ns, ctime_ns FROM ReusableInodes WHERE dev = ? AND ino = ?",
-                              (st.st_dev, st.st_ino)).fetchone()
-        if row is None or tuple(row) != _identity(st)[2:] or not _is_store_file(st):
-            return None
-        if bool(st.st_mode & stat.S_IXUSR) != bool(entry[2]):
-            return None
-        stats.append(st)
-    return stats
+def _recorded(db: Any, listing: list[list[Any]]) -> dict[tuple[int, int], tuple[int, int, int, int]]:
+    """The recorded identities of the inodes `listing` names: (dev, ino) -> (size, mode, mtime_ns, ctime_ns)."""
+    inodes = sorted({int(e[5]) for e in listing if e[1] == "f"})
+    found: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+    for i in range(0, len(inodes), 500):
+        chunk = inodes[i:i + 500]
+        marks = ",".join("?" * len(chunk))
+        for dev, ino, *rest in db.conn.execute(
+                f"SELECT dev, ino, size, mode, mtime_ns, ctime_ns FROM ReusableInodes WHERE ino IN ({marks})", chunk):
+            found[(dev, ino)] = tuple(rest)
+    return found
+
+
+def _matches(st: os.stat_result, entry: list[Any], recorded: Mapping[tuple[int, int], tuple[int, ...]]) -> bool:
+    """Whether the pool file of `entry` (its lstat `st`) is the inode recorded, unchanged since."""
+    return ((st.st_dev, st.st_ino) == (entry[4], entry[5]) and _is_store_file(st)
+            and recorded.get((st.st_dev, st.st_ino)) == _identity(st)[2:]
+            and bool(st.st_mode & stat.S_IXUSR) == bool(entry[2]))
+
+
+def _intact(db: Any, pool: Path, listing: list[list[Any]]) -> bool:
+    """Whether every pool file of `listing` still has its recorded identity."""
+    try:
+        recorded = _recorded(db, listing)
+        return all(_matches(os.lstat(pool / str(e[3])), e, recorded) for e in listing if e[1] == "f")
+    except (OSError, ValueError, TypeError, IndexError):
+        return False
 
 
 def _safe_rel(rel: Any) -> bool:
@@ -152,14 +161,16 @@ def _safe_rel(rel: Any) -> bool:
 
 
 def restore(db: Any, root: str | os.PathLike[str], path: str, out: Path,
-            allowed_references: Mapping[str, bool]) -> tuple[str, int, set[str]] | None:
-    """Recreate store path `path` at `out` (not existing yet) from its record: (NAR hash, NAR size, references).
+            allowed_references: Mapping[str, bool]) -> tuple[str, int, set[str], frozenset[str]] | None:
+    """Recreate store path `path` at `out` (not existing yet) from its record: (NAR hash, NAR size, references, files).
 
     Every pool file must still have the identity recorded when its bytes were last known
     to be the ones hashed (see the module); each reference must be a key of
     `allowed_references` whose value says it is (or will be, with this build) valid.
-    None, with nothing left at `out`, when there is no record or any check fails; a
-    record with a changed pool file is dropped, so the output is built again.
+    The tree is left as the store leaves one (directories 0555 with mtime 1, the root
+    still writable); `files` names its regular files (hard links to the pool's). None,
+    with nothing left at `out`, when there is no record or any check fails; a record with
+    a changed pool file is dropped, so the output is built again.
     """
     row = db.conn.execute("SELECT hash, size, refs, listing FROM ReusableOutputs WHERE path = ?", (path,)).fetchone()
     if row is None:
@@ -174,33 +185,37 @@ def restore(db: Any, root: str | os.PathLike[str], path: str, out: Path,
     if not all(allowed_references.get(r) for r in refs):
         return None  # an input it referred to is not valid now: build it (and fail as a build would)
     pool = pool_dir(root, path)
-    if not listing or not all(isinstance(e, list) and e and _safe_rel(e[0]) for e in listing) or listing[0][0] != "":
-        forget(db, root, [path])
-        return None
-    if _intact(db, pool, listing) is None:
-        forget(db, root, [path])
-        return None
+    after: list[os.stat_result] = []
+    files: list[str] = []
+    dirs: list[str] = []
     try:
+        if not listing or listing[0][0] != "" or not all(_safe_rel(e[0]) for e in listing):
+            raise ValueError("a malformed listing")
+        recorded = _recorded(db, listing)
         for entry in listing:
             rel, kind = entry[0], entry[1]
             full = os.path.join(out, rel) if rel else os.fspath(out)
             if kind == "d":
                 os.mkdir(full, 0o755)
+                dirs.append(full)
             elif kind == "l":
                 os.symlink(entry[2], full)
             elif kind == "f":
-                os.link(pool / str(entry[3]), full, follow_symlinks=False)
-            else:
-                raise ValueError(f"unknown entry kind {kind!r}")
-        # The links moved the pool files' ctimes; checked again, now that the tree holds them too.
-        after = []
-        for entry in listing:
-            if entry[1] == "f":
-                full = os.path.join(out, entry[0]) if entry[0] else os.fspath(out)
-                st, mine = os.lstat(pool / str(entry[3])), os.lstat(full)
-                if (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino) or not _is_store_file(st):
+                source = pool / str(entry[3])
+                if not _matches(os.lstat(source), entry, recorded):
+                    raise ValueError(f"{source} changed since it was recorded")
+                os.link(source, full, follow_symlinks=False)
+                st = os.lstat(full)  # the link moved the inode's ctime: recorded anew below
+                if (st.st_dev, st.st_ino) != (entry[4], entry[5]) or not _is_store_file(st):
                     raise ValueError(f"{full} changed while it was restored")
                 after.append(st)
+                files.append(full)
+            else:
+                raise ValueError(f"unknown entry kind {kind!r}")
+        for full in reversed(dirs):  # children before their directory, as files._make_read_only
+            if full != os.fspath(out):
+                os.chmod(full, 0o555)
+            os.utime(full, (1, 1))
     except (OSError, ValueError, IndexError, TypeError):
         if os.path.lexists(out):
             from .files import _remove_tree
@@ -211,13 +226,7 @@ def restore(db: Any, root: str | os.PathLike[str], path: str, out: Path,
     with db.transaction() as conn:
         _record_identities(conn, after)
         conn.execute("UPDATE ReusableOutputs SET collected = 0 WHERE path = ?", (path,))
-    return nar_hash, int(size), refs
-
-
-def restored_files(out: Path) -> frozenset[str]:
-    """The regular files under `out`, named as `files._make_read_only` names them (to leave them as they are)."""
-    return frozenset(os.path.join(os.fspath(out), rel) if rel else os.fspath(out)
-                     for rel, st in nar.walk(out) if stat.S_ISREG(st.st_mode))
+    return nar_hash, int(size), refs, frozenset(files)
 
 
 def forget(db: Any, root: str | os.PathLike[str], paths: Iterable[str]) -> int:
@@ -271,7 +280,7 @@ def before_gc(db: Any, root: str | os.PathLike[str], dead: Iterable[str]) -> tup
         listing = _listing(db, path)
         if listing is None:
             continue
-        if _intact(db, pool_dir(root, path), listing) is None:
+        if not _intact(db, pool_dir(root, path), listing):
             broken.append(path)
         else:
             kept.append(path)
