@@ -126,14 +126,20 @@ def is_reusable(db: Any, paths: Iterable[str]) -> bool:
 
 def _recorded(db: Any, listing: list[list[Any]]) -> dict[tuple[int, int], tuple[int, int, int, int]]:
     """The recorded identities of the inodes `listing` names: (dev, ino) -> (size, mode, mtime_ns, ctime_ns)."""
-    inodes = sorted({int(e[5]) for e in listing if e[1] == "f"})
     found: dict[tuple[int, int], tuple[int, int, int, int]] = {}
-    for i in range(0, len(inodes), 500):
-        chunk = inodes[i:i + 500]
-        marks = ",".join("?" * len(chunk))
-        for dev, ino, *rest in db.conn.execute(
-                f"SELECT dev, ino, size, mode, mtime_ns, ctime_ns FROM ReusableInodes WHERE ino IN ({marks})", chunk):
-            found[(dev, ino)] = tuple(rest)
+    by_dev: dict[int, set[int]] = {}
+    for e in listing:
+        if e[1] == "f":
+            by_dev.setdefault(int(e[4]), set()).add(int(e[5]))
+    for dev, inodes in by_dev.items():
+        ordered = sorted(inodes)
+        for i in range(0, len(ordered), 500):
+            chunk = ordered[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            for ino, *rest in db.conn.execute(  # the primary key's index: (dev, ino)
+                    f"SELECT ino, size, mode, mtime_ns, ctime_ns FROM ReusableInodes WHERE dev = ? AND ino IN ({marks})",
+                    [dev, *chunk]):
+                found[(dev, ino)] = tuple(rest)
     return found
 
 
@@ -192,24 +198,30 @@ def restore(db: Any, root: str | os.PathLike[str], path: str, out: Path,
         if not listing or listing[0][0] != "" or not all(_safe_rel(e[0]) for e in listing):
             raise ValueError("a malformed listing")
         recorded = _recorded(db, listing)
+        top, inside, pooled = os.fspath(out), os.fspath(out) + "/", os.fspath(pool) + "/"
+        lstat, link = os.lstat, os.link
+        made = {""}  # directories made so far: an entry goes only into one (never through a symlink)
         for entry in listing:
             rel, kind = entry[0], entry[1]
-            full = os.path.join(out, rel) if rel else os.fspath(out)
-            if kind == "d":
-                os.mkdir(full, 0o755)
-                dirs.append(full)
-            elif kind == "l":
-                os.symlink(entry[2], full)
-            elif kind == "f":
-                source = pool / str(entry[3])
-                if not _matches(os.lstat(source), entry, recorded):
+            full = inside + rel if rel else top
+            if rel and rel.rpartition("/")[0] not in made:
+                raise ValueError(f"{rel} is not inside a directory of the listing")
+            if kind == "f":
+                source = pooled + str(entry[3])
+                if not _matches(lstat(source), entry, recorded):
                     raise ValueError(f"{source} changed since it was recorded")
-                os.link(source, full, follow_symlinks=False)
-                st = os.lstat(full)  # the link moved the inode's ctime: recorded anew below
+                link(source, full, follow_symlinks=False)
+                st = lstat(full)  # the link moved the inode's ctime: recorded anew below
                 if (st.st_dev, st.st_ino) != (entry[4], entry[5]) or not _is_store_file(st):
                     raise ValueError(f"{full} changed while it was restored")
                 after.append(st)
                 files.append(full)
+            elif kind == "d":
+                os.mkdir(full, 0o755)
+                dirs.append(full)
+                made.add(rel)
+            elif kind == "l":
+                os.symlink(entry[2], full)
             else:
                 raise ValueError(f"unknown entry kind {kind!r}")
         for full in reversed(dirs):  # children before their directory, as files._make_read_only
