@@ -96,3 +96,12 @@ def test_a_kept_file_changed_after_gc_is_refused_and_the_build_runs(tmp_path, dr
         assert calls == [drv.name]
         assert {p: (store.query(p).nar_hash, store.query(p).nar_size) for p in drv.outputs.values()} == infos
         assert store.verify() == []
+
+
+def test_the_plan_fetches_nothing_for_outputs_it_can_put_back(tmp_path, drv):
+    from cudapkgs.realise.scheduler import plan
+
+    _built_then_collected(tmp_path / "store", drv)
+    with Store.open(tmp_path / "store") as store:
+        the_plan = plan(store, [drv])
+        assert [d.name for d in the_plan.to_build] == [drv.name] and the_plan.to_fetch == ()

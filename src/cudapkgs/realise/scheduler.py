@@ -148,7 +148,13 @@ def plan(
     # The fetcher outputs that what is built takes as inputs (not those of what is substituted).
     _check_fixed_inputs(store, candidates)
     problems: list[str] = []
-    redist = [d for d in candidates if d.builder == "buildRedist" and (d.data.get("src") or {}).get("relativePath")]
+    from ..store import reuse
+
+    # Outputs the store can put back from what it verified before fetch nothing (their build
+    # fetches its source itself if putting them back fails: cudapkgs.store.reuse).
+    reusable = {d.drv_path for d in candidates if d.builder == "buildRedist" and reuse.is_reusable(store.db, d.outputs.values())}
+    redist = [d for d in candidates if d.builder == "buildRedist" and (d.data.get("src") or {}).get("relativePath")
+              and d.drv_path not in reusable]
     sizes: Any = wheel_sizes if not callable(wheel_sizes) else None
     if callable(wheel_sizes):
         sizes = wheel_sizes(_wanted_wheels(store, redist, fetchers))
@@ -156,7 +162,7 @@ def plan(
     fetches = []
     for drv in candidates:
         src = drv.data.get("src")
-        if src and src.get("urls"):  # a local path source (type "path") is not downloaded
+        if src and src.get("urls") and drv.drv_path not in reusable:  # a local path source (type "path") is not downloaded
             size = src.get("size")
             choice = None
             if drv.drv_path in redist_paths:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -117,10 +118,14 @@ def remember(db: Any, root: str | os.PathLike[str], path: str, nar_hash: str, na
 def is_reusable(db: Any, paths: Iterable[str]) -> bool:
     """Whether every path of `paths` has a record (its pool files are checked only by `restore`)."""
     wanted = list(dict.fromkeys(paths))
-    if not wanted:
+    conn = getattr(db, "conn", None)  # a dry run's stand-in for a store not made yet has no database
+    if not wanted or conn is None:
         return False
     marks = ",".join("?" * len(wanted))
-    found = db.conn.execute(f"SELECT count(*) FROM ReusableOutputs WHERE path IN ({marks})", wanted).fetchone()[0]
+    try:
+        found = conn.execute(f"SELECT count(*) FROM ReusableOutputs WHERE path IN ({marks})", wanted).fetchone()[0]
+    except sqlite3.OperationalError:  # a read-only store whose database predates the table
+        return False
     return found == len(wanted)
 
 
