@@ -22,8 +22,8 @@ Rows, whole processes timed from spawn to exit, median of --runs:
 * the same with `-j auto` (the default: as many builds at once as CPUs);
 * `cudapkgs gc` (not timed), then the same build again into that store: the second
   realisation after gc, from the warm caches (for -j auto and -j 1): the download cache,
-  and the outputs the store verified before and kept (`cudapkgs.store.reuse`: put back by
-  hard links after checking each file's recorded identity, as uv links from its cache).
+  and the outputs the store verified before, which gc moved aside (`cudapkgs.store.reuse`:
+  renamed back, every entry checked against its recorded identity, as uv links from its cache).
 
 A second uv row runs uv with its cache and venv in a directory marked `chattr +T`, which
 makes ext4 spread the new directories over fresh block groups, as cudapkgs does for its

@@ -82,7 +82,7 @@ def test_a_kept_file_changed_after_gc_is_refused_and_the_build_runs(tmp_path, dr
     infos = _built_then_collected(store_dir, drv)
     lib = drv.outputs["lib"]
     pool = reuse.pool_dir(store_dir, lib)
-    victim = max(pool.iterdir(), key=lambda p: p.stat().st_size)
+    victim = max((p for p in pool.rglob("*") if p.is_file() and not p.is_symlink()), key=lambda p: p.stat().st_size)
     mode = victim.stat().st_mode
     os.chmod(victim, 0o755)
     with open(victim, "r+b") as f:

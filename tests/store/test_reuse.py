@@ -1,11 +1,11 @@
-"""Outputs kept for reuse (`cudapkgs.store.reuse`): put back after a gc only while every pool file is unchanged.
+"""Outputs kept for reuse (`cudapkgs.store.reuse`): put back after a gc only while every kept entry is unchanged.
 
-`Store.add_outputs(reuse=True)` hard-links each output file into ``<store>/.links`` and
-records the NAR hash, references and each pool inode's identity (size, mode, mtime, ctime)
-in the store database. After a gc the same path is put back without running the builder;
-a pool file written to since (even with its mtime and mode set back), replaced, or an
-output whose reference is not valid any more, makes the store run the builder and hash
-and scan everything as before.
+`Store.add_outputs(reuse=True)` records the NAR hash, references, listing and each inode's
+identity (size, mode, mtime, ctime) in the store database; gc moves such a path whole to
+``<store>/.links`` instead of deleting it. The next realisation of the same path puts it
+back without running the builder; a kept file written to since (even with its mtime and
+mode set back), replaced, a file added to the kept tree, or an output whose reference is
+not valid any more, makes the store run the builder and hash and scan everything as before.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ def built(tmp_path):
 
 
 def _pool_file(root: Path, path: str) -> Path:
-    pool = reuse.pool_dir(root, path)
-    (big,) = [p for p in pool.iterdir() if p.stat().st_size == len(CONTENT)]
+    big = reuse.pool_dir(root, path) / "bin" / "cicc"
+    assert big.stat().st_size == len(CONTENT)
     return big
 
 
@@ -95,14 +95,14 @@ def test_after_gc_the_output_is_put_back_without_building(built):
         cicc = Path(path) / "bin" / "cicc"
         assert cicc.read_bytes() == CONTENT and stat.S_IMODE(cicc.stat().st_mode) == 0o555
         assert os.readlink(Path(path) / "cicc") == "bin/cicc"
-    _collect(root)  # and again: the identities recorded after the gc's unlink still hold
+    _collect(root)  # and again: moving the tree aside and back changes no identity
     with Store.open(root) as store:
         _add_output(store, calls)
         assert calls == [1] and store.verify() == []
 
 
-@pytest.mark.parametrize("how", ["write", "replace"])
-def test_a_changed_pool_file_is_refused_and_the_output_built_again(built, how):
+@pytest.mark.parametrize("how", ["write", "replace", "add", "add at the end"])
+def test_a_changed_kept_tree_is_refused_and_the_output_built_again(built, how):
     root, path, info, calls = built
     pooled = _pool_file(root, path)
     if how == "write":  # same size, mode and mtime set back: only the ctime tells
@@ -111,39 +111,56 @@ def test_a_changed_pool_file_is_refused_and_the_output_built_again(built, how):
             f.write(b"EVIL")
         os.chmod(pooled, 0o555)
         os.utime(pooled, (1, 1))
-    else:  # another inode with the same bytes, mode and mtime
+    elif how == "replace":  # another inode with the same bytes, mode and mtime
+        os.chmod(pooled.parent, 0o755)
         other = pooled.with_name("other")
         other.write_bytes(b"EVIL" + CONTENT[4:])
         os.chmod(other, 0o555)
         os.utime(other, (1, 1))
         os.rename(other, pooled)
+        os.chmod(pooled.parent, 0o555)
+        os.utime(pooled.parent, (1, 1))
+    elif how == "add at the end":  # the root's own identity is not kept (gc and restore rename it)
+        last = reuse.pool_dir(root, path) / "zzz"
+        last.write_bytes(b"EVIL")
+        os.chmod(last, 0o444)
+        os.utime(last, (1, 1))
+    else:  # a file more in the kept tree
+        os.chmod(pooled.parent, 0o755)
+        (pooled.parent / "extra").write_bytes(b"EVIL")
+        os.chmod(pooled.parent / "extra", 0o555)
+        os.utime(pooled.parent / "extra", (1, 1))
+        os.chmod(pooled.parent, 0o555)
+        os.utime(pooled.parent, (1, 1))
     with Store.open(root) as store:
         _add_output(store, calls)
         assert calls == [1, 1]  # built again from its source
         assert store.query(path).nar_hash == info.nar_hash
         assert (Path(path) / "bin" / "cicc").read_bytes() == CONTENT
+        assert not (Path(path) / "zzz").exists() and not (Path(path) / "bin" / "extra").exists()
         assert store.verify() == []
 
 
-def test_a_pool_file_changed_before_a_gc_is_dropped_by_it(tmp_path):
+def test_a_store_file_changed_before_the_gc_is_refused_when_put_back(tmp_path):
     root = tmp_path / "store"
     calls: list[int] = []
     with Store.open(root) as store:
         _add_input(store)
         store.add_root("input", _paths(store.store_dir)[0])
         path = _add_output(store, calls)
-    pooled = _pool_file(root, path)
-    os.chmod(pooled, 0o755)
-    with open(pooled, "r+b") as f:  # through the pool: the store path's file is the same inode
+    valid_file = Path(path) / "bin" / "cicc"
+    os.chmod(valid_file, 0o755)
+    with open(valid_file, "r+b") as f:  # the valid store path's file, before the gc
         f.write(b"EVIL")
-    os.chmod(pooled, 0o555)
-    os.utime(pooled, (1, 1))
-    _collect(root)  # must not record the changed file's new identity as good
-    assert not reuse.pool_dir(root, path).exists()
+    os.chmod(valid_file, 0o555)
+    os.utime(valid_file, (1, 1))
+    _collect(root)
+    assert reuse.pool_dir(root, path).is_dir()  # kept whole: the check is when it is put back
     with Store.open(root) as store:
-        assert not reuse.is_reusable(store.db, [path])
         _add_output(store, calls)
         assert calls == [1, 1] and store.verify() == []
+        assert (Path(path) / "bin" / "cicc").read_bytes() == CONTENT
+    assert not reuse.pool_dir(root, path).exists()
 
 
 def test_an_output_whose_reference_is_gone_is_not_put_back(built):
@@ -174,4 +191,5 @@ def test_without_reuse_nothing_is_kept(tmp_path):
     with Store.open(root) as store:
         path = _add_input(store)
         assert not reuse.is_reusable(store.db, [path])
-    assert not (root / ".links").exists()
+    _collect(root)
+    assert not (root / ".links").exists() or not any((root / ".links").iterdir())

@@ -272,17 +272,23 @@ class GarbageCollector:
                             held.pop(path).release()
                 dead = sorted(held)
                 junk = self._unregistered_entries(set(graph.rows))
-                freed = _bytes_freed(dead + junk)
-                if not dry_run:
+                if dry_run:
+                    freed = _bytes_freed(dead + junk)
+                else:
                     try:
-                        # Outputs kept for reuse (`reuse`): checked before their store paths go, their
-                        # pool files' identities recorded again after (unlinking moves the ctime).
-                        reusable, freed_from_pool = reuse.before_gc(self.db, self.root, dead)
-                        freed += freed_from_pool
+                        # Outputs recorded for reuse are moved aside whole (`reuse.keep`), not deleted; those
+                        # the last gc kept and nothing brought back are deleted now.
+                        reusable, freed = reuse.before_gc(self.db, self.root, dead)
+                        freed += _bytes_freed([p for p in dead + junk if p not in reusable])
                         self.db.invalidate(dead)  # forget first: a crash now leaves only unregistered junk
+                        kept = []
                         for path in dead + junk:
-                            _remove_tree(path)
-                        reuse.after_gc(self.db, self.root, reusable)
+                            if path in reusable and reuse.keep(self.root, path):
+                                kept.append(path)
+                            else:
+                                _remove_tree(path)
+                        reuse.forget(self.db, self.root, reusable - set(kept))
+                        reuse.after_gc(self.db, kept)
                     except OSError as error:
                         raise _store_error(error, "garbage collection failed") from error
             finally:

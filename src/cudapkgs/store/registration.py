@@ -116,12 +116,13 @@ class Registration:
         the same inode, the store file inside a valid path and already read-only with mtime 1)
         and kept as a link; any other hard-linked file gets its own copy, as always.
 
-        `reuse`: the outputs are kept for `cudapkgs.store.reuse.restore` once registered, and,
-        when every one of them was registered and verified before (then collected), they are
-        put back from those pool files instead of running `build`, with the NAR hashes and
-        references recorded then: only if every pool file still has the identity recorded
-        when its bytes were hashed (any write changes it) and every reference is valid.
-        Otherwise `build` runs and everything is hashed and scanned as always.
+        `reuse`: the outputs are recorded for `cudapkgs.store.reuse` once registered (gc then
+        keeps them aside instead of deleting them), and when every one of them was kept so,
+        they are put back instead of running `build`, with the NAR hashes and references
+        recorded when every byte was hashed: only if each kept tree is exactly as recorded
+        (every entry the same inode with the same size, mode, mtime and ctime: any write
+        changes the ctime) and every reference is valid. Otherwise `build` runs and
+        everything is hashed and scanned as always.
         """
         wanted = [self.parse(p) for p in paths]
         candidates = {hash_part(c): self.parse(c) for c in references_candidates}
@@ -149,7 +150,7 @@ class Registration:
                         results = [(nar.format_hash(digest), size, {candidates[h] for h in found}) for digest, size, found
                                    in _hash_and_scan_all(list(dirs.values()), candidates)]
                     else:
-                        results = [restored[path][:3] for path in dirs]
+                        results = [restored[path] for path in dirs]
                     for path, (nar_hash, size, refs) in zip(dirs, results):
                         for ref in refs:
                             if ref not in dirs and not self.db.is_valid(ref):
@@ -173,7 +174,7 @@ class Registration:
                                 _remove_tree(path)
                             if restored is None:
                                 _make_read_only(out, keep_root_writable=True, keep=self._store_links(links or {}, out))
-                            # else put back read-only already: its files are the pool's, checked (reuse.restore)
+                            # else put back as the store left it, and checked entry by entry (reuse.restore)
                             os.rename(out, path)
                             moved.append(path)
                             if os.path.isdir(path) and not os.path.islink(path):
@@ -193,12 +194,12 @@ class Registration:
             raise StoreError(f"cannot register outputs in the store {self.store_dir}: {error}") from error
 
     def _restore_outputs(self, dirs: Mapping[str, Path],
-                         candidates: Mapping[str, str]) -> dict[str, tuple[str, int, set[str], frozenset[str]]] | None:
+                         candidates: Mapping[str, str]) -> dict[str, tuple[str, int, set[str]]] | None:
         """Every output of `dirs` put back by `reuse.restore` (path -> its result), or None, nothing left."""
         if not reuse_pool.is_reusable(self.db, dirs):
             return None
         allowed = {ref: ref in dirs or self.db.is_valid(ref) for ref in candidates.values()}
-        restored: dict[str, tuple[str, int, set[str], frozenset[str]]] = {}
+        restored: dict[str, tuple[str, int, set[str]]] = {}
         for path, out in dirs.items():
             got = reuse_pool.restore(self.db, self.root, path, out, allowed)
             if got is None:
