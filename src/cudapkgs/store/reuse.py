@@ -135,10 +135,25 @@ def _recorded(db: Any, listing: list[list[Any]]) -> dict[tuple[int, int], tuple[
     return found
 
 
+def _walk(root: str) -> Any:
+    """(relative path, lstat) of `root` and everything under it, in NAR order, as `nar.walk` (string paths: faster)."""
+    lstat, listdir = os.lstat, os.listdir
+
+    def visit(rel: str, full: str) -> Any:
+        st = lstat(full)
+        yield rel, st
+        if stat.S_ISDIR(st.st_mode):
+            prefix, base = (rel + "/" if rel else ""), full + "/"
+            for name in sorted(listdir(full)):
+                yield from visit(prefix + name, base + name)
+
+    return visit("", root)
+
+
 def _check_tree(db: Any, tree: str, listing: list[list[Any]]) -> None:
     """Raise ValueError unless `tree` is exactly what `listing` records, every inode unchanged."""
     recorded = _recorded(db, listing)
-    entries = nar.walk(tree)
+    entries = _walk(tree)
     count = 0
     for entry, (rel, st) in zip(listing, entries):
         count += 1
