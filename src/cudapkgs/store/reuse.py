@@ -77,7 +77,7 @@ def remember(db: Any, root: str | os.PathLike[str], path: str, nar_hash: str, na
     listing: list[list[Any]] = []
     stats: list[os.stat_result] = []
     try:
-        for rel, st in nar.walk(path):
+        for rel, st in _walk(path):
             mode = st.st_mode
             if not rel:  # the root: renamed by gc and restore, so its own ctime is not kept
                 if not stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
