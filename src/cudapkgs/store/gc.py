@@ -272,8 +272,9 @@ class GarbageCollector:
                             held.pop(path).release()
                 dead = sorted(held)
                 junk = self._unregistered_entries(set(graph.rows))
-                if dry_run:
-                    freed = _bytes_freed(dead + junk)
+                if dry_run:  # what a gc would delete now; the paths it would keep aside free nothing yet
+                    kept_aside = reuse.recorded_paths(self.db, dead)
+                    freed = _bytes_freed([p for p in dead + junk if p not in kept_aside])
                 else:
                     try:
                         # Outputs recorded for reuse are moved aside whole (`reuse.keep`), not deleted; those

@@ -42,7 +42,7 @@ from typing import Any
 
 from . import nar
 
-__all__ = ["remember", "restore", "is_reusable", "before_gc", "keep", "after_gc", "forget", "pool_dir"]
+__all__ = ["remember", "restore", "is_reusable", "recorded_paths", "before_gc", "keep", "after_gc", "forget", "pool_dir"]
 
 _CANONICAL_MTIME_NS = 1_000_000_000  # the store's mtime, 1 s (`files._make_read_only`)
 
@@ -255,13 +255,21 @@ def before_gc(db: Any, root: str | os.PathLike[str], dead: Iterable[str]) -> tup
     stale = [p for (p,) in db.conn.execute("SELECT path FROM ReusableOutputs WHERE collected = 1")
              if not db.is_valid(p)]
     freed = forget(db, root, stale)
-    dead = list(dead)
-    kept: set[str] = set()
-    for i in range(0, len(dead), 500):
-        chunk = dead[i:i + 500]
-        marks = ",".join("?" * len(chunk))
-        kept.update(p for (p,) in db.conn.execute(f"SELECT path FROM ReusableOutputs WHERE path IN ({marks})", chunk))
-    return kept, freed
+    return recorded_paths(db, dead), freed
+
+
+def recorded_paths(db: Any, paths: Iterable[str]) -> set[str]:
+    """The paths among `paths` that have a record (gc keeps those aside instead of deleting them)."""
+    wanted = list(paths)
+    found: set[str] = set()
+    try:
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(p for (p,) in db.conn.execute(f"SELECT path FROM ReusableOutputs WHERE path IN ({marks})", chunk))
+    except sqlite3.OperationalError:  # a read-only store whose database predates the table
+        return set()
+    return found
 
 
 def keep(root: str | os.PathLike[str], path: str) -> bool:
