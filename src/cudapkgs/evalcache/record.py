@@ -57,9 +57,23 @@ def _audit(event: str, args: tuple) -> None:
         recorder._opened(*args[:3])
     elif event == "os.listdir" or event == "os.scandir":
         path = args[0]
+        if _importing_from_working_directory(path):
+            return  # the `sys.path` check of the working directory covers what imports look for there
         recorder._saw(path if path is not None else ".", True)
     elif event in _REFUSING_EVENTS:
         recorder.refuse(_REFUSING_EVENTS[event])
+
+
+def _importing_from_working_directory(path: object) -> bool:
+    """Whether this listing is the import system's look at the working directory (``python -m``
+    puts it first on `sys.path`): its changes are judged by `cudapkgs.evalcache.lookup._shadowing`."""
+    caller = sys._getframe(2)  # 0: this function, 1: the audit hook, 2: who listed
+    if caller.f_code.co_filename != "<frozen importlib._bootstrap_external>":
+        return False
+    try:
+        return isinstance(path, str) and os.path.abspath(path) == os.getcwd()
+    except OSError:
+        return False
 
 
 class _Tee:
@@ -228,12 +242,16 @@ class Recorder:
             return self.refused
         if self.paused and self.store is None:
             return "read the store"
+        cwd = os.getcwd()
         for module in list(sys.modules.values()):
             file = getattr(module, "__file__", None)
             if isinstance(file, str):
                 if not file.startswith("/"):
                     return f"module {module.__name__} has a relative file name"
                 self.seen.setdefault((file, True), stat_identity(file, True))
+                folder = os.path.dirname(file)  # a new module beside it could shadow an import
+                if folder != cwd:
+                    self.seen.setdefault((folder, True), stat_identity(folder, True))
         self.seen.setdefault((os.path.realpath(sys.executable), True), stat_identity(os.path.realpath(sys.executable), True))
         now = time.time_ns()
         for (path, follow), recorded in self.seen.items():
