@@ -77,6 +77,7 @@ def test_what_cannot_be_seen_refuses_the_entry(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     for act, why in [
         (lambda: sys.stdout.buffer, "used buffer of a standard stream"),
+        (lambda: sys.stdin.read, "read standard input"),
         (lambda: __import__("subprocess").run(["true"]), "started a process"),
         (lambda: __import__("sqlite3").connect(":memory:").close(), "opened a database"),
         (lambda: open("/proc/self/status").close(), "read /proc/self/status"),

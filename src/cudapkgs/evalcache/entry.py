@@ -63,12 +63,17 @@ def wanted(argv: list[str]) -> bool:
 
 def key_of(argv: list[str]) -> str:
     """The key of running ``argv``: the format, the interpreter (path, version, flags, `sys.path`),
-    the working directory, user and group, which standard streams are terminals, the arguments
+    the working directory, user and group, which standard streams are terminals and their sizes, the arguments
     and the whole environment but `ENV_IGNORED`.  Raises OSError when the working directory is gone."""
     env = os.environ
+    terminals = []
+    for fd in (0, 1, 2):  # a table fits the terminal's width: its size is an input
+        if os.isatty(fd):
+            size = os.get_terminal_size(fd)
+            terminals.append(f"{fd}={size.columns}x{size.lines}")
     parts = [
         HEADER, sys.executable, sys.version, repr(sys.flags), "\0".join(sys.path), os.getcwd(),
-        f"{os.getuid()}:{os.getgid()}:{os.isatty(0)}:{os.isatty(1)}:{os.isatty(2)}",
+        f"{os.getuid()}:{os.getgid()}:{','.join(terminals)}",
         "\0".join(argv), "\0".join(f"{k}={env[k]}" for k in sorted(env) if k not in ENV_IGNORED),
     ]
     return "\1".join(parts)

@@ -13,10 +13,10 @@ Anything whose inputs cannot be seen refuses the entry: a process started (``sub
 opened, a library loaded with `ctypes`, the working directory changed, a file read under
 ``/proc``, ``/sys`` or ``/dev``, a path given relative to a directory descriptor, a
 stat refused (permission), the binary streams or file descriptors of stdout/stderr
-used directly.  So does a non-zero exit status, an input whose identity differs at the end
-from when it was read (changed meanwhile), and an input changed in the last
-`RACY_NS` (a second change within one tick of the file system's clock would not change its
-identity; git calls such files racily clean).  The remembered host probes
+used directly, standard input read.  So does a non-zero exit status, an input whose identity
+differs at the end from when it was read (changed meanwhile), and an input changed less than
+`RACY_NS` before it was read (a second change within one tick of the file system's clock
+would not change its identity; git calls such files racily clean).  The remembered host probes
 (`cudapkgs.host.probes`) come in as what they are: reads of ``probes.json`` and stats of
 the probed tools; a probe that actually runs starts a process, and so is not kept.
 
@@ -33,7 +33,7 @@ import time
 
 from .entry import DEBUG_ENV, MAX_BYTES, MAX_ENTRIES, cache_dir, encode, entry_name, identity, key_of, stat_identity
 
-RACY_NS = 200_000_000  # inputs changed this recently are not trusted to show their next change
+RACY_NS = 200_000_000  # inputs changed this shortly before they were read are not trusted to show their next change
 _COARSE_RACY_NS = 2_000_000_000  # on a file system keeping whole seconds
 _REFUSING_EVENTS = {
     "subprocess.Popen": "started a process", "os.system": "started a process", "os.exec": "started a process",
@@ -99,6 +99,23 @@ class _Tee:
         return getattr(self._stream, name)
 
 
+class _NoInput:
+    """Stands in for sys.stdin: what is read from it is an input the entry cannot hold, so any use refuses it."""
+
+    def __init__(self, stream: object, recorder: Recorder) -> None:
+        self._stream = stream
+        self._recorder = recorder
+
+    def __getattr__(self, name: str) -> object:
+        if name not in ("isatty", "encoding", "errors", "closed", "name", "mode"):
+            self._recorder.refuse("read standard input")
+        return getattr(self._stream, name)
+
+    def __iter__(self) -> object:
+        self._recorder.refuse("read standard input")
+        return iter(self._stream)  # type: ignore[call-overload]
+
+
 class Recorder:
     """One command's inputs and output, for the entry of ``argv``'s key."""
 
@@ -106,6 +123,10 @@ class Recorder:
         self.key = key_of(argv)
         self.directory = cache_dir()
         self.seen: dict[tuple[str, bool], str] = {}  # (absolute path, follow links) -> identity when first seen
+        self.seen_at: dict[tuple[str, bool], int] = {}  # -> when (time.time_ns()); absent: at the start
+        # Files read before the recorder started (the modules of the start-up) were read after
+        # this moment, less the margin of `_why_not`'s check.
+        self.started_ns = time.time_ns()
         self.output: list[tuple[str, str]] = []
         self.refused = "" if self.directory is not None else "no cache directory"
         self.active = False
@@ -152,6 +173,8 @@ class Recorder:
             return real_readlink(path, dir_fd=dir_fd)
 
         os.stat, os.lstat, os.access, os.readlink = watched_stat, watched_lstat, watched_access, watched_readlink
+        self._saved["stdin"] = sys.stdin
+        sys.stdin = _NoInput(sys.stdin, self)  # type: ignore[assignment]
         sys.stdout = _Tee(sys.stdout, "1", self)  # type: ignore[assignment]
         sys.stderr = _Tee(sys.stderr, "2", self)  # type: ignore[assignment]
         self.active = self.capturing = True
@@ -182,11 +205,17 @@ class Recorder:
     def _note(self, path: str, follow: bool, ident: str) -> None:
         if path.startswith(_PSEUDO) and ident != "-":
             self.refuse(f"read {path}")
-        self.seen.setdefault((path, follow), ident)
+        if (path, follow) not in self.seen:
+            self.seen[(path, follow)] = ident
+            self.seen_at[(path, follow)] = time.time_ns()
 
     def _stat(self, path: object, follow: bool) -> os.stat_result:
         real = self._saved["stat"] if follow else self._saved["lstat"]
-        where = self._abs(path)
+        try:
+            where = self._abs(path)
+        except (OSError, TypeError, ValueError):  # the call itself says what is wrong with it
+            self.refuse(f"could not name {path!r}")
+            return real(path)  # type: ignore[operator]
         try:
             st = real(path)  # type: ignore[operator]
         except (FileNotFoundError, NotADirectoryError):
@@ -225,6 +254,7 @@ class Recorder:
         os.stat, os.lstat = self._saved["stat"], self._saved["lstat"]  # type: ignore[assignment]
         os.access, os.readlink = self._saved["access"], self._saved["readlink"]  # type: ignore[assignment]
         sys.stdout, sys.stderr = self._saved["stdout"], self._saved["stderr"]  # type: ignore[assignment]
+        sys.stdin = self._saved["stdin"]  # type: ignore[assignment]
         current = None
         why = self._why_not(status)
         if not why:
@@ -253,16 +283,17 @@ class Recorder:
                 if folder != cwd:
                     self.seen.setdefault((folder, True), stat_identity(folder, True))
         self.seen.setdefault((os.path.realpath(sys.executable), True), stat_identity(os.path.realpath(sys.executable), True))
-        now = time.time_ns()
         for (path, follow), recorded in self.seen.items():
             current_identity = stat_identity(path, follow)
             if current_identity != recorded:
                 return f"{path} changed while the command ran"
             if recorded != "-":
+                # Changed within a tick of the file system's clock before it was read: a second
+                # change in that tick would leave its identity as it is.
                 ctime = int(recorded.split(":")[3])
                 coarse = ctime % 1_000_000_000 == 0
-                if ctime > now - (_COARSE_RACY_NS if coarse else RACY_NS):
-                    return f"{path} changed a moment ago"
+                if ctime > self.seen_at.get((path, follow), self.started_ns) - (_COARSE_RACY_NS if coarse else RACY_NS):
+                    return f"{path} changed a moment before it was read"
         return ""
 
     def _fields(self) -> list[tuple[str, str]]:
