@@ -24,7 +24,8 @@ behaviour before probes were remembered.
 The evaluation cache (``$XDG_CACHE_HOME/cudapkgs/eval``, src/cudapkgs/evalcache/) answers the
 cudapkgs rows from the second run on; each cudapkgs command also runs as a "cold cache" row,
 the evaluation cache emptied before every run of it (the full evaluation plus writing the
-entry), in the same rounds; ``--no-cold-rows`` leaves those out.
+entry), and as a "cache off" row (``--no-eval-cache``: the evaluation alone, as before the
+cache), in the same rounds; ``--no-cold-rows`` leaves both out.
 
 Goals (issue 24): no-op build <= 2x nix-build; eval <= 3x the floor; outPath <= 4x;
 list --all <= 6x.
@@ -109,11 +110,17 @@ def _bench(work: Path, rounds: int, cold: bool, no_cold_rows: bool) -> int:
     # entries of the warm rows alone.
     cold_env = {**env, "XDG_CACHE_HOME": str(work / "cache-cold")}
     if not no_cold_rows:
-        for label in [k for k in commands if commands[k][:3] == cudapkgs]:
+        warm = [k for k in commands if commands[k][:3] == cudapkgs]
+        for label in warm:
             commands[f"{label}, cold cache"] = commands[label]
             envs[f"{label}, cold cache"] = cold_env
-    for label, command in commands.items():  # warm-up: the builds done, bytecode written, probes remembered
-        _run(command, envs[label])
+        for label in warm:  # the evaluation without the cache's recording: what recording costs
+            commands[f"{label}, cache off"] = [*commands[label], "--no-eval-cache"]
+            envs[f"{label}, cache off"] = env
+    for _ in range(2):  # warm-up: the builds done, bytecode written, probes remembered, entries written
+        for label, command in commands.items():  # (the second time: inputs written by the first are
+            _run(command, envs[label])  # no longer "a moment old", so the entries are kept)
+        time.sleep(0.3)
     probes_file = work / "cache" / "cudapkgs" / "probes.json"
     eval_cache = work / "cache-cold" / "cudapkgs" / "eval"
     wall: dict[str, list[float]] = {label: [] for label in commands}
@@ -123,7 +130,7 @@ def _bench(work: Path, rounds: int, cold: bool, no_cold_rows: bool) -> int:
             if cold and command[:3] == cudapkgs:
                 probes_file.unlink(missing_ok=True)
                 (work / "cache-cold" / "cudapkgs" / "probes.json").unlink(missing_ok=True)
-            if label.endswith(", cold cache"):
+            if label.endswith((", cold cache", ", cache off")):
                 shutil.rmtree(eval_cache, ignore_errors=True)
             w, c = _run(command, envs[label])
             wall[label].append(w)
@@ -139,7 +146,7 @@ def _bench(work: Path, rounds: int, cold: bool, no_cold_rows: bool) -> int:
     for label in commands:
         w, c = statistics.median(wall[label]), statistics.median(cpu[label])
         against, goal = GOALS.get(label, ("floor" if label != "floor" else "", None))
-        if label.endswith(", cold cache"):
+        if label.endswith((", cold cache", ", cache off")):
             against, goal = GOALS[label.rsplit(", ", 1)[0]][0], None
         if against and against in commands:
             wr = w / statistics.median(wall[against])
