@@ -294,7 +294,7 @@ def test_an_entry_naming_paths_outside_the_store_is_not_trusted(tmp_path):
         done = cli(*args)
         assert not hit(done) and done.stdout == out
         entry.write_bytes(encode(fields))
-    entry.write_bytes(encode([(t, "/etc\0/etc/passwd" if t == "d" else p) for t, p in fields]))
+    entry.write_bytes(encode([(t, "/etc\0/etc/passwd\01" if t == "d" else p) for t, p in fields]))
     assert not hit(cli(*args))
 
 
@@ -318,6 +318,18 @@ def test_a_no_op_build_checks_its_outputs_are_still_valid(tmp_path):
     assert not hit(done) and done.stdout == out and "built tiny" in done.stderr
     assert (Path(path) / "hi").read_text() == "hi\n"
     assert hit(cli(*args))  # valid again: the entry's answer holds again
+
+
+def test_a_store_of_a_newer_schema_is_not_taken_as_valid(tmp_path):
+    cli = Cli(tmp_path)
+    (cli.cwd / "pkgs.py").write_text(PACKAGE_FILE)
+    args = ("build", "-f", "pkgs.py", "tiny", "--no-link")
+    cli(*args)
+    _stored_then_hit(cli, *args)
+    with sqlite3.connect(tmp_path / "store" / ".meta" / "db.sqlite") as conn:
+        conn.execute("UPDATE SchemaVersion SET version = 99")
+    done = cli(*args, check=False)
+    assert not hit(done) and done.returncode != 0 and "schema version 99" in done.stderr
 
 
 def test_a_no_op_build_keeps_its_result_link(tmp_path):

@@ -180,8 +180,9 @@ def realise_and_link(
                     links.append(_link(store, base if output == "out" else f"{base}-{output}", path))
         if recorder is not None:
             if the_plan.nothing_to_do and push is None and builders is None and all(i.drv is not None for i in items):
-                recorder.no_op_build(store.store_dir, store.db.db_file, [p for i in resolved for p in i.outputs.values()],
-                                     links)
+                schema = store.db.conn.execute("SELECT version FROM SchemaVersion").fetchone()[0]
+                recorder.no_op_build(store.store_dir, store.db.db_file, schema,
+                                     [p for i in resolved for p in i.outputs.values()], links)
             else:
                 recorder.refuse("built, fetched or pushed something, or was given store paths")
     finally:

@@ -91,7 +91,7 @@ def _check(argv: list[str]) -> list[tuple[str, str]] | str:
     output: list[tuple[str, str]] = []
     top_level: set[str] = set()
     changed_path_dirs: list[str] = []
-    store: tuple[str, str] | None = None
+    store: tuple[str, str, str] | None = None
     valid: list[str] = []
     links: list[list[str]] = []
     for tag, payload in fields[1:]:
@@ -108,10 +108,10 @@ def _check(argv: list[str]) -> list[tuple[str, str]] | str:
         elif tag == "t":
             top_level.update(payload.split("\0"))
         elif tag == "d":
-            store_dir, sep, db_file = payload.partition("\0")
-            if not sep or store is not None:
+            parts = payload.split("\0")
+            if len(parts) != 3 or store is not None:
                 return "entry malformed"
-            store = (store_dir, db_file)
+            store = (parts[0], parts[1], parts[2])
         elif tag == "v":
             valid.append(payload)
         elif tag == "L":
@@ -146,17 +146,20 @@ def _shadowing(directory: str, top_level: set[str]) -> str:
     return ""
 
 
-def _check_store(store: tuple[str, str], valid: list[str], links: list[list[str]]) -> str:
+def _check_store(store: tuple[str, str, str], valid: list[str], links: list[list[str]]) -> str:
     """Why the outputs of a no-op build cannot be taken as built ("" when they can): the store as
-    `Store.open` would refuse it, an output gone from disk or invalid in the database, a result
-    link or its GC root entry not pointing where it did."""
-    store_dir, db_file = store
+    `Store.open` would refuse it (writable by others, not writable by us, another schema
+    version), an output gone from disk or invalid in the database, a result link or its GC
+    root entry not pointing where it did."""
+    store_dir, db_file, schema = store
     if not os.path.isabs(store_dir) or db_file != os.path.join(store_dir, ".meta", "db.sqlite"):
         return "entry malformed"
     for target in (store_dir, os.path.join(store_dir, ".meta"), db_file):
         st = os.stat(target)
         if st.st_mode & 0o022:
             return f"{target} is writable by others"
+        if target != db_file and not os.access(target, os.W_OK):
+            return f"cannot write {target}"
     if not stat.S_ISREG(os.stat(db_file).st_mode):
         return "the store database is not a regular file"
     prefix = store_dir.rstrip("/") + "/"
@@ -174,6 +177,9 @@ def _check_store(store: tuple[str, str], valid: list[str], links: list[list[str]
         from sqlite3 import connect
     conn = connect("file:" + _quote(db_file) + "?mode=ro", uri=True, timeout=60, isolation_level=None)
     try:
+        row = conn.execute("SELECT version FROM SchemaVersion").fetchone()
+        if row is None or str(row[0]) != schema:
+            return "the store database has another schema version"
         for path in valid:
             if conn.execute("SELECT 1 FROM ValidPaths WHERE path = ?", (path,)).fetchone() is None:
                 return f"{path} is not valid in the store"

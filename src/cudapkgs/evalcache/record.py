@@ -131,7 +131,7 @@ class Recorder:
         self.refused = "" if self.directory is not None else "no cache directory"
         self.active = False
         self.capturing = False
-        self.store: tuple[str, str] | None = None
+        self.store: tuple[str, str, str] | None = None
         self.valid: list[str] = []
         self.links: list[tuple[str, str, str]] = []
         self._saved: dict[str, object] = {}
@@ -190,11 +190,13 @@ class Recorder:
         if not self.refused:
             self.refused = why
 
-    def no_op_build(self, store_dir: str, db_file: str, outputs: list[str], links: list[tuple[str, str, str]]) -> None:
+    def no_op_build(self, store_dir: str, db_file: str, schema: int, outputs: list[str],
+                    links: list[tuple[str, str, str]]) -> None:
         """The build had nothing to do: a later identical command may answer from the entry once
-        ``outputs`` are still valid in the store at ``store_dir`` (database ``db_file``) and each
-        (link, target, GC root entry) of ``links`` still points where it does."""
-        self.store = (store_dir, db_file)
+        ``outputs`` are still valid in the store at ``store_dir`` (database ``db_file``, its schema
+        version still ``schema``) and each (link, target, GC root entry) of ``links`` still points
+        where it does."""
+        self.store = (store_dir, db_file, str(schema))
         self.valid = list(dict.fromkeys(outputs))
         self.links = list(links)
 
@@ -305,7 +307,7 @@ class Recorder:
         names = sorted(n for n in sys.modules if "." not in n)
         fields.append(("t", "\0".join(names)))
         if self.store is not None:
-            fields.append(("d", f"{self.store[0]}\0{self.store[1]}"))
+            fields.append(("d", "\0".join(self.store)))
             fields += [("v", path) for path in self.valid]
             fields += [("L", "\0".join(link)) for link in self.links]
         fields += self.output
