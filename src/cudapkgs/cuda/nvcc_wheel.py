@@ -1,14 +1,14 @@
 """``cuda_nvcc_wheel``: what NVIDIA's CUDA 12 nvcc wheel has (ptxas, libnvvm, headers), for a set without nvcc.
 
-NVIDIA's ``nvidia-cuda-nvcc-cu12`` wheel (checked on 12.8.93 and 12.9.86: RECORD and unzip -l,
-shared/reference/pypi-wheels.md section 2) ships ``bin/ptxas``, ``include/crt``,
+NVIDIA's ``nvidia-cuda-nvcc-cu12`` wheel (checked on 12.8.93 and 12.9.86: their 30 files each, read
+from the zip's directory; shared/reference/pypi-wheels.md section 2) ships ``bin/ptxas``, ``include/crt``,
 ``include/fatbinary_section.h``, ``include/nvPTXCompiler.h`` and ``nvvm/`` (``libnvvm.so``,
 ``libdevice.10.bc``, ``nvvm.h``), and not the ``nvcc`` driver, ``cicc``, ``cudafe++``,
 ``fatbinary``, ``nvlink`` or ``nvcc.profile``.  So with ``fetchers = ["wheels"]`` a CUDA 12
 set's ``cuda_nvcc`` stays unavailable (`cudapkgs.fetch.supply`: "nvcc is not in NVIDIA's CUDA 12
 wheel"), and everything that compiles with it says so at evaluation; but what only needs the
-assembler can still have the set's: JAX's CUDA 12 plugin runs ptxas from this very wheel
-(jax_plugins/xla_cuda12 finds ``nvidia/cuda_nvcc/bin``), and Nixpkgs' triton takes
+assembler can still have the set's (JAX's CUDA 12 plugin takes its ptxas from this same wheel, a
+dependency of ``jax-cuda12-plugin[with-cuda]``), and Nixpkgs' triton takes
 ``lib.getExe' cudaPackages.cuda_nvcc "ptxas"`` (pkgs/development/python-modules/triton/default.nix
 @005ab72f, ``TRITON_PTXAS_PATH``; triton/bin.nix@1c880b4b links it into the wheel).
 
@@ -18,7 +18,8 @@ every file checked against RECORD, the wheel against the index's sha256), of exa
 (the fetcher that takes NVIDIA's wheels) on x86_64 and SBSA, and broken elsewhere with the reason
 (on CUDA 13 the nvcc wheel is complete: use ``cuda_nvcc``).  A consumer of ptxas (triton,
 `cudapkgs.pkgs.python_modules.triton.ptxas_package`) takes ``cuda_nvcc`` when available (Nixpkgs'
-choice, so nothing changes with the default fetchers), else this.  Nixpkgs has no such member: it fetches NVIDIA's archives, which always have nvcc.
+choice, so nothing changes with the default fetchers), else this.  Nixpkgs has no such member: it
+fetches NVIDIA's archives, which always have nvcc.
 """
 
 from __future__ import annotations
