@@ -19,7 +19,10 @@ every file checked against RECORD, the wheel against the index's sha256), of exa
 (on CUDA 13 the nvcc wheel is complete: use ``cuda_nvcc``).  A consumer of ptxas (triton,
 `cudapkgs.pkgs.python_modules.triton.ptxas_package`) takes ``cuda_nvcc`` when available (Nixpkgs'
 choice, so nothing changes with the default fetchers), else this.  Nixpkgs has no such member: it
-fetches NVIDIA's archives, which always have nvcc.
+fetches NVIDIA's archives, which always have nvcc, and its cuda_nvcc has one output on purpose
+("Keep NVCC and NVVM together", pkgs/development/cuda-modules/packages/cuda_nvcc/package.nix@7787668e),
+so there is no ptxas output to take instead; a member of its own keeps cuda_nvcc's output path and
+meaning the same whatever the fetchers.
 """
 
 from __future__ import annotations
