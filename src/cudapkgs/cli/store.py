@@ -385,8 +385,10 @@ class _VerifyProgress:
         self._interval = 0.1 if self._tty else interval
         self._last = self._clock()
         self._shown = False
+        self.total = 0  # the paths to check, as the last call said
 
     def __call__(self, done: int, total: int, bytes_done: int, bytes_total: int) -> None:
+        self.total = total
         now = self._clock()
         final = done == total
         if final and not self._shown:
@@ -404,14 +406,15 @@ class _VerifyProgress:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    import json
-
+    progress = _VerifyProgress(sys.stderr)
     with _open(args, read_only=True) as store:
-        problems = store.verify(check_contents=not args.no_contents, paths=args.paths or None,
-                                progress=_VerifyProgress(sys.stderr))
-        # Distinct store paths: `./result` and a file inside it name one path.
-        count = len({store.parse(p) for p in args.paths}) if args.paths else len(store.all_paths())
+        problems = store.verify(check_contents=not args.no_contents, paths=args.paths or None, progress=progress)
+    # Distinct store paths (`./result` and a file inside it name one): what verify counted, from
+    # its last progress call (no second read of the database).
+    count = progress.total
     if args.json:
+        import json
+
         print(json.dumps([{"path": p.path, "kind": p.kind, "message": p.message} for p in problems], indent=2))
     else:
         for p in problems:
