@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import StoreError
 from . import nar
@@ -20,8 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["Hop", "Problem", "Verification"]
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """One inconsistency `Store.verify` found; kind is missing, hash-mismatch, invalid-reference or missing-reference."""
 
     path: str
@@ -29,8 +27,7 @@ class Problem:
     message: str
 
 
-@dataclass(frozen=True)
-class Hop:
+class Hop(NamedTuple):
     """One step of a why-depends chain: `referrer` refers to `reference` from `files` (relative; '' is the path itself)."""
 
     referrer: str
