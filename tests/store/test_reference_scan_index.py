@@ -101,12 +101,14 @@ def test_the_new_scan_agrees_with_the_old_one_on_random_bytes(data):
     # Hashes overlapping one another and long runs around them: where a strided piece index
     # could miss a window (a hash at every residue of the stride, runs just over 32 long).
     hashes = data.draw(st.lists(st.text(alphabet=BASE32_CHARS, min_size=32, max_size=32), min_size=33, max_size=60, unique=True))
+    hashes += [c * 32 for c in data.draw(st.lists(st.sampled_from("0axz"), max_size=2, unique=True))]  # one repeated character
     wanted = nar.Candidates(hashes)
     part = st.one_of(
         st.sampled_from(hashes).map(str.encode),
         st.tuples(st.sampled_from(hashes), st.integers(0, 31), st.booleans()).map(
             lambda t: t[0].encode()[t[1]:] if t[2] else t[0].encode()[: t[1]]),  # a hash's head or tail
         st.text(alphabet=BASE32_CHARS, max_size=40).map(str.encode),
+        st.tuples(st.sampled_from("0axzb"), st.integers(0, 90)).map(lambda t: (t[0] * t[1]).encode()),  # padding
         st.binary(max_size=6),
     )
     blob = b"".join(data.draw(st.lists(part, max_size=12)))
@@ -119,3 +121,10 @@ def test_pieces_are_built_once_and_a_long_run_of_other_characters_finds_nothing(
     assert wanted.pieces() is wanted.pieces() and len(wanted.pieces()) <= 50 * 9
     # A long run of one character: no candidate shares a piece with it, nothing found.
     assert _new(b"x" * 5000, wanted) == set()
+
+
+def test_a_run_of_one_repeated_character_finds_exactly_that_hash():
+    wanted = nar.Candidates(["a" * 32, "0" * 32] + _hashes(random.Random(9), 40))
+    assert _new(b"/" + b"a" * 100 + b"-", wanted) == {b"a" * 32}
+    assert _new(b"a" * 31 + b"-" + b"a" * 31, wanted) == set()
+    assert _new(b"0" * 33 + b"x" + b"b" * 90, wanted) == {b"0" * 32}

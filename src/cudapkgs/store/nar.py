@@ -239,14 +239,12 @@ class TreePass:
                     self._flush()
         elif stat.S_ISDIR(mode):
             out.append(_DIRECTORY)
-            with os.scandir(path) as entries:
-                names = sorted([entry.name for entry in entries])
-            for name in names:
-                out += (_ENTRY, _str(name), _NODE)
+            for name in sorted(os.listdir(path)):
+                out += (_ENTRY, _U64(len(name)), name, _PAD[-len(name) % 8], _NODE)
                 child = path + b"/" + name
                 self.node(child, os.lstat(child))
-                self.out.append(_CLOSE)
-            self.out.append(_CLOSE)
+                out.append(_CLOSE)
+            out.append(_CLOSE)
         elif stat.S_ISLNK(mode):
             target = os.readlink(path)
             out += (_SYMLINK, _str(target), _CLOSE)

@@ -7,7 +7,8 @@ path. Here the same answer comes from C-speed operations:
 * `bytes.translate` maps each byte to 1 (base-32) or 0 and `find` looks for 32 ones: a
   window can only lie inside a *run* of base-32 characters at least 32 long;
 * a run of exactly 32 is one set lookup (the common case: ``<store>/<hash>-<name>``);
-* a longer run is first tested with a few lookups of `KEY`-byte pieces taken every
+* a longer run of one repeated character (padding, ``000…``) has one distinct window;
+* any other longer run is first tested with a few lookups of `KEY`-byte pieces taken every
   `STRIDE` bytes against the set of every candidate's pieces at offsets 0 to STRIDE - 1
   (`Candidates.pieces`, built once): any 32-byte window holds one such piece at one of
   those offsets. Only a run that shares a piece with some candidate has its windows looked
@@ -96,6 +97,9 @@ def find_hashes(data: bytes, wanted: Candidates, found: set[bytes], prefix: byte
                 name = _NAME_AT.match(data, end + 1).group()  # type: ignore[union-attr]
                 if len(name) > len(named.get(run, b"")) or run not in named:
                     named[run] = name
+        elif run.count(run[:1]) == length:  # one character repeated (padding, "000..."): one window
+            if run[:HASH_LEN] in wanted:
+                found.add(run[:HASH_LEN])
         else:
             if pieces is None:
                 pieces = wanted.pieces()
