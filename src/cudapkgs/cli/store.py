@@ -263,6 +263,12 @@ def _cache_info(args: argparse.Namespace) -> int:
 def _path_info(args: argparse.Namespace) -> int:
     import json
 
+    if args.top is not None and not (args.weights or args.draw):
+        from ..errors import UsageError
+
+        # It was ignored: `path-info -rS --top 5 ./result` printed the whole closure without a word.
+        raise UsageError(f"--top {args.top} needs --weights (or --draw): only the weights table is cut to the "
+                         f"heaviest paths; try `cudapkgs path-info --weights --top {args.top} PATH`")
     if args.caches:
         return _cache_info(args)
     if not args.paths:
