@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+
 from .db import PathInfo, StoreDB
 
 __all__ = ["StoreGraph"]
