@@ -206,10 +206,14 @@ def test_a_changed_manifests_directory_is_seen(tmp_path):
     manifest.write_text(manifest.read_text().replace(version, version[:-1] + ("9" if version[-1] != "9" else "8")))
     done = cli(*args)
     assert not hit(done) and done.stdout.strip().strip('"') != version
-    # a file appearing in the directory: the listing changed
+    # a file appearing in a directory the evaluation listed (cudnn's releases): a miss
+    _stored_then_hit(cli, *args)
+    (manifests / "cudnn" / "README").write_text("a new file")
+    assert not hit(cli(*args))
+    # in one it only looked up by name (the manifests' root, cuda/ is named by the set): not a change
     _stored_then_hit(cli, *args)
     (manifests / "README").write_text("a new file")
-    assert not hit(cli(*args))
+    assert hit(cli(*args))
 
 
 def _fake_gcc(directory: Path, version: str) -> Path:
@@ -227,6 +231,10 @@ def test_replacing_the_compiler_is_seen(tmp_path):
     cli = Cli(tmp_path)
     cli.env.update(CC=str(bin_dir / "gcc"), CXX=str(bin_dir / "g++"))
     assert _stored_then_hit(cli, "eval", "stdenv.cc.version") == '"13.3.0"\n'
+    # The directories on the way to the compiler were stat'ed (realpath, which), not listed:
+    # a file coming or going beside them (as in /tmp, all the time) is not a change.
+    (tmp_path / "unrelated").write_text("x")
+    assert hit(cli("eval", "stdenv.cc.version"))
     new = _fake_gcc(tmp_path / "new", "14.2.0")
     os.replace(new / "gcc", bin_dir / "gcc")  # a package upgrade: a new file moved over the old one
     os.replace(new / "g++", bin_dir / "g++")

@@ -98,7 +98,9 @@ def test_reads_stats_and_listings_are_noted_with_absent_paths(tmp_path, monkeypa
     try:
         (tmp_path / "read.txt").read_text()
         os.path.exists(tmp_path / "absent")
-        os.listdir(tmp_path)
+        os.path.isdir(tmp_path)  # a directory stat'ed: its type, inode and device only
+        assert not entry.is_whole(rec.seen[(str(tmp_path), True)])
+        os.listdir(tmp_path)  # then listed: whole (a new entry changes its mtime)
         os.path.islink(tmp_path / "read.txt")
     finally:
         rec.active = False
@@ -106,5 +108,5 @@ def test_reads_stats_and_listings_are_noted_with_absent_paths(tmp_path, monkeypa
     assert rec.seen[(str(tmp_path / "absent"), True)] == "-"
     assert rec.seen[(str(tmp_path / "read.txt"), True)] == entry.stat_identity(str(tmp_path / "read.txt"), True)
     assert (str(tmp_path / "read.txt"), False) in rec.seen
-    assert (str(tmp_path), True) in rec.seen
+    assert entry.is_whole(rec.seen[(str(tmp_path), True)])
     assert os.stat is record.os.stat and os.stat.__name__ == "stat"  # unwrapped again

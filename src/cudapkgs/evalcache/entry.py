@@ -96,19 +96,32 @@ def entry_name(key: str) -> str:
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}.entry"
 
 
-def identity(st: os.stat_result) -> str:
-    """What a changed file changes: mode, size, mtime and ctime (ns), inode, device."""
+def identity(st: os.stat_result, whole: bool = True) -> str:
+    """What a changed file changes: mode, size, mtime and ctime (ns), inode, device.
+
+    With ``whole`` False, a directory's is only its mode, inode and device (``MODE:d:INO:DEV``):
+    what `os.path.isdir`, `os.path.realpath` or `shutil.which` learn of the directories on
+    the way to a file is that they are directories, not what they hold, and the mtime of
+    ``/tmp`` or a home directory changes all the time.  A directory that is listed is
+    recorded whole: a file added, removed or renamed in it changes its mtime."""
+    if not whole and st.st_mode & 0o170000 == 0o040000:
+        return f"{st.st_mode}:d:{st.st_ino}:{st.st_dev}"
     return f"{st.st_mode}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_dev}"
 
 
-def stat_identity(path: str, follow: bool) -> str:
+def is_whole(recorded: str) -> bool:
+    """Whether a recorded identity is whole (see `identity`)."""
+    return ":d:" not in recorded
+
+
+def stat_identity(path: str, follow: bool, whole: bool = True) -> str:
     """`identity` of ``path`` (through symlinks when ``follow``), ``-`` when it does not exist;
     other errors (permission) raise OSError."""
     try:
         st = os.stat(path) if follow else os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return "-"
-    return identity(st)
+    return identity(st, whole)
 
 
 def encode(fields: list[tuple[str, str]]) -> bytes:

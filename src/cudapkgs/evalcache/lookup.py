@@ -23,7 +23,7 @@ import os
 import stat
 import sys
 
-from .entry import DEBUG_ENV, MAX_BYTES, cache_dir, decode, entry_name, key_of, stat_identity, wanted
+from .entry import DEBUG_ENV, MAX_BYTES, cache_dir, decode, entry_name, is_whole, key_of, stat_identity, wanted
 
 
 def answer(argv: list[str]) -> int | None:
@@ -99,7 +99,7 @@ def _check(argv: list[str]) -> list[tuple[str, str]] | str:
             path, sep, recorded = payload.rpartition("\0")
             if not sep or not path.startswith("/"):
                 return "entry malformed"
-            if stat_identity(path, tag != "l") != recorded:
+            if stat_identity(path, tag != "l", is_whole(recorded)) != recorded:
                 if tag != "p":
                     return f"changed: {path}"
                 changed_path_dirs.append(path)

@@ -31,7 +31,8 @@ import os
 import sys
 import time
 
-from .entry import DEBUG_ENV, MAX_BYTES, MAX_ENTRIES, cache_dir, encode, entry_name, identity, key_of, stat_identity
+from .entry import (DEBUG_ENV, MAX_BYTES, MAX_ENTRIES, cache_dir, encode, entry_name, identity, is_whole, key_of,
+                    stat_identity)
 
 RACY_NS = 200_000_000  # inputs changed this shortly before they were read are not trusted to show their next change
 _COARSE_RACY_NS = 2_000_000_000  # on a file system keeping whole seconds
@@ -164,12 +165,12 @@ class Recorder:
 
         def watched_access(path, mode, *, dir_fd=None, effective_ids=False, follow_symlinks=True):  # type: ignore[no-untyped-def]
             if recorder.active and not isinstance(path, int):
-                recorder._saw(path, follow_symlinks) if dir_fd is None else recorder.refuse("access relative to a descriptor")
+                recorder._saw(path, follow_symlinks, False) if dir_fd is None else recorder.refuse("access relative to a descriptor")
             return real_access(path, mode, dir_fd=dir_fd, effective_ids=effective_ids, follow_symlinks=follow_symlinks)
 
         def watched_readlink(path, *, dir_fd=None):  # type: ignore[no-untyped-def]
             if recorder.active and not isinstance(path, int):
-                recorder._saw(path, False) if dir_fd is None else recorder.refuse("readlink relative to a descriptor")
+                recorder._saw(path, False, False) if dir_fd is None else recorder.refuse("readlink relative to a descriptor")
             return real_readlink(path, dir_fd=dir_fd)
 
         os.stat, os.lstat, os.access, os.readlink = watched_stat, watched_lstat, watched_access, watched_readlink
@@ -207,9 +208,16 @@ class Recorder:
     def _note(self, path: str, follow: bool, ident: str) -> None:
         if path.startswith(_PSEUDO) and ident != "-":
             self.refuse(f"read {path}")
-        if (path, follow) not in self.seen:
+        old = self.seen.get((path, follow))
+        if old is None or (not is_whole(old) and is_whole(ident)):  # a directory listed after a stat: whole now
             self.seen[(path, follow)] = ident
             self.seen_at[(path, follow)] = time.time_ns()
+
+    def _whole(self, path: str) -> None:
+        """Note ``path`` (through links) with its whole identity, replacing a directory's partial one."""
+        old = self.seen.get((path, True))
+        if old is None or not is_whole(old):
+            self.seen[(path, True)] = stat_identity(path, True)
 
     def _stat(self, path: object, follow: bool) -> os.stat_result:
         real = self._saved["stat"] if follow else self._saved["lstat"]
@@ -226,14 +234,15 @@ class Recorder:
         except OSError:
             self.refuse(f"could not stat {where}")
             raise
-        self._note(where, follow, identity(st))
+        self._note(where, follow, identity(st, whole=False))
         return st
 
-    def _saw(self, path: object, follow: bool) -> None:
+    def _saw(self, path: object, follow: bool, whole: bool = True) -> None:
         try:
             where = self._abs(path)
-            if (where, follow) not in self.seen:
-                self._note(where, follow, stat_identity_real(where, follow, self._saved))
+            old = self.seen.get((where, follow))
+            if old is None or (whole and not is_whole(old)):
+                self._note(where, follow, stat_identity_real(where, follow, self._saved, whole))
         except (OSError, TypeError, ValueError):
             self.refuse(f"could not stat {path!r}")
 
@@ -280,16 +289,16 @@ class Recorder:
             if isinstance(file, str):
                 if not file.startswith("/"):
                     return f"module {module.__name__} has a relative file name"
-                self.seen.setdefault((file, True), stat_identity(file, True))
+                self._whole(file)
                 folder = os.path.dirname(file)  # a new module beside it could shadow an import
                 if folder != cwd:
-                    self.seen.setdefault((folder, True), stat_identity(folder, True))
-        self.seen.setdefault((os.path.realpath(sys.executable), True), stat_identity(os.path.realpath(sys.executable), True))
+                    self._whole(folder)
+        self._whole(os.path.realpath(sys.executable))
         for (path, follow), recorded in self.seen.items():
-            current_identity = stat_identity(path, follow)
+            current_identity = stat_identity(path, follow, is_whole(recorded))
             if current_identity != recorded:
                 return f"{path} changed while the command ran"
-            if recorded != "-":
+            if recorded != "-" and is_whole(recorded):
                 # Changed within a tick of the file system's clock before it was read: a second
                 # change in that tick would leave its identity as it is.
                 ctime = int(recorded.split(":")[3])
@@ -335,11 +344,11 @@ class Recorder:
         _bound(self.directory, keep=final)
 
 
-def stat_identity_real(path: str, follow: bool, saved: dict[str, object]) -> str:
+def stat_identity_real(path: str, follow: bool, saved: dict[str, object], whole: bool = True) -> str:
     """`stat_identity` through the unwrapped `os.stat`/`os.lstat` kept in ``saved``."""
     real = saved["stat"] if follow else saved["lstat"]
     try:
-        return identity(real(path))  # type: ignore[operator]
+        return identity(real(path), whole)  # type: ignore[operator]
     except (FileNotFoundError, NotADirectoryError):
         return "-"
 
