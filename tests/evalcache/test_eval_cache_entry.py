@@ -110,3 +110,22 @@ def test_reads_stats_and_listings_are_noted_with_absent_paths(tmp_path, monkeypa
     assert (str(tmp_path / "read.txt"), False) in rec.seen
     assert entry.is_whole(rec.seen[(str(tmp_path), True)])
     assert os.stat is record.os.stat and os.stat.__name__ == "stat"  # unwrapped again
+
+
+def test_shutil_copies_symlinks_while_the_stat_functions_are_watched(tmp_path, monkeypatch):
+    """shutil.copystat asks os.supports_follow_symlinks about os.stat; the watched stand-ins are
+    in it while they stand in (nvcc's copytree of nvvm/ with symlinks failed with 'NoneType')."""
+    import shutil
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "src" / "lib").mkdir(parents=True)
+    (tmp_path / "src" / "lib" / "a").write_text("a")
+    (tmp_path / "src" / "lib64").symlink_to("lib")
+    rec = record.Recorder(["build", "x"]).start()
+    try:
+        rec.active = False  # what a build does after evaluation
+        shutil.copytree(tmp_path / "src", tmp_path / "dst", symlinks=True)
+    finally:
+        rec.finish(1)
+    assert os.readlink(tmp_path / "dst" / "lib64") == "lib"
+    assert all(getattr(f, "__name__", "").startswith("watched") is False for f in os.supports_follow_symlinks)

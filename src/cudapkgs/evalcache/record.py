@@ -174,6 +174,15 @@ class Recorder:
             return real_readlink(path, dir_fd=dir_fd)
 
         os.stat, os.lstat, os.access, os.readlink = watched_stat, watched_lstat, watched_access, watched_readlink
+        # As the functions they stand for: shutil (copystat, copytree with symlinks) asks these sets,
+        # and treats a function missing from them as unable to act on a link (a no-op returning None).
+        self._supports = [(group, watched) for group, real, watched in (
+            (os.supports_follow_symlinks, real_stat, watched_stat), (os.supports_follow_symlinks, real_access, watched_access),
+            (os.supports_dir_fd, real_stat, watched_stat), (os.supports_dir_fd, real_lstat, watched_lstat),
+            (os.supports_dir_fd, real_access, watched_access), (os.supports_dir_fd, real_readlink, watched_readlink),
+            (os.supports_effective_ids, real_access, watched_access)) if real in group]
+        for group, watched in self._supports:
+            group.add(watched)
         self._saved["stdin"] = sys.stdin
         sys.stdin = _NoInput(sys.stdin, self)  # type: ignore[assignment]
         sys.stdout = _Tee(sys.stdout, "1", self)  # type: ignore[assignment]
@@ -263,6 +272,8 @@ class Recorder:
         global current
         self.active = self.capturing = False
         os.stat, os.lstat = self._saved["stat"], self._saved["lstat"]  # type: ignore[assignment]
+        for group, watched in getattr(self, "_supports", ()):
+            group.discard(watched)
         os.access, os.readlink = self._saved["access"], self._saved["readlink"]  # type: ignore[assignment]
         sys.stdout, sys.stderr = self._saved["stdout"], self._saved["stderr"]  # type: ignore[assignment]
         sys.stdin = self._saved["stdin"]  # type: ignore[assignment]
