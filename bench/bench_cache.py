@@ -57,7 +57,7 @@ with Store.open(store_dir) as store:
         found = subs.query(store, paths)
         todo = [found[p] for p in subs.closure_of(found, paths)]
         assert len(todo) == len(paths), (len(todo), len(paths))
-        subs.fetch(store, todo, jobs=4)
+        subs.fetch(store, todo, jobs=int(os.environ.get("BENCH_JOBS", "4")))
 """
 
 
@@ -119,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--http", action="store_true", help="substitution over HTTP from 127.0.0.1 (see above)")
     parser.add_argument("--peer-src", help="with --http: the src/ directory of the code to compare against")
     parser.add_argument("--https", action="store_true", help="with --http: serve over TLS (a self-signed certificate)")
+    parser.add_argument("--nix", action="store_true", help="substitution from file:// against real Nix's `nix copy --from`")
+    parser.add_argument("-j", "--jobs", type=int, default=4, help="with --nix: cudapkgs' substitution jobs")
     args = parser.parse_args(argv)
+    if args.nix:
+        return nix_main(args, parser)
     if args.http or args.https:
         args.http = True
         return http_main(args, parser)
@@ -394,6 +398,145 @@ def http_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     for label, _, _ in rows:
         print(f"| {label} | {med[label]:.3f} | {med[label] / med[base]:.2f} | {cpu[label]:.3f} | {cpu[label] / cpu[base]:.2f} | "
               f"{rss[label] / 1024:.1f} | {', '.join(f'{t:.2f}' for t, _, _ in results[label])} |")
+    print(f"\nload average after the runs: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+    return 0
+
+NIX = shutil.which("nix") or "/usr/bin/nix"
+
+
+def _vm_dirty_kib() -> tuple[int, int]:
+    """(Dirty, Writeback) of /proc/meminfo in KiB: the page cache waiting to be written, and being written."""
+    values = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("Dirty", "Writeback"):
+                    values[key] = int(rest.split()[0])
+    except OSError:
+        pass
+    return values.get("Dirty", 0), values.get("Writeback", 0)
+
+
+class _DirtyWatch:
+    """The most dirty + writeback page cache (KiB) seen while a run lasts, sampled every 20 ms in a thread."""
+
+    def __enter__(self) -> "_DirtyWatch":
+        import threading
+
+        self.peak = sum(_vm_dirty_kib())
+        self.start = self.peak
+        self._stop = threading.Event()
+
+        def sample() -> None:
+            while not self._stop.wait(0.02):
+                self.peak = max(self.peak, sum(_vm_dirty_kib()))
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def nix_copy_from(cache_dir: Path, store_dir: str, public_key: str, paths: list[str], run_dir: Path) -> tuple[float, int, float]:
+    """`nix copy --from file://cache_dir` of `paths` into a fresh chroot store under `run_dir`: (wall s, peak RSS KiB, CPU s)."""
+    env = {**_ENV, "NIX_STORE_DIR": store_dir, "XDG_CACHE_HOME": str(run_dir / "xdg"), "HOME": str(run_dir)}
+    cmd = [NIX, "copy", "--extra-experimental-features", "nix-command", "--from", f"file://{cache_dir}",
+           "--to", f"local?root={run_dir}/root", "--option", "trusted-public-keys", public_key,
+           "--option", "substituters", "", *paths]
+    start = time.perf_counter()
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"nix copy failed: {process.stderr.read().decode()[-2000:]}")
+    # Nix 2.8 keeps a chroot store's files in <root>/nix/store whatever its (logical) store directory
+    base = os.path.basename(paths[-1])
+    if not any(p.exists() for p in (Path(f"{run_dir}/root{paths[-1]}"), run_dir / "root/nix/store" / base)):
+        raise SystemExit(f"nix copy made no {paths[-1]} under {run_dir}")
+    return wall, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
+
+
+def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Substitute the closure from one file:// cache with `nix copy --from` and with cudapkgs, alternating; medians."""
+    from cudapkgs.store.caches.signing import generate
+    from cudapkgs.store.store import Store
+
+    if not os.path.exists(NIX):
+        parser.error("--nix needs real Nix (apt-get install nix-bin)")
+    work = Path(tempfile.mkdtemp(prefix="bench-cache-nix-"))
+    aside = None
+    store_dir = None
+    try:
+        if args.tiny:
+            store_dir, wanted = tiny_store(work)
+        else:
+            if not args.store:
+                parser.error("--store is needed (or --tiny)")
+            store_dir = os.path.abspath(args.store)
+            wanted = list(args.paths)
+            if args.paths_from:
+                wanted += [l.strip() for l in open(args.paths_from) if l.strip()]
+        with Store.open(store_dir) as store:
+            paths = sorted(store.closure(wanted))
+            nar_bytes = sum(store.query(p).nar_size for p in paths)
+        key = generate("bench-1")
+        cache_dir = work / "cache"
+        run_child("upload", store_dir, f"file://{cache_dir}", str(key), paths)
+        cache_bytes = sum(f.stat().st_size for f in (cache_dir / "nar").iterdir())
+        aside = Path(store_dir + ".bench-aside")
+        os.rename(store_dir, aside)
+        _ENV["BENCH_JOBS"] = str(args.jobs)
+        labels = ("nix copy --from", "cudapkgs substitute")
+        results: dict[str, list[tuple[float, int, float]]] = {label: [] for label in labels}
+        dirty: dict[str, list[int]] = {label: [] for label in labels}
+        for round_ in range(args.runs + 1):  # round 0 warms up (bytecode, page cache) and is not counted
+            for label in (labels if round_ % 2 == 0 else labels[::-1]):  # alternate who goes first
+                with _DirtyWatch() as watch:
+                    if label == labels[0]:
+                        run_dir = work / f"nix-{round_}"
+                        run_dir.mkdir()
+                        measured = nix_copy_from(cache_dir, store_dir, str(key.public), paths, run_dir)
+                    else:
+                        Store.open(store_dir).close()
+                        measured = run_child("substitute", store_dir, f"file://{cache_dir}", str(key), paths)
+                if round_:
+                    results[label].append(measured)
+                    dirty[label].append(watch.peak)
+                _rmtree(run_dir if label == labels[0] else Path(store_dir))
+    finally:
+        if aside is not None and aside.exists():
+            if os.path.exists(store_dir):
+                _rmtree(Path(store_dir))
+            os.rename(aside, store_dir)
+        _rmtree(work)
+
+    med = {k: statistics.median(t for t, _, _ in v) for k, v in results.items()}
+    cpu = {k: statistics.median(c for _, _, c in v) for k, v in results.items()}
+    rss = {k: max(r for _, r, _ in v) for k, v in results.items()}
+    spread = {k: max(t for t, _, _ in v) / med[k] for k, v in results.items()}
+    peer, ours = labels
+    result = {"paths": len(paths), "narBytes": nar_bytes, "cacheBytes": cache_bytes, "runs": args.runs, "jobs": args.jobs,
+              "median_s": med, "median_cpu_s": cpu, "maxrss_kib": rss, "spread": spread,
+              "all_s": {k: [round(t, 3) for t, _, _ in v] for k, v in results.items()},
+              "all_cpu_s": {k: [round(c, 3) for _, _, c in v] for k, v in results.items()},
+              "dirty_peak_mib": {k: [round(d / 1024) for d in v] for k, v in dirty.items()},
+              "ratios": {"wall": med[ours] / med[peer], "cpu": cpu[ours] / cpu[peer], "rss": rss[ours] / rss[peer]},
+              "load_average": os.getloadavg()}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{len(paths)} paths, {nar_bytes / 2**20:.1f} MiB of NAR, {cache_bytes / 2**20:.1f} MiB of zstd NARs in a file:// "
+          f"cache; into an empty store, median of {args.runs} alternating runs after a warm-up round (cudapkgs -j {args.jobs})\n")
+    print("| tool | median wall s | wall ratio | median CPU s | CPU ratio | peak RSS MiB | RSS ratio | slowest / median | runs (wall s) | peak dirty MiB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    for label in labels:
+        print(f"| {label} | {med[label]:.3f} | {med[label] / med[peer]:.2f} | {cpu[label]:.3f} | {cpu[label] / cpu[peer]:.2f} | "
+              f"{rss[label] / 1024:.1f} | {rss[label] / rss[peer]:.2f} | {spread[label]:.2f} | "
+              f"{', '.join(f'{t:.2f}' for t, _, _ in results[label])} | {', '.join(str(d) for d in result['dirty_peak_mib'][label])} |")
     print(f"\nload average after the runs: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     return 0
 

@@ -61,3 +61,27 @@ def test_a_stray_reference_split_across_chunks_is_found_with_many_candidates(tmp
     (out / "blob").write_bytes(body)
     _digest, _size, found = nar.hash_and_scan(out, nar.Candidates(hashes))
     assert found == {hashes[57]}
+
+
+def _every_run(data: bytes) -> list[tuple[int, bytes]]:
+    return [(m.start(), m.group()) for m in re.finditer(rb"[%s]{32,}" % B32, data)]
+
+
+def test_sampled_runs_agree_with_a_regular_expression_on_sparse_and_dense_chunks():
+    """`_runs` looks at every 8th byte first in binary data (sparse runs), and at all of a text-like chunk."""
+    rng = random.Random(11)
+    for dense in (False, True):
+        for _ in range(6):
+            if dense:
+                data = bytearray(bytes(rng.choice(B32 + b" \n/-") for _ in range(1 << 18)))
+            else:
+                data = bytearray(rng.randrange(256) for _ in range(1 << 18))
+                for _ in range(rng.randrange(1, 40)):  # runs of 30 to 40 base-32 characters at every alignment
+                    at = rng.randrange(len(data) - 64)
+                    data[at : at + 40] = bytes(rng.choice(B32) for _ in range(rng.randrange(30, 41))).ljust(40, b"\0")
+            data = bytes(data)
+            assert list(nar._runs(data)) == _every_run(data)
+    # a hash at each of the 8 sample alignments, alone in binary data, is found
+    for offset in range(16):
+        data = b"\0" * (4096 + offset) + B32[:32] + b"\0" * 4096
+        assert list(nar._runs(data)) == [(4096 + offset, B32[:32])]

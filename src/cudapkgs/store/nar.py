@@ -49,7 +49,10 @@ def dump_parts(path: str | os.PathLike[str], inline_max: int) -> Iterator[bytes 
     yield from _dump_node(os.fsencode(path), b"", None, inline_max)
 
 
-_MANY = 32
+# Up to this many candidates, one `bytes.find` each (and, for full paths, one regular expression) beats
+# `_windows`, whose cost (about one `translate` of the bytes) does not grow with their number.
+_FEW = 2
+_FEW_NAMED = 1
 _BASE32_MASK: bytes | None = None  # a bytes.translate table: Nix base-32 characters to 1, every other byte to 0
 
 
@@ -57,27 +60,63 @@ _STRIDE = 24  # HASH_LEN - _KEY: every 32-byte window holds a stride position wi
 _KEY = 8
 
 
+_SAMPLE = 8  # a run of 32 base-32 characters holds four samples in a row at this stride
+_SAMPLED = b"\x01" * (32 // _SAMPLE)
+_DENSE = 1 << 12  # more stretches than one per this many bytes: translate the whole chunk instead
+
+
+def _base32_mask() -> bytes:
+    global _BASE32_MASK
+    if _BASE32_MASK is None:
+        from .paths import BASE32_CHARS
+
+        allowed = set(BASE32_CHARS.encode())
+        _BASE32_MASK = bytes(1 if c in allowed else 0 for c in range(256))
+    return _BASE32_MASK
+
+
 def _runs(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """(offset, run) of every run of at least 32 Nix base-32 characters in `data`, found at C speed.
+    """(offset, run) of every maximal run of at least 32 Nix base-32 characters in `data`, found at C speed.
 
     `bytes.translate` maps each byte to 1 (base-32) or 0, and `find` looks for 32 ones, then
     for the 0 that ends the run (a regular expression over the characters tried each position
-    in turn and took ten times as long as hashing the same bytes).
+    in turn and took ten times as long as hashing the same bytes). Binary data has few runs:
+    there only every 8th byte is translated first (`data[::8]`): a run of 32 covers four such
+    samples in a row, so only the stretches of such samples, each from the byte after the
+    sample before it (not base-32) to the sample after it (not base-32), are translated whole.
+    Where there are many stretches (text), the whole chunk is translated at once, so the
+    Python work per chunk stays bounded whatever the bytes.
     """
-    global _BASE32_MASK
-    from .paths import BASE32_CHARS, HASH_LEN
+    from .paths import HASH_LEN
 
-    if _BASE32_MASK is None:
-        allowed = set(BASE32_CHARS.encode())
-        _BASE32_MASK = bytes(1 if c in allowed else 0 for c in range(256))
-    mask = data.translate(_BASE32_MASK)
+    mask = _base32_mask()
+    samples = data[::_SAMPLE].translate(mask)
+    if samples.count(_SAMPLED) > len(data) // _DENSE:
+        yield from _runs_in(data, data.translate(mask), 0)
+        return
+    n = len(data)
+    i = samples.find(_SAMPLED)
+    while i != -1:
+        j = samples.find(b"\x00", i + len(_SAMPLED))
+        if j == -1:
+            j = len(samples)
+        lo = (i - 1) * _SAMPLE + 1 if i else 0
+        hi = min(n, j * _SAMPLE)
+        yield from _runs_in(data, data[lo:hi].translate(mask), lo)
+        i = samples.find(_SAMPLED, j + 1)
+
+
+def _runs_in(data: bytes, mask: bytes, lo: int) -> Iterator[tuple[int, bytes]]:
+    """The runs of `_runs` in ``data[lo : lo + len(mask)]``, whose translation is `mask`."""
+    from .paths import HASH_LEN
+
     ones = b"\x01" * HASH_LEN
     start = mask.find(ones)
     while start != -1:
         end = mask.find(b"\x00", start + HASH_LEN)
         if end == -1:
-            end = len(data)
-        yield start, data[start:end]
+            end = len(mask)
+        yield lo + start, data[lo + start : lo + end]
         start = mask.find(ones, end)
 
 
@@ -183,6 +222,11 @@ class _Scanner:
             self.keep = len(self._prefix) + HASH_LEN  # the prefix, the hash and '-'
         self._tail = b""
         self._in_file: set[bytes] = set()
+        self.finished = False  # set by `done()`: every file and link of a tree went by
+
+    def done(self) -> None:
+        """Mark the scan complete (the whole tree went through `chunk` and `symlink`)."""
+        self.finished = True
 
     @property
     def active(self) -> bool:
@@ -192,12 +236,12 @@ class _Scanner:
     def _scan(self, data: bytes, hashes: bool = True) -> set[bytes]:
         """The wanted hash parts in `data` (when `hashes`); the full store paths go to `named`.
 
-        One C-speed substring search per candidate: candidates are few (a closure's hash parts)
-        and outputs can be gigabytes, so this beats tokenising every byte; full paths are then
-        one regular-expression pass. Against many candidates (every valid path: import, verify)
-        the base-32 runs are looked up instead (`_windows`), which notes full paths on the way.
+        Against one or two candidates, one C-speed substring search each; full paths are then one
+        regular-expression pass. Against more (every valid path: import, verify, substitution)
+        the base-32 runs are looked up instead (`_windows`), which notes full paths on the way:
+        its cost is about one `bytes.translate` of the data, however many candidates there are.
         """
-        if len(self.wanted) > _MANY:
+        if len(self.wanted) > (_FEW_NAMED if self._prefix is not None else _FEW):
             found = _windows(data, self.wanted, self._prefix, self.named if self._prefix is not None else None)
             return found if hashes else set()
         found = {h for h in self.wanted if data.find(h) != -1} if hashes else set()
@@ -205,6 +249,10 @@ class _Scanner:
             for match in self._named_re.finditer(data):
                 _note(self.named, match[1], match[2])
         return found
+
+    def results(self) -> tuple[set[str], dict[str, str]]:
+        """(hash parts of the candidates found, {hash part: name} of every full store path seen): `scan_named`'s answer."""
+        return {k.decode() for k in self.found}, _decoded(self.named)
 
     def symlink(self, rel: bytes, target: bytes) -> None:
         for h in self._scan(target, bool(self.wanted)):
@@ -226,6 +274,10 @@ class _Scanner:
     def end_file(self, rel: bytes) -> None:
         for h in self._in_file:
             self.found.setdefault(h, []).append(os.fsdecode(rel))
+
+
+#: Finds references while a tree streams by, file by file (`nar_restore.restore(..., scanner=)`): `results()`.
+ReferenceScanner = _Scanner
 
 
 def _dump_node(path: bytes, rel: bytes, scan: _Scanner | None, inline_max: int | None = None) -> Iterator[Any]:

@@ -222,6 +222,7 @@ class Substituters:
         refs_of = {s.path: [r for r in s.info.reference_paths() if r in by_path and r != s.path] for s in subs}
         order = _topological(refs_of)  # ReferenceCycleError before any download: they would wait on each other
         registered = {p: threading.Event() for p in by_path}
+        expected = sorted(by_path)  # what may become valid while a path unpacks: looked for in the one read
         failed: dict[str, BaseException] = {}
         local = threading.local()
         opened: list[Any] = []
@@ -249,7 +250,7 @@ class Substituters:
                     worker_store(), sub.path, trusted_keys=self.keys_for(sub.cache), require_sigs=self.require_sigs,
                     info=sub.info,
                     on_bytes=(lambda done: progress.bytes(sub, done)) if progress else None,
-                    wait_for_references=wait_for_references,
+                    wait_for_references=wait_for_references, expected=expected,
                 )
             except BaseException as error:
                 failed[sub.path] = error
