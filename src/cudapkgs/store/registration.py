@@ -21,6 +21,7 @@ from . import nar
 from .files import _freeze, _make_read_only, _remove_tree, _store_error
 from .locks import PathLock, acquire_saying_so, lock_file_for
 from .paths import hash_part, make_store_path_from_digest
+from .unsynced import note_unsynced
 
 if TYPE_CHECKING:
     from .db import StoreDB
@@ -238,6 +239,10 @@ class Registration:
         the valid paths when `fill` starts, the declared references and `expected` (paths that
         may become valid meanwhile: the rest of a closure being substituted); a path that
         became valid meanwhile and is none of these is looked for in a second read.
+
+        The files are not fsynced: before the registration, `path` is noted (durably) as
+        unsynced for this boot, and a store opened after a crash hashes such paths again and
+        discards those that fail (`unsynced.py` states the contract).
         """
         path = self.parse(path)
         refs = {self.parse(r) for r in references}
@@ -272,6 +277,7 @@ class Registration:
                         check_references()
                     self._check_declared_references(out, path, refs, source, scanned)
                     self.add_temp_roots([path])  # until the caller roots it (see gc.py)
+                    note_unsynced(self.root / ".meta", path)  # durable before the registration can be (unsynced.py)
                     self._move_in_and_register(out, path, nar_hash, nar_size, refs, deriver)
             return True
         except OSError as error:
