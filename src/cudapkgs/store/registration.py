@@ -277,7 +277,7 @@ class Registration:
                         check_references()
                     self._check_declared_references(out, path, refs, source, scanned)
                     self.add_temp_roots([path])  # until the caller roots it (see gc.py)
-                    note_unsynced(self.root / ".meta", path)  # durable before the registration can be (unsynced.py)
+                    note_unsynced(self.root / ".meta", [path])  # durable before the registration can be (unsynced.py)
                     self._move_in_and_register(out, path, nar_hash, nar_size, refs, deriver)
             return True
         except OSError as error:

@@ -24,7 +24,8 @@ for ``os.sync()`` first (the data is durable before the path is valid).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from . import nar
@@ -46,31 +47,43 @@ def boot_id() -> str | None:
     return text if text and "/" not in text and not text.startswith(".") else None
 
 
-def note_unsynced(meta_dir: Path, path: str) -> None:
-    """Record durably that `path` is about to be registered with files not yet synced (or sync them).
+_noted: dict[str, set[str]] = {}  # note file -> the paths this process wrote to it (each noted once)
+_noted_lock = threading.Lock()
 
-    Appends `path` to this boot's note in ``meta_dir/unsynced`` and fdatasyncs it; without a
-    boot id, calls ``os.sync()`` instead. OSError when the note cannot be written (the caller
-    then does not register the path).
+
+def note_unsynced(meta_dir: Path, paths: Iterable[str]) -> None:
+    """Record durably that `paths` are about to be registered with files not yet synced (or sync them).
+
+    Appends the paths this process has not noted yet to this boot's note in
+    ``meta_dir/unsynced``, in one write, and fdatasyncs it (a substitution notes its whole
+    closure once, before the first NAR; a path noted that never becomes valid is skipped by
+    the check). Without a boot id, calls ``os.sync()`` instead. OSError when the note cannot be
+    written (the caller then does not register the path).
     """
     boot = boot_id()
     if boot is None:
         os.sync()
         return
     directory = meta_dir / "unsynced"
-    if not directory.is_dir():
-        directory.mkdir(mode=0o755, exist_ok=True)
-        _fsync_dir(meta_dir)
     note = directory / boot
-    created = not note.exists()
-    fd = os.open(note, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-    try:
-        os.write(fd, os.fsencode(path) + b"\n")  # one write of a line: appends do not interleave
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-    if created:
-        _fsync_dir(directory)
+    with _noted_lock:
+        done = _noted.setdefault(os.fspath(note), set())
+        fresh = [p for p in dict.fromkeys(paths) if p not in done]
+        if not fresh:
+            return
+        if not directory.is_dir():
+            directory.mkdir(mode=0o755, exist_ok=True)
+            _fsync_dir(meta_dir)
+        created = not note.exists()
+        fd = os.open(note, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(fd, b"".join(os.fsencode(p) + b"\n" for p in fresh))  # one append: others' do not interleave
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            _fsync_dir(directory)
+        done.update(fresh)
 
 
 def check_earlier_boots(store, warn: Callable[[str], None] | None = None) -> list[str]:
@@ -109,6 +122,8 @@ def check_earlier_boots(store, warn: Callable[[str], None] | None = None) -> lis
                          f"({', '.join(bad[:3])}{' …' if len(bad) > 3 else ''}); discarded {len(doomed)} path(s) "
                          "with what refers to them; substitute them again")
             note.unlink()
+            with _noted_lock:
+                _noted.pop(os.fspath(note), None)
         finally:
             lock.release_and_delete()
     return discarded

@@ -20,6 +20,7 @@ from typing import Any
 
 from ...errors import CudapkgsError
 from ..cycles import find_cycle, topological_order
+from ..unsynced import note_unsynced
 from .base import Cache, CacheError, CacheUnavailable
 from .narinfo import NarInfo
 from .signing import PublicKey, trusted_keys
@@ -263,6 +264,12 @@ class Substituters:
                 progress.finished(sub, None)
             return sub.path
 
+        # One durable note of the whole closure before the first NAR, not one per path (unsynced.py).
+        try:
+            note_unsynced(store.root / ".meta", order)
+        except OSError as error:
+            raise CacheError(f"cannot note the paths to substitute in {store.root}/.meta/unsynced: "
+                             f"{error.strerror or error}; nothing was substituted") from None
         added: list[str] = []
         failures: dict[str, BaseException] = {}
         pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="cudapkgs-substitute")
