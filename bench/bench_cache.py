@@ -44,16 +44,15 @@ import os, sys
 sys.path.insert(0, {src!r})
 from cudapkgs.store.store import Store
 from cudapkgs.store.caches import open_cache
-from cudapkgs.store.caches.signing import SecretKey
+from cudapkgs.store.caches.signing import PublicKey, SecretKey
 op, store_dir, cache_url, key_text, paths = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
-key = SecretKey.parse(key_text)
 cache = open_cache(cache_url)
 with Store.open(store_dir) as store:
     if op == "upload":
-        cache.upload_closure(store, paths, secret_key=key)
-    else:
+        cache.upload_closure(store, paths, secret_key=SecretKey.parse(key_text))
+    else:  # the trusted public key, as a configuration names it (deriving it from the secret key would load more)
         from cudapkgs.store.caches.substitution import Substituters
-        subs = Substituters([cache], [key.public])
+        subs = Substituters([cache], [PublicKey.parse(key_text)])
         found = subs.query(store, paths)
         todo = [found[p] for p in subs.closure_of(found, paths)]
         assert len(todo) == len(paths), (len(todo), len(paths))
@@ -120,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-src", help="with --http: the src/ directory of the code to compare against")
     parser.add_argument("--https", action="store_true", help="with --http: serve over TLS (a self-signed certificate)")
     parser.add_argument("--nix", action="store_true", help="substitution from file:// against real Nix's `nix copy --from`")
-    parser.add_argument("-j", "--jobs", type=int, default=4, help="with --nix: cudapkgs' substitution jobs")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="with --nix: cudapkgs' substitution jobs (default 2)")
     args = parser.parse_args(argv)
     if args.nix:
         return nix_main(args, parser)
@@ -147,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         with Store.open(store_dir) as store:
             paths = sorted(store.closure(wanted))
             nar_bytes = sum(store.query(p).nar_size for p in paths)
-        key = str(generate("bench-1"))
+        secret = generate("bench-1")
+        key, public = str(secret), str(secret.public)
         names = [os.path.basename(p) for p in paths]
         rows: dict[str, list[tuple[float, int, float]]] = {k: [] for k in ("tar -I zstd -cf", "cudapkgs upload",
                                                                    "tar -I zstd -xf", "cudapkgs substitute")}
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             rows["tar -I zstd -xf"].append(timed(["tar", "-I", "zstd", "-xf", str(work / f"closure-{run}.tar.zst"), "-C", str(out)]))
             _rmtree(out)
             Store.open(store_dir).close()
-            rows["cudapkgs substitute"].append(run_child("substitute", store_dir, f"file://{work}/cache-{run}", key, paths))
+            rows["cudapkgs substitute"].append(run_child("substitute", store_dir, f"file://{work}/cache-{run}", public, paths))
             _rmtree(Path(store_dir))
     finally:
         if aside is not None and aside.exists():
@@ -343,7 +343,8 @@ def http_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         with Store.open(store_dir) as store:
             paths = sorted(store.closure(wanted))
             nar_bytes = sum(store.query(p).nar_size for p in paths)
-        key = str(generate("bench-1"))
+        secret = generate("bench-1")
+        key, public = str(secret), str(secret.public)
         cache_dir = work / "cache"
         run_child("upload", store_dir, f"file://{cache_dir}", key, paths)
         cache_bytes = sum(f.stat().st_size for f in (cache_dir / "nar").iterdir())
@@ -367,7 +368,7 @@ def http_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         for round_ in range(args.runs + 1):  # round 0 warms up (bytecode, page cache) and is not counted
             for label, url, src in rows:
                 Store.open(store_dir).close()
-                measured = run_child("substitute", store_dir, url, key, paths, src=src)
+                measured = run_child("substitute", store_dir, url, public, paths, src=src)
                 if round_:
                     results[label].append(measured)
                 _rmtree(Path(store_dir))
@@ -502,7 +503,7 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                         measured = nix_copy_from(cache_dir, store_dir, str(key.public), paths, run_dir)
                     else:
                         Store.open(store_dir).close()
-                        measured = run_child("substitute", store_dir, f"file://{cache_dir}", str(key), paths)
+                        measured = run_child("substitute", store_dir, f"file://{cache_dir}", str(key.public), paths)
                 if round_:
                     results[label].append(measured)
                     dirty[label].append(watch.peak)
