@@ -65,12 +65,51 @@ with Store.open(store_dir) as store:
 _ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(cmd: list[str]) -> tuple[float, int, float]:
-    """Wall seconds, peak RSS (KiB) and CPU seconds (user + system) of one child process (its own rusage, via wait4)."""
+#: Seconds the last `timed` child's threads spent runnable but waiting for a CPU (other processes' load).
+last_runqueue_wait = 0.0
+#: The last `timed` child's own peak RSS (VmHWM after its exec, sampled every 10 ms), KiB. wait4's ru_maxrss
+#: is at least the forked copy of this (larger) Python process, so for small children it reads this process.
+last_hwm_kib = 0
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (KiB) and CPU seconds (user + system) of one child process (its own rusage, via wait4).
+
+    Also samples, every 10 ms, how long the child's threads waited for a CPU (`last_runqueue_wait`):
+    wall time beyond CPU time is either that (the machine is busy) or waiting for I/O.
+    """
+    import threading
+
+    global last_runqueue_wait
     start = time.perf_counter()
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_ENV)
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or _ENV)
+    seen: dict[str, int] = {}
+    stop = threading.Event()
+
+    hwm = [0]
+
+    def sample() -> None:
+        while not stop.wait(0.01):
+            try:
+                with open(f"/proc/{process.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            hwm[0] = max(hwm[0], int(line.split()[1]))
+                for task in os.listdir(f"/proc/{process.pid}/task"):
+                    with open(f"/proc/{process.pid}/task/{task}/schedstat") as f:
+                        seen[task] = int(f.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
+    stop.set()
+    sampler.join()
+    last_runqueue_wait = sum(seen.values()) / 1e9
+    global last_hwm_kib
+    last_hwm_kib = hwm[0]
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed ({process.returncode}): {process.stderr.read().decode()[-500:]}")
@@ -448,17 +487,15 @@ def nix_copy_from(cache_dir: Path, store_dir: str, public_key: str, paths: list[
     cmd = [NIX, "copy", "--extra-experimental-features", "nix-command", "--from", f"file://{cache_dir}",
            "--to", f"local?root={run_dir}/root", "--option", "trusted-public-keys", public_key,
            "--option", "substituters", "", *paths]
-    start = time.perf_counter()
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"nix copy failed: {process.stderr.read().decode()[-2000:]}")
+    try:
+        measured = timed(cmd, env)
+    except SystemExit as error:
+        raise SystemExit(f"nix copy failed: {error}") from None
     # Nix 2.8 keeps a chroot store's files in <root>/nix/store whatever its (logical) store directory
     base = os.path.basename(paths[-1])
     if not any(p.exists() for p in (Path(f"{run_dir}/root{paths[-1]}"), run_dir / "root/nix/store" / base)):
         raise SystemExit(f"nix copy made no {paths[-1]} under {run_dir}")
-    return wall, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
+    return measured
 
 
 def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -494,6 +531,7 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         labels = ("nix copy --from", "cudapkgs substitute")
         results: dict[str, list[tuple[float, int, float]]] = {label: [] for label in labels}
         dirty: dict[str, list[int]] = {label: [] for label in labels}
+        waits: dict[str, list[float]] = {label: [] for label in labels}
         for round_ in range(args.runs + 1):  # round 0 warms up (bytecode, page cache) and is not counted
             for label in (labels if round_ % 2 == 0 else labels[::-1]):  # alternate who goes first
                 with _DirtyWatch() as watch:
@@ -507,6 +545,8 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 if round_:
                     results[label].append(measured)
                     dirty[label].append(watch.peak)
+                    waits[label].append(last_runqueue_wait)
+                    results[label][-1] = (measured[0], last_hwm_kib or measured[1], measured[2])
                 _rmtree(run_dir if label == labels[0] else Path(store_dir))
     finally:
         if aside is not None and aside.exists():
@@ -525,19 +565,22 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               "all_s": {k: [round(t, 3) for t, _, _ in v] for k, v in results.items()},
               "all_cpu_s": {k: [round(c, 3) for _, _, c in v] for k, v in results.items()},
               "dirty_peak_mib": {k: [round(d / 1024) for d in v] for k, v in dirty.items()},
+              "runqueue_wait_s": {k: [round(w, 2) for w in v] for k, v in waits.items()},
               "ratios": {"wall": med[ours] / med[peer], "cpu": cpu[ours] / cpu[peer], "rss": rss[ours] / rss[peer]},
               "load_average": os.getloadavg()}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     print(f"{len(paths)} paths, {nar_bytes / 2**20:.1f} MiB of NAR, {cache_bytes / 2**20:.1f} MiB of zstd NARs in a file:// "
-          f"cache; into an empty store, median of {args.runs} alternating runs after a warm-up round (cudapkgs -j {args.jobs})\n")
-    print("| tool | median wall s | wall ratio | median CPU s | CPU ratio | peak RSS MiB | RSS ratio | slowest / median | runs (wall s) | peak dirty MiB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+          f"cache; into an empty store, median of {args.runs} alternating runs after a warm-up round (cudapkgs -j {args.jobs}); "
+          "peak RSS is the child's VmHWM\n")
+    print("| tool | median wall s | wall ratio | median CPU s | CPU ratio | peak RSS MiB | RSS ratio | slowest / median | runs (wall s) | runs (CPU s) | waiting for a CPU (s) | peak dirty MiB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")
     for label in labels:
         print(f"| {label} | {med[label]:.3f} | {med[label] / med[peer]:.2f} | {cpu[label]:.3f} | {cpu[label] / cpu[peer]:.2f} | "
               f"{rss[label] / 1024:.1f} | {rss[label] / rss[peer]:.2f} | {spread[label]:.2f} | "
-              f"{', '.join(f'{t:.2f}' for t, _, _ in results[label])} | {', '.join(str(d) for d in result['dirty_peak_mib'][label])} |")
+              f"{', '.join(f'{t:.2f}' for t, _, _ in results[label])} | {', '.join(f'{c:.2f}' for _, _, c in results[label])} | "
+              f"{', '.join(f'{w:.2f}' for w in waits[label])} | {', '.join(str(d) for d in result['dirty_peak_mib'][label])} |")
     print(f"\nload average after the runs: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     return 0
 
