@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a synthetic ~8 MiB closure in a temporary store")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--http", action="store_true", help="substitution over HTTP from 127.0.0.1 (see above)")
-    parser.add_argument("--peer-src", help="with --http: the src/ directory of the code to compare against")
+    parser.add_argument("--peer-src", help="with --http or --nix: the src/ directory of the code to compare against")
     parser.add_argument("--https", action="store_true", help="with --http: serve over TLS (a self-signed certificate)")
     parser.add_argument("--nix", action="store_true", help="substitution from file:// against real Nix's `nix copy --from`")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="with --nix: cudapkgs' substitution jobs (default 2)")
@@ -528,7 +528,8 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         aside = Path(store_dir + ".bench-aside")
         os.rename(store_dir, aside)
         _ENV["BENCH_JOBS"] = str(args.jobs)
-        labels = ("nix copy --from", "cudapkgs substitute")
+        peer_src = Path(args.peer_src).resolve() if args.peer_src else None
+        labels = ("nix copy --from", "cudapkgs substitute") + ((f"cudapkgs ({peer_src})",) if peer_src else ())
         results: dict[str, list[tuple[float, int, float]]] = {label: [] for label in labels}
         dirty: dict[str, list[int]] = {label: [] for label in labels}
         waits: dict[str, list[float]] = {label: [] for label in labels}
@@ -541,7 +542,8 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                         measured = nix_copy_from(cache_dir, store_dir, str(key.public), paths, run_dir)
                     else:
                         Store.open(store_dir).close()
-                        measured = run_child("substitute", store_dir, f"file://{cache_dir}", str(key.public), paths)
+                        measured = run_child("substitute", store_dir, f"file://{cache_dir}", str(key.public), paths,
+                                             src=REPO / "src" if label == labels[1] else peer_src)
                 if round_:
                     results[label].append(measured)
                     dirty[label].append(watch.peak)
@@ -559,7 +561,7 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     cpu = {k: statistics.median(c for _, _, c in v) for k, v in results.items()}
     rss = {k: max(r for _, r, _ in v) for k, v in results.items()}
     spread = {k: max(t for t, _, _ in v) / med[k] for k, v in results.items()}
-    peer, ours = labels
+    peer, ours = labels[:2]
     result = {"paths": len(paths), "narBytes": nar_bytes, "cacheBytes": cache_bytes, "runs": args.runs, "jobs": args.jobs,
               "median_s": med, "median_cpu_s": cpu, "maxrss_kib": rss, "spread": spread,
               "all_s": {k: [round(t, 3) for t, _, _ in v] for k, v in results.items()},

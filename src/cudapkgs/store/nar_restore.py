@@ -22,7 +22,7 @@ from ..errors import StoreError
 
 __all__ = ["NarFormatError", "HashingReader", "restore", "MAX_DEPTH"]
 
-CHUNK = 1 << 17  # 128 KiB: as fast as 1 MiB (zstd, sha256, write), a quarter of the memory per job
+CHUNK = 1 << 17  # 128 KiB: as fast as 1 MiB (zstd, sha256, write), an eighth of the memory per job
 _MAX_STR = 4096  # names, tags and symlink targets; Nix's PATH_MAX-sized limits
 #: The deepest directory nesting a NAR (or an import archive) may have. Nix sets none, but
 #: PATH_MAX (4096 bytes) allows about 2,000 levels, and Python's own tree walks (shutil.rmtree,
