@@ -116,3 +116,34 @@ def test_a_tampered_compressed_nar_is_refused(setup):
         with pytest.raises(SubstituteRefused, match=f"{dep} from .*(damaged|hashes to)"):
             cache.substitute(fresh, dep, trusted_keys=[key.public])
         assert fresh.all_paths() == [] and not os.path.lexists(dep)
+
+
+def test_a_substitution_killed_in_the_middle_of_a_nar_leaves_no_valid_half_path(setup):
+    """SIGKILL after dep's first file is written: next time dep is not valid, nothing is at its path, and it substitutes."""
+    import signal
+    import subprocess
+    import sys
+
+    store, dep, top, key, cache, tmp_path = setup
+    fresh = fresh_store_like(store, tmp_path / "old")
+    fresh.close()
+    child = f"""
+import os, signal, sys
+from cudapkgs.store import nar_restore
+from cudapkgs.store.caches import open_cache
+from cudapkgs.store.caches.signing import PublicKey
+from cudapkgs.store.store import Store
+real = nar_restore._regular
+def dying(*args, **kwargs):
+    real(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+nar_restore._regular = dying
+with Store.open({str(fresh.root)!r}) as store:
+    open_cache({cache.url!r}).substitute(store, {dep!r}, trusted_keys=[PublicKey.parse({str(key.public)!r})])
+"""
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, timeout=60, env=os.environ)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    with Store.open(fresh.root) as again:
+        assert not again.is_valid(dep) and not os.path.lexists(dep) and again.all_paths() == []
+        cache.substitute(again, dep, trusted_keys=[key.public])
+        assert again.verify() == []
