@@ -38,6 +38,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "tests"))  # local_servers: the helpers the cache tests use too
 
 CHILD = r"""
 import os, sys
@@ -267,49 +268,22 @@ http {{
 """
 
 
-def _self_signed(work: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key (PEM), made with `cryptography`; the certificate is its own CA."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    (work / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (work / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                     serialization.NoEncryption()))
-    return work / "cert.pem", work / "key.pem"
-
-
 class _Served:
     """The cache directory served on 127.0.0.1: nginx when installed, else a threaded Python server."""
 
     def __init__(self, root: Path, work: Path, tls: bool = False) -> None:
-        import socket
+        from local_servers import free_port, nginx_binary, self_signed, wait_for_port
 
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         self.cert = None
         tls_conf = ""
         if tls:
-            self.cert, key = _self_signed(work)
+            self.cert, key = self_signed(work)
             tls_conf = f" ssl; ssl_certificate {self.cert}; ssl_certificate_key {key}"
         self.process = None
         self.httpd = None
-        nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+        nginx = nginx_binary()
         if nginx:
             run = work / "nginx"
             run.mkdir()
@@ -338,15 +312,10 @@ class _Served:
                 self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
             threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
             self.server = "Python http.server (threaded)"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or (self.process is not None and self.process.poll() is not None):
-                    raise SystemExit(f"{self.server} did not start on 127.0.0.1:{port}")
-                time.sleep(0.05)
+        try:
+            wait_for_port(port, self.process, self.server)
+        except RuntimeError as error:
+            raise SystemExit(f"{self.server} did not start on 127.0.0.1:{port} ({error})") from None
 
     def stop(self) -> None:
         if self.process is not None:

@@ -87,8 +87,6 @@ def _runs(data: bytes) -> Iterator[tuple[int, bytes]]:
     Where there are many stretches (text), the whole chunk is translated at once, so the
     Python work per chunk stays bounded whatever the bytes.
     """
-    from .paths import HASH_LEN
-
     mask = _base32_mask()
     samples = data[::_SAMPLE].translate(mask)
     if samples.count(_SAMPLED) > len(data) // _DENSE:
