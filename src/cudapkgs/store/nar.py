@@ -49,7 +49,10 @@ def dump_parts(path: str | os.PathLike[str], inline_max: int) -> Iterator[bytes 
     yield from _dump_node(os.fsencode(path), b"", None, inline_max)
 
 
-_MANY = 32
+# Up to this many candidates, one bytes.find per candidate; past it, the base-32 runs (`_windows`).
+# Measured on torch's 1.2 GB output against its 32 closure hashes: 32 finds 4.7 s CPU over the
+# hash's 1.6 s, the runs 0.25 s (one translate and one find cost about three finds).
+_MANY = 3
 _BASE32_MASK: bytes | None = None  # a bytes.translate table: Nix base-32 characters to 1, every other byte to 0
 
 
@@ -192,10 +195,10 @@ class _Scanner:
     def _scan(self, data: bytes, hashes: bool = True) -> set[bytes]:
         """The wanted hash parts in `data` (when `hashes`); the full store paths go to `named`.
 
-        One C-speed substring search per candidate: candidates are few (a closure's hash parts)
-        and outputs can be gigabytes, so this beats tokenising every byte; full paths are then
-        one regular-expression pass. Against many candidates (every valid path: import, verify)
-        the base-32 runs are looked up instead (`_windows`), which notes full paths on the way.
+        One C-speed substring search per candidate when there are at most `_MANY` of them; full
+        paths are then one regular-expression pass. Against more (a closure's hash parts, every
+        valid path: import, verify) the base-32 runs are looked up instead (`_windows`, one
+        translate and one find over the bytes), which notes full paths on the way.
         """
         if len(self.wanted) > _MANY:
             found = _windows(data, self.wanted, self._prefix, self.named if self._prefix is not None else None)
