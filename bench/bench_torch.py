@@ -138,7 +138,10 @@ def full(args: argparse.Namespace, uv: str) -> dict:
         wheels = nvidia + sorted(mirror.iterdir())
         pkgs = cudapkgs.import_pkgs(config={"allowUnfree": True, "fetchers": ["wheels"], "storeDir": str(store),
                                             "prebuiltWheels": ["nccl", "libnvshmem"]})
-        non_wheel = [pkgs.zlib.out, pkgs["rdma-core"].out, pkgs.stdenv.cc.out, pkgs.python3.out]
+        # Every output: a derivation is built unless all its outputs are valid (zlib's dev and
+        # static outputs left out made every timed run compile zlib).
+        non_wheel = [p for pkg in (pkgs.zlib, pkgs["rdma-core"], pkgs.stdenv.cc, pkgs.python3)
+                     for p in pkg.derivation.outputs.values()]
         with Store.open(store) as s:
             export_closure(s, [p for p in non_wheel if s.is_valid(p)], scratch / "non-wheel.tar")
         mirror_set = ["--set", f'sourceMirrors=["{mirror}"]']
