@@ -10,7 +10,8 @@ at the end of the file instead:
   ``DT_DEBUG`` into an executable's and relocates a library's entries in place) appended
   page-aligned after the last byte and above every other segment, holding a copy of
   ``.dynstr`` with the RUNPATH string added and a copy of ``.dynamic`` with ``DT_RUNPATH``
-  (replaced if there was one) and ``DT_STRTAB``/``DT_STRSZ`` pointing at the copy;
+  (replaced if there was one; a ``DT_RPATH`` becomes it, as patchelf ``--set-rpath`` makes
+  it: torch's and triton's libraries have one) and ``DT_STRTAB``/``DT_STRSZ`` pointing at the copy;
 * the program header table stays where it is (right after the ELF header, inside the first
   ``PT_LOAD``, so the kernel's ``AT_PHDR`` is right on every kernel and strip/objcopy keep
   working) and grows by that one entry; the few sections in its way (``.interp``, notes,
@@ -29,7 +30,7 @@ could not grow it later).
 A few KiB are written, whatever the file's size. Only what the result can be checked
 against is done: ELF64 little-endian x86-64 and aarch64 executables and shared libraries
 (``e_machine`` 62 and 183, ELF gABI), with section headers. For anything else, or anything
-unexpected in the file (a ``DT_RPATH``, a symbol or an unknown dynamic entry pointing into
+unexpected in the file (a symbol or an unknown dynamic entry pointing into
 the block that would move, overlapping headers, a header outside the file), `set_runpath`
 changes nothing and returns False: the caller uses patchelf, whose result is the same
 RUNPATH.
@@ -179,7 +180,13 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
         raise _Unsupported("the dynamic section has no DT_NULL")
     tags = {tag for tag, _ in entries}
     if _DT_RPATH in tags:
-        raise _Unsupported("DT_RPATH (patchelf turns it into DT_RUNPATH)")
+        # As patchelf --set-rpath does (without --force-rpath): the DT_RPATH entry becomes the
+        # DT_RUNPATH, or goes when there is one already; its old string stays, unused.
+        if _DT_RUNPATH in tags:
+            entries = [e for e in entries if e[0] != _DT_RPATH]
+        else:
+            entries = [[_DT_RUNPATH if t == _DT_RPATH else t, v] for t, v in entries]
+        tags = {tag for tag, _ in entries}
     if _DT_TEXTREL in tags:
         raise _Unsupported("DT_TEXTREL: relocations may write anywhere in the first segment")
     strtab_vaddr = next((v for t, v in entries if t == _DT_STRTAB), None)
