@@ -384,3 +384,49 @@ def test_a_chain_of_overlapping_sections_is_refused(tmp_path: Path) -> None:
     before = app.read_bytes()
     assert not elf_edit.set_runpath(app, ["$ORIGIN/../lib"])
     assert app.read_bytes() == before
+
+
+def _patchelf_layout(tmp_path: Path) -> dict[str, Path]:
+    """_tree with libfoo as PyTorch's libraries are: a DT_RPATH, and .dynstr moved by patchelf to a
+    segment of its own at the end (no room left for one more program header)."""
+    t = _tree(tmp_path)
+    lib = t["lib"]
+    shared_lib(lib / "libfoo.so", FOO_C, "libfoo.so", f"-L{lib}", "-lbar", "-Wl,--disable-new-dtags,-rpath,/old")
+    subprocess.run([elf_patch.patchelf_binary(), "--force-rpath", "--set-rpath", "/a-long-run-path" * 40,
+                    os.fspath(t["foo"])], check=True)
+    assert elf.read_elf(t["foo"]).rpath == ["/a-long-run-path" * 40]
+    return t
+
+
+def test_a_string_table_ending_the_file_grows_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _patchelf_layout(tmp_path)
+    foo = t["foo"]
+    with open(foo, "rb+") as f:  # this layout itself, not the general edit
+        edits = elf_edit._plan_in_last_segment(elf_edit._File(f.fileno()), b"$ORIGIN")
+    assert edits
+    assert elf_edit.set_runpath(t["app"], ["$ORIGIN/../lib"])  # the general edit, before it is switched off
+    monkeypatch.setattr(elf_edit, "_plan", lambda f, value: (_ for _ in ()).throw(elf_edit._Unsupported("forced")))
+    before, inode = foo.read_bytes(), os.stat(foo).st_ino
+    assert elf_edit.set_runpath(foo, ["$ORIGIN"])
+    assert os.stat(foo).st_ino == inode and 0 < foo.stat().st_size - len(before) < 4096
+    assert elf.read_elf(foo).runpath == ["$ORIGIN"] and not elf.read_elf(foo).rpath
+    dynamic = _readelf("-d", os.fspath(foo))
+    assert dynamic.count("(RUNPATH)") == 1 and "(RPATH)" not in dynamic
+    _readelf("-lSs", os.fspath(foo))  # no warnings
+    _same_as_patchelf(foo, before, ["$ORIGIN"], tmp_path)
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+    assert elf_edit.set_runpath(foo, ["/elsewhere", "$ORIGIN"])  # again
+    assert elf.read_elf(foo).runpath == ["/elsewhere", "$ORIGIN"]
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+    subprocess.run(["strip", os.fspath(foo)], check=True)
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+    elf_patch.patch([foo], runpath=["$ORIGIN"])  # patchelf can edit the stripped result
+    assert elf.read_elf(foo).runpath == ["$ORIGIN"] and _run(t["app"]).stdout == "foo(7)=42\n"
+
+
+def test_a_string_table_elsewhere_is_not_grown_in_place(tmp_path: Path) -> None:
+    t = _tree(tmp_path)  # as the linker lays it out: .dynstr near the start
+    before = t["foo"].read_bytes()
+    with open(t["foo"], "rb+") as f, pytest.raises(elf_edit._Unsupported):
+        elf_edit._plan_in_last_segment(elf_edit._File(f.fileno()), b"$ORIGIN")
+    assert t["foo"].read_bytes() == before
