@@ -448,3 +448,15 @@ def test_a_large_build_others_wait_for_starts_before_small_ones_listed_first(sto
     run(store, the_plan, jobs=1)
     started = [n for e, n, _ in EVENTS if e == "start"]
     assert started[0] == "big" and started[-1] == "top"
+
+
+def test_a_build_that_becomes_ready_later_overtakes_queued_lower_priority_ones(store):
+    from cudapkgs.realise.priorities import FLOOR
+
+    first = mk(store.store_dir, "first", size=10, sleep=0.2)
+    small = [mk(store.store_dir, f"small{i}", size=10) for i in range(4)]
+    big = mk(store.store_dir, "big", [first], size=50 * FLOOR)
+    top = mk(store.store_dir, "top", [*small, big])
+    run(store, plan(store, [top]), jobs=1)
+    started = [n for e, n, _ in EVENTS if e == "start"]
+    assert started[:2] == ["first", "big"], started  # big was ready after first, ahead of the small ones

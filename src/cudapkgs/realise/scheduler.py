@@ -364,7 +364,9 @@ def run(
         while ready or running:
             if failures and ahead is not None:
                 ahead.cancel_pending()
-            while ready and not failures:
+            # No more than `jobs` submitted: a build queued in the pool would keep its place
+            # ahead of a higher-priority one that becomes ready later.
+            while ready and not failures and len(running) < jobs:
                 drv = ready.pop(0)
                 running[pool.submit(build, drv)] = drv
             if not running:
