@@ -2,6 +2,7 @@
 
     python bench/bench_verify.py                 # 5,000 paths, 7 interleaved rounds
     python bench/bench_verify.py -n 1000 -r 11
+    python bench/bench_verify.py --padding base32   # padding of random base-32 (long runs to look into)
     python bench/bench_verify.py --tiny          # 100 paths, 2 rounds: the CI smoke test
 
 Setup (not timed): two stores of N paths each, built alike from one seed: a cudapkgs store
@@ -9,7 +10,8 @@ in a temporary directory, and a Nix chroot store (``--store DIR``, logical ``/ni
 whose paths are written under ``DIR/nix/store`` and registered with ``nix-store --load-db``
 (NAR hash, size, references).  Path i is a directory
 holding one file that names up to three earlier paths (its references) and 64-511 more
-bytes, as bench/bench_store.py builds them.
+bytes, as bench/bench_store.py builds them: ``x`` repeated, or with ``--padding base32``
+random Nix base-32 characters (then every window of a long run must be looked into).
 
 Each round runs both whole processes, the order swapped every round: ``nix-store --store DIR
 --verify --check-contents`` (the NAR hash of every path) and ``cudapkgs verify`` (exists,
@@ -42,17 +44,23 @@ from cudapkgs.store.paths import make_store_path  # noqa: E402
 from cudapkgs.store.store import Store  # noqa: E402
 
 
-def _shape(n: int, seed: int) -> list[tuple[list[int], int]]:
-    """Per path: the indices of its references and the number of padding bytes."""
+def _shape(n: int, seed: int, padding: str = "x") -> list[tuple[list[int], bytes]]:
+    """Per path: the indices of its references and its padding bytes (64-511 of them).
+
+    `padding` "x": one repeated character (a base-32 run a scan can see whole at once);
+    "base32": random Nix base-32 characters (a long run whose every window must be looked at).
+    """
     rng = random.Random(seed)
     out = []
     for i in range(n):
         refs = sorted(set(rng.sample(range(i), min(3, i))) | ({i - 1} if i else set()))
-        out.append((refs, rng.randrange(64, 512)))
+        size = rng.randrange(64, 512)
+        pad = b"x" * size if padding == "x" else bytes(rng.choice(b"0123456789abcdfghijklmnpqrsvwxyz") for _ in range(size))
+        out.append((refs, pad))
     return out
 
 
-def _write(real_root: str, store_dir: str, shape: list[tuple[list[int], int]]) -> list[tuple[str, str, int, set[str]]]:
+def _write(real_root: str, store_dir: str, shape: list[tuple[list[int], bytes]]) -> list[tuple[str, str, int, set[str]]]:
     """Write the paths (logical names under `store_dir`, files under `real_root` + name)."""
     paths = [make_store_path(store_dir, "output:out", f"verify-{i}", f"pkg-{i}") for i in range(len(shape))]
     rows = []
@@ -61,7 +69,7 @@ def _write(real_root: str, store_dir: str, shape: list[tuple[list[int], int]]) -
         os.mkdir(real)
         names = {paths[j] for j in refs}
         with open(os.path.join(real, "data"), "wb") as f:
-            f.write(("\n".join(sorted(names)) + "\n").encode() + b"x" * pad)
+            f.write(("\n".join(sorted(names)) + "\n").encode() + pad)
         digest, size = nar.nar_hash(real)
         rows.append((path, nar.format_hash(digest), size, names))
     return rows
@@ -86,12 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=5000, help="paths per store (default 5,000)")
     parser.add_argument("-r", "--runs", type=int, default=7, help="interleaved rounds (default 7)")
+    parser.add_argument("--padding", choices=("x", "base32"), default="x",
+                        help="each file's padding: one repeated character (default) or random Nix base-32")
     parser.add_argument("--tiny", action="store_true", help="100 paths, 2 rounds: the CI smoke test")
     args = parser.parse_args(argv)
     n, rounds = (100, 2) if args.tiny else (args.n, args.runs)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    shape = _shape(n, 24)
+    shape = _shape(n, 24, args.padding)
     nix_store = shutil.which("nix-store")
     with tempfile.TemporaryDirectory(prefix="bench-verify-") as tmp:
         root = Path(tmp)
@@ -121,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             for label in order if round_ % 2 == 0 else order[::-1]:
                 got[label].append(_run(commands[label], env))
     load = os.getloadavg()
-    print(f"verify with contents, {n} paths, {rounds} interleaved rounds, {os.cpu_count()} CPUs, "
+    print(f"verify with contents, {n} paths, {args.padding} padding, {rounds} interleaved rounds, {os.cpu_count()} CPUs, "
           f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, Python {sys.version.split()[0]}")
     print()
     print("| command | wall ms (median) | min | max | CPU ms (median) | wall × nix-store | CPU × nix-store | goal |")

@@ -43,6 +43,22 @@ def _isolated_user_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("CUDAPKGS_STORE", raising=False)
 
 
+@pytest.fixture
+def kept_builds_dir(tmp_path, monkeypatch) -> Path:
+    """Where failed builds kept with keep_failed go in this test: a directory under its tmp_path.
+
+    The kept directory is made by `tempfile.mkdtemp` (realise.py `_keep`), in TMPDIR; without
+    this the suite left a `/tmp/cudapkgs-build-<name>-XXXX` behind for every run.
+    """
+    import tempfile
+
+    kept = tmp_path / "kept-builds"
+    kept.mkdir()
+    monkeypatch.setenv("TMPDIR", str(kept))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again (and again after the test)
+    return kept
+
+
 @functools.lru_cache(maxsize=None)
 def _pip_reaches_index(project: str) -> bool:
     """Whether `pip index versions PROJECT` answers (PyPI through pip's own configuration), once per session."""

@@ -39,3 +39,10 @@ def test_reading_an_elf_file_still_works_and_still_refuses_junk(tmp_path):
     junk.write_bytes(b"\x7fELF\x02\x01" + b"\xff" * 58)
     with pytest.raises(read.NotAnElfError, match="junk"):
         read.read_elf(junk)
+
+
+def test_verify_does_not_import_dataclasses_or_shutil():
+    # issue 24 goal 5: `cudapkgs verify` starts in the time Nix's verify checks hundreds of paths;
+    # dataclasses (inspect, ast, dis, tokenize) and shutil (bz2, lzma) cost about 15 ms of it.
+    loaded = _modules_after("import cudapkgs.cli, cudapkgs.cli.store, cudapkgs.store.store, cudapkgs.store.verify")
+    assert not loaded & {"dataclasses", "inspect", "shutil", "bz2", "lzma"}

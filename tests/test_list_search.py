@@ -102,10 +102,10 @@ def test_search_finds_python3packages_members_and_says_why_one_is_not_evaluated(
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert list(rows) == ["python3Packages.pycuda"]
     assert "CUDA driver API for Python" in rows["python3Packages.pycuda"]["description"]
-    # Without allowUnfree pycuda does not evaluate (it reads cudart's outputs): found, and why.
+    # Without allowUnfree pycuda (MIT) still evaluates its meta: only its derivation reads cudart's outputs.
     assert main(["search", "--json", "pycuda"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
-    assert row["name"] == "python3Packages.pycuda" and "unfree" in row["description"]
+    assert row["name"] == "python3Packages.pycuda" and "CUDA driver API for Python" in row["description"]
     assert main(["search", "--json", "numpy"]) == 0  # a pinned wheel, by name (and those whose descriptions name it)
     found = [r["name"] for r in json.loads(capsys.readouterr().out)]
     assert "python3Packages.numpy" in found and all(name.startswith("python3Packages.") for name in found)
@@ -133,3 +133,35 @@ def test_list_and_search_say_which_fetcher_serves_each_component(manifests_dir, 
     assert compat["fetchers"]["cudaPackages_13_2"] == "" and compat["fetchers"]["cudaPackages_12_8"] is None
     assert main(["search", *wheels, "compat"]) == 0
     assert "no fetcher can supply it (13.1, 13.2, 13.3)" in capsys.readouterr().out
+
+
+def test_search_and_list_descend_into_sets_marked_recurse_into_attrs(manifests_dir):
+    """As Nixpkgs' lib.recurseIntoAttrs: the marker, not a list of names, says which sets are searched
+    (python3Packages is marked in top_level, as all-packages.nix marks it); a member that does not
+    evaluate is found, saying why."""
+    import cudapkgs
+    from cudapkgs.errors import EvalError
+    from cudapkgs.inventory import list_all, search
+    from cudapkgs.lib.fixpoint import AttrSet, lazy, recurse_into_attrs, recurses
+    from cudapkgs.stdenv import mk_derivation
+
+    def broken():
+        raise EvalError("demo-broken needs something missing")
+
+    def overlay(final, prev):
+        demo = {"pname": "zzdemo", "version": "1", "stdenvCc": None, "dontUnpack": True,
+                "meta": {"description": "a zzdemo package"}}
+        members = {"zzdemo": lazy(lambda: mk_derivation(final.config, demo)), "zzbroken": lazy(broken)}
+        return {"zzMarked": recurse_into_attrs(AttrSet(members, name="zzMarked")),
+                "zzUnmarked": AttrSet(dict(members), name="zzUnmarked")}
+
+    pkgs = cudapkgs.import_pkgs(config={}, overlays=[overlay])
+    assert recurses(pkgs.python3Packages) and recurses(pkgs.zzMarked) and not recurses(pkgs.zzUnmarked)
+    found = {r["name"]: r["description"] for r in search(["zz"], pkgs=pkgs)}
+    assert set(found) == {"zzMarked.zzdemo", "zzMarked.zzbroken"}
+    assert found["zzMarked.zzdemo"] == "a zzdemo package" and "something missing" in found["zzMarked.zzbroken"]
+    listed = {r["attr"]: r for r in list_all(pkgs)}
+    assert "zzMarked.zzdemo" in listed and "zzUnmarked.zzdemo" not in listed
+    assert listed["zzMarked.zzbroken"]["status"].startswith("error:")
+    assert "python3Packages.numpy" in listed and not any(a.startswith("cudaPackages_") for a in listed)
+

@@ -92,3 +92,21 @@ def test_an_unavailable_test_is_skipped_with_its_reason(manifests_dir, tmp_path,
     [result] = [r for r in results if r.test == "cudaPackages_13_0.tests.redists-installed"]
     assert result.result == "skipped"
     assert "No redists are available" in result.detail
+
+
+def test_tests_skipped_for_unfree_packages_are_said_loudly_and_fail(tmp_path):
+    # Without allowUnfree most of a set's tests cannot evaluate: not a green run that quietly skipped them.
+    env = {**os.environ, "CUDAPKGS_MANIFESTS": str(MANIFESTS), "CUDAPKGS_STORE": str(tmp_path / "store"),
+           "CUDAPKGS_SYSTEM_FEATURES": ""}
+    cmd = [sys.executable, "-m", "cudapkgs", "test", "--json", "cudaPackages_13_0"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    rows = json.loads(done.stdout)
+    unfree = [r for r in rows if r.get("cause") == "unfree"]
+    assert unfree and all(r["result"] == "skipped" and "unfree license" in r["detail"] for r in unfree)
+    assert any(r["result"] == "passed" for r in rows)  # what needs nothing unfree still ran
+    assert done.returncode == 1
+    assert f"{len(unfree)} of {len(rows)} test(s) did not run: they need unfree packages" in done.stderr
+    assert "--set allowUnfree=true" in done.stderr and "cuda13.0-cuda_nvcc-13.0.88" in done.stderr
+    allowed = subprocess.run([*cmd[:4], "--set", "allowUnfree=true", "--json", "cudaPackages_13_0.pkgs.saxpy"],
+                             capture_output=True, text=True, env=env, timeout=300)
+    assert allowed.returncode == 0 and "did not run" not in allowed.stderr

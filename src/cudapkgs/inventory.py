@@ -9,6 +9,7 @@ from typing import Any
 
 from . import db, licenses
 from .errors import CudapkgsError, UnfreeLicenseError
+from .lib.lazy import recurses
 from .package import Package
 
 
@@ -242,7 +243,8 @@ def mark_built(rows: list[dict[str, Any]], scope: Any, store_dir: str) -> None:
 
 def list_all(pkgs: Any) -> list[dict[str, Any]]:
     """Every package a listing reaches, as Nixpkgs' tools do: the top level's packages, and
-    the members of sets marked `recurseForDerivations` (the default CUDA set, as `cudaPackages.*`)."""
+    the members of sets marked `recurseForDerivations` (`lib.lazy.recurse_into_attrs`: the default CUDA
+    set, as `cudaPackages.*`, and python3Packages, as Nixpkgs' all-packages.nix marks both)."""
     with warnings.catch_warnings():  # aliases are listed by name, without their deprecation warnings
         warnings.simplefilter("ignore")
         return _list_all(pkgs)
@@ -261,12 +263,16 @@ def _list_all(pkgs: Any) -> list[dict[str, Any]]:
             continue
         if isinstance(value, Package):
             rows.append(_row(name, value))
-        elif isinstance(value, Mapping) and value.get("recurseForDerivations") is True:
-            rows.extend(
-                _row(f"{name}.{member}", package)
-                for member in value
-                if isinstance(package := value[member], Package)
-            )
+        elif recurses(value):
+            for member in value:
+                try:
+                    package = value[member]
+                except CudapkgsError as error:  # a member that does not evaluate is a row saying why
+                    rows.append({"attr": f"{name}.{member}", "pname": member, "version": "?", "license": "?",
+                                 "outputs": [], "available": False, "status": f"error: {error}"})
+                    continue
+                if isinstance(package, Package):
+                    rows.append(_row(f"{name}.{member}", package))
     return sorted(rows, key=lambda row: row["attr"])
 
 
@@ -311,7 +317,7 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
 
     CUDA components are searched across every versioned set, from the component table
     and each set's manifests (no package is evaluated); with ``pkgs``, the packages each
-    set builds from source (nccl, cutlass, saxpy, ...) and the top level's own packages (with python3Packages' members, as "python3Packages.pycuda") too.  Each row: ``name``, ``description``, ``nvidiaName``
+    set builds from source (nccl, cutlass, saxpy, ...) and the top level's own packages (with the members of sets marked recurseForDerivations, as "python3Packages.pycuda") too.  Each row: ``name``, ``description``, ``nvidiaName``
     and ``sets`` (set name -> component version, only where the set's manifest has it); with
     ``pkgs``, a component's row also has ``fetchers`` (set name -> the first of ``pkgs.config.fetchers``
     that can supply it, "" when none can, None without a release for this platform).
@@ -406,9 +412,6 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
     return sorted(rows, key=lambda r: r["name"])
 
 
-# Package sets of the top level that `search` looks into, as Nixpkgs' `recurseIntoAttrs
-# python3Packages` makes `nix search` do; the CUDA sets are searched from their manifests.
-SEARCHED_SUBSETS = ("python3Packages",)
 
 
 def _unevaluated(error: CudapkgsError) -> str:
@@ -420,10 +423,15 @@ def _unevaluated(error: CudapkgsError) -> str:
 
 
 def _top_level_packages(pkgs: Any) -> Iterator[tuple[str, Package | CudapkgsError]]:
-    """(attribute path, package) for the top level's packages and those of `SEARCHED_SUBSETS`
-    (as "python3Packages.pycuda").  A member of a subset that fails to evaluate (pycuda without
+    """(attribute path, package) for the top level's packages and those of the sets marked
+    ``recurseForDerivations`` (`lib.lazy.recurse_into_attrs`, as Nixpkgs' ``recurseIntoAttrs
+    python3Packages`` makes ``nix search`` descend: "python3Packages.pycuda"), but the CUDA sets,
+    which `search` reads from their manifests.  A member of a subset that fails to evaluate (pycuda without
     allowUnfree: it reads cudart's outputs) comes with its error instead, so that searching for
     it still finds it and says why; a top-level attribute that fails is left out."""
+    from .package_sets import aliases, package_set_definitions
+
+    cuda_sets = {*package_set_definitions(), *aliases()}
     for name in pkgs:
         try:
             value = pkgs[name]
@@ -431,7 +439,7 @@ def _top_level_packages(pkgs: Any) -> Iterator[tuple[str, Package | CudapkgsErro
             continue
         if isinstance(value, Package):
             yield name, value
-        elif name in SEARCHED_SUBSETS and isinstance(value, Mapping):
+        elif recurses(value) and name not in cuda_sets:
             for member in value:
                 try:
                     package = value[member]

@@ -46,15 +46,20 @@ def _flatten(tests: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 
 
 class TestResult:
-    """One test's outcome: "passed", "failed" or "skipped", with a one-line detail."""
+    """One test's outcome: "passed", "failed" or "skipped", with a one-line detail.
 
-    __slots__ = ("test", "result", "detail")
+    ``cause`` is ``"unfree"`` for a test skipped only because a package it needs is unfree and the
+    configuration does not allow it (it could run here with ``allowUnfree``), else None.
+    """
 
-    def __init__(self, test: str, result: str, detail: str) -> None:
-        self.test, self.result, self.detail = test, result, detail
+    __slots__ = ("test", "result", "detail", "cause")
+
+    def __init__(self, test: str, result: str, detail: str, cause: str | None = None) -> None:
+        self.test, self.result, self.detail, self.cause = test, result, detail, cause
 
     def to_json(self) -> dict[str, str]:
-        return {"test": self.test, "result": self.result, "detail": self.detail}
+        found = {"test": self.test, "result": self.result, "detail": self.detail}
+        return {**found, "cause": self.cause} if self.cause else found
 
     def __repr__(self) -> str:
         return f"TestResult({self.test!r}, {self.result!r})"
@@ -95,7 +100,10 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
                 continue
             try:
                 drv = test.derivation
-            except (UnfreeLicenseError, UnavailablePackageError) as error:  # cannot run here: say why
+            except UnfreeLicenseError as error:  # could run here, but the configuration forbids it
+                results.append(TestResult(label, "skipped", str(error).splitlines()[0], cause="unfree"))
+                continue
+            except UnavailablePackageError as error:  # cannot run here: say why
                 results.append(TestResult(label, "skipped", str(error).splitlines()[0]))
                 continue
             except CudapkgsError as error:  # the test itself does not evaluate (an evaluation assertion)
@@ -138,7 +146,7 @@ def _collect(pkgs: Any, attrpaths: list[str]) -> list[tuple[str, Any, str | None
 
 def _run_tests_remotely(pkgs: Any, attrpaths: list[str], builders: Any, offered: frozenset[str] | None) -> list[TestResult]:
     """`run_tests` on a Dask cluster: every runnable test in one plan, built in parallel across workers."""
-    from .errors import CudapkgsError
+    from .errors import CudapkgsError, UnfreeLicenseError
     from .realise.dask_executor import run_on_dask
     from .realise.errors import BuildFailed
     from .realise.scheduler import plan
@@ -155,14 +163,16 @@ def _run_tests_remotely(pkgs: Any, attrpaths: list[str], builders: Any, offered:
     runnable: list[tuple[str, Any]] = []
     collected = _collect(pkgs, attrpaths)
     for label, test, reason in collected:
+        cause = None
         if reason is None:
             try:
                 test.derivation
             except CudapkgsError as error:  # unfree, unavailable or not evaluating: not sent to a worker
                 reason = str(error).splitlines()[0]
+                cause = "unfree" if isinstance(error, UnfreeLicenseError) else None
         lacking = missing_features(test.derivation, offered) if reason is None else []
         if reason is not None or lacking:
-            results[label] = TestResult(label, "skipped", reason or "no worker offers " + " ".join(lacking))
+            results[label] = TestResult(label, "skipped", reason or "no worker offers " + " ".join(lacking), cause)
         else:
             runnable.append((label, test.derivation))
     if runnable:

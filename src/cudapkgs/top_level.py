@@ -18,7 +18,8 @@ from .cuda.backend_stdenv import host_platform
 from .cuda.infrastructure import default_cuda
 from .package_sets import aliases, package_set_definitions, recurse_into
 from .cuda.scope import cuda_packages
-from .lib.fixpoint import AttrSet, Scope, call_package_with, compose_many_extensions, extends, lazy, make_scope
+from .lib.fixpoint import (AttrSet, Scope, call_package_with, compose_many_extensions, extends, lazy, make_scope,
+                           recurse_into_attrs)
 from .platform import check_system, host_system
 
 Overlay = Callable[[AttrSet, AttrSet], Mapping[str, Any]]
@@ -228,7 +229,8 @@ def _python_packages(final: Any, config: Config, system: str) -> AttrSet:
     # Pinned binary wheels (numpy, setuptools, …) and packages built from source (pycuda).
     for name in python_modules.PACKAGES:
         attrs[name] = lazy(lambda name=name: python_modules.package(name, scope, final, config, system))
-    scope = AttrSet(attrs, name="python3Packages")
+    # all-packages.nix: python3Packages = recurseIntoAttrs python3.pkgs (search and listings see its members)
+    scope = recurse_into_attrs(AttrSet(attrs, name="python3Packages"))
     return scope
 
 

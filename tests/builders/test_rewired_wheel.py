@@ -268,3 +268,53 @@ def test_pinned_wheel_cache_entry_with_another_hash_is_not_used(tmp_path):
     assert cached_pinned_wheel(PinnedWheel("demo-1.0-py3-none-any.whl", "cd" * 32), cache) is not None
     with pytest.raises(FetchError, match="not a wheel file name"):
         PinnedWheel("../../etc/passwd", "ab" * 32)
+
+
+def test_a_link_to_a_file_its_input_lacks_fails_the_build(rewired):
+    # A ptxas link into an input that has no ptxas (an nvcc without it) is a build error, not a dangling link.
+    pkgs, store, attrs = rewired
+    python = _python311(pkgs)
+    pkg = rewired_wheel(pkgs.config, python, {**attrs, "wheelLinks": {"demo/bin/ptxas": "/nonexistent/bin/ptxas"}})
+    with pytest.raises(BuildError, match="the target does not exist"):
+        realise(store, [pkg.derivation])
+
+
+def _nvcc_wheel_package(pkgs, tmp_path, files):
+    """NVIDIA's nvcc-cu12 wheel, synthetic (`files` below nvidia/cuda_nvcc/), as `nvidia_wheel` builds it."""
+    from cudapkgs.builders.rewired_wheel import nvidia_wheel
+
+    names = {f"nvidia/cuda_nvcc/{k}": (v, 0o755 if k.startswith("bin/") else 0o644) for k, v in files.items()}
+    wheel = make_wheel(tmp_path / "nvidia_cuda_nvcc_cu12-12.9.86-py3-none-manylinux2014_x86_64.whl", names)
+    _cache_wheel(wheel)
+    return nvidia_wheel(pkgs.config, {
+        "pname": "cuda_nvcc_wheel", "version": "12.9.86", "outputs": ["out"],
+        "nvidiaWheel": {"project": "nvidia-cuda-nvcc-cu12", "version": "12.9.86", "cudaMajor": 12},
+        "wheelRequire": ["bin/ptxas", "nvvm/libdevice/libdevice.10.bc"],
+        "meta": {"platforms": ["x86_64-linux"]},
+    })
+
+
+NVCC12 = {"bin/ptxas": b"#!/bin/sh\necho ptxas\n", "nvvm/libdevice/libdevice.10.bc": b"BC",
+          "include/crt/host_config.h": b"/* crt */\n"}
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the synthetic wheel is tagged x86_64")
+def test_the_nvcc_wheel_is_laid_out_as_a_prefix_and_must_have_ptxas(tmp_path):
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    with Store.open(store_dir) as store:
+        good = _nvcc_wheel_package(pkgs, tmp_path, NVCC12)
+        realise(store, [good.derivation])
+        out = Path(good.out)
+        assert (out / "bin" / "ptxas").read_bytes() == NVCC12["bin/ptxas"] and os.access(out / "bin" / "ptxas", os.X_OK)
+        assert (out / "include" / "crt" / "host_config.h").is_file() and not (out / "bin" / "nvcc").exists()
+    # The same derivation from a wheel without ptxas (a fresh store: the first is valid in the other).
+    shutil.rmtree(Path(os.environ["XDG_CACHE_HOME"]) / "cudapkgs" / "wheels")
+    (tmp_path / "nvidia_cuda_nvcc_cu12-12.9.86-py3-none-manylinux2014_x86_64.whl").unlink()
+    other_dir = tmp_path / "other-store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(other_dir)})
+    with Store.open(other_dir) as store:
+        lacking = _nvcc_wheel_package(pkgs, tmp_path, {k: v for k, v in NVCC12.items() if k != "bin/ptxas"}
+                                      | {"bin/other": b"x"})
+        with pytest.raises(BuildError, match="wheelRequire: .* lacks bin/ptxas"):
+            realise(store, [lacking.derivation])

@@ -93,6 +93,8 @@ def test_a_secret_key_whose_halves_disagree_is_refused():
     (lambda t: t.replace("StorePath: /nix/store/syd87l2rxw8cbsxmxl853h0r6pdwhwjr-curl-7.82.0-bin\n", ""), "missing field"),
     (lambda t: t.replace("FileSize: 68852", "FileSize: -1"), "not a number"),
     (lambda t: t.replace("NarSize: 196040", "NarSize: many"), "not a number"),
+    (lambda t: t.replace("NarSize: 196040", f"NarSize: {2**64}"), "larger than 2\\^64 - 1 bytes"),
+    (lambda t: t.replace("FileSize: 68852", "FileSize: 99999999999999999999"), "FileSize 99999999999999999999 is larger than"),
     (lambda t: t.replace("URL: nar/", "URL: ../../"), "not a relative path"),
     (lambda t: t.replace("Compression: xz", "Compression: rar"), "not supported"),
     (lambda t: t + "Colour blue\n", "not 'Field: value'"),
@@ -110,6 +112,12 @@ def test_cache_info():
     assert CacheInfo.parse(info.to_text().encode(), "c") == info
     with pytest.raises(NarInfoError, match="no StoreDir"):
         CacheInfo.parse(b"Priority: 1\n", "c")
+
+
+def test_the_largest_uint64_size_is_still_read():
+    top = 2**64 - 1  # what Nix's uint64_t holds: refused one past it, read at it
+    info = NarInfo.parse(CURL.replace("NarSize: 196040", f"NarSize: {top}").replace("FileSize: 68852", f"FileSize: {top}"), "x")
+    assert info.nar_size == info.file_size == top
 
 
 def test_narinfo_as_nix_serve_writes_it_parses():

@@ -76,6 +76,18 @@ def test_pycuda_is_evaluated_against_the_sets_headers_and_stub(tmp_path, manifes
     assert pinned_wheel("mako", "3.13", "x86_64-linux").platform == "any"
 
 
+def test_pycudas_name_and_meta_evaluate_without_allow_unfree(tmp_path, manifests_dir):
+    # pycuda is MIT: its name and meta need nothing unfree; only its derivation (cudart's outputs) does.
+    from cudapkgs.errors import UnfreeLicenseError
+
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store")})
+    pycuda = pkgs.python3Packages.pycuda
+    assert pycuda.name == "pycuda-2026.1" and pycuda.meta["license"] == "MIT"
+    assert "CUDA 12.9" in pycuda.meta["description"]
+    with pytest.raises(UnfreeLicenseError, match="cuda_cudart"):
+        pycuda.drvPath
+
+
 def test_numpy_for_cpython_311_links_the_zlib_its_bundled_libgfortran_needs(tmp_path, manifests_dir):
     # numpy 2.4.6's cp311 wheel bundles libgfortran, NEEDED libz.so.1: without zlib among its inputs the
     # build fails in auto_patchelf ("1 unresolved DT_NEEDED ... libz.so.1"); cp312's numpy needs none.

@@ -41,7 +41,7 @@ def test_the_seeds_example_has_a_working_torch_on_the_default_set():
     assert torch.passthru.cudnn.version == "9.22.0.52"  # the set's own cuDNN serves a 9.10 build
     attrs = torch.drvAttrs
     assert attrs["wheel"]["file"] == "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"
-    assert attrs["pythonRemoveDeps"] == ["nvidia-*", "cuda-toolkit", "cuda-bindings"]
+    assert attrs["pythonRemoveDeps"] == ["nvidia-*"]  # 2.9.1 pins nvidia-*-cu12 only (2.14.1: cuda-toolkit too)
     cuda = at("cudaPackages_12_9")
     assert cuda.libcublas.lib in attrs["buildInputs"] and cuda.cudnn.lib in attrs["buildInputs"]
     assert f"{cuda.cuda_nvrtc.lib}/lib" in attrs["appendRunpaths"]  # Nixpkgs' extraRunpaths
@@ -50,13 +50,78 @@ def test_the_seeds_example_has_a_working_torch_on_the_default_set():
     assert triton.version == "3.5.1" and triton.drvPath in {d.drv_path for d in torch.derivation.deps}
 
 
-def test_cuda12_torch_from_wheels_alone_says_triton_needs_nvcc():
-    # triton links the set's ptxas from cuda_nvcc, and CUDA 12's nvcc wheel has no nvcc: with NVIDIA's
-    # wheels as the only fetcher the CUDA 12 sets' torch is broken, saying why, at evaluation.
+def test_cuda12_torch_from_wheels_alone_takes_ptxas_from_the_nvcc_wheel():
+    # CUDA 12's nvcc wheel has no nvcc, so with NVIDIA's wheels as the only fetcher the set's cuda_nvcc is
+    # unavailable, saying so; but the wheel has ptxas, which is all triton needs: cuda_nvcc_wheel.
+    torch = at("pkgsCuda.python3Packages.torch", **WHEELS_ONLY)
+    assert torch.version == "2.9.1" and torch.meta.available and not torch.meta.broken, problems(torch)
+    cuda = at("cudaPackages_12_9", **WHEELS_ONLY)
+    assert not cuda.cuda_nvcc.meta.available
+    assert "nvcc is not in NVIDIA's CUDA 12 wheel" in problems(cuda.cuda_nvcc)
+    wheel = cuda.cuda_nvcc_wheel
+    assert wheel.meta.available and wheel.version == cuda.cuda_nvcc.version == "12.9.86"
+    assert wheel.drvAttrs["nvidiaWheel"] == {"project": "nvidia-cuda-nvcc-cu12", "version": "12.9.86", "cudaMajor": 12}
+    assert "bin/ptxas" in wheel.drvAttrs["wheelRequire"]
+    triton = at("pkgsCuda.python3Packages.triton", **WHEELS_ONLY)
+    links = triton.drvAttrs["wheelLinks"]
+    assert links["triton/backends/nvidia/bin/ptxas"] == [wheel.out, "bin/ptxas"]
+    assert wheel.drvPath in {d.drv_path for d in triton.derivation.deps}
+    assert cuda.cuda_nvcc.name not in {d.name for d in triton.derivation.deps}
+    # What compiles with nvcc still says why at evaluation (NCCL's source build).
+    nccl = at("cudaPackages_12_9.nccl", **WHEELS_ONLY, prebuiltWheels=[])
+    with pytest.raises(UnavailablePackageError, match="nvcc is not in NVIDIA's CUDA 12 wheel"):
+        nccl.drvPath
+
+
+def test_with_nvidias_server_triton_keeps_nixpkgs_ptxas_from_cuda_nvcc():
+    cuda = at("cudaPackages_12_9")
+    triton = at("pkgsCuda.python3Packages.triton")
+    assert triton.drvAttrs["wheelLinks"]["triton/backends/nvidia/bin/ptxas"] == [cuda.cuda_nvcc.out, "bin/ptxas"]
+
+
+def test_the_nvcc_wheel_member_says_where_it_cannot_be():
+    redist = at("cudaPackages_12_9.cuda_nvcc_wheel", fetchers=["redist"])
+    assert not redist.meta.available and '"wheels" is not in the configured fetchers' in problems(redist)
+    with pytest.raises(UnavailablePackageError, match="wheels"):
+        redist.drvPath
+    cuda13 = at("cudaPackages_13_0.cuda_nvcc_wheel", **WHEELS_ONLY)
+    assert not cuda13.meta.available and "use cudaPackages_13_0.cuda_nvcc" in problems(cuda13)
+
+
+def test_triton_without_any_ptxas_names_both_members():
+    from types import SimpleNamespace
+
+    from cudapkgs.lib.fixpoint import AttrSet
+    from cudapkgs.pkgs.python_modules.triton import ptxas_package, ptxas_unavailable
+
+    def member(name, available, why):
+        return SimpleNamespace(name=name, meta=AttrSet({"available": available,
+                                                        "problems": {} if available else {"x": {"message": why}}}))
+
+    class Set(dict):
+        attr_path = "cudaPackages_12_9"
+        __getattr__ = dict.__getitem__
+
+    nvcc, wheel = member("nvcc", False, "no nvcc here"), member("wheel", False, "no wheels here")
+    neither = Set(cuda_nvcc=nvcc, cuda_nvcc_wheel=wheel)
+    assert ptxas_package(neither) is nvcc  # its derivation refuses with its own reasons
+    text = ptxas_unavailable(neither)
+    assert "cudaPackages_12_9.cuda_nvcc is available (it is not: no nvcc here)" in text
+    assert "cudaPackages_12_9.cuda_nvcc_wheel is available (it is not: no wheels here)" in text
+    assert ptxas_package(Set(cuda_nvcc=nvcc, cuda_nvcc_wheel=member("w", True, ""))).name == "w"
+    assert ptxas_package(Set(cuda_nvcc=member("n", True, ""), cuda_nvcc_wheel=wheel)).name == "n"
+
+
+def test_cuda12_torch_without_a_ptxas_is_broken_saying_why(monkeypatch):
+    # Neither cuda_nvcc (no fetcher with nvcc) nor cuda_nvcc_wheel (Jetson: NVIDIA publishes no wheels).
+    from cudapkgs.cuda import nvcc_wheel
+
+    monkeypatch.setattr(nvcc_wheel, "_WHEEL_SYSTEMS", ())
     torch = at("pkgsCuda.python3Packages.torch", **WHEELS_ONLY)
     assert torch.meta.broken
     text = problems(torch)
-    assert "python3Packages.triton is available (it is not:" in text and "cuda_nvcc" in text
+    assert "python3Packages.triton is available (it is not:" in text and "has a ptxas" in text
+    assert "nvcc is not in NVIDIA's CUDA 12 wheel" in text and "NVIDIA publishes no wheels for linux-x86_64" in text
 
 
 def test_cuda13_sets_get_torch_2_14_with_a_cudnn_new_enough():

@@ -1,4 +1,5 @@
-"""One CUDA in torch's closure, proven without a GPU (issue 20, part 6): the CUDA 13.0 set's torch realised
+"""One CUDA in torch's closure, proven without a GPU (issue 20, part 6): the CUDA 13.0 set's torch and the
+default CUDA 12.9 set's (triton's ptxas from cuda_nvcc_wheel: CUDA 12's nvcc wheel has no nvcc) realised
 from NVIDIA's and PyTorch's wheels, then checked as a user would run it, in ``env -i``.
 
 The closure is about 3 GB of wheels (5.4 GB installed), so the test runs only when asked
@@ -34,7 +35,12 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("apt-get") is None, reason="rdma-core comes through apt-get (Debian/Ubuntu)"),
 ]
 
-ATTR = "cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch"
+# set -> (store name, torch.__version__, torch.version.cuda (the build's), cudart soname, the decoy tree
+#         torch's preload would have searched: nvidia/cu13/lib (2.14.1), nvidia/<library>/lib (2.9.1)).
+SETS = {
+    "cudaPackages_13_0": ("torch-cu130", "2.14.1+cu130", "13.0", "libcudart.so.13", ("cu13", "cu13")),
+    "cudaPackages_12_9": ("torch-cu129", "2.9.1+cu128", "12.8", "libcudart.so.12", ("cuda_runtime", "cublas")),
+}
 DRIVER = "/run/opengl-driver/lib"
 SCRIPT = r"""
 import json, sys
@@ -57,19 +63,40 @@ def f(x, y):
 x, y = torch.randn(10, 10), torch.randn(10, 10)
 out["compiled"] = bool(torch.allclose(f(x, y), torch.sin(x) + torch.cos(y), atol=1e-6))
 out["maps"] = sorted({line.split()[-1] for line in open("/proc/self/maps") if ".so" in line})
+
+# triton to a cubin for sm_90 with the set's ptxas, no GPU needed (an explicit target).
+import os, triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+
+@triton.jit
+def axpy(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, 3.0 * tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+source = ASTSource(fn=axpy, signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                       "BLOCK": "constexpr"}, constexprs={"BLOCK": 1024})
+kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32))
+out["cubin"] = len(kernel.asm["cubin"])
+out["ptxas"] = os.path.realpath(os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas"))
 json.dump(out, sys.stdout)
 """
 
 
-@pytest.fixture(scope="module")
-def realised(tmp_path_factory):
-    """(pkgs, store dir, withPackages env path, torch package) with the closure realised (cached)."""
+@pytest.fixture(scope="module", params=list(SETS))
+def realised(request):
+    """(pkgs, store dir, withPackages env path, torch package, closure, set name) with the closure
+    realised (cached)."""
     from conftest import SHARED, _pip_reaches_index, _test_cache_home
 
     if not _pip_reaches_index("torch"):
         pytest.skip("pip cannot reach its package index")
     home = _test_cache_home()
-    store_dir = home / "cudapkgs" / "test-stores" / "torch-cu130"
+    name = request.param
+    store_dir = home / "cudapkgs" / "test-stores" / SETS[name][0]
     env = {"XDG_CACHE_HOME": os.fspath(home)}
     if (SHARED / "sources").is_dir() and not os.environ.get("CUDAPKGS_SOURCE_MIRRORS"):
         env["CUDAPKGS_SOURCE_MIRRORS"] = os.fspath(SHARED / "sources")  # zlib's archive, hash-checked
@@ -79,12 +106,13 @@ def realised(tmp_path_factory):
         config = {"allowUnfree": True, "fetchers": ["wheels"], "prebuiltWheels": ["nccl", "libnvshmem"],
                   "storeDir": os.fspath(store_dir), "driverLibDir": DRIVER}
         pkgs = cudapkgs.import_pkgs(config=config)
-        torch = pkgs.cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch
-        python = pkgs.cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.withPackages([torch])
+        ps = pkgs[name].pkgs.pkgsCuda.python3Packages
+        torch = ps.torch
+        python = ps.withPackages([torch])
         with Store.open(store_dir) as store:
             realise_parallel(store, [python.derivation], jobs=2)
             closure = store.closure([python.out])
-        yield pkgs, store_dir, python.out, torch, closure
+        yield pkgs, store_dir, python.out, torch, closure, name
     finally:
         for key, value in old.items():
             if value is None:
@@ -94,7 +122,7 @@ def realised(tmp_path_factory):
 
 
 def test_every_needed_library_is_the_sets_the_hosts_or_the_drivers(realised):
-    pkgs, store_dir, _python, torch, closure = realised
+    pkgs, store_dir, _python, torch, closure, name = realised
     report = check_closure(closure, os.fspath(store_dir), DRIVER)
     assert report.elf_files > 100  # torch, triton, the set's libraries
     assert report.unresolved == [] and report.outside == []
@@ -102,12 +130,15 @@ def test_every_needed_library_is_the_sets_the_hosts_or_the_drivers(realised):
     assert report.nvidia_trees == []
     twice = {soname: sorted(owners) for soname, owners in report.sonames.items() if len(owners) > 1}
     assert twice == {}
-    assert any(s.startswith("libcudart.so.13") for s in report.sonames)
+    assert any(s.startswith(SETS[name][3]) for s in report.sonames)
+    if name == "cudaPackages_12_9":  # triton's ptxas: the nvcc wheel's, and no nvcc anywhere
+        assert any(p.endswith("-cuda_nvcc_wheel-12.9.86") for p in closure)
+        assert not any("-cuda_nvcc-" in p for p in closure)
 
 
 def test_no_leakage(realised):
-    pkgs, *_ = realised
-    assert check_leakage(pkgs, parse_attrpath(ATTR)).leaks == ()
+    pkgs, *_, name = realised
+    assert check_leakage(pkgs, parse_attrpath(f"{name}.pkgs.pkgsCuda.python3Packages.torch")).leaks == ()
 
 
 def _run(python: str, tmp_path: Path, pythonpath: str = "") -> dict:
@@ -115,27 +146,31 @@ def _run(python: str, tmp_path: Path, pythonpath: str = "") -> dict:
     home.mkdir(exist_ok=True)
     # env -i: no LD_LIBRARY_PATH, no CUDA_HOME; PATH only for inductor's C++ compiler (torch.compile on the CPU).
     env = ["env", "-i", f"HOME={home}", "PATH=/usr/bin:/bin", *([f"PYTHONPATH={pythonpath}"] if pythonpath else [])]
-    done = subprocess.run([*env, f"{python}/bin/python3", "-c", SCRIPT], capture_output=True, text=True, timeout=900)
+    script = tmp_path / "check.py"  # a file: triton.jit reads its function's source
+    script.write_text(SCRIPT)
+    done = subprocess.run([*env, f"{python}/bin/python3", os.fspath(script)], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
 
 @pytest.mark.parametrize("decoy", [False, True])
 def test_one_cudart_in_the_process_and_torch_runs_on_the_cpu(realised, tmp_path, decoy):
-    pkgs, store_dir, python, torch, closure = realised
-    cuda = pkgs.cudaPackages_13_0
+    pkgs, store_dir, python, torch, closure, name = realised
+    _store, version, built_cuda, cudart_soname, (cudart_tree, cublas_tree) = SETS[name]
+    cuda = pkgs[name]
     pythonpath = ""
     if decoy:  # a stray NVIDIA wheel's tree on PYTHONPATH: torch's preload would have loaded it
-        lib = tmp_path / "decoy" / "nvidia" / "cu13" / "lib"
-        lib.mkdir(parents=True)
-        cudart = next(Path(p) for p in closure if p.endswith("-cuda_cudart-13.0.96-lib"))
-        for name in ("libcudart.so.13", "libcublas.so.13"):
-            source = next((Path(p) / "lib" / name for p in closure if (Path(p) / "lib" / name).exists()), None)
-            shutil.copy(source or cudart / "lib" / "libcudart.so.13", lib / name)
+        major = cudart_soname.rsplit(".", 1)[1]
+        for tree, soname in ((cudart_tree, cudart_soname), (cublas_tree, f"libcublas.so.{major}")):
+            lib = tmp_path / "decoy" / "nvidia" / tree / "lib"
+            lib.mkdir(parents=True, exist_ok=True)
+            source = next(Path(p) / "lib" / soname for p in closure if (Path(p) / "lib" / soname).exists())
+            shutil.copy(source, lib / soname)
         pythonpath = os.fspath(tmp_path / "decoy")
     out = _run(python, tmp_path, pythonpath)
-    assert out["version"] == "2.14.1+cu130"
-    assert out["cuda"] == cuda.cudaMajorMinorVersion  # "13.0"
+    assert out["version"] == version
+    # torch.version.cuda is the build's: the set's for 13.0; 12.8 for the 12.9 set (minor version compatibility)
+    assert out["cuda"] == built_cuda and built_cuda.split(".")[0] == cuda.cudaMajorVersion
     major, minor, patch = torch.passthru.cudnn.version.split(".")[:3]
     assert out["cudnn"] == int(major) * 10000 + int(minor) * 100 + int(patch)  # 92700
     assert out["available"] is False
@@ -147,3 +182,6 @@ def test_one_cudart_in_the_process_and_torch_runs_on_the_cpu(realised, tmp_path,
                                                 for p in CUDA_SONAMES)]
     assert cuda_libs and all(any(m.startswith(p + "/") for p in closure) for m in cuda_libs)
     assert not any("decoy" in m for m in out["maps"])
+    assert out["cubin"] > 1000 and out["ptxas"].startswith(os.fspath(store_dir))  # the set's ptxas assembled it
+    if name == "cudaPackages_12_9":
+        assert "-cuda_nvcc_wheel-12.9.86/bin/ptxas" in out["ptxas"]

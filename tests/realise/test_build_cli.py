@@ -297,13 +297,16 @@ def test_no_link_and_store_paths_given_by_hand(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out == drv.outputs["out"] + "\n"
 
 
-def test_a_failed_build_is_a_cli_error_and_links_nothing(tmp_path, monkeypatch):
+def test_a_failed_build_is_a_cli_error_and_links_nothing(tmp_path, monkeypatch, kept_builds_dir):
     monkeypatch.chdir(tmp_path)
     store_dir = str(tmp_path / "store")
     bad = mk(store_dir, "bad", fail="compiler exploded")
     with pytest.raises(CudapkgsError) as caught:
         realise_and_link(store_dir, [Installable("bad", drv=bad)], keep_failed=True)
     assert "compiler exploded" in str(caught.value) and "build directory kept at" in str(caught.value)
+    # The message says where; that is under this test's directory, not /tmp (52 were left there).
+    kept = str(caught.value).split("build directory kept at ")[1].split(")")[0]
+    assert os.path.dirname(kept) == str(kept_builds_dir) and os.listdir(kept_builds_dir) == [os.path.basename(kept)]
     assert not os.path.lexists(tmp_path / "result")
 
 

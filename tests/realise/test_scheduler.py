@@ -264,12 +264,7 @@ def test_a_builder_bug_becomes_a_one_line_error_with_the_traceback_in_the_log(st
     assert "hello from buggy" in log and "Traceback" in log and "KeyError: 'oops'" in log
 
 
-def test_keep_failed_keeps_the_build_directory(store, monkeypatch, tmp_path):
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)
+def test_keep_failed_keeps_the_build_directory(store, kept_builds_dir):
     drv = mk(store.store_dir, "kept", fail="nope")
     with pytest.raises(BuildError) as caught:
         run(store, plan(store, [drv]), keep_failed=True)
@@ -278,7 +273,7 @@ def test_keep_failed_keeps_the_build_directory(store, monkeypatch, tmp_path):
     with pytest.raises(BuildError) as caught:
         run(store, plan(store, [mk(store.store_dir, "gone", fail="nope")]))
     assert "kept" not in str(caught.value)
-    assert os.listdir(tmp_path / "tmp") == [os.path.basename(kept)]
+    assert os.listdir(kept_builds_dir) == [os.path.basename(kept)]
 
 
 # -- logs and progress ----------------------------------------------------------------------

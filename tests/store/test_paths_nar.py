@@ -55,6 +55,20 @@ def test_base32_matches_reference_and_roundtrips(data):
     assert base32_decode(base32_encode(data)) == data
 
 
+@given(st.binary(max_size=40), st.text(max_size=3), st.integers(0, 70), st.booleans())
+def test_base32_equals_is_string_equality_with_the_encoding(data, junk, at, replace):
+    from cudapkgs.store.paths import base32_equals
+
+    text = base32_encode(data)
+    assert base32_equals(text, data)
+    # Tampered: a character replaced or inserted (also e, o, t, u, signs, spaces, '_': digits to int()).
+    other = text[:at] + junk + text[at + (1 if replace else 0):]
+    assert base32_equals(other, data) == (other == text)
+    for bad in "eotu+-_ ":
+        tampered = text[:at] + bad + text[at + 1:]
+        assert base32_equals(tampered, data) == (tampered == text)
+
+
 def test_compress_hash_xor_folds():
     digest = bytes(range(32))
     out = compress_hash(digest)
@@ -138,13 +152,18 @@ def test_scan_finds_hash_across_chunk_boundary(tmp_path, monkeypatch):
 
 
 @given(st.lists(st.sampled_from([b"0", b"a", b"z", b"e", b"_", b"\0", b"/", b"0mdqa9w1", b"p6cmli69"]), max_size=80))
-def test_base32_runs_are_the_maximal_runs_of_32_or_more(pieces):
+def test_the_scan_finds_what_every_window_of_the_base32_runs_holds(pieces):
     import re
 
     from cudapkgs.store.paths import BASE32_CHARS
+    from cudapkgs.store.refscan import Candidates, find_hashes
 
     data = b"".join(pieces)
-    assert list(nar._runs(data)) == [(m.start(), m.group()) for m in re.finditer(rb"[%s]{32,}" % BASE32_CHARS.encode(), data)]
+    windows = {run[i : i + 32] for run in re.findall(rb"[%s]{32,}" % BASE32_CHARS.encode(), data) for i in range(len(run) - 31)}
+    wanted = Candidates([w.decode() for w in sorted(windows)[:3]] + [f"{i:02d}" + "a" * 30 for i in range(40)])
+    found: set[bytes] = set()
+    find_hashes(data, wanted, found)
+    assert found == windows & wanted
 
 
 @pytest.mark.parametrize("many", [False, True])  # a substring search per candidate, or the base-32 runs
@@ -159,7 +178,9 @@ def test_named_scan_finds_full_store_paths_of_any_hash_across_chunks(tmp_path, m
     (tmp_path / "d" / "l").symlink_to(f"/s/t/{known}-dep")
     digest, size, found, named = nar.hash_and_scan_named(tmp_path / "d", [known, *others], "/s/t")
     assert (digest, size) == nar.nar_hash(tmp_path / "d") and found == {known}
-    assert set(named) == {unknown, known}  # /s/tt/ is another store directory
+    assert set(named) == {unknown}  # known is among the hashes found; /s/tt/ is another store directory
     names = {unknown: "libfoo-1.0", known: "dep"}  # for messages: a name split by a chunk's end is cut short
+    assert all(names[h].startswith(name) for h, name in named.items()) and (chunk == 16 or named == {unknown: names[unknown]})
+    found, named = nar.scan_named(tmp_path / "d", [], "/s/t/")  # no candidates: every full path is named
+    assert found == set() and set(named) == {unknown, known}
     assert all(names[h].startswith(name) for h, name in named.items()) and (chunk == 16 or named == names)
-    assert nar.scan_named(tmp_path / "d", [], "/s/t/") == (set(), named)

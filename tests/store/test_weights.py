@@ -158,3 +158,17 @@ def test_cli_weights_table_json_and_drawing(tmp_path):
     assert r.returncode == 2 and "must end in .svg or .html" in r.stderr
     r = _cli("--draw", str(tmp_path / "no-such-dir" / "c.svg"), p["app"], store_dir=store.store_dir)
     assert r.returncode == 2 and "cannot write it" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_top_without_weights_is_refused_not_ignored(tmp_path):
+    # `path-info -rS --top 2 PATH` printed the whole closure: --top only cuts the weights table.
+    store, p = _store(tmp_path)
+    store.close()
+    for extra in ([], ["-rS"], ["--json"]):
+        r = _cli(*extra, "--top", "2", p["app"], store_dir=store.store_dir)
+        assert r.returncode == 2 and "--top 2 needs --weights (or --draw)" in r.stderr, (extra, r.stderr)
+        assert "Traceback" not in r.stderr and r.stdout == ""
+    r = _cli("--caches", "--top", "2", store_dir=store.store_dir)
+    assert r.returncode == 2 and "needs --weights" in r.stderr
+    r = _cli("--weights", "--top", "2", p["app"], store_dir=store.store_dir)
+    assert r.returncode == 0, r.stderr

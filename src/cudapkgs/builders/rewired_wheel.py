@@ -139,7 +139,7 @@ def nvidia_wheel(config: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping
     fetched by pip and checked against the index's sha256, as every NVIDIA wheel is,
     `cudapkgs.fetch.wheels.WheelSource`), ``outputs`` with ``wheelOutputs`` (``{output:
     [prefix-relative paths]}``, the rest goes to ``out``), ``wheelRemove`` (prefix-relative),
-    ``buildInputs``, ``appendRunpaths``, ``meta``, ``passthru``.
+    ``wheelRequire`` (prefix-relative paths the wheel must have), ``buildInputs``, ``appendRunpaths``, ``meta``, ``passthru``.
     """
     from ..lib.fixpoint import lazy
     from ..stdenv import mk_derivation

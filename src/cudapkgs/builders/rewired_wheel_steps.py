@@ -121,6 +121,8 @@ def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dic
             target = os.path.join(*target)  # [an input's store path, a path inside it]
         if not isinstance(target, str) or not os.path.isabs(target) or ".." in target.split("/"):
             raise RewireError(f"wheelLinks: {rel} -> {target!r}: the target must be an absolute path")
+        if not os.path.exists(target):  # an input without the file (a ptxas-less nvcc) is no link
+            raise RewireError(f"wheelLinks: {rel} -> {target}: the target does not exist")
         if os.path.lexists(path):
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
@@ -137,7 +139,7 @@ def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dic
 
 def install_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
     """installPhase of `nvidia_wheel`: NVIDIA's wheel unpacked as a redist prefix (RECORD-checked),
-    ``wheelRemove`` applied, ``wheelOutputs`` moved to their outputs, the rest to ``out``."""
+    ``wheelRequire`` (prefix-relative paths it must have) checked, ``wheelRemove`` applied, ``wheelOutputs`` moved to their outputs, the rest to ``out``."""
     from ..fetch.cache import in_use
     from ..fetch.wheels import WheelSource, cached_wheel, unpack_wheel
 
@@ -159,6 +161,9 @@ def install_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outpu
     else:
         raise RewireError(f"{project}=={version}: the wheel cache lost it twice while it was being unpacked")
     log.write(f"unpacked {wheel.name}: every file checked against its RECORD\n")
+    missing = [rel for rel in attrs.get("wheelRequire") or () if not os.path.lexists(_inside(tree, rel, "wheelRequire"))]
+    if missing:
+        raise RewireError(f"wheelRequire: {wheel.name} lacks {', '.join(missing)} (the wheel changed: look at it again)")
     for rel in attrs.get("wheelRemove") or ():
         path = _inside(tree, rel, "wheelRemove")
         if not os.path.lexists(path):

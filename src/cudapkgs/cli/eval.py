@@ -235,7 +235,7 @@ def run_list(args: argparse.Namespace) -> int:
         from ..inventory import list_all
 
         rows = list_all(pkgs)
-        title = f"every package ({pkgs.system}; sets other than cudaPackages are reached by name)"
+        title = f"every package ({pkgs.system}; sets other than cudaPackages and python3Packages are reached by name)"
         key = "attr"
     else:
         from ..store.location import default_store_dir

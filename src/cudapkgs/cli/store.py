@@ -263,6 +263,12 @@ def _cache_info(args: argparse.Namespace) -> int:
 def _path_info(args: argparse.Namespace) -> int:
     import json
 
+    if args.top is not None and not (args.weights or args.draw):
+        from ..errors import UsageError
+
+        # It was ignored: `path-info -rS --top 5 ./result` printed the whole closure without a word.
+        raise UsageError(f"--top {args.top} needs --weights (or --draw): only the weights table is cut to the "
+                         f"heaviest paths; try `cudapkgs path-info --weights --top {args.top} PATH`")
     if args.caches:
         return _cache_info(args)
     if not args.paths:
@@ -385,8 +391,10 @@ class _VerifyProgress:
         self._interval = 0.1 if self._tty else interval
         self._last = self._clock()
         self._shown = False
+        self.total = 0  # the paths to check, as the last call said
 
     def __call__(self, done: int, total: int, bytes_done: int, bytes_total: int) -> None:
+        self.total = total
         now = self._clock()
         final = done == total
         if final and not self._shown:
@@ -404,14 +412,15 @@ class _VerifyProgress:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    import json
-
+    progress = _VerifyProgress(sys.stderr)
     with _open(args, read_only=True) as store:
-        problems = store.verify(check_contents=not args.no_contents, paths=args.paths or None,
-                                progress=_VerifyProgress(sys.stderr))
-        # Distinct store paths: `./result` and a file inside it name one path.
-        count = len({store.parse(p) for p in args.paths}) if args.paths else len(store.all_paths())
+        problems = store.verify(check_contents=not args.no_contents, paths=args.paths or None, progress=progress)
+    # Distinct store paths (`./result` and a file inside it name one): what verify counted, from
+    # its last progress call (no second read of the database).
+    count = progress.total
     if args.json:
+        import json
+
         print(json.dumps([{"path": p.path, "kind": p.kind, "message": p.message} for p in problems], indent=2))
     else:
         for p in problems:

@@ -22,7 +22,9 @@ def register(subparsers: Any) -> None:
         description="Build every test of each package (its passthru.tests; a test is a package whose "
         "build runs the check). A test requiring system features this machine does not offer (\"cuda\", "
         "\"cuda-sm-90\", …, from its GPUs or $CUDAPKGS_SYSTEM_FEATURES) is skipped and says what it "
-        "needs. Exit status 1 when a test failed.\n\n" + CONFIG_HELP,
+        "needs. A test skipped because a package it needs is unfree and not allowed is counted apart, "
+        "named on standard error with how to allow it, and makes the exit status 1, as a failed test does."
+        "\n\n" + CONFIG_HELP,
         epilog="examples:\n  cudapkgs test saxpy\n"
         "  cudapkgs test --set cudaSupport=true --set allowUnfree=true saxpy   # tests.cuda.run: needs a GPU",
         formatter_class=fmt,
@@ -56,5 +58,23 @@ def run_test(args: argparse.Namespace) -> int:
         counts = {k: sum(r.result == k for r in results) for k in ("passed", "failed", "skipped")}
         where = (f"on the Dask cluster at {builders.address}" if builders is not None
                  else f"this machine offers: {' '.join(sorted(offered)) or 'no system features'}")
-        print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped ({where})")
-    return 1 if any(r.result == "failed" for r in results) else 0
+        unfree_count = sum(r.result == "skipped" and r.cause == "unfree" for r in results)
+        because = f", {unfree_count} of them for unfree packages not allowed" if unfree_count else ""
+        print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped{because} ({where})")
+    unfree = [r for r in results if r.result == "skipped" and r.cause == "unfree"]
+    if unfree:
+        _say_unfree(unfree, len(results))
+    return 1 if unfree or any(r.result == "failed" for r in results) else 0
+
+
+def _say_unfree(unfree: list[Any], total: int) -> None:
+    """Standard error: which tests did not run because their packages are unfree, and how to allow them."""
+    import re
+    import sys
+
+    packages = sorted({m.group(1) for r in unfree for m in [re.search(r'Package "([^"]+)"', r.detail)] if m})
+    shown = ", ".join(packages[:5]) + (f" and {len(packages) - 5} more" if len(packages) > 5 else "")
+    print(f"cudapkgs: {len(unfree)} of {total} test(s) did not run: they need unfree packages the configuration "
+          f"does not allow ({shown or 'see the detail column'}). Allow them with --set allowUnfree=true, or "
+          "--set 'allowUnfreePredicate=\"cuda\"' for NVIDIA's CUDA licenses only (config keys allowUnfree, "
+          "allowUnfreePredicate).", file=sys.stderr)

@@ -143,6 +143,8 @@ def cuda_packages(
                 attrs[attr] = lazy(lambda module=module: _from_source(final, module))
         # cudnn_<major>_<minor>: every cuDNN release with a manifest, beside the set's own `cudnn`.
         attrs.update(_versioned_cudnn(final, config))
+        if "cuda" in definition.products:  # ptxas without nvcc: CUDA 12's nvcc wheel (cuda/nvcc_wheel.py)
+            attrs["cuda_nvcc_wheel"] = lazy(lambda: _nvcc_wheel(final, config))
         for product, specs in component_specs().items():
             if product not in definition.products:
                 continue
@@ -177,6 +179,12 @@ def _prebuilt(scope: Scope, config: Any, attr: str, module: str) -> Any:
     from .prebuilt import prebuilt
 
     return prebuilt(scope, config, attr, _from_source(scope, module))
+
+
+def _nvcc_wheel(scope: Scope, config: Any) -> Any:
+    from .nvcc_wheel import cuda_nvcc_wheel
+
+    return cuda_nvcc_wheel(scope, config)
 
 
 def _versioned_cudnn(scope: Scope, config: Any) -> dict[str, Any]:

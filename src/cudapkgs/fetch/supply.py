@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .wheel_lookup import first_on_pypi, pypi_name, unused_wheel, wheel_for, wheel_lacks
+from .wheel_lookup import first_on_pypi, pypi_name, unused_wheel, wheel_for, wheel_lacks, wheel_lacks_note
 
 __all__ = ["KNOWN_FETCHERS", "Supply", "could_supply", "describe", "no_fetcher_message", "supply", "supplies"]
 
@@ -90,7 +90,8 @@ def supply(
     project, wheel_version = found
     lacks = wheel_lacks(pname, cuda_major)
     if lacks:
-        return Supply(fetcher, None, f"{project} {wheel_version} lacks {', '.join(lacks)}")
+        note = wheel_lacks_note(pname, cuda_major)
+        return Supply(fetcher, None, f"{project} {wheel_version} lacks {', '.join(lacks)}" + (f": {note}" if note else ""))
     return Supply(fetcher, f"{project}=={wheel_version}", None)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import FetchError
 
-__all__ = ["pypi_name", "wheel_for", "platform_tags", "wheel_cache_directory", "wheel_lacks", "cached_wheel"]
+__all__ = ["pypi_name", "wheel_for", "platform_tags", "wheel_cache_directory", "wheel_lacks", "wheel_lacks_note", "cached_wheel"]
 
 # manifest key -> (CUDA 12 base name, CUDA 13 name); None: no wheel for that major.
 # CUDA 12 names get "-cu12"; the "-cu13" names are deprecated 0.0.1 stubs, never use them.
@@ -69,6 +69,11 @@ _WHEEL_LACKS: dict[tuple[str, int], tuple[str, ...]] = {
         "bin/crt/link.stub", "nvvm/bin/cicc",
     ),
 }  # fmt: skip
+# What a user is told beside `_WHEEL_LACKS`: where what the wheel does have went.
+_WHEEL_LACKS_NOTE: dict[tuple[str, int], str] = {
+    ("cuda_nvcc", 12): "nvcc is not in NVIDIA's CUDA 12 wheel (its ptxas, libnvvm and crt headers are the "
+                       "set's cuda_nvcc_wheel)",
+}
 
 # Products other than "cuda" whose libraries NVIDIA publishes as wheels, each name keeping its
 # "-cu<major>" suffix on CUDA 13 too: product -> (pname, base name, version parts kept).
@@ -151,6 +156,12 @@ def first_on_pypi(project: str) -> str | None:
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
+
+
+def wheel_lacks_note(pname: str, cuda_major: int) -> str | None:
+    """What to tell a user whose component's wheel lacks files (`wheel_lacks`): what is missing in
+    words and where the rest is (``"nvcc is not in NVIDIA's CUDA 12 wheel (…)"``), else None."""
+    return _WHEEL_LACKS_NOTE.get((pname, cuda_major))
 
 
 def wheel_lacks(pname: str, cuda_major: int) -> tuple[str, ...]:

@@ -34,6 +34,7 @@ from .wheel_lookup import (
     wheel_cache_directory,
     wheel_for,
     wheel_lacks,
+    wheel_lacks_note,
 )
 from .wheel_unpack import WheelChangedError, check_unpacked, unpack_wheel
 
@@ -47,6 +48,7 @@ __all__ = [
     "platform_tags",
     "wheel_cache_directory",
     "wheel_lacks",
+    "wheel_lacks_note",
     "cached_wheel",
     "unpack_wheel",
     "check_unpacked",
@@ -160,7 +162,9 @@ class WheelSource:
         project, version = found  # the wheel's version (cuSPARSELt's has three parts of four)
         lacks = wheel_lacks(pname, cuda_major)
         if lacks:
-            raise FetchError(f"NVIDIA's wheel {project} {version} lacks {', '.join(lacks)} (the redist archive has them)")
+            note = wheel_lacks_note(pname, cuda_major)
+            raise FetchError(f"NVIDIA's wheel {project} {version} lacks {', '.join(lacks)} (the redist archive has them)"
+                             + (f": {note}" if note else ""))
         arch = self.arch or _arch_of(artifact.relative_path)
         cache = self.cache_dir or wheel_cache_directory()
         known = _verified_wheel(cache, project, version, set(platform_tags(arch)), check=False)

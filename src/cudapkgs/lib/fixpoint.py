@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .customisation import Scope, call_package_with, make_overridable, make_scope
 from .fixed_points import Extension, compose_extensions, compose_many_extensions, extends, fix, make_extensible
-from .lazy import AttrSet, Thunk, force, lazy
+from .lazy import AttrSet, Thunk, force, lazy, recurse_into_attrs, recurses
 
 __all__ = [
     "AttrSet",
@@ -33,4 +33,6 @@ __all__ = [
     "make_extensible",
     "make_overridable",
     "make_scope",
+    "recurse_into_attrs",
+    "recurses",
 ]

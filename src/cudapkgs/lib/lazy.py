@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import AttributeMissingError, InfiniteRecursionError, did_you_mean
 
-__all__ = ["AttrSet", "Thunk", "force", "lazy"]
+__all__ = ["AttrSet", "Thunk", "force", "lazy", "recurse_into_attrs", "recurses"]
 
 
 class _EvalState(threading.local):
@@ -337,3 +337,15 @@ class _Chain(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"_Chain{self._maps!r}"
+
+
+def recurse_into_attrs(attrs: AttrSet) -> AttrSet:
+    """Nixpkgs' ``lib.recurseIntoAttrs`` (lib/attrsets.nix@92124ed6: ``attrs // { recurseForDerivations
+    = true; }``): a new set, its values unforced, that listings and ``search`` descend into."""
+    return attrs.update({"recurseForDerivations": True})
+
+
+def recurses(value: Any) -> bool:
+    """Whether listings descend into `value`: a mapping whose ``recurseForDerivations`` is true
+    (Nix's tools read the same attribute); forces that one value only."""
+    return isinstance(value, Mapping) and value.get("recurseForDerivations") is True

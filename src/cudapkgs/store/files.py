@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 
 from ..confine import unshare_file
@@ -58,6 +57,8 @@ def _remove_tree(path: str | os.PathLike[str]) -> None:
             full = os.path.join(dirpath, d)
             if not os.path.islink(full):
                 os.chmod(full, 0o755)
+    import shutil  # here: shutil imports bz2 and lzma, which opening the store does not need
+
     shutil.rmtree(path)
 
 

@@ -18,9 +18,8 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import StoreError
 from . import nar
@@ -35,11 +34,10 @@ if TYPE_CHECKING:
 __all__ = ["GCResult", "GarbageCollector"]
 
 
-@dataclass(frozen=True)
-class GCResult:
+class GCResult(NamedTuple):
     """What a garbage collection deleted (or would delete, in a dry run)."""
 
-    deleted: list[str] = field(default_factory=list)
+    deleted: list[str]
     bytes_freed: int = 0
     dry_run: bool = False
 

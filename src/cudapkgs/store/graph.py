@@ -20,14 +20,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from .db import PathInfo, StoreDB
 
 __all__ = ["StoreGraph"]
 
 
-@dataclass
 class StoreGraph:
     """A snapshot of the valid paths and their references.
 
@@ -36,8 +34,9 @@ class StoreGraph:
     in a damaged store: `verify` reports those).
     """
 
-    rows: dict[str, tuple[str, int, str | None, int]]
-    refs: dict[str, tuple[str, ...]]
+    def __init__(self, rows: dict[str, tuple[str, int, str | None, int]], refs: dict[str, tuple[str, ...]]) -> None:
+        self.rows = rows
+        self.refs = refs
 
     @classmethod
     def load(cls, db: StoreDB) -> StoreGraph:

@@ -12,8 +12,11 @@ import hashlib
 import os
 import stat
 import struct
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
+
+from .paths import base32_equals
+from .refscan import Candidates, Scan
 
 CHUNK = 1 << 18  # 256 KiB: with a few threads reading at once, the memory they hold stays small
 _MAGIC = b"nix-archive-1"
@@ -27,7 +30,7 @@ def _str(data: bytes) -> bytes:
 def dump(path: str | os.PathLike[str]) -> Iterator[bytes]:
     """Yield the NAR serialisation of `path` in chunks."""
     yield _str(_MAGIC)
-    yield from _dump_node(os.fsencode(path), b"", None)
+    yield from _dump_node(os.fsencode(path))
 
 
 class FileSpan(NamedTuple):
@@ -46,198 +49,14 @@ def dump_parts(path: str | os.PathLike[str], inline_max: int) -> Iterator[bytes 
     (the size the NAR header announced) and fail if the file has fewer.
     """
     yield _str(_MAGIC)
-    yield from _dump_node(os.fsencode(path), b"", None, inline_max)
+    yield from _dump_node(os.fsencode(path), inline_max)
 
 
-# Up to this many candidates, one bytes.find per candidate; past it, the base-32 runs (`_windows`).
-# Measured on torch's 1.2 GB output against its 32 closure hashes: 32 finds 4.7 s CPU over the
-# hash's 1.6 s, the runs 0.25 s (one translate and one find cost about three finds).
-_MANY = 3
-_BASE32_MASK: bytes | None = None  # a bytes.translate table: Nix base-32 characters to 1, every other byte to 0
-
-
-_STRIDE = 24  # HASH_LEN - _KEY: every 32-byte window holds a stride position with 8 bytes after it inside the window
-_KEY = 8
-
-
-def _runs(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """(offset, run) of every run of at least 32 Nix base-32 characters in `data`, found at C speed.
-
-    `bytes.translate` maps each byte to 1 (base-32) or 0, and `find` looks for 32 ones, then
-    for the 0 that ends the run (a regular expression over the characters tried each position
-    in turn and took ten times as long as hashing the same bytes).
-    """
-    global _BASE32_MASK
-    from .paths import BASE32_CHARS, HASH_LEN
-
-    if _BASE32_MASK is None:
-        allowed = set(BASE32_CHARS.encode())
-        _BASE32_MASK = bytes(1 if c in allowed else 0 for c in range(256))
-    mask = data.translate(_BASE32_MASK)
-    ones = b"\x01" * HASH_LEN
-    start = mask.find(ones)
-    while start != -1:
-        end = mask.find(b"\x00", start + HASH_LEN)
-        if end == -1:
-            end = len(data)
-        yield start, data[start:end]
-        start = mask.find(ones, end)
-
-
-def _windows(data: bytes, wanted: Candidates, prefix: bytes | None = None,
-             named: dict[bytes, bytes] | None = None) -> set[bytes]:
-    """The members of `wanted` that occur in `data` (as Nix's scanForReferences finds them, refs.cc).
-
-    A hash can only occur inside a run of at least 32 Nix base-32 characters (`_runs`).  Rather
-    than look up every 32-byte window of a run, only the positions 0, 24, 48, … of the run are
-    looked at: any 32-byte window covers one of them with 8 bytes to spare, so the 8 bytes
-    there name, through `Candidates.index`, the few (hash, offset) pairs that could fit; each
-    is then compared whole.  24 times fewer look-ups than windows, the same answer.
-
-    With `prefix` (``<store_dir>/``) and `named`, the same pass notes every store path spelt out
-    in full, ``<prefix><hash>-<name>``: a run of exactly 32 after `prefix` and before ``-``
-    (what `_named_pattern` finds, without a second pass over the bytes).
-    """
-    from .paths import HASH_LEN
-
-    index = wanted.index()
-    found: set[bytes] = set()
-    for at_run, run in _runs(data):
-        length = len(run)
-        if (named is not None and length == HASH_LEN and data.endswith(prefix, 0, at_run)
-                and data[at_run + HASH_LEN : at_run + HASH_LEN + 1] == b"-"):
-            _note(named, run, _NAME_AT.match(data, at_run + HASH_LEN + 1).group())
-        for at in range(0, length - _KEY + 1, _STRIDE):
-            fits = index.get(run[at : at + _KEY])
-            if fits is None:
-                continue
-            for candidate, offset in fits:
-                start = at - offset
-                if 0 <= start <= length - HASH_LEN and run.startswith(candidate, start):
-                    found.add(candidate)
-    return found
-
-
-class Candidates(frozenset):  # type: ignore[type-arg]
-    """Store-path hash parts (32-character str) encoded once, for many scans.
-
-    `verify` scans every valid path for every valid path's hash part: encoding the N
-    candidates once per scanned path made it quadratic in the store size. Build one
-    ``Candidates(hashes)`` and pass it to `hash_and_scan` for every path instead.
-    """
-
-    def __new__(cls, hashes: Iterable[str] = ()) -> Candidates:
-        return super().__new__(cls, (h.encode() for h in hashes))
-
-    def index(self) -> dict[bytes, list[tuple[bytes, int]]]:
-        """Every 8-byte piece of every hash at offsets 0 to 24 -> [(hash, offset)], built once (see `_windows`)."""
-        built = self.__dict__.get("_index")
-        if built is None:
-            built = {}
-            for candidate in self:
-                for offset in range(0, len(candidate) - _KEY + 1):
-                    built.setdefault(candidate[offset : offset + _KEY], []).append((candidate, offset))
-            self.__dict__["_index"] = built
-        return built
-
-
-_NAMED_RE: dict[bytes, Any] = {}
-_NAME_AT = __import__("re").compile(rb"[A-Za-z0-9+\-._?=]{0,211}")  # a store path's name (Nix's allowed characters)
-
-
-def _note(named: dict[bytes, bytes], hash_part: bytes, name: bytes) -> None:
-    """Record `hash_part` as spelt out in full, keeping the longest name seen for it."""
-    if len(name) > len(named.get(hash_part, b"")) or hash_part not in named:
-        named[hash_part] = name
-
-
-def _named_pattern(store_dir: str) -> Any:
-    """The regex of a store path of `store_dir` as files spell it: ``<store_dir>/<hash>-<name>``."""
-    prefix = os.fsencode(store_dir.rstrip("/") + "/")
-    pattern = _NAMED_RE.get(prefix)
-    if pattern is None:
-        import re
-
-        from .paths import BASE32_CHARS, HASH_LEN
-
-        pattern = re.compile(re.escape(prefix) + rb"([%s]{%d})-([A-Za-z0-9+\-._?=]{0,211})" % (BASE32_CHARS.encode(), HASH_LEN))
-        _NAMED_RE[prefix] = pattern
-    return pattern
-
-
-class _Scanner:
-    """Finds store-path hash parts in file contents and symlink targets while a NAR streams by.
-
-    With `store_dir`, also every store path of that directory spelt out in full
-    (``<store_dir>/<hash>-<name>``), whatever its hash: `named` maps each hash part found
-    so to the name after it (as far as the chunk shows it), valid path or not.
-    """
-
-    def __init__(self, hashes: Iterable[str] | Candidates, store_dir: str | None = None) -> None:
-        from .paths import HASH_LEN
-
-        self.wanted = hashes if isinstance(hashes, Candidates) else Candidates(hashes)
-        self.keep = HASH_LEN - 1
-        self.found: dict[bytes, list[str]] = {}
-        self.named: dict[bytes, bytes] = {}
-        self._named_re = _named_pattern(store_dir) if store_dir is not None else None
-        self._prefix = os.fsencode(store_dir.rstrip("/") + "/") if store_dir is not None else None
-        if self._prefix is not None:
-            self.keep = len(self._prefix) + HASH_LEN  # the prefix, the hash and '-'
-        self._tail = b""
-        self._in_file: set[bytes] = set()
-
-    @property
-    def active(self) -> bool:
-        """Whether there is anything to look for."""
-        return bool(self.wanted) or self._named_re is not None
-
-    def _scan(self, data: bytes, hashes: bool = True) -> set[bytes]:
-        """The wanted hash parts in `data` (when `hashes`); the full store paths go to `named`.
-
-        One C-speed substring search per candidate when there are at most `_MANY` of them; full
-        paths are then one regular-expression pass. Against more (a closure's hash parts, every
-        valid path: import, verify) the base-32 runs are looked up instead (`_windows`, one
-        translate and one find over the bytes), which notes full paths on the way.
-        """
-        if len(self.wanted) > _MANY:
-            found = _windows(data, self.wanted, self._prefix, self.named if self._prefix is not None else None)
-            return found if hashes else set()
-        found = {h for h in self.wanted if data.find(h) != -1} if hashes else set()
-        if self._named_re is not None:
-            for match in self._named_re.finditer(data):
-                _note(self.named, match[1], match[2])
-        return found
-
-    def symlink(self, rel: bytes, target: bytes) -> None:
-        for h in self._scan(target, bool(self.wanted)):
-            self.found.setdefault(h, []).append(os.fsdecode(rel))
-
-    def begin_file(self) -> None:
-        self._tail = b""
-        self._in_file = set()
-
-    def chunk(self, chunk: bytes) -> None:
-        hashes = len(self._in_file) < len(self.wanted)
-        if not hashes and self._named_re is None:
-            return
-        if self._tail:  # the seam: a hash split across two chunks is still found (no copy of the chunk)
-            self._in_file |= self._scan(self._tail + chunk[: self.keep], hashes)
-        self._in_file |= self._scan(chunk, hashes)
-        self._tail = chunk[-self.keep :] if len(chunk) >= self.keep else (self._tail + chunk)[-self.keep :]
-
-    def end_file(self, rel: bytes) -> None:
-        for h in self._in_file:
-            self.found.setdefault(h, []).append(os.fsdecode(rel))
-
-
-def _dump_node(path: bytes, rel: bytes, scan: _Scanner | None, inline_max: int | None = None) -> Iterator[Any]:
+def _dump_node(path: bytes, inline_max: int | None = None) -> Iterator[Any]:
     st = os.lstat(path)
     yield _str(b"(")
     if stat.S_ISLNK(st.st_mode):
         target = os.readlink(path)
-        if scan is not None:
-            scan.symlink(rel, target)
         yield _str(b"type") + _str(b"symlink") + _str(b"target") + _str(target)
     elif stat.S_ISREG(st.st_mode):
         yield _str(b"type") + _str(b"regular")
@@ -249,8 +68,6 @@ def _dump_node(path: bytes, rel: bytes, scan: _Scanner | None, inline_max: int |
             yield b"\0" * (-st.st_size % 8) + _str(b")")
             return
         written = 0
-        if scan is not None:
-            scan.begin_file()
         with open(path, "rb", buffering=0) as f:
             # Unbuffered reads of at most the bytes left plus one: a small file is one read()
             # (a short read of size + 1 is the end), and a file that grew is seen.
@@ -264,21 +81,17 @@ def _dump_node(path: bytes, rel: bytes, scan: _Scanner | None, inline_max: int |
                 if remaining < 0:
                     chunk = chunk[:remaining]  # never more than the header announced
                 written += len(chunk)
-                if scan is not None:
-                    scan.chunk(chunk)
                 yield chunk
                 if remaining < 0 or (remaining == 0 and len(chunk) < want):
                     break
         if written != st.st_size or remaining < 0:
             raise OSError(f"{os.fsdecode(path)} changed size while being archived")
-        if scan is not None:
-            scan.end_file(rel)
         yield b"\0" * (-written % 8)
     elif stat.S_ISDIR(st.st_mode):
         yield _str(b"type") + _str(b"directory")
         for name in sorted(os.listdir(path)):
             yield _str(b"entry") + _str(b"(") + _str(b"name") + _str(name) + _str(b"node")
-            yield from _dump_node(path + b"/" + name, rel + b"/" + name if rel else name, scan, inline_max)
+            yield from _dump_node(path + b"/" + name, inline_max)
             yield _str(b")")
     else:
         raise ValueError(f"{os.fsdecode(path)}: cannot archive a {stat.filemode(st.st_mode)[0]!r} file (only files, directories and symlinks)")
@@ -301,8 +114,8 @@ def hash_and_scan(path: str | os.PathLike[str], hashes: Iterable[str] | Candidat
     `hashes`: hash parts (str), or a `Candidates` built once when many paths are scanned
     for the same hashes (then the cost per call does not grow with their number).
     Returns (sha256 digest of the NAR, NAR size in bytes, the hash parts found). Memory
-    stays at one chunk (1 MiB) plus the overlap whatever the file sizes; a registration
-    reads each output byte once instead of twice.
+    stays at about a MiB whatever the file sizes; a registration reads each output byte
+    once instead of twice.
     """
     digest, size, found, _ = hash_and_scan_named(path, hashes)
     return digest, size, found
@@ -313,21 +126,16 @@ def hash_and_scan_named(path: str | os.PathLike[str], hashes: Iterable[str] | Ca
     """`hash_and_scan`, and with `store_dir` every store path of it the files spell out in full.
 
     Returns (digest, NAR size, hash parts of `hashes` found, {hash part: name} of every
-    ``<store_dir>/<hash>-<name>`` in file contents or symlink targets, whether or not its
-    hash is among `hashes`). The last is how a mention of a path that is not in the store
-    at all is seen: no list of candidates can name it. One read of every file.
+    ``<store_dir>/<hash>-<name>`` in file contents or symlink targets whose hash is not
+    among `hashes`; one that is, is among the hash parts found). The last is how a mention
+    of a path that is not in the store at all is seen: no list of candidates can name it.
+    One read of every file. Raises OSError (unreadable, or a file changed size while read)
+    and ValueError (a file that is not a regular file, directory or symlink).
     """
-    scan = _Scanner(hashes, store_dir)
-    h = hashlib.sha256(_str(_MAGIC))
-    size = len(_str(_MAGIC))
-    chunks = _dump_node(os.fsencode(path), b"", scan if scan.active else None)
-    if not scan.active:
-        for chunk in chunks:
-            h.update(chunk)
-            size += len(chunk)
-        return h.digest(), size, set(), {}
-    size += _hash_beside(h, chunks)
-    return h.digest(), size, {k.decode() for k in scan.found}, _decoded(scan.named)
+    scan = Scan(hashes, store_dir)
+    digest, size = TreePass(scan if scan.active else None).run(os.fsencode(path))
+    found, named = scan.results()
+    return digest, size, found, named
 
 
 def scan_named(path: str | os.PathLike[str], hashes: Iterable[str] | Candidates,
@@ -336,74 +144,226 @@ def scan_named(path: str | os.PathLike[str], hashes: Iterable[str] | Candidates,
 
     For a tree whose NAR hash was checked already (a substitution checks it while unpacking).
     """
-    scan = _Scanner(hashes, store_dir)
-    for _ in _dump_node(os.fsencode(path), b"", scan):
-        pass
-    return {k.decode() for k in scan.found}, _decoded(scan.named)
-
-
-def _decoded(named: Mapping[bytes, bytes]) -> dict[str, str]:
-    return {k.decode(): v.decode() for k, v in named.items()}
+    scan = Scan(hashes, store_dir)
+    TreePass(scan, hashing=False).run(os.fsencode(path))
+    return scan.results()
 
 
 _BATCH = 1 << 19  # bytes handed to the hashing thread at a time
 _QUEUED = 2  # batches in flight: memory stays at about a MiB
 _BESIDE_AFTER = 8 << 20  # a NAR smaller than this is hashed inline: a thread costs more than it saves
 
+_U64 = struct.Struct("<Q").pack
+_PAD = tuple(b"\0" * n for n in range(8))
+_OPEN_TYPE = _str(b"(") + _str(b"type")
+_REGULAR = _OPEN_TYPE + _str(b"regular")
+_EXECUTABLE = _REGULAR + _str(b"executable") + _str(b"")
+_CONTENTS = _str(b"contents")
+_SYMLINK = _OPEN_TYPE + _str(b"symlink") + _str(b"target")
+_DIRECTORY = _OPEN_TYPE + _str(b"directory")
+_ENTRY = _str(b"entry") + _str(b"(") + _str(b"name")
+_NODE = _str(b"node")
+_CLOSE = _str(b")")
+_MAGIC_STR = _str(_MAGIC)
+_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
 
-def _hash_beside(h: Any, chunks: Iterator[bytes]) -> int:
-    """Feed `chunks` to the sha256 `h`, the part past the first 8 MiB on a second thread; their total size.
 
-    This thread reads and scans the chunks (`bytes.find` holds the GIL); sha256 releases
-    it, so for a large NAR the two run side by side on two cores and take about the longer
-    of the two, not their sum. Small NARs (verify checks thousands) are hashed inline, as
-    starting a thread would cost more. The chunks reach `h` whole and in order, so the
-    digest is the sequential one.
+class TreePass:
+    """Passes over trees, one after another: each tree's NAR fed to a sha256, its file contents and link
+    targets to `scan` (a `refscan.Scan`, or None).
+
+    The same bytes as `dump`, without a generator per node: the framing and the contents
+    of files up to `CHUNK` bytes (one read each) are gathered in a list and joined; a NAR
+    under `_BATCH` bytes is one `hashlib.sha256` call, a larger one is fed in batches and
+    its large files in chunks (`_Sha`, a second thread past `_BESIDE_AFTER` bytes). One
+    `TreePass` serves many trees (`verify` checks thousands of small ones). Tests compare
+    the digest with `dump`'s on random trees.
     """
-    import queue
-    import threading
 
-    size = 0
-    for chunk in chunks:
-        h.update(chunk)
-        size += len(chunk)
-        if size >= _BESIDE_AFTER:
-            break
-    else:
-        return size
-    batches: queue.Queue[list[bytes] | None] = queue.Queue(_QUEUED)
-    failed: list[BaseException] = []
+    __slots__ = ("hashing", "out", "pending", "scan", "sha")
 
-    def hasher() -> None:
+    def __init__(self, scan: Scan | None, hashing: bool = True) -> None:
+        self.scan = scan
+        self.hashing = hashing
+        self.out: list[bytes] = []
+        self.pending = 0  # file bytes in `out`
+        self.sha: _Sha | None = None
+
+    def run(self, root: bytes, st: os.stat_result | None = None) -> tuple[bytes, int]:
+        """(sha256 digest of the NAR of `root`, its size in bytes); `st`: `root`'s lstat if the caller has it.
+
+        (b'', 0) when not hashing. Raises OSError (unreadable, a file that changed size while
+        read) and ValueError (neither a regular file, a directory nor a symlink).
+        """
+        self.out = [_MAGIC_STR]
+        self.pending = 0
+        self.sha = None
         try:
-            while (batch := batches.get()) is not None:
-                for piece in batch:
-                    h.update(piece)
-        except BaseException as error:  # pragma: no cover - sha256 of bytes does not fail
-            failed.append(error)
-            while batches.get() is not None:
-                pass
+            self.node(root, os.lstat(root) if st is None else st)
+        except BaseException:
+            if self.sha is not None:
+                self.sha.finish()  # stops its thread
+            raise
+        if self.sha is None:
+            if not self.hashing:
+                return b"", 0
+            data = b"".join(self.out)
+            return hashlib.sha256(data).digest(), len(data)
+        self._flush()
+        return self.sha.finish()
 
-    worker = threading.Thread(target=hasher, name="cudapkgs-nar-hash", daemon=True)
-    worker.start()
-    pending_size = 0
-    pending: list[bytes] = []
-    try:
-        for chunk in chunks:  # reading and scanning happen here
-            size += len(chunk)
-            pending.append(chunk)
-            pending_size += len(chunk)
-            if pending_size >= _BATCH:
-                batches.put(pending)
-                pending, pending_size = [], 0
-        if pending:
-            batches.put(pending)
-    finally:
-        batches.put(None)
-        worker.join()
-    if failed:  # pragma: no cover
-        raise failed[0]
-    return size
+    def node(self, path: bytes, st: os.stat_result) -> None:
+        """Append the NAR of `path` (whose lstat is `st`)."""
+        mode = st.st_mode
+        out = self.out
+        if stat.S_ISREG(mode):
+            size = st.st_size
+            out.append(_EXECUTABLE if mode & stat.S_IXUSR else _REGULAR)
+            out.append(_CONTENTS)
+            out.append(_U64(size))
+            if size > CHUNK:
+                self._large(path, size)
+            else:
+                fd = os.open(path, _READ)
+                try:
+                    data = os.read(fd, size + 1)  # one read; a file that grew is seen
+                finally:
+                    os.close(fd)
+                if len(data) != size:
+                    raise OSError(f"{os.fsdecode(path)} changed size while being archived")
+                out += (data, _PAD[-size % 8], _CLOSE)
+                if self.scan is not None:
+                    self.scan.text(data)
+                self.pending += size
+                if self.pending >= _BATCH:
+                    self._flush()
+        elif stat.S_ISDIR(mode):
+            out.append(_DIRECTORY)
+            for name in sorted(os.listdir(path)):
+                out += (_ENTRY, _U64(len(name)), name, _PAD[-len(name) % 8], _NODE)
+                child = path + b"/" + name
+                self.node(child, os.lstat(child))
+                out.append(_CLOSE)
+            out.append(_CLOSE)
+        elif stat.S_ISLNK(mode):
+            target = os.readlink(path)
+            out += (_SYMLINK, _str(target), _CLOSE)
+            if self.scan is not None:
+                self.scan.text(target)
+        else:
+            raise ValueError(f"{os.fsdecode(path)}: cannot archive a {stat.filemode(mode)[0]!r} file (only files, directories and symlinks)")
+
+    def _flush(self) -> None:
+        if self.hashing:
+            if self.sha is None:
+                self.sha = _Sha()
+            self.sha.feed(b"".join(self.out))
+        self.out.clear()
+        self.pending = 0
+
+    def _large(self, path: bytes, size: int) -> None:
+        """Feed a file of more than `CHUNK` bytes in chunks (never more than `size` of them: the header said so)."""
+        self._flush()
+        scan, sha = self.scan, self.sha
+        if sha is None and self.hashing:
+            sha = self.sha = _Sha()
+        if scan is not None:
+            scan.begin_file()
+        written = 0
+        fd = os.open(path, _READ)
+        try:
+            remaining = size
+            while True:
+                want = CHUNK if remaining >= CHUNK else remaining + 1
+                chunk = os.read(fd, want)
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+                if remaining < 0:
+                    chunk = chunk[:remaining]
+                written += len(chunk)
+                if scan is not None:
+                    scan.chunk(chunk)
+                if sha is not None:
+                    sha.feed(chunk)
+                if remaining < 0 or (remaining == 0 and len(chunk) < want):
+                    break
+        finally:
+            os.close(fd)
+        if written != size or remaining < 0:
+            raise OSError(f"{os.fsdecode(path)} changed size while being archived")
+        self.out += (_PAD[-size % 8], _CLOSE)
+
+
+class _Sha:
+    """A sha256 fed in pieces, hashed inline for the first `_BESIDE_AFTER` bytes and on a second thread after.
+
+    The reading thread scans (`bytes.find` holds the GIL); sha256 releases it, so for a
+    large NAR the two run side by side on two cores and take about the longer of the two,
+    not their sum. Small NARs (verify checks thousands) are hashed inline, as starting a
+    thread would cost more. The pieces reach the hash whole and in order, so the digest is
+    the sequential one.
+    """
+
+    __slots__ = ("batches", "failed", "h", "pending", "pending_size", "size", "worker")
+
+    def __init__(self) -> None:
+        self.h = hashlib.sha256()
+        self.size = 0
+        self.batches: Any = None
+        self.pending: list[bytes] = []
+        self.pending_size = 0
+        self.failed: list[BaseException] = []
+
+    def feed(self, piece: bytes) -> None:
+        self.size += len(piece)
+        if self.batches is None:
+            self.h.update(piece)
+            if self.size >= _BESIDE_AFTER:
+                self._start()
+            return
+        self.pending.append(piece)
+        self.pending_size += len(piece)
+        if self.pending_size >= _BATCH:
+            self.batches.put(self.pending)
+            self.pending, self.pending_size = [], 0
+
+    def _start(self) -> None:
+        import queue
+        import threading
+
+        self.batches = queue.Queue(_QUEUED)
+
+        def hasher() -> None:
+            try:
+                while (batch := self.batches.get()) is not None:
+                    for piece in batch:
+                        self.h.update(piece)
+            except BaseException as error:  # pragma: no cover - sha256 of bytes does not fail
+                self.failed.append(error)
+                while self.batches.get() is not None:
+                    pass
+
+        self.worker = threading.Thread(target=hasher, name="cudapkgs-nar-hash", daemon=True)
+        self.worker.start()
+
+    def finish(self) -> tuple[bytes, int]:
+        """(digest, bytes fed); joins the thread if one was started."""
+        if self.batches is not None:
+            if self.pending:
+                self.batches.put(self.pending)
+                self.pending = []
+            self.batches.put(None)
+            self.worker.join()
+            self.batches = None
+        if self.failed:  # pragma: no cover
+            raise self.failed[0]
+        return self.h.digest(), self.size
+
+
+def hash_matches(expected: str, digest: bytes) -> bool:
+    """Whether `expected` is exactly `format_hash(digest)` ("sha256:<base-32>"), read rather than encoded."""
+    return expected.startswith("sha256:") and base32_equals(expected[7:], digest)
 
 
 def format_hash(digest: bytes) -> str:

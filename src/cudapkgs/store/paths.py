@@ -17,19 +17,41 @@ HASH_LEN = 32
 _NAME_RE = re.compile(r"[A-Za-z0-9+\-._?=]+")
 _HASH_RE = re.compile(f"[{BASE32_CHARS}]{{{HASH_LEN}}}")
 _BASE32_INDEX = {c: i for i, c in enumerate(BASE32_CHARS)}
+_PAIRS = [BASE32_CHARS[i >> 5] + BASE32_CHARS[i & 0x1F] for i in range(1024)]
+_TO_PYTHON_DIGITS = bytes(b"0123456789abcdefghijklmnopqrstuv"[BASE32_CHARS.index(chr(c))] if chr(c) in BASE32_CHARS else 0x21
+                          for c in range(256))  # 0x21 ('!') is no digit: int() refuses the string
 
 
 def base32_encode(data: bytes) -> str:
     """Encode bytes in Nix base-32 (least significant 5-bit group last, as Nix prints it).
 
     Nix's printHash32 (libutil/hash.cc) takes 5-bit group n from bits 5n..5n+4 of the bytes
-    read as one little-endian number; the groups are read off that number here (one shift
-    per character instead of two byte reads: `verify` encodes a NAR hash per path).
+    read as one little-endian number; the groups are read off that number two at a time
+    (a table of the 1,024 two-character strings: half the shifts of one per character;
+    `verify` encodes hashes per path; tests compare it with the digit-by-digit definition).
     """
     length = (len(data) * 8 - 1) // 5 + 1 if data else 0
     number = int.from_bytes(data, "little")
-    chars = BASE32_CHARS
-    return "".join([chars[(number >> (5 * n)) & 0x1F] for n in range(length - 1, -1, -1)])
+    pairs = _PAIRS
+    text = "".join([pairs[(number >> shift) & 0x3FF] for shift in range(10 * (length // 2) - 10, -1, -10)])
+    return BASE32_CHARS[number >> (5 * length - 5)] + text if length % 2 else text
+
+
+def base32_equals(text: str, data: bytes) -> bool:
+    """Whether `text` is exactly `base32_encode(data)`, without encoding: `int(..., 32)` reads the digits.
+
+    Nix base-32 is the number written most significant digit first in its own alphabet, so
+    mapping that alphabet onto Python's digits 0-9a-v (and every other character onto one
+    `int` refuses) and comparing numbers is comparing strings of the same length.
+    """
+    if len(text) != ((len(data) * 8 - 1) // 5 + 1 if data else 0):
+        return False
+    if not data:
+        return True
+    try:
+        return int(text.encode("ascii").translate(_TO_PYTHON_DIGITS), 32) == int.from_bytes(data, "little")
+    except (UnicodeEncodeError, ValueError):
+        return False
 
 
 def base32_decode(text: str) -> bytes:

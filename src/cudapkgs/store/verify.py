@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import StoreError
 from . import nar
 from .paths import hash_part
+from .refscan import Scan
 
 if TYPE_CHECKING:
     from .db import StoreDB
@@ -19,8 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["Hop", "Problem", "Verification"]
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """One inconsistency `Store.verify` found; kind is missing, hash-mismatch, invalid-reference or missing-reference."""
 
     path: str
@@ -28,8 +27,7 @@ class Problem:
     message: str
 
 
-@dataclass(frozen=True)
-class Hop:
+class Hop(NamedTuple):
     """One step of a why-depends chain: `referrer` refers to `reference` from `files` (relative; '' is the path itself)."""
 
     referrer: str
@@ -63,51 +61,57 @@ class Verification:
         `progress(paths_done, paths_total, bytes_done, bytes_total)` is called before each path
         and once at the end; bytes are the registered NAR sizes (what hashing reads).
         """
-        problems = []
+        problems: list[Problem] = []
         graph = self.graph()  # one pass over the database, not two queries per path
-        todo = sorted(graph.rows) if paths is None else sorted({self._valid_path_of(p, graph) for p in paths})
-        hashes: dict[str, str] | None = None
-        candidates: nar.Candidates | None = None
-        bytes_total = sum(graph.rows[p][1] for p in todo)
+        rows, refs_of = graph.rows, graph.refs
+        todo = sorted(rows) if paths is None else sorted({self._valid_path_of(p, graph) for p in paths})
+        bytes_total = sum(rows[p][1] for p in todo)
         bytes_done = 0
+        store_prefix = self.store_dir + "/"
+        # Each valid path's hash part, encoded once (bytes: what the scan finds) for every path scanned.
+        by_hash = {os.fsencode(hash_part(p)): p for p in rows} if check_contents else {}
+        scan = Scan(nar.Candidates(h.decode() for h in by_hash), self.store_dir) if check_contents else None
+        tree = nar.TreePass(scan)
+        lstat = os.lstat
         for done, path in enumerate(todo):
             if progress is not None:
                 progress(done, len(todo), bytes_done, bytes_total)
-            info = graph.info(path)
-            bytes_done += info.nar_size
-            if not os.path.lexists(path):
+            nar_hash, nar_size = rows[path][0], rows[path][1]
+            references = refs_of.get(path, ())
+            bytes_done += nar_size
+            try:
+                st = lstat(path)
+            except OSError:  # as os.path.lexists sees it
                 problems.append(Problem(path, "missing", f"path '{path}' is registered but missing on disk"))
                 continue
-            if check_contents:
-                if hashes is None:
-                    hashes = {hash_part(p): p for p in graph.rows}
-                    candidates = nar.Candidates(hashes)
-                assert candidates is not None
+            if scan is not None:
+                scan.reset()
                 try:
                     # One read: the NAR hash, every valid path the contents mention, and every path of
-                    # this store they spell out in full (valid or not).
-                    digest, size, found, named = nar.hash_and_scan_named(path, candidates, self.store_dir)
+                    # this store they spell out in full that is not valid.
+                    digest, _size = tree.run(os.fsencode(path), st)
                 except (OSError, ValueError) as error:
                     problems.append(Problem(path, "hash-mismatch", f"path '{path}' cannot be read: {error}"))
                 else:
-                    actual = nar.format_hash(digest)
-                    if actual != info.nar_hash:
-                        problems.append(Problem(path, "hash-mismatch", f"path '{path}' was modified: expected hash {info.nar_hash}, got {actual}"))
+                    if not nar.hash_matches(nar_hash, digest):
+                        problems.append(Problem(path, "hash-mismatch", f"path '{path}' was modified: expected hash {nar_hash}, got {nar.format_hash(digest)}"))
                     else:
                         # A recorded reference list that misses a path the contents mention would let gc
                         # delete a dependency (e.g. an import that trusted its archive's list).
-                        mentioned = {hashes[h] for h in found}
-                        for ref in sorted(mentioned - set(info.references)):
-                            problems.append(Problem(path, "missing-reference", f"path '{path}' mentions '{ref}', which is not among its recorded references"))
+                        mentioned = {by_hash[h] for h in scan.found}
+                        if not mentioned.issubset(references):
+                            for ref in sorted(mentioned.difference(references)):
+                                problems.append(Problem(path, "missing-reference", f"path '{path}' mentions '{ref}', which is not among its recorded references"))
                         # A path not in the store at all: what a signer's wrong References let in (the
-                        # dependency was never fetched), or a gc took since. No candidate list names it.
-                        recorded = {hash_part(r) for r in info.references}
-                        for h, name in sorted(named.items()):
-                            if h not in hashes and h not in recorded:  # a recorded one is an invalid-reference
-                                ref = f"{self.store_dir}/{h}-{name}"
+                        # dependency was never fetched), or a gc took since. No candidate list names it;
+                        # the scan names only those whose hash is no valid path's.
+                        recorded = {os.fsencode(hash_part(r)) for r in references} if scan.named else set()
+                        for h, name in sorted(scan.named.items()):
+                            if h not in recorded:  # a recorded one is an invalid-reference
+                                ref = f"{store_prefix}{h.decode()}-{name.decode()}"
                                 problems.append(Problem(path, "missing-reference", f"path '{path}' mentions '{ref}', which is not valid in the store and not among its recorded references"))
-            for ref in info.references:
-                if not graph.is_valid(ref):
+            for ref in references:
+                if ref not in rows:
                     problems.append(Problem(path, "invalid-reference", f"path '{path}' refers to '{ref}', which is not valid"))
         if progress is not None:
             progress(len(todo), len(todo), bytes_done, bytes_total)

@@ -39,10 +39,15 @@ python3 configure.py \
 
 def pycuda(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     """pycuda for python3Packages `ps`, against ``pkgs.cudaPackages`` (use ``cudaPackages_X_Y.pkgs``)."""
+    from ...lib.fixpoint import lazy
+
     cuda = pkgs.cudaPackages
     cudart = cuda.cuda_cudart
-    include, stubs = cudart.include, cudart.stubs  # OutputPaths: str paths that remember the package
-    profiler = cuda.cuda_profiler_api.include
+    # OutputPaths (str paths that remember the package), read only when the derivation is: an output
+    # path is a derivation's, and an unfree one is refused, which would make pycuda's name and meta
+    # (free, MIT) unevaluable without allowUnfree.
+    include, stubs = lazy(lambda: cudart.include), lazy(lambda: cudart.stubs)
+    profiler = lazy(lambda: cuda.cuda_profiler_api.include)
     return ps.buildPythonPackage({
         "pname": "pycuda",
         "version": PYCUDA_VERSION,

@@ -46,6 +46,8 @@ class TorchBuild:
     triton: str
     capabilities: tuple[str, ...]  #: capabilities with SASS for every kernel, no PTX
     substitutions: tuple[dict[str, Any], ...] = field(default=())
+    #: Requires-Dist names the set stands in for (pythonRemoveDeps; each must match one of the wheel's)
+    remove_deps: tuple[str, ...] = ("nvidia-*",)
 
 
 # _get_cuda_dep_paths (torch/__init__.py, 2.9.1 and 2.14.1) globs nvidia/<lib>/lib and nvidia/cu<N>/lib on
@@ -90,6 +92,7 @@ TORCH_BUILDS: dict[str, TorchBuild] = {
         cudnn="9.24.0.43", triton="3.8.0",
         capabilities=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
         substitutions=(_INERT, _RAISE_2_14, _NO_HOST_CUDA),
+        remove_deps=("nvidia-*", "cuda-toolkit", "cuda-bindings"),
     ),
     # METADATA of torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl (pip's installation report, sha256 there);
     # torch.version.cuda "12.8"; capabilities as above (397 kernels each).
@@ -106,6 +109,7 @@ TORCH_BUILDS: dict[str, TorchBuild] = {
         cudnn="9.10.2.21", triton="3.5.1",
         capabilities=("7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
         substitutions=(_INERT, _RAISE_2_9, _NO_HOST_CUDA),
+        remove_deps=("nvidia-*",),  # its METADATA pins nvidia-*-cu12 only: no cuda-toolkit, no cuda-bindings
     ),
 }
 #: CUDA major of a set -> the torch it gets
@@ -206,7 +210,7 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "wheel": lazy(wheel),
             "dependencies": [ps[name] for name in _DEPENDENCIES] + [ps.triton],
             "buildInputs": lazy(libraries),
-            "pythonRemoveDeps": ["nvidia-*", "cuda-toolkit", "cuda-bindings"],
+            "pythonRemoveDeps": list(shown.remove_deps),
             "wheelSubstitutions": [dict(s) for s in shown.substitutions],
             # Nixpkgs' extraRunpaths (NixOS/nixpkgs#296179): torch dlopens nvrtc; then the wheel's $ORIGIN.
             "appendRunpaths": lazy(lambda: [f"{_lib_output(cuda.cuda_nvrtc)}/lib", "$ORIGIN"]),

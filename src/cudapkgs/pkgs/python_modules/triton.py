@@ -8,7 +8,10 @@ ptxas (two: 12.9 and, as ``ptxas-blackwell``, 13.x in 3.8.0), cuobjdump, nvdisas
 builds; here each is removed and replaced by a link to the set's (`cudapkgs.builders.rewired_wheel`):
 
 * ``backends/nvidia/bin/ptxas`` (and ``ptxas-blackwell``) -> ``cuda_nvcc``'s ptxas (a set with
-  CUDA >= 12.8 assembles for sm_100 and sm_120 as well);
+  CUDA >= 12.8 assembles for sm_100 and sm_120 as well); where no configured fetcher has the
+  whole of ``cuda_nvcc`` (a CUDA 12 set with ``fetchers = ["wheels"]``: NVIDIA's CUDA 12 nvcc
+  wheel has no nvcc), the set's ``cuda_nvcc_wheel``'s, the same ptxas from that wheel
+  (`cudapkgs.cuda.nvcc_wheel`; `ptxas_package`);
 * ``cuobjdump``, ``nvdisasm`` -> the set's ``cuda_cuobjdump``/``cuda_nvdisasm`` where they are
   available, i.e. a configured fetcher can supply them (NVIDIA publishes those two as wheels only
   from CUDA 13.2: `cudapkgs.fetch.supply`); elsewhere they are left out and triton's disassembly
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TRITON_WHEELS", "triton_bin"]
+__all__ = ["TRITON_WHEELS", "ptxas_package", "ptxas_unavailable", "triton_bin"]
 
 # version -> python tag -> (wheel file, sha256); the sha256 of 3.8.0 from the package index's
 # listing, of 3.5.1 from pip's installation report (2026-12-01).
@@ -77,7 +80,7 @@ def triton_bin(ps: Any, pkgs: Any, config: Any, system: str, version: str) -> An
 
     def links() -> dict[str, list[Any]]:
         # [an output (an input of the build, so in the closure), the path inside it]
-        ptxas = [_bin_output(cuda.cuda_nvcc), "bin/ptxas"]
+        ptxas = [_bin_output(ptxas_package(cuda)), "bin/ptxas"]
         cupti = [_lib_output(cuda.cuda_cupti), "lib"]
         found = {"triton/backends/nvidia/bin/ptxas": ptxas, "triton/backends/nvidia/lib/cupti": cupti}
         if blackwell:
@@ -128,11 +131,33 @@ def triton_bin(ps: Any, pkgs: Any, config: Any, system: str, version: str) -> An
 def _assertions(cuda: Any, version: str) -> list[dict[str, Any]]:
     from .cuda_fit import _available, _unavailable
 
-    found = []
-    for attr in ("cuda_nvcc", "cuda_cupti"):
-        package = cuda[attr]
-        found.append({"message": _unavailable(f"{cuda.attr_path}.{attr}", package), "assertion": _available(package)})
+    found = [{"message": f"{cuda.attr_path} has a ptxas ({ptxas_unavailable(cuda)})",
+              "assertion": _available(ptxas_package(cuda))}]
+    package = cuda.cuda_cupti
+    found.append({"message": _unavailable(f"{cuda.attr_path}.cuda_cupti", package), "assertion": _available(package)})
     return found
+
+
+def ptxas_package(cuda: Any) -> Any:
+    """The member of the set `cuda` whose ``bin/ptxas`` triton links: ``cuda_nvcc`` when available
+    (Nixpkgs' ``lib.getExe' cudaPackages.cuda_nvcc "ptxas"``, triton/default.nix@005ab72f), else
+    ``cuda_nvcc_wheel`` when that is (`cudapkgs.cuda.nvcc_wheel`), else ``cuda_nvcc`` (whose
+    derivation then refuses with its reasons; `ptxas_unavailable` says both)."""
+    if _available(cuda.cuda_nvcc):
+        return cuda.cuda_nvcc
+    if "cuda_nvcc_wheel" in cuda and _available(cuda.cuda_nvcc_wheel):
+        return cuda.cuda_nvcc_wheel
+    return cuda.cuda_nvcc
+
+
+def ptxas_unavailable(cuda: Any) -> str:
+    """Why neither ``cuda_nvcc`` nor ``cuda_nvcc_wheel`` of the set `cuda` is available, as one line."""
+    from .cuda_fit import _unavailable
+
+    found = [_unavailable(f"{cuda.attr_path}.cuda_nvcc", cuda.cuda_nvcc)]
+    if "cuda_nvcc_wheel" in cuda:
+        found.append(_unavailable(f"{cuda.attr_path}.cuda_nvcc_wheel", cuda.cuda_nvcc_wheel))
+    return "; or ".join(found)
 
 
 def _lib_output(package: Any) -> Any:

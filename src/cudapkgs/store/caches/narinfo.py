@@ -31,6 +31,7 @@ READ_COMPRESSIONS = (*COMPRESSIONS, "gzip", "br")
 # What Nix's parser requires (NixOS/nix src/libstore/nar-info.cc): a narinfo without Compression means
 # bzip2, and nix-serve and other servers of uncompressed NARs write no FileHash/FileSize.
 _REQUIRED = ("StorePath", "URL", "NarHash", "NarSize")
+_MAX_SIZE = 2**64 - 1  # NarSize and FileSize are uint64_t in Nix (libstore/nar-info.cc)
 # Fields Nix writes that cudapkgs reads. Any other field is skipped, as Nix's parser skips it (NixOS/nix
 # src/libstore/nar-info.cc: the `if (name == ...)` chain has no final else): a newer Nix or another server
 # may add fields. A skipped field is never trusted: the signed fingerprint covers none of them, and
@@ -189,6 +190,10 @@ class NarInfo:
                 sizes[key] = parse_decimal(fields[key])
             except ValueError:
                 raise NarInfoError(f"{whence}: {key} {fields[key]!r} is not a number (ASCII digits)") from None
+            if sizes[key] > _MAX_SIZE:  # type: ignore[operator]
+                # Nix reads sizes as uint64_t and refuses more; a size past it is no size any NAR has.
+                raise NarInfoError(f"{whence}: {key} {fields[key]} is larger than 2^64 - 1 bytes (what Nix can "
+                                   "read); the narinfo is corrupt or hostile")
         compression = fields.get("Compression", "bzip2")
         if compression not in READ_COMPRESSIONS:
             raise NarInfoError(f"{whence}: compression {compression!r} is not supported ({', '.join(READ_COMPRESSIONS)})")
