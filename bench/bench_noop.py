@@ -21,6 +21,12 @@ CPU each.  The host-tool probes are remembered in the user cache dir from the wa
 (host/probes.py); ``--cold-probes`` empties that cache before every run instead, the
 behaviour before probes were remembered.
 
+The evaluation cache (``$XDG_CACHE_HOME/cudapkgs/eval``, src/cudapkgs/evalcache/) answers the
+cudapkgs rows from the second run on; each cudapkgs command also runs as a "cold cache" row,
+the evaluation cache emptied before every run of it (the full evaluation plus writing the
+entry), and as a "cache off" row (``--no-eval-cache``: the evaluation alone, as before the
+cache), in the same rounds; ``--no-cold-rows`` leaves both out.
+
 Goals (issue 24): no-op build <= 2x nix-build; eval <= 3x the floor; outPath <= 4x;
 list --all <= 6x.
 """
@@ -68,16 +74,18 @@ def main() -> int:
     parser.add_argument("--tiny", action="store_true", help="2 rounds: the CI smoke test of this script")
     parser.add_argument("--cold-probes", action="store_true",
                         help="empty the remembered host probes before every cudapkgs run")
+    parser.add_argument("--no-cold-rows", action="store_true",
+                        help="leave out the rows run with the evaluation cache emptied before every run")
     args = parser.parse_args()
     rounds = 2 if args.tiny else args.n
     work = Path(tempfile.mkdtemp(prefix="bench-noop-"))
     try:
-        return _bench(work, rounds, args.cold_probes)
+        return _bench(work, rounds, args.cold_probes, args.no_cold_rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _bench(work: Path, rounds: int, cold: bool) -> int:
+def _bench(work: Path, rounds: int, cold: bool, no_cold_rows: bool) -> int:
     py = sys.executable
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CUDAPKGS_CONFIG")}
     env.update(PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
@@ -96,28 +104,50 @@ def _bench(work: Path, rounds: int, cold: bool) -> int:
     commands["eval outPath"] = [*cudapkgs, "eval", "--json", "--set", "allowUnfree=true",
                                 "cudaPackages.libcublas.outPath"]
     commands["list --all"] = [*cudapkgs, "list", "--all"]
-    for label, command in commands.items():  # warm-up: the builds done, bytecode written, probes remembered
-        _run(command, env)
+    envs = dict.fromkeys(commands, env)
+    # The same commands with the evaluation cache emptied before each run. Their own cache
+    # directory (probes and data files warm as the others'), so that emptying it leaves the
+    # entries of the warm rows alone.
+    cold_env = {**env, "XDG_CACHE_HOME": str(work / "cache-cold")}
+    if not no_cold_rows:
+        warm = [k for k in commands if commands[k][:3] == cudapkgs]
+        for label in warm:
+            commands[f"{label}, cold cache"] = commands[label]
+            envs[f"{label}, cold cache"] = cold_env
+        for label in warm:  # the evaluation without the cache's recording: what recording costs
+            commands[f"{label}, cache off"] = [*commands[label], "--no-eval-cache"]
+            envs[f"{label}, cache off"] = env
+    for _ in range(2):  # warm-up: the builds done, bytecode written, probes remembered, entries written
+        for label, command in commands.items():  # (the second time: inputs written by the first are
+            _run(command, envs[label])  # no longer "a moment old", so the entries are kept)
+        time.sleep(0.3)
     probes_file = work / "cache" / "cudapkgs" / "probes.json"
+    eval_cache = work / "cache-cold" / "cudapkgs" / "eval"
     wall: dict[str, list[float]] = {label: [] for label in commands}
     cpu: dict[str, list[float]] = {label: [] for label in commands}
     for _ in range(rounds):
         for label, command in commands.items():
             if cold and command[:3] == cudapkgs:
                 probes_file.unlink(missing_ok=True)
-            w, c = _run(command, env)
+                (work / "cache-cold" / "cudapkgs" / "probes.json").unlink(missing_ok=True)
+            if label.endswith((", cold cache", ", cache off")):
+                shutil.rmtree(eval_cache, ignore_errors=True)
+            w, c = _run(command, envs[label])
             wall[label].append(w)
             cpu[label].append(c)
     load = os.getloadavg()
     print(f"no-op build and start-up, {rounds} interleaved rounds, {os.cpu_count()} CPUs, "
           f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, Python {sys.version.split()[0]}, "
-          f"probes {'cold (emptied before every run)' if cold else 'remembered'}")
+          f"probes {'cold (emptied before every run)' if cold else 'remembered'}; "
+          "rows named 'cold cache' run with the evaluation cache emptied before every run")
     print()
     print("| command | wall ms (median) | min | max | CPU ms (median) | against | wall × | CPU × | goal |")
     print("|---|---:|---:|---:|---:|---|---:|---:|---|")
     for label in commands:
         w, c = statistics.median(wall[label]), statistics.median(cpu[label])
         against, goal = GOALS.get(label, ("floor" if label != "floor" else "", None))
+        if label.endswith((", cold cache", ", cache off")):
+            against, goal = GOALS[label.rsplit(", ", 1)[0]][0], None
         if against and against in commands:
             wr = w / statistics.median(wall[against])
             cr = c / max(statistics.median(cpu[against]), 0.1)

@@ -198,10 +198,29 @@ def _version() -> str:
     return f"cudapkgs {__version__}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+def main(argv: Sequence[str] | None = None, *, eval_cache: bool = False) -> int:
+    """Run the command line; returns the exit status.
+
+    With ``eval_cache`` (the ``cudapkgs`` command, after `cudapkgs.evalcache.lookup` found no
+    answer), a command the evaluation cache keeps is recorded and its entry written
+    (`cudapkgs.evalcache.record`; off with ``--no-eval-cache`` or ``$CUDAPKGS_NO_EVAL_CACHE``)."""
     _freeze_at_exit()
     words = list(sys.argv[1:] if argv is None else argv)
+    recorder = None
+    if eval_cache:
+        from ..evalcache.entry import wanted
+
+        if wanted(words):
+            from ..evalcache import record
+
+            recorder = record.start(words)
+    status = _main(words)
+    if recorder is not None:
+        recorder.finish(status)
+    return status
+
+
+def _main(words: list[str]) -> int:
     named = _command_words(words)
     parser = build_parser(named[0] if named else None, named[1:])
     args, unknown = parser.parse_known_args(words)

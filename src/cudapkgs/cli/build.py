@@ -141,6 +141,9 @@ def realise_and_link(
     from ..realise.scheduler import plan, run
     from .progress import make_progress
 
+    recorder = _eval_cache_recorder()
+    if recorder is not None:  # the evaluation is over; what the store says is checked anew by a cached answer
+        recorder.pause()
     store = _open_store(store_dir, create=not dry_run)
     try:
         resolved = []
@@ -169,11 +172,19 @@ def realise_and_link(
                     _trim_caches(store_dir, max_cache_size)
         if push is not None:
             _push(store, push, [p for i in resolved for p in i.outputs.values()])
+        links = []
         if out_link is not None:
             for index, item in enumerate(resolved):
                 base = out_link if index == 0 else f"{out_link}-{index + 1}"
                 for output, path in item.outputs.items():
-                    _link(store, base if output == "out" else f"{base}-{output}", path)
+                    links.append(_link(store, base if output == "out" else f"{base}-{output}", path))
+        if recorder is not None:
+            if the_plan.nothing_to_do and push is None and builders is None and all(i.drv is not None for i in items):
+                schema = store.db.conn.execute("SELECT version FROM SchemaVersion").fetchone()[0]
+                recorder.no_op_build(store.store_dir, store.db.db_file, schema,
+                                     [p for i in resolved for p in i.outputs.values()], links)
+            else:
+                recorder.refuse("built, fetched or pushed something, or was given store paths")
     finally:
         store.close()
     if quiet:
@@ -220,8 +231,15 @@ def _trim_caches(store_dir: str, max_cache_size: str) -> None:
               f"entries ({format_size(result.freed)}); {format_size(result.kept)} kept", file=sys.stderr)
 
 
-def _link(store: Any, link: str, path: str) -> None:
-    """`store.add_indirect_root`, skipped when the link and its root entry are already right (no-op builds)."""
+def _eval_cache_recorder() -> Any:
+    """The evaluation cache's recorder of this `cudapkgs build`, None when there is none."""
+    record = sys.modules.get("cudapkgs.evalcache.record")
+    return getattr(record, "current", None)
+
+
+def _link(store: Any, link: str, path: str) -> tuple[str, str, str]:
+    """`store.add_indirect_root`, skipped when the link and its root entry are already right (no-op builds);
+    returns (the link's absolute path, ``path``, the GC root entry naming the link)."""
     import hashlib
 
     from ..store.paths import base32_encode, compress_hash
@@ -231,10 +249,11 @@ def _link(store: Any, link: str, path: str) -> None:
     entry = os.path.join(store.gcroots_dir, "auto", base32_encode(compress_hash(hashlib.sha256(os.fsencode(full)).digest())))
     try:
         if os.readlink(full) == path and os.readlink(entry) == full:
-            return
+            return full, path, entry
     except OSError:
         pass
     store.add_indirect_root(full, path)
+    return full, path, entry
 
 
 class _NoStore:

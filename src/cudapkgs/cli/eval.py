@@ -69,6 +69,11 @@ def add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True)
         help="call the -f file's functions with NAME set to this attribute path (or TOML literal), "
         "e.g. --arg cudaPackages=cudaPackages_13_0 (repeatable)",
     )
+    group.add_argument(
+        "--no-eval-cache", action="store_true",
+        help="neither answer from nor fill the evaluation cache (eval, list, search and a no-op build "
+        "keep their answer while every file they read is unchanged; also $CUDAPKGS_NO_EVAL_CACHE=1)",
+    )
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 

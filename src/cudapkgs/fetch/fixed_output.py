@@ -20,7 +20,6 @@ never needs to be trusted. Their layout is each fetcher's concern (`mirror_candi
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -105,6 +104,8 @@ def fixed_output_package(
 
 def hash_of(path: Path, mode: str, algo: str = "sha256") -> Hash:
     """The hash of ``path``: its bytes ("flat") or its NAR serialisation ("recursive")."""
+    import hashlib  # on first use: OpenSSL's start-up (2-4 ms) is not paid by commands that hash nothing
+
     from ..store import nar
 
     digest = hashlib.new(algo)

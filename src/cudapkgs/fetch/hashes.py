@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from dataclasses import dataclass
 
 from ..errors import EvalError
@@ -49,6 +48,8 @@ class Hash:
 
     def new(self) -> "hashlib._Hash":
         """A fresh hashlib object of this algorithm."""
+        import hashlib  # on first use: OpenSSL's start-up is 2-4 ms that `cudapkgs list` need not pay
+
         return hashlib.new(self.algo)
 
     def __str__(self) -> str:

@@ -27,19 +27,46 @@ module of the same name on the package, so reach a module's other names with
 
 from __future__ import annotations
 
-from .add_cuda_compat_runpath import add_cuda_compat_runpath
-from .add_driver_runpath import DEFAULT_DRIVER_DIR, add_driver_runpath, default_driver_lib_dir
-from .auto_patchelf import ALWAYS_ALLOWED_MISSING, HOST_LIBS, AutoPatchelfReport, UnresolvedDependencyError, auto_patchelf
-from .errors import FixupError
-from .fixup import fixup
-from .lift_versioned_lib_dir import lift_versioned_lib_dir
-from .mark_for_cudatoolkit_root import mark_for_cudatoolkit_root
-from .no_fhs_references import FHSReferenceError, check_no_fhs_references
-from .outputs_not_empty import EmptyOutputError, check_outputs_not_empty
-from .pkgconfig import move_pkgconfig, rewrite_pkgconfig
-from .remove_stubs_from_runpath import is_stubs_entry, remove_stubs_from_runpath, strip_stubs
-from .runpath_plan import RunpathPlan
-from .split_outputs import split_outputs
+import sys
+from importlib import import_module
+from types import ModuleType
+
+# name -> its module here; imported on first use (start-up: `cudapkgs list` evaluates packages
+# whose expressions name a hook module, and importing every hook, with elf/ and pathlib, took 5 ms).
+_NAMES: dict[str, str] = {
+    "add_cuda_compat_runpath": "add_cuda_compat_runpath",
+    **dict.fromkeys(("DEFAULT_DRIVER_DIR", "add_driver_runpath", "default_driver_lib_dir"), "add_driver_runpath"),
+    **dict.fromkeys(("ALWAYS_ALLOWED_MISSING", "HOST_LIBS", "AutoPatchelfReport", "UnresolvedDependencyError",
+                     "auto_patchelf"), "auto_patchelf"),
+    "FixupError": "errors",
+    "fixup": "fixup",
+    "lift_versioned_lib_dir": "lift_versioned_lib_dir",
+    "mark_for_cudatoolkit_root": "mark_for_cudatoolkit_root",
+    **dict.fromkeys(("FHSReferenceError", "check_no_fhs_references"), "no_fhs_references"),
+    **dict.fromkeys(("EmptyOutputError", "check_outputs_not_empty"), "outputs_not_empty"),
+    **dict.fromkeys(("move_pkgconfig", "rewrite_pkgconfig"), "pkgconfig"),
+    **dict.fromkeys(("is_stubs_entry", "remove_stubs_from_runpath", "strip_stubs"), "remove_stubs_from_runpath"),
+    "RunpathPlan": "runpath_plan",
+    "split_outputs": "split_outputs",
+}  # fmt: skip
+
+
+class _Hooks(ModuleType):
+    """This package's module: a re-exported name is always the hook's function (or class,
+    constant), even after its module of the same name was imported, which binds the module
+    on the package; as the eager ``from .fixup import fixup`` of before made it."""
+
+    def __getattribute__(self, name: str) -> object:
+        module = _NAMES.get(name)
+        if module is None:
+            return ModuleType.__getattribute__(self, name)
+        return getattr(sys.modules.get(f"{__name__}.{module}") or import_module(f"{__name__}.{module}"), name)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*ModuleType.__dir__(self), *_NAMES})
+
+
+sys.modules[__name__].__class__ = _Hooks
 
 __all__ = [
     "ALWAYS_ALLOWED_MISSING",

@@ -1,0 +1,112 @@
+"""The evaluation cache's entry format, its bound and what refuses an entry (in process)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from cudapkgs.evalcache import entry, lookup, record
+
+
+def test_fields_round_trip_with_newlines_nul_and_undecodable_bytes():
+    fields = [("k", "a\0b\nc"), ("s", "/x/\udcff\0-"), ("1", "line\n\nmore"), ("2", "")]
+    assert entry.decode(entry.encode(fields)) == fields
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"garbage", entry.HEADER.encode() + b"k", entry.HEADER.encode() + b"k5\nab\n",
+    entry.HEADER.encode() + b"k-1\n\n", entry.HEADER.encode() + b"k\xc2\xb2\nab\n",
+    entry.HEADER.encode() + b"q2\nab\n", entry.HEADER.encode() + b"k99999999999999999999\nab\n",
+    entry.HEADER.encode() + b"k2\nabc\n", b"\xff" * 100,
+])
+def test_malformed_entries_do_not_decode(data):
+    assert entry.decode(data) is None
+
+
+def test_the_key_changes_with_the_arguments_the_environment_and_the_working_directory(tmp_path, monkeypatch):
+    base = entry.key_of(["eval", "x"])
+    assert entry.key_of(["eval", "y"]) != base
+    monkeypatch.setenv("CUDAPKGS_ANYTHING", "1")
+    assert entry.key_of(["eval", "x"]) != base
+    monkeypatch.delenv("CUDAPKGS_ANYTHING")
+    monkeypatch.setenv("OLDPWD", "/elsewhere")  # shell bookkeeping only
+    assert entry.key_of(["eval", "x"]) == base
+    monkeypatch.chdir(tmp_path)
+    assert entry.key_of(["eval", "x"]) != base
+
+
+def test_only_the_cached_commands_and_not_when_disabled(monkeypatch):
+    assert entry.wanted(["eval", "x"]) and entry.wanted(["build", "--no-link", "x"])
+    assert not entry.wanted(["gc"]) and not entry.wanted(["eval", "--no-eval-cache", "x"])
+    assert not entry.wanted(["eval", "--help"]) and not entry.wanted([])
+    assert entry.wanted(["eval", "--", "--no-eval-cache"])  # an argument after --, not the option
+    monkeypatch.setenv(entry.DISABLE_ENV, "1")
+    assert not entry.wanted(["eval", "x"])
+
+
+def test_the_directory_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(record, "MAX_ENTRIES", 5)
+    for i in range(9):
+        path = tmp_path / f"{i:016x}.entry"
+        path.write_text("")
+        os.utime(path, ns=(i * 10**9, i * 10**9))
+    (tmp_path / ".1.abc.tmp").write_text("")
+    os.utime(tmp_path / ".1.abc.tmp", (0, 0))  # a writer that died long ago
+    keep = tmp_path / f"{0:016x}.entry"  # the one just written stays, whatever its time
+    record._bound(str(tmp_path), keep=str(keep))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 5 and keep.name in names and f"{8:016x}.entry" in names and ".1.abc.tmp" not in names
+
+
+def test_an_entry_of_another_user_or_writable_by_others_is_not_read(tmp_path):
+    path = tmp_path / "e.entry"
+    path.write_bytes(b"x")
+    path.chmod(0o600)
+    assert lookup._read(str(path)) == b"x"
+    path.chmod(0o602)
+    assert lookup._read(str(path)) is None
+    path.chmod(0o600)
+    link = tmp_path / "l.entry"
+    link.symlink_to(path)
+    assert lookup._read(str(link)) is None
+
+
+def test_what_cannot_be_seen_refuses_the_entry(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for act, why in [
+        (lambda: sys.stdout.buffer, "used buffer of a standard stream"),
+        (lambda: sys.stdin.read, "read standard input"),
+        (lambda: __import__("subprocess").run(["true"]), "started a process"),
+        (lambda: __import__("sqlite3").connect(":memory:").close(), "opened a database"),
+        (lambda: open("/proc/self/status").close(), "read /proc/self/status"),
+    ]:
+        rec = record.Recorder(["eval", "x"]).start()
+        try:
+            act()
+        finally:
+            rec.finish(0)
+        assert rec.refused.startswith(why.split(" /")[0]), (rec.refused, why)
+    assert not list(tmp_path.rglob("*.entry"))
+
+
+def test_reads_stats_and_listings_are_noted_with_absent_paths(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "read.txt").write_text("x")
+    rec = record.Recorder(["eval", "x"]).start()
+    try:
+        (tmp_path / "read.txt").read_text()
+        os.path.exists(tmp_path / "absent")
+        os.path.isdir(tmp_path)  # a directory stat'ed: its type, inode and device only
+        assert not entry.is_whole(rec.seen[(str(tmp_path), True)])
+        os.listdir(tmp_path)  # then listed: whole (a new entry changes its mtime)
+        os.path.islink(tmp_path / "read.txt")
+    finally:
+        rec.active = False
+        rec.finish(1)  # not written (exit status): only what was noted is looked at
+    assert rec.seen[(str(tmp_path / "absent"), True)] == "-"
+    assert rec.seen[(str(tmp_path / "read.txt"), True)] == entry.stat_identity(str(tmp_path / "read.txt"), True)
+    assert (str(tmp_path / "read.txt"), False) in rec.seen
+    assert entry.is_whole(rec.seen[(str(tmp_path), True)])
+    assert os.stat is record.os.stat and os.stat.__name__ == "stat"  # unwrapped again
