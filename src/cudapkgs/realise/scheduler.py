@@ -357,15 +357,22 @@ def run(
     succeeded = 0
     failures: list[BuildError] = []
     running: dict[Future[list[str]], Derivation] = {}
-    ready = [d for d in todo if not waiting_on[d.drv_path]]
+    # The ready build at the head of the longest chain of work starts first (`priorities`).
+    from .priorities import priorities
+
+    rank = priorities(todo, the_plan.to_fetch)
+    order = {d.drv_path: i for i, d in enumerate(sorted(todo, key=lambda d: -rank[d.drv_path]))}
+    ready = sorted((d for d in todo if not waiting_on[d.drv_path]), key=lambda d: order[d.drv_path])
     progress.begin(the_plan, jobs)
-    ahead = _unpack_ahead(store, the_plan, ready[:jobs], jobs, fetchers)
+    ahead = _unpack_ahead(store, the_plan, ready[:jobs], jobs, fetchers, order)
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cudapkgs-build")
     try:
         while ready or running:
             if failures and ahead is not None:
                 ahead.cancel_pending()
-            while ready and not failures:
+            # No more than `jobs` submitted: a build queued in the pool would keep its place
+            # ahead of a higher-priority one that becomes ready later.
+            while ready and not failures and len(running) < jobs:
                 drv = ready.pop(0)
                 running[pool.submit(build, drv)] = drv
             if not running:
@@ -383,6 +390,7 @@ def run(
                     waiting_on[path].discard(drv.drv_path)
                     if not waiting_on[path]:
                         ready.append(by_path[path])
+                ready.sort(key=lambda d: order[d.drv_path])
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         if ahead is not None:
@@ -403,10 +411,10 @@ def run(
 
 
 def _unpack_ahead(store: Any, the_plan: Plan, starting: Sequence[Derivation], jobs: int,
-                  fetchers: Sequence[str] | None) -> Any:
+                  fetchers: Sequence[str] | None, order: dict[str, int] | None = None) -> Any:
     """An `UnpackAhead` for the redist builds that do not start at once and whose source is on this machine.
 
-    In build order (the plan's), so the next build's tree is ready first; `jobs` threads
+    In the order builds start (`order`: drv_path -> rank, else the plan's), so the next build's tree is ready first; `jobs` threads
     (they share the cores with the builds: unpacking is mostly inflating and hashing, which
     release the GIL). None when there is nothing to unpack ahead.
     """
@@ -416,6 +424,8 @@ def _unpack_ahead(store: Any, the_plan: Plan, starting: Sequence[Derivation], jo
     local = {f.drv.drv_path for f in the_plan.to_fetch if f.cached}
     later = [d for d in the_plan.to_build
              if d.builder == "buildRedist" and d.drv_path in local and d.drv_path not in started]
+    if order is not None:
+        later.sort(key=lambda d: order.get(d.drv_path, len(order)))
     if not later:
         return None
     from .unpack_ahead import UnpackAhead
