@@ -267,10 +267,13 @@ class Recorder:
 
     # -- the entry -------------------------------------------------------------------------
 
-    def finish(self, status: int) -> None:
-        """Stop watching; write the entry when nothing refused it (`_why_not` says why not)."""
+    def _restore(self) -> None:
+        """Put back os.stat, os.lstat, os.access, os.readlink and the standard streams (once)."""
         global current
         self.active = self.capturing = False
+        if getattr(self, "_restored", False) or not hasattr(self, "_saved"):
+            return
+        self._restored = True
         os.stat, os.lstat = self._saved["stat"], self._saved["lstat"]  # type: ignore[assignment]
         for group, watched in getattr(self, "_supports", ()):
             group.discard(watched)
@@ -278,7 +281,19 @@ class Recorder:
         sys.stdout, sys.stderr = self._saved["stdout"], self._saved["stderr"]  # type: ignore[assignment]
         sys.stdin = self._saved["stdin"]  # type: ignore[assignment]
         current = None
-        why = self._why_not(status)
+
+    def abandon(self, why: str) -> None:
+        """Keep no entry (for the reason ``why``) and stop watching now, before real work runs:
+        a build that builds, fetches or substitutes runs with the interpreter's own os.stat and
+        streams, not the recorder's stand-ins."""
+        self.refuse(why)
+        self._restore()
+
+    def finish(self, status: int) -> None:
+        """Stop watching; write the entry when nothing refused it (`_why_not` says why not)."""
+        abandoned = getattr(self, "_restored", False)
+        self._restore()
+        why = self.refused if abandoned else self._why_not(status)
         if not why:
             try:
                 self._write()
