@@ -6,13 +6,15 @@ pypaInstallHook, pythonImportsCheck) and python.withPackages (wrapper.nix).  The
 the build backend (setuptools, …) must come from the interpreter or from ``nativeBuildInputs``
 / ``buildInputs`` (their ``lib/pythonX.Y/site-packages`` are on PYTHONPATH: the Python setup
 hook); nothing is downloaded.  The wheel is installed into
-``$out/lib/pythonX.Y/site-packages`` (``pip install --target``, its scripts in ``$out/bin``),
+``$out/lib/pythonX.Y/site-packages`` as ``pip install --target`` lays it out, its scripts in
+``$out/bin`` (in process, every member checked against RECORD: `cudapkgs.builders.python_install`),
 ``dependencies`` become ``propagatedBuildInputs`` (so a dependent gets them on PYTHONPATH), and
 ``pythonImportsCheck`` modules are imported from the installed tree before the build succeeds.
 
 ``format = "wheel"`` (Nixpkgs: wheelUnpackHook + pypaInstallHook) installs a wheel given as
-``src`` (typically ``fetchPypi { format = "wheel"; … }``) without building anything; pip checks
-that the wheel's tags suit the interpreter, so a cp312 wheel given to a 3.11 interpreter fails.
+``src`` (typically ``fetchPypi { format = "wheel"; … }``) without building anything; a wheel whose tags may not suit the interpreter goes to
+pip, which refuses a cp312 wheel given to a 3.11 interpreter.  ``wheelSha256`` (hex) has the
+install hash the wheel whole against that pin.
 """
 
 from __future__ import annotations
@@ -20,30 +22,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["BUILD", "INSTALL", "build_python_package", "python_version", "with_packages"]
+__all__ = ["BUILD", "build_python_package", "python_version", "with_packages"]
 
 BUILD = 'python3 -m pip wheel --no-build-isolation --no-deps --no-index --disable-pip-version-check -w dist .'
-# The output must not depend on the random directories of the build. pip records where it
-# installed from (PEP 610 dist-info/direct_url.json: a file URL into the work directory) and
-# compiles byte code in its own temporary target, whose path each .pyc kept as co_filename.
-# Nixpkgs' pypaInstallHook (`installer`) writes no direct_url.json: it is removed, with its RECORD
-# line; byte code is compiled after the install, named relative to $out (hash-checked, as
-# SOURCE_DATE_EPOCH asks; the import system puts the real path in co_filename when it loads it).
-# Like pip, a file that does not compile (a template for another Python, say) fails nothing.
-INSTALL = r"""
-site="$out/lib/python$pythonVersion/site-packages"
-python3 -m pip install --no-deps --no-index --disable-pip-version-check --no-warn-script-location \
-  --no-compile --target "$site" dist/*.whl
-python3 -m compileall -q --invalidation-mode checked-hash -s "$out" "$site" > /dev/null \
-  || echo "compileall: some files of $site did not compile (their modules compile when imported)"
-if [ -d "$site/bin" ]; then mkdir -p "$out/bin"; mv "$site"/bin/* "$out/bin/"; rmdir "$site/bin"; fi
-for info in "$site"/*.dist-info; do
-  [ -f "$info/direct_url.json" ] || continue
-  rm "$info/direct_url.json"
-  grep -v '^[^,]*\.dist-info/direct_url\.json,' "$info/RECORD" > "$info/RECORD.new"
-  mv "$info/RECORD.new" "$info/RECORD"
-done
-"""
+# The install (`cudapkgs.builders.python_install.install`, a Python phase) lays dist/*.whl out as
+# `pip install --no-deps --no-compile --target` did, in this process, every member checked against
+# RECORD (pip is left what it does not handle). The output must not depend on the random directories
+# of the build: no dist-info/direct_url.json (pip's PEP 610 file URL into the work directory;
+# Nixpkgs' pypaInstallHook writes none), and byte code compiled after the install, named relative to
+# $out (checked-hash, as SOURCE_DATE_EPOCH asks; the import system puts the real path in
+# co_filename when it loads it). Like pip, a file that does not compile fails nothing.
 # wheelUnpackHook: the wheel (a file source) goes to dist/ under its own name (stripHash: only a
 # store hash, 32 characters of Nix's base32, and a '-'; typing_inspection-0.4.1-py3-none-any.whl
 # has a '-' as its 33rd character too).
@@ -79,6 +67,7 @@ def build_python_package(
     "wheel": install the wheel ``src``).  Raises `EvalError` (when evaluated) for another format."""
     from ..errors import EvalError
     from ..stdenv import mk_derivation
+    from .python_install import install
 
     user = attrs if callable(attrs) else (lambda final, a=attrs: a)
 
@@ -95,7 +84,7 @@ def build_python_package(
             "dontConfigure": True,
             "buildPhase": WHEEL_BUILD if fmt == "wheel" else BUILD,
             "format": fmt,
-            "installPhase": INSTALL,
+            "installPhase": install,
             "postInstall": IMPORTS_CHECK if checks else "",
             "pythonImportsCheck": checks,
             "pythonVersion": python_version(python),

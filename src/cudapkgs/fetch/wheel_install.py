@@ -81,6 +81,7 @@ def install_wheel(
     site: Path,
     prefix: Path,
     sha256: str | None = None,
+    write_record: bool = True,
 ) -> InstalledWheel:
     """Install the files of `wheel` (a ``.whl``) under `prefix`, the importable ones in `site`.
 
@@ -91,6 +92,8 @@ def install_wheel(
 
     Raises `WheelContentsError` (a `FetchError`) naming the wheel, the member and both
     digests; nothing is left half-checked on success: every written file matched its row.
+    With `write_record` false no RECORD is written (the caller writes its own, as pip's
+    layout has it: `cudapkgs.builders.python_install`).
     """
     from .archives import expansion_limits
     from .wheel_unpack import _HashInBackground
@@ -113,7 +116,7 @@ def install_wheel(
                 raise WheelContentsError(f"{wheel.name}: expands to {total} bytes, past the {max_bytes} allowed "
                                          "for its size; refusing to unpack it")
             try:
-                installed = _install(archive, members, Path(wheel), Path(site), Path(prefix))
+                installed = _install(archive, members, Path(wheel), Path(site), Path(prefix), write_record)
             except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
                     csv.Error, UnicodeDecodeError, zlib.error, ValueError) as error:
                 raise WheelContentsError(f"{wheel.name}: damaged wheel ({type(error).__name__}: {error})") from None
@@ -172,7 +175,7 @@ def _check_name(name: str, wheel: Path) -> None:
 
 
 def _install(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], wheel: Path, site: Path,
-             prefix: Path) -> InstalledWheel:
+             prefix: Path, write_record: bool = True) -> InstalledWheel:
     names = [i.filename for i in members]
     for name in names:
         _check_name(name, wheel)
@@ -238,7 +241,8 @@ def _install(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], wheel: Pa
                     raise
     finally:
         os.close(fd)
-    _write_record(installed, wheel)
+    if write_record:
+        _write_record(installed, wheel)
     return installed
 
 

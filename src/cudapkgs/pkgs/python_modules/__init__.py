@@ -135,6 +135,7 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
         "version": wheel.version,
         "format": "wheel",
         "src": src,
+        "wheelSha256": wheel.sha256,  # the install hashes the wheel again against its pin
         "stdenvCc": None,  # nothing is compiled
         "dependencies": [scope[d] for d in deps],
         "pythonImportsCheck": [module],

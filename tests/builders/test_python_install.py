@@ -1,0 +1,160 @@
+"""builders.python_install: a wheel laid out in process as `pip install --target` lays it out, every member checked."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cudapkgs.builders import python_install as pi
+from cudapkgs.fetch.wheel_install import WheelContentsError
+
+_PIP = subprocess.run(["/usr/bin/python3", "-m", "pip", "--version"], capture_output=True).returncode == 0
+
+
+def _digest(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _wheel(path: Path, files: dict[str, bytes], *, name: str = "demo", version: str = "1.0",
+           entry_points: str = "", record: dict[str, str] | None = None, executable: tuple[str, ...] = ()) -> Path:
+    """A wheel holding `files` with a true RECORD, save the rows `record` overrides."""
+    info = f"{name}-{version}.dist-info"
+    files = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+             "Requires-Python: >=3.8\n".encode(),
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    if entry_points:
+        files[f"{info}/entry_points.txt"] = entry_points.encode()
+    rows = {n: _digest(d) for n, d in files.items()} | (record or {})
+    text = "".join(f"{n},{rows[n]},{len(d)}\n" for n, d in files.items()) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in files.items():
+            zinfo = zipfile.ZipInfo(member)
+            zinfo.external_attr = (0o100755 if member in executable else 0o100644) << 16
+            archive.writestr(zinfo, data)
+        archive.writestr(f"{info}/RECORD", text)
+    return path
+
+
+ENTRY_POINTS = "[console_scripts]\ndemo-run = demo.cli:main\n[gui_scripts]\ndemo-gui = demo:gui.start\n" \
+               "[other]\nx = demo:y\n"
+FILES = {
+    "demo/__init__.py": b"def gui():\n    pass\n",
+    "demo/cli.py": b"def main():\n    print('hi')\n",
+    "demo-1.0.data/scripts/demo-tool": b"#!python\nimport demo\nprint(demo)\n",
+    "demo-1.0.data/scripts/demo-sh": b"#!/bin/sh\necho sh\n",
+    "demo-1.0.data/purelib/demo_pure.py": b"PURE = 1\n",
+    "demo-1.0.data/platlib/demo_plat.py": b"PLAT = 1\n",
+    "demo-1.0.data/data/share/man/man1/demo.1": b".TH DEMO 1\n",
+}
+
+
+def _tree(root: Path) -> dict[str, tuple[bytes, bool]]:
+    return {os.fspath(p.relative_to(root)): (p.read_bytes(), os.access(p, os.X_OK))
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _executable(tmp_path: Path, length: int) -> str:
+    """A python3 on a path of about `length` bytes (a symlink to the host's interpreter)."""
+    bin_dir = tmp_path / ("p" * max(1, length - len(os.fspath(tmp_path)) - 13)) / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python3").symlink_to("/usr/bin/python3")
+    return os.fspath(bin_dir / "python3")
+
+
+@pytest.mark.skipif(not _PIP, reason="/usr/bin/python3 has no pip")
+@pytest.mark.parametrize("length", [60, 140])  # a plain shebang, and distlib's /bin/sh one past 127 bytes
+def test_the_layout_is_pips_but_for_installer(tmp_path, length):
+    """Console and GUI scripts, .data/scripts (a #!python one rewritten), purelib, platlib and data:
+    the same files, bytes and executable bits as pip 23's --target, RECORD included (but INSTALLER)."""
+    wheel = _wheel(tmp_path / "demo-1.0-py3-none-any.whl", FILES, entry_points=ENTRY_POINTS,
+                   executable=("demo-1.0.data/scripts/demo-sh",))
+    assert pi.unsupported(wheel, "3.11", "x86_64") is None
+    python = _executable(tmp_path, length)
+    env = {"PATH": f"{os.path.dirname(python)}:/usr/bin:/bin"}
+    pi._pip_install(wheel, tmp_path / "pip", env, python)
+    pi._install_in_process(wheel, tmp_path / "new", python, None)
+    by_pip, ours = _tree(tmp_path / "pip"), _tree(tmp_path / "new")
+    info = "demo-1.0.dist-info"
+    assert by_pip.pop(f"{info}/INSTALLER")[0] == b"pip\n"
+    assert ours.pop(f"{info}/INSTALLER")[0] == b"cudapkgs\n"
+    record_pip = by_pip.pop(f"{info}/RECORD")[0].decode().splitlines()
+    record_ours = ours.pop(f"{info}/RECORD")[0].decode().splitlines()
+    assert [r for r in record_pip if "INSTALLER" not in r] == [r for r in record_ours if "INSTALLER" not in r]
+    assert f"{info}/INSTALLER,{_digest(b'cudapkgs' + chr(10).encode())},9" in record_ours
+    assert by_pip == ours
+    assert ours["bin/demo-tool"] == (f"#!{python}\nimport demo\nprint(demo)\n".encode(), False)  # pip: the zip's mode
+    assert ours["bin/demo-sh"][1] and ours["share/man/man1/demo.1"][0] == b".TH DEMO 1\n"
+    run = ours["bin/demo-run"][0].decode()
+    assert ("#!/bin/sh\n'''exec' " + python if length > 127 else "#!" + python + "\n") in run
+    assert "from demo.cli import main" in run
+    assert "from demo import gui" in ours["bin/demo-gui"][0].decode() and "sys.exit(gui.start())" in ours["bin/demo-gui"][0].decode()
+    assert "../../bin/demo-run" in "\n".join(record_ours) and "../../share/man/man1/demo.1" in "\n".join(record_ours)
+    done = subprocess.run([os.fspath(tmp_path / "new" / "bin" / "demo-run")], capture_output=True, text=True,
+                          env={"PYTHONPATH": os.fspath(tmp_path / "new")})
+    assert done.stdout == "hi\n", done.stderr
+
+
+def test_a_member_unlike_its_record_is_refused_with_both_hashes(tmp_path):
+    wrong = _digest(b"something else")
+    wheel = _wheel(tmp_path / "demo-1.0-py3-none-any.whl", {"demo/__init__.py": b"X = 1\n"},
+                   record={"demo/__init__.py": wrong})
+    with pytest.raises(WheelContentsError) as raised:
+        pi._install_in_process(wheel, tmp_path / "site", "/usr/bin/python3", None)
+    assert wrong in str(raised.value) and _digest(b"X = 1\n") in str(raised.value)
+    assert not (tmp_path / "site" / "demo" / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("member", ["../escape.py", "demo-1.0.data/data/../../../escape.py", "/abs/escape.py"])
+def test_a_path_leaving_the_prefix_is_refused(tmp_path, member):
+    wheel = _wheel(tmp_path / "demo-1.0-py3-none-any.whl", {"demo/__init__.py": b"", member: b"evil\n"})
+    with pytest.raises(WheelContentsError, match="unsafe member path"):
+        pi._install_in_process(wheel, tmp_path / "a" / "site", "/usr/bin/python3", None)
+    assert [p for p in tmp_path.rglob("escape.py")] == []
+
+
+def test_a_wheel_unlike_its_pin_is_refused(tmp_path):
+    wheel = _wheel(tmp_path / "demo-1.0-py3-none-any.whl", {"demo/__init__.py": b""})
+    actual = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    pi._install_in_process(wheel, tmp_path / "good", "/usr/bin/python3", actual)
+    with pytest.raises(WheelContentsError) as raised:
+        pi._install_in_process(wheel, tmp_path / "bad", "/usr/bin/python3", "0" * 64)
+    assert actual in str(raised.value) and "0" * 64 in str(raised.value)
+
+
+def test_what_is_left_to_pip(tmp_path):
+    """Headers, .data/data/lib, an extras entry point, a foreign tag, a Requires-Python not met, a
+    .dist-info of another name: pip (which lays out or refuses them as it always did)."""
+    def reason(files=None, name="demo-1.0-py3-none-any.whl", **kw):
+        return pi.unsupported(_wheel(tmp_path / name, files or {"demo/__init__.py": b""}, **kw), "3.11", "x86_64")
+
+    assert reason({"demo-1.0.data/headers/demo.h": b""}).startswith(".data/headers")
+    assert reason({"demo-1.0.data/data/lib/x": b""}).startswith(".data/data/lib")
+    assert reason(entry_points="[console_scripts]\nd = demo:main [extra]\n").startswith("entry point")
+    assert reason(entry_points="[console_scripts]\npip = demo:main\n").startswith("entry point")
+    assert reason(name="demo-1.0-cp30-cp30-linux_x86_64.whl").startswith("tags")
+    assert reason(name="demo-1.0-py3-none-macosx_11_0_arm64.whl").startswith("tags")
+    assert reason(name="other-1.0-py3-none-any.whl").startswith("name")
+    strict = tmp_path / "strict"
+    strict.mkdir()
+    assert pi.unsupported(_requires(strict / "demo-1.0-py3-none-any.whl", ">=3.12"), "3.11", "x86_64").startswith("Requires-Python")
+    assert pi.unsupported(_requires(strict / "demo-1.0-py3-none-any.whl", ">=3.11.4"), "3.11", "x86_64").startswith("Requires-Python")
+    assert pi.unsupported(_requires(strict / "demo-1.0-py3-none-any.whl", "!=3.14.1,>=3.11"), "3.11", "x86_64") is None
+
+
+def _requires(path: Path, spec: str) -> Path:
+    info = "demo-1.0.dist-info"
+    files = {"demo/__init__.py": b"", f"{info}/METADATA": f"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
+             f"Requires-Python: {spec}\n".encode(),
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    text = "".join(f"{n},{_digest(d)},{len(d)}\n" for n, d in files.items()) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in files.items():
+            archive.writestr(member, data)
+        archive.writestr(f"{info}/RECORD", text)
+    return path
