@@ -35,11 +35,21 @@ __all__ = ["GCResult", "GarbageCollector"]
 
 
 class GCResult(NamedTuple):
-    """What a garbage collection deleted (or would delete, in a dry run)."""
+    """What a garbage collection deleted (or would delete, in a dry run).
+
+    `deleted`: the store paths that are no longer (would no longer be) in the store;
+    `bytes_freed`: the bytes that frees now, the trees the last gc kept aside included;
+    `kept_aside`: those of `deleted` moved whole to ``<store>/.links`` for a later build to
+    put back (`cudapkgs.store.reuse`), holding `bytes_kept_aside` bytes that the next gc
+    frees; `pool_freed`: the paths whose trees the last gc kept aside and this one deleted.
+    """
 
     deleted: list[str]
     bytes_freed: int = 0
     dry_run: bool = False
+    kept_aside: tuple[str, ...] = ()
+    bytes_kept_aside: int = 0
+    pool_freed: tuple[str, ...] = ()
 
 
 class GarbageCollector:
@@ -271,14 +281,17 @@ class GarbageCollector:
                 dead = sorted(held)
                 junk = self._unregistered_entries(set(graph.rows))
                 if dry_run:  # what a gc would delete now; the paths it would keep aside free nothing yet
-                    kept_aside = reuse.recorded_paths(self.db, dead)
-                    freed = _bytes_freed([p for p in dead + junk if p not in kept_aside])
+                    pool_freed = reuse.stale(self.db, self.root)
+                    kept = sorted(reuse.recorded_paths(self.db, dead))
+                    freed, kept_bytes = _bytes_split(dead + junk, set(kept))
+                    freed += _bytes_split([os.fspath(reuse.pool_dir(self.root, p)) for p in pool_freed], set())[0]
                 else:
                     try:
                         # Outputs recorded for reuse are moved aside whole (`reuse.keep`), not deleted; those
                         # the last gc kept and nothing brought back are deleted now.
-                        reusable, freed = reuse.before_gc(self.db, self.root, dead)
-                        freed += _bytes_freed([p for p in dead + junk if p not in reusable])
+                        reusable, pool_freed, freed = reuse.before_gc(self.db, self.root, dead)
+                        now, kept_bytes = _bytes_split(dead + junk, reusable)
+                        freed += now
                         self.db.invalidate(dead)  # forget first: a crash now leaves only unregistered junk
                         kept = []
                         for path in dead + junk:
@@ -286,6 +299,10 @@ class GarbageCollector:
                                 kept.append(path)
                             else:
                                 _remove_tree(path)
+                        if len(kept) < len(reusable):  # a tree that could not be moved aside was deleted
+                            still = _bytes_split([os.fspath(reuse.pool_dir(self.root, p)) for p in kept], set())[0]
+                            freed += max(0, kept_bytes - still)
+                            kept_bytes = still
                         reuse.forget(self.db, self.root, reusable - set(kept))
                         reuse.after_gc(self.db, kept)
                     except OSError as error:
@@ -296,7 +313,8 @@ class GarbageCollector:
                         lock.release()
                     else:
                         lock.release_and_delete()
-        return GCResult(deleted=sorted(dead + junk), bytes_freed=freed, dry_run=dry_run)
+        return GCResult(deleted=sorted(dead + junk), bytes_freed=freed, dry_run=dry_run, kept_aside=tuple(sorted(kept)),
+                        bytes_kept_aside=kept_bytes, pool_freed=tuple(pool_freed))
 
     def _unregistered_entries(self, valid: set[str]) -> list[str]:
         junk = []
@@ -311,16 +329,21 @@ class GarbageCollector:
         return junk
 
 
-def _bytes_freed(paths: list[str]) -> int:
-    """Bytes that deleting every tree in `paths` frees: the sizes of the files whose links all lie in them.
+def _bytes_split(paths: list[str], kept: set[str]) -> tuple[int, int]:
+    """Bytes that taking every tree in `paths` out of the store frees: (now, when the `kept` ones go too).
 
-    A file hard-linked from a path that stays (nvcc's nvvm/ shares libnvvm's inodes, as
-    Nix's store optimisation does) frees nothing; one linked twice inside `paths` counts once.
-    Nix counts a file when its link count is 1 (or 2, its .links entry), src/libstore/gc.cc.
+    A file counts when all its links lie in `paths`: a file hard-linked from a path that
+    stays (nvcc's nvvm/ shares libnvvm's inodes, as Nix's store optimisation does) frees
+    nothing; one linked twice inside `paths` counts once. It counts as freed now unless one
+    of its links is in a `kept` tree (moved aside whole, `reuse.keep`), else as freed by the
+    gc that deletes those. Nix counts a file when its link count is 1 (or 2, its .links
+    entry), src/libstore/gc.cc.
     """
-    total = 0
+    now = later = 0
     links: dict[tuple[int, int], int] = {}
+    in_kept: set[tuple[int, int]] = set()
     for path in paths:
+        aside = path in kept
         try:
             for _, st in nar.walk(path):
                 if stat.S_ISDIR(st.st_mode):
@@ -328,11 +351,16 @@ def _bytes_freed(paths: list[str]) -> int:
                 key = (st.st_dev, st.st_ino)
                 seen = links.get(key, 0) + 1
                 links[key] = seen
+                if aside:
+                    in_kept.add(key)
                 if seen == st.st_nlink:  # the last link of this inode is among the deleted
-                    total += st.st_size
+                    if key in in_kept:
+                        later += st.st_size
+                    else:
+                        now += st.st_size
         except FileNotFoundError:
             pass
-    return total
+    return now, later
 
 
 @contextmanager
