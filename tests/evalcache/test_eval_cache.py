@@ -94,6 +94,10 @@ def test_disabled_by_the_option_and_by_the_environment(tmp_path):
         done = cli("eval", "--no-eval-cache", "cudaPackages.cudaMajorMinorVersion")
         assert "eval cache" not in done.stderr
     assert cli.entries() == []
+    for _ in range(2):  # before the command too, where Nix users put it (it was "unrecognized arguments")
+        done = cli("--no-eval-cache", "eval", "cudaPackages.cudaMajorMinorVersion")
+        assert "eval cache" not in done.stderr and done.stdout == '"12.9"\n'
+    assert cli.entries() == []
     for _ in range(3):
         done = cli("eval", "cudaPackages.cudaMajorMinorVersion", CUDAPKGS_NO_EVAL_CACHE="1")
         assert "eval cache" not in done.stderr
