@@ -188,6 +188,16 @@ def test_torch_needs_every_library_it_links_available():
     assert "mpi is available" in problems(torch)  # the from-source NVSHMEM's own reason
 
 
+def test_torch_without_unfree_allowed_says_the_licenses_are_why_it_is_broken():
+    torch = at("cudaPackages_12_9.pkgs.pkgsCuda.python3Packages.torch", allowUnfree=False, **WHEELS_ONLY)
+    assert torch.meta.broken
+    text = problems(torch)  # it said "cudaPackages_12_9.cuda_nvrtc is available", nothing more
+    assert ("cudaPackages_12_9.cuda_nvrtc is available (it is not: its license is unfree (CUDA EULA): "
+            "allowUnfree = true or allowUnfreePredicate = \"cuda\" allows it)") in text
+    assert "cudaPackages_12_9.cudnn is available" in text and "cuDNN EULA" in text
+    assert not at("cudaPackages_12_9.pkgs.pkgsCuda.python3Packages.torch", **WHEELS_ONLY).meta.broken
+
+
 def test_torch_without_cuda_support_says_so():
     torch = at("python3Packages.torch")
     assert torch.meta.broken and "pkgsCuda.python3Packages.torch" in problems(torch)

@@ -80,9 +80,15 @@ def _available(package: Any) -> bool:
 def _unavailable(label: str, package: Any) -> str:
     from ...errors import CudapkgsError
 
+    from ...licenses import is_free, license_names
+
     try:
-        problems = package.meta.get("problems") or {}
+        meta = package.meta
+        problems = meta.get("problems") or {}
         why = "; ".join(str(p.get("message", "")).replace("\n", " ") for p in problems.values())
+        if not why and not is_free(meta.get("license")):  # no problem but its license: the configuration's refusal
+            why = (f"its license is unfree ({license_names(meta.get('license'), unfree_only=True)}): "
+                   "allowUnfree = true or allowUnfreePredicate = \"cuda\" allows it")
     except CudapkgsError as error:
         why = str(error)
     return f"{label} is available" + (f" (it is not: {why})" if why else "")
