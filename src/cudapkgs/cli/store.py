@@ -290,8 +290,11 @@ def _path_info(args: argparse.Namespace) -> int:
         from ..errors import UsageError
 
         # It was ignored: `path-info -rS --top 5 ./result` printed the whole closure without a word.
+        import shlex
+
         raise UsageError(f"--top {args.top} needs --weights (or --draw): only the weights table is cut to the "
-                         f"heaviest paths; try `cudapkgs path-info --weights --top {args.top} PATH`")
+                         f"heaviest paths; try `cudapkgs path-info --weights --top {args.top} "
+                         f"{shlex.join(args.paths) if args.paths else 'PATH'}`")
     if args.caches:
         return _cache_info(args)
     if not args.paths:
