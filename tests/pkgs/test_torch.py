@@ -71,6 +71,12 @@ def test_cuda12_torch_from_wheels_alone_takes_ptxas_from_the_nvcc_wheel():
     nccl = at("cudaPackages_12_9.nccl", **WHEELS_ONLY, prebuiltWheels=[])
     with pytest.raises(UnavailablePackageError, match="nvcc is not in NVIDIA's CUDA 12 wheel"):
         nccl.drvPath
+    # torch is available (its libraries are); building it names who needs the nvcc no fetcher supplies
+    torch = at("cudaPackages_12_9.pkgs.pkgsCuda.python3Packages.torch", **WHEELS_ONLY, prebuiltWheels=["libnvshmem"])
+    with pytest.raises(UnavailablePackageError) as raised:
+        torch.drvPath
+    assert "nvcc is not in NVIDIA's CUDA 12 wheel" in str(raised.value)
+    assert str(raised.value).endswith(f"(needed by {nccl.name}, needed by torch-2.9.1)"), str(raised.value)
 
 
 def test_with_nvidias_server_triton_keeps_nixpkgs_ptxas_from_cuda_nvcc():

@@ -44,7 +44,7 @@ from typing import Any
 
 from ..derivation import Derivation
 from ..store.location import default_store_dir
-from ..errors import EvalError
+from ..errors import CudapkgsError, EvalError, UnavailablePackageError, UnfreeLicenseError
 from ..lib.fixpoint import AttrSet, Extension, extends, force, lazy
 from ..package import AttrsFunction, AttrsOverride, Package, _as_extension
 
@@ -251,7 +251,10 @@ class _Inputs:
         self.python: dict[str, Callable[..., Any]] = {}
 
     def derivation_of(self, value: Any) -> Derivation:
-        drv = value if isinstance(value, Derivation) else force(value.derivation)
+        try:
+            drv = value if isinstance(value, Derivation) else force(value.derivation)
+        except (UnavailablePackageError, UnfreeLicenseError) as error:  # say whose input it is, as Nix's trace
+            raise _needed_by(error, self.name) from error
         self.deps.setdefault(drv.drv_path, drv)
         for output, path in drv.outputs.items():
             key = f"{drv.name}.{output}"
@@ -320,6 +323,16 @@ def _local_source(path: Any, where: str) -> tuple[dict[str, Any], str]:
         raise EvalError(f"{where}: {p} does not exist")
     digest, _ = nar_hash(p)
     return {"type": "path", "name": p.name, "narHash": "sha256:" + digest.hex()}, os.fspath(p)
+
+
+def _needed_by(error: UnavailablePackageError | UnfreeLicenseError, name: str) -> CudapkgsError:
+    """`error` (a dependency of `name` cannot be used) again, its message ending with the chain of dependents:
+    "… (needed by cuda12.9-nccl-2.27.5, needed by torch-2.9.1)"; the same class, so callers tell them apart."""
+    base = getattr(error, "base_message", str(error))
+    chain = [*getattr(error, "needed_by", ()), name]
+    new = type(error)(f"{base} (needed by {', needed by '.join(chain)})")
+    new.base_message, new.needed_by = base, tuple(chain)  # type: ignore[attr-defined]
+    return new
 
 
 def _source(value: Any, inputs: _Inputs, where: str) -> tuple[dict[str, Any] | None, str | None]:
