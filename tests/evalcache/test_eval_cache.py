@@ -147,6 +147,17 @@ def test_a_module_shadowing_an_import_in_the_working_directory_is_seen(tmp_path)
     assert not hit(done) and "shadow" in done.stderr
 
 
+def test_a_module_in_the_working_directory_for_an_import_that_failed_is_seen(tmp_path):
+    # subprocess tries ``import msvcrt`` (and copy ``org.python.core``) and goes on without it:
+    # no such module is imported, yet one appearing in the working directory (first on
+    # sys.path under python -m) would run in a full command.
+    cli = Cli(tmp_path)
+    _stored_then_hit(cli, "list")
+    (cli.cwd / "msvcrt.py").write_text("import sys\nsys.stderr.write('shadowed msvcrt\\n')\n")
+    done = cli("list", check=False)
+    assert not hit(done) and "shadowed msvcrt" in done.stderr
+
+
 @pytest.mark.parametrize("variable", ["CUDAPKGS_CONFIG", "CUDAPKGS_MANIFESTS", "XDG_CONFIG_HOME", "SOMETHING_ELSE"])
 def test_a_changed_environment_variable_is_a_miss(tmp_path, variable):
     cli = Cli(tmp_path)

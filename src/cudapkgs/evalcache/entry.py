@@ -37,6 +37,30 @@ DISABLE_OPTION = "--no-eval-cache"
 DEBUG_ENV = "CUDAPKGS_EVAL_CACHE_DEBUG"
 
 
+#: Top-level module names the import system was asked for in this process since `note_lookups`,
+#: found or not: ``subprocess`` tries ``import msvcrt`` and goes on without it, yet a
+#: ``msvcrt.py`` appearing in the working directory (first on `sys.path` under ``python -m``)
+#: would be imported by the command run in full.
+LOOKED_UP: set[str] = set()
+
+
+class _NoteLookups:
+    """First on `sys.meta_path`: notes each top-level name asked for, finds nothing itself."""
+
+    cudapkgs_eval_cache = True
+
+    @staticmethod
+    def find_spec(name: str, path: object = None, target: object = None) -> None:
+        if path is None:
+            LOOKED_UP.add(name)
+
+
+def note_lookups() -> None:
+    """Note in `LOOKED_UP` every top-level module looked for from now on (once per process)."""
+    if _NoteLookups not in sys.meta_path:
+        sys.meta_path.insert(0, _NoteLookups)  # type: ignore[arg-type]
+
+
 def command_of(argv: list[str]) -> str | None:
     """The first word of ``argv`` that is not an option (the sub-command), None when an option
     such as ``--help`` or ``--`` comes first."""

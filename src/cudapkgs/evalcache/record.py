@@ -31,8 +31,8 @@ import os
 import sys
 import time
 
-from .entry import (DEBUG_ENV, MAX_BYTES, MAX_ENTRIES, cache_dir, encode, entry_name, identity, is_whole, key_of,
-                    stat_identity)
+from .entry import (DEBUG_ENV, LOOKED_UP, MAX_BYTES, MAX_ENTRIES, cache_dir, encode, entry_name, identity, is_whole,
+                    key_of, note_lookups, stat_identity)
 
 RACY_NS = 200_000_000  # inputs changed this shortly before they were read are not trusted to show their next change
 _COARSE_RACY_NS = 2_000_000_000  # on a file system keeping whole seconds
@@ -144,6 +144,7 @@ class Recorder:
         """Begin watching and capturing (once per process: the audit hook stays, idle afterwards)."""
         global current
         current = self
+        note_lookups()
         if not _hooked:
             sys.addaudithook(_audit)
             _hooked.append(True)
@@ -313,7 +314,9 @@ class Recorder:
         for entry in dict.fromkeys(sys.path):
             where = os.path.abspath(entry or ".")
             fields.append(("p", f"{where}\0{stat_identity(where, True)}"))
-        names = sorted(n for n in sys.modules if "." not in n)
+        # Imported, or looked for and not found (`entry.LOOKED_UP`): a module of that name appearing in
+        # the working directory would be imported by the command run in full.
+        names = sorted({n for n in sys.modules if "." not in n} | LOOKED_UP)
         fields.append(("t", "\0".join(names)))
         if self.store is not None:
             fields.append(("d", "\0".join(self.store)))
