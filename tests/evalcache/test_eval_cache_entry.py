@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import pytest
 
@@ -110,3 +111,34 @@ def test_reads_stats_and_listings_are_noted_with_absent_paths(tmp_path, monkeypa
     assert (str(tmp_path / "read.txt"), False) in rec.seen
     assert entry.is_whole(rec.seen[(str(tmp_path), True)])
     assert os.stat is record.os.stat and os.stat.__name__ == "stat"  # unwrapped again
+
+
+def test_a_sys_path_directory_changed_while_the_command_ran_refuses_the_entry(tmp_path, monkeypatch):
+    # Its identity is taken at the end: a module added meanwhile would be in a listing the
+    # next run trusts, though this run's import system never saw it.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    where = tmp_path / "site"
+    where.mkdir()
+    monkeypatch.syspath_prepend(str(where))
+    rec = record.Recorder(["eval", "x"]).start()
+    (where / "late_module.py").write_text("")
+    rec.finish(0)
+    assert rec.refused == "" and "changed a moment before or while" in rec._why_not(0)
+    assert not list(tmp_path.rglob("*.entry"))
+
+
+def test_a_module_changed_shortly_before_it_was_imported_refuses_the_entry(tmp_path, monkeypatch):
+    # Imported before the recorder started (the command line's modules are): the moment it was
+    # read is no later than the start-up, not the recorder's start.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(record, "IMPORTED_NS", time.time_ns(), raising=False)
+    module = tmp_path / "fresh_module_for_the_test.py"
+    module.write_text("X = 1\n")
+    fresh = type(sys)("fresh_module_for_the_test")
+    fresh.__file__ = str(module)  # as if imported now, by the start-up
+    monkeypatch.setitem(sys.modules, "fresh_module_for_the_test", fresh)
+    time.sleep(2 * record.RACY_NS / 1e9)  # a slow start-up: longer than the margin
+    rec = record.Recorder(["eval", "x"]).start()
+    rec.finish(0)
+    assert "changed a moment before it was read" in rec._why_not(0)
+    assert not list((tmp_path / "cache").rglob("*.entry"))

@@ -14,14 +14,19 @@ imported, NUL-separated; ``1``/``2`` text the command wrote to stdout/stderr, in
 store directory and its database; ``v`` a store path that must be valid; ``L`` a result link,
 its target and its GC root entry, NUL-separated.
 
-Imports only `os`, `sys` and `zlib`: this module is on the fast path (`cudapkgs.evalcache.lookup`).
+Imports only `os`, `sys`, `time` (built in) and `zlib`: this module is on the fast path (`cudapkgs.evalcache.lookup`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 import zlib
+
+#: When this module was first imported (`time.time_ns`): the fast path imports it first thing, so
+#: every module read by the command's start-up after the interpreter's own was read after this.
+IMPORTED_NS = time.time_ns()
 
 HEADER = "cudapkgs-eval-cache 2\n"
 TAGS = frozenset("kslpt12dvL")

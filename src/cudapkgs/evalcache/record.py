@@ -31,7 +31,7 @@ import os
 import sys
 import time
 
-from .entry import (DEBUG_ENV, LOOKED_UP, MAX_BYTES, MAX_ENTRIES, cache_dir, encode, entry_name, identity, is_whole,
+from .entry import (DEBUG_ENV, IMPORTED_NS, LOOKED_UP, MAX_BYTES, MAX_ENTRIES, cache_dir, encode, entry_name, identity, is_whole,
                     key_of, note_lookups, stat_identity)
 
 RACY_NS = 200_000_000  # inputs changed this shortly before they were read are not trusted to show their next change
@@ -125,9 +125,11 @@ class Recorder:
         self.directory = cache_dir()
         self.seen: dict[tuple[str, bool], str] = {}  # (absolute path, follow links) -> identity when first seen
         self.seen_at: dict[tuple[str, bool], int] = {}  # -> when (time.time_ns()); absent: at the start
-        # Files read before the recorder started (the modules of the start-up) were read after
-        # this moment, less the margin of `_why_not`'s check.
-        self.started_ns = time.time_ns()
+        # Files read before the recorder started (the modules of the start-up, `sys.path`
+        # directories listed by the import system) were read after this moment: the import of the
+        # fast path's first module, not the recorder's start (importing the command line can take
+        # longer than the margin of `_why_not`'s check on a loaded machine).
+        self.started_ns = min(time.time_ns(), IMPORTED_NS)
         self.output: list[tuple[str, str]] = []
         self.refused = "" if self.directory is not None else "no cache directory"
         self.active = False
@@ -295,17 +297,17 @@ class Recorder:
                 if folder != cwd:
                     self._whole(folder)
         self._whole(os.path.realpath(sys.executable))
+        for entry in dict.fromkeys(sys.path):  # listed by the import system, maybe before the recorder
+            where = os.path.abspath(entry or ".")
+            recorded = stat_identity(where, True)
+            if recorded != "-" and _racy(recorded, self.started_ns):
+                return f"{where} changed a moment before or while the command ran"
         for (path, follow), recorded in self.seen.items():
             current_identity = stat_identity(path, follow, is_whole(recorded))
             if current_identity != recorded:
                 return f"{path} changed while the command ran"
-            if recorded != "-" and is_whole(recorded):
-                # Changed within a tick of the file system's clock before it was read: a second
-                # change in that tick would leave its identity as it is.
-                ctime = int(recorded.split(":")[3])
-                coarse = ctime % 1_000_000_000 == 0
-                if ctime > self.seen_at.get((path, follow), self.started_ns) - (_COARSE_RACY_NS if coarse else RACY_NS):
-                    return f"{path} changed a moment before it was read"
+            if recorded != "-" and is_whole(recorded) and _racy(recorded, self.seen_at.get((path, follow), self.started_ns)):
+                return f"{path} changed a moment before it was read"
         return ""
 
     def _fields(self) -> list[tuple[str, str]]:
@@ -345,6 +347,14 @@ class Recorder:
                 pass
             raise
         _bound(self.directory, keep=final)
+
+
+def _racy(recorded: str, read_ns: int) -> bool:
+    """Whether a whole identity's ctime is within a tick of the file system's clock before ``read_ns``
+    (or after it): a second change in that tick would leave the identity as it is."""
+    ctime = int(recorded.split(":")[3])
+    coarse = ctime % 1_000_000_000 == 0
+    return ctime > read_ns - (_COARSE_RACY_NS if coarse else RACY_NS)
 
 
 def stat_identity_real(path: str, follow: bool, saved: dict[str, object], whole: bool = True) -> str:
