@@ -76,12 +76,19 @@ def test_an_entry_of_another_user_or_writable_by_others_is_not_read(tmp_path):
 
 def test_what_cannot_be_seen_refuses_the_entry(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "x.toml").write_text("")
+    directory = os.open(tmp_path / "elsewhere", os.O_RDONLY)
     for act, why in [
         (lambda: sys.stdout.buffer, "used buffer of a standard stream"),
         (lambda: sys.stdin.read, "read standard input"),
         (lambda: __import__("subprocess").run(["true"]), "started a process"),
         (lambda: __import__("sqlite3").connect(":memory:").close(), "opened a database"),
         (lambda: open("/proc/self/status").close(), "read /proc/self/status"),
+        # The open audit event names the file, not the directory it is relative to.
+        (lambda: os.close(os.open("x.toml", os.O_RDONLY, dir_fd=directory)), "open relative to a directory descriptor"),
+        (lambda: open("x.toml", opener=lambda p, f: os.open(p, f, dir_fd=directory)).close(),
+         "open relative to a directory descriptor"),
     ]:
         rec = record.Recorder(["eval", "x"]).start()
         try:

@@ -11,7 +11,8 @@ imported module, the interpreter and the `sys.path` directories are added.
 Anything whose inputs cannot be seen refuses the entry: a process started (``subprocess``,
 ``os.exec*``, ``os.posix_spawn``, ``os.system``, a fork), a socket, an SQLite database
 opened, a library loaded with `ctypes`, the working directory changed, a file read under
-``/proc``, ``/sys`` or ``/dev``, a path given relative to a directory descriptor, a
+``/proc``, ``/sys`` or ``/dev``, a path given relative to a directory descriptor (`os.open`
+is wrapped too: its audit event names the path, not the directory), a
 stat refused (permission), the binary streams or file descriptors of stdout/stderr
 used directly, standard input read.  So does a non-zero exit status, an input whose identity
 differs at the end from when it was read (changed meanwhile), and an input changed less than
@@ -151,7 +152,7 @@ class Recorder:
             sys.addaudithook(_audit)
             _hooked.append(True)
         self._saved = {"stat": os.stat, "lstat": os.lstat, "access": os.access, "readlink": os.readlink,
-                       "stdout": sys.stdout, "stderr": sys.stderr}
+                       "open": os.open, "stdout": sys.stdout, "stderr": sys.stderr}
         real_stat, real_lstat, real_access, real_readlink = os.stat, os.lstat, os.access, os.readlink
         recorder = self
 
@@ -176,7 +177,15 @@ class Recorder:
                 recorder._saw(path, False, False) if dir_fd is None else recorder.refuse("readlink relative to a descriptor")
             return real_readlink(path, dir_fd=dir_fd)
 
+        real_open = os.open
+
+        def watched_open(path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[no-untyped-def]
+            if recorder.active and dir_fd is not None:  # the audit event names the path, not the directory
+                recorder.refuse("open relative to a directory descriptor")
+            return real_open(path, flags, mode, dir_fd=dir_fd)
+
         os.stat, os.lstat, os.access, os.readlink = watched_stat, watched_lstat, watched_access, watched_readlink
+        os.open = watched_open
         self._saved["stdin"] = sys.stdin
         sys.stdin = _NoInput(sys.stdin, self)  # type: ignore[assignment]
         sys.stdout = _Tee(sys.stdout, "1", self)  # type: ignore[assignment]
@@ -267,6 +276,7 @@ class Recorder:
         self.active = self.capturing = False
         os.stat, os.lstat = self._saved["stat"], self._saved["lstat"]  # type: ignore[assignment]
         os.access, os.readlink = self._saved["access"], self._saved["readlink"]  # type: ignore[assignment]
+        os.open = self._saved["open"]  # type: ignore[assignment]
         sys.stdout, sys.stderr = self._saved["stdout"], self._saved["stderr"]  # type: ignore[assignment]
         sys.stdin = self._saved["stdin"]  # type: ignore[assignment]
         current = None
