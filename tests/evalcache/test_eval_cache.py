@@ -158,6 +158,17 @@ def test_a_module_in_the_working_directory_for_an_import_that_failed_is_seen(tmp
     assert not hit(done) and "shadowed msvcrt" in done.stderr
 
 
+@pytest.mark.skipif(shutil.which("setarch") is None or os.uname().machine != "x86_64", reason="needs setarch on x86_64")
+def test_another_machine_name_from_the_kernel_is_a_miss(tmp_path):
+    # The host system comes from uname(2): `setarch i686` (linux32) changes it for one
+    # command, with the same files, environment and arguments.
+    cli = Cli(tmp_path)
+    assert _stored_then_hit(cli, "eval", "system") == '"x86_64-linux"\n'
+    done = subprocess.run(["setarch", "i686", sys.executable, "-m", "cudapkgs", "eval", "system"], cwd=cli.cwd,
+                          env=cli.env, capture_output=True, text=True, timeout=300)
+    assert not hit(done) and done.stdout == '"i686-linux"\n', done.stderr
+
+
 @pytest.mark.parametrize("variable", ["CUDAPKGS_CONFIG", "CUDAPKGS_MANIFESTS", "XDG_CONFIG_HOME", "SOMETHING_ELSE"])
 def test_a_changed_environment_variable_is_a_miss(tmp_path, variable):
     cli = Cli(tmp_path)

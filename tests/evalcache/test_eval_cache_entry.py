@@ -36,6 +36,10 @@ def test_the_key_changes_with_the_arguments_the_environment_and_the_working_dire
     assert entry.key_of(["eval", "x"]) == base
     monkeypatch.chdir(tmp_path)
     assert entry.key_of(["eval", "x"]) != base
+    moved = entry.key_of(["eval", "x"])
+    real = os.uname()
+    monkeypatch.setattr(entry.os, "uname", lambda: os.uname_result((*real[:4], "i686")))  # setarch i686
+    assert entry.key_of(["eval", "x"]) != moved
 
 
 def test_only_the_cached_commands_and_not_when_disabled(monkeypatch):

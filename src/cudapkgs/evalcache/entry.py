@@ -92,7 +92,8 @@ def wanted(argv: list[str]) -> bool:
 
 def key_of(argv: list[str]) -> str:
     """The key of running ``argv``: the format, the interpreter (path, version, flags, `sys.path`),
-    the working directory, user and group, which standard streams are terminals and their sizes, the arguments
+    the working directory, user and group, which standard streams are terminals and their sizes,
+    the kernel's `os.uname` (system, host name, release, version, machine), the arguments
     and the whole environment but `ENV_IGNORED`.  Raises OSError when the working directory is gone."""
     env = os.environ
     terminals = []
@@ -103,6 +104,7 @@ def key_of(argv: list[str]) -> str:
     parts = [
         HEADER, sys.executable, sys.version, repr(sys.flags), "\0".join(sys.path), os.getcwd(),
         f"{os.getuid()}:{os.getgid()}:{','.join(terminals)}",
+        "\0".join(os.uname()),  # the host system is uname's machine, which `setarch i686` changes for one command
         "\0".join(argv), "\0".join(f"{k}={env[k]}" for k in sorted(env) if k not in ENV_IGNORED),
     ]
     return "\1".join(parts)
