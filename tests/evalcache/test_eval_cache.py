@@ -169,6 +169,23 @@ def test_another_machine_name_from_the_kernel_is_a_miss(tmp_path):
     assert not hit(done) and done.stdout == '"i686-linux"\n', done.stderr
 
 
+@pytest.mark.parametrize("option", ["error", "ignore"])
+def test_the_interpreter_s_warning_options_are_part_of_the_key(tmp_path, option):
+    # python -W error turns the alias warning into a failure, -W ignore hides it: neither
+    # is in the environment nor in sys.flags.
+    cli = Cli(tmp_path)
+    args = ("eval", "cudaPackages_13_0.cudaVersion")
+    assert "deprecated" in cli.stored(*args).stderr
+    assert hit(cli(*args))
+    done = subprocess.run([sys.executable, "-W", option, "-m", "cudapkgs", *args], cwd=cli.cwd, env=cli.env,
+                          capture_output=True, text=True, timeout=300)
+    assert not hit(done)
+    if option == "error":
+        assert done.returncode != 0
+    else:
+        assert done.returncode == 0 and "deprecated" not in done.stderr
+
+
 @pytest.mark.parametrize("variable", ["CUDAPKGS_CONFIG", "CUDAPKGS_MANIFESTS", "XDG_CONFIG_HOME", "SOMETHING_ELSE"])
 def test_a_changed_environment_variable_is_a_miss(tmp_path, variable):
     cli = Cli(tmp_path)

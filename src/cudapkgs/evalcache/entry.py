@@ -91,7 +91,8 @@ def wanted(argv: list[str]) -> bool:
 
 
 def key_of(argv: list[str]) -> str:
-    """The key of running ``argv``: the format, the interpreter (path, version, flags, `sys.path`),
+    """The key of running ``argv``: the format, the interpreter (path, version, flags, ``-W`` and ``-X``
+    options, `sys.path`),
     the working directory, user and group, which standard streams are terminals and their sizes,
     the kernel's `os.uname` (system, host name, release, version, machine), the arguments
     and the whole environment but `ENV_IGNORED`.  Raises OSError when the working directory is gone."""
@@ -102,7 +103,10 @@ def key_of(argv: list[str]) -> str:
             size = os.get_terminal_size(fd)
             terminals.append(f"{fd}={size.columns}x{size.lines}")
     parts = [
-        HEADER, sys.executable, sys.version, repr(sys.flags), "\0".join(sys.path), os.getcwd(),
+        # -W and -X options are in neither the environment nor sys.flags: -W error makes a
+        # warning the command prints a failure, -W ignore hides it.
+        HEADER, sys.executable, sys.version, repr(sys.flags), repr(sys.warnoptions), repr(sys._xoptions),
+        "\0".join(sys.path), os.getcwd(),
         f"{os.getuid()}:{os.getgid()}:{','.join(terminals)}",
         "\0".join(os.uname()),  # the host system is uname's machine, which `setarch i686` changes for one command
         "\0".join(argv), "\0".join(f"{k}={env[k]}" for k in sorted(env) if k not in ENV_IGNORED),
