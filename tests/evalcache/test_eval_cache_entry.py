@@ -153,3 +153,13 @@ def test_a_module_changed_shortly_before_it_was_imported_refuses_the_entry(tmp_p
     rec.finish(0)
     assert "changed a moment before it was read" in rec._why_not(0)
     assert not list((tmp_path / "cache").rglob("*.entry"))
+
+
+def test_escaped_bytes_that_would_read_back_as_one_character_are_not_written():
+    # Lengths count characters: "\udcc3\udca9" is written as the two bytes of "é", which reads
+    # back one character shorter, and a crafted payload could then frame fields of its own.
+    # Written as before, these fields read back as [..., ("1", "aééé\n\n18"), ("1", "HACK\n")].
+    fields = [("k", "key"), ("1", "a" + "\udcc3\udca9" * 3 + "\n"), ("1", "15\nHACK\n")]
+    with pytest.raises(ValueError):
+        entry.encode(fields)
+    assert entry.decode(entry.encode([("k", "key"), ("1", "\udcc3 \udca9 é\n")])) == [("k", "key"), ("1", "\udcc3 \udca9 é\n")]

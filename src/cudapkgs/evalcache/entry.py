@@ -160,11 +160,19 @@ def stat_identity(path: str, follow: bool, whole: bool = True) -> str:
 
 
 def encode(fields: list[tuple[str, str]]) -> bytes:
-    """The bytes of an entry holding ``fields`` (tag, payload)."""
+    """The bytes of an entry holding ``fields`` (tag, payload).
+
+    Raises ValueError when the text would not read back as written: two escaped bytes side by
+    side that form a UTF-8 character (``"\\udcc3\\udca9"`` reads back as ``"é"``) shorten a
+    payload, and the lengths, counted in characters, would then frame other fields."""
     out = [HEADER]
     for tag, payload in fields:
         out.append(f"{tag}{len(payload)}\n{payload}\n")
-    return "".join(out).encode("utf-8", "surrogateescape")
+    text = "".join(out)
+    data = text.encode("utf-8", "surrogateescape")
+    if not text.isascii() and data.decode("utf-8", "surrogateescape") != text:
+        raise ValueError("text that would not read back as written")
+    return data
 
 
 def decode(data: bytes) -> list[tuple[str, str]] | None:

@@ -284,7 +284,7 @@ class Recorder:
         if not why:
             try:
                 self._write()
-            except OSError as error:
+            except (OSError, ValueError) as error:
                 why = f"cannot write: {error}"
         if os.environ.get(DEBUG_ENV):
             print(f"cudapkgs: eval cache: {'stored' if not why else f'not stored ({why})'}", file=sys.stderr)
