@@ -186,6 +186,27 @@ def test_the_interpreter_s_warning_options_are_part_of_the_key(tmp_path, option)
         assert done.returncode == 0 and "deprecated" not in done.stderr
 
 
+def test_a_command_whose_reader_went_away_keeps_no_entry(tmp_path):
+    # `cudapkgs list | head -c 10`: a write fails, the command stops short of its answer
+    # and exits 0 as Unix tools do; what it had written so far is no answer to keep.
+    cli = Cli(tmp_path)
+    full = cli.stored("list").stdout
+    for entry in cli.entries():
+        entry.unlink()
+    for _ in range(3):
+        read, write = os.pipe()
+        os.close(read)  # gone before the first write
+        try:
+            done = subprocess.run([sys.executable, "-m", "cudapkgs", "list"], cwd=cli.cwd, env=cli.env,
+                                  stdout=write, stderr=subprocess.PIPE, text=True, timeout=300)
+        finally:
+            os.close(write)
+        assert "eval cache: stored" not in done.stderr, done.stderr
+        time.sleep(0.25)
+    done = cli("list")
+    assert not hit(done) and done.stdout == full
+
+
 @pytest.mark.parametrize("variable", ["CUDAPKGS_CONFIG", "CUDAPKGS_MANIFESTS", "XDG_CONFIG_HOME", "SOMETHING_ELSE"])
 def test_a_changed_environment_variable_is_a_miss(tmp_path, variable):
     cli = Cli(tmp_path)

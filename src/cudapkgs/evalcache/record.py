@@ -89,7 +89,18 @@ class _Tee:
     def write(self, text: str) -> int:
         if self._recorder.capturing:
             self._recorder.output.append((self._tag, str(text)))
-        return self._stream.write(text)  # type: ignore[attr-defined]
+        try:
+            return self._stream.write(text)  # type: ignore[attr-defined]
+        except BaseException:  # a closed pipe: the command stops short of what it would print (and exits 0)
+            self._recorder.refuse("could not write its output")
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()  # type: ignore[attr-defined]
+        except BaseException:
+            self._recorder.refuse("could not write its output")
+            raise
 
     def writelines(self, lines: object) -> None:
         for line in lines:  # type: ignore[attr-defined]
