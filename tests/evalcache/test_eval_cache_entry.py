@@ -40,6 +40,10 @@ def test_the_key_changes_with_the_arguments_the_environment_and_the_working_dire
     real = os.uname()
     monkeypatch.setattr(entry.os, "uname", lambda: os.uname_result((*real[:4], "i686")))  # setarch i686
     assert entry.key_of(["eval", "x"]) != moved
+    other_arch = entry.key_of(["eval", "x"])
+    groups = os.getgroups()
+    monkeypatch.setattr(entry.os, "getgroups", lambda: [*groups, 4242])  # sg: os.access answers otherwise
+    assert entry.key_of(["eval", "x"]) != other_arch
 
 
 def test_only_the_cached_commands_and_not_when_disabled(monkeypatch):

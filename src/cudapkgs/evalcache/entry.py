@@ -93,8 +93,8 @@ def wanted(argv: list[str]) -> bool:
 def key_of(argv: list[str]) -> str:
     """The key of running ``argv``: the format, the interpreter (path, version, flags, ``-W`` and ``-X``
     options, `sys.path`),
-    the working directory, user and group, which standard streams are terminals and their sizes,
-    the kernel's `os.uname` (system, host name, release, version, machine), the arguments
+    the working directory, users and groups (real, effective, supplementary), which standard streams
+    are terminals and their sizes, the kernel's `os.uname` (system, host name, release, version, machine), the arguments
     and the whole environment but `ENV_IGNORED`.  Raises OSError when the working directory is gone."""
     env = os.environ
     terminals = []
@@ -107,7 +107,9 @@ def key_of(argv: list[str]) -> str:
         # warning the command prints a failure, -W ignore hides it.
         HEADER, sys.executable, sys.version, repr(sys.flags), repr(sys.warnoptions), repr(sys._xoptions),
         "\0".join(sys.path), os.getcwd(),
-        f"{os.getuid()}:{os.getgid()}:{','.join(terminals)}",
+        # os.access (shutil.which, the host compiler's probe) answers by the effective ids and the
+        # supplementary groups (`sg`, `newgrp`), the project's trust by the effective user.
+        f"{os.getuid()}:{os.getgid()}:{os.geteuid()}:{os.getegid()}:{sorted(os.getgroups())}:{','.join(terminals)}",
         "\0".join(os.uname()),  # the host system is uname's machine, which `setarch i686` changes for one command
         "\0".join(argv), "\0".join(f"{k}={env[k]}" for k in sorted(env) if k not in ENV_IGNORED),
     ]
