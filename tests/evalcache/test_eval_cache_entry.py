@@ -97,6 +97,8 @@ def test_what_cannot_be_seen_refuses_the_entry(tmp_path, monkeypatch, capsys):
         (lambda: os.close(os.open("x.toml", os.O_RDONLY, dir_fd=directory)), "open relative to a directory descriptor"),
         (lambda: open("x.toml", opener=lambda p, f: os.open(p, f, dir_fd=directory)).close(),
          "open relative to a directory descriptor"),
+        (lambda: os.write(2, b""), "wrote to a standard stream's descriptor"),  # not through sys.stderr: not kept
+        (lambda: os.writev(1, [b""]), "wrote to a standard stream's descriptor"),
     ]:
         rec = record.Recorder(["eval", "x"]).start()
         try:

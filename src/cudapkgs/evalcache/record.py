@@ -163,7 +163,7 @@ class Recorder:
             sys.addaudithook(_audit)
             _hooked.append(True)
         self._saved = {"stat": os.stat, "lstat": os.lstat, "access": os.access, "readlink": os.readlink,
-                       "open": os.open, "stdout": sys.stdout, "stderr": sys.stderr}
+                       "open": os.open, "write": os.write, "writev": os.writev, "stdout": sys.stdout, "stderr": sys.stderr}
         real_stat, real_lstat, real_access, real_readlink = os.stat, os.lstat, os.access, os.readlink
         recorder = self
 
@@ -195,8 +195,20 @@ class Recorder:
                 recorder.refuse("open relative to a directory descriptor")
             return real_open(path, flags, mode, dir_fd=dir_fd)
 
+        real_write, real_writev = os.write, os.writev
+
+        def watched_write(fd, data):  # type: ignore[no-untyped-def]
+            if recorder.capturing and fd in (1, 2):  # output past the text streams: not in the entry
+                recorder.refuse("wrote to a standard stream's descriptor")
+            return real_write(fd, data)
+
+        def watched_writev(fd, buffers):  # type: ignore[no-untyped-def]
+            if recorder.capturing and fd in (1, 2):
+                recorder.refuse("wrote to a standard stream's descriptor")
+            return real_writev(fd, buffers)
+
         os.stat, os.lstat, os.access, os.readlink = watched_stat, watched_lstat, watched_access, watched_readlink
-        os.open = watched_open
+        os.open, os.write, os.writev = watched_open, watched_write, watched_writev
         self._saved["stdin"] = sys.stdin
         sys.stdin = _NoInput(sys.stdin, self)  # type: ignore[assignment]
         sys.stdout = _Tee(sys.stdout, "1", self)  # type: ignore[assignment]
@@ -287,7 +299,7 @@ class Recorder:
         self.active = self.capturing = False
         os.stat, os.lstat = self._saved["stat"], self._saved["lstat"]  # type: ignore[assignment]
         os.access, os.readlink = self._saved["access"], self._saved["readlink"]  # type: ignore[assignment]
-        os.open = self._saved["open"]  # type: ignore[assignment]
+        os.open, os.write, os.writev = self._saved["open"], self._saved["write"], self._saved["writev"]  # type: ignore[assignment]
         sys.stdout, sys.stderr = self._saved["stdout"], self._saved["stderr"]  # type: ignore[assignment]
         sys.stdin = self._saved["stdin"]  # type: ignore[assignment]
         current = None
