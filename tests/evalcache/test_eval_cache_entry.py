@@ -169,3 +169,16 @@ def test_escaped_bytes_that_would_read_back_as_one_character_are_not_written():
     with pytest.raises(ValueError):
         entry.encode(fields)
     assert entry.decode(entry.encode([("k", "key"), ("1", "\udcc3 \udca9 é\n")])) == [("k", "key"), ("1", "\udcc3 \udca9 é\n")]
+
+
+def test_the_pth_files_of_the_sys_path_directories_are_inputs(tmp_path, monkeypatch):
+    # The site module ran their lines (``import ...; ...``) before the command: an edit
+    # that leaves sys.path as it was still changes what ran.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    where = tmp_path / "site"
+    where.mkdir()
+    (where / "hook.pth").write_text("import os\n")
+    monkeypatch.syspath_prepend(str(where))
+    rec = record.Recorder(["eval", "x"]).start()
+    rec.finish(0)
+    assert rec.seen[(str(where / "hook.pth"), True)] == entry.stat_identity(str(where / "hook.pth"), True)

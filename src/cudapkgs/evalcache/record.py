@@ -332,6 +332,11 @@ class Recorder:
         self._whole(os.path.realpath(sys.executable))
         for entry in dict.fromkeys(sys.path):  # listed by the import system, maybe before the recorder
             where = os.path.abspath(entry or ".")
+            if where != cwd and os.path.isdir(where):
+                # The site module ran its .pth files' lines before the command: their text is an input.
+                for name in _names(where):
+                    if name.endswith(".pth"):
+                        self._whole(os.path.join(where, name))
             recorded = stat_identity(where, True)
             if recorded != "-" and _racy(recorded, self.started_ns):
                 return f"{where} changed a moment before or while the command ran"
@@ -380,6 +385,14 @@ class Recorder:
                 pass
             raise
         _bound(self.directory, keep=final)
+
+
+def _names(directory: str) -> list[str]:
+    """The names in ``directory``, none when it cannot be listed."""
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
 
 
 def _racy(recorded: str, read_ns: int) -> bool:
