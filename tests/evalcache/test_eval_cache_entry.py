@@ -51,6 +51,9 @@ def test_only_the_cached_commands_and_not_when_disabled(monkeypatch):
     assert not entry.wanted(["gc"]) and not entry.wanted(["eval", "--no-eval-cache", "x"])
     assert not entry.wanted(["eval", "--help"]) and not entry.wanted([])
     assert entry.wanted(["eval", "--", "--no-eval-cache"])  # an argument after --, not the option
+    # argparse takes an unambiguous prefix for the option
+    assert not entry.wanted(["eval", "--no-eval", "x"]) and not entry.wanted(["build", "--no-eval-c", "x"])
+    assert entry.wanted(["build", "--no-link", "x"]) and entry.wanted(["eval", "-f", "x.py", "x"])
     monkeypatch.setenv(entry.DISABLE_ENV, "1")
     assert not entry.wanted(["eval", "x"])
 

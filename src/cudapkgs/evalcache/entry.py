@@ -79,13 +79,15 @@ def command_of(argv: list[str]) -> str | None:
 
 def wanted(argv: list[str]) -> bool:
     """Whether the cache may answer or record ``argv``: a cached command, neither
-    ``--no-eval-cache`` (before any ``--``) nor ``$CUDAPKGS_NO_EVAL_CACHE`` (non-empty) given."""
+    ``--no-eval-cache`` (or a prefix of it that argparse would take for it, before any ``--``)
+    nor ``$CUDAPKGS_NO_EVAL_CACHE`` (non-empty) given."""
     if os.environ.get(DISABLE_ENV) or command_of(argv) not in COMMANDS:
         return False
     for word in argv:
         if word == "--":
             break
-        if word == DISABLE_OPTION or word in ("-h", "--help"):
+        # argparse takes a prefix of a long option for it: --no-eval is --no-eval-cache
+        if (len(word) > 2 and DISABLE_OPTION.startswith(word.partition("=")[0])) or word in ("-h", "--help"):
             return False
     return True
 
