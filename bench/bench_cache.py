@@ -38,26 +38,26 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "tests"))  # local_servers: the helpers the cache tests use too
 
 CHILD = r"""
 import os, sys
 sys.path.insert(0, {src!r})
 from cudapkgs.store.store import Store
 from cudapkgs.store.caches import open_cache
-from cudapkgs.store.caches.signing import SecretKey
+from cudapkgs.store.caches.signing import PublicKey, SecretKey
 op, store_dir, cache_url, key_text, paths = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
-key = SecretKey.parse(key_text)
 cache = open_cache(cache_url)
 with Store.open(store_dir) as store:
     if op == "upload":
-        cache.upload_closure(store, paths, secret_key=key)
-    else:
+        cache.upload_closure(store, paths, secret_key=SecretKey.parse(key_text))
+    else:  # the trusted public key, as a configuration names it (deriving it from the secret key would load more)
         from cudapkgs.store.caches.substitution import Substituters
-        subs = Substituters([cache], [key.public])
+        subs = Substituters([cache], [PublicKey.parse(key_text)])
         found = subs.query(store, paths)
         todo = [found[p] for p in subs.closure_of(found, paths)]
         assert len(todo) == len(paths), (len(todo), len(paths))
-        subs.fetch(store, todo, jobs=4)
+        subs.fetch(store, todo, jobs=int(os.environ.get("BENCH_JOBS", "4")))
 """
 
 
@@ -66,12 +66,51 @@ with Store.open(store_dir) as store:
 _ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(cmd: list[str]) -> tuple[float, int, float]:
-    """Wall seconds, peak RSS (KiB) and CPU seconds (user + system) of one child process (its own rusage, via wait4)."""
+#: Seconds the last `timed` child's threads spent runnable but waiting for a CPU (other processes' load).
+last_runqueue_wait = 0.0
+#: The last `timed` child's own peak RSS (VmHWM after its exec, sampled every 10 ms), KiB. wait4's ru_maxrss
+#: is at least the forked copy of this (larger) Python process, so for small children it reads this process.
+last_hwm_kib = 0
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (KiB) and CPU seconds (user + system) of one child process (its own rusage, via wait4).
+
+    Also samples, every 10 ms, how long the child's threads waited for a CPU (`last_runqueue_wait`):
+    wall time beyond CPU time is either that (the machine is busy) or waiting for I/O.
+    """
+    import threading
+
+    global last_runqueue_wait
     start = time.perf_counter()
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_ENV)
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or _ENV)
+    seen: dict[str, int] = {}
+    stop = threading.Event()
+
+    hwm = [0]
+
+    def sample() -> None:
+        while not stop.wait(0.01):
+            try:
+                with open(f"/proc/{process.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            hwm[0] = max(hwm[0], int(line.split()[1]))
+                for task in os.listdir(f"/proc/{process.pid}/task"):
+                    with open(f"/proc/{process.pid}/task/{task}/schedstat") as f:
+                        seen[task] = int(f.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
+    stop.set()
+    sampler.join()
+    last_runqueue_wait = sum(seen.values()) / 1e9
+    global last_hwm_kib
+    last_hwm_kib = hwm[0]
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed ({process.returncode}): {process.stderr.read().decode()[-500:]}")
@@ -117,9 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a synthetic ~8 MiB closure in a temporary store")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--http", action="store_true", help="substitution over HTTP from 127.0.0.1 (see above)")
-    parser.add_argument("--peer-src", help="with --http: the src/ directory of the code to compare against")
+    parser.add_argument("--peer-src", help="with --http or --nix: the src/ directory of the code to compare against")
     parser.add_argument("--https", action="store_true", help="with --http: serve over TLS (a self-signed certificate)")
+    parser.add_argument("--nix", action="store_true", help="substitution from file:// against real Nix's `nix copy --from`")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="with --nix: cudapkgs' substitution jobs (default 2)")
     args = parser.parse_args(argv)
+    if args.nix:
+        return nix_main(args, parser)
     if args.http or args.https:
         args.http = True
         return http_main(args, parser)
@@ -143,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         with Store.open(store_dir) as store:
             paths = sorted(store.closure(wanted))
             nar_bytes = sum(store.query(p).nar_size for p in paths)
-        key = str(generate("bench-1"))
+        secret = generate("bench-1")
+        key, public = str(secret), str(secret.public)
         names = [os.path.basename(p) for p in paths]
         rows: dict[str, list[tuple[float, int, float]]] = {k: [] for k in ("tar -I zstd -cf", "cudapkgs upload",
                                                                    "tar -I zstd -xf", "cudapkgs substitute")}
@@ -164,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             rows["tar -I zstd -xf"].append(timed(["tar", "-I", "zstd", "-xf", str(work / f"closure-{run}.tar.zst"), "-C", str(out)]))
             _rmtree(out)
             Store.open(store_dir).close()
-            rows["cudapkgs substitute"].append(run_child("substitute", store_dir, f"file://{work}/cache-{run}", key, paths))
+            rows["cudapkgs substitute"].append(run_child("substitute", store_dir, f"file://{work}/cache-{run}", public, paths))
             _rmtree(Path(store_dir))
     finally:
         if aside is not None and aside.exists():
@@ -224,49 +268,22 @@ http {{
 """
 
 
-def _self_signed(work: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key (PEM), made with `cryptography`; the certificate is its own CA."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    (work / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (work / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                     serialization.NoEncryption()))
-    return work / "cert.pem", work / "key.pem"
-
-
 class _Served:
     """The cache directory served on 127.0.0.1: nginx when installed, else a threaded Python server."""
 
     def __init__(self, root: Path, work: Path, tls: bool = False) -> None:
-        import socket
+        from local_servers import free_port, nginx_binary, self_signed, wait_for_port
 
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         self.cert = None
         tls_conf = ""
         if tls:
-            self.cert, key = _self_signed(work)
+            self.cert, key = self_signed(work)
             tls_conf = f" ssl; ssl_certificate {self.cert}; ssl_certificate_key {key}"
         self.process = None
         self.httpd = None
-        nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+        nginx = nginx_binary()
         if nginx:
             run = work / "nginx"
             run.mkdir()
@@ -295,15 +312,10 @@ class _Served:
                 self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
             threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
             self.server = "Python http.server (threaded)"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or (self.process is not None and self.process.poll() is not None):
-                    raise SystemExit(f"{self.server} did not start on 127.0.0.1:{port}")
-                time.sleep(0.05)
+        try:
+            wait_for_port(port, self.process, self.server)
+        except RuntimeError as error:
+            raise SystemExit(f"{self.server} did not start on 127.0.0.1:{port} ({error})") from None
 
     def stop(self) -> None:
         if self.process is not None:
@@ -339,7 +351,8 @@ def http_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         with Store.open(store_dir) as store:
             paths = sorted(store.closure(wanted))
             nar_bytes = sum(store.query(p).nar_size for p in paths)
-        key = str(generate("bench-1"))
+        secret = generate("bench-1")
+        key, public = str(secret), str(secret.public)
         cache_dir = work / "cache"
         run_child("upload", store_dir, f"file://{cache_dir}", key, paths)
         cache_bytes = sum(f.stat().st_size for f in (cache_dir / "nar").iterdir())
@@ -363,7 +376,7 @@ def http_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         for round_ in range(args.runs + 1):  # round 0 warms up (bytecode, page cache) and is not counted
             for label, url, src in rows:
                 Store.open(store_dir).close()
-                measured = run_child("substitute", store_dir, url, key, paths, src=src)
+                measured = run_child("substitute", store_dir, url, public, paths, src=src)
                 if round_:
                     results[label].append(measured)
                 _rmtree(Path(store_dir))
@@ -394,6 +407,151 @@ def http_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     for label, _, _ in rows:
         print(f"| {label} | {med[label]:.3f} | {med[label] / med[base]:.2f} | {cpu[label]:.3f} | {cpu[label] / cpu[base]:.2f} | "
               f"{rss[label] / 1024:.1f} | {', '.join(f'{t:.2f}' for t, _, _ in results[label])} |")
+    print(f"\nload average after the runs: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+    return 0
+
+NIX = shutil.which("nix") or "/usr/bin/nix"
+
+
+def _vm_dirty_kib() -> tuple[int, int]:
+    """(Dirty, Writeback) of /proc/meminfo in KiB: the page cache waiting to be written, and being written."""
+    values = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("Dirty", "Writeback"):
+                    values[key] = int(rest.split()[0])
+    except OSError:
+        pass
+    return values.get("Dirty", 0), values.get("Writeback", 0)
+
+
+class _DirtyWatch:
+    """The most dirty + writeback page cache (KiB) seen while a run lasts, sampled every 20 ms in a thread."""
+
+    def __enter__(self) -> "_DirtyWatch":
+        import threading
+
+        self.peak = sum(_vm_dirty_kib())
+        self.start = self.peak
+        self._stop = threading.Event()
+
+        def sample() -> None:
+            while not self._stop.wait(0.02):
+                self.peak = max(self.peak, sum(_vm_dirty_kib()))
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def nix_copy_from(cache_dir: Path, store_dir: str, public_key: str, paths: list[str], run_dir: Path) -> tuple[float, int, float]:
+    """`nix copy --from file://cache_dir` of `paths` into a fresh chroot store under `run_dir`: (wall s, peak RSS KiB, CPU s)."""
+    env = {**_ENV, "NIX_STORE_DIR": store_dir, "XDG_CACHE_HOME": str(run_dir / "xdg"), "HOME": str(run_dir)}
+    cmd = [NIX, "copy", "--extra-experimental-features", "nix-command", "--from", f"file://{cache_dir}",
+           "--to", f"local?root={run_dir}/root", "--option", "trusted-public-keys", public_key,
+           "--option", "substituters", "", *paths]
+    try:
+        measured = timed(cmd, env)
+    except SystemExit as error:
+        raise SystemExit(f"nix copy failed: {error}") from None
+    # Nix 2.8 keeps a chroot store's files in <root>/nix/store whatever its (logical) store directory
+    base = os.path.basename(paths[-1])
+    if not any(p.exists() for p in (Path(f"{run_dir}/root{paths[-1]}"), run_dir / "root/nix/store" / base)):
+        raise SystemExit(f"nix copy made no {paths[-1]} under {run_dir}")
+    return measured
+
+
+def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Substitute the closure from one file:// cache with `nix copy --from` and with cudapkgs, alternating; medians."""
+    from cudapkgs.store.caches.signing import generate
+    from cudapkgs.store.store import Store
+
+    if not os.path.exists(NIX):
+        parser.error("--nix needs real Nix (apt-get install nix-bin)")
+    work = Path(tempfile.mkdtemp(prefix="bench-cache-nix-"))
+    aside = None
+    store_dir = None
+    try:
+        if args.tiny:
+            store_dir, wanted = tiny_store(work)
+        else:
+            if not args.store:
+                parser.error("--store is needed (or --tiny)")
+            store_dir = os.path.abspath(args.store)
+            wanted = list(args.paths)
+            if args.paths_from:
+                wanted += [l.strip() for l in open(args.paths_from) if l.strip()]
+        with Store.open(store_dir) as store:
+            paths = sorted(store.closure(wanted))
+            nar_bytes = sum(store.query(p).nar_size for p in paths)
+        key = generate("bench-1")
+        cache_dir = work / "cache"
+        run_child("upload", store_dir, f"file://{cache_dir}", str(key), paths)
+        cache_bytes = sum(f.stat().st_size for f in (cache_dir / "nar").iterdir())
+        aside = Path(store_dir + ".bench-aside")
+        os.rename(store_dir, aside)
+        _ENV["BENCH_JOBS"] = str(args.jobs)
+        peer_src = Path(args.peer_src).resolve() if args.peer_src else None
+        labels = ("nix copy --from", "cudapkgs substitute") + ((f"cudapkgs ({peer_src})",) if peer_src else ())
+        results: dict[str, list[tuple[float, int, float]]] = {label: [] for label in labels}
+        dirty: dict[str, list[int]] = {label: [] for label in labels}
+        waits: dict[str, list[float]] = {label: [] for label in labels}
+        for round_ in range(args.runs + 1):  # round 0 warms up (bytecode, page cache) and is not counted
+            for label in (labels if round_ % 2 == 0 else labels[::-1]):  # alternate who goes first
+                with _DirtyWatch() as watch:
+                    if label == labels[0]:
+                        run_dir = work / f"nix-{round_}"
+                        run_dir.mkdir()
+                        measured = nix_copy_from(cache_dir, store_dir, str(key.public), paths, run_dir)
+                    else:
+                        Store.open(store_dir).close()
+                        measured = run_child("substitute", store_dir, f"file://{cache_dir}", str(key.public), paths,
+                                             src=REPO / "src" if label == labels[1] else peer_src)
+                if round_:
+                    results[label].append(measured)
+                    dirty[label].append(watch.peak)
+                    waits[label].append(last_runqueue_wait)
+                    results[label][-1] = (measured[0], last_hwm_kib or measured[1], measured[2])
+                _rmtree(run_dir if label == labels[0] else Path(store_dir))
+    finally:
+        if aside is not None and aside.exists():
+            if os.path.exists(store_dir):
+                _rmtree(Path(store_dir))
+            os.rename(aside, store_dir)
+        _rmtree(work)
+
+    med = {k: statistics.median(t for t, _, _ in v) for k, v in results.items()}
+    cpu = {k: statistics.median(c for _, _, c in v) for k, v in results.items()}
+    rss = {k: max(r for _, r, _ in v) for k, v in results.items()}
+    spread = {k: max(t for t, _, _ in v) / med[k] for k, v in results.items()}
+    peer, ours = labels[:2]
+    result = {"paths": len(paths), "narBytes": nar_bytes, "cacheBytes": cache_bytes, "runs": args.runs, "jobs": args.jobs,
+              "median_s": med, "median_cpu_s": cpu, "maxrss_kib": rss, "spread": spread,
+              "all_s": {k: [round(t, 3) for t, _, _ in v] for k, v in results.items()},
+              "all_cpu_s": {k: [round(c, 3) for _, _, c in v] for k, v in results.items()},
+              "dirty_peak_mib": {k: [round(d / 1024) for d in v] for k, v in dirty.items()},
+              "runqueue_wait_s": {k: [round(w, 2) for w in v] for k, v in waits.items()},
+              "ratios": {"wall": med[ours] / med[peer], "cpu": cpu[ours] / cpu[peer], "rss": rss[ours] / rss[peer]},
+              "load_average": os.getloadavg()}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{len(paths)} paths, {nar_bytes / 2**20:.1f} MiB of NAR, {cache_bytes / 2**20:.1f} MiB of zstd NARs in a file:// "
+          f"cache; into an empty store, median of {args.runs} alternating runs after a warm-up round (cudapkgs -j {args.jobs}); "
+          "peak RSS is the child's VmHWM\n")
+    print("| tool | median wall s | wall ratio | median CPU s | CPU ratio | peak RSS MiB | RSS ratio | slowest / median | runs (wall s) | runs (CPU s) | waiting for a CPU (s) | peak dirty MiB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")
+    for label in labels:
+        print(f"| {label} | {med[label]:.3f} | {med[label] / med[peer]:.2f} | {cpu[label]:.3f} | {cpu[label] / cpu[peer]:.2f} | "
+              f"{rss[label] / 1024:.1f} | {rss[label] / rss[peer]:.2f} | {spread[label]:.2f} | "
+              f"{', '.join(f'{t:.2f}' for t, _, _ in results[label])} | {', '.join(f'{c:.2f}' for _, _, c in results[label])} | "
+              f"{', '.join(f'{w:.2f}' for w in waits[label])} | {', '.join(str(d) for d in result['dirty_peak_mib'][label])} |")
     print(f"\nload average after the runs: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     return 0
 

@@ -13,14 +13,17 @@ Rows, whole processes timed from spawn to exit, median of --runs:
 
 * `uv pip install --offline --no-deps <5 files>` into a fresh `uv venv`, with uv's
   cache empty (a new UV_CACHE_DIR each run): the peer;
-* the same with uv's cache warm (for information);
+* the same with uv's cache warm (its cache filled by the row before: uv only links), the
+  peer of "again after gc" (the `× uv warm` columns and the last summary line);
 * `cudapkgs build --no-link -j 1` into a fresh store: evaluation, the wheels'
   recorded sha256 checked again, every file checked against RECORD while it is
   unpacked, outputs split, ELF run paths fixed (in process, `cudapkgs.elf.edit`), NAR hash + reference scan,
   registration;
 * the same with `-j auto` (the default: as many builds at once as CPUs);
 * `cudapkgs gc` (not timed), then the same build again into that store: the second
-  realisation after gc, from the warm download cache (for -j auto and -j 1).
+  realisation after gc, from the warm caches (for -j auto and -j 1): the download cache,
+  and the outputs the store verified before, which gc moved aside (`cudapkgs.store.reuse`:
+  renamed back, every entry checked against its recorded identity, as uv links from its cache).
 
 A second uv row runs uv with its cache and venv in a directory marked `chattr +T`, which
 makes ext4 spread the new directories over fresh block groups, as cudapkgs does for its
@@ -59,6 +62,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 SPREAD_ROW = "uv pip install --offline, uv cache empty, in a chattr +T directory"
+WARM_ROW = "uv pip install --offline, uv cache warm"
 rows_note: list[str] = []
 ATTRS = ["cudaPackages_13_0.cuda_cudart", "cudaPackages_13_0.cuda_nvcc", "cudaPackages_13_0.cuda_cccl"]
 SETS = ["allowUnfree=true", 'fetchers=["wheels"]']
@@ -207,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             warm_venv = scratch / f"venv-warm-{i}"
             subprocess.run([uv, "venv", "-q", str(warm_venv)], env=uv_env, check=True)
             install_warm = [*install[:-len(wheels) - 2], "--python", str(warm_venv / "bin" / "python"), *map(str, wheels)]
-            record("uv pip install --offline, uv cache warm", *run_with_rusage(install_warm, uv_env))
+            record(WARM_ROW, *run_with_rusage(install_warm, uv_env))
             leftovers += [venv, warm_venv, scratch / f"uv-cache-{i}"]
 
             for jobs in ("auto", "1"):
@@ -253,17 +257,25 @@ def main(argv: list[str] | None = None) -> int:
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}\n")
     cpu = {k: statistics.median(v) for k, v in CPU.items()}
     peer_cpu = cpu["uv pip install --offline, uv cache empty"]
-    print("| what | median s | min–max s | × uv, cache empty | CPU s (with children) | CPU × uv | peak RSS MiB, the process | with its children |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    warm = medians[WARM_ROW]
+    warm_cpu = cpu[WARM_ROW]
+    print("| what | median s | min–max s | × uv, cache empty | CPU s (with children) | CPU × uv | × uv warm | CPU × uv warm "
+          "| peak RSS MiB, the process | with its children |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, times in rows.items():
         own = f"{own_rss[name] / 1024:.0f}" if name in own_rss else ""
         print(f"| {name} | {medians[name]:.2f} | {min(times):.2f}–{max(times):.2f} | {medians[name] / peer:.2f} "
-              f"| {cpu[name]:.2f} | {cpu[name] / peer_cpu:.2f} | {own} | {rss[name] / 1024:.0f} |")
+              f"| {cpu[name]:.2f} | {cpu[name] / peer_cpu:.2f} | {medians[name] / warm:.2f} | {cpu[name] / warm_cpu:.2f} "
+              f"| {own} | {rss[name] / 1024:.0f} |")
     best_uv = medians[SPREAD_ROW]
     auto = medians["cudapkgs build -j auto, fresh store"]
     one = medians["cudapkgs build -j 1, fresh store"]
-    print(f"\ncudapkgs -j auto (the default) / uv, cache empty: {auto / peer:.2f}x; -j 1: {one / peer:.2f}x; "
-          f"against uv in a chattr +T directory: {auto / best_uv:.2f}x and {one / best_uv:.2f}x")
+    print(f"\ncudapkgs -j auto (the default) / uv, cache empty: {auto / peer:.2f}x (CPU {cpu['cudapkgs build -j auto, fresh store'] / peer_cpu:.2f}x); "
+          f"-j 1: {one / peer:.2f}x; against uv in a chattr +T directory: {auto / best_uv:.2f}x and {one / best_uv:.2f}x")
+    after = medians["cudapkgs build -j auto, again after gc"]
+    after_cpu = cpu["cudapkgs build -j auto, again after gc"]
+    print(f"cudapkgs -j auto again after gc / uv, cache warm: {after / warm:.2f}x wall, {after_cpu / warm_cpu:.2f}x CPU "
+          f"(goal <= 2x); -j 1: {medians['cudapkgs build -j 1, again after gc'] / warm:.2f}x")
     for note in rows_note:
         print(note)
     if "patchelf_note" in locals():

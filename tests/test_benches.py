@@ -141,8 +141,10 @@ def test_bench_wheels_tiny(wheel_cache):
     ]
     assert table[0][3] == "1.00" and all(number(row[3]) > 0 for row in table)
     assert all(number(row[4]) > 0 for row in table)  # CPU seconds
-    assert all(0 < number(row[6]) for row in table[3:])  # the cudapkgs process's own peak RSS
+    assert table[2][6] == "1.00" and all(number(row[6]) > 0 for row in table)  # × uv with its cache warm
+    assert all(0 < number(row[8]) for row in table[3:])  # the cudapkgs process's own peak RSS
     assert "cudapkgs -j auto (the default) / uv, cache empty:" in out
+    assert "cudapkgs -j auto again after gc / uv, cache warm:" in out
     assert "5 files" in out
 
 
@@ -151,9 +153,11 @@ def test_bench_torch_tiny():
     out = run_bench("bench_torch.py", timeout=600)
     (table,) = tables(out)
     assert [row[0] for row in table] == ["cudapkgs build -j auto, fresh store, warm wheel cache",
-                                         "uv pip install --offline --no-deps, uv cache empty"]
+                                         "uv pip install --offline --no-deps, uv cache empty",
+                                         "uv pip install --offline --no-deps --compile-bytecode, uv cache empty"]
     assert table[1][3] == "1.00" and number(table[0][3]) > 0 and number(table[0][4]) > 0
-    assert "store" in table[0][6] and "venv+cache" in table[1][6]
+    assert "store" in table[0][6] and "venv+cache" in table[1][6] and "venv+cache" in table[2][6]
+    assert "cudapkgs against uv --compile-bytecode (the same byte code compiled): wall " in out
     assert "load average before" in out and "3 files" in out
 
 

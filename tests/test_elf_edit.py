@@ -180,18 +180,35 @@ def test_symbols_in_moved_sections_move_with_them(tmp_path: Path) -> None:
     assert elf.read_elf(app).runpath == [f"/run/opengl-driver/lib{attempt}"]
 
 
-def test_rpath_is_left_to_patchelf(tmp_path: Path) -> None:
-    lib = tmp_path / "lib"
-    shared_lib(lib / "libbar.so.1", BAR_C, "libbar.so.1")
-    (lib / "libbar.so").symlink_to("libbar.so.1")
+def test_rpath_becomes_the_runpath_in_process_as_patchelf_makes_it(tmp_path: Path) -> None:
+    t = _tree(tmp_path)
+    lib = t["lib"]
     foo = shared_lib(lib / "libfoo.so", FOO_C, "libfoo.so", f"-L{lib}", "-lbar", "-Wl,--disable-new-dtags,-rpath,/old")
-    assert elf.read_elf(foo).rpath == ["/old"]
-    before = foo.read_bytes()
-    assert not elf_edit.set_runpath(foo, ["$ORIGIN"])
-    assert foo.read_bytes() == before
-    # elf_patch.patch then calls patchelf, which turns DT_RPATH into DT_RUNPATH.
-    assert elf_patch.patch([foo], runpath=["$ORIGIN"]) == 1
+    assert elf.read_elf(foo).rpath == ["/old"] and not elf.read_elf(foo).runpath
+    before, inode = foo.read_bytes(), os.stat(foo).st_ino
+    assert elf_edit.set_runpath(foo, ["$ORIGIN"])
+    assert os.stat(foo).st_ino == inode and 0 < foo.stat().st_size - len(before) < 3 * 4096  # edited, not rewritten
     assert elf.read_elf(foo).runpath == ["$ORIGIN"] and not elf.read_elf(foo).rpath
+    dynamic = _readelf("-d", os.fspath(foo))
+    assert dynamic.count("(RUNPATH)") == 1 and "(RPATH)" not in dynamic
+    _same_as_patchelf(foo, before, ["$ORIGIN"], tmp_path)
+    assert elf_edit.set_runpath(t["app"], ["$ORIGIN/../lib"])
+    assert _run(t["app"]).stdout == "foo(7)=42\n"  # libbar found through foo's new RUNPATH
+    subprocess.run(["strip", os.fspath(foo)], check=True)
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+
+
+def test_an_executable_with_rpath_runs_with_its_new_runpath(tmp_path: Path) -> None:
+    t = _tree(tmp_path)
+    app = executable(tmp_path / "bin" / "app2", APP_C, f"-L{t['lib']}", "-lfoo", f"-Wl,-rpath-link,{t['lib']}",
+                     "-Wl,--disable-new-dtags,-rpath,/nowhere")
+    assert elf.read_elf(app).rpath == ["/nowhere"]
+    assert _run(app).returncode != 0  # libfoo.so not found
+    assert elf_edit.set_runpath(app, [os.fspath(t["lib"])])
+    assert not elf.read_elf(app).rpath
+    assert "libbar.so.1" in _run(app).stderr  # a RUNPATH serves the file's own DT_NEEDED only, as patchelf's
+    assert elf_edit.set_runpath(t["foo"], ["$ORIGIN"])
+    assert _run(app).stdout == "foo(7)=42\n"
 
 
 def test_patch_edits_in_process_without_patchelf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -367,3 +384,49 @@ def test_a_chain_of_overlapping_sections_is_refused(tmp_path: Path) -> None:
     before = app.read_bytes()
     assert not elf_edit.set_runpath(app, ["$ORIGIN/../lib"])
     assert app.read_bytes() == before
+
+
+def _patchelf_layout(tmp_path: Path) -> dict[str, Path]:
+    """_tree with libfoo as PyTorch's libraries are: a DT_RPATH, and .dynstr moved by patchelf to a
+    segment of its own at the end (no room left for one more program header)."""
+    t = _tree(tmp_path)
+    lib = t["lib"]
+    shared_lib(lib / "libfoo.so", FOO_C, "libfoo.so", f"-L{lib}", "-lbar", "-Wl,--disable-new-dtags,-rpath,/old")
+    subprocess.run([elf_patch.patchelf_binary(), "--force-rpath", "--set-rpath", "/a-long-run-path" * 40,
+                    os.fspath(t["foo"])], check=True)
+    assert elf.read_elf(t["foo"]).rpath == ["/a-long-run-path" * 40]
+    return t
+
+
+def test_a_string_table_ending_the_file_grows_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _patchelf_layout(tmp_path)
+    foo = t["foo"]
+    with open(foo, "rb+") as f:  # this layout itself, not the general edit
+        edits = elf_edit._plan_in_last_segment(elf_edit._File(f.fileno()), b"$ORIGIN")
+    assert edits
+    assert elf_edit.set_runpath(t["app"], ["$ORIGIN/../lib"])  # the general edit, before it is switched off
+    monkeypatch.setattr(elf_edit, "_plan", lambda f, value: (_ for _ in ()).throw(elf_edit._Unsupported("forced")))
+    before, inode = foo.read_bytes(), os.stat(foo).st_ino
+    assert elf_edit.set_runpath(foo, ["$ORIGIN"])
+    assert os.stat(foo).st_ino == inode and 0 < foo.stat().st_size - len(before) < 4096
+    assert elf.read_elf(foo).runpath == ["$ORIGIN"] and not elf.read_elf(foo).rpath
+    dynamic = _readelf("-d", os.fspath(foo))
+    assert dynamic.count("(RUNPATH)") == 1 and "(RPATH)" not in dynamic
+    _readelf("-lSs", os.fspath(foo))  # no warnings
+    _same_as_patchelf(foo, before, ["$ORIGIN"], tmp_path)
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+    assert elf_edit.set_runpath(foo, ["/elsewhere", "$ORIGIN"])  # again
+    assert elf.read_elf(foo).runpath == ["/elsewhere", "$ORIGIN"]
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+    subprocess.run(["strip", os.fspath(foo)], check=True)
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+    elf_patch.patch([foo], runpath=["$ORIGIN"])  # patchelf can edit the stripped result
+    assert elf.read_elf(foo).runpath == ["$ORIGIN"] and _run(t["app"]).stdout == "foo(7)=42\n"
+
+
+def test_a_string_table_elsewhere_is_not_grown_in_place(tmp_path: Path) -> None:
+    t = _tree(tmp_path)  # as the linker lays it out: .dynstr near the start
+    before = t["foo"].read_bytes()
+    with open(t["foo"], "rb+") as f, pytest.raises(elf_edit._Unsupported):
+        elf_edit._plan_in_last_segment(elf_edit._File(f.fileno()), b"$ORIGIN")
+    assert t["foo"].read_bytes() == before

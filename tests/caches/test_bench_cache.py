@@ -38,3 +38,15 @@ def test_tiny_http_bench_substitutes_the_same_bytes_from_file_and_http():
     assert set(result["median_s"]) == {"file:// (this tree)", "http:// (this tree)"}
     assert all(v > 0 for v in result["median_cpu_s"].values())
     assert result["maxrss_kib"]["http:// (this tree)"] < 100 * 1024
+
+
+@pytest.mark.skipif(shutil.which("nix") is None, reason="real Nix is not installed (apt-get install nix-bin)")
+def test_tiny_nix_bench_substitutes_with_both_and_reports_ratios():
+    """--nix: the same file:// cache substituted by `nix copy --from` and by cudapkgs, alternating."""
+    out = subprocess.run([sys.executable, str(BENCH), "--tiny", "--nix", "-r", "2", "--json"], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert set(result["median_s"]) == {"nix copy --from", "cudapkgs substitute"}
+    assert all(len(v) == 2 for v in result["all_s"].values())
+    assert set(result["ratios"]) == {"wall", "cpu", "rss"} and result["maxrss_kib"]["cudapkgs substitute"] < 100 * 1024

@@ -446,3 +446,32 @@ def test_concurrent_writers_leave_one_whole_entry(tmp_path):
     assert [p.name for p in directory.iterdir() if not p.name.endswith(".entry")] == []
     assert all(decode(p.read_bytes()) for p in cli.entries())
     assert hit(cli(*args))
+
+
+def test_a_build_with_work_runs_without_the_recorders_stand_ins(tmp_path, monkeypatch):
+    """The recorder's os.stat/os.lstat/os.access/os.readlink and stream stand-ins are gone before
+    anything is built (`abandon`), so builders, hooks and shutil run on the interpreter's own."""
+    from cudapkgs.evalcache import record
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    real = (os.stat, os.lstat, os.access, os.readlink, sys.stdout, sys.stderr, sys.stdin)
+    recorder = record.start(["build", "x"])
+    try:
+        assert os.stat is not real[0] and record.current is recorder
+        recorder.abandon("built something")
+        assert (os.stat, os.lstat, os.access, os.readlink, sys.stdout, sys.stderr, sys.stdin) == real
+        assert record.current is None
+        assert all(f in os.supports_follow_symlinks or f not in (os.stat, os.access) for f in real[:2])
+    finally:
+        recorder.finish(0)
+    assert (os.stat, os.lstat, os.access, os.readlink, sys.stdout, sys.stderr, sys.stdin) == real
+    assert not list((tmp_path / "cache").rglob("*.entry"))
+
+
+def test_a_build_that_builds_is_not_stored_and_says_why(tmp_path):
+    cli = Cli(tmp_path)
+    (cli.cwd / "pkgs.py").write_text(PACKAGE_FILE)
+    done = cli("build", "-f", "pkgs.py", "tiny", "--no-link")
+    assert "eval cache: not stored (" in done.stderr, done.stderr
+    assert not cli.entries()
+    assert (Path(done.stdout.strip()) / "hi").read_text() == "hi\n"

@@ -185,3 +185,23 @@ def test_the_pth_files_of_the_sys_path_directories_are_inputs(tmp_path, monkeypa
     rec = record.Recorder(["eval", "x"]).start()
     rec.finish(0)
     assert rec.seen[(str(where / "hook.pth"), True)] == entry.stat_identity(str(where / "hook.pth"), True)
+
+
+def test_shutil_copies_symlinks_while_the_stat_functions_are_watched(tmp_path, monkeypatch):
+    """shutil.copystat asks os.supports_follow_symlinks about os.stat; the watched stand-ins are
+    in it while they stand in (nvcc's copytree of nvvm/ with symlinks failed with 'NoneType')."""
+    import shutil
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "src" / "lib").mkdir(parents=True)
+    (tmp_path / "src" / "lib" / "a").write_text("a")
+    (tmp_path / "src" / "lib64").symlink_to("lib")
+    rec = record.Recorder(["build", "x"]).start()
+    try:
+        rec.active = False  # what a build does after evaluation
+        # A copy function of its own (nvcc links): copytree then hands copystat names, not DirEntry objects.
+        shutil.copytree(tmp_path / "src", tmp_path / "dst", symlinks=True, copy_function=shutil.copyfile)
+    finally:
+        rec.finish(1)
+    assert os.readlink(tmp_path / "dst" / "lib64") == "lib"
+    assert all(getattr(f, "__name__", "").startswith("watched") is False for f in os.supports_follow_symlinks)

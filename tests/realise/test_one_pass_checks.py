@@ -232,16 +232,18 @@ def test_a_hash_split_across_two_chunks_is_found(tmp_path):
         assert nar.hash_and_scan(f, HASHES)[:2] == nar.nar_hash(f)
 
 
-def test_a_stray_reference_at_a_chunk_boundary_still_fails_the_registration(tmp_path):
+@pytest.mark.parametrize("others", [0, 31], ids=["one-candidate", "a-closure-of-candidates"])
+def test_a_stray_reference_at_a_chunk_boundary_still_fails_the_registration(tmp_path, others):
     with Store.open(tmp_path / "store") as store:
         stray = make_store_path(store.store_dir, "output:out", "never-built", "stray")
+        decoys = [make_store_path(store.store_dir, "output:out", f"other{i}", "other") for i in range(others)]
 
         def build(out: Path) -> None:
             out.mkdir()
             (out / "blob").write_bytes(b"\0" * (CHUNK - 10) + stray.encode() + b"\0")
 
         with pytest.raises(StoreError, match=f"refers to '{stray}', which is not valid"):
-            store.add_path("has-stray", build, references_candidates=[stray])
+            store.add_path("has-stray", build, references_candidates=[*decoys, stray])
         assert store.all_paths() == []
         assert hash_part(stray) in stray
 
@@ -357,6 +359,7 @@ def test_a_cached_wheel_whose_bytes_changed_is_fetched_again_by_pip(tmp_path, mo
         store.gc()
     with Store.open(tmp_path / "store") as store:
         store.gc()
+        store.gc()  # twice: the outputs kept for reuse (cudapkgs.store.reuse) go too, so the wheel is unpacked again
         assert store.all_paths() == []
         tampered = make_wheel(tmp_path / "t.whl", FILES, tamper="nvidia/cu13/bin/tool")  # RECORD would refuse it too
         cached.write_bytes(tampered.read_bytes())

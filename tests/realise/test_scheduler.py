@@ -414,3 +414,44 @@ def test_a_valid_closure_costs_one_query_and_no_build(store):
 def test_jobs_must_be_positive(store):
     with pytest.raises(ValueError):
         run(store, plan(store, [mk(store.store_dir, "x")]), jobs=0)
+
+
+# -- which ready build starts first ----------------------------------------------------------
+
+
+def test_the_head_of_the_longest_chain_of_work_gets_the_highest_priority(store):
+    from cudapkgs.realise.priorities import FLOOR, priorities
+
+    small = [mk(store.store_dir, f"small{i}", size=10) for i in range(3)]
+    big = mk(store.store_dir, "big", size=50 * FLOOR)
+    top = mk(store.store_dir, "top", [*small, big], size=5 * FLOOR)
+    the_plan = plan(store, [top])
+    rank = priorities(the_plan.to_build, the_plan.to_fetch)
+    assert rank[top.drv_path] == 5 * FLOOR
+    assert rank[big.drv_path] == 55 * FLOOR  # its own work and top's, which waits for it
+    assert all(rank[s.drv_path] == 6 * FLOOR for s in small)  # unknown or tiny sizes count FLOOR
+
+
+def test_a_large_build_others_wait_for_starts_before_small_ones_listed_first(store):
+    from cudapkgs.realise.priorities import FLOOR
+
+    small = [mk(store.store_dir, f"small{i}", size=10) for i in range(4)]
+    big = mk(store.store_dir, "big", size=50 * FLOOR)
+    top = mk(store.store_dir, "top", [*small, big])
+    the_plan = plan(store, [top])
+    assert [d.name for d in the_plan.to_build].index("big") > 0  # the plan lists it after a small one
+    run(store, the_plan, jobs=1)
+    started = [n for e, n, _ in EVENTS if e == "start"]
+    assert started[0] == "big" and started[-1] == "top"
+
+
+def test_a_build_that_becomes_ready_later_overtakes_queued_lower_priority_ones(store):
+    from cudapkgs.realise.priorities import FLOOR
+
+    first = mk(store.store_dir, "first", size=10, sleep=0.2)
+    small = [mk(store.store_dir, f"small{i}", size=10) for i in range(4)]
+    big = mk(store.store_dir, "big", [first], size=50 * FLOOR)
+    top = mk(store.store_dir, "top", [*small, big])
+    run(store, plan(store, [top]), jobs=1)
+    started = [n for e, n, _ in EVENTS if e == "start"]
+    assert started[:2] == ["first", "big"], started  # big was ready after first, ahead of the small ones

@@ -6,11 +6,13 @@ from __future__ import annotations
 import random
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudapkgs.store import nar
 from cudapkgs.store.paths import BASE32_CHARS
+from cudapkgs.store import refscan
 from cudapkgs.store.refscan import find_hashes
 
 B32 = BASE32_CHARS.encode()
@@ -83,16 +85,31 @@ def test_random_data_agrees_with_every_window():
         assert _new(data, wanted) == _every_window(data, wanted) == _old_windows(data, wanted), data
 
 
-def test_a_stray_reference_split_across_chunks_is_found_with_many_candidates(tmp_path):
+@pytest.mark.parametrize("count", [refscan.MANY + 1, 32, 100])
+def test_a_stray_reference_split_across_chunks_is_found_with_many_candidates(tmp_path, count):
     rng = random.Random(3)
-    hashes = _hashes(rng, 100)
+    hashes = _hashes(rng, count)
+    stray = hashes[count // 2]
     out = tmp_path / "out"
     out.mkdir()
     # Far past the first chunk, so the hash straddles a read boundary.
-    body = b"y" * (nar.CHUNK - 13) + hashes[57].encode() + b"y" * 100
+    body = b"y" * (nar.CHUNK - 13) + stray.encode() + b"y" * 100
     (out / "blob").write_bytes(body)
+    (out / "other").write_bytes(b"no hash here " * 1000)
     _digest, _size, found = nar.hash_and_scan(out, nar.Candidates(hashes))
-    assert found == {hashes[57]}
+    assert found == {stray}
+
+
+def test_a_closure_of_candidates_is_scanned_by_runs_not_a_find_each(monkeypatch, tmp_path):
+    """A build's closure (torch's: 32 hash parts) goes through the runs: a find per candidate cost 20x more."""
+    rng = random.Random(5)
+    hashes = _hashes(rng, 32)
+    (tmp_path / "f").write_bytes(b"x" + hashes[3].encode() + b"x")
+    calls = []
+    real = refscan.find_hashes
+    monkeypatch.setattr(refscan, "find_hashes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert nar.hash_and_scan(tmp_path, nar.Candidates(hashes))[2] == {hashes[3]}
+    assert calls
 
 
 @settings(max_examples=300, deadline=None)

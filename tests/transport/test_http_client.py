@@ -15,6 +15,7 @@ import threading
 
 import pytest
 from loopback_server import serve
+from local_servers import self_signed
 from slow_server import raw_server
 
 from cudapkgs.transport import http as client
@@ -348,35 +349,11 @@ def test_http_goes_through_http_proxy_with_its_credentials_unless_no_proxy(proxy
     assert len(_Proxy.seen) == 1
 
 
-def _self_signed(tmp_path):
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-    import ipaddress
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                          serialization.NoEncryption()))
-    return tmp_path / "cert.pem", tmp_path / "key.pem"
-
-
 @pytest.fixture
 def tls_server(tmp_path):
     import ssl
 
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     _Recording.seen = []

@@ -164,6 +164,8 @@ def realise_and_link(
             _print_plan(the_plan, as_json)
             return 0
         if not the_plan.nothing_to_do:
+            if recorder is not None:
+                recorder.abandon("built, fetched or pushed something, or was given store paths")
             try:
                 run(store, the_plan, jobs=jobs, keep_failed=keep_failed, progress=make_progress(sys.stderr),
                     substituters=substituters, builders=builders)

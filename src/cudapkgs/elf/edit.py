@@ -10,7 +10,8 @@ at the end of the file instead:
   ``DT_DEBUG`` into an executable's and relocates a library's entries in place) appended
   page-aligned after the last byte and above every other segment, holding a copy of
   ``.dynstr`` with the RUNPATH string added and a copy of ``.dynamic`` with ``DT_RUNPATH``
-  (replaced if there was one) and ``DT_STRTAB``/``DT_STRSZ`` pointing at the copy;
+  (replaced if there was one; a ``DT_RPATH`` becomes it, as patchelf ``--set-rpath`` makes
+  it: torch's and triton's libraries have one) and ``DT_STRTAB``/``DT_STRSZ`` pointing at the copy;
 * the program header table stays where it is (right after the ELF header, inside the first
   ``PT_LOAD``, so the kernel's ``AT_PHDR`` is right on every kernel and strip/objcopy keep
   working) and grows by that one entry; the few sections in its way (``.interp``, notes,
@@ -22,6 +23,11 @@ at the end of the file instead:
   in this order, the dynamic section, the string table and the moved block: patchelf, run
   on the result later, needs a section after the ones it replaces.
 
+A file patchelf edited before (torch's libraries: their ``.dynstr`` in a ``PT_LOAD`` of its own at
+the end of the file, no room for another program header) takes the second way,
+`_plan_in_last_segment`: the run path string is appended to that string table where it ends
+the file, and the dynamic section's existing ``DT_RUNPATH``/``DT_RPATH`` slot points at it.
+
 Refused (patchelf then does it): an edit that would leave a loadable segment with no
 section in it (strip would misplace it), and an ``ET_EXEC`` with nothing to move (patchelf
 could not grow it later).
@@ -29,7 +35,7 @@ could not grow it later).
 A few KiB are written, whatever the file's size. Only what the result can be checked
 against is done: ELF64 little-endian x86-64 and aarch64 executables and shared libraries
 (``e_machine`` 62 and 183, ELF gABI), with section headers. For anything else, or anything
-unexpected in the file (a ``DT_RPATH``, a symbol or an unknown dynamic entry pointing into
+unexpected in the file (a symbol or an unknown dynamic entry pointing into
 the block that would move, overlapping headers, a header outside the file), `set_runpath`
 changes nothing and returns False: the caller uses patchelf, whose result is the same
 RUNPATH.
@@ -124,7 +130,10 @@ def set_runpath(path: str | os.PathLike[str], entries: Sequence[str]) -> bool:
         try:
             edits = _plan(_File(fd), value)
         except (_Unsupported, struct.error):
-            return False
+            try:
+                edits = _plan_in_last_segment(_File(fd), value)
+            except (_Unsupported, struct.error):
+                return False
         for offset, data in edits:
             os.pwrite(fd, data, offset)
         return True
@@ -179,7 +188,13 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
         raise _Unsupported("the dynamic section has no DT_NULL")
     tags = {tag for tag, _ in entries}
     if _DT_RPATH in tags:
-        raise _Unsupported("DT_RPATH (patchelf turns it into DT_RUNPATH)")
+        # As patchelf --set-rpath does (without --force-rpath): the DT_RPATH entry becomes the
+        # DT_RUNPATH, or goes when there is one already; its old string stays, unused.
+        if _DT_RUNPATH in tags:
+            entries = [e for e in entries if e[0] != _DT_RPATH]
+        else:
+            entries = [[_DT_RUNPATH if t == _DT_RPATH else t, v] for t, v in entries]
+        tags = {tag for tag, _ in entries}
     if _DT_TEXTREL in tags:
         raise _Unsupported("DT_TEXTREL: relocations may write anywhere in the first segment")
     strtab_vaddr = next((v for t, v in entries if t == _DT_STRTAB), None)
@@ -323,6 +338,89 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
         (e_phoff, b"".join(_PHDR.pack(*p) for p in new_phdrs)),
         (0, _EHDR.pack(*ehdr)),
     ]
+
+
+def _plan_in_last_segment(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
+    """The writes that set the run path of a file whose string table ends its last segment.
+
+    The layout patchelf leaves (torch's libraries were edited so when PyTorch was built): the
+    ``.dynstr`` in a ``PT_LOAD`` of its own at the end of the file and of the address space,
+    its program headers with no room for one more.  The string grows in place there (the
+    segment, ``.dynstr``'s section header and ``DT_STRSZ`` by the run path's length), and the
+    dynamic section's ``DT_RUNPATH`` or ``DT_RPATH`` slot becomes the ``DT_RUNPATH`` of the new
+    string (any other of the two is dropped): no header is added, nothing moves but the
+    section header table when it lies after the segment.  `_Unsupported` when the file is
+    not laid out so.
+    """
+    ehdr = list(_EHDR.unpack(f.read(0, _EHDR.size)))
+    ident, e_type, e_machine = ehdr[0], ehdr[1], ehdr[2]
+    e_phoff, e_shoff, e_phnum, e_shnum = ehdr[5], ehdr[6], ehdr[10], ehdr[12]
+    if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1 or ident[6] != 1 or e_machine not in _PAGE \
+            or e_type not in (_ET_EXEC, _ET_DYN):
+        raise _Unsupported("not a little-endian ELF64 x86-64 or AArch64 executable or shared library")
+    if ehdr[9] != _PHDR.size or ehdr[11] != _SHDR.size or not 0 < e_phnum < _MAX_HEADERS \
+            or not 0 < e_shnum < _MAX_HEADERS or e_shoff == 0:
+        raise _Unsupported("unusual headers")
+    phdrs = [list(_PHDR.unpack_from(f.read(e_phoff, e_phnum * _PHDR.size), i * _PHDR.size)) for i in range(e_phnum)]
+    shdrs = [list(_SHDR.unpack_from(f.read(e_shoff, e_shnum * _SHDR.size), i * _SHDR.size)) for i in range(e_shnum)]
+    loads = [p for p in phdrs if p[0] == _PT_LOAD]
+    dynamics = [p for p in phdrs if p[0] == _PT_DYNAMIC]
+    if not loads or len(dynamics) != 1 or dynamics[0][5] > _READ_LIMIT:
+        raise _Unsupported("no loadable segment or not exactly one dynamic segment")
+    dyn = dynamics[0]
+    entries: list[list[int]] = []
+    for tag, val in _DYN.iter_unpack(f.read(dyn[2], dyn[5] - dyn[5] % _DYN.size)):
+        if tag == _DT_NULL:
+            break
+        entries.append([tag, val])
+    else:
+        raise _Unsupported("the dynamic section has no DT_NULL")
+    slots = [i for i, (t, _) in enumerate(entries) if t in (_DT_RPATH, _DT_RUNPATH)]
+    strtabs = [v for t, v in entries if t == _DT_STRTAB]
+    sizes = [v for t, v in entries if t == _DT_STRSZ]
+    if not slots or len(strtabs) != 1 or len(sizes) != 1:
+        raise _Unsupported("no run path slot, or not one DT_STRTAB and DT_STRSZ")
+    strtab_vaddr, strtab_size = strtabs[0], sizes[0]
+    last = max(loads, key=lambda p: p[3] + p[6])
+    end_off, end_vaddr = last[2] + last[5], last[3] + last[6]
+    if last[5] != last[6] or not last[3] <= strtab_vaddr <= strtab_vaddr + strtab_size <= end_vaddr \
+            or end_vaddr - (strtab_vaddr + strtab_size) > 64 or any(p is not last and p[3] + p[6] > last[3] for p in loads):
+        raise _Unsupported("the string table does not end the last segment")
+    sht_end = e_shoff + e_shnum * _SHDR.size
+    sht_after = e_shoff >= end_off
+    for p in phdrs:
+        if p[5] and p[2] + p[5] > end_off:
+            raise _Unsupported("a segment reaches past the string table's segment")
+    for sh in shdrs:
+        if sh[1] != _SHT_NOBITS and sh[5] and sh[4] + sh[5] > end_off:
+            raise _Unsupported("a section lies after the string table's segment")
+    if not sht_after and sht_end > end_off:
+        raise _Unsupported("the section headers straddle the end of the segment that grows")
+    dynstr = [i for i, sh in enumerate(shdrs) if sh[1] == _SHT_STRTAB and sh[3] == strtab_vaddr and sh[2] & _SHF_ALLOC]
+    if len(dynstr) != 1 or shdrs[dynstr[0]][5] != strtab_size:
+        raise _Unsupported("no section header for the dynamic string table")
+    if f.read(last[2] + strtab_vaddr - last[3] + strtab_size - 1, 1) != b"\0":
+        raise _Unsupported("the string table does not end with NUL")
+    added = runpath + b"\0"
+    offset_in_table = end_vaddr - strtab_vaddr  # the new string starts where the segment ended
+    new_size = offset_in_table + len(added)
+    kept = [e for i, e in enumerate(entries) if i not in slots[1:]]
+    kept[slots[0]] = [_DT_RUNPATH, offset_in_table]
+    for e in kept:
+        if e[0] == _DT_STRSZ:
+            e[1] = new_size
+    last[5] = last[6] = last[5] + len(added)
+    shdrs[dynstr[0]][5] = new_size
+    writes = [(end_off, added)]
+    if sht_after:
+        ehdr[6] = _up(end_off + len(added), 8)
+    writes += [
+        (ehdr[6], b"".join(_SHDR.pack(*sh) for sh in shdrs)),
+        (dyn[2], b"".join(_DYN.pack(*e) for e in [*kept, [_DT_NULL, 0]]).ljust(len(entries) * _DYN.size + _DYN.size, b"\0")),
+        (e_phoff, b"".join(_PHDR.pack(*p) for p in phdrs)),
+        (0, _EHDR.pack(*ehdr)),
+    ]
+    return writes
 
 
 def _offset_of(loads: list[list[int]], vaddr: int, size: int) -> int:

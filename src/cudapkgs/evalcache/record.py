@@ -209,6 +209,16 @@ class Recorder:
 
         os.stat, os.lstat, os.access, os.readlink = watched_stat, watched_lstat, watched_access, watched_readlink
         os.open, os.write, os.writev = watched_open, watched_write, watched_writev
+        # As the functions they stand for: shutil (copystat, copytree with symlinks) asks these sets,
+        # and treats a function missing from them as unable to act on a link (a no-op returning None).
+        self._supports = [(group, watched) for group, real, watched in (
+            (os.supports_follow_symlinks, real_stat, watched_stat), (os.supports_follow_symlinks, real_access, watched_access),
+            (os.supports_dir_fd, real_stat, watched_stat), (os.supports_dir_fd, real_lstat, watched_lstat),
+            (os.supports_dir_fd, real_access, watched_access), (os.supports_dir_fd, real_readlink, watched_readlink),
+            (os.supports_effective_ids, real_access, watched_access), (os.supports_dir_fd, real_open, watched_open))
+            if real in group]
+        for group, watched in self._supports:
+            group.add(watched)
         self._saved["stdin"] = sys.stdin
         sys.stdin = _NoInput(sys.stdin, self)  # type: ignore[assignment]
         sys.stdout = _Tee(sys.stdout, "1", self)  # type: ignore[assignment]
@@ -293,17 +303,34 @@ class Recorder:
 
     # -- the entry -------------------------------------------------------------------------
 
-    def finish(self, status: int) -> None:
-        """Stop watching; write the entry when nothing refused it (`_why_not` says why not)."""
+    def _restore(self) -> None:
+        """Put back os.stat, os.lstat, os.access, os.readlink, os.open, os.write, os.writev and the standard streams (once)."""
         global current
         self.active = self.capturing = False
+        if getattr(self, "_restored", False) or not hasattr(self, "_saved"):
+            return
+        self._restored = True
         os.stat, os.lstat = self._saved["stat"], self._saved["lstat"]  # type: ignore[assignment]
+        for group, watched in getattr(self, "_supports", ()):
+            group.discard(watched)
         os.access, os.readlink = self._saved["access"], self._saved["readlink"]  # type: ignore[assignment]
         os.open, os.write, os.writev = self._saved["open"], self._saved["write"], self._saved["writev"]  # type: ignore[assignment]
         sys.stdout, sys.stderr = self._saved["stdout"], self._saved["stderr"]  # type: ignore[assignment]
         sys.stdin = self._saved["stdin"]  # type: ignore[assignment]
         current = None
-        why = self._why_not(status)
+
+    def abandon(self, why: str) -> None:
+        """Keep no entry (for the reason ``why``) and stop watching now, before real work runs:
+        a build that builds, fetches or substitutes runs with the interpreter's own os.stat and
+        streams, not the recorder's stand-ins."""
+        self.refuse(why)
+        self._restore()
+
+    def finish(self, status: int) -> None:
+        """Stop watching; write the entry when nothing refused it (`_why_not` says why not)."""
+        abandoned = getattr(self, "_restored", False)
+        self._restore()
+        why = self.refused if abandoned else self._why_not(status)
         if not why:
             try:
                 self._write()

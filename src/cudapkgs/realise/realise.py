@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..derivation import Derivation
 from ..errors import CudapkgsError
-from .context import BuildContext, builder_for
+from .context import BUILDERS, BuildContext, builder_for
 from .errors import BuildError
 
 
@@ -200,7 +200,8 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
             + (f" (and {len(absent) - 1} more)" if len(absent) > 1 else "")
             + "; build it first, or `cudapkgs import` the closure that holds it"
         )
-    builder = builder_for(drv)
+    if drv.builder not in BUILDERS:
+        builder_for(drv)  # raises: unknown builder, before anything is made
     log_file = log_path(store, drv)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     # References are found by scanning for the input closure's paths: those of the input
@@ -223,11 +224,14 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
         links: dict[str, str] = ctx.extra.setdefault("store_links", {})  # hard links into the store a builder made
 
         def run(dirs: dict[str, Path]) -> None:
-            builder(drv, ctx, {names[path]: directory for path, directory in dirs.items()})
+            # Imported only now: outputs put back from the store's reuse pool need no builder.
+            builder_for(drv)(drv, ctx, {names[path]: directory for path, directory in dirs.items()})
 
         try:
+            # A redist build's outputs (unpacked releases, fixed up) are kept to be put back after a gc.
             paths = store.add_outputs(list(drv.outputs.values()), run, references_candidates=candidates,
-                                      deriver=drv.drv_path, links=links, names=names)
+                                      deriver=drv.drv_path, links=links, names=names,
+                                      reuse=drv.builder == "buildRedist")
             store.add_temp_roots(paths)  # until the caller links them (or exits)
         except CudapkgsError as error:
             kept = f"; build directory kept at {_keep(work, drv)}" if keep_failed else ""

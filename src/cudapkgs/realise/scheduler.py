@@ -148,7 +148,13 @@ def plan(
     # The fetcher outputs that what is built takes as inputs (not those of what is substituted).
     _check_fixed_inputs(store, candidates)
     problems: list[str] = []
-    redist = [d for d in candidates if d.builder == "buildRedist" and (d.data.get("src") or {}).get("relativePath")]
+    from ..store import reuse
+
+    # Outputs the store can put back from what it verified before fetch nothing (their build
+    # fetches its source itself if putting them back fails: cudapkgs.store.reuse).
+    reusable = {d.drv_path for d in candidates if d.builder == "buildRedist" and reuse.is_reusable(store.db, d.outputs.values())}
+    redist = [d for d in candidates if d.builder == "buildRedist" and (d.data.get("src") or {}).get("relativePath")
+              and d.drv_path not in reusable]
     sizes: Any = wheel_sizes if not callable(wheel_sizes) else None
     if callable(wheel_sizes):
         sizes = wheel_sizes(_wanted_wheels(store, redist, fetchers))
@@ -156,7 +162,7 @@ def plan(
     fetches = []
     for drv in candidates:
         src = drv.data.get("src")
-        if src and src.get("urls"):  # a local path source (type "path") is not downloaded
+        if src and src.get("urls") and drv.drv_path not in reusable:  # a local path source (type "path") is not downloaded
             size = src.get("size")
             choice = None
             if drv.drv_path in redist_paths:
@@ -351,15 +357,22 @@ def run(
     succeeded = 0
     failures: list[BuildError] = []
     running: dict[Future[list[str]], Derivation] = {}
-    ready = [d for d in todo if not waiting_on[d.drv_path]]
+    # The ready build at the head of the longest chain of work starts first (`priorities`).
+    from .priorities import priorities
+
+    rank = priorities(todo, the_plan.to_fetch)
+    order = {d.drv_path: i for i, d in enumerate(sorted(todo, key=lambda d: -rank[d.drv_path]))}
+    ready = sorted((d for d in todo if not waiting_on[d.drv_path]), key=lambda d: order[d.drv_path])
     progress.begin(the_plan, jobs)
-    ahead = _unpack_ahead(store, the_plan, ready[:jobs], jobs, fetchers)
+    ahead = _unpack_ahead(store, the_plan, ready[:jobs], jobs, fetchers, order)
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cudapkgs-build")
     try:
         while ready or running:
             if failures and ahead is not None:
                 ahead.cancel_pending()
-            while ready and not failures:
+            # No more than `jobs` submitted: a build queued in the pool would keep its place
+            # ahead of a higher-priority one that becomes ready later.
+            while ready and not failures and len(running) < jobs:
                 drv = ready.pop(0)
                 running[pool.submit(build, drv)] = drv
             if not running:
@@ -377,6 +390,7 @@ def run(
                     waiting_on[path].discard(drv.drv_path)
                     if not waiting_on[path]:
                         ready.append(by_path[path])
+                ready.sort(key=lambda d: order[d.drv_path])
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         if ahead is not None:
@@ -397,10 +411,10 @@ def run(
 
 
 def _unpack_ahead(store: Any, the_plan: Plan, starting: Sequence[Derivation], jobs: int,
-                  fetchers: Sequence[str] | None) -> Any:
+                  fetchers: Sequence[str] | None, order: dict[str, int] | None = None) -> Any:
     """An `UnpackAhead` for the redist builds that do not start at once and whose source is on this machine.
 
-    In build order (the plan's), so the next build's tree is ready first; `jobs` threads
+    In the order builds start (`order`: drv_path -> rank, else the plan's), so the next build's tree is ready first; `jobs` threads
     (they share the cores with the builds: unpacking is mostly inflating and hashing, which
     release the GIL). None when there is nothing to unpack ahead.
     """
@@ -410,6 +424,8 @@ def _unpack_ahead(store: Any, the_plan: Plan, starting: Sequence[Derivation], jo
     local = {f.drv.drv_path for f in the_plan.to_fetch if f.cached}
     later = [d for d in the_plan.to_build
              if d.builder == "buildRedist" and d.drv_path in local and d.drv_path not in started]
+    if order is not None:
+        later.sort(key=lambda d: order.get(d.drv_path, len(order)))
     if not later:
         return None
     from .unpack_ahead import UnpackAhead

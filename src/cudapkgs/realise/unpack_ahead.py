@@ -48,7 +48,12 @@ class UnpackAhead:
         self._prepare = redist_source.prepare
         self._store = store
         self._fetchers_of = fetchers_of
-        self._queue: deque[Derivation] = deque(derivations)
+        from ..store import reuse
+
+        # Outputs the store can put back from what it verified before (`cudapkgs.store.reuse`)
+        # need no source; their builds fall back to unpacking themselves if that fails.
+        self._queue: deque[Derivation] = deque(
+            d for d in derivations if not reuse.is_reusable(store.db, d.outputs.values()))
         self._futures: dict[str, Future[Any]] = {}
         self._outstanding = 0  # submitted and not yet taken (or given up)
         self._limit = limit if limit is not None else 2 * workers + 2

@@ -26,6 +26,24 @@ CREATE TABLE IF NOT EXISTS Refs (
     PRIMARY KEY (referrer, reference)
 );
 CREATE INDEX IF NOT EXISTS RefsByReference ON Refs(reference);
+-- Outputs kept to be put back after a gc (cudapkgs.store.reuse).
+CREATE TABLE IF NOT EXISTS ReusableOutputs (
+    path TEXT PRIMARY KEY NOT NULL,
+    hash TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    refs TEXT NOT NULL,
+    listing TEXT NOT NULL,
+    collected INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS ReusableInodes (
+    dev INTEGER NOT NULL,
+    ino INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    mode INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
+    PRIMARY KEY (dev, ino)
+);
 """
 
 

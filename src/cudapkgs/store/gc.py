@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import StoreError
-from . import nar
+from . import nar, reuse
 from .files import _remove_tree, _replace_symlink, _store_error
 from .locks import PathLock, acquire_saying_so, lock_file_for
 from .paths import base32_encode, compress_hash
@@ -270,12 +270,24 @@ class GarbageCollector:
                             held.pop(path).release()
                 dead = sorted(held)
                 junk = self._unregistered_entries(set(graph.rows))
-                freed = _bytes_freed(dead + junk)
-                if not dry_run:
+                if dry_run:  # what a gc would delete now; the paths it would keep aside free nothing yet
+                    kept_aside = reuse.recorded_paths(self.db, dead)
+                    freed = _bytes_freed([p for p in dead + junk if p not in kept_aside])
+                else:
                     try:
+                        # Outputs recorded for reuse are moved aside whole (`reuse.keep`), not deleted; those
+                        # the last gc kept and nothing brought back are deleted now.
+                        reusable, freed = reuse.before_gc(self.db, self.root, dead)
+                        freed += _bytes_freed([p for p in dead + junk if p not in reusable])
                         self.db.invalidate(dead)  # forget first: a crash now leaves only unregistered junk
+                        kept = []
                         for path in dead + junk:
-                            _remove_tree(path)
+                            if path in reusable and reuse.keep(self.root, path):
+                                kept.append(path)
+                            else:
+                                _remove_tree(path)
+                        reuse.forget(self.db, self.root, reusable - set(kept))
+                        reuse.after_gc(self.db, kept)
                     except OSError as error:
                         raise _store_error(error, "garbage collection failed") from error
             finally:

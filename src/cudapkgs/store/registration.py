@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING
 from ..errors import StoreError
 from .cycles import topological_order
 from . import nar
+from . import reuse as reuse_pool
 from .files import _freeze, _make_read_only, _remove_tree, _store_error
 from .locks import PathLock, acquire_saying_so, lock_file_for
 from .paths import hash_part, make_store_path_from_digest
+from .unsynced import note_unsynced
 
 if TYPE_CHECKING:
     from .db import StoreDB
@@ -97,6 +99,7 @@ class Registration:
         deriver: str | None = None,
         links: Mapping[str, str] | None = None,
         names: Mapping[str, str] | None = None,
+        reuse: bool = False,
     ) -> list[str]:
         """Make several paths (a derivation's outputs) valid together, crash-safely.
 
@@ -113,6 +116,14 @@ class Registration:
         file), as Nix's store optimisation links identical files. Each is checked (`_store_links`:
         the same inode, the store file inside a valid path and already read-only with mtime 1)
         and kept as a link; any other hard-linked file gets its own copy, as always.
+
+        `reuse`: the outputs are recorded for `cudapkgs.store.reuse` once registered (gc then
+        keeps them aside instead of deleting them), and when every one of them was kept so,
+        they are put back instead of running `build`, with the NAR hashes and references
+        recorded when every byte was hashed: only if each kept tree is exactly as recorded
+        (every entry the same inode with the same size, mode, mtime and ctime: any write
+        changes the ctime) and every reference is valid. Otherwise `build` runs and
+        everything is hashed and scanned as always.
         """
         wanted = [self.parse(p) for p in paths]
         candidates = {hash_part(c): self.parse(c) for c in references_candidates}
@@ -129,17 +140,23 @@ class Registration:
                 self._clean_tmp()
                 with self._tmp_build() as tmp:
                     dirs = {path: tmp / f"out{i}" for i, path in enumerate(wanted)}
-                    build(dirs)
+                    restored = self._restore_outputs(dirs, candidates) if reuse else None
+                    if restored is None:
+                        build(dirs)
                     entries = []
                     for path, out in dirs.items():
                         if not os.path.lexists(out):
                             raise StoreError(f"the builder of '{path}' did not create its output")
-                    for path, (digest, size, found) in zip(dirs, _hash_and_scan_all(list(dirs.values()), candidates)):
-                        refs = {candidates[h] for h in found}
+                    if restored is None:
+                        results = [(nar.format_hash(digest), size, {candidates[h] for h in found}) for digest, size, found
+                                   in _hash_and_scan_all(list(dirs.values()), candidates)]
+                    else:
+                        results = [restored[path] for path in dirs]
+                    for path, (nar_hash, size, refs) in zip(dirs, results):
                         for ref in refs:
                             if ref not in dirs and not self.db.is_valid(ref):
                                 raise StoreError(f"'{path}' refers to '{ref}', which is not valid in the store {self.store_dir}")
-                        entries.append((path, nar.format_hash(digest), size, refs, deriver))
+                        entries.append((path, nar_hash, size, refs, deriver))
                     # Before anything is moved into the store: Nix's registerOutputs refuses the same.
                     topological_order({path: refs for path, _, _, refs, _ in entries}, names)
                     # An output already valid (substituted from a cache, say) stays as it is: replacing
@@ -156,7 +173,9 @@ class Registration:
                                 continue
                             if os.path.lexists(path):  # left behind by a crash before registration
                                 _remove_tree(path)
-                            _make_read_only(out, keep_root_writable=True, keep=self._store_links(links or {}, out))
+                            if restored is None:
+                                _make_read_only(out, keep_root_writable=True, keep=self._store_links(links or {}, out))
+                            # else put back as the store left it, and checked entry by entry (reuse.restore)
                             os.rename(out, path)
                             moved.append(path)
                             if os.path.isdir(path) and not os.path.islink(path):
@@ -166,11 +185,30 @@ class Registration:
                         for path in moved:
                             _remove_tree(path)
                         raise
+                    if reuse and restored is None:
+                        for path, nar_hash, size, refs, _ in entries:
+                            reuse_pool.remember(self.db, self.root, path, nar_hash, size, refs)
             return wanted
         except OSError as error:
             raise _store_error(error, f"cannot add {', '.join(paths)} to the store {self.store_dir}") from error
         except sqlite3.OperationalError as error:
             raise StoreError(f"cannot register outputs in the store {self.store_dir}: {error}") from error
+
+    def _restore_outputs(self, dirs: Mapping[str, Path],
+                         candidates: Mapping[str, str]) -> dict[str, tuple[str, int, set[str]]] | None:
+        """Every output of `dirs` put back by `reuse.restore` (path -> its result), or None, nothing left."""
+        if not reuse_pool.is_reusable(self.db, dirs):
+            return None
+        allowed = {ref: ref in dirs or self.db.is_valid(ref) for ref in candidates.values()}
+        restored: dict[str, tuple[str, int, set[str]]] = {}
+        for path, out in dirs.items():
+            got = reuse_pool.restore(self.db, self.root, path, out, allowed)
+            if got is None:
+                for done in restored:
+                    _remove_tree(dirs[done])
+                return None
+            restored[path] = got
+        return restored
 
     def _store_links(self, links: Mapping[str, str], root: str | os.PathLike[str]) -> frozenset[str]:
         """The files of `links` below `root` that are hard links to read-only files of valid store paths.
@@ -211,6 +249,8 @@ class Registration:
         deriver: str | None = None,
         before_register: Callable[[], None] | None = None,
         source: str | None = None,
+        expected: Iterable[str] = (),
+        scans: bool = False,
     ) -> bool:
         """Make `path` valid from `fill(out)`, whose NAR the caller checks against `nar_hash` while filling.
 
@@ -228,6 +268,18 @@ class Registration:
         whose files mention a store path the list leaves out is refused with StoreError
         naming `source` (e.g. the cache's URL): registered, it would make a closure that
         lacks a dependency, which gc then deletes and `verify` could not tell.
+
+        With `scans`, `fill(out, scanner)` is called instead, and the scanner (a
+        `nar.ReferenceScanner`) is that scan while the NAR streams: `fill` hands it every file's
+        bytes and link target (`nar_restore.restore(..., scanner=scanner)` does, and calls
+        `scanner.done()` at the NAR's end); a tree not scanned so is read again. It looks for
+        the valid paths when `fill` starts, the declared references and `expected` (paths that
+        may become valid meanwhile: the rest of a closure being substituted); a path that
+        became valid meanwhile and is none of these is looked for in a second read.
+
+        The files are not fsynced: before the registration, `path` is noted (durably) as
+        unsynced for this boot, and a store opened after a crash hashes such paths again and
+        discards those that fail (`unsynced.py` states the contract).
         """
         path = self.parse(path)
         refs = {self.parse(r) for r in references}
@@ -248,14 +300,21 @@ class Registration:
                 self._clean_tmp()
                 with self._tmp_build() as tmp:
                     out = tmp / "out"
-                    fill(out)
+                    scanned = None
+                    if scans:
+                        hashes = self._scan_candidates(set(self.db.all_paths()) | refs | {self.parse(e) for e in expected}, path)
+                        scanned = (nar.ReferenceScanner(nar.Candidates(hashes), self.store_dir), hashes)
+                        fill(out, scanned[0])
+                    else:
+                        fill(out)
                     if not os.path.lexists(out):
                         raise StoreError(f"nothing was unpacked for '{path}'")
                     if before_register is not None:
                         before_register()
                         check_references()
-                    self._check_declared_references(out, path, refs, source)
+                    self._check_declared_references(out, path, refs, source, scanned)
                     self.add_temp_roots([path])  # until the caller roots it (see gc.py)
+                    note_unsynced(self.root / ".meta", [path])  # durable before the registration can be (unsynced.py)
                     self._move_in_and_register(out, path, nar_hash, nar_size, refs, deriver)
             return True
         except OSError as error:
@@ -263,7 +322,13 @@ class Registration:
         except sqlite3.OperationalError as error:
             raise StoreError(f"cannot register '{path}' in the store {self.store_dir}: {error}") from error
 
-    def _check_declared_references(self, out: Path, path: str, declared: set[str], source: str | None) -> None:
+    def _scan_candidates(self, paths: Iterable[str], path: str) -> dict[str, str]:
+        hashes = {hash_part(p): p for p in paths}
+        hashes[hash_part(path)] = path
+        return hashes
+
+    def _check_declared_references(self, out: Path, path: str, declared: set[str], source: str | None,
+                                   scanned: tuple[nar.ReferenceScanner, dict[str, str]] | None = None) -> None:
         """StoreError unless every store path the tree `out` mentions is among `declared` (or is `path`).
 
         Mentions are found as an import finds them: the hash part of every valid path and
@@ -272,11 +337,25 @@ class Registration:
         dependency the list omits is refused whether this store has it or not. A declared
         reference the files do not mention is kept (more references only keep more alive;
         Nix also scans the NAR's file names, which this scan does not).
+
+        With `scanned` (the scanner `fill` fed while unpacking, and the candidates it looked for),
+        the tree is not read again unless a path became valid that it did not look for; of what
+        it found, the paths neither valid now nor declared are not mentions (as a scan now would
+        not have looked for them).
         """
-        hashes = {hash_part(p): p for p in self.db.all_paths()}
-        hashes.update({hash_part(r): r for r in declared})
-        hashes[hash_part(path)] = path
-        found, named = nar.scan_named(out, nar.Candidates(hashes), self.store_dir)
+        valid = set(self.db.all_paths())
+        allowed = valid | declared | {path}
+        if scanned is not None and scanned[0].finished:
+            scanner, hashes = scanned
+            found, named = scanner.results()
+            found = {h for h in found if hashes[h] in allowed}
+            late = {hash_part(p): p for p in valid - set(hashes.values())}
+            if late:  # registered meanwhile by someone else: only these are looked for again
+                found |= nar.scan_for_hashes(out, late)
+                hashes = {**hashes, **late}
+        else:
+            hashes = self._scan_candidates(valid | declared, path)
+            found, named = nar.scan_named(out, nar.Candidates(hashes), self.store_dir)
         mentioned = {hashes[h] for h in found}
         mentioned.update(hashes.get(h) or f"{self.store_dir}/{h}-{name}" for h, name in named.items())
         undeclared = sorted(mentioned - declared - {path})

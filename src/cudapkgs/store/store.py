@@ -22,6 +22,7 @@ this module.
 from __future__ import annotations
 
 import os
+import sys
 import sqlite3
 import stat
 from collections import deque
@@ -56,6 +57,7 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
 
     def __init__(self, root: Path, db: StoreDB) -> None:
         self.root = root
+        self.discarded: list[str] = []  # paths found damaged after a crash when this Store opened (unsynced.py)
         self.store_dir = os.fspath(root)
         self.db = db
         self.locks_dir = root / ".locks"
@@ -117,7 +119,17 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
             raise _store_error(error, f"cannot open the store {path}") from error
         except sqlite3.Error as error:
             raise StoreError(f"cannot open the store database in {path}: {error}") from error
-        return cls(path, db)
+        store = cls(path, db)
+        if not read_only:
+            # Paths substituted in a boot that ended in a crash are hashed again (unsynced.py).
+            from .unsynced import check_earlier_boots
+
+            try:
+                store.discarded = check_earlier_boots(store, warn=lambda line: print(line, file=sys.stderr))
+            except (OSError, sqlite3.Error) as error:
+                store.close()
+                raise StoreError(f"cannot check the paths substituted before the last reboot in {path}: {error}") from error
+        return store
 
     def close(self) -> None:
         """Release this Store's temporary roots and close its database."""

@@ -186,6 +186,7 @@ class Cache:
         info: NarInfo | None = None,
         on_bytes=None,
         wait_for_references=None,
+        expected: Iterable[str] = (),
     ) -> NarInfo:
         """Download, check and register one store path whose references are valid in `store` already.
 
@@ -196,7 +197,9 @@ class Cache:
         the path and the cache; nothing is registered then. `on_bytes(n)` is called
         with the compressed bytes read so far. With `wait_for_references` (a callable
         returning once the references are registered, or raising), the NAR is unpacked
-        at once and registered after it returns. Returns the narinfo used.
+        at once and registered after it returns. `expected`: store paths that may become valid
+        while this one unpacks (the rest of the closure being substituted), looked for as
+        references during the one read (`Store.add_verified_path`). Returns the narinfo used.
         """
         path = store.parse(path)
         if info is None:
@@ -219,7 +222,7 @@ class Cache:
 
         bound = info.file_size_bound()  # from the signed NarSize: FileSize is not signed
 
-        def fill(out) -> None:
+        def fill(out, scanner=None) -> None:
             raw = self._get(info.url, bound)
             if raw is None:
                 raise SubstituteRefused(f"{path} from {self.url}: its NAR {info.url} is missing")
@@ -227,7 +230,7 @@ class Cache:
                 counted = _Counting(raw, on_bytes) if on_bytes else raw
                 hashed = HashingFile(counted, limit=bound, hash=False)
                 try:
-                    reader = restore(decompressed_reader(hashed, info.compression), out, limit=info.nar_size)
+                    reader = restore(decompressed_reader(hashed, info.compression), out, limit=info.nar_size, scanner=scanner)
                     while hashed.read(1 << 20):  # the rest of the compressed file (a zstd epilogue, say)
                         pass
                 except (NarFormatError, ValueError, EOFError, OSError) as error:
@@ -259,7 +262,8 @@ class Cache:
 
         deriver = f"{store.store_dir}/{info.deriver}" if info.deriver else None
         store.add_verified_path(path, fill, nar_hash=info.nar_hash, nar_size=info.nar_size, references=refs,
-                                deriver=deriver, before_register=wait_for_references, source=self.url)
+                                deriver=deriver, before_register=wait_for_references, source=self.url,
+                                expected=expected, scans=True)
         return info
 
     # -- uploading -------------------------------------------------------------

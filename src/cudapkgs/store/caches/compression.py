@@ -17,6 +17,7 @@ from .narinfo import COMPRESSIONS, READ_COMPRESSIONS
 __all__ = ["compress_stream", "decompressed_reader", "HashingFile"]
 
 CHUNK = 1 << 20
+_ZSTD_READ = 1 << 17  # compressed bytes read at a time when decompressing zstd (as fast as 1 MiB, less held)
 
 
 def _check(compression: str, names=COMPRESSIONS) -> None:
@@ -146,7 +147,7 @@ def decompressed_reader(raw: BinaryIO, compression: str) -> BinaryIO:
     if compression == "zstd":
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_size=CHUNK, read_across_frames=True)  # type: ignore[return-value]
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_size=_ZSTD_READ, read_across_frames=True)  # type: ignore[return-value]
     if compression == "xz":
         import lzma
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ...errors import CudapkgsError
 from ..cycles import find_cycle, topological_order
+from ..unsynced import note_unsynced
 from .base import Cache, CacheError, CacheUnavailable
 from .narinfo import NarInfo
 from .signing import PublicKey, trusted_keys
@@ -222,6 +223,7 @@ class Substituters:
         refs_of = {s.path: [r for r in s.info.reference_paths() if r in by_path and r != s.path] for s in subs}
         order = _topological(refs_of)  # ReferenceCycleError before any download: they would wait on each other
         registered = {p: threading.Event() for p in by_path}
+        expected = sorted(by_path)  # what may become valid while a path unpacks: looked for in the one read
         failed: dict[str, BaseException] = {}
         local = threading.local()
         opened: list[Any] = []
@@ -249,7 +251,7 @@ class Substituters:
                     worker_store(), sub.path, trusted_keys=self.keys_for(sub.cache), require_sigs=self.require_sigs,
                     info=sub.info,
                     on_bytes=(lambda done: progress.bytes(sub, done)) if progress else None,
-                    wait_for_references=wait_for_references,
+                    wait_for_references=wait_for_references, expected=expected,
                 )
             except BaseException as error:
                 failed[sub.path] = error
@@ -262,6 +264,12 @@ class Substituters:
                 progress.finished(sub, None)
             return sub.path
 
+        # One durable note of the whole closure before the first NAR, not one per path (unsynced.py).
+        try:
+            note_unsynced(store.root / ".meta", order)
+        except OSError as error:
+            raise CacheError(f"cannot note the paths to substitute in {store.root}/.meta/unsynced: "
+                             f"{error.strerror or error}; nothing was substituted") from None
         added: list[str] = []
         failures: dict[str, BaseException] = {}
         pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="cudapkgs-substitute")
