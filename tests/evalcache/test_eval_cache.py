@@ -111,6 +111,35 @@ def test_a_changed_expression_file_is_seen(tmp_path):
     assert not hit(done) and done.stdout == '"2.0.1"\n'
 
 
+@pytest.mark.parametrize("how", ["utime", "rename", "hard link"])
+def test_a_same_size_edit_with_the_mtime_put_back_is_seen(tmp_path, how):
+    # Size and mtime as they were (os.utime), the file renamed over the old one (another
+    # inode), or written through another hard link: the ctime (which no one but the clock
+    # sets) and the inode still differ. No bytecode, or Python's own cache (source mtime in
+    # seconds and size) would run the old text with or without this cache.
+    cli = Cli(tmp_path)
+    cli.env["PYTHONDONTWRITEBYTECODE"] = "1"
+    package = cli.cwd / "pkgs.py"
+    package.write_text(PACKAGE_FILE)
+    args = ("eval", "-f", "pkgs.py", "tiny.version")
+    assert _stored_then_hit(cli, *args) == '"1.0"\n'
+    before = package.stat()
+    edited = PACKAGE_FILE.replace('"1.0"', '"2.0"')
+    if how == "utime":
+        package.write_text(edited)
+    elif how == "rename":
+        (cli.cwd / "new.py").write_text(edited)
+        os.utime(cli.cwd / "new.py", ns=(before.st_atime_ns, before.st_mtime_ns))
+        os.replace(cli.cwd / "new.py", package)
+    else:
+        os.link(package, tmp_path / "other-name.py")
+        (tmp_path / "other-name.py").write_text(edited)
+    os.utime(package, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert package.stat().st_size == before.st_size and package.stat().st_mtime_ns == before.st_mtime_ns
+    done = cli(*args)
+    assert not hit(done) and done.stdout == '"2.0"\n'
+
+
 def test_a_changed_module_of_cudapkgs_is_seen(tmp_path):
     src = tmp_path / "src"
     shutil.copytree(SRC / "cudapkgs", src / "cudapkgs", ignore=shutil.ignore_patterns("__pycache__"))
