@@ -5,7 +5,7 @@ it names.  Also a file hashed on the second thread (`nar._Sha`) while scanned.""
 
 from __future__ import annotations
 
-import os
+import itertools
 import re
 
 from hypothesis import given, settings
@@ -71,7 +71,7 @@ def cases(draw: st.DrawFn) -> tuple[list[str], bytes, list[int]]:
 
 def _pieces(blob: bytes, cuts: list[int]) -> list[bytes]:
     bounds = [0, *cuts, len(blob)]
-    return [blob[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    return [blob[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 @settings(max_examples=400, deadline=None)

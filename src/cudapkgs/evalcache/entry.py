@@ -14,7 +14,8 @@ imported, NUL-separated; ``1``/``2`` text the command wrote to stdout/stderr, in
 store directory and its database; ``v`` a store path that must be valid; ``L`` a result link,
 its target and its GC root entry, NUL-separated.
 
-Imports only `os`, `sys`, `time` (built in) and `zlib`: this module is on the fast path (`cudapkgs.evalcache.lookup`).
+Imports only `os`, `sys`, `time` (built in) and `zlib`: this module is on the fast path
+(`cudapkgs.evalcache.lookup`).
 """
 
 from __future__ import annotations
@@ -51,8 +52,6 @@ LOOKED_UP: set[str] = set()
 
 class _NoteLookups:
     """First on `sys.meta_path`: notes each top-level name asked for, finds nothing itself."""
-
-    cudapkgs_eval_cache = True
 
     @staticmethod
     def find_spec(name: str, path: object = None, target: object = None) -> None:
@@ -93,11 +92,11 @@ def wanted(argv: list[str]) -> bool:
 
 
 def key_of(argv: list[str]) -> str:
-    """The key of running ``argv``: the format, the interpreter (path, version, flags, ``-W`` and ``-X``
-    options, `sys.path`),
-    the working directory, users and groups (real, effective, supplementary), which standard streams
-    are terminals and their sizes, the kernel's `os.uname` (system, host name, release, version, machine), the arguments
-    and the whole environment but `ENV_IGNORED`.  Raises OSError when the working directory is gone."""
+    """The key of running ``argv``: the format, the interpreter (path, version, flags, ``-W`` and
+    ``-X`` options, `sys.path`), the working directory, users and groups (real, effective,
+    supplementary), which standard streams are terminals and their sizes, the kernel's
+    `os.uname` (system, host name, release, version, machine), the arguments and the whole
+    environment but `ENV_IGNORED`.  Raises OSError when the working directory is gone."""
     env = os.environ
     terminals = []
     for fd in (0, 1, 2):  # a table fits the terminal's width: its size is an input
