@@ -3,7 +3,8 @@
 Roots: direct ones (``.gcroots/profiles/<name>``), indirect ones (``.gcroots/auto/`` links to
 links such as ``./result``) and temporary ones (``.temproots/<pid>-…``, held by a lock while
 their process lives, as Nix's temproots).  `gc` holds ``.locks/gc.lock`` exclusively; adding a
-path holds it shared (`_gc_shared`), so a collection never deletes what is being added.
+path or a root (`add_root`, `add_indirect_root`) holds it shared (`_gc_shared`), so a
+collection never deletes what is being added, and the roots it read stay all the roots.
 Every path registration makes valid (or finds valid) becomes a temporary root of the
 registering Store before that shared lock is released, as Nix's `addTempRoot` comes before
 `registerValidPath`: from registration until the caller's own root exists (``./result``,
@@ -185,27 +186,44 @@ class GarbageCollector:
     # -- roots -----------------------------------------------------------
 
     def add_root(self, name: str, store_path: str) -> Path:
-        """A direct GC root `<store>/.gcroots/profiles/<name>` pointing at `store_path`."""
-        target = self.query(store_path).path
+        """A direct GC root `<store>/.gcroots/profiles/<name>` pointing at `store_path`.
+
+        Made under the shared gc lock, as `add_indirect_root`. Raises StoreError (a bad
+        name, an invalid path).
+        """
         link = self.gcroots_dir / "profiles" / name
         if "/" in name or name.startswith("."):
             raise StoreError(f"invalid GC root name {name!r}")
-        _replace_symlink(link, target)
+        try:
+            with self._gc_shared():
+                target = self.query(store_path).path
+                _replace_symlink(link, target)
+        except OSError as error:
+            raise _store_error(error, f"cannot create the GC root {link}") from error
         return link
 
     def add_indirect_root(self, link_path: str | os.PathLike[str], store_path: str) -> Path:
         """Make `link_path` (e.g. ./result) a symlink to `store_path` and register it as a GC root.
 
         The root lives as long as `link_path` exists and points into the store.
+
+        The link and its entry are made with the gc lock held shared, as Nix's `addPermRoot`
+        waits for a running GC (`syncWithGC`, src/libstore/gc.cc in Nix 2.3: "This prevents
+        the set of permanent roots from increasing while a GC is in progress"). `gc` reads the
+        permanent roots, then the temporary ones: a root made between the two, the temporary
+        root that kept the path until then dropped next (`cudapkgs build -o res` closing its
+        Store), was in neither, and the path was collected (issue 23). The path's validity is
+        checked under the same lock. Raises StoreError.
         """
-        target = self.query(store_path).path
         link = Path(os.path.abspath(link_path))
         if os.path.lexists(link) and not os.path.islink(link):
             raise StoreError(f"'{link}' exists and is not a symlink; not replacing it")
         try:
-            _replace_symlink(link, target)
-            auto_name = base32_encode(compress_hash(hashlib.sha256(os.fsencode(link)).digest()))
-            _replace_symlink(self.gcroots_dir / "auto" / auto_name, os.fspath(link))
+            with self._gc_shared():
+                target = self.query(store_path).path
+                _replace_symlink(link, target)
+                auto_name = base32_encode(compress_hash(hashlib.sha256(os.fsencode(link)).digest()))
+                _replace_symlink(self.gcroots_dir / "auto" / auto_name, os.fspath(link))
         except OSError as error:
             raise _store_error(error, f"cannot create the GC root {link}") from error
         return link
@@ -221,14 +239,20 @@ class GarbageCollector:
         for dirpath, dirnames, filenames in os.walk(self.gcroots_dir):
             for entry in sorted(dirnames + filenames):
                 link = os.path.join(dirpath, entry)
-                if not os.path.islink(link):
-                    continue
-                target = os.path.join(dirpath, os.readlink(link))
+                try:
+                    target = os.path.join(dirpath, os.readlink(link))
+                except OSError as error:
+                    if error.errno in (errno.EINVAL, errno.ENOENT):
+                        continue  # not a link, or gone since the listing (a ``.tmp-`` entry renamed into place)
+                    raise
                 if dirpath == auto_dir:
                     store_path = self._root_target(target, graph)
                     if store_path is None:
                         if remove_stale:
-                            os.unlink(link)
+                            try:
+                                os.unlink(link)
+                            except FileNotFoundError:
+                                pass
                         continue
                     found[os.path.normpath(target)] = store_path
                 else:
@@ -242,7 +266,7 @@ class GarbageCollector:
             return None
         try:
             store_path = self.parse(link)
-        except StoreError:
+        except (StoreError, FileNotFoundError):  # not into the store, or removed while it was followed
             return None
         valid = graph.is_valid(store_path) if graph is not None else self.db.is_valid(store_path)
         return store_path if valid else None
