@@ -27,6 +27,15 @@ def test_list_says_why_in_words_and_fits_the_terminal(manifests_dir, capsys, mon
     assert "unfree (CUDA EULA; allowUnfree" in rows["cuda_cudart"]
 
 
+def test_list_all_keeps_each_package_on_one_row(manifests_dir, capsys):
+    # a multi-line meta.problems message ("...failed assertions:\n- a\n- b") broke the table's rows
+    assert main(["list", "--all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and not any(line.startswith("- ") for line in lines)
+    frontend = next(line for line in lines if line.startswith("cudaPackages.cudnn-frontend "))
+    assert "is marked as broken due to the following failed assertions: " in frontend
+
+
 def test_list_json_marks_what_is_built(manifests_dir, capsys, tmp_path, monkeypatch):
     from cudapkgs.store.store import Store
 

@@ -499,3 +499,15 @@ def test_a_source_tarball_unpacks_confined_on_any_python_311(config, store, tmp_
     with pytest.raises(BuildError, match="would land outside the tree"):
         realise(store, [bad.derivation])
     assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_an_input_that_cannot_be_used_names_the_packages_that_need_it(manifests_dir):
+    # It said only 'Package "cuda13.0-cuda_nvcc-13.0.88" has an unfree license …': not whose input it was.
+    from cudapkgs.errors import UnfreeLicenseError
+
+    pkgs = cudapkgs.import_pkgs(config={"cudaSupport": True}, system="x86_64-linux")  # nothing unfree allowed
+    with pytest.raises(UnfreeLicenseError) as raised:
+        pkgs.cudaPackages_13_0.pkgs.saxpy.drvPath
+    text = str(raised.value)
+    assert text.startswith('Package "cuda13.0-cuda_nvcc-13.0.88" has an unfree license ("CUDA EULA")')
+    assert text.endswith("(needed by saxpy-1.0)") and text.count("needed by") == 1, text

@@ -107,6 +107,12 @@ def test_tests_skipped_for_unfree_packages_are_said_loudly_and_fail(tmp_path):
     assert done.returncode == 1
     assert f"{len(unfree)} of {len(rows)} test(s) did not run: they need unfree packages" in done.stderr
     assert "--set allowUnfree=true" in done.stderr and "cuda13.0-cuda_nvcc-13.0.88" in done.stderr
+    table = subprocess.run([c for c in cmd if c != "--json"], capture_output=True, text=True, env=env, timeout=600)
+    lines = [line for line in table.stdout.splitlines() if "unfree license" in line]
+    assert len(lines) == len(unfree) and table.returncode == 1  # how to allow them: once, on stderr, not per row
+    assert not any("Allow it with" in line or "refusing" in line for line in lines), lines[0]
+    assert 'has an unfree license ("CUDA EULA")' in lines[0] and table.stderr.count("allowUnfree=true") == 1
+    assert "this machine offers no system features: no GPU seen" in table.stdout
     allowed = subprocess.run([*cmd[:4], "--set", "allowUnfree=true", "--json", "cudaPackages_13_0.pkgs.saxpy"],
                              capture_output=True, text=True, env=env, timeout=300)
     assert allowed.returncode == 0 and "did not run" not in allowed.stderr

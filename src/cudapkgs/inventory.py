@@ -26,8 +26,9 @@ def _status(package: Package) -> str:
             # An assertion's message says what should hold ("libssl.so.1.1 is available"), as in Nixpkgs'
             # brokenAssertions; shown bare it would read as the opposite of the problem.
             text = "failed assertion" + ("s" if len(failed) > 1 else "") + ": " + "; ".join(failed)
-        else:
-            text = "; ".join(p["message"] for p in problems.values())
+        else:  # a message's "...assertions:\n- a\n- b" on one line: a table row is one line
+            text = "; ".join(p["message"] for p in problems.values()).replace(":\n- ", ": ").replace("\n- ", "; ")
+            text = " ".join(text.split("\n"))
         match = _NO_BUILD.search(text)
         if match is not None:  # "<pname> <version> has no build for linux-x86_64 (available: linux-aarch64)"
             return f"not for {match.group(1)}" + (f" {match.group(2).strip()}" if match.group(2) else "")

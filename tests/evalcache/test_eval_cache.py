@@ -94,6 +94,10 @@ def test_disabled_by_the_option_and_by_the_environment(tmp_path):
         done = cli("eval", "--no-eval-cache", "cudaPackages.cudaMajorMinorVersion")
         assert "eval cache" not in done.stderr
     assert cli.entries() == []
+    for _ in range(2):  # before the command too, where Nix users put it (it was "unrecognized arguments")
+        done = cli("--no-eval-cache", "eval", "cudaPackages.cudaMajorMinorVersion")
+        assert "eval cache" not in done.stderr and done.stdout == '"12.9"\n'
+    assert cli.entries() == []
     for _ in range(3):
         done = cli("eval", "cudaPackages.cudaMajorMinorVersion", CUDAPKGS_NO_EVAL_CACHE="1")
         assert "eval cache" not in done.stderr
@@ -109,6 +113,35 @@ def test_a_changed_expression_file_is_seen(tmp_path):
     (cli.cwd / "pkgs.py").write_text(PACKAGE_FILE.replace('"1.0"', '"2.0.1"'))
     done = cli("eval", "-f", "pkgs.py", "tiny.version")
     assert not hit(done) and done.stdout == '"2.0.1"\n'
+
+
+@pytest.mark.parametrize("how", ["utime", "rename", "hard link"])
+def test_a_same_size_edit_with_the_mtime_put_back_is_seen(tmp_path, how):
+    # Size and mtime as they were (os.utime), the file renamed over the old one (another
+    # inode), or written through another hard link: the ctime (which no one but the clock
+    # sets) and the inode still differ. No bytecode, or Python's own cache (source mtime in
+    # seconds and size) would run the old text with or without this cache.
+    cli = Cli(tmp_path)
+    cli.env["PYTHONDONTWRITEBYTECODE"] = "1"
+    package = cli.cwd / "pkgs.py"
+    package.write_text(PACKAGE_FILE)
+    args = ("eval", "-f", "pkgs.py", "tiny.version")
+    assert _stored_then_hit(cli, *args) == '"1.0"\n'
+    before = package.stat()
+    edited = PACKAGE_FILE.replace('"1.0"', '"2.0"')
+    if how == "utime":
+        package.write_text(edited)
+    elif how == "rename":
+        (cli.cwd / "new.py").write_text(edited)
+        os.utime(cli.cwd / "new.py", ns=(before.st_atime_ns, before.st_mtime_ns))
+        os.replace(cli.cwd / "new.py", package)
+    else:
+        os.link(package, tmp_path / "other-name.py")
+        (tmp_path / "other-name.py").write_text(edited)
+    os.utime(package, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert package.stat().st_size == before.st_size and package.stat().st_mtime_ns == before.st_mtime_ns
+    done = cli(*args)
+    assert not hit(done) and done.stdout == '"2.0"\n'
 
 
 def test_a_changed_module_of_cudapkgs_is_seen(tmp_path):
@@ -145,6 +178,66 @@ def test_a_module_shadowing_an_import_in_the_working_directory_is_seen(tmp_path)
     (cli.cwd / "zlib.py").write_text("raise SystemExit('shadowed')\n")  # python -m puts the cwd first
     done = cli("eval", "cudaPackages.cudaMajorMinorVersion", check=False)
     assert not hit(done) and "shadow" in done.stderr
+
+
+def test_a_module_in_the_working_directory_for_an_import_that_failed_is_seen(tmp_path):
+    # subprocess tries ``import msvcrt`` (and copy ``org.python.core``) and goes on without it:
+    # no such module is imported, yet one appearing in the working directory (first on
+    # sys.path under python -m) would run in a full command.
+    cli = Cli(tmp_path)
+    _stored_then_hit(cli, "list")
+    (cli.cwd / "msvcrt.py").write_text("import sys\nsys.stderr.write('shadowed msvcrt\\n')\n")
+    done = cli("list", check=False)
+    assert not hit(done) and "shadowed msvcrt" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("setarch") is None or os.uname().machine != "x86_64", reason="needs setarch on x86_64")
+def test_another_machine_name_from_the_kernel_is_a_miss(tmp_path):
+    # The host system comes from uname(2): `setarch i686` (linux32) changes it for one
+    # command, with the same files, environment and arguments.
+    cli = Cli(tmp_path)
+    assert _stored_then_hit(cli, "eval", "system") == '"x86_64-linux"\n'
+    done = subprocess.run(["setarch", "i686", sys.executable, "-m", "cudapkgs", "eval", "system"], cwd=cli.cwd,
+                          env=cli.env, capture_output=True, text=True, timeout=300, check=False)
+    assert not hit(done) and done.stdout == '"i686-linux"\n', done.stderr
+
+
+@pytest.mark.parametrize("option", ["error", "ignore"])
+def test_the_interpreter_s_warning_options_are_part_of_the_key(tmp_path, option):
+    # python -W error turns the alias warning into a failure, -W ignore hides it: neither
+    # is in the environment nor in sys.flags.
+    cli = Cli(tmp_path)
+    args = ("eval", "cudaPackages_13_0.cudaVersion")
+    assert "deprecated" in cli.stored(*args).stderr
+    assert hit(cli(*args))
+    done = subprocess.run([sys.executable, "-W", option, "-m", "cudapkgs", *args], cwd=cli.cwd, env=cli.env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert not hit(done)
+    if option == "error":
+        assert done.returncode != 0
+    else:
+        assert done.returncode == 0 and "deprecated" not in done.stderr
+
+
+def test_a_command_whose_reader_went_away_keeps_no_entry(tmp_path):
+    # `cudapkgs list | head -c 10`: a write fails, the command stops short of its answer
+    # and exits 0 as Unix tools do; what it had written so far is no answer to keep.
+    cli = Cli(tmp_path)
+    full = cli.stored("list").stdout
+    for entry in cli.entries():
+        entry.unlink()
+    for _ in range(3):
+        read, write = os.pipe()
+        os.close(read)  # gone before the first write
+        try:
+            done = subprocess.run([sys.executable, "-m", "cudapkgs", "list"], cwd=cli.cwd, env=cli.env,
+                                  stdout=write, stderr=subprocess.PIPE, text=True, timeout=300, check=False)
+        finally:
+            os.close(write)
+        assert "eval cache: stored" not in done.stderr, done.stderr
+        time.sleep(0.25)
+    done = cli("list")
+    assert not hit(done) and done.stdout == full
 
 
 @pytest.mark.parametrize("variable", ["CUDAPKGS_CONFIG", "CUDAPKGS_MANIFESTS", "XDG_CONFIG_HOME", "SOMETHING_ELSE"])

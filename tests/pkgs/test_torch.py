@@ -71,6 +71,13 @@ def test_cuda12_torch_from_wheels_alone_takes_ptxas_from_the_nvcc_wheel():
     nccl = at("cudaPackages_12_9.nccl", **WHEELS_ONLY, prebuiltWheels=[])
     with pytest.raises(UnavailablePackageError, match="nvcc is not in NVIDIA's CUDA 12 wheel"):
         nccl.drvPath
+    # torch is available (its libraries are); building it names who needs the nvcc no fetcher supplies
+    torch = at("cudaPackages_12_9.pkgs.pkgsCuda.python3Packages.torch", **WHEELS_ONLY, prebuiltWheels=["libnvshmem"])
+    with pytest.raises(UnavailablePackageError) as raised:
+        torch.drvPath
+    assert "nvcc is not in NVIDIA's CUDA 12 wheel" in str(raised.value)
+    assert str(raised.value).endswith(f"(needed by {nccl.name}, needed by torch-2.9.1; prebuiltWheels = "
+                                      "[\"nccl\"] takes NVIDIA's wheel of nccl instead of building it)"), str(raised.value)
 
 
 def test_with_nvidias_server_triton_keeps_nixpkgs_ptxas_from_cuda_nvcc():
@@ -186,6 +193,25 @@ def test_torch_needs_every_library_it_links_available():
     assert torch.meta.broken
     assert "cudaPackages_13_0.libnvshmem is available (it is not:" in problems(torch)
     assert "mpi is available" in problems(torch)  # the from-source NVSHMEM's own reason
+
+
+def test_torch_without_unfree_allowed_says_the_licenses_are_why_it_is_broken():
+    torch = at("cudaPackages_12_9.pkgs.pkgsCuda.python3Packages.torch", allowUnfree=False, **WHEELS_ONLY)
+    assert torch.meta.broken
+    text = problems(torch)  # it said "cudaPackages_12_9.cuda_nvrtc is available", nothing more
+    assert ("cudaPackages_12_9.cuda_nvrtc is available (it is not: its license is unfree (CUDA EULA): "
+            "allowUnfree = true or allowUnfreePredicate = \"cuda\" allows it)") in text
+    assert "cudaPackages_12_9.cudnn is available" in text and "cuDNN EULA" in text
+    assert not at("cudaPackages_12_9.pkgs.pkgsCuda.python3Packages.torch", **WHEELS_ONLY).meta.broken
+
+
+def test_a_library_built_from_source_that_cannot_be_says_which_wheel_would_do():
+    torch = at("cudaPackages_12_9.pkgs.pkgsCuda.python3Packages.torch", **WHEELS_ONLY, prebuiltWheels=["nccl"])
+    assert torch.meta.broken
+    text = problems(torch)  # NVSHMEM's source build needs MPI & co.; NVIDIA's wheel does not
+    assert "cudaPackages_12_9.libnvshmem is available (it is not: " in text
+    assert "ucx is available; prebuiltWheels = [\"libnvshmem\"] takes NVIDIA's wheel of libnvshmem instead" in text
+    assert "nccl\"]" not in text  # the wheel of NCCL is taken already: no hint for it
 
 
 def test_torch_without_cuda_support_says_so():

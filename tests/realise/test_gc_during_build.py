@@ -96,7 +96,10 @@ def test_builds_racing_a_gc_loop_keep_every_output(tmp_path, monkeypatch):
     Forty builds (two outputs each, linked as the command line links them) run while another
     process collects garbage in a loop. Before outputs were rooted at registration, a gc that
     got the lock between `add_outputs` and the build's own temporary root took them (7 of 40
-    rounds here; the link then dangled or the command failed).
+    rounds here; the link then dangled or the command failed). Until the links were made under
+    the shared gc lock, a gc that listed the roots just before `res-dev` was linked and read the
+    temporary roots just after the build closed its Store took `-dev` (1 run in 5 to 15 failed;
+    the interleaving is made certain in `test_a_root_made_while_gc_reads_the_roots_is_honoured`).
     """
     import subprocess
     import sys
@@ -139,3 +142,75 @@ def test_builds_racing_a_gc_loop_keep_every_output(tmp_path, monkeypatch):
     assert lost == []
     with Store.open(root) as store:  # every output is rooted by its link, and the store is consistent
         assert store.gc().deleted == [] and store.verify() == []
+
+
+def test_a_root_made_while_gc_reads_the_roots_is_honoured(tmp_path):
+    """The interleaving behind issue 23's lost `-dev` outputs, made to happen every time.
+
+    `gc` reads the permanent roots, then the temporary ones. A build that linked its output
+    and closed its Store (dropping the temporary root) between those two reads was in
+    neither, and its output was deleted under the fresh link. Now the link is made under the
+    shared gc lock, so it waits for the running gc, whose temporary roots still hold it.
+    """
+    import threading
+
+    root = tmp_path / "store"
+    builder = Store.open(root)  # the `cudapkgs build -o result` process
+    a = mk(builder.store_dir, "a")
+    realise(builder, [a])  # valid, and a temporary root of `builder` only
+    path = a.outputs["out"]
+    link = tmp_path / "result"
+    done = threading.Event()
+    threads = []
+
+    def link_and_close() -> None:
+        builder.add_indirect_root(link, path)
+        builder.close()
+        done.set()
+
+    with Store.open(root) as gc_process:
+        read_temp_roots = gc_process._live_temp_roots
+
+        def after_the_permanent_roots(*args, **kwargs):
+            threads.append(threading.Thread(target=link_and_close))
+            threads[0].start()
+            done.wait(0.5)  # without the shared lock the link is made and the Store closed by now
+            return read_temp_roots(*args, **kwargs)
+
+        gc_process._live_temp_roots = after_the_permanent_roots
+        try:
+            assert gc_process.gc().deleted == []
+        finally:
+            del gc_process._live_temp_roots
+            threads[0].join(timeout=60)
+        assert done.is_set() and os.path.exists(link) and os.readlink(link) == path
+        assert gc_process.gc().deleted == [] and gc_process.is_valid(path)  # the link keeps it now
+
+
+def test_a_root_entry_renamed_while_gc_lists_the_roots_is_skipped(tmp_path, monkeypatch):
+    """The gc loop of the race above died once: `os.readlink` on a ``.tmp-`` entry that
+    `add_indirect_root` had renamed into place since gc listed it (FileNotFoundError).
+
+    A gc no longer runs while roots are made, but a leftover entry of a killed process can
+    still go (a user cleaning up); gc skips what is gone."""
+    root = tmp_path / "store"
+    with Store.open(root) as store:
+        a = mk(store.store_dir, "a")
+        realise(store, [a])
+        store.add_indirect_root(tmp_path / "result", a.outputs["out"])
+    auto = os.fspath(root / ".gcroots" / "auto")
+    (entry,) = os.listdir(auto)
+    half_made = os.path.join(auto, entry + ".tmp-0123")
+    os.symlink(os.fspath(tmp_path / "result"), half_made)  # a replacement half made
+    readlink = os.readlink
+
+    def rename_then_readlink(path, *args, **kwargs):
+        if os.fspath(path) == half_made and os.path.lexists(half_made):  # gc saw it; now the replacement lands
+            os.replace(half_made, os.path.join(auto, entry))
+        return readlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "readlink", rename_then_readlink)
+    with Store.open(root) as gc_process:
+        assert gc_process.gc().deleted == []
+    monkeypatch.undo()
+    assert os.listdir(auto) == [entry]

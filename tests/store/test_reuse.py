@@ -201,3 +201,46 @@ def test_without_reuse_nothing_is_kept(tmp_path):
         assert not reuse.is_reusable(store.db, [path])
     _collect(root)
     assert not (root / ".links").exists() or not any((root / ".links").iterdir())
+
+
+def test_gc_says_what_it_kept_aside_and_the_dry_run_counts_what_the_next_gc_frees(tmp_path):
+    root = tmp_path / "store"
+    with Store.open(root) as store:
+        inp = _add_input(store)
+        path = _add_output(store, [])
+    with Store.open(root) as store:
+        dry = store.gc(dry_run=True)
+        assert dry.kept_aside == (path,) and inp not in dry.kept_aside
+        first = store.gc()
+        assert first.kept_aside == (path,) and first.bytes_kept_aside >= len(CONTENT) > first.bytes_freed
+        assert first.bytes_kept_aside == dry.bytes_kept_aside and first.pool_freed == ()
+    with Store.open(root) as store:
+        again = store.gc(dry_run=True)  # the old dry run said 0 B here, and the gc then freed the pool
+        assert again.deleted == [] and again.pool_freed == (path,) and again.bytes_freed >= len(CONTENT)
+        second = store.gc()
+        assert second.pool_freed == (path,) and second.bytes_freed == again.bytes_freed and second.kept_aside == ()
+    with Store.open(root) as store:
+        assert store.gc(dry_run=True) == store.gc()._replace(dry_run=True)  # nothing left: both empty
+
+
+def test_gc_command_names_the_kept_aside_outputs_and_how_to_free_them(tmp_path, capsys):
+    import json
+
+    from cudapkgs.cli import main
+
+    root = tmp_path / "store"
+    with Store.open(root) as store:
+        _add_input(store)
+        path = _add_output(store, [])
+    assert main(["gc", "--store", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert f"keeping aside '{path}'" in out and f"deleting '{path}'" not in out
+    assert f"1 of them are kept aside in {root}/.links" in out and "the next `cudapkgs gc` frees" in out
+    assert main(["gc", "--dry-run", "--store", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "0 store paths would be deleted, 0 B" not in out
+    assert f"would delete the 1 output(s) the last gc kept aside in {root}/.links" in out
+    assert main(["gc", "--json", "--store", str(root)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["keptAsideFreed"] == [path] and report["bytesFreed"] >= len(CONTENT)
+    assert not reuse.pool_dir(root, path).exists()

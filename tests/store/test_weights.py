@@ -168,6 +168,7 @@ def test_top_without_weights_is_refused_not_ignored(tmp_path):
         r = _cli(*extra, "--top", "2", p["app"], store_dir=store.store_dir)
         assert r.returncode == 2 and "--top 2 needs --weights (or --draw)" in r.stderr, (extra, r.stderr)
         assert "Traceback" not in r.stderr and r.stdout == ""
+        assert f"try `cudapkgs path-info --weights --top 2 {p['app']}`" in r.stderr  # the user's path, not "PATH"
     r = _cli("--caches", "--top", "2", store_dir=store.store_dir)
     assert r.returncode == 2 and "needs --weights" in r.stderr
     r = _cli("--weights", "--top", "2", p["app"], store_dir=store.store_dir)

@@ -163,6 +163,10 @@ def build_parser(command: str | None = None, subcommands: Sequence[str] = ()) ->
         ),
     )
     parser.add_argument("--version", action="version", version=_version())
+    # also after the command (eval.py); the cache reads the word itself (`evalcache.entry.wanted`)
+    parser.add_argument("--no-eval-cache", action="store_true", dest="no_eval_cache_here",
+                        help="neither answer from nor fill the evaluation cache (also after the command, "
+                        "or $CUDAPKGS_NO_EVAL_CACHE=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     if command is not None and command in COMMANDS:
         narrowing: list[_OnlyOne] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..table import format_size  # stdlib-only: cheap at start-up
 
@@ -31,9 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description=(
             "Delete every store path outside the closure of the GC roots: `-o result` links "
             "(indirect roots under <store>/.gcroots/auto) and profiles (<store>/.gcroots/profiles). "
-            "Indirect roots whose link was removed or re-pointed are dropped first."
+            "Indirect roots whose link was removed or re-pointed are dropped first. Outputs built from "
+            "NVIDIA's archives or wheels are not deleted but kept aside whole in <store>/.links, so that "
+            "building them again puts them back without unpacking (each checked against its record); "
+            "the next gc frees what is still there: run gc twice to free everything."
         ),
-        epilog="examples:\n  cudapkgs gc --dry-run     # list what would go\n  cudapkgs gc --json        # machine-readable report\n"
+        epilog="examples:\n  cudapkgs gc --dry-run     # list what would go\n  cudapkgs gc && cudapkgs gc   # free the outputs kept aside too\n  cudapkgs gc --json        # machine-readable report\n"
         "  cudapkgs gc --caches      # empty the download caches (archives, wheels), not the store\n"
         "  cudapkgs gc --caches --max-cache-size 5GiB   # evict least recently used entries down to 5 GiB",
         formatter_class=fmt,
@@ -45,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     gc.add_argument("--max-cache-size", metavar="SIZE",
                     help="with --caches: evict least recently used entries until the caches hold at most SIZE "
                     "(e.g. 5GiB; default: everything goes, or the maxCacheSize config key)")
-    gc.add_argument("--json", action="store_true", help='print {"deleted": [...], "bytesFreed": N, "dryRun": bool}')
+    gc.add_argument("--json", action="store_true", help='print {"deleted": [...], "bytesFreed": N, "dryRun": bool, "keptAside": [...], '
+                    '"bytesKeptAside": N, "keptAsideFreed": [...]}')
     gc.add_argument("--store", metavar="DIR", help=STORE_HELP)
     gc.set_defaults(func=_gc)
 
@@ -230,14 +234,33 @@ def _gc(args: argparse.Namespace) -> int:
     with _open(args) as store:
         result = store.gc(dry_run=args.dry_run)
     if args.json:
-        print(json.dumps({"deleted": result.deleted, "bytesFreed": result.bytes_freed, "dryRun": result.dry_run}, indent=2))
+        print(json.dumps({"deleted": result.deleted, "bytesFreed": result.bytes_freed, "dryRun": result.dry_run,
+                          "keptAside": list(result.kept_aside), "bytesKeptAside": result.bytes_kept_aside,
+                          "keptAsideFreed": list(result.pool_freed)}, indent=2))
         return 0
-    verb = "would delete" if result.dry_run else "deleting"
-    for path in result.deleted:
-        print(f"{verb} '{path}'")
-    would = "would be " if result.dry_run else ""
-    print(f"{len(result.deleted)} store paths {would}deleted, {format_size(result.bytes_freed)} {would}freed")
+    print(_gc_report(result, store.root))
     return 0
+
+
+def _gc_report(result: Any, root: Any) -> str:
+    """What `cudapkgs gc` says: each path deleted (or kept aside), then what that freed and what it did not."""
+    dry = result.dry_run
+    kept = set(result.kept_aside)
+    lines = []
+    for path in result.deleted:
+        verb = ("would keep aside" if path in kept else "would delete") if dry else ("keeping aside" if path in kept else "deleting")
+        lines.append(f"{verb} '{path}'")
+    would = "would be " if dry else ""
+    summary = f"{len(result.deleted)} store paths {would}deleted, {format_size(result.bytes_freed)} {would}freed"
+    if result.pool_freed:
+        summary += (f" ({'would delete' if dry else 'deleted'} the {len(result.pool_freed)} output(s) the last gc "
+                    f"kept aside in {root}/.links)")
+    lines.append(summary)
+    if kept:
+        lines.append(f"{len(kept)} of them {'would be' if dry else 'are'} kept aside in {root}/.links "
+                     f"({format_size(result.bytes_kept_aside)}), for a later build of the same output to put back "
+                     f"without building; the next `cudapkgs gc` frees what is still there (run it again to free it now)")
+    return "\n".join(lines)
 
 
 def _cache_info(args: argparse.Namespace) -> int:
@@ -267,8 +290,11 @@ def _path_info(args: argparse.Namespace) -> int:
         from ..errors import UsageError
 
         # It was ignored: `path-info -rS --top 5 ./result` printed the whole closure without a word.
+        import shlex
+
         raise UsageError(f"--top {args.top} needs --weights (or --draw): only the weights table is cut to the "
-                         f"heaviest paths; try `cudapkgs path-info --weights --top {args.top} PATH`")
+                         f"heaviest paths; try `cudapkgs path-info --weights --top {args.top} "
+                         f"{shlex.join(args.paths) if args.paths else 'PATH'}`")
     if args.caches:
         return _cache_info(args)
     if not args.paths:

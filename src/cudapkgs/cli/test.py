@@ -54,10 +54,11 @@ def run_test(args: argparse.Namespace) -> int:
     else:
         from ..table import print_table
 
-        print_table(["test", "result", "detail"], [[r.test, r.result, r.detail] for r in results])
+        print_table(["test", "result", "detail"], [[r.test, r.result, _detail(r)] for r in results])
         counts = {k: sum(r.result == k for r in results) for k in ("passed", "failed", "skipped")}
         where = (f"on the Dask cluster at {builders.address}" if builders is not None
-                 else f"this machine offers: {' '.join(sorted(offered)) or 'no system features'}")
+                 else f"this machine offers: {' '.join(sorted(offered))}" if offered
+                 else "this machine offers no system features: no GPU seen, or $CUDAPKGS_SYSTEM_FEATURES empty")
         unfree_count = sum(r.result == "skipped" and r.cause == "unfree" for r in results)
         because = f", {unfree_count} of them for unfree packages not allowed" if unfree_count else ""
         print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped{because} ({where})")
@@ -65,6 +66,13 @@ def run_test(args: argparse.Namespace) -> int:
     if unfree:
         _say_unfree(unfree, len(results))
     return 1 if unfree or any(r.result == "failed" for r in results) else 0
+
+
+def _detail(result: Any) -> str:
+    """A result's detail for the table: an unfree refusal without its how-to-allow (said once, on stderr)."""
+    if result.result == "skipped" and result.cause == "unfree":
+        return result.detail.split(", refusing to use it.", 1)[0].split(" Allow it with ", 1)[0]
+    return result.detail
 
 
 def _say_unfree(unfree: list[Any], total: int) -> None:

@@ -14,14 +14,20 @@ imported, NUL-separated; ``1``/``2`` text the command wrote to stdout/stderr, in
 store directory and its database; ``v`` a store path that must be valid; ``L`` a result link,
 its target and its GC root entry, NUL-separated.
 
-Imports only `os`, `sys` and `zlib`: this module is on the fast path (`cudapkgs.evalcache.lookup`).
+Imports only `os`, `sys`, `time` (built in) and `zlib`: this module is on the fast path
+(`cudapkgs.evalcache.lookup`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 import zlib
+
+#: When this module was first imported (`time.time_ns`): the fast path imports it first thing, so
+#: every module read by the command's start-up after the interpreter's own was read after this.
+IMPORTED_NS = time.time_ns()
 
 HEADER = "cudapkgs-eval-cache 2\n"
 TAGS = frozenset("kslpt12dvL")
@@ -37,6 +43,28 @@ DISABLE_OPTION = "--no-eval-cache"
 DEBUG_ENV = "CUDAPKGS_EVAL_CACHE_DEBUG"
 
 
+#: Top-level module names the import system was asked for in this process since `note_lookups`,
+#: found or not: ``subprocess`` tries ``import msvcrt`` and goes on without it, yet a
+#: ``msvcrt.py`` appearing in the working directory (first on `sys.path` under ``python -m``)
+#: would be imported by the command run in full.
+LOOKED_UP: set[str] = set()
+
+
+class _NoteLookups:
+    """First on `sys.meta_path`: notes each top-level name asked for, finds nothing itself."""
+
+    @staticmethod
+    def find_spec(name: str, path: object = None, target: object = None) -> None:
+        if path is None:
+            LOOKED_UP.add(name)
+
+
+def note_lookups() -> None:
+    """Note in `LOOKED_UP` every top-level module looked for from now on (once per process)."""
+    if _NoteLookups not in sys.meta_path:
+        sys.meta_path.insert(0, _NoteLookups)  # type: ignore[arg-type]
+
+
 def command_of(argv: list[str]) -> str | None:
     """The first word of ``argv`` that is not an option (the sub-command), None when an option
     such as ``--help`` or ``--`` comes first."""
@@ -50,21 +78,25 @@ def command_of(argv: list[str]) -> str | None:
 
 def wanted(argv: list[str]) -> bool:
     """Whether the cache may answer or record ``argv``: a cached command, neither
-    ``--no-eval-cache`` (before any ``--``) nor ``$CUDAPKGS_NO_EVAL_CACHE`` (non-empty) given."""
+    ``--no-eval-cache`` (or a prefix of it that argparse would take for it, before any ``--``)
+    nor ``$CUDAPKGS_NO_EVAL_CACHE`` (non-empty) given."""
     if os.environ.get(DISABLE_ENV) or command_of(argv) not in COMMANDS:
         return False
     for word in argv:
         if word == "--":
             break
-        if word == DISABLE_OPTION or word in ("-h", "--help"):
+        # argparse takes a prefix of a long option for it: --no-eval is --no-eval-cache
+        if (len(word) > 2 and DISABLE_OPTION.startswith(word.partition("=")[0])) or word in ("-h", "--help"):
             return False
     return True
 
 
 def key_of(argv: list[str]) -> str:
-    """The key of running ``argv``: the format, the interpreter (path, version, flags, `sys.path`),
-    the working directory, user and group, which standard streams are terminals and their sizes, the arguments
-    and the whole environment but `ENV_IGNORED`.  Raises OSError when the working directory is gone."""
+    """The key of running ``argv``: the format, the interpreter (path, version, flags, ``-W`` and
+    ``-X`` options, `sys.path`), the working directory, users and groups (real, effective,
+    supplementary), which standard streams are terminals and their sizes, the kernel's
+    `os.uname` (system, host name, release, version, machine), the arguments and the whole
+    environment but `ENV_IGNORED`.  Raises OSError when the working directory is gone."""
     env = os.environ
     terminals = []
     for fd in (0, 1, 2):  # a table fits the terminal's width: its size is an input
@@ -72,8 +104,14 @@ def key_of(argv: list[str]) -> str:
             size = os.get_terminal_size(fd)
             terminals.append(f"{fd}={size.columns}x{size.lines}")
     parts = [
-        HEADER, sys.executable, sys.version, repr(sys.flags), "\0".join(sys.path), os.getcwd(),
-        f"{os.getuid()}:{os.getgid()}:{','.join(terminals)}",
+        # -W and -X options are in neither the environment nor sys.flags: -W error makes a
+        # warning the command prints a failure, -W ignore hides it.
+        HEADER, sys.executable, sys.version, repr(sys.flags), repr(sys.warnoptions), repr(sys._xoptions),
+        "\0".join(sys.path), os.getcwd(),
+        # os.access (shutil.which, the host compiler's probe) answers by the effective ids and the
+        # supplementary groups (`sg`, `newgrp`), the project's trust by the effective user.
+        f"{os.getuid()}:{os.getgid()}:{os.geteuid()}:{os.getegid()}:{sorted(os.getgroups())}:{','.join(terminals)}",
+        "\0".join(os.uname()),  # the host system is uname's machine, which `setarch i686` changes for one command
         "\0".join(argv), "\0".join(f"{k}={env[k]}" for k in sorted(env) if k not in ENV_IGNORED),
     ]
     return "\1".join(parts)
@@ -125,11 +163,19 @@ def stat_identity(path: str, follow: bool, whole: bool = True) -> str:
 
 
 def encode(fields: list[tuple[str, str]]) -> bytes:
-    """The bytes of an entry holding ``fields`` (tag, payload)."""
+    """The bytes of an entry holding ``fields`` (tag, payload).
+
+    Raises ValueError when the text would not read back as written: two escaped bytes side by
+    side that form a UTF-8 character (``"\\udcc3\\udca9"`` reads back as ``"é"``) shorten a
+    payload, and the lengths, counted in characters, would then frame other fields."""
     out = [HEADER]
     for tag, payload in fields:
         out.append(f"{tag}{len(payload)}\n{payload}\n")
-    return "".join(out).encode("utf-8", "surrogateescape")
+    text = "".join(out)
+    data = text.encode("utf-8", "surrogateescape")
+    if not text.isascii() and data.decode("utf-8", "surrogateescape") != text:
+        raise ValueError("text that would not read back as written")
+    return data
 
 
 def decode(data: bytes) -> list[tuple[str, str]] | None:

@@ -23,7 +23,8 @@ import os
 import stat
 import sys
 
-from .entry import DEBUG_ENV, MAX_BYTES, cache_dir, decode, entry_name, is_whole, key_of, stat_identity, wanted
+from .entry import (DEBUG_ENV, MAX_BYTES, cache_dir, decode, entry_name, is_whole, key_of, note_lookups, stat_identity,
+                    wanted)
 
 
 def answer(argv: list[str]) -> int | None:
@@ -31,6 +32,7 @@ def answer(argv: list[str]) -> int | None:
     not a cached command, disabled, no entry, or any check failed.  Never raises."""
     if not wanted(argv):
         return None
+    note_lookups()  # a miss records, and needs the names looked up but not found (`record.Recorder._fields`)
     try:
         why = _check(argv)
     except Exception as error:  # any doubt is a miss

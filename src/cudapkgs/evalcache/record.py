@@ -11,7 +11,8 @@ imported module, the interpreter and the `sys.path` directories are added.
 Anything whose inputs cannot be seen refuses the entry: a process started (``subprocess``,
 ``os.exec*``, ``os.posix_spawn``, ``os.system``, a fork), a socket, an SQLite database
 opened, a library loaded with `ctypes`, the working directory changed, a file read under
-``/proc``, ``/sys`` or ``/dev``, a path given relative to a directory descriptor, a
+``/proc``, ``/sys`` or ``/dev``, a path given relative to a directory descriptor (`os.open`
+is wrapped too: its audit event names the path, not the directory), a
 stat refused (permission), the binary streams or file descriptors of stdout/stderr
 used directly, standard input read.  So does a non-zero exit status, an input whose identity
 differs at the end from when it was read (changed meanwhile), and an input changed less than
@@ -31,8 +32,8 @@ import os
 import sys
 import time
 
-from .entry import (DEBUG_ENV, MAX_BYTES, MAX_ENTRIES, cache_dir, encode, entry_name, identity, is_whole, key_of,
-                    stat_identity)
+from .entry import (DEBUG_ENV, IMPORTED_NS, LOOKED_UP, MAX_BYTES, MAX_ENTRIES, cache_dir, encode, entry_name, identity, is_whole,
+                    key_of, note_lookups, stat_identity)
 
 RACY_NS = 200_000_000  # inputs changed this shortly before they were read are not trusted to show their next change
 _COARSE_RACY_NS = 2_000_000_000  # on a file system keeping whole seconds
@@ -88,7 +89,18 @@ class _Tee:
     def write(self, text: str) -> int:
         if self._recorder.capturing:
             self._recorder.output.append((self._tag, str(text)))
-        return self._stream.write(text)  # type: ignore[attr-defined]
+        try:
+            return self._stream.write(text)  # type: ignore[attr-defined]
+        except BaseException:  # a closed pipe: the command stops short of what it would print (and exits 0)
+            self._recorder.refuse("could not write its output")
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()  # type: ignore[attr-defined]
+        except BaseException:
+            self._recorder.refuse("could not write its output")
+            raise
 
     def writelines(self, lines: object) -> None:
         for line in lines:  # type: ignore[attr-defined]
@@ -125,9 +137,11 @@ class Recorder:
         self.directory = cache_dir()
         self.seen: dict[tuple[str, bool], str] = {}  # (absolute path, follow links) -> identity when first seen
         self.seen_at: dict[tuple[str, bool], int] = {}  # -> when (time.time_ns()); absent: at the start
-        # Files read before the recorder started (the modules of the start-up) were read after
-        # this moment, less the margin of `_why_not`'s check.
-        self.started_ns = time.time_ns()
+        # Files read before the recorder started (the modules of the start-up, `sys.path`
+        # directories listed by the import system) were read after this moment: the import of the
+        # fast path's first module, not the recorder's start (importing the command line can take
+        # longer than the margin of `_why_not`'s check on a loaded machine).
+        self.started_ns = min(time.time_ns(), IMPORTED_NS)
         self.output: list[tuple[str, str]] = []
         self.refused = "" if self.directory is not None else "no cache directory"
         self.active = False
@@ -144,11 +158,12 @@ class Recorder:
         """Begin watching and capturing (once per process: the audit hook stays, idle afterwards)."""
         global current
         current = self
+        note_lookups()
         if not _hooked:
             sys.addaudithook(_audit)
             _hooked.append(True)
         self._saved = {"stat": os.stat, "lstat": os.lstat, "access": os.access, "readlink": os.readlink,
-                       "stdout": sys.stdout, "stderr": sys.stderr}
+                       "open": os.open, "write": os.write, "writev": os.writev, "stdout": sys.stdout, "stderr": sys.stderr}
         real_stat, real_lstat, real_access, real_readlink = os.stat, os.lstat, os.access, os.readlink
         recorder = self
 
@@ -173,14 +188,35 @@ class Recorder:
                 recorder._saw(path, False, False) if dir_fd is None else recorder.refuse("readlink relative to a descriptor")
             return real_readlink(path, dir_fd=dir_fd)
 
+        real_open = os.open
+
+        def watched_open(path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[no-untyped-def]
+            if recorder.active and dir_fd is not None:  # the audit event names the path, not the directory
+                recorder.refuse("open relative to a directory descriptor")
+            return real_open(path, flags, mode, dir_fd=dir_fd)
+
+        real_write, real_writev = os.write, os.writev
+
+        def watched_write(fd, data):  # type: ignore[no-untyped-def]
+            if recorder.capturing and fd in (1, 2):  # output past the text streams: not in the entry
+                recorder.refuse("wrote to a standard stream's descriptor")
+            return real_write(fd, data)
+
+        def watched_writev(fd, buffers):  # type: ignore[no-untyped-def]
+            if recorder.capturing and fd in (1, 2):
+                recorder.refuse("wrote to a standard stream's descriptor")
+            return real_writev(fd, buffers)
+
         os.stat, os.lstat, os.access, os.readlink = watched_stat, watched_lstat, watched_access, watched_readlink
+        os.open, os.write, os.writev = watched_open, watched_write, watched_writev
         # As the functions they stand for: shutil (copystat, copytree with symlinks) asks these sets,
         # and treats a function missing from them as unable to act on a link (a no-op returning None).
         self._supports = [(group, watched) for group, real, watched in (
             (os.supports_follow_symlinks, real_stat, watched_stat), (os.supports_follow_symlinks, real_access, watched_access),
             (os.supports_dir_fd, real_stat, watched_stat), (os.supports_dir_fd, real_lstat, watched_lstat),
             (os.supports_dir_fd, real_access, watched_access), (os.supports_dir_fd, real_readlink, watched_readlink),
-            (os.supports_effective_ids, real_access, watched_access)) if real in group]
+            (os.supports_effective_ids, real_access, watched_access), (os.supports_dir_fd, real_open, watched_open))
+            if real in group]
         for group, watched in self._supports:
             group.add(watched)
         self._saved["stdin"] = sys.stdin
@@ -268,7 +304,7 @@ class Recorder:
     # -- the entry -------------------------------------------------------------------------
 
     def _restore(self) -> None:
-        """Put back os.stat, os.lstat, os.access, os.readlink and the standard streams (once)."""
+        """Put back os.stat, os.lstat, os.access, os.readlink, os.open, os.write, os.writev and the standard streams (once)."""
         global current
         self.active = self.capturing = False
         if getattr(self, "_restored", False) or not hasattr(self, "_saved"):
@@ -278,6 +314,7 @@ class Recorder:
         for group, watched in getattr(self, "_supports", ()):
             group.discard(watched)
         os.access, os.readlink = self._saved["access"], self._saved["readlink"]  # type: ignore[assignment]
+        os.open, os.write, os.writev = self._saved["open"], self._saved["write"], self._saved["writev"]  # type: ignore[assignment]
         sys.stdout, sys.stderr = self._saved["stdout"], self._saved["stderr"]  # type: ignore[assignment]
         sys.stdin = self._saved["stdin"]  # type: ignore[assignment]
         current = None
@@ -297,7 +334,7 @@ class Recorder:
         if not why:
             try:
                 self._write()
-            except OSError as error:
+            except (OSError, ValueError) as error:
                 why = f"cannot write: {error}"
         if os.environ.get(DEBUG_ENV):
             print(f"cudapkgs: eval cache: {'stored' if not why else f'not stored ({why})'}", file=sys.stderr)
@@ -320,17 +357,22 @@ class Recorder:
                 if folder != cwd:
                     self._whole(folder)
         self._whole(os.path.realpath(sys.executable))
+        for entry in dict.fromkeys(sys.path):  # listed by the import system, maybe before the recorder
+            where = os.path.abspath(entry or ".")
+            if where != cwd and os.path.isdir(where):
+                # The site module ran its .pth files' lines before the command: their text is an input.
+                for name in _names(where):
+                    if name.endswith(".pth"):
+                        self._whole(os.path.join(where, name))
+            recorded = stat_identity(where, True)
+            if recorded != "-" and _racy(recorded, self.started_ns):
+                return f"{where} changed a moment before or while the command ran"
         for (path, follow), recorded in self.seen.items():
             current_identity = stat_identity(path, follow, is_whole(recorded))
             if current_identity != recorded:
                 return f"{path} changed while the command ran"
-            if recorded != "-" and is_whole(recorded):
-                # Changed within a tick of the file system's clock before it was read: a second
-                # change in that tick would leave its identity as it is.
-                ctime = int(recorded.split(":")[3])
-                coarse = ctime % 1_000_000_000 == 0
-                if ctime > self.seen_at.get((path, follow), self.started_ns) - (_COARSE_RACY_NS if coarse else RACY_NS):
-                    return f"{path} changed a moment before it was read"
+            if recorded != "-" and is_whole(recorded) and _racy(recorded, self.seen_at.get((path, follow), self.started_ns)):
+                return f"{path} changed a moment before it was read"
         return ""
 
     def _fields(self) -> list[tuple[str, str]]:
@@ -339,7 +381,9 @@ class Recorder:
         for entry in dict.fromkeys(sys.path):
             where = os.path.abspath(entry or ".")
             fields.append(("p", f"{where}\0{stat_identity(where, True)}"))
-        names = sorted(n for n in sys.modules if "." not in n)
+        # Imported, or looked for and not found (`entry.LOOKED_UP`): a module of that name appearing in
+        # the working directory would be imported by the command run in full.
+        names = sorted({n for n in sys.modules if "." not in n} | LOOKED_UP)
         fields.append(("t", "\0".join(names)))
         if self.store is not None:
             fields.append(("d", "\0".join(self.store)))
@@ -368,6 +412,22 @@ class Recorder:
                 pass
             raise
         _bound(self.directory, keep=final)
+
+
+def _names(directory: str) -> list[str]:
+    """The names in ``directory``, none when it cannot be listed."""
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
+
+
+def _racy(recorded: str, read_ns: int) -> bool:
+    """Whether a whole identity's ctime is within a tick of the file system's clock before ``read_ns``
+    (or after it): a second change in that tick would leave the identity as it is."""
+    ctime = int(recorded.split(":")[3])
+    coarse = ctime % 1_000_000_000 == 0
+    return ctime > read_ns - (_COARSE_RACY_NS if coarse else RACY_NS)
 
 
 def stat_identity_real(path: str, follow: bool, saved: dict[str, object], whole: bool = True) -> str:

@@ -44,7 +44,7 @@ from typing import Any
 
 from ..derivation import Derivation
 from ..store.location import default_store_dir
-from ..errors import EvalError
+from ..errors import CudapkgsError, EvalError, UnavailablePackageError, UnfreeLicenseError
 from ..lib.fixpoint import AttrSet, Extension, extends, force, lazy
 from ..package import AttrsFunction, AttrsOverride, Package, _as_extension
 
@@ -244,14 +244,18 @@ def _is_package(value: Any) -> bool:
 class _Inputs:
     """Collects input derivations and the unhashed build context while attributes become JSON."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, hint: str | None = None) -> None:
         self.name = name
+        self.hint = hint  # what would do without the input that cannot be used (`_needed_by`)
         self.deps: dict[str, Derivation] = {}
         self.paths: dict[str, str] = {}
         self.python: dict[str, Callable[..., Any]] = {}
 
     def derivation_of(self, value: Any) -> Derivation:
-        drv = value if isinstance(value, Derivation) else force(value.derivation)
+        try:
+            drv = value if isinstance(value, Derivation) else force(value.derivation)
+        except (UnavailablePackageError, UnfreeLicenseError) as error:  # say whose input it is, as Nix's trace
+            raise _needed_by(error, self.name, self.hint if isinstance(error, UnavailablePackageError) else None) from error
         self.deps.setdefault(drv.drv_path, drv)
         for output, path in drv.outputs.items():
             key = f"{drv.name}.{output}"
@@ -322,6 +326,28 @@ def _local_source(path: Any, where: str) -> tuple[dict[str, Any], str]:
     return {"type": "path", "name": p.name, "narHash": "sha256:" + digest.hex()}, os.fspath(p)
 
 
+def _needed_by(error: UnavailablePackageError | UnfreeLicenseError, name: str, hint: str | None = None) -> CudapkgsError:
+    """`error` (a dependency of `name` cannot be used) again, its message ending with the chain of dependents
+    and what would do without it: "… (needed by cuda12.9-nccl-2.27.5, needed by torch-2.9.1; prebuiltWheels
+    …)"; the same class, so callers tell them apart."""
+    base = getattr(error, "base_message", str(error))
+    chain = [*getattr(error, "needed_by", ()), name]
+    hints = [*getattr(error, "hints", ()), *([hint] if hint else [])]
+    new = type(error)(f"{base} (needed by {', needed by '.join(chain)}{''.join('; ' + h for h in hints)})")
+    new.base_message, new.needed_by, new.hints = base, tuple(chain), tuple(hints)  # type: ignore[attr-defined]
+    return new
+
+
+def _prebuilt_hint(final: AttrSet, config: Any) -> str | None:
+    """For a source build NVIDIA also ships as a wheel (config ``prebuiltWheels``), the setting that takes the wheel."""
+    from ..config import PREBUILT_WHEEL_NAMES
+
+    pname = final.pname if "pname" in final else None
+    if pname not in PREBUILT_WHEEL_NAMES or pname in (getattr(config, "prebuiltWheels", None) or ()):
+        return None
+    return f'prebuiltWheels = ["{pname}"] takes NVIDIA\'s wheel of {pname} instead of building it'
+
+
 def _source(value: Any, inputs: _Inputs, where: str) -> tuple[dict[str, Any] | None, str | None]:
     value = force(value)
     if value is None:
@@ -336,7 +362,7 @@ def _source(value: Any, inputs: _Inputs, where: str) -> tuple[dict[str, Any] | N
 
 def _derivation(final: AttrSet, config: Any) -> Derivation:
     name = final.name
-    inputs = _Inputs(name)
+    inputs = _Inputs(name, _prebuilt_hint(final, config))
     outputs = list(final.outputs)
     src, src_path = _source(final.src, inputs, f"{name}.src")
     patches: list[dict[str, Any]] = []

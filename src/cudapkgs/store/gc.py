@@ -3,7 +3,8 @@
 Roots: direct ones (``.gcroots/profiles/<name>``), indirect ones (``.gcroots/auto/`` links to
 links such as ``./result``) and temporary ones (``.temproots/<pid>-…``, held by a lock while
 their process lives, as Nix's temproots).  `gc` holds ``.locks/gc.lock`` exclusively; adding a
-path holds it shared (`_gc_shared`), so a collection never deletes what is being added.
+path or a root (`add_root`, `add_indirect_root`) holds it shared (`_gc_shared`), so a
+collection never deletes what is being added, and the roots it read stay all the roots.
 Every path registration makes valid (or finds valid) becomes a temporary root of the
 registering Store before that shared lock is released, as Nix's `addTempRoot` comes before
 `registerValidPath`: from registration until the caller's own root exists (``./result``,
@@ -35,11 +36,21 @@ __all__ = ["GCResult", "GarbageCollector"]
 
 
 class GCResult(NamedTuple):
-    """What a garbage collection deleted (or would delete, in a dry run)."""
+    """What a garbage collection deleted (or would delete, in a dry run).
+
+    `deleted`: the store paths that are no longer (would no longer be) in the store;
+    `bytes_freed`: the bytes that frees now, the trees the last gc kept aside included;
+    `kept_aside`: those of `deleted` moved whole to ``<store>/.links`` for a later build to
+    put back (`cudapkgs.store.reuse`), holding `bytes_kept_aside` bytes that the next gc
+    frees; `pool_freed`: the paths whose trees the last gc kept aside and this one deleted.
+    """
 
     deleted: list[str]
     bytes_freed: int = 0
     dry_run: bool = False
+    kept_aside: tuple[str, ...] = ()
+    bytes_kept_aside: int = 0
+    pool_freed: tuple[str, ...] = ()
 
 
 class GarbageCollector:
@@ -175,27 +186,44 @@ class GarbageCollector:
     # -- roots -----------------------------------------------------------
 
     def add_root(self, name: str, store_path: str) -> Path:
-        """A direct GC root `<store>/.gcroots/profiles/<name>` pointing at `store_path`."""
-        target = self.query(store_path).path
+        """A direct GC root `<store>/.gcroots/profiles/<name>` pointing at `store_path`.
+
+        Made under the shared gc lock, as `add_indirect_root`. Raises StoreError (a bad
+        name, an invalid path).
+        """
         link = self.gcroots_dir / "profiles" / name
         if "/" in name or name.startswith("."):
             raise StoreError(f"invalid GC root name {name!r}")
-        _replace_symlink(link, target)
+        try:
+            with self._gc_shared():
+                target = self.query(store_path).path
+                _replace_symlink(link, target)
+        except OSError as error:
+            raise _store_error(error, f"cannot create the GC root {link}") from error
         return link
 
     def add_indirect_root(self, link_path: str | os.PathLike[str], store_path: str) -> Path:
         """Make `link_path` (e.g. ./result) a symlink to `store_path` and register it as a GC root.
 
         The root lives as long as `link_path` exists and points into the store.
+
+        The link and its entry are made with the gc lock held shared, as Nix's `addPermRoot`
+        waits for a running GC (`syncWithGC`, src/libstore/gc.cc in Nix 2.3: "This prevents
+        the set of permanent roots from increasing while a GC is in progress"). `gc` reads the
+        permanent roots, then the temporary ones: a root made between the two, the temporary
+        root that kept the path until then dropped next (`cudapkgs build -o res` closing its
+        Store), was in neither, and the path was collected (issue 23). The path's validity is
+        checked under the same lock. Raises StoreError.
         """
-        target = self.query(store_path).path
         link = Path(os.path.abspath(link_path))
         if os.path.lexists(link) and not os.path.islink(link):
             raise StoreError(f"'{link}' exists and is not a symlink; not replacing it")
         try:
-            _replace_symlink(link, target)
-            auto_name = base32_encode(compress_hash(hashlib.sha256(os.fsencode(link)).digest()))
-            _replace_symlink(self.gcroots_dir / "auto" / auto_name, os.fspath(link))
+            with self._gc_shared():
+                target = self.query(store_path).path
+                _replace_symlink(link, target)
+                auto_name = base32_encode(compress_hash(hashlib.sha256(os.fsencode(link)).digest()))
+                _replace_symlink(self.gcroots_dir / "auto" / auto_name, os.fspath(link))
         except OSError as error:
             raise _store_error(error, f"cannot create the GC root {link}") from error
         return link
@@ -211,14 +239,20 @@ class GarbageCollector:
         for dirpath, dirnames, filenames in os.walk(self.gcroots_dir):
             for entry in sorted(dirnames + filenames):
                 link = os.path.join(dirpath, entry)
-                if not os.path.islink(link):
-                    continue
-                target = os.path.join(dirpath, os.readlink(link))
+                try:
+                    target = os.path.join(dirpath, os.readlink(link))
+                except OSError as error:
+                    if error.errno in (errno.EINVAL, errno.ENOENT):
+                        continue  # not a link, or gone since the listing (a ``.tmp-`` entry renamed into place)
+                    raise
                 if dirpath == auto_dir:
                     store_path = self._root_target(target, graph)
                     if store_path is None:
                         if remove_stale:
-                            os.unlink(link)
+                            try:
+                                os.unlink(link)
+                            except FileNotFoundError:
+                                pass
                         continue
                     found[os.path.normpath(target)] = store_path
                 else:
@@ -232,7 +266,7 @@ class GarbageCollector:
             return None
         try:
             store_path = self.parse(link)
-        except StoreError:
+        except (StoreError, FileNotFoundError):  # not into the store, or removed while it was followed
             return None
         valid = graph.is_valid(store_path) if graph is not None else self.db.is_valid(store_path)
         return store_path if valid else None
@@ -271,14 +305,17 @@ class GarbageCollector:
                 dead = sorted(held)
                 junk = self._unregistered_entries(set(graph.rows))
                 if dry_run:  # what a gc would delete now; the paths it would keep aside free nothing yet
-                    kept_aside = reuse.recorded_paths(self.db, dead)
-                    freed = _bytes_freed([p for p in dead + junk if p not in kept_aside])
+                    pool_freed = reuse.stale(self.db, self.root)
+                    kept = sorted(reuse.recorded_paths(self.db, dead))
+                    freed, kept_bytes = _bytes_split(dead + junk, set(kept))
+                    freed += _bytes_split([os.fspath(reuse.pool_dir(self.root, p)) for p in pool_freed], set())[0]
                 else:
                     try:
                         # Outputs recorded for reuse are moved aside whole (`reuse.keep`), not deleted; those
                         # the last gc kept and nothing brought back are deleted now.
-                        reusable, freed = reuse.before_gc(self.db, self.root, dead)
-                        freed += _bytes_freed([p for p in dead + junk if p not in reusable])
+                        reusable, pool_freed, freed = reuse.before_gc(self.db, self.root, dead)
+                        now, kept_bytes = _bytes_split(dead + junk, reusable)
+                        freed += now
                         self.db.invalidate(dead)  # forget first: a crash now leaves only unregistered junk
                         kept = []
                         for path in dead + junk:
@@ -286,6 +323,10 @@ class GarbageCollector:
                                 kept.append(path)
                             else:
                                 _remove_tree(path)
+                        if len(kept) < len(reusable):  # a tree that could not be moved aside was deleted
+                            still = _bytes_split([os.fspath(reuse.pool_dir(self.root, p)) for p in kept], set())[0]
+                            freed += max(0, kept_bytes - still)
+                            kept_bytes = still
                         reuse.forget(self.db, self.root, reusable - set(kept))
                         reuse.after_gc(self.db, kept)
                     except OSError as error:
@@ -296,7 +337,8 @@ class GarbageCollector:
                         lock.release()
                     else:
                         lock.release_and_delete()
-        return GCResult(deleted=sorted(dead + junk), bytes_freed=freed, dry_run=dry_run)
+        return GCResult(deleted=sorted(dead + junk), bytes_freed=freed, dry_run=dry_run, kept_aside=tuple(sorted(kept)),
+                        bytes_kept_aside=kept_bytes, pool_freed=tuple(pool_freed))
 
     def _unregistered_entries(self, valid: set[str]) -> list[str]:
         junk = []
@@ -311,16 +353,21 @@ class GarbageCollector:
         return junk
 
 
-def _bytes_freed(paths: list[str]) -> int:
-    """Bytes that deleting every tree in `paths` frees: the sizes of the files whose links all lie in them.
+def _bytes_split(paths: list[str], kept: set[str]) -> tuple[int, int]:
+    """Bytes that taking every tree in `paths` out of the store frees: (now, when the `kept` ones go too).
 
-    A file hard-linked from a path that stays (nvcc's nvvm/ shares libnvvm's inodes, as
-    Nix's store optimisation does) frees nothing; one linked twice inside `paths` counts once.
-    Nix counts a file when its link count is 1 (or 2, its .links entry), src/libstore/gc.cc.
+    A file counts when all its links lie in `paths`: a file hard-linked from a path that
+    stays (nvcc's nvvm/ shares libnvvm's inodes, as Nix's store optimisation does) frees
+    nothing; one linked twice inside `paths` counts once. It counts as freed now unless one
+    of its links is in a `kept` tree (moved aside whole, `reuse.keep`), else as freed by the
+    gc that deletes those. Nix counts a file when its link count is 1 (or 2, its .links
+    entry), src/libstore/gc.cc.
     """
-    total = 0
+    now = later = 0
     links: dict[tuple[int, int], int] = {}
+    in_kept: set[tuple[int, int]] = set()
     for path in paths:
+        aside = path in kept
         try:
             for _, st in nar.walk(path):
                 if stat.S_ISDIR(st.st_mode):
@@ -328,11 +375,16 @@ def _bytes_freed(paths: list[str]) -> int:
                 key = (st.st_dev, st.st_ino)
                 seen = links.get(key, 0) + 1
                 links[key] = seen
+                if aside:
+                    in_kept.add(key)
                 if seen == st.st_nlink:  # the last link of this inode is among the deleted
-                    total += st.st_size
+                    if key in in_kept:
+                        later += st.st_size
+                    else:
+                        now += st.st_size
         except FileNotFoundError:
             pass
-    return total
+    return now, later
 
 
 @contextmanager

@@ -38,6 +38,7 @@ STRIDE = HASH_LEN + 1 - KEY  # 9: every 32-byte window holds a stride position w
 
 _MASK = bytes(1 if chr(c) in BASE32_CHARS else 0 for c in range(256))
 _ONES = b"\x01" * HASH_LEN
+_NAME_MAX = 211  # characters of a store path's name
 _NAME_AT = re.compile(rb"[A-Za-z0-9+\-._?=]{0,211}")  # a store path's name (Nix's allowed characters)
 _NAMED_RE: dict[bytes, re.Pattern[bytes]] = {}
 # The KEY bytes at offsets 0, STRIDE, 2 * STRIDE, ... of a run, taken by `findall` at C speed: each
@@ -118,7 +119,8 @@ class Scan:
 
     `text(data)` scans a whole file or link target; `chunk(data)` one piece of a file read in
     pieces (after `begin_file()`), the seam between two pieces included, so a hash split
-    across two reads is still found.
+    across two reads is still found, and a full path's name split so is named whole when the
+    piece after the split is the last or at least as long as the path (`nar` reads `CHUNK` bytes).
     """
 
     def __init__(self, wanted: Iterable[str] | Candidates, store_dir: str | None = None) -> None:
@@ -128,8 +130,10 @@ class Scan:
         self.prefix = os.fsencode(store_dir.rstrip("/") + "/") if store_dir is not None else None
         self.many = len(self.wanted) > MANY
         self._named_re = _named_pattern(self.prefix) if self.prefix is not None and not self.many else None
-        # The seam: the prefix, the hash and '-' of a full path may straddle two reads.
-        self.keep = HASH_LEN - 1 if self.prefix is None else len(self.prefix) + HASH_LEN
+        # The seam: a hash may straddle two reads, and so may a full path, ``<prefix><hash>-<name>``
+        # with a name of up to 211 characters: that much of the read before is kept, and that much
+        # of the read after looked at with it.
+        self.keep = HASH_LEN - 1 if self.prefix is None else len(self.prefix) + HASH_LEN + 1 + _NAME_MAX
         self._tail = b""
 
     @property

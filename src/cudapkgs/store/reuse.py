@@ -42,7 +42,7 @@ from typing import Any
 
 from . import nar
 
-__all__ = ["remember", "restore", "is_reusable", "recorded_paths", "before_gc", "keep", "after_gc", "forget", "pool_dir"]
+__all__ = ["remember", "restore", "is_reusable", "recorded_paths", "stale", "before_gc", "keep", "after_gc", "forget", "pool_dir"]
 
 _CANONICAL_MTIME_NS = 1_000_000_000  # the store's mtime, 1 s (`files._make_read_only`)
 
@@ -236,7 +236,7 @@ def forget(db: Any, root: str | os.PathLike[str], paths: Iterable[str]) -> int:
         if not os.path.lexists(pool):
             continue
         try:
-            freed += sum(st.st_size for _, st in nar.walk(pool) if stat.S_ISREG(st.st_mode) and st.st_nlink == 1)
+            freed += sum(st.st_size for _, st in nar.walk(pool) if not stat.S_ISDIR(st.st_mode) and st.st_nlink == 1)
         except OSError:
             pass
         try:
@@ -246,16 +246,27 @@ def forget(db: Any, root: str | os.PathLike[str], paths: Iterable[str]) -> int:
     return freed
 
 
-def before_gc(db: Any, root: str | os.PathLike[str], dead: Iterable[str]) -> tuple[set[str], int]:
+def stale(db: Any, root: str | os.PathLike[str]) -> list[str]:
+    """The paths whose trees the last gc kept (`keep`) and that are still invalid: the next gc deletes their trees."""
+    try:
+        rows = db.conn.execute("SELECT path FROM ReusableOutputs WHERE collected = 1 ORDER BY path").fetchall()
+    except sqlite3.OperationalError:  # a read-only store whose database predates the table
+        return []
+    return [p for (p,) in rows if not db.is_valid(p) and os.path.lexists(pool_dir(root, p))]
+
+
+def before_gc(db: Any, root: str | os.PathLike[str], dead: Iterable[str]) -> tuple[set[str], list[str], int]:
     """Before gc deletes `dead`: the trees kept by the last gc whose paths are still invalid are deleted.
 
-    Returns the dead paths to keep (those with a record: `keep` instead of deleting them)
-    and the bytes freed. Called with gc.lock held.
+    Returns the dead paths to keep (those with a record: `keep` instead of deleting them),
+    the paths whose kept trees were deleted (`stale`) and the bytes that freed. Called with
+    gc.lock held.
     """
-    stale = [p for (p,) in db.conn.execute("SELECT path FROM ReusableOutputs WHERE collected = 1")
-             if not db.is_valid(p)]
-    freed = forget(db, root, stale)
-    return recorded_paths(db, dead), freed
+    gone = stale(db, root)
+    old = [p for (p,) in db.conn.execute("SELECT path FROM ReusableOutputs WHERE collected = 1")
+           if not db.is_valid(p)]
+    freed = forget(db, root, old)  # records without a tree go too
+    return recorded_paths(db, dead), gone, freed
 
 
 def recorded_paths(db: Any, paths: Iterable[str]) -> set[str]:

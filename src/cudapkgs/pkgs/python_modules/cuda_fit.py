@@ -80,12 +80,39 @@ def _available(package: Any) -> bool:
 def _unavailable(label: str, package: Any) -> str:
     from ...errors import CudapkgsError
 
+    from ...licenses import is_free, license_names
+
     try:
-        problems = package.meta.get("problems") or {}
+        meta = package.meta
+        problems = meta.get("problems") or {}
         why = "; ".join(str(p.get("message", "")).replace("\n", " ") for p in problems.values())
+        if why:
+            why += _prebuilt_hint(package)
+        if not why and not is_free(meta.get("license")):  # no problem but its license: the configuration's refusal
+            why = (f"its license is unfree ({license_names(meta.get('license'), unfree_only=True)}): "
+                   "allowUnfree = true or allowUnfreePredicate = \"cuda\" allows it")
     except CudapkgsError as error:
         why = str(error)
     return f"{label} is available" + (f" (it is not: {why})" if why else "")
+
+
+def _prebuilt_hint(package: Any) -> str:
+    """For a source build NVIDIA also ships as a wheel (config ``prebuiltWheels``): the setting that takes it."""
+    from ...config import PREBUILT_WHEEL_NAMES
+    from ...errors import CudapkgsError
+
+    try:
+        pname = package.pname if "pname" in package else None
+    except (CudapkgsError, TypeError, AttributeError):  # not a package
+        return ""
+    if pname not in PREBUILT_WHEEL_NAMES:
+        return ""
+    try:
+        if "nvidiaWheel" in package.drvAttrs:  # the wheel already
+            return ""
+    except (CudapkgsError, AttributeError):  # attributes that cannot be evaluated (an input missing): not the wheel's
+        pass
+    return f'; prebuiltWheels = ["{pname}"] takes NVIDIA\'s wheel of {pname} instead of building it'
 
 
 def newest_fitting(built: str, candidates: Sequence[tuple[str, Any]], *, minor_only: bool = False) -> tuple[str, Any] | None:
