@@ -214,3 +214,39 @@ def test_a_root_entry_renamed_while_gc_lists_the_roots_is_skipped(tmp_path, monk
         assert gc_process.gc().deleted == []
     monkeypatch.undo()
     assert os.listdir(auto) == [entry]
+
+
+def test_an_indirect_root_that_cannot_be_looked_at_stops_the_gc(tmp_path, monkeypatch):
+    """A result link gc cannot look at (EACCES on a directory above it) is no stale root: the gc
+    stops naming it, deleting nothing and keeping its `auto` entry (Nix would skip the root and
+    collect its path, src/libstore/gc.cc findRoots). A link that is gone still loses its entry."""
+    from cudapkgs.errors import StoreError
+
+    root = tmp_path / "store"
+    with Store.open(root) as store:
+        a = mk(store.store_dir, "a")
+        realise(store, [a])
+        store.add_indirect_root(tmp_path / "result", a.outputs["out"])
+    auto = os.fspath(root / ".gcroots" / "auto")
+    (entry,) = os.listdir(auto)
+    hidden = os.fspath(tmp_path / "result")
+    real_lstat, real_islink = os.lstat, os.path.islink
+
+    def denied(path, *args, **kwargs):
+        if os.fspath(path) == hidden:
+            raise PermissionError(13, "Permission denied", hidden)
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", denied)
+    monkeypatch.setattr(os.path, "islink", lambda p: False if os.fspath(p) == hidden else real_islink(p))
+    with Store.open(root) as gc_process:
+        with pytest.raises(StoreError, match="cannot look at the GC root .*result"):
+            gc_process.gc()
+    monkeypatch.undo()
+    assert os.listdir(auto) == [entry]
+    with Store.open(root) as gc_process:  # readable again: the root keeps its path
+        assert gc_process.gc().deleted == [] and gc_process.is_valid(a.outputs["out"])
+    os.unlink(hidden)
+    with Store.open(root) as gc_process:
+        assert a.outputs["out"] in gc_process.gc().deleted
+    assert os.listdir(auto) == []

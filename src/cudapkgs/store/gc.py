@@ -248,7 +248,7 @@ class GarbageCollector:
                 if dirpath == auto_dir:
                     store_path = self._root_target(target, graph)
                     if store_path is None:
-                        if remove_stale:
+                        if remove_stale and _stale_link(target):
                             try:
                                 os.unlink(link)
                             except FileNotFoundError:
@@ -351,6 +351,24 @@ class GarbageCollector:
                 lock.release()
                 junk.append(path)
         return junk
+
+
+def _stale_link(link: str) -> bool:
+    """Whether the indirect root ``link`` (not a valid root now) may have its `auto` entry removed:
+    it is gone, or it is there and names no valid store path (True).
+
+    Raises StoreError when it cannot be looked at (EACCES on a directory above it, EIO): Nix
+    skips such a root and collects what it kept (src/libstore/gc.cc, findRoots: "cannot read
+    potential root"); here the gc stops instead, naming the link, so a result nobody could read
+    for a moment is not deleted."""
+    try:
+        os.lstat(link)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError as error:
+        raise StoreError(f"cannot look at the GC root {link} ({error.strerror}); not collecting garbage: "
+                         f"fix its permissions or remove it") from error
+    return True
 
 
 def _bytes_split(paths: list[str], kept: set[str]) -> tuple[int, int]:
