@@ -38,3 +38,20 @@ def fresh_store_like(store: Store, aside: Path) -> Store:
         os.chmod(dirpath, 0o755)
     shutil.move(store.root, aside)
     return Store.open(store.root)
+
+
+def signed_file_cache(tmp_path: Path, *, upload: str | None = "top", **upload_options: object):
+    """A store at ``tmp_path/store`` holding `make_closure`'s (dep, top), a signing key
+    ``test-cache-1`` and a file:// cache at ``tmp_path/cache``; with ``upload`` ("top" or
+    "dep"), that path's closure is uploaded signed (``upload_options`` go to `upload_closure`).
+    Returns (store, dep, top, key, cache); the caller closes the store."""
+    from cudapkgs.store.caches import open_cache
+    from cudapkgs.store.caches.signing import generate
+
+    store = Store.open(tmp_path / "store")
+    dep, top = make_closure(store)
+    key = generate("test-cache-1")
+    cache = open_cache(f"file://{tmp_path}/cache")
+    if upload is not None:
+        cache.upload_closure(store, [{"top": top, "dep": dep}[upload]], secret_key=key, **upload_options)
+    return store, dep, top, key, cache

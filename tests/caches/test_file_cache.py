@@ -7,10 +7,9 @@ import os
 import struct
 
 import pytest
-from cache_helpers import fresh_store_like, make_closure
+from cache_helpers import fresh_store_like, make_closure, signed_file_cache
 
 from cudapkgs.store import nar
-from cudapkgs.store.caches import open_cache
 from cudapkgs.store.caches.base import CacheError, SubstituteRefused
 from cudapkgs.store.caches.narinfo import NarInfoError
 from cudapkgs.store.caches.signing import generate
@@ -20,10 +19,7 @@ from cudapkgs.store.store import Store
 
 @pytest.fixture
 def setup(tmp_path):
-    store = Store.open(tmp_path / "store")
-    dep, top = make_closure(store)
-    key = generate("test-cache-1")
-    cache = open_cache(f"file://{tmp_path}/cache")
+    store, dep, top, key, cache = signed_file_cache(tmp_path, upload=None)
     yield store, dep, top, key, cache, tmp_path
     store.close()
 

@@ -6,11 +6,10 @@ import gzip
 import os
 
 import pytest
-from cache_helpers import fresh_store_like, make_closure
+from cache_helpers import fresh_store_like, make_closure, signed_file_cache
 
 from cudapkgs.store.caches import open_cache
 from cudapkgs.store.caches.base import SubstituteRefused
-from cudapkgs.store.caches.signing import generate
 from cudapkgs.store.store import Store
 
 brotli = pytest.importorskip("brotli", reason="the brotli package is not installed")
@@ -18,11 +17,7 @@ brotli = pytest.importorskip("brotli", reason="the brotli package is not install
 
 @pytest.fixture
 def setup(tmp_path):
-    store = Store.open(tmp_path / "store")
-    dep, top = make_closure(store)
-    key = generate("test-cache-1")
-    cache = open_cache(f"file://{tmp_path}/cache")
-    cache.upload_closure(store, [dep], secret_key=key, compression="none")
+    store, dep, top, key, cache = signed_file_cache(tmp_path, upload="dep", compression="none")
     yield store, dep, key, cache, tmp_path
 
 

@@ -14,22 +14,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from cache_helpers import fresh_store_like, make_closure
+from cache_helpers import fresh_store_like, signed_file_cache
 
 from cudapkgs.errors import StoreError
-from cudapkgs.store.caches import open_cache
-from cudapkgs.store.caches.signing import generate
 from cudapkgs.store.caches.substitution import Substituters
 from cudapkgs.store.store import Store
 
 
 @pytest.fixture
 def setup(tmp_path):
-    store = Store.open(tmp_path / "store")
-    dep, top = make_closure(store)
-    key = generate("test-cache-1")
-    cache = open_cache(f"file://{tmp_path}/cache")
-    cache.upload_closure(store, [top], secret_key=key)
+    store, dep, top, key, cache = signed_file_cache(tmp_path)
     yield store, dep, top, key, cache, tmp_path
     store.close()
 

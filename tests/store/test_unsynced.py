@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "caches"))
-from cache_helpers import fresh_store_like, make_closure  # noqa: E402
+from cache_helpers import fresh_store_like, signed_file_cache  # noqa: E402
 
 from cudapkgs.store import unsynced  # noqa: E402
-from cudapkgs.store.caches import open_cache  # noqa: E402
-from cudapkgs.store.caches.signing import generate  # noqa: E402
 from cudapkgs.store.caches.substitution import Substituters  # noqa: E402
 from cudapkgs.store.store import Store  # noqa: E402
 
@@ -27,11 +25,7 @@ pytestmark = pytest.mark.skipif(unsynced.boot_id() is None, reason="no boot id (
 
 @pytest.fixture
 def substituted(tmp_path):
-    store = Store.open(tmp_path / "store")
-    dep, top = make_closure(store)
-    key = generate("test-cache-1")
-    cache = open_cache(f"file://{tmp_path}/cache")
-    cache.upload_closure(store, [top], secret_key=key)
+    store, dep, top, key, cache = signed_file_cache(tmp_path)
     fresh = fresh_store_like(store, tmp_path / "old")
     subs = Substituters([cache], [key.public])
     subs.fetch(fresh, list(subs.query(fresh, [top]).values()))
