@@ -147,6 +147,27 @@ def tiny_store(root: Path) -> tuple[str, list[str]]:
     return str(store_dir), paths
 
 
+def the_closure(args: argparse.Namespace, parser: argparse.ArgumentParser, work: Path) -> tuple[str, list[str], int]:
+    """The store and the closure every mode transfers: (store dir, sorted closure, NAR bytes), from
+    ``--tiny`` (a small store made under ``work``) or ``--store`` with ``--paths``/``--paths-from``."""
+    from cudapkgs.store.store import Store
+
+    if args.tiny:
+        store_dir, wanted = tiny_store(work)
+    else:
+        if not args.store:
+            parser.error("--store is needed (or --tiny)")
+        store_dir = os.path.abspath(args.store)
+        wanted = list(args.paths)
+        if args.paths_from:
+            with open(args.paths_from) as listed:
+                wanted += [line.strip() for line in listed if line.strip()]
+    with Store.open(store_dir) as store:
+        paths = sorted(store.closure(wanted))
+        nar_bytes = sum(store.query(p).nar_size for p in paths)
+    return store_dir, paths, nar_bytes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", help="store holding the paths")
@@ -174,18 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     aside = None
     store_dir = None
     try:
-        if args.tiny:
-            store_dir, wanted = tiny_store(work)
-        else:
-            if not args.store:
-                parser.error("--store is needed (or --tiny)")
-            store_dir = os.path.abspath(args.store)
-            wanted = list(args.paths)
-            if args.paths_from:
-                wanted += [l.strip() for l in open(args.paths_from) if l.strip()]
-        with Store.open(store_dir) as store:
-            paths = sorted(store.closure(wanted))
-            nar_bytes = sum(store.query(p).nar_size for p in paths)
+        store_dir, paths, nar_bytes = the_closure(args, parser, work)
         secret = generate("bench-1")
         key, public = str(secret), str(secret.public)
         names = [os.path.basename(p) for p in paths]
@@ -339,18 +349,7 @@ def http_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     store_dir = None
     served = None
     try:
-        if args.tiny:
-            store_dir, wanted = tiny_store(work)
-        else:
-            if not args.store:
-                parser.error("--store is needed (or --tiny)")
-            store_dir = os.path.abspath(args.store)
-            wanted = list(args.paths)
-            if args.paths_from:
-                wanted += [l.strip() for l in open(args.paths_from) if l.strip()]
-        with Store.open(store_dir) as store:
-            paths = sorted(store.closure(wanted))
-            nar_bytes = sum(store.query(p).nar_size for p in paths)
+        store_dir, paths, nar_bytes = the_closure(args, parser, work)
         secret = generate("bench-1")
         key, public = str(secret), str(secret.public)
         cache_dir = work / "cache"
@@ -478,18 +477,7 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     aside = None
     store_dir = None
     try:
-        if args.tiny:
-            store_dir, wanted = tiny_store(work)
-        else:
-            if not args.store:
-                parser.error("--store is needed (or --tiny)")
-            store_dir = os.path.abspath(args.store)
-            wanted = list(args.paths)
-            if args.paths_from:
-                wanted += [l.strip() for l in open(args.paths_from) if l.strip()]
-        with Store.open(store_dir) as store:
-            paths = sorted(store.closure(wanted))
-            nar_bytes = sum(store.query(p).nar_size for p in paths)
+        store_dir, paths, nar_bytes = the_closure(args, parser, work)
         key = generate("bench-1")
         cache_dir = work / "cache"
         run_child("upload", store_dir, f"file://{cache_dir}", str(key), paths)
