@@ -55,7 +55,7 @@ SAMPLED_FROM = 1 << 13
 _SAMPLE = 8  # every 8th byte: a run of HASH_LEN holds HASH_LEN // _SAMPLE sampled bytes in a row
 _SAMPLED_RUN = b"\x01" * (HASH_LEN // _SAMPLE)
 # More sampled places than one per this many bytes: translating the whole data is cheaper than the stretches.
-_DENSE = 800
+_DENSE = 2000
 
 
 class Candidates(frozenset):  # type: ignore[type-arg]
@@ -144,10 +144,9 @@ def _runs_only(data: bytes, before: int) -> bytes:
     i = sampled.find(_SAMPLED_RUN)
     if i == -1:
         return b""
-    if sampled.count(_SAMPLED_RUN) * _DENSE > len(data):
-        return data
     after = 1 + _NAME_MAX + 1  # the '-' and a name after the run, one byte of margin
     last = len(sampled)
+    most = len(data) // _DENSE  # more places than this: the whole data is cheaper
     pieces = []
     lo = max(0, _SAMPLE * (i - 1) + 1 - before)
     j = sampled.find(b"\x00", i)
@@ -156,6 +155,9 @@ def _runs_only(data: bytes, before: int) -> bytes:
         i = sampled.find(_SAMPLED_RUN, j)
         if i == -1:
             break
+        most -= 1
+        if most < 0:
+            return data
         start = _SAMPLE * (i - 1) + 1 - before
         if start > hi:
             pieces.append(data[lo:hi])
