@@ -24,7 +24,7 @@ from .base import Cache, CacheError, CacheUnavailable
 from .narinfo import NarInfo
 from .signing import PublicKey, trusted_keys
 
-__all__ = ["Substitute", "Substituters", "SubstituteFailed"]
+__all__ = ["Substitute", "Substituters", "SubstituteFailed", "default_jobs"]
 
 
 class SubstituteFailed(CacheError):
@@ -344,6 +344,25 @@ class _Threads:
             self._stopped = True
         for thread in self._threads:
             thread.join()
+
+
+def default_jobs(cache: Cache) -> int:
+    """How many paths to substitute at once from `cache` when the user did not say: 4, but from a local
+    directory (file://: no waiting on a network, each job all CPU) no more than the CPUs this process may
+    use, at least 1.
+
+    On 2 cores, `-j 4` from file:// took more CPU than `-j 2` (the CUDA compile closure: 2.36 s against
+    2.18 s, medians of 4) and more memory (34.7 against 30.3 MiB peak RSS), and no less wall time.
+    """
+    if getattr(cache, "local_dir", None) is None:
+        return 4
+    import os
+
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count() or 1
+    return max(1, min(4, usable))
 
 
 def _topological(refs_of: dict[str, list[str]]) -> list[str]:
