@@ -36,6 +36,26 @@ def test_list_all_keeps_each_package_on_one_row(manifests_dir, capsys):
     assert "is marked as broken due to the following failed assertions: " in frontend
 
 
+def test_list_all_says_unfree_before_broken_and_draws_a_short_last_rule(manifests_dir, capsys):
+    # Nixpkgs' check-meta reports an unfree license before a broken assertion: torch-bin (itself
+    # unfree) read "broken: ..." with one "(it is not: its license is unfree ...)" per CUDA library,
+    # and the header rule of that last column was as long as the longest such text (3,000 characters)
+    assert main(["list", "--all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    torch_bin = next(line for line in lines if line.startswith("python3Packages.torch-bin "))
+    assert "unfree (issl, unfreeRedistributable; allowUnfree" in torch_bin and "broken" not in torch_bin
+    rule = lines[2]
+    assert set(rule) <= {"-", " "} and rule.endswith("-" * 40) and not rule.endswith("-" * 41)
+    assert max(len(line) for line in lines) > len(rule)  # the long status texts are still whole
+
+
+def test_list_all_with_unfree_allowed_says_why_a_package_is_broken(manifests_dir, capsys):
+    assert main(["list", "--all", "--set", "allowUnfree=true"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cupy = next(line for line in lines if line.startswith("python3Packages.cupy "))
+    assert "broken: " in cupy and "is a CUDA 13 build" in cupy
+
+
 def test_list_json_marks_what_is_built(manifests_dir, capsys, tmp_path, monkeypatch):
     from cudapkgs.store.store import Store
 
