@@ -103,7 +103,11 @@ def test_search_across_sets(manifests_dir, capsys):
     assert lt["cudaPackages_12_6"] == "0.6.3.2" and lt["cudaPackages_12_8"] == "0.7.1.0"
     assert lt["cudaPackages_12_9"] == "0.8.1.1" and lt["cudaPackages_13_0"] == "0.10.0.12"
     assert main(["search", "saxpy"]) == 0
-    assert "top level" in capsys.readouterr().out
+    assert "1.0 (top level)" in capsys.readouterr().out  # a top-level package's version, not only where it is
+    assert main(["search", "--json", "torch"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    # the stand-in without cudaSupport names the version pkgsCuda gives (the default set's torch-bin), not 13.0's
+    assert rows["python3Packages.torch"]["version"] == rows["python3Packages.torch-bin"]["version"] == "2.9.1"
     assert main(["search", "CUDA", "nvcc"]) == 0  # every word must match
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
     assert "cuda_nvcc" in names and "libcublas" not in names

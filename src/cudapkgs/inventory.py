@@ -330,7 +330,8 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
     CUDA components are searched across every versioned set, from the component table
     and each set's manifests (no package is evaluated); with ``pkgs``, the packages each
     set builds from source (nccl, cutlass, saxpy, ...) and the top level's own packages (with the members of sets marked recurseForDerivations, as "python3Packages.pycuda") too.  Each row: ``name``, ``description``, ``nvidiaName``
-    and ``sets`` (set name -> component version, only where the set's manifest has it); with
+    and ``sets`` (set name -> component version, only where the set's manifest has it; a top-level
+    package's row has ``sets`` empty and its own ``version``, "" when it does not evaluate); with
     ``pkgs``, a component's row also has ``fetchers`` (set name -> the first of ``pkgs.config.fetchers``
     that can supply it, "" when none can, None without a release for this platform).
     """
@@ -420,7 +421,12 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
                 except CudapkgsError as error:  # e.g. pycuda reads cudart, which is unfree
                     description = _unevaluated(error)
                 if matches(name, description):
-                    rows.append({"name": name, "product": None, "description": description, "nvidiaName": "", "sets": {}})
+                    try:
+                        version = str(value.version) if not isinstance(value, CudapkgsError) and "version" in value else ""
+                    except CudapkgsError:
+                        version = ""
+                    rows.append({"name": name, "product": None, "description": description, "nvidiaName": "",
+                                 "sets": {}, "version": version})
     return sorted(rows, key=lambda r: r["name"])
 
 
