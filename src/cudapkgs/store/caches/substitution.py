@@ -236,7 +236,8 @@ class Substituters:
 
         def one(sub: Substitute) -> str:
             def wait_for_references() -> None:
-                # Submitted in dependency order to a FIFO pool: every reference started earlier, so this ends.
+                # Taken in dependency order (but for the largest, taken first when jobs > 1): every reference
+                # was started earlier or is taken by a worker that does not wait on this path, so this ends.
                 for ref in refs_of[sub.path]:
                     registered[ref].wait()
                     if ref in failed:
@@ -272,8 +273,9 @@ class Substituters:
         failures: dict[str, BaseException] = {}
         threads = None
         try:
-            threads = _Threads(one, [by_path[p] for p in order], max(1, jobs), "cudapkgs-substitute")
-            for path, (_, error) in zip(order, threads.outcomes()):
+            start = _largest_first(order, by_path, jobs)
+            threads = _Threads(one, [by_path[p] for p in start], max(1, jobs), "cudapkgs-substitute")
+            for path, (_, error) in zip(start, threads.outcomes()):
                 if error is None:
                     added.append(path)
                 elif isinstance(error, Exception):
@@ -290,6 +292,21 @@ class Substituters:
         if failures:
             raise SubstituteFailed(failures)
         return added
+
+
+def _largest_first(order: list[str], by_path: Mapping[str, Substitute], jobs: int) -> list[str]:
+    """`order` (dependencies first) with the path of the largest NAR moved to the front when jobs > 1.
+
+    Unpacking does not wait for references, only registration does: started first, the largest
+    NAR (the CUDA compile closure's cuda_nvcc: 244 of its 399 MiB) unpacks while the other
+    workers take the rest, instead of starting last on its own. It cannot wait forever: its
+    references are taken, in dependency order, by the other workers, and what refers to it comes
+    after its references in that order. With one job nothing is moved (it would wait for itself).
+    """
+    if jobs < 2 or len(order) < 3:
+        return order
+    largest = max(order, key=lambda p: by_path[p].info.nar_size)
+    return [largest] + [p for p in order if p != largest]
 
 
 class _Threads:
