@@ -9,7 +9,9 @@ that the tree has what the component cannot do without.
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
+import functools
 import hashlib
 import io
 import os
@@ -186,45 +188,134 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
     for parent in sorted({os.path.dirname(rel) for _, rel in jobs}):
         if parent:
             (tmp / parent).mkdir(parents=True, exist_ok=True)
-    # Largest first, on a few threads: inflating, hashing and writing release the GIL,
-    # so members are unpacked side by side. Memory per thread is about two chunks.
+    # Largest first, on the threads every wheel unpacking now shares (`_MemberPool`):
+    # inflating, hashing and writing release the GIL, so members are unpacked side by side.
+    # Memory per thread is about two chunks.
     jobs.sort(key=lambda job: -job[0].file_size)
-    with _running_lock:
-        _running[0] += 1
-        # The cores are shared with the other wheels unpacking now (builds side by side, or
-        # unpacked ahead): threads beyond cores / wheels only contend for the GIL.
-        workers = min(_UNZIP_THREADS, max(1, (os.cpu_count() or 1) // _running[0]), len(jobs))
     fd = -1
     try:
         # The archive's own open file (not its name again: the bytes unpacked are the bytes hashed).
         fd = os.dup(archive.fp.fileno())  # type: ignore[union-attr]
-        if workers <= 1:
-            for info, rel in jobs:
-                _extract_member(archive, fd, info, rel, tmp, hashes[info.filename])
+        work = [(info.file_size, functools.partial(_extract_member, archive, fd, info, rel, tmp, hashes[info.filename]))
+                for info, rel in jobs]
+        if _UNZIP_THREADS <= 1 or len(jobs) <= 1:
+            for _, job in work:
+                job()
             return
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cudapkgs-unzip") as pool:
-            futures = [pool.submit(_extract_member, archive, fd, info, rel, tmp, hashes[info.filename]) for info, rel in jobs]
-            try:
-                for future in futures:
-                    future.result()  # the first failure, in the order submitted
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+        _POOL.run(work, getattr(_ahead, "event", None))
     finally:
         if fd >= 0:
             os.close(fd)
-        with _running_lock:
-            _running[0] -= 1
 
 
-# Threads that unpack one wheel; more than the cores rarely helps (inflating is the work).
-_UNZIP_THREADS = max(1, min(4, os.cpu_count() or 1))
-_running = [0]  # wheels being unpacked in this process now
-_running_lock = threading.Lock()
+# Threads that unpack members, shared by every wheel unpacking in this process (builds side by
+# side, and wheels unpacked ahead): more than the cores only contend for them and the GIL.
+_UNZIP_THREADS = max(1, min(8, os.cpu_count() or 1))
 _CHUNK = 1 << 18  # 256 KiB (as nar.CHUNK): several unzip threads run at once
+_ahead = threading.local()  # .event: set by `unpacking_ahead` for the unpacks of this thread
+
+
+@contextlib.contextmanager
+def unpacking_ahead(needed: threading.Event) -> Iterator[None]:
+    """Within this block, this thread's `unpack_wheel` calls unpack ahead of need: their members
+    wait while a wheel that is needed now (one unpacked outside such a block, or one whose
+    `needed` is set) has members left. Set `needed` when a build starts waiting for the tree.
+    """
+    previous = getattr(_ahead, "event", None)
+    _ahead.event = needed
+    try:
+        yield
+    finally:
+        _ahead.event = previous
+
+
+class _Batch:
+    """One wheel's members in `_MemberPool`: what is left, what runs, the failures (member index -> error)."""
+
+    __slots__ = ("errors", "jobs", "needed", "next", "running", "seq")
+
+    def __init__(self, jobs: list[tuple[int, Any]], needed: threading.Event | None, seq: int) -> None:
+        self.jobs, self.needed, self.seq = jobs, needed, seq
+        self.next = 0  # the next job to start
+        self.running = 0
+        self.errors: dict[int, BaseException] = {}
+
+    def key(self) -> tuple[bool, int, int]:
+        """The order of batches for the next free thread: needed now first, then the largest member left."""
+        ahead = self.needed is not None and not self.needed.is_set()
+        return (ahead, -self.jobs[self.next][0], self.seq)
+
+
+class _MemberPool:
+    """The unzip threads of the process (up to `_UNZIP_THREADS`), serving the members of every wheel
+    unpacking now: a wheel a build waits for before one unpacked ahead, then the largest member first.
+
+    Before, each wheel had threads of its own (cores / wheels unpacking): the wheel at the head
+    of the longest chain of builds (nvvm's, before libnvvm and cuda_nvcc) got one thread while a
+    wheel unpacked ahead got two, and threads beyond the cores only took turns.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._batches: list[_Batch] = []
+        self._threads = 0
+        self._idle = 0
+        self._seq = 0
+
+    def run(self, jobs: list[tuple[int, Any]], needed: threading.Event | None) -> None:
+        """Run `jobs` ((size, callable), largest first) on the pool; return once none of them runs.
+
+        Raises the failure of the first job, in the order given, that failed; after a failure
+        the jobs not started are dropped.
+        """
+        with self._cond:
+            self._seq += 1
+            batch = _Batch(jobs, needed, self._seq)
+            self._batches.append(batch)
+            wanted = min(_UNZIP_THREADS, len(jobs))
+            while self._threads < wanted:
+                self._threads += 1
+                threading.Thread(target=self._serve, name=f"cudapkgs-unzip_{self._threads - 1}", daemon=True).start()
+            self._cond.notify_all()
+            try:
+                while batch.next < len(batch.jobs) or batch.running:
+                    self._cond.wait()
+            finally:
+                batch.next = len(batch.jobs)  # interrupted: nothing more of it starts
+                while batch.running:
+                    self._cond.wait()
+                if batch in self._batches:
+                    self._batches.remove(batch)
+        if batch.errors:
+            raise batch.errors[min(batch.errors)]
+
+    def _serve(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while True:
+                    ready = [b for b in self._batches if b.next < len(b.jobs)]
+                    if ready:
+                        break
+                    cond.wait()
+                batch = min(ready, key=_Batch.key)
+                index = batch.next
+                batch.next += 1
+                batch.running += 1
+                job = batch.jobs[index][1]
+            try:
+                job()
+            except BaseException as error:  # reported by run(), in the caller's thread
+                with cond:
+                    batch.errors[index] = error
+                    batch.next = len(batch.jobs)  # the rest is not started
+            finally:
+                with cond:
+                    batch.running -= 1
+                    cond.notify_all()
+
+
+_POOL = _MemberPool()
 
 try:  # ISA-L's inflate (python-isal, zlib's API) is about 3x zlib's; zlib where it is missing
     from isal import isal_zlib as _inflate
