@@ -232,13 +232,14 @@ def unpacking_ahead(needed: threading.Event) -> Iterator[None]:
 class _Batch:
     """One wheel's members in `_MemberPool`: what is left, what runs, the failures (member index -> error)."""
 
-    __slots__ = ("errors", "jobs", "needed", "next", "running", "seq")
+    __slots__ = ("done", "errors", "jobs", "needed", "next", "running", "seq")
 
     def __init__(self, jobs: list[tuple[int, Any]], needed: threading.Event | None, seq: int) -> None:
         self.jobs, self.needed, self.seq = jobs, needed, seq
         self.next = 0  # the next job to start
         self.running = 0
         self.errors: dict[int, BaseException] = {}
+        self.done = threading.Event()  # set once no job is left to start and none runs
 
     def key(self) -> tuple[bool, int, int]:
         """The order of batches for the next free thread: needed now first, then the largest member left."""
@@ -252,67 +253,82 @@ class _MemberPool:
 
     Before, each wheel had threads of its own (cores / wheels unpacking): the wheel at the head
     of the longest chain of builds (nvvm's, before libnvvm and cuda_nvcc) got one thread while a
-    wheel unpacked ahead got two, and threads beyond the cores only took turns.
+    wheel unpacked ahead got two, and threads beyond the cores only took turns. A thread takes
+    its next member under one lock; only idle threads wait on a condition, and a wheel's caller
+    on its batch's event, so a finished member wakes nobody (cuda_cccl has 1,700).
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)  # idle threads wait here
         self._batches: list[_Batch] = []
         self._threads = 0
-        self._idle = 0
         self._seq = 0
+
+    @property
+    def _cond(self) -> threading.Condition:  # for tests: the lock the batches are kept under
+        return self._work
 
     def run(self, jobs: list[tuple[int, Any]], needed: threading.Event | None) -> None:
         """Run `jobs` ((size, callable), largest first) on the pool; return once none of them runs.
 
-        Raises the failure of the first job, in the order given, that failed; after a failure
-        the jobs not started are dropped.
+        `needed`: None for a wheel needed now, else an event set when it becomes so. Raises the
+        failure of the first job, in the order given, that failed; after a failure the jobs not
+        started are dropped.
         """
-        with self._cond:
+        with self._lock:
             self._seq += 1
             batch = _Batch(jobs, needed, self._seq)
+            if not jobs:
+                return
             self._batches.append(batch)
             wanted = min(_UNZIP_THREADS, len(jobs))
             while self._threads < wanted:
                 self._threads += 1
                 threading.Thread(target=self._serve, name=f"cudapkgs-unzip_{self._threads - 1}", daemon=True).start()
-            self._cond.notify_all()
-            try:
-                while batch.next < len(batch.jobs) or batch.running:
-                    self._cond.wait()
-            finally:
-                batch.next = len(batch.jobs)  # interrupted: nothing more of it starts
-                while batch.running:
-                    self._cond.wait()
-                if batch in self._batches:
-                    self._batches.remove(batch)
+            self._work.notify(len(jobs))
+        try:
+            batch.done.wait()
+        finally:
+            with self._lock:
+                if batch.next < len(batch.jobs):  # interrupted: nothing more of it starts
+                    batch.next = len(batch.jobs)
+                    self._finish(batch)
+            batch.done.wait()  # no job of it runs any more
         if batch.errors:
             raise batch.errors[min(batch.errors)]
 
+    def _finish(self, batch: _Batch) -> None:
+        # With the lock held, once nothing of `batch` is left to start.
+        if batch in self._batches:
+            self._batches.remove(batch)
+        if not batch.running:
+            batch.done.set()
+
     def _serve(self) -> None:
-        cond = self._cond
         while True:
-            with cond:
-                while True:
-                    ready = [b for b in self._batches if b.next < len(b.jobs)]
-                    if ready:
-                        break
-                    cond.wait()
-                batch = min(ready, key=_Batch.key)
+            with self._lock:
+                while not self._batches:
+                    self._work.wait()
+                batch = self._batches[0] if len(self._batches) == 1 else min(self._batches, key=_Batch.key)
                 index = batch.next
                 batch.next += 1
                 batch.running += 1
+                if batch.next == len(batch.jobs):
+                    self._batches.remove(batch)  # every job of it started
                 job = batch.jobs[index][1]
+            error: BaseException | None = None
             try:
                 job()
-            except BaseException as error:  # reported by run(), in the caller's thread
-                with cond:
+            except BaseException as failure:  # reported by run(), in the caller's thread
+                error = failure
+            with self._lock:
+                batch.running -= 1
+                if error is not None:
                     batch.errors[index] = error
                     batch.next = len(batch.jobs)  # the rest is not started
-            finally:
-                with cond:
-                    batch.running -= 1
-                    cond.notify_all()
+                if batch.next == len(batch.jobs):
+                    self._finish(batch)
 
 
 _POOL = _MemberPool()
