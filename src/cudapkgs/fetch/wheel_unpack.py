@@ -22,7 +22,7 @@ import tempfile
 import threading
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -63,7 +63,8 @@ class WheelChangedError(FetchError):
     """A cached wheel's bytes no longer have the sha256 recorded when pip checked it."""
 
 
-def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13, sha256: str | None = None) -> Path:
+def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13, sha256: str | None = None,
+                 check_members: Callable[[list[zipfile.ZipInfo]], None] | None = None) -> Path:
     """Unpack ``wheel`` into a new directory ``dest`` laid out like the redist tarball.
 
     Every file is checked against the wheel's RECORD; ``nvidia/<root>/`` becomes the
@@ -72,6 +73,9 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     With ``sha256`` (hex), the whole wheel is hashed on a second thread while it unpacks,
     and `WheelChangedError` is raised, the tree removed, unless it matches: ``dest`` only
     ever holds a tree from a wheel whose bytes were checked.
+    ``check_members(infos)``, if given, sees the central directory's entries before
+    anything is written (the expansion bounds of `cudapkgs.realise.redist_source`) and may
+    raise to refuse the wheel: the entries of the one open file that is unpacked, read once.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -79,11 +83,11 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     # not be unpacked under the hash of the one it replaced.
     handle = open(wheel, "rb")  # noqa: SIM115 - closed below, once the hashing thread is done
     with handle:
-        return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256)
+        return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256, check_members)
 
 
 def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cuda_major: int,
-                       sha256: str | None) -> Path:
+                       sha256: str | None, check_members: Callable[[list[zipfile.ZipInfo]], None] | None = None) -> Path:
     """`unpack_wheel` of the wheel open as `handle`; returns only once no thread reads it."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     checker = _HashInBackground(handle.fileno(), wheel) if sha256 is not None else None
@@ -93,6 +97,8 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
         except (zipfile.BadZipFile, zipfile.LargeZipFile) as error:
             raise FetchError(f"{wheel}: damaged wheel ({error})") from None
         with archive:
+            if check_members is not None:
+                check_members(archive.infolist())
             try:
                 _extract(archive, tmp, pname)
             except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
