@@ -7,6 +7,7 @@ have not started and is raised once none of them runs.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -110,3 +111,24 @@ def test_the_first_failure_in_member_order_is_the_one_raised(monkeypatch):
 
     with pytest.raises(ValueError, match="first"):
         pool.run([(2, fail("first")), (1, fail("second"))], None)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_gets_a_pool_of_its_own(monkeypatch):
+    """The parent's unzip threads are not in a forked child: the child's first wheel still unpacks."""
+    monkeypatch.setattr(wheel_unpack, "_UNZIP_THREADS", 2)
+    order: list[str] = []
+    wheel_unpack._POOL.run([(2, _job(order, "a")), (1, _job(order, "b"))], None)  # the parent's threads start
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if its batch ran
+        try:
+            done: list[str] = []
+            thread = threading.Thread(target=wheel_unpack._POOL.run, args=([(2, _job(done, "c")), (1, _job(done, "d"))], None),
+                                      daemon=True)
+            thread.start()
+            thread.join(10)
+            os._exit(0 if sorted(done) == ["c", "d"] else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and sorted(order) == ["a", "b"]

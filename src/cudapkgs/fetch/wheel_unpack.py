@@ -338,6 +338,16 @@ class _MemberPool:
 
 _POOL = _MemberPool()
 
+
+def _after_fork_in_child() -> None:
+    # A forked child has none of the parent's threads: a pool that counted them would wait forever.
+    global _POOL
+    _POOL = _MemberPool()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
 try:  # ISA-L's inflate (python-isal, zlib's API) is about 3x zlib's; zlib where it is missing
     from isal import isal_zlib as _inflate
 except ImportError:  # pragma: no cover - isal is a dependency; kept for platforms without its wheel
