@@ -1,5 +1,5 @@
-"""nar_restore's reader: whatever the chunk boundaries, the same tree and hash; chunks are not
-copied into a larger buffer; every malformed token is still refused."""
+"""nar_restore's reader: whatever the chunk boundaries, the same tree and hash; a file's entry is a
+dozen reads; every malformed token is still refused."""
 
 from __future__ import annotations
 
