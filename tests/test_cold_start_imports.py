@@ -1,0 +1,57 @@
+"""A command without the evaluation cache (`--no-eval-cache`, the first run, a changed input)
+imports only what it uses (issue 24, goal 1): each module named here was imported by the command
+before and is not needed by it.  The command runs whole, as `python -m cudapkgs` runs it, twice
+(the first run remembers the host probes, as a user's first command does), and the modules it
+imported are read at its exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+
+_RUN = """
+import atexit, sys
+atexit.register(lambda: open({out!r}, "w").write("\\n".join(sys.modules)))
+sys.argv = ["cudapkgs", *{args!r}]
+from cudapkgs.__main__ import main
+sys.exit(main())
+"""
+
+
+def modules_of(args: list[str], tmp_path: Path) -> set[str]:
+    """The modules `cudapkgs ARGS --no-eval-cache` has imported when it exits (its second run)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDAPKGS_")}
+    env.update(PYTHONPATH=str(SRC), XDG_CACHE_HOME=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"),
+               CUDAPKGS_STORE=str(tmp_path / "store"))
+    out = tmp_path / "modules"
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _RUN.format(out=str(out), args=[*args, "--no-eval-cache"])],
+                              capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+    return set(out.read_text().split())
+
+
+# command -> modules it must not import (each was imported before, for a rare path)
+CASES = {
+    "eval attribute": (["eval", "cudaPackages.cudaMajorMinorVersion"],
+                       # the host probes answered from their cache start no process, write no file
+                       {"subprocess", "tempfile", "shutil", "tomllib"}),
+    "eval outPath": (["eval", "--json", "--set", "allowUnfree=true", "cudaPackages.libcublas.outPath"],
+                     # a boolean --set value is read without tomllib
+                     {"subprocess", "tempfile", "tomllib"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_cold_command_does_not_import_what_it_does_not_use(case, tmp_path):
+    args, absent = CASES[case]
+    loaded = modules_of(args, tmp_path)
+    assert "cudapkgs.top_level" in loaded  # it did evaluate (not answered by the cache)
+    assert not loaded & absent, sorted(loaded & absent)
