@@ -385,12 +385,21 @@ def _predicate_name(predicate: Callable[[Any], bool]) -> str:
     return "<function>"
 
 
+_TOML_BOOLEANS = {"true": True, "false": False}
+
+
 def parse_set(assignment: str) -> tuple[str, Any]:
     """Split ``KEY=VALUE``; VALUE is read as TOML, or taken as a string if it is not valid TOML."""
     key, sep, text = assignment.partition("=")
     key, text = key.strip(), text.strip()
     if not sep or not key:
         raise errors.UsageError(f'--set "{assignment}": expected KEY=VALUE, e.g. --set cudaSupport=true')
+    # The commonest values read as TOML reads them, without importing tomllib (about 5 ms with
+    # datetime and string): a boolean, or a decimal integer without sign, underscore or leading zero.
+    if text in _TOML_BOOLEANS:
+        return key, _TOML_BOOLEANS[text]
+    if text.isascii() and text.isdigit() and (text == "0" or text[0] != "0"):
+        return key, int(text)
     import tomllib
 
     try:
