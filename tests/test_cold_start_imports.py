@@ -44,8 +44,10 @@ CASES = {
                        # the host probes answered from their cache start no process, write no file
                        {"subprocess", "tempfile", "shutil", "tomllib"}),
     "eval outPath": (["eval", "--json", "--set", "allowUnfree=true", "cudaPackages.libcublas.outPath"],
-                     # a boolean --set value is read without tomllib
-                     {"subprocess", "tempfile", "tomllib"}),
+                     # a boolean --set value is read without tomllib; licenses, manifests and supplies
+                     # are records, not dataclasses (inspect, ast, dis, tokenize); inspect only for
+                     # a Python phase's source
+                     {"subprocess", "tempfile", "tomllib", "dataclasses", "inspect", "ast", "dis"}),
 }
 
 

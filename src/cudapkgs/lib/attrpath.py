@@ -9,6 +9,7 @@ from typing import Any
 
 from . import errors
 from .fixpoint import force
+from .records import Record
 
 __all__ = ["format_attrpath", "parse_attrpath", "render", "resolve", "to_json"]
 
@@ -201,11 +202,16 @@ def _is_function(value: Any) -> bool:
 
 
 def _is_dataclass(value: Any) -> bool:
-    # Checked without importing dataclasses, which is slow to import.
+    # A dataclass (checked without importing dataclasses, which is slow to import) or a
+    # `Record`, the same kind of value without dataclasses: shown field by field alike.
+    if isinstance(value, Record):
+        return True
     return hasattr(type(value), "__dataclass_fields__") and not isinstance(value, type)
 
 
 def _dataclass_items(value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, Record):  # its fields are its slots, in order
+        return [(name, getattr(value, name)) for name in value.__slots__]
     import dataclasses  # already loaded: `value` is a dataclass
 
     return [(field.name, getattr(value, field.name)) for field in dataclasses.fields(value)]

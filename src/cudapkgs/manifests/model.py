@@ -1,4 +1,4 @@
-"""NVIDIA's redistributable manifests as frozen dataclasses: the model, parsing and validation, release selection.
+"""NVIDIA's redistributable manifests as frozen records (`cudapkgs.lib.records`): the model, parsing and validation, release selection.
 
 `parse_manifest` turns one ``redistrib_<version>.json`` into a `Manifest` (errors name the
 file and the field path); `Release.preferred_release` is Nixpkgs' release selection
@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from ..errors import ManifestError
+from ..lib.records import FrozenRecord
 from ..lib.versions import natural_sort
 
 __all__ = ["Artifact", "Manifest", "Release", "parse_manifest"]
@@ -31,20 +31,23 @@ _SIZE_RE = re.compile(r"[0-9]+")
 # Data model
 
 
-@dataclass(frozen=True, slots=True)
-class Artifact:
+class Artifact(FrozenRecord):
     """One downloadable archive of a release."""
 
+    __slots__ = ("relative_path", "sha256", "md5", "size")
     relative_path: str
     sha256: str
     md5: str | None
     size: int | None
 
+    def __init__(self, relative_path: str, sha256: str, md5: str | None, size: int | None) -> None:
+        self._init(relative_path, sha256, md5, size)
 
-@dataclass(frozen=True, slots=True)
-class Release:
+
+class Release(FrozenRecord):
     """One component of a manifest, e.g. ``cuda_nvcc`` of CUDA 12.8.2."""
 
+    __slots__ = ("pname", "name", "license", "license_path", "version", "cuda_variants", "systems")
     pname: str
     name: str
     license: str | None
@@ -52,6 +55,10 @@ class Release:
     version: str
     cuda_variants: tuple[str, ...] | None
     systems: Mapping[str, Artifact | Mapping[str, Artifact]]
+
+    def __init__(self, pname: str, name: str, license: str | None, license_path: str | None, version: str,
+                 cuda_variants: tuple[str, ...] | None, systems: Mapping[str, Artifact | Mapping[str, Artifact]]) -> None:
+        self._init(pname, name, license, license_path, version, cuda_variants, systems)
 
     def supported_releases(self, cuda_version: str) -> dict[str, Artifact]:
         """The archives usable with CUDA ``cuda_version``, by redist system.
@@ -120,10 +127,10 @@ class Release:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Manifest:
+class Manifest(FrozenRecord):
     """One parsed ``redistrib_<version>.json``."""
 
+    __slots__ = ("product", "version", "release_label", "release_date", "release_product", "releases", "source")
     product: str
     version: str
     release_label: str
@@ -131,6 +138,10 @@ class Manifest:
     release_product: str | None
     releases: Mapping[str, Release]
     source: str
+
+    def __init__(self, product: str, version: str, release_label: str, release_date: str | None,
+                 release_product: str | None, releases: Mapping[str, Release], source: str) -> None:
+        self._init(product, version, release_label, release_date, release_product, releases, source)
 
     def __repr__(self) -> str:  # the full release table is far too long to print
         return (
