@@ -61,3 +61,18 @@ def test_a_cold_command_does_not_import_what_it_does_not_use(case, tmp_path):
     loaded = modules_of(args, tmp_path)
     assert "cudapkgs.top_level" in loaded  # it did evaluate (not answered by the cache)
     assert not loaded & absent, sorted(loaded & absent)
+
+
+def test_a_command_runs_few_garbage_collections_and_restores_the_threshold(tmp_path):
+    # Python's default first threshold (700) made a cold `list --all` run about 70 collections,
+    # each traversing the long-lived modules and definitions again (cli.YOUNG_GC_THRESHOLD).
+    code = ("import gc, json, sys; from cudapkgs import cli; runs = []; "
+            "gc.callbacks.append(lambda phase, info: runs.append(info['generation']) if phase == 'start' else None); "
+            "before = gc.get_threshold(); status = cli.main(['list', '--all', '--no-eval-cache']); "
+            "gc.callbacks.clear(); print(json.dumps([status, len(runs), gc.get_threshold() == before]), file=sys.stderr)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDAPKGS_")}
+    env.update(PYTHONPATH=str(SRC), XDG_CACHE_HOME=str(tmp_path / "cache"), CUDAPKGS_STORE=str(tmp_path / "store"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    status, collections, restored = __import__("json").loads(done.stderr.splitlines()[-1])
+    assert status == 0 and restored
+    assert collections <= 3, collections
