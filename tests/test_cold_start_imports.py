@@ -50,8 +50,11 @@ CASES = {
                      {"subprocess", "tempfile", "tomllib", "dataclasses", "inspect", "ast", "dis"}),
     "list --all": (["list", "--all"],
                    # python3Packages' members are listed by their meta: the in-process wheel
-                   # install (email, zipfile, csv) is imported when a derivation is, not to list
-                   {"cudapkgs.builders.python_install", "email.parser", "zipfile", "csv"}),
+                   # install (email, zipfile, csv) is imported when a derivation is, not to list;
+                   # hashes, compilers, torch builds and input lists are records, not dataclasses;
+                   # a function's parameters are read from its code object (no inspect)
+                   {"cudapkgs.builders.python_install", "email.parser", "zipfile", "csv", "dataclasses", "inspect",
+                    "ast", "dis"}),
 }
 
 
@@ -76,3 +79,34 @@ def test_a_command_runs_few_garbage_collections_and_restores_the_threshold(tmp_p
     status, collections, restored = __import__("json").loads(done.stderr.splitlines()[-1])
     assert status == 0 and restored
     assert collections <= 3, collections
+
+
+def _plain(a, b=1, *c, d, e=2, **f): ...  # noqa: E704
+
+
+def _positional_only(a, /, b): ...  # noqa: E704
+
+
+class _Callable:
+    def __call__(self, final, prev): ...  # noqa: E704
+
+    def method(self, x, y=0): ...  # noqa: E704
+
+
+@pytest.mark.parametrize("fn", [
+    _plain, _positional_only, lambda: None, lambda final, prev: None, lambda *args: None, lambda **kw: None,
+    lambda x, *, y: None, __import__("functools").partial(_plain, 1), __import__("functools").wraps(_plain)(lambda: 0),
+    _Callable(), _Callable().method, _Callable.method, len, dict, lambda a, *b, c, **d: None, lambda *, k: None,
+])
+def test_parameter_names_are_what_inspect_says(fn):
+    import inspect
+
+    from cudapkgs.lib.customisation import parameter_names
+
+    try:
+        expected = tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError) as error:  # a builtin without one: the same error
+        with pytest.raises(type(error)):
+            parameter_names(fn)
+    else:
+        assert parameter_names(fn) == expected
