@@ -52,9 +52,11 @@ CASES = {
                    # python3Packages' members are listed by their meta: the in-process wheel
                    # install (email, zipfile, csv) is imported when a derivation is, not to list;
                    # hashes, compilers, torch builds and input lists are records, not dataclasses;
-                   # a function's parameters are read from its code object (no inspect)
+                   # a function's parameters are read from its code object (no inspect); fetchers,
+                   # the compiler probe and torch-bin's rewiring steps import subprocess and
+                   # tempfile where they run a process or write a file
                    {"cudapkgs.builders.python_install", "email.parser", "zipfile", "csv", "dataclasses", "inspect",
-                    "ast", "dis"}),
+                    "ast", "dis", "subprocess", "tempfile"}),
 }
 
 
