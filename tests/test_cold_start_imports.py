@@ -42,7 +42,8 @@ def modules_of(args: list[str], tmp_path: Path) -> set[str]:
 CASES = {
     "eval attribute": (["eval", "cudaPackages.cudaMajorMinorVersion"],
                        # the host probes answered from their cache start no process, write no file
-                       {"subprocess", "tempfile", "shutil", "tomllib"}),
+                       # the evaluation's per-thread stack is a _thread._local (threading.local)
+                       {"subprocess", "tempfile", "shutil", "tomllib", "threading"}),
     "eval outPath": (["eval", "--json", "--set", "allowUnfree=true", "cudaPackages.libcublas.outPath"],
                      # a boolean --set value is read without tomllib; licenses, manifests and supplies
                      # are records, not dataclasses (inspect, ast, dis, tokenize); inspect only for
