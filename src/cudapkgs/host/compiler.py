@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"(?P<base>gcc|clang|cc)(?P<suffix>-[0-9]+(?:\.[0-9]+)*)?")
+_NAME_STARTS = ("gcc", "clang", "cc")  # what every _NAME match starts with
 _CXX = {"gcc": "g++", "clang": "clang++", "cc": "c++"}
 # One preprocessor run tells the family and version, whatever the executable is called.
 _MACROS = re.compile(r"^#define (__clang__|__clang_major__|__clang_version__|__GNUC__|__VERSION__) (.*)$", re.M)
@@ -115,7 +116,8 @@ def _on_path(path: str) -> list[str]:
     found: list[str] = []
     for directory in path.split(os.pathsep):
         try:
-            names = [n for n in os.listdir(directory or ".") if _NAME.fullmatch(n)]
+            # the prefix test first: /usr/bin holds thousands of names, a handful start so
+            names = [n for n in os.listdir(directory or ".") if n.startswith(_NAME_STARTS) and _NAME.fullmatch(n)]
         except OSError:
             continue
         # Versioned names first, so that gcc and cc are recorded as the gcc-N they point to.
