@@ -47,8 +47,8 @@ CASES = {
     "eval outPath": (["eval", "--json", "--set", "allowUnfree=true", "cudaPackages.libcublas.outPath"],
                      # a boolean --set value is read without tomllib; licenses, manifests and supplies
                      # are records, not dataclasses (inspect, ast, dis, tokenize); inspect only for
-                     # a Python phase's source
-                     {"subprocess", "tempfile", "tomllib", "dataclasses", "inspect", "ast", "dis"}),
+                     # a Python phase's source; split_outputs' tables without shutil (bz2, lzma)
+                     {"subprocess", "tempfile", "tomllib", "dataclasses", "inspect", "ast", "dis", "shutil", "bz2"}),
     "list --all": (["list", "--all"],
                    # python3Packages' members are listed by their meta: the in-process wheel
                    # install (email, zipfile, csv) is imported when a derivation is, not to list;
