@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -48,7 +50,9 @@ CASES = {
                      # a boolean --set value is read without tomllib; licenses, manifests and supplies
                      # are records, not dataclasses (inspect, ast, dis, tokenize); inspect only for
                      # a Python phase's source; split_outputs' tables without shutil (bz2, lzma)
-                     {"subprocess", "tempfile", "tomllib", "dataclasses", "inspect", "ast", "dis", "shutil", "bz2"}),
+                     {"subprocess", "tempfile", "tomllib", "dataclasses", "inspect", "ast", "dis", "shutil", "bz2",
+                      # derivations hashed by CPython's own sha256 (store.paths.sha256): no OpenSSL
+                      "hashlib", "_hashlib"}),
     "list --all": (["list", "--all"],
                    # python3Packages' members are listed by their meta: the in-process wheel
                    # install (email, zipfile, csv) is imported when a derivation is, not to list;
@@ -113,3 +117,24 @@ def test_parameter_names_are_what_inspect_says(fn):
             parameter_names(fn)
     else:
         assert parameter_names(fn) == expected
+
+
+@given(st.binary(max_size=4096))
+def test_the_evaluation_sha256_is_hashlib_s(data):
+    import hashlib
+
+    from cudapkgs.store import paths
+
+    assert paths.sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_the_builtin_sha256_serves_a_small_evaluation_only():
+    # without hashlib loaded: CPython's own sha256 for the first 256 KiB, then hashlib's (faster)
+    code = ("import sys; from cudapkgs.store import paths; "
+            "small = paths.sha256(b'x' * 1000).hexdigest(); first = 'hashlib' in sys.modules; "
+            "big = paths.sha256(b'y' * (300 << 10)).hexdigest(); "
+            "import hashlib; print(first, 'hashlib' in sys.modules, "
+            "small == hashlib.sha256(b'x' * 1000).hexdigest(), big == hashlib.sha256(b'y' * (300 << 10)).hexdigest())")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
+    assert done.stdout.split() == ["False", "True", "True", "True"]

@@ -111,9 +111,9 @@ class Derivation:
         }
         if output_hash is not None:
             self.data["outputHash"] = _check_output_hash(output_hash, name, outputs)
-        import hashlib  # here, not at import: OpenSSL's start-up is paid only when a derivation is made
+        from .store.paths import sha256  # hashlib's, without OpenSSL's start-up for a small evaluation
 
-        self.hash = hashlib.sha256(canonical_json(self.data).encode()).hexdigest()
+        self.hash = sha256(canonical_json(self.data).encode()).hexdigest()
         if output_hash is not None:
             self.outputs = {"out": fixed_output_path(store_dir, name, **self.data["outputHash"])}
         else:
