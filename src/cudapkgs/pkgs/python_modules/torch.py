@@ -254,7 +254,7 @@ def torch(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
 
     def attrs(final: Any) -> dict[str, Any]:
         return {
-            "pname": "torch", "version": TORCH_FOR_MAJOR["13"], "stdenvCc": None,
+            "pname": "torch", "version": str(ps["torch-bin"].version), "stdenvCc": None,  # what pkgsCuda would give
             "passthru": AttrSet({"brokenAssertions": [{
                 "message": "cudaSupport is on (python3Packages.torch is PyTorch's CUDA wheel, torch-bin; cudapkgs "
                            "packages no CPU build: use pkgsCuda.python3Packages.torch or set cudaSupport = true)",
