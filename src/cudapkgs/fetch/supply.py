@@ -47,7 +47,11 @@ class Supply(FrozenRecord):
     size: int | None
 
     def __init__(self, fetcher: str, file: str | None, reason: str | None, size: int | None = None) -> None:
-        self._init(fetcher, file, reason, size)
+        _set = object.__setattr__  # one by one (not `_init`): an evaluation makes one per component and fetcher
+        _set(self, "fetcher", fetcher)
+        _set(self, "file", file)
+        _set(self, "reason", reason)
+        _set(self, "size", size)
 
     @property
     def can(self) -> bool:

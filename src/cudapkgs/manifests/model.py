@@ -20,6 +20,7 @@ from ..lib.versions import natural_sort
 
 __all__ = ["Artifact", "Manifest", "Release", "parse_manifest"]
 
+_set = object.__setattr__  # a frozen record's fields are set past its __setattr__
 _TOP_LEVEL_FIELDS = ("release_date", "release_label", "release_product")
 
 _SHA256_RE = re.compile(r"[0-9a-fA-F]{64}")
@@ -41,7 +42,11 @@ class Artifact(FrozenRecord):
     size: int | None
 
     def __init__(self, relative_path: str, sha256: str, md5: str | None, size: int | None) -> None:
-        self._init(relative_path, sha256, md5, size)
+        # set one by one (not `_init`): a manifest makes hundreds, a listing thousands
+        _set(self, "relative_path", relative_path)
+        _set(self, "sha256", sha256)
+        _set(self, "md5", md5)
+        _set(self, "size", size)
 
 
 class Release(FrozenRecord):
@@ -58,7 +63,13 @@ class Release(FrozenRecord):
 
     def __init__(self, pname: str, name: str, license: str | None, license_path: str | None, version: str,
                  cuda_variants: tuple[str, ...] | None, systems: Mapping[str, Artifact | Mapping[str, Artifact]]) -> None:
-        self._init(pname, name, license, license_path, version, cuda_variants, systems)
+        _set(self, "pname", pname)
+        _set(self, "name", name)
+        _set(self, "license", license)
+        _set(self, "license_path", license_path)
+        _set(self, "version", version)
+        _set(self, "cuda_variants", cuda_variants)
+        _set(self, "systems", systems)
 
     def supported_releases(self, cuda_version: str) -> dict[str, Artifact]:
         """The archives usable with CUDA ``cuda_version``, by redist system.
