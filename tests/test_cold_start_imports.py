@@ -141,3 +141,35 @@ def test_the_builtin_sha256_serves_a_small_evaluation_only():
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
     assert done.stdout.split() == ["False", "True", "True", "True"]
+
+
+def test_a_lazy_pattern_matches_as_the_compiled_one():
+    import re
+
+    from cudapkgs.lib.patterns import LazyPattern
+
+    lazy = LazyPattern(r"(?P<a>[a-c]+)-([0-9])", re.I)
+    assert lazy._compiled is None  # nothing compiled yet
+    text = "x AB-1 c-2 d-3"
+    compiled = re.compile(r"(?P<a>[a-c]+)-([0-9])", re.I)
+    assert lazy.search(text).group("a") == compiled.search(text).group("a") == "AB"
+    assert lazy.findall(text) == compiled.findall(text)
+    assert [m.span() for m in lazy.finditer(text)] == [m.span() for m in compiled.finditer(text)]
+    assert lazy.match(text) is None and lazy.fullmatch("c-2").group(2) == "2"
+    assert lazy.sub("_", text) == compiled.sub("_", text) and lazy.split(text) == compiled.split(text)
+    assert lazy.compiled is compiled or lazy.compiled.pattern == compiled.pattern
+
+
+def test_importing_the_evaluation_compiles_no_pattern_it_does_not_match(tmp_path):
+    # architecture spellings, sizes, fixed-output hashes and link stub headers are LazyPatterns:
+    # importing their modules compiles none of them (0.1-0.3 ms each)
+    code = ("import re, sys; compiled = []; real = re.compile; "
+            "re.compile = lambda p, f=0: compiled.append((sys._getframe(1).f_globals.get('__name__'), p)) or real(p, f); "
+            "import cudapkgs.db, cudapkgs.config, cudapkgs.lib.attrpath, cudapkgs.derivation, cudapkgs.store.paths, "
+            "cudapkgs.elf.link_stub, cudapkgs.pkgs.host_tools; "
+            "print(sorted({m for m, p in compiled if m and m.startswith('cudapkgs')}))")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
+    compiled = __import__("ast").literal_eval(done.stdout)
+    assert not {"cudapkgs.db", "cudapkgs.config", "cudapkgs.lib.attrpath", "cudapkgs.derivation", "cudapkgs.store.paths",
+                "cudapkgs.elf.link_stub", "cudapkgs.pkgs.host_tools"} & set(compiled), compiled

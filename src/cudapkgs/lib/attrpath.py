@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import errors
 from .fixpoint import force
+from .patterns import LazyPattern
 from .records import Record
 
 __all__ = ["format_attrpath", "parse_attrpath", "render", "resolve", "to_json"]
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_'-]*")
-_INDEX = re.compile(r"[0-9]+")
+_IDENTIFIER = LazyPattern(r"[A-Za-z_][A-Za-z0-9_'-]*")
+_INDEX = LazyPattern(r"[0-9]+")
 _SCALARS = (str, bytes, int, float, bool, type(None))
 
 
@@ -141,8 +141,8 @@ def resolve(root: Any, path: Sequence[str]) -> Any:
     return force(obj)
 
 
-_SET_RE = re.compile(r"cudaPackages(_[0-9]+)*")
-_VERSIONED_SET_RE = re.compile(r"cudaPackages_([0-9]+)_([0-9]+)")
+_SET_RE = LazyPattern(r"cudaPackages(_[0-9]+)*")
+_VERSIONED_SET_RE = LazyPattern(r"cudaPackages_([0-9]+)_([0-9]+)")
 
 
 def _set_hint(name: str, walked: Sequence[str], top_names: Sequence[str]) -> str | None:

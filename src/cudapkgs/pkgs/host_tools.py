@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import EvalError
 from ..host import probes
+from ..lib.patterns import LazyPattern
 
 __all__ = ["HOST_TOOLS", "SETUP_HOOK", "host_tool", "probe_version"]
 
@@ -31,7 +32,7 @@ HOST_TOOLS: dict[str, tuple[tuple[str, ...], str, str, str]] = {
     "pkg-config": (("pkg-config",), "pkg-config", "", "pkg-config from the host"),
     "python3": (("python3",), "python3", "python", "Python 3 from the host"),
 }
-_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)*)")
+_VERSION = LazyPattern(r"(\d+\.\d+(?:\.\d+)*)")
 _HOST_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 from ..errors import StoreError
+from ..lib.patterns import LazyPattern
 
 #: Nix's base-32 alphabet: digits and lower-case letters without e, o, u, t.
 BASE32_CHARS = "0123456789abcdfghijklmnpqrsvwxyz"
@@ -14,8 +14,8 @@ HASH_BYTES = 20
 #: Length of the hash part of a store path's base name.
 HASH_LEN = 32
 
-_NAME_RE = re.compile(r"[A-Za-z0-9+\-._?=]+")
-_HASH_RE = re.compile(f"[{BASE32_CHARS}]{{{HASH_LEN}}}")
+_NAME_RE = LazyPattern(r"[A-Za-z0-9+\-._?=]+")
+_HASH_RE = LazyPattern(f"[{BASE32_CHARS}]{{{HASH_LEN}}}")
 _BASE32_INDEX = {c: i for i, c in enumerate(BASE32_CHARS)}
 _PAIRS = [BASE32_CHARS[i >> 5] + BASE32_CHARS[i & 0x1F] for i in range(1024)]
 _TO_PYTHON_DIGITS = bytes(b"0123456789abcdefghijklmnopqrstuv"[BASE32_CHARS.index(chr(c))] if chr(c) in BASE32_CHARS else 0x21
