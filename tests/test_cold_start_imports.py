@@ -173,3 +173,34 @@ def test_importing_the_evaluation_compiles_no_pattern_it_does_not_match(tmp_path
     compiled = __import__("ast").literal_eval(done.stdout)
     assert not {"cudapkgs.db", "cudapkgs.config", "cudapkgs.lib.attrpath", "cudapkgs.derivation", "cudapkgs.store.paths",
                 "cudapkgs.elf.link_stub", "cudapkgs.pkgs.host_tools"} & set(compiled), compiled
+
+
+@given(st.one_of(
+    st.text(alphabet=st.sampled_from(['"', "\\", "u", "d", "8", "0", "a", "{", "}", ":", " ", "\x00", "\ud800", "é"]),
+            max_size=24),
+    st.binary(max_size=24)))
+def test_a_manifest_the_surrogate_check_skips_holds_no_surrogate(text):
+    # manifests.model skips re-encoding the parsed manifest when the text cannot hold a lone
+    # surrogate: whatever such text decodes to, encoding it finds none.
+    import json
+
+    from cudapkgs.manifests.model import _surrogate_free
+
+    for data in (text, text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else (text,):
+        try:
+            raw = json.loads(f'{{"k": "{data}"}}' if isinstance(data, str) else b'{"k": "' + data + b'"}')
+        except (ValueError, RecursionError):
+            continue
+        if _surrogate_free(data):
+            json.dumps(raw, ensure_ascii=False).encode("utf-8")
+
+
+@pytest.mark.parametrize("data", [b'{"release_label": "\\ud800"}', b'{"x": {"name": "\\udfff"}}',
+                                  '{"release_label": "\ud800"}', '{"x": "\\ud83d"}'.encode(),
+                                  b'{"release_label": "\xed\xa0\x80"}'])
+def test_a_lone_surrogate_in_a_manifest_is_still_refused(data):
+    from cudapkgs.errors import ManifestError
+    from cudapkgs.manifests.model import parse_manifest
+
+    with pytest.raises(ManifestError, match="not valid UTF-8"):
+        parse_manifest(data, product="cuda", version="12.8.1", source="m.json")
