@@ -1,4 +1,5 @@
-"""NVIDIA's redistributable manifests as frozen records (`cudapkgs.lib.records`): the model, parsing and validation, release selection.
+"""NVIDIA's redistributable manifests as frozen records (`cudapkgs.lib.records`): the model,
+parsing and validation, release selection.
 
 `parse_manifest` turns one ``redistrib_<version>.json`` into a `Manifest` (errors name the
 file and the field path); `Release.preferred_release` is Nixpkgs' release selection
@@ -62,7 +63,8 @@ class Release(FrozenRecord):
     systems: Mapping[str, Artifact | Mapping[str, Artifact]]
 
     def __init__(self, pname: str, name: str, license: str | None, license_path: str | None, version: str,
-                 cuda_variants: tuple[str, ...] | None, systems: Mapping[str, Artifact | Mapping[str, Artifact]]) -> None:
+                 cuda_variants: tuple[str, ...] | None,
+                 systems: Mapping[str, Artifact | Mapping[str, Artifact]]) -> None:
         _set(self, "pname", pname)
         _set(self, "name", name)
         _set(self, "license", license)
@@ -179,7 +181,7 @@ def parse_manifest(data: bytes | str, *, product: str, version: str, source: str
     try:
         raw = json.loads(data)
         # A lone surrogate ("\ud800") decodes to a str that cannot be printed or encoded later.
-        # Encoding the whole manifest again finds one (0.7 ms a manifest, most of its parse);
+        # Encoding the whole manifest again finds one (0.4-0.7 ms a manifest, half its parse);
         # text that cannot hold one (`_surrogate_free`: every vendored manifest) skips that.
         if not _surrogate_free(data):
             json.dumps(raw, ensure_ascii=False).encode("utf-8")
