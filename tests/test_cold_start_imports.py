@@ -65,6 +65,9 @@ CASES = {
                     # a member module imported by its own name: no lookup of a submodule "x",
                     # which asked the moved-names finder (old_paths)
                     "cudapkgs.old_paths"}),
+    "eval -f": (["eval", "-f", str(REPO / "examples" / "packages.py"), "saxpy_example.outPath"],
+                # a package file's error location is found with traceback, imported on an error only
+                {"traceback", "textwrap"}),
 }
 
 
