@@ -14,8 +14,8 @@ path. Here the same answer comes from C-speed operations:
   those offsets. Only a run that shares a piece with some candidate has its windows looked
   up one by one, so the work stays linear in the bytes whatever they hold.
 
-Against very few candidates (`MANY`) one `bytes.find` per candidate is faster; a closure's hash
-parts when a build registers its outputs (torch's: 32) are already many. `Scan` picks.
+Against a few candidates (up to `MANY`) one `bytes.find` per candidate is faster; a closure's hash
+parts when a build registers torch's outputs (32) are many. `Scan` picks.
 """
 
 from __future__ import annotations
@@ -30,9 +30,12 @@ __all__ = ["Candidates", "Scan", "find_hashes"]
 
 # Above this many candidates the base-32 runs are looked up instead of one find per candidate.
 # Measured on torch's 1.2 GB output against its 32 closure hashes (a build's registration):
-# 32 finds 4.7 s CPU over the hash's 1.6 s, the runs 0.25 s; one translate and one find over the
-# bytes cost about three finds.
-MANY = 3
+# 32 finds 4.7 s CPU over the hash's 1.6 s, the runs 0.25 s. On cuda_nvcc's 216 MiB of ELF
+# files (its registration scans for 4 hashes), 256 KiB reads, CPU seconds: one find per
+# candidate 0.056 (1), 0.19 (4), 0.25 (6), 0.34 (8); the runs 0.30-0.36 whatever their number:
+# the translate alone is 0.19, the price of about four finds, and the runs' search in its
+# mask about as much again.
+MANY = 6
 KEY = 24  # bytes of a piece
 STRIDE = HASH_LEN + 1 - KEY  # 9: every 32-byte window holds a stride position with KEY bytes after it inside the window
 
