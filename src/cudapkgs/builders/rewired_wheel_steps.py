@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -262,6 +261,8 @@ def finish(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict
 def _compile(site: Path, out: Path, env: Mapping[str, str], log: TextIO) -> None:
     """Byte code for every module (as the Python builder's install does), checked-hash so a
     source edit is noticed; a file that does not compile is left to compile when imported."""
+    import subprocess  # in the two steps that run a process: listing the package imports none
+
     python = shutil.which("python3", path=env.get("PATH", "")) or "python3"
     done = subprocess.run(
         [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash", "-s", os.fspath(out),
@@ -279,6 +280,8 @@ def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) 
     run_env["PYTHONPATH"] = os.pathsep.join([os.fspath(site), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     run_env["PYTHONDONTWRITEBYTECODE"] = "1"
     log.write(f"pythonImportsCheck: {module}\n")
+    import subprocess
+
     done = subprocess.run([python, "-c", f"import {module}"], env=run_env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, errors="replace", check=False, timeout=600)
     if done.returncode != 0:
