@@ -68,3 +68,39 @@ def test_the_largest_starts_first_and_every_path_registers_after_its_references(
         assert started.index(low) < started.index(big) < started.index(top) < started.index(app)
     for path, refs in ((big, [low]), (top, [big]), (app, [top, low])):
         assert all(registered.index(r) < registered.index(path) for r in refs)
+
+
+def test_stop_tells_a_waiting_item_that_the_items_not_taken_will_never_run():
+    # The largest NAR is taken first and waits for its references to register; stopped (Ctrl-C)
+    # while one reference ran and the other was not taken yet, the pool waited for ever on it.
+    import threading
+
+    from cudapkgs.store.caches.substitution import _Threads
+
+    done = {name: threading.Event() for name in ("a", "b")}
+    running_a, release_a = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    def fn(item: str) -> str:
+        if item == "largest":
+            for ref in ("a", "b"):
+                done[ref].wait()
+            return "largest"
+        if item == "a":
+            running_a.set()
+            release_a.wait()
+        done[item].set()
+        return item
+
+    def skipped(item: str) -> None:
+        seen.append(item)
+        done[item].set()
+
+    pool = _Threads(fn, ["largest", "a", "b"], 2, "test-pool", on_skip=skipped)
+    assert running_a.wait(30)
+    stopper = threading.Thread(target=pool.stop, daemon=True)
+    stopper.start()
+    release_a.set()
+    stopper.join(30)
+    assert not stopper.is_alive(), "stop() waited for an item that no thread will take"
+    assert seen == ["b"]

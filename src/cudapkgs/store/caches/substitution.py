@@ -263,6 +263,12 @@ class Substituters:
                 progress.finished(sub, None)
             return sub.path
 
+        def never_started(sub: Substitute) -> None:
+            # stop() (an interrupt, say) before a worker took `sub`: a path waiting for it (the largest,
+            # taken first) is told it failed instead of waiting for ever
+            failed[sub.path] = CacheError(f"{sub.path}: not substituted (stopped before it started)")
+            registered[sub.path].set()
+
         # One durable note of the whole closure before the first NAR, not one per path (unsynced.py).
         try:
             note_unsynced(store.root / ".meta", order)
@@ -274,7 +280,8 @@ class Substituters:
         threads = None
         try:
             start = _largest_first(order, by_path, jobs)
-            threads = _Threads(one, [by_path[p] for p in start], max(1, jobs), "cudapkgs-substitute")
+            threads = _Threads(one, [by_path[p] for p in start], max(1, jobs), "cudapkgs-substitute",
+                               on_skip=never_started)
             for path, (_, error) in zip(start, threads.outcomes()):
                 if error is None:
                     added.append(path)
@@ -318,8 +325,12 @@ class _Threads:
     item and waits for those running (after an interrupt, say).
     """
 
-    def __init__(self, fn: Callable[[Any], Any], items: Sequence[Any], workers: int, name: str) -> None:
-        self._fn, self._items = fn, list(items)
+    def __init__(self, fn: Callable[[Any], Any], items: Sequence[Any], workers: int, name: str,
+                 on_skip: Callable[[Any], None] | None = None) -> None:
+        """`on_skip(item)` is called by `stop()` for every item no thread took, before it waits for the
+        running ones: an item that waits on another (the largest NAR, taken first, waits for its
+        references to register) must be told that the other will never run, or `stop()` waits forever."""
+        self._fn, self._items, self._on_skip = fn, list(items), on_skip
         self._results: list[Any] = [None] * len(self._items)
         self._errors: list[BaseException | None] = [None] * len(self._items)
         self._next = 0
@@ -359,6 +370,11 @@ class _Threads:
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
+            skipped = self._items[self._next:]
+            self._next = len(self._items)
+        if self._on_skip is not None:
+            for item in skipped:
+                self._on_skip(item)
         for thread in self._threads:
             thread.join()
 
