@@ -551,7 +551,7 @@ def test_verify_only_the_paths_given(store, tmp_path):
         store.verify(paths=[addressed(store, "never")])
 
     r = cli("verify", str(tmp_path / "result"), store_dir=store.store_dir)
-    assert r.returncode == 0 and "checked 1 store paths: 0 problem(s)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "checked 1 store path: 0 problem(s)" in r.stdout, r.stdout + r.stderr
     r = cli("verify", "--json", a, store_dir=store.store_dir)
     assert r.returncode == 1 and [p["kind"] for p in json.loads(r.stdout)] == ["hash-mismatch"]
     r = cli("verify", addressed(store, "never"), store_dir=store.store_dir)
@@ -605,7 +605,7 @@ def test_verify_counts_each_store_path_once(store, tmp_path):
     a = store.add_path(addressed(store, "a"), write_tree({"f": b"a", "sub/g": b"g"}))
     store.add_indirect_root(tmp_path / "result", a)
     r = cli("verify", str(tmp_path / "result"), str(tmp_path / "result"), f"{a}/sub/g", a, store_dir=store.store_dir)
-    assert r.returncode == 0 and "checked 1 store paths: 0 problem(s)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "checked 1 store path: 0 problem(s)" in r.stdout, r.stdout + r.stderr
 
 
 def test_verify_reports_progress_by_paths_and_nar_bytes(store):

@@ -454,5 +454,5 @@ def _verify(args: argparse.Namespace) -> int:
     else:
         for p in problems:
             print(p.message)
-        print(f"checked {count} store paths: {len(problems)} problem(s)")
+        print(f"checked {count} store {'path' if count == 1 else 'paths'}: {len(problems)} problem(s)")
     return 1 if problems else 0
