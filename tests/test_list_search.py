@@ -206,3 +206,12 @@ def test_search_and_list_descend_into_sets_marked_recurse_into_attrs(manifests_d
     assert listed["zzMarked.zzbroken"]["status"].startswith("error:")
     assert "python3Packages.numpy" in listed and not any(a.startswith("cudaPackages_") for a in listed)
 
+
+
+def test_search_says_a_component_in_no_manifest_is_in_no_set(manifests_dir, capsys):
+    # libcal (cuBLASMp 0.10.0 ships none) read "top level" in the version column, as if one could use it
+    assert main(["search", "libcal"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("libcal "))
+    assert "in no set (absent from every cublasmp manifest)" in row and "top level" not in row
+    assert main(["search", "saxpy"]) == 0  # the top level's own packages still say so
+    assert any(line.startswith("saxpy ") and "(top level)" in line for line in capsys.readouterr().out.splitlines())

@@ -347,7 +347,9 @@ def run_search(args: argparse.Namespace) -> int:
         return 1
     from ..table import fit_table
 
-    def where(sets: dict[str, str], version: str = "") -> str:
+    def where(sets: dict[str, str], version: str = "", product: str | None = None) -> str:
+        if not sets and product:  # a CUDA component no set's manifest has (libcal): not the top level's
+            return f"in no set (absent from every {product} manifest)"
         if not sets:
             return f"{version} (top level)" if version else "top level"
         by_version: dict[str, list[str]] = {}
@@ -364,7 +366,7 @@ def run_search(args: argparse.Namespace) -> int:
         return "; ".join(f"{f} ({', '.join(s)})" for f, s in by_fetcher.items())
 
     print(fit_table(["name", "description", "version (sets)", "served by (fetchers: " + ", ".join(pkgs.config.fetchers) + ")"],
-                    [[r["name"], r["description"] or r["nvidiaName"], where(r["sets"], r.get("version", "")), served(r)] for r in rows],
+                    [[r["name"], r["description"] or r["nvidiaName"], where(r["sets"], r.get("version", ""), r.get("product")), served(r)] for r in rows],
                     shrink=(3, 1, 2, 0)))
     return 0
 
