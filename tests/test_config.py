@@ -165,6 +165,13 @@ def test_parse_set_reads_a_value_as_toml_does(text):
     assert (key, value, type(value)) == ("k", expected, type(expected))
 
 
+@pytest.mark.parametrize("digits", [4301, 5000, 100_000])
+def test_parse_set_an_integer_too_long_for_int_is_a_string_not_an_internal_error(digits):
+    # int() refuses more than 4,300 digits (ValueError): `--set x=999...` was exit 70, "internal error"
+    for text in ("9" * digits, "+" + "9" * digits, "-" + "9" * digits, "1_" + "0" * digits):
+        assert parse_set("k=" + text) == ("k", text)
+
+
 @pytest.mark.parametrize("assignment", ["cudaSupport", "=true", ""])
 def test_parse_set_usage_error(assignment):
     with pytest.raises(errors.UsageError, match="KEY=VALUE"):

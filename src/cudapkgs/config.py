@@ -399,13 +399,15 @@ def parse_set(assignment: str) -> tuple[str, Any]:
     # datetime and string): a boolean, or a decimal integer without sign, underscore or leading zero.
     if text in _TOML_BOOLEANS:
         return key, _TOML_BOOLEANS[text]
-    if text.isascii() and text.isdigit() and (text == "0" or text[0] != "0"):
+    # (At most 18 digits: int() refuses more than 4,300, and a 64-bit integer has at most 19.)
+    if text.isascii() and text.isdigit() and (text == "0" or text[0] != "0") and len(text) <= 18:
         return key, int(text)
     import tomllib
 
     try:
         parsed = tomllib.loads(f"v = {text}")
-    except (tomllib.TOMLDecodeError, RecursionError):
+    except (tomllib.TOMLDecodeError, RecursionError, ValueError):
+        # ValueError: an integer of more than 4,300 digits, which int() (and so tomllib) refuses
         return key, text
     # A VALUE with a newline could smuggle in more keys; then it is just a string.
     if set(parsed) != {"v"}:

@@ -45,3 +45,35 @@ def test_a_fifo_in_an_output_is_not_opened(tmp_path) -> None:
     os.mkfifo(out / "pipe")  # opening it for reading would wait for a writer forever
     (out / "f.txt").write_bytes(b"/usr/\n")
     assert [p.name for p in hooks.check_no_fhs_references({"out": out}, allow=True)] == ["f.txt"]
+
+
+def test_a_file_that_became_a_fifo_after_the_listing_is_not_read(tmp_path, monkeypatch) -> None:
+    # The kinds come from the directory listing; a build's leftover process can swap a listed
+    # regular file for a FIFO before it is opened. Opening that FIFO waits for a writer forever
+    # when there is none; here the test holds one (with "/usr/" in it) so that the old check
+    # returns instead of hanging, and reports the FIFO as a file that refers to /usr/.
+    import os
+
+    from cudapkgs.hooks import no_fhs_references
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "f.txt").write_bytes(b"nothing\n")
+    listed = no_fhs_references._regular_files
+    writers = []
+
+    def swapped(root):
+        for path in listed(root):
+            os.unlink(path)
+            os.mkfifo(path)
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)  # a writer (and reader) that stays open
+            os.write(fd, b"/usr/\n")
+            writers.append(fd)
+            yield path
+
+    monkeypatch.setattr(no_fhs_references, "_regular_files", swapped)
+    try:
+        assert hooks.check_no_fhs_references({"out": out}, allow=True) == []
+    finally:
+        for fd in writers:
+            os.close(fd)

@@ -6,6 +6,7 @@ Nixpkgs: pkgs/development/cuda-modules/buildRedist (allowFHSReferences).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,8 +75,12 @@ def _refers_to_usr(path: str | os.PathLike[str], text_only: bool) -> bool:
     """Whether `path` holds ``/usr/`` (and, with `text_only`, no NUL byte), streaming."""
     found = False
     tail = b""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    # O_NONBLOCK: a file the listing called regular may since have become a FIFO (opening one for
+    # reading waits for a writer); what was opened is read only if it is a regular file.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         while chunk := os.read(fd, _CHUNK):
             if text_only and b"\0" in chunk:
                 return False  # binary: grep would not print it
