@@ -169,8 +169,10 @@ def test_check_unfree_allowed_message():
     message = str(info.value)
     assert message == (
         'Package "cuda12.8-libcublas-12.8.5.5" has an unfree license ("CUDA EULA"), refusing to use it. '
-        'Allow it with allowUnfree = true, or allowUnfreePredicate = "cuda" '
-        "(NVIDIA's CUDA licenses only), in your cudapkgs.toml or with --set."
+        # the flag as typed, and the user's configuration file (a project's cudapkgs.toml takes
+        # config keys only under [config], once allowed: the old "in your cudapkgs.toml" misled)
+        "Allow it with --set allowUnfree=true, or --set allowUnfreePredicate=cuda "
+        "(NVIDIA's CUDA licenses only), or that key in ~/.config/cudapkgs/config.toml."
     )
     assert "\n" not in message
 

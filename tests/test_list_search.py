@@ -23,8 +23,15 @@ def test_list_says_why_in_words_and_fits_the_terminal(manifests_dir, capsys, mon
     assert "not for linux-x86_64 (available: linux-aarch64)" in rows["cuda_compat"]
     assert rows["cuda_cudart"].endswith("available")
     assert main(["list", "cudaPackages_13_0"]) == 0
-    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[3:]}
-    assert "unfree (CUDA EULA; allowUnfree" in rows["cuda_cudart"]
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()[3:]}
+    # the remedy once under the table, not on each of 50 rows (it made them 240 characters wide)
+    assert rows["cuda_cudart"].endswith("unfree (CUDA EULA)")
+    remedies = [line for line in out.splitlines() if "allowUnfree" in line]
+    assert remedies == [out.splitlines()[-1]] and "--set allowUnfree=true" in remedies[0]
+    assert main(["list", "cudaPackages_13_0", "--json"]) == 0  # JSON keeps each row's whole text
+    rows = {r["pname"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["cuda_cudart"]["status"] == "unfree (CUDA EULA; allowUnfree or allowUnfreePredicate allows it)"
 
 
 def test_list_all_keeps_each_package_on_one_row(manifests_dir, capsys):
@@ -43,7 +50,8 @@ def test_list_all_says_unfree_before_broken_and_draws_a_short_last_rule(manifest
     assert main(["list", "--all"]) == 0
     lines = capsys.readouterr().out.splitlines()
     torch_bin = next(line for line in lines if line.startswith("python3Packages.torch-bin "))
-    assert "unfree (issl, unfreeRedistributable; allowUnfree" in torch_bin and "broken" not in torch_bin
+    assert torch_bin.endswith("unfree (issl, unfreeRedistributable)") and "broken" not in torch_bin
+    assert "--set allowUnfree=true" in lines[-1]
     rule = lines[2]
     assert set(rule) <= {"-", " "} and rule.endswith("-" * 40) and not rule.endswith("-" * 41)
     assert max(len(line) for line in lines) > len(rule)  # the long status texts are still whole
@@ -198,3 +206,12 @@ def test_search_and_list_descend_into_sets_marked_recurse_into_attrs(manifests_d
     assert listed["zzMarked.zzbroken"]["status"].startswith("error:")
     assert "python3Packages.numpy" in listed and not any(a.startswith("cudaPackages_") for a in listed)
 
+
+
+def test_search_says_a_component_in_no_manifest_is_in_no_set(manifests_dir, capsys):
+    # libcal (cuBLASMp 0.10.0 ships none) read "top level" in the version column, as if one could use it
+    assert main(["search", "libcal"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("libcal "))
+    assert "in no set (absent from every cublasmp manifest)" in row and "top level" not in row
+    assert main(["search", "saxpy"]) == 0  # the top level's own packages still say so
+    assert any(line.startswith("saxpy ") and "(top level)" in line for line in capsys.readouterr().out.splitlines())

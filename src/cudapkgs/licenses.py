@@ -287,6 +287,6 @@ def check_unfree_allowed(config: Any, package: Any, *, name: str) -> None:
     names = license_names(license_value, unfree_only=True) or license_names(license_value)
     raise errors.UnfreeLicenseError(
         f'Package "{name}" has an unfree license ("{names}"), refusing to use it. '
-        'Allow it with allowUnfree = true, or allowUnfreePredicate = "cuda" '
-        "(NVIDIA's CUDA licenses only), in your cudapkgs.toml or with --set."
+        "Allow it with --set allowUnfree=true, or --set allowUnfreePredicate=cuda "
+        "(NVIDIA's CUDA licenses only), or that key in ~/.config/cudapkgs/config.toml."
     )

@@ -164,8 +164,11 @@ def test_a_cache_of_another_store_dir_is_refused(setup, tmp_path):
     store, dep, top, key, cache, _ = setup
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "nix-cache-info").write_text("StoreDir: /nix/store\n")
-    with pytest.raises(CacheError, match="holds paths of the store /nix/store"):
+    with pytest.raises(CacheError, match="holds paths of the store /nix/store") as info:
         cache.upload_closure(store, [dep])
+    # and what to do: the message used to end at the reason
+    assert "only a store at /nix/store (storeDir, or --store) can use this cache" in str(info.value)
+    assert f"{store.store_dir}'s paths need a cache of their own" in str(info.value)
 
 
 def test_a_modified_store_path_is_not_uploaded(setup):

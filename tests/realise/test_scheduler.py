@@ -345,6 +345,17 @@ def test_plain_download_lines_give_bytes_and_speed(store, monkeypatch):
     ]
 
 
+def test_plain_progress_says_when_a_size_is_unknown(store, monkeypatch):
+    # A wheel's size is unknown before it is cached: the first line read "a: fetching ?".
+    a = mk(store.store_dir, "a", size=10)
+    import cudapkgs.cli.progress as progress_module
+
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: 0.0)
+    out = io.StringIO()
+    PlainProgress(out).download(a, 0, None)
+    assert out.getvalue().splitlines() == ["a: fetching (size unknown)"]
+
+
 def test_plain_progress_lines(store):
     a = mk(store.store_dir, "a", size=4096, download=4096, steps=["unpack"])
     b = mk(store.store_dir, "b", [a])

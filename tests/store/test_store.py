@@ -398,6 +398,19 @@ def test_cli_path_info_json_gc_dry_run_and_errors(store, tmp_path):
     assert r.returncode == 1 and "is not valid in the store" in r.stderr
 
 
+def test_cli_path_info_h_is_human_readable_as_in_nix(store, tmp_path):
+    # `nix path-info -rSh ./result` is the Nix idiom; -h used to print the help and exit 0, sizes unseen.
+    with Store.open(store.store_dir) as adder:
+        top = adder.add_path(addressed(store, "top"), write_tree({"f": b"x" * 3000}))
+        adder.add_indirect_root(tmp_path / "result", top)
+    r = cli("path-info", "-rSh", str(tmp_path / "result"), store_dir=store.store_dir)
+    assert r.returncode == 0, r.stderr
+    assert "usage:" not in r.stdout and top in r.stdout and "KiB" in r.stdout, r.stdout
+    assert r.stdout == cli("path-info", "-rSH", str(tmp_path / "result"), store_dir=store.store_dir).stdout
+    r = cli("path-info", "--help", store_dir=store.store_dir)
+    assert r.returncode == 0 and r.stdout.startswith("usage: cudapkgs path-info") and "--human-readable" in r.stdout
+
+
 def test_database_full_is_a_clear_error_and_leaves_no_path(store, monkeypatch):
     import sqlite3
 
@@ -538,7 +551,7 @@ def test_verify_only_the_paths_given(store, tmp_path):
         store.verify(paths=[addressed(store, "never")])
 
     r = cli("verify", str(tmp_path / "result"), store_dir=store.store_dir)
-    assert r.returncode == 0 and "checked 1 store paths: 0 problem(s)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "checked 1 store path: 0 problem(s)" in r.stdout, r.stdout + r.stderr
     r = cli("verify", "--json", a, store_dir=store.store_dir)
     assert r.returncode == 1 and [p["kind"] for p in json.loads(r.stdout)] == ["hash-mismatch"]
     r = cli("verify", addressed(store, "never"), store_dir=store.store_dir)
@@ -592,7 +605,7 @@ def test_verify_counts_each_store_path_once(store, tmp_path):
     a = store.add_path(addressed(store, "a"), write_tree({"f": b"a", "sub/g": b"g"}))
     store.add_indirect_root(tmp_path / "result", a)
     r = cli("verify", str(tmp_path / "result"), str(tmp_path / "result"), f"{a}/sub/g", a, store_dir=store.store_dir)
-    assert r.returncode == 0 and "checked 1 store paths: 0 problem(s)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "checked 1 store path: 0 problem(s)" in r.stdout, r.stdout + r.stderr
 
 
 def test_verify_reports_progress_by_paths_and_nar_bytes(store):

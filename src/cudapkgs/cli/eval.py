@@ -259,12 +259,14 @@ def run_list(args: argparse.Namespace) -> int:
     from ..table import fit_table
 
     print(title)
+    status = _short_statuses(rows)
     if key == "attr":
         print(fit_table(
             ["attribute", "version", "license", "outputs", "status"],
-            [[r[key], r["version"], r["license"], " ".join(r["outputs"]), r["status"]] for r in rows],
+            [[r[key], r["version"], r["license"], " ".join(r["outputs"]), s] for r, s in zip(rows, status)],
             shrink=(3, 2, 4, 1, 0),  # outputs first, the status (the reason) last
         ))
+        _print_unfree_note(status)
         return 0
     unknown = [False]
 
@@ -281,12 +283,29 @@ def run_list(args: argparse.Namespace) -> int:
 
     print(fit_table(
         ["component", "version", "license", "outputs", "fetcher", "size", "status"],
-        [[r[key], r["version"], r["license"], " ".join(r["outputs"]), *fetcher(r), r["status"]] for r in rows],
+        [[r[key], r["version"], r["license"], " ".join(r["outputs"]), *fetcher(r), s] for r, s in zip(rows, status)],
         shrink=(3, 2, 1, 5, 6, 4, 0),  # outputs first, then license, version, size; the status late
     ))
+    _print_unfree_note(status)
     if unknown[0]:
         print("?: the size of a wheel not cached is known once the index is asked (cudapkgs build --dry-run)")
     return 0
+
+
+_UNFREE_HINT = "; allowUnfree or allowUnfreePredicate allows it)"
+
+
+def _short_statuses(rows: list[dict[str, Any]]) -> list[str]:
+    """The rows' statuses for a table: "unfree (CUDA EULA)", the remedy said once below the table
+    by `_print_unfree_note` rather than on every row (--json keeps each row's whole text)."""
+    return [r["status"][: -len(_UNFREE_HINT)] + ")" if r["status"].endswith(_UNFREE_HINT) else r["status"]
+            for r in rows]
+
+
+def _print_unfree_note(statuses: list[str]) -> None:
+    if any(s.startswith("unfree (") for s in statuses):
+        print("unfree: allowed by --set allowUnfree=true, or --set allowUnfreePredicate=cuda "
+              "(NVIDIA's CUDA licenses only; `cudapkgs config` says what each means)")
 
 
 def _list_fetchers(args: argparse.Namespace, pkgs: Any) -> int:
@@ -328,7 +347,9 @@ def run_search(args: argparse.Namespace) -> int:
         return 1
     from ..table import fit_table
 
-    def where(sets: dict[str, str], version: str = "") -> str:
+    def where(sets: dict[str, str], version: str = "", product: str | None = None) -> str:
+        if not sets and product:  # a CUDA component no set's manifest has (libcal): not the top level's
+            return f"in no set (absent from every {product} manifest)"
         if not sets:
             return f"{version} (top level)" if version else "top level"
         by_version: dict[str, list[str]] = {}
@@ -345,7 +366,7 @@ def run_search(args: argparse.Namespace) -> int:
         return "; ".join(f"{f} ({', '.join(s)})" for f, s in by_fetcher.items())
 
     print(fit_table(["name", "description", "version (sets)", "served by (fetchers: " + ", ".join(pkgs.config.fetchers) + ")"],
-                    [[r["name"], r["description"] or r["nvidiaName"], where(r["sets"], r.get("version", "")), served(r)] for r in rows],
+                    [[r["name"], r["description"] or r["nvidiaName"], where(r["sets"], r.get("version", ""), r.get("product")), served(r)] for r in rows],
                     shrink=(3, 1, 2, 0)))
     return 0
 

@@ -74,7 +74,8 @@ class PlainProgress:
             taken = f" in {elapsed:.0f} s{speed}" if not first and elapsed >= 1 else ""
             self._line(f"{drv.name}: fetched {format_size(total)}{taken}")
         elif first:
-            self._line(f"{drv.name}: fetching {format_size(total)}")
+            self._line(f"{drv.name}: fetching {format_size(total)}" if total is not None
+                       else f"{drv.name}: fetching (size unknown)")
         elif due:
             share = f" of {format_size(total)}" if total else ""
             self._line(f"{drv.name}: {format_size(done)}{share}{speed}")

@@ -91,14 +91,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "  cudapkgs path-info --weights ./result       # where the closure's bytes go, and why each path is there\n"
         "  cudapkgs path-info --draw closure.svg ./result   # the same as a treemap (.svg, or .html with a table)",
         formatter_class=fmt,
+        add_help=False,  # -h is --human-readable, as in `nix path-info -rSh`
     )
+    info.add_argument("--help", action="help", help="show this help message and exit")
     info.add_argument("paths", nargs="*", metavar="PATH", help="store paths to describe")
     info.add_argument("--caches", action="store_true",
                       help="show the download caches (archives, wheels) and their sizes (`gc --caches` frees them)")
     info.add_argument("-r", "--recursive", action="store_true", help="describe the closure of the paths")
     info.add_argument("-s", "--size", action="store_true", help="show each path's NAR size")
     info.add_argument("-S", "--closure-size", action="store_true", help="show each path's closure size (sum of NAR sizes)")
-    info.add_argument("-H", "--human-readable", dest="human", action="store_true", help="sizes as KiB/MiB/GiB")
+    info.add_argument("-h", "-H", "--human-readable", dest="human", action="store_true",
+                      help="sizes as KiB/MiB/GiB (-h as in Nix; --help for this help)")
     info.add_argument("--weights", action="store_true",
                       help="the closure heaviest first: each path's NAR size, share, cumulative share and why it is "
                       "there (the shortest chain of references from a PATH, as why-depends gives)")
@@ -451,5 +454,5 @@ def _verify(args: argparse.Namespace) -> int:
     else:
         for p in problems:
             print(p.message)
-        print(f"checked {count} store paths: {len(problems)} problem(s)")
+        print(f"checked {count} store {'path' if count == 1 else 'paths'}: {len(problems)} problem(s)")
     return 1 if problems else 0

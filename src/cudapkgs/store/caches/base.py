@@ -134,7 +134,9 @@ class Cache:
         if info is not None and info.store_dir != store_dir:
             raise CacheError(
                 f"{self.url} holds paths of the store {info.store_dir}, not {store_dir}: "
-                "store paths embed their store directory"
+                "store paths embed their store directory, so only a store at "
+                f"{info.store_dir} (storeDir, or --store) can use this cache; {store_dir}'s paths need "
+                "a cache of their own"
             )
 
     # -- substituting ----------------------------------------------------------
