@@ -262,13 +262,9 @@ def finish(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict
 def _compile(site: Path, out: Path, env: Mapping[str, str], log: TextIO) -> None:
     """Byte code for every module (as the Python builder's install does), checked-hash so a
     source edit is noticed; a file that does not compile is left to compile when imported."""
-    python = shutil.which("python3", path=env.get("PATH", "")) or "python3"
-    done = subprocess.run(
-        [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash", "-s", os.fspath(out),
-         os.fspath(site)],
-        env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", check=False)
-    if done.returncode != 0:
-        log.write(f"compileall: some files of {site} did not compile (their modules compile when imported)\n")
+    from .python_bytecode import compile_tree
+
+    compile_tree(site, out, env, log)
 
 
 def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) -> None:
