@@ -139,3 +139,27 @@ def test_a_wheel_not_in_the_cache_is_left_to_the_build(tmp_path):
     for entry in cache.glob("*.sha256"):
         entry.unlink()
     assert not install_ahead.eligible(pkg.derivation)
+
+
+def test_the_largest_work_is_queued_first_whatever_the_start_order(tmp_path, monkeypatch):
+    """torch's install (the largest) queued last was still under way when its inputs were done."""
+    from cudapkgs.realise import scheduler, unpack_ahead
+
+    pkgs, store_dir, small = _setup(tmp_path)
+    files = {**demo_files(tmp_path), "demo/big.bin": (os.urandom(1 << 20), 0o644)}
+    wheel = make_wheel(tmp_path / "demobig-1.0-cp311-cp311-linux_x86_64.whl", files)
+    big = rewired_wheel(pkgs.config, pkgs.python3, {
+        "pname": "demobig", "version": "1.0", "wheel": {"file": wheel.name, "sha256": _cache_wheel(wheel)},
+        "buildInputs": [_bar_package(pkgs, tmp_path)], "pythonImportsCheck": ["demo"]})
+    queued: list[str] = []
+
+    class Recorder:
+        def __init__(self, store, derivations, *args, **kwargs):
+            queued.extend(d.name for d in derivations)
+
+    monkeypatch.setattr(unpack_ahead, "UnpackAhead", Recorder)
+    with Store.open(store_dir) as store:
+        the_plan = plan(store, [small.derivation, big.derivation])
+        order = {small.derivation.drv_path: 0, big.derivation.drv_path: 1}  # the small one would start first
+        scheduler._unpack_ahead(store, the_plan, [], 1, None, order)
+    assert [n for n in queued if n.startswith("demo")] == [big.name, small.name]
