@@ -68,6 +68,9 @@ _ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 #: Seconds the last `timed` child's threads spent runnable but waiting for a CPU (other processes' load).
 last_runqueue_wait = 0.0
+#: The last `timed` child's (user, system) CPU seconds: on this shared machine Nix's system time swings with
+#: the load (1.0-3.1 s of CPU for the same closure), so the two are shown apart.
+last_user_sys = (0.0, 0.0)
 #: The last `timed` child's own peak RSS (VmHWM after its exec, sampled every 10 ms), KiB. wait4's ru_maxrss
 #: is at least the forked copy of this (larger) Python process, so for small children it reads this process.
 last_hwm_kib = 0
@@ -109,8 +112,9 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int
     stop.set()
     sampler.join()
     last_runqueue_wait = sum(seen.values()) / 1e9
-    global last_hwm_kib
+    global last_hwm_kib, last_user_sys
     last_hwm_kib = hwm[0]
+    last_user_sys = (usage.ru_utime, usage.ru_stime)
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed ({process.returncode}): {process.stderr.read().decode()[-500:]}")
@@ -490,6 +494,7 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         results: dict[str, list[tuple[float, int, float]]] = {label: [] for label in labels}
         dirty: dict[str, list[int]] = {label: [] for label in labels}
         waits: dict[str, list[float]] = {label: [] for label in labels}
+        user_sys: dict[str, list[tuple[float, float]]] = {label: [] for label in labels}
         for round_ in range(args.runs + 1):  # round 0 warms up (bytecode, page cache) and is not counted
             for label in (labels if round_ % 2 == 0 else labels[::-1]):  # alternate who goes first
                 with _DirtyWatch() as watch:
@@ -505,6 +510,7 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                     results[label].append(measured)
                     dirty[label].append(watch.peak)
                     waits[label].append(last_runqueue_wait)
+                    user_sys[label].append(last_user_sys)
                     results[label][-1] = (measured[0], last_hwm_kib or measured[1], measured[2])
                 _rmtree(run_dir if label == labels[0] else Path(store_dir))
     finally:
@@ -518,6 +524,8 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     cpu = {k: statistics.median(c for _, _, c in v) for k, v in results.items()}
     rss = {k: max(r for _, r, _ in v) for k, v in results.items()}
     spread = {k: max(t for t, _, _ in v) / med[k] for k, v in results.items()}
+    user = {k: statistics.median(u for u, _ in v) for k, v in user_sys.items()}
+    system = {k: statistics.median(s for _, s in v) for k, v in user_sys.items()}
     peer, ours = labels[:2]
     result = {"paths": len(paths), "narBytes": nar_bytes, "cacheBytes": cache_bytes, "runs": args.runs, "jobs": args.jobs,
               "median_s": med, "median_cpu_s": cpu, "maxrss_kib": rss, "spread": spread,
@@ -525,7 +533,9 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               "all_cpu_s": {k: [round(c, 3) for _, _, c in v] for k, v in results.items()},
               "dirty_peak_mib": {k: [round(d / 1024) for d in v] for k, v in dirty.items()},
               "runqueue_wait_s": {k: [round(w, 2) for w in v] for k, v in waits.items()},
-              "ratios": {"wall": med[ours] / med[peer], "cpu": cpu[ours] / cpu[peer], "rss": rss[ours] / rss[peer]},
+              "median_user_s": user, "median_sys_s": system,
+              "ratios": {"wall": med[ours] / med[peer], "cpu": cpu[ours] / cpu[peer], "rss": rss[ours] / rss[peer],
+                         "user": user[ours] / user[peer]},
               "load_average": os.getloadavg()}
     if args.json:
         print(json.dumps(result, indent=2))
@@ -533,10 +543,11 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print(f"{len(paths)} paths, {nar_bytes / 2**20:.1f} MiB of NAR, {cache_bytes / 2**20:.1f} MiB of zstd NARs in a file:// "
           f"cache; into an empty store, median of {args.runs} alternating runs after a warm-up round (cudapkgs -j {args.jobs}); "
           "peak RSS is the child's VmHWM\n")
-    print("| tool | median wall s | wall ratio | median CPU s | CPU ratio | peak RSS MiB | RSS ratio | slowest / median | runs (wall s) | runs (CPU s) | waiting for a CPU (s) | peak dirty MiB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")
+    print("| tool | median wall s | wall ratio | median CPU s | CPU ratio | user / sys s | user ratio | peak RSS MiB | RSS ratio | slowest / median | runs (wall s) | runs (CPU s) | waiting for a CPU (s) | peak dirty MiB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")
     for label in labels:
         print(f"| {label} | {med[label]:.3f} | {med[label] / med[peer]:.2f} | {cpu[label]:.3f} | {cpu[label] / cpu[peer]:.2f} | "
+              f"{user[label]:.2f} / {system[label]:.2f} | {user[label] / user[peer]:.2f} | "
               f"{rss[label] / 1024:.1f} | {rss[label] / rss[peer]:.2f} | {spread[label]:.2f} | "
               f"{', '.join(f'{t:.2f}' for t, _, _ in results[label])} | {', '.join(f'{c:.2f}' for _, _, c in results[label])} | "
               f"{', '.join(f'{w:.2f}' for w in waits[label])} | {', '.join(str(d) for d in result['dirty_peak_mib'][label])} |")

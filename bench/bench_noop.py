@@ -3,6 +3,7 @@
     python bench/bench_noop.py             # 21 interleaved rounds
     python bench/bench_noop.py -n 41
     python bench/bench_noop.py --tiny      # 2 rounds: the CI smoke test of this script
+    python bench/bench_noop.py -n 9 --peer-src /tmp/main/src   # the cache-off rows of another checkout too
 
 Setup (not timed): a temporary cudapkgs store and user cache dir; ``saxpy_example`` of
 examples/packages.py (its CPU build: g++) is built once, so the timed builds are no-ops.
@@ -25,7 +26,9 @@ The evaluation cache (``$XDG_CACHE_HOME/cudapkgs/eval``, src/cudapkgs/evalcache/
 cudapkgs rows from the second run on; each cudapkgs command also runs as a "cold cache" row,
 the evaluation cache emptied before every run of it (the full evaluation plus writing the
 entry), and as a "cache off" row (``--no-eval-cache``: the evaluation alone, as before the
-cache), in the same rounds; ``--no-cold-rows`` leaves both out.
+cache), in the same rounds; ``--no-cold-rows`` leaves both out.  ``--peer-src DIR`` runs each
+"cache off" command also from the cudapkgs in DIR (another checkout's ``src``, e.g. ``git
+archive main src``), in the same rounds: rows named "cache off, peer", against the same peer.
 
 Goals (issue 24): no-op build <= 2x nix-build; eval <= 3x the floor; outPath <= 4x;
 list --all <= 6x.
@@ -76,16 +79,22 @@ def main() -> int:
                         help="empty the remembered host probes before every cudapkgs run")
     parser.add_argument("--no-cold-rows", action="store_true",
                         help="leave out the rows run with the evaluation cache emptied before every run")
+    parser.add_argument("--peer-src", metavar="DIR", type=Path,
+                        help="also run the cache-off rows from the cudapkgs of another checkout (its src directory)")
     args = parser.parse_args()
+    if args.peer_src is not None and not (args.peer_src / "cudapkgs" / "__init__.py").is_file():
+        parser.error(f"--peer-src {args.peer_src}: no cudapkgs/__init__.py there (give the src directory of a checkout)")
+    if args.peer_src is not None and args.no_cold_rows:
+        parser.error("--peer-src runs the cache-off rows: not with --no-cold-rows")
     rounds = 2 if args.tiny else args.n
     work = Path(tempfile.mkdtemp(prefix="bench-noop-"))
     try:
-        return _bench(work, rounds, args.cold_probes, args.no_cold_rows)
+        return _bench(work, rounds, args.cold_probes, args.no_cold_rows, args.peer_src)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _bench(work: Path, rounds: int, cold: bool, no_cold_rows: bool) -> int:
+def _bench(work: Path, rounds: int, cold: bool, no_cold_rows: bool, peer_src: Path | None = None) -> int:
     py = sys.executable
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CUDAPKGS_CONFIG")}
     env.update(PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
@@ -117,6 +126,11 @@ def _bench(work: Path, rounds: int, cold: bool, no_cold_rows: bool) -> int:
         for label in warm:  # the evaluation without the cache's recording: what recording costs
             commands[f"{label}, cache off"] = [*commands[label], "--no-eval-cache"]
             envs[f"{label}, cache off"] = env
+        if peer_src is not None:  # the same evaluations by another checkout's cudapkgs
+            peer_env = {**env, "PYTHONPATH": str(peer_src.resolve()) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+            for label in warm:
+                commands[f"{label}, cache off, peer"] = [*commands[label], "--no-eval-cache"]
+                envs[f"{label}, cache off, peer"] = peer_env
     for _ in range(2):  # warm-up: the builds done, bytecode written, probes remembered, entries written
         for label, command in commands.items():  # (the second time: inputs written by the first are
             _run(command, envs[label])  # no longer "a moment old", so the entries are kept)
@@ -130,7 +144,7 @@ def _bench(work: Path, rounds: int, cold: bool, no_cold_rows: bool) -> int:
             if cold and command[:3] == cudapkgs:
                 probes_file.unlink(missing_ok=True)
                 (work / "cache-cold" / "cudapkgs" / "probes.json").unlink(missing_ok=True)
-            if label.endswith((", cold cache", ", cache off")):
+            if label.endswith((", cold cache", ", cache off", ", cache off, peer")):
                 shutil.rmtree(eval_cache, ignore_errors=True)
             w, c = _run(command, envs[label])
             wall[label].append(w)
@@ -146,8 +160,8 @@ def _bench(work: Path, rounds: int, cold: bool, no_cold_rows: bool) -> int:
     for label in commands:
         w, c = statistics.median(wall[label]), statistics.median(cpu[label])
         against, goal = GOALS.get(label, ("floor" if label != "floor" else "", None))
-        if label.endswith((", cold cache", ", cache off")):
-            against, goal = GOALS[label.rsplit(", ", 1)[0]][0], None
+        if label.endswith((", cold cache", ", cache off", ", cache off, peer")):
+            against, goal = GOALS[label.split(", ", 1)[0]][0], None
         if against and against in commands:
             wr = w / statistics.median(wall[against])
             cr = c / max(statistics.median(cpu[against]), 0.1)

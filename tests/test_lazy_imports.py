@@ -46,3 +46,11 @@ def test_verify_does_not_import_dataclasses_or_shutil():
     # dataclasses (inspect, ast, dis, tokenize) and shutil (bz2, lzma) cost about 15 ms of it.
     loaded = _modules_after("import cudapkgs.cli, cudapkgs.cli.store, cudapkgs.store.store, cudapkgs.store.verify")
     assert not loaded & {"dataclasses", "inspect", "shutil", "bz2", "lzma"}
+
+
+def test_substituting_from_a_file_cache_does_not_import_concurrent_futures_or_tempfile():
+    # issue 24 goal 3: every import is CPU time of `copy --from` against Nix's; concurrent.futures
+    # brings logging (8 ms together), tempfile random and shutil; only uploads use tempfile.
+    loaded = _modules_after("import cudapkgs.store.store, cudapkgs.store.caches.substitution, cudapkgs.store.caches.file\n"
+                            "from cudapkgs.store.caches import open_cache; open_cache('file:///nonexistent')")
+    assert not loaded & {"concurrent.futures", "logging", "tempfile", "shutil"}

@@ -9,6 +9,7 @@ returns CUDA_ERROR_STUB_LIBRARY (34), as NVIDIA's stub does.
 from __future__ import annotations
 
 import ctypes
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
+from cudapkgs.elf import link_stub
 from cudapkgs.elf import read as elf
 from cudapkgs.elf.link_stub import STUB_RETURN, StubError, cuda_driver_symbols, stub_bytes, write_stub
 
@@ -188,3 +190,15 @@ class open_elf:
 
     def __exit__(self, *exc: object) -> None:
         self.handle.close()
+
+
+@pytest.mark.parametrize("text, names", [
+    ("CUresult CUDAAPI cuInit(unsigned int Flags);", {"cuInit"}),
+    ("CUDAAPI cuFirst(void);", {"cuFirst"}),  # at the very start
+    ("xCUDAAPI cuNot(void); _CUDAAPI cuNot2(void); 1CUDAAPI cuNot3(void); \u00e9CUDAAPI cuNot4(void);", set()),
+    ("-CUDAAPI cuDash(void); (CUDAAPI\n\tcuTab (void); \u00e9 CUDAAPI cuAfterSpace(void);", {"cuDash", "cuTab", "cuAfterSpace"}),
+    ("CUDAAPI cuzCUDAAPI cuInner(void);", set()),  # a name holding the macro is no declaration
+])
+def test_declarations_need_a_word_boundary_before_cudaapi(text, names):
+    assert link_stub._declared(text) == names
+    assert set(re.findall(r"\bCUDAAPI\s+(cu[A-Za-z0-9_]+)\s*\(", text)) == names  # what the pattern said before

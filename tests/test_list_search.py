@@ -36,6 +36,26 @@ def test_list_all_keeps_each_package_on_one_row(manifests_dir, capsys):
     assert "is marked as broken due to the following failed assertions: " in frontend
 
 
+def test_list_all_says_unfree_before_broken_and_draws_a_short_last_rule(manifests_dir, capsys):
+    # Nixpkgs' check-meta reports an unfree license before a broken assertion: torch-bin (itself
+    # unfree) read "broken: ..." with one "(it is not: its license is unfree ...)" per CUDA library,
+    # and the header rule of that last column was as long as the longest such text (3,000 characters)
+    assert main(["list", "--all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    torch_bin = next(line for line in lines if line.startswith("python3Packages.torch-bin "))
+    assert "unfree (issl, unfreeRedistributable; allowUnfree" in torch_bin and "broken" not in torch_bin
+    rule = lines[2]
+    assert set(rule) <= {"-", " "} and rule.endswith("-" * 40) and not rule.endswith("-" * 41)
+    assert max(len(line) for line in lines) > len(rule)  # the long status texts are still whole
+
+
+def test_list_all_with_unfree_allowed_says_why_a_package_is_broken(manifests_dir, capsys):
+    assert main(["list", "--all", "--set", "allowUnfree=true"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cupy = next(line for line in lines if line.startswith("python3Packages.cupy "))
+    assert "broken: " in cupy and "is a CUDA 13 build" in cupy
+
+
 def test_list_json_marks_what_is_built(manifests_dir, capsys, tmp_path, monkeypatch):
     from cudapkgs.store.store import Store
 
@@ -83,7 +103,11 @@ def test_search_across_sets(manifests_dir, capsys):
     assert lt["cudaPackages_12_6"] == "0.6.3.2" and lt["cudaPackages_12_8"] == "0.7.1.0"
     assert lt["cudaPackages_12_9"] == "0.8.1.1" and lt["cudaPackages_13_0"] == "0.10.0.12"
     assert main(["search", "saxpy"]) == 0
-    assert "top level" in capsys.readouterr().out
+    assert "1.0 (top level)" in capsys.readouterr().out  # a top-level package's version, not only where it is
+    assert main(["search", "--json", "torch"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    # the stand-in without cudaSupport names the version pkgsCuda gives (the default set's torch-bin), not 13.0's
+    assert rows["python3Packages.torch"]["version"] == rows["python3Packages.torch-bin"]["version"] == "2.9.1"
     assert main(["search", "CUDA", "nvcc"]) == 0  # every word must match
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
     assert "cuda_nvcc" in names and "libcublas" not in names

@@ -25,10 +25,11 @@ import errno
 import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
 from .hooks.multiple_outputs import PROPAGATED_BUILD, PROPAGATED_NATIVE
+from .lib.records import FrozenRecord, Record
 
 __all__ = [
     "INPUT_ATTRS",
@@ -50,12 +51,15 @@ __all__ = [
 INPUT_ATTRS = ("nativeBuildInputs", "buildInputs", "propagatedNativeBuildInputs", "propagatedBuildInputs")
 
 
-@dataclass(frozen=True)
-class SelectedOutputs:
+class SelectedOutputs(FrozenRecord):
     """Some outputs of one package, as an input list item (Nixpkgs' ``pkg.lib``, ``lib.getDev pkg``)."""
 
+    __slots__ = ("package", "outputs")
     package: Any
     outputs: tuple[str, ...]
+
+    def __init__(self, package: Any, outputs: tuple[str, ...]) -> None:
+        self._init(package, outputs)
 
 
 def get_output(package: Any, *outputs: str) -> SelectedOutputs:
@@ -141,12 +145,16 @@ def same_store_paths(path: str | os.PathLike[str], entries: Iterable[str]) -> li
             and os.path.basename(e) not in ("", ".", "..")]
 
 
-@dataclass
-class Closures:
+class Closures(Record):
     """The native (build-platform tools) and host (libraries, headers) inputs, each once, in first-seen order."""
 
-    native: list[str] = field(default_factory=list)
-    host: list[str] = field(default_factory=list)
+    __slots__ = ("native", "host")
+    native: list[str]
+    host: list[str]
+
+    def __init__(self, native: list[str] | None = None, host: list[str] | None = None) -> None:
+        self.native = [] if native is None else native
+        self.host = [] if host is None else host
 
 
 def find_inputs(native: Iterable[str], host: Iterable[str]) -> Closures:

@@ -105,17 +105,20 @@ def check_tree_links(root: str | os.PathLike[str], *, allow_absolute: tuple[str,
     """
     base = os.fspath(root)
     count = 0
-    for dirpath, dirnames, filenames in os.walk(base):
-        for name in dirnames + filenames:
-            full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                continue
-            count += 1
-            rel = os.path.relpath(full, base)
-            try:
-                resolve_in_tree(base, rel, allow_absolute=allow_absolute)
-            except TreeEscapeError as error:
-                raise TreeEscapeError(f"the link {rel!r} ({os.readlink(full)!r}) is unsafe: {error}") from None
+    # The entries' kinds as the directory listing gives them (no lstat per file: cuda_cccl has 1,700).
+    todo = [base]
+    while todo:
+        with os.scandir(todo.pop()) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    count += 1
+                    rel = os.path.relpath(entry.path, base)
+                    try:
+                        resolve_in_tree(base, rel, allow_absolute=allow_absolute)
+                    except TreeEscapeError as error:
+                        raise TreeEscapeError(f"the link {rel!r} ({os.readlink(entry.path)!r}) is unsafe: {error}") from None
+                elif entry.is_dir(follow_symlinks=False):
+                    todo.append(entry.path)
     return count
 
 

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import ConfigError, EvalError
+from .lib.patterns import LazyPattern
 from .lib.versions import major_minor, version_at_least, version_key
 
 __all__ = [
@@ -35,10 +36,10 @@ __all__ = [
 CapabilityInfo = Mapping[str, Mapping[str, Any]]
 
 #: A well-formed capability: "8.9", "9.0a" (architecture-specific), "10.0f" (family-specific).
-CAPABILITY_PATTERN = re.compile(r"\A[1-9][0-9]*\.[0-9][af]?\Z")
+CAPABILITY_PATTERN = LazyPattern(r"\A[1-9][0-9]*\.[0-9][af]?\Z")
 
 # "sm_89", "compute_100a", "89", "sm100f": spellings from nvcc or CMake.
-_ARCH_SPELLING = re.compile(r"\A(?:sm_?|compute_?)?([0-9]+)([0-9])([af]?)(?:-real|-virtual)?\Z", re.I)
+_ARCH_SPELLING = LazyPattern(r"\A(?:sm_?|compute_?)?([0-9]+)([0-9])([af]?)(?:-real|-virtual)?\Z", re.I)
 
 
 def _load_toml(name: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import EvalError
+from .lib.patterns import LazyPattern
 
 DRV_FORMAT = 1
 
@@ -111,9 +112,9 @@ class Derivation:
         }
         if output_hash is not None:
             self.data["outputHash"] = _check_output_hash(output_hash, name, outputs)
-        import hashlib  # here, not at import: OpenSSL's start-up is paid only when a derivation is made
+        from .store.paths import sha256  # hashlib's, without OpenSSL's start-up for a small evaluation
 
-        self.hash = hashlib.sha256(canonical_json(self.data).encode()).hexdigest()
+        self.hash = sha256(canonical_json(self.data).encode()).hexdigest()
         if output_hash is not None:
             self.outputs = {"out": fixed_output_path(store_dir, name, **self.data["outputHash"])}
         else:
@@ -232,10 +233,10 @@ class _Bad(Exception):
     """A field of a derivation file is malformed (becomes an EvalError naming the file)."""
 
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_NIX32_SHA256 = re.compile(r"sha256:([0-9abcdfghijklmnpqrsvwxyz]{52}|[0-9a-f]{64})")
-_SRI_SHA256 = re.compile(r"sha256-[A-Za-z0-9+/]{43}=")
-_OUTPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_HEX64 = LazyPattern(r"[0-9a-f]{64}")
+_NIX32_SHA256 = LazyPattern(r"sha256:([0-9abcdfghijklmnpqrsvwxyz]{52}|[0-9a-f]{64})")
+_SRI_SHA256 = LazyPattern(r"sha256-[A-Za-z0-9+/]{43}=")
+_OUTPUT_NAME = LazyPattern(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
 def _check_file_fields(data: Mapping[str, Any]) -> None:

@@ -13,12 +13,18 @@ from .lib.lazy import recurses
 from .package import Package
 
 
-def _status(package: Package) -> str:
+def _status(package: Package, config: Any = None) -> str:
+    """A row's status in words.  With `config`, a package whose own license is unfree and not
+    permitted says so before any broken assertion, as Nixpkgs' check-meta orders its reasons
+    (pkgs/stdenv/generic/check-meta.nix@1494b459, ``checkValidity``: "unfree" before "broken")."""
     meta = package.meta
     if meta.get("available", True):
         return "available"
     if "release" in package and package.release is None:
         return f"absent from the {package.redistName} {package.manifestVersion} manifest"
+    license = meta.get("license")
+    if config is not None and not licenses.is_free(license) and not config.permits_unfree(package):
+        return _unfree(license)
     problems = meta.get("problems") or {}
     if "unsupported" in problems or "broken" in problems:
         if "platformAssertions" in package:
@@ -40,16 +46,20 @@ def _status(package: Package) -> str:
         could = [c.strip('"').split(":", 1)[0].split('"', 1)[0] for c in _could(package)]
         return (f"no fetcher can supply it (could: {', '.join(could) or 'none'}): "
                 f"{describe(package._sourceSupply)}")
-    license = meta.get("license")
     if not licenses.is_free(license):
-        return f"unfree ({licenses.license_names(license)}; allowUnfree or allowUnfreePredicate allows it)"
+        return _unfree(license)
     return "unavailable"
+
+
+def _unfree(license: Any) -> str:
+    names = licenses.license_names(license, unfree_only=True) or licenses.license_names(license)
+    return f"unfree ({names}; allowUnfree or allowUnfreePredicate allows it)"
 
 
 _NO_BUILD = re.compile(r"has no build for (\S+)(?: with CUDA \S+)?(\s*\(.*\))?")
 
 
-def _row(attr: str, package: Package) -> dict[str, Any]:
+def _row(attr: str, package: Package, config: Any = None) -> dict[str, Any]:
     try:
         return {
             "attr": attr,
@@ -58,7 +68,7 @@ def _row(attr: str, package: Package) -> dict[str, Any]:
             "license": licenses.license_names(package.meta.get("license")),
             "outputs": list(package.outputs),
             "available": bool(package.meta.get("available", True)),
-            "status": _status(package),
+            "status": _status(package, config),
         }
     except CudapkgsError as error:
         return {"attr": attr, "pname": attr.rsplit(".", 1)[-1], "version": "?", "license": "?", "outputs": [],
@@ -253,6 +263,7 @@ def list_all(pkgs: Any) -> list[dict[str, Any]]:
 
 def _list_all(pkgs: Any) -> list[dict[str, Any]]:
     rows = []
+    config = pkgs.config
     for name in pkgs:
         try:
             value = pkgs[name]
@@ -263,7 +274,7 @@ def _list_all(pkgs: Any) -> list[dict[str, Any]]:
                          "available": False, "status": f"error: {error}"})
             continue
         if isinstance(value, Package):
-            rows.append(_row(name, value))
+            rows.append(_row(name, value, config))
         elif recurses(value):
             for member in value:
                 try:
@@ -273,7 +284,7 @@ def _list_all(pkgs: Any) -> list[dict[str, Any]]:
                                  "outputs": [], "available": False, "status": f"error: {error}"})
                     continue
                 if isinstance(package, Package):
-                    rows.append(_row(f"{name}.{member}", package))
+                    rows.append(_row(f"{name}.{member}", package, config))
     return sorted(rows, key=lambda row: row["attr"])
 
 
@@ -319,7 +330,8 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
     CUDA components are searched across every versioned set, from the component table
     and each set's manifests (no package is evaluated); with ``pkgs``, the packages each
     set builds from source (nccl, cutlass, saxpy, ...) and the top level's own packages (with the members of sets marked recurseForDerivations, as "python3Packages.pycuda") too.  Each row: ``name``, ``description``, ``nvidiaName``
-    and ``sets`` (set name -> component version, only where the set's manifest has it); with
+    and ``sets`` (set name -> component version, only where the set's manifest has it; a top-level
+    package's row has ``sets`` empty and its own ``version``, "" when it does not evaluate); with
     ``pkgs``, a component's row also has ``fetchers`` (set name -> the first of ``pkgs.config.fetchers``
     that can supply it, "" when none can, None without a release for this platform).
     """
@@ -409,7 +421,12 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
                 except CudapkgsError as error:  # e.g. pycuda reads cudart, which is unfree
                     description = _unevaluated(error)
                 if matches(name, description):
-                    rows.append({"name": name, "product": None, "description": description, "nvidiaName": "", "sets": {}})
+                    try:
+                        version = str(value.version) if not isinstance(value, CudapkgsError) and "version" in value else ""
+                    except CudapkgsError:
+                        version = ""
+                    rows.append({"name": name, "product": None, "description": description, "nvidiaName": "",
+                                 "sets": {}, "version": version})
     return sorted(rows, key=lambda r: r["name"])
 
 

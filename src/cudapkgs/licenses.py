@@ -7,11 +7,11 @@ A package's `meta.license` is a `License`, a list of them, or a `LicenseExpressi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, Union
 
 from . import errors
+from .lib.records import FrozenRecord
 
 __all__ = [
     "License",
@@ -28,15 +28,19 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class License:
-    """One license, as in Nixpkgs' `lib.licenses`."""
+class License(FrozenRecord):
+    """One license, as in Nixpkgs' `lib.licenses` (an immutable value: equal when every field is)."""
 
+    __slots__ = ("short_name", "full_name", "free", "redistributable", "spdx_id")
     short_name: str
     full_name: str
     free: bool
     redistributable: bool
-    spdx_id: str | None = None
+    spdx_id: str | None
+
+    def __init__(self, short_name: str, full_name: str, free: bool, redistributable: bool,
+                 spdx_id: str | None = None) -> None:
+        self._init(short_name, full_name, free, redistributable, spdx_id)
 
     def to_nix(self) -> dict[str, Any]:
         """The Nix attribute set, e.g. ``{"shortName": "CUDA EULA", ...}``."""
@@ -51,18 +55,19 @@ class License:
         return record
 
 
-@dataclass(frozen=True)
-class LicenseExpression:
-    """A compound license: all of `licenses` ("and") or any one of them ("or")."""
+class LicenseExpression(FrozenRecord):
+    """A compound license: all of `licenses` ("and") or any one of them ("or"); raises ValueError
+    for another `license_type`."""
 
+    __slots__ = ("license_type", "licenses")
     license_type: Literal["and", "or"]
     licenses: tuple[License | LicenseExpression, ...]
 
-    def __post_init__(self) -> None:
-        if self.license_type not in ("and", "or"):
-            raise ValueError(f'license_type must be "and" or "or", not {self.license_type!r}')
+    def __init__(self, license_type: Literal["and", "or"], licenses: Iterable[License | LicenseExpression]) -> None:
+        if license_type not in ("and", "or"):
+            raise ValueError(f'license_type must be "and" or "or", not {license_type!r}')
         # Accept any iterable, but keep the record hashable.
-        object.__setattr__(self, "licenses", tuple(self.licenses))
+        self._init(license_type, tuple(licenses))
 
     def to_nix(self) -> dict[str, Any]:
         return {"licenseType": self.license_type, "licenses": [l.to_nix() for l in self.licenses]}

@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import EvalError
 from .lib.fixpoint import AttrSet, extends, fix
+from .lib.customisation import parameter_names
 
 AttrsFunction = Callable[[AttrSet], Mapping[str, Any]]
 # override_attrs takes Nix's two spellings: prev -> attrs, or (final, prev) -> attrs.
@@ -95,9 +96,7 @@ def _as_extension(change: AttrsOverride | Mapping[str, Any]):
     if isinstance(change, Mapping):
         return lambda final, prev: change
     try:
-        import inspect
-
-        arity = len(inspect.signature(change).parameters)
+        arity = len(parameter_names(change))
     except (TypeError, ValueError):
         arity = 1
     if arity >= 2:

@@ -7,15 +7,24 @@ from collections.abc import Sequence
 from typing import TextIO
 
 
+#: The longest rule drawn under the last column's header: a last column of long texts (a broken
+#: package's reasons) is not padded, so its rule need not be as long as its longest cell.
+_LAST_RULE = 40
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Left-aligned columns separated by two spaces, with a header rule."""
+    """Left-aligned columns separated by two spaces, with a header rule; no line ends in spaces.
+
+    The last column's rule is as wide as its widest cell, but at most 40 characters (or its
+    header's width, if wider)."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    rules = widths[:-1] + [min(widths[-1], max(_LAST_RULE, len(cells[0][-1])))] if widths else []
     lines = []
     for n, row in enumerate(cells):
         lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
         if n == 0:
-            lines.append("  ".join("-" * width for width in widths))
+            lines.append("  ".join("-" * width for width in rules))
     return "\n".join(lines)
 
 

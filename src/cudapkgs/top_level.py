@@ -158,7 +158,7 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
             **_fetchers(final),
             "saxpy": lazy(lambda: final.call_package(__import__("cudapkgs.pkgs.saxpy", fromlist=["saxpy"]).saxpy)),
             "cmake-cuda-example": lazy(lambda: final.call_package(
-                __import__("cudapkgs.pkgs.cmake_cuda_example", fromlist=["x"]).cmake_cuda_example)),
+                __import__("cudapkgs.pkgs.cmake_cuda_example", fromlist=["cmake_cuda_example"]).cmake_cuda_example)),
         }
         for name, definition in package_set_definitions().items():
             attrs[name] = lazy(
@@ -201,7 +201,8 @@ def _build_support(final: Any, config: Config, system: str) -> dict[str, Any]:
                                                              executable=str(config.python3Executable)))
     attrs["zlib"] = lazy(lambda: __import__("cudapkgs.pkgs.zlib", fromlist=["zlib"]).zlib(
         config, system, final.fetchFromGitHub))
-    attrs["rdma-core"] = lazy(lambda: __import__("cudapkgs.pkgs.rdma_core", fromlist=["x"]).rdma_core(config, system))
+    attrs["rdma-core"] = lazy(lambda: __import__("cudapkgs.pkgs.rdma_core", fromlist=["rdma_core"]).rdma_core(
+        config, system))
     attrs["python3Packages"] = lazy(lambda: _python_packages(final, config, system))
     return attrs
 

@@ -28,7 +28,6 @@ import importlib.util
 import inspect
 import os
 import sys
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -110,6 +109,8 @@ def _describe(error: BaseException) -> str:
 
 def user_location(error: BaseException) -> str | None:
     """``FILE:LINE`` of the innermost frame of ``error``'s traceback that lies in a user file, if any."""
+    import traceback  # here, on an error: a command that succeeds needs none (nor its textwrap, linecache)
+
     found = None
     seen: set[int] = set()
     current: BaseException | None = error

@@ -259,3 +259,15 @@ def test_mutated_nars_restore_identically_or_fail_cleanly(tmp_path_factory, flip
     else:  # accepted: then it is exactly what the bytes say
         assert reader.size == len(data) and b"".join(nar.dump(root / "out")) == data
     assert sorted(os.listdir(root)) in ([], ["out"])  # nothing beside the output directory
+
+
+def test_copy_from_a_file_cache_runs_no_more_jobs_than_cpus(tmp_path, monkeypatch):
+    """`copy --from file://` without -j: at most the usable CPUs (2 here: -j 4 took more CPU and memory), else 4."""
+    from cudapkgs.store.caches import open_cache
+    from cudapkgs.store.caches.substitution import default_jobs
+
+    local = open_cache(f"file://{tmp_path}/cache")
+    remote = open_cache("https://cache.example.org/cuda")
+    for cpus, expected in ((1, 1), (2, 2), (3, 3), (16, 4)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=cpus: set(range(n)))
+        assert (default_jobs(local), default_jobs(remote)) == (expected, 4)

@@ -181,14 +181,15 @@ def test_a_module_shadowing_an_import_in_the_working_directory_is_seen(tmp_path)
 
 
 def test_a_module_in_the_working_directory_for_an_import_that_failed_is_seen(tmp_path):
-    # subprocess tries ``import msvcrt`` (and copy ``org.python.core``) and goes on without it:
-    # no such module is imported, yet one appearing in the working directory (first on
-    # sys.path under python -m) would run in a full command.
+    # copy tries ``from org.python.core import PyStringMap`` (as subprocess tries ``import
+    # msvcrt``, which `list` no longer imports) and goes on without it: no such module is
+    # imported, yet one appearing in the working directory (first on sys.path under python -m)
+    # would run in a full command.
     cli = Cli(tmp_path)
     _stored_then_hit(cli, "list")
-    (cli.cwd / "msvcrt.py").write_text("import sys\nsys.stderr.write('shadowed msvcrt\\n')\n")
+    (cli.cwd / "org.py").write_text("import sys\nsys.stderr.write('shadowed org\\n')\n")
     done = cli("list", check=False)
-    assert not hit(done) and "shadowed msvcrt" in done.stderr
+    assert not hit(done) and "shadowed org" in done.stderr
 
 
 @pytest.mark.skipif(shutil.which("setarch") is None or os.uname().machine != "x86_64", reason="needs setarch on x86_64")

@@ -136,6 +136,17 @@ def test_unsafe_member_rejected(tmp_path):
     assert not (tmp_path / "evil").exists()
 
 
+
+@pytest.mark.parametrize("odd", ["nvidia/cu13/./lib/libbar.so.13", "nvidia/cu13//lib/libbar.so.13", "/nvidia/cu13/lib/libbar.so.13",
+                                 "nvidia/cu13/lib/../../cu13/lib/libbar.so.13"])
+def test_a_member_name_that_is_not_canonical_is_refused(tmp_path, odd):
+    """Names are split on "/" as they are: an empty, "." or ".." component, or a leading "/", is refused
+    before anything is written (no normalising that could make two names one file)."""
+    wheel = make_wheel(tmp_path / "w-1.0-py3-none-any.whl", {**CU13, odd: (b"x", 0o644)})
+    with pytest.raises(FetchError, match="unsafe member"):
+        unpack_wheel(wheel, tmp_path / "tree", cuda_major=13)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [wheel.name]
+
 def test_wheel_source_with_fake_pip(tmp_path):
     built = make_wheel(tmp_path / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl", CU13)
     log = tmp_path / "argv"

@@ -400,3 +400,25 @@ def test_the_wheel_hashed_is_the_wheel_unpacked_even_if_replaced_meanwhile(tmp_p
         assert not (tmp_path / "t" / "tree").exists()  # refused: fine too
     else:
         assert (tmp_path / "t" / "tree" / "bin" / "tool").read_bytes() == FILES["nvidia/cu13/bin/tool"]
+
+
+def test_a_wheel_promising_more_than_its_declared_size_allows_is_refused_before_a_byte_is_written(tmp_path, monkeypatch):
+    """The expansion bound is checked on the central directory of the open file that is unpacked
+    (`unpack_wheel(check_members=)`), read once: nothing is written when it fails."""
+    from cudapkgs.fetch import archives
+    from cudapkgs.fetch.archives import UnpackError
+    from cudapkgs.realise import redist_source
+
+    monkeypatch.setattr(archives, "MIN_EXPANDED_BYTES", 1 << 10)  # the floor, scaled down to keep the test small
+    files = {**FILES, "nvidia/cu13/lib/zeros.bin": bytes(4 << 20)}  # 4 MiB of zeros: a few KiB deflated
+    wheel = make_wheel(tmp_path / "w.whl", files)
+    declared = wheel.stat().st_size
+    seen = []
+    real_extract = wheels_module._extract
+    monkeypatch.setattr(wheels_module, "_extract", lambda *a: seen.append(a) or real_extract(*a))
+    with pytest.raises(UnpackError, match=r"expands to \d+ bytes, past"):
+        unpack_wheel(wheel, tmp_path / "out" / "tree", cuda_major=13,
+                     check_members=redist_source._expansion_check(wheel, declared))
+    assert seen == [] and list((tmp_path / "out").iterdir()) == []  # refused before unpacking began
+    big_enough = 10 * sum(len(data) for data in files.values()) // archives.EXPANSION_RATIO
+    assert unpack_wheel(wheel, tmp_path / "ok", cuda_major=13, check_members=redist_source._expansion_check(wheel, big_enough))

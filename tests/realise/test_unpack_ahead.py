@@ -148,3 +148,39 @@ def test_take_of_a_derivation_never_queued_or_not_started_is_none(warm):
         finally:
             ahead.close()
         assert tmp_left(store_dir) == []
+
+
+def test_a_source_unpacked_ahead_is_marked_needed_once_a_build_waits_for_it(warm, monkeypatch):
+    """Its wheel's members yield to those of wheels builds wait for (`wheel_unpack.unpacking_ahead`)
+    only until a build takes it: then it is needed now, as they are."""
+    import threading
+
+    from cudapkgs.fetch import wheel_unpack
+
+    cuda, store_dir, _ = warm
+    cublas = cuda.libcublas.derivation
+    seen: dict = {}
+    started, go_on = threading.Event(), threading.Event()
+
+    def prepare(drv, store, fetchers):
+        seen["needed"] = wheel_unpack._ahead.event
+        seen["at first"] = seen["needed"].is_set()
+        started.set()
+        assert go_on.wait(10)
+        return None
+
+    monkeypatch.setattr(redist_source, "prepare", prepare)
+    with Store.open(store_dir) as store:
+        ahead = unpack_ahead.UnpackAhead(store, [cublas], lambda drv: tuple(drv.context["fetchers"]), workers=1)
+        try:
+            assert started.wait(10)
+            taker = threading.Thread(target=ahead.take, args=(cublas,), daemon=True)
+            taker.start()
+            assert seen["needed"].wait(10)  # set by take, while the unpack still runs
+            go_on.set()
+            taker.join(10)
+        finally:
+            go_on.set()
+            ahead.close()
+    assert seen["at first"] is False
+    assert getattr(wheel_unpack._ahead, "event", None) is None  # only the unpacking thread was marked

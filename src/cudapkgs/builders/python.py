@@ -66,8 +66,8 @@ def build_python_package(
     and ``format`` ("pyproject", the default, or "setuptools": a PEP 517 build of the source;
     "wheel": install the wheel ``src``).  Raises `EvalError` (when evaluated) for another format."""
     from ..errors import EvalError
+    from ..lib.lazy import lazy
     from ..stdenv import mk_derivation
-    from .python_install import install
 
     user = attrs if callable(attrs) else (lambda final, a=attrs: a)
 
@@ -84,7 +84,7 @@ def build_python_package(
             "dontConfigure": True,
             "buildPhase": WHEEL_BUILD if fmt == "wheel" else BUILD,
             "format": fmt,
-            "installPhase": install,
+            "installPhase": lazy(_install_phase),  # imported when the derivation is, not to list the package
             "postInstall": IMPORTS_CHECK if checks else "",
             "pythonImportsCheck": checks,
             "pythonVersion": python_version(python),
@@ -95,6 +95,12 @@ def build_python_package(
         }
 
     return mk_derivation(config, full, system=system)
+
+
+def _install_phase() -> Any:
+    from .python_install import install
+
+    return install
 
 
 # The wrapper is /bin/sh: the interpreter's host path is single-quoted (a python3Executable may

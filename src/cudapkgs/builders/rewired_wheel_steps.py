@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -396,6 +395,8 @@ def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) 
     run_env["PYTHONPATH"] = os.pathsep.join([os.fspath(site), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     run_env["PYTHONDONTWRITEBYTECODE"] = "1"
     log.write(f"pythonImportsCheck: {module}\n")
+    import subprocess
+
     done = subprocess.run([python, "-c", f"import {module}"], env=run_env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, errors="replace", check=False, timeout=600)
     if done.returncode != 0:

@@ -69,7 +69,8 @@ def register(subparsers: Any) -> None:
     copy.add_argument("--trusted-public-key", action="append", default=[], metavar="KEY",
                       help="--from: also trust this public key (name:base64); repeatable")
     copy.add_argument("--no-require-sigs", action="store_true", help="--from: accept unsigned narinfos (caches you fully control only)")
-    copy.add_argument("-j", "--jobs", type=int, default=4, metavar="N", help="--from: downloads at once (default 4)")
+    copy.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                      help="--from: paths substituted at once (default 4; from a file:// cache, at most the CPUs usable)")
     copy.add_argument("--json", action="store_true", help="print what was copied as JSON")
     copy.add_argument("--store", metavar="DIR", help=STORE_HELP)
     copy.set_defaults(func=_copy)
@@ -183,7 +184,7 @@ def _copy(args: argparse.Namespace) -> int:
 
     if args.from_ and args.sign_key:
         raise UsageError("--sign-key goes with --to (a cache's narinfos are signed when uploading)")
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     store = _open_store(args.store)
     try:
@@ -229,7 +230,7 @@ def _copy_from(args: argparse.Namespace, store) -> int:
     from ..errors import CudapkgsError
     from ..store.caches import open_cache
     from ..store.caches.signing import trusted_keys
-    from ..store.caches.substitution import PlainSubstituteProgress, Substituters
+    from ..store.caches.substitution import PlainSubstituteProgress, Substituters, default_jobs
 
     config = load_config()
     keys = trusted_keys(list(config["trustedPublicKeys"]) + args.trusted_public_key)
@@ -250,7 +251,8 @@ def _copy_from(args: argparse.Namespace, store) -> int:
         raise CudapkgsError(f"{cache.url} cannot give {lacking[0]}{more} with its whole closure, signed by a trusted key "
                             "(see the warning above)")
     todo = [found[p] for p in subs.closure_of(found, wanted)]
-    added = subs.fetch(store, todo, jobs=args.jobs, progress=PlainSubstituteProgress(sys.stderr, len(todo))) if todo else []
+    jobs = args.jobs if args.jobs is not None else default_jobs(cache)
+    added = subs.fetch(store, todo, jobs=jobs, progress=PlainSubstituteProgress(sys.stderr, len(todo))) if todo else []
     if args.json:
         import json
 

@@ -328,9 +328,9 @@ def run_search(args: argparse.Namespace) -> int:
         return 1
     from ..table import fit_table
 
-    def where(sets: dict[str, str]) -> str:
+    def where(sets: dict[str, str], version: str = "") -> str:
         if not sets:
-            return "top level"
+            return f"{version} (top level)" if version else "top level"
         by_version: dict[str, list[str]] = {}
         for name, version in sets.items():
             by_version.setdefault(version, []).append(name.removeprefix("cudaPackages_").replace("_", "."))
@@ -345,7 +345,7 @@ def run_search(args: argparse.Namespace) -> int:
         return "; ".join(f"{f} ({', '.join(s)})" for f, s in by_fetcher.items())
 
     print(fit_table(["name", "description", "version (sets)", "served by (fetchers: " + ", ".join(pkgs.config.fetchers) + ")"],
-                    [[r["name"], r["description"] or r["nvidiaName"], where(r["sets"]), served(r)] for r in rows],
+                    [[r["name"], r["description"] or r["nvidiaName"], where(r["sets"], r.get("version", "")), served(r)] for r in rows],
                     shrink=(3, 1, 2, 0)))
     return 0
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import flags as flag_lib
 from ..lib.fixpoint import AttrSet, Scope, compose_many_extensions, extends, lazy, make_scope
+from ..lib.customisation import parameter_names
 from ..lib.versions import major, major_minor, version_at_least, version_older
 from ..errors import FailedAssertionsError
 from .backend_stdenv import backend_stdenv
@@ -168,9 +169,7 @@ def _from_source(scope: Scope, module: str) -> Any:
     fn = getattr(importlib.import_module(f"cudapkgs.pkgs.{module}"), module)
     if module == "saxpy":  # the set's saxpy is always its CUDA build (the top-level one follows cudaSupport)
         return scope.call_package(fn, cudaPackages=scope, cudaSupport=True)
-    import inspect
-
-    if "top" in inspect.signature(fn).parameters:  # inputs looked up in the top level (cmake, mpi, …)
+    if "top" in parameter_names(fn):  # inputs looked up in the top level (cmake, mpi, …)
         return scope.call_package(fn, top=scope.auto_args)
     return scope.call_package(fn)
 

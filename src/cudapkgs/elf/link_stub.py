@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..errors import CudapkgsError
+from ..lib.patterns import LazyPattern
 
 __all__ = ["STUB_VERSION", "DRIVER_HEADERS", "MACHINES", "MESSAGES", "STUB_RETURN", "StubError", "cuda_driver_symbols", "stub_bytes", "write_stub"]
 
@@ -74,15 +75,19 @@ def _message_code(machine: str, at: int, message_at: int) -> bytes:
     adr = 0x10000000 | ((imm & 3) << 29) | (((imm >> 2) & 0x7FFFF) << 5) | 9
     return struct.pack("<5I", 0xB4000061, adr, 0xF9000029, 0x52800000 | (STUB_RETURN << 5), 0xD65F03C0)
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used with fullmatch: `$` would also match before a final newline
-_DECLARED = re.compile(r"\bCUDAAPI\s+(cu[A-Za-z0-9_]+)\s*\(")
+_NAME = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]*")  # used with fullmatch: `$` would also match before a final newline
+# Without a leading \b, "CUDAAPI" is a literal the regex engine looks for at C speed (with \b it
+# tried the pattern at every position: 32 ms of cuda_cudart's build on 1.2 MB of headers); the
+# word boundary before it is checked per match (`_declared`).
+_DECLARED = LazyPattern(r"CUDAAPI\s+(cu[A-Za-z0-9_]+)\s*\(")
 # Blanks are spaces and tabs, never newlines: `^\s*#` re-scanned every run of blank lines from
 # each of its line starts, quadratic in a header of blank lines (20,000 took 0.9 s).
 _BLANK = r"[ \t\f\v]"
-_DEFINED = re.compile(rf"^{_BLANK}*#{_BLANK}*define{_BLANK}+(cu[A-Za-z0-9_]+){_BLANK}+(cu[A-Za-z0-9_]+){_BLANK}*\r?$", re.M)
+_DEFINED = LazyPattern(
+    rf"^{_BLANK}*#{_BLANK}*define{_BLANK}+(cu[A-Za-z0-9_]+){_BLANK}+(cu[A-Za-z0-9_]+){_BLANK}*\r?$", re.M)
 # cudaProfilerTypedefs.h & co.: typedef CUresult (CUDAAPI *PFN_cuProfilerStart_v4000)(void);
-_TYPEDEF = re.compile(r"\(\s*CUDAAPI\s*\*\s*PFN_(cu[A-Za-z0-9]+?)_v\d+\s*\)")
-_DEFINED_PT = re.compile(
+_TYPEDEF = LazyPattern(r"\(\s*CUDAAPI\s*\*\s*PFN_(cu[A-Za-z0-9]+?)_v\d+\s*\)")
+_DEFINED_PT = LazyPattern(
     rf"^{_BLANK}*#{_BLANK}*define{_BLANK}+(cu[A-Za-z0-9_]+){_BLANK}+__CUDA_API_PT(DS|SZ)\(\s*(cu[A-Za-z0-9_]+)\s*\)", re.M)
 
 
@@ -96,6 +101,16 @@ class StubError(CudapkgsError):
 DRIVER_HEADERS = ("cuda.h", "cudaProfilerTypedefs.h", "cudaGL.h", "cudaEGL.h", "cudaVDPAU.h")
 
 
+def _declared(text: str) -> set[str]:
+    """The names that ``\\bCUDAAPI\\s+(cu…)\\s*\\(`` finds in `text`: a match of `_DECLARED` with no word character before it."""
+    names = set()
+    for match in _DECLARED.finditer(text):
+        at = match.start()
+        if at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_"):
+            names.add(match[1])
+    return names
+
+
 def cuda_driver_symbols(cuda_h: str) -> list[str]:
     """The driver API's function names that ``cuda.h`` (its text; other headers of
     `DRIVER_HEADERS` may be appended) declares or maps to, sorted.
@@ -106,7 +121,7 @@ def cuda_driver_symbols(cuda_h: str) -> list[str]:
     per-thread default streams).  A superset of what a program can reference is harmless
     for a link-only stub.  Raises `StubError` when the text declares no driver function.
     """
-    names = set(_DECLARED.findall(cuda_h))
+    names = _declared(cuda_h)
     if not names:
         raise StubError("cuda.h declares no driver API function (no 'CUDAAPI cu…(' found)")
     names.update(_TYPEDEF.findall(cuda_h))

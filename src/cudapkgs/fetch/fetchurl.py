@@ -16,8 +16,6 @@ the hash; the first that matches is kept. ``mirror://`` URLs are not supported.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -85,6 +83,9 @@ def fetch_file(drv: Any, ctx: Any, out: Path, upstream: list[Any]) -> None:
 
     An ``upstream`` entry is a URL or a callable ``(scratch_dir) -> Path`` (fetchPypi's pip).
     """
+    import shutil  # here, not at import: evaluating a fetchurl writes nothing
+    import tempfile
+
     spec = drv.data["outputHash"]
     digest = bytes.fromhex(spec["hash"])
     declared = Hash(spec["algo"], digest, fake=digest == bytes(len(digest)))

@@ -21,8 +21,6 @@ never needs to be trusted. Their layout is each fetcher's concern (`mirror_candi
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -185,6 +183,8 @@ def materialise(location: str, work: Path, *, sha256: str | None = None,
         if not path.is_file():
             raise FetchError(f"{location}: no such file")
         return path
+    import tempfile  # here and below, not at import: evaluating a fetcher writes nothing
+
     base = location.rstrip("/").rsplit("/", 1)[-1] or "download"
     dest = Path(tempfile.mkdtemp(prefix="dl-", dir=work)) / base
     download(location, dest, sha256=sha256, progress=progress)
@@ -193,6 +193,8 @@ def materialise(location: str, work: Path, *, sha256: str | None = None,
 
 def install_tree(root: Path, out: Path) -> None:
     """Move the unpacked ``root`` to ``out`` (the builder's output directory)."""
+    import shutil
+
     if out.exists():
         shutil.rmtree(out) if out.is_dir() and not out.is_symlink() else out.unlink()
     shutil.move(os.fspath(root), os.fspath(out))

@@ -14,22 +14,24 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
-
 from ..errors import EvalError
+from ..lib.records import FrozenRecord
 
 __all__ = ["Hash", "parse_hash", "FAKE_SHA256"]
 
 _SIZES = {"sha256": 32, "sha512": 64, "sha1": 20}
 
 
-@dataclass(frozen=True, slots=True)
-class Hash:
+class Hash(FrozenRecord):
     """A digest with its algorithm; ``fake`` when the user gave an empty hash (Nix's fakeHash)."""
 
+    __slots__ = ("algo", "digest", "fake")
     algo: str
     digest: bytes
-    fake: bool = False
+    fake: bool
+
+    def __init__(self, algo: str, digest: bytes, fake: bool = False) -> None:
+        self._init(algo, digest, fake)
 
     @property
     def sri(self) -> str:

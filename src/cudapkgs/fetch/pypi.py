@@ -31,7 +31,6 @@ and the file name is checked too.  NVIDIA's CUDA wheels have their own fetcher
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -178,6 +177,8 @@ class _PipDownload:
             command += ["--require-hashes", "-r", str(requirements)]
         else:
             command.append(requirement)
+        import subprocess  # here, where pip runs: evaluating a fetchPypi starts no process
+
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False)
         except (OSError, subprocess.TimeoutExpired) as error:

@@ -17,9 +17,9 @@ Whether a host answers is not known here: the plan says which were not tried.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ..lib.records import FrozenRecord
 from .wheel_lookup import first_on_pypi, pypi_name, unused_wheel, wheel_for, wheel_lacks, wheel_lacks_note
 
 __all__ = ["KNOWN_FETCHERS", "Supply", "could_supply", "describe", "no_fetcher_message", "supply", "supplies"]
@@ -31,8 +31,7 @@ KNOWN_FETCHERS = ('"redist"', '"mirror:<dir or URL prefix>"', '"wheels"')
 _WHEEL_MACHINE = {"linux-x86_64": "x86_64", "linux-sbsa": "aarch64", "linux-aarch64": None}
 
 
-@dataclass(frozen=True, slots=True)
-class Supply:
+class Supply(FrozenRecord):
     """What one fetcher would do for one source.
 
     ``fetcher``: the configured name; ``file``: what it would fetch (the archive's name, or
@@ -41,10 +40,18 @@ class Supply:
     for ``redist`` and mirrors; None for a wheel, whose size only the index knows).
     """
 
+    __slots__ = ("fetcher", "file", "reason", "size")
     fetcher: str
     file: str | None
     reason: str | None
-    size: int | None = None
+    size: int | None
+
+    def __init__(self, fetcher: str, file: str | None, reason: str | None, size: int | None = None) -> None:
+        _set = object.__setattr__  # one by one (not `_init`): an evaluation makes one per component and fetcher
+        _set(self, "fetcher", fetcher)
+        _set(self, "file", file)
+        _set(self, "reason", reason)
+        _set(self, "size", size)
 
     @property
     def can(self) -> bool:

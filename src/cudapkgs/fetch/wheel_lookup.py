@@ -11,7 +11,6 @@ A wheel pip has checked gets a ``<wheel>.sha256`` record beside it in the wheel 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sys
@@ -279,6 +278,8 @@ def _file_sha256(path: Path, fd: int | None = None) -> str:
 
 def _fd_sha256(fd: int) -> str:
     """The sha256 of the file open as `fd`, read with pread (the descriptor's offset is not moved)."""
+    import hashlib  # here and below: evaluating a set hashes no file
+
     digest = hashlib.sha256()
     offset = 0
     while chunk := os.pread(fd, 1 << 20, offset):
@@ -288,6 +289,8 @@ def _fd_sha256(fd: int) -> str:
 
 
 def _sha256(path: Path) -> str:
+    import hashlib
+
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):

@@ -9,7 +9,9 @@ that the tree has what the component cannot do without.
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
+import functools
 import hashlib
 import io
 import os
@@ -20,8 +22,8 @@ import tempfile
 import threading
 import zipfile
 import zlib
-from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import FetchError
@@ -61,7 +63,8 @@ class WheelChangedError(FetchError):
     """A cached wheel's bytes no longer have the sha256 recorded when pip checked it."""
 
 
-def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13, sha256: str | None = None) -> Path:
+def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13, sha256: str | None = None,
+                 check_members: Callable[[list[zipfile.ZipInfo]], None] | None = None) -> Path:
     """Unpack ``wheel`` into a new directory ``dest`` laid out like the redist tarball.
 
     Every file is checked against the wheel's RECORD; ``nvidia/<root>/`` becomes the
@@ -70,6 +73,9 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     With ``sha256`` (hex), the whole wheel is hashed on a second thread while it unpacks,
     and `WheelChangedError` is raised, the tree removed, unless it matches: ``dest`` only
     ever holds a tree from a wheel whose bytes were checked.
+    ``check_members(infos)``, if given, sees the central directory's entries before
+    anything is written (the expansion bounds of `cudapkgs.realise.redist_source`) and may
+    raise to refuse the wheel: the entries of the one open file that is unpacked, read once.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -77,11 +83,11 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     # not be unpacked under the hash of the one it replaced.
     handle = open(wheel, "rb")  # noqa: SIM115 - closed below, once the hashing thread is done
     with handle:
-        return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256)
+        return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256, check_members)
 
 
 def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cuda_major: int,
-                       sha256: str | None) -> Path:
+                       sha256: str | None, check_members: Callable[[list[zipfile.ZipInfo]], None] | None = None) -> Path:
     """`unpack_wheel` of the wheel open as `handle`; returns only once no thread reads it."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     checker = _HashInBackground(handle.fileno(), wheel) if sha256 is not None else None
@@ -91,6 +97,8 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
         except (zipfile.BadZipFile, zipfile.LargeZipFile) as error:
             raise FetchError(f"{wheel}: damaged wheel ({error})") from None
         with archive:
+            if check_members is not None:
+                check_members(archive.infolist())
             try:
                 _extract(archive, tmp, pname)
             except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
@@ -157,20 +165,19 @@ class _HashInBackground:
 def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
     hashes = _record_hashes(archive)
     members = [i for i in archive.infolist() if not i.is_dir()]
-    roots = {
-        PurePosixPath(i.filename).parts[1]
-        for i in members
-        if i.filename.startswith("nvidia/") and len(PurePosixPath(i.filename).parts) > 2
-    }
+    # Member names split on "/" (str methods: pathlib cost 50 µs a member, cuda_cccl has 1,700).
+    # A name that is not canonical (empty, "." or ".." components, a leading "/") is refused.
+    split = [(info, info.filename.split("/")) for info in members]
+    for info, parts in split:
+        if "" in parts or "." in parts or ".." in parts:
+            raise FetchError(f"{archive.filename}: unsafe member path {info.filename!r}")
+    roots = {parts[1] for _, parts in split if parts[0] == "nvidia" and len(parts) > 2}
     if len(roots) != 1:
         raise FetchError(f"{archive.filename}: expected one nvidia/<root>/ folder, found {sorted(roots) or 'none'}")
     root = f"nvidia/{roots.pop()}/"
     jobs: list[tuple[zipfile.ZipInfo, str]] = []
-    for info in members:
+    for info, parts in split:
         name = info.filename
-        parts = PurePosixPath(name).parts
-        if name.startswith("/") or ".." in parts:
-            raise FetchError(f"{archive.filename}: unsafe member path {name!r}")
         if parts[0].endswith(".dist-info") or not name.startswith(root):
             continue
         rel = name[len(root):]
@@ -185,46 +192,161 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
         jobs.append((info, rel))
     for parent in sorted({os.path.dirname(rel) for _, rel in jobs}):
         if parent:
-            (tmp / parent).mkdir(parents=True, exist_ok=True)
-    # Largest first, on a few threads: inflating, hashing and writing release the GIL,
-    # so members are unpacked side by side. Memory per thread is about two chunks.
+            os.makedirs(os.path.join(tmp, parent), exist_ok=True)
+    # Largest first, on the threads every wheel unpacking now shares (`_MemberPool`):
+    # inflating, hashing and writing release the GIL, so members are unpacked side by side.
+    # Memory per thread is about two chunks.
     jobs.sort(key=lambda job: -job[0].file_size)
-    with _running_lock:
-        _running[0] += 1
-        # The cores are shared with the other wheels unpacking now (builds side by side, or
-        # unpacked ahead): threads beyond cores / wheels only contend for the GIL.
-        workers = min(_UNZIP_THREADS, max(1, (os.cpu_count() or 1) // _running[0]), len(jobs))
     fd = -1
     try:
         # The archive's own open file (not its name again: the bytes unpacked are the bytes hashed).
         fd = os.dup(archive.fp.fileno())  # type: ignore[union-attr]
-        if workers <= 1:
-            for info, rel in jobs:
-                _extract_member(archive, fd, info, rel, tmp, hashes[info.filename])
+        work = [(info.file_size, functools.partial(_extract_member, archive, fd, info, rel, tmp, hashes[info.filename]))
+                for info, rel in jobs]
+        if _UNZIP_THREADS <= 1 or len(jobs) <= 1:
+            for _, job in work:
+                job()
             return
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cudapkgs-unzip") as pool:
-            futures = [pool.submit(_extract_member, archive, fd, info, rel, tmp, hashes[info.filename]) for info, rel in jobs]
-            try:
-                for future in futures:
-                    future.result()  # the first failure, in the order submitted
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+        _POOL.run(work, getattr(_ahead, "event", None))
     finally:
         if fd >= 0:
             os.close(fd)
-        with _running_lock:
-            _running[0] -= 1
 
 
-# Threads that unpack one wheel; more than the cores rarely helps (inflating is the work).
-_UNZIP_THREADS = max(1, min(4, os.cpu_count() or 1))
-_running = [0]  # wheels being unpacked in this process now
-_running_lock = threading.Lock()
+# Threads that unpack members, shared by every wheel unpacking in this process (builds side by
+# side, and wheels unpacked ahead): more than the cores only contend for them and the GIL.
+_UNZIP_THREADS = max(1, min(8, os.cpu_count() or 1))
 _CHUNK = 1 << 18  # 256 KiB (as nar.CHUNK): several unzip threads run at once
+_ahead = threading.local()  # .event: set by `unpacking_ahead` for the unpacks of this thread
+
+
+@contextlib.contextmanager
+def unpacking_ahead(needed: threading.Event) -> Iterator[None]:
+    """Within this block, this thread's `unpack_wheel` calls unpack ahead of need: their members
+    wait while a wheel that is needed now (one unpacked outside such a block, or one whose
+    `needed` is set) has members left. Set `needed` when a build starts waiting for the tree.
+    """
+    previous = getattr(_ahead, "event", None)
+    _ahead.event = needed
+    try:
+        yield
+    finally:
+        _ahead.event = previous
+
+
+class _Batch:
+    """One wheel's members in `_MemberPool`: what is left, what runs, the failures (member index -> error)."""
+
+    __slots__ = ("done", "errors", "jobs", "needed", "next", "running", "seq")
+
+    def __init__(self, jobs: list[tuple[int, Any]], needed: threading.Event | None, seq: int) -> None:
+        self.jobs, self.needed, self.seq = jobs, needed, seq
+        self.next = 0  # the next job to start
+        self.running = 0
+        self.errors: dict[int, BaseException] = {}
+        self.done = threading.Event()  # set once no job is left to start and none runs
+
+    def key(self) -> tuple[bool, int, int]:
+        """The order of batches for the next free thread: needed now first, then the largest member left."""
+        ahead = self.needed is not None and not self.needed.is_set()
+        return (ahead, -self.jobs[self.next][0], self.seq)
+
+
+class _MemberPool:
+    """The unzip threads of the process (up to `_UNZIP_THREADS`), serving the members of every wheel
+    unpacking now: a wheel a build waits for before one unpacked ahead, then the largest member first.
+
+    Before, each wheel had threads of its own (cores / wheels unpacking): the wheel at the head
+    of the longest chain of builds (nvvm's, before libnvvm and cuda_nvcc) got one thread while a
+    wheel unpacked ahead got two, and threads beyond the cores only took turns. A thread takes
+    its next member under one lock; only idle threads wait on a condition, and a wheel's caller
+    on its batch's event, so a finished member wakes nobody (cuda_cccl has 1,700).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)  # idle threads wait here
+        self._batches: list[_Batch] = []
+        self._threads = 0
+        self._seq = 0
+
+    @property
+    def _cond(self) -> threading.Condition:  # for tests: the lock the batches are kept under
+        return self._work
+
+    def run(self, jobs: list[tuple[int, Any]], needed: threading.Event | None) -> None:
+        """Run `jobs` ((size, callable), largest first) on the pool; return once none of them runs.
+
+        `needed`: None for a wheel needed now, else an event set when it becomes so. Raises the
+        failure of the first job, in the order given, that failed; after a failure the jobs not
+        started are dropped.
+        """
+        with self._lock:
+            self._seq += 1
+            batch = _Batch(jobs, needed, self._seq)
+            if not jobs:
+                return
+            self._batches.append(batch)
+            wanted = min(_UNZIP_THREADS, len(jobs))
+            while self._threads < wanted:
+                self._threads += 1
+                threading.Thread(target=self._serve, name=f"cudapkgs-unzip_{self._threads - 1}", daemon=True).start()
+            self._work.notify(len(jobs))
+        try:
+            batch.done.wait()
+        finally:
+            with self._lock:
+                if batch.next < len(batch.jobs):  # interrupted: nothing more of it starts
+                    batch.next = len(batch.jobs)
+                    self._finish(batch)
+            batch.done.wait()  # no job of it runs any more
+        if batch.errors:
+            raise batch.errors[min(batch.errors)]
+
+    def _finish(self, batch: _Batch) -> None:
+        # With the lock held, once nothing of `batch` is left to start.
+        if batch in self._batches:
+            self._batches.remove(batch)
+        if not batch.running:
+            batch.done.set()
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                while not self._batches:
+                    self._work.wait()
+                batch = self._batches[0] if len(self._batches) == 1 else min(self._batches, key=_Batch.key)
+                index = batch.next
+                batch.next += 1
+                batch.running += 1
+                if batch.next == len(batch.jobs):
+                    self._batches.remove(batch)  # every job of it started
+                job = batch.jobs[index][1]
+            error: BaseException | None = None
+            try:
+                job()
+            except BaseException as failure:  # reported by run(), in the caller's thread
+                error = failure
+            with self._lock:
+                batch.running -= 1
+                if error is not None:
+                    batch.errors[index] = error
+                    batch.next = len(batch.jobs)  # the rest is not started
+                if batch.next == len(batch.jobs):
+                    self._finish(batch)
+
+
+_POOL = _MemberPool()
+
+
+def _after_fork_in_child() -> None:
+    # A forked child has none of the parent's threads: a pool that counted them would wait forever.
+    global _POOL
+    _POOL = _MemberPool()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 try:  # ISA-L's inflate (python-isal, zlib's API) is about 3x zlib's; zlib where it is missing
     from isal import isal_zlib as _inflate
@@ -232,14 +354,22 @@ except ImportError:  # pragma: no cover - isal is a dependency; kept for platfor
     import zlib as _inflate
 
 
+def _has_so_suffix(rel: str) -> bool:
+    """Whether ``.so`` is among the suffixes of the last component of `rel` (as `PurePosixPath.suffixes`)."""
+    name = rel.rpartition("/")[2]
+    if name.endswith("."):
+        return False
+    return "so" in name.lstrip(".").split(".")[1:]
+
+
 def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, rel: str, tmp: Path, expected: str) -> None:
     """Write one member to ``tmp/rel`` (a new file), checking it against its RECORD hash as it streams."""
     mode = info.external_attr >> 16
-    executable = mode & 0o111 or rel.startswith(("bin/", "nvvm/bin/")) or ".so" in PurePosixPath(rel).suffixes
+    executable = mode & 0o111 or rel.startswith(("bin/", "nvvm/bin/")) or _has_so_suffix(rel)
     small = _small_member(archive, fd, info)  # most of cccl's 1,700 headers: one read, one inflate, one write
     digest = hashlib.sha256(small) if small is not None else hashlib.sha256()
     try:
-        out_fd = os.open(tmp / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        out_fd = os.open(os.path.join(tmp, rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except (FileExistsError, IsADirectoryError, NotADirectoryError):
         raise FetchError(f"{archive.filename}: {info.filename} collides with another member") from None
     if small is not None:

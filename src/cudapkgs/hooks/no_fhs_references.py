@@ -6,6 +6,8 @@ Nixpkgs: pkgs/development/cuda-modules/buildRedist (allowFHSReferences).
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import FixupError
@@ -29,19 +31,12 @@ def check_no_fhs_references(outputs: Outputs, allow: bool = False, *, text_only:
     """
     hits: list[Path] = []
     for root in output_roots(outputs):
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames.sort()
-            for name in sorted(filenames):
-                if name.startswith("LICENSE"):
-                    continue
-                full = Path(dirpath, name)
-                if full.is_symlink():
-                    continue
-                try:
-                    if _refers_to_usr(full, text_only):
-                        hits.append(full)
-                except OSError:
-                    continue
+        for full in _regular_files(os.fspath(root)):
+            try:
+                if _refers_to_usr(full, text_only):
+                    hits.append(Path(full))
+            except OSError:
+                continue
     if hits and not allow:
         listed = "\n".join(f"  {p}" for p in hits[:20])
         more = f"\n  … and {len(hits) - 20} more" if len(hits) > 20 else ""
@@ -55,12 +50,38 @@ _NEEDLE = b"/usr/"
 _CHUNK = 1 << 18  # as nar.CHUNK
 
 
-def _refers_to_usr(path: Path, text_only: bool) -> bool:
+def _regular_files(root: str) -> Iterator[str]:
+    """The regular files below `root` but LICENSE*, as `os.walk` top-down with sorted names gives them;
+    symlinks are neither followed nor read (the kinds from the directory listing: no lstat each)."""
+    todo = [root]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError:  # as os.walk: a directory that cannot be listed is passed over
+            continue
+        subdirs = []
+        for entry in entries:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(entry.path)
+            elif entry.is_file(follow_symlinks=False) and not entry.name.startswith("LICENSE"):
+                yield entry.path
+        todo.extend(reversed(subdirs))
+
+
+def _refers_to_usr(path: str | os.PathLike[str], text_only: bool) -> bool:
     """Whether `path` holds ``/usr/`` (and, with `text_only`, no NUL byte), streaming."""
     found = False
     tail = b""
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
+    # O_NONBLOCK: a file the listing called regular may since have become a FIFO (opening one for
+    # reading waits for a writer); what was opened is read only if it is a regular file.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        while chunk := os.read(fd, _CHUNK):
             if text_only and b"\0" in chunk:
                 return False  # binary: grep would not print it
             if not found:
@@ -69,4 +90,6 @@ def _refers_to_usr(path: Path, text_only: bool) -> bool:
                 tail = data[-(len(_NEEDLE) - 1) :]
             if found and not text_only:
                 return True
+    finally:
+        os.close(fd)
     return found

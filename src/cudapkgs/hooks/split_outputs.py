@@ -7,7 +7,6 @@ pkgs/development/cuda-modules/buildRedist (the output patterns).
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -94,6 +93,8 @@ def split_outputs(
             raise FixupError(f"split_outputs: {p} already exists")
     out = paths["out"]
     if out != tree:
+        import shutil  # here, not at import: the sets' expressions read this module's tables
+
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(os.fspath(tree), os.fspath(out))
     for o in ordered[1:]:

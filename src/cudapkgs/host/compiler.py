@@ -13,14 +13,13 @@ import functools
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import db
 from ..errors import CudapkgsError
+from ..lib.records import FrozenRecord
 from . import probes
 
 __all__ = [
@@ -35,6 +34,7 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"(?P<base>gcc|clang|cc)(?P<suffix>-[0-9]+(?:\.[0-9]+)*)?")
+_NAME_STARTS = ("gcc", "clang", "cc")  # what every _NAME match starts with
 _CXX = {"gcc": "g++", "clang": "clang++", "cc": "c++"}
 # One preprocessor run tells the family and version, whatever the executable is called.
 _MACROS = re.compile(r"^#define (__clang__|__clang_major__|__clang_version__|__GNUC__|__VERSION__) (.*)$", re.M)
@@ -44,21 +44,31 @@ class HostCompilerError(CudapkgsError):
     """No host compiler NVCC accepts was found (or the recorded one is gone)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Compiler:
+class Compiler(FrozenRecord):
     """A C/C++ compiler pair of one family and version."""
 
+    __slots__ = ("kind", "major", "version", "cc", "cxx")
     kind: str  # "gcc" or "clang"
     major: int
     version: str
     cc: str
     cxx: str
 
+    def __init__(self, kind: str, major: int, version: str, cc: str, cxx: str) -> None:
+        self._init(kind, major, version, cc, cxx)
+
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "major": self.major, "version": self.version, "cc": self.cc, "cxx": self.cxx}
 
     def describe(self) -> str:
         return f"{self.kind} {self.version} ({self.cc})"
+
+
+def _subprocess_error() -> type[Exception]:
+    # subprocess is imported by a probe that runs the compiler, not by one answered from the cache.
+    import subprocess
+
+    return subprocess.SubprocessError
 
 
 def probe(cc: str, cxx: str | None = None) -> Compiler | None:
@@ -69,7 +79,7 @@ def probe(cc: str, cxx: str | None = None) -> Compiler | None:
     """
     try:  # remembered while the compiler's file is unchanged (host/probes.py)
         returncode, stdout, _ = probes.run([cc, "-dM", "-E", "-x", "c", os.devnull])
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, _subprocess_error()):  # evaluated only when something was raised
         return None
     if returncode != 0:
         return None
@@ -106,7 +116,8 @@ def _on_path(path: str) -> list[str]:
     found: list[str] = []
     for directory in path.split(os.pathsep):
         try:
-            names = [n for n in os.listdir(directory or ".") if _NAME.fullmatch(n)]
+            # the prefix test first: /usr/bin holds thousands of names, a handful start so
+            names = [n for n in os.listdir(directory or ".") if n.startswith(_NAME_STARTS) and _NAME.fullmatch(n)]
         except OSError:
             continue
         # Versioned names first, so that gcc and cc are recorded as the gcc-N they point to.

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -74,6 +72,8 @@ def _load(file: Path) -> dict[str, list]:
 def _store(file: Path, entries: dict[str, list]) -> None:
     while len(entries) > MAX_ENTRIES:  # oldest first (insertion order)
         entries.pop(next(iter(entries)))
+    import tempfile
+
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".probes-", suffix=".tmp")
@@ -104,6 +104,8 @@ def run(argv: Sequence[str], *, timeout: float = 30) -> Probe:
         hit = entries.get(key)
         if hit is not None and hit[0] == identity[1] and isinstance(hit[1], int) and isinstance(hit[2], list):
             return hit[1], hit[2][0], hit[2][1]
+    import subprocess  # only when the probe runs: a remembered answer starts no process
+
     done = subprocess.run(list(argv), capture_output=True, text=True, errors="replace", timeout=timeout,
                           check=False, stdin=subprocess.DEVNULL)
     if key is not None and len(done.stdout) <= _MAX_OUTPUT and len(done.stderr) <= _MAX_OUTPUT:

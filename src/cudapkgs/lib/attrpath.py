@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import errors
 from .fixpoint import force
+from .patterns import LazyPattern
+from .records import Record
 
 __all__ = ["format_attrpath", "parse_attrpath", "render", "resolve", "to_json"]
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_'-]*")
-_INDEX = re.compile(r"[0-9]+")
+_IDENTIFIER = LazyPattern(r"[A-Za-z_][A-Za-z0-9_'-]*")
+_INDEX = LazyPattern(r"[0-9]+")
 _SCALARS = (str, bytes, int, float, bool, type(None))
 
 
@@ -140,8 +141,8 @@ def resolve(root: Any, path: Sequence[str]) -> Any:
     return force(obj)
 
 
-_SET_RE = re.compile(r"cudaPackages(_[0-9]+)*")
-_VERSIONED_SET_RE = re.compile(r"cudaPackages_([0-9]+)_([0-9]+)")
+_SET_RE = LazyPattern(r"cudaPackages(_[0-9]+)*")
+_VERSIONED_SET_RE = LazyPattern(r"cudaPackages_([0-9]+)_([0-9]+)")
 
 
 def _set_hint(name: str, walked: Sequence[str], top_names: Sequence[str]) -> str | None:
@@ -201,11 +202,16 @@ def _is_function(value: Any) -> bool:
 
 
 def _is_dataclass(value: Any) -> bool:
-    # Checked without importing dataclasses, which is slow to import.
+    # A dataclass (checked without importing dataclasses, which is slow to import) or a
+    # `Record`, the same kind of value without dataclasses: shown field by field alike.
+    if isinstance(value, Record):
+        return True
     return hasattr(type(value), "__dataclass_fields__") and not isinstance(value, type)
 
 
 def _dataclass_items(value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, Record):  # its fields are its slots, in order
+        return [(name, getattr(value, name)) for name in value.__slots__]
     import dataclasses  # already loaded: `value` is a dataclass
 
     return [(field.name, getattr(value, field.name)) for field in dataclasses.fields(value)]

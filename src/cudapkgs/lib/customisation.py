@@ -48,6 +48,28 @@ def _code_signature(fn: Callable[..., Any]) -> _Signature | None:
     return params, frozenset(names), bool(code.co_flags & 0x08)  # CO_VARKEYWORDS
 
 
+def parameter_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The names of `inspect.signature(fn).parameters`, in order; for a plain Python function
+    read from its code object, without importing inspect (with ast and dis, slow to import).
+    Raises TypeError or ValueError as `inspect.signature` does for what it cannot read."""
+    import types
+
+    if type(fn) is types.FunctionType and not hasattr(fn, "__wrapped__") and not hasattr(fn, "__signature__"):
+        code = fn.__code__
+        # co_varnames: the positional parameters, the keyword-only ones, *args, **kwargs (the
+        # signature's order puts *args before the keyword-only ones)
+        names = code.co_varnames
+        count, kwonly = code.co_argcount, code.co_kwonlyargcount
+        var_args = code.co_flags & 0x04  # CO_VARARGS
+        var_kw = code.co_flags & 0x08  # CO_VARKEYWORDS
+        rest = count + kwonly + (1 if var_args else 0)
+        return (names[:count] + (names[count + kwonly : rest] if var_args else ()) + names[count : count + kwonly]
+                + (names[rest : rest + 1] if var_kw else ()))
+    import inspect
+
+    return tuple(inspect.signature(fn).parameters)
+
+
 def _inspect(fn: Callable[..., Any]) -> _Signature:
     fast = _code_signature(fn)
     if fast is not None:

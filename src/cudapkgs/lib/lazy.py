@@ -7,7 +7,7 @@ as such.  An `AttrSet` knows its names up front, while its values are thunks.
 
 from __future__ import annotations
 
-import threading
+from _thread import _local  # what threading.local is, without importing threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -16,7 +16,7 @@ from .errors import AttributeMissingError, InfiniteRecursionError, did_you_mean
 __all__ = ["AttrSet", "Thunk", "force", "lazy", "recurse_into_attrs", "recurses"]
 
 
-class _EvalState(threading.local):
+class _EvalState(_local):
     def __init__(self) -> None:
         # Labels of the thunks being forced on this thread, outermost first.
         self.stack: list[str] = []

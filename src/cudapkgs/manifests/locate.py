@@ -8,10 +8,10 @@ process) the first file found, never touching the network; `available_versions`,
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ManifestError, did_you_mean
+from ..lib.records import FrozenRecord
 from ..lib.versions import version_key
 from .directories import (
     _check_name,
@@ -203,12 +203,15 @@ def _forget_parsed(path: Path) -> None:
     _PARSED.pop(str(path.resolve()), None)
 
 
-@dataclass(frozen=True, slots=True)
-class SetUse:
+class SetUse(FrozenRecord):
     """A package set that selects a manifest version; ``when`` is its condition (None: always)."""
 
+    __slots__ = ("set_name", "when")
     set_name: str
     when: str | None
+
+    def __init__(self, set_name: str, when: str | None) -> None:
+        self._init(set_name, when)
 
 
 def sets_using(product: str, version: str) -> tuple[SetUse, ...]:

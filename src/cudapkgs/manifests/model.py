@@ -1,4 +1,5 @@
-"""NVIDIA's redistributable manifests as frozen dataclasses: the model, parsing and validation, release selection.
+"""NVIDIA's redistributable manifests as frozen records (`cudapkgs.lib.records`): the model,
+parsing and validation, release selection.
 
 `parse_manifest` turns one ``redistrib_<version>.json`` into a `Manifest` (errors name the
 file and the field path); `Release.preferred_release` is Nixpkgs' release selection
@@ -11,15 +12,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from ..errors import ManifestError
+from ..lib.records import FrozenRecord
 from ..lib.versions import natural_sort
 
 __all__ = ["Artifact", "Manifest", "Release", "parse_manifest"]
 
+_set = object.__setattr__  # a frozen record's fields are set past its __setattr__
 _TOP_LEVEL_FIELDS = ("release_date", "release_label", "release_product")
 
 _SHA256_RE = re.compile(r"[0-9a-fA-F]{64}")
@@ -31,20 +33,27 @@ _SIZE_RE = re.compile(r"[0-9]+")
 # Data model
 
 
-@dataclass(frozen=True, slots=True)
-class Artifact:
+class Artifact(FrozenRecord):
     """One downloadable archive of a release."""
 
+    __slots__ = ("relative_path", "sha256", "md5", "size")
     relative_path: str
     sha256: str
     md5: str | None
     size: int | None
 
+    def __init__(self, relative_path: str, sha256: str, md5: str | None, size: int | None) -> None:
+        # set one by one (not `_init`): a manifest makes hundreds, a listing thousands
+        _set(self, "relative_path", relative_path)
+        _set(self, "sha256", sha256)
+        _set(self, "md5", md5)
+        _set(self, "size", size)
 
-@dataclass(frozen=True, slots=True)
-class Release:
+
+class Release(FrozenRecord):
     """One component of a manifest, e.g. ``cuda_nvcc`` of CUDA 12.8.2."""
 
+    __slots__ = ("pname", "name", "license", "license_path", "version", "cuda_variants", "systems")
     pname: str
     name: str
     license: str | None
@@ -52,6 +61,17 @@ class Release:
     version: str
     cuda_variants: tuple[str, ...] | None
     systems: Mapping[str, Artifact | Mapping[str, Artifact]]
+
+    def __init__(self, pname: str, name: str, license: str | None, license_path: str | None, version: str,
+                 cuda_variants: tuple[str, ...] | None,
+                 systems: Mapping[str, Artifact | Mapping[str, Artifact]]) -> None:
+        _set(self, "pname", pname)
+        _set(self, "name", name)
+        _set(self, "license", license)
+        _set(self, "license_path", license_path)
+        _set(self, "version", version)
+        _set(self, "cuda_variants", cuda_variants)
+        _set(self, "systems", systems)
 
     def supported_releases(self, cuda_version: str) -> dict[str, Artifact]:
         """The archives usable with CUDA ``cuda_version``, by redist system.
@@ -120,10 +140,10 @@ class Release:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Manifest:
+class Manifest(FrozenRecord):
     """One parsed ``redistrib_<version>.json``."""
 
+    __slots__ = ("product", "version", "release_label", "release_date", "release_product", "releases", "source")
     product: str
     version: str
     release_label: str
@@ -131,6 +151,10 @@ class Manifest:
     release_product: str | None
     releases: Mapping[str, Release]
     source: str
+
+    def __init__(self, product: str, version: str, release_label: str, release_date: str | None,
+                 release_product: str | None, releases: Mapping[str, Release], source: str) -> None:
+        self._init(product, version, release_label, release_date, release_product, releases, source)
 
     def __repr__(self) -> str:  # the full release table is far too long to print
         return (
@@ -157,7 +181,10 @@ def parse_manifest(data: bytes | str, *, product: str, version: str, source: str
     try:
         raw = json.loads(data)
         # A lone surrogate ("\ud800") decodes to a str that cannot be printed or encoded later.
-        json.dumps(raw, ensure_ascii=False).encode("utf-8")
+        # Encoding the whole manifest again finds one (0.4-0.7 ms a manifest, half its parse);
+        # text that cannot hold one (`_surrogate_free`: every vendored manifest) skips that.
+        if not _surrogate_free(data):
+            json.dumps(raw, ensure_ascii=False).encode("utf-8")
     except json.JSONDecodeError as error:
         raise ManifestError(f"{source}: not valid JSON (truncated?): {error}") from None
     except (UnicodeDecodeError, UnicodeEncodeError) as error:
@@ -169,6 +196,15 @@ def parse_manifest(data: bytes | str, *, product: str, version: str, source: str
     except _Invalid as error:
         where = f"{error.path}: " if error.path else ""
         raise ManifestError(f"{source}: {where}{error.message}") from None
+
+
+def _surrogate_free(data: bytes | str) -> bool:
+    """Whether JSON text `data` certainly decodes without a surrogate: ASCII (without NUL, so that
+    `json.loads` reads bytes as UTF-8, not UTF-16 or UTF-32) and without a ``\\u`` escape, the
+    only ways one can arise (an escape, or UTF-8 bytes of one, which json decodes with surrogatepass)."""
+    if isinstance(data, bytes):
+        return data.isascii() and b"\\u" not in data and b"\x00" not in data
+    return data.isascii() and "\\u" not in data
 
 
 def _convert_manifest(raw: Any, *, product: str, version: str, source: str) -> Manifest:

@@ -14,14 +14,12 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shlex
-import shutil
-import subprocess
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import EvalError
 from ..host import probes
+from ..lib.patterns import LazyPattern
 
 __all__ = ["HOST_TOOLS", "SETUP_HOOK", "host_tool", "probe_version"]
 
@@ -34,7 +32,7 @@ HOST_TOOLS: dict[str, tuple[tuple[str, ...], str, str, str]] = {
     "pkg-config": (("pkg-config",), "pkg-config", "", "pkg-config from the host"),
     "python3": (("python3",), "python3", "python", "Python 3 from the host"),
 }
-_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)*)")
+_VERSION = LazyPattern(r"(\d+\.\d+(?:\.\d+)*)")
 _HOST_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 
 
@@ -46,7 +44,7 @@ _VERSION_PREFIX = {"python3": "Python 3."}  # "Python 2.7.18" is not a python3
 def _probe(path: str, mtime_ns: int, size: int, prefix: str = "") -> str:
     try:  # remembered across commands while the file is unchanged (host/probes.py)
         _, stdout, stderr = probes.run([path, "--version"])
-    except (OSError, subprocess.SubprocessError) as error:
+    except (OSError, _subprocess_error()) as error:  # evaluated only when something was raised
         raise EvalError(f"--version failed: {error}") from None
     text = (stdout + stderr).strip()
     if prefix and not re.match(re.escape(prefix) + r"\d", text):
@@ -57,6 +55,13 @@ def _probe(path: str, mtime_ns: int, size: int, prefix: str = "") -> str:
     if match is None:
         raise EvalError("--version printed no version number")
     return match.group(1)
+
+
+def _subprocess_error() -> type[Exception]:
+    # subprocess is imported by a probe that runs a process, not by one answered from the cache.
+    import subprocess
+
+    return subprocess.SubprocessError
 
 
 def probe_version(path: str, prefix: str = "") -> str:
@@ -73,6 +78,8 @@ def probe_version(path: str, prefix: str = "") -> str:
 
 
 def _locate(name: str, search: Sequence[str]) -> str | None:
+    import shutil
+
     return shutil.which(name, path=os.pathsep.join(search))
 
 
@@ -98,6 +105,8 @@ def host_tool(config: Any, system: str, attr: str, *, executable: str | None = N
         version = probe_version(main_path, _VERSION_PREFIX.get(attr, ""))
     except EvalError as error:
         raise EvalError(f"{attr}: {error}" + (" (config python3Executable)" if attr == "python3" and executable else "")) from None
+    import shlex
+
     install = ['mkdir -p "$out/bin" "$out/nix-support"']
     # Quoted: a host path may hold spaces or shell words (plain paths stay as they were written).
     install += [f'ln -s {shlex.quote(p)} "$out/bin/{n}"' for n, p in paths.items()]

@@ -10,6 +10,7 @@ being built (`cudapkgs.realise.unpack_ahead`).
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
@@ -89,11 +90,11 @@ def _fetch_and_unpack(drv: Derivation, ctx: BuildContext, stage: Path) -> tuple[
                 with in_use(fetched.path) as alive:
                     if not alive:  # collected between the fetch and now: fetch it again
                         fetched = _fetch(drv, ctx, [source])
-                    _check_wheel_expansion(fetched.path, _declared_size(drv))
                     # Straight into the build directory: no unpacked copy is kept in any cache.
                     try:
                         unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs),
-                                     sha256=fetched.sha256_to_check)
+                                     sha256=fetched.sha256_to_check,
+                                     check_members=_expansion_check(fetched.path, _declared_size(drv)))
                     except WheelChangedError as error:
                         # The cached wheel changed since pip checked it: pip fetches and checks it anew.
                         ctx.log.write(f"{error}; fetching it again\n")
@@ -101,8 +102,8 @@ def _fetch_and_unpack(drv: Derivation, ctx: BuildContext, stage: Path) -> tuple[
                         fetched = _fetch(drv, ctx, [source])
                         if fetched.sha256_to_check is not None:  # pragma: no cover - the cache entry was discarded
                             raise
-                        _check_wheel_expansion(fetched.path, _declared_size(drv))
-                        unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs))
+                        unpack_wheel(fetched.path, tree, pname=attrs["pname"], cuda_major=_cuda_major(attrs),
+                                     check_members=_expansion_check(fetched.path, _declared_size(drv)))
                 check_unpacked(tree, attrs["pname"], fetched.path.name)
                 confine.check_tree_links(tree)
             elif fetched.kind == "tarball":
@@ -193,12 +194,24 @@ def _check_wheel_expansion(wheel: Path, declared_size: int | None) -> None:
     """
     import zipfile
 
-    max_bytes, max_members = expansion_limits(declared_size or wheel.stat().st_size)
     try:
         with zipfile.ZipFile(wheel) as z:
             infos = z.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as error:
         raise UnpackError(f"{wheel.name}: damaged wheel ({error})") from None
+    _expansion_check(wheel, declared_size)(infos)
+
+
+def _expansion_check(wheel: Path, declared_size: int | None) -> Any:
+    """The check of `_check_wheel_expansion` on a wheel's central directory entries (a list of
+    `zipfile.ZipInfo`), for `unpack_wheel(check_members=)`: the directory is read once, from the
+    file that is unpacked. The check raises UnpackError."""
+    max_bytes, max_members = expansion_limits(declared_size or wheel.stat().st_size)
+    return functools.partial(_check_expansion, wheel, declared_size, max_bytes, max_members)
+
+
+def _check_expansion(wheel: Path, declared_size: int | None, max_bytes: int | None, max_members: int | None,
+                     infos: list[Any]) -> None:
     total = sum(i.file_size for i in infos)
     if max_members is not None and len(infos) > max_members:
         raise UnpackError(f"{wheel.name}: {len(infos)} members, more than the {max_members} allowed for "

@@ -57,6 +57,7 @@ class UnpackAhead:
         self._queue: deque[Derivation] = deque(
             d for d in derivations if not reuse.is_reusable(store.db, d.outputs.values()))
         self._futures: dict[str, Future[Any]] = {}
+        self._needed: dict[str, threading.Event] = {}  # set once a build waits for the source
         self._outstanding = 0  # submitted and not yet taken (or given up)
         self._limit = limit if limit is not None else 2 * workers + 2
         self._lock = threading.Lock()
@@ -69,13 +70,26 @@ class UnpackAhead:
         # Called with the lock held.
         while self._queue and self._outstanding < self._limit and not self._closed:
             drv = self._queue.popleft()
-            self._futures[drv.drv_path] = self._pool.submit(self._prepare_of(drv), drv, self._store, self._fetchers_of(drv))
+            needed = threading.Event()
+            self._needed[drv.drv_path] = needed
+            self._futures[drv.drv_path] = self._pool.submit(self._prepare_ahead, drv, needed)
             self._outstanding += 1
+
+    def _prepare_ahead(self, drv: Derivation, needed: threading.Event) -> Any:
+        # A wheel's members unpacked ahead yield to those of a wheel a build waits for now, until
+        # `take` says this one is waited for too (`wheel_unpack.unpacking_ahead`).
+        from ..fetch.wheel_unpack import unpacking_ahead
+
+        with unpacking_ahead(needed):
+            return self._prepare_of(drv)(drv, self._store, self._fetchers_of(drv))
 
     def take(self, drv: Derivation) -> Any:
         """The `redist_source.Prepared` source of `drv` (waiting while it unpacks), or None: then build it from scratch."""
         with self._lock:
             future = self._futures.pop(drv.drv_path, None)
+            needed = self._needed.pop(drv.drv_path, None)
+            if needed is not None:
+                needed.set()  # its members go before those unpacked ahead of need
             if future is None:
                 self._queue = deque(d for d in self._queue if d.drv_path != drv.drv_path)  # built before its turn
                 return None

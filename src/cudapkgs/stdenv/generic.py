@@ -35,9 +35,7 @@ checked again before unpacking), a package (its output path), or None.
 
 from __future__ import annotations
 
-import inspect
 import os
-import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -164,6 +162,9 @@ def mk_derivation(
 
 def python_step(fn: Callable[..., Any]) -> dict[str, str]:
     """The hashed record of a Python phase: its qualified name and source text."""
+    import inspect  # here, not at import: only a derivation with a Python phase needs it (with ast, dis)
+    import textwrap
+
     qualname = f"{getattr(fn, '__module__', None) or '?'}:{getattr(fn, '__qualname__', repr(fn))}"
     try:
         source = textwrap.dedent(inspect.getsource(fn))

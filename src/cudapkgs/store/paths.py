@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
+import sys
 
 from ..errors import StoreError
+from ..lib.patterns import LazyPattern
 
 #: Nix's base-32 alphabet: digits and lower-case letters without e, o, u, t.
 BASE32_CHARS = "0123456789abcdfghijklmnpqrsvwxyz"
@@ -14,8 +14,8 @@ HASH_BYTES = 20
 #: Length of the hash part of a store path's base name.
 HASH_LEN = 32
 
-_NAME_RE = re.compile(r"[A-Za-z0-9+\-._?=]+")
-_HASH_RE = re.compile(f"[{BASE32_CHARS}]{{{HASH_LEN}}}")
+_NAME_RE = LazyPattern(r"[A-Za-z0-9+\-._?=]+")
+_HASH_RE = LazyPattern(f"[{BASE32_CHARS}]{{{HASH_LEN}}}")
 _BASE32_INDEX = {c: i for i, c in enumerate(BASE32_CHARS)}
 _PAIRS = [BASE32_CHARS[i >> 5] + BASE32_CHARS[i & 0x1F] for i in range(1024)]
 _TO_PYTHON_DIGITS = bytes(b"0123456789abcdefghijklmnopqrstuv"[BASE32_CHARS.index(chr(c))] if chr(c) in BASE32_CHARS else 0x21
@@ -95,6 +95,39 @@ def check_name(name: str) -> str:
     return name
 
 
+# sha256 of the small strings an evaluation hashes (derivations, store path fingerprints) without
+# importing hashlib: OpenSSL's start-up (`_hashlib`, about 4 ms) is most of what an `eval` of an
+# outPath would spend on hashing.  CPython's own sha256 (`_sha256`, `_sha2` from 3.12) gives the
+# same digests but is about 6x slower per byte, so it is used for the first `_BUILTIN_BUDGET`
+# bytes of a process only, and never once hashlib is loaded (by anything).
+_BUILTIN_BUDGET = 256 << 10
+_builtin_left = [_BUILTIN_BUDGET]
+
+
+def _builtin_sha256() -> object:
+    try:
+        from _sha256 import sha256 as builtin  # CPython 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256 as builtin  # CPython 3.12 and later
+        except ImportError:
+            return None
+    return builtin
+
+
+_BUILTIN_SHA256 = _builtin_sha256()
+
+
+def sha256(data: bytes) -> object:
+    """A sha256 object of `data` (``.digest()``, ``.hexdigest()``), as ``hashlib.sha256(data)``."""
+    if _BUILTIN_SHA256 is not None and "hashlib" not in sys.modules and len(data) <= _builtin_left[0]:
+        _builtin_left[0] -= len(data)
+        return _BUILTIN_SHA256(data)
+    import hashlib
+
+    return hashlib.sha256(data)
+
+
 def make_store_path_from_digest(store_dir: str | os.PathLike[str], kind: str, sha256_hex: str, name: str) -> str:
     """The store path for an inner sha256 (hex), like Nix's `makeStorePath`.
 
@@ -104,7 +137,7 @@ def make_store_path_from_digest(store_dir: str | os.PathLike[str], kind: str, sh
     store_dir = os.fspath(store_dir)
     check_name(name)
     fingerprint = f"{kind}:sha256:{sha256_hex}:{store_dir}:{name}"
-    digest = compress_hash(hashlib.sha256(fingerprint.encode()).digest())
+    digest = compress_hash(sha256(fingerprint.encode()).digest())
     return f"{store_dir}/{base32_encode(digest)}-{name}"
 
 
@@ -112,7 +145,7 @@ def make_store_path(store_dir: str | os.PathLike[str], kind: str, digest_input: 
     """The store path whose inner hash is sha256(`digest_input`); see `make_store_path_from_digest`."""
     if isinstance(digest_input, str):
         digest_input = digest_input.encode()
-    return make_store_path_from_digest(store_dir, kind, hashlib.sha256(digest_input).hexdigest(), name)
+    return make_store_path_from_digest(store_dir, kind, sha256(digest_input).hexdigest(), name)
 
 
 def is_hash_part(text: str) -> bool:

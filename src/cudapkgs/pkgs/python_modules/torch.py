@@ -28,16 +28,18 @@ when it is new enough, else its newest ``cudnn_X_Y`` that is (torch 2.14.1 was b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+from ...lib.records import FrozenRecord
 
 __all__ = ["TORCH_BUILDS", "TORCH_FOR_MAJOR", "TorchBuild", "torch", "torch_bin", "torch_build_for"]
 
 
-@dataclass(frozen=True)
-class TorchBuild:
+class TorchBuild(FrozenRecord):
     """One PyPI build of torch: its wheels, what it was built against, what it runs on."""
 
+    __slots__ = ("version", "cuda", "wheels", "built_with", "cudnn", "triton", "capabilities", "substitutions",
+                 "remove_deps")
     version: str
     cuda: str  #: torch.version.cuda
     wheels: dict[str, tuple[str, str]]  #: python tag -> (file, sha256)
@@ -45,9 +47,14 @@ class TorchBuild:
     cudnn: str
     triton: str
     capabilities: tuple[str, ...]  #: capabilities with SASS for every kernel, no PTX
-    substitutions: tuple[dict[str, Any], ...] = field(default=())
+    substitutions: tuple[dict[str, Any], ...]
     #: Requires-Dist names the set stands in for (pythonRemoveDeps; each must match one of the wheel's)
-    remove_deps: tuple[str, ...] = ("nvidia-*",)
+    remove_deps: tuple[str, ...]
+
+    def __init__(self, version: str, cuda: str, wheels: dict[str, tuple[str, str]], built_with: dict[str, str],
+                 cudnn: str, triton: str, capabilities: tuple[str, ...], substitutions: tuple[dict[str, Any], ...] = (),
+                 remove_deps: tuple[str, ...] = ("nvidia-*",)) -> None:
+        self._init(version, cuda, wheels, built_with, cudnn, triton, capabilities, substitutions, remove_deps)
 
 
 # _get_cuda_dep_paths (torch/__init__.py, 2.9.1 and 2.14.1) globs nvidia/<lib>/lib and nvidia/cu<N>/lib on
@@ -247,7 +254,7 @@ def torch(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
 
     def attrs(final: Any) -> dict[str, Any]:
         return {
-            "pname": "torch", "version": TORCH_FOR_MAJOR["13"], "stdenvCc": None,
+            "pname": "torch", "version": str(ps["torch-bin"].version), "stdenvCc": None,  # what pkgsCuda would give
             "passthru": AttrSet({"brokenAssertions": [{
                 "message": "cudaSupport is on (python3Packages.torch is PyTorch's CUDA wheel, torch-bin; cudapkgs "
                            "packages no CPU build: use pkgsCuda.python3Packages.torch or set cudaSupport = true)",

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import BinaryIO
@@ -300,6 +299,8 @@ class Cache:
         if not force and self._exists(hash_part(record.path) + ".narinfo"):
             return None
         where = self.local_dir if self.local_dir is not None else None
+        import tempfile  # here: only uploads need it (random, shutil: a few ms of every start-up)
+
         fd, temp = tempfile.mkstemp(prefix=".upload-", suffix=".nar", dir=where)
         try:
             digest_nar = nar_sha = None

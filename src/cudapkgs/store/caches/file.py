@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 import urllib.parse
 from typing import BinaryIO
 
@@ -73,6 +72,8 @@ class FileCache(Cache):
 
     def _put_bytes(self, name: str, data: bytes, content_type: str) -> None:
         target = self._ensure_dirs(name)
+        import tempfile  # here: only uploads need it (random, shutil: a few ms of every start-up)
+
         fd, temp = tempfile.mkstemp(prefix=".put-", dir=self.root)
         try:
             with os.fdopen(fd, "wb") as f:

@@ -1,0 +1,209 @@
+"""A command without the evaluation cache (`--no-eval-cache`, the first run, a changed input)
+imports only what it uses (issue 24, goal 1): each module named here was imported by the command
+before and is not needed by it.  The command runs whole, as `python -m cudapkgs` runs it, twice
+(the first run remembers the host probes, as a user's first command does), and the modules it
+imported are read at its exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+
+_RUN = """
+import atexit, sys
+atexit.register(lambda: open({out!r}, "w").write("\\n".join(sys.modules)))
+sys.argv = ["cudapkgs", *{args!r}]
+from cudapkgs.__main__ import main
+sys.exit(main())
+"""
+
+
+def modules_of(args: list[str], tmp_path: Path) -> set[str]:
+    """The modules `cudapkgs ARGS --no-eval-cache` has imported when it exits (its second run)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDAPKGS_")}
+    env.update(PYTHONPATH=str(SRC), XDG_CACHE_HOME=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"),
+               CUDAPKGS_STORE=str(tmp_path / "store"))
+    out = tmp_path / "modules"
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _RUN.format(out=str(out), args=[*args, "--no-eval-cache"])],
+                              capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+    return set(out.read_text().split())
+
+
+# command -> modules it must not import (each was imported before, for a rare path)
+CASES = {
+    "eval attribute": (["eval", "cudaPackages.cudaMajorMinorVersion"],
+                       # the host probes answered from their cache start no process, write no file
+                       # the evaluation's per-thread stack is a _thread._local (threading.local)
+                       {"subprocess", "tempfile", "shutil", "tomllib", "threading"}),
+    "eval outPath": (["eval", "--json", "--set", "allowUnfree=true", "cudaPackages.libcublas.outPath"],
+                     # a boolean --set value is read without tomllib; licenses, manifests and supplies
+                     # are records, not dataclasses (inspect, ast, dis, tokenize); inspect only for
+                     # a Python phase's source; split_outputs' tables without shutil (bz2, lzma)
+                     {"subprocess", "tempfile", "tomllib", "dataclasses", "inspect", "ast", "dis", "shutil", "bz2",
+                      # derivations hashed by CPython's own sha256 (store.paths.sha256): no OpenSSL
+                      "hashlib", "_hashlib"}),
+    "list --all": (["list", "--all"],
+                   # python3Packages' members are listed by their meta: the in-process wheel
+                   # install (email, zipfile, csv) is imported when a derivation is, not to list;
+                   # hashes, compilers, torch builds and input lists are records, not dataclasses;
+                   # a function's parameters are read from its code object (no inspect); fetchers,
+                   # the compiler probe and torch-bin's rewiring steps import subprocess and
+                   # tempfile where they run a process or write a file
+                   {"cudapkgs.builders.python_install", "email.parser", "zipfile", "csv", "dataclasses", "inspect",
+                    "ast", "dis", "subprocess", "tempfile",
+                    # a member module imported by its own name: no lookup of a submodule "x",
+                    # which asked the moved-names finder (old_paths)
+                    "cudapkgs.old_paths"}),
+    "eval -f": (["eval", "-f", str(REPO / "examples" / "packages.py"), "saxpy_example.outPath"],
+                # a package file's error location is found with traceback, imported on an error only
+                {"traceback", "textwrap"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_cold_command_does_not_import_what_it_does_not_use(case, tmp_path):
+    args, absent = CASES[case]
+    loaded = modules_of(args, tmp_path)
+    assert "cudapkgs.top_level" in loaded  # it did evaluate (not answered by the cache)
+    assert not loaded & absent, sorted(loaded & absent)
+
+
+def test_a_command_runs_few_garbage_collections_and_restores_the_threshold(tmp_path):
+    # Python's default first threshold (700) made a cold `list --all` run about 70 collections,
+    # each traversing the long-lived modules and definitions again (cli.YOUNG_GC_THRESHOLD).
+    code = ("import gc, json, sys; from cudapkgs import cli; runs = []; "
+            "gc.callbacks.append(lambda phase, info: runs.append(info['generation']) if phase == 'start' else None); "
+            "before = gc.get_threshold(); status = cli.main(['list', '--all', '--no-eval-cache']); "
+            "gc.callbacks.clear(); print(json.dumps([status, len(runs), gc.get_threshold() == before]), file=sys.stderr)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDAPKGS_")}
+    env.update(PYTHONPATH=str(SRC), XDG_CACHE_HOME=str(tmp_path / "cache"), CUDAPKGS_STORE=str(tmp_path / "store"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    status, collections, restored = __import__("json").loads(done.stderr.splitlines()[-1])
+    assert status == 0 and restored
+    assert collections <= 3, collections
+
+
+def _plain(a, b=1, *c, d, e=2, **f): ...  # noqa: E704
+
+
+def _positional_only(a, /, b): ...  # noqa: E704
+
+
+class _Callable:
+    def __call__(self, final, prev): ...  # noqa: E704
+
+    def method(self, x, y=0): ...  # noqa: E704
+
+
+@pytest.mark.parametrize("fn", [
+    _plain, _positional_only, lambda: None, lambda final, prev: None, lambda *args: None, lambda **kw: None,
+    lambda x, *, y: None, __import__("functools").partial(_plain, 1), __import__("functools").wraps(_plain)(lambda: 0),
+    _Callable(), _Callable().method, _Callable.method, len, dict, lambda a, *b, c, **d: None, lambda *, k: None,
+])
+def test_parameter_names_are_what_inspect_says(fn):
+    import inspect
+
+    from cudapkgs.lib.customisation import parameter_names
+
+    try:
+        expected = tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError) as error:  # a builtin without one: the same error
+        with pytest.raises(type(error)):
+            parameter_names(fn)
+    else:
+        assert parameter_names(fn) == expected
+
+
+@given(st.binary(max_size=4096))
+def test_the_evaluation_sha256_is_hashlib_s(data):
+    import hashlib
+
+    from cudapkgs.store import paths
+
+    assert paths.sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_the_builtin_sha256_serves_a_small_evaluation_only():
+    # without hashlib loaded: CPython's own sha256 for the first 256 KiB, then hashlib's (faster)
+    code = ("import sys; from cudapkgs.store import paths; "
+            "small = paths.sha256(b'x' * 1000).hexdigest(); first = 'hashlib' in sys.modules; "
+            "big = paths.sha256(b'y' * (300 << 10)).hexdigest(); "
+            "import hashlib; print(first, 'hashlib' in sys.modules, "
+            "small == hashlib.sha256(b'x' * 1000).hexdigest(), big == hashlib.sha256(b'y' * (300 << 10)).hexdigest())")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
+    assert done.stdout.split() == ["False", "True", "True", "True"]
+
+
+def test_a_lazy_pattern_matches_as_the_compiled_one():
+    import re
+
+    from cudapkgs.lib.patterns import LazyPattern
+
+    lazy = LazyPattern(r"(?P<a>[a-c]+)-([0-9])", re.I)
+    assert lazy._compiled is None  # nothing compiled yet
+    text = "x AB-1 c-2 d-3"
+    compiled = re.compile(r"(?P<a>[a-c]+)-([0-9])", re.I)
+    assert lazy.search(text).group("a") == compiled.search(text).group("a") == "AB"
+    assert lazy.findall(text) == compiled.findall(text)
+    assert [m.span() for m in lazy.finditer(text)] == [m.span() for m in compiled.finditer(text)]
+    assert lazy.match(text) is None and lazy.fullmatch("c-2").group(2) == "2"
+    assert lazy.sub("_", text) == compiled.sub("_", text) and lazy.split(text) == compiled.split(text)
+    assert lazy.compiled is compiled or lazy.compiled.pattern == compiled.pattern
+
+
+def test_importing_the_evaluation_compiles_no_pattern_it_does_not_match(tmp_path):
+    # architecture spellings, sizes, fixed-output hashes and link stub headers are LazyPatterns:
+    # importing their modules compiles none of them (0.1-0.3 ms each)
+    code = ("import re, sys; compiled = []; real = re.compile; "
+            "re.compile = lambda p, f=0: compiled.append((sys._getframe(1).f_globals.get('__name__'), p)) or real(p, f); "
+            "import cudapkgs.db, cudapkgs.config, cudapkgs.lib.attrpath, cudapkgs.derivation, cudapkgs.store.paths, "
+            "cudapkgs.elf.link_stub, cudapkgs.pkgs.host_tools; "
+            "print(sorted({m for m, p in compiled if m and m.startswith('cudapkgs')}))")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
+    compiled = __import__("ast").literal_eval(done.stdout)
+    assert not {"cudapkgs.db", "cudapkgs.config", "cudapkgs.lib.attrpath", "cudapkgs.derivation", "cudapkgs.store.paths",
+                "cudapkgs.elf.link_stub", "cudapkgs.pkgs.host_tools"} & set(compiled), compiled
+
+
+@given(st.one_of(
+    st.text(alphabet=st.sampled_from(['"', "\\", "u", "d", "8", "0", "a", "{", "}", ":", " ", "\x00", "\ud800", "é"]),
+            max_size=24),
+    st.binary(max_size=24)))
+def test_a_manifest_the_surrogate_check_skips_holds_no_surrogate(text):
+    # manifests.model skips re-encoding the parsed manifest when the text cannot hold a lone
+    # surrogate: whatever such text decodes to, encoding it finds none.
+    import json
+
+    from cudapkgs.manifests.model import _surrogate_free
+
+    for data in (text, text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else (text,):
+        try:
+            raw = json.loads(f'{{"k": "{data}"}}' if isinstance(data, str) else b'{"k": "' + data + b'"}')
+        except (ValueError, RecursionError):
+            continue
+        if _surrogate_free(data):
+            json.dumps(raw, ensure_ascii=False).encode("utf-8")
+
+
+@pytest.mark.parametrize("data", [b'{"release_label": "\\ud800"}', b'{"x": {"name": "\\udfff"}}',
+                                  '{"release_label": "\ud800"}', '{"x": "\\ud83d"}'.encode(),
+                                  b'{"release_label": "\xed\xa0\x80"}'])
+def test_a_lone_surrogate_in_a_manifest_is_still_refused(data):
+    from cudapkgs.errors import ManifestError
+    from cudapkgs.manifests.model import parse_manifest
+
+    with pytest.raises(ManifestError, match="not valid UTF-8"):
+        parse_manifest(data, product="cuda", version="12.8.1", source="m.json")
