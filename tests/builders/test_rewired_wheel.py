@@ -318,3 +318,37 @@ def test_the_nvcc_wheel_is_laid_out_as_a_prefix_and_must_have_ptxas(tmp_path):
                                       | {"bin/other": b"x"})
         with pytest.raises(BuildError, match="wheelRequire: .* lacks bin/ptxas"):
             realise(store, [lacking.derivation])
+
+
+def test_the_import_check_runs_beside_the_record_rewrite(rewired, monkeypatch):
+    """torch's 2 s import and its RECORD rewrite overlap; a failing import still fails the build."""
+    import threading
+
+    from cudapkgs.builders import rewired_wheel_steps as steps
+    from cudapkgs.hooks import python_record
+
+    pkgs, store, attrs = rewired
+    pkg = rewired_wheel(pkgs.config, _python311(pkgs), attrs)
+    importing = threading.Event()
+    seen: list[bool] = []
+    check, rewrite = steps._import_check, python_record.rewrite_record
+
+    def slow_check(*args):
+        importing.set()
+        check(*args)
+
+    def waiting_rewrite(*args):
+        seen.append(importing.wait(20))  # the sequential order would wait here in vain
+        return rewrite(*args)
+
+    monkeypatch.setattr(steps, "_import_check", slow_check)
+    monkeypatch.setattr(python_record, "rewrite_record", waiting_rewrite)
+    realise(store, [pkg.derivation])
+    assert seen == [True]
+
+
+def test_a_failing_import_check_fails_the_build(rewired):
+    pkgs, store, attrs = rewired
+    pkg = rewired_wheel(pkgs.config, _python311(pkgs), {**attrs, "pythonImportsCheck": ["demo.nothing_here"]})
+    with pytest.raises(BuildError, match="pythonImportsCheck: import demo.nothing_here failed"):
+        realise(store, [pkg.derivation])

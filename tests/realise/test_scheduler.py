@@ -466,3 +466,17 @@ def test_a_build_that_becomes_ready_later_overtakes_queued_lower_priority_ones(s
     run(store, plan(store, [top]), jobs=1)
     started = [n for e, n, _ in EVENTS if e == "start"]
     assert started[:2] == ["first", "big"], started  # big was ready after first, ahead of the small ones
+
+
+def test_a_python_package_counts_its_byte_compilation(store):
+    """sympy's build (a 6 MB wheel whose 1,533 modules take 8 s of CPU to compile) starts beside the large unpacks."""
+    import cudapkgs
+    from cudapkgs.realise.priorities import FLOOR, PYTHON_PACKAGE, priorities, work_estimate
+
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": store.store_dir})
+    sympy = pkgs.python3Packages.sympy.derivation
+    assert work_estimate(sympy) == PYTHON_PACKAGE > 64 * FLOOR
+    wrapper = mk(store.store_dir, "wrapper")
+    assert work_estimate(wrapper) == FLOOR
+    rank = priorities([sympy, wrapper])
+    assert rank[sympy.drv_path] > rank[wrapper.drv_path]

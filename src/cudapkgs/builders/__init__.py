@@ -7,3 +7,11 @@
 | `python` | buildPythonPackage (pypaBuildHook, pypaInstallHook) | `python3Packages.buildPythonPackage` |
 | `rewired_wheel` (+ `_steps`) | torch-bin's wheel install + autoPatchelf + autoAddDriverRunpath, pythonRelaxDeps | a PyPI wheel rewired to a set (torch, triton; NCCL/NVSHMEM wheels) |
 """
+
+from contextvars import ContextVar
+from typing import Any
+
+#: What was done for the build running in this context before its inputs were built (an install
+#: of a rewired wheel, `cudapkgs.realise.install_ahead`), for its Python steps to take; None when
+#: nothing was.  Set by the generic builder around the phases.
+AHEAD: ContextVar[Any] = ContextVar("cudapkgs_build_ahead", default=None)

@@ -279,10 +279,9 @@ def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dic
         log.write(f"installing with pip ({why})\n")
         for wheel in wheels or [Path(work) / "dist" / "*.whl"]:
             _pip_install(wheel, site, env, python)
-    done = subprocess.run([python, "-m", "compileall", "-q", "--invalidation-mode", "checked-hash", "-s", os.fspath(out),
-                           os.fspath(site)], env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, check=False)
-    if done.returncode != 0:
-        log.write(f"compileall: some files of {site} did not compile (their modules compile when imported)\n")
+    from .python_bytecode import compile_tree
+
+    compile_tree(site, out, env, log, python)  # every core: sympy's 1,500 modules took 8 s of one
     if (site / "bin").is_dir():
         (out / "bin").mkdir(parents=True, exist_ok=True)
         for entry in sorted((site / "bin").iterdir()):

@@ -33,7 +33,8 @@ from typing import Any, TextIO
 
 from ..errors import CudapkgsError
 
-__all__ = ["RewireError", "check_runpaths", "finish", "finish_nvidia", "install", "install_nvidia", "site_packages"]
+__all__ = ["PreparedInstall", "RewireError", "check_runpaths", "compile_env", "compile_key", "finish", "finish_nvidia", "install",
+           "install_nvidia", "install_tree", "site_packages"]
 
 _STATE = ".rewired-wheel.json"
 
@@ -61,16 +62,17 @@ def _inside(root: Path, rel: str, what: str) -> Path:
     return path
 
 
-def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
-    """installPhase: install the pinned wheel into ``$out`` and apply the derivation's surgery."""
+def install_tree(attrs: Mapping[str, Any], site: Path, out: Path, log: TextIO) -> tuple[Any, set[Path]]:
+    """The part of installPhase that needs none of the build's inputs: the pinned wheel installed
+    under `out` (its modules in `site`), every member checked against RECORD and the whole file
+    against the pin, then ``pythonRemoveDeps``, ``wheelSubstitutions`` and ``wheelRemove``.
+    Returns (`cudapkgs.fetch.wheel_install.InstalledWheel`, the files edited since).  Raises
+    `RewireError` for a step that would do nothing, `WheelContentsError` for a wheel unlike its pin."""
     from ..fetch.cache import in_use
     from ..fetch.pinned_wheels import fetch_pinned_wheel, parse_pin
     from ..fetch.wheel_install import install_wheel
-    from ..hooks import python_record
     from ..hooks.python_remove_deps import remove_requirements
 
-    out = Path(outputs["out"])
-    site = site_packages(out, str(attrs["pythonVersion"]))
     pin = parse_pin(attrs.get("wheel"))
     for _attempt in range(2):
         wheel = fetch_pinned_wheel(pin)
@@ -113,6 +115,86 @@ def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dic
         else:
             path.unlink()
         log.write(f"wheelRemove: {rel}\n")
+    return installed, changed
+
+
+class PreparedInstall:
+    """`install_tree` (and the byte code, `compile_key` naming how it was compiled, or None) done
+    ahead of the build in a private work directory of the store (`cudapkgs.realise.install_ahead`).
+
+    ``out``: the tree (the layout of ``$out``); ``log``: what installing wrote.  `close` removes the
+    work directory and whatever `take_into` did not move away.
+    """
+
+    def __init__(self, out: Path, installed: Any, changed: set[Path], log: str, compiled: str | None,
+                 release: Any) -> None:
+        self.out, self.installed, self.changed, self.log, self.compiled = out, installed, changed, log, compiled
+        self._release = release
+
+    def take_into(self, out: Path) -> tuple[Any, set[Path]]:
+        """Move the tree into `out` (an empty output directory of the same file system) and return
+        `install_tree`'s result with its paths under `out`."""
+        from ..fetch.wheel_install import InstalledWheel
+
+        old = self.out
+        for entry in sorted(os.listdir(old)):
+            os.rename(old / entry, out / entry)
+
+        def moved(path: Path) -> Path:
+            return out / Path(path).relative_to(old)
+
+        installed = InstalledWheel(site=moved(self.installed.site), dist_info=moved(self.installed.dist_info),
+                                   files={moved(p): row for p, row in self.installed.files.items()})
+        return installed, {moved(p) for p in self.changed}
+
+    def close(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def __enter__(self) -> PreparedInstall:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def compile_key(env: Mapping[str, str]) -> str:
+    """What the byte code of `compile_tree` depends on besides the sources: the interpreter (its
+    real path) and the variables it reads (``PYTHON*`` but ``PYTHONPATH``, which `_compile` drops,
+    and the locale's).  Two compilations with one key write the same files."""
+    import json
+
+    from .python_bytecode import interpreter
+
+    python = interpreter(env)
+    return json.dumps([os.path.realpath(shutil.which(python) or python),
+                       sorted((k, v) for k, v in env.items()
+                              if (k.startswith("PYTHON") and k != "PYTHONPATH") or k in ("LANG", "LC_ALL", "LC_CTYPE"))])
+
+
+def compile_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without ``PYTHONPATH``: the compiler needs none of the inputs' modules (and must not
+    find one shadowing the standard library's), so its byte code does not depend on which are built."""
+    return {k: v for k, v in env.items() if k != "PYTHONPATH"}
+
+
+def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
+    """installPhase: install the pinned wheel into ``$out`` and apply the derivation's surgery
+    (`install_tree`, or its result prepared ahead: `PreparedInstall`), then ``wheelLinks``."""
+    from . import AHEAD
+    from ..hooks import python_record
+
+    out = Path(outputs["out"])
+    site = site_packages(out, str(attrs["pythonVersion"]))
+    ahead = AHEAD.get()
+    if isinstance(ahead, PreparedInstall):
+        log.write("(installed ahead, while the inputs were built)\n" + ahead.log)
+        installed, changed = ahead.take_into(out)
+        if ahead.compiled is not None:
+            (work / (_STATE + ".compiled")).write_text(ahead.compiled)
+    else:
+        installed, changed = install_tree(attrs, site, out, log)
 
     for rel, target in (attrs.get("wheelLinks") or {}).items():
         path = _inside(site, rel, "wheelLinks")
@@ -251,25 +333,58 @@ def finish(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict
     dist_info = Path((work / (_STATE + ".dist-info")).read_text())
     roots = {"site": site, **({"bin": out / "bin"} if (out / "bin").is_dir() else {})}
     if not attrs.get("dontCompileBytecode"):
-        _compile(site, out, env, log)
-    counts = python_record.rewrite_record(site, dist_info, work / _STATE, roots)
+        ahead = work / (_STATE + ".compiled")
+        if ahead.is_file() and ahead.read_text() == compile_key(env):
+            log.write("byte code: compiled ahead by the same interpreter, in the same environment\n")
+        else:
+            if ahead.is_file():  # compiled ahead otherwise (another interpreter): none of that byte code stays
+                _drop_byte_code(site, work / _STATE)
+            _compile(site, out, env, log)
+    # pythonImportsCheck runs beside the RECORD rewrite, which only hashes files and writes RECORD
+    # (torch: 2 s of import, 1.7 s of hashing); its lines follow RECORD's in the log, as before.
+    import io
+    import threading
+
+    checks = [str(module) for module in attrs.get("pythonImportsCheck") or ()]
+    check_log, failed = io.StringIO(), []
+
+    def check() -> None:
+        try:
+            for module in checks:
+                _import_check(module, site, env, check_log)
+        except BaseException as error:  # re-raised in the build's thread below
+            failed.append(error)
+
+    checking = threading.Thread(target=check, name="pythonImportsCheck", daemon=True)
+    checking.start()
+    try:
+        counts = python_record.rewrite_record(site, dist_info, work / _STATE, roots)
+    finally:
+        checking.join()
     log.write("RECORD: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + "\n")
-    for module in attrs.get("pythonImportsCheck") or ():
-        _import_check(str(module), site, env, log)
+    log.write(check_log.getvalue())
+    if failed:
+        raise failed[0]
+
+
+def _drop_byte_code(site: Path, state: Path) -> None:
+    """Remove the ``__pycache__/*.pyc`` files under `site` that the wheel did not ship (the snapshot `state` lists its files)."""
+    import json
+
+    shipped = set(json.loads(state.read_text()))
+    for cache in site.rglob("__pycache__"):
+        if cache.is_dir() and not cache.is_symlink():
+            for pyc in cache.glob("*.pyc"):
+                if os.fspath(pyc) not in shipped and not pyc.is_symlink():
+                    pyc.unlink()
 
 
 def _compile(site: Path, out: Path, env: Mapping[str, str], log: TextIO) -> None:
     """Byte code for every module (as the Python builder's install does), checked-hash so a
     source edit is noticed; a file that does not compile is left to compile when imported."""
-    import subprocess  # in the two steps that run a process: listing the package imports none
+    from .python_bytecode import compile_tree
 
-    python = shutil.which("python3", path=env.get("PATH", "")) or "python3"
-    done = subprocess.run(
-        [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash", "-s", os.fspath(out),
-         os.fspath(site)],
-        env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", check=False)
-    if done.returncode != 0:
-        log.write(f"compileall: some files of {site} did not compile (their modules compile when imported)\n")
+    compile_tree(site, out, compile_env(env), log)
 
 
 def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) -> None:

@@ -151,6 +151,23 @@ def _build(drv: Derivation, ctx: BuildContext, outs: dict[str, Path], visible: d
     sh_file = Path(env["NIX_ATTRS_SH_FILE"])
     closures = find_inputs(*dependency_paths(drv))
     phases = default_phases(closures, outs)
+    # What the scheduler did ahead of this build (a rewired wheel installed while its inputs were
+    # built: `install_ahead`), for its Python steps to take; removed with whatever is left of it.
+    from ..builders import AHEAD
+
+    prepared = ctx.extra.get("prepared")
+    ahead = prepared(drv) if prepared is not None else None
+    token = AHEAD.set(ahead)
+    try:
+        _phases(drv, ctx, attrs, env, work, outs, closures, phases, sh_file)
+    finally:
+        AHEAD.reset(token)
+        if ahead is not None:
+            ahead.close()
+
+
+def _phases(drv: Derivation, ctx: BuildContext, attrs: dict[str, Any], env: dict[str, str], work: Path,
+            outs: dict[str, Path], closures: Closures, phases: Mapping[str, str], sh_file: Path) -> None:
     cwd = work
     for phase in PHASES:
         if attrs.get(f"dont{phase.capitalize()}"):

@@ -9,6 +9,13 @@ largest priority among the builds that wait for it.  The work of a build is esti
 the bytes it unpacks and hashes (the size of its source on this machine: a cached wheel,
 a pinned wheel, a fetched archive), with a floor for builds whose size is unknown; only
 the order of builds changes, never what a build does or checks.
+
+A Python package (buildPythonPackage's install, `cudapkgs.builders.python_install`) unpacks
+little but compiles every module in separate processes: sympy's 6 MB wheel takes 8 s of CPU
+for its 1,533 modules, as much as unpacking and hashing cuDNN's 537 MB.  Its source is usually
+a wheel the run fetches first, of no size known when the order is made, so such a build counts
+at least `PYTHON_PACKAGE` bytes: it starts beside the large unpacks (whose work is this
+process's) instead of after the last of them, with torch waiting for it.
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["FLOOR", "priorities", "work_estimate"]
+__all__ = ["FLOOR", "PYTHON_PACKAGE", "priorities", "work_estimate"]
 
-FLOOR = 1 << 20  # bytes: a build with no known source size (a small Python package, a wrapper)
+FLOOR = 1 << 20  # bytes: a build with no known source size (a wrapper, a fetch)
+PYTHON_PACKAGE = 256 << 20  # bytes: the least a Python package's build (its byte compilation) counts
+_PYTHON_INSTALL = "cudapkgs.builders.python_install:install"
 
 
 def _file_size(path: Any) -> int | None:
@@ -32,8 +41,8 @@ def _file_size(path: Any) -> int | None:
 def work_estimate(drv: Any, fetches: Iterable[Any] = ()) -> int:
     """Bytes of work `drv` is expected to do: the size of its source (a `scheduler.Fetch` of it
     in `fetches`: the cached file's size, else the chosen fetcher's, else the source's), of
-    its pinned wheel in the wheel cache (``wheel = {file, sha256}``, a rewired wheel), or
-    `FLOOR` when none is known.  Reads only file sizes (``stat``); never raises for a missing file.
+    its pinned wheel in the wheel cache (``wheel = {file, sha256}``, a rewired wheel), at least
+    `PYTHON_PACKAGE` for a Python package's build, or `FLOOR` when none is known.  Reads only file sizes (``stat``); never raises for a missing file.
     """
     best = 0
     for fetch in fetches:
@@ -53,6 +62,9 @@ def work_estimate(drv: Any, fetches: Iterable[Any] = ()) -> int:
             best = max(best, _file_size(cached_pinned_wheel(parse_pin(dict(wheel)))) or 0)
         except (CudapkgsError, OSError):  # a malformed pin fails in the build itself, with its message
             pass
+    install = drv.attrs.get("installPhase") if isinstance(drv.attrs, Mapping) else None
+    if isinstance(install, Mapping) and install.get("python") == _PYTHON_INSTALL:
+        best = max(best, PYTHON_PACKAGE)
     return max(best, FLOOR)
 
 

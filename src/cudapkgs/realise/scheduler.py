@@ -412,25 +412,39 @@ def run(
 
 def _unpack_ahead(store: Any, the_plan: Plan, starting: Sequence[Derivation], jobs: int,
                   fetchers: Sequence[str] | None, order: dict[str, int] | None = None) -> Any:
-    """An `UnpackAhead` for the redist builds that do not start at once and whose source is on this machine.
+    """An `UnpackAhead` for the builds that do not start at once: redist builds whose source is on this
+    machine, and rewired wheels in the wheel cache (their install and byte code: `install_ahead`).
 
-    In the order builds start (`order`: drv_path -> rank, else the plan's), so the next build's tree is ready first; `jobs` threads
+    The largest first (`priorities.work_estimate`), ties in the order builds start (`order`:
+    drv_path -> rank, else the plan's); `jobs` threads
     (they share the cores with the builds: unpacking is mostly inflating and hashing, which
     release the GIL). None when there is nothing to unpack ahead.
     """
     from .realise import fetchers_for
 
+    from . import install_ahead, redist_source
+
     started = {d.drv_path for d in starting}
     local = {f.drv.drv_path for f in the_plan.to_fetch if f.cached}
-    later = [d for d in the_plan.to_build
-             if d.builder == "buildRedist" and d.drv_path in local and d.drv_path not in started]
+    later = [d for d in the_plan.to_build if d.drv_path not in started
+             and ((d.builder == "buildRedist" and d.drv_path in local) or install_ahead.eligible(d))]
     if order is not None:
         later.sort(key=lambda d: order.get(d.drv_path, len(order)))
+    # The largest work first (ties in start order): torch's install (a 555 MB wheel, 14 s of CPU
+    # with its byte code) is needed last, but queued last it was still under way when its
+    # inputs were done, and the build waited 12 s for it.
+    from .priorities import work_estimate
+
+    fetches: dict[str, list[Any]] = {}
+    for fetch in the_plan.to_fetch:
+        fetches.setdefault(fetch.drv.drv_path, []).append(fetch)
+    later.sort(key=lambda d: -work_estimate(d, fetches.get(d.drv_path, ())))
     if not later:
         return None
     from .unpack_ahead import UnpackAhead
 
-    return UnpackAhead(store, later, lambda drv: fetchers_for(drv, fetchers), workers=jobs)
+    return UnpackAhead(store, later, lambda drv: fetchers_for(drv, fetchers), workers=jobs,
+                       prepare_of=lambda drv: redist_source.prepare if drv.builder == "buildRedist" else install_ahead.prepare)
 
 
 def _substitute(store: Any, the_plan: Plan, substituters: Any, jobs: int, stream: TextIO) -> Plan:

@@ -37,15 +37,17 @@ __all__ = ["UnpackAhead"]
 class UnpackAhead:
     """Unpack the sources of `derivations` (redist builds) on `workers` threads, in the order given.
 
-    `fetchers_of(drv)` gives the fetchers a build of ``drv`` tries. Thread-safe: `take` is
+    `fetchers_of(drv)` gives the fetchers a build of ``drv`` tries; `prepare_of(drv)` the function
+    that does the work (default `redist_source.prepare`; a rewired wheel's: `install_ahead.prepare`). Thread-safe: `take` is
     called by the build workers, `close` by the scheduler once every build is done.
     """
 
     def __init__(self, store: Any, derivations: Sequence[Derivation], fetchers_of: Any, *,
-                 workers: int = 1, limit: int | None = None) -> None:
+                 workers: int = 1, limit: int | None = None, prepare_of: Any = None) -> None:
         from . import redist_source
 
-        self._prepare = redist_source.prepare
+        # drv -> the function doing its work ahead (drv, store, fetchers) -> an object with close()
+        self._prepare_of = prepare_of or (lambda drv: redist_source.prepare)
         self._store = store
         self._fetchers_of = fetchers_of
         from ..store import reuse
@@ -79,7 +81,7 @@ class UnpackAhead:
         from ..fetch.wheel_unpack import unpacking_ahead
 
         with unpacking_ahead(needed):
-            return self._prepare(drv, self._store, self._fetchers_of(drv))
+            return self._prepare_of(drv)(drv, self._store, self._fetchers_of(drv))
 
     def take(self, drv: Derivation) -> Any:
         """The `redist_source.Prepared` source of `drv` (waiting while it unpacks), or None: then build it from scratch."""

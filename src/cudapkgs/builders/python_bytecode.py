@@ -1,0 +1,60 @@
+"""Byte code for an installed Python tree, as the Python builders compile it.
+
+Nixpkgs' Python builders compile every module of an installed package (checked-hash ``.pyc``
+files when ``SOURCE_DATE_EPOCH`` is set, so a source edit is noticed and the output does not
+depend on the build's clock).  `compile_tree` runs the build's own interpreter (``python3`` on
+the build's ``PATH``: the magic number is that interpreter's) as
+``python3 -m compileall -q -j 0 --invalidation-mode checked-hash -s $out <site>``: one worker
+process per core, the recorded source names relative to ``$out`` (the build directory's path
+is not kept), a module that does not compile left to compile when imported (as pip does).
+
+`start_compile` runs the same command without waiting, so a build can do other work meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+__all__ = ["Compile", "compile_tree", "interpreter", "start_compile"]
+
+
+def interpreter(env: Mapping[str, str]) -> str:
+    """The build's ``python3``: the first on `env`'s ``PATH``, else ``python3`` (left to the system's PATH)."""
+    return shutil.which("python3", path=env.get("PATH", "")) or "python3"
+
+
+def _command(python: str, site: Path, out: Path) -> list[str]:
+    return [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash", "-s", os.fspath(out),
+            os.fspath(site)]
+
+
+class Compile:
+    """A byte compilation under way (`start_compile`); `wait` it before reading the tree's ``.pyc`` files."""
+
+    def __init__(self, process: subprocess.Popen[bytes], site: Path) -> None:
+        self._process, self._site = process, site
+
+    def wait(self, log: TextIO) -> bool:
+        """Wait for the compiler; True when every module compiled, else a line in `log` and False."""
+        if self._process.wait() != 0:
+            log.write(f"compileall: some files of {self._site} did not compile (their modules compile when imported)\n")
+            return False
+        return True
+
+
+def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | None = None) -> Compile:
+    """Start compiling every module under `site` (names relative to `out`) with `python` (default:
+    `interpreter` of `env`), in `env`; returns at once.  Raises OSError when the interpreter cannot start."""
+    process = subprocess.Popen(_command(python or interpreter(env), Path(site), Path(out)), env=dict(env),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return Compile(process, Path(site))
+
+
+def compile_tree(site: Path, out: Path, env: Mapping[str, str], log: TextIO, python: str | None = None) -> bool:
+    """Compile every module under `site` and wait (`start_compile`, then `Compile.wait`)."""
+    return start_compile(site, out, env, python).wait(log)

@@ -1,0 +1,61 @@
+"""Byte code as the Python builders compile it (`cudapkgs.builders.python_bytecode`)."""
+
+from __future__ import annotations
+
+import io
+import marshal
+import os
+import sys
+from pathlib import Path
+
+from cudapkgs.builders.python_bytecode import compile_tree, start_compile
+
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    out = tmp_path / "out"
+    site = out / "lib" / "python3" / "site-packages"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    (site / "pkg" / "broken.py").write_text("def (:\n")
+    return out, site
+
+
+def _fake_python(tmp_path: Path, body: str) -> dict[str, str]:
+    """A PATH whose python3 runs `body` (shell) and then this interpreter."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "python3"
+    script.write_text(f"#!/bin/sh\n{body}\nexec {sys.executable} \"$@\"\n")
+    script.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+
+
+def test_checked_hash_byte_code_named_relative_to_out_and_a_broken_module_logged(tmp_path: Path) -> None:
+    out, site = _tree(tmp_path)
+    log = io.StringIO()
+    assert compile_tree(site, out, {**os.environ, "PATH": os.path.dirname(sys.executable)}, log) is False
+    assert "did not compile" in log.getvalue()
+    (pyc,) = (site / "pkg" / "__pycache__").glob("__init__.*.pyc")
+    data = pyc.read_bytes()
+    assert int.from_bytes(data[4:8], "little") == 0b11  # hash-based, checked
+    assert marshal.loads(data[16:]).co_filename == "lib/python3/site-packages/pkg/__init__.py"
+    assert not list((site / "pkg" / "__pycache__").glob("broken.*"))
+
+
+def test_every_core_is_asked_for(tmp_path: Path) -> None:
+    out, site = _tree(tmp_path)
+    argv = tmp_path / "argv"
+    env = _fake_python(tmp_path, f'echo "$@" > {argv}')
+    compile_tree(site, out, env, io.StringIO())
+    assert " -j 0 " in f" {argv.read_text().strip()} "  # compileall's worker per core, not one process
+
+
+def test_start_compile_returns_before_the_compiler_is_done(tmp_path: Path) -> None:
+    out, site = _tree(tmp_path)
+    flag = tmp_path / "go"
+    env = _fake_python(tmp_path, f"while [ ! -e {flag} ]; do sleep 0.01; done")
+    running = start_compile(site, out, env)
+    assert not (site / "pkg" / "__pycache__").exists()  # it waits for the flag this test writes only now
+    flag.write_text("")
+    assert running.wait(io.StringIO()) is False  # broken.py
+    assert list((site / "pkg" / "__pycache__").glob("__init__.*.pyc"))

@@ -1,0 +1,165 @@
+"""realise.install_ahead: a rewired wheel installed and byte-compiled while its inputs are built.
+
+The synthetic wheel of tests/builders/test_rewired_wheel.py, rewired to a library built in the
+same run: the scheduler installs it ahead, and the output must be the one a build without that
+makes, file for file; a damaged wheel must still fail the build.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import cudapkgs
+from cudapkgs.builders.rewired_wheel import rewired_wheel
+from cudapkgs.builders.rewired_wheel_steps import PreparedInstall, install_tree, site_packages
+from cudapkgs.realise import install_ahead
+from cudapkgs.realise.errors import BuildFailed
+from cudapkgs.realise.realise import build_one, log_path, realise
+from cudapkgs.realise.scheduler import plan, run
+from cudapkgs.store.store import Store
+
+sys.path.insert(0, os.fspath(Path(__file__).resolve().parents[1] / "builders"))
+sys.path.insert(0, os.fspath(Path(__file__).resolve().parents[1]))
+from test_rewired_wheel import INERT, _bar_package, _cache_wheel, demo_files, make_wheel  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc", path="/usr/bin:/bin") is None, reason="needs gcc in /usr/bin")
+
+
+def _setup(tmp_path: Path, *, tamper: str | None = None, **extra):
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "driverLibDir": "/opt/driver/lib"})
+    if not str(pkgs.python3.version).startswith("3.11"):
+        pytest.skip(f"the demo wheel is cp311; python3 here is {pkgs.python3.version}")
+    wheel = make_wheel(tmp_path / "demo-1.0-cp311-cp311-linux_x86_64.whl", demo_files(tmp_path), tamper=tamper)
+    sha = _cache_wheel(wheel)
+    attrs = {
+        "pname": "demo", "version": "1.0", "wheel": {"file": wheel.name, "sha256": sha},
+        "buildInputs": [_bar_package(pkgs, tmp_path)],
+        "pythonRemoveDeps": ["nvidia-*", "cuda-toolkit"], "wheelSubstitutions": [INERT],
+        "wheelRemove": ["demo/bin/ptxas"], "wheelLinks": {"demo/bin/ptxas": "/bin/true"},
+        "pythonImportsCheck": ["demo"], **extra,
+    }
+    return pkgs, store_dir, rewired_wheel(pkgs.config, pkgs.python3, attrs)
+
+
+def _tree(root: Path) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for path in sorted(root.rglob("*")):
+        rel = os.fspath(path.relative_to(root))
+        if path.is_symlink():
+            found[rel] = ("link", os.readlink(path))
+        elif path.is_file():
+            found[rel] = (path.read_bytes(), os.stat(path).st_mode & 0o777)
+        else:
+            found[rel] = "dir"
+    return found
+
+
+def _wipe(store_dir: Path) -> None:
+    for directory, _, _ in os.walk(store_dir):
+        os.chmod(directory, 0o755)
+    shutil.rmtree(store_dir)
+
+
+def test_installed_ahead_while_the_input_builds_and_the_output_is_the_same(tmp_path):
+    pkgs, store_dir, pkg = _setup(tmp_path)
+    assert install_ahead.eligible(pkg.derivation)
+    with Store.open(store_dir) as store:
+        realise(store, [pkg.derivation])  # one build after the other: nothing ahead
+        plain = _tree(Path(pkg.out))
+    assert "(installed ahead" not in log_path(store, pkg.derivation).read_text()
+    _wipe(store_dir)
+    with Store.open(store_dir) as store:
+        realise(store, [pkgs.python3.derivation])  # the interpreter first: the byte code is compiled ahead too
+        the_plan = plan(store, [pkg.derivation])
+        assert pkg.derivation.drv_path in {d.drv_path for d in the_plan.to_build}
+        run(store, the_plan, jobs=1)  # bar builds first; demo's install is done meanwhile
+        log = log_path(store, pkg.derivation).read_text()
+        ahead = _tree(Path(pkg.out))
+        assert not list(store.tmp_dir.glob("work-install-*"))  # the ahead work directory is gone
+    assert "(installed ahead, while the inputs were built)" in log
+    assert "byte code: compiled ahead by the same interpreter" in log
+    assert any(name.endswith(".pyc") for name in ahead)
+    assert ahead == plain
+
+
+def test_a_damaged_wheel_fails_ahead_and_again_in_its_build(tmp_path):
+    pkgs, store_dir, pkg = _setup(tmp_path, tamper="demo/__init__.py")
+    with Store.open(store_dir) as store:
+        realise(store, [pkgs.python3.derivation])
+        with pytest.raises(BuildFailed) as failed:
+            run(store, plan(store, [pkg.derivation]), jobs=1)
+        assert not store.is_valid(pkg.out)
+    assert "demo/__init__.py" in str(failed.value) or "RECORD" in log_path(store, pkg.derivation).read_text()
+    assert "(installed ahead" not in log_path(store, pkg.derivation).read_text()
+
+
+def test_byte_code_of_another_interpreter_is_dropped_and_compiled_again(tmp_path):
+    """A tree compiled ahead under another key: the build compiles itself, and no .pyc of the other stays."""
+    pkgs, store_dir, pkg = _setup(tmp_path)
+    drv = pkg.derivation
+    with Store.open(store_dir) as store:
+        realise(store, list(drv.deps))  # the interpreter and bar
+        work = tmp_path / "ahead"
+        out = work / "out"
+        out.mkdir(parents=True)
+        site = site_packages(out, "3.11")
+        installed, changed = install_tree(drv.attrs, site, out, io.StringIO())
+        stale = site / "demo" / "__pycache__" / "__init__.cpython-399.pyc"
+        stale.parent.mkdir()
+        stale.write_bytes(b"another interpreter's byte code")
+        prepared = PreparedInstall(out, installed, changed, "", "another interpreter", lambda: shutil.rmtree(work))
+        build_one(store, drv, prepared=lambda d: prepared if d.drv_path == drv.drv_path else None)
+        site = Path(pkg.out) / "lib" / "python3.11" / "site-packages"
+        pycs = sorted(p.name for p in (site / "demo" / "__pycache__").iterdir())
+        log = log_path(store, drv).read_text()
+    assert "(installed ahead" in log and "compiled ahead" not in log
+    assert pycs == ["__init__.cpython-311.pyc"]
+    assert not work.exists()
+
+
+@pytest.mark.parametrize("extra", [
+    {"postInstall": "touch $out/x"},  # a step between the install and the byte code
+    {"wheelLinks": {"demo/extra.py": "/bin/true"}},  # a module linked in after the compilation ahead
+])
+def test_what_is_not_installed_ahead(tmp_path, extra):
+    _, _, pkg = _setup(tmp_path, **extra)
+    assert not install_ahead.eligible(pkg.derivation)
+
+
+def test_a_wheel_not_in_the_cache_is_left_to_the_build(tmp_path):
+    _, _, pkg = _setup(tmp_path)
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "cudapkgs" / "wheels"
+    for entry in cache.glob("*.sha256"):
+        entry.unlink()
+    assert not install_ahead.eligible(pkg.derivation)
+
+
+def test_the_largest_work_is_queued_first_whatever_the_start_order(tmp_path, monkeypatch):
+    """torch's install (the largest) queued last was still under way when its inputs were done."""
+    from cudapkgs.realise import scheduler, unpack_ahead
+
+    pkgs, store_dir, small = _setup(tmp_path)
+    files = {**demo_files(tmp_path), "demo/big.bin": (os.urandom(1 << 20), 0o644)}
+    wheel = make_wheel(tmp_path / "demobig-1.0-cp311-cp311-linux_x86_64.whl", files)
+    big = rewired_wheel(pkgs.config, pkgs.python3, {
+        "pname": "demobig", "version": "1.0", "wheel": {"file": wheel.name, "sha256": _cache_wheel(wheel)},
+        "buildInputs": [_bar_package(pkgs, tmp_path)], "pythonImportsCheck": ["demo"]})
+    queued: list[str] = []
+
+    class Recorder:
+        def __init__(self, store, derivations, *args, **kwargs):
+            queued.extend(d.name for d in derivations)
+
+    monkeypatch.setattr(unpack_ahead, "UnpackAhead", Recorder)
+    with Store.open(store_dir) as store:
+        the_plan = plan(store, [small.derivation, big.derivation])
+        order = {small.derivation.drv_path: 0, big.derivation.drv_path: 1}  # the small one would start first
+        scheduler._unpack_ahead(store, the_plan, [], 1, None, order)
+    assert [n for n in queued if n.startswith("demo")] == [big.name, small.name]
