@@ -59,3 +59,32 @@ def test_start_compile_returns_before_the_compiler_is_done(tmp_path: Path) -> No
     flag.write_text("")
     assert running.wait(io.StringIO()) is False  # broken.py
     assert list((site / "pkg" / "__pycache__").glob("__init__.*.pyc"))
+
+
+def test_a_compileall_in_the_working_directory_is_not_the_one_run(tmp_path: Path, monkeypatch) -> None:
+    """``python3 -m compileall`` puts the working directory first on sys.path: a compileall.py there
+    (the user's checkout, a hostile directory) ran in the build instead of the interpreter's."""
+    out, site = _tree(tmp_path)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    marker = tmp_path / "ran"
+    (cwd / "compileall.py").write_text(f"open({os.fspath(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(cwd)
+    compile_tree(site, out, {**os.environ, "PATH": os.path.dirname(sys.executable)}, io.StringIO())
+    assert not marker.exists()
+    assert list((site / "pkg" / "__pycache__").glob("__init__.*.pyc"))
+
+
+def test_a_module_needing_too_much_memory_to_compile_is_skipped_not_the_machine_filled(tmp_path: Path, monkeypatch) -> None:
+    """A list display ``[a,a,a,…]`` of 2 MB takes the compiler 1.1 GB (about 550 bytes per source
+    byte, times one worker per core with ``-j 0``; a wheel member can be many MB): a compiler process
+    is limited, the module is left to compile when imported, the others compile."""
+    from cudapkgs.builders import python_bytecode
+
+    monkeypatch.setattr(python_bytecode, "MEMORY_LIMIT", 150 << 20, raising=False)
+    out, site = _tree(tmp_path)
+    (site / "pkg" / "hostile.py").write_text("x = [" + "a," * 200_000 + "]\n")  # about 230 MB to compile
+    log = io.StringIO()
+    assert compile_tree(site, out, {**os.environ, "PATH": os.path.dirname(sys.executable)}, log) is False
+    assert list((site / "pkg" / "__pycache__").glob("__init__.*.pyc"))
+    assert not list((site / "pkg" / "__pycache__").glob("hostile.*"))
