@@ -7,6 +7,8 @@ the build's ``PATH``: the magic number is that interpreter's) as
 ``python3 -m compileall -q -j 0 --invalidation-mode checked-hash -s $out <site>``: one worker
 process per core, the recorded source names relative to ``$out`` (the build directory's path
 is not kept), a module that does not compile left to compile when imported (as pip does).
+Two guards: the working directory is not on the compiler's sys.path, and each compiler process
+may use at most `MEMORY_LIMIT` bytes of address space (a module needing more is not compiled).
 
 `start_compile` runs the same command without waiting, so a build can do other work meanwhile.
 """
@@ -28,9 +30,31 @@ def interpreter(env: Mapping[str, str]) -> str:
     return shutil.which("python3", path=env.get("PATH", "")) or "python3"
 
 
+#: The address space one compiler process may use (bytes): CPython's compiler takes about 550 bytes
+#: per source byte of a large list display (1.1 GB for 2 MB), and ``-j 0`` runs one per core; a
+#: module needing more is left to compile when imported (compileall logs it as not compiled).
+MEMORY_LIMIT = 4 << 30
+
+# ``python3 -m compileall`` with two differences: the working directory is not put first on
+# sys.path (a compileall.py or concurrent/ there ran instead of the interpreter's), and the
+# process and its workers are held to MEMORY_LIMIT (RLIMIT_AS, inherited by every worker).
+_BOOT = """\
+import os, resource, runpy, sys
+if not getattr(sys.flags, "safe_path", False) and sys.path and sys.path[0] in ("", os.getcwd()):
+    del sys.path[0]
+limit = int(sys.argv.pop(1))
+soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+if hard != resource.RLIM_INFINITY:
+    limit = min(limit, hard)
+resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+sys.argv[0] = "compileall"
+runpy.run_module("compileall", run_name="__main__", alter_sys=True)
+"""
+
+
 def _command(python: str, site: Path, out: Path) -> list[str]:
-    return [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash", "-s", os.fspath(out),
-            os.fspath(site)]
+    return [python, "-c", _BOOT, str(MEMORY_LIMIT), "-q", "-j", "0", "--invalidation-mode", "checked-hash",
+            "-s", os.fspath(out), os.fspath(site)]
 
 
 class Compile:
