@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import shutil
 import stat
@@ -352,3 +353,19 @@ def test_a_failing_import_check_fails_the_build(rewired):
     pkg = rewired_wheel(pkgs.config, _python311(pkgs), {**attrs, "pythonImportsCheck": ["demo.nothing_here"]})
     with pytest.raises(BuildError, match="pythonImportsCheck: import demo.nothing_here failed"):
         realise(store, [pkg.derivation])
+
+
+def test_the_imports_check_does_not_import_a_module_of_the_working_directory(tmp_path, monkeypatch):
+    """``python3 -c "import m"`` puts the working directory first on sys.path: a module of that name
+    there (the user's checkout) passed the check of a package that does not have it."""
+    from cudapkgs.builders.rewired_wheel_steps import RewireError, _import_check
+
+    site = tmp_path / "out" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "notinsite.py").write_text("")
+    monkeypatch.chdir(cwd)
+    env = {"PATH": os.path.dirname(sys.executable)}
+    with pytest.raises(RewireError, match="import notinsite failed"):
+        _import_check("notinsite", site, env, io.StringIO())
