@@ -397,7 +397,9 @@ def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) 
     log.write(f"pythonImportsCheck: {module}\n")
     import subprocess
 
-    done = subprocess.run([python, "-c", f"import {module}"], env=run_env, stdout=subprocess.PIPE,
+    # In site-packages: ``-c`` puts the working directory first on sys.path, and a module of that
+    # name there (the user's checkout) would pass the check of a package without it.
+    done = subprocess.run([python, "-c", f"import {module}"], env=run_env, cwd=os.fspath(site), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, errors="replace", check=False, timeout=600)
     if done.returncode != 0:
         tail = "\n  ".join(done.stdout.strip().splitlines()[-15:])
