@@ -226,3 +226,20 @@ def test_format_wheel_refuses_two_wheels_of_one_name(tmp_path, manifests_dir):
         realise(store, [pkg.derivation])
     log = Path(str(raised.value).rsplit("(log: ", 1)[1].split(")")[0]).read_text()
     assert "two wheels of the source are both dup-1.0-py3-none-any.whl" in log
+
+
+def test_the_import_check_does_not_import_the_source_tree(tmp_path, manifests_dir):
+    """The check ran in the source directory, first on sys.path: a module there that the package does
+    not install passed it (Nixpkgs' hook runs in ``$out``)."""
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    src = _project(tmp_path, "onlypkg", "VALUE = 1\n")
+    with (src / "pyproject.toml").open("a") as pyproject:
+        pyproject.write("[tool.setuptools]\npy-modules = [\"onlypkg\"]\n")
+    (src / "leftbehind.py").write_text("")  # in the source, not installed
+    pkg = pkgs.python3Packages.buildPythonPackage({
+        "pname": "onlypkg", "version": "1.0", "src": src, "pythonImportsCheck": ["leftbehind"],
+    })
+    with Store.open(store_dir) as store:
+        with pytest.raises(Exception, match="leftbehind"):
+            realise(store, [pkg.derivation])
