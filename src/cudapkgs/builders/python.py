@@ -48,7 +48,8 @@ done
 IMPORTS_CHECK = r"""
 for module in "${pythonImportsCheck[@]}"; do
   echo "pythonImportsCheck: $module"
-  PYTHONPATH="$out/lib/python$pythonVersion/site-packages${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import $module"
+  # in $out (as Nixpkgs' hook): -c puts the working directory, the source tree, first on sys.path
+  (cd "$out" && PYTHONPATH="$out/lib/python$pythonVersion/site-packages${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import $module")
 done
 """
 
