@@ -17,7 +17,7 @@ import pytest
 
 import cudapkgs
 from cudapkgs.builders.rewired_wheel import rewired_wheel
-from cudapkgs.builders.rewired_wheel_steps import PreparedInstall, install_tree, site_packages
+from cudapkgs.builders.rewired_wheel_steps import PreparedInstall, RewireError, install_tree, site_packages
 from cudapkgs.realise import install_ahead
 from cudapkgs.realise.errors import BuildFailed
 from cudapkgs.realise.realise import build_one, log_path, realise
@@ -163,3 +163,17 @@ def test_the_largest_work_is_queued_first_whatever_the_start_order(tmp_path, mon
         order = {small.derivation.drv_path: 0, big.derivation.drv_path: 1}  # the small one would start first
         scheduler._unpack_ahead(store, the_plan, [], 1, None, order)
     assert [n for n in queued if n.startswith("demo")] == [big.name, small.name]
+
+
+def test_a_compiler_killed_ahead_leaves_the_byte_code_to_the_build(tmp_path, monkeypatch):
+    """A compileall killed part way (a signal, the kernel's OOM killer, a worker dying) was taken as
+    the whole byte code: the build skipped its own compilation and the output lacked modules' .pyc."""
+    from cudapkgs.builders import python_bytecode
+
+    pkgs, store_dir, pkg = _setup(tmp_path)
+    monkeypatch.setattr(python_bytecode, "_command", lambda python, site, out: ["sh", "-c", "kill -9 $$"])
+    with Store.open(store_dir) as store:
+        realise(store, [pkgs.python3.derivation])
+        with pytest.raises(RewireError, match="stopped part way"):
+            install_ahead.prepare(pkg.derivation, store)
+        assert not list(store.tmp_dir.glob("work-install-*"))  # the half tree is not kept for the build
