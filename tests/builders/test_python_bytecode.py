@@ -58,6 +58,7 @@ def test_start_compile_returns_before_the_compiler_is_done(tmp_path: Path) -> No
     assert not (site / "pkg" / "__pycache__").exists()  # it waits for the flag this test writes only now
     flag.write_text("")
     assert running.wait(io.StringIO()) is False  # broken.py
+    assert running.complete  # every file gone through: broken.py is the only one without byte code
     assert list((site / "pkg" / "__pycache__").glob("__init__.*.pyc"))
 
 

@@ -38,8 +38,12 @@ MEMORY_LIMIT = 4 << 30
 # ``python3 -m compileall`` with two differences: the working directory is not put first on
 # sys.path (a compileall.py or concurrent/ there ran instead of the interpreter's), and the
 # process and its workers are held to MEMORY_LIMIT (RLIMIT_AS, inherited by every worker).
+# Exit status: 0, every module compiled; 1, compileall went through every file and some did not
+# compile; anything else (an exception of compileall's own, a worker lost, a signal: SIGINT is no
+# KeyboardInterrupt that compileall would turn into 1) means it stopped part way.
 _BOOT = """\
-import os, resource, runpy, sys
+import os, resource, runpy, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 if not getattr(sys.flags, "safe_path", False) and sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 limit = int(sys.argv.pop(1))
@@ -48,7 +52,14 @@ if hard != resource.RLIM_INFINITY:
     limit = min(limit, hard)
 resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 sys.argv[0] = "compileall"
-runpy.run_module("compileall", run_name="__main__", alter_sys=True)
+try:
+    runpy.run_module("compileall", run_name="__main__", alter_sys=True)
+except SystemExit:
+    raise
+except BaseException:
+    import traceback
+    traceback.print_exc()
+    os._exit(3)
 """
 
 
@@ -62,13 +73,19 @@ class Compile:
 
     def __init__(self, process: subprocess.Popen[bytes], site: Path) -> None:
         self._process, self._site = process, site
+        #: After `wait`: whether the compiler went through every file (each compiled or found not to
+        #: compile); False when it stopped part way (killed, a worker lost), so other files lack byte code.
+        self.complete = False
 
     def wait(self, log: TextIO) -> bool:
         """Wait for the compiler; True when every module compiled, else a line in `log` and False."""
-        if self._process.wait() != 0:
+        status = self._process.wait()
+        self.complete = status in (0, 1)
+        if status == 1:
             log.write(f"compileall: some files of {self._site} did not compile (their modules compile when imported)\n")
-            return False
-        return True
+        elif status != 0:
+            log.write(f"compileall: stopped part way over {self._site} (exit status {status}): some modules have no byte code\n")
+        return status == 0
 
 
 def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | None = None) -> Compile:

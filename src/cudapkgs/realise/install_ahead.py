@@ -73,7 +73,8 @@ def prepare(drv: Derivation, store: Any, fetchers: Sequence[str] = ()) -> Any:
 
     The byte code is compiled only when every native input (the interpreter) is valid already and
     ``dontCompileBytecode`` is not set.  Raises what the install would (a wheel unlike its pin or
-    its RECORD, a surgery step doing nothing), or `RewireError` when the wheel left the cache; the
+    its RECORD, a surgery step doing nothing), or `RewireError` when the wheel left the cache or the
+    compiler stopped part way (`python_bytecode.Compile.complete`: killed, a worker lost); the
     work directory is then removed, and the build does the install itself.
     """
     from ..builders import python_bytecode
@@ -98,7 +99,10 @@ def prepare(drv: Derivation, store: Any, fetchers: Sequence[str] = ()) -> Any:
             build = work / "build"
             build.mkdir()
             env = build_environment(drv, build, {name: Path(path) for name, path in drv.outputs.items()})
-            python_bytecode.compile_tree(site, out, compile_env(env), log)
+            compiling = python_bytecode.start_compile(site, out, compile_env(env))
+            compiling.wait(log)
+            if not compiling.complete:  # killed part way: its byte code (and temporary files) half there
+                raise RewireError(f"{drv.name}: the byte compilation ahead stopped part way (the build installs itself)")
             compiled = compile_key(env)
         release = stack.pop_all().close
     return PreparedInstall(out, installed, changed, log.getvalue(), compiled, release)
