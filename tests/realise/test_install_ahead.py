@@ -127,6 +127,10 @@ def test_byte_code_of_another_interpreter_is_dropped_and_compiled_again(tmp_path
 @pytest.mark.parametrize("extra", [
     {"postInstall": "touch $out/x"},  # a step between the install and the byte code
     {"wheelLinks": {"demo/extra.py": "/bin/true"}},  # a module linked in after the compilation ahead
+    # byte code linked in: the build's compileall replaces that link with its own .pyc, done ahead the
+    # link would replace the .pyc compiled ahead (another output)
+    {"wheelLinks": {"demo/__pycache__/__init__.cpython-311.pyc": "/bin/true"}},
+    {"wheelLinks": {"demo/__pycache__": "/tmp"}},
 ])
 def test_what_is_not_installed_ahead(tmp_path, extra):
     _, _, pkg = _setup(tmp_path, **extra)
