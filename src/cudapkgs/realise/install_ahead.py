@@ -13,8 +13,8 @@ interpreter and environment are those the tree was compiled with (`compile_key`)
 
 Only derivations whose phases before the byte compilation are exactly the rewired wheel's are
 prepared (`eligible`): no unpack, patch, configure or build step, no pre/post hook but the
-install and postFixup of `rewired_wheel_steps`, no ``wheelLinks`` naming a ``.py`` file (a link
-is made by the build, after the compilation here), the wheel in the wheel cache (a download is
+install and postFixup of `rewired_wheel_steps`, no ``wheelLinks`` naming a ``.py`` or ``.pyc``
+file or a ``__pycache__`` (a link is made by the build, after the compilation here), the wheel in the wheel cache (a download is
 the build's to show).  The output is the same file for file.
 """
 
@@ -59,7 +59,8 @@ def eligible(drv: Derivation) -> bool:
         for key in (f"pre{phase.capitalize()}", f"{phase}Phase", f"post{phase.capitalize()}"):
             if key not in allowed and attrs.get(key) not in (None, ""):
                 return False
-    if any(str(rel).endswith(".py") for rel in (attrs.get("wheelLinks") or {})):
+    if any(str(rel).endswith((".py", ".pyc")) or "__pycache__" in str(rel).split("/")
+           for rel in (attrs.get("wheelLinks") or {})):
         return False
     try:
         return cached_pinned_wheel(parse_pin(attrs.get("wheel"))) is not None
