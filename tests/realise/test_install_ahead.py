@@ -181,3 +181,25 @@ def test_a_compiler_killed_ahead_leaves_the_byte_code_to_the_build(tmp_path, mon
         with pytest.raises(RewireError, match="stopped part way"):
             install_ahead.prepare(pkg.derivation, store)
         assert not list(store.tmp_dir.glob("work-install-*"))  # the half tree is not kept for the build
+
+
+def test_a_tree_changed_between_prepare_and_take_is_not_taken(tmp_path):
+    """The tree waits in the store's temporary area while the inputs build (minutes for torch), and
+    its files were never looked at again: one edited meanwhile (size and mtime put back) went into
+    the output, RECORD still naming the wheel's digest.  Now the build installs again."""
+    pkgs, store_dir, pkg = _setup(tmp_path)
+    drv = pkg.derivation
+    with Store.open(store_dir) as store:
+        realise(store, list(drv.deps))
+        prepared = install_ahead.prepare(drv, store)
+        module = next(prepared.out.rglob("demo/__init__.py"))
+        original = module.read_bytes()
+        st = os.stat(module)
+        module.write_bytes(original[:-1] + b"#")  # the last newline made a comment: same size, still imports
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))
+        build_one(store, drv, prepared=lambda d: prepared if d.drv_path == drv.drv_path else None)
+        installed = Path(pkg.out) / "lib" / "python3.11" / "site-packages" / "demo" / "__init__.py"
+        log = log_path(store, drv).read_text()
+        assert installed.read_bytes() == original
+    assert "changed since it was installed ahead" in log
+    assert not prepared.out.exists()
