@@ -130,6 +130,17 @@ class PreparedInstall:
                  release: Any) -> None:
         self.out, self.installed, self.changed, self.log, self.compiled = out, installed, changed, log, compiled
         self._release = release
+        self._state = _tree_state(out)  # as it is now, made: `changed_since` compares at take time
+
+    def changed_since(self) -> str | None:
+        """The first entry of the tree (relative path) added, removed or changed since it was
+        prepared, or None.  Every entry's inode, type and mode, size, mtime and ctime are compared:
+        ctime is set by the kernel on any change (an edit whose mtime is put back too), so
+        this finds what anyone able to write the work directory did, without reading the files."""
+        now = _tree_state(self.out)
+        if now == self._state:
+            return None
+        return next((rel for rel in sorted(now.keys() | self._state.keys()) if now.get(rel) != self._state.get(rel)), ".")
 
     def take_into(self, out: Path) -> tuple[Any, set[Path]]:
         """Move the tree into `out` (an empty output directory of the same file system) and return
@@ -157,6 +168,19 @@ class PreparedInstall:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _tree_state(root: Path) -> dict[str, tuple[int, ...]]:
+    """relative path -> (inode, mode, size, mtime_ns, ctime_ns) of every entry under `root` (links not followed)."""
+    state: dict[str, tuple[int, ...]] = {}
+    for directory, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = os.path.join(directory, name)
+            st = os.lstat(path)
+            state[os.path.relpath(path, root)] = (st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    st = os.lstat(root)
+    state["."] = (st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return state
 
 
 def compile_key(env: Mapping[str, str]) -> str:
@@ -188,6 +212,9 @@ def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dic
     out = Path(outputs["out"])
     site = site_packages(out, str(attrs["pythonVersion"]))
     ahead = AHEAD.get()
+    if isinstance(ahead, PreparedInstall) and (edited := ahead.changed_since()) is not None:
+        log.write(f"(the tree installed ahead changed since it was installed ahead: {edited}; installing again)\n")
+        ahead = None  # removed with the work directory when the build ends
     if isinstance(ahead, PreparedInstall):
         log.write("(installed ahead, while the inputs were built)\n" + ahead.log)
         installed, changed = ahead.take_into(out)
