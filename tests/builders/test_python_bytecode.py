@@ -89,3 +89,40 @@ def test_a_module_needing_too_much_memory_to_compile_is_skipped_not_the_machine_
     assert compile_tree(site, out, {**os.environ, "PATH": os.path.dirname(sys.executable)}, log) is False
     assert list((site / "pkg" / "__pycache__").glob("__init__.*.pyc"))
     assert not list((site / "pkg" / "__pycache__").glob("hostile.*"))
+
+
+def test_the_compiler_dies_with_cudapkgs(tmp_path: Path) -> None:
+    """cudapkgs killed (SIGKILL, the OOM killer) while a compilation ran, ahead or in a build: the
+    compiler and its workers kept running on every core, writing into a directory gc removes."""
+    import signal
+    import subprocess
+    import time
+
+    out, site = _tree(tmp_path)
+    pid_file = tmp_path / "compiler.pid"
+    env = _fake_python(tmp_path, f"echo $$ > {pid_file}; exec sleep 120")
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import io, sys, time\n"
+        "from cudapkgs.builders.python_bytecode import start_compile\n"
+        f"start_compile({os.fspath(site)!r}, {os.fspath(out)!r}, {env!r})\n"
+        "time.sleep(120)\n")], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        for _ in range(1000):
+            if pid_file.is_file() and pid_file.read_text().strip():
+                break
+            time.sleep(0.01)
+        compiler = int(pid_file.read_text())
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    for _ in range(1000):  # the kernel closes the lifeline at once; its supervisor kills the group
+        try:
+            os.kill(compiler, 0)
+        except ProcessLookupError:
+            break
+        if Path(f"/proc/{compiler}/stat").read_text().split(") ")[-1].startswith("Z"):
+            break  # dead, not yet reaped
+        time.sleep(0.01)
+    else:
+        os.kill(compiler, signal.SIGKILL)
+        raise AssertionError("the compiler outlived cudapkgs")
