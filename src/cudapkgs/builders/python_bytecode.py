@@ -11,6 +11,8 @@ Two guards: the working directory is not on the compiler's sys.path, and each co
 may use at most `MEMORY_LIMIT` bytes of address space (a module needing more is not compiled).
 
 `start_compile` runs the same command without waiting, so a build can do other work meanwhile.
+The compiler runs under the build phases' supervisor (`cudapkgs.realise.process_group`): it and
+its workers die with cudapkgs.
 """
 
 from __future__ import annotations
@@ -79,7 +81,12 @@ class Compile:
 
     def wait(self, log: TextIO) -> bool:
         """Wait for the compiler; True when every module compiled, else a line in `log` and False."""
-        status = self._process.wait()
+        from ..realise.process_group import finish_phase
+
+        try:
+            status = self._process.wait()
+        finally:
+            finish_phase(self._process)  # its workers too, and the lifeline closed
         self.complete = status in (0, 1)
         if status == 1:
             log.write(f"compileall: some files of {self._site} did not compile (their modules compile when imported)\n")
@@ -91,8 +98,16 @@ class Compile:
 def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | None = None) -> Compile:
     """Start compiling every module under `site` (names relative to `out`) with `python` (default:
     `interpreter` of `env`), in `env`; returns at once.  Raises OSError when the interpreter cannot start."""
-    process = subprocess.Popen(_command(python or interpreter(env), Path(site), Path(out)), env=dict(env),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from ..realise.process_group import popen_phase
+
+    # Under the build phases' supervisor: the compiler and its workers die with cudapkgs.
+    chosen = python or interpreter(env)
+    executable = chosen if os.sep in chosen else shutil.which(chosen)
+    if executable is None or not os.access(executable, os.X_OK):
+        raise FileNotFoundError(f"{chosen}: no such interpreter to compile byte code with")
+    argv = _command(executable, Path(site), Path(out))
+    process = popen_phase(argv, executable=shutil.which(argv[0]) or argv[0], env=env, cwd=None,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return Compile(process, Path(site))
 
 
