@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cudapkgs.realise.process_group import finish_phase, popen_phase
+from cudapkgs.process_group import finish_phase, popen_phase
 from cudapkgs.store.store import Store
 
 
@@ -36,7 +36,7 @@ def _wait_for(predicate, what: str, timeout: float = 30.0) -> None:
 
 PARENT = textwrap.dedent("""
     import subprocess, sys, time
-    from cudapkgs.realise.process_group import popen_phase
+    from cudapkgs.process_group import popen_phase
     from cudapkgs.store.store import Store
     store = Store.open(sys.argv[1])
     with store.work_dir("victim") as work:
@@ -110,7 +110,7 @@ def test_a_process_that_leaves_the_group_with_setsid_is_killed_too(tmp_path):
 def test_a_setsid_escapee_dies_when_the_builder_is_killed(tmp_path):
     code = textwrap.dedent(f"""
         import sys
-        from cudapkgs.realise.process_group import popen_phase
+        from cudapkgs.process_group import popen_phase
         script = "setsid sh -c 'echo $$ > {tmp_path}/escapee; exec sleep 300' < /dev/null > /dev/null 2>&1 & sleep 300"
         proc = popen_phase(["bash", "-c", script], executable="/bin/bash", env={{"PATH": "{os.environ['PATH']}"}}, cwd="{tmp_path}")
         print("started", flush=True)

@@ -11,7 +11,7 @@ Two guards: the working directory is not on the compiler's sys.path, and each co
 may use at most `MEMORY_LIMIT` bytes of address space (a module needing more is not compiled).
 
 `start_compile` runs the same command without waiting, so a build can do other work meanwhile.
-The compiler runs under the build phases' supervisor (`cudapkgs.realise.process_group`): it and
+The compiler runs under the build phases' supervisor (`cudapkgs.process_group`): it and
 its workers die with cudapkgs.
 """
 
@@ -81,7 +81,7 @@ class Compile:
 
     def wait(self, log: TextIO) -> bool:
         """Wait for the compiler; True when every module compiled, else a line in `log` and False."""
-        from ..realise.process_group import finish_phase
+        from ..process_group import finish_phase
 
         try:
             status = self._process.wait()
@@ -98,7 +98,7 @@ class Compile:
 def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | None = None) -> Compile:
     """Start compiling every module under `site` (names relative to `out`) with `python` (default:
     `interpreter` of `env`), in `env`; returns at once.  Raises OSError when the interpreter cannot start."""
-    from ..realise.process_group import popen_phase
+    from ..process_group import popen_phase
 
     # Under the build phases' supervisor: the compiler and its workers die with cudapkgs.
     chosen = python or interpreter(env)

@@ -56,7 +56,7 @@ from ..errors import CudapkgsError
 from ..build_inputs import Closures, find_inputs, read_support_file, setup_environment
 from ..stdenv import PHASES
 from .context import BuildContext
-from .process_group import finish_phase, popen_phase
+from ..process_group import finish_phase, popen_phase
 
 __all__ = [
     "HOST_PATH", "PhaseError", "attrs_sh", "build", "call_python_step", "build_environment", "default_phases", "dependency_paths",
