@@ -111,15 +111,17 @@ _last_cpu = [0.0]
 
 def run_with_rusage(command: list[str], env: dict[str, str]) -> tuple[float, int]:
     """Like `timed`, reaping the child ourselves so that its own rusage is known."""
-    start = time.perf_counter()
-    pid = os.posix_spawn(command[0], command, env, file_actions=[
-        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0), (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
-    _, status, usage = os.wait4(pid, 0)
-    elapsed = time.perf_counter() - start
-    _last_cpu[0] = usage.ru_utime + usage.ru_stime
-    if os.waitstatus_to_exitcode(status) != 0:
-        subprocess.run(command, env=env)  # again, to show its error
-        raise SystemExit(f"{' '.join(command[:6])} ... failed")
+    with tempfile.TemporaryFile() as log:  # the failed run's own output (running it again hid why it failed)
+        start = time.perf_counter()
+        pid = os.posix_spawn(command[0], command, env, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0), (os.POSIX_SPAWN_DUP2, log.fileno(), 2)])
+        _, status, usage = os.wait4(pid, 0)
+        elapsed = time.perf_counter() - start
+        _last_cpu[0] = usage.ru_utime + usage.ru_stime
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            log.seek(0)
+            raise SystemExit(f"{' '.join(command[:6])} ... failed ({code}):\n{log.read().decode(errors='replace')[-4000:]}")
     return elapsed, usage.ru_maxrss
 
 
