@@ -37,7 +37,7 @@ def test_tree_pass_refuses_a_small_file_swapped_for_a_fifo(tmp_path):
     st = os.lstat(f)
     fd = _fifo_in_place_of(f, b"fifo!!\n")  # as many bytes as the listing saw
     try:
-        with pytest.raises(OSError, match="changed while being archived.*'p' file"):
+        with pytest.raises(OSError, match="changed while being archived.*a FIFO"):
             nar.TreePass(None).run(os.fsencode(f), st)
     finally:
         os.close(fd)
@@ -76,7 +76,7 @@ def test_dump_refuses_a_file_swapped_for_a_fifo(tmp_path, monkeypatch):
 
     monkeypatch.setattr(nar.os, "lstat", lstat_then_swap)
     try:
-        with pytest.raises(OSError, match="changed while being archived.*'p' file"):
+        with pytest.raises(OSError, match="changed while being archived.*a FIFO"):
             b"".join(nar.dump(f))
     finally:
         for fd in writers:

@@ -41,8 +41,8 @@ class FileSpan(NamedTuple):
 
     path: bytes
     size: int
-    dev: int = -1
-    ino: int = -1
+    dev: int
+    ino: int
 
 
 def open_listed(path: bytes | str, st: os.stat_result) -> int:
@@ -61,6 +61,9 @@ def open_span(span: FileSpan) -> int:
     return _open_checked(span.path, span.dev, span.ino, span.size)
 
 
+_KINDS = {"p": "a FIFO", "d": "a directory", "s": "a socket", "c": "a character device", "b": "a block device"}
+
+
 def _open_checked(path: bytes | str, dev: int, ino: int, size: int) -> int:
     fd = os.open(path, _READ | os.O_NONBLOCK)
     try:
@@ -71,7 +74,7 @@ def _open_checked(path: bytes | str, dev: int, ino: int, size: int) -> int:
     if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (dev, ino) or now.st_size != size:
         os.close(fd)
         if not stat.S_ISREG(now.st_mode):
-            what = f"a {stat.filemode(now.st_mode)[0]!r} file"
+            what = _KINDS.get(stat.filemode(now.st_mode)[0], "not a regular file")
         elif (now.st_dev, now.st_ino) != (dev, ino):
             what = "another file (another inode)"
         else:
