@@ -165,7 +165,7 @@ class Compile:
                     break
                 if left <= 0:
                     why = (f"did not finish within its deadline of {self._deadline:.0f} s ({self._work}); killed. "
-                           "A module may make the compiler hang: `dontCompileBytecode = true` skips this step")
+                           "A module may make the compiler hang (a rewired wheel skips this step with `dontCompileBytecode = true`)")
                     break
                 try:
                     status = self._process.wait(timeout=min(left, _POLL))
