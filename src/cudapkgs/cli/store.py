@@ -243,18 +243,39 @@ def _attribute_paths(args: argparse.Namespace, texts: list[str]) -> list[str]:
         if not _is_attribute(text):
             out.append(text)
             continue
-        value = resolve(pkgs, parse_attrpath(text))
-        path = getattr(value, "outPath", None)
-        if path is None and isinstance(value, str) and value.startswith("/"):
-            path = value  # an output: pkg.lib
+        components = parse_attrpath(text)
+        value = resolve(pkgs, components)
+        path, package = getattr(value, "outPath", None), text
+        if path is None and isinstance(value, str):
+            # An output (pkg.lib) is a string; `cudapkgs build pkg.lib` is refused, so the package is named.
+            package = _package_of_output(pkgs, components, value)
+            path = value if package is not None else None
         if not isinstance(path, str):
             raise UsageError(f"{text} is {type(value).__name__ if not isinstance(value, str) else repr(value)}, "
                              "not a package: give a package's attribute path or a store path")
         path = _AttributePath(path)
         path.label = text
-        path.build = shlex.join(["cudapkgs", "build", *options, text])
+        path.build = shlex.join(["cudapkgs", "build", *options, package])
         out.append(path)
     return out
+
+
+def _package_of_output(pkgs: Any, components: list[str], value: str) -> str | None:
+    """The attribute path of the package whose output the last of `components` names and `value` is
+    (``two.lib``: ``two``), or None when `value` is some other string (``config.storeDir``)."""
+    from ..derivation import Derivation
+    from ..lib.attrpath import format_attrpath, resolve
+
+    if len(components) < 2:
+        return None
+    parent = resolve(pkgs, components[:-1])
+    try:
+        drv = parent["derivation"] if not isinstance(parent, (str, bytes)) and "derivation" in parent else None
+    except TypeError:
+        return None
+    if isinstance(drv, Derivation) and drv.outputs.get(components[-1]) == value:
+        return format_attrpath(components[:-1])
+    return None
 
 
 def _query(store: Any, path: str) -> Any:
@@ -277,7 +298,9 @@ def _store_dir(args: argparse.Namespace) -> str:
     from ..config import load_config
     from ..store.location import default_store_dir
 
-    return default_store_dir(load_config())
+    # path-info and why-depends take --config/--set (for attribute paths): the store is the one they
+    # configure, where `cudapkgs build` with the same options puts its outputs.
+    return default_store_dir(load_config(file=getattr(args, "config", None), sets=getattr(args, "sets", ())))
 
 
 def _gc_caches(args: argparse.Namespace) -> int:
