@@ -118,3 +118,22 @@ def test_the_store_is_the_one_the_options_configure(built, capsys, how):
     assert code == 0 and out.split() == [path], err
     code, out, err = run(capsys, "why-depends", *options, "-f", "pkgs.py", "uses_hello", "hello")
     assert code == 0 and "hello-1" in out, err
+
+
+def test_store_paths_alone_evaluate_nothing(built, capsys, monkeypatch):
+    # -f with a file that does not even parse: nothing is evaluated when every argument is a path.
+    import cudapkgs.cli.eval as cli_eval
+
+    code, out, err = run(capsys, "path-info", "-f", "pkgs.py", "uses_hello", "hello")
+    assert code == 0, err
+    paths = out.split()
+
+    def no_evaluation(args):
+        raise AssertionError("evaluated")
+
+    monkeypatch.setattr(cli_eval, "pkgs_from_args", no_evaluation)
+    (built / "broken.py").write_text("def (:\n")
+    code, out, err = run(capsys, "path-info", "-f", "broken.py", *paths)
+    assert code == 0 and out.split() == paths, err
+    code, out, err = run(capsys, "why-depends", "-f", "broken.py", *paths)
+    assert code == 0 and "hello-1" in out, err
