@@ -111,3 +111,29 @@ def test_open_span_refuses_a_large_file_replaced_after_dump_parts_listed_it(tmp_
     _other_file_in_place_of(f, b"b" * 1000)
     with pytest.raises(OSError, match="another inode"):
         nar.open_span(spans[0])
+
+
+@pytest.mark.parametrize("change", ["grows", "shrinks"])
+def test_scan_for_hashes_reads_no_more_than_the_listed_size(tmp_path, monkeypatch, change):
+    # A file that grew after it was opened was read to its new end (no bound: one that kept growing
+    # kept the scan going), one that shrank was scanned short; both now fail as the NAR passes do.
+    root = tmp_path / "out"
+    root.mkdir()
+    f = root / "f"
+    f.write_bytes(b"listed " * 1000)
+    hash_part = "1" * 32
+    real_open = nar.open_listed
+
+    def open_then_change(path, st):
+        fd = real_open(path, st)
+        with open(f, "r+b") as w:
+            if change == "grows":
+                w.seek(0, 2)
+                w.write(b"/store/" + hash_part.encode() + b"-later\n")
+            else:
+                w.truncate(10)
+        return fd
+
+    monkeypatch.setattr(nar, "open_listed", open_then_change)
+    with pytest.raises(OSError, match="changed size"):
+        nar.scan_for_hashes(root, [hash_part])

@@ -437,7 +437,8 @@ def scan_for_hashes(path: str | os.PathLike[str], hashes: Iterable[str], *, on_f
 
     `on_found(hash, relative file)` is called for every (hash, file) hit; '' is
     the root itself.  Files are read in chunks with an overlap, so a hash split
-    across two chunks is still found.
+    across two chunks is still found; no more than a file's listed size is read.
+    Raises OSError when a file changed (`open_listed`) or its size did while it was read.
     """
     wanted = {h.encode() for h in hashes}
     found: set[str] = set()
@@ -459,11 +460,17 @@ def scan_for_hashes(path: str | os.PathLike[str], hashes: Iterable[str], *, on_f
             in_file = hits(os.fsencode(os.readlink(full)))
         elif stat.S_ISREG(st.st_mode):
             tail = b""
-            with open(open_listed(full, st), "rb") as f:
-                while chunk := f.read(CHUNK):
+            remaining = st.st_size  # the listed size and one byte more at most: a file that grew is seen
+            with open(open_listed(full, st), "rb", buffering=0) as f:
+                while chunk := f.read(min(CHUNK, remaining + 1)):
+                    remaining -= len(chunk)
+                    if remaining < 0:
+                        break
                     data = tail + chunk
                     in_file |= hits(data)
                     tail = data[-(HASH_LEN - 1) :]
+            if remaining != 0:
+                raise OSError(f"{os.fsdecode(full)} changed size while being scanned")
         for h in in_file:
             text = h.decode()
             found.add(text)
