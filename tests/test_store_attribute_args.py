@@ -137,3 +137,14 @@ def test_store_paths_alone_evaluate_nothing(built, capsys, monkeypatch):
     assert code == 0 and out.split() == paths, err
     code, out, err = run(capsys, "why-depends", "-f", "broken.py", *paths)
     assert code == 0 and "hello-1" in out, err
+
+
+def test_a_name_that_is_neither_a_file_nor_an_attribute_says_both(built, capsys):
+    # `path-info result` after the link was removed: before attribute paths, "path 'result' does not
+    # exist"; then only 'attribute "result" missing at the top level', as if no file had been looked for.
+    code, _, err = run(capsys, "path-info", "result")
+    assert code != 0 and "'result' is no file here" in err and 'attribute "result" missing at the top level' in err
+    code, _, err = run(capsys, "why-depends", "-f", "pkgs.py", "uses_hello", "helo")
+    assert code != 0 and "'helo' is no file here" in err and "did you mean" in err
+    code, _, err = run(capsys, "path-info", "-f", "pkgs.py", "hello.nosuch")  # an attribute path beyond doubt
+    assert code != 0 and "no file here" not in err and "nosuch" in err

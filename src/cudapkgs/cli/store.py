@@ -226,7 +226,7 @@ def _attribute_paths(args: argparse.Namespace, texts: list[str]) -> list[str]:
         return texts
     import json
 
-    from ..errors import UsageError
+    from ..errors import AttributeMissingError, UsageError
     from ..lib.attrpath import parse_attrpath, resolve
     from .eval import pkgs_from_args
 
@@ -244,7 +244,13 @@ def _attribute_paths(args: argparse.Namespace, texts: list[str]) -> list[str]:
             out.append(text)
             continue
         components = parse_attrpath(text)
-        value = resolve(pkgs, components)
+        try:
+            value = resolve(pkgs, components)
+        except AttributeMissingError as error:
+            if not components or components[0] in pkgs:
+                raise
+            # `path-info result` with no ./result here: the link was meant more often than an attribute.
+            raise AttributeMissingError(f"{text!r} is no file here, nor an attribute path: {error}") from None
         path, package = getattr(value, "outPath", None), text
         if path is None and isinstance(value, str):
             # An output (pkg.lib) is a string; `cudapkgs build pkg.lib` is refused, so the package is named.
