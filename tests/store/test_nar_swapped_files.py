@@ -137,3 +137,27 @@ def test_scan_for_hashes_reads_no_more_than_the_listed_size(tmp_path, monkeypatc
     monkeypatch.setattr(nar, "open_listed", open_then_change)
     with pytest.raises(OSError, match="changed size"):
         nar.scan_for_hashes(root, [hash_part])
+
+
+@pytest.mark.parametrize("kind", ["symlink", "socket"])
+def test_a_file_swapped_for_a_link_or_a_socket_is_named_so(tmp_path, kind):
+    # The open fails for these (O_NOFOLLOW: ELOOP; a socket: ENXIO); the error said only
+    # "[Errno 40] Too many levels of symbolic links: b'…/f'" (or "No such device or address").
+    import socket
+
+    f = tmp_path / "f"
+    f.write_bytes(b"listed\n")
+    st = os.lstat(f)
+    f.unlink()
+    sock = None
+    if kind == "symlink":
+        os.symlink("/etc/passwd", f)
+    else:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(os.fspath(f))
+    try:
+        with pytest.raises(OSError, match=f"changed while being archived.*a {'symbolic link' if kind == 'symlink' else 'socket'}"):
+            nar.TreePass(None).run(os.fsencode(f), st)
+    finally:
+        if sock is not None:
+            sock.close()

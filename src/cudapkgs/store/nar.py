@@ -8,6 +8,7 @@ streams, so memory stays constant however large the tree is.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -65,7 +66,16 @@ _KINDS = {"p": "a FIFO", "d": "a directory", "s": "a socket", "c": "a character 
 
 
 def _open_checked(path: bytes | str, dev: int, ino: int, size: int) -> int:
-    fd = os.open(path, _READ | os.O_NONBLOCK)
+    try:
+        fd = os.open(path, _READ | os.O_NONBLOCK)
+    except OSError as error:
+        # O_NOFOLLOW on a link: ELOOP; a socket (or a device with no driver): ENXIO. Said as a change.
+        swapped = {errno.ELOOP: "a symbolic link",
+                   errno.ENXIO: "a socket or a device with no driver"}.get(error.errno or 0)
+        if swapped is None:
+            raise
+        raise OSError(f"{os.fsdecode(path)} changed while being archived: listed as a regular file of {size} "
+                      f"bytes, opened it is {swapped}") from None
     try:
         now = os.fstat(fd)
     except BaseException:
