@@ -694,3 +694,50 @@ def test_ctrl_c_stops_a_byte_compilation_ahead_too(store, tmp_path, monkeypatch)
         GATES["first"].set()
         monkeypatch.setattr(concurrent.futures, "wait", real_wait)
     assert stopped and "interrupted" in str(stopped[0])
+
+
+def test_ctrl_c_as_the_build_pool_starts_stops_the_work_ahead(store, tmp_path, monkeypatch):
+    """Ctrl-C after the installs ahead had started but before the run's `try` (while its build pool was
+    made): nothing stopped or closed them, and a compilation ahead ran on (here: one that hangs)."""
+    import concurrent.futures
+    import sys
+
+    from cudapkgs.builders import python_bytecode
+    from cudapkgs.realise import install_ahead
+
+    bin_dir, pid_file = _hanging_compiler(tmp_path, "ahead", seconds=60)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "m.py").write_text("x = 1\n")
+    stopped: list[BaseException] = []
+    ended = threading.Event()
+
+    def prepare(drv, store, fetchers=()):
+        try:
+            compiling = python_bytecode.start_compile(site, tmp_path, {"PATH": f"{bin_dir}:{os.path.dirname(sys.executable)}"})
+            compiling.wait(io.StringIO())
+        except python_bytecode.ByteCompileError as error:
+            stopped.append(error)
+            raise
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(install_ahead, "eligible", lambda drv: drv.name == "ahead")
+    monkeypatch.setattr(install_ahead, "prepare", prepare)
+    real_pool = concurrent.futures.ThreadPoolExecutor
+
+    def interrupted_pool(*args, **kwargs):
+        if kwargs.get("thread_name_prefix") == "cudapkgs-build":
+            for _ in range(6000):  # the compilation ahead is under way
+                if pid_file.is_file() and pid_file.read_text().strip():
+                    break
+                time.sleep(0.01)
+            raise KeyboardInterrupt
+        return real_pool(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", interrupted_pool)
+    first, ahead = mk(store.store_dir, "first"), mk(store.store_dir, "ahead")
+    with pytest.raises(KeyboardInterrupt):
+        run(store, plan(store, [first, ahead]), jobs=1)
+    assert ended.wait(30), "the compilation ahead ran on after the run was interrupted"
+    assert stopped and "interrupted" in str(stopped[0])

@@ -371,9 +371,12 @@ def run(
     order = {d.drv_path: i for i, d in enumerate(sorted(todo, key=lambda d: -rank[d.drv_path]))}
     ready = sorted((d for d in todo if not waiting_on[d.drv_path]), key=lambda d: order[d.drv_path])
     progress.begin(the_plan, jobs)
-    ahead = _unpack_ahead(store, the_plan, ready[:jobs], jobs, fetchers, order, stop)
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cudapkgs-build")
+    ahead: Any = None
+    pool: Any = None
     try:
+        # Inside the try: a Ctrl-C once the work ahead has started stops and closes it too.
+        ahead = _unpack_ahead(store, the_plan, ready[:jobs], jobs, fetchers, order, stop)
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cudapkgs-build")
         while ready or running:
             if failures and ahead is not None:
                 ahead.cancel_pending()
@@ -402,7 +405,8 @@ def run(
         # Ctrl-C (or another way out): compilations under way in the workers (threads no
         # KeyboardInterrupt reaches) stop now, not when they are done; later ones do not start.
         stop.set()
-        pool.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         if ahead is not None:
             ahead.cancel_pending()
         raise
