@@ -220,8 +220,12 @@ def _attribute_paths(args: argparse.Namespace, texts: list[str]) -> list[str]:
     given) to its output's store path (``outPath``: the default output; ``libcublas.lib`` names
     another).  Nothing is evaluated when every argument is a path.
 
-    Raises UsageError for an attribute that is no package (a version string, a set) and the
-    evaluation's own errors (missing attribute with the close names, unfree, broken)."""
+    An attribute path's result carries ``label`` (the text) and ``build`` (the `cudapkgs build` command
+    that makes it, shell-quoted: for an output, its package's attribute path).
+
+    Raises UsageError for an attribute that is no package (a version string, a set, a string that
+    is no package's output) and the evaluation's own errors (missing attribute with the close names,
+    saying also that no file has that name when the first name is missing; unfree, broken)."""
     if not any(_is_attribute(t) for t in texts):
         return texts
     import json
