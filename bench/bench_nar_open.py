@@ -42,8 +42,8 @@ def main() -> None:
     args = parser.parse_args()
     new_open = nar.open_listed
 
-    def old_open(path: bytes | str, st: os.stat_result) -> int:
-        return os.open(path, nar._READ)
+    def old_open(path: bytes | str, st: os.stat_result, *, dir_fd: int | None = None, shown: object = None) -> int:
+        return os.open(path, nar._READ, dir_fd=dir_fd)
 
     with tempfile.TemporaryDirectory(prefix="bench-nar-open-") as scratch:
         tree = args.tree or _default_tree(Path(scratch))

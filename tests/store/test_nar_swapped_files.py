@@ -161,3 +161,29 @@ def test_a_file_swapped_for_a_link_or_a_socket_is_named_so(tmp_path, kind):
     finally:
         if sock is not None:
             sock.close()
+
+
+def test_tree_pass_refuses_a_directory_swapped_for_a_link_to_another(tmp_path, monkeypatch):
+    # A directory listed (lstat), then swapped for a symbolic link to a directory elsewhere: its listing
+    # went through the link and each entry was checked against itself, so the NAR held the other tree.
+    root = tmp_path / "out"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "f").write_bytes(b"mine\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "f").write_bytes(b"secret\n")
+    real_lstat = os.lstat
+    swapped = []
+
+    def lstat_then_swap(path, *args, **kwargs):
+        st = real_lstat(path, *args, **kwargs)
+        if os.fsdecode(path) in (str(root / "d"), "d") and not swapped:
+            (root / "d").rename(tmp_path / "moved")
+            os.symlink(elsewhere, root / "d")
+            swapped.append(True)
+        return st
+
+    monkeypatch.setattr(nar.os, "lstat", lstat_then_swap)
+    with pytest.raises(OSError, match="changed while being archived"):
+        nar.TreePass(None).run(os.fsencode(root))
+    assert swapped
