@@ -13,6 +13,7 @@ import base64
 import hashlib
 import os
 import stat
+import time
 import zipfile
 from pathlib import Path
 
@@ -124,9 +125,34 @@ def test_a_record_that_is_not_exactly_ours_means_a_full_check(tmp_path, not_racy
         unpack_wheel(wheel, tmp_path / "tree", cuda_major=13, sha256=sha)
 
 
-def test_a_wheel_changed_in_the_last_seconds_is_checked_in_full(tmp_path):
-    wheel, sha = _wheel(tmp_path / "w-1.0-py3-none-any.whl", lie=True)  # written just now
+def test_a_wheel_touched_just_before_it_unpacks_still_skips_them(tmp_path, member_digests):
+    # The wheel cache touches a wheel as a build takes it (`cache.in_use`): that change settles
+    # (`settled_identity` waits out the clock's tick), and the member digests are still skipped.
+    wheel, sha = _wheel(tmp_path / "w-1.0-py3-none-any.whl")
+    unpack_wheel(wheel, tmp_path / "a", cuda_major=13, sha256=sha)
+    member_digests.clear()
+    with cache.in_use(wheel) as alive:
+        assert alive
+        tree = unpack_wheel(wheel, tmp_path / "b", cuda_major=13, sha256=sha)
+    assert member_digests == []
+    assert (tree / "include/foo.h").read_bytes() == DATA
+
+
+def test_the_identity_is_taken_only_once_the_last_change_is_older_than_a_tick(tmp_path):
+    wheel, _ = _wheel(tmp_path / "w.whl")
+    with open(wheel, "rb") as f:
+        got = record_checked.settled_identity(f.fileno())
+        assert got is not None and time.time_ns() - max(got[3], got[4]) > record_checked._RACY_NS
+        future = time.time() + 3600
+        os.utime(wheel, (future, future))
+        assert record_checked.settled_identity(f.fileno()) is None
+
+
+def test_a_wheel_with_times_in_the_future_is_checked_in_full(tmp_path, not_racy):
+    wheel, sha = _wheel(tmp_path / "w-1.0-py3-none-any.whl", lie=True)
     (tmp_path / (wheel.name + ".checked")).write_bytes(_record_of(sha))
+    future = time.time() + 3600
+    os.utime(wheel, (future, future))
     with pytest.raises(FetchError, match="does not match its RECORD hash"):
         unpack_wheel(wheel, tmp_path / "tree", cuda_major=13, sha256=sha)
 
@@ -144,21 +170,38 @@ def test_the_whole_wheel_is_still_checked_against_its_sha256(tmp_path, not_racy,
         unpack_wheel(wheel, tmp_path / "c", cuda_major=13, sha256=other_sha)
 
 
-def test_a_wheel_changed_while_it_unpacks_unchecked_is_refused(tmp_path, not_racy, monkeypatch):
-    wheel, sha = _wheel(tmp_path / "w-1.0-py3-none-any.whl")
-    unpack_wheel(wheel, tmp_path / "a", cuda_major=13, sha256=sha)
+def _moving_identity(monkeypatch):
+    """`record_checked.identity` as if the file were written between the first look and the last."""
     real = record_checked.identity
     seen = []
 
     def moving(fd):
         seen.append(1)
         st = real(fd)
-        return st if len(seen) == 1 else (*st[:4], st[4] + 1)  # a write in between: a later ctime
+        return (*st[:4], st[4] + len(seen))  # a later ctime at every look
 
     monkeypatch.setattr(record_checked, "identity", moving)
-    with pytest.raises(WheelChangedError, match="changed while it was unpacked"):
-        unpack_wheel(wheel, tmp_path / "b", cuda_major=13, sha256=sha)
-    assert not (tmp_path / "b").exists()
+
+
+def test_a_wheel_changed_while_it_unpacks_unchecked_is_unpacked_again_with_every_digest(tmp_path, not_racy,
+                                                                                        member_digests, monkeypatch):
+    wheel, sha = _wheel(tmp_path / "w-1.0-py3-none-any.whl")
+    unpack_wheel(wheel, tmp_path / "a", cuda_major=13, sha256=sha)
+    member_digests.clear()
+    _moving_identity(monkeypatch)
+    tree = unpack_wheel(wheel, tmp_path / "b", cuda_major=13, sha256=sha)
+    assert len(member_digests) == 2  # the second pass checked every member
+    assert (tree / "include/foo.h").read_bytes() == DATA
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a", "b", wheel.name, wheel.name + ".checked"])
+
+
+def test_a_lying_wheel_changed_while_it_unpacks_unchecked_fails(tmp_path, not_racy, monkeypatch):
+    wheel, sha = _wheel(tmp_path / "w-1.0-py3-none-any.whl", lie=True)
+    (tmp_path / (wheel.name + ".checked")).write_bytes(_record_of(sha))  # a record it never earned
+    _moving_identity(monkeypatch)
+    with pytest.raises(FetchError, match="does not match its RECORD hash"):
+        unpack_wheel(wheel, tmp_path / "tree", cuda_major=13, sha256=sha)
+    assert not (tmp_path / "tree").exists()
 
 
 def _python_wheel(path: Path, *, lie: bool = False) -> tuple[Path, str]:
@@ -188,6 +231,13 @@ def test_install_wheel_skips_the_member_digests_of_a_pinned_wheel_checked_before
     # The same RECORD written (its digests are RECORD's own, checked the first time).
     assert (tmp_path / "b/pkg-1.0.dist-info/RECORD").read_bytes() == (tmp_path / "a/pkg-1.0.dist-info/RECORD").read_bytes()
     assert sorted(r for r, _, _ in second.files.values()) == sorted(r for r, _, _ in first.files.values())
+    # Changed meanwhile: its files removed and installed again, every member checked.
+    calls.clear()
+    _moving_identity(monkeypatch)
+    third = wheel_install.install_wheel(wheel, site=tmp_path / "c", prefix=tmp_path / "c", sha256=sha)
+    assert len(calls) == 3
+    assert (tmp_path / "c/pkg-1.0.dist-info/RECORD").read_bytes() == (tmp_path / "a/pkg-1.0.dist-info/RECORD").read_bytes()
+    assert sorted(third.files) == sorted(p for p in (tmp_path / "c").rglob("*") if p.is_file() and p.name != "RECORD")
 
 
 def test_install_wheel_unlike_its_record_fails_every_time_and_is_never_remembered(tmp_path, not_racy):

@@ -13,10 +13,16 @@ refused unless it has X, so a record can only ever vouch for the bytes it was wr
 
 The record is as trusted as the ``<wheel>.sha256`` beside it (the same directory, the same
 writer).  Anything else, a missing record, one that is not a regular file, larger than
-`_MAX_BYTES`, not ASCII, for another sha256 or another scope, means "check again".  A wheel
-changed less than `_RACY_NS` before it is opened is checked in full: the unpacker compares
-the file's identity and times before and after (`identity`), and a write within the same
-tick of the file system's clock could leave them equal (git's "racily clean" files).
+`_MAX_BYTES`, not ASCII, for another sha256 or another scope, means "check again".
+
+Unchecked members are only as good as the bytes hashed: the unpacker takes the file's
+identity and times before it reads (`settled_identity`) and compares them after; any write
+in between gives the file a later ctime, unless it falls in the same tick of the file
+system's clock as the last change (git's "racily clean" files).  So `settled_identity`
+waits until the last change is more than `_RACY_NS` old (a tick is 1-10 ms on Linux; the
+wheel cache touches a wheel just before it is unpacked) and gives None, a full check, for
+times that are whole seconds (a coarse clock) or in the future.  A change seen after the
+unpack means unpacking again with every digest: a touch by another build is not an error.
 """
 
 from __future__ import annotations
@@ -26,13 +32,13 @@ import stat
 import time
 from pathlib import Path
 
-__all__ = ["SUFFIX", "identity", "passed", "remember"]
+__all__ = ["SUFFIX", "identity", "passed", "remember", "settled_identity"]
 
 SUFFIX = ".checked"
 _MAGIC = "cudapkgs-record-checked-1"
 _SCOPES = ("unpack", "install")
 _MAX_BYTES = 1024
-_RACY_NS = 2_000_000_000
+_RACY_NS = 25_000_000  # 25 ms: longer than a tick of the kernel's coarse clock (HZ >= 100)
 
 
 def _record_path(wheel: Path) -> Path:
@@ -75,22 +81,36 @@ def _line(scope: str, sha256: str) -> str:
     return f"{_MAGIC} {scope} sha256:{sha256.lower()}"
 
 
-def passed(wheel: Path, fd: int, sha256: str, scope: str) -> bool:
+def settled_identity(fd: int) -> tuple[int, int, int, int, int] | None:
+    """`identity(fd)` once the file's last change is more than `_RACY_NS` old (waiting at most a
+    few times that), so that any later write changes it; None when that cannot be had (times in
+    the future, whole seconds, or changing while waited for): then check every member."""
+    for _ in range(3):
+        try:
+            now_identity = identity(fd)
+        except OSError:
+            return None
+        mtime, ctime = now_identity[3], now_identity[4]
+        if ctime % 1_000_000_000 == 0:
+            return None  # a clock of whole seconds: a write could leave the times as they are
+        age = time.time_ns() - max(mtime, ctime)
+        if age < 0:
+            return None
+        if age > _RACY_NS:
+            return now_identity
+        time.sleep((_RACY_NS - age) / 1e9 + 0.001)
+    return None
+
+
+def passed(wheel: Path, sha256: str, scope: str) -> bool:
     """Whether the record beside `wheel` says that the wheel whose sha256 is `sha256` (hex) passed
-    the RECORD check of `scope`, and the file open as `fd` was last changed more than 2 s ago.
+    the RECORD check of `scope`.
 
     True lets the caller skip the per-member digests, never the whole file's sha256, which it
-    must still compare with `sha256` (and `identity(fd)` before and after) before using the tree.
+    must still compare with `sha256`, and `settled_identity` before with `identity` after.
     Raises ValueError for an unknown `scope`; never OSError (an unreadable record is no record).
     """
-    wanted = _line(scope, sha256)
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        return False
-    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) <= _RACY_NS:
-        return False
-    return wanted in _lines(wheel)
+    return _line(scope, sha256) in _lines(wheel)
 
 
 def remember(wheel: Path, sha256: str, scope: str) -> None:

@@ -22,6 +22,7 @@ RECORD does not state truthfully.
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import hashlib
 import io
@@ -103,8 +104,8 @@ def install_wheel(
     handle = open(wheel, "rb")  # noqa: SIM115 - closed below, once the hashing thread is done
     # A wheel whose sha256 passed its RECORD check before skips the per-member digests (`record_checked`).
     before = None
-    if sha256 is not None and record_checked.passed(Path(wheel), handle.fileno(), sha256, "install"):
-        before = record_checked.identity(handle.fileno())
+    if sha256 is not None and record_checked.passed(Path(wheel), sha256, "install"):
+        before = record_checked.settled_identity(handle.fileno())
     checker = _HashInBackground(handle.fileno(), Path(wheel)) if sha256 is not None else None
     try:
         try:
@@ -134,7 +135,17 @@ def install_wheel(
                     f"{wheel.name}: the wheel's sha256 does not match the package's pin:\n"
                     f"  specified: {sha256.lower()}\n        got: {actual}")
             if before is not None and record_checked.identity(handle.fileno()) != before:
-                raise WheelContentsError(f"{wheel.name}: the wheel changed while it was installed")
+                # Touched or written meanwhile: its files go, and it is installed again, every member checked.
+                for path in [*installed.files, installed.dist_info / "RECORD"]:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                before = None
+                try:
+                    with zipfile.ZipFile(handle) as archive:
+                        installed = _install(archive, members, Path(wheel), Path(site), Path(prefix), write_record)
+                except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
+                        csv.Error, UnicodeDecodeError, zlib.error, ValueError) as error:
+                    raise WheelContentsError(f"{wheel.name}: damaged wheel ({type(error).__name__}: {error})") from None
             if before is None:  # every member matched RECORD, the whole file its pin
                 record_checked.remember(Path(wheel), sha256, "install")
         return installed

@@ -78,7 +78,7 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     ever holds a tree from a wheel whose bytes were checked. Once a wheel with ``sha256``
     unpacked with every member matching RECORD, ``<wheel>.checked`` remembers it
     (`record_checked`), and the next unpack of those bytes skips the per-member digests
-    (`WheelChangedError` too if the file's identity or times changed during it).
+    (and is done again with them if the file's identity or times changed meanwhile).
     ``check_members(infos)``, if given, sees the central directory's entries before
     anything is written (the expansion bounds of `cudapkgs.realise.redist_source`) and may
     raise to refuse the wheel: the entries of the one open file that is unpacked, read once.
@@ -89,18 +89,30 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     # not be unpacked under the hash of the one it replaced.
     handle = open(wheel, "rb")  # noqa: SIM115 - closed below, once the hashing thread is done
     with handle:
-        return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256, check_members)
+        try:
+            return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256, check_members)
+        except _Unsettled:  # touched or written while unpacked unchecked: again, every member checked
+            return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256, check_members,
+                                      skip_checked=False)
+
+
+class _Unsettled(Exception):
+    """The wheel's identity or times changed while its members were unpacked without their digests."""
 
 
 def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cuda_major: int,
-                       sha256: str | None, check_members: Callable[[list[zipfile.ZipInfo]], None] | None = None) -> Path:
-    """`unpack_wheel` of the wheel open as `handle`; returns only once no thread reads it."""
+                       sha256: str | None, check_members: Callable[[list[zipfile.ZipInfo]], None] | None = None,
+                       skip_checked: bool = True) -> Path:
+    """`unpack_wheel` of the wheel open as `handle`; returns only once no thread reads it.
+
+    `skip_checked`: skip the member digests when `record_checked` allows (`_Unsettled` when the
+    file's identity changed meanwhile: the tree is removed)."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     # A wheel whose sha256 passed its RECORD check before (`record_checked`) skips the per-member
     # digests; its whole-file sha256 is still checked below, and its identity before and after.
     before = None
-    if sha256 is not None and record_checked.passed(wheel, handle.fileno(), sha256, "unpack"):
-        before = record_checked.identity(handle.fileno())
+    if skip_checked and sha256 is not None and record_checked.passed(wheel, sha256, "unpack"):
+        before = record_checked.settled_identity(handle.fileno())
     checker = _HashInBackground(handle.fileno(), wheel) if sha256 is not None else None
     try:
         try:
@@ -127,7 +139,7 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
             if actual != sha256:
                 raise WheelChangedError(f"{wheel}: its sha256 is {actual}, not the {sha256} recorded when pip checked it")
             if before is not None and record_checked.identity(handle.fileno()) != before:
-                raise WheelChangedError(f"{wheel}: it changed while it was unpacked")
+                raise _Unsettled()
         if dest.exists() or dest.is_symlink():
             shutil.rmtree(dest)
         os.replace(tmp, dest)
