@@ -194,6 +194,10 @@ def _copy(args: argparse.Namespace) -> int:
             key = SecretKey.load(args.sign_key) if args.sign_key else None
             cache = open_cache(args.to)
             paths = [store.query(p).path for p in args.paths]
+            if key is None:
+                from .build import warn_unsigned
+
+                warn_unsigned(cache.url)  # stderr: --json output stays JSON
             import time
 
             last = [time.monotonic()]

@@ -67,7 +67,7 @@ class WheelChangedError(FetchError):
 
 
 def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13, sha256: str | None = None,
-                 check_members: Callable[[list[zipfile.ZipInfo]], None] | None = None) -> Path:
+                 check_members: Callable[[list[zipfile.ZipInfo], int], None] | None = None) -> Path:
     """Unpack ``wheel`` into a new directory ``dest`` laid out like the redist tarball.
 
     Every file is checked against the wheel's RECORD; ``nvidia/<root>/`` becomes the
@@ -79,9 +79,10 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     unpacked with every member matching RECORD, ``<wheel>.checked`` remembers it
     (`record_checked`), and the next unpack of those bytes skips the per-member digests
     (and is done again with them if the file's identity or times changed meanwhile).
-    ``check_members(infos)``, if given, sees the central directory's entries before
-    anything is written (the expansion bounds of `cudapkgs.realise.redist_source`) and may
-    raise to refuse the wheel: the entries of the one open file that is unpacked, read once.
+    ``check_members(infos, size)``, if given, sees the central directory's entries and the
+    size in bytes of the file (one ``fstat`` of the open file) before anything is written (the
+    expansion bounds of `cudapkgs.realise.redist_source`) and may raise to refuse the wheel:
+    the entries and size of the one open file that is unpacked, not of what the path named before.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -101,7 +102,7 @@ class _Unsettled(Exception):
 
 
 def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cuda_major: int,
-                       sha256: str | None, check_members: Callable[[list[zipfile.ZipInfo]], None] | None = None,
+                       sha256: str | None, check_members: Callable[[list[zipfile.ZipInfo], int], None] | None = None,
                        skip_checked: bool = True) -> Path:
     """`unpack_wheel` of the wheel open as `handle`; returns only once no thread reads it.
 
@@ -121,7 +122,7 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
             raise FetchError(f"{wheel}: damaged wheel ({error})") from None
         with archive:
             if check_members is not None:
-                check_members(archive.infolist())
+                check_members(archive.infolist(), os.fstat(handle.fileno()).st_size)
             try:
                 _extract(archive, tmp, pname, before is None)  # verify
             except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
