@@ -138,7 +138,8 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
             actual = checker.result()
             checker = None
             if actual != sha256:
-                raise WheelChangedError(f"{wheel}: its sha256 is {actual}, not the {sha256} recorded when pip checked it")
+                raise WheelChangedError(f"{wheel}: its bytes changed since pip checked them "
+                                        f"(its sha256 is {actual}, not the {sha256} recorded then)")
             if before is not None and record_checked.identity(handle.fileno()) != before:
                 raise _Unsettled()
         if dest.exists() or dest.is_symlink():
