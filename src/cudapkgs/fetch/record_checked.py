@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -125,7 +126,7 @@ def remember(wheel: Path, sha256: str, scope: str) -> None:
     target = _record_path(wheel)
     known = {_line(other, sha256) for other in _SCOPES}
     lines = sorted({old for old in _lines(wheel) if old in known} | {line})
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # one per writer
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
