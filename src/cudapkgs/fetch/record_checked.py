@@ -1,7 +1,7 @@
 """What the wheel cache remembers of a wheel's RECORD check: "the wheel with sha256 X matched its RECORD".
 
 A wheel's RECORD gives the sha256 of each member; checking every member against it (266 MiB
-for the five CUDA compile wheels, 0.25 CPU-s; torch's 1.5 GiB) proves only that the wheel
+for the five CUDA compile wheels, 0.25 CPU-s; torch's 1.1 GB) proves only that the wheel
 agrees with itself.  A wheel whose own sha256 is X always has the same members, so once the
 wheel X passed that check, every later unpack of bytes hashing to X would pass it again.
 `remember` writes ``<wheel>.checked`` beside the cached wheel after an unpack in which every
@@ -12,7 +12,8 @@ unpacker checks: ``unpack`` for `cudapkgs.fetch.wheel_unpack`, ``install`` for
 refused unless it has X, so a record can only ever vouch for the bytes it was written for.
 
 The record is as trusted as the ``<wheel>.sha256`` beside it (the same directory, the same
-writer).  Anything else, a missing record, one that is not a regular file, larger than
+writer); for a wheel pinned by its package (torch), a forged record can let through only the
+pinned bytes themselves, whatever their RECORD says.  Anything else, a missing record, one that is not a regular file, larger than
 `_MAX_BYTES`, not ASCII, for another sha256 or another scope, means "check again".
 
 Unchecked members are only as good as the bytes hashed: the unpacker takes the file's
