@@ -61,7 +61,8 @@ with Store.open(store_dir) as store:
         if jobs == 0:  # what `copy --from` picks without -j
             from cudapkgs.store.caches.substitution import default_jobs
             jobs = default_jobs(cache)
-        sys.stderr.write(f"bench-jobs={{jobs}}\n")
+        run, wait = map(int, open("/proc/thread-self/schedstat").read().split()[:2])
+        sys.stderr.write(f"bench-jobs={{jobs}}\nbench-wait={{wait / max(1, run + wait):.3f}}\n")
         subs.fetch(store, todo, jobs=jobs)
 """
 
@@ -78,6 +79,8 @@ last_runqueue_wait = 0.0
 last_user_sys = (0.0, 0.0)
 #: The jobs the last substituting child used (it prints them: with -j 0 `default_jobs` picks), 0 for other children.
 last_jobs = 0
+#: The share of its runnable time the last substituting child's main thread waited for a CPU before the fetch (what `default_jobs` looks at).
+last_wait_share = -1.0
 #: The last `timed` child's own peak RSS (VmHWM after its exec, sampled every 10 ms), KiB. wait4's ru_maxrss
 #: is at least the forked copy of this (larger) Python process, so for small children it reads this process.
 last_hwm_kib = 0
@@ -128,6 +131,8 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int
         raise SystemExit(f"{cmd[0]} failed ({process.returncode}): {errors[-500:]}")
     global last_jobs
     last_jobs = next((int(line[11:]) for line in errors.splitlines() if line.startswith("bench-jobs=")), 0)
+    global last_wait_share
+    last_wait_share = next((float(line[11:]) for line in errors.splitlines() if line.startswith("bench-wait=")), -1.0)
     return wall, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
 
 
@@ -533,7 +538,7 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                     dirty[label].append(watch.peak)
                     waits[label].append(last_runqueue_wait)
                     user_sys[label].append(last_user_sys)
-                    jobs_used[label].append(last_jobs)
+                    jobs_used[label].append((last_jobs, last_wait_share))
                     pressure[label].append(psi)
                     results[label][-1] = (measured[0], last_hwm_kib or measured[1], measured[2])
                 _rmtree(run_dir if label == labels[0] else Path(store_dir))
@@ -567,7 +572,7 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print(f"{len(paths)} paths, {nar_bytes / 2**20:.1f} MiB of NAR, {cache_bytes / 2**20:.1f} MiB of zstd NARs in a file:// "
           f"cache; into an empty store, median of {args.runs} alternating runs after a warm-up round (cudapkgs -j {args.jobs or 'as copy --from picks'}); "
           "peak RSS is the child's VmHWM\n")
-    print("| tool | median wall s | wall ratio | median CPU s | CPU ratio | user / sys s | user ratio | peak RSS MiB | RSS ratio | slowest / median | runs (wall s) | runs (CPU s) | waiting for a CPU (s) | peak dirty MiB | jobs | CPU pressure before, % |")
+    print("| tool | median wall s | wall ratio | median CPU s | CPU ratio | user / sys s | user ratio | peak RSS MiB | RSS ratio | slowest / median | runs (wall s) | runs (CPU s) | waiting for a CPU (s) | peak dirty MiB | jobs (start-up waiting for a CPU) | CPU pressure before, % |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---|---|")
     for label in labels:
         print(f"| {label} | {med[label]:.3f} | {med[label] / med[peer]:.2f} | {cpu[label]:.3f} | {cpu[label] / cpu[peer]:.2f} | "
@@ -575,7 +580,7 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               f"{rss[label] / 1024:.1f} | {rss[label] / rss[peer]:.2f} | {spread[label]:.2f} | "
               f"{', '.join(f'{t:.2f}' for t, _, _ in results[label])} | {', '.join(f'{c:.2f}' for _, _, c in results[label])} | "
               f"{', '.join(f'{w:.2f}' for w in waits[label])} | {', '.join(str(d) for d in result['dirty_peak_mib'][label])} | "
-              f"{', '.join(str(j) for j in jobs_used[label]) if any(jobs_used[label]) else ''} | "
+              f"{', '.join(f'{j} ({w * 100:.0f} %)' for j, w in jobs_used[label]) if any(j for j, _ in jobs_used[label]) else ''} | "
               f"{', '.join(f'{p:.0f}' for p in pressure[label])} |")
     print(f"\nload average after the runs: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     return 0

@@ -382,7 +382,7 @@ class _Threads:
 def default_jobs(cache: Cache) -> int:
     """How many paths to substitute at once from `cache` when the user did not say: 4, but from a local
     directory (file://: no waiting on a network, each job all CPU) no more than the CPUs this process may
-    use, and 1 while other work keeps the CPUs busy (`cpu_contended`), at least 1.
+    use, and 1 while other work keeps the CPUs busy (`cpu_contended`: this thread waited for a CPU), at least 1.
 
     On 2 cores, `-j 4` from file:// took more CPU than `-j 2` (the CUDA compile closure: 2.36 s against
     2.18 s, medians of 4) and more memory (34.7 against 30.3 MiB peak RSS), and no less wall time. On
@@ -405,61 +405,37 @@ def default_jobs(cache: Cache) -> int:
     return max(1, min(4, usable))
 
 
-#: The kernel's CPU pressure (PSI, Linux 4.20+): for how many microseconds, in all, some runnable task
-#: waited for a CPU, and the share of the last 10 s that was. Absent (no PSI, not Linux): nothing is
-#: assumed about other work.
-CPU_PRESSURE = "/proc/pressure/cpu"
-#: From this share (per cent) of time with some task waiting for a CPU, the CPUs are taken as busy with other work.
-CONTENDED_PERCENT = 25.0
-#: A window shorter than this (seconds) says too little: the 10-s average is used instead.
-_SHORTEST_WINDOW = 0.01
+#: Linux's scheduler statistics of the calling thread: nanoseconds on a CPU, nanoseconds runnable but
+#: waiting for one, time slices. Absent (not Linux, no schedstats): nothing is assumed about other work.
+SCHEDSTAT = "/proc/thread-self/schedstat"
+#: From this share of its runnable time spent waiting for a CPU, the CPUs are taken as busy with other work.
+CONTENDED_SHARE = 0.25
+#: Less runnable time than this (nanoseconds) says too little: nothing is assumed.
+_SHORTEST_NS = 20_000_000
 
 
-def cpu_pressure(pressure: str | None = None) -> tuple[float, int, float] | None:
-    """(monotonic seconds now, the ``some`` ``total=`` microseconds, its ``avg10=`` per cent) of `pressure`
-    (default `CPU_PRESSURE`; at most 4 KiB read), or None when it is absent, unreadable or not in that form."""
-    import time
+def cpu_contended(schedstat: str | None = None) -> bool:
+    """Whether the calling thread spent at least `CONTENDED_SHARE` of its runnable time waiting for a CPU.
 
-    try:
-        with open(pressure or CPU_PRESSURE, "rb") as f:
-            text = f.read(4096)
-    except OSError:
-        return None
-    now = time.monotonic()
-    for line in text.splitlines():
-        if line.startswith(b"some "):
-            fields = dict(f.split(b"=", 1) for f in line.split()[1:] if b"=" in f)
-            try:
-                total, avg10 = int(fields[b"total"]), float(fields[b"avg10"])
-            except (KeyError, ValueError):
-                return None
-            if total < 0 or not 0.0 <= avg10 <= 100.0:  # NaN fails too
-                return None
-            return now, total, avg10
-    return None
-
-
-#: The CPU pressure when this module was imported: `default_jobs` looks at the share of the time since
-#: (the start-up and the narinfo queries, tens of milliseconds) in which some task waited for a CPU.
-_PRESSURE_AT_IMPORT = cpu_pressure()
-
-
-def cpu_contended(before: tuple[float, int, float] | None = None, now: tuple[float, int, float] | None = None) -> bool:
-    """Whether some task waited for a CPU at least `CONTENDED_PERCENT` % of the time from `before` to `now`
-    (`cpu_pressure` samples; by default the one taken at import and one taken now).
-
-    The 10-s average (``avg10``) lags: it still read 40-50 % for seconds after a load of 6 had gone, when
-    two jobs would have taken a third less wall time; the share since `before` is what holds now. With
-    a window under 10 ms, `now`'s 10-s average; False without PSI (nothing is assumed then).
+    Read from `schedstat` (default `SCHEDSTAT`, at most 4 KiB): for the `copy` command that is its
+    start-up and the narinfo queries (70-170 ms runnable). The kernel's CPU pressure
+    (``/proc/pressure/cpu``) was tried first: its 10-s average still read 40-50 % for seconds after a
+    load had gone (one job chosen where two took a third less wall time), and over the start-up alone
+    it counts every task's waits (22 and 50 % in two samples in which this thread waited 0 and 6 %).
+    Measured figures: docs/binary-caches.md, "Third round". False when the file is absent, unreadable, not
+    three numbers, or covers under 20 ms.
     """
-    before = _PRESSURE_AT_IMPORT if before is None else before
-    now = cpu_pressure() if now is None else now
-    if now is None:
+    try:
+        with open(schedstat or SCHEDSTAT, "rb") as f:
+            fields = f.read(4096).split()
+    except OSError:
         return False
-    window = now[0] - before[0] if before is not None else 0.0
-    if before is None or window < _SHORTEST_WINDOW or now[1] < before[1]:
-        return now[2] >= CONTENDED_PERCENT
-    return (now[1] - before[1]) / 1e6 >= window * CONTENDED_PERCENT / 100
+    if len(fields) != 3 or not all(f.isdigit() for f in fields):
+        return False
+    running, waiting = int(fields[0]), int(fields[1])
+    if running + waiting < _SHORTEST_NS:
+        return False
+    return waiting >= CONTENDED_SHARE * (running + waiting)
 
 
 def _topological(refs_of: dict[str, list[str]]) -> list[str]:
