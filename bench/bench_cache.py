@@ -199,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-src", help="with --http or --nix: the src/ directory of the code to compare against")
     parser.add_argument("--https", action="store_true", help="with --http: serve over TLS (a self-signed certificate)")
     parser.add_argument("--nix", action="store_true", help="substitution from file:// against real Nix's `nix copy --from`")
+    parser.add_argument("--cli", action="store_true", help="with --nix: also a row of the `cudapkgs copy --from` command itself")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="with --nix: cudapkgs' substitution jobs (default 2; 0: what `copy --from` picks, default_jobs)")
     args = parser.parse_args(argv)
     if args.nix:
@@ -515,6 +516,10 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         _ENV["BENCH_JOBS"] = str(args.jobs)
         peer_src = Path(args.peer_src).resolve() if args.peer_src else None
         labels = ("nix copy --from", "cudapkgs substitute") + ((f"cudapkgs ({peer_src})",) if peer_src else ())
+        cli = "cudapkgs copy --from (the command)"
+        if args.cli:
+            labels += (cli,)
+            (work / "home").mkdir()
         results: dict[str, list[tuple[float, int, float]]] = {label: [] for label in labels}
         dirty: dict[str, list[int]] = {label: [] for label in labels}
         waits: dict[str, list[float]] = {label: [] for label in labels}
@@ -529,6 +534,13 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                         run_dir = work / f"nix-{round_}"
                         run_dir.mkdir()
                         measured = nix_copy_from(cache_dir, store_dir, str(key.public), paths, run_dir)
+                    elif label == cli:  # the command a user runs: its own start-up, configuration and -j choice
+                        Store.open(store_dir).close()
+                        measured = timed([sys.executable, "-m", "cudapkgs", "copy", "--from", f"file://{cache_dir}",
+                                          "--trusted-public-key", str(key.public), "--store", store_dir,
+                                          *([f"-j{args.jobs}"] if args.jobs else []), *paths],
+                                         {**_ENV, "PYTHONPATH": str(REPO / "src"), "HOME": str(work / "home"),
+                                          "XDG_CONFIG_HOME": str(work / "home/.config")})
                     else:
                         Store.open(store_dir).close()
                         measured = run_child("substitute", store_dir, f"file://{cache_dir}", str(key.public), paths,
