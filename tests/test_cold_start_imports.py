@@ -27,15 +27,31 @@ sys.exit(main())
 """
 
 
-def modules_of(args: list[str], tmp_path: Path) -> set[str]:
-    """The modules `cudapkgs ARGS --no-eval-cache` has imported when it exits (its second run)."""
+def cold_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a user's first command: this tree's sources, no CUDAPKGS_* setting, and a
+    cache, configuration and store of their own under `tmp_path`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDAPKGS_")}
     env.update(PYTHONPATH=str(SRC), XDG_CACHE_HOME=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"),
                CUDAPKGS_STORE=str(tmp_path / "store"))
+    return env
+
+
+def run_python(code: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE`` with this tree's sources (or `env`), its output as text; `kwargs` to `subprocess.run`
+    (a timeout of 60 s, check=True unless given)."""
+    kwargs.setdefault("timeout", 60)
+    kwargs.setdefault("check", True)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env if env is not None else {**os.environ, "PYTHONPATH": str(SRC)}, **kwargs)
+
+
+def modules_of(args: list[str], tmp_path: Path) -> set[str]:
+    """The modules `cudapkgs ARGS --no-eval-cache` has imported when it exits (its second run)."""
+    env = cold_env(tmp_path)
     out = tmp_path / "modules"
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", _RUN.format(out=str(out), args=[*args, "--no-eval-cache"])],
-                              capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+        done = run_python(_RUN.format(out=str(out), args=[*args, "--no-eval-cache"]), env, timeout=300, check=False,
+                          cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
     return set(out.read_text().split())
 
@@ -86,9 +102,7 @@ def test_a_command_runs_few_garbage_collections_and_restores_the_threshold(tmp_p
             "gc.callbacks.append(lambda phase, info: runs.append(info['generation']) if phase == 'start' else None); "
             "before = gc.get_threshold(); status = cli.main(['list', '--all', '--no-eval-cache']); "
             "gc.callbacks.clear(); print(json.dumps([status, len(runs), gc.get_threshold() == before]), file=sys.stderr)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDAPKGS_")}
-    env.update(PYTHONPATH=str(SRC), XDG_CACHE_HOME=str(tmp_path / "cache"), CUDAPKGS_STORE=str(tmp_path / "store"))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    done = run_python(code, cold_env(tmp_path), timeout=300, check=False)
     status, collections, restored = __import__("json").loads(done.stderr.splitlines()[-1])
     assert status == 0 and restored
     assert collections <= 3, collections
@@ -141,9 +155,7 @@ def test_the_builtin_sha256_serves_a_small_evaluation_only():
             "big = paths.sha256(b'y' * (300 << 10)).hexdigest(); "
             "import hashlib; print(first, 'hashlib' in sys.modules, "
             "small == hashlib.sha256(b'x' * 1000).hexdigest(), big == hashlib.sha256(b'y' * (300 << 10)).hexdigest())")
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
-    assert done.stdout.split() == ["False", "True", "True", "True"]
+    assert run_python(code).stdout.split() == ["False", "True", "True", "True"]
 
 
 def test_a_lazy_pattern_matches_as_the_compiled_one():
@@ -171,9 +183,7 @@ def test_importing_the_evaluation_compiles_no_pattern_it_does_not_match(tmp_path
             "import cudapkgs.db, cudapkgs.config, cudapkgs.lib.attrpath, cudapkgs.derivation, cudapkgs.store.paths, "
             "cudapkgs.elf.link_stub, cudapkgs.pkgs.host_tools; "
             "print(sorted({m for m, p in compiled if m and m.startswith('cudapkgs')}))")
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
-    compiled = __import__("ast").literal_eval(done.stdout)
+    compiled = __import__("ast").literal_eval(run_python(code).stdout)
     assert not {"cudapkgs.db", "cudapkgs.config", "cudapkgs.lib.attrpath", "cudapkgs.derivation", "cudapkgs.store.paths",
                 "cudapkgs.elf.link_stub", "cudapkgs.pkgs.host_tools"} & set(compiled), compiled
 

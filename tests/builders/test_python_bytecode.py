@@ -126,3 +126,106 @@ def test_the_compiler_dies_with_cudapkgs(tmp_path: Path) -> None:
     else:
         os.kill(compiler, signal.SIGKILL)
         raise AssertionError("the compiler outlived cudapkgs")
+
+
+def _hanging_python(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A PATH whose python3 hangs as a compiler stuck on a module would (a child that sleeps; its pid in a file)."""
+    pid_file = tmp_path / "hung.pid"
+    return _fake_python(tmp_path, f"sleep 3600 & echo $! > {pid_file}; wait"), pid_file
+
+
+def _gone(pid: int) -> bool:
+    """Whether `pid` has ended (gone, or a zombie waiting to be reaped), waiting for it a while."""
+    import time
+
+    for _ in range(1000):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z"):
+                return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _pid_of(pid_file: Path) -> int:
+    import time
+
+    for _ in range(1000):
+        if pid_file.is_file() and pid_file.read_text().strip():
+            return int(pid_file.read_text())
+        time.sleep(0.01)
+    raise AssertionError("the fake compiler did not start")
+
+
+def test_the_deadline_grows_with_the_source(tmp_path: Path) -> None:
+    from cudapkgs.builders import python_bytecode as bc
+
+    out, site = _tree(tmp_path)
+    (site / "pkg" / "data.txt").write_bytes(b"x" * (1 << 20))  # not a module: not counted
+    seconds, modules, size = bc.deadline_for(site)
+    assert (modules, size) == (2, len("VALUE = 1\n") + len("def (:\n"))
+    (site / "pkg" / "big.py").write_bytes(b"#" * (3 << 20))
+    more, modules, _ = bc.deadline_for(site)
+    assert modules == 3
+    assert abs((more - seconds) - (bc.DEADLINE_PER_MIB * 3 + bc.DEADLINE_PER_MODULE)) < 1e-6
+    assert bc.DEADLINE_BASE <= seconds < bc.DEADLINE_BASE + 1
+
+
+def test_a_compiler_that_hangs_is_killed_at_its_deadline_and_fails_the_step(tmp_path: Path, monkeypatch) -> None:
+    """Before, `wait` had no deadline: a module that made the compiler hang stalled the build for ever."""
+    import pytest
+
+    from cudapkgs.builders import python_bytecode as bc
+
+    monkeypatch.setattr(bc, "DEADLINE_BASE", 0.5)  # the deadline itself is not what is tested here
+    out, site = _tree(tmp_path)
+    env, pid_file = _hanging_python(tmp_path)
+    log = io.StringIO()
+    with pytest.raises(bc.ByteCompileError, match=r"byte compilation \(python3 -m compileall\) of .* deadline"):
+        compile_tree(site, out, env, log)
+    assert "deadline" in log.getvalue()
+    assert _gone(_pid_of(pid_file))  # the process group was killed, the hung child with it
+
+
+def test_stop_all_stops_a_compilation_waited_for_in_another_thread(tmp_path: Path) -> None:
+    """Ctrl-C during a build: its compilation runs in a worker thread, in a session of its own; the
+    interrupted run waited for it to finish (here: never) before it exited."""
+    import threading
+
+    from cudapkgs.builders import python_bytecode as bc
+
+    out, site = _tree(tmp_path)
+    env, pid_file = _hanging_python(tmp_path)
+    raised: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            compile_tree(site, out, env, io.StringIO())
+        except BaseException as error:  # noqa: BLE001 - the test looks at it
+            raised.append(error)
+
+    worker = threading.Thread(target=build, daemon=True)
+    worker.start()
+    hung = _pid_of(pid_file)
+    try:
+        bc.stop_all()
+        worker.join(60)
+        assert not worker.is_alive(), "the compilation was not stopped"
+        assert raised and isinstance(raised[0], bc.ByteCompileError) and "interrupted" in str(raised[0])
+        assert _gone(hung)
+        try:
+            start_compile(site, out, env)
+        except bc.ByteCompileError as error:  # none starts after the interrupt
+            assert "not started" in str(error)
+        else:
+            raise AssertionError("a compilation started after stop_all")
+    finally:
+        bc.resume()
+        if not _gone(hung):
+            os.kill(hung, 9)
+    assert compile_tree(site, out, {**os.environ, "PATH": os.path.dirname(sys.executable)}, io.StringIO()) is False

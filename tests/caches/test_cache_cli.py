@@ -73,6 +73,40 @@ def test_copy_to_and_from_a_file_cache(tmp_path):
         assert s.verify() == [] and s.references(top) == [dep]
 
 
+def test_copy_without_a_sign_key_says_once_that_the_cache_is_unsigned(tmp_path):
+    """Before, nothing said so: Nix users found out when their substitution refused every path."""
+    store = Store.open(tmp_path / "store")
+    dep, top = make_closure(store)
+    store.close()
+    env = {"CUDAPKGS_STORE": store.store_dir}
+    url = f"file://{tmp_path}/cache"
+    out = run_cli("copy", "--to", url, "--json", top, env=env)
+    assert out.returncode == 0, out.stderr
+    assert sorted(json.loads(out.stdout)["uploaded"]) == sorted([dep, top])  # stdout is the JSON alone
+    warned = [line for line in out.stderr.splitlines() if "warning" in line]
+    assert len(warned) == 1, out.stderr
+    assert warned[0].startswith(f"cudapkgs: warning: uploading to {url} without --sign-key: its narinfos are unsigned")
+    assert "--no-check-sigs" in warned[0] and "cudapkgs key generate" in warned[0]
+    key = generate("lab-1")
+    (tmp_path / "k").write_text(str(key))
+    signed = run_cli("copy", "--to", f"file://{tmp_path}/signed", "--sign-key", str(tmp_path / "k"), top, env=env)
+    assert signed.returncode == 0 and "warning" not in signed.stderr, signed.stderr
+
+
+def test_build_push_to_without_a_sign_key_says_so_too(tmp_path, capsys):
+    from cudapkgs.cli import build
+    from cudapkgs.store.caches import open_cache
+
+    cache = open_cache(f"file://{tmp_path}/cache")
+    with Store.open(tmp_path / "store") as store:
+        build._push(store, (cache, None), [])
+        unsigned = capsys.readouterr().err
+        build._push(store, (cache, generate("lab-1")), [])
+        signed = capsys.readouterr().err
+    assert unsigned.startswith(f"cudapkgs: warning: uploading to {cache.url} without --sign-key: its narinfos are unsigned")
+    assert "warning" not in signed and signed.startswith("pushed 0 path(s)")
+
+
 def test_copy_bad_input_is_one_line(tmp_path):
     env = {"CUDAPKGS_STORE": str(tmp_path / "store")}
     assert "not a cache URL" in one_line_error(run_cli("copy", "--to", "ftp://x", "/y", env=env))

@@ -39,35 +39,53 @@ def mk(store_dir, name, deps=()):
     )
 
 
-def test_gc_between_plan_and_build_keeps_the_valid_inputs(tmp_path):
+def store_with_a(tmp_path, *, result=False):
+    """(the store's root, `a`): a store at ``tmp_path/store`` where `a` was built by a process that has
+    gone (nothing roots it), or with `result` rooted by the link ``tmp_path/result``."""
     root = tmp_path / "store"
     with Store.open(root) as store:
         a = mk(store.store_dir, "a")
         realise(store, [a])
+        if result:
+            store.add_indirect_root(tmp_path / "result", a.outputs["out"])
+    return root, a
+
+
+def gc_elsewhere(root) -> list[str]:
+    """What a gc run from a second `Store` (as another process would) deletes."""
+    with Store.open(root) as gc_process:
+        return gc_process.gc().deleted
+
+
+def the_auto_root(root) -> tuple[str, str]:
+    """(the ``.gcroots/auto`` directory, its one entry)."""
+    auto = os.fspath(root / ".gcroots" / "auto")
+    (entry,) = os.listdir(auto)
+    return auto, entry
+
+
+def test_gc_between_plan_and_build_keeps_the_valid_inputs(tmp_path):
+    root, a = store_with_a(tmp_path)
     b = mk(os.fspath(root), "b", [a])
     with Store.open(root) as store:  # a fresh process: nothing roots a
         the_plan = plan(store, [b])
         assert [d.name for d in the_plan.to_build] == ["b"]
-        with Store.open(root) as gc_process:
-            assert gc_process.gc().deleted == []
+        assert gc_elsewhere(root) == []
         assert run(store, the_plan) == [b.outputs["out"]]
         assert store.is_valid(a.outputs["out"]) and store.verify() == []
-    with Store.open(root) as gc_process:  # once the builder has gone, both are garbage again
-        assert sorted(gc_process.gc().deleted) == sorted([a.outputs["out"], b.outputs["out"]])
+    # once the builder has gone, both are garbage again
+    assert sorted(gc_elsewhere(root)) == sorted([a.outputs["out"], b.outputs["out"]])
 
 
 def test_realise_roots_its_inputs_before_building(tmp_path):
-    root = tmp_path / "store"
-    with Store.open(root) as store:
-        a = mk(store.store_dir, "a")
-        realise(store, [a])
+    from cudapkgs.realise.realise import protect_inputs
+
+    root, a = store_with_a(tmp_path)
     b = mk(os.fspath(root), "b", [a])
     c = mk(os.fspath(root), "c", [b])
     with Store.open(root) as store:
-        rooted = __import__("cudapkgs.realise.realise", fromlist=["protect_inputs"]).protect_inputs(store, [c])
-        assert rooted == [a.outputs["out"]]
-        with Store.open(root) as gc_process:
-            assert gc_process.gc().deleted == []
+        assert protect_inputs(store, [c]) == [a.outputs["out"]]
+        assert gc_elsewhere(root) == []
         realise(store, [c])
         assert store.verify() == []
 
@@ -193,13 +211,8 @@ def test_a_root_entry_renamed_while_gc_lists_the_roots_is_skipped(tmp_path, monk
 
     A gc no longer runs while roots are made, but a leftover entry of a killed process can
     still go (a user cleaning up); gc skips what is gone."""
-    root = tmp_path / "store"
-    with Store.open(root) as store:
-        a = mk(store.store_dir, "a")
-        realise(store, [a])
-        store.add_indirect_root(tmp_path / "result", a.outputs["out"])
-    auto = os.fspath(root / ".gcroots" / "auto")
-    (entry,) = os.listdir(auto)
+    root, a = store_with_a(tmp_path, result=True)
+    auto, entry = the_auto_root(root)
     half_made = os.path.join(auto, entry + ".tmp-0123")
     os.symlink(os.fspath(tmp_path / "result"), half_made)  # a replacement half made
     readlink = os.readlink
@@ -210,8 +223,7 @@ def test_a_root_entry_renamed_while_gc_lists_the_roots_is_skipped(tmp_path, monk
         return readlink(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "readlink", rename_then_readlink)
-    with Store.open(root) as gc_process:
-        assert gc_process.gc().deleted == []
+    assert gc_elsewhere(root) == []
     monkeypatch.undo()
     assert os.listdir(auto) == [entry]
 
@@ -222,13 +234,8 @@ def test_an_indirect_root_that_cannot_be_looked_at_stops_the_gc(tmp_path, monkey
     collect its path, src/libstore/gc.cc findRoots). A link that is gone still loses its entry."""
     from cudapkgs.errors import StoreError
 
-    root = tmp_path / "store"
-    with Store.open(root) as store:
-        a = mk(store.store_dir, "a")
-        realise(store, [a])
-        store.add_indirect_root(tmp_path / "result", a.outputs["out"])
-    auto = os.fspath(root / ".gcroots" / "auto")
-    (entry,) = os.listdir(auto)
+    root, a = store_with_a(tmp_path, result=True)
+    auto, entry = the_auto_root(root)
     hidden = os.fspath(tmp_path / "result")
     real_lstat, real_islink = os.lstat, os.path.islink
 
@@ -239,14 +246,13 @@ def test_an_indirect_root_that_cannot_be_looked_at_stops_the_gc(tmp_path, monkey
 
     monkeypatch.setattr(os, "lstat", denied)
     monkeypatch.setattr(os.path, "islink", lambda p: False if os.fspath(p) == hidden else real_islink(p))
-    with Store.open(root) as gc_process:
-        with pytest.raises(StoreError, match="cannot look at the GC root .*result"):
-            gc_process.gc()
+    with pytest.raises(StoreError, match="cannot look at the GC root .*result"):
+        gc_elsewhere(root)
     monkeypatch.undo()
     assert os.listdir(auto) == [entry]
-    with Store.open(root) as gc_process:  # readable again: the root keeps its path
-        assert gc_process.gc().deleted == [] and gc_process.is_valid(a.outputs["out"])
+    assert gc_elsewhere(root) == []  # readable again: the root keeps its path
+    with Store.open(root) as store:
+        assert store.is_valid(a.outputs["out"])
     os.unlink(hidden)
-    with Store.open(root) as gc_process:
-        assert a.outputs["out"] in gc_process.gc().deleted
+    assert a.outputs["out"] in gc_elsewhere(root)
     assert os.listdir(auto) == []

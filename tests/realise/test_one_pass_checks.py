@@ -422,3 +422,22 @@ def test_a_wheel_promising_more_than_its_declared_size_allows_is_refused_before_
     assert seen == [] and list((tmp_path / "out").iterdir()) == []  # refused before unpacking began
     big_enough = 10 * sum(len(data) for data in files.values()) // archives.EXPANSION_RATIO
     assert unpack_wheel(wheel, tmp_path / "ok", cuda_major=13, check_members=redist_source._expansion_check(wheel, big_enough))
+
+
+def test_the_expansion_bound_is_that_of_the_file_unpacked_not_of_one_stat_before(tmp_path, monkeypatch):
+    """Without a declared size the bound comes from the wheel's own size: before, a stat of the path
+    when the check was made, so a large wheel there, renamed over by a small bomb before the open,
+    lent the bomb its bound. Now one fstat of the open file that is unpacked gives it."""
+    from cudapkgs.fetch import archives
+    from cudapkgs.fetch.archives import UnpackError
+    from cudapkgs.realise import redist_source
+
+    monkeypatch.setattr(archives, "MIN_EXPANDED_BYTES", 1 << 10)  # the floor, scaled down to keep the test small
+    wheel = make_wheel(tmp_path / "w.whl", {**FILES, "nvidia/cu13/lib/noise.bin": os.urandom(1 << 20)})
+    bomb = make_wheel(tmp_path / "bomb.whl", {**FILES, "nvidia/cu13/lib/zeros.bin": bytes(8 << 20)})
+    assert bomb.stat().st_size * archives.EXPANSION_RATIO < (8 << 20) < wheel.stat().st_size * archives.EXPANSION_RATIO
+    check = redist_source._expansion_check(wheel, None)  # the wheel the build fetched
+    os.replace(bomb, wheel)  # ... swapped before it is opened
+    with pytest.raises(UnpackError, match=r"expands to \d+ bytes, past \d+ \(40x its \d+ bytes\)"):
+        unpack_wheel(wheel, tmp_path / "out" / "tree", cuda_major=13, check_members=check)
+    assert list((tmp_path / "out").iterdir()) == []

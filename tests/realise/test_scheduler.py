@@ -47,6 +47,13 @@ def fake_build(drv: Derivation, ctx: context.BuildContext, outputs) -> None:
                 ctx.on_download(done, total)
         if attrs.get("sleep"):
             time.sleep(attrs["sleep"])
+        if attrs.get("compileWith"):  # byte code, with the python3 of this PATH
+            from cudapkgs.builders.python_bytecode import compile_tree
+
+            site = ctx.work_dir / "site"
+            site.mkdir()
+            (site / "m.py").write_text("x = 1\n")
+            compile_tree(site, ctx.work_dir, {"PATH": attrs["compileWith"]}, ctx.log)
         if attrs.get("fail"):
             (ctx.work_dir / "partial").write_text("half done")
             raise CudapkgsError(attrs["fail"])
@@ -480,3 +487,54 @@ def test_a_python_package_counts_its_byte_compilation(store):
     assert work_estimate(wrapper) == FLOOR
     rank = priorities([sympy, wrapper])
     assert rank[sympy.drv_path] > rank[wrapper.drv_path]
+
+
+def test_ctrl_c_stops_a_byte_compilation_under_way_in_a_worker(store, tmp_path, monkeypatch):
+    """The compiler runs in its own session (the terminal's SIGINT misses it) and is waited for in a
+    worker thread (no KeyboardInterrupt there): an interrupted build waited for it to finish."""
+    import concurrent.futures
+    import shutil
+    import signal
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pid_file = tmp_path / "hung.pid"
+    (bin_dir / "python3").write_text(f"#!/bin/sh\n{shutil.which('sleep')} 3600 & echo $! > {pid_file}; wait\n")  # a compiler that hangs
+    (bin_dir / "python3").chmod(0o755)
+    real_wait = concurrent.futures.wait
+
+    def interrupted_wait(futures, **kwargs):
+        while not (pid_file.is_file() and pid_file.read_text().strip()):
+            done, _ = real_wait(futures, timeout=0.01)
+            if done:
+                return real_wait(futures, **kwargs)
+        raise KeyboardInterrupt  # Ctrl-C, while the worker waits for its compiler
+
+    monkeypatch.setattr(concurrent.futures, "wait", interrupted_wait)
+    drv = mk(store.store_dir, "compiles", compileWith=f"{bin_dir}:{os.path.dirname(sys.executable)}")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(store, plan(store, [drv]), jobs=1)
+        workers = [t for t in threading.enumerate() if t.name.startswith("cudapkgs-build")]
+        for worker in workers:
+            worker.join(60)
+        assert not any(worker.is_alive() for worker in workers), "the worker still waits for its compiler"
+        hung = int(pid_file.read_text())
+        for _ in range(1000):
+            try:
+                os.kill(hung, 0)
+                if Path(f"/proc/{hung}/stat").read_text().split(") ")[-1].startswith("Z"):
+                    break
+            except (ProcessLookupError, FileNotFoundError):
+                break
+            time.sleep(0.01)
+        else:
+            os.kill(hung, signal.SIGKILL)
+            raise AssertionError("the compiler outlived the interrupted build")
+    finally:
+        from cudapkgs.builders import python_bytecode
+
+        if hasattr(python_bytecode, "resume"):
+            python_bytecode.resume()
+    assert not store.is_valid(drv.outputs["out"])

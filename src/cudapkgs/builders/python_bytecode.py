@@ -12,7 +12,9 @@ may use at most `MEMORY_LIMIT` bytes of address space (a module needing more is 
 
 `start_compile` runs the same command without waiting, so a build can do other work meanwhile.
 The compiler runs under the build phases' supervisor (`cudapkgs.process_group`): it and
-its workers die with cudapkgs.
+its workers die with cudapkgs. It has a deadline proportional to the source it compiles
+(`deadline_for`): past it, its process group is killed and `ByteCompileError` fails the build.
+`stop_all` (Ctrl-C during a build) kills every compilation under way at once, from any thread.
 """
 
 from __future__ import annotations
@@ -20,11 +22,20 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["Compile", "compile_tree", "interpreter", "start_compile"]
+from ..errors import CudapkgsError
+
+__all__ = ["ByteCompileError", "Compile", "compile_tree", "deadline_for", "interpreter", "resume", "start_compile",
+           "stop_all"]
+
+
+class ByteCompileError(CudapkgsError):
+    """The byte compilation step did not finish: past its deadline (`deadline_for`), or stopped (`stop_all`)."""
 
 
 def interpreter(env: Mapping[str, str]) -> str:
@@ -36,6 +47,60 @@ def interpreter(env: Mapping[str, str]) -> str:
 #: per source byte of a large list display (1.1 GB for 2 MB), and ``-j 0`` runs one per core; a
 #: module needing more is left to compile when imported (compileall logs it as not compiled).
 MEMORY_LIMIT = 4 << 30
+
+#: The compiler's deadline (`deadline_for`): `DEADLINE_BASE` seconds, plus `DEADLINE_PER_MIB` per MiB of
+#: ``.py`` source and `DEADLINE_PER_MODULE` per module under the tree. Measured on the project's 2-core
+#: machine: ``python3 -m compileall -q -j 1 --invalidation-mode checked-hash`` over sympy (1,532
+#: modules, 25.0 MiB) took 8.8 and 8.1 CPU-s (12.7 and 14.8 s wall at load 6.6 and 6.4), about 0.35
+#: CPU-s per MiB on one core. The deadline allows about 30 times that (one core, a loaded machine, a
+#: slow disk) and a minute for the interpreter and its workers to start: sympy gets 60 + 250 + 31 s.
+#: A module that makes the compiler hang fails the build after minutes, not never.
+DEADLINE_BASE = 60.0
+DEADLINE_PER_MIB = 10.0
+DEADLINE_PER_MODULE = 0.02
+_POLL = 0.1  # how often a waiting build looks for `stop_all` (seconds)
+_STOP = threading.Event()
+
+
+def deadline_for(site: Path) -> tuple[float, int, int]:
+    """(seconds the compilation of `site` may take, modules, bytes of ``.py`` source) (`DEADLINE_BASE` …).
+
+    Counts the ``.py`` files the compiler will read, walking directories without following links
+    (compileall does not descend into a linked directory either); a file's size is its lstat's.
+    """
+    modules = size = 0
+    todo = [os.fspath(site)]
+    while todo:
+        try:
+            entries = os.scandir(todo.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+                    elif entry.name.endswith(".py"):
+                        modules += 1
+                        size += entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+    return DEADLINE_BASE + DEADLINE_PER_MIB * size / (1 << 20) + DEADLINE_PER_MODULE * modules, modules, size
+
+
+def stop_all() -> None:
+    """Stop every compilation under way (each `Compile.wait` kills its compiler within `_POLL` seconds and
+    raises `ByteCompileError`) and refuse new ones (`start_compile` raises) until `resume`.
+
+    For an interrupted build (Ctrl-C): its compilations run in worker threads, which no KeyboardInterrupt
+    reaches, and in a session of their own, which the terminal's SIGINT does not reach.
+    """
+    _STOP.set()
+
+
+def resume() -> None:
+    """Allow compilations again after `stop_all` (a new build run)."""
+    _STOP.clear()
 
 # ``python3 -m compileall`` with two differences: the working directory is not put first on
 # sys.path (a compileall.py or concurrent/ there ran instead of the interpreter's), and the
@@ -73,20 +138,47 @@ def _command(python: str, site: Path, out: Path) -> list[str]:
 class Compile:
     """A byte compilation under way (`start_compile`); `wait` it before reading the tree's ``.pyc`` files."""
 
-    def __init__(self, process: subprocess.Popen[bytes], site: Path) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], site: Path, deadline: float = float("inf"),
+                 work: str = "") -> None:
         self._process, self._site = process, site
+        self._deadline = deadline  # seconds from the start
+        self._work = work  # what the deadline was allowed for, in words
+        self._started = time.monotonic()
         #: After `wait`: whether the compiler went through every file (each compiled or found not to
         #: compile); False when it stopped part way (killed, a worker lost), so other files lack byte code.
         self.complete = False
 
     def wait(self, log: TextIO) -> bool:
-        """Wait for the compiler; True when every module compiled, else a line in `log` and False."""
+        """Wait for the compiler; True when every module compiled, else a line in `log` and False.
+
+        Raises `ByteCompileError` (its process group killed first) when it runs past its deadline or
+        `stop_all` is called meanwhile.
+        """
         from ..process_group import finish_phase
 
+        why = None
         try:
-            status = self._process.wait()
+            while True:
+                left = self._deadline - (time.monotonic() - self._started)
+                if _STOP.is_set():
+                    why = "stopped (the build was interrupted)"
+                    break
+                if left <= 0:
+                    why = (f"did not finish within its deadline of {self._deadline:.0f} s ({self._work}); killed. "
+                           "A module may make the compiler hang (a rewired wheel skips this step with `dontCompileBytecode = true`)")
+                    break
+                try:
+                    status = self._process.wait(timeout=min(left, _POLL))
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
         finally:
             finish_phase(self._process)  # its workers too, and the lifeline closed
+            if why is not None or self._process.returncode is None:
+                self._process.wait()  # killed: the supervisor is reaped at once
+        if why is not None:
+            log.write(f"compileall: {self._site}: {why}\n")
+            raise ByteCompileError(f"byte compilation (python3 -m compileall) of {self._site} {why}")
         self.complete = status in (0, 1)
         if status == 1:
             log.write(f"compileall: some files of {self._site} did not compile (their modules compile when imported)\n")
@@ -97,8 +189,13 @@ class Compile:
 
 def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | None = None) -> Compile:
     """Start compiling every module under `site` (names relative to `out`) with `python` (default:
-    `interpreter` of `env`), in `env`; returns at once.  Raises OSError when the interpreter cannot start."""
+    `interpreter` of `env`), in `env`; returns at once, the deadline (`deadline_for`) running.  Raises
+    OSError when the interpreter cannot start, `ByteCompileError` after `stop_all`."""
     from ..process_group import popen_phase
+
+    if _STOP.is_set():
+        raise ByteCompileError(f"byte compilation (python3 -m compileall) of {site} not started: the build was interrupted")
+    deadline, modules, size = deadline_for(Path(site))
 
     # Under the build phases' supervisor: the compiler and its workers die with cudapkgs.
     chosen = python or interpreter(env)
@@ -108,9 +205,9 @@ def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | N
     argv = _command(executable, Path(site), Path(out))
     process = popen_phase(argv, executable=shutil.which(argv[0]) or argv[0], env=env, cwd=None,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return Compile(process, Path(site))
+    return Compile(process, Path(site), deadline, f"allowed for {modules} modules, {size / (1 << 20):.1f} MiB of source")
 
 
 def compile_tree(site: Path, out: Path, env: Mapping[str, str], log: TextIO, python: str | None = None) -> bool:
-    """Compile every module under `site` and wait (`start_compile`, then `Compile.wait`)."""
+    """Compile every module under `site` and wait (`start_compile`, then `Compile.wait`); raises as they do."""
     return start_compile(site, out, env, python).wait(log)

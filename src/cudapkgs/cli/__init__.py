@@ -7,6 +7,7 @@ argparse-level things at start-up so that `cudapkgs eval` stays fast.
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import gc
 import importlib
@@ -211,8 +212,7 @@ def main(argv: Sequence[str] | None = None, *, eval_cache: bool = False) -> int:
     (`cudapkgs.evalcache.record`; off with ``--no-eval-cache`` or ``$CUDAPKGS_NO_EVAL_CACHE``)."""
     _freeze_at_exit()
     words = list(sys.argv[1:] if argv is None else argv)
-    threshold = gc.get_threshold()
-    gc.set_threshold(max(threshold[0], YOUNG_GC_THRESHOLD), *threshold[1:])
+    _raise_gc_threshold()
     try:
         recorder = None
         if eval_cache:
@@ -227,7 +227,7 @@ def main(argv: Sequence[str] | None = None, *, eval_cache: bool = False) -> int:
             recorder.finish(status)
         return status
     finally:
-        gc.set_threshold(*threshold)
+        _restore_gc_threshold()
 
 
 #: The garbage collector's first threshold while a command runs (Python's default is 700).  A
@@ -236,6 +236,28 @@ def main(argv: Sequence[str] | None = None, *, eval_cache: bool = False) -> int:
 #: an outPath 27.  At 100,000 allocations a command's evaluation runs none, and unreachable
 #: cycles wait for at most that many allocations (a few MB) before they are collected.
 YOUNG_GC_THRESHOLD = 100_000
+
+# The caller's thresholds and how many `main` calls run (threads of one process may overlap): the
+# first call in raises the threshold, the last one out gives the caller's back. Before, a call that
+# began while another ran saved the raised threshold and put it back after the other had ended.
+_GC_STATE: dict[str, Any] = {"running": 0, "saved": None}
+_GC_LOCK = _thread.allocate_lock()
+
+
+def _raise_gc_threshold() -> None:
+    with _GC_LOCK:
+        if _GC_STATE["running"] == 0:
+            threshold = gc.get_threshold()
+            _GC_STATE["saved"] = threshold
+            gc.set_threshold(max(threshold[0], YOUNG_GC_THRESHOLD), *threshold[1:])
+        _GC_STATE["running"] += 1
+
+
+def _restore_gc_threshold() -> None:
+    with _GC_LOCK:
+        _GC_STATE["running"] -= 1
+        if _GC_STATE["running"] == 0:
+            gc.set_threshold(*_GC_STATE["saved"])
 
 
 def _main(words: list[str]) -> int:

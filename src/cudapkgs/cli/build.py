@@ -208,6 +208,10 @@ def _push(store: Any, push: Any, paths: list[str]) -> None:
     from ..table import format_size
 
     cache, key = push
+    if key is None:
+        from .caches import warn_unsigned
+
+        warn_unsigned(cache.url)
     results = cache.upload_closure(store, paths, secret_key=key)
     sent = [info for _, info in results if info is not None]
     print(f"pushed {len(sent)} path(s) ({format_size(sum(i.file_size for i in sent))}) to {cache.url}"

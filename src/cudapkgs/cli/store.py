@@ -84,7 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "path-info",
         help="show metadata of store paths",
         description="Print store paths with their NAR size, closure size and references. "
-        "PATH may be a store path, a file inside one, or a symlink to one such as ./result.",
+        "PATH may be a store path, a file inside one, a symlink to one such as ./result, or an attribute "
+        "path (pkgsCuda.python3Packages.torch, cudaPackages.libcublas.lib: its output, which must be built).",
         epilog="examples:\n  cudapkgs path-info -rS ./result        # the closure, with closure sizes\n"
         "  cudapkgs path-info --json /path/to/store/<hash>-name\n"
         "  cudapkgs path-info --caches -H              # the download caches beside the store, and their sizes\n"
@@ -94,7 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         add_help=False,  # -h is --human-readable, as in `nix path-info -rSh`
     )
     info.add_argument("--help", action="help", help="show this help message and exit")
-    info.add_argument("paths", nargs="*", metavar="PATH", help="store paths to describe")
+    info.add_argument("paths", nargs="*", metavar="PATH", help="store paths (or attribute paths, built) to describe")
     info.add_argument("--caches", action="store_true",
                       help="show the download caches (archives, wheels) and their sizes (`gc --caches` frees them)")
     info.add_argument("-r", "--recursive", action="store_true", help="describe the closure of the paths")
@@ -113,6 +114,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     info.add_argument("--json", action="store_true", help="print a JSON list of objects (path, narHash, narSize, references, deriver, registrationTime[, closureSize]); "
                       "with --weights: path, narSize, share, cumulativeShare, chain")
     info.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    _add_attribute_options(info)
     info.set_defaults(func=_path_info)
 
     why = subparsers.add_parser(
@@ -120,13 +122,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="show why one store path depends on another",
         description="Print chains of references from PACKAGE to DEPENDENCY, naming the file of each "
         "path that holds the next path's hash.",
-        epilog="example:\n  cudapkgs why-depends ./result /path/to/store/<hash>-glibc-2.40",
+        epilog="examples:\n  cudapkgs why-depends ./result /path/to/store/<hash>-glibc-2.40\n"
+        "  cudapkgs why-depends --set allowUnfree=true pkgsCuda.python3Packages.torch cudaPackages.libcublas.lib",
         formatter_class=fmt,
     )
-    why.add_argument("package", metavar="PACKAGE", help="the depending store path")
-    why.add_argument("dependency", metavar="DEPENDENCY", help="the store path depended on")
+    why.add_argument("package", metavar="PACKAGE", help="the depending store path (or attribute path, built)")
+    why.add_argument("dependency", metavar="DEPENDENCY", help="the store path (or attribute path) depended on")
     why.add_argument("--json", action="store_true", help="print the chains as JSON")
     why.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    _add_attribute_options(why)
     why.set_defaults(func=_why_depends)
 
     verify = subparsers.add_parser(
@@ -188,6 +192,83 @@ def _open(args: argparse.Namespace, *, read_only: bool = False):  # type: ignore
     from ..store.store import Store
 
     return Store.open(_store_dir(args), read_only=read_only)
+
+
+def _add_attribute_options(parser: argparse.ArgumentParser) -> None:
+    """--set, --config, --system and -f for the store commands that take attribute paths."""
+    from .eval import add_eval_options
+
+    add_eval_options(parser, json_flag=False)
+
+
+class _AttributePath(str):
+    """A store path evaluated from an attribute path given on the command line (`label`)."""
+
+    label: str
+    build: str  # the command that builds it
+
+
+def _is_attribute(text: str) -> bool:
+    """Whether a store command's argument names an attribute, not a file: no ``/`` in it, and no
+    file of that name here (``result`` is the link `cudapkgs build` made)."""
+    return "/" not in text and not os.path.lexists(text) and bool(text)
+
+
+def _attribute_paths(args: argparse.Namespace, texts: list[str]) -> list[str]:
+    """Each argument as the store commands take it: a path stays as given; an attribute path is
+    evaluated (with the command's --set/--config/--system/-f, and ``storeDir`` set to --store when
+    given) to its output's store path (``outPath``: the default output; ``libcublas.lib`` names
+    another).  Nothing is evaluated when every argument is a path.
+
+    Raises UsageError for an attribute that is no package (a version string, a set) and the
+    evaluation's own errors (missing attribute with the close names, unfree, broken)."""
+    if not any(_is_attribute(t) for t in texts):
+        return texts
+    import json
+
+    from ..errors import UsageError
+    from ..lib.attrpath import parse_attrpath, resolve
+    from .eval import pkgs_from_args
+
+    if args.store:
+        args.sets = [*args.sets, f"storeDir={json.dumps(os.path.abspath(args.store))}"]
+    pkgs = pkgs_from_args(args)
+    import shlex
+
+    options = [*(a for f in args.files for a in ("-f", f)), *(a for v in args.args for a in ("--arg", v)),
+               *(a for v in args.sets for a in ("--set", v)), *(("--config", args.config) if args.config else ()),
+               *(("--system", args.system) if args.system else ())]
+    out = []
+    for text in texts:
+        if not _is_attribute(text):
+            out.append(text)
+            continue
+        value = resolve(pkgs, parse_attrpath(text))
+        path = getattr(value, "outPath", None)
+        if path is None and isinstance(value, str) and value.startswith("/"):
+            path = value  # an output: pkg.lib
+        if not isinstance(path, str):
+            raise UsageError(f"{text} is {type(value).__name__ if not isinstance(value, str) else repr(value)}, "
+                             "not a package: give a package's attribute path or a store path")
+        path = _AttributePath(path)
+        path.label = text
+        path.build = shlex.join(["cudapkgs", "build", *options, text])
+        out.append(path)
+    return out
+
+
+def _query(store: Any, path: str) -> Any:
+    """`store.query(path)`, saying for an attribute path that it must be built first."""
+    from ..errors import StoreError
+
+    try:
+        return store.query(path)
+    except StoreError:
+        label = getattr(path, "label", None)
+        if label is None:
+            raise
+        raise StoreError(f"{label} ({path}) is not in the store {store.store_dir}: build it first "
+                         f"({path.build})") from None
 
 
 def _store_dir(args: argparse.Namespace) -> str:
@@ -304,10 +385,11 @@ def _path_info(args: argparse.Namespace) -> int:
         from ..errors import UsageError
 
         raise UsageError("path-info needs a PATH (or --caches)")
+    args.paths = _attribute_paths(args, args.paths)
     if args.weights or args.draw:
         return _weights(args)
     with _open(args, read_only=True) as store:
-        paths = [store.query(p).path for p in args.paths]
+        paths = [_query(store, p).path for p in args.paths]
         if args.recursive or args.closure_size:  # one pass over the database, then memory only
             graph = store.graph()
             if args.recursive:
@@ -352,7 +434,7 @@ def _weights(args: argparse.Namespace) -> int:
     if args.top is not None and args.top < 0:
         raise UsageError(f"--top {args.top}: give a number of paths, 0 or more (0 shows all)")
     with _open(args, read_only=True) as store:
-        roots = [store.query(p).path for p in args.paths]
+        roots = [_query(store, p).path for p in args.paths]
         weights = closure_weights(store.graph(), roots)
     if draw is not None:
         from ..store.treemap import render_html, render_svg
@@ -391,9 +473,10 @@ def _weights(args: argparse.Namespace) -> int:
 def _why_depends(args: argparse.Namespace) -> int:
     import json
 
+    args.package, args.dependency = _attribute_paths(args, [args.package, args.dependency])
     with _open(args, read_only=True) as store:
-        chains = store.why_depends(args.package, args.dependency)
-        a, b = store.query(args.package).path, store.query(args.dependency).path
+        a, b = _query(store, args.package).path, _query(store, args.dependency).path
+        chains = store.why_depends(a, b)
     if args.json:
         print(json.dumps([[{"referrer": h.referrer, "reference": h.reference, "files": list(h.files)} for h in c] for c in chains], indent=2))
         return 0

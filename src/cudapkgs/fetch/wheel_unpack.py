@@ -64,7 +64,7 @@ class WheelChangedError(FetchError):
 
 
 def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 13, sha256: str | None = None,
-                 check_members: Callable[[list[zipfile.ZipInfo]], None] | None = None) -> Path:
+                 check_members: Callable[[list[zipfile.ZipInfo], int], None] | None = None) -> Path:
     """Unpack ``wheel`` into a new directory ``dest`` laid out like the redist tarball.
 
     Every file is checked against the wheel's RECORD; ``nvidia/<root>/`` becomes the
@@ -73,9 +73,10 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     With ``sha256`` (hex), the whole wheel is hashed on a second thread while it unpacks,
     and `WheelChangedError` is raised, the tree removed, unless it matches: ``dest`` only
     ever holds a tree from a wheel whose bytes were checked.
-    ``check_members(infos)``, if given, sees the central directory's entries before
-    anything is written (the expansion bounds of `cudapkgs.realise.redist_source`) and may
-    raise to refuse the wheel: the entries of the one open file that is unpacked, read once.
+    ``check_members(infos, size)``, if given, sees the central directory's entries and the
+    size in bytes of the file (one ``fstat`` of the open file) before anything is written (the
+    expansion bounds of `cudapkgs.realise.redist_source`) and may raise to refuse the wheel:
+    the entries and size of the one open file that is unpacked, not of what the path named before.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +88,7 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
 
 
 def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cuda_major: int,
-                       sha256: str | None, check_members: Callable[[list[zipfile.ZipInfo]], None] | None = None) -> Path:
+                       sha256: str | None, check_members: Callable[[list[zipfile.ZipInfo], int], None] | None = None) -> Path:
     """`unpack_wheel` of the wheel open as `handle`; returns only once no thread reads it."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     checker = _HashInBackground(handle.fileno(), wheel) if sha256 is not None else None
@@ -98,7 +99,7 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
             raise FetchError(f"{wheel}: damaged wheel ({error})") from None
         with archive:
             if check_members is not None:
-                check_members(archive.infolist())
+                check_members(archive.infolist(), os.fstat(handle.fileno()).st_size)
             try:
                 _extract(archive, tmp, pname)
             except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,

@@ -191,34 +191,38 @@ def _check_wheel_expansion(wheel: Path, declared_size: int | None) -> None:
     """UnpackError if the wheel's central directory promises more than `expansion_limits` allows.
 
     The unzipper never writes a member past its recorded size, so the recorded sizes bound it.
+    Without `declared_size` the bound is that of the file's size, from one fstat of the file read.
     """
     import zipfile
 
     try:
-        with zipfile.ZipFile(wheel) as z:
+        with open(wheel, "rb") as handle, zipfile.ZipFile(handle) as z:
             infos = z.infolist()
+            size = os.fstat(handle.fileno()).st_size
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as error:
         raise UnpackError(f"{wheel.name}: damaged wheel ({error})") from None
-    _expansion_check(wheel, declared_size)(infos)
+    _expansion_check(wheel, declared_size)(infos, size)
 
 
 def _expansion_check(wheel: Path, declared_size: int | None) -> Any:
     """The check of `_check_wheel_expansion` on a wheel's central directory entries (a list of
-    `zipfile.ZipInfo`), for `unpack_wheel(check_members=)`: the directory is read once, from the
-    file that is unpacked. The check raises UnpackError."""
-    max_bytes, max_members = expansion_limits(declared_size or wheel.stat().st_size)
-    return functools.partial(_check_expansion, wheel, declared_size, max_bytes, max_members)
+    `zipfile.ZipInfo`) and its size in bytes, for `unpack_wheel(check_members=)`: the directory is
+    read once, from the file that is unpacked, and without `declared_size` the bound is that of the
+    size of that open file (before, a stat of the path, which may since name another file). The
+    check raises UnpackError."""
+    return functools.partial(_check_expansion, wheel, declared_size)
 
 
-def _check_expansion(wheel: Path, declared_size: int | None, max_bytes: int | None, max_members: int | None,
-                     infos: list[Any]) -> None:
+def _check_expansion(wheel: Path, declared_size: int | None, infos: list[Any], size: int) -> None:
+    max_bytes, max_members = expansion_limits(declared_size or size)
+    what = f"{declared_size} declared bytes" if declared_size else f"its {size} bytes"
     total = sum(i.file_size for i in infos)
     if max_members is not None and len(infos) > max_members:
         raise UnpackError(f"{wheel.name}: {len(infos)} members, more than the {max_members} allowed for "
-                          f"{declared_size} declared bytes; refusing to unpack it")
+                          f"{what}; refusing to unpack it")
     if max_bytes is not None and total > max_bytes:
-        raise UnpackError(f"{wheel.name}: expands to {total} bytes, past {max_bytes} ({EXPANSION_RATIO}x the "
-                          f"{declared_size} bytes declared); refusing to unpack it")
+        raise UnpackError(f"{wheel.name}: expands to {total} bytes, past {max_bytes} ({EXPANSION_RATIO}x "
+                          f"{what}); refusing to unpack it")
 
 
 def _discard(fetched: FetchedArtifact) -> None:

@@ -309,6 +309,10 @@ def run(
     import traceback
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+    from ..builders import python_bytecode
+
+    python_bytecode.resume()  # a run interrupted before in this process stopped them
+
     progress = progress or NullProgress()
     by_path = {d.drv_path: d for d in todo}
     waiting_on = {d.drv_path: {dep.drv_path for dep in d.deps if dep.drv_path in by_path} for d in todo}
@@ -392,6 +396,9 @@ def run(
                         ready.append(by_path[path])
                 ready.sort(key=lambda d: order[d.drv_path])
     except BaseException:
+        # Ctrl-C (or another way out): compilations under way in the workers (threads no
+        # KeyboardInterrupt reaches) stop now, not when they are done; later ones do not start.
+        python_bytecode.stop_all()
         pool.shutdown(wait=False, cancel_futures=True)
         if ahead is not None:
             ahead.cancel_pending()

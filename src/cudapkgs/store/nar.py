@@ -34,10 +34,53 @@ def dump(path: str | os.PathLike[str]) -> Iterator[bytes]:
 
 
 class FileSpan(NamedTuple):
-    """The contents of one regular file inside a NAR: `size` bytes of the file at `path` (bytes)."""
+    """The contents of one regular file inside a NAR: `size` bytes of the file at `path` (bytes).
+
+    `dev` and `ino`: the file's device and inode when it was listed; open it with `open_span`.
+    """
 
     path: bytes
     size: int
+    dev: int
+    ino: int
+
+
+def open_listed(path: bytes | str, st: os.stat_result) -> int:
+    """Open `path`, which a listing saw as the regular file whose lstat is `st`, for reading; the descriptor.
+
+    O_NONBLOCK and O_NOFOLLOW: a path swapped for a FIFO since the listing would otherwise make
+    the open wait for a writer forever, and a symlink would be followed. What was opened must
+    still be a regular file with `st`'s device, inode and size (one fstat), else it is closed and
+    OSError is raised naming the path; on a regular file O_NONBLOCK changes nothing.
+    """
+    return _open_checked(path, st.st_dev, st.st_ino, st.st_size)
+
+
+def open_span(span: FileSpan) -> int:
+    """`open_listed` for a `FileSpan` from `dump_parts` (its device, inode and size); the descriptor."""
+    return _open_checked(span.path, span.dev, span.ino, span.size)
+
+
+_KINDS = {"p": "a FIFO", "d": "a directory", "s": "a socket", "c": "a character device", "b": "a block device"}
+
+
+def _open_checked(path: bytes | str, dev: int, ino: int, size: int) -> int:
+    fd = os.open(path, _READ | os.O_NONBLOCK)
+    try:
+        now = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (dev, ino) or now.st_size != size:
+        os.close(fd)
+        if not stat.S_ISREG(now.st_mode):
+            what = _KINDS.get(stat.filemode(now.st_mode)[0], "not a regular file")
+        elif (now.st_dev, now.st_ino) != (dev, ino):
+            what = "another file (another inode)"
+        else:
+            what = f"{now.st_size} bytes long"
+        raise OSError(f"{os.fsdecode(path)} changed while being archived: listed as a regular file of {size} bytes, opened it is {what}")
+    return fd
 
 
 def dump_parts(path: str | os.PathLike[str], inline_max: int) -> Iterator[bytes | FileSpan]:
@@ -64,11 +107,11 @@ def _dump_node(path: bytes, inline_max: int | None = None) -> Iterator[Any]:
             yield _str(b"executable") + _str(b"")
         yield _str(b"contents") + struct.pack("<Q", st.st_size)
         if inline_max is not None and st.st_size > inline_max:
-            yield FileSpan(path, st.st_size)
+            yield FileSpan(path, st.st_size, st.st_dev, st.st_ino)
             yield b"\0" * (-st.st_size % 8) + _str(b")")
             return
         written = 0
-        with open(path, "rb", buffering=0) as f:
+        with open(open_listed(path, st), "rb", buffering=0) as f:
             # Unbuffered reads of at most the bytes left plus one: a small file is one read()
             # (a short read of size + 1 is the end), and a file that grew is seen.
             remaining = st.st_size
@@ -222,9 +265,9 @@ class TreePass:
             out.append(_CONTENTS)
             out.append(_U64(size))
             if size > CHUNK:
-                self._large(path, size)
+                self._large(path, st)
             else:
-                fd = os.open(path, _READ)
+                fd = open_listed(path, st)
                 try:
                     data = os.read(fd, size + 1)  # one read; a file that grew is seen
                 finally:
@@ -261,8 +304,9 @@ class TreePass:
         self.out.clear()
         self.pending = 0
 
-    def _large(self, path: bytes, size: int) -> None:
-        """Feed a file of more than `CHUNK` bytes in chunks (never more than `size` of them: the header said so)."""
+    def _large(self, path: bytes, st: os.stat_result) -> None:
+        """Feed a file of more than `CHUNK` bytes (lstat `st`) in chunks (never more than its listed size: the header said so)."""
+        size = st.st_size
         self._flush()
         scan, sha = self.scan, self.sha
         if sha is None and self.hashing:
@@ -270,7 +314,7 @@ class TreePass:
         if scan is not None:
             scan.begin_file()
         written = 0
-        fd = os.open(path, _READ)
+        fd = open_listed(path, st)
         try:
             remaining = size
             while True:
@@ -415,7 +459,7 @@ def scan_for_hashes(path: str | os.PathLike[str], hashes: Iterable[str], *, on_f
             in_file = hits(os.fsencode(os.readlink(full)))
         elif stat.S_ISREG(st.st_mode):
             tail = b""
-            with open(full, "rb") as f:
+            with open(open_listed(full, st), "rb") as f:
                 while chunk := f.read(CHUNK):
                     data = tail + chunk
                     in_file |= hits(data)

@@ -296,7 +296,7 @@ class _Service:
                 if batch:
                     await conn.write(batch)
                 if span is not None:
-                    with open(span.path, "rb", buffering=0) as file:
+                    with open(nar.open_span(span), "rb", buffering=0) as file:  # no FIFO, link or other file
                         if await conn.sendfile(file, 0, span.size) != span.size:
                             raise ConnectionError(f"{os.fsdecode(span.path)} became shorter while it was sent")
                 if done:
