@@ -199,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-src", help="with --http or --nix: the src/ directory of the code to compare against")
     parser.add_argument("--https", action="store_true", help="with --http: serve over TLS (a self-signed certificate)")
     parser.add_argument("--nix", action="store_true", help="substitution from file:// against real Nix's `nix copy --from`")
+    parser.add_argument("--peer-jobs", type=int, help="with --nix --peer-src: the peer row's jobs (default: as -j)")
     parser.add_argument("--cli", action="store_true", help="with --nix: also a row of the `cudapkgs copy --from` command itself")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="with --nix: cudapkgs' substitution jobs (default 2; 0: what `copy --from` picks, default_jobs)")
     args = parser.parse_args(argv)
@@ -543,8 +544,10 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                                           "XDG_CONFIG_HOME": str(work / "home/.config")})
                     else:
                         Store.open(store_dir).close()
+                        peer = label != labels[1]
+                        _ENV["BENCH_JOBS"] = str(args.peer_jobs if peer and args.peer_jobs is not None else args.jobs)
                         measured = run_child("substitute", store_dir, f"file://{cache_dir}", str(key.public), paths,
-                                             src=REPO / "src" if label == labels[1] else peer_src)
+                                             src=peer_src if peer else REPO / "src")
                 if round_:
                     results[label].append(measured)
                     dirty[label].append(watch.peak)
