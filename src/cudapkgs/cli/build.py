@@ -203,14 +203,21 @@ def realise_and_link(
     return 0
 
 
+def warn_unsigned(url: str) -> None:
+    """One line on stderr: uploads to `url` without --sign-key leave narinfos that Nix and cudapkgs refuse
+    by default (their signatures are checked), and how to sign them."""
+    print(f"cudapkgs: warning: uploading to {url} without --sign-key: its narinfos are unsigned, so Nix refuses "
+          "them unless told --no-check-sigs (cudapkgs: --no-require-sigs); sign with --sign-key FILE "
+          "(`cudapkgs key generate --name NAME --out FILE` makes one, its public key goes to trustedPublicKeys)",
+          file=sys.stderr, flush=True)
+
+
 def _push(store: Any, push: Any, paths: list[str]) -> None:
     """Upload the closures of `paths` to the --push-to cache, one line on stderr."""
     from ..table import format_size
 
     cache, key = push
     if key is None:
-        from .caches import warn_unsigned
-
         warn_unsigned(cache.url)
     results = cache.upload_closure(store, paths, secret_key=key)
     sent = [info for _, info in results if info is not None]

@@ -177,15 +177,6 @@ def _open_store(store_arg: str | None):
     return Store.open(store_arg) if store_arg else open_store()
 
 
-def warn_unsigned(url: str) -> None:
-    """One line on stderr: uploads to `url` without --sign-key leave narinfos that Nix and cudapkgs refuse
-    by default (their signatures are checked), and how to sign them."""
-    print(f"cudapkgs: warning: uploading to {url} without --sign-key: its narinfos are unsigned, so Nix refuses "
-          "them unless told --no-check-sigs (cudapkgs: --no-require-sigs); sign with --sign-key FILE "
-          "(`cudapkgs key generate --name NAME --out FILE` makes one, its public key goes to trustedPublicKeys)",
-          file=sys.stderr, flush=True)
-
-
 def _copy(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..table import format_size
@@ -204,6 +195,8 @@ def _copy(args: argparse.Namespace) -> int:
             cache = open_cache(args.to)
             paths = [store.query(p).path for p in args.paths]
             if key is None:
+                from .build import warn_unsigned
+
                 warn_unsigned(cache.url)  # stderr: --json output stays JSON
             import time
 
