@@ -57,7 +57,13 @@ with Store.open(store_dir) as store:
         found = subs.query(store, paths)
         todo = [found[p] for p in subs.closure_of(found, paths)]
         assert len(todo) == len(paths), (len(todo), len(paths))
-        subs.fetch(store, todo, jobs=int(os.environ.get("BENCH_JOBS", "4")))
+        jobs = int(os.environ.get("BENCH_JOBS", "4"))
+        if jobs == 0:  # what `copy --from` picks without -j
+            from cudapkgs.store.caches.substitution import default_jobs
+            jobs = default_jobs(cache)
+        run, wait = map(int, open("/proc/thread-self/schedstat").read().split()[:2])
+        sys.stderr.write(f"bench-jobs={{jobs}}\nbench-wait={{wait / max(1, run + wait):.3f}}\n")
+        subs.fetch(store, todo, jobs=jobs)
 """
 
 
@@ -71,6 +77,10 @@ last_runqueue_wait = 0.0
 #: The last `timed` child's (user, system) CPU seconds: on this shared machine Nix's system time swings with
 #: the load (1.0-3.1 s of CPU for the same closure), so the two are shown apart.
 last_user_sys = (0.0, 0.0)
+#: The jobs the last substituting child used (it prints them: with -j 0 `default_jobs` picks), 0 for other children.
+last_jobs = 0
+#: The share of its runnable time the last substituting child's main thread waited for a CPU before the fetch (what `default_jobs` looks at).
+last_wait_share = -1.0
 #: The last `timed` child's own peak RSS (VmHWM after its exec, sampled every 10 ms), KiB. wait4's ru_maxrss
 #: is at least the forked copy of this (larger) Python process, so for small children it reads this process.
 last_hwm_kib = 0
@@ -116,8 +126,13 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int
     last_hwm_kib = hwm[0]
     last_user_sys = (usage.ru_utime, usage.ru_stime)
     process.returncode = os.waitstatus_to_exitcode(status)
+    errors = process.stderr.read().decode(errors="replace")
     if process.returncode != 0:
-        raise SystemExit(f"{cmd[0]} failed ({process.returncode}): {process.stderr.read().decode()[-500:]}")
+        raise SystemExit(f"{cmd[0]} failed ({process.returncode}): {errors[-500:]}")
+    global last_jobs
+    last_jobs = next((int(line[11:]) for line in errors.splitlines() if line.startswith("bench-jobs=")), 0)
+    global last_wait_share
+    last_wait_share = next((float(line[11:]) for line in errors.splitlines() if line.startswith("bench-wait=")), -1.0)
     return wall, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
 
 
@@ -184,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-src", help="with --http or --nix: the src/ directory of the code to compare against")
     parser.add_argument("--https", action="store_true", help="with --http: serve over TLS (a self-signed certificate)")
     parser.add_argument("--nix", action="store_true", help="substitution from file:// against real Nix's `nix copy --from`")
-    parser.add_argument("-j", "--jobs", type=int, default=2, help="with --nix: cudapkgs' substitution jobs (default 2)")
+    parser.add_argument("--peer-jobs", type=int, help="with --nix --peer-src: the peer row's jobs (default: as -j)")
+    parser.add_argument("--cli", action="store_true", help="with --nix: also a row of the `cudapkgs copy --from` command itself")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="with --nix: cudapkgs' substitution jobs (default 2; 0: what `copy --from` picks, default_jobs)")
     args = parser.parse_args(argv)
     if args.nix:
         return nix_main(args, parser)
@@ -416,6 +433,15 @@ def http_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 NIX = shutil.which("nix") or "/usr/bin/nix"
 
 
+def _cpu_pressure() -> float:
+    """Linux's CPU pressure now: the share (per cent) of the last 10 s in which some task waited for a CPU; -1 without PSI."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return float(f.readline().split("avg10=")[1].split()[0])
+    except (OSError, IndexError, ValueError):
+        return -1.0
+
+
 def _vm_dirty_kib() -> tuple[int, int]:
     """(Dirty, Writeback) of /proc/meminfo in KiB: the page cache waiting to be written, and being written."""
     values = {}
@@ -491,26 +517,44 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         _ENV["BENCH_JOBS"] = str(args.jobs)
         peer_src = Path(args.peer_src).resolve() if args.peer_src else None
         labels = ("nix copy --from", "cudapkgs substitute") + ((f"cudapkgs ({peer_src})",) if peer_src else ())
+        cli = "cudapkgs copy --from (the command)"
+        if args.cli:
+            labels += (cli,)
+            (work / "home").mkdir()
         results: dict[str, list[tuple[float, int, float]]] = {label: [] for label in labels}
         dirty: dict[str, list[int]] = {label: [] for label in labels}
         waits: dict[str, list[float]] = {label: [] for label in labels}
         user_sys: dict[str, list[tuple[float, float]]] = {label: [] for label in labels}
+        jobs_used: dict[str, list[int]] = {label: [] for label in labels}
+        pressure: dict[str, list[float]] = {label: [] for label in labels}
         for round_ in range(args.runs + 1):  # round 0 warms up (bytecode, page cache) and is not counted
             for label in (labels if round_ % 2 == 0 else labels[::-1]):  # alternate who goes first
+                psi = _cpu_pressure()
                 with _DirtyWatch() as watch:
                     if label == labels[0]:
                         run_dir = work / f"nix-{round_}"
                         run_dir.mkdir()
                         measured = nix_copy_from(cache_dir, store_dir, str(key.public), paths, run_dir)
+                    elif label == cli:  # the command a user runs: its own start-up, configuration and -j choice
+                        Store.open(store_dir).close()
+                        measured = timed([sys.executable, "-m", "cudapkgs", "copy", "--from", f"file://{cache_dir}",
+                                          "--trusted-public-key", str(key.public), "--store", store_dir,
+                                          *([f"-j{args.jobs}"] if args.jobs else []), *paths],
+                                         {**_ENV, "PYTHONPATH": str(REPO / "src"), "HOME": str(work / "home"),
+                                          "XDG_CONFIG_HOME": str(work / "home/.config")})
                     else:
                         Store.open(store_dir).close()
+                        peer = label != labels[1]
+                        _ENV["BENCH_JOBS"] = str(args.peer_jobs if peer and args.peer_jobs is not None else args.jobs)
                         measured = run_child("substitute", store_dir, f"file://{cache_dir}", str(key.public), paths,
-                                             src=REPO / "src" if label == labels[1] else peer_src)
+                                             src=peer_src if peer else REPO / "src")
                 if round_:
                     results[label].append(measured)
                     dirty[label].append(watch.peak)
                     waits[label].append(last_runqueue_wait)
                     user_sys[label].append(last_user_sys)
+                    jobs_used[label].append((last_jobs, last_wait_share))
+                    pressure[label].append(psi)
                     results[label][-1] = (measured[0], last_hwm_kib or measured[1], measured[2])
                 _rmtree(run_dir if label == labels[0] else Path(store_dir))
     finally:
@@ -533,7 +577,7 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               "all_cpu_s": {k: [round(c, 3) for _, _, c in v] for k, v in results.items()},
               "dirty_peak_mib": {k: [round(d / 1024) for d in v] for k, v in dirty.items()},
               "runqueue_wait_s": {k: [round(w, 2) for w in v] for k, v in waits.items()},
-              "median_user_s": user, "median_sys_s": system,
+              "median_user_s": user, "median_sys_s": system, "jobs_used": jobs_used, "cpu_pressure_avg10": pressure,
               "ratios": {"wall": med[ours] / med[peer], "cpu": cpu[ours] / cpu[peer], "rss": rss[ours] / rss[peer],
                          "user": user[ours] / user[peer]},
               "load_average": os.getloadavg()}
@@ -541,16 +585,18 @@ def nix_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"{len(paths)} paths, {nar_bytes / 2**20:.1f} MiB of NAR, {cache_bytes / 2**20:.1f} MiB of zstd NARs in a file:// "
-          f"cache; into an empty store, median of {args.runs} alternating runs after a warm-up round (cudapkgs -j {args.jobs}); "
+          f"cache; into an empty store, median of {args.runs} alternating runs after a warm-up round (cudapkgs -j {args.jobs or 'as copy --from picks'}); "
           "peak RSS is the child's VmHWM\n")
-    print("| tool | median wall s | wall ratio | median CPU s | CPU ratio | user / sys s | user ratio | peak RSS MiB | RSS ratio | slowest / median | runs (wall s) | runs (CPU s) | waiting for a CPU (s) | peak dirty MiB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")
+    print("| tool | median wall s | wall ratio | median CPU s | CPU ratio | user / sys s | user ratio | peak RSS MiB | RSS ratio | slowest / median | runs (wall s) | runs (CPU s) | waiting for a CPU (s) | peak dirty MiB | jobs (start-up waiting for a CPU) | CPU pressure before, % |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---|---|")
     for label in labels:
         print(f"| {label} | {med[label]:.3f} | {med[label] / med[peer]:.2f} | {cpu[label]:.3f} | {cpu[label] / cpu[peer]:.2f} | "
               f"{user[label]:.2f} / {system[label]:.2f} | {user[label] / user[peer]:.2f} | "
               f"{rss[label] / 1024:.1f} | {rss[label] / rss[peer]:.2f} | {spread[label]:.2f} | "
               f"{', '.join(f'{t:.2f}' for t, _, _ in results[label])} | {', '.join(f'{c:.2f}' for _, _, c in results[label])} | "
-              f"{', '.join(f'{w:.2f}' for w in waits[label])} | {', '.join(str(d) for d in result['dirty_peak_mib'][label])} |")
+              f"{', '.join(f'{w:.2f}' for w in waits[label])} | {', '.join(str(d) for d in result['dirty_peak_mib'][label])} | "
+              f"{', '.join(f'{j} ({w * 100:.0f} %)' for j, w in jobs_used[label]) if any(j for j, _ in jobs_used[label]) else ''} | "
+              f"{', '.join(f'{p:.0f}' for p in pressure[label])} |")
     print(f"\nload average after the runs: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     return 0
 

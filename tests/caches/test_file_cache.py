@@ -266,11 +266,58 @@ def test_mutated_nars_restore_identically_or_fail_cleanly(tmp_path_factory, flip
 
 def test_copy_from_a_file_cache_runs_no_more_jobs_than_cpus(tmp_path, monkeypatch):
     """`copy --from file://` without -j: at most the usable CPUs (2 here: -j 4 took more CPU and memory), else 4."""
-    from cudapkgs.store.caches import open_cache
+    from cudapkgs.store.caches import open_cache, substitution
     from cudapkgs.store.caches.substitution import default_jobs
 
     local = open_cache(f"file://{tmp_path}/cache")
     remote = open_cache("https://cache.example.org/cuda")
+    monkeypatch.setattr(substitution, "cpu_contended", lambda: False)  # the other CPUs are idle (see the test below)
     for cpus, expected in ((1, 1), (2, 2), (3, 3), (16, 4)):
         monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=cpus: set(range(n)))
         assert (default_jobs(local), default_jobs(remote)) == (expected, 4)
+
+
+def test_copy_from_a_file_cache_takes_one_job_while_other_work_keeps_the_cpus_busy(tmp_path, monkeypatch):
+    """Without -j, `copy --from file://` runs one job while the 10-s CPU pressure is 30 % or more, or its thread waited
+    for a CPU a quarter of its runnable time or more (two threads hand each other the GIL, and under load each
+    hand-off waits for a CPU: -j 1 took less CPU and less wall time there); otherwise as many as the CPUs."""
+    from cudapkgs.store.caches import open_cache, substitution
+    from cudapkgs.store.caches.substitution import cpu_contended, cpu_pressure, default_jobs
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    local, remote = open_cache(f"file://{tmp_path}/cache"), open_cache("https://cache.example.org/cuda")
+    stat, psi = tmp_path / "schedstat", tmp_path / "pressure"
+    monkeypatch.setattr(substitution, "SCHEDSTAT", str(stat))
+    monkeypatch.setattr(substitution, "CPU_PRESSURE", str(psi))
+
+    def pressure(avg10: str) -> str:  # as Linux writes /proc/pressure/cpu
+        return f"some avg10={avg10} avg60=1.00 avg300=2.00 total=123456\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+
+    idle = "80000000 1000000 4\n"  # (ns on a CPU, ns waiting for one, slices) as Linux writes them
+    for avg10, jobs in (("30.00", 1), ("97.51", 1), ("29.99", 2), ("0.00", 2)):
+        psi.write_text(pressure(avg10))
+        stat.write_text(idle)
+        assert (default_jobs(local), default_jobs(remote)) == (jobs, 4), avg10
+    # a pressure file not in its form (or absent) says nothing: the thread's own waits decide
+    for text in ("", pressure("nan"), pressure("100.5"), pressure("-1"), pressure("x"), "full avg10=99.00 total=9\n",
+                 "\0" * 100_000, None):
+        if text is None:
+            psi.unlink()
+        else:
+            psi.write_text(text)
+        assert cpu_pressure() is None, text
+        stat.write_text(idle)
+        assert default_jobs(local) == 2, text
+        stat.write_text("80000000 30000000 12\n")
+        assert default_jobs(local) == 1, text
+    for text, jobs in (("80000000 30000000 12\n", 1), ("80000000 240000000 40\n", 1), ("80000000 26000000 9\n", 2),
+                       ("80000000 1000000 4\n", 2), ("1000000 9000000 2\n", 2),  # 10 ms: too little to say
+                       ("", 2), ("80000000 -1 3\n", 2), ("8e7 9e9 3\n", 2), ("1 2\n", 2), ("\0" * 100_000, 2)):
+        stat.write_text(text)
+        assert (default_jobs(local), default_jobs(remote)) == (jobs, 4), text[:40]
+    stat.unlink()  # not Linux: nothing assumed
+    assert not cpu_contended() and default_jobs(local) == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})  # one CPU: one job whatever the waits
+    stat.write_text("80000000 1000000 4\n")
+    assert default_jobs(local) == 1
+    assert cpu_contended("/proc/thread-self/schedstat", "/proc/pressure/cpu") in (True, False)  # the real files read

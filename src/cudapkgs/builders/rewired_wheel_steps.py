@@ -249,6 +249,7 @@ def install_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outpu
     """installPhase of `nvidia_wheel`: NVIDIA's wheel unpacked as a redist prefix (RECORD-checked),
     ``wheelRequire`` (prefix-relative paths it must have) checked, ``wheelRemove`` applied, ``wheelOutputs`` moved to their outputs, the rest to ``out``."""
     from ..fetch.cache import in_use
+    from ..fetch.wheel_lookup import read_sha256_record
     from ..fetch.wheels import WheelSource, cached_wheel, unpack_wheel
 
     spec = attrs.get("nvidiaWheel") or {}
@@ -264,7 +265,7 @@ def install_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outpu
             if not alive:
                 continue
             unpack_wheel(wheel, tree, pname=str(attrs.get("pname", "")), cuda_major=major,
-                         sha256=recorded.read_text().strip() if recorded.is_file() else None)
+                         sha256=read_sha256_record(recorded))
             break
     else:
         raise RewireError(f"{project}=={version}: the wheel cache lost it twice while it was being unpacked")

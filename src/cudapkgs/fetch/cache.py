@@ -116,6 +116,11 @@ def _last_used(path: Path) -> float:
         return 0.0
 
 
+# What the wheel cache keeps beside a wheel, deleted with it: the sha256 pip checked
+# (`wheel_lookup`, `pinned_wheels`) and the record of its RECORD check (`record_checked`).
+_WHEEL_RECORDS = (".sha256", ".checked")
+
+
 def entries(store_dir: str | os.PathLike[str] | None) -> list[CacheEntry]:
     """Every entry of every cache (`cache_roots`), oldest use first."""
     found: list[CacheEntry] = []
@@ -125,11 +130,11 @@ def entries(store_dir: str | os.PathLike[str] | None) -> list[CacheEntry]:
         except OSError:
             continue
         for child in children:
-            if child.name.endswith(".sha256") and name == "wheels":
+            if name == "wheels" and child.name.endswith(_WHEEL_RECORDS):
                 continue  # goes with its wheel
             if name == "wheels" and child.suffix == ".whl":
-                record = child.with_name(child.name + ".sha256")
-                size = _tree_size(child) + (_tree_size(record) if record.exists() else 0)
+                records = [child.with_name(child.name + suffix) for suffix in _WHEEL_RECORDS]
+                size = _tree_size(child) + sum(_tree_size(r) for r in records if r.exists())
                 found.append(CacheEntry(name, child, size, _last_used(child), child))
             elif name == "downloads" and child.is_dir() and not child.is_symlink():
                 found.append(CacheEntry(name, child, _tree_size(child), _last_used(child), child / ".inuse"))
@@ -170,10 +175,11 @@ def _delete(entry: CacheEntry) -> None:
         except FileNotFoundError:
             pass
     if entry.cache == "wheels":
-        try:
-            path.with_name(path.name + ".sha256").unlink()
-        except FileNotFoundError:
-            pass
+        for suffix in _WHEEL_RECORDS:
+            try:
+                path.with_name(path.name + suffix).unlink()
+            except FileNotFoundError:
+                pass
 
 
 def collect(

@@ -67,8 +67,10 @@ def cached_pinned_wheel(pin: PinnedWheel, cache: Path | None = None) -> Path | N
     """The cached wheel of `pin` when its record holds the pinned sha256 (its bytes are not read here)."""
     path = _cache(cache) / pin.file
     record = path.with_name(path.name + _SUFFIX)
+    from .wheel_lookup import read_sha256_record
+
     try:
-        if path.is_file() and not path.is_symlink() and record.read_text().strip() == pin.sha256:
+        if path.is_file() and not path.is_symlink() and read_sha256_record(record) == pin.sha256:
             return path
     except OSError:
         return None

@@ -22,6 +22,7 @@ RECORD does not state truthfully.
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import hashlib
 import io
@@ -98,7 +99,13 @@ def install_wheel(
     from .archives import expansion_limits
     from .wheel_unpack import _HashInBackground
 
+    from . import record_checked
+
     handle = open(wheel, "rb")  # noqa: SIM115 - closed below, once the hashing thread is done
+    # A wheel whose sha256 passed its RECORD check before skips the per-member digests (`record_checked`).
+    before = None
+    if sha256 is not None and record_checked.passed(Path(wheel), sha256, "install"):
+        before = record_checked.settled_identity(handle.fileno())
     checker = _HashInBackground(handle.fileno(), Path(wheel)) if sha256 is not None else None
     try:
         try:
@@ -116,7 +123,8 @@ def install_wheel(
                 raise WheelContentsError(f"{wheel.name}: expands to {total} bytes, past the {max_bytes} allowed "
                                          "for its size; refusing to unpack it")
             try:
-                installed = _install(archive, members, Path(wheel), Path(site), Path(prefix), write_record)
+                installed = _install(archive, members, Path(wheel), Path(site), Path(prefix), write_record,
+                                     verify=before is None)
             except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
                     csv.Error, UnicodeDecodeError, zlib.error, ValueError) as error:
                 raise WheelContentsError(f"{wheel.name}: damaged wheel ({type(error).__name__}: {error})") from None
@@ -126,6 +134,20 @@ def install_wheel(
                 raise WheelContentsError(
                     f"{wheel.name}: the wheel's sha256 does not match the package's pin:\n"
                     f"  specified: {sha256.lower()}\n        got: {actual}")
+            if before is not None and record_checked.identity(handle.fileno()) != before:
+                # Touched or written meanwhile: its files go, and it is installed again, every member checked.
+                for path in [*installed.files, installed.dist_info / "RECORD"]:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                before = None
+                try:
+                    with zipfile.ZipFile(handle) as archive:
+                        installed = _install(archive, members, Path(wheel), Path(site), Path(prefix), write_record)
+                except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
+                        csv.Error, UnicodeDecodeError, zlib.error, ValueError) as error:
+                    raise WheelContentsError(f"{wheel.name}: damaged wheel ({type(error).__name__}: {error})") from None
+            if before is None:  # every member matched RECORD, the whole file its pin
+                record_checked.remember(Path(wheel), sha256, "install")
         return installed
     finally:
         if checker is not None:
@@ -175,7 +197,7 @@ def _check_name(name: str, wheel: Path) -> None:
 
 
 def _install(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], wheel: Path, site: Path,
-             prefix: Path, write_record: bool = True) -> InstalledWheel:
+             prefix: Path, write_record: bool = True, verify: bool = True) -> InstalledWheel:
     names = [i.filename for i in members]
     for name in names:
         _check_name(name, wheel)
@@ -216,7 +238,7 @@ def _install(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], wheel: Pa
 
     def one(job: tuple[zipfile.ZipInfo, Path, str, str]) -> None:
         info, target, record_path, digest = job
-        _extract_member(archive, fd, info, target, digest, wheel)
+        _extract_member(archive, fd, info, target, digest, wheel, verify)
         with lock:
             installed.files[target] = (record_path, digest, info.file_size)
 
@@ -264,22 +286,29 @@ def _write_record(installed: InstalledWheel, wheel: Path) -> None:
 
 
 def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, target: Path, expected: str,
-                    wheel: Path) -> None:
-    """Write one member to `target` (a new file), checking its digest as it streams."""
+                    wheel: Path, verify: bool = True) -> None:
+    """Write one member to `target` (a new file), checking its digest as it streams (unless not `verify`:
+    the wheel's pinned sha256 passed this check before, `record_checked`)."""
     from .wheel_unpack import _member_chunks
 
-    algorithm = expected.partition("=")[0]
-    digest = hashlib.new(algorithm)
     mode = 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
+    algorithm = expected.partition("=")[0]
+    digest = hashlib.new(algorithm) if verify else None
     try:
         out_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except (FileExistsError, IsADirectoryError, NotADirectoryError):
         raise WheelContentsError(f"{wheel.name}: {info.filename} collides with another file at {target}") from None
     with open(out_fd, "wb") as out:
-        for chunk in _member_chunks(archive, fd, info):
-            digest.update(chunk)
-            out.write(chunk)
+        if digest is None:
+            for chunk in _member_chunks(archive, fd, info):
+                out.write(chunk)
+        else:
+            for chunk in _member_chunks(archive, fd, info):
+                digest.update(chunk)
+                out.write(chunk)
         os.fchmod(out.fileno(), mode)
+    if digest is None:
+        return
     got = record_digest(algorithm, digest.digest())
     if got != expected:
         os.unlink(target)

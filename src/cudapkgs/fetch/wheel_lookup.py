@@ -232,6 +232,35 @@ def wheel_cache_directory() -> Path:
 _VERIFIED_SUFFIX = ".sha256"
 
 
+#: A record is 64 hexadecimal digits and a newline; more than this is not a record.
+_RECORD_MAX = 128
+
+
+def read_sha256_record(record: Path) -> str | None:
+    """The sha256 a ``<wheel>.sha256`` record holds (lower case, stripped), or None when there is no
+    such regular file (absent, a link, a FIFO, unreadable).  At most `_RECORD_MAX` bytes are read
+    (opened non-blocking, without following a link, checked with fstat); a longer or non-ASCII
+    record reads as ``""``, which matches no digest (the wheel is then checked again or refused
+    as changed, as for any wrong record)."""
+    import stat as stat_module
+
+    try:
+        fd = os.open(record, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat_module.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, _RECORD_MAX + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > _RECORD_MAX or not data.isascii():
+        return ""
+    return data.decode("ascii").strip().lower()
+
+
 def _remember_verified(wheel: Path) -> Path:
     record = wheel.with_name(wheel.name + _VERIFIED_SUFFIX)
     tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
@@ -244,8 +273,10 @@ def _verified_wheel(cache: Path, project: str, version: str, wanted: set[str], *
     stem = re.sub(r"[-_.]+", "_", project).lower()
     for wheel in sorted(cache.glob(f"{stem}-{version}-*.whl")):
         record = wheel.with_name(wheel.name + _VERIFIED_SUFFIX)
-        if _wheel_matches(wheel, project, wanted) and record.is_file() and (
-                not check or record.read_text().strip() == _file_sha256(wheel)):
+        if not _wheel_matches(wheel, project, wanted):
+            continue
+        recorded = read_sha256_record(record)
+        if recorded is not None and (not check or recorded == _file_sha256(wheel)):
             return wheel
     return None
 

@@ -2,7 +2,9 @@
 
 `unpack_wheel` streams each member (several at once, on threads) through its sha256 and
 into a new tree; a wheel cached with a recorded sha256 is hashed whole, on a thread of its
-own, while it unpacks (`WheelChangedError` when it changed).  `check_unpacked` then checks
+own, while it unpacks (`WheelChangedError` when it changed).  A wheel whose sha256 passed
+its RECORD check before (`cudapkgs.fetch.record_checked`) is unpacked without the
+per-member digests, its whole-file sha256 still checked.  `check_unpacked` then checks
 that the tree has what the component cannot do without.
 """
 
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import FetchError
+from . import record_checked
 from .wheel_lookup import _file_sha256
 
 __all__ = ["unpack_wheel", "check_unpacked", "WheelChangedError"]
@@ -72,7 +75,10 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     dropped; executable bits are restored (``zipfile`` ignores the stored modes).
     With ``sha256`` (hex), the whole wheel is hashed on a second thread while it unpacks,
     and `WheelChangedError` is raised, the tree removed, unless it matches: ``dest`` only
-    ever holds a tree from a wheel whose bytes were checked.
+    ever holds a tree from a wheel whose bytes were checked. Once a wheel with ``sha256``
+    unpacked with every member matching RECORD, ``<wheel>.checked`` remembers it
+    (`record_checked`), and the next unpack of those bytes skips the per-member digests
+    (and is done again with them if the file's identity or times changed meanwhile).
     ``check_members(infos, size)``, if given, sees the central directory's entries and the
     size in bytes of the file (one ``fstat`` of the open file) before anything is written (the
     expansion bounds of `cudapkgs.realise.redist_source`) and may raise to refuse the wheel:
@@ -84,13 +90,30 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     # not be unpacked under the hash of the one it replaced.
     handle = open(wheel, "rb")  # noqa: SIM115 - closed below, once the hashing thread is done
     with handle:
-        return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256, check_members)
+        try:
+            return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256, check_members)
+        except _Unsettled:  # touched or written while unpacked unchecked: again, every member checked
+            return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256, check_members,
+                                      skip_checked=False)
+
+
+class _Unsettled(Exception):
+    """The wheel's identity or times changed while its members were unpacked without their digests."""
 
 
 def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cuda_major: int,
-                       sha256: str | None, check_members: Callable[[list[zipfile.ZipInfo], int], None] | None = None) -> Path:
-    """`unpack_wheel` of the wheel open as `handle`; returns only once no thread reads it."""
+                       sha256: str | None, check_members: Callable[[list[zipfile.ZipInfo], int], None] | None = None,
+                       skip_checked: bool = True) -> Path:
+    """`unpack_wheel` of the wheel open as `handle`; returns only once no thread reads it.
+
+    `skip_checked`: skip the member digests when `record_checked` allows (`_Unsettled` when the
+    file's identity changed meanwhile: the tree is removed)."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    # A wheel whose sha256 passed its RECORD check before (`record_checked`) skips the per-member
+    # digests; its whole-file sha256 is still checked below, and its identity before and after.
+    before = None
+    if skip_checked and sha256 is not None and record_checked.passed(wheel, sha256, "unpack"):
+        before = record_checked.settled_identity(handle.fileno())
     checker = _HashInBackground(handle.fileno(), wheel) if sha256 is not None else None
     try:
         try:
@@ -101,7 +124,7 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
             if check_members is not None:
                 check_members(archive.infolist(), os.fstat(handle.fileno()).st_size)
             try:
-                _extract(archive, tmp, pname)
+                _extract(archive, tmp, pname, before is None)  # verify
             except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
                     csv.Error, UnicodeDecodeError, zlib.error, ValueError) as error:
                 # NotImplementedError: an unknown compression; RuntimeError: an encrypted member;
@@ -115,10 +138,15 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
             actual = checker.result()
             checker = None
             if actual != sha256:
-                raise WheelChangedError(f"{wheel}: its sha256 is {actual}, not the {sha256} recorded when pip checked it")
+                raise WheelChangedError(f"{wheel}: its bytes changed since pip checked them "
+                                        f"(its sha256 is {actual}, not the {sha256} recorded then)")
+            if before is not None and record_checked.identity(handle.fileno()) != before:
+                raise _Unsettled()
         if dest.exists() or dest.is_symlink():
             shutil.rmtree(dest)
         os.replace(tmp, dest)
+        if sha256 is not None and before is None:  # every member matched RECORD, the whole file its sha256
+            record_checked.remember(wheel, sha256, "unpack")
     except Exception:
         shutil.rmtree(tmp, ignore_errors=True)
         if checker is not None and checker.result() != sha256:
@@ -163,7 +191,9 @@ class _HashInBackground:
         return self._digest
 
 
-def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
+def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str, verify: bool = True) -> None:
+    """Write the members under ``nvidia/<root>/`` into `tmp`; with `verify`, each checked against its RECORD digest
+    (without: the wheel's sha256 passed that check before, `record_checked`; RECORD must still list each member)."""
     hashes = _record_hashes(archive)
     members = [i for i in archive.infolist() if not i.is_dir()]
     # Member names split on "/" (str methods: pathlib cost 50 µs a member, cuda_cccl has 1,700).
@@ -202,7 +232,8 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str) -> None:
     try:
         # The archive's own open file (not its name again: the bytes unpacked are the bytes hashed).
         fd = os.dup(archive.fp.fileno())  # type: ignore[union-attr]
-        work = [(info.file_size, functools.partial(_extract_member, archive, fd, info, rel, tmp, hashes[info.filename]))
+        work = [(info.file_size, functools.partial(_extract_member, archive, fd, info, rel, tmp,
+                                                         hashes[info.filename] if verify else None))
                 for info, rel in jobs]
         if _UNZIP_THREADS <= 1 or len(jobs) <= 1:
             for _, job in work:
@@ -363,12 +394,16 @@ def _has_so_suffix(rel: str) -> bool:
     return "so" in name.lstrip(".").split(".")[1:]
 
 
-def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, rel: str, tmp: Path, expected: str) -> None:
-    """Write one member to ``tmp/rel`` (a new file), checking it against its RECORD hash as it streams."""
+def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, rel: str, tmp: Path,
+                    expected: str | None) -> None:
+    """Write one member to ``tmp/rel`` (a new file), checking it against its RECORD hash `expected` as it
+    streams (None: not checked, see `_extract`)."""
     mode = info.external_attr >> 16
     executable = mode & 0o111 or rel.startswith(("bin/", "nvvm/bin/")) or _has_so_suffix(rel)
     small = _small_member(archive, fd, info)  # most of cccl's 1,700 headers: one read, one inflate, one write
-    digest = hashlib.sha256(small) if small is not None else hashlib.sha256()
+    digest: Any = None
+    if expected is not None:
+        digest = hashlib.sha256(small) if small is not None else hashlib.sha256()
     try:
         out_fd = os.open(os.path.join(tmp, rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except (FileExistsError, IsADirectoryError, NotADirectoryError):
@@ -383,11 +418,15 @@ def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, re
             os.close(out_fd)
     else:
         with open(out_fd, "wb") as out:
-            for chunk in _member_chunks(archive, fd, info):
-                digest.update(chunk)
-                out.write(chunk)
+            if digest is None:
+                for chunk in _member_chunks(archive, fd, info):
+                    out.write(chunk)
+            else:
+                for chunk in _member_chunks(archive, fd, info):
+                    digest.update(chunk)
+                    out.write(chunk)
             os.fchmod(out.fileno(), 0o755 if executable else 0o644)
-    if expected != _record_digest(digest):
+    if digest is not None and expected != _record_digest(digest):
         raise FetchError(f"{archive.filename}: {info.filename} does not match its RECORD hash")
 
 

@@ -31,6 +31,7 @@ from .wheel_lookup import (
     cached_wheel,
     platform_tags,
     pypi_name,
+    read_sha256_record,
     wheel_cache_directory,
     wheel_for,
     wheel_lacks,
@@ -172,7 +173,7 @@ class WheelSource:
             # In the cache with the sha256 pip's check recorded: the unpacker hashes it while
             # unpacking (not before: 0.1 s earlier on a build's critical path for nvvm's wheel)
             # and refuses the tree if the bytes changed (`WheelChangedError`).
-            recorded = known.with_name(known.name + _VERIFIED_SUFFIX).read_text().strip()
+            recorded = read_sha256_record(known.with_name(known.name + _VERIFIED_SUFFIX)) or ""
             # A cache hit: nothing is fetched, so no "fetched N MiB" (the plan said "already cached").
             return FetchedArtifact("wheel", known, self.name, sha256_to_check=recorded)
         on_bytes = (lambda n: progress(n, None)) if progress is not None else None  # the size is known once it is done

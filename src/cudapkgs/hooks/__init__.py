@@ -51,6 +51,9 @@ _NAMES: dict[str, str] = {
 }  # fmt: skip
 
 
+_LOADED: dict[str, ModuleType] = {}  # module (of _NAMES) -> it, once an import of it returned and had the name
+
+
 class _Hooks(ModuleType):
     """This package's module: a re-exported name is always the hook's function (or class,
     constant), even after its module of the same name was imported, which binds the module
@@ -60,7 +63,16 @@ class _Hooks(ModuleType):
         module = _NAMES.get(name)
         if module is None:
             return ModuleType.__getattribute__(self, name)
-        return getattr(sys.modules.get(f"{__name__}.{module}") or import_module(f"{__name__}.{module}"), name)
+        # `import_module`, not sys.modules: a module is there from the start of its execution, and
+        # another build thread importing it now would leave this one a half-made module (AttributeError
+        # "partially initialized module"); import_module waits for that import. Kept once complete.
+        loaded = _LOADED.get(module)
+        if loaded is None:
+            loaded = import_module(f"{__name__}.{module}")
+            value = getattr(loaded, name)
+            _LOADED[module] = loaded
+            return value
+        return getattr(loaded, name)
 
     def __dir__(self) -> list[str]:
         return sorted({*ModuleType.__dir__(self), *_NAMES})

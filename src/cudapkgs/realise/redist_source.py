@@ -226,9 +226,9 @@ def _check_expansion(wheel: Path, declared_size: int | None, infos: list[Any], s
 
 
 def _discard(fetched: FetchedArtifact) -> None:
-    """Delete a cache entry that proved corrupt (and a wheel's verified-hash record), so it is fetched anew."""
+    """Delete a cache entry that proved corrupt (and a wheel's verified-hash and RECORD-check records), so it is fetched anew."""
     path = Path(fetched.path)
-    for victim in (path, path.with_name(path.name + ".sha256")):
+    for victim in (path, path.with_name(path.name + ".sha256"), path.with_name(path.name + ".checked")):
         try:
             if victim.is_dir() and not victim.is_symlink():
                 _remove(victim)

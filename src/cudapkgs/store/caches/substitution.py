@@ -382,10 +382,16 @@ class _Threads:
 def default_jobs(cache: Cache) -> int:
     """How many paths to substitute at once from `cache` when the user did not say: 4, but from a local
     directory (file://: no waiting on a network, each job all CPU) no more than the CPUs this process may
-    use, at least 1.
+    use, and 1 while other work keeps the CPUs busy (`cpu_contended`), at least 1.
 
     On 2 cores, `-j 4` from file:// took more CPU than `-j 2` (the CUDA compile closure: 2.36 s against
-    2.18 s, medians of 4) and more memory (34.7 against 30.3 MiB peak RSS), and no less wall time.
+    2.18 s, medians of 4) and more memory (34.7 against 30.3 MiB peak RSS), and no less wall time. On
+    the same 2 cores at a load of 4-7 from other processes, `-j 1` took less CPU *and* less wall time than
+    `-j 2` in three A/Bs (1.65, 1.82, 2.13 s against 2.04, 2.01, 2.34 s of CPU; 2.68, 2.08, 3.24 s against
+    2.97, 2.47, 3.55 s of wall; medians of 6): the likely cause is that two threads of one Python process hand
+    each other the GIL at every zstd read, hash update and write, and under load each hand-off waits for
+    the woken thread to get a CPU. With the machine idle `-j 2` took two thirds of the wall time of `-j 1`
+    (1.08 s against 1.72 s) for 4 % more CPU. docs/binary-caches.md, "Third round".
     """
     if getattr(cache, "local_dir", None) is None:
         return 4
@@ -395,7 +401,72 @@ def default_jobs(cache: Cache) -> int:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = os.cpu_count() or 1
+    if usable > 1 and cpu_contended():
+        return 1
     return max(1, min(4, usable))
+
+
+#: Linux's CPU pressure (PSI, 4.20+): ``some avg10=`` is the share (per cent) of the last 10 s in which some
+#: runnable task waited for a CPU. Absent (no PSI, not Linux): `SCHEDSTAT` alone decides.
+CPU_PRESSURE = "/proc/pressure/cpu"
+#: From this 10-s CPU pressure (per cent) the CPUs are taken as busy with other work.
+CONTENDED_PRESSURE = 30.0
+#: Linux's scheduler statistics of the calling thread: nanoseconds on a CPU, nanoseconds runnable but
+#: waiting for one, time slices. Absent (not Linux, no schedstats): nothing is assumed from it.
+SCHEDSTAT = "/proc/thread-self/schedstat"
+#: From this share of its runnable time spent waiting for a CPU, the CPUs are taken as busy with other work.
+CONTENDED_SHARE = 0.25
+#: Less runnable time than this (nanoseconds) says too little: nothing is assumed.
+_SHORTEST_NS = 20_000_000
+
+
+def cpu_pressure(pressure: str | None = None) -> float | None:
+    """The ``some avg10=`` per cent of `pressure` (default `CPU_PRESSURE`; at most 4 KiB read), or None when
+    it is absent, unreadable or not in that form (a value outside 0-100 included)."""
+    try:
+        with open(pressure or CPU_PRESSURE, "rb") as f:
+            text = f.read(4096)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(b"some "):
+            for field in line.split()[1:]:
+                if field.startswith(b"avg10="):
+                    try:
+                        value = float(field[6:])
+                    except ValueError:
+                        return None
+                    return value if 0.0 <= value <= 100.0 else None  # NaN fails too
+    return None
+
+
+def cpu_contended(schedstat: str | None = None, pressure: str | None = None) -> bool:
+    """Whether other work keeps the CPUs busy: the 10-s CPU pressure is at least `CONTENDED_PRESSURE` %, or
+    the calling thread spent at least `CONTENDED_SHARE` of its runnable time waiting for a CPU.
+
+    `pressure` defaults to `CPU_PRESSURE`, `schedstat` to `SCHEDSTAT` (at most 4 KiB read of each); for the
+    `copy` command the thread's time is its start-up and the narinfo queries (70-170 ms runnable), which
+    says little (0-17 % in runs at pressures of 7-57 %, 29-68 % in a few), so the pressure decides most
+    often. On the 2-core machine of docs/binary-caches.md ("Third round"), at pressures of 36-57 % one
+    job took 12 % less CPU and 6 % less wall time than two; at 7-25 % two jobs took 15 % less wall time
+    (16 % more CPU). The 10-s average lags: for a few seconds after a load has gone it still reads high
+    (one job then, where two would have been faster). A file that is absent, unreadable or not in its
+    form says nothing; a thread runnable for under 20 ms says nothing.
+    """
+    avg10 = cpu_pressure(pressure)
+    if avg10 is not None and avg10 >= CONTENDED_PRESSURE:
+        return True
+    try:
+        with open(schedstat or SCHEDSTAT, "rb") as f:
+            fields = f.read(4096).split()
+    except OSError:
+        return False
+    if len(fields) != 3 or not all(f.isdigit() for f in fields):
+        return False
+    running, waiting = int(fields[0]), int(fields[1])
+    if running + waiting < _SHORTEST_NS:
+        return False
+    return waiting >= CONTENDED_SHARE * (running + waiting)
 
 
 def _topological(refs_of: dict[str, list[str]]) -> list[str]:
