@@ -148,3 +148,22 @@ def test_a_name_that_is_neither_a_file_nor_an_attribute_says_both(built, capsys)
     assert code != 0 and "'helo' is no file here" in err and "did you mean" in err
     code, _, err = run(capsys, "path-info", "-f", "pkgs.py", "hello.nosuch")  # an attribute path beyond doubt
     assert code != 0 and "no file here" not in err and "nosuch" in err
+
+
+def test_a_path_depends_on_itself_with_no_hop(built, capsys):
+    code, out, err = run(capsys, "why-depends", "-f", "pkgs.py", "hello", "hello")
+    assert code == 0, err
+    assert out.strip().endswith("-hello-1") and "does not depend" not in out
+    code, out, _ = run(capsys, "why-depends", "--json", "-f", "pkgs.py", "hello", "hello")
+    assert json.loads(out) == [[]]
+
+
+def test_a_typo_in_a_file_package_suggests_the_close_name(built, capsys):
+    code, _, err = run(capsys, "path-info", "-f", "pkgs.py", "uses_helo")
+    assert code != 0 and "uses_hello" in err
+
+
+def test_the_store_commands_offer_no_eval_cache_switch_they_would_ignore(built, capsys):
+    with pytest.raises(SystemExit):
+        main(["path-info", "--help"])
+    assert "--no-eval-cache" not in capsys.readouterr().out

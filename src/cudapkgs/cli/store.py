@@ -198,7 +198,7 @@ def _add_attribute_options(parser: argparse.ArgumentParser) -> None:
     """--set, --config, --system and -f for the store commands that take attribute paths."""
     from .eval import add_eval_options
 
-    add_eval_options(parser, json_flag=False)
+    add_eval_options(parser, json_flag=False, eval_cache=False)  # their evaluation is not cached
 
 
 class _AttributePath(str):
@@ -509,7 +509,7 @@ def _why_depends(args: argparse.Namespace) -> int:
     args.package, args.dependency = _attribute_paths(args, [args.package, args.dependency])
     with _open(args, read_only=True) as store:
         a, b = _query(store, args.package).path, _query(store, args.dependency).path
-        chains = store.why_depends(a, b)
+        chains = store.why_depends(a, b) if a != b else [[]]  # a path depends on itself: no hop (Nix prints it)
     if args.json:
         print(json.dumps([[{"referrer": h.referrer, "reference": h.reference, "files": list(h.files)} for h in c] for c in chains], indent=2))
         return 0
@@ -517,7 +517,7 @@ def _why_depends(args: argparse.Namespace) -> int:
         print(f"'{a}' does not depend on '{b}'")
         return 0
     for chain in chains:
-        print(chain[0].referrer)
+        print(chain[0].referrer if chain else a)
         for depth, hop in enumerate(chain, 1):
             where = ", ".join(f or "." for f in hop.files) or "?"
             print(f"{'    ' * (depth - 1)}└───{where} → {hop.reference}")
