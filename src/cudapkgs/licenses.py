@@ -285,8 +285,10 @@ def check_unfree_allowed(config: Any, package: Any, *, name: str) -> None:
     if is_free(license_value) or config.permits_unfree(package):
         return
     names = license_names(license_value, unfree_only=True) or license_names(license_value)
-    raise errors.UnfreeLicenseError(
-        f'Package "{name}" has an unfree license ("{names}"), refusing to use it. '
-        "Allow it with --set allowUnfree=true, or --set allowUnfreePredicate=cuda "
-        "(NVIDIA's CUDA licenses only), or that key in ~/.config/cudapkgs/config.toml."
-    )
+    if allow_unfree_cuda_predicate(package):
+        how = ("Allow it with --set allowUnfree=true, or --set allowUnfreePredicate=cuda "
+               "(NVIDIA's CUDA licenses only), or that key in ~/.config/cudapkgs/config.toml.")
+    else:  # "cuda" would not do: naming it sent users round in a circle
+        how = ("Allow it with --set allowUnfree=true, or that key in ~/.config/cudapkgs/config.toml "
+               f"(allowUnfreePredicate=cuda covers NVIDIA's CUDA licenses only, not {names}).")
+    raise errors.UnfreeLicenseError(f'Package "{name}" has an unfree license ("{names}"), refusing to use it. ' + how)

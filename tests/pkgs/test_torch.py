@@ -277,3 +277,22 @@ def test_a_project_locks_the_torch_of_its_set(tmp_path, monkeypatch):
     assert lock["packages"]["python3Packages.torch"]["name"] == "torch-2.14.1"
     names = {entry["name"] for entry in lock["derivations"].values()}
     assert {"cuda13.0-cudnn-9.27.0.42", "triton-3.8.0", "cuda13.0-nccl-2.30.7-1"} <= names
+
+
+def test_with_the_cuda_predicate_torch_and_triton_say_their_own_license_and_the_key_that_allows_it():
+    """allowUnfreePredicate = "cuda" covers NVIDIA's licenses, not torch's (issl) nor triton's: the
+    refusal names the package's own license first (check-meta's order) and the key that does allow it;
+    triton said only "triton-3.5.1 is not available", torch seventeen broken inputs."""
+    from cudapkgs.errors import UnfreeLicenseError
+
+    for attr, license_name in (("pkgsCuda.python3Packages.torch", "issl"), ("pkgsCuda.python3Packages.triton", "unfreeRedistributable")):
+        package = at(attr, allowUnfree=False, allowUnfreePredicate="cuda")
+        with pytest.raises(UnfreeLicenseError) as caught:
+            derivation_of(package, attr)
+        text = str(caught.value)
+        assert license_name in text and "--set allowUnfree=true" in text, text
+        assert "allowUnfreePredicate=cuda covers NVIDIA's CUDA licenses only" in text and "broken" not in text, text
+    # an input refused only for an NVIDIA license still names the predicate as a way
+    torch = at("pkgsCuda.python3Packages.torch", allowUnfree=False, allowUnfreePredicate="cuda")
+    triton_line = [line for line in problems(torch).splitlines() if "python3Packages.triton is available" in line]
+    assert triton_line and 'allowUnfree = true allows it (allowUnfreePredicate = "cuda" covers' in triton_line[0]

@@ -94,7 +94,7 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
         return {
             # Read first when the derivation is made: an unavailable package says its own reasons
             # (a component the set lacks, say) before its inputs are evaluated.
-            "src": lazy(lambda: _refuse_unavailable(final)),
+            "src": lazy(lambda: _refuse_unavailable(config, final)),
             "stdenvCc": None,  # nothing is compiled
             "dontUnpack": True,
             "dontConfigure": True,
@@ -118,13 +118,18 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
     return mk_derivation(config, full, system=system)
 
 
-def _refuse_unavailable(final: Any) -> None:
+def _refuse_unavailable(config: Any, final: Any) -> None:
     """None (a rewired wheel has no ``src``); UnavailablePackageError with ``meta.problems`` when
-    ``meta.available`` is false."""
+    ``meta.available`` is false; before that, UnfreeLicenseError when its own license is what the
+    configuration refuses (Nixpkgs' check-meta refuses an unfree package before it looks at
+    brokenness: pkgs/stdenv/generic/check-meta.nix@1494b459; with no problem recorded, "X is not
+    available" said nothing, and torch's seventeen broken inputs hid that torch itself is unfree)."""
+    from .. import licenses
     from ..errors import UnavailablePackageError
 
     meta = final.get("meta") or {}
     if meta.get("available", True) is False:
+        licenses.check_unfree_allowed(config, final, name=final.name)  # its own license first, as check-meta
         problems = meta.get("problems") or {}
         raise UnavailablePackageError("\n".join(p["message"] for p in problems.values())
                                       or f"{final.name} is not available")
@@ -150,7 +155,7 @@ def nvidia_wheel(config: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping
     def full(final: Any) -> dict[str, Any]:
         given = dict(user(final))
         return {
-            "src": lazy(lambda: _refuse_unavailable(final)),
+            "src": lazy(lambda: _refuse_unavailable(config, final)),
             "stdenvCc": None,
             "dontUnpack": True,
             "dontConfigure": True,

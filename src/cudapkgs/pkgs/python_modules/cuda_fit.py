@@ -80,7 +80,7 @@ def _available(package: Any) -> bool:
 def _unavailable(label: str, package: Any) -> str:
     from ...errors import CudapkgsError
 
-    from ...licenses import is_free, license_names
+    from ...licenses import allow_unfree_cuda_predicate, is_free, license_names
 
     try:
         meta = package.meta
@@ -89,8 +89,9 @@ def _unavailable(label: str, package: Any) -> str:
         if why:
             why += _prebuilt_hint(package)
         if not why and not is_free(meta.get("license")):  # no problem but its license: the configuration's refusal
-            why = (f"its license is unfree ({license_names(meta.get('license'), unfree_only=True)}): "
-                   "allowUnfree = true or allowUnfreePredicate = \"cuda\" allows it")
+            why = f"its license is unfree ({license_names(meta.get('license'), unfree_only=True)}): " + (
+                "allowUnfree = true or allowUnfreePredicate = \"cuda\" allows it" if allow_unfree_cuda_predicate(package)
+                else "allowUnfree = true allows it (allowUnfreePredicate = \"cuda\" covers NVIDIA's CUDA licenses only)")
     except CudapkgsError as error:
         why = str(error)
     return f"{label} is available" + (f" (it is not: {why})" if why else "")
