@@ -511,3 +511,21 @@ def test_an_input_that_cannot_be_used_names_the_packages_that_need_it(manifests_
     text = str(raised.value)
     assert text.startswith('Package "cuda13.0-cuda_nvcc-13.0.88" has an unfree license ("CUDA EULA")')
     assert text.endswith("(needed by saxpy-1.0)") and text.count("needed by") == 1, text
+
+
+def test_passthru_attributes_are_read_at_the_top_level_as_nixpkgs_merges_them(config):
+    """make-derivation.nix returns the derivation `// passthru`: `pkg.tests` is `pkg.passthru.tests`
+    (it was "attribute 'tests' missing"); the package's own attributes win over a passthru name here,
+    the drvPath does not change, and a name in neither is still missing, with passthru names suggested."""
+    from cudapkgs.lib.attrpath import resolve
+
+    plain = mk_derivation(config, {"pname": "p", "version": "1", "installPhase": 'mkdir "$out"'})
+    pkg = mk_derivation(config, {"pname": "p", "version": "1", "installPhase": 'mkdir "$out"',
+                                 "passthru": {"tests": {"run": "t"}, "version": "shadowed", "cudaPackages": "set"}})
+    assert pkg.tests == {"run": "t"} and pkg["cudaPackages"] == "set"
+    assert resolve({"p": pkg}, ["p", "tests", "run"]) == "t"
+    assert pkg.version == "1"  # an attribute of the package itself is not replaced
+    assert pkg.drvPath == plain.drvPath  # passthru never reaches the derivation
+    with pytest.raises(EvalError):
+        resolve({"p": pkg}, ["p", "nosuch"])
+    assert "tests" in pkg.attribute_names() and "cudaPackages" in pkg.attribute_names()

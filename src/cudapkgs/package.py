@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .errors import EvalError
-from .lib.fixpoint import AttrSet, extends, fix
+from .errors import CudapkgsError, EvalError
 from .lib.customisation import parameter_names
+from .lib.fixpoint import AttrSet, extends, fix, force
+
+_ABSENT = object()  # no such passthru attribute
 
 AttrsFunction = Callable[[AttrSet], Mapping[str, Any]]
 # override_attrs takes Nix's two spellings: prev -> attrs, or (final, prev) -> attrs.
@@ -34,10 +36,33 @@ class Package:
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        return getattr(self._attrs, attr)
+        attrs = self._attrs
+        if attr not in attrs:
+            found = self._from_passthru(attr)
+            if found is not _ABSENT:
+                return found
+        return getattr(attrs, attr)
 
     def __getitem__(self, attr: str) -> Any:
-        return self._attrs[attr]
+        attrs = self._attrs
+        if attr not in attrs:
+            found = self._from_passthru(attr)
+            if found is not _ABSENT:
+                return found
+        return attrs[attr]
+
+    def _from_passthru(self, attr: str) -> Any:
+        """``passthru.<attr>`` for a name the package's attributes lack, else `_ABSENT`: Nixpkgs'
+        mkDerivation returns the derivation ``// passthru`` (pkgs/stdenv/generic/make-derivation.nix,
+        ``extendDerivation … ({ inherit meta passthru overrideAttrs; } // passthru)``), so
+        ``torch.tests`` and ``torch.cudaPackages`` read what ``torch.passthru`` holds."""
+        attrs = self._attrs
+        if attr == "passthru" or "passthru" not in attrs:
+            return _ABSENT
+        passthru = force(attrs["passthru"])
+        if isinstance(passthru, Mapping) and attr in passthru:
+            return passthru[attr]
+        return _ABSENT
 
     def __contains__(self, attr: object) -> bool:
         return attr in self._attrs
@@ -46,8 +71,16 @@ class Package:
         return iter(self._attrs)
 
     def attribute_names(self) -> list[str]:
-        """The names readable on this package (for listings and suggestions)."""
+        """The names readable on this package (for listings and suggestions): its attributes, then
+        its passthru's (readable at the top level too)."""
         names = list(self._attrs)
+        if "passthru" in self._attrs:
+            try:
+                passthru = force(self._attrs["passthru"])
+            except CudapkgsError:
+                passthru = None
+            if isinstance(passthru, Mapping):
+                names += [str(n) for n in passthru if n not in self._attrs]
         if self._override is not None:
             names.append("override")
         return names
