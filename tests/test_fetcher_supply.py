@@ -127,3 +127,26 @@ def test_plan_says_which_fetcher_each_source_would_come_from(tmp_path, manifests
     assert any(n.startswith("cuda_compat-") for n in now)  # NVIDIA's server has it: its run path is added
     assert set(then) == {"nvidia-cuda-crt==13.2.86", "nvidia-cuda-cccl==13.2.86", "nvidia-cuda-runtime==13.2.86"}
     assert {f["fetcher"] for f in then.values()} == {"wheels"}
+
+
+def test_plan_counts_a_shared_archive_once_and_says_when_sizes_are_unknown(tmp_path, manifests_dir, monkeypatch, capsys):
+    """CUDA 12.9's cuda_nvcc and cuda_crt unpack one archive: its size is in the total once (3.6 GiB
+    was shown for 3.5 of torch's sources); sources with no known size are counted in words, not as
+    "0 B sources"."""
+    import json
+
+    from cudapkgs.cli import main
+
+    monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "store"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert main(["plan", "--set", "allowUnfree=true", "--json", "cudaPackages_12_9.cuda_nvcc", "cudaPackages_12_9.cuda_crt"]) == 0
+    result = json.loads(capsys.readouterr().out)["current"]
+    archives = [f for f in result["fetch"] if f["name"].startswith("cuda_nvcc-linux-x86_64")]
+    assert len(archives) == 2 and archives[0]["downloadSize"] == archives[1]["downloadSize"] > 0
+    others = sum(f["downloadSize"] or 0 for f in result["fetch"] if not f["name"].startswith("cuda_nvcc-linux-x86_64"))
+    assert result["fetchDownloadSize"] == others + archives[0]["downloadSize"]
+    assert main(["plan", "--set", "allowUnfree=true", "--what-if", 'fetchers=["wheels"]',
+                 "cudaPackages_13_2.cuda_cudart"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("\n\n")[0]
+    assert "0 B sources" not in table

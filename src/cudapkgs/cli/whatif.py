@@ -53,6 +53,7 @@ def plan_for(args: argparse.Namespace, sets: list[str]) -> dict[str, Any]:
             for f in the_plan.to_fetch
         ],
         "fetchDownloadSize": the_plan.download_size,
+        "fetchUnknownSizes": the_plan.unknown_sizes,
     }
 
 
@@ -77,8 +78,18 @@ def _summary(p: dict[str, Any]) -> list[str]:
     return [
         str(len(p["valid"])),
         f"{len(p['substitute'])} ({format_size(p['substituteDownloadSize'])})",
-        f"{len(p['build'])} ({format_size(p['fetchDownloadSize'])} sources)",
+        f"{len(p['build'])} ({_sources(p['fetchDownloadSize'], p.get('fetchUnknownSizes', 0))})",
     ]
+
+
+def _sources(size: int, unknown: int) -> str:
+    """The download of the sources: "1.2 GiB sources", with how many have no known size (a "0 B" when
+    no size is known looked like nothing to download)."""
+    if not unknown:
+        return f"{format_size(size)} sources"
+    if not size:
+        return f"sources of unknown size: {unknown}"
+    return f"{format_size(size)} sources + {unknown} of unknown size"
 
 
 def print_comparison(result: dict[str, Any]) -> None:

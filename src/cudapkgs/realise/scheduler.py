@@ -89,8 +89,13 @@ class Plan:
 
     @property
     def download_size(self) -> int:
-        """Bytes to download (cached sources and sources of unknown size count 0)."""
-        return sum(f.download_size or 0 for f in self.to_fetch)
+        """Bytes to download (cached sources and sources of unknown size count 0; a file two builds
+        fetch, such as CUDA 12.9's nvcc archive that cuda_nvcc and cuda_crt both unpack, counts once)."""
+        seen: dict[tuple[Any, ...], int] = {}
+        for f in self.to_fetch:
+            what = (f.choice.fetcher, f.choice.what) if f.choice is not None else (f.name, f.urls)
+            seen[what] = f.download_size or 0
+        return sum(seen.values())
 
     @property
     def unknown_sizes(self) -> int:
