@@ -296,3 +296,12 @@ def test_with_the_cuda_predicate_torch_and_triton_say_their_own_license_and_the_
     torch = at("pkgsCuda.python3Packages.torch", allowUnfree=False, allowUnfreePredicate="cuda")
     triton_line = [line for line in problems(torch).splitlines() if "python3Packages.triton is available" in line]
     assert triton_line and 'allowUnfree = true allows it (allowUnfreePredicate = "cuda" covers' in triton_line[0]
+
+
+def test_the_cpu_stand_in_refuses_its_out_path_with_the_reason():
+    """python3Packages.torch without cudaSupport is broken: its outPath gave a store path (Nixpkgs'
+    check-meta makes outPath and drvPath throw); meta and version still read."""
+    torch = at("python3Packages.torch")
+    assert torch.meta.broken and torch.version
+    with pytest.raises(UnavailablePackageError, match="pkgsCuda.python3Packages.torch"):
+        torch.outPath

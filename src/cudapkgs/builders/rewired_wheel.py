@@ -45,7 +45,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["nvidia_wheel", "rewired_wheel", "wheel_suits"]
+__all__ = ["nvidia_wheel", "refuse_unavailable", "rewired_wheel", "wheel_suits"]
 
 
 def wheel_suits(file: str, python_version: str) -> bool:
@@ -94,7 +94,7 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
         return {
             # Read first when the derivation is made: an unavailable package says its own reasons
             # (a component the set lacks, say) before its inputs are evaluated.
-            "src": lazy(lambda: _refuse_unavailable(config, final)),
+            "src": lazy(lambda: refuse_unavailable(config, final)),
             "stdenvCc": None,  # nothing is compiled
             "dontUnpack": True,
             "dontConfigure": True,
@@ -118,7 +118,7 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
     return mk_derivation(config, full, system=system)
 
 
-def _refuse_unavailable(config: Any, final: Any) -> None:
+def refuse_unavailable(config: Any, final: Any) -> None:
     """None (a rewired wheel has no ``src``); UnavailablePackageError with ``meta.problems`` when
     ``meta.available`` is false; before that, UnfreeLicenseError when its own license is what the
     configuration refuses (Nixpkgs' check-meta refuses an unfree package before it looks at
@@ -155,7 +155,7 @@ def nvidia_wheel(config: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping
     def full(final: Any) -> dict[str, Any]:
         given = dict(user(final))
         return {
-            "src": lazy(lambda: _refuse_unavailable(config, final)),
+            "src": lazy(lambda: refuse_unavailable(config, final)),
             "stdenvCc": None,
             "dontUnpack": True,
             "dontConfigure": True,

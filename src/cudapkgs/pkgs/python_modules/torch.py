@@ -157,6 +157,7 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     from ... import licenses
     from ...builders.rewired_wheel import rewired_wheel
     from ...errors import EvalError
+    from ...builders.rewired_wheel import refuse_unavailable
     from ...lib.fixpoint import AttrSet, lazy
     from ...meta import source_meta
     from .cuda_fit import _available, _unavailable, capability_fits, fits
@@ -248,6 +249,7 @@ def torch(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     """python3Packages.torch: torch-bin with cudaSupport on; without it a package saying why it is broken."""
     if config.cudaSupport:
         return ps["torch-bin"]
+    from ...builders.rewired_wheel import refuse_unavailable
     from ...lib.fixpoint import AttrSet, lazy
     from ...meta import source_meta
     from ...stdenv import mk_derivation
@@ -255,6 +257,8 @@ def torch(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     def attrs(final: Any) -> dict[str, Any]:
         return {
             "pname": "torch", "version": str(ps["torch-bin"].version), "stdenvCc": None,  # what pkgsCuda would give
+            # outPath and drvPath refuse, with the reason, as Nixpkgs' check-meta makes them throw
+            "src": lazy(lambda: refuse_unavailable(config, final)), "dontUnpack": True,
             "passthru": AttrSet({"brokenAssertions": [{
                 "message": "cudaSupport is on (python3Packages.torch is PyTorch's CUDA wheel, torch-bin; cudapkgs "
                            "packages no CPU build: use pkgsCuda.python3Packages.torch or set cudaSupport = true)",
