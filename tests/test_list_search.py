@@ -215,3 +215,12 @@ def test_search_says_a_component_in_no_manifest_is_in_no_set(manifests_dir, caps
     assert "in no set (absent from every cublasmp manifest)" in row and "top level" not in row
     assert main(["search", "saxpy"]) == 0  # the top level's own packages still say so
     assert any(line.startswith("saxpy ") and "(top level)" in line for line in capsys.readouterr().out.splitlines())
+
+
+def test_search_with_no_match_suggests_close_names(manifests_dir, capsys):
+    from cudapkgs.cli import main
+
+    assert main(["search", "--no-eval-cache", "troch"]) == 1
+    assert 'did you mean "torch"' in capsys.readouterr().err
+    assert main(["search", "--no-eval-cache", "zzzqqq"]) == 1
+    assert "did you mean" not in capsys.readouterr().err

@@ -345,7 +345,12 @@ def run_search(args: argparse.Namespace) -> int:
         _print_json(rows)
         return 0
     if not rows:
-        print(f"no package matches {' '.join(args.words)!r}", file=sys.stderr)
+        from ..lib.errors import did_you_mean
+
+        # A typo ('troch'): the names close to each word, from every package's last name part.
+        names = sorted({row["name"].rpartition(".")[2] for row in search([], manifests_dir=pkgs.config.manifestsDir, pkgs=pkgs)})
+        hints = "".join(did_you_mean(w, names) for w in args.words)
+        print(f"no package matches {' '.join(args.words)!r}{hints}", file=sys.stderr)
         return 1
     from ..table import fit_table
 
