@@ -165,3 +165,19 @@ def test_no_libcuda_anywhere_is_a_problem(tmp_path):
     assert report.libcuda["loadedFrom"] is None and report.libcuda["loadedThrough"] is None
     problem = next(p for p in report.problems if "libcuda.so.1" in p.what)
     assert problem.what.startswith("no libcuda.so.1 in /run/opengl-driver/lib") and "set driverLibDir" in problem.fix
+
+
+def test_a_machine_with_no_gpu_is_told_it_builds_but_cannot_run(tmp_path, monkeypatch, capsys):
+    """'no problems found' alone, on a machine with neither GPU nor driver, read as if CUDA programs would run."""
+    import argparse
+
+    from cudapkgs.cli import doctor as doctor_cli
+
+    machine = fake_machine(tmp_path, driver=None, gpus=0, libcuda_dir=None)
+    report = diagnose(load_config(), nvml=NoNvml(), **machine)
+    assert not report.gpus and not report.driver and not report.problems
+    monkeypatch.setattr("cudapkgs.doctor.diagnose", lambda config: report)
+    args = argparse.Namespace(config=None, sets=[], json=False)
+    assert doctor_cli.run_doctor(args) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("no problems found for building") and "cannot run" in last

@@ -79,5 +79,10 @@ def run_doctor(args: argparse.Namespace) -> int:
         for problem in report.problems:
             print(f"- {problem.what}\n  fix: {problem.fix}", file=out)
         return 1
-    print("\nno problems found", file=out)
+    if not report.gpus and not report.driver:
+        # "no problems found" alone read as if CUDA programs would run here
+        print("\nno problems found for building; no GPU or NVIDIA driver here, so CUDA programs built here "
+              "load but cannot run (they need a machine with a GPU and its driver)", file=out)
+    else:
+        print("\nno problems found", file=out)
     return 0
