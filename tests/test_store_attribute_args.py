@@ -26,6 +26,10 @@ PACKAGES = """\
         return mk_derivation(config, {"pname": "two", "version": "1", "outputs": ["out", "lib"],
                                       "installPhase": 'mkdir -p "$out" "$lib"; echo hi > "$lib/v"'})
 
+    def uses_two_lib(config, two):
+        return mk_derivation(config, {"pname": "uses-two-lib", "version": "1", "libPath": two.lib,
+                                      "installPhase": 'mkdir -p "$out"; echo "$libPath" > "$out/ref"'})
+
     def never_built(config):
         return mk_derivation(config, {"pname": "never-built", "version": "1", "installPhase": 'mkdir -p "$out"'})
 """
@@ -167,3 +171,16 @@ def test_the_store_commands_offer_no_eval_cache_switch_they_would_ignore(built, 
     with pytest.raises(SystemExit):
         main(["path-info", "--help"])
     assert "--no-eval-cache" not in capsys.readouterr().out
+
+
+def test_why_depends_on_a_package_whose_other_output_is_used_says_which(built, capsys):
+    """saxpy links cuda_cudart's lib output: `why-depends saxpy cuda_cudart` (its out) said only "does
+    not depend"; it now names the output that is depended on and the command that shows the chain."""
+    assert main(["build", "-f", "pkgs.py", "uses_two_lib", "--no-link"]) == 0
+    capsys.readouterr()
+    code, out, err = run(capsys, "why-depends", "-f", "pkgs.py", "uses_two_lib", "two")
+    assert code == 0, err
+    assert "does not depend on" in out
+    assert "but it depends on two's lib output: cudapkgs why-depends -f pkgs.py uses_two_lib two.lib" in out
+    code, out, _ = run(capsys, "why-depends", "-f", "pkgs.py", "uses_hello", "two")
+    assert code == 0 and "but it depends" not in out

@@ -206,6 +206,8 @@ class _AttributePath(str):
 
     label: str
     build: str  # the command that builds it
+    others: dict[str, str]  # a package's other outputs: name -> path (why-depends says when one is depended on)
+    options: list[str]  # the evaluation options it was evaluated with (for commands printed as advice)
 
 
 def _is_attribute(text: str) -> bool:
@@ -266,6 +268,10 @@ def _attribute_paths(args: argparse.Namespace, texts: list[str]) -> list[str]:
         path = _AttributePath(path)
         path.label = text
         path.build = shlex.join(["cudapkgs", "build", *options, package])
+        drv = getattr(value, "derivation", None) if package == text else None
+        outputs = getattr(drv, "outputs", None)
+        path.others = {name: p for name, p in outputs.items() if p != path} if isinstance(outputs, dict) else {}
+        path.options = options
         out.append(path)
     return out
 
@@ -515,6 +521,18 @@ def _why_depends(args: argparse.Namespace) -> int:
         return 0
     if not chains:
         print(f"'{a}' does not depend on '{b}'")
+        others = getattr(args.dependency, "others", {})
+        if others:  # `why-depends saxpy cuda_cudart`: saxpy links cudart's lib output, not its out
+            with _open(args, read_only=True) as store:
+                closure = store.closure([a])
+            used = [name for name, path in sorted(others.items()) if path in closure]
+            if used:
+                import shlex
+
+                label = args.dependency.label
+                again = shlex.join(["cudapkgs", "why-depends", *args.dependency.options,
+                                    getattr(args.package, "label", a), f"{label}.{used[0]}"])
+                print(f"but it depends on {label}'s {', '.join(used)} output{'s' if len(used) > 1 else ''}: {again}")
         return 0
     for chain in chains:
         print(chain[0].referrer if chain else a)
