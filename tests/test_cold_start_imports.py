@@ -90,6 +90,10 @@ CASES = {
 # argparse's messages are not looked up while no catalogue directory exists (cli._untranslated_argparse):
 # the look-ups imported locale
 _NO_CATALOGUES = not os.path.exists(__import__("gettext")._default_localedir)
+# no module of these commands imports typing at run time (its names only in annotations, under
+# TYPE_CHECKING; NamedTuples from lib.records)
+for _case in CASES.values():
+    _case[1].add("typing")
 if _NO_CATALOGUES:
     for _case in CASES.values():
         _case[1].add("locale")

@@ -9,15 +9,17 @@ the package, with other arguments) is attached by `lib.customisation.call_packag
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .errors import EvalError
 from .lib.fixpoint import AttrSet, extends, fix
 from .lib.customisation import parameter_names
 
-AttrsFunction = Callable[[AttrSet], Mapping[str, Any]]
+AttrsFunction = Callable[[AttrSet], Mapping[str, "Any"]]
 # override_attrs takes Nix's two spellings: prev -> attrs, or (final, prev) -> attrs.
-AttrsOverride = Callable[..., Mapping[str, Any]]
+AttrsOverride = Callable[..., Mapping[str, "Any"]]
 
 
 class Package:
