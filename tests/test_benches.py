@@ -211,3 +211,13 @@ def test_bench_serve_tiny():
     else:
         assert "left out: the nix copy rows: nix is not installed" in out
     assert "load average:" in out
+
+
+def test_bench_nar_checks_tiny():
+    """Both passes timed against the earlier revision's (or this tree's without history), agreeing on the result."""
+    out = run_bench("bench_nar_checks.py")
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["TreePass (NAR hash)", "scan_for_hashes"]
+    for row in table:
+        assert all(number(cell) > 0 for cell in row[1:]), row
+    assert "208 files" in out and "load average" in out

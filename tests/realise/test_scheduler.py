@@ -28,6 +28,7 @@ from cudapkgs.table import format_size
 EVENTS: list[tuple[str, str, float]] = []  # (event, name, time)
 _lock = threading.Lock()
 _active = [0, 0]  # running now, most at once
+GATES: dict[str, threading.Event] = {}  # a build with attrs gate=NAME waits for GATES[NAME]
 
 
 def fake_build(drv: Derivation, ctx: context.BuildContext, outputs) -> None:
@@ -47,6 +48,8 @@ def fake_build(drv: Derivation, ctx: context.BuildContext, outputs) -> None:
                 ctx.on_download(done, total)
         if attrs.get("sleep"):
             time.sleep(attrs["sleep"])
+        if attrs.get("gate"):  # wait until the test opens this gate
+            assert GATES[attrs["gate"]].wait(60)
         if attrs.get("compileWith"):  # byte code, with the python3 of this PATH
             from cudapkgs.builders.python_bytecode import compile_tree
 
@@ -538,3 +541,203 @@ def test_ctrl_c_stops_a_byte_compilation_under_way_in_a_worker(store, tmp_path, 
         if hasattr(python_bytecode, "resume"):
             python_bytecode.resume()
     assert not store.is_valid(drv.outputs["out"])
+
+
+def _hanging_compiler(tmp_path, name: str, seconds: int = 3600):
+    """A directory whose python3 hangs as a compiler stuck on a module would; the file its sleeper's pid goes to."""
+    import shutil
+
+    bin_dir = tmp_path / name
+    bin_dir.mkdir()
+    pid_file = tmp_path / f"{name}.pid"
+    (bin_dir / "python3").write_text(f"#!/bin/sh\n{shutil.which('sleep')} {seconds} & echo $! > {pid_file}; wait\n")
+    (bin_dir / "python3").chmod(0o755)
+    return bin_dir, pid_file
+
+
+def _interrupted_run(store, tmp_path, monkeypatch) -> None:
+    """A run of this thread interrupted (Ctrl-C) while its worker waits for a compiler that hangs; returns once
+    that compiler is gone."""
+    import concurrent.futures
+    import signal
+    import sys
+
+    bin_dir, pid_file = _hanging_compiler(tmp_path, "hangs")
+    real_wait = concurrent.futures.wait
+    me = threading.current_thread()
+
+    def interrupted_wait(futures, **kwargs):
+        if threading.current_thread() is not me:
+            return real_wait(futures, **kwargs)
+        while not (pid_file.is_file() and pid_file.read_text().strip()):
+            done, _ = real_wait(futures, timeout=0.01)
+            if done:
+                return real_wait(futures, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(concurrent.futures, "wait", interrupted_wait)
+    drv = mk(store.store_dir, "hangs", compileWith=f"{bin_dir}:{os.path.dirname(sys.executable)}")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(store, plan(store, [drv]), jobs=1)
+    finally:
+        monkeypatch.setattr(concurrent.futures, "wait", real_wait)
+    hung = int(pid_file.read_text())
+    for _ in range(1000):
+        try:
+            os.kill(hung, 0)
+            if Path(f"/proc/{hung}/stat").read_text().split(") ")[-1].startswith("Z"):
+                break
+        except (ProcessLookupError, FileNotFoundError):
+            break
+        time.sleep(0.01)
+    else:
+        os.kill(hung, signal.SIGKILL)
+        raise AssertionError("the compiler outlived the interrupted build")
+
+
+def test_an_interrupted_run_leaves_no_stop_behind_for_a_later_build(store, tmp_path, monkeypatch):
+    """Before, the stop was the whole process's and only `run` lifted it: after a Ctrl-C'd run, a build by
+    the Python API's `realise` (or a Dask worker's) in that process failed 'not started: the build was interrupted'."""
+    import sys
+
+    try:
+        _interrupted_run(store, tmp_path, monkeypatch)
+        later = mk(store.store_dir, "compiles-later", compileWith=os.path.dirname(sys.executable))
+        realise(store, [later])
+        assert store.is_valid(later.outputs["out"])
+    finally:
+        from cudapkgs.builders import python_bytecode
+
+        python_bytecode.resume()
+
+
+def test_an_interrupted_run_stops_only_its_own_compilations(store, tmp_path, monkeypatch):
+    """Two runs in threads of one process: Ctrl-C of one stopped the other's compilations (and refused its next)."""
+    import sys
+
+    GATES["other"] = threading.Event()
+    other = mk(store.store_dir, "other-run", gate="other", compileWith=os.path.dirname(sys.executable))
+    result: list[object] = []
+
+    def other_run() -> None:
+        own = Store.open(store.root)
+        try:
+            result.append(run(own, plan(own, [other]), jobs=1))
+        except BaseException as error:  # noqa: BLE001 - the test looks at it
+            result.append(error)
+        finally:
+            own.close()
+
+    thread = threading.Thread(target=other_run)
+    thread.start()
+    try:
+        for _ in range(6000):  # the other run's build has started (it waits at its gate)
+            if any(event == "start" and name == "other-run" for event, name, _ in list(EVENTS)):
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the other run's build did not start")
+        _interrupted_run(store, tmp_path, monkeypatch)
+    finally:
+        GATES["other"].set()
+        thread.join(60)
+        from cudapkgs.builders import python_bytecode
+
+        python_bytecode.resume()
+    assert result and isinstance(result[0], list), result
+    assert store.is_valid(other.outputs["out"])
+
+
+def test_ctrl_c_stops_a_byte_compilation_ahead_too(store, tmp_path, monkeypatch):
+    """The run's stop reaches the threads that install wheels ahead (their compilations are the run's):
+    else the interrupted run waited in `UnpackAhead.close` for one that hung (here: 60 s, then it fails)."""
+    import concurrent.futures
+    import sys
+
+    from cudapkgs.builders import python_bytecode
+    from cudapkgs.realise import install_ahead
+
+    bin_dir, pid_file = _hanging_compiler(tmp_path, "ahead", seconds=60)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "m.py").write_text("x = 1\n")
+    stopped: list[BaseException] = []
+
+    def prepare(drv, store, fetchers=()):
+        compiling = python_bytecode.start_compile(site, tmp_path, {"PATH": f"{bin_dir}:{os.path.dirname(sys.executable)}"})
+        try:
+            compiling.wait(io.StringIO())
+        except python_bytecode.ByteCompileError as error:
+            stopped.append(error)
+            raise
+        raise AssertionError("the compilation ahead was not stopped")
+
+    monkeypatch.setattr(install_ahead, "eligible", lambda drv: drv.name == "ahead")
+    monkeypatch.setattr(install_ahead, "prepare", prepare)
+    real_wait = concurrent.futures.wait
+
+    def interrupted_wait(futures, **kwargs):
+        while not (pid_file.is_file() and pid_file.read_text().strip()):
+            done, _ = real_wait(futures, timeout=0.01)
+            if done:
+                return real_wait(futures, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(concurrent.futures, "wait", interrupted_wait)
+    GATES["first"] = threading.Event()
+    first, ahead = mk(store.store_dir, "first", gate="first"), mk(store.store_dir, "ahead")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(store, plan(store, [first, ahead]), jobs=1)
+    finally:
+        GATES["first"].set()
+        monkeypatch.setattr(concurrent.futures, "wait", real_wait)
+    assert stopped and "interrupted" in str(stopped[0])
+
+
+def test_ctrl_c_as_the_build_pool_starts_stops_the_work_ahead(store, tmp_path, monkeypatch):
+    """Ctrl-C after the installs ahead had started but before the run's `try` (while its build pool was
+    made): nothing stopped or closed them, and a compilation ahead ran on (here: one that hangs)."""
+    import concurrent.futures
+    import sys
+
+    from cudapkgs.builders import python_bytecode
+    from cudapkgs.realise import install_ahead
+
+    bin_dir, pid_file = _hanging_compiler(tmp_path, "ahead", seconds=60)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "m.py").write_text("x = 1\n")
+    stopped: list[BaseException] = []
+    ended = threading.Event()
+
+    def prepare(drv, store, fetchers=()):
+        try:
+            compiling = python_bytecode.start_compile(site, tmp_path, {"PATH": f"{bin_dir}:{os.path.dirname(sys.executable)}"})
+            compiling.wait(io.StringIO())
+        except python_bytecode.ByteCompileError as error:
+            stopped.append(error)
+            raise
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(install_ahead, "eligible", lambda drv: drv.name == "ahead")
+    monkeypatch.setattr(install_ahead, "prepare", prepare)
+    real_pool = concurrent.futures.ThreadPoolExecutor
+
+    def interrupted_pool(*args, **kwargs):
+        if kwargs.get("thread_name_prefix") == "cudapkgs-build":
+            for _ in range(6000):  # the compilation ahead is under way
+                if pid_file.is_file() and pid_file.read_text().strip():
+                    break
+                time.sleep(0.01)
+            raise KeyboardInterrupt
+        return real_pool(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", interrupted_pool)
+    first, ahead = mk(store.store_dir, "first"), mk(store.store_dir, "ahead")
+    with pytest.raises(KeyboardInterrupt):
+        run(store, plan(store, [first, ahead]), jobs=1)
+    assert ended.wait(30), "the compilation ahead ran on after the run was interrupted"
+    assert stopped and "interrupted" in str(stopped[0])

@@ -111,3 +111,79 @@ def test_open_span_refuses_a_large_file_replaced_after_dump_parts_listed_it(tmp_
     _other_file_in_place_of(f, b"b" * 1000)
     with pytest.raises(OSError, match="another inode"):
         nar.open_span(spans[0])
+
+
+@pytest.mark.parametrize("change", ["grows", "shrinks"])
+def test_scan_for_hashes_reads_no_more_than_the_listed_size(tmp_path, monkeypatch, change):
+    # A file that grew after it was opened was read to its new end (no bound: one that kept growing
+    # kept the scan going), one that shrank was scanned short; both now fail as the NAR passes do.
+    root = tmp_path / "out"
+    root.mkdir()
+    f = root / "f"
+    f.write_bytes(b"listed " * 1000)
+    hash_part = "1" * 32
+    real_open = nar.open_listed
+
+    def open_then_change(path, st):
+        fd = real_open(path, st)
+        with open(f, "r+b") as w:
+            if change == "grows":
+                w.seek(0, 2)
+                w.write(b"/store/" + hash_part.encode() + b"-later\n")
+            else:
+                w.truncate(10)
+        return fd
+
+    monkeypatch.setattr(nar, "open_listed", open_then_change)
+    with pytest.raises(OSError, match="changed size"):
+        nar.scan_for_hashes(root, [hash_part])
+
+
+@pytest.mark.parametrize("kind", ["symlink", "socket"])
+def test_a_file_swapped_for_a_link_or_a_socket_is_named_so(tmp_path, kind):
+    # The open fails for these (O_NOFOLLOW: ELOOP; a socket: ENXIO); the error said only
+    # "[Errno 40] Too many levels of symbolic links: b'…/f'" (or "No such device or address").
+    import socket
+
+    f = tmp_path / "f"
+    f.write_bytes(b"listed\n")
+    st = os.lstat(f)
+    f.unlink()
+    sock = None
+    if kind == "symlink":
+        os.symlink("/etc/passwd", f)
+    else:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(os.fspath(f))
+    try:
+        with pytest.raises(OSError, match=f"changed while being archived.*a {'symbolic link' if kind == 'symlink' else 'socket'}"):
+            nar.TreePass(None).run(os.fsencode(f), st)
+    finally:
+        if sock is not None:
+            sock.close()
+
+
+def test_tree_pass_refuses_a_directory_swapped_for_a_link_to_another(tmp_path, monkeypatch):
+    # A directory listed (lstat), then swapped for a symbolic link to a directory elsewhere: its listing
+    # went through the link and each entry was checked against itself, so the NAR held the other tree.
+    root = tmp_path / "out"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "f").write_bytes(b"mine\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "f").write_bytes(b"secret\n")
+    real_lstat = os.lstat
+    swapped = []
+
+    def lstat_then_swap(path, *args, **kwargs):
+        st = real_lstat(path, *args, **kwargs)
+        if os.fsdecode(path) in (str(root / "d"), "d") and not swapped:
+            (root / "d").rename(tmp_path / "moved")
+            os.symlink(elsewhere, root / "d")
+            swapped.append(True)
+        return st
+
+    monkeypatch.setattr(nar.os, "lstat", lstat_then_swap)
+    with pytest.raises(OSError, match="changed while being archived"):
+        nar.TreePass(None).run(os.fsencode(root))
+    assert swapped

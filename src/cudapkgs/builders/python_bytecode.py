@@ -14,7 +14,8 @@ may use at most `MEMORY_LIMIT` bytes of address space (a module needing more is 
 The compiler runs under the build phases' supervisor (`cudapkgs.process_group`): it and
 its workers die with cudapkgs. It has a deadline proportional to the source it compiles
 (`deadline_for`): past it, its process group is killed and `ByteCompileError` fails the build.
-`stop_all` (Ctrl-C during a build) kills every compilation under way at once, from any thread.
+`stop_all` kills every compilation under way at once, from any thread; a build run stops only its own
+(`bind_stop`: Ctrl-C during `cudapkgs build`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from typing import TextIO
 
 from ..errors import CudapkgsError
 
-__all__ = ["ByteCompileError", "Compile", "compile_tree", "deadline_for", "interpreter", "resume", "start_compile",
-           "stop_all"]
+__all__ = ["ByteCompileError", "Compile", "bind_stop", "compile_tree", "deadline_for", "interpreter", "resume",
+           "start_compile", "stop_all"]
 
 
 class ByteCompileError(CudapkgsError):
@@ -59,7 +60,8 @@ DEADLINE_BASE = 60.0
 DEADLINE_PER_MIB = 10.0
 DEADLINE_PER_MODULE = 0.02
 _POLL = 0.1  # how often a waiting build looks for `stop_all` (seconds)
-_STOP = threading.Event()
+_STOP = threading.Event()  # `stop_all`: every compilation of the process
+_BOUND = threading.local()  # `.stop`: the stop signal of the build run this thread works for (`bind_stop`)
 
 
 def deadline_for(site: Path) -> tuple[float, int, int]:
@@ -99,8 +101,24 @@ def stop_all() -> None:
 
 
 def resume() -> None:
-    """Allow compilations again after `stop_all` (a new build run)."""
+    """Allow compilations again after `stop_all`."""
     _STOP.clear()
+
+
+def bind_stop(stop: threading.Event | None) -> None:
+    """Make `stop` the stop signal of the compilations this thread starts from now (None: none but `stop_all`).
+
+    A build run (`scheduler.run`) binds its own in each of its threads and sets it when interrupted: the
+    compilations of that run stop (as `stop_all` stops every one) and its threads start no more, while
+    another run of the process, or a later build, compiles on (a stop of the whole process outlived the
+    run that set it: a later build by the Python API failed 'the build was interrupted').
+    """
+    _BOUND.stop = stop
+
+
+def _stopped(stop: threading.Event | None) -> bool:
+    return _STOP.is_set() or (stop is not None and stop.is_set())
+
 
 # ``python3 -m compileall`` with two differences: the working directory is not put first on
 # sys.path (a compileall.py or concurrent/ there ran instead of the interpreter's), and the
@@ -139,8 +157,9 @@ class Compile:
     """A byte compilation under way (`start_compile`); `wait` it before reading the tree's ``.pyc`` files."""
 
     def __init__(self, process: subprocess.Popen[bytes], site: Path, deadline: float = float("inf"),
-                 work: str = "") -> None:
+                 work: str = "", stop: threading.Event | None = None) -> None:
         self._process, self._site = process, site
+        self._stop = stop  # the build run's stop signal (`bind_stop`), besides `stop_all`
         self._deadline = deadline  # seconds from the start
         self._work = work  # what the deadline was allowed for, in words
         self._started = time.monotonic()
@@ -152,7 +171,7 @@ class Compile:
         """Wait for the compiler; True when every module compiled, else a line in `log` and False.
 
         Raises `ByteCompileError` (its process group killed first) when it runs past its deadline or
-        `stop_all` is called meanwhile.
+        `stop_all` is called meanwhile (or its thread's `bind_stop` signal is set).
         """
         from ..process_group import finish_phase
 
@@ -160,7 +179,7 @@ class Compile:
         try:
             while True:
                 left = self._deadline - (time.monotonic() - self._started)
-                if _STOP.is_set():
+                if _stopped(self._stop):
                     why = "stopped (the build was interrupted)"
                     break
                 if left <= 0:
@@ -190,10 +209,12 @@ class Compile:
 def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | None = None) -> Compile:
     """Start compiling every module under `site` (names relative to `out`) with `python` (default:
     `interpreter` of `env`), in `env`; returns at once, the deadline (`deadline_for`) running.  Raises
-    OSError when the interpreter cannot start, `ByteCompileError` after `stop_all`."""
+    OSError when the interpreter cannot start, `ByteCompileError` after `stop_all` (or with this thread's
+    `bind_stop` signal set)."""
     from ..process_group import popen_phase
 
-    if _STOP.is_set():
+    stop = getattr(_BOUND, "stop", None)
+    if _stopped(stop):
         raise ByteCompileError(f"byte compilation (python3 -m compileall) of {site} not started: the build was interrupted")
     deadline, modules, size = deadline_for(Path(site))
 
@@ -205,7 +226,8 @@ def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | N
     argv = _command(executable, Path(site), Path(out))
     process = popen_phase(argv, executable=shutil.which(argv[0]) or argv[0], env=env, cwd=None,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return Compile(process, Path(site), deadline, f"allowed for {modules} modules, {size / (1 << 20):.1f} MiB of source")
+    work = f"allowed for {modules} modules, {size / (1 << 20):.1f} MiB of source"
+    return Compile(process, Path(site), deadline, work, stop)
 
 
 def compile_tree(site: Path, out: Path, env: Mapping[str, str], log: TextIO, python: str | None = None) -> bool:

@@ -39,8 +39,9 @@ with cudapkgs; evaluation never downloads.
 """
 
 
-def add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
-    """--config, --set and --system (and --json), shared by every command that evaluates."""
+def add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True, eval_cache: bool = True) -> None:
+    """--config, --set and --system (and --json, and --no-eval-cache where the command's answer is
+    cached: `eval_cache`), shared by every command that evaluates."""
     group = parser.add_argument_group("evaluation options")
     group.add_argument("--config", metavar="FILE", help="read configuration from a TOML file")
     group.add_argument(
@@ -71,11 +72,12 @@ def add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True)
         help="call the -f file's functions with NAME set to this attribute path (or TOML literal), "
         "e.g. --arg cudaPackages=cudaPackages_13_0 (repeatable)",
     )
-    group.add_argument(
-        "--no-eval-cache", action="store_true",
-        help="neither answer from nor fill the evaluation cache (eval, list, search and a no-op build "
-        "keep their answer while every file they read is unchanged; also $CUDAPKGS_NO_EVAL_CACHE=1)",
-    )
+    if eval_cache:
+        group.add_argument(
+            "--no-eval-cache", action="store_true",
+            help="neither answer from nor fill the evaluation cache (eval, list, search and a no-op build "
+            "keep their answer while every file they read is unchanged; also $CUDAPKGS_NO_EVAL_CACHE=1)",
+        )
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 

@@ -198,7 +198,7 @@ def _add_attribute_options(parser: argparse.ArgumentParser) -> None:
     """--set, --config, --system and -f for the store commands that take attribute paths."""
     from .eval import add_eval_options
 
-    add_eval_options(parser, json_flag=False)
+    add_eval_options(parser, json_flag=False, eval_cache=False)  # their evaluation is not cached
 
 
 class _AttributePath(str):
@@ -220,13 +220,17 @@ def _attribute_paths(args: argparse.Namespace, texts: list[str]) -> list[str]:
     given) to its output's store path (``outPath``: the default output; ``libcublas.lib`` names
     another).  Nothing is evaluated when every argument is a path.
 
-    Raises UsageError for an attribute that is no package (a version string, a set) and the
-    evaluation's own errors (missing attribute with the close names, unfree, broken)."""
+    An attribute path's result carries ``label`` (the text) and ``build`` (the `cudapkgs build` command
+    that makes it, shell-quoted: for an output, its package's attribute path).
+
+    Raises UsageError for an attribute that is no package (a version string, a set, a string that
+    is no package's output) and the evaluation's own errors (missing attribute with the close names,
+    saying also that no file has that name when the first name is missing; unfree, broken)."""
     if not any(_is_attribute(t) for t in texts):
         return texts
     import json
 
-    from ..errors import UsageError
+    from ..errors import AttributeMissingError, UsageError
     from ..lib.attrpath import parse_attrpath, resolve
     from .eval import pkgs_from_args
 
@@ -243,18 +247,45 @@ def _attribute_paths(args: argparse.Namespace, texts: list[str]) -> list[str]:
         if not _is_attribute(text):
             out.append(text)
             continue
-        value = resolve(pkgs, parse_attrpath(text))
-        path = getattr(value, "outPath", None)
-        if path is None and isinstance(value, str) and value.startswith("/"):
-            path = value  # an output: pkg.lib
+        components = parse_attrpath(text)
+        try:
+            value = resolve(pkgs, components)
+        except AttributeMissingError as error:
+            if not components or components[0] in pkgs:
+                raise
+            # `path-info result` with no ./result here: the link was meant more often than an attribute.
+            raise AttributeMissingError(f"{text!r} is no file here, nor an attribute path: {error}") from None
+        path, package = getattr(value, "outPath", None), text
+        if path is None and isinstance(value, str):
+            # An output (pkg.lib) is a string; `cudapkgs build pkg.lib` is refused, so the package is named.
+            package = _package_of_output(pkgs, components, value)
+            path = value if package is not None else None
         if not isinstance(path, str):
             raise UsageError(f"{text} is {type(value).__name__ if not isinstance(value, str) else repr(value)}, "
                              "not a package: give a package's attribute path or a store path")
         path = _AttributePath(path)
         path.label = text
-        path.build = shlex.join(["cudapkgs", "build", *options, text])
+        path.build = shlex.join(["cudapkgs", "build", *options, package])
         out.append(path)
     return out
+
+
+def _package_of_output(pkgs: Any, components: list[str], value: str) -> str | None:
+    """The attribute path of the package whose output the last of `components` names and `value` is
+    (``two.lib``: ``two``), or None when `value` is some other string (``config.storeDir``)."""
+    from ..derivation import Derivation
+    from ..lib.attrpath import format_attrpath, resolve
+
+    if len(components) < 2:
+        return None
+    parent = resolve(pkgs, components[:-1])
+    try:
+        drv = parent["derivation"] if not isinstance(parent, (str, bytes)) and "derivation" in parent else None
+    except TypeError:
+        return None
+    if isinstance(drv, Derivation) and drv.outputs.get(components[-1]) == value:
+        return format_attrpath(components[:-1])
+    return None
 
 
 def _query(store: Any, path: str) -> Any:
@@ -277,7 +308,9 @@ def _store_dir(args: argparse.Namespace) -> str:
     from ..config import load_config
     from ..store.location import default_store_dir
 
-    return default_store_dir(load_config())
+    # path-info and why-depends take --config/--set (for attribute paths): the store is the one they
+    # configure, where `cudapkgs build` with the same options puts its outputs.
+    return default_store_dir(load_config(file=getattr(args, "config", None), sets=getattr(args, "sets", ())))
 
 
 def _gc_caches(args: argparse.Namespace) -> int:
@@ -476,7 +509,7 @@ def _why_depends(args: argparse.Namespace) -> int:
     args.package, args.dependency = _attribute_paths(args, [args.package, args.dependency])
     with _open(args, read_only=True) as store:
         a, b = _query(store, args.package).path, _query(store, args.dependency).path
-        chains = store.why_depends(a, b)
+        chains = store.why_depends(a, b) if a != b else [[]]  # a path depends on itself: no hop (Nix prints it)
     if args.json:
         print(json.dumps([[{"referrer": h.referrer, "reference": h.reference, "files": list(h.files)} for h in c] for c in chains], indent=2))
         return 0
@@ -484,7 +517,7 @@ def _why_depends(args: argparse.Namespace) -> int:
         print(f"'{a}' does not depend on '{b}'")
         return 0
     for chain in chains:
-        print(chain[0].referrer)
+        print(chain[0].referrer if chain else a)
         for depth, hop in enumerate(chain, 1):
             where = ", ".join(f or "." for f in hop.files) or "?"
             print(f"{'    ' * (depth - 1)}└───{where} → {hop.reference}")

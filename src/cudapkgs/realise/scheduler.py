@@ -311,7 +311,9 @@ def run(
 
     from ..builders import python_bytecode
 
-    python_bytecode.resume()  # a run interrupted before in this process stopped them
+    # This run's stop signal, bound in each of its threads: set on the way out, it stops this run's
+    # compilations only (not another run's in this process, nor a later build's).
+    stop = threading.Event()
 
     progress = progress or NullProgress()
     by_path = {d.drv_path: d for d in todo}
@@ -337,6 +339,7 @@ def run(
         return local.store
 
     def build(drv: Derivation) -> list[str]:
+        python_bytecode.bind_stop(stop)
         progress.started(drv)
         try:
             paths = build_one(
@@ -368,9 +371,12 @@ def run(
     order = {d.drv_path: i for i, d in enumerate(sorted(todo, key=lambda d: -rank[d.drv_path]))}
     ready = sorted((d for d in todo if not waiting_on[d.drv_path]), key=lambda d: order[d.drv_path])
     progress.begin(the_plan, jobs)
-    ahead = _unpack_ahead(store, the_plan, ready[:jobs], jobs, fetchers, order)
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cudapkgs-build")
+    ahead: Any = None
+    pool: Any = None
     try:
+        # Inside the try: a Ctrl-C once the work ahead has started stops and closes it too.
+        ahead = _unpack_ahead(store, the_plan, ready[:jobs], jobs, fetchers, order, stop)
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cudapkgs-build")
         while ready or running:
             if failures and ahead is not None:
                 ahead.cancel_pending()
@@ -398,8 +404,9 @@ def run(
     except BaseException:
         # Ctrl-C (or another way out): compilations under way in the workers (threads no
         # KeyboardInterrupt reaches) stop now, not when they are done; later ones do not start.
-        python_bytecode.stop_all()
-        pool.shutdown(wait=False, cancel_futures=True)
+        stop.set()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         if ahead is not None:
             ahead.cancel_pending()
         raise
@@ -418,14 +425,16 @@ def run(
 
 
 def _unpack_ahead(store: Any, the_plan: Plan, starting: Sequence[Derivation], jobs: int,
-                  fetchers: Sequence[str] | None, order: dict[str, int] | None = None) -> Any:
+                  fetchers: Sequence[str] | None, order: dict[str, int] | None = None,
+                  stop: threading.Event | None = None) -> Any:
     """An `UnpackAhead` for the builds that do not start at once: redist builds whose source is on this
     machine, and rewired wheels in the wheel cache (their install and byte code: `install_ahead`).
 
     The largest first (`priorities.work_estimate`), ties in the order builds start (`order`:
     drv_path -> rank, else the plan's); `jobs` threads
     (they share the cores with the builds: unpacking is mostly inflating and hashing, which
-    release the GIL). None when there is nothing to unpack ahead.
+    release the GIL). None when there is nothing to unpack ahead. `stop`: the run's stop signal, bound
+    in these threads too (`python_bytecode.bind_stop`: a byte compilation ahead stops with the run).
     """
     from .realise import fetchers_for
 
@@ -450,8 +459,14 @@ def _unpack_ahead(store: Any, the_plan: Plan, starting: Sequence[Derivation], jo
         return None
     from .unpack_ahead import UnpackAhead
 
+    from ..builders import python_bytecode
+
+    def install(drv: Derivation, *args: Any, **kwargs: Any) -> Any:
+        python_bytecode.bind_stop(stop)
+        return install_ahead.prepare(drv, *args, **kwargs)
+
     return UnpackAhead(store, later, lambda drv: fetchers_for(drv, fetchers), workers=jobs,
-                       prepare_of=lambda drv: redist_source.prepare if drv.builder == "buildRedist" else install_ahead.prepare)
+                       prepare_of=lambda drv: redist_source.prepare if drv.builder == "buildRedist" else install)
 
 
 def _substitute(store: Any, the_plan: Plan, substituters: Any, jobs: int, stream: TextIO) -> Plan:

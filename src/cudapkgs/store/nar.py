@@ -8,10 +8,12 @@ streams, so memory stays constant however large the tree is.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
 import struct
+import sys
 from collections.abc import Callable, Iterable, Iterator
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
@@ -48,15 +50,17 @@ class FileSpan(NamedTuple):
     ino: int
 
 
-def open_listed(path: bytes | str, st: os.stat_result) -> int:
+def open_listed(path: bytes | str, st: os.stat_result, *, dir_fd: int | None = None,
+                shown: bytes | str | None = None) -> int:
     """Open `path`, which a listing saw as the regular file whose lstat is `st`, for reading; the descriptor.
 
     O_NONBLOCK and O_NOFOLLOW: a path swapped for a FIFO since the listing would otherwise make
     the open wait for a writer forever, and a symlink would be followed. What was opened must
     still be a regular file with `st`'s device, inode and size (one fstat), else it is closed and
-    OSError is raised naming the path; on a regular file O_NONBLOCK changes nothing.
+    OSError is raised naming the path; on a regular file O_NONBLOCK changes nothing. With `dir_fd`,
+    `path` is a name in that open directory (`shown`: the path errors name).
     """
-    return _open_checked(path, st.st_dev, st.st_ino, st.st_size)
+    return _open_checked(path, st.st_dev, st.st_ino, st.st_size, dir_fd, shown)
 
 
 def open_span(span: FileSpan) -> int:
@@ -67,8 +71,19 @@ def open_span(span: FileSpan) -> int:
 _KINDS = {"p": "a FIFO", "d": "a directory", "s": "a socket", "c": "a character device", "b": "a block device"}
 
 
-def _open_checked(path: bytes | str, dev: int, ino: int, size: int) -> int:
-    fd = os.open(path, _READ | os.O_NONBLOCK)
+def _open_checked(path: bytes | str, dev: int, ino: int, size: int, dir_fd: int | None = None,
+                  shown: bytes | str | None = None) -> int:
+    where = os.fsdecode(path if shown is None else shown)
+    try:
+        fd = os.open(path, _READ | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError as error:
+        # O_NOFOLLOW on a link: ELOOP; a socket (or a device with no driver): ENXIO. Said as a change.
+        swapped = {errno.ELOOP: "a symbolic link",
+                   errno.ENXIO: "a socket or a device with no driver"}.get(error.errno or 0)
+        if swapped is None:
+            raise
+        raise OSError(f"{where} changed while being archived: listed as a regular file of {size} "
+                      f"bytes, opened it is {swapped}") from None
     try:
         now = os.fstat(fd)
     except BaseException:
@@ -82,7 +97,34 @@ def _open_checked(path: bytes | str, dev: int, ino: int, size: int) -> int:
             what = "another file (another inode)"
         else:
             what = f"{now.st_size} bytes long"
-        raise OSError(f"{os.fsdecode(path)} changed while being archived: listed as a regular file of {size} bytes, opened it is {what}")
+        raise OSError(f"{where} changed while being archived: listed as a regular file of {size} bytes, opened it is {what}")
+    return fd
+
+
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+_DIR = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_listed_dir(path: bytes, st: os.stat_result, dir_fd: int | None, shown: bytes) -> int:
+    """Open the directory `path` (a name in `dir_fd`, or a path) that a listing saw with lstat `st`; the
+    descriptor, to list it and look its entries up in (not through a path that may now be a link)."""
+    try:
+        fd = os.open(path, _DIR, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        what = "a symbolic link" if error.errno == errno.ELOOP else "not a directory"
+        raise OSError(f"{os.fsdecode(shown)} changed while being archived: listed as a directory, "
+                      f"opened it is {what}") from None
+    try:
+        now = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+        os.close(fd)
+        raise OSError(f"{os.fsdecode(shown)} changed while being archived: listed as a directory, "
+                      "opened it is another (another inode)")
     return fd
 
 
@@ -258,19 +300,21 @@ class TreePass:
         self._flush()
         return self.sha.finish()
 
-    def node(self, path: bytes, st: os.stat_result) -> None:
-        """Append the NAR of `path` (whose lstat is `st`)."""
+    def node(self, path: bytes, st: os.stat_result, dir_fd: int | None = None, name: bytes = b"") -> None:
+        """Append the NAR of `path` (whose lstat is `st`). With `dir_fd`, it is `name` in that open directory,
+        where it is opened and read: a directory on `path` swapped for a link since is not followed."""
         mode = st.st_mode
         out = self.out
+        at = path if dir_fd is None else name
         if stat.S_ISREG(mode):
             size = st.st_size
             out.append(_EXECUTABLE if mode & stat.S_IXUSR else _REGULAR)
             out.append(_CONTENTS)
             out.append(_U64(size))
             if size > CHUNK:
-                self._large(path, st)
+                self._large(path, st, dir_fd, at)
             else:
-                fd = open_listed(path, st)
+                fd = open_listed(at, st, dir_fd=dir_fd, shown=path)
                 try:
                     data = os.read(fd, size + 1)  # one read; a file that grew is seen
                 finally:
@@ -285,14 +329,19 @@ class TreePass:
                     self._flush()
         elif stat.S_ISDIR(mode):
             out.append(_DIRECTORY)
-            for name in sorted(os.listdir(path)):
-                out += (_ENTRY, _U64(len(name)), name, _PAD[-len(name) % 8], _NODE)
-                child = path + b"/" + name
-                self.node(child, os.lstat(child))
-                out.append(_CLOSE)
+            fd = _open_listed_dir(at, st, dir_fd, path)
+            try:
+                lstat = os.lstat
+                # A descriptor lists str names: back to the bytes (os.fsencode, without its Python frame).
+                for entry in sorted([n.encode(_FS_ENCODING, _FS_ERRORS) for n in os.listdir(fd)]):
+                    out += (_ENTRY, _U64(len(entry)), entry, _PAD[-len(entry) % 8], _NODE)
+                    self.node(path + b"/" + entry, lstat(entry, dir_fd=fd), fd, entry)
+                    out.append(_CLOSE)
+            finally:
+                os.close(fd)
             out.append(_CLOSE)
         elif stat.S_ISLNK(mode):
-            target = os.readlink(path)
+            target = os.readlink(at, dir_fd=dir_fd)
             out += (_SYMLINK, _str(target), _CLOSE)
             if self.scan is not None:
                 self.scan.text(target)
@@ -307,8 +356,9 @@ class TreePass:
         self.out.clear()
         self.pending = 0
 
-    def _large(self, path: bytes, st: os.stat_result) -> None:
-        """Feed a file of more than `CHUNK` bytes (lstat `st`) in chunks (never more than its listed size: the header said so)."""
+    def _large(self, path: bytes, st: os.stat_result, dir_fd: int | None = None, at: bytes = b"") -> None:
+        """Feed a file of more than `CHUNK` bytes (lstat `st`; `at` in `dir_fd`, else `path`) in chunks (never more
+        than its listed size: the header said so)."""
         size = st.st_size
         self._flush()
         scan, sha = self.scan, self.sha
@@ -317,7 +367,7 @@ class TreePass:
         if scan is not None:
             scan.begin_file()
         written = 0
-        fd = open_listed(path, st)
+        fd = open_listed(at if dir_fd is not None else path, st, dir_fd=dir_fd, shown=path)
         try:
             remaining = size
             while True:
@@ -440,7 +490,8 @@ def scan_for_hashes(path: str | os.PathLike[str], hashes: Iterable[str], *, on_f
 
     `on_found(hash, relative file)` is called for every (hash, file) hit; '' is
     the root itself.  Files are read in chunks with an overlap, so a hash split
-    across two chunks is still found.
+    across two chunks is still found; no more than a file's listed size is read.
+    Raises OSError when a file changed (`open_listed`) or its size did while it was read.
     """
     wanted = {h.encode() for h in hashes}
     found: set[str] = set()
@@ -462,11 +513,17 @@ def scan_for_hashes(path: str | os.PathLike[str], hashes: Iterable[str], *, on_f
             in_file = hits(os.fsencode(os.readlink(full)))
         elif stat.S_ISREG(st.st_mode):
             tail = b""
-            with open(open_listed(full, st), "rb") as f:
-                while chunk := f.read(CHUNK):
+            remaining = st.st_size  # the listed size and one byte more at most: a file that grew is seen
+            with open(open_listed(full, st), "rb", buffering=0) as f:
+                while chunk := f.read(min(CHUNK, remaining + 1)):
+                    remaining -= len(chunk)
+                    if remaining < 0:
+                        break
                     data = tail + chunk
                     in_file |= hits(data)
                     tail = data[-(HASH_LEN - 1) :]
+            if remaining != 0:
+                raise OSError(f"{os.fsdecode(full)} changed size while being scanned")
         for h in in_file:
             text = h.decode()
             found.add(text)
