@@ -87,6 +87,18 @@ CASES = {
 }
 
 
+# argparse's messages are not looked up while no catalogue directory exists (cli._untranslated_argparse):
+# the look-ups imported locale
+_NO_CATALOGUES = not os.path.exists(__import__("gettext")._default_localedir)
+# no module of these commands imports typing at run time (its names only in annotations, under
+# TYPE_CHECKING; NamedTuples from lib.records)
+for _case in CASES.values():
+    _case[1].add("typing")
+if _NO_CATALOGUES:
+    for _case in CASES.values():
+        _case[1].add("locale")
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_cold_command_does_not_import_what_it_does_not_use(case, tmp_path):
     args, absent = CASES[case]
@@ -217,3 +229,22 @@ def test_a_lone_surrogate_in_a_manifest_is_still_refused(data):
 
     with pytest.raises(ManifestError, match="not valid UTF-8"):
         parse_manifest(data, product="cuda", version="12.8.1", source="m.json")
+
+
+@pytest.mark.skipif(not _NO_CATALOGUES, reason="a message catalogue directory exists here")
+def test_argparse_messages_are_the_untranslated_ones_and_its_lookups_are_restored(tmp_path):
+    # the help and an error read as gettext gives them without a catalogue; after the command
+    # argparse's own gettext and ngettext are back (a caller's later parsers translate as before)
+    code = ("import argparse, contextlib, io, json, sys; from cudapkgs import cli; before = (argparse._, argparse.ngettext); "
+            "seen = []; out = io.StringIO(); err = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+            "    for words in (['eval', '--help'], ['eval'], ['eval', 'x', '--bogus', '--other']):\n"
+            "        try: seen.append(cli.main(words))\n"
+            "        except SystemExit as e: seen.append(e.code)\n"
+            "print(json.dumps([seen, out.getvalue(), err.getvalue(), (argparse._, argparse.ngettext) == before]), file=sys.stderr)")
+    done = run_python(code, cold_env(tmp_path), timeout=300, check=False)
+    seen, out, err, restored = __import__("json").loads(done.stderr.splitlines()[-1])
+    assert restored and seen == [0, 2, 2]
+    assert out.startswith("usage: cudapkgs eval") and "options:" in out and "show this help message and exit" in out
+    assert "error: the following arguments are required: ATTRPATH" in err
+    assert "error: unrecognized arguments: --bogus --other" in err

@@ -26,7 +26,9 @@ import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .hooks.multiple_outputs import PROPAGATED_BUILD, PROPAGATED_NATIVE
 from .lib.records import FrozenRecord, Record

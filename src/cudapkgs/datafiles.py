@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["load_toml"]
 

@@ -13,7 +13,9 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .errors import ConfigError, EvalError
 from .lib.patterns import LazyPattern
@@ -33,7 +35,7 @@ __all__ = [
     "supported_capabilities",
 ]
 
-CapabilityInfo = Mapping[str, Mapping[str, Any]]
+CapabilityInfo = Mapping[str, Mapping[str, "Any"]]
 
 #: A well-formed capability: "8.9", "9.0a" (architecture-specific), "10.0f" (family-specific).
 CAPABILITY_PATTERN = LazyPattern(r"\A[1-9][0-9]*\.[0-9][af]?\Z")

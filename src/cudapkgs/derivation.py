@@ -14,7 +14,9 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .errors import EvalError
 from .lib.patterns import LazyPattern

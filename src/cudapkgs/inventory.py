@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterator, Mapping
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from . import db, licenses
 from .errors import CudapkgsError, UnfreeLicenseError

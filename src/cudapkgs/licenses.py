@@ -8,7 +8,9 @@ A package's `meta.license` is a `License`, a list of them, or a `LicenseExpressi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Literal, Union
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any, Literal, TypeAlias
 
 from . import errors
 from .lib.records import FrozenRecord
@@ -73,7 +75,8 @@ class LicenseExpression(FrozenRecord):
         return {"licenseType": self.license_type, "licenses": [l.to_nix() for l in self.licenses]}
 
 
-LicenseValue = Union[License, LicenseExpression, "list[License]", "tuple[License, ...]", None]
+# a type alias for type checkers (a string at run time: no `typing.Union` without importing typing)
+LicenseValue: TypeAlias = "License | LicenseExpression | list[License] | tuple[License, ...] | None"
 
 _CUDA_EULA = "CUDA Toolkit End User License Agreement (EULA)"
 

@@ -10,12 +10,14 @@ following failed assertions:" / "… is unsupported on this platform due to …"
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from . import licenses
 from .lib.fixpoint import AttrSet, force, lazy
 
-Assertion = Mapping[str, Any]  # {"message": str, "assertion": bool}
+Assertion = Mapping[str, "Any"]  # {"message": str, "assertion": bool}
 
 
 def failed(assertions: Sequence[Assertion]) -> list[str]:

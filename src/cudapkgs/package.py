@@ -9,7 +9,9 @@ the package, with other arguments) is attached by `lib.customisation.call_packag
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .errors import CudapkgsError, EvalError
 from .lib.customisation import parameter_names
@@ -17,9 +19,9 @@ from .lib.fixpoint import AttrSet, extends, fix, force
 
 _ABSENT = object()  # no such passthru attribute
 
-AttrsFunction = Callable[[AttrSet], Mapping[str, Any]]
+AttrsFunction = Callable[[AttrSet], Mapping[str, "Any"]]
 # override_attrs takes Nix's two spellings: prev -> attrs, or (final, prev) -> attrs.
-AttrsOverride = Callable[..., Mapping[str, Any]]
+AttrsOverride = Callable[..., Mapping[str, "Any"]]
 
 
 class Package:

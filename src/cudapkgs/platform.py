@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .errors import UsageError, did_you_mean
 from .lib.versions import version_at_least, version_older

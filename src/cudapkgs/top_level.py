@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .config import Config, load_config
 from .cuda.backend_stdenv import host_platform
@@ -22,7 +24,7 @@ from .lib.fixpoint import (AttrSet, Scope, call_package_with, compose_many_exten
                            recurse_into_attrs)
 from .platform import check_system, host_system
 
-Overlay = Callable[[AttrSet, AttrSet], Mapping[str, Any]]
+Overlay = Callable[[AttrSet, AttrSet], Mapping[str, "Any"]]
 
 _TOP_LEVELS: dict[tuple[Config, str, tuple[Overlay, ...]], Scope] = {}
 

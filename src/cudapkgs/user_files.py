@@ -31,7 +31,9 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .errors import EvalError, UsageError, did_you_mean
 
@@ -45,7 +47,7 @@ __all__ = [
     "user_location",
 ]
 
-Overlay = Callable[[Any, Any], Mapping[str, Any]]
+Overlay = Callable[["Any", "Any"], Mapping[str, "Any"]]
 
 #: real path of each loaded user file -> how the user named it (for messages)
 _LOADED: dict[str, str] = {}

@@ -8,8 +8,12 @@
 | `rewired_wheel` (+ `_steps`) | torch-bin's wheel install + autoPatchelf + autoAddDriverRunpath, pythonRelaxDeps | a PyPI wheel rewired to a set (torch, triton; NCCL/NVSHMEM wheels) |
 """
 
+from __future__ import annotations
+
 from contextvars import ContextVar
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: What was done for the build running in this context before its inputs were built (an install
 #: of a rewired wheel, `cudapkgs.realise.install_ahead`), for its Python steps to take; None when

@@ -20,7 +20,9 @@ install hash the wheel whole against that pin.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["BUILD", "build_python_package", "python_version", "with_packages"]
 

@@ -43,7 +43,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["nvidia_wheel", "refuse_unavailable", "rewired_wheel", "wheel_suits"]
 

@@ -29,7 +29,9 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 from ..errors import CudapkgsError
 

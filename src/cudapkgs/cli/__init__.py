@@ -240,7 +240,7 @@ YOUNG_GC_THRESHOLD = 100_000
 # The caller's thresholds and how many `main` calls run (threads of one process may overlap): the
 # first call in raises the threshold, the last one out gives the caller's back. Before, a call that
 # began while another ran saved the raised threshold and put it back after the other had ended.
-_GC_STATE: dict[str, Any] = {"running": 0, "saved": None}
+_GC_STATE: dict[str, Any] = {"running": 0, "saved": None, "translate": None}
 _GC_LOCK = _thread.allocate_lock()
 
 
@@ -250,6 +250,7 @@ def _raise_gc_threshold() -> None:
             threshold = gc.get_threshold()
             _GC_STATE["saved"] = threshold
             gc.set_threshold(max(threshold[0], YOUNG_GC_THRESHOLD), *threshold[1:])
+            _GC_STATE["translate"] = _untranslated_argparse()
         _GC_STATE["running"] += 1
 
 
@@ -258,6 +259,37 @@ def _restore_gc_threshold() -> None:
         _GC_STATE["running"] -= 1
         if _GC_STATE["running"] == 0:
             gc.set_threshold(*_GC_STATE["saved"])
+            if _GC_STATE["translate"] is not None:
+                argparse._, argparse.ngettext = _GC_STATE["translate"]  # type: ignore[attr-defined]
+                _GC_STATE["translate"] = None
+
+
+def _same(message: str) -> str:
+    return message
+
+
+def _same_plural(singular: str, plural: str, n: int) -> str:
+    return singular if n == 1 else plural  # what gettext answers without a catalogue
+
+
+def _untranslated_argparse() -> tuple[Any, Any] | None:
+    """Let argparse skip its message look-ups while no catalogue can answer them; returns argparse's
+    (gettext, ngettext) to put back, or None where nothing was changed.
+
+    argparse passes each message through `gettext.gettext` (six a parser, more for help and
+    errors); each looks for `<localedir>/<language>/LC_MESSAGES/messages.mo` for every language
+    of $LANGUAGE, $LC_ALL, $LC_MESSAGES and $LANG, and its first call imports `locale` (about
+    2 ms of a command's start-up).  Where the default domain is in use, no directory was bound
+    and the catalogue directory (`sys.base_prefix`/share/locale) does not exist, every look-up
+    answers the message itself, and so do these; else argparse is left as it is."""
+    import gettext
+
+    if (getattr(gettext, "_current_domain", None) != "messages" or getattr(gettext, "_localedirs", None) != {}
+            or os.path.exists(getattr(gettext, "_default_localedir", "/"))):
+        return None
+    saved = (argparse._, argparse.ngettext)  # type: ignore[attr-defined]
+    argparse._, argparse.ngettext = _same, _same_plural  # type: ignore[attr-defined]
+    return saved
 
 
 def _main(words: list[str]) -> int:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .eval import CONFIG_HELP, add_eval_options
 from .installables import (

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 EPILOG_EVAL = """\
 examples:

@@ -15,7 +15,9 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..derivation import derivation_of
 from .eval import pkgs_from_args

@@ -6,7 +6,9 @@ import os
 import sys
 import threading
 import time
-from typing import Any, TextIO
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 from ..derivation import Derivation
 from ..realise.scheduler import Plan, Progress

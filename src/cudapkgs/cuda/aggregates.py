@@ -13,7 +13,9 @@ the whole set; components that are not available are left out and listed in its
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import CudapkgsError
 from ..lib.fixpoint import AttrSet, lazy

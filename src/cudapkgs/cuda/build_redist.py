@@ -7,7 +7,9 @@ Realisation (download, unpack, fix-ups) builds on these values; see `store/`.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .. import licenses
 from ..lib.fixpoint import AttrSet, lazy

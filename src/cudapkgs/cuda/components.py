@@ -11,14 +11,17 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
 from pathlib import Path
-from typing import Any
 
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
+
+from ..lib.records import NamedTuple  # typing.NamedTuple without typing
 from ..lib.versions import version_at_least, version_older
 
 # (final package attrs, the set's scope) -> [(assertion holds, message)]
-AssertionRule = Callable[[Any, Any], list[tuple[bool, str]]]
+AssertionRule = Callable[["Any", "Any"], list[tuple[bool, str]]]
 
 
 # NamedTuples rather than dataclasses: the dataclasses import costs the CLI's start-up.
@@ -238,7 +241,7 @@ def _header_test(entry: Any) -> HeaderTest:
 
 
 # A dependency condition: (package attrs, the set's scope) -> whether the edge exists.
-Condition = Callable[[Any, Any], bool]
+Condition = Callable[["Any", "Any"], bool]
 
 
 class Dependency(NamedTuple):

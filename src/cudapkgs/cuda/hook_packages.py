@@ -19,7 +19,9 @@ native input brings that name:
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .. import licenses
 from ..lib.fixpoint import AttrSet, lazy

@@ -8,7 +8,9 @@ list of scope extensions applied to every package set.
 from __future__ import annotations
 
 import functools
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .. import db, flags, platform
 from ..lib.fixpoint import AttrSet, lazy, make_extensible

@@ -27,7 +27,9 @@ meaning the same whatever the fetchers.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["NVCC_WHEEL_HAS", "cuda_nvcc_wheel"]
 

@@ -18,7 +18,9 @@ satisfied; the ``libmlx5`` of the InfiniBand transports comes from the top level
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import ConfigError
 

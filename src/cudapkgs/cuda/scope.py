@@ -8,7 +8,9 @@ reading `cudnn.version` loads the cuDNN manifest and nothing else.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .. import flags as flag_lib
 from ..lib.fixpoint import AttrSet, Scope, compose_many_extensions, extends, lazy, make_scope

@@ -13,7 +13,9 @@ names are known without reading any.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..lib.fixpoint import lazy
 from ..lib.versions import major_minor

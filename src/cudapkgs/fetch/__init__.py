@@ -10,7 +10,9 @@ module of this package (``cudapkgs doctor`` reads `cache`) does not load the HTT
 from __future__ import annotations
 
 import importlib
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS = {
     "Progress": "http",

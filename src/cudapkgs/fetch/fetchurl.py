@@ -18,7 +18,9 @@ from __future__ import annotations
 import os
 import urllib.parse
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import CudapkgsError, EvalError, FetchError, HashMismatchError
 from ..package import Package

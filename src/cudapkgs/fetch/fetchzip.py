@@ -11,7 +11,9 @@ unpacked by the project's safe unpacker and kept only with the declared NAR hash
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import EvalError

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import EvalError
 from ..package import Package

@@ -34,7 +34,9 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import EvalError, FetchError
 from ..package import Package

@@ -17,7 +17,9 @@ Whether a host answers is not known here: the plan says which were not tried.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..lib.records import FrozenRecord
 from .wheel_lookup import first_on_pypi, pypi_name, unused_wheel, wheel_for, wheel_lacks, wheel_lacks_note

@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .cudatoolkit_root import JOINED_MARKER
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .errors import EvalError, MissingArgumentError, did_you_mean
 from .fixed_points import Extension, _tie, extends

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .lazy import AttrSet, _raw_slots, _Unfinished
 
 __all__ = ["Extension", "compose_extensions", "compose_many_extensions", "extends", "fix", "make_extensible"]
 
-Extension = Callable[[AttrSet, AttrSet], Mapping[str, Any]]
+Extension = Callable[[AttrSet, AttrSet], Mapping[str, "Any"]]
 
 
 def _tie(final: AttrSet, f: Callable[[Any], Mapping[str, Any]]) -> Any:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from _thread import _local  # what threading.local is, without importing threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .errors import AttributeMissingError, InfiniteRecursionError, did_you_mean
 
@@ -161,7 +163,7 @@ def _raw_slots(m: Mapping[str, Any]) -> Mapping[str, Any]:
 _INTERNAL = frozenset({"_slots", "_name", "_packages", "_auto_args"})
 
 
-class AttrSet(Mapping[str, Any]):
+class AttrSet(Mapping[str, "Any"]):
     """Immutable lazy attribute set: names strict, values forced on first read."""
 
     __slots__ = ("_slots", "_name")
@@ -291,7 +293,7 @@ class AttrSet(Mapping[str, Any]):
         return f"<{head}: {body}>"
 
 
-class _Chain(Mapping[str, Any]):
+class _Chain(Mapping[str, "Any"]):
     """Read-through union of mappings, earlier ones winning; copies and forces nothing."""
 
     __slots__ = ("_maps",)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["LazyPattern"]
 

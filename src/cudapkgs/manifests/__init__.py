@@ -26,7 +26,9 @@ an evaluation does not import the download code.  Only the standard library is u
 from __future__ import annotations
 
 import importlib
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 __all__ = [

@@ -13,7 +13,9 @@ import json
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import ManifestError
 from ..lib.records import FrozenRecord

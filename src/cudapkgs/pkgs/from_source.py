@@ -15,7 +15,9 @@ so the package evaluates everywhere and says why it cannot be built.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..lib.fixpoint import AttrSet, lazy
 from ..stdenv import DerivationPackage, mk_derivation

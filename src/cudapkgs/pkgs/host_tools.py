@@ -15,7 +15,9 @@ import functools
 import os
 import re
 from collections.abc import Sequence
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import EvalError
 from ..host import probes

@@ -9,7 +9,9 @@ the wrapper with it (no `cc`); this module joins the two, so the room has no cir
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from .generic import HOOKS, PHASES, DerivationPackage, OutputPath, _config_and_system, python_step
 from .generic import mk_derivation as _mk_derivation

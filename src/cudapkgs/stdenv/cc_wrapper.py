@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..hooks import cc_wrapper as hook
 from ..lib.fixpoint import AttrSet, force

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def default_store_dir(config: Any = None, env: Mapping[str, str] = os.environ) -> str:

@@ -15,8 +15,11 @@ import stat
 import struct
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
+from ..lib.records import NamedTuple  # typing.NamedTuple without typing
 from .paths import base32_equals
 from .refscan import Candidates, Scan
 

@@ -38,7 +38,9 @@ import sqlite3
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from . import nar
 

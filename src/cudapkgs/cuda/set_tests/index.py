@@ -8,7 +8,9 @@ an attribute set of them). Loaded on first read, one module per test.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ...lib.fixpoint import AttrSet, lazy
 

@@ -15,7 +15,9 @@ cuBLAS's lib outputs (and what cuBLAS needs at run time).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ...lib.fixpoint import AttrSet
 from ...stdenv import DerivationPackage, mk_derivation

@@ -9,7 +9,9 @@ as Nixpkgs does; licensed nvidiaCuda (unfree). Without a top-level cmake it is b
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ... import licenses
 from ...lib.fixpoint import lazy

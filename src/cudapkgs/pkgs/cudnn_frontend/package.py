@@ -11,7 +11,9 @@ as do inputs the top level does not have (cmake, ninja, nlohmann_json, catch2_3)
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ... import licenses
 from ..from_source import (CMAKE_BUILD, CMAKE_CONFIGURE, CMAKE_INSTALL, cmake_bool, cmake_feature, present,

@@ -11,7 +11,9 @@ programs link `-lcuda` against cuda_cudart's `stubs` output (for wheel-sourced c
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ... import licenses
 from ..from_source import source_package

@@ -11,7 +11,9 @@ these machines: it evaluates; building needs the archive (or a source mirror hol
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ...lib.fixpoint import lazy
 from ...meta import source_meta

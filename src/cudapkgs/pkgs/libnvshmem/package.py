@@ -11,7 +11,9 @@ broken with "<name> is available".
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ... import licenses
 from ...lib.fixpoint import lazy

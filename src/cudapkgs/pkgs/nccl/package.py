@@ -10,7 +10,9 @@ removed from makefiles/common.mk by substitution, nvcc's path scrubbed from the 
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ... import licenses
 from ...lib.fixpoint import AttrSet, lazy

@@ -14,7 +14,9 @@ is cuda_cudart's stubs output here (`lib/stubs`), where Nixpkgs writes `getLib c
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ... import flags as flag_lib
 from ... import licenses

@@ -10,7 +10,9 @@ GPUs (`requiredSystemFeatures = ["cuda"]`) and fails when any size reports a wro
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ... import licenses
 from ...lib.fixpoint import AttrSet, lazy

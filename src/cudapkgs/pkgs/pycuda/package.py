@@ -18,7 +18,9 @@ each chosen for a closure that a user can carry:
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["PYCUDA_HASH", "PYCUDA_VERSION", "pycuda"]
 

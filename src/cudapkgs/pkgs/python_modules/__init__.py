@@ -15,7 +15,11 @@ which pip's ``--require-hashes`` checks again at every fetch).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
+
+from ...lib.records import NamedTuple
 
 from ...errors import EvalError
 

@@ -19,7 +19,9 @@ needed and which the set has; `capability_fits` the same for GPU capabilities.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ...lib.versions import compare_versions, version_core
 

@@ -31,7 +31,9 @@ only ``cupyx.cutensor`` fails, with the loader's message naming the library.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["CUPY_VERSION", "CUPY_WHEELS", "PATHFINDER_WHEEL", "cuda_pathfinder", "cupy"]
 

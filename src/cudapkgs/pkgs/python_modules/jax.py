@@ -30,7 +30,9 @@ with jaxlib alone; with the plugin on the path it finds the GPU).
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["JAX_VERSION", "JAX_WHEELS", "PJRT_LIBRARIES", "cuda13_assertions", "jax", "jax_cuda13_pjrt",
            "jax_cuda13_plugin", "set_library"]

@@ -28,7 +28,9 @@ when it is new enough, else its newest ``cudnn_X_Y`` that is (torch 2.14.1 was b
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ...lib.records import FrozenRecord
 

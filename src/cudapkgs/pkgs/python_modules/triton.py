@@ -29,7 +29,9 @@ are no library (nothing of them is loaded at run time).
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["TRITON_WHEELS", "ptxas_package", "ptxas_unavailable", "triton_bin"]
 

@@ -14,7 +14,9 @@ machine it runs on, as on any distribution.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["DEBS", "VERSION", "rdma_core"]
 

@@ -11,7 +11,9 @@ Without, the same source is compiled as C++ for the CPU.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from ...lib.fixpoint import AttrSet, lazy
 from ...stdenv import DerivationPackage, mk_derivation

@@ -9,7 +9,9 @@ fetchFromGitHub hash for that tag; see shared/sources/INDEX.md).
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["zlib"]
 
