@@ -392,3 +392,24 @@ def test_fetchers_are_validated():
     for bad, needle in (('fetchers=["wheel"]', 'did you mean "wheels"'), ('fetchers=["mirror:"]', "mirror:<dir"), ("fetchers=[]", "at least one")):
         with pytest.raises(errors.ConfigError, match=needle):
             load_config(sets=[bad], env={})
+
+
+def test_plain_string_values_of_set_read_as_tomllib_reads_them():
+    """--set's fast path for "x" and ["a", "b"] (no tomllib import) gives what tomllib gives, or leaves it to tomllib."""
+    import itertools
+    import tomllib
+
+    from cudapkgs.config import _plain_toml_strings, parse_set
+
+    pieces = ['"', "[", "]", ",", " ", "\t", "a", "9.0", "\\", "'", "#", "é", ""]
+    texts = {"".join(p) for n in range(1, 6) for p in itertools.product(pieces, repeat=n)}
+    agreed = 0
+    for text in sorted(texts):
+        fast = _plain_toml_strings(text)
+        if fast is None:
+            continue
+        assert tomllib.loads(f"v = {text}") == {"v": fast}, text
+        agreed += 1
+    assert agreed > 50
+    assert parse_set('fetchers=["wheels"]') == ("fetchers", ["wheels"])
+    assert parse_set('x=["a,b", "c"]') == ("x", ["a,b", "c"])  # left to tomllib, same answer

@@ -391,6 +391,34 @@ def _predicate_name(predicate: Callable[[Any], bool]) -> str:
 _TOML_BOOLEANS = {"true": True, "false": False}
 
 
+def _plain_string(body: str) -> bool:
+    # Printable ASCII without a quote or a backslash: a TOML basic string that is exactly its characters.
+    return body.isascii() and body.isprintable() and '"' not in body and "\\" not in body
+
+
+def _plain_toml_strings(text: str) -> str | list[str] | None:
+    """What TOML reads for ``"x"`` or an array of such strings on one line (``["9.0", "8.9",]``), when
+    every string is plain (`_plain_string`); None for anything else, which tomllib then reads (so a
+    value this does not recognise loses nothing: tests/test_config.py compares both on many texts)."""
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        return text[1:-1] if _plain_string(text[1:-1]) else None
+    if len(text) < 2 or text[0] != "[" or text[-1] != "]":
+        return None
+    body = text[1:-1].strip(" \t")
+    if not body:
+        return []
+    items = body.split(",")
+    if len(items) > 1 and not items[-1].strip(" \t"):
+        items.pop()  # a trailing comma, which TOML allows
+    found = []
+    for item in items:
+        item = item.strip(" \t")
+        if len(item) < 2 or item[0] != '"' or item[-1] != '"' or not _plain_string(item[1:-1]):
+            return None
+        found.append(item[1:-1])
+    return found
+
+
 def parse_set(assignment: str) -> tuple[str, Any]:
     """Split ``KEY=VALUE``; VALUE is read as TOML, or taken as a string if it is not valid TOML."""
     key, sep, text = assignment.partition("=")
@@ -404,6 +432,9 @@ def parse_set(assignment: str) -> tuple[str, Any]:
     # (At most 18 digits: int() refuses more than 4,300, and a 64-bit integer has at most 19.)
     if text.isascii() and text.isdigit() and (text == "0" or text[0] != "0") and len(text) <= 18:
         return key, int(text)
+    plain = _plain_toml_strings(text)  # fetchers=["wheels"], cudaCapabilities=["9.0"]: 11 ms of tomllib saved
+    if plain is not None:
+        return key, plain
     import tomllib
 
     try:

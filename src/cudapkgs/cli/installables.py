@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from typing import Any
@@ -76,13 +75,29 @@ def builders_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-@dataclass(frozen=True)
 class Installable:
-    """One command-line argument, evaluated: a derivation, or a store path given by hand."""
+    """One command-line argument, evaluated: a derivation, or a store path given by hand.
 
-    label: str
-    drv: Any = None  # cudapkgs.derivation.Derivation
-    path: str | None = None
+    A plain class, not a dataclass: importing dataclasses (and inspect with it) cost a build 14 ms
+    of start-up (docs/bench-speed.md)."""
+
+    __slots__ = ("label", "drv", "path")
+
+    def __init__(self, label: str, drv: Any = None, path: str | None = None) -> None:
+        self.label = label
+        self.drv = drv  # cudapkgs.derivation.Derivation
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"Installable({self.label!r}, drv={self.drv!r}, path={self.path!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Installable):
+            return NotImplemented
+        return (self.label, self.drv, self.path) == (other.label, other.drv, other.path)
+
+    def __hash__(self) -> int:
+        return hash((self.label, self.path))
 
     @property
     def outputs(self) -> dict[str, str]:

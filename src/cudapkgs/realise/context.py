@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
@@ -23,17 +22,28 @@ from ..errors import CudapkgsError
 DownloadProgress = Callable[[int, "int | None"], None]
 
 
-@dataclass
 class BuildContext:
-    """The environment of one build."""
+    """The environment of one build: the store, the work directory, the log, the fetchers, progress
+    callbacks and ``extra`` (a dict for builders).  A plain class, not a dataclass: dataclasses cost
+    a build's start-up 10 ms (docs/bench-speed.md)."""
 
     store: Any  # cudapkgs.store.store.Store
     work_dir: Path
     log: TextIO
-    fetchers: tuple[str, ...] = ("redist", "wheels")
-    on_download: DownloadProgress | None = None
-    on_step: Callable[[str], None] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    fetchers: tuple[str, ...]
+    on_download: DownloadProgress | None
+    on_step: Callable[[str], None] | None
+    extra: dict[str, Any]
+
+    def __init__(self, store: Any, work_dir: Path, log: TextIO, fetchers: tuple[str, ...] = ("redist", "wheels"),
+                 on_download: DownloadProgress | None = None, on_step: Callable[[str], None] | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
+        self.store, self.work_dir, self.log, self.fetchers = store, work_dir, log, fetchers
+        self.on_download, self.on_step = on_download, on_step
+        self.extra = {} if extra is None else extra
+
+    def __repr__(self) -> str:
+        return f"BuildContext(work_dir={self.work_dir!r}, fetchers={self.fetchers!r})"
 
     def step(self, name: str) -> None:
         """Announce a build step (phase) to the log and the progress display."""

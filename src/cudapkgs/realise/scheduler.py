@@ -14,10 +14,10 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from ..derivation import Derivation
+from ..lib.records import FrozenRecord
 from ..table import format_size
 from .errors import BuildError
 from .realise import _check_fixed_inputs, build_one, log_path, missing, protect_inputs
@@ -41,19 +41,23 @@ __all__ = [
 # -- planning ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Fetch:
+class Fetch(FrozenRecord):
     """A source a build needs: file name, size in bytes (None if unknown), URLs.
 
     ``choice`` (NVIDIA redistributables) names the fetcher expected to serve it, with that
     fetcher's size (a wheel's, not the archive's) and whether a cache already holds it.
+    (A record, not a dataclass: dataclasses cost a build's start-up 8 ms.)
     """
 
+    __slots__ = ("drv", "name", "size", "urls", "choice")
     drv: Derivation
     name: str
     size: int | None
     urls: tuple[str, ...]
-    choice: Any = None  # cudapkgs.fetch.planning.SourceChoice
+    choice: Any  # cudapkgs.fetch.planning.SourceChoice
+
+    def __init__(self, drv: Derivation, name: str, size: int | None, urls: tuple[str, ...], choice: Any = None) -> None:
+        self._init(drv, name, size, urls, choice)
 
     @property
     def cached(self) -> bool:
@@ -67,15 +71,19 @@ class Fetch:
         return self.choice.size if self.choice is not None else self.size
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(FrozenRecord):
     """What realising `roots` takes: paths to substitute from caches, builds in dependency order, their downloads."""
 
+    __slots__ = ("roots", "to_build", "to_fetch", "to_substitute")
     roots: tuple[Derivation, ...]
     to_build: tuple[Derivation, ...]
     to_fetch: tuple[Fetch, ...]
     #: cudapkgs.store.caches.substitution.Substitute objects, sorted by path
-    to_substitute: tuple[Any, ...] = ()
+    to_substitute: tuple[Any, ...]
+
+    def __init__(self, roots: tuple[Derivation, ...], to_build: tuple[Derivation, ...], to_fetch: tuple[Fetch, ...],
+                 to_substitute: tuple[Any, ...] = ()) -> None:
+        self._init(roots, to_build, to_fetch, to_substitute)
 
     @property
     def substitute_download_size(self) -> int:
@@ -93,7 +101,8 @@ class Plan:
         fetch, such as CUDA 12.9's nvcc archive that cuda_nvcc and cuda_crt both unpack, counts once)."""
         seen: dict[tuple[Any, ...], int] = {}
         for f in self.to_fetch:
-            what = (f.choice.fetcher, f.choice.what) if f.choice is not None else (f.name, f.urls)
+            what = ((getattr(f.choice, "fetcher", None), getattr(f.choice, "what", f.name)) if f.choice is not None
+                    else (f.name, f.urls))
             seen[what] = f.download_size or 0
         return sum(seen.values())
 
