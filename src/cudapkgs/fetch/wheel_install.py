@@ -289,7 +289,7 @@ def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, ta
                     wheel: Path, verify: bool = True) -> None:
     """Write one member to `target` (a new file), checking its digest as it streams (unless not `verify`:
     the wheel's pinned sha256 passed this check before, `record_checked`)."""
-    from .wheel_unpack import _member_chunks
+    from .wheel_unpack import write_member
 
     mode = 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
     algorithm = expected.partition("=")[0]
@@ -299,13 +299,7 @@ def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, ta
     except (FileExistsError, IsADirectoryError, NotADirectoryError):
         raise WheelContentsError(f"{wheel.name}: {info.filename} collides with another file at {target}") from None
     with open(out_fd, "wb") as out:
-        if digest is None:
-            for chunk in _member_chunks(archive, fd, info):
-                out.write(chunk)
-        else:
-            for chunk in _member_chunks(archive, fd, info):
-                digest.update(chunk)
-                out.write(chunk)
+        write_member(archive, fd, info, out, digest)
         os.fchmod(out.fileno(), mode)
     if digest is None:
         return

@@ -418,13 +418,7 @@ def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, re
             os.close(out_fd)
     else:
         with open(out_fd, "wb") as out:
-            if digest is None:
-                for chunk in _member_chunks(archive, fd, info):
-                    out.write(chunk)
-            else:
-                for chunk in _member_chunks(archive, fd, info):
-                    digest.update(chunk)
-                    out.write(chunk)
+            write_member(archive, fd, info, out, digest)
             os.fchmod(out.fileno(), 0o755 if executable else 0o644)
     if digest is not None and expected != _record_digest(digest):
         raise FetchError(f"{archive.filename}: {info.filename} does not match its RECORD hash")
@@ -473,6 +467,16 @@ def _small_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo) -> b
     if len(data) != info.file_size:
         raise FetchError(f"{what}: damaged wheel ({len(data)} bytes, the directory records {info.file_size})")
     return data
+
+
+def write_member(archive: Any, fd: int, info: Any, out: Any, digest: Any = None) -> None:
+    """Stream member `info` of `archive` (open as `fd`) into the file `out`, feeding `digest` (a hashlib
+    object, or None when the member is not checked) with every inflated chunk; shared by the unpacker
+    and `wheel_install`."""
+    for chunk in _member_chunks(archive, fd, info):
+        if digest is not None:
+            digest.update(chunk)
+        out.write(chunk)
 
 
 def _member_chunks(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo) -> Iterator[bytes]:
