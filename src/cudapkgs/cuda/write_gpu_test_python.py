@@ -86,7 +86,8 @@ def write_gpu_test_python(cuda: Any, config: Any) -> Callable[..., Any]:
 
         # passthru is no part of the derivation: the program's path stays the tester's.
         return tester.override_attrs(lambda prev: {
-            "passthru": {**dict(prev.get("passthru") or {}), "gpuCheck": lazy(gpu_check)}})
+            "passthru": {**dict(prev.get("passthru") or {}), "gpuCheck": lazy(gpu_check),
+                         "requiredSystemFeatures": [feature] if feature is not None else []}})
 
     def write(args: Mapping[str, Any] | None = None, content: str | None = None, /) -> Any:
         if args is not None and not isinstance(args, Mapping):

@@ -34,7 +34,8 @@ int main() { std::printf("%s %d\n", FAMILY, MAJOR); return 0; }
 CPP
 "$CXX" identity.cpp -o identity
 test "$(./identity)" = "$ccKind $ccMajor"
-echo "backendStdenv.cc: $(./identity)" > "$out"
+mkdir -p "$out"
+echo "backendStdenv.cc: $(./identity)" > "$out/log"
 """
 
 

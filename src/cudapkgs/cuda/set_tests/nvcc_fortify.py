@@ -15,7 +15,7 @@ from typing import Any
 from .common import first_arch, meta_of, run_command
 
 SCRIPT = r"""
-mkdir "$out"
+mkdir -p "$out"
 cat > libc-headers.h <<'CUDA'
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -66,6 +66,7 @@ fi
 compile -arch=sm_$arch --cudart=shared check.cu linkage.o -o "$out/check"
 compile -arch=compute_$arch -ptx check.cu -o "$out/saxpy.ptx"
 ulimit -c 0
+export LIBC_FATAL_STDERR_=1  # glibc writes its fatal messages to the terminal when there is one
 test "$("$out/check")" = safe
 for argument in n 0123456789abcdef; do
   status=0

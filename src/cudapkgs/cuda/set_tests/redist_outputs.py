@@ -35,7 +35,7 @@ touch "$out"
 """
 
 STUBS = r"""
-mkdir "$out"
+mkdir -p "$out"
 echo 'extern int cuInit(unsigned int); int main(void) { return cuInit(0); }' > caller.c
 test -f "$cudartStubs/lib/stubs/libcuda.so"
 "$CC" caller.c -L"$cudartStubs/lib/stubs" -lcuda -o "$out/stubs"
@@ -44,7 +44,7 @@ readelf -d "$out/stubs" | grep -F 'Shared library: [libcuda.so.1]'
 """
 
 PROPAGATION = r"""
-mkdir "$out"
+mkdir -p "$out"
 cat > caller.c <<'C'
 #if !__has_include(<cudaProfiler.h>)
 #error declared profiler headers are not reachable

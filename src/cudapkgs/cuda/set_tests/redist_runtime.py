@@ -19,10 +19,11 @@ from ...lib.fixpoint import lazy
 from .common import meta_of, run_command
 
 SCRIPT = r"""
+mkdir -p "$out"
 runtime_stdcxx="$(readlink -f "$("$CXX" -print-file-name=libstdc++.so.6)")"
 runtime_gcc_s="$(readlink -f "$("$CXX" -print-file-name=libgcc_s.so.1)")"
 test -f "$runtime_stdcxx" && test -f "$runtime_gcc_s"
-python3 - "$library/lib" "$runtime_stdcxx" "$runtime_gcc_s" "$elfMachine" "$out" <<'PY'
+python3 - "$library/lib" "$runtime_stdcxx" "$runtime_gcc_s" "$elfMachine" "$out/report.json" <<'PY'
 import json, struct, subprocess, sys
 from pathlib import Path
 
