@@ -71,6 +71,7 @@ test "$("$out/check")" = safe
 for argument in n 0123456789abcdef; do
   status=0
   "$out/check" "$argument" > diagnostic 2>&1 || status=$?
+  echo "check $argument: status $status: $(cat diagnostic)"
   test "$status" = 134
   case "$argument" in
     n) grep -F '%n in writable segments detected' diagnostic ;;

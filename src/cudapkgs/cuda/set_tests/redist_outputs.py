@@ -6,7 +6,7 @@ Ported: a consumer listing cuda_profiler_api reaches its header; `passthru.tests
 RUNPATH, the driver directory there instead); `passthru.tests.propagation` lists
 cuda_profiler_api, cuda_cudart and cuda_nvml_dev (each package's default output: mkDerivation
 chooses), compiles against all three headers, links cudart shared and static, the driver and NVML
-stubs, and checks the propagation edges buildRedist writes (`dev` propagates `out` exactly once,
+stubs (NVML's where the output has it: NVIDIA's wheel carries none), and checks the propagation edges buildRedist writes (`dev` propagates `out` exactly once,
 `out` never `dev`, no output itself; Nixpkgs' countEdge).
 
 Not ported: buildRedist called with caller-chosen output mappings (outputDev/outputInclude/
@@ -61,8 +61,14 @@ C
 echo 'extern int cuInit(unsigned int); int main(void) { return cuInit(0); }' > driver.c
 "$CC" driver.c -L"$cudartStubs/lib/stubs" -lcuda -o "$out/driver"
 printf '#include <nvml.h>\nint main(void) { return nvmlInit_v2(); }\n' > nvml.c
-"$CC" nvml.c -L"$nvmlStubs/lib/stubs" -lnvidia-ml -o "$out/nvml"
-for caller in driver nvml; do
+callers=driver
+if [ -e "$nvmlStubs/lib/stubs/libnvidia-ml.so" ]; then
+  "$CC" nvml.c -L"$nvmlStubs/lib/stubs" -lnvidia-ml -o "$out/nvml"
+  callers="driver nvml"
+else  # NVIDIA's cuda_nvml_dev wheel has no NVML stub (its nix-support/missing-from-wheel says so)
+  echo "no NVML stub in $nvmlStubs: the NVML link is not checked" | tee "$out/nvml-skipped"
+fi
+for caller in $callers; do
   if [ -n "${CUDAPKGS_DRIVER_DIR:-}" ]; then readelf -d "$out/$caller" | grep -F "$CUDAPKGS_DRIVER_DIR"; fi
   ! readelf -d "$out/$caller" | grep -F '/lib/stubs'
 done
