@@ -333,11 +333,12 @@ def describe_project(project: Project) -> list[str]:
 
 
 def _refusal(project: Project, reason: str, allow: bool = True) -> str:
+    # Each line shown on its own (`shown`): no value can add a line or a terminal sequence (issue 30, item 7).
     lines = [f"{project.file}{_found_where(project)}: {reason}", "once allowed, it would:"]
     lines += [f"  {line}" for line in describe_project(project)]
     if allow:
         lines.append(f"read it and the files it names, then run: cudapkgs allow {project.file}")
-    return "\n".join(lines)
+    return "\n".join(shown(line) for line in lines)
 
 
 def _ownership(project: Project, safe_directories: Sequence[str]) -> None:
@@ -475,11 +476,21 @@ def evaluate_project(project: Project, *, config_file: str | None = None, sets: 
     checked = config.merged({"substituters": list(own_urls), "trustedPublicKeys": list(own_keys)},
                             source=str(project.file))
     config = config.merged(layered, source=str(project.file), relative_to=os.fspath(project.root))
-    config = config.merged({"substituters": list(dict.fromkeys([*config.substituters, *checked.substituters]))},
+    # The project's own substituters are those the user did not configure: a project listing the
+    # user's cache (the same URL, or another spelling of the same cache) made the user's cache trust
+    # the project's key (issue 30, item 6). Such an entry stays the user's, with the user's keys only.
+    from .store.caches import cache_identity
+
+    users = {cache_identity(url) for url in config.substituters}
+    own = [url for url in checked.substituters if cache_identity(url) not in users]
+    config = config.merged({"substituters": list(dict.fromkeys([*config.substituters, *own]))},
                            source=str(project.file))
     for assignment in sets:
         key, value = parse_set(assignment)
         config = config.merged({key: value}, source="--set")
+        if key == "substituters":  # named on the command line: the user's, whatever the project says
+            users |= {cache_identity(url) for url in config.substituters}
+            own = [url for url in own if cache_identity(url) not in users]
     overlays = []
     if project.files:
         from .user_files import package_file_overlay
@@ -506,7 +517,7 @@ def evaluate_project(project: Project, *, config_file: str | None = None, sets: 
             packages[text] = resolve(where, path)
         except (EvalError, UsageError) as error:
             raise EvalError(f"{project.file}: packages: {text}: {error}") from None
-    return ProjectEnvironment(project, pkgs.config, pkgs, packages, tuple(checked.substituters),
+    return ProjectEnvironment(project, pkgs.config, pkgs, packages, tuple(dict.fromkeys(own)),
                               tuple(checked.trustedPublicKeys))
 
 
