@@ -384,3 +384,39 @@ def test_a_projects_key_is_trusted_for_its_own_substituters_only(cache_of_hello,
     plan = _plan(capsys)
     assert "will be built" in plan and "will be substituted" not in plan
     assert f"from {url}: no valid signature by a trusted key (signed by: project-1; trusted: no key" in plan
+
+
+@needs_bash
+@pytest.mark.parametrize("spelling", ["{url}", "{url}/", "file://{tmp}/via-link"])
+def test_a_project_listing_the_users_cache_does_not_make_it_trust_the_projects_key(cache_of_hello, capsys, spelling):
+    """Issue 30, item 6: a project naming the user's own cache URL (and its key) got the user's
+    cache trusted on the project's key alone: the merged list held the URL once, scoped to the
+    project's key. The same cache spelled otherwise (a trailing slash, a link to its directory)
+    is the user's too."""
+    repo, url, key = cache_of_hello
+    tmp = repo.parent
+    (tmp / "via-link").symlink_to(tmp / "cache")
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "cudapkgs" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'substituters = ["{url}"]\n')
+    listed = spelling.format(url=url, tmp=tmp)
+    (repo / "cudapkgs.toml").write_text(f'packages = ["hello"]\nfiles = ["pkgs.py"]\n[config]\n'
+                                        f'substituters = ["{listed}"]\ntrustedPublicKeys = ["{key.public}"]\n')
+    assert main(["allow"]) == 0
+    capsys.readouterr()
+    plan = _plan(capsys)
+    assert "will be built" in plan and "will be substituted" not in plan
+    assert f"from {url}: no valid signature by a trusted key (signed by: project-1; trusted: no key" in plan
+    from cudapkgs.project import evaluate_project
+
+    env = evaluate_project(load_project(repo / "cudapkgs.toml"))
+    assert env.project_substituters == () and env.config.substituters == [url]
+    # A cache of the project's own beside it is still trusted on its key.
+    own = f"file://{tmp}/own-cache"
+    shutil.copytree(tmp / "cache", tmp / "own-cache")
+    (repo / "cudapkgs.toml").write_text(f'packages = ["hello"]\nfiles = ["pkgs.py"]\n[config]\n'
+                                        f'substituters = ["{listed}", "{own}"]\ntrustedPublicKeys = ["{key.public}"]\n')
+    assert main(["allow"]) == 0
+    capsys.readouterr()
+    plan = _plan(capsys)
+    assert "will be substituted" in plan and own in plan

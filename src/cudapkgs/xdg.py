@@ -28,8 +28,8 @@ DEFAULTS = {
 def home(env: Mapping[str, str] = os.environ) -> str | None:
     """The user's home directory: ``$HOME`` when it is absolute, else the password database's
     entry for the effective user when that is absolute, else None (a relative home would be
-    read from the working directory)."""
-    value = env.get("HOME", "")
+    read from the working directory). An `env` without HOME falls back to the process's."""
+    value = env.get("HOME", os.environ.get("HOME", ""))
     if os.path.isabs(value):
         return value
     try:
