@@ -173,6 +173,7 @@ def shell_environment(
     driver_dir: str | None = None,
     extras: ShellExtras | None = None,
     cuda_set: CudaSet | None = None,
+    build_tree: str | None = None,
 ) -> dict[str, str]:
     """The environment of a shell with `paths` (store paths) and what they propagate.
 
@@ -181,8 +182,9 @@ def shell_environment(
     where the cc wrapper adds run paths from; `driver_dir` replaces a stubs directory in
     them; `extras` (from `prepare`) adds the joined toolkit root and the stand-ins for host
     CUDA tools (see the module docstring); `cuda_set` and torch in the closure add the variables
-    of `cuda_set_variables`, and torch's CMake directory first on CMAKE_PREFIX_PATH.  Nothing on the
-    inherited PATH is removed.
+    of `cuda_set_variables`, and torch's CMake directory first on CMAKE_PREFIX_PATH; `build_tree` (the
+    directory the shell starts in) is CUDAPKGS_BUILD_TREE, under which the cc wrapper keeps run paths
+    a link asks for (`hooks.cc_wrapper`).  Nothing on the inherited PATH is removed.
     """
     paths = list(paths)
     if store_dir is None and paths:
@@ -210,6 +212,8 @@ def shell_environment(
         prefixes = [e for e in env.get("CMAKE_PREFIX_PATH", "").split(os.pathsep) if e]
         env["CMAKE_PREFIX_PATH"] = os.pathsep.join(dict.fromkeys([torch_cmake, *prefixes]))
     env.update(cuda_set_variables(cuda_set, torch_cmake, clean))
+    if build_tree and not clean.get("CUDAPKGS_BUILD_TREE"):
+        env["CUDAPKGS_BUILD_TREE"] = build_tree
     env["CUDAPKGS_SHELL"] = " ".join(closure)
     return env
 

@@ -81,7 +81,8 @@ def run_shell(args: argparse.Namespace) -> int:
     cuda_set, mixed = _cuda_set(args, items)
     if mixed:
         print(f"cudapkgs: warning: {mixed}", file=sys.stderr)
-    env = shell_environment(paths, store_dir=store_dir, driver_dir=driver, extras=extras, cuda_set=cuda_set)
+    env = shell_environment(paths, store_dir=store_dir, driver_dir=driver, extras=extras, cuda_set=cuda_set,
+                            build_tree=os.getcwd())
     if extras.hidden:
         where = ", ".join(dict.fromkeys(os.path.dirname(p) for p in extras.hidden.values()))
         print(f"cudapkgs: note: the host's {', '.join(sorted(extras.hidden))} ({where}) are hidden in this shell: "
