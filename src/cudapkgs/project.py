@@ -93,8 +93,9 @@ class Project:
     config: Mapping[str, Any] = field(default_factory=dict)
     #: Every Python file the project names (``files`` and ``[config] overlays``), as written -> absolute path.
     python_files: Mapping[str, Path] = field(default_factory=dict)
-    #: Programs inside the project that cudapkgs runs (``python3Executable``), shown as -> absolute
-    #: path: hashed and owner-checked with the Python files, as a git pull could change them too.
+    #: Programs inside the project or the work tree holding it (`controlled_area`) that cudapkgs runs
+    #: (``python3Executable``), shown as -> absolute path: hashed and owner-checked with the Python
+    #: files, as a git pull could change them too.
     programs: Mapping[str, Path] = field(default_factory=dict)
     #: The file as read (bytes, owner), when it was read from disk.
     source: Any = field(default=None, repr=False, compare=False)
