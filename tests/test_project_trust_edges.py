@@ -353,4 +353,4 @@ def test_lock_differences_are_shown_escaped(repo, capsys):
 def test_shown_escapes_every_character_a_terminal_acts_on():
     assert shown("plain text, ünïcödé and a \\ backslash") == "plain text, ünïcödé and a \\ backslash"
     assert shown("a\x1b[31mb\x9bc\u202ed\r\te\nf") == "a\\x1b[31mb\\x9bc\\u202ed\\x0d\\x09e\\x0af"
-    assert shown("one\ntwo\x07", lines=True) == "one\ntwo\\x07"
+    assert shown("one\ntwo\x07\tthree\r", lines=True) == "one\ntwo\\x07\tthree\\x0d"
