@@ -69,7 +69,7 @@ def test_a_project_reached_through_a_directory_link_reads_its_paths_from_its_rea
     (a / "proj" / "cudapkgs.toml").write_text(
         'packages = ["hello"]\n[config]\npython3Executable = "../tools/python"\nstoreDir = "../store"\n'
         'overlays = ["../lib/overlay.py"]\ndriverLibDir = "../driver"\nfetchers = ["mirror:../mirror", "redist"]\n'
-        'sourceMirrors = ["../sources"]\n')
+        'sourceMirrors = ["../sources"]\nsubstituters = ["file://cache"]\n')
     (b / "sub").symlink_to(a / "proj")
     project = load_project(b / "sub" / "cudapkgs.toml")
     assert project.file == a / "proj" / "cudapkgs.toml" and project.root == a / "proj"
@@ -78,6 +78,7 @@ def test_a_project_reached_through_a_directory_link_reads_its_paths_from_its_rea
     assert resolved.python3Executable == str(a / "tools" / "python")
     assert resolved.storeDir == str(a / "store") and resolved.driverLibDir == str(a / "driver")
     assert resolved.fetchers == [f"mirror:{a / 'mirror'}", "redist"] and resolved.sourceMirrors == [str(a / "sources")]
+    assert project.config["substituters"] == [f"file://{a / 'proj' / 'cache'}"]  # its own cache, signed
     # allow, deny and --project through the link name the real project, and agree with each other.
     code, out, err = run(capsys, "allow", str(b / "sub"))
     assert code == 0, err
@@ -106,6 +107,7 @@ def test_a_project_reached_through_a_directory_link_reads_its_paths_from_its_rea
     'storeDir = ".store"', 'manifestsDir = "nix/manifests"', 'driverLibDir = "lib"',
     'fetchers = ["redist", "mirror:mirror"]', 'sourceMirrors = ["https://example.org/s", "vendor"]',
     'sourceMirrors = ["file://{repo}/vendor"]', 'storeDir = "{repo}"', 'storeDir = "outside/../inside"',
+    'sourceMirrors = ["file://vendor"]', 'fetchers = ["mirror:file://m"]',
 ])
 def test_a_directory_inside_the_project_is_refused_naming_the_key(repo, capsys, line):
     (repo / "cudapkgs.toml").write_text('packages = ["hello"]\n[config]\n' + line.format(repo=repo) + "\n")
