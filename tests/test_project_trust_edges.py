@@ -94,6 +94,9 @@ def test_a_project_reached_through_a_directory_link_reads_its_paths_from_its_rea
     assert code == 0 and "denied" in out
     with pytest.raises(UntrustedProjectError, match="not allowed"):
         check_allowed(load_project(a / "proj" / "cudapkgs.toml"))
+    code, out, err = run(capsys, "shell", "--print-env", "--project", str(b / "sub"))
+    assert code == 1 and out == "" and f"run: cudapkgs allow {a / 'proj' / 'cudapkgs.toml'}" in err
+    assert f"run {a / 'tools' / 'python'} as the host Python" in err and str(b / "tools") not in err
 
 
 # --- item 8: a directory inside the project is refused, naming the key --------------------------
