@@ -136,6 +136,32 @@ def test_a_link_inside_the_project_or_into_it_counts_by_where_it_leads(repo, tmp
     assert f"put the store at {tmp_path / 'store-of-repo'}" in out
 
 
+@pytest.mark.parametrize("mark", [".git", ".hg"])
+def test_the_repository_holding_the_project_counts_as_the_project(repo, tmp_path, capsys, mark):
+    """The project file in ``repo/proj``: a ``git pull`` changes ``repo/tools`` and ``repo/.store`` as
+    much as ``repo/proj``, so ``..`` into the repository is the repository's, not the user's."""
+    (repo / mark).write_text("gitdir: elsewhere\n") if mark == ".git" else (repo / mark).mkdir()
+    (repo / "proj").mkdir()
+    (repo / "tools").mkdir()
+    (repo / "tools" / "python").write_text("#!/bin/sh\necho Python 3.11.2\n")
+    os.chdir(repo / "proj")
+    (repo / "proj" / "cudapkgs.toml").write_text('packages = ["hello"]\n[config]\nstoreDir = "../.store"\n')
+    code, out, err = run(capsys, "allow")
+    assert code == 1 and f"storeDir: {repo / '.store'} is inside the repository holding the project ({repo})" in err
+    (repo / "proj" / "cudapkgs.toml").write_text('packages = ["hello"]\n[config]\npython3Executable = "../tools/python"\n')
+    project = load_project(repo / "proj" / "cudapkgs.toml")
+    assert project.programs == {"python3Executable (../tools/python)": repo / "tools" / "python"}
+    assert run(capsys, "allow")[0] == 0
+    (repo / "tools" / "python").write_text("#!/bin/sh\ntouch RAN\necho Python 3.11.2\n")  # a git pull
+    with pytest.raises(UntrustedProjectError, match=r"changed since you allowed it \(python3Executable"):
+        check_allowed(load_project(repo / "proj" / "cudapkgs.toml"))
+    # Outside the repository, a directory or a program is the user's.
+    (repo / "proj" / "cudapkgs.toml").write_text(f'packages = ["hello"]\n[config]\nstoreDir = "../../store-x"\n'
+                                                 f'python3Executable = "{tmp_path / "py"}"\n')
+    project = load_project(repo / "proj" / "cudapkgs.toml")
+    assert project.programs == {} and project.config["storeDir"] == "../../store-x"
+
+
 # --- item 9: no unbounded work before the refusal ---------------------------------------------
 
 
@@ -327,4 +353,4 @@ def test_lock_differences_are_shown_escaped(repo, capsys):
 def test_shown_escapes_every_character_a_terminal_acts_on():
     assert shown("plain text, ünïcödé and a \\ backslash") == "plain text, ünïcödé and a \\ backslash"
     assert shown("a\x1b[31mb\x9bc\u202ed\r\te\nf") == "a\\x1b[31mb\\x9bc\\u202ed\\x0d\\x09e\\x0af"
-    assert shown("one\ntwo\x07", lines=True) == "one\ntwo\\x07"
+    assert shown("one\ntwo\x07\tthree\r", lines=True) == "one\ntwo\\x07\tthree\\x0d"
