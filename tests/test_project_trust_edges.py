@@ -356,3 +356,21 @@ def test_shown_escapes_every_character_a_terminal_acts_on():
     assert shown("plain text, ünïcödé and a \\ backslash") == "plain text, ünïcödé and a \\ backslash"
     assert shown("a\x1b[31mb\x9bc\u202ed\r\te\nf") == "a\\x1b[31mb\\x9bc\\u202ed\\x0d\\x09e\\x0af"
     assert shown("one\ntwo\x07\tthree\r", lines=True) == "one\ntwo\\x07\tthree\\x0d"
+
+
+# --- item 6: which substituters are the user's (the end-to-end test is in test_project_trust.py) --
+
+
+def test_another_spelling_of_the_users_cache_is_the_same_cache(tmp_path):
+    from cudapkgs.store.caches import cache_identity
+
+    same = ["https://cache.example/nix", "http://cache.example/nix/", "https://u:p@Cache.Example.:8443/nix",
+            "https://cache.example//%6Eix"]
+    assert len({cache_identity(url) for url in same}) == 1
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "cache")
+    files = [f"file://{tmp_path}/cache", f"file://{tmp_path}/cache/", f"FILE://{tmp_path}//link", f"{tmp_path}/cache"]
+    assert len({cache_identity(url) for url in files}) == 1
+    assert cache_identity("https://cache.example/nix") != cache_identity("https://cache.example/other")
+    assert cache_identity("https://cache.example/nix") != cache_identity("https://other.example/nix")
+    assert cache_identity("s3://bucket/p?region=x") == cache_identity("s3://BUCKET/p/?region=y")
