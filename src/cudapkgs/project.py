@@ -551,18 +551,12 @@ def lock_data(env: ProjectEnvironment) -> dict[str, Any]:
 
 
 def write_lock(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (a crash leaves the old lock or the new one)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, ensure_ascii=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write ``data`` to ``path`` atomically (a crash leaves the old lock or the new one), through a
+    temporary file of a random name that no link planted in the project can redirect
+    (`atomic_files.write_atomically`).  Raises OSError; the lock is then unchanged."""
+    from .atomic_files import write_atomically
+
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
 
 
 def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:
