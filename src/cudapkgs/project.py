@@ -234,25 +234,29 @@ def _local_mirror(entry: str) -> str | None:
 
 
 def _absolute_mirrors(config: Mapping[str, Any], root: Path) -> dict[str, Any]:
-    """`config` with the local directories of ``fetchers`` (``mirror:DIR``) and ``sourceMirrors`` made
-    absolute against the project's directory `root`: relative, they were read from the current
-    directory, not from the project (issue 30, item 5). Other values are left as they are (to be validated)."""
+    """`config` with the local places of ``fetchers`` (``mirror:DIR``), ``sourceMirrors`` and
+    ``substituters`` (``file://DIR``) made absolute against the project's directory `root`:
+    relative (``vendor``, ``file://vendor``), they were read from the current directory, not from
+    the project (issue 30, item 5). Other values are left as they are (to be validated)."""
     result = dict(config)
 
-    def absolute(where: str) -> str:
-        return os.path.normpath(root / os.path.expanduser(where))
+    def absolute(place: object) -> object:
+        if not isinstance(place, str) or not place:
+            return place
+        local = _local_mirror(place)
+        if local is None or not local or os.path.isabs(local):
+            return place
+        made = os.path.normpath(root / os.path.expanduser(local))
+        return made if local == place else "file://" + made
 
     fetchers = config.get("fetchers")
     if isinstance(fetchers, list):
-        result["fetchers"] = [
-            "mirror:" + absolute(f.partition(":")[2])
-            if isinstance(f, str) and f.startswith("mirror:") and f.partition(":")[2]
-            and _local_mirror(f.partition(":")[2]) == f.partition(":")[2] else f
-            for f in fetchers]
-    mirrors = config.get("sourceMirrors")
-    if isinstance(mirrors, list):
-        result["sourceMirrors"] = [absolute(m) if isinstance(m, str) and m and _local_mirror(m) == m else m
-                                   for m in mirrors]
+        result["fetchers"] = ["mirror:" + str(absolute(f.partition(":")[2]))
+                              if isinstance(f, str) and f.startswith("mirror:") and f.partition(":")[2] else f
+                              for f in fetchers]
+    for key in ("sourceMirrors", "substituters"):
+        if isinstance(config.get(key), list):
+            result[key] = [absolute(m) for m in config[key]]
     return result
 
 
