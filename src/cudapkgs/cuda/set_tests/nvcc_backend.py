@@ -9,7 +9,8 @@ second set's nvcc as a BUILD-only input. Here torch is PyPI's wheel (no source t
 one GCC, and there is no depsBuildBuild: the project is written directly against CMake's
 FindCUDAToolkit and CUDA language, the project compiler is the host's default (the test checks
 each source was compiled by the compiler meant for it), and the legacy FindCUDA part is not
-ported.
+ported. The host's CMake (3.25 here) predates FindCUDAToolkit's CUDA::nvJitLink (3.27): with an older
+one the test defines that target from the toolkit roots itself.
 """
 
 from __future__ import annotations
@@ -26,6 +27,15 @@ project(NvccBackend LANGUAGES C CXX CUDA)
 find_package(CUDAToolkit REQUIRED)
 if(NOT CUDAToolkit_VERSION VERSION_EQUAL "${NVCC_VERSION}")
   message(FATAL_ERROR "Incorrect toolkit version: ${CUDAToolkit_VERSION}, nvcc is ${NVCC_VERSION}")
+endif()
+if(CMAKE_VERSION VERSION_LESS 3.27)
+  # FindCUDAToolkit defines CUDA::nvJitLink from CMake 3.27: an older host CMake gets it here, from
+  # the toolkit roots setupCudaHook gives, so the rest of the check still holds.
+  find_library(nvjitlink_library nvJitLink PATHS ${CUDAToolkit_ROOT} PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
+  if(nvjitlink_library)
+    add_library(CUDA::nvJitLink SHARED IMPORTED)
+    set_target_properties(CUDA::nvJitLink PROPERTIES IMPORTED_LOCATION "${nvjitlink_library}")
+  endif()
 endif()
 if(NOT TARGET CUDA::nvJitLink)
   message(FATAL_ERROR "CUDA::nvJitLink was not discovered")
