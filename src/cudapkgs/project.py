@@ -207,8 +207,8 @@ def load_project(path: str | os.PathLike[str]) -> Project:
     if program:
         # As config resolves it; inside the project or its repository (as named or once links are
         # followed) it is the project's code: before, `python3Executable = "tools/python"` was run by
-        # every evaluation (`--version`) whatever a git pull had made of it since the allow, and
-        # "../tools/python" from a project in a repository's subdirectory still is.
+        # every evaluation (`--version`) whatever a git pull had made of it since the allow, as was
+        # "../tools/python" from a project in a subdirectory of a repository (issue 30, item 5).
         named = Path(resolved.python3Executable)
         if named.is_relative_to(owned) or Path(os.path.realpath(named)).is_relative_to(owned):
             programs[f"python3Executable ({program})"] = named
