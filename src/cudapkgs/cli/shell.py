@@ -40,6 +40,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
+    p.add_argument("--venv", metavar="DIR",
+                   help="with Python packages: the shell's own virtual environment, where `pip install` goes "
+                   "(default: one per interpreter and packages, under $XDG_DATA_HOME/cudapkgs/shell-venvs)")
+    p.add_argument("--no-venv", action="store_true",
+                   help="no virtual environment: the store's Python packages on PYTHONPATH only (pip then is the host's)")
     p.add_argument("--no-substitute", action="store_true",
                    help="do not ask the configured substituters; build everything that is missing")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
@@ -83,6 +88,8 @@ def run_shell(args: argparse.Namespace) -> int:
         print(f"cudapkgs: warning: {mixed}", file=sys.stderr)
     env = shell_environment(paths, store_dir=store_dir, driver_dir=driver, extras=extras, cuda_set=cuda_set,
                             build_tree=os.getcwd())
+    if not args.no_venv:
+        env = _with_venv(args, env, store_dir)
     if extras.hidden:
         where = ", ".join(dict.fromkeys(os.path.dirname(p) for p in extras.hidden.values()))
         print(f"cudapkgs: note: the host's {', '.join(sorted(extras.hidden))} ({where}) are hidden in this shell: "
@@ -168,3 +175,21 @@ def _named_scopes(args: argparse.Namespace) -> list[Any]:
         if owner is not None and hasattr(owner, "__contains__") and "flags" in owner and "cudaMajorMinorVersion" in owner:
             found.append(owner)
     return found
+
+
+def _with_venv(args: argparse.Namespace, env: dict[str, str], store_dir: str) -> dict[str, str]:
+    """`env` with the shell's own virtual environment (`cudapkgs.shell_venv`) when the shell has Python
+    packages and the store's interpreter; unchanged otherwise."""
+    import os
+    import shutil
+
+    from ..shell_venv import default_venv_dir, ensure_venv, venv_environment
+
+    inside = store_dir.rstrip("/") + "/"
+    site_dirs = [e for e in env.get("PYTHONPATH", "").split(os.pathsep) if e.startswith(inside)]
+    python = shutil.which("python3", path=env.get("PATH", ""))
+    if not site_dirs or python is None or not python.startswith(inside):
+        return env
+    where = args.venv or default_venv_dir(python, site_dirs)
+    venv = ensure_venv(where, python, site_dirs, store_dir)
+    return venv_environment(env, venv, site_dirs)
