@@ -207,8 +207,8 @@ def load_project(path: str | os.PathLike[str]) -> Project:
     if program:
         # As config resolves it; inside the project or its repository (as named or once links are
         # followed) it is the project's code: before, `python3Executable = "tools/python"` was run by
-        # every evaluation (`--version`) whatever a git pull had made of it since the allow, and
-        # "../tools/python" from a project in a repository's subdirectory still is.
+        # every evaluation (`--version`) whatever a git pull had made of it since the allow, as was
+        # "../tools/python" from a project in a subdirectory of a repository (issue 30, item 5).
         named = Path(resolved.python3Executable)
         if named.is_relative_to(owned) or Path(os.path.realpath(named)).is_relative_to(owned):
             programs[f"python3Executable ({program})"] = named
@@ -697,18 +697,12 @@ def lock_data(env: ProjectEnvironment) -> dict[str, Any]:
 
 
 def write_lock(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (a crash leaves the old lock or the new one)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, ensure_ascii=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write ``data`` to ``path`` atomically (a crash leaves the old lock or the new one), through a
+    temporary file of a random name that no link planted in the project can redirect
+    (`atomic_files.write_atomically`).  Raises OSError; the lock is then unchanged."""
+    from .atomic_files import write_atomically
+
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
 
 
 def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:
