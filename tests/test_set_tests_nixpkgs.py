@@ -280,3 +280,18 @@ def test_an_attribute_set_of_tests_and_write_gpu_test_python_testers(manifests_d
     assert is_tester(collect_tests(subject), "probe")  # a writeGpuTestPython program is run, not only built
     (result,) = run_tests(pkgs, ["subject"], offered=frozenset())
     assert result.result == "skipped" and result.detail.startswith("a tester: its program runs on a machine offering cuda")
+
+
+def test_the_fidelity_members_table_is_drawn_from_the_set(manifests_dir, monkeypatch, tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    tool = Path(__file__).resolve().parents[1] / "tools" / "fidelity_members.py"
+    spec = importlib.util.spec_from_file_location("fidelity_members", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = {name: (kind, state) for name, kind, state in module.rows("cudaPackages_13_0")}
+    assert rows["nvidia_driver"] == ("member", "broken: use drivers from linuxPackages")
+    assert rows["setupCudaHook"][0] == "hook" and rows["libcublas"] == ("redistributable", "available")
+    assert rows["cuda_compat"][1].startswith("unsupported: ")
