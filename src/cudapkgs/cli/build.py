@@ -165,6 +165,8 @@ def realise_and_link(
         if dry_run:
             _print_plan(the_plan, as_json)
             return 0
+        for line in _skipped_lines(the_plan):
+            print(f"cudapkgs: {line}", file=sys.stderr)
         if not the_plan.nothing_to_do:
             if recorder is not None:
                 recorder.abandon("built, fetched or pushed something, or was given store paths")
@@ -315,6 +317,8 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
     if the_plan.nothing_to_do:
         print("nothing to fetch or build: every output is valid")
         return
+    for line in _skipped_lines(the_plan):
+        print(line)
     if the_plan.to_substitute:
         n = len(the_plan.to_substitute)
         caches = ", ".join(sorted({s.cache.url for s in the_plan.to_substitute}))
@@ -354,6 +358,14 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
     print(f"{_these(len(the_plan.to_build), 'derivation')} will be built:")
     for drv in the_plan.to_build:
         print(f"  {drv.drv_path}")
+    for drv, hint in the_plan.slow_builds:
+        print(f"warning: {drv.name} is built from source: {hint}")
+
+
+def _skipped_lines(the_plan: Any) -> list[str]:
+    """One line per fetcher the plan skips because its host did not answer the probe."""
+    return [f"skipped for this plan: fetcher {fetcher} ({host} does not answer: {why}); its sources come from "
+            f"the next configured fetcher" for fetcher, host, why in the_plan.skipped]
 
 
 def _untried_lines(fetches: Any) -> list[str]:
