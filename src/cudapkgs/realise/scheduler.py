@@ -197,8 +197,9 @@ def plan(
               and d.drv_path not in reusable]
     probe = _prober(probe)
     skipped: dict[str, tuple[str, str]] = {}  # fetcher -> (base URL, reason)
+    answered: set[str] = set()  # network fetchers whose host answered the probe
     if probe is not None:
-        _probe_fetchers(store, redist, fetchers, probe, skipped)
+        answered = _probe_fetchers(store, redist, fetchers, probe, skipped)
         problems += _unreachable_fixed_outputs(candidates, probe)
     skip = frozenset(skipped)
     sizes: Any = wheel_sizes if not callable(wheel_sizes) else None
@@ -214,6 +215,10 @@ def plan(
             if drv.drv_path in redist_paths:
                 try:
                     choice = choose_source(drv.attrs, src, _fetchers_of(drv, fetchers, skip), store.store_dir, wheel_sizes=sizes)
+                    if choice.untried and choice.fetcher in answered:  # its host answered this plan's probe
+                        from dataclasses import replace
+
+                        choice = replace(choice, untried=None)
                 except SourcePlanError as error:
                     problems.append(f"{drv.name}: {error}{_skipped_note(skipped)}")
                     continue
@@ -251,8 +256,9 @@ def _fetcher_url(fetcher: str, src: Any) -> str | None:
 
 
 def _probe_fetchers(store: Any, redist: Sequence[Derivation], fetchers: Sequence[str] | None, probe: Any,
-                    skipped: dict[str, tuple[str, str]]) -> None:
-    """Fill `skipped` with the network fetchers the plan would use whose host does not answer.
+                    skipped: dict[str, tuple[str, str]]) -> set[str]:
+    """Fill `skipped` with the network fetchers the plan would use whose host does not answer; return
+    those whose host answered.
 
     Rounds: choose each source's fetcher (skipping those found dead), probe the hosts of the
     network fetchers chosen that were not probed yet, all at once; stop when a round probes nothing.
@@ -275,7 +281,7 @@ def _probe_fetchers(store: Any, redist: Sequence[Derivation], fetchers: Sequence
                 if url is not None:
                     wanted.setdefault(choice.fetcher, url)
         if not wanted:
-            return
+            return probed - set(skipped)
         answers = probe(list(wanted.values()))
         for fetcher, url in wanted.items():
             probed.add(fetcher)
