@@ -226,7 +226,9 @@ def plan(
                                  tuple(src.get("urls") or ()), choice))
     if problems:
         head = "cannot build: " if len(problems) == 1 else f"cannot build {len(problems)} packages:\n  "
-        raise SourcePlanError(head + "\n  ".join(problems))
+        error = SourcePlanError(head + "\n  ".join(problems))
+        error.skipped = tuple((f, host, why) for f, (host, why) in skipped.items())  # for a caller that evaluates again
+        raise error
     return Plan(roots, tuple(candidates), tuple(fetches), to_substitute,
                 tuple((f, host, why) for f, (host, why) in skipped.items()))
 
