@@ -80,7 +80,9 @@ _CUDA_DATA_DIR = (
 _INERT = {"file": "jax_plugins/xla_cuda13/__init__.py", "replace": [[
     '    m = importlib.import_module(f"nvidia.{module}")\n',
     "    m = None  # cudapkgs: the set's libraries come through RUNPATHs, never from nvidia/ on sys.path\n",
-], ["logger = logging.getLogger(__name__)\n", _CUDA_DATA_DIR]]}
+]]}
+_DATA_DIR_FIRST = {"file": "jax_plugins/xla_cuda13/__init__.py", "replace": [
+    ["logger = logging.getLogger(__name__)\n", _CUDA_DATA_DIR]]}
 
 
 def _wheel(name: str, ps: Any, system: str) -> dict[str, str]:
@@ -185,7 +187,7 @@ def jax_cuda13_pjrt(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "pname": "jax-cuda13-pjrt", "version": JAX_VERSION,
             "wheel": lazy(lambda: _wheel("jax-cuda13-pjrt", ps, system)),
             "buildInputs": lazy(lambda: _libraries(cuda)),
-            "wheelSubstitutions": [dict(_INERT)],  # (its METADATA requires nothing)
+            "wheelSubstitutions": [dict(_INERT), dict(_DATA_DIR_FIRST)],  # (its METADATA requires nothing)
             "wheelLinks": lazy(links),
             "appendRunpaths": lazy(lambda: [*_lib_dirs(cuda), "$ORIGIN"]),  # Nixpkgs' patchelf --add-rpath
             "pythonImportsCheck": ["jax_plugins"],  # as Nixpkgs: xla_cuda13 imports jax, which depends on no plugin
