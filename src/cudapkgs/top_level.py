@@ -206,6 +206,8 @@ def _build_support(final: Any, config: Config, system: str) -> dict[str, Any]:
     attrs["rdma-core"] = lazy(lambda: __import__("cudapkgs.pkgs.rdma_core", fromlist=["rdma_core"]).rdma_core(
         config, system))
     attrs["python3Packages"] = lazy(lambda: _python_packages(final, config, system))
+    attrs["autoPatchelfHook"] = lazy(lambda: __import__(
+        "cudapkgs.pkgs.setup_hooks", fromlist=["auto_patchelf_hook"]).auto_patchelf_hook(config, system))
     return attrs
 
 

@@ -35,6 +35,7 @@ from . import nar
 from .cycles import ReferenceCycleError, topological_order
 from .nar_restore import MAX_DEPTH
 from .paths import hash_part, to_store_path
+from ..atomic_files import atomic_output
 from .tar_compression import compression_for_name, open_for_reading, open_for_writing
 
 MANIFEST = "cudapkgs-export.json"
@@ -63,11 +64,11 @@ def export_closure(store, paths: Iterable[str], archive: str | os.PathLike[str],
                         "references": sorted(info.references), "deriver": info.deriver})
     manifest = json.dumps({"format": FORMAT, "storeDir": store.store_dir, "paths": entries}, indent=1).encode()
     target = Path(archive)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         total_bytes = sum(entry["narSize"] for entry in entries)
         done = 0
-        with open_for_writing(tmp, compression) as tar:
+        # A temporary file of a random name, never opened through a link planted beside the target.
+        with atomic_output(target) as raw, open_for_writing(raw, compression) as tar:
             header = tarfile.TarInfo(MANIFEST)
             header.size = len(manifest)
             tar.addfile(header, io.BytesIO(manifest))
@@ -79,9 +80,7 @@ def export_closure(store, paths: Iterable[str], archive: str | os.PathLike[str],
                 # (nvcc's nvvm/ to libnvvm's), and import takes each path on its own.
                 tar.inodes = {}
                 tar.add(path, arcname=os.path.basename(path))
-        os.replace(tmp, target)
     except OSError as error:
-        tmp.unlink(missing_ok=True)
         raise StoreError(f"cannot write {target}: {error.strerror or error}") from error
     return ordered
 
