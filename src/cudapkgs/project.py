@@ -430,6 +430,12 @@ def check_allowed(project: Project, *, safe_directories: Sequence[str] = ()) -> 
     if record["digest"] != contents.digest:
         changed = ", ".join(changed_since(record, contents.project, contents.files)) or "its contents"
         raise UntrustedProjectError(_refusal(project, f"changed since you allowed it ({changed})"))
+    # The bytes run are the bytes allowed: each Python file is pinned to its allowed digest, and
+    # `load_module` refuses other contents there (a write between this check and the import).
+    from .user_files import allow_only
+
+    for name, path in project.python_files.items():
+        allow_only(path, contents.files[name], allow_command=f"cudapkgs allow {project.file}")
 
 
 def allow_project(project: Project, *, safe_directories: Sequence[str] = ()) -> Path:
