@@ -47,11 +47,19 @@ for wheel in *.whl; do
   mv "$wheel" "dist/$name"
 done
 """
+# pythonImportsCheck: -c puts the working directory first on sys.path, so the check runs in a fresh
+# empty directory and finds the package through PYTHONPATH alone.  Nixpkgs' hook runs it in $out
+# (pkgs/development/interpreters/python/hooks/python-imports-check-hook.sh@15cc5fab); here $out is
+# ./outputs/out under `cudapkgs develop`, in the user's directory, where a module left there passed
+# the check (or ran) in place of the package's.  Any Python 3 (no -P before 3.11).
 IMPORTS_CHECK = r"""
 for module in "${pythonImportsCheck[@]}"; do
   echo "pythonImportsCheck: $module"
-  # in $out (as Nixpkgs' hook): -c puts the working directory, the source tree, first on sys.path
-  (cd "$out" && PYTHONPATH="$out/lib/python$pythonVersion/site-packages${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import $module")
+  checkDir=$(mktemp -d)
+  checkStatus=0
+  (cd "$checkDir" && PYTHONPATH="$out/lib/python$pythonVersion/site-packages${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import $module") || checkStatus=$?
+  rm -rf -- "$checkDir"
+  [ "$checkStatus" -eq 0 ] || exit "$checkStatus"
 done
 """
 
