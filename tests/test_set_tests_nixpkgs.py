@@ -240,3 +240,28 @@ def test_auto_patchelf_hook_is_a_package_builders_can_list(manifests_dir, tmp_pa
         realise(store, [user.derivation])
     support = tmp_path / "store" / hook.outPath.split("/")[-1] / "nix-support" / "cudapkgs-setup-hook"
     assert support.read_text().split() == ["autoPatchelfHook"]
+
+
+def test_auto_add_cuda_compat_runpath_on_a_jetson_evaluation(manifests_dir, tmp_path):
+    # autoAddCudaCompatRunpath/package.nix@1dbbce67 on an Orin (8.7, aarch64-linux, CUDA 12.6: linux-aarch64):
+    # enabled, and a package listing it depends on cuda_compat through it; off on x86_64 (no cuda_compat)
+    orin = cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"),
+                                        "cudaCapabilities": ["8.7"]}, system="aarch64-linux")
+    cuda = orin.cudaPackages_12_6
+    hook = cuda.autoAddCudaCompatRunpath
+    assert cuda.backendStdenv.hostRedistSystem == "linux-aarch64" and hook.passthru["enableHook"] is True
+    assert hook.derivation.attrs["cudaCompat"] == cuda.cuda_compat.outPath
+    user = mk_derivation(orin.config, {
+        "name": "jetson-app", "nativeBuildInputs": [hook], "stdenvCc": None, "dontUnpack": True,
+        "dontConfigure": True, "dontBuild": True, "installPhase": 'mkdir -p "$out"\n',
+    }, system="aarch64-linux", name="jetson-app")
+    closure, todo = set(), [user.derivation]
+    while todo:
+        drv = todo.pop()
+        for dep in drv.deps:
+            if dep.drv_path not in closure:
+                closure.add(dep.drv_path)
+                todo.append(dep)
+    assert cuda.cuda_compat.drvPath in closure
+    x86 = _pkgs(tmp_path).cudaPackages_12_6.autoAddCudaCompatRunpath
+    assert x86.passthru["enableHook"] is False and x86.derivation.attrs.get("cudaCompat") is None
