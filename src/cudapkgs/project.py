@@ -587,6 +587,10 @@ def _store_free(drv: Any, ids: Mapping[str, str]) -> dict[str, Any]:
     for dep in drv.deps:
         for output, path in dep.outputs.items():
             text = text.replace(path, f"<store>/{ids[dep.drv_path]}!{output}")
+    # An input's base name alone (a store source's "name": "<hash>-source") holds the store's hash too.
+    for dep in drv.deps:
+        for output, path in dep.outputs.items():
+            text = text.replace(f'"{os.path.basename(path)}"', f'"{ids[dep.drv_path]}!{output}"')
     return json.loads(text.replace(drv.store_dir.rstrip("/") + "/", "<store>/"))
 
 

@@ -84,6 +84,19 @@ _NO_HOST_CUDA = {"file": "torch/utils/cpp_extension.py", "replace": [[
     "                cuda_home = ''  # cudapkgs: no guess at a host CUDA\n",
 ]]}
 
+
+
+def _nvrtc_by_path(nvrtc_lib_dir: str, major: str) -> dict[str, Any]:
+    """torch/cuda/_utils.py (2.9.1 and 2.14.1): ``_get_nvrtc_library`` (NVRTC for ``torch.cuda._compile_kernel``
+    and the jiterator) loads ``libnvrtc.so.<major>`` by name through ctypes, whose search is the system's
+    (ld.so.cache: a host CUDA's NVRTC, or none at all); the set's NVRTC is tried first, by its path."""
+    return {"file": "torch/cuda/_utils.py", "replace": [[
+        '            f"libnvrtc.so.{major_version}",\n',
+        f"            {nvrtc_lib_dir + '/libnvrtc.so.' + major!r},  # cudapkgs: the set's NVRTC, by its path\n"
+        '            f"libnvrtc.so.{major_version}",\n',
+    ]]}
+
+
 _CU13_TOOLKIT = {  # torch 2.14.1: cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3
     "libcublas": "13.1.1.3", "cuda_cudart": "13.0.96", "libcufft": "12.0.0.61", "libcufile": "1.15.1.6",
     "cuda_cupti": "13.0.85", "libcurand": "10.4.0.35", "libcusolver": "12.0.4.66", "libcusparse": "12.6.3.3",
@@ -231,7 +244,8 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "dependencies": [ps[name] for name in _DEPENDENCIES] + [ps.triton],
             "buildInputs": lazy(libraries),
             "pythonRemoveDeps": list(shown.remove_deps),
-            "wheelSubstitutions": [dict(s) for s in shown.substitutions],
+            "wheelSubstitutions": lazy(lambda: [dict(s) for s in shown.substitutions] + [_nvrtc_by_path(
+                f"{_lib_output(cuda.cuda_nvrtc)}/lib", shown.cuda.split(".")[0])]),
             # Nixpkgs' extraRunpaths (NixOS/nixpkgs#296179): torch dlopens nvrtc; then the wheel's $ORIGIN.
             "appendRunpaths": lazy(lambda: [f"{_lib_output(cuda.cuda_nvrtc)}/lib", "$ORIGIN"]),
             "pythonImportsCheck": ["torch"],
