@@ -53,7 +53,8 @@ class SdistTree(NamedTuple):
     exportIgnore: tuple[str, ...] = ()  # noqa: N815 - a derivation attribute
 
 
-def fetch_github_or_sdist(pkgs: Any, *, owner: str, repo: str, tag: str, hash: str, sdist: SdistTree) -> Package:
+def fetch_github_or_sdist(pkgs: Any, *, owner: str, repo: str, tag: str, hash: str, sdist: SdistTree,
+                          githubBase: str = "github.com") -> Package:  # noqa: N803 - Nixpkgs' spelling
     """fetchFromGitHub ``owner/repo`` at ``tag`` with Nixpkgs' NAR ``hash``, or the same tree from ``sdist``.
 
     Returns a fixed-output package whose output path equals fetchFromGitHub's for the same
@@ -65,7 +66,7 @@ def fetch_github_or_sdist(pkgs: Any, *, owner: str, repo: str, tag: str, hash: s
     from .fixed_output import fixed_output_package
     from .hashes import parse_hash
 
-    github = fetch_from_github(pkgs, owner=owner, repo=repo, tag=tag, hash=hash)
+    github = fetch_from_github(pkgs, owner=owner, repo=repo, tag=tag, hash=hash, githubBase=githubBase)
     where = f"{owner}/{repo} {tag} from {sdist.name}"
     if not sdist.url.startswith("https://"):
         raise EvalError(f"{where}: the sdist URL {sdist.url!r} is not https")
@@ -94,8 +95,8 @@ def fetch_github_or_sdist(pkgs: Any, *, owner: str, repo: str, tag: str, hash: s
     }
     return fixed_output_package(
         pkgs, name="source", builder="fetchFromGitHubOrSdist", hash=parse_hash(hash), mode="recursive",
-        attrs=attrs, passthru={"gitRepoUrl": f"https://github.com/{owner}/{repo}.git", "sdist": sdist},
-        meta={"homepage": f"https://github.com/{owner}/{repo}"},
+        attrs=attrs, passthru={"gitRepoUrl": f"https://{githubBase}/{owner}/{repo}.git", "sdist": sdist},
+        meta={"homepage": f"https://{githubBase}/{owner}/{repo}"},
     )
 
 
