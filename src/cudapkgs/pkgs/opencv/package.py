@@ -83,7 +83,7 @@ UNPACKAGED = (
 )
 # Modules needing files Nixpkgs fetches from GitHub at configure time (4.x.nix: ade, vgg, boostdesc, face,
 # wechat_qrcode); none is in the PyPI sdist.
-NEEDS_DOWNLOAD = ("gapi", "xfeatures2d", "face", "wechat_qrcode")
+NEEDS_DOWNLOAD = ("gapi", "xfeatures2d", "face", "wechat_qrcode")  # gapi: also WITH_ADE off
 
 # Nixpkgs' postPatch: drop the block that adds /usr paths to FIND_LIBRARY's search (4.x.nix).
 POST_PATCH = r"""sed -i '/Add these standard paths to the search paths for FIND_LIBRARY/,/^\s*$/{d}' CMakeLists.txt
@@ -249,6 +249,9 @@ def opencv4(
             cmake_bool("WITH_OPENEXR", enableEXR),
             cmake_bool("WITH_OPENJPEG", enableJPEG2000),
             cmake_bool("WITH_JASPER", False),
+            # G-API's ADE comes from GitHub at configure time (4.x.nix fetches it by hash): without it
+            # OpenCV would try the download (measured: it does, even for a BUILD_LIST without gapi).
+            cmake_bool("WITH_ADE", False),
             cmake_bool("WITH_ZLIB_NG", False),
             cmake_bool("BUILD_ZLIB", False),
             *(cmake_bool(flag, True) for flag in BUNDLED),
