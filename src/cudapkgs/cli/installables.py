@@ -175,7 +175,10 @@ def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
               file=sys.stderr)
     differences = check_against_lock(env)
     if differences and not args.ignore_lock:
-        lines = "\n".join(f"  {line}" for line in differences)
+        from ..errors import shown
+
+        # The lock is not covered by `cudapkgs allow`: each difference on its own line, escaped (issue 30, item 7).
+        lines = "\n".join(f"  {shown(line)}" for line in differences)
         raise EvalError(
             f"this machine does not reproduce {env.project.lock_file}:\n{lines}\n"
             "(`cudapkgs lock` to accept this machine's environment, --ignore-lock to enter it anyway)"

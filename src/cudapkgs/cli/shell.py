@@ -78,7 +78,11 @@ def run_shell(args: argparse.Namespace) -> int:
 
     with Store.open(store_dir) as store:  # the joined toolkit root, the stand-ins for host CUDA tools
         extras = prepare(store, paths)
-    env = shell_environment(paths, store_dir=store_dir, driver_dir=driver, extras=extras)
+    cuda_set, mixed = _cuda_set(args, items)
+    if mixed:
+        print(f"cudapkgs: warning: {mixed}", file=sys.stderr)
+    env = shell_environment(paths, store_dir=store_dir, driver_dir=driver, extras=extras, cuda_set=cuda_set,
+                            build_tree=os.getcwd())
     if extras.hidden:
         where = ", ".join(dict.fromkeys(os.path.dirname(p) for p in extras.hidden.values()))
         print(f"cudapkgs: note: the host's {', '.join(sorted(extras.hidden))} ({where}) are hidden in this shell: "
@@ -109,3 +113,58 @@ def _shell_cc(args: argparse.Namespace, items: list[Installable]) -> Any:
     drv = cc.derivation
     stores = {i.drv.store_dir for i in items if i.drv is not None}
     return drv if not stores or stores == {drv.store_dir} else None  # a project's own store: no wrapper there
+
+
+def _cuda_set(args: argparse.Namespace, items: list[Installable]) -> tuple[Any, str | None]:
+    """The CUDA set whose capabilities the shell exports (`shell.CudaSet`, None without one) and the
+    warning for packages of several sets (`shell.mixed_sets_message`).
+
+    The sets are read from the derivations (`shell.cuda_sets_in`); the set's flags from the packages
+    as they were evaluated (torch's ``passthru.cudaPackages``, or the set an attribute path names,
+    so ``pkgsForCudaArch.sm_90`` keeps its capabilities), else from the top level's set of that name.
+    """
+    from ..errors import CudapkgsError
+    from ..shell import CudaSet, cuda_sets_in, mixed_sets_message
+
+    closures = {i.label: [d.name for d in i.drv.closure()] for i in items
+                if i.drv is not None and not i.label.startswith("input of ") and i.label != "stdenv.cc"}
+    found = cuda_sets_in(closures)
+    if not found:
+        return None, None
+    scopes = [s for s in _named_scopes(args) if f"cudaPackages_{str(s.cudaMajorMinorVersion).replace('.', '_')}" in found]
+    scope = scopes[0] if scopes else None
+    if scope is None:
+        try:
+            scope = pkgs_from_args(args)[next(iter(found))]
+        except (CudapkgsError, KeyError, AttributeError):  # a set this cudapkgs lacks (a derivation from elsewhere)
+            return None, mixed_sets_message(found)
+    flags = scope.flags
+    name = f"cudaPackages_{str(scope.cudaMajorMinorVersion).replace('.', '_')}"
+    return (CudaSet(name, str(scope.cudaMajorMinorVersion), tuple(str(c) for c in flags.cudaCapabilities),
+                    str(flags.cmakeCudaArchitecturesString)), mixed_sets_message(found))
+
+
+def _named_scopes(args: argparse.Namespace) -> list[Any]:
+    """The CUDA sets the attribute paths name: a package's own ``cudaPackages`` (torch's passthru), or
+    the set an attribute is a member of; in argument order."""
+    from ..errors import CudapkgsError
+    from ..lib.attrpath import parse_attrpath, resolve
+
+    if not args.attrpaths:
+        return []
+    pkgs = pkgs_from_args(args)
+    found = []
+    for text in args.attrpaths:
+        if text.endswith(".json") or "/" in text:
+            continue
+        try:
+            path = parse_attrpath(text)
+            package = resolve(pkgs, path)
+            owner = package["cudaPackages"] if hasattr(package, "__contains__") and "cudaPackages" in package else None
+            if owner is None and len(path) > 1:
+                owner = resolve(pkgs, path[:-1])
+        except (CudapkgsError, KeyError, AttributeError):  # no set to read here
+            continue
+        if owner is not None and hasattr(owner, "__contains__") and "flags" in owner and "cudaMajorMinorVersion" in owner:
+            found.append(owner)
+    return found

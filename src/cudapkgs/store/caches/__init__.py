@@ -32,3 +32,33 @@ def open_cache(url: str):
 
         return FileCache("file://" + url)
     raise CacheError(f"{url!r} is not a cache URL: use file:///dir, http(s)://host/prefix or s3://bucket?endpoint=…&region=…")
+
+
+def cache_identity(url: str) -> tuple[str, ...]:
+    """What makes two substituter URLs the same cache, as a tuple to compare: a ``file://`` cache
+    (or a bare absolute path) by its directory's real path; ``http(s)://`` by scheme, host, port
+    and path (host and scheme in lower case, no trailing slash, no credentials); ``s3://`` by
+    bucket and prefix; anything else by its text. Reads nothing but the file system's links.
+
+    Used to keep a project's keys off the user's own caches however the project spells them
+    (`project.evaluate_project`)."""
+    import os
+    import urllib.parse
+
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return ("text", url)
+    scheme = parts.scheme.lower()
+    if scheme == "file" or (not scheme and url.startswith("/")):
+        path = urllib.parse.unquote(parts.path) if scheme else url
+        return ("file", os.path.realpath(path))
+    if scheme in ("http", "https"):
+        try:
+            port = parts.port or (443 if scheme == "https" else 80)
+        except ValueError:
+            return ("text", url)
+        return ("http", scheme, (parts.hostname or "").lower(), str(port), parts.path.rstrip("/") or "/")
+    if scheme == "s3":
+        return ("s3", parts.netloc.lower(), parts.path.strip("/"))
+    return ("text", url)
