@@ -39,3 +39,13 @@ def opencv_cpu_python(opencv4, python3Packages):
     """cv2 of the reduced CPU build (core, imgproc), for the import check without CUDA."""
     return opencv4.override(enableCuda=False, enabledModules=REDUCED_CPU, **LEAN,
                             enablePython=True, pythonPackages=python3Packages)
+
+
+def opencv_gpu_env(python3Packages, opencv_gpu_proof):
+    """A Python whose bin/python3 has the GPU-proof cv2 and numpy (for check_opencv.py under env -i)."""
+    return python3Packages.withPackages([opencv_gpu_proof])
+
+
+def opencv_cpu_env(python3Packages, opencv_cpu_python):
+    """A Python with the reduced CPU cv2 and numpy."""
+    return python3Packages.withPackages([opencv_cpu_python])

@@ -46,6 +46,8 @@ def test_seed_sm_89_is_sass_89_only(manifests_dir, tmp_path):
     assert flags["WITH_CUDNN"] == "FALSE"  # enableCudnn ? false
     assert flags["CUDA_ARCH_BIN"] == "89"
     assert flags["CUDA_ARCH_PTX"] == ""
+    # what OpenCV reads first (before CUDA_ARCH_BIN/PTX): SASS only
+    assert opencv.cmakeCudaArchitectures == "89-real"
     assert flags["ENABLE_CUDA_FIRST_CLASS_LANGUAGE"] == "TRUE"
     assert flags["BUILD_opencv_cudacodec"] == "FALSE"  # needs the Video Codec SDK (manual download)
     native = _names(opencv.nativeBuildInputs)
@@ -64,6 +66,15 @@ def test_forward_compat_adds_ptx_of_the_last_capability(manifests_dir, tmp_path)
     flags = _flags(pkgs.cudaPackages_13_0.pkgs.opencv)
     assert flags["CUDA_ARCH_BIN"] == "86;90"
     assert flags["CUDA_ARCH_PTX"] == "9.0"
+    assert pkgs.cudaPackages_13_0.pkgs.opencv.cmakeCudaArchitectures == "86-real;90-real;90-virtual"
+
+
+def test_a_variant_of_a_versioned_pkgs_keeps_its_set_and_takes_its_capabilities(manifests_dir, tmp_path):
+    # cudaPackages_13_0.pkgs.pkgsForCudaArch.sm_90: CUDA 13.0 (the .pkgs) for 9.0 only (the variant);
+    # the variant's config reaches the set's flags (it had the default capabilities' flags before).
+    opencv = _pkgs(tmp_path).cudaPackages_13_0.pkgs.pkgsForCudaArch.sm_90.opencv
+    assert opencv.passthru.cudaPackages.cudaMajorMinorVersion == "13.0"
+    assert _flags(opencv)["CUDA_ARCH_BIN"] == "90" and opencv.cmakeCudaArchitectures == "90-real"
 
 
 def test_without_cuda_support_a_cpu_build(manifests_dir, tmp_path):

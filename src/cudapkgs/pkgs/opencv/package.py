@@ -57,7 +57,7 @@ from ...lib.fixpoint import AttrSet, lazy
 from ..from_source import cmake_bool, cmake_feature
 from .sources import VERSION, sources
 
-__all__ = ["BUNDLED", "CUDA_MODULES", "REDUCED_CPU", "REDUCED_CUDA", "UNPACKAGED", "opencv4", "check_cuda"]
+__all__ = ["BUNDLED", "cmake_cuda_architectures", "CUDA_MODULES", "REDUCED_CPU", "REDUCED_CUDA", "UNPACKAGED", "opencv4", "check_cuda"]
 
 # opencv_contrib's CUDA modules (opencv_contrib 4.11.0 modules/cuda*).
 CUDA_MODULES = (
@@ -150,6 +150,14 @@ def check_cuda(cudaPackages: Any, *, enableCudnn: bool, what: str = "opencv4") -
         if reason:
             raise EvalError(f"{what}: enableCudnn = true, but {set_name} {reason}; "
                             f"use enableCudnn = false or a set with cuDNN (`cudapkgs list {set_name}`)")
+
+
+def cmake_cuda_architectures(flags: Any) -> str:
+    """CMAKE_CUDA_ARCHITECTURES for OpenCV from a set's `flags`: ``<cap>-real`` for each capability,
+    and ``<last>-virtual`` (PTX) only with ``cudaForwardCompat``: ``["8.6", "9.0"]`` → ``"86-real;90-real"``,
+    with forward compatibility ``"86-real;90-real;90-virtual"``."""
+    caps = [c.replace(".", "") for c in flags.cudaCapabilities]
+    return ";".join([f"{c}-real" for c in caps] + ([f"{caps[-1]}-virtual"] if flags.cudaForwardCompat and caps else []))
 
 
 def _unpackaged_options(options: dict[str, bool], what: str) -> None:
@@ -361,6 +369,10 @@ def opencv4(
             result["cudaPropagated"] = [p.outPath for p in (cp.cuda_cudart, cp.cuda_cccl, cp.libnpp)] + (
                 [cp.libcublas.outPath] if cublas else []) + ([cp.libcufft.outPath] if cufft else []) + (
                 [cp.cudnn.outPath] if enableCudnn else [])
+            # The cmake builder passes the set's CMAKE_CUDA_ARCHITECTURES ("89": SASS *and* PTX to CMake),
+            # which OpenCV prefers to CUDA_ARCH_BIN/PTX (cmake/OpenCVDetectCUDAUtils.cmake,
+            # ocv_check_for_cmake_cuda_architectures): name each kind, so that PTX follows cudaForwardCompat.
+            result["cmakeCudaArchitectures"] = cmake_cuda_architectures(cp.flags)
             result["autoAddDriverRunpath"] = True
             # nvcc's store path ends up in CMake files and, since CUDA 12.8, fatbinaries (nccl.nix's reason).
             result["removeReferencesTo"] = [cp.cuda_nvcc]
