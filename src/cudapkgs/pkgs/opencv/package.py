@@ -302,6 +302,15 @@ def opencv4(
             flags.append(cmake_feature("BUILD_LIST", ",".join(modules)))
         return flags
 
+    def post_patch() -> str:
+        # CUDA 13 removed APIs OpenCV 4.11.0 calls (cuda13.py); Nixpkgs' 4.11.0 is built with CUDA 12 only.
+        if cuda and int(str(cudaPackages.cudaMajorVersion)) >= 13:
+            from ..substitute import SUBSTITUTE_IN_PLACE
+            from .cuda13 import post_patch as cuda13_post_patch
+
+            return POST_PATCH + SUBSTITUTE_IN_PLACE + cuda13_post_patch()
+        return POST_PATCH
+
     def attrs(final: AttrSet) -> dict[str, Any]:
         cp = cudaPackages
         native = [cmake, ninja] + ([cp.cuda_nvcc] if cuda else [])
@@ -338,7 +347,7 @@ def opencv4(
             "buildInputs": build_inputs,
             "propagatedBuildInputs": propagated,
             "cmakeFlags": lazy(cmake_flags),
-            "postPatch": POST_PATCH,
+            "postPatch": lazy(post_patch),
             "postConfigure": POST_CONFIGURE,
             "preInstall": pre_install,
             "postInstall": post_install,
