@@ -24,9 +24,17 @@ def opencv_cpu_reduced(opencv4):
     return opencv4.override(enableCuda=False, enabledModules=REDUCED_CPU, **LEAN)
 
 
-def opencv_cuda_reduced(opencv4):
-    """The reduced CUDA module set for the package tree's CUDA set and capabilities."""
-    return opencv4.override(enableCuda=True, enabledModules=REDUCED_CUDA, **LEAN)
+def opencv_cuda_reduced(opencv4, python3Packages):
+    """The reduced CUDA module set for the package tree's CUDA set and capabilities, with cv2 (the
+    python3 module: the import check of `cv2.cuda` here needs it, and one build on two cores is
+    what this machine affords)."""
+    return opencv4.override(enableCuda=True, enabledModules=REDUCED_CUDA, **LEAN, enablePython=True,
+                            pythonPackages=python3Packages)
+
+
+def opencv_cuda_reduced_env(python3Packages, opencv_cuda_reduced):
+    """A Python with the reduced CUDA cv2 and numpy."""
+    return python3Packages.withPackages([opencv_cuda_reduced])
 
 
 def opencv_gpu_proof(opencv4, python3Packages):

@@ -214,3 +214,38 @@ def test_host_cuda_check_is_in_the_configure(manifests_dir, tmp_path):
     opencv = _pkgs(tmp_path).pkgsForCudaArch.sm_90.opencv
     assert "/usr/local/cuda" in opencv.postConfigure and "exit 1" in opencv.postConfigure
     assert opencv.disallowedReferences == [opencv.passthru.cudaPackages.cuda_nvcc]
+
+
+def test_cuda_13_sets_patch_the_apis_cuda_13_removed(manifests_dir, tmp_path):
+    # OpenCV 4.11.0 calls nppGetStreamContext and cudaDeviceProp fields that CUDA 13 removed (pkgs/opencv/cuda13.py).
+    pkgs = _pkgs(tmp_path)
+    with13 = pkgs.cudaPackages_13_0.pkgs.pkgsForCudaArch.sm_90.opencv.postPatch
+    with12 = pkgs.cudaPackages_12_8.pkgs.pkgsForCudaArch.sm_90.opencv.postPatch
+    assert "nppGetStreamContext(&nppStreamContext)" in with13 and "cudaDevAttrComputeMode" in with13
+    assert "set(CMAKE_CUDA_STANDARD 17)" in with13
+    assert "nppGetStreamContext" not in with12 and "CMAKE_CUDA_STANDARD" not in with12
+    assert "Add these standard paths" in with12 and "Add these standard paths" in with13  # 4.x.nix's postPatch
+
+
+def test_cuda_13_replacements_apply_to_a_file_holding_the_old_lines(tmp_path):
+    # The bash that postPatch runs, on a file made of the lines OpenCV 4.11.0 has (each must match).
+    import subprocess
+
+    from cudapkgs.pkgs.opencv.cuda13 import REPLACEMENTS, post_patch
+    from cudapkgs.pkgs.substitute import SUBSTITUTE_IN_PLACE
+
+    for path, old, _new in REPLACEMENTS:
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a", encoding="utf-8") as f:
+            f.write(old + "\n")
+    subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + post_patch()], cwd=tmp_path, check=True)
+    info = (tmp_path / "modules/core/src/cuda_info.cpp").read_text()
+    assert "->clockRate" not in info and "->computeMode" not in info and "prop.deviceOverlap" not in info
+    assert info.count("static int cudapkgsDeviceAttribute") == 1
+    hpp = (tmp_path / "modules/core/include/opencv2/core/private.cuda.hpp").read_text()
+    assert "nppGetStreamContext" not in hpp and "nCudaDevAttrComputeCapabilityMinor" in hpp
+    # Run again on the patched tree: an old line is gone, so --replace-fail fails (no silent no-op).
+    again = subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + post_patch()], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert again.returncode != 0 and "was not found" in again.stderr

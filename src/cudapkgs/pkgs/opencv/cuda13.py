@@ -56,6 +56,8 @@ REPLACEMENTS: tuple[tuple[str, str, str], ...] = (
      "return cudapkgsDeviceAttribute(cudaDevAttrClockRate, device_id_);"),
     ("modules/core/src/cuda_info.cpp", "return deviceProps().get(device_id_)->kernelExecTimeoutEnabled != 0;",
      "return cudapkgsDeviceAttribute(cudaDevAttrKernelExecTimeout, device_id_) != 0;"),
+    ("modules/core/src/cuda_info.cpp", "return tbl[deviceProps().get(device_id_)->computeMode];",
+     "return tbl[cudapkgsDeviceAttribute(cudaDevAttrComputeMode, device_id_)];"),
     ("modules/core/src/cuda_info.cpp", "return deviceProps().get(device_id_)->maxTexture1DLinear;",
      "return cudapkgsDeviceAttribute(cudaDevAttrMaxTexture1DLinearWidth, device_id_);"),
     ("modules/core/src/cuda_info.cpp", "return deviceProps().get(device_id_)->memoryClockRate;",
