@@ -57,3 +57,9 @@ def opencv_gpu_env(python3Packages, opencv_gpu_proof):
 def opencv_cpu_env(python3Packages, opencv_cpu_python):
     """A Python with the reduced CPU cv2 and numpy."""
     return python3Packages.withPackages([opencv_cpu_python])
+
+
+def opencv_torch_env(python3Packages, opencv_cuda_reduced):
+    """One Python with the reduced CUDA cv2 and the set's torch (Nixpkgs' tests.opencv-and-torch pairing):
+    both must map one libcudart, the set's."""
+    return python3Packages.withPackages([opencv_cuda_reduced, python3Packages.torch])
