@@ -420,3 +420,7 @@ def test_a_project_listing_the_users_cache_does_not_make_it_trust_the_projects_k
     capsys.readouterr()
     plan = _plan(capsys)
     assert "will be substituted" in plan and own in plan
+    assert evaluate_project(load_project(repo / "cudapkgs.toml")).project_substituters == (own,)
+    # Named on the command line (--set), it is the user's.
+    env = evaluate_project(load_project(repo / "cudapkgs.toml"), sets=[f'substituters=["{own}"]'])
+    assert env.project_substituters == () and env.config.substituters == [own]

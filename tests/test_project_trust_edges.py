@@ -69,7 +69,7 @@ def test_a_project_reached_through_a_directory_link_reads_its_paths_from_its_rea
     (a / "proj" / "cudapkgs.toml").write_text(
         'packages = ["hello"]\n[config]\npython3Executable = "../tools/python"\nstoreDir = "../store"\n'
         'overlays = ["../lib/overlay.py"]\ndriverLibDir = "../driver"\nfetchers = ["mirror:../mirror", "redist"]\n'
-        'sourceMirrors = ["../sources"]\n')
+        'sourceMirrors = ["../sources"]\nsubstituters = ["file://cache"]\n')
     (b / "sub").symlink_to(a / "proj")
     project = load_project(b / "sub" / "cudapkgs.toml")
     assert project.file == a / "proj" / "cudapkgs.toml" and project.root == a / "proj"
@@ -78,6 +78,7 @@ def test_a_project_reached_through_a_directory_link_reads_its_paths_from_its_rea
     assert resolved.python3Executable == str(a / "tools" / "python")
     assert resolved.storeDir == str(a / "store") and resolved.driverLibDir == str(a / "driver")
     assert resolved.fetchers == [f"mirror:{a / 'mirror'}", "redist"] and resolved.sourceMirrors == [str(a / "sources")]
+    assert project.config["substituters"] == [f"file://{a / 'proj' / 'cache'}"]  # its own cache, signed
     # allow, deny and --project through the link name the real project, and agree with each other.
     code, out, err = run(capsys, "allow", str(b / "sub"))
     assert code == 0, err
@@ -106,6 +107,7 @@ def test_a_project_reached_through_a_directory_link_reads_its_paths_from_its_rea
     'storeDir = ".store"', 'manifestsDir = "nix/manifests"', 'driverLibDir = "lib"',
     'fetchers = ["redist", "mirror:mirror"]', 'sourceMirrors = ["https://example.org/s", "vendor"]',
     'sourceMirrors = ["file://{repo}/vendor"]', 'storeDir = "{repo}"', 'storeDir = "outside/../inside"',
+    'sourceMirrors = ["file://vendor"]', 'fetchers = ["mirror:file://m"]',
 ])
 def test_a_directory_inside_the_project_is_refused_naming_the_key(repo, capsys, line):
     (repo / "cudapkgs.toml").write_text('packages = ["hello"]\n[config]\n' + line.format(repo=repo) + "\n")
@@ -134,6 +136,32 @@ def test_a_link_inside_the_project_or_into_it_counts_by_where_it_leads(repo, tmp
     code, out, err = run(capsys, "allow")
     assert code == 0, err
     assert f"put the store at {tmp_path / 'store-of-repo'}" in out
+
+
+@pytest.mark.parametrize("mark", [".git", ".hg"])
+def test_the_repository_holding_the_project_counts_as_the_project(repo, tmp_path, capsys, mark):
+    """The project file in ``repo/proj``: a ``git pull`` changes ``repo/tools`` and ``repo/.store`` as
+    much as ``repo/proj``, so ``..`` into the repository is the repository's, not the user's."""
+    (repo / mark).write_text("gitdir: elsewhere\n") if mark == ".git" else (repo / mark).mkdir()
+    (repo / "proj").mkdir()
+    (repo / "tools").mkdir()
+    (repo / "tools" / "python").write_text("#!/bin/sh\necho Python 3.11.2\n")
+    os.chdir(repo / "proj")
+    (repo / "proj" / "cudapkgs.toml").write_text('packages = ["hello"]\n[config]\nstoreDir = "../.store"\n')
+    code, out, err = run(capsys, "allow")
+    assert code == 1 and f"storeDir: {repo / '.store'} is inside the repository holding the project ({repo})" in err
+    (repo / "proj" / "cudapkgs.toml").write_text('packages = ["hello"]\n[config]\npython3Executable = "../tools/python"\n')
+    project = load_project(repo / "proj" / "cudapkgs.toml")
+    assert project.programs == {"python3Executable (../tools/python)": repo / "tools" / "python"}
+    assert run(capsys, "allow")[0] == 0
+    (repo / "tools" / "python").write_text("#!/bin/sh\ntouch RAN\necho Python 3.11.2\n")  # a git pull
+    with pytest.raises(UntrustedProjectError, match=r"changed since you allowed it \(python3Executable"):
+        check_allowed(load_project(repo / "proj" / "cudapkgs.toml"))
+    # Outside the repository, a directory or a program is the user's.
+    (repo / "proj" / "cudapkgs.toml").write_text(f'packages = ["hello"]\n[config]\nstoreDir = "../../store-x"\n'
+                                                 f'python3Executable = "{tmp_path / "py"}"\n')
+    project = load_project(repo / "proj" / "cudapkgs.toml")
+    assert project.programs == {} and project.config["storeDir"] == "../../store-x"
 
 
 # --- item 9: no unbounded work before the refusal ---------------------------------------------
@@ -327,4 +355,22 @@ def test_lock_differences_are_shown_escaped(repo, capsys):
 def test_shown_escapes_every_character_a_terminal_acts_on():
     assert shown("plain text, ünïcödé and a \\ backslash") == "plain text, ünïcödé and a \\ backslash"
     assert shown("a\x1b[31mb\x9bc\u202ed\r\te\nf") == "a\\x1b[31mb\\x9bc\\u202ed\\x0d\\x09e\\x0af"
-    assert shown("one\ntwo\x07", lines=True) == "one\ntwo\\x07"
+    assert shown("one\ntwo\x07\tthree\r", lines=True) == "one\ntwo\\x07\tthree\\x0d"
+
+
+# --- item 6: which substituters are the user's (the end-to-end test is in test_project_trust.py) --
+
+
+def test_another_spelling_of_the_users_cache_is_the_same_cache(tmp_path):
+    from cudapkgs.store.caches import cache_identity
+
+    same = ["https://cache.example/nix", "http://cache.example/nix/", "https://u:p@Cache.Example.:8443/nix",
+            "https://cache.example//%6Eix"]
+    assert len({cache_identity(url) for url in same}) == 1
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "cache")
+    files = [f"file://{tmp_path}/cache", f"file://{tmp_path}/cache/", f"FILE://{tmp_path}//link", f"{tmp_path}/cache"]
+    assert len({cache_identity(url) for url in files}) == 1
+    assert cache_identity("https://cache.example/nix") != cache_identity("https://cache.example/other")
+    assert cache_identity("https://cache.example/nix") != cache_identity("https://other.example/nix")
+    assert cache_identity("s3://bucket/p?region=x") == cache_identity("s3://BUCKET/p/?region=y")

@@ -97,15 +97,15 @@ def shown(text: object, *, lines: bool = False) -> str:
     overrides, line and paragraph separators, surrogates, private-use and unassigned code points)
     is written as a Python escape (``\\x1b``, ``\\u202e``); a backslash is left as it is.
 
-    With ``lines`` a newline is kept (a message of several lines, whose values were shown one by
-    one); otherwise it is escaped too, so one value cannot add a line to a message.
+    With ``lines`` a newline and a tab are kept (a message of several lines, such as a build log's
+    last lines, whose values were shown one by one); otherwise they are escaped too, so one value
+    cannot add a line to a message.
     """
     text = str(text)
     if text.isprintable():  # nearly always: no copy
         return text
-    if lines:
-        return "\n".join(shown(part) for part in text.split("\n"))
-    return "".join(c if c.isprintable() else _escape(c) for c in text)
+    keep = "\n\t" if lines else ""
+    return "".join(c if c.isprintable() or c in keep else _escape(c) for c in text)
 
 
 def control_character(text: str) -> str | None:

@@ -93,8 +93,9 @@ class Project:
     config: Mapping[str, Any] = field(default_factory=dict)
     #: Every Python file the project names (``files`` and ``[config] overlays``), as written -> absolute path.
     python_files: Mapping[str, Path] = field(default_factory=dict)
-    #: Programs inside the project that cudapkgs runs (``python3Executable``), shown as -> absolute
-    #: path: hashed and owner-checked with the Python files, as a git pull could change them too.
+    #: Programs inside the project or the work tree holding it (`controlled_area`) that cudapkgs runs
+    #: (``python3Executable``), shown as -> absolute path: hashed and owner-checked with the Python
+    #: files, as a git pull could change them too.
     programs: Mapping[str, Path] = field(default_factory=dict)
     #: The file as read (bytes, owner), when it was read from disk.
     source: Any = field(default=None, repr=False, compare=False)
@@ -191,7 +192,8 @@ def load_project(path: str | os.PathLike[str]) -> Project:
     if "requireSigs" in config and resolved.requireSigs is False:
         raise ConfigError(f"{file}: config: requireSigs = false: a project cannot turn signature checks off "
                           "(set it in your own configuration, for caches you fully control)")
-    _refuse_inside(file, config, resolved)
+    owned = controlled_area(root)
+    _refuse_inside(file, config, resolved, owned)
     packages = strings("packages") or ()
     if not packages:
         raise ConfigError(f'{file}: packages: list what the environment holds, e.g. packages = ["cuda_nvcc", "cuda_cudart"]')
@@ -203,11 +205,12 @@ def load_project(path: str | os.PathLike[str]) -> Project:
     programs = {}
     program = config.get("python3Executable")
     if program:
-        # As config resolves it; inside the project (as named or once links are followed) it is the
-        # project's code: before, `python3Executable = "tools/python"` was run by every evaluation
-        # (`--version`) whatever a git pull had made of it since the allow.
+        # As config resolves it; inside the project or its repository (as named or once links are
+        # followed) it is the project's code: before, `python3Executable = "tools/python"` was run by
+        # every evaluation (`--version`) whatever a git pull had made of it since the allow, as was
+        # "../tools/python" from a project in a subdirectory of a repository (issue 30, item 5).
         named = Path(resolved.python3Executable)
-        if named.is_relative_to(root) or Path(os.path.realpath(named)).is_relative_to(root):
+        if named.is_relative_to(owned) or Path(os.path.realpath(named)).is_relative_to(owned):
             programs[f"python3Executable ({program})"] = named
     return Project(file=file, set=chosen, capabilities=strings("capabilities"), packages=packages, files=files,
                    config=config, python_files=python, programs=programs, source=source)
@@ -231,42 +234,67 @@ def _local_mirror(entry: str) -> str | None:
 
 
 def _absolute_mirrors(config: Mapping[str, Any], root: Path) -> dict[str, Any]:
-    """`config` with the local directories of ``fetchers`` (``mirror:DIR``) and ``sourceMirrors`` made
-    absolute against the project's directory `root`: relative, they were read from the current
-    directory, not from the project (issue 30, item 5). Other values are left as they are (to be validated)."""
+    """`config` with the local places of ``fetchers`` (``mirror:DIR``), ``sourceMirrors`` and
+    ``substituters`` (``file://DIR``) made absolute against the project's directory `root`:
+    relative (``vendor``, ``file://vendor``), they were read from the current directory, not from
+    the project (issue 30, item 5). Other values are left as they are (to be validated)."""
     result = dict(config)
 
-    def absolute(where: str) -> str:
-        return os.path.normpath(root / os.path.expanduser(where))
+    def absolute(place: object) -> object:
+        if not isinstance(place, str) or not place:
+            return place
+        local = _local_mirror(place)
+        if local is None or not local or os.path.isabs(local):
+            return place
+        made = os.path.normpath(root / os.path.expanduser(local))
+        return made if local == place else "file://" + made
 
     fetchers = config.get("fetchers")
     if isinstance(fetchers, list):
-        result["fetchers"] = [
-            "mirror:" + absolute(f.partition(":")[2])
-            if isinstance(f, str) and f.startswith("mirror:") and f.partition(":")[2]
-            and _local_mirror(f.partition(":")[2]) == f.partition(":")[2] else f
-            for f in fetchers]
-    mirrors = config.get("sourceMirrors")
-    if isinstance(mirrors, list):
-        result["sourceMirrors"] = [absolute(m) if isinstance(m, str) and m and _local_mirror(m) == m else m
-                                   for m in mirrors]
+        result["fetchers"] = ["mirror:" + str(absolute(f.partition(":")[2]))
+                              if isinstance(f, str) and f.startswith("mirror:") and f.partition(":")[2] else f
+                              for f in fetchers]
+    for key in ("sourceMirrors", "substituters"):
+        if isinstance(config.get(key), list):
+            result[key] = [absolute(m) for m in config[key]]
     return result
 
 
-def _refuse_inside(file: Path, config: Mapping[str, Any], resolved: Any) -> None:
-    """Raise `ConfigError` when a directory key of the project's [config] lies inside the project.
+#: What marks a version-controlled work tree's top (git, Mercurial, Subversion, Jujutsu, Bazaar).
+_REPOSITORY_MARKS = (".git", ".hg", ".svn", ".jj", ".bzr")
+
+
+def controlled_area(root: Path) -> Path:
+    """The directory whose contents a project at the real directory `root` controls: the top of
+    the version-controlled work tree holding it (the nearest of `root` and its parents holding
+    ``.git``, ``.hg``, ``.svn``, ``.jj`` or ``.bzr``), else `root` itself.
+
+    A ``git pull`` changes the whole work tree, not only the project's directory: with the
+    project file in ``repo/proj``, ``python3Executable = "../tools/python"`` names a file the
+    repository controls. Only `lstat` calls, one per directory up to ``/``.
+    """
+    for directory in (root, *root.parents):
+        if any(os.path.lexists(directory / mark) for mark in _REPOSITORY_MARKS):
+            return directory
+    return root
+
+
+def _refuse_inside(file: Path, config: Mapping[str, Any], resolved: Any, owned: Path) -> None:
+    """Raise `ConfigError` when a directory key of the project's [config] lies inside `owned`
+    (`controlled_area`: the project's directory, or the work tree holding it).
 
     An allow pins the project file and the Python files it names, not what a directory holds:
     with ``storeDir = ".store"`` allowed, a later ``git pull`` changed what ``cudapkgs shell`` ran
     with no new allow (issue 30, item 8). Such a directory is refused, as named or once its links
-    are followed, whether it exists or not; outside the project, or in the user's own
-    configuration, it is the user's.
+    are followed, whether it exists or not; outside, or in the user's own configuration, it is
+    the user's.
     """
-    root = os.path.realpath(file.parent)
+    area = os.path.realpath(owned)
+    where = "the project" if Path(area) == file.parent else f"the repository holding the project ({area})"
 
     def inside(directory: str) -> bool:
         named = os.path.normpath(directory)
-        return any(p == root or p.startswith(root.rstrip(os.sep) + os.sep)
+        return any(p == area or p.startswith(area.rstrip(os.sep) + os.sep)
                    for p in (named, os.path.realpath(named)))
 
     for key, what in _INSIDE_REFUSED.items():
@@ -280,9 +308,9 @@ def _refuse_inside(file: Path, config: Mapping[str, Any], resolved: Any) -> None
             local = _local_mirror(place) if key in ("fetchers", "sourceMirrors") else place
             if local and inside(local):
                 raise ConfigError(
-                    f"{file}: config: {key}: {shown(local)} is inside the project, and `cudapkgs allow` does not "
+                    f"{file}: config: {key}: {shown(local)} is inside {where}, and `cudapkgs allow` does not "
                     f"cover what a directory there holds ({what}; a git pull could change it with no new allow): "
-                    f"name a directory outside {root}, or set {key} in your own configuration")
+                    f"name a directory outside {area}, or set {key} in your own configuration")
 
 
 # --- trust: nothing of a project file takes effect until its user allows it (see `trust`) ---
@@ -402,6 +430,12 @@ def check_allowed(project: Project, *, safe_directories: Sequence[str] = ()) -> 
     if record["digest"] != contents.digest:
         changed = ", ".join(changed_since(record, contents.project, contents.files)) or "its contents"
         raise UntrustedProjectError(_refusal(project, f"changed since you allowed it ({changed})"))
+    # The bytes run are the bytes allowed: each Python file is pinned to its allowed digest, and
+    # `load_module` refuses other contents there (a write between this check and the import).
+    from .user_files import allow_only
+
+    for name, path in project.python_files.items():
+        allow_only(path, contents.files[name], allow_command=f"cudapkgs allow {project.file}")
 
 
 def allow_project(project: Project, *, safe_directories: Sequence[str] = ()) -> Path:
@@ -553,6 +587,10 @@ def _store_free(drv: Any, ids: Mapping[str, str]) -> dict[str, Any]:
     for dep in drv.deps:
         for output, path in dep.outputs.items():
             text = text.replace(path, f"<store>/{ids[dep.drv_path]}!{output}")
+    # An input's base name alone (a store source's "name": "<hash>-source") holds the store's hash too.
+    for dep in drv.deps:
+        for output, path in dep.outputs.items():
+            text = text.replace(f'"{os.path.basename(path)}"', f'"{ids[dep.drv_path]}!{output}"')
     return json.loads(text.replace(drv.store_dir.rstrip("/") + "/", "<store>/"))
 
 
@@ -663,18 +701,12 @@ def lock_data(env: ProjectEnvironment) -> dict[str, Any]:
 
 
 def write_lock(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (a crash leaves the old lock or the new one)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, ensure_ascii=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write ``data`` to ``path`` atomically (a crash leaves the old lock or the new one), through a
+    temporary file of a random name that no link planted in the project can redirect
+    (`atomic_files.write_atomically`).  Raises OSError; the lock is then unchanged."""
+    from .atomic_files import write_atomically
+
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
 
 
 def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -115,6 +115,7 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
 
     pkgs = pkgs_from_args(args)
     store_dir = default_store_dir(pkgs.config)
+    args.evaluated_fetchers = list(pkgs.config.fetchers)  # for `without_fetchers`
     from ..errors import UnavailablePackageError
 
     items = []
@@ -137,6 +138,29 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
         head = "cannot build: " if len(found) == 1 else f"cannot build {len(found)} packages:\n  "
         raise UnavailablePackageError(head + "\n  ".join(found))
     return store_dir, items
+
+
+def without_fetchers(args: argparse.Namespace) -> Any:
+    """A ``reevaluate`` for `build.realise_and_link`: given the fetchers a plan skipped (their host did
+    not answer), evaluate the arguments again with config ``fetchers`` less those, and return the new
+    installables; None when no fetcher would be left or the arguments name no attribute paths.
+
+    Evaluation depends on the fetchers (a component no configured fetcher supplies is unavailable;
+    triton takes ``cuda_nvcc``'s ptxas, else ``cuda_nvcc_wheel``'s), so a machine where NVIDIA's
+    server does not answer gets what ``fetchers = ["wheels"]`` would have given.
+    """
+    import json
+
+    def reevaluate(skipped: Any) -> Any:
+        before = list(getattr(args, "evaluated_fetchers", None) or ())
+        left = [f for f in before if f not in set(skipped)]
+        if not left or left == before or not getattr(args, "attrpaths", None):
+            return None
+        again = argparse.Namespace(**vars(args))
+        again.sets = [*(args.sets or []), f"fetchers={json.dumps(left)}"]
+        return evaluate(again)[1]
+
+    return reevaluate
 
 
 def _derivation_from_file(path: str, store_dir: str) -> Any:
@@ -163,7 +187,7 @@ def _derivation_from_file(path: str, store_dir: str) -> Any:
 def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     """The project's packages (cudapkgs.toml), after checking them against its cudapkgs.lock."""
     from ..store.location import default_store_dir
-    from ..errors import EvalError, UsageError
+    from ..errors import EvalError, UsageError, shown
     from .project import check_against_lock, project_environment
 
     if getattr(args, "files", None) or getattr(args, "args", None):
@@ -171,12 +195,10 @@ def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     env = project_environment(args)
     args.project_env = env  # its substituters and keys (build.substituters_from_args)
     if not env.project.lock_file.exists():
-        print(f"cudapkgs: note: {env.project.file} has no lock beside it; `cudapkgs lock` pins this environment",
+        print(shown(f"cudapkgs: note: {env.project.file} has no lock beside it; `cudapkgs lock` pins this environment"),
               file=sys.stderr)
     differences = check_against_lock(env)
     if differences and not args.ignore_lock:
-        from ..errors import shown
-
         # The lock is not covered by `cudapkgs allow`: each difference on its own line, escaped (issue 30, item 7).
         lines = "\n".join(f"  {shown(line)}" for line in differences)
         raise EvalError(
@@ -184,7 +206,7 @@ def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
             "(`cudapkgs lock` to accept this machine's environment, --ignore-lock to enter it anyway)"
         )
     if differences:
-        print(f"cudapkgs: warning: the environment differs from {env.project.lock_file} ({len(differences)} differences)",
-              file=sys.stderr)
+        print(shown(f"cudapkgs: warning: the environment differs from {env.project.lock_file} "
+                    f"({len(differences)} differences)"), file=sys.stderr)
     items = [Installable(label, drv=derivation_of(pkg, label)) for label, pkg in env.packages.items()]
     return default_store_dir(env.config), items

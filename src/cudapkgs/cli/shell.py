@@ -12,7 +12,7 @@ from typing import Any
 
 from .build import _max_cache_size, realise_and_link, substituters_from_args
 from .eval import CONFIG_HELP, add_eval_options, pkgs_from_args
-from .installables import Installable, _jobs, _project_items, add_project_options, evaluate
+from .installables import Installable, _jobs, _project_items, add_project_options, evaluate, without_fetchers
 
 
 def register(subparsers: Any) -> None:
@@ -40,6 +40,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
+    p.add_argument("--profile", metavar="LINK",
+                   help="make LINK a GC root of the shell (a link to a store path referring to all its packages): "
+                   "`cudapkgs gc` keeps what the shell and what was built in it need while LINK exists "
+                   "(as `nix develop --profile`)")
+    p.add_argument("--venv", metavar="DIR",
+                   help="with Python packages: the shell's own virtual environment, where `pip install` goes "
+                   "(default: one per interpreter and packages, under $XDG_DATA_HOME/cudapkgs/shell-venvs)")
+    p.add_argument("--no-venv", action="store_true",
+                   help="no virtual environment: the store's Python packages on PYTHONPATH only (pip then is the host's)")
     p.add_argument("--no-substitute", action="store_true",
                    help="do not ask the configured substituters; build everything that is missing")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
@@ -58,15 +67,32 @@ def run_shell(args: argparse.Namespace) -> int:
     from ..realise.generic import dependency_paths
 
     store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
-    cc = _shell_cc(args, items)
-    if cc is not None:
-        items = [*items, Installable("stdenv.cc", drv=cc)]
-    # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
-    develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
-    items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
+
+    def expand(items: list[Installable]) -> tuple[list[Installable], Any, list[Any]]:
+        cc = _shell_cc(args, items)
+        if cc is not None:
+            items = [*items, Installable("stdenv.cc", drv=cc)]
+        # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
+        develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
+        items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
+        return items, cc, develop
+
+    items, cc, develop = expand(items)
+    reevaluate = None
+    if args.attrpaths:  # a fetcher whose host does not answer: evaluated again without it (build.realise_and_link)
+        again = without_fetchers(args)
+
+        def reevaluate(skipped: Any) -> Any:
+            nonlocal cc, develop
+            found = again(skipped)
+            if found is None:
+                return None
+            expanded, cc, develop = expand(found)
+            return expanded
+
     substituters = None if args.no_substitute else substituters_from_args(args)
     realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True,
-                     max_cache_size=_max_cache_size(args), substituters=substituters)
+                     max_cache_size=_max_cache_size(args), substituters=substituters, reevaluate=reevaluate)
     paths = list(dict.fromkeys(p for item in items for p in item.outputs.values()))
     for d in develop:
         native, host = dependency_paths(d)
@@ -78,11 +104,19 @@ def run_shell(args: argparse.Namespace) -> int:
 
     with Store.open(store_dir) as store:  # the joined toolkit root, the stand-ins for host CUDA tools
         extras = prepare(store, paths)
+        if args.profile:
+            from ..shell import shell_root
+
+            root = store.add_indirect_root(args.profile, shell_root(store, paths, extras))
+            print(f"cudapkgs: {root} keeps this shell's packages from `cudapkgs gc` (remove it to let them go)",
+                  file=sys.stderr)
     cuda_set, mixed = _cuda_set(args, items)
     if mixed:
         print(f"cudapkgs: warning: {mixed}", file=sys.stderr)
     env = shell_environment(paths, store_dir=store_dir, driver_dir=driver, extras=extras, cuda_set=cuda_set,
                             build_tree=os.getcwd())
+    if not args.no_venv:
+        env = _with_venv(args, env, store_dir)
     if extras.hidden:
         where = ", ".join(dict.fromkeys(os.path.dirname(p) for p in extras.hidden.values()))
         print(f"cudapkgs: note: the host's {', '.join(sorted(extras.hidden))} ({where}) are hidden in this shell: "
@@ -168,3 +202,21 @@ def _named_scopes(args: argparse.Namespace) -> list[Any]:
         if owner is not None and hasattr(owner, "__contains__") and "flags" in owner and "cudaMajorMinorVersion" in owner:
             found.append(owner)
     return found
+
+
+def _with_venv(args: argparse.Namespace, env: dict[str, str], store_dir: str) -> dict[str, str]:
+    """`env` with the shell's own virtual environment (`cudapkgs.shell_venv`) when the shell has Python
+    packages and the store's interpreter; unchanged otherwise."""
+    import os
+    import shutil
+
+    from ..shell_venv import default_venv_dir, ensure_venv, venv_environment
+
+    inside = store_dir.rstrip("/") + "/"
+    site_dirs = [e for e in env.get("PYTHONPATH", "").split(os.pathsep) if e.startswith(inside)]
+    python = shutil.which("python3", path=env.get("PATH", ""))
+    if not site_dirs or python is None or not python.startswith(inside):
+        return env
+    where = args.venv or default_venv_dir(python, site_dirs)
+    venv = ensure_venv(where, python, site_dirs, store_dir)
+    return venv_environment(env, venv, site_dirs)
