@@ -88,14 +88,26 @@ def test_backend_stdenv_builds_with_the_backend_compiler(manifests_dir, tmp_path
         f"backendStdenv.cc: {info['kind']} {info['major']}"
 
 
-def test_cmake_suite_is_nixpkgs_list_and_says_why_it_cannot_build(manifests_dir, tmp_path):
-    tests = _pkgs(tmp_path).cudaPackages_13_0.tests["cmake"]
+def test_cmake_suite_is_nixpkgs_list_and_says_why_it_cannot_build(manifests_dir, tmp_path, monkeypatch):
+    pkgs = _pkgs(tmp_path)
+    tests = pkgs.cudaPackages_13_0.tests["cmake"]
     assert len(tests["Cuda"]) == 19 and len(tests["CudaOnly"]) == 28
     toolkit = tests["CudaOnly"]["Toolkit"].meta
     assert toolkit["available"] is False and "marked broken in Nixpkgs" in toolkit["problems"]["broken"]["message"]
-    complex_ = tests["Cuda"]["Complex"].meta["problems"]["broken"]["message"]
-    assert "marked broken" not in complex_ and "CMake's source tree (Tests/Cuda/Complex" in complex_
     assert cmake_suite.SUITES["CudaOnly"]["PDB"] == "broken"
+    complex_ = tests["Cuda"]["Complex"]
+    if str(pkgs.cmake.version) in cmake_suite.SOURCES:  # the host's cmake has a pinned source: a real test
+        assert complex_.meta.get("available", True) is not False
+        attrs = complex_.derivation.attrs
+        assert attrs["testSuiteName"] == "Cuda" and attrs["testName"] == "Complex"
+        assert attrs["cmakeSource"].endswith(f"cmake_{pkgs.cmake.version}.orig.tar.gz")
+    if str(pkgs.cmake.version) == "3.25.1":
+        unity = tests["CudaOnly"]["Unity"].meta["problems"]["broken"]["message"]
+        assert unity == "CMake 3.25.1's source has no Tests/CudaOnly/Unity (a newer CMake's test)"
+    monkeypatch.setattr(cmake_suite, "SOURCES", {})
+    unpinned = _pkgs(tmp_path, cudaCapabilities=["8.0"]).cudaPackages_13_0.tests["cmake"]["Cuda"]["Complex"].meta
+    assert unpinned["available"] is False
+    assert "no pinned source of the host's cmake" in unpinned["problems"]["broken"]["message"]
 
 
 def test_onnx_tensorrt_are_unavailable_programs_saying_why(manifests_dir, tmp_path):
@@ -265,3 +277,33 @@ def test_auto_add_cuda_compat_runpath_on_a_jetson_evaluation(manifests_dir, tmp_
     assert cuda.cuda_compat.drvPath in closure
     x86 = _pkgs(tmp_path).cudaPackages_12_6.autoAddCudaCompatRunpath
     assert x86.passthru["enableHook"] is False and x86.derivation.attrs.get("cudaCompat") is None
+
+
+def test_an_attribute_set_of_tests_and_write_gpu_test_python_testers(manifests_dir, tmp_path):
+    pkgs = _pkgs(tmp_path)
+    tests = collect_tests(pkgs.cudaPackages_13_0.tests["onnx-tensorrt"])
+    assert set(tests) == {"short", "long"}
+    probe = pkgs.cudaPackages_13_0.writeGpuTestPython({"name": "probe", "libraries": []}, "print('ok')")
+    subject = mk_derivation(pkgs.config, {
+        "name": "subject", "stdenvCc": None, "dontUnpack": True, "dontConfigure": True, "dontBuild": True,
+        "installPhase": 'mkdir -p "$out"\n', "passthru": {"tests": {"probe": probe}},
+    }, system="x86_64-linux", name="subject")
+    pkgs = pkgs.extend(lambda final, prev: {"subject": subject})
+    assert is_tester(collect_tests(subject), "probe")  # a writeGpuTestPython program is run, not only built
+    (result,) = run_tests(pkgs, ["subject"], offered=frozenset())
+    assert result.result == "skipped" and result.detail.startswith("a tester: its program runs on a machine offering cuda")
+
+
+def test_the_fidelity_members_table_is_drawn_from_the_set(manifests_dir, monkeypatch, tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    tool = Path(__file__).resolve().parents[1] / "tools" / "fidelity_members.py"
+    spec = importlib.util.spec_from_file_location("fidelity_members", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = {name: (kind, state) for name, kind, state in module.rows("cudaPackages_13_0")}
+    assert rows["nvidia_driver"] == ("member", "broken: use drivers from linuxPackages")
+    assert rows["setupCudaHook"][0] == "hook" and rows["libcublas"] == ("redistributable", "available")
+    assert rows["cuda_compat"][1].startswith("unsupported: ")
