@@ -5,7 +5,7 @@ Nixpkgs builds numpy & co. from source; cudapkgs takes them as wheels from the
 Python package index, each pinned by file name and sha256 (``fetchPypi { format =
 "wheel"; }`` through pip, naming no host) and installed by ``buildPythonPackage {
 format = "wheel"; }``.  A compiled wheel exists per CPython version: `WHEELS` pins
-one file per python tag (cp311, cp312) for x86_64-linux; another interpreter or
+one file per python tag (cp310 … cp313 where the project publishes one) for x86_64-linux; another interpreter or
 machine gets an evaluation error naming what is pinned.  The interpreter is the top
 level's ``python3`` (config ``python3Executable`` chooses another host Python).
 
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 from ...lib.records import NamedTuple
 
-from ...errors import EvalError
 
 __all__ = ["LIBRARIES", "ML_PACKAGES", "PACKAGES", "WHEELS", "Wheel", "package"]
 
@@ -58,10 +57,14 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
     "markupsafe": ({
         "cp311": Wheel("markupsafe", "3.0.4", "cp311", "cp311", _M2014, "6da83a088f8ef93b2d483a8232a4dbf4d69d3d8496b568a03c56becac43e1808"),
         "cp312": Wheel("markupsafe", "3.0.4", "cp312", "cp312", _M2014, "8e124f974786f831d6043728e38296969d3579db8896fe004682f5758e613581"),
+        "cp310": Wheel("markupsafe", "3.0.4", "cp310", "cp310", _M2014, "d1aca03ede943eb80ab3d63bb082c84b7aab85ea83bd0fd0c200260945fb49d9"),
+        "cp313": Wheel("markupsafe", "3.0.4", "cp313", "cp313", _M2014, "434139499bb20b502ed3baa1f169e618f924a97e7a777fea1a49446d80106cf6"),
     }, ()),
     "siphash24": ({
         "cp311": Wheel("siphash24", "1.9", "cp311", "cp311", _M2014, "61eb4ba1cfe4950e89ef0bcaf3588fb554efa5b7ab3f75d17648a0582c204874"),
         "cp312": Wheel("siphash24", "1.9", "cp312", "cp312", _M2014, "56c4c45c53cf0ce60585127ea15901bcb209fb24206c1bedbf69a4c2c60f72b7"),
+        "cp310": Wheel("siphash24", "1.9", "cp310", "cp310", _M2014, "e700b900869426789dbc605913239913b9bf0387cd1248d51b5c93c3341ad506"),
+        "cp313": Wheel("siphash24", "1.9", "cp313", "cp313", _M2014, "b5e1320c7bcd7ce69d43e732e0065598e8120c05b58d6cbfb104d971e790f2cf"),
     }, ()),
     # torch's requirements (its wheel's Requires-Dist), pins read from the index's sha256 of each file
     # (2026-12-01); sympy 1.14.0 requires mpmath<1.4.
@@ -74,24 +77,43 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
     "numpy": ({
         "cp311": Wheel("numpy", "2.4.6", "cp311", "cp311", _M227, "89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93"),
         "cp312": Wheel("numpy", "2.5.5", "cp312", "cp312", _M227, "704d819265e5d1064d932968e9ee85fff2103ccc78c05b878c06943ba27b8507"),
+        "cp313": Wheel("numpy", "2.5.5", "cp313", "cp313", _M227, "824025655df929268bfe6b47ed91a00d14209a6f760847cf150be446829e1ce4"),
+        # numpy 2.3 and later require Python >= 3.11: 2.2.6 is the newest for 3.10
+        "cp310": Wheel("numpy", "2.2.6", "cp310", "cp310", "manylinux_2_17_x86_64.manylinux2014_x86_64",
+                       "fc7b73d02efb0e18c000e9ad8b83480dfcd5dfd11065997ed4c6747470ae8915"),
     }, ()),
-    # jax's and jaxlib's requirements, and jaxlib (its CPU runtime: no CUDA library); sha256 of the files pip
-    # downloaded (2026-12-01). Only cp311 wheels are pinned for these (jax 0.10.2's interpreter here).
-    "ml-dtypes": ({"cp311": Wheel("ml_dtypes", "0.7.0", "cp311", "cp311", _M227,
-                                  "d214c910cabaf80aa1ee37b0f25131e20d7a6474182e5293a68985b0421299da")}, ("numpy",)),
+    # jax's and jaxlib's requirements, and jaxlib (its CPU runtime: no CUDA library); cp311: sha256 of the files
+    # pip downloaded (2026-12-01); cp310, cp312, cp313: https://pypi.org/pypi/<name>/json, 2026-12-06 (the same
+    # digests for cp311). jax 0.10.2, jaxlib and scipy 1.17 require Python >= 3.11: no cp310 for those.
+    "ml-dtypes": ({
+        "cp310": Wheel("ml_dtypes", "0.7.0", "cp310", "cp310", _M227, "ef2c347e71f11625603983b426b42f5cf59c0e482d5fcb6e16a78d61e3ec9bd3"),
+        "cp311": Wheel("ml_dtypes", "0.7.0", "cp311", "cp311", _M227, "d214c910cabaf80aa1ee37b0f25131e20d7a6474182e5293a68985b0421299da"),
+        "cp312": Wheel("ml_dtypes", "0.7.0", "cp312", "cp312", _M227, "3c4e47f553a04d33886160a9600e2313e5bee8c1c3da997baa23c8fecbfab189"),
+        "cp313": Wheel("ml_dtypes", "0.7.0", "cp313", "cp313", _M227, "5fb56999e1a03f47af5583af4089e00d04b68f87d4fadd659a5927ecd7687c3d"),
+    }, ("numpy",)),
     "opt-einsum": (_pure("opt_einsum", "3.4.0", "69bb92469f86a1565195ece4ac0323943e83477171b91d24c35afe028a90d7cd"), ()),
-    "scipy": ({"cp311": Wheel("scipy", "1.17.1", "cp311", "cp311", _M227,
-                              "43af8d1f3bea642559019edfe64e9b11192a8978efbd1539d7bc2aaa23d92de4")}, ("numpy",)),
-    "jaxlib": ({"cp311": Wheel("jaxlib", "0.10.2", "cp311", "cp311", "manylinux_2_27_x86_64",
-                               "1faca3c5d4662cb4a6130a68105d68bb520764817e165d6eebfd6786c0d1f30f")},
-               ("scipy", "numpy", "ml-dtypes")),
+    "scipy": ({
+        "cp311": Wheel("scipy", "1.17.1", "cp311", "cp311", _M227, "43af8d1f3bea642559019edfe64e9b11192a8978efbd1539d7bc2aaa23d92de4"),
+        "cp312": Wheel("scipy", "1.17.1", "cp312", "cp312", _M227, "02ae3b274fde71c5e92ac4d54bc06c42d80e399fec704383dcd99b301df37458"),
+        "cp313": Wheel("scipy", "1.17.1", "cp313", "cp313", _M227, "581b2264fc0aa555f3f435a5944da7504ea3a065d7029ad60e7c3d1ae09c5464"),
+    }, ("numpy",)),
+    "jaxlib": ({
+        "cp311": Wheel("jaxlib", "0.10.2", "cp311", "cp311", "manylinux_2_27_x86_64", "1faca3c5d4662cb4a6130a68105d68bb520764817e165d6eebfd6786c0d1f30f"),
+        "cp312": Wheel("jaxlib", "0.10.2", "cp312", "cp312", "manylinux_2_27_x86_64", "fe88ec443714c4379968b6c109f9fa617c7ad19b802828e4d7bf861cd66da4b7"),
+        "cp313": Wheel("jaxlib", "0.10.2", "cp313", "cp313", "manylinux_2_27_x86_64", "9e4818b4a8756fd3918766ca2aa5342125809f4f08a6fe46026d4386e7c23644"),
+    }, ("scipy", "numpy", "ml-dtypes")),
 }  # fmt: skip
 
 # (attribute, python tag) -> libraries of the top level its wheel's bundled ELF files need beyond glibc
 # and libstdc++: numpy 2.4.6's cp311 wheel bundles libgfortran (numpy.libs/libgfortran-*.so.5), which
 # needs libz.so.1; numpy 2.5.5's cp312 wheel bundles only OpenBLAS (readelf -d, 2026-11-30).
 # scipy 1.17.1's cp311 wheel bundles two libgfortran builds that need libz.so.1 as well.
-LIBRARIES: dict[tuple[str, str], tuple[str, ...]] = {("numpy", "cp311"): ("zlib",), ("scipy", "cp311"): ("zlib",)}
+# numpy 2.2.6's cp310 and scipy 1.17.1's cp312 and cp313 wheels bundle libgfortran too (libz.so.1); numpy 2.5.5's
+# cp313 wheel only OpenBLAS (readelf -d, 2026-12-06).
+LIBRARIES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("numpy", "cp311"): ("zlib",), ("numpy", "cp310"): ("zlib",),
+    ("scipy", "cp311"): ("zlib",), ("scipy", "cp312"): ("zlib",), ("scipy", "cp313"): ("zlib",),
+}
 
 # The ML stack: wheels rewired to the top level's cudaPackages (torch.py, triton.py, jax.py, cupy.py).
 ML_PACKAGES = ("torch", "torch-bin", "triton", "triton-bin", "jax", "jax-cuda13-pjrt", "jax-cuda13-plugin", "cupy",
@@ -114,9 +136,10 @@ def pinned_wheel(name: str, python_version: str, system: str) -> Wheel:
         return wheels["py3"]
     tag = _python_tag(python_version)
     if system != "x86_64-linux" or tag not in wheels:
-        pinned = ", ".join(f"CPython {t[2]}.{t[3:]}" for t in sorted(wheels))
-        raise EvalError(f"python3Packages.{name}: no pinned wheel for CPython {python_version} on {system} "
-                        f"(pinned: {pinned} on x86_64-linux); set python3Executable to one of those")
+        from ..python_interpreters import no_wheel
+
+        versions = sorted({w.version for w in wheels.values()})
+        raise no_wheel(name, " or ".join(versions), python_version, list(wheels), system)
     return wheels[tag]
 
 

@@ -43,8 +43,23 @@ JAX_WHEELS: dict[str, dict[str, tuple[str, str]]] = {
     "jax": {"py3": ("jax-0.10.2-py3-none-any.whl", "724d73c4678d8b06f6a6ab4db1b8a2fea8cd4f1e2c2564f99601634ec7b8d1c6")},
     "jax-cuda13-pjrt": {"py3": ("jax_cuda13_pjrt-0.10.2-py3-none-manylinux_2_27_x86_64.whl",
                                 "a97e9cabe0e21d8dbcc70bd909ca1c34cd546d3ce2d94b4cd907a8d4f6179f6a")},
-    "jax-cuda13-plugin": {"cp311": ("jax_cuda13_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl",
-                                    "4dfbac70e6258c66e9f2c17df170e05cc86580d8fa25ed78d670491084581382")},
+    # cp312, cp313 (and every jax-cuda12-*): https://pypi.org/pypi/<name>/json, 2026-12-06
+    "jax-cuda13-plugin": {
+        "cp311": ("jax_cuda13_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl",
+                  "4dfbac70e6258c66e9f2c17df170e05cc86580d8fa25ed78d670491084581382"),
+        "cp312": ("jax_cuda13_plugin-0.10.2-cp312-cp312-manylinux_2_27_x86_64.whl",
+                  "f7df0de38e460befe3d6216bd12bcd9759289759110c5e620baa05d977ae4ccf"),
+        "cp313": ("jax_cuda13_plugin-0.10.2-cp313-cp313-manylinux_2_27_x86_64.whl",
+                  "f70672c3961bf55a18badceb793c78d6d7fc782c53e297fdd2e1e8517994f656")},
+    "jax-cuda12-pjrt": {"py3": ("jax_cuda12_pjrt-0.10.2-py3-none-manylinux_2_27_x86_64.whl",
+                                "806d1fd29038b6acf5a2b289dd62192abea977ee26aef60ea295b1d28a23acf8")},
+    "jax-cuda12-plugin": {
+        "cp311": ("jax_cuda12_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl",
+                  "76bbfece2f6effb4e8908eb8a5fbf1abbc1125de667683ec2ffba51c63dc57af"),
+        "cp312": ("jax_cuda12_plugin-0.10.2-cp312-cp312-manylinux_2_27_x86_64.whl",
+                  "4eb6e8e0992fd9897db2468da33f276ae414ec84dc436804124404430502eeac"),
+        "cp313": ("jax_cuda12_plugin-0.10.2-cp313-cp313-manylinux_2_27_x86_64.whl",
+                  "948a988927cb10843b501a215181ccb1daed3fa70531b2f1ae0842fe1c08b05e")},
 }
 # The set's libraries the wheels dlopen (Nixpkgs' cudaLibPath, and what the CUDA 13 wheel's RPATH adds).
 PJRT_LIBRARIES = ("libcublas", "cuda_cupti", "cuda_cudart", "cudnn", "libcufft", "libcusolver", "libcusparse",
@@ -60,13 +75,14 @@ _INERT = {"file": "jax_plugins/xla_cuda13/__init__.py", "replace": [[
 
 
 def _wheel(name: str, ps: Any, system: str) -> dict[str, str]:
-    from ...errors import EvalError
+    from ..python_interpreters import no_wheel
 
     pinned = JAX_WHEELS[name]
     tag = "py3" if "py3" in pinned else "cp" + str(ps.pythonVersion).replace(".", "")
+    if tag == "py3" and str(ps.pythonVersion) == "3.10":  # every jax 0.10.2 wheel says Requires-Python >= 3.11
+        raise no_wheel(name, JAX_VERSION, "3.10", ["cp311", "cp312", "cp313"], system)
     if system != "x86_64-linux" or tag not in pinned:
-        raise EvalError(f"python3Packages.{name} {JAX_VERSION}: no pinned wheel for CPython {ps.pythonVersion} on "
-                        f"{system} (pinned: {', '.join(pinned)} on x86_64-linux); set python3Executable to one of those")
+        raise no_wheel(name, JAX_VERSION, str(ps.pythonVersion), list(pinned), system)
     file, sha256 = pinned[tag]
     return {"file": file, "sha256": sha256}
 
