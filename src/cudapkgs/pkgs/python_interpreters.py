@@ -88,32 +88,20 @@ def ask(path: str) -> Interpreter:
     """What the interpreter at `path` is: its real base interpreter and version (`_QUERY`).
 
     Runs ``path -I -c …`` in a fresh private directory (removed after), with `_environment`, at most
-    `_TIMEOUT` seconds and `_MAX_ANSWER` bytes read.  Raises `EvalError` naming `path` when it does not
-    start, fails, times out, or its answer is not that of a CPython 3 with an existing executable.
+    `_TIMEOUT` seconds and `_MAX_ANSWER` bytes read; the answer is remembered across commands
+    (`cudapkgs.host.probes.remembered`) while `path`'s file and `_environment` (PYENV_VERSION,
+    pyenv's global ``version`` file's identity) are unchanged.  Raises `EvalError` naming `path` when
+    it does not start, fails, times out, or its answer is not that of a CPython 3 with an existing
+    executable.
     """
     import json
-    import shutil
-    import subprocess
-    import tempfile
 
-    work = tempfile.mkdtemp(prefix="cudapkgs-python-")  # 0700, empty: nothing there to import or read
-    try:
-        try:
-            process = subprocess.Popen([path, "-I", "-c", _QUERY], cwd=work, env=_environment(),
-                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                       start_new_session=True)
-        except OSError as error:
-            raise EvalError(f"{path}: could not run it to ask which Python it is ({error.strerror or error})") from None
-        try:
-            answer = _read_bounded(process, _TIMEOUT)
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if process.returncode != 0 or answer is None:
-        why = "did not answer within 10 s" if answer is None else f"exited with status {process.returncode}"
+    from ..host import probes
+
+    env = _environment()
+    key = [path, "-I", "-c", _QUERY, json.dumps(env, sort_keys=True), _pyenv_selection(env)]
+    code, answer, why = probes.remembered(key, lambda: _run_query(path, env))
+    if code != 0:
         raise EvalError(f"{path} {why} when asked which Python it is (`{path} -I -c …`); check that it runs")
     try:
         data = json.loads(answer)
@@ -126,6 +114,45 @@ def ask(path: str) -> Interpreter:
             or not os.access(executable, os.X_OK):
         raise EvalError(f"{path} says its interpreter is {executable!r}, which is no executable file here")
     return Interpreter(executable, version)
+
+
+def _pyenv_selection(env: Mapping[str, str]) -> str:
+    """The identity of pyenv's global ``version`` file (what a shim runs outside a project), as text."""
+    root = env.get("PYENV_ROOT") or os.path.join(env.get("HOME") or "~", ".pyenv")
+    try:
+        st = os.stat(os.path.join(root, "version"))
+    except OSError:
+        return "no pyenv version file"
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _run_query(path: str, env: Mapping[str, str]) -> tuple[int, str, str]:
+    """(0, answer, "") of `_QUERY` run by `path`, or (1, "", why not) (`ask`)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    work = tempfile.mkdtemp(prefix="cudapkgs-python-")  # 0700, empty: nothing there to import or read
+    try:
+        try:
+            process = subprocess.Popen([path, "-I", "-c", _QUERY], cwd=work, env=dict(env),
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                       start_new_session=True)
+        except OSError as error:
+            return 1, "", f"could not be started ({error.strerror or error})"
+        try:
+            answer = _read_bounded(process, _TIMEOUT)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if answer is None:
+        return 1, "", f"did not answer within {_TIMEOUT:g} s"
+    if process.returncode != 0:
+        return 1, "", f"exited with status {process.returncode}"
+    return 0, answer, ""
 
 
 def _read_bounded(process: "subprocess.Popen[bytes]", timeout: float) -> str | None:
