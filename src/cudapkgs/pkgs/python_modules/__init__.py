@@ -73,6 +73,13 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
     "sympy": (_pure("sympy", "1.14.0", "e091cc3e99d2141a0ba2847328f5479b05d94a6635cb96148ccb3f34671bd8f5"), ("mpmath",)),
     "networkx": (_pure("networkx", "3.6.1", "d47fbf302e7d9cbbb9e2555a0d267983d2aa476bac30e90dfbe5669bd57f3762"), ()),
     "jinja2": (_pure("jinja2", "3.1.6", "85ece4451f492d0c13c5dd7c13a64681a86afae63a5f347908daf103ce6d2f67"), ("markupsafe",)),
+    # torchvision's requirement; pillow 12.1.0 is the newest with a cp310 wheel (13.0 requires Python >= 3.11):
+    # https://pypi.org/pypi/pillow/json, 2026-12-06
+    "pillow": ({tag: Wheel("pillow", "12.1.0", tag, tag, _M227, digest) for tag, digest in {
+        "cp310": "8637e29d13f478bc4f153d8daa9ffb16455f0a6cb287da1b432fdad2bfbd66c7",
+        "cp311": "1f345e7bc9d7f368887c712aa5054558bad44d2a301ddf9248599f4161abc7c0",
+        "cp312": "a6dfc2af5b082b635af6e08e0d1f9f1c4e04d17d4e2ca0ef96131e85eda6eb17",
+        "cp313": "6741e6f3074a35e47c77b23a4e4f2d90db3ed905cb1c5e6e0d49bff2045632bc"}.items()}, ()),
     "fsspec": (_pure("fsspec", "2026.9.0", "8dd6e646e99ea382bd85f97a45e6b526a442d79423a7dc673f1e2756d05fcb5f"), ()),
     "numpy": ({
         "cp311": Wheel("numpy", "2.4.6", "cp311", "cp311", _M227, "89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93"),
@@ -113,11 +120,14 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
 LIBRARIES: dict[tuple[str, str], tuple[str, ...]] = {
     ("numpy", "cp311"): ("zlib",), ("numpy", "cp310"): ("zlib",),
     ("scipy", "cp311"): ("zlib",), ("scipy", "cp312"): ("zlib",), ("scipy", "cp313"): ("zlib",),
+    # pillow 12.1.0 bundles libjpeg, libpng, freetype, … (pillow.libs) but not zlib (readelf -d of cp312's)
+    **{("pillow", tag): ("zlib",) for tag in ("cp310", "cp311", "cp312", "cp313")},
 }
 
 # The ML stack: wheels rewired to the top level's cudaPackages (torch.py, triton.py, jax.py, cupy.py).
-ML_PACKAGES = ("torch", "torch-bin", "triton", "triton-bin", "jax", "jax-cuda13-pjrt", "jax-cuda13-plugin", "cupy",
-                "cuda-pathfinder")
+ML_PACKAGES = ("torch", "torch-bin", "triton", "triton-bin", "jax", "jax-cuda13-pjrt", "jax-cuda13-plugin",
+               "jax-cuda12-pjrt", "jax-cuda12-plugin", "cupy", "cuda-pathfinder", "torchvision", "torchvision-bin",
+               "torchaudio", "torchaudio-bin", "onnxruntime")
 PACKAGES: tuple[str, ...] = (*WHEELS, "pycuda", *ML_PACKAGES)
 
 
@@ -175,7 +185,7 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
 def _ml_package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
     from . import torch, triton
 
-    if name in ("jax", "jax-cuda13-pjrt", "jax-cuda13-plugin"):
+    if name in ("jax", "jax-cuda13-pjrt", "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda12-plugin"):
         from . import jax
 
         return getattr(jax, name.replace("-", "_"))(scope, pkgs, config, system).named(f"python3Packages.{name}")
@@ -184,6 +194,15 @@ def _ml_package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> A
 
         return getattr(cupy, name.replace("-", "_"))(scope, pkgs, config, system).named(f"python3Packages.{name}")
 
+    if name in ("torchvision-bin", "torchaudio-bin"):
+        module = __import__(f"{__name__}.{name[:-4]}", fromlist=["_"])
+        return getattr(module, name.replace("-", "_"))(scope, pkgs, config, system).named(f"python3Packages.{name}")
+    if name in ("torchvision", "torchaudio"):  # Nixpkgs: the source builds; here the wheels (as torch)
+        return scope[f"{name}-bin"]
+    if name == "onnxruntime":
+        from .onnxruntime import onnxruntime
+
+        return onnxruntime(scope, pkgs, config, system).named("python3Packages.onnxruntime")
     if name == "torch-bin":
         return torch.torch_bin(scope, pkgs, config, system).named("python3Packages.torch-bin")
     if name == "torch":

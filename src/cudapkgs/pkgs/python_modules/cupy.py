@@ -90,22 +90,20 @@ def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     from ... import licenses
     from ...build_inputs import get_lib
     from ...builders.rewired_wheel import rewired_wheel
-    from ...errors import EvalError
     from ...lib.fixpoint import AttrSet, lazy
     from ...meta import source_meta
     from .jax import cuda13_assertions
     from .triton import _lib_output
 
     cuda = pkgs.cudaPackages
+    # cupy-cuda12x on CUDA 12 sets (the same 14.2.0 sources, linked to the CUDA 12 sonames), cupy-cuda13x else
+    major = "12" if str(cuda.cudaMajorVersion) == "12" else "13"
+    wheels = CUPY12_WHEELS if major == "12" else CUPY_WHEELS
 
     def wheel() -> dict[str, str]:
-        tag = "cp" + str(ps.pythonVersion).replace(".", "")
-        if system != "x86_64-linux" or tag not in CUPY_WHEELS:
-            raise EvalError(f"python3Packages.cupy {CUPY_VERSION}: no pinned wheel for CPython {ps.pythonVersion} on "
-                            f"{system} (pinned: {', '.join(CUPY_WHEELS)} on x86_64-linux); set python3Executable to "
-                            "one of those")
-        file, sha256 = CUPY_WHEELS[tag]
-        return {"file": file, "sha256": sha256}
+        from .companions import pick_wheel
+
+        return pick_wheel("cupy", CUPY_VERSION, wheels, str(ps.pythonVersion), system)
 
     def cutensor() -> Any | None:
         package = cuda.libcutensor
@@ -132,10 +130,11 @@ def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "pythonImportsCheck": ["cupy"],
             "passthru": AttrSet({
                 "cudaPackages": cuda,
-                "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"cupy-cuda13x {CUPY_VERSION}")[:1]),
+                "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"cupy-cuda{major}x {CUPY_VERSION}",
+                                                                   major=major)[:1]),
             }, name="python3Packages.cupy.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"CuPy {CUPY_VERSION}: NumPy and SciPy for the GPU, its cupy-cuda13x wheel on "
+                "description": f"CuPy {CUPY_VERSION}: NumPy and SciPy for the GPU, its cupy-cuda{major}x wheel on "
                                f"{cuda.attr_path}'s libraries",
                 "homepage": "https://cupy.dev/",
                 "license": [licenses.mit],

@@ -34,8 +34,8 @@ TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/be
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["JAX_VERSION", "JAX_WHEELS", "PJRT_LIBRARIES", "cuda13_assertions", "jax", "jax_cuda13_pjrt",
-           "jax_cuda13_plugin", "set_library"]
+__all__ = ["JAX_VERSION", "JAX_WHEELS", "PJRT_LIBRARIES", "cuda13_assertions", "jax", "jax_cuda12_pjrt",
+           "jax_cuda12_plugin", "jax_cuda13_pjrt", "jax_cuda13_plugin", "set_library"]
 
 JAX_VERSION = "0.10.2"
 # attribute -> python tag -> (file, sha256 of the file pip downloaded, 2026-12-01)
@@ -64,14 +64,22 @@ JAX_WHEELS: dict[str, dict[str, tuple[str, str]]] = {
 # The set's libraries the wheels dlopen (Nixpkgs' cudaLibPath, and what the CUDA 13 wheel's RPATH adds).
 PJRT_LIBRARIES = ("libcublas", "cuda_cupti", "cuda_cudart", "cudnn", "libcufft", "libcusolver", "libcusparse",
                   "nccl", "libnvjitlink", "cuda_nvrtc", "libnvshmem")
-# The plugin's Requires-Dist (with-cuda extra) minimums that are not a set's own CUDA 13 version.
+# The plugin's Requires-Dist (with-cuda extra) minimums that are not a set's own CUDA version, by CUDA major
+# (jax_cuda12_plugin 0.10.2's METADATA: nvidia-cudnn-cu12>=9.8, nvidia-nccl-cu12>=2.18.1,
+# nvidia-nvshmem-cu12>=3.2.5).
 _MINIMUMS = {"cudnn": "9.12.0.46", "nccl": "2.27.7", "libnvshmem": "3.3.20"}
+_MINIMUMS_BY_MAJOR = {"13": _MINIMUMS, "12": {"cudnn": "9.8", "nccl": "2.18.1", "libnvshmem": "3.2.5"}}
 
-# jax_plugins/xla_cuda13/__init__.py (0.10.2): the nvidia/ preload from sys.path, made inert.
-_INERT = {"file": "jax_plugins/xla_cuda13/__init__.py", "replace": [[
-    '    m = importlib.import_module(f"nvidia.{module}")\n',
-    "    m = None  # cudapkgs: the set's libraries come through RUNPATHs, never from nvidia/ on sys.path\n",
-]]}
+
+def _inert(major: str) -> dict[str, Any]:
+    """jax_plugins/xla_cuda<major>/__init__.py (0.10.2): the nvidia/ preload from sys.path, made inert."""
+    return {"file": f"jax_plugins/xla_cuda{major}/__init__.py", "replace": [[
+        '    m = importlib.import_module(f"nvidia.{module}")\n',
+        "    m = None  # cudapkgs: the set's libraries come through RUNPATHs, never from nvidia/ on sys.path\n",
+    ]]}
+
+
+_INERT = _inert("13")
 
 
 def _wheel(name: str, ps: Any, system: str) -> dict[str, str]:
@@ -110,17 +118,20 @@ def set_library(cuda: Any, attr: str) -> Any:
     return _cudnn_for(cuda, torch_build_for(cuda) or TORCH_BUILDS["2.14.1"])[1]
 
 
-def cuda13_assertions(cuda: Any, what: str, pick: Any = None) -> list[dict[str, Any]]:
-    """`brokenAssertions` of a CUDA 13 wheel (JAX's plugin, CuPy's): the set is CUDA 13 and each
-    minimum of `_MINIMUMS` it needs is met (messages name the component and the version needed).
+def cuda13_assertions(cuda: Any, what: str, pick: Any = None, major: str = "13") -> list[dict[str, Any]]:
+    """`brokenAssertions` of a CUDA `major` wheel (JAX's plugin, CuPy's): the set is CUDA `major` and
+    each minimum of `_MINIMUMS_BY_MAJOR` it needs is met (messages name the component, the version
+    needed and the sets to use).
 
     `pick(cuda, attr)` gives the package checked for `attr` (default `set_library`)."""
     from ...lib.versions import version_at_least
 
-    found = [{"message": f"{what} is a CUDA 13 build; {cuda.attr_path} is CUDA {cuda.cudaMajorMinorVersion} "
-                         "(use cudaPackages_13_0.pkgs or a newer CUDA 13 set)",
-              "assertion": str(cuda.cudaMajorVersion) == "13"}]
-    for attr, least in _MINIMUMS.items():
+    use = {"13": "cudaPackages_13_0.pkgs or a newer CUDA 13 set",
+           "12": "cudaPackages_12_9.pkgs, cudaPackages_12_8.pkgs or the default cudaPackages"}[major]
+    found = [{"message": f"{what} is a CUDA {major} build; {cuda.attr_path} is CUDA {cuda.cudaMajorMinorVersion} "
+                         f"(use {use})",
+              "assertion": str(cuda.cudaMajorVersion) == major}]
+    for attr, least in _MINIMUMS_BY_MAJOR[major].items():
         package = (pick or set_library)(cuda, attr)
         have = None if package is None else str(package.version)
         found.append({"message": f"{what} needs {attr} >= {least}; {cuda.attr_path}.{attr} is {have or 'missing'}",
@@ -160,59 +171,90 @@ def jax(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
 
 def jax_cuda13_pjrt(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     """python3Packages.jax-cuda13-pjrt: XLA's CUDA PJRT plugin on ``pkgs.cudaPackages``."""
+    return _pjrt(ps, pkgs, config, system, "13")
+
+
+def jax_cuda12_pjrt(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
+    """python3Packages.jax-cuda12-pjrt: XLA's CUDA 12 PJRT plugin on ``pkgs.cudaPackages`` (a CUDA 12 set):
+    XLA looks for its tools at ``$ORIGIN/../nvidia/cuda_nvcc`` (``strings``, 0.10.2), as Nixpkgs links them."""
+    return _pjrt(ps, pkgs, config, system, "12")
+
+
+def jax_cuda13_plugin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
+    """python3Packages.jax-cuda13-plugin: JAX's CUDA kernels (cuSOLVER, cuSPARSE, PRNG, …) on the set."""
+    return _plugin(ps, pkgs, config, system, "13")
+
+
+def jax_cuda12_plugin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
+    """python3Packages.jax-cuda12-plugin: JAX's CUDA 12 kernels on the set (jax-cuda12-plugin/default.nix@071e0299)."""
+    return _plugin(ps, pkgs, config, system, "12")
+
+
+def _pjrt(ps: Any, pkgs: Any, config: Any, system: str, major: str) -> Any:
     from ...builders.rewired_wheel import rewired_wheel
     from ...lib.fixpoint import AttrSet, lazy
-    from .triton import _bin_output
+    from .cuda_fit import _available
+    from .triton import _bin_output, ptxas_package
 
     cuda = pkgs.cudaPackages
+    name = f"jax-cuda{major}-pjrt"
 
     def links() -> dict[str, list[Any]]:
-        nvcc = _bin_output(cuda.cuda_nvcc)
-        return {"jax_plugins/nvidia/cu13/bin/ptxas": [nvcc, "bin/ptxas"],
-                "jax_plugins/nvidia/cu13/bin/nvlink": [nvcc, "bin/nvlink"],
-                "jax_plugins/nvidia/cu13/nvvm": [cuda.libnvvm.out, "."]}  # libnvvm's out is nvvm/ unnested
+        if major == "13":
+            nvcc = _bin_output(cuda.cuda_nvcc)
+            return {"jax_plugins/nvidia/cu13/bin/ptxas": [nvcc, "bin/ptxas"],
+                    "jax_plugins/nvidia/cu13/bin/nvlink": [nvcc, "bin/nvlink"],
+                    "jax_plugins/nvidia/cu13/nvvm": [cuda.libnvvm.out, "."]}  # libnvvm's out is nvvm/ unnested
+        # CUDA 12: cuda_nvcc where a fetcher has all of it, else cuda_nvcc_wheel (ptxas, nvvm; no nvlink:
+        # XLA then links cubins itself, as it does without nvlink on PATH)
+        tools = ptxas_package(cuda)
+        found = {"jax_plugins/nvidia/cuda_nvcc/bin/ptxas": [_bin_output(tools), "bin/ptxas"],
+                 "jax_plugins/nvidia/cuda_nvcc/nvvm": [tools.out, "nvvm"]}
+        if _available(cuda.cuda_nvcc):
+            found["jax_plugins/nvidia/cuda_nvcc/bin/nvlink"] = [_bin_output(cuda.cuda_nvcc), "bin/nvlink"]
+        return found
 
     def attrs(final: Any) -> dict[str, Any]:
         return {
-            "pname": "jax-cuda13-pjrt", "version": JAX_VERSION,
-            "wheel": lazy(lambda: _wheel("jax-cuda13-pjrt", ps, system)),
+            "pname": name, "version": JAX_VERSION,
+            "wheel": lazy(lambda: _wheel(name, ps, system)),
             "buildInputs": lazy(lambda: _libraries(cuda)),
-            "wheelSubstitutions": [dict(_INERT)],  # (its METADATA requires nothing)
+            "wheelSubstitutions": [_inert(major)],  # (its METADATA requires nothing)
             "wheelLinks": lazy(links),
             "appendRunpaths": lazy(lambda: [*_lib_dirs(cuda), "$ORIGIN"]),  # Nixpkgs' patchelf --add-rpath
-            "pythonImportsCheck": ["jax_plugins"],  # as Nixpkgs: xla_cuda13 imports jax, which depends on no plugin
+            "pythonImportsCheck": ["jax_plugins"],  # as Nixpkgs: xla_cudaNN imports jax, which depends on no plugin
             "passthru": AttrSet({
                 "cudaPackages": cuda,
-                "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"jax-cuda13-pjrt {JAX_VERSION}")),
-            }, name="python3Packages.jax-cuda13-pjrt.passthru"),
-            "meta": lazy(lambda: _meta(final, config, system, f"XLA's PJRT plugin for NVIDIA GPUs {JAX_VERSION}, "
-                                       f"on {cuda.attr_path}'s libraries")),
+                "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"{name} {JAX_VERSION}", major=major)),
+            }, name=f"python3Packages.{name}.passthru"),
+            "meta": lazy(lambda: _meta(final, config, system, f"XLA's PJRT plugin for NVIDIA GPUs (CUDA {major}) "
+                                       f"{JAX_VERSION}, on {cuda.attr_path}'s libraries")),
         }
 
     return rewired_wheel(config, ps.python, attrs, system=system)
 
 
-def jax_cuda13_plugin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
-    """python3Packages.jax-cuda13-plugin: JAX's CUDA kernels (cuSOLVER, cuSPARSE, PRNG, …) on the set."""
+def _plugin(ps: Any, pkgs: Any, config: Any, system: str, major: str) -> Any:
     from ...builders.rewired_wheel import rewired_wheel
     from ...lib.fixpoint import AttrSet, lazy
 
     cuda = pkgs.cudaPackages
+    name = f"jax-cuda{major}-plugin"
 
     def attrs(final: Any) -> dict[str, Any]:
         return {
-            "pname": "jax-cuda13-plugin", "version": JAX_VERSION,
-            "wheel": lazy(lambda: _wheel("jax-cuda13-plugin", ps, system)),
-            "dependencies": [ps["jax-cuda13-pjrt"]],
+            "pname": name, "version": JAX_VERSION,
+            "wheel": lazy(lambda: _wheel(name, ps, system)),
+            "dependencies": [ps[f"jax-cuda{major}-pjrt"]],
             "buildInputs": lazy(lambda: _libraries(cuda)),
             "pythonRemoveDeps": ["nvidia-*"],
             "appendRunpaths": lazy(lambda: [*_lib_dirs(cuda), "$ORIGIN"]),  # Nixpkgs' patchelf --add-rpath
-            "pythonImportsCheck": ["jax_cuda13_plugin"],
+            "pythonImportsCheck": [f"jax_cuda{major}_plugin"],
             "passthru": AttrSet({
                 "cudaPackages": cuda,
-                "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"jax-cuda13-plugin {JAX_VERSION}")),
-            }, name="python3Packages.jax-cuda13-plugin.passthru"),
-            "meta": lazy(lambda: _meta(final, config, system, f"JAX's CUDA 13 plugin {JAX_VERSION}, on "
+                "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"{name} {JAX_VERSION}", major=major)),
+            }, name=f"python3Packages.{name}.passthru"),
+            "meta": lazy(lambda: _meta(final, config, system, f"JAX's CUDA {major} plugin {JAX_VERSION}, on "
                                        f"{cuda.attr_path}'s libraries")),
         }
 
