@@ -311,6 +311,10 @@ def _runpath_context(attrs: Mapping[str, Any], outputs: Mapping[str, Path]) -> d
     final = [str(p) for p in (attrs.get("outputPaths") or {}).values()] + [os.fspath(p) for p in outputs.values()]
     host = find_inputs([], [*(attrs.get("buildInputs") or ()), *(attrs.get("propagatedBuildInputs") or ())]).host
     lib_dirs = [os.path.join(p, sub) for p in host for sub in ("lib", "lib64")]
+    if attrs.get("pythonVersion"):  # the Python dependencies' library directories the fixup searched too
+        from ..hooks.python_lib_dirs import python_lib_dirs
+
+        lib_dirs += [os.fspath(d) for d in python_lib_dirs(host, str(attrs["pythonVersion"]))]
     extra = [*(attrs.get("appendRunpaths") or ()), *([attrs["driverLibDir"]] if attrs.get("driverLibDir") else [])]
     return {"outputs": final, "lib_dirs": lib_dirs, "extra": extra}
 

@@ -165,7 +165,7 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
     _wheels, deps = WHEELS[name]
     src = pkgs.fetchPypi(pname=wheel.pname, version=wheel.version, format="wheel", dist=wheel.python,
                          python=wheel.python, abi=wheel.abi, platform=wheel.platform, sha256=wheel.sha256)
-    module = name.replace("-", "_")  # typing-extensions, ml-dtypes, opt-einsum
+    module = {"pillow": "PIL"}.get(name, name.replace("-", "_"))  # typing-extensions, ml-dtypes, opt-einsum
     libraries = LIBRARIES.get((name, wheel.python), ())
     return scope.buildPythonPackage({
         "pname": name,

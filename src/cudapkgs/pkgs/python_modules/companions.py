@@ -60,7 +60,8 @@ def companion_assertions(what: str, ps: Any, pkgs: Any, torch_version: str | Non
     torch = ps["torch-bin"]
 
     def elsewhere() -> str:
-        majors = [major for major, version in TORCH_FOR_MAJOR.items() if version in pairs]
+        majors = [major for major, version in TORCH_FOR_MAJOR.items()
+                  if (version == torch_version if torch_version else version in pairs)]
         names = sets_with(pkgs, lambda s: str(s.cudaMajorVersion) in majors
                           and _available(s.pkgs.pkgsCuda.python3Packages["torch-bin"]))
         return ("sets that have it: " + ", ".join(names)) if names else "no set here has it"
