@@ -13,7 +13,9 @@ Pairs (PyTorch's release compatibility: each wheel's ``Requires-Dist: torch``, r
 wheels, 2026-12-06): torch 2.14.1 (CUDA 13.0) -> torchvision 0.29.1 (``torch>=2.14.0``),
 torch 2.9.1 (CUDA 12.8) -> 0.24.1 (``torch==2.9.1``).  The wheels bundle hash-named copies of
 libcudart, libnvjpeg, libjpeg, libpng, libwebp and zlib in ``torchvision.libs`` (auditwheel's
-layout) for ``image_stable.so``/``image.so``; ``_C`` takes the set's cudart.  sha256 of every
+layout) for ``image_stable.so``/``image.so``: the CUDA two are replaced by the set's cudart and
+nvJPEG (`BUNDLED_CUDA`: DT_NEEDED renamed, copies removed), so a process holds one libcudart;
+``_C`` takes the set's cudart as Nixpkgs gives it.  sha256 of every
 file: https://pypi.org/pypi/torchvision/json (2026-12-06).
 """
 
@@ -26,6 +28,15 @@ if TYPE_CHECKING:
 __all__ = ["TORCHVISION", "torchvision_bin"]
 
 _FILE = "torchvision-{version}-{tag}-{tag}-manylinux_2_28_x86_64.whl"
+# The CUDA libraries each wheel bundles under a hashed soname (torchvision.libs; the same in every python
+# tag's wheel, unzip -l and readelf -d of cp312's): image_stable.so / image.so is made to need the set's
+# (wheelReplaceNeeded) and the copies are removed, so a process loads one libcudart, the set's.
+BUNDLED_CUDA: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
+    "0.29.1": ("torchvision/image_stable.so", {"libcudart.faf08d9a.so.13": ("cuda_cudart", "libcudart.so.13"),
+                                               "libnvjpeg.36e11081.so.13": ("libnvjpeg", "libnvjpeg.so.13")}),
+    "0.24.1": ("torchvision/image.so", {"libcudart.e8e8b82a.so.12": ("cuda_cudart", "libcudart.so.12"),
+                                        "libnvjpeg.8dd2b5e6.so.12": ("libnvjpeg", "libnvjpeg.so.12")}),
+}
 #: torch version -> (torchvision version, python tag -> (wheel file, sha256))
 TORCHVISION: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
     torch: (version, {tag: (_FILE.format(version=version, tag=tag), digest) for tag, digest in digests.items()})
@@ -77,6 +88,7 @@ def torchvision_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     paired = build.version if build is not None and build.version in TORCHVISION else None
     version, wheels = TORCHVISION[paired or TORCH_FOR_MAJOR["13"]]
     torch = ps["torch-bin"]
+    image, bundled = BUNDLED_CUDA[version]
 
     def tests(final: Any) -> dict[str, Any]:
         return {"cpu": companion_test(ps, pkgs, system, final, "cpu", CPU_TEST, cuda=False),
@@ -88,7 +100,9 @@ def torchvision_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "version": version,
             "wheel": lazy(lambda: pick_wheel("torchvision", version, wheels, str(ps.pythonVersion), system)),
             "dependencies": [ps.numpy, ps.pillow, torch],
-            "buildInputs": lazy(lambda: [get_lib(cuda.cuda_cudart)]),
+            "buildInputs": lazy(lambda: [get_lib(cuda.cuda_cudart), get_lib(cuda.libnvjpeg)]),
+            "wheelReplaceNeeded": {image: {old: new for old, (_attr, new) in bundled.items()}},
+            "wheelRemove": [f"torchvision.libs/{old}" for old in bundled],
             "pythonImportsCheck": ["torchvision"],
             "passthru": AttrSet({
                 "cudaPackages": cuda,
