@@ -99,15 +99,17 @@ def test_an_overlay_in_the_project_config_is_a_python_file_too(cloned, capsys):
     assert "run the Python files evil.py" in err
 
 
-def test_a_store_directory_in_the_repository_is_not_used_unasked(cloned, capsys):
-    # No Python at all: storeDir alone would put the store (and the shell's PATH) into the repository.
+def test_a_store_directory_in_the_repository_is_refused(cloned, capsys):
+    # No Python at all: storeDir alone would put the store (and the shell's PATH) into the repository;
+    # allowed, a later git pull changed what the shell ran with no new allow (issue 30, item 8).
     (cloned / "evil.py").unlink()
     (cloned / "cudapkgs.toml").write_text('packages = ["cuda_cudart"]\n[config]\nstoreDir = "store"\n'
                                           'allowUnfreePredicate = "cuda"\n')
-    code, out, err = run(capsys, "shell", "--command", "sh", "-c", f"touch {cloned}/RAN")
-    _refused(code, out, err, cloned)
-    assert f"put the store at {cloned / 'store'}" in err
-    assert not (cloned / "store").exists()
+    for argv in (("shell", "--command", "sh", "-c", f"touch {cloned}/RAN"), ("allow", str(cloned))):
+        code, out, err = run(capsys, *argv)
+        assert code == 1 and out == "" and not (cloned / "RAN").exists()
+        assert f"storeDir: {cloned / 'store'} is inside the project" in err and "own configuration" in err
+        assert not (cloned / "store").exists() and not allowed_dir().exists()
 
 
 def test_allow_records_the_exact_contents_outside_the_project(cloned, capsys):
@@ -130,7 +132,7 @@ def test_allow_records_the_exact_contents_outside_the_project(cloned, capsys):
     _refused(*run(capsys, "shell", "--print-env"), cloned)
     (cloned / "evil.py").write_text(textwrap.dedent(HELLO))
     check_allowed(load_project(cloned / "cudapkgs.toml"))
-    (cloned / "cudapkgs.toml").write_text('packages = ["hello"]\nfiles = ["evil.py"]\n[config]\nstoreDir = "s"\n')
+    (cloned / "cudapkgs.toml").write_text('packages = ["hello"]\nfiles = ["evil.py"]\n[config]\ncudaSupport = true\n')
     with pytest.raises(UntrustedProjectError, match=r"changed since you allowed it \(the project file\)"):
         check_allowed(load_project(cloned / "cudapkgs.toml"))
     # deny forgets it.
@@ -162,7 +164,7 @@ def test_a_link_to_an_allowed_project_file_is_another_project(cloned, tmp_path, 
     of its Python file: the allow was looked up by the link's target, so the repository was used as
     allowed while every relative path (files, driverLibDir, storeDir, ...) was read from it."""
     (cloned / "evil.py").write_text(textwrap.dedent(HELLO))
-    (cloned / "cudapkgs.toml").write_text('packages = ["hello"]\nfiles = ["evil.py"]\n[config]\ndriverLibDir = "drv"\n')
+    (cloned / "cudapkgs.toml").write_text('packages = ["hello"]\nfiles = ["evil.py"]\n[config]\ndriverLibDir = "../drv"\n')
     assert run(capsys, "allow", str(cloned))[0] == 0
     other = tmp_path / "other"
     other.mkdir()
@@ -382,3 +384,43 @@ def test_a_projects_key_is_trusted_for_its_own_substituters_only(cache_of_hello,
     plan = _plan(capsys)
     assert "will be built" in plan and "will be substituted" not in plan
     assert f"from {url}: no valid signature by a trusted key (signed by: project-1; trusted: no key" in plan
+
+
+@needs_bash
+@pytest.mark.parametrize("spelling", ["{url}", "{url}/", "file://{tmp}/via-link"])
+def test_a_project_listing_the_users_cache_does_not_make_it_trust_the_projects_key(cache_of_hello, capsys, spelling):
+    """Issue 30, item 6: a project naming the user's own cache URL (and its key) got the user's
+    cache trusted on the project's key alone: the merged list held the URL once, scoped to the
+    project's key. The same cache spelled otherwise (a trailing slash, a link to its directory)
+    is the user's too."""
+    repo, url, key = cache_of_hello
+    tmp = repo.parent
+    (tmp / "via-link").symlink_to(tmp / "cache")
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "cudapkgs" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'substituters = ["{url}"]\n')
+    listed = spelling.format(url=url, tmp=tmp)
+    (repo / "cudapkgs.toml").write_text(f'packages = ["hello"]\nfiles = ["pkgs.py"]\n[config]\n'
+                                        f'substituters = ["{listed}"]\ntrustedPublicKeys = ["{key.public}"]\n')
+    assert main(["allow"]) == 0
+    capsys.readouterr()
+    plan = _plan(capsys)
+    assert "will be built" in plan and "will be substituted" not in plan
+    assert f"from {url}: no valid signature by a trusted key (signed by: project-1; trusted: no key" in plan
+    from cudapkgs.project import evaluate_project
+
+    env = evaluate_project(load_project(repo / "cudapkgs.toml"))
+    assert env.project_substituters == () and env.config.substituters == [url]
+    # A cache of the project's own beside it is still trusted on its key.
+    own = f"file://{tmp}/own-cache"
+    shutil.copytree(tmp / "cache", tmp / "own-cache")
+    (repo / "cudapkgs.toml").write_text(f'packages = ["hello"]\nfiles = ["pkgs.py"]\n[config]\n'
+                                        f'substituters = ["{listed}", "{own}"]\ntrustedPublicKeys = ["{key.public}"]\n')
+    assert main(["allow"]) == 0
+    capsys.readouterr()
+    plan = _plan(capsys)
+    assert "will be substituted" in plan and own in plan
+    assert evaluate_project(load_project(repo / "cudapkgs.toml")).project_substituters == (own,)
+    # Named on the command line (--set), it is the user's.
+    env = evaluate_project(load_project(repo / "cudapkgs.toml"), sets=[f'substituters=["{own}"]'])
+    assert env.project_substituters == () and env.config.substituters == [own]

@@ -20,10 +20,11 @@ from cudapkgs.testers import collect_tests, run_tests
 
 # Nixpkgs' test files (tests/ at 1ac181a1 and earlier commits) with a counterpart here.
 PORTED = {
-    "backend-headers", "component-hook", "cuda-library-samples", "cudart-pkg-config", "cudatoolkit",
-    "cudnn-frontend", "cutlass-cmake", "flags", "libcudss-cmake", "nvcc-cmake", "nvcc-discovery", "nvcc-hook",
-    "nvcc-runtime", "nvshmem-cmake", "pkg-config", "redist-variants", "redists-installed", "redists-unpacked",
-    "scope",
+    "backend-headers", "backend-stdenv", "cmake", "component-hook", "cuda-library-samples", "cudart-pkg-config",
+    "cudatoolkit", "cudnn-frontend", "cutlass-cmake", "flags", "libcudss-cmake", "nvcc-backend", "nvcc-cmake",
+    "nvcc-data-outputs", "nvcc-discovery", "nvcc-fortify", "nvcc-hook", "nvcc-outputs", "nvcc-roles", "nvcc-runtime",
+    "nvshmem-cmake", "onnx-tensorrt", "opencv-and-torch", "pkg-config", "public-headers", "redist-outputs",
+    "redist-runtime", "redist-variants", "redists-installed", "redists-unpacked", "scope",
 }
 
 

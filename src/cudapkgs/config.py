@@ -231,6 +231,12 @@ def _validate(option: Option, value: Any, base_dir: str | None) -> Any:
         value = os.path.normpath(os.path.join(base_dir or os.getcwd(), path))
     else:  # pragma: no cover - a mistake in OPTIONS
         raise AssertionError(f"unknown option kind {kind!r}")
+    # No control character in a string (issue 30, item 7): an ESC in a substituter reached the terminal.
+    for text in (value,) if isinstance(value, str) else value if isinstance(value, tuple) else ():
+        char = errors.control_character(text) if isinstance(text, str) else None
+        if char is not None:
+            raise ValueError(f'"{errors.shown(text)}" holds the control character {char}; remove it '
+                             "(a terminal acts on such characters when the value is shown)")
     if option.check is not None:
         value = option.check(value)
     return value
@@ -475,9 +481,14 @@ def parse_toml(data: bytes, label: str) -> dict[str, Any]:
         raise errors.ConfigError(f"{label}: invalid TOML: {error}") from None
 
 
-def _user_config_file(env: Mapping[str, str]) -> str:
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "cudapkgs", "config.toml")
+def _user_config_file(env: Mapping[str, str]) -> str | None:
+    """``$XDG_CONFIG_HOME/cudapkgs/config.toml``; a relative XDG_CONFIG_HOME (or HOME) is ignored, as the
+    XDG Base Directory Specification says (`cudapkgs.xdg`): it was read from the working directory, so a
+    cloned repository supplied the user's configuration (issue 30, item 13). None without a home."""
+    from .xdg import base_dir
+
+    base = base_dir("XDG_CONFIG_HOME", env)
+    return os.path.join(base, "cudapkgs", "config.toml") if base is not None else None
 
 
 #: Keys that, left unset (None), fall back to an environment variable where they are used
@@ -511,7 +522,7 @@ def load_config(
         where.update({key: origin for key in data})
 
     user_file = _user_config_file(env)
-    if os.path.isfile(user_file):
+    if user_file is not None and os.path.isfile(user_file):
         apply_file(user_file, user_file, f"file {user_file}")
     env_file = env.get("CUDAPKGS_CONFIG")
     if env_file:

@@ -21,8 +21,9 @@ __all__ = ["load_toml"]
 
 
 def _cache_file(path: Path, stat: os.stat_result) -> Path:
-    base = os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    from .xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
+
+    root = Path(required_dir("XDG_CACHE_HOME"))
     return root / "cudapkgs" / "data" / f"{path.name}.{stat.st_size}.{stat.st_mtime_ns}.json"
 
 

@@ -75,3 +75,63 @@ class HashMismatchError(FetchError):
 
 class StoreError(CudapkgsError):
     """The store refused an operation: a path not in it, an invalid path, no space, no permission."""
+
+
+# --- showing input in messages (issue 30, item 7) ---------------------------------------------
+#
+# A message that shows input (a package name or a substituter from a cudapkgs.toml, a key of a
+# lock file, a file name) reached the terminal as it was: ESC and CSI sequences in a project file
+# erased the refusal's lines in a terminal emulator, and OSC 52 can write the clipboard.
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def shown(text: object, *, lines: bool = False) -> str:
+    """`text` (str() of it) as a terminal may show it: every character Python does not call
+    printable (`str.isprintable`: the C0 and C1 controls, DEL, format characters such as the bidi
+    overrides, line and paragraph separators, surrogates, private-use and unassigned code points)
+    is written as a Python escape (``\\x1b``, ``\\u202e``); a backslash is left as it is.
+
+    With ``lines`` a newline and a tab are kept (a message of several lines, such as a build log's
+    last lines, whose values were shown one by one); otherwise they are escaped too, so one value
+    cannot add a line to a message.
+    """
+    text = str(text)
+    if text.isprintable():  # nearly always: no copy
+        return text
+    keep = "\n\t" if lines else ""
+    return "".join(c if c.isprintable() or c in keep else _escape(c) for c in text)
+
+
+def control_character(text: str) -> str | None:
+    """The first control character of `text`, escaped (``\\x1b``), or None when it holds none.
+
+    Control characters are Unicode's Cc (C0, DEL, C1), Cf (format characters: the bidi overrides,
+    zero-width characters), Zl and Zp (line and paragraph separators) and Cs (surrogates): they
+    have no place in a package name, a URL, a key or a path, and a terminal acts on some of them
+    (ESC, CSI, OSC). Other characters Python does not call printable (unassigned, private use)
+    are not control characters.
+    """
+    if text.isprintable():
+        return None
+    import unicodedata
+
+    for char in text:
+        if not char.isprintable() and unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp", "Cs"):
+            return _escape(char)
+    return None
+
+
+def check_printable(text: str, where: str) -> str:
+    """`text` when it holds no control character (`control_character`); else `ConfigError` naming
+    ``where`` (e.g. "/repo/cudapkgs.toml: packages") and the character, escaped."""
+    char = control_character(text)
+    if char is not None:
+        raise ConfigError(f'{where}: "{shown(text)}" holds the control character {char}; remove it '
+                          "(a terminal acts on such characters when the value is shown)")
+    return text

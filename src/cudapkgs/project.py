@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, EvalError, did_you_mean
+from .errors import ConfigError, EvalError, check_printable, did_you_mean, shown
 
 __all__ = [
     "PROJECT_FILE",
@@ -94,8 +94,9 @@ class Project:
     config: Mapping[str, Any] = field(default_factory=dict)
     #: Every Python file the project names (``files`` and ``[config] overlays``), as written -> absolute path.
     python_files: Mapping[str, Path] = field(default_factory=dict)
-    #: Programs inside the project that cudapkgs runs (``python3Executable``), shown as -> absolute
-    #: path: hashed and owner-checked with the Python files, as a git pull could change them too.
+    #: Programs inside the project or the work tree holding it (`controlled_area`) that cudapkgs runs
+    #: (``python3Executable``), shown as -> absolute path: hashed and owner-checked with the Python
+    #: files, as a git pull could change them too.
     programs: Mapping[str, Path] = field(default_factory=dict)
     #: The file as read (bytes, owner), when it was read from disk.
     source: Any = field(default=None, repr=False, compare=False)
@@ -120,7 +121,10 @@ def find_project(start: str | os.PathLike[str] | None = None, *, parents: bool =
         return here  # a FIFO or device named as the project file: load_project refuses it, saying so
     for directory in (here, *here.parents) if parents else (here,):
         candidate = directory / PROJECT_FILE
-        if candidate.is_file():
+        # Anything by that name is the project file (issue 30, item 14): a FIFO, a device, a directory
+        # or a dangling link there was skipped, and a parent directory's project used instead; now
+        # load_project refuses it, naming it.
+        if os.path.lexists(candidate):
             return candidate
     return None
 
@@ -136,16 +140,28 @@ def load_project(path: str | os.PathLike[str]) -> Project:
 
     Reading runs nothing and trusts nothing: the file is read once (a regular file, at most
     1 MiB, without blocking), and `check_allowed` decides whether it may be used.
+
+    One real directory serves for everything (issue 30, item 5): the file is taken as
+    `trust.project_key` gives it, its directory's links resolved, and every relative path in it
+    (``files``, ``overlays``, ``storeDir``, ``python3Executable``, mirrors, ``..`` included) is
+    read from that directory, the one the allow is recorded for. Before, ``B/sub -> A/proj``
+    found A's allow but took ``python3Executable = "../tools/python"`` from ``B/tools``.
+
+    Its ``[config]`` is validated here as evaluation validates it (`Config.merged`), so
+    ``cudapkgs allow`` refuses what evaluation would (``requireSigs = 0``). A directory key
+    inside the project (``storeDir``, ``manifestsDir``, ``driverLibDir``, a ``mirror:DIR``
+    fetcher, a ``sourceMirrors`` directory) is refused, naming the key: an allow pins the
+    project's files, not what such a directory holds (`_refuse_inside`).
     """
-    from .config import parse_toml
+    from .config import Config, parse_toml
     from .trust import read_project_file
 
     source = read_project_file(path)
-    file = source.path
+    file = source.real  # its directory's links resolved: the allow's key and the base of every relative path
     data = parse_toml(source.data, str(file))
     for key in data:
         if key not in _KEYS:
-            raise ConfigError(f'{file}: unknown key "{key}"{did_you_mean(key, _KEYS)} (keys: {", ".join(_KEYS)})')
+            raise ConfigError(f'{file}: unknown key "{shown(key)}"{did_you_mean(key, _KEYS)} (keys: {", ".join(_KEYS)})')
 
     def strings(key: str) -> tuple[str, ...] | None:
         value = data.get(key)
@@ -153,11 +169,15 @@ def load_project(path: str | os.PathLike[str]) -> Project:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise ConfigError(f"{file}: {key}: expected a list of strings")
+        for item in value:
+            check_printable(item, f"{file}: {key}")
         return tuple(value)
 
     chosen = data.get("set")
     if chosen is not None and (not isinstance(chosen, str) or not chosen):
         raise ConfigError(f'{file}: set: expected a package set name such as "cudaPackages_12_8"')
+    if isinstance(chosen, str):
+        check_printable(chosen, f"{file}: set")
     if isinstance(chosen, str) and chosen.replace(".", "").isascii() and chosen.replace(".", "").isdigit():
         chosen = "cudaPackages_" + chosen.replace(".", "_")  # "12.8" is cudaPackages_12_8
     config = data.get("config", {})
@@ -166,32 +186,132 @@ def load_project(path: str | os.PathLike[str]) -> Project:
     for key, why in _USER_ONLY.items():
         if key in config:
             raise ConfigError(f"{file}: config: {key} can be set only in your own configuration ({why})")
-    if config.get("requireSigs") is False:
+    root = file.parent
+    config = _absolute_mirrors(config, root)
+    # The one validation evaluation uses (issue 30, item 14): before, `allow` took requireSigs = 0.
+    resolved = Config().merged(config, source=f"{file}: config", relative_to=os.fspath(root))
+    if "requireSigs" in config and resolved.requireSigs is False:
         raise ConfigError(f"{file}: config: requireSigs = false: a project cannot turn signature checks off "
                           "(set it in your own configuration, for caches you fully control)")
+    owned = controlled_area(root)
+    _refuse_inside(file, config, resolved, owned)
     packages = strings("packages") or ()
     if not packages:
         raise ConfigError(f'{file}: packages: list what the environment holds, e.g. packages = ["cuda_nvcc", "cuda_cudart"]')
     names = strings("files") or ()
-    files = tuple((file.parent / f).resolve() for f in names)
-    overlays = config.get("overlays", ())
+    files = tuple((root / f).resolve() for f in names)
     python = {name: path for name, path in zip(names, files)}
-    if isinstance(overlays, list):
-        for entry in overlays:
-            if isinstance(entry, str) and entry:
-                python[entry] = Path(os.path.normpath(file.parent / os.path.expanduser(entry)))
+    for entry in config.get("overlays", ()):
+        python[entry] = Path(os.path.normpath(root / os.path.expanduser(entry)))
     programs = {}
     program = config.get("python3Executable")
-    if isinstance(program, str) and program:
-        # As config resolves it; inside the project (as named or once links are followed) it is the
-        # project's code: before, `python3Executable = "tools/python"` was run by every evaluation
-        # (`--version`) whatever a git pull had made of it since the allow.
-        named = Path(os.path.normpath(file.parent / os.path.expanduser(program)))
-        root = Path(os.path.realpath(file.parent))
-        if named.is_relative_to(file.parent) or Path(os.path.realpath(named)).is_relative_to(root):
+    if program:
+        # As config resolves it; inside the project or its repository (as named or once links are
+        # followed) it is the project's code: before, `python3Executable = "tools/python"` was run by
+        # every evaluation (`--version`) whatever a git pull had made of it since the allow, as was
+        # "../tools/python" from a project in a subdirectory of a repository (issue 30, item 5).
+        named = Path(resolved.python3Executable)
+        if named.is_relative_to(owned) or Path(os.path.realpath(named)).is_relative_to(owned):
             programs[f"python3Executable ({program})"] = named
     return Project(file=file, set=chosen, capabilities=strings("capabilities"), packages=packages, files=files,
                    config=config, python_files=python, programs=programs, source=source)
+
+
+#: Directory keys a project may not point inside itself, and what such a directory decides.
+_INSIDE_REFUSED = {
+    "storeDir": "the store, and so the programs on a shell's PATH",
+    "manifestsDir": "NVIDIA's manifests, and so what is downloaded and its hashes",
+    "driverLibDir": "the driver libraries every CUDA program loads",
+    "fetchers": "the archives NVIDIA's packages are unpacked from",
+    "sourceMirrors": "the source archives packages are built from",
+}
+
+
+def _local_mirror(entry: str) -> str | None:
+    """The directory a ``mirror:`` fetcher's place or a ``sourceMirrors`` entry names, or None for a URL."""
+    if entry.startswith("file://"):
+        return entry.removeprefix("file://")
+    return None if "://" in entry else entry
+
+
+def _absolute_mirrors(config: Mapping[str, Any], root: Path) -> dict[str, Any]:
+    """`config` with the local places of ``fetchers`` (``mirror:DIR``), ``sourceMirrors`` and
+    ``substituters`` (``file://DIR``) made absolute against the project's directory `root`:
+    relative (``vendor``, ``file://vendor``), they were read from the current directory, not from
+    the project (issue 30, item 5). Other values are left as they are (to be validated)."""
+    result = dict(config)
+
+    def absolute(place: object) -> object:
+        if not isinstance(place, str) or not place:
+            return place
+        local = _local_mirror(place)
+        if local is None or not local or os.path.isabs(local):
+            return place
+        made = os.path.normpath(root / os.path.expanduser(local))
+        return made if local == place else "file://" + made
+
+    fetchers = config.get("fetchers")
+    if isinstance(fetchers, list):
+        result["fetchers"] = ["mirror:" + str(absolute(f.partition(":")[2]))
+                              if isinstance(f, str) and f.startswith("mirror:") and f.partition(":")[2] else f
+                              for f in fetchers]
+    for key in ("sourceMirrors", "substituters"):
+        if isinstance(config.get(key), list):
+            result[key] = [absolute(m) for m in config[key]]
+    return result
+
+
+#: What marks a version-controlled work tree's top (git, Mercurial, Subversion, Jujutsu, Bazaar).
+_REPOSITORY_MARKS = (".git", ".hg", ".svn", ".jj", ".bzr")
+
+
+def controlled_area(root: Path) -> Path:
+    """The directory whose contents a project at the real directory `root` controls: the top of
+    the version-controlled work tree holding it (the nearest of `root` and its parents holding
+    ``.git``, ``.hg``, ``.svn``, ``.jj`` or ``.bzr``), else `root` itself.
+
+    A ``git pull`` changes the whole work tree, not only the project's directory: with the
+    project file in ``repo/proj``, ``python3Executable = "../tools/python"`` names a file the
+    repository controls. Only `lstat` calls, one per directory up to ``/``.
+    """
+    for directory in (root, *root.parents):
+        if any(os.path.lexists(directory / mark) for mark in _REPOSITORY_MARKS):
+            return directory
+    return root
+
+
+def _refuse_inside(file: Path, config: Mapping[str, Any], resolved: Any, owned: Path) -> None:
+    """Raise `ConfigError` when a directory key of the project's [config] lies inside `owned`
+    (`controlled_area`: the project's directory, or the work tree holding it).
+
+    An allow pins the project file and the Python files it names, not what a directory holds:
+    with ``storeDir = ".store"`` allowed, a later ``git pull`` changed what ``cudapkgs shell`` ran
+    with no new allow (issue 30, item 8). Such a directory is refused, as named or once its links
+    are followed, whether it exists or not; outside, or in the user's own configuration, it is
+    the user's.
+    """
+    area = os.path.realpath(owned)
+    where = "the project" if Path(area) == file.parent else f"the repository holding the project ({area})"
+
+    def inside(directory: str) -> bool:
+        named = os.path.normpath(directory)
+        return any(p == area or p.startswith(area.rstrip(os.sep) + os.sep)
+                   for p in (named, os.path.realpath(named)))
+
+    for key, what in _INSIDE_REFUSED.items():
+        if key not in config:
+            continue
+        value = resolved[key]
+        places = value if isinstance(value, list) else [value]
+        if key == "fetchers":
+            places = [f.partition(":")[2] for f in places if f.startswith("mirror:")]
+        for place in places:
+            local = _local_mirror(place) if key in ("fetchers", "sourceMirrors") else place
+            if local and inside(local):
+                raise ConfigError(
+                    f"{file}: config: {key}: {shown(local)} is inside {where}, and `cudapkgs allow` does not "
+                    f"cover what a directory there holds ({what}; a git pull could change it with no new allow): "
+                    f"name a directory outside {area}, or set {key} in your own configuration")
 
 
 # --- trust: nothing of a project file takes effect until its user allows it (see `trust`) ---
@@ -242,11 +362,12 @@ def describe_project(project: Project) -> list[str]:
 
 
 def _refusal(project: Project, reason: str, allow: bool = True) -> str:
+    # Each line shown on its own (`shown`): no value can add a line or a terminal sequence (issue 30, item 7).
     lines = [f"{project.file}{_found_where(project)}: {reason}", "once allowed, it would:"]
     lines += [f"  {line}" for line in describe_project(project)]
     if allow:
         lines.append(f"read it and the files it names, then run: cudapkgs allow {project.file}")
-    return "\n".join(lines)
+    return "\n".join(shown(line) for line in lines)
 
 
 def _ownership(project: Project, safe_directories: Sequence[str]) -> None:
@@ -289,15 +410,24 @@ def check_allowed(project: Project, *, safe_directories: Sequence[str] = ()) -> 
     _ownership(project, safe_directories)
     real = project.source.real if project.source is not None else project_key(project.file)
     record = allowed_record(real)
+    if record is None:
+        # Refused before anything is hashed (issue 30, item 9): a 64 GiB file named thrice was read
+        # three times first, and a direnv hook waited. One stat each says whether it could be allowed.
+        from .trust import regular_file_problem
+
+        named = {**project.python_files, **project.programs}
+        problem = next(filter(None, (regular_file_problem(p) for p in dict.fromkeys(named.values()))), None)
+        if problem is not None:
+            raise UntrustedProjectError(_refusal(
+                project, f"not allowed, and it cannot be until it can be read: {problem}", allow=False))
+        raise UntrustedProjectError(_refusal(
+            project, "not allowed: a project file can run code and choose where binaries come from, so "
+            "cudapkgs uses one only once you allow its exact contents"))
     try:
         contents = _contents(project)
     except ConfigError as error:
         raise UntrustedProjectError(_refusal(project, f"not allowed, and it cannot be until it can be read: {error}",
                                              allow=False)) from None
-    if record is None:
-        raise UntrustedProjectError(_refusal(
-            project, "not allowed: a project file can run code and choose where binaries come from, so "
-            "cudapkgs uses one only once you allow its exact contents"))
     if record["digest"] != contents.digest:
         changed = ", ".join(changed_since(record, contents.project, contents.files)) or "its contents"
         raise UntrustedProjectError(_refusal(project, f"changed since you allowed it ({changed})"))
@@ -375,11 +505,21 @@ def evaluate_project(project: Project, *, config_file: str | None = None, sets: 
     checked = config.merged({"substituters": list(own_urls), "trustedPublicKeys": list(own_keys)},
                             source=str(project.file))
     config = config.merged(layered, source=str(project.file), relative_to=os.fspath(project.root))
-    config = config.merged({"substituters": list(dict.fromkeys([*config.substituters, *checked.substituters]))},
+    # The project's own substituters are those the user did not configure: a project listing the
+    # user's cache (the same URL, or another spelling of the same cache) made the user's cache trust
+    # the project's key (issue 30, item 6). Such an entry stays the user's, with the user's keys only.
+    from .store.caches import cache_identity
+
+    users = {cache_identity(url) for url in config.substituters}
+    own = [url for url in checked.substituters if cache_identity(url) not in users]
+    config = config.merged({"substituters": list(dict.fromkeys([*config.substituters, *own]))},
                            source=str(project.file))
     for assignment in sets:
         key, value = parse_set(assignment)
         config = config.merged({key: value}, source="--set")
+        if key == "substituters":  # named on the command line: the user's, whatever the project says
+            users |= {cache_identity(url) for url in config.substituters}
+            own = [url for url in own if cache_identity(url) not in users]
     overlays = []
     if project.files:
         from .user_files import package_file_overlay
@@ -406,7 +546,7 @@ def evaluate_project(project: Project, *, config_file: str | None = None, sets: 
             packages[text] = resolve(where, path)
         except (EvalError, UsageError) as error:
             raise EvalError(f"{project.file}: packages: {text}: {error}") from None
-    return ProjectEnvironment(project, pkgs.config, pkgs, packages, tuple(checked.substituters),
+    return ProjectEnvironment(project, pkgs.config, pkgs, packages, tuple(dict.fromkeys(own)),
                               tuple(checked.trustedPublicKeys))
 
 

@@ -32,18 +32,20 @@ Two store paths of its own (`prepare`) make the machine's tools work unchanged:
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .build_inputs import find_inputs, setup_environment
 from .hooks.cudatoolkit_root import NVCC_WRAPPER, join_roots
 from .hooks.mark_for_cudatoolkit_root import MARKER
 
 __all__ = [
-    "HOST_CUDA_TOOLS", "ShellExtras", "export_lines", "host_cuda_dirs", "host_cuda_tools", "prepare",
-    "propagated_closure", "shell_environment", "toolkit_roots",
+    "CudaSet", "HOST_CUDA_TOOLS", "ShellExtras", "cuda_set_variables", "cuda_sets_in", "export_lines",
+    "host_cuda_dirs", "host_cuda_tools", "mixed_sets_message", "prepare", "propagated_closure",
+    "shell_environment", "toolkit_roots", "torch_cmake_dir",
 ]
 
 
@@ -170,6 +172,8 @@ def shell_environment(
     store_dir: str | None = None,
     driver_dir: str | None = None,
     extras: ShellExtras | None = None,
+    cuda_set: CudaSet | None = None,
+    build_tree: str | None = None,
 ) -> dict[str, str]:
     """The environment of a shell with `paths` (store paths) and what they propagate.
 
@@ -177,7 +181,10 @@ def shell_environment(
     CUDAToolkit_ROOT, … are dropped); `store_dir` (default: the first path's directory) is
     where the cc wrapper adds run paths from; `driver_dir` replaces a stubs directory in
     them; `extras` (from `prepare`) adds the joined toolkit root and the stand-ins for host
-    CUDA tools (see the module docstring).  Nothing on the inherited PATH is removed.
+    CUDA tools (see the module docstring); `cuda_set` and torch in the closure add the variables
+    of `cuda_set_variables`, and torch's CMake directory first on CMAKE_PREFIX_PATH; `build_tree` (the
+    directory the shell starts in) is CUDAPKGS_BUILD_TREE, under which the cc wrapper keeps run paths
+    a link asks for (`hooks.cc_wrapper`).  Nothing on the inherited PATH is removed.
     """
     paths = list(paths)
     if store_dir is None and paths:
@@ -200,8 +207,97 @@ def shell_environment(
         if os.path.isdir(f"{root}/lib"):
             libs = [e for e in env.get("LIBRARY_PATH", "").split(os.pathsep) if e]
             env["LIBRARY_PATH"] = os.pathsep.join(dict.fromkeys([*libs, f"{root}/lib"]))
+    torch_cmake = torch_cmake_dir(closure)
+    if torch_cmake is not None:
+        prefixes = [e for e in env.get("CMAKE_PREFIX_PATH", "").split(os.pathsep) if e]
+        env["CMAKE_PREFIX_PATH"] = os.pathsep.join(dict.fromkeys([torch_cmake, *prefixes]))
+    env.update(cuda_set_variables(cuda_set, torch_cmake, clean))
+    if build_tree and not clean.get("CUDAPKGS_BUILD_TREE"):
+        env["CUDAPKGS_BUILD_TREE"] = build_tree
     env["CUDAPKGS_SHELL"] = " ".join(closure)
     return env
+
+
+class CudaSet(NamedTuple):
+    """What a shell takes from a CUDA package set: its attribute name (``cudaPackages_13_0``), its
+    CUDA version ("13.0"), its ``flags.cudaCapabilities`` (["9.0"]) and its
+    ``flags.cmakeCudaArchitecturesString`` ("90")."""
+
+    name: str
+    version: str
+    capabilities: tuple[str, ...]
+    cmake_architectures: str
+
+
+# A CUDA set's member is named ``cuda<major>.<minor>-<pname>-<version>`` (cudaNamePrefix, as Nixpkgs').
+_SET_PREFIX = re.compile(r"^cuda(\d+)\.(\d+)-")
+
+
+def cuda_sets_in(closures: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
+    """Which CUDA sets the shell's packages come from: ``cudaPackages_X_Y`` -> the labels (of
+    `closures`: label -> the derivation names of that package's closure) reaching a member of it,
+    in first-seen order.  A member is known by its name's ``cudaX.Y-`` prefix (the sets'
+    ``cudaNamePrefix``), so a package built against a set counts for that set."""
+    found: dict[str, list[str]] = {}
+    for label, names in closures.items():
+        for name in names:
+            match = _SET_PREFIX.match(name)
+            if match:
+                labels = found.setdefault(f"cudaPackages_{match[1]}_{match[2]}", [])
+                if label not in labels:
+                    labels.append(label)
+    return found
+
+
+def mixed_sets_message(found: Mapping[str, Sequence[str]]) -> str | None:
+    """The warning for a shell whose packages come from more than one CUDA set (`cuda_sets_in`), naming
+    each set and what brings it; None for one set or none.  Nixpkgs calls such a mix leakage: two
+    CUDA runtimes' headers and libraries in one environment (libraries of one, nvcc of the other)."""
+    if len(found) < 2:
+        return None
+    parts = "; ".join(f"{name} ({', '.join(labels[:4])}{', …' if len(labels) > 4 else ''})"
+                      for name, labels in found.items())
+    return (f"this shell's packages come from {len(found)} CUDA sets: {parts}; what is built here may mix "
+            "their headers and libraries (`cudapkgs check-leakage` names the chain): take every package from one set")
+
+
+def torch_cmake_dir(closure: Iterable[str]) -> str | None:
+    """torch's CMake package directory (``…/site-packages/torch/share/cmake``, holding
+    ``Torch/TorchConfig.cmake``) in the first path of `closure` that has one, else None.  Nixpkgs'
+    torch moves that directory to its ``dev`` output, which CMake finds on CMAKE_PREFIX_PATH
+    (pkgs/development/python-modules/torch/source/default.nix@00d0ced3, postInstall: ``mv …/torch/share
+    $dev/share``); torch's wheel keeps it inside the package."""
+    from .hooks.python_path import site_packages_dirs
+
+    for site in site_packages_dirs(list(closure)):
+        candidate = os.path.join(site, "torch", "share", "cmake")
+        if os.path.isfile(os.path.join(candidate, "Torch", "TorchConfig.cmake")):
+            return candidate
+    return None
+
+
+def cuda_set_variables(cuda_set: CudaSet | None, torch_cmake: str | None,
+                       base: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The variables a shell sets from its CUDA set and torch, each only where `base` (the user's
+    environment) has none:
+
+    * ``CUDAARCHS``: the set's ``cmakeCudaArchitecturesString``, which CMake (3.20 and later) takes
+      as the default of CMAKE_CUDA_ARCHITECTURES (cmake.org/cmake/help/latest/envvar/CUDAARCHS.html),
+      so ``enable_language(CUDA)`` builds for the set's capabilities, not nvcc's default;
+    * with torch (`torch_cmake`, from `torch_cmake_dir`): ``TORCH_CUDA_ARCH_LIST``, the set's
+      ``cudaCapabilities`` joined by ";", which ``torch.utils.cpp_extension`` reads (else it asks the
+      GPU, and fails without one); Nixpkgs' torch exports the same list before its build
+      (source/default.nix@00d0ced3, ``export TORCH_CUDA_ARCH_LIST="${gpuTargetString}"``) and as
+      ``passthru.cudaCapabilities``; ``Torch_DIR`` (``<torch_cmake>/Torch``) for ``find_package(Torch)``.
+    """
+    found: dict[str, str] = {}
+    if cuda_set is not None and cuda_set.capabilities:
+        found["CUDAARCHS"] = cuda_set.cmake_architectures
+        if torch_cmake is not None:
+            found["TORCH_CUDA_ARCH_LIST"] = ";".join(cuda_set.capabilities)
+    if torch_cmake is not None:
+        found["Torch_DIR"] = os.path.join(torch_cmake, "Torch")
+    return {k: v for k, v in found.items() if not base.get(k)}
 
 
 def export_lines(env: Mapping[str, str], base: Mapping[str, str] = os.environ) -> str:

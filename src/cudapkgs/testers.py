@@ -20,15 +20,54 @@ from typing import Any
 from .host.features import host_system_features, missing_features
 
 
-def collect_tests(package: Any, prefix: str = "") -> dict[str, Any]:
-    """`passthru.tests` of a package, flattened: {"cuda.run": test package, "run": …}."""
+def collect_tests(package: Any, prefix: str = "") -> "TesterDict":
+    """`passthru.tests` and `passthru.testers` of a package, flattened: {"cuda.run": test package,
+    "run": …, "testers.cudaAvailable": tester package}. A tester (Nixpkgs' `passthru.testers`, a
+    package whose `bin/<meta.mainProgram>` is the check, to be run where the hardware is) is keyed
+    under "testers."; `is_tester` tells them apart."""
     from .lib.fixpoint import force
 
     passthru = force(package.get("passthru")) if hasattr(package, "get") else None
     tests = force(passthru.get("tests")) if isinstance(passthru, Mapping) else None
     if tests is None and "tests" in package:
         tests = package["tests"]
-    return _flatten(tests or {}, prefix)
+    found = TesterDict(_flatten(tests or {}, prefix))
+    testers = force(passthru.get("testers")) if isinstance(passthru, Mapping) else None
+    if isinstance(testers, Mapping):
+        programs = _flatten(testers, prefix + "testers.")
+        found.update(programs)
+        found.testers = frozenset(programs)
+    return found
+
+
+class TesterDict(dict):  # type: ignore[type-arg]
+    """`collect_tests`' result: name -> package, with `testers` naming the keys that are testers."""
+
+    testers: frozenset[str] = frozenset()
+
+
+def is_tester(tests: Mapping[str, Any], key: str) -> bool:
+    """Whether `tests[key]` (a `collect_tests` result) is a tester: it came from `passthru.testers`,
+    or it is a `writeGpuTestPython` program (it has `passthru.gpuCheck` and `meta.mainProgram`)."""
+    from .lib.fixpoint import force
+
+    if key in getattr(tests, "testers", ()):
+        return True
+    package = tests[key]
+    passthru = force(package.get("passthru")) if hasattr(package, "get") else None
+    meta = package.get("meta") if hasattr(package, "get") else None
+    return isinstance(passthru, Mapping) and "gpuCheck" in passthru and bool((meta or {}).get("mainProgram"))
+
+
+def tester_features(package: Any) -> list[str]:
+    """The system features a tester's program needs where it runs: its `passthru.requiredSystemFeatures`
+    (writeGpuTestPython's `feature`), else ["cuda"] (a tester exists to check hardware)."""
+    from .lib.fixpoint import force
+
+    passthru = force(package.get("passthru")) if hasattr(package, "get") else None
+    if isinstance(passthru, Mapping) and "requiredSystemFeatures" in passthru:
+        return [str(f) for f in force(passthru["requiredSystemFeatures"]) or ()]
+    return ["cuda"]
 
 
 def _flatten(tests: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -109,6 +148,9 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
             except CudapkgsError as error:  # the test itself does not evaluate (an evaluation assertion)
                 results.append(TestResult(label, "failed", str(error).splitlines()[0]))
                 continue
+            if is_tester(tests, name):
+                results.append(_run_tester(label, test, drv, offered, jobs))
+                continue
             lacking = missing_features(drv, offered)
             if lacking:
                 results.append(TestResult(label, "skipped", "needs " + " ".join(lacking)))
@@ -122,6 +164,53 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
                 continue
             results.append(TestResult(label, "passed", _last_line(drv) or drv.outputs["out"]))
     return results
+
+
+#: How long a tester's program may run (seconds) before it counts as failed.
+TESTER_TIMEOUT = 3600
+
+
+def _run_tester(label: str, test: Any, drv: Any, offered: frozenset[str], jobs: int) -> TestResult:
+    """Build a tester, then run its `bin/<meta.mainProgram>` here, outside any build, when this
+    machine offers the features it needs; its output goes to a log file whose last lines a failure
+    shows. Skipped, saying why, on a machine without them (nothing is built then)."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from .errors import CudapkgsError
+    from .realise.scheduler import plan, run
+    from .store.store import Store
+
+    needed = tester_features(test)
+    lacking = [f for f in needed if f not in offered]
+    if lacking:
+        return TestResult(label, "skipped", f"a tester: its program runs on a machine offering {' '.join(lacking)} "
+                          f"(a GPU); this one offers {' '.join(sorted(offered)) or 'none'}")
+    try:
+        with Store.open(drv.store_dir) as store:
+            run(store, plan(store, [drv]), jobs=jobs)
+            store.add_temp_roots(drv.outputs.values())
+    except CudapkgsError as error:
+        return TestResult(label, "failed", str(error))
+    meta = test.get("meta") or {}
+    program = Path(drv.outputs["out"], "bin", str(meta.get("mainProgram") or test.get("pname") or test.name))
+    log = Path(tempfile.mkdtemp(prefix="cudapkgs-tester-")) / "log"
+    with log.open("wb") as sink:
+        try:
+            status = subprocess.run([str(program)], stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    timeout=TESTER_TIMEOUT, check=False).returncode
+        except subprocess.TimeoutExpired:
+            return TestResult(label, "failed", f"{program} ran past {TESTER_TIMEOUT} s (log: {log})")
+        except OSError as error:
+            return TestResult(label, "failed", f"{program} could not run: {error.strerror} (log: {log})")
+    with log.open("rb") as source:
+        source.seek(max(0, log.stat().st_size - 4096))
+        tail = [line for line in source.read().decode(errors="replace").splitlines() if line.strip()]
+    if status != 0:
+        return TestResult(label, "failed", f"{program} exited with status {status}; last lines: "
+                          + " | ".join(tail[-5:]) + f" (log: {log})")
+    return TestResult(label, "passed", (tail[-1] if tail else "no output") + f" (log: {log})")
 
 
 def _collect(pkgs: Any, attrpaths: list[str]) -> list[tuple[str, Any, str | None]]:

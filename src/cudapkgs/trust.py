@@ -41,6 +41,7 @@ from .errors import ConfigError
 
 __all__ = [
     "MAX_PROJECT_BYTES",
+    "MAX_HASHED_BYTES",
     "ProjectFile",
     "UntrustedProjectError",
     "read_project_file",
@@ -48,6 +49,7 @@ __all__ = [
     "ownership_problem",
     "Contents",
     "contents_of",
+    "regular_file_problem",
     "changed_since",
     "allowed_dir",
     "allowed_record",
@@ -165,19 +167,48 @@ def ownership_problem(file: str | os.PathLike[str], uid: int | None = None, *,
     return None
 
 
+#: The most a file a project names may hold to be hashed (bytes): a Python file, or a
+#: ``python3Executable`` inside the project (an interpreter is tens of MiB). Far above any real one;
+#: a 64 GiB sparse file named in a project was read to its end, three times (issue 30, item 9).
+MAX_HASHED_BYTES = 256 << 20
+
+
 def _sha256_file(path: Path) -> str:
-    """The sha256 of the regular file `path` (read without blocking, links followed); ConfigError otherwise."""
+    """The sha256 of the regular file `path` (read without blocking, links followed, at most
+    `MAX_HASHED_BYTES`); `ConfigError` naming it otherwise."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
         raise ConfigError(f"{path}: cannot read it: {error.strerror or error}") from None
     digest = hashlib.sha256()
     with open(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        st = os.fstat(handle.fileno())
+        if not stat.S_ISREG(st.st_mode):
             raise ConfigError(f"{path}: not a regular file; refusing to read it")
-        while chunk := handle.read(1 << 20):
+        if st.st_size > MAX_HASHED_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_HASHED_BYTES} bytes ({st.st_size}); a project names "
+                              "no such file: remove it from the project file")
+        left = MAX_HASHED_BYTES + 1
+        while left > 0 and (chunk := handle.read(min(1 << 20, left))):
             digest.update(chunk)
+            left -= len(chunk)
+        if left <= 0:  # it grew while read
+            raise ConfigError(f"{path}: larger than {MAX_HASHED_BYTES} bytes; a project names no such file")
     return "sha256:" + digest.hexdigest()
+
+
+def regular_file_problem(path: Path) -> str | None:
+    """Why `path` cannot be hashed (missing, not a regular file, too large), from one `stat`
+    (nothing is opened or read), or None. For the refusal of a project with no allow record."""
+    try:
+        st = os.stat(path)
+    except OSError as error:
+        return f"{path}: cannot read it: {error.strerror or error}"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path}: not a regular file"
+    if st.st_size > MAX_HASHED_BYTES:
+        return f"{path}: larger than {MAX_HASHED_BYTES} bytes ({st.st_size})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -200,15 +231,26 @@ def contents_of(data: bytes, python_files: Mapping[str, Path]) -> Contents:
     Raises `ConfigError` when a Python file cannot be read or is not a regular file: a
     project naming a missing file cannot be allowed.
     """
-    files = {name: _sha256_file(path) for name, path in sorted(python_files.items())}
+    by_real: dict[str, str] = {}  # each real file is hashed once, however many names reach it
+    files = {}
+    for name, path in sorted(python_files.items()):
+        real = os.path.realpath(path)
+        if real not in by_real:
+            by_real[real] = _sha256_file(path)
+        files[name] = by_real[real]
     return Contents("sha256:" + hashlib.sha256(data).hexdigest(), files)
 
 
 def allowed_dir(env: Mapping[str, str] = os.environ) -> Path:
     """``$XDG_DATA_HOME/cudapkgs/allowed`` (XDG_DATA_HOME defaults to ~/.local/share, per the XDG
-    Base Directory Specification): where allowed projects are recorded, outside any project."""
-    base = env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "cudapkgs" / "allowed"
+    Base Directory Specification): where allowed projects are recorded, outside any project.
+
+    A relative ``$XDG_DATA_HOME`` (or ``$HOME``) is ignored, as that specification says: it was read
+    from the working directory, so a cloned repository's own allow records were accepted (issue 30,
+    item 13). Raises `ConfigError` when there is no absolute home either (`cudapkgs.xdg`)."""
+    from .xdg import required_dir
+
+    return Path(required_dir("XDG_DATA_HOME", env)) / "cudapkgs" / "allowed"
 
 
 def _record_path(real: Path) -> Path:

@@ -238,3 +238,27 @@ def test_response_file_words_are_gccs(tree, tmp_path):
         assert _words_read(wrapper, store, rsp)[1:] == _reference_words(text)
 
     check()
+
+
+def test_host_run_paths_asked_for_are_dropped_and_store_ones_kept(tree, tmp_path):
+    """torch's CMake config adds MKL's /lib/intel64:/lib/intel64_win:/lib/win-x64 (an empty root): a
+    program linked in a shell keeps only run paths into the store, its build's tree and $ORIGIN."""
+    store, lib, _, wrapper = tree
+    build = tmp_path / "build"
+    (build / "sub").mkdir(parents=True)
+    exe = tmp_path / "t"
+    args = [wrapper, tmp_path / "main.c", f"-L{lib}", "-lgreet", "-o", exe,
+            "-Wl,-rpath,/lib/intel64:/lib/intel64_win:/lib/win-x64", f"-Wl,-rpath,{build}/sub:{lib}",
+            "-Wl,-rpath=$ORIGIN/../lib", "-Wl,-rpath", "-Wl,/opt/host/lib", "-Xlinker", "-rpath", "-Xlinker", "/usr/lib64",
+            "-Wl,--as-needed,-rpath,/usr/local/lib,-O1"]
+    run = subprocess.run(args, capture_output=True, text=True, env=_env(store, CUDAPKGS_BUILD_TREE=str(build)))
+    assert run.returncode == 0, run.stderr
+    assert elf.read_elf(exe).runpath == [f"{build}/sub", str(lib), "$ORIGIN/../lib"]
+    assert "dropped run path entries" in run.stderr
+    for host in ("/lib/intel64", "/lib/intel64_win", "/lib/win-x64", "/opt/host/lib", "/usr/lib64", "/usr/local/lib"):
+        assert host in run.stderr
+    assert subprocess.run(["env", "-i", exe], capture_output=True, text=True).stdout == "hello from greet\n"
+    # Nothing to drop: nothing said.
+    quiet = subprocess.run([wrapper, tmp_path / "main.c", f"-L{lib}", "-lgreet", "-o", exe, f"-Wl,-rpath,{lib}"],
+                           capture_output=True, text=True, env=_env(store))
+    assert quiet.returncode == 0 and quiet.stderr == ""

@@ -305,3 +305,25 @@ def test_the_cpu_stand_in_refuses_its_out_path_with_the_reason():
     assert torch.meta.broken and torch.version
     with pytest.raises(UnavailablePackageError, match="pkgsCuda.python3Packages.torch"):
         torch.outPath
+
+
+def test_torch_bin_inputs_and_metadata_are_nixpkgs(manifests_dir):
+    # torch/bin/default.nix@02e4aeed: 13 CUDA inputs, pyyaml and requests among the Python dependencies,
+    # Nixpkgs' description, hydraPlatforms [] (3.2 GB); cudapkgs adds libnvjitlink and libnvshmem (the
+    # PyPI wheels link them) and pins x86_64-linux wheels only.
+    from cudapkgs.lib.fixpoint import force
+    from cudapkgs.pkgs.python_modules.torch import EXTRA_CUDA_INPUTS, NIXPKGS_CUDA_INPUTS
+
+    assert len(NIXPKGS_CUDA_INPUTS) == 13
+    for build in TORCH_BUILDS.values():
+        assert set(build.built_with) | {"cudnn"} == set(NIXPKGS_CUDA_INPUTS) | set(EXTRA_CUDA_INPUTS)
+    pkgs = cudapkgs.import_pkgs(config={**CONFIG, "cudaSupport": True})
+    torch = pkgs.python3Packages["torch-bin"]
+    names = {force(d).pname for d in torch.dependencies}
+    assert {"pyyaml", "requests", "numpy", "filelock", "jinja2", "networkx", "setuptools", "sympy",
+            "typing-extensions", "triton"} <= names
+    assert torch.meta["description"] == "PyTorch: Tensors and Dynamic neural networks in Python with strong GPU acceleration"
+    assert torch.meta["hydraPlatforms"] == [] and torch.meta["platforms"] == ["x86_64-linux"]
+    requests = pkgs.python3Packages.requests
+    assert {d.pname for d in requests.propagatedBuildInputs} == {"charset-normalizer", "idna", "urllib3", "certifi"}
+    assert pkgs.python3Packages.pyyaml.pythonImportsCheck == ["yaml"]

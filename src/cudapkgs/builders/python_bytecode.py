@@ -7,8 +7,8 @@ the build's ``PATH``: the magic number is that interpreter's) as
 ``python3 -m compileall -q -j 0 --invalidation-mode checked-hash -s $out <site>``: one worker
 process per core, the recorded source names relative to ``$out`` (the build directory's path
 is not kept), a module that does not compile left to compile when imported (as pip does).
-Two guards: the working directory is not on the compiler's sys.path, and each compiler process
-may use at most `MEMORY_LIMIT` bytes of address space (a module needing more is not compiled).
+Two guards: nothing is imported from the working directory (``-I``, and a private empty working
+directory: `cudapkgs.python_child`), and each compiler process may use at most `MEMORY_LIMIT` bytes of address space (a module needing more is not compiled).
 
 `start_compile` runs the same command without waiting, so a build can do other work meanwhile.
 The compiler runs under the build phases' supervisor (`cudapkgs.process_group`): it and
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..errors import CudapkgsError
+from ..python_child import new_private_directory, remove_private_directory
 
 __all__ = ["ByteCompileError", "Compile", "bind_stop", "compile_tree", "deadline_for", "interpreter", "resume",
            "start_compile", "stop_all"]
@@ -120,17 +121,19 @@ def _stopped(stop: threading.Event | None) -> bool:
     return _STOP.is_set() or (stop is not None and stop.is_set())
 
 
-# ``python3 -m compileall`` with two differences: the working directory is not put first on
-# sys.path (a compileall.py or concurrent/ there ran instead of the interpreter's), and the
-# process and its workers are held to MEMORY_LIMIT (RLIMIT_AS, inherited by every worker).
+# ``python3 -m compileall`` with two differences: nothing is imported from the working directory,
+# and the process and its workers are held to MEMORY_LIMIT (RLIMIT_AS, inherited by every worker).
+# ``-I`` keeps the working directory (and PYTHON* variables, the user's site directory) off sys.path
+# from the start, in every Python 3 and in the workers compileall starts (multiprocessing passes the
+# flag on), and the compiler runs in a private empty directory (`python_child`): before, this code
+# dropped the working directory from sys.path only after its first line had imported ``resource``
+# and ``runpy`` from there (a repository's resource.py ran in every Python package's build).
 # Exit status: 0, every module compiled; 1, compileall went through every file and some did not
 # compile; anything else (an exception of compileall's own, a worker lost, a signal: SIGINT is no
 # KeyboardInterrupt that compileall would turn into 1) means it stopped part way.
 _BOOT = """\
 import os, resource, runpy, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
-if not getattr(sys.flags, "safe_path", False) and sys.path and sys.path[0] in ("", os.getcwd()):
-    del sys.path[0]
 limit = int(sys.argv.pop(1))
 soft, hard = resource.getrlimit(resource.RLIMIT_AS)
 if hard != resource.RLIM_INFINITY:
@@ -149,16 +152,17 @@ except BaseException:
 
 
 def _command(python: str, site: Path, out: Path) -> list[str]:
-    return [python, "-c", _BOOT, str(MEMORY_LIMIT), "-q", "-j", "0", "--invalidation-mode", "checked-hash",
-            "-s", os.fspath(out), os.fspath(site)]
+    return [python, "-I", "-c", _BOOT, str(MEMORY_LIMIT), "-q", "-j", "0", "--invalidation-mode", "checked-hash",
+            "-s", os.path.abspath(out), os.path.abspath(site)]
 
 
 class Compile:
     """A byte compilation under way (`start_compile`); `wait` it before reading the tree's ``.pyc`` files."""
 
     def __init__(self, process: subprocess.Popen[bytes], site: Path, deadline: float = float("inf"),
-                 work: str = "", stop: threading.Event | None = None) -> None:
+                 work: str = "", stop: threading.Event | None = None, cwd: str | None = None) -> None:
         self._process, self._site = process, site
+        self._cwd = cwd  # the private working directory, removed once the compiler is gone
         self._stop = stop  # the build run's stop signal (`bind_stop`), besides `stop_all`
         self._deadline = deadline  # seconds from the start
         self._work = work  # what the deadline was allowed for, in words
@@ -195,6 +199,8 @@ class Compile:
             finish_phase(self._process)  # its workers too, and the lifeline closed
             if why is not None or self._process.returncode is None:
                 self._process.wait()  # killed: the supervisor is reaped at once
+            if self._cwd is not None:
+                remove_private_directory(self._cwd)
         if why is not None:
             log.write(f"compileall: {self._site}: {why}\n")
             raise ByteCompileError(f"byte compilation (python3 -m compileall) of {self._site} {why}")
@@ -223,11 +229,17 @@ def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | N
     executable = chosen if os.sep in chosen else shutil.which(chosen)
     if executable is None or not os.access(executable, os.X_OK):
         raise FileNotFoundError(f"{chosen}: no such interpreter to compile byte code with")
+    executable = os.path.abspath(executable)  # it runs in another directory
     argv = _command(executable, Path(site), Path(out))
-    process = popen_phase(argv, executable=shutil.which(argv[0]) or argv[0], env=env, cwd=None,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cwd = new_private_directory()
+    try:
+        process = popen_phase(argv, executable=executable, env=env, cwd=cwd,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except BaseException:
+        remove_private_directory(cwd)
+        raise
     work = f"allowed for {modules} modules, {size / (1 << 20):.1f} MiB of source"
-    return Compile(process, Path(site), deadline, work, stop)
+    return Compile(process, Path(site), deadline, work, stop, cwd)
 
 
 def compile_tree(site: Path, out: Path, env: Mapping[str, str], log: TextIO, python: str | None = None) -> bool:

@@ -245,8 +245,16 @@ def _install_in_process(wheel: Path, site: Path, executable: str, sha256: str | 
 
 
 def _pip_install(wheel: Path, site: Path, env: Mapping[str, str], python: str) -> None:
-    done = subprocess.run([python, *_PIP, os.fspath(site), os.fspath(wheel)], env=dict(env), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, errors="replace", check=False)
+    # ``python3 -m pip`` puts its working directory first on sys.path: cudapkgs' own is the user's,
+    # where a cloned repository's pip/ ran instead of pip.  The build's interpreter may be older than
+    # 3.11 (no -P) and pip may come from PYTHONPATH (no -I): a private empty directory it is.
+    from ..python_child import private_directory
+
+    if os.sep in python:
+        python = os.path.abspath(python)
+    with private_directory() as cwd:
+        done = subprocess.run([python, *_PIP, os.path.abspath(site), os.path.abspath(wheel)], env=dict(env), cwd=cwd,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", check=False)
     if done.returncode != 0:
         raise PipInstallError(f"pip install {wheel.name} failed (exit status {done.returncode}):\n{done.stdout.strip()}")
     for info in site.glob("*.dist-info"):  # PEP 610's file URL into the work directory

@@ -318,12 +318,14 @@ def _main(words: list[str]) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """Run the chosen command, turning the library's errors into one line and an exit status."""
-    from ..errors import CudapkgsError
+    from ..errors import CudapkgsError, shown
 
     try:
         return int(args.func(args) or 0)
     except CudapkgsError as error:
-        print(f"cudapkgs: error: {_in_user_file(error)}{error.cli_message()}", file=sys.stderr)
+        # Messages show input (names from a cudapkgs.toml or a lock, file names): a terminal must not
+        # act on a control character in them (issue 30, item 7).
+        print(shown(f"cudapkgs: error: {_in_user_file(error)}{error.cli_message()}", lines=True), file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("cudapkgs: interrupted", file=sys.stderr)
@@ -335,11 +337,11 @@ def _run(args: argparse.Namespace) -> int:
             raise
         where = _in_user_file(error)
         if where:  # the user's own package or overlay file raised it (a lazy attribute, a phase)
-            print(f"cudapkgs: error: {where}{type(error).__name__}: {error}", file=sys.stderr)
+            print(shown(f"cudapkgs: error: {where}{type(error).__name__}: {error}", lines=True), file=sys.stderr)
             return 1
         print(
-            f"cudapkgs: internal error: {type(error).__name__}: {error} "
-            "(this is a bug in cudapkgs; set CUDAPKGS_DEBUG=1 to see the traceback)",
+            shown(f"cudapkgs: internal error: {type(error).__name__}: {error} "
+                  "(this is a bug in cudapkgs; set CUDAPKGS_DEBUG=1 to see the traceback)", lines=True),
             file=sys.stderr,
         )
         return 70
@@ -363,7 +365,9 @@ def _freeze_at_exit() -> None:
 
 
 def _say_on_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    from ..errors import shown
+
+    print(shown(line, lines=True), file=sys.stderr, flush=True)
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -380,7 +384,9 @@ def _show_warning(message: Any, category: type, filename: str, lineno: int, file
         text = f"cudapkgs: warning: {message}"
     else:
         text = f"cudapkgs: warning: {filename}:{lineno}: {category.__name__}: {message}"
-    print(text, file=file or sys.stderr)
+    from ..errors import shown
+
+    print(shown(text, lines=True), file=file or sys.stderr)
 
 
 def _in_user_file(error: BaseException) -> str:

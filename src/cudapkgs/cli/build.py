@@ -106,8 +106,10 @@ def substituters_from_args(args: argparse.Namespace) -> Any:
     environment's (`ProjectEnvironment.substituters_of`); warnings go to stderr."""
     from ..config import load_config
 
-    def warn(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+    def warn(line: str) -> None:  # a cache's key names and URLs: shown escaped (issue 30, item 7)
+        from ..errors import shown
+
+        print(shown(line, lines=True), file=sys.stderr, flush=True)
 
     env = getattr(args, "project_env", None)
     if env is not None:  # an allowed project: the user's caches, then its own (its keys for those only)

@@ -240,8 +240,10 @@ def _copy_from(args: argparse.Namespace, store) -> int:
     keys = trusted_keys(list(config["trustedPublicKeys"]) + args.trusted_public_key)
     cache = open_cache(args.from_)
 
-    def warn(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+    def warn(line: str) -> None:  # a cache's key names and URLs: shown escaped (issue 30, item 7)
+        from ..errors import shown
+
+        print(shown(line, lines=True), file=sys.stderr, flush=True)
 
     subs = Substituters([cache], keys, require_sigs=not args.no_require_sigs, warn=warn)
     cache.check_store_dir(store.store_dir)
@@ -296,8 +298,10 @@ def _serve(args: argparse.Namespace) -> int:
     root = store.store_dir
     store.close()
 
-    def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+    def say(line: str) -> None:  # a client's request line may be shown: escaped (issue 30, item 7)
+        from ..errors import shown
+
+        print(shown(line, lines=True), file=sys.stderr, flush=True)
 
     limits = Limits(max_connections=args.max_connections, idle_timeout=args.idle_timeout,
                     header_timeout=args.header_timeout, send_timeout=args.send_timeout)

@@ -163,7 +163,7 @@ def _derivation_from_file(path: str, store_dir: str) -> Any:
 def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     """The project's packages (cudapkgs.toml), after checking them against its cudapkgs.lock."""
     from ..store.location import default_store_dir
-    from ..errors import EvalError, UsageError
+    from ..errors import EvalError, UsageError, shown
     from .project import check_against_lock, project_environment
 
     if getattr(args, "files", None) or getattr(args, "args", None):
@@ -171,17 +171,18 @@ def _project_items(args: argparse.Namespace) -> tuple[str, list[Installable]]:
     env = project_environment(args)
     args.project_env = env  # its substituters and keys (build.substituters_from_args)
     if not env.project.lock_file.exists():
-        print(f"cudapkgs: note: {env.project.file} has no lock beside it; `cudapkgs lock` pins this environment",
+        print(shown(f"cudapkgs: note: {env.project.file} has no lock beside it; `cudapkgs lock` pins this environment"),
               file=sys.stderr)
     differences = check_against_lock(env)
     if differences and not args.ignore_lock:
-        lines = "\n".join(f"  {line}" for line in differences)
+        # The lock is not covered by `cudapkgs allow`: each difference on its own line, escaped (issue 30, item 7).
+        lines = "\n".join(f"  {shown(line)}" for line in differences)
         raise EvalError(
             f"this machine does not reproduce {env.project.lock_file}:\n{lines}\n"
             "(`cudapkgs lock` to accept this machine's environment, --ignore-lock to enter it anyway)"
         )
     if differences:
-        print(f"cudapkgs: warning: the environment differs from {env.project.lock_file} ({len(differences)} differences)",
-              file=sys.stderr)
+        print(shown(f"cudapkgs: warning: the environment differs from {env.project.lock_file} "
+                    f"({len(differences)} differences)"), file=sys.stderr)
     items = [Installable(label, drv=derivation_of(pkg, label)) for label, pkg in env.packages.items()]
     return default_store_dir(env.config), items

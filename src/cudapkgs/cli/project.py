@@ -100,13 +100,14 @@ def project_environment(args: argparse.Namespace) -> Any:
 
 def run_allow(args: argparse.Namespace) -> int:
     from ..config import load_config
+    from ..errors import shown
     from ..project import allow_project, describe_project, load_project
 
     project = load_project(_found(args.path))
     allow_project(project, safe_directories=load_config(file=args.config).safeDirectories)
-    print(f"allowed {project.file}; with these contents it will:")
+    print(shown(f"allowed {project.file}; with these contents it will:"))
     for line in describe_project(project):
-        print(f"  {line}")
+        print(f"  {shown(line)}")
     return 0
 
 
@@ -118,10 +119,12 @@ def run_deny(args: argparse.Namespace) -> int:
         from ..errors import UsageError
 
         raise UsageError(f"no {PROJECT_FILE} {'in ' + args.path if args.path else 'here or in a parent directory'}")
+    from ..errors import shown
+
     if deny_project(found):
-        print(f"denied {found}: cudapkgs refuses it until `cudapkgs allow`")
+        print(shown(f"denied {found}: cudapkgs refuses it until `cudapkgs allow`"))
     else:
-        print(f"{found} was not allowed")
+        print(shown(f"{found} was not allowed"))
     return 0
 
 
@@ -143,18 +146,21 @@ def run_lock(args: argparse.Namespace) -> int:
     data = lock_data(env)
     lock = env.project.lock_file
     if args.check:
+        from ..errors import shown
+
         if not lock.exists():
-            print(f"cudapkgs: error: {lock} does not exist; run `cudapkgs lock`", file=sys.stderr)
+            print(shown(f"cudapkgs: error: {lock} does not exist; run `cudapkgs lock`"), file=sys.stderr)
             return 1
         differences = check_lock(read_lock(lock), data)
         if args.json:
             print(json.dumps({"lock": str(lock), "differences": differences}))
         elif differences:
-            print(f"{lock} differs from this machine:", file=sys.stderr)
+            # A lock is not covered by `cudapkgs allow`: its keys and values are shown escaped (issue 30, item 7).
+            print(shown(f"{lock} differs from this machine:"), file=sys.stderr)
             for line in differences:
-                print(f"  {line}", file=sys.stderr)
+                print(f"  {shown(line)}", file=sys.stderr)
         else:
-            print(f"{lock}: up to date ({len(data['packages'])} packages)")
+            print(shown(f"{lock}: up to date ({len(data['packages'])} packages)"))
         return 1 if differences else 0
     write_lock(lock, data)
     if args.json:

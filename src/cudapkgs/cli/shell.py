@@ -40,6 +40,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
+    p.add_argument("--venv", metavar="DIR",
+                   help="with Python packages: the shell's own virtual environment, where `pip install` goes "
+                   "(default: one per interpreter and packages, under $XDG_DATA_HOME/cudapkgs/shell-venvs)")
+    p.add_argument("--no-venv", action="store_true",
+                   help="no virtual environment: the store's Python packages on PYTHONPATH only (pip then is the host's)")
     p.add_argument("--no-substitute", action="store_true",
                    help="do not ask the configured substituters; build everything that is missing")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
@@ -78,7 +83,13 @@ def run_shell(args: argparse.Namespace) -> int:
 
     with Store.open(store_dir) as store:  # the joined toolkit root, the stand-ins for host CUDA tools
         extras = prepare(store, paths)
-    env = shell_environment(paths, store_dir=store_dir, driver_dir=driver, extras=extras)
+    cuda_set, mixed = _cuda_set(args, items)
+    if mixed:
+        print(f"cudapkgs: warning: {mixed}", file=sys.stderr)
+    env = shell_environment(paths, store_dir=store_dir, driver_dir=driver, extras=extras, cuda_set=cuda_set,
+                            build_tree=os.getcwd())
+    if not args.no_venv:
+        env = _with_venv(args, env, store_dir)
     if extras.hidden:
         where = ", ".join(dict.fromkeys(os.path.dirname(p) for p in extras.hidden.values()))
         print(f"cudapkgs: note: the host's {', '.join(sorted(extras.hidden))} ({where}) are hidden in this shell: "
@@ -109,3 +120,76 @@ def _shell_cc(args: argparse.Namespace, items: list[Installable]) -> Any:
     drv = cc.derivation
     stores = {i.drv.store_dir for i in items if i.drv is not None}
     return drv if not stores or stores == {drv.store_dir} else None  # a project's own store: no wrapper there
+
+
+def _cuda_set(args: argparse.Namespace, items: list[Installable]) -> tuple[Any, str | None]:
+    """The CUDA set whose capabilities the shell exports (`shell.CudaSet`, None without one) and the
+    warning for packages of several sets (`shell.mixed_sets_message`).
+
+    The sets are read from the derivations (`shell.cuda_sets_in`); the set's flags from the packages
+    as they were evaluated (torch's ``passthru.cudaPackages``, or the set an attribute path names,
+    so ``pkgsForCudaArch.sm_90`` keeps its capabilities), else from the top level's set of that name.
+    """
+    from ..errors import CudapkgsError
+    from ..shell import CudaSet, cuda_sets_in, mixed_sets_message
+
+    closures = {i.label: [d.name for d in i.drv.closure()] for i in items
+                if i.drv is not None and not i.label.startswith("input of ") and i.label != "stdenv.cc"}
+    found = cuda_sets_in(closures)
+    if not found:
+        return None, None
+    scopes = [s for s in _named_scopes(args) if f"cudaPackages_{str(s.cudaMajorMinorVersion).replace('.', '_')}" in found]
+    scope = scopes[0] if scopes else None
+    if scope is None:
+        try:
+            scope = pkgs_from_args(args)[next(iter(found))]
+        except (CudapkgsError, KeyError, AttributeError):  # a set this cudapkgs lacks (a derivation from elsewhere)
+            return None, mixed_sets_message(found)
+    flags = scope.flags
+    name = f"cudaPackages_{str(scope.cudaMajorMinorVersion).replace('.', '_')}"
+    return (CudaSet(name, str(scope.cudaMajorMinorVersion), tuple(str(c) for c in flags.cudaCapabilities),
+                    str(flags.cmakeCudaArchitecturesString)), mixed_sets_message(found))
+
+
+def _named_scopes(args: argparse.Namespace) -> list[Any]:
+    """The CUDA sets the attribute paths name: a package's own ``cudaPackages`` (torch's passthru), or
+    the set an attribute is a member of; in argument order."""
+    from ..errors import CudapkgsError
+    from ..lib.attrpath import parse_attrpath, resolve
+
+    if not args.attrpaths:
+        return []
+    pkgs = pkgs_from_args(args)
+    found = []
+    for text in args.attrpaths:
+        if text.endswith(".json") or "/" in text:
+            continue
+        try:
+            path = parse_attrpath(text)
+            package = resolve(pkgs, path)
+            owner = package["cudaPackages"] if hasattr(package, "__contains__") and "cudaPackages" in package else None
+            if owner is None and len(path) > 1:
+                owner = resolve(pkgs, path[:-1])
+        except (CudapkgsError, KeyError, AttributeError):  # no set to read here
+            continue
+        if owner is not None and hasattr(owner, "__contains__") and "flags" in owner and "cudaMajorMinorVersion" in owner:
+            found.append(owner)
+    return found
+
+
+def _with_venv(args: argparse.Namespace, env: dict[str, str], store_dir: str) -> dict[str, str]:
+    """`env` with the shell's own virtual environment (`cudapkgs.shell_venv`) when the shell has Python
+    packages and the store's interpreter; unchanged otherwise."""
+    import os
+    import shutil
+
+    from ..shell_venv import default_venv_dir, ensure_venv, venv_environment
+
+    inside = store_dir.rstrip("/") + "/"
+    site_dirs = [e for e in env.get("PYTHONPATH", "").split(os.pathsep) if e.startswith(inside)]
+    python = shutil.which("python3", path=env.get("PATH", ""))
+    if not site_dirs or python is None or not python.startswith(inside):
+        return env
+    where = args.venv or default_venv_dir(python, site_dirs)
+    venv = ensure_venv(where, python, site_dirs, store_dir)
+    return venv_environment(env, venv, site_dirs)

@@ -160,7 +160,10 @@ def _transfer_progress(verb: str):  # type: ignore[no-untyped-def]
     """An `on_path` callback printing one line per path to stderr: "[3/12] exporting NAME (1.2 GiB; 40% of 3.0 GiB)"."""
     def on_path(index: int, total: int, path: str, nar_size: int, done: int, total_bytes: int) -> None:
         share = f"; {100 * done // total_bytes}% of {format_size(total_bytes)}" if total_bytes else ""
-        print(f"[{index}/{total}] {verb} {os.path.basename(path)} ({format_size(nar_size)}{share})", file=sys.stderr, flush=True)
+        from ..errors import shown  # a name from an archive being imported (issue 30, item 7)
+
+        print(shown(f"[{index}/{total}] {verb} {os.path.basename(path)} ({format_size(nar_size)}{share})"),
+              file=sys.stderr, flush=True)
 
     return on_path
 

@@ -157,7 +157,7 @@ class HookProgram(FrozenRecord):
         if path is None:
             # A runtime runs hooks with the spec's env only (no PATH), so the program must not
             # depend on one: the cudapkgs script on PATH or beside this interpreter (a venv's
-            # bin/), else this interpreter with `-m`.  Its argv[0] is then its full path: a
+            # bin/), else this interpreter with `-I -m`.  Its argv[0] is then its full path: a
             # venv's Python finds its pyvenv.cfg from argv[0], and a bare "python3.12" with no
             # PATH falls back to the base installation without cudapkgs (seen on the H200).
             exe = _on_path("cudapkgs")
@@ -166,7 +166,9 @@ class HookProgram(FrozenRecord):
                 exe = beside
             if exe:
                 return cls(os.path.abspath(exe), ("cudapkgs", "cdi", "hook"))
-            return cls(sys.executable, (sys.executable, "-m", "cudapkgs", "cdi", "hook"))
+            # -I: `python -m` puts the working directory (the runtime's: the bundle) first on sys.path,
+            # and a hook runs as root in an environment that is not the user's.
+            return cls(sys.executable, (sys.executable, "-I", "-m", "cudapkgs", "cdi", "hook"))
         base = os.path.basename(path)
         if base == "nvidia-ctk":
             return cls(path, (base, "hook"))

@@ -30,9 +30,10 @@ UDEV_DIR = "/etc/udev/rules.d"
 
 
 def cudapkgs_command() -> list[str]:
-    """How to start cudapkgs from a unit: the installed script, or this Python with -m."""
+    """How to start cudapkgs from a unit: the installed script, or this Python with ``-I -m`` (isolated:
+    ``-m`` alone puts the unit's working directory first on sys.path)."""
     exe = shutil.which("cudapkgs")
-    return [os.path.abspath(exe)] if exe else [sys.executable, "-m", "cudapkgs"]
+    return [os.path.abspath(exe)] if exe else [sys.executable, "-I", "-m", "cudapkgs"]
 
 
 def systemd_quote(arg: str) -> str:

@@ -205,3 +205,25 @@ def backend_stdenv(
         }
     )
     return AttrSet(attrs, name=f"{set_name}.backendStdenv")
+
+
+def with_compiler(stdenv: AttrSet, backend_cc: Any) -> AttrSet:
+    """`stdenv` with its compiler: ``cc`` (the set's `backendCC`, from the thunk `backend_cc`; None
+    when the host has no compiler nvcc accepts), ``hasCC``, and ``override``, which returns the
+    stdenv with some of its attributes replaced (``override(cc=None)``: ``hasCC`` follows ``cc``
+    unless given), as Nixpkgs' stdenv adapters change a stdenv through its ``override``
+    (tests/backend-stdenv.nix@1dbbce67: ``backendStdenv.override { cc = null; hasCC = false; }``)."""
+    from ..lib.fixpoint import lazy
+
+    def override(changes: Any = None, /, **kw: Any) -> AttrSet:
+        new = {**dict(changes or {}), **kw}
+        if "cc" in new:
+            cc = new["cc"]
+            return with_compiler(stdenv, lambda: cc).update(new)
+        return with_compiler(stdenv, backend_cc).update(new)
+
+    return stdenv.update({
+        "cc": lazy(backend_cc),
+        "hasCC": lazy(lambda: backend_cc() is not None),
+        "override": override,
+    })

@@ -15,6 +15,7 @@ native input brings that name:
 | removeStubsFromRunpathHook | `hooks.remove_stubs_from_runpath` | replaces a `stubs` RUNPATH entry by the driver dir (the generic fixup always does) |
 | markForCudatoolkitRootHook | `hooks.mark_for_cudatoolkit_root` | marks every output for CUDAToolkit_ROOT |
 | cudaComponentHook | `hooks.cuda_component` | publishes the package as a CUDA component when it sets `cudaPublishComponent` |
+| setupCudaHook | `hooks.setup_cuda` | CUDAToolkit_ROOT, CUDAToolkit_INCLUDE_DIR, CUDAHOSTCXX, NVCC_CCBIN (done in every build with nvcc or a marked input; the member is its name) |
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ HOOK_NAMES: dict[str, str] = {
     "markForCudatoolkitRootHook": "mark-for-cudatoolkit-root-hook",
     "removeStubsFromRunpathHook": "remove-stubs-from-runpath-hook",
     "cudaComponentHook": "cuda-component-hook",
+    "setupCudaHook": "setup-cuda-hook",
 }
 COMPAT_DIR_FILE = "nix-support/cuda-compat-lib-dir"  # read by realise.generic._compat_dir
 

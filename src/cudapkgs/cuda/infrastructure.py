@@ -34,6 +34,16 @@ def _lib(final: AttrSet) -> AttrSet:
             final.db.cudaCapabilityToInfo,
         )
 
+    def select_manifests(versions: Any) -> AttrSet:
+        """selectManifests (top-level/cuda-packages.nix@c12d1f68: ``lib.mapAttrs (name: version:
+        _cuda.manifests.${name}.${version})``): product -> version to product -> manifest, each read
+        on first use from the vendored manifests (`manifests.load_manifest`; a product or version
+        without one is a `ManifestError` naming it)."""
+        from ..manifests import load_manifest
+
+        return AttrSet({product: lazy(lambda p=product, v=version: load_manifest(p, str(v)))
+                        for product, version in dict(versions).items()}, name="_cuda.lib.selectManifests")
+
     def evaluate_assertions(assertions: Any) -> bool:
         return failed_assertions_string([(a["assertion"], a["message"]) for a in assertions]) == ""
 
@@ -62,6 +72,7 @@ def _lib(final: AttrSet) -> AttrSet:
             "versionOlder": version_older,
             "versionAtLeast": version_at_least,
             "allowUnfreeCudaPredicate": licenses.allow_unfree_cuda_predicate,
+            "selectManifests": select_manifests,
             "cudaLicenseNames": lazy(lambda: sorted(licenses.CUDA_LICENSE_NAMES)),
         },
         name="_cuda.lib",

@@ -34,4 +34,11 @@ HOOKS: dict[str, str] = {
     "markForCudatoolkitRootHook": "mark_for_cudatoolkit_root",
     "removeStubsFromRunpathHook": "remove_stubs_from_runpath",
     "cudaComponentHook": "cuda_component",
+    # packages/setupCudaHook/package.nix@35ed05da: nvcc propagates it in Nixpkgs; here its work
+    # (hooks/setup_cuda.py) is done in every build that has nvcc or a marked input, with or without
+    # the member listed; the member is the package a build can name.
+    "setupCudaHook": "setup_cuda",
 }
+
+# Members that are neither redistributables built from a manifest entry nor packages from source.
+OTHER: tuple[str, ...] = ("nvidia_driver", "writeGpuTestPython")

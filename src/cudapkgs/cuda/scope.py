@@ -80,14 +80,16 @@ def cuda_packages(
                 raise
 
         def _stdenv() -> AttrSet:
-            return backend_stdenv(
+            from .backend_stdenv import with_compiler
+
+            return with_compiler(backend_stdenv(
                 set_name=name,
                 cuda_major_minor=mm,
                 cuda_capabilities=config.cudaCapabilities,
                 cuda_forward_compat=config.cudaForwardCompat,
                 system=system,
                 info=_cuda.db.cudaCapabilityToInfo,
-            )
+            ), lambda: final.backendCC)
 
         def set_flags() -> AttrSet:
             info = _cuda.db.cudaCapabilityToInfo
@@ -135,6 +137,12 @@ def cuda_packages(
             "cudatoolkit": lazy(lambda: _aggregate("cudatoolkit", final, config, system)),
             "tests": lazy(lambda: _set_tests(final, config, system)),
         }
+        # makeScopeWithSplicing's package sets by role (default.nix@1ac181a1, lib/customisation.nix's
+        # makeScopeWithSplicing'): cudapkgs builds natively only, so every role's set is this set.
+        for role in SPLICED_ROLES:
+            attrs[role] = lazy(lambda: final)
+        attrs["writeGpuTestPython"] = lazy(lambda: _write_gpu_test_python(final, config))
+        attrs["nvidia_driver"] = lazy(lambda: _nvidia_driver(final, config))
         # The setup hooks, as packages a build lists in nativeBuildInputs (cuda/hook_packages.py).
         for member in HOOKS:
             attrs[member] = lazy(lambda member=member: _hook(final, config, member))
@@ -163,6 +171,23 @@ def cuda_packages(
 
     extensions = ([_aliases] if config.allowAliases else []) + list(_cuda.extensions)
     return make_scope(pkgs, extends(compose_many_extensions(extensions), base), name=name)
+
+
+# The roles of makeScopeWithSplicing (build, host and target platforms, two at a time).
+SPLICED_ROLES = ("pkgsBuildBuild", "pkgsBuildHost", "pkgsBuildTarget", "pkgsHostHost", "pkgsHostTarget",
+                 "pkgsTargetTarget")
+
+
+def _write_gpu_test_python(scope: Scope, config: Any) -> Any:
+    from .write_gpu_test_python import write_gpu_test_python
+
+    return write_gpu_test_python(scope, config)
+
+
+def _nvidia_driver(scope: Scope, config: Any) -> Any:
+    from .nvidia_driver import nvidia_driver
+
+    return nvidia_driver(scope, config)
 
 
 def _from_source(scope: Scope, module: str) -> Any:

@@ -72,8 +72,9 @@ class CollectResult:
 
 def _wheel_cache() -> Path:
     # `wheel_lookup.wheel_cache_directory`, without importing the wheel modules.
-    base = os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
+
+    root = Path(required_dir("XDG_CACHE_HOME"))
     return root / "cudapkgs" / "wheels"
 
 

@@ -44,15 +44,21 @@ def run_watching(command: Sequence[str], *, scratch_parent: Path, timeout: float
                  on_bytes: Callable[[int], None] | None) -> subprocess.CompletedProcess[str]:
     """Run `command` (pip) with $TMPDIR a fresh directory in `scratch_parent`, calling `on_bytes(n)` as it grows.
 
+    The command runs in a private empty directory (`cudapkgs.python_child.private_directory`), so
+    paths in it must be absolute.
+
     `n` is the bytes written there so far (called only when it changes). Raises
     subprocess.TimeoutExpired after `timeout` seconds (the process is killed) and OSError when
     it cannot start. The scratch directory is removed afterwards.
     """
+    from ..python_child import private_directory
+
     scratch_parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".pip-tmp-", dir=scratch_parent))
     try:
-        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-            process = subprocess.Popen(list(command), stdout=out, stderr=err, text=True,
+        # In a private empty directory: `python -m pip` in the user's would import a pip/ found there.
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, private_directory() as cwd:
+            process = subprocess.Popen(list(command), stdout=out, stderr=err, text=True, cwd=cwd,
                                        env={**os.environ, "TMPDIR": str(scratch)})
             deadline = time.monotonic() + timeout
             last = -1

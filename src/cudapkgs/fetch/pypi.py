@@ -30,8 +30,8 @@ and the file name is checked too.  NVIDIA's CUDA wheels have their own fetcher
 
 from __future__ import annotations
 
+import os
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 from ..errors import EvalError, FetchError
 from ..package import Package
+from ..python_child import own_python
 from .fixed_output import fixed_output_package
 from .hashes import parse_hash
 
@@ -159,7 +160,8 @@ class _PipDownload:
         checks; None only for tests of pip's own behaviour)."""
         self.pname, self.version, self.sha256_hex, self.algo = pname, version, sha256_hex, algo
         self.declared_algo = declared_algo or algo  # what the package gave (sha1: pip cannot check it)
-        self.pip = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
+        # -P: `python -m` puts the working directory first on sys.path (a cloned repository's pip/ ran).
+        self.pip = list(pip) if pip is not None else own_python("-m", "pip")
         self.timeout = timeout
         self.wheel = wheel
         self.description = f"pip download {pname}=={version}" + (" (wheel)" if wheel else "")
@@ -171,6 +173,7 @@ class _PipDownload:
             formats = ["--only-binary=:all:", *pip_tag_options(*self.wheel)]
         else:
             formats = [f"--no-binary={self.pname}"]
+        scratch = Path(os.path.abspath(scratch))  # pip runs in a private directory
         command = [*self.pip, "download", "--no-deps", *formats, "--disable-pip-version-check",
                    "--dest", str(scratch / "dl")]
         if self.sha256_hex:
@@ -181,8 +184,12 @@ class _PipDownload:
             command.append(requirement)
         import subprocess  # here, where pip runs: evaluating a fetchPypi starts no process
 
+        from ..python_child import private_directory
+
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False)
+            with private_directory() as cwd:  # -P aside, an empty PYTHONPATH entry names the working directory
+                done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False,
+                                      cwd=cwd)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise FetchError(f"{self.description} failed: {error}") from None
         got = re.search(r"\bGot\s+([0-9a-f]{64}(?:[0-9a-f]{64})?)\b", done.stderr or "")

@@ -220,8 +220,9 @@ def cached_wheel(project: str, version: str, arch: str, cache: Path | None = Non
 
 def wheel_cache_directory() -> Path:
     """pip's download directory, reused between runs: ``$XDG_CACHE_HOME/cudapkgs/wheels``."""
-    base = os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
+
+    root = Path(required_dir("XDG_CACHE_HOME"))
     return root / "cudapkgs" / "wheels"
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import FetchError
+from ..python_child import own_python
 from .pip_progress import run_watching
 from .sources import FetchedArtifact
 from .wheel_lookup import (
@@ -80,7 +81,8 @@ class WheelSource:
         timeout: float = 1800,
     ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self.pip = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
+        # -P: `python -m` puts the working directory first on sys.path (a cloned repository's pip/ ran).
+        self.pip = list(pip) if pip is not None else own_python("-m", "pip")
         # NVIDIA's wheels are py3-none: any interpreter version selects the same files.
         self.python_version = python_version or f"{sys.version_info.major}.{sys.version_info.minor}"
         self.arch = arch
@@ -118,7 +120,7 @@ class WheelSource:
         wanted = platform_tags(arch)
         for platform in wanted:
             command += ["--platform", platform]
-        command += ["--python-version", self.python_version, "-d", str(cache), requirement]
+        command += ["--python-version", self.python_version, "-d", os.path.abspath(cache), requirement]
         try:
             done = run_watching(command, scratch_parent=cache, timeout=self.timeout, on_bytes=on_bytes)
         except (OSError, subprocess.TimeoutExpired) as error:

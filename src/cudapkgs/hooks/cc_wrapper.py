@@ -28,7 +28,17 @@ is never added: a library linked from there is the driver's at run time, so
 `cudapkgs shell` runs outside it too, with no LD_LIBRARY_PATH.  In builds the
 fixup's autoPatchelf then trims each RUNPATH to the directories actually needed.
 ``NIX_DEBUG=1`` prints the arguments read and the run paths added on stderr.
-to the directories actually needed.
+
+Run paths given on the command line (``-Wl,-rpath,DIR[:DIR]``, ``-Wl,-rpath=DIR``, ``-Wl,-rpath
+-Wl,DIR``, ``-Xlinker -rpath -Xlinker DIR``) are kept only where they name the store, the build's
+own tree (``$NIX_BUILD_TOP``, ``$CUDAPKGS_BUILD_TREE`` (a shell's directory), ``$out``), ``$ORIGIN``
+or the driver's directory; any other host directory is dropped with a warning on stderr, as
+Nixpkgs' ld-wrapper drops run paths outside the store when ``NIX_ENFORCE_PURITY`` is on
+(pkgs/build-support/bintools-wrapper/ld-wrapper.sh@6e369ff7, ``badPath``).  torch's CMake config, for one,
+adds MKL's directories with an empty root (``/lib/intel64:/lib/intel64_win:/lib/win-x64``; Nixpkgs
+patches torch's source instead, disable-cmake-mkl-rpath.patch): a program linked in a shell must
+find its libraries in the store, not in whatever the host has there.  Response files are not
+rewritten (CMake puts libraries there, not run paths).
 """
 
 from __future__ import annotations
@@ -213,7 +223,87 @@ case ${NIX_DEBUG:-} in
 esac
 extra=()
 for r in "${rpaths[@]}"; do extra+=("-Wl,-rpath,$r"); done
-exec "$real" "$@" "${extra[@]}"
+# Run paths asked for on the command line stay when they name the store, the build's own tree
+# (NIX_BUILD_TOP, CUDAPKGS_BUILD_TREE, $out), $ORIGIN or the driver's directory; any other host
+# directory (torch's CMake config adds MKL's /lib/intel64 with an empty root) is dropped, saying so.
+rp_keep() {
+  local t
+  case "$1" in
+    '$ORIGIN'|'$ORIGIN/'*|'${ORIGIN}'|'${ORIGIN}/'*|"$NIX_STORE"/*) return 0 ;;
+  esac
+  [ -n "${CUDAPKGS_DRIVER_DIR:-}" ] && [ "$1" = "$CUDAPKGS_DRIVER_DIR" ] && return 0
+  for t in "${NIX_BUILD_TOP:-}" "${CUDAPKGS_BUILD_TREE:-}" "${out:-}"; do
+    t=${t%/}
+    [ -n "$t" ] || continue
+    case "$1" in "$t"|"$t"/*) return 0 ;; esac
+  done
+  return 1
+}
+dropped=()
+rp_filter() {  # $1: a colon-separated run path -> REPLY: the entries kept
+  local e kept=() parts
+  IFS=: read -r -a parts <<< "$1"
+  for e in "${parts[@]}"; do
+    [ -n "$e" ] || continue
+    if rp_keep "$e"; then kept+=("$e"); else dropped+=("$e"); fi
+  done
+  local IFS=:
+  REPLY="${kept[*]}"
+}
+join_commas() { local IFS=,; REPLY="$*"; }
+args=()
+pending=0  # a -Wl,...,-rpath whose directory is the next -Wl argument's first item
+xl=0       # -Xlinker -rpath seen: the next -Xlinker's argument is the directory
+skip=0
+for ((i = 1; i <= $#; i++)); do
+  a=${!i}
+  if [ "$skip" -gt 0 ]; then skip=$((skip - 1)); continue; fi
+  case "$a" in
+    -Wl,*)
+      IFS=, read -r -a items <<< "${a#-Wl,}"
+      out_items=()
+      for ((j = 0; j < ${#items[@]}; j++)); do
+        it=${items[$j]}
+        if [ "$pending" = 1 ]; then
+          pending=0; rp_filter "$it"
+          if [ -n "$REPLY" ]; then args+=("-Wl,-rpath"); out_items+=("$REPLY"); fi
+          continue
+        fi
+        case "$it" in
+          -rpath|--rpath)
+            if [ $((j + 1)) -lt ${#items[@]} ]; then
+              j=$((j + 1)); rp_filter "${items[$j]}"
+              [ -n "$REPLY" ] && out_items+=("$it" "$REPLY")
+            else
+              pending=1
+            fi ;;
+          -rpath=*|--rpath=*)
+            rp_filter "${it#*=}"
+            [ -n "$REPLY" ] && out_items+=("${it%%=*}=$REPLY") ;;
+          *) out_items+=("$it") ;;
+        esac
+      done
+      if [ ${#out_items[@]} -gt 0 ]; then join_commas "${out_items[@]}"; args+=("-Wl,$REPLY"); fi
+      ;;
+    -Xlinker)
+      n=$((i + 1)); next=${!n:-}
+      if [ "$xl" = 1 ]; then
+        xl=0; rp_filter "$next"; skip=1
+        [ -n "$REPLY" ] && args+=(-Xlinker -rpath -Xlinker "$REPLY")
+      elif [ "$next" = -rpath ] || [ "$next" = --rpath ]; then
+        xl=1; skip=1
+      else
+        args+=("$a")
+      fi ;;
+    *) args+=("$a") ;;
+  esac
+done
+[ "$pending" = 1 ] && args+=("-Wl,-rpath")
+[ "$xl" = 1 ] && args+=(-Xlinker -rpath)
+if [ ${#dropped[@]} -gt 0 ]; then
+  echo "cudapkgs cc-wrapper: dropped run path entries outside the store and this build's tree: ${dropped[*]} (a program linked here finds its libraries in the store; CUDAPKGS_BUILD_TREE names the build's tree)" >&2
+fi
+exec "$real" "${args[@]}" "${extra[@]}"
 """
 
 

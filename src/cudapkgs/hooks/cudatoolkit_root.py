@@ -41,8 +41,9 @@ JOINED_MARKER = ".cudapkgs-joined-root"
 
 #: The behaviour of cuda_nvcc's bin/nvcc wrapper that a joined root relies on (running the binary
 #: beside the path it was run by), recorded in nvcc's derivation so that a store holding an older
-#: nvcc builds it again: 2 since this module (1: the binary always ran from nvcc's own output).
-NVCC_WRAPPER = 2
+#: nvcc builds it again: 2 since this module (1: the binary always ran from nvcc's own output);
+#: 3 since the binary runs under the name ``<dir>/nvcc`` (bash's ``exec -a``), so that it calls itself nvcc.
+NVCC_WRAPPER = 3
 
 #: The most links and directories one joined tree may get (a hostile input could list millions of files).
 MAX_ENTRIES = 500_000

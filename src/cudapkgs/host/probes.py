@@ -39,8 +39,9 @@ _loaded: dict[Path, dict[str, list]] = {}  # cache file -> its entries, read onc
 
 def cache_file() -> Path:
     """``$XDG_CACHE_HOME/cudapkgs/probes.json`` (``~/.cache`` when unset or relative)."""
-    base = os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
+
+    root = Path(required_dir("XDG_CACHE_HOME"))
     return root / "cudapkgs" / "probes.json"
 
 

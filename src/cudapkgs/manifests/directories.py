@@ -41,8 +41,9 @@ def user_directory() -> Path:
     ``$XDG_DATA_HOME`` defaults to ``~/.local/share`` (XDG Base Directory Specification);
     a relative value is ignored, as the specification says.
     """
-    base = os.environ.get("XDG_DATA_HOME")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "share"
+    from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
+
+    root = Path(required_dir("XDG_DATA_HOME"))
     return root / "cudapkgs" / "manifests"
 
 
@@ -79,8 +80,9 @@ def cache_directory() -> Path:
     No longer read by `load_manifest` (evaluation never downloads); kept so that `gc --caches`
     can remove what older versions left there.
     """
-    base = os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
+
+    root = Path(required_dir("XDG_CACHE_HOME"))
     return root / "cudapkgs" / "manifests"
 
 

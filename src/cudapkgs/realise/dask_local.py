@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
+
+from ..python_child import new_private_directory, own_python, remove_private_directory
 
 __all__ = ["LocalBuildCluster"]
 
@@ -29,7 +30,7 @@ class LocalBuildCluster:
     def __init__(self, stores_dir: str | os.PathLike[str], *, worker_death_timeout: float = 60) -> None:
         from distributed import LocalCluster
 
-        self.stores_dir = Path(stores_dir)
+        self.stores_dir = Path(os.path.abspath(stores_dir))  # the workers run in another directory
         # Workers run in sessions of their own (so that `kill` takes their builds too). One that
         # never reaches the scheduler (this process killed right after starting it) would retry
         # forever; ``dask worker --death-timeout`` makes it exit after this many seconds.
@@ -40,19 +41,23 @@ class LocalBuildCluster:
                                      scheduler_kwargs={"dashboard": False}, host="127.0.0.1")
         self.address: str = self._cluster.scheduler_address
         self.workers: dict[str, subprocess.Popen] = {}
+        self._cwd: str | None = None  # the workers' private working directory, removed by `close`
 
     def start_worker(self, name: str, *, resources: str = "", features: str = "", nthreads: int = 1) -> Path:
         """Start worker `name` (its real store: ``stores_dir/store-NAME``) offering `resources`
         (``cuda=1,…``) and the build features `features` (space-separated, as CUDAPKGS_SYSTEM_FEATURES)."""
         real = self.stores_dir / f"store-{name}"
         env = dict(os.environ, CUDAPKGS_WORKER_STORE=str(real), CUDAPKGS_SYSTEM_FEATURES=features)
-        argv = [sys.executable, "-m", "distributed.cli.dask_worker", self.address, "--name", name,
+        # -P and a private working directory: `python -m` would import a distributed/ found in the user's.
+        argv = [*own_python("-m", "distributed.cli.dask_worker"), self.address, "--name", name,
                 "--nthreads", str(nthreads), "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
                 "--death-timeout", f"{self.worker_death_timeout:g}"]
         if resources:
             argv += ["--resources", resources]
+        if self._cwd is None:
+            self._cwd = new_private_directory()
         self.workers[name] = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                              start_new_session=True)
+                                              start_new_session=True, cwd=self._cwd)
         return real
 
     def wait_for(self, count: int, timeout: float = 60) -> None:
@@ -73,6 +78,9 @@ class LocalBuildCluster:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        if self._cwd is not None:
+            remove_private_directory(self._cwd)
+            self._cwd = None
         self._cluster.close()
 
     def __enter__(self) -> "LocalBuildCluster":

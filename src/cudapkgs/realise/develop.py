@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -47,7 +48,7 @@ from ..hooks import shell_functions
 from ..stdenv import PHASES
 from . import generic
 
-__all__ = ["IGNORED_VARIABLES", "DevelopSession"]
+__all__ = ["IGNORED_VARIABLES", "DevelopOutputsError", "DevelopSession"]
 
 #: Variables the shell keeps from the user's environment rather than the build's: Nix's
 #: `ignoreVars` (develop.cc); NIX_BUILD_TOP and the TMP* ones are the session's directory.
@@ -73,7 +74,9 @@ class DevelopSession:
     hiding host CUDA tools, `cudapkgs.shell.prepare`).  `env` is the shell's environment and
     `rc_file` the bash file defining the phases; `start_server` must run before the shell, and
     `close` after it (it removes the session's directory).  Raises `EvalError` for a derivation
-    that is not built by phases.
+    that is not built by phases, `DevelopOutputsError` when ``./outputs`` or ``./outputs/NAME`` is a link,
+    not a directory or not the user's (they are created when missing; what they hold then is never fixed
+    up: `check_outputs`).
     """
 
     def __init__(self, drv: Derivation, *, outputs_dir: str | os.PathLike[str], base: Mapping[str, str],
@@ -82,10 +85,12 @@ class DevelopSession:
             raise EvalError(f"{drv.name} is built by the {drv.builder!r} builder, which has no phases to run in a "
                             "shell; `cudapkgs develop` takes packages made by mk_derivation")
         self.drv = drv
+        self.outputs = {name: Path(outputs_dir).absolute() / name for name in drv.outputs}
+        self._made = _make_output_dirs(Path(outputs_dir).absolute(), list(drv.outputs))
+        self._before = _snapshot(self.outputs)
         self.work = Path(tempfile.mkdtemp(prefix="cudapkgs-develop-"))
         self.private = self.work / ".cudapkgs-develop"
         self.private.mkdir(mode=0o700)
-        self.outputs = {name: Path(outputs_dir).absolute() / name for name in drv.outputs}
         final = {name: os.fspath(path) for name, path in self.outputs.items()}
         self.attrs = generic.structured_attrs(drv, self.outputs, final)
         self.native, self.host = generic.dependency_paths(drv)
@@ -250,8 +255,24 @@ if [[ $- == *i* ]]; then PS1={shlex.quote(f"(develop {self.drv.name}) ")}"${{PS1
         result.write_text("".join(line + "\n" for line in lines))
         return 0
 
+    def check_outputs(self, key: str) -> None:
+        """Before a Python step writes to the outputs: each ``./outputs/NAME`` is still the real directory
+        made or checked when the session began (a link planted since is refused), and nothing in them is
+        a file that was there then, untouched since (same inode and change time): cudapkgs fixes up, rewrites
+        and checks only what this session's phases wrote.  Raises `DevelopOutputsError` naming the file."""
+        _recheck(self._made)
+        for name, root in self.outputs.items():
+            for rel, stamp in _walk(root):
+                if self._before.get((name, rel)) == stamp:
+                    raise DevelopOutputsError(
+                        f"{key}: {root / rel} was in {root} before this `cudapkgs develop` began and no phase has "
+                        f"written it since; cudapkgs changes only what the phases wrote: remove {root} and run the "
+                        "phases again")
+
     def _run(self, key: str, cwd: Path, env: dict[str, str], lines: list[str]) -> None:
         log = sys.stdout
+        if key in ("fixupPhase", "finish"):  # cudapkgs' own changes to the outputs (not a package's Python phase)
+            self.check_outputs(key)
         final = {name: os.fspath(path) for name, path in self.outputs.items()}
         if key == "unpackPhase" and not isinstance(self.attrs.get(key), Mapping):
             if self.drv.data.get("src") is not None and os.path.lexists(cwd / "source"):
@@ -271,3 +292,82 @@ if [[ $- == *i* ]]; then PS1={shlex.quote(f"(develop {self.drv.name}) ")}"${{PS1
     def close(self) -> None:
         """Remove the session's directory (the shell has ended)."""
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+class DevelopOutputsError(CudapkgsError):
+    """``./outputs`` or ``./outputs/NAME`` is not a plain directory of the user's, or holds files no phase of
+    this session wrote."""
+
+
+#: At most this many entries are taken stock of in ``./outputs`` when a session begins.
+_SNAPSHOT_LIMIT = 200_000
+
+
+def _make_output_dirs(top: Path, names: Sequence[str]) -> list[tuple[Path, int, int]]:
+    """Create `top` (``$PWD/outputs``) and ``top/NAME`` for each output name, or take them when they are
+    already real directories owned by this user; return (directory, st_dev, st_ino) of each.
+
+    A symbolic link at any of them (a cloned repository's ``outputs/out -> ~``) is refused, never
+    followed: the phases would install through it and the fixup rewrite the RUNPATHs of what is there.
+    Raises `DevelopOutputsError` with the path and what to do.
+    """
+    made = []
+    for path in (top, *(top / name for name in names)):
+        try:
+            os.mkdir(path, 0o755)
+        except FileExistsError:
+            pass
+        except OSError as error:
+            raise DevelopOutputsError(f"{path}: cannot create the output directory ({error.strerror}); "
+                                      "run `cudapkgs develop` in a directory you can write") from None
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory"
+            raise DevelopOutputsError(f"{path} is {kind}; `cudapkgs develop` installs the outputs into "
+                                      f"./outputs/NAME and never through a link: remove {path} or run it elsewhere")
+        if st.st_uid != os.geteuid():
+            raise DevelopOutputsError(f"{path} belongs to user {st.st_uid}, not to you; remove it or run "
+                                      "`cudapkgs develop` in a directory of yours")
+        made.append((path, st.st_dev, st.st_ino))
+    return made
+
+
+def _recheck(made: Sequence[tuple[Path, int, int]]) -> None:
+    for path, dev, ino in made:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != (dev, ino):
+            raise DevelopOutputsError(f"{path} is no longer the directory this session made; the outputs are "
+                                      "never written through a link: restore it (remove it and start "
+                                      "`cudapkgs develop` again)")
+
+
+def _walk(root: Path) -> list[tuple[str, tuple[int, int, int]]]:
+    """(relative path, (st_dev, st_ino, st_ctime_ns)) of every entry below `root` but directories, found
+    without following links; at most `_SNAPSHOT_LIMIT` entries (else `DevelopOutputsError`)."""
+    found: list[tuple[str, tuple[int, int, int]]] = []
+    pending = [""]
+    while pending:
+        rel = pending.pop()
+        try:
+            with os.scandir(root / rel if rel else root) as entries:
+                for entry in entries:
+                    st = entry.stat(follow_symlinks=False)
+                    name = os.path.join(rel, entry.name) if rel else entry.name
+                    if stat.S_ISDIR(st.st_mode):
+                        pending.append(name)
+                    else:
+                        found.append((name, (st.st_dev, st.st_ino, st.st_ctime_ns)))
+                    if len(found) + len(pending) > _SNAPSHOT_LIMIT:
+                        raise DevelopOutputsError(f"{root} holds more than {_SNAPSHOT_LIMIT} entries; remove it "
+                                                  "and run the phases again")
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def _snapshot(outputs: Mapping[str, Path]) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """What the outputs held when the session began: (output name, relative path) -> (dev, inode, ctime)."""
+    return {(name, rel): stamp for name, root in outputs.items() for rel, stamp in _walk(root)}

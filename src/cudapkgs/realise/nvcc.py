@@ -26,7 +26,7 @@ from pathlib import Path
 from ..hooks.errors import FixupError
 from ..host.compiler import Compiler, names_for
 
-__all__ = ["CCBIN_DIR", "WRAPPED", "arrange", "rewrite_profile"]
+__all__ = ["CCBIN_DIR", "WRAPPED", "arrange", "rewrite_profile", "wrapper_text"]
 
 #: Where the compiler links go, relative to nvcc's output.
 CCBIN_DIR = "libexec/cudapkgs/ccbin"
@@ -78,23 +78,44 @@ def rewrite_profile(
     return "\n".join(lines) + "\n"
 
 
-def _wrap(nvcc: Path, wrapped: str, ccbin: str) -> None:
-    # nvcc probes the host compiler through PATH (or -ccbin, NVCC_CCBIN), not the
-    # profile's compiler-bindir; the wrapper sets NVCC_CCBIN unless the caller did.
-    # The real binary stays in bin/, so nvcc still finds nvcc.profile beside itself.
-    # nvcc takes its directory (_HERE_, so TOP and the profile) from the path it is run by:
-    # reached through a joined toolkit root's bin/nvcc (a link to this script), the binary
-    # is run from there, so TOP is that root, as CMake's FindCUDAToolkit needs
-    # (hooks/cudatoolkit_root.py); anywhere else, from its own output.
-    nvcc.rename(nvcc.with_name(WRAPPED))
-    nvcc.write_text(
-        "#!/bin/sh\n"
+def wrapper_text(wrapped: str, ccbin: str) -> str:
+    """The text of cuda_nvcc's ``bin/nvcc`` wrapper (a bash script) around the real binary `wrapped`
+    (``<out>/bin/.nvcc-unwrapped``), setting ``NVCC_CCBIN`` to `ccbin` unless the caller did.
+
+    nvcc probes the host compiler through PATH (or -ccbin, NVCC_CCBIN), not the profile's
+    compiler-bindir, hence ``NVCC_CCBIN``.  nvcc takes two things from its ``argv[0]``, not from
+    ``/proc/self/exe`` (checked with the 13.0.88 binary of NVIDIA's nvidia-cuda-nvcc wheel: run with
+    an ``argv[0]`` naming no existing file it prints ``_HERE_=(null)`` and fails; a bare name is
+    looked up on PATH; a link is not resolved): its directory ``_HERE_`` (so ``TOP`` and the
+    ``nvcc.profile`` it reads) and its own name, everything of the file name up to the first dot,
+    which begins ``nvcc --version``'s first line.  Run as ``.nvcc-unwrapped`` it printed
+    ``: NVIDIA (R) Cuda compiler driver``, which CMake's compiler identification does not take for
+    nvcc (CMAKE_CUDA_COMPILER_TOOLKIT_VERSION stayed empty, issue 32).  So the binary is executed
+    with ``argv[0]`` set to the wrapper's own path (bash's ``exec -a``): nvcc names itself ``nvcc``
+    and its ``_HERE_`` is the directory it was run from.  Reached through a joined toolkit root's
+    ``bin/nvcc`` (a link to this script, `hooks.cudatoolkit_root`) that is the joined tree, so TOP
+    is that root, as CMake's FindCUDAToolkit needs; from anywhere without ``.nvcc-unwrapped`` and
+    ``nvcc.profile`` beside it (a user's own link), nvcc's own output.
+    """
+    from shlex import quote
+
+    out_bin = os.path.dirname(wrapped)
+    return (
+        "#!/bin/bash\n"
         "# cudapkgs: nvcc with the host compiler chosen for it (-ccbin or NVCC_CCBIN override it)\n"
-        f'if [ -z "${{NVCC_CCBIN:-}}" ]; then NVCC_CCBIN={ccbin}; export NVCC_CCBIN; fi\n'
+        f'if [ -z "${{NVCC_CCBIN:-}}" ]; then NVCC_CCBIN={quote(ccbin)}; export NVCC_CCBIN; fi\n'
         'case "$0" in */*) here=${0%/*} ;; *) here= ;; esac\n'
-        f'if [ -n "$here" ] && [ -x "$here/{WRAPPED}" ] && [ -f "$here/nvcc.profile" ]; then exec "$here/{WRAPPED}" "$@"; fi\n'
-        f'exec {wrapped} "$@"\n'
+        f'if [ -n "$here" ] && [ -x "$here/{WRAPPED}" ] && [ -f "$here/nvcc.profile" ]; then\n'
+        f'  exec -a "$here/nvcc" "$here/{WRAPPED}" "$@"\n'
+        "fi\n"
+        f'exec -a {quote(out_bin + "/nvcc")} {quote(wrapped)} "$@"\n'
     )
+
+
+def _wrap(nvcc: Path, wrapped: str, ccbin: str) -> None:
+    # The real binary stays in bin/, beside nvcc.profile and the tools it runs (`wrapper_text`).
+    nvcc.rename(nvcc.with_name(WRAPPED))
+    nvcc.write_text(wrapper_text(wrapped, ccbin))
     nvcc.chmod(0o755)
 
 

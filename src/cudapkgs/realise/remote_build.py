@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import CudapkgsError
+from ..python_child import own_python, private_directory
 
 __all__ = ["RemoteBuildError", "build_task", "worker_command"]
 
@@ -65,7 +66,8 @@ def worker_command(store_dir: str, real_store: str | None) -> list[str]:
     ``unshare --mount`` with `real_store` bind-mounted on `store_dir`.
     Raises RemoteBuildError when that needs `unshare` and it is not installed.
     """
-    child = [sys.executable, "-m", "cudapkgs.realise.remote_build"]
+    # -P: `python -m` puts the working directory (the worker's, anyone's) first on sys.path.
+    child = own_python("-m", "cudapkgs.realise.remote_build")
     if not real_store or os.path.abspath(real_store) == os.path.abspath(store_dir):
         return child
     unshare = shutil.which("unshare")
@@ -106,17 +108,20 @@ def build_task(payload: Mapping[str, Any], *_dependencies: Any) -> dict[str, Any
     data = dict(payload)
     if os.environ.get(WORKER_KEY_ENV):
         data["signKeyFile"] = os.environ[WORKER_KEY_ENV]
-    process = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True, preexec_fn=_die_with_parent,
-    )
-    try:
-        out, err = process.communicate(pickle.dumps(data))
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise
+    if isinstance(data.get("signKeyFile"), str) and data["signKeyFile"]:
+        data["signKeyFile"] = os.path.abspath(data["signKeyFile"])  # the child runs in a private directory
+    with private_directory() as cwd:  # an empty PYTHONPATH entry names the working directory too
+        process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, preexec_fn=_die_with_parent, cwd=cwd,
+        )
+        try:
+            out, err = process.communicate(pickle.dumps(data))
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
     host = _worker_name()
     try:
         result = json.loads(out.decode() or "null")

@@ -20,7 +20,6 @@ def default_store_dir(config: Any = None, env: Mapping[str, str] = os.environ) -
         return os.path.abspath(configured)
     if env.get("CUDAPKGS_STORE"):
         return os.path.abspath(env["CUDAPKGS_STORE"])
-    data = env.get("XDG_DATA_HOME")
-    if not data or not os.path.isabs(data):
-        data = os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(data, "cudapkgs", "store")
+    from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
+
+    return os.path.join(required_dir("XDG_DATA_HOME", env), "cudapkgs", "store")

@@ -48,8 +48,9 @@ def default_store_root() -> Path:
     env = os.environ.get("CUDAPKGS_STORE")
     if env:
         return Path(env)
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(data) / "cudapkgs" / "store"
+    from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
+
+    return Path(required_dir("XDG_DATA_HOME")) / "cudapkgs" / "store"
 
 
 class Store(Registration, WorkDirs, GarbageCollector, Verification):

@@ -66,3 +66,34 @@ def dev_output(package: Any) -> Any:
     output's), which makes the package an input."""
     outputs = list(package["outputs"])
     return package["dev" if "dev" in outputs else outputs[0]]
+
+
+def broken_meta(message: str, **extra: Any) -> dict[str, Any]:
+    """`meta` of a test that cannot run here: broken, unavailable, and `message` as its one problem
+    (what `cudapkgs test` reports as the reason it was skipped)."""
+    return {"broken": True, "available": False, "problems": {"broken": {"kind": "broken", "message": message}},
+            **extra}
+
+
+def meta_of(*packages: Any) -> dict[str, Any]:
+    """`meta` of a test that needs `packages`: unavailable, with their problems, when one of them is
+    broken or unsupported here (an unfree package not allowed is left to the licence check, so that
+    `cudapkgs test` counts it apart)."""
+    problems: dict[str, Any] = {}
+    for package in packages:
+        meta = package.meta
+        if meta.get("available", True):
+            continue
+        for key, problem in dict(meta.get("problems") or {}).items():
+            problems[key if key not in problems else f"{package.name}.{key}"] = problem
+    return {"available": False, "problems": problems} if problems else {}
+
+
+def wheels_lack_nvcc(cuda: Any, config: Any) -> dict[str, Any]:
+    """`meta` making a test needing `cuda`'s nvcc unavailable when sources come only from NVIDIA's
+    wheels (config `fetchers = ["wheels"]`) and the set is CUDA 12, whose nvcc has no wheel (the
+    nvidia-cuda-nvcc-cu12 wheel carries ptxas, not nvcc; cuda/nvcc_wheel.py); else {}."""
+    if tuple(config.fetchers) == ("wheels",) and str(cuda.cudaMajorVersion) == "12":
+        return broken_meta(f"needs {cuda.attr_path}.cuda_nvcc, and CUDA 12's nvcc has no wheel: with "
+                           'fetchers = ["wheels"] it cannot be fetched (add "redist" where NVIDIA\'s archives are reachable)')
+    return {}

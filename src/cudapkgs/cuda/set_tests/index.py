@@ -18,6 +18,8 @@ from ...lib.fixpoint import AttrSet, lazy
 _HERE = "cudapkgs.cuda.set_tests."
 TESTS: dict[str, tuple[str, str]] = {
     "backend-headers": (_HERE + "backend_headers", "backend_headers"),
+    "backend-stdenv": (_HERE + "backend_stdenv", "backend_stdenv"),
+    "cmake": (_HERE + "cmake_suite", "cmake"),
     "component-hook": (_HERE + "component_hook", "component_hook"),
     "cuda-library-samples": (_HERE + "samples", "cuda_library_samples"),
     "cudart-pkg-config": (_HERE + "pkg_config", "cudart_pkg_config"),
@@ -26,18 +28,29 @@ TESTS: dict[str, tuple[str, str]] = {
     "cutlass-cmake": (_HERE + "cmake_consumers", "cutlass_cmake"),
     "flags": (_HERE + "flags", "flags"),
     "libcudss-cmake": (_HERE + "cmake_consumers", "libcudss_cmake"),
+    "nvcc-backend": (_HERE + "nvcc_backend", "nvcc_backend"),
     "nvcc-cmake": (_HERE + "cmake_consumers", "nvcc_cmake"),
+    "nvcc-data-outputs": (_HERE + "nvcc_outputs", "nvcc_data_outputs"),
     "nvcc-discovery": (_HERE + "toolkit_tests", "nvcc_discovery"),
+    "nvcc-fortify": (_HERE + "nvcc_fortify", "nvcc_fortify"),
     "nvcc-hook": (_HERE + "nvcc_hook", "nvcc_hook"),
+    "nvcc-outputs": (_HERE + "nvcc_outputs", "nvcc_outputs"),
+    "nvcc-roles": (_HERE + "nvcc_roles", "nvcc_roles"),
     "nvcc-runtime": (_HERE + "nvcc_runtime", "nvcc_runtime"),
     "nvshmem-cmake": (_HERE + "cmake_consumers", "nvshmem_cmake"),
+    "onnx-tensorrt": (_HERE + "onnx_tensorrt", "onnx_tensorrt"),
+    "opencv-and-torch": (_HERE + "opencv_and_torch", "opencv_and_torch"),
     "pkg-config": (_HERE + "pkg_config", "pkg_config"),
+    "public-headers": (_HERE + "public_headers", "public_headers_set"),
+    "redist-outputs": (_HERE + "redist_outputs", "redist_outputs"),
+    "redist-runtime": (_HERE + "redist_runtime", "redist_runtime"),
     "redist-variants": (_HERE + "redist_variants", "redist_variants"),
     "redists-installed": ("cudapkgs.cuda.aggregates", "redists_installed"),
     "redists-unpacked": ("cudapkgs.cuda.aggregates", "redists_unpacked"),
     "scope": (_HERE + "scope", "scope"),
 }
-# public-headers.nix is no set test of its own: packages call it (passthru.tests.headers).
+# public-headers.nix is a function packages call (passthru.tests.headers); `public-headers` here
+# gathers those at set level.
 
 
 def tests(scope: Any, config: Any, system: str) -> AttrSet:

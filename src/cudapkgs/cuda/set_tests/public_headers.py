@@ -48,3 +48,26 @@ def public_headers(cuda: Any, config: Any, package: Any, *, headers: Sequence[st
         system=cuda.backendStdenv.hostNixSystem,
         name=f"{cuda.attr_path}.{package.pname}.passthru.tests.headers",
     )
+
+
+def public_headers_set(cuda: Any, config: Any, system: str) -> Any:
+    """`tests.public-headers`: the `passthru.tests.headers` of every member whose component entry
+    has a header test (`header_test` in data/redist_components.toml: libcusparse_lt, libcutensor,
+    libcublasmp), gathered at set level so that `cudapkgs test <set>` runs them with the others."""
+    from ...lib.fixpoint import AttrSet, lazy
+    from ..components import component_specs
+
+    names = [pname for specs in component_specs().values() for pname, spec in specs.items()
+             if getattr(spec, "header_test", None) and pname in cuda]
+
+    def headers(pname: str) -> Any:
+        from .common import meta_of, run_command
+
+        package = cuda[pname]
+        unavailable = meta_of(package)  # a broken subject: the test says why instead of failing to evaluate
+        if unavailable:
+            return run_command(cuda, config, "public-headers", 'touch "$out"\n', {"meta": unavailable}, suffix=pname)
+        return package.passthru["tests"]["headers"]
+
+    return AttrSet({pname: lazy(lambda pname=pname: headers(pname)) for pname in names},
+                   name=f"{cuda.attr_path}.tests.public-headers")

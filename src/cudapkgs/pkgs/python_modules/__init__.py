@@ -38,6 +38,9 @@ class Wheel(NamedTuple):
 
 _M2014 = "manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64"
 _M227 = "manylinux_2_27_x86_64.manylinux_2_28_x86_64"
+_M1 = "manylinux1_x86_64.manylinux_2_28_x86_64.manylinux_2_5_x86_64"
+# attribute -> the module pythonImportsCheck imports, where it is not the attribute's own name
+IMPORT_NAMES = {"pyyaml": "yaml", "pillow": "PIL"}
 
 
 def _pure(pname: str, version: str, sha256: str) -> dict[str, Wheel]:
@@ -81,6 +84,25 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
         "cp312": "a6dfc2af5b082b635af6e08e0d1f9f1c4e04d17d4e2ca0ef96131e85eda6eb17",
         "cp313": "6741e6f3074a35e47c77b23a4e4f2d90db3ed905cb1c5e6e0d49bff2045632bc"}.items()}, ()),
     "fsspec": (_pure("fsspec", "2026.9.0", "8dd6e646e99ea382bd85f97a45e6b526a442d79423a7dc673f1e2756d05fcb5f"), ()),
+    # torch-bin's other dependencies in Nixpkgs (torch/bin/default.nix@02e4aeed: pyyaml, requests) and
+    # requests' own; sha256 of the files pip downloaded from the index (2026-12-06).
+    "pyyaml": ({
+        "cp310": Wheel("pyyaml", "6.0.4", "cp310", "cp310", _M2014, "88a089e6424a8a256321270620d5a4328ad5227fb2061b07d33f596894336914"),
+        "cp311": Wheel("pyyaml", "6.0.4", "cp311", "cp311", _M2014, "622aa875fa6533f25fedcffe23079357d65a690d462200afed5d8e9d0e01ebee"),
+        "cp312": Wheel("pyyaml", "6.0.4", "cp312", "cp312", _M2014, "93bfb2459195406a518e2f487a9bbf01df240175f31e06f5a252ac6734c7bbf0"),
+        "cp313": Wheel("pyyaml", "6.0.4", "cp313", "cp313", _M2014, "50588147ab2c6a59b5f990a4905db80899a6c2bd197e046a6201f1e67587e794"),
+    }, ()),
+    "charset-normalizer": ({
+        "cp310": Wheel("charset_normalizer", "3.5.3", "cp310", "cp310", _M1, "b6dad86d938104f9d43404029e5fc8392f82762d171933be4f192a6008bffa53"),
+        "cp311": Wheel("charset_normalizer", "3.5.3", "cp311", "cp311", _M1, "2a6f937e0b70133d1f826d0a253331b6fe1a4c874808cc12e16f2fb8177042f4"),
+        "cp312": Wheel("charset_normalizer", "3.5.3", "cp312", "cp312", _M1, "e5e4785d8a0adeadfbdf75f4efc357911842674651cbafd7e97f69b11ec3cbc6"),
+        "cp313": Wheel("charset_normalizer", "3.5.3", "cp313", "cp313", _M1, "656b9744bac4493561d28b56d7d646afd7a8471254ef7004d849aa8368020037"),
+    }, ()),
+    "idna": (_pure("idna", "3.21", "387ab0bbea1ee7a196ea5b24eb007bad0242cc3127fe96713939942bc9e720d7"), ()),
+    "urllib3": (_pure("urllib3", "2.8.0", "0cf3cae568d36aa9576b28dfb35f11328f1cb974ca7647d9475ebb86c75ac6e3"), ()),
+    "certifi": (_pure("certifi", "2026.10.19.post1", "1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2"), ()),
+    "requests": (_pure("requests", "2.34.2", "2a0d60c172f83ac6ab31e4554906c0f3b3588d37b5cb939b1c061f4907e278e0"),
+                 ("charset-normalizer", "idna", "urllib3", "certifi")),
     "numpy": ({
         "cp311": Wheel("numpy", "2.4.6", "cp311", "cp311", _M227, "89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93"),
         "cp312": Wheel("numpy", "2.5.5", "cp312", "cp312", _M227, "704d819265e5d1064d932968e9ee85fff2103ccc78c05b878c06943ba27b8507"),
@@ -165,7 +187,7 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
     _wheels, deps = WHEELS[name]
     src = pkgs.fetchPypi(pname=wheel.pname, version=wheel.version, format="wheel", dist=wheel.python,
                          python=wheel.python, abi=wheel.abi, platform=wheel.platform, sha256=wheel.sha256)
-    module = {"pillow": "PIL"}.get(name, name.replace("-", "_"))  # typing-extensions, ml-dtypes, opt-einsum
+    module = IMPORT_NAMES.get(name, name.replace("-", "_"))  # typing-extensions, ml-dtypes, opt-einsum
     libraries = LIBRARIES.get((name, wheel.python), ())
     return scope.buildPythonPackage({
         "pname": name,

@@ -137,8 +137,18 @@ TORCH_BUILDS: dict[str, TorchBuild] = {
 #: CUDA major of a set -> the torch it gets
 TORCH_FOR_MAJOR = {"13": "2.14.1", "12": "2.9.1"}
 # Python requirements of both wheels (Requires-Dist without markers or extras), as python3Packages names,
-# and numpy (not required by the wheel, but torch-bin's dependencies list it: tensor <-> ndarray).
-_DEPENDENCIES = ("filelock", "typing-extensions", "setuptools", "sympy", "networkx", "jinja2", "fsspec", "numpy")
+# and what torch-bin's dependencies add (torch/bin/default.nix@02e4aeed): numpy (tensor <-> ndarray),
+# pyyaml and requests (torch.hub, ONNX export and the profiler import them).
+_DEPENDENCIES = ("filelock", "typing-extensions", "setuptools", "sympy", "networkx", "jinja2", "fsspec", "numpy",
+                 "pyyaml", "requests")
+# Nixpkgs' torch-bin buildInputs (torch/bin/default.nix@02e4aeed), as attributes of this set: 13 CUDA inputs.
+NIXPKGS_CUDA_INPUTS = ("cuda_nvtx", "cuda_cudart", "cuda_cupti", "cuda_nvrtc", "cudnn", "libcusparse_lt", "libcublas",
+                       "libcufft", "libcufile", "libcurand", "libcusolver", "libcusparse", "nccl")
+# What cudapkgs adds to them, and why: the wheels' own ELF files need these libraries (readelf -d,
+# torch 2.9.1 and 2.14.1): libnvJitLink.so (libtorch_cuda.so links it, as libcusparse does) and
+# libnvshmem_host.so.3 (libtorch_cuda.so links NVSHMEM for symmetric memory since torch 2.8); Nixpkgs'
+# 2.9.0 pin leaves them to autoPatchelf's search of torch/lib, which the PyPI wheel does not ship them in.
+EXTRA_CUDA_INPUTS = ("libnvjitlink", "libnvshmem")
 
 
 def torch_build_for(cuda: Any) -> TorchBuild | None:
@@ -247,13 +257,18 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
                 "tests": lazy(lambda: tests(final)),
             }, name="python3Packages.torch.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"PyTorch {shown.version} (CUDA {shown.cuda} build) from its wheel, on "
-                               f"{cuda.attr_path}'s libraries",
+                # Nixpkgs' words (torch/bin/default.nix@02e4aeed); the build and the set are in longDescription
+                "description": "PyTorch: Tensors and Dynamic neural networks in Python with strong GPU acceleration",
+                "longDescription": f"PyTorch {shown.version} (CUDA {shown.cuda} build) from its wheel, on "
+                                   f"{cuda.attr_path}'s libraries",
                 "homepage": "https://pytorch.org/",
                 "changelog": f"https://github.com/pytorch/pytorch/releases/tag/v{shown.version}",
                 "license": [licenses.bsd3, licenses.issl, licenses.unfreeRedistributable],
                 "sourceProvenance": ["binaryNativeCode"],
+                # Nixpkgs: aarch64-darwin, aarch64-linux, x86_64-linux; only x86_64-linux wheels are pinned here
+                # (and darwin has no CUDA), so the others would be a promise the evaluation cannot keep.
                 "platforms": ["x86_64-linux"],
+                "hydraPlatforms": [],  # Nixpkgs: "output size 3.2G on 1.11.0": no cache builds it
             })),
         }
 

@@ -32,3 +32,35 @@ def open_cache(url: str):
 
         return FileCache("file://" + url)
     raise CacheError(f"{url!r} is not a cache URL: use file:///dir, http(s)://host/prefix or s3://bucket?endpoint=…&region=…")
+
+
+def cache_identity(url: str) -> tuple[str, ...]:
+    """What makes two substituter URLs the same cache, as a tuple to compare: a ``file://`` cache
+    (or a bare absolute path) by its directory's real path; ``http(s)://`` by host (lower case,
+    without a final dot) and path (percent-decoded, repeated and final slashes dropped), whatever
+    the scheme, port and credentials, as one server may answer on both schemes and several ports;
+    ``s3://`` by bucket and prefix; anything else by its text. Reads nothing but the file
+    system's links. Names the user's cache also answers to (another host name, an address) are
+    not recognised: they would need the network.
+
+    Used to keep a project's keys off the user's own caches however the project spells them
+    (`project.evaluate_project`); treating two URLs as one only ever takes trust away.
+    """
+    import os
+    import re
+    import urllib.parse
+
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return ("text", url)
+    scheme = parts.scheme.lower()
+    if scheme == "file" or (not scheme and url.startswith("/")):
+        path = urllib.parse.unquote(parts.path) if scheme else url
+        return ("file", os.path.realpath(path))
+    if scheme in ("http", "https"):
+        path = re.sub("/+", "/", urllib.parse.unquote(parts.path)).rstrip("/")
+        return ("http", (parts.hostname or "").rstrip("."), path)
+    if scheme == "s3":
+        return ("s3", parts.netloc.lower(), urllib.parse.unquote(parts.path).strip("/"))
+    return ("text", url)

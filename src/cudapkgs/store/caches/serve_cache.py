@@ -38,7 +38,9 @@ def default_cache_dir(store_dir: str) -> Path:
     """``$XDG_CACHE_HOME/cudapkgs/serve/<name of the store>``: one directory per served store."""
     import hashlib
 
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    from ...xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
+
+    base = required_dir("XDG_CACHE_HOME")
     digest = hashlib.sha256(os.fsencode(store_dir)).hexdigest()[:16]
     return Path(base) / "cudapkgs" / "serve" / f"{os.path.basename(store_dir.rstrip('/')) or 'store'}-{digest}"
 

@@ -1,0 +1,101 @@
+"""`cudaPackages.writeGpuTestPython`: a Python program that checks a GPU, and its `.gpuCheck`.
+
+Nixpkgs: pkgs/development/cuda-modules/packages/writeGpuTestPython.nix@04e8a1744818d111e65595b1f8eb7476abccc558.
+``writeGpuTestPython {feature, name, libraries, gpuCheckArgs} content`` is a package
+``tester-<name>`` whose ``bin/<name>`` is `content` run by ``python3.withPackages libraries``
+(`meta.mainProgram` = name); it is a *tester*: a program, to be run where the GPU is, outside any
+build. ``passthru.gpuCheck`` is ``test-<name>``, a build that runs the program and requires the
+system feature `feature` ("cuda"; none when `feature` is None), so that a builder with a GPU can
+run it in its sandbox. `cudapkgs test` runs a package's testers (`passthru.testers`) and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
+
+from ..errors import EvalError
+from ..lib.fixpoint import lazy
+
+TESTER = r"""
+mkdir -p "$out/bin"
+printf '#!%s\n' "$interpreter/bin/python3" > "$out/bin/$testerName"
+printf '%s\n' "$content" >> "$out/bin/$testerName"
+chmod +x "$out/bin/$testerName"
+"""
+
+GPU_CHECK = r"""
+set -e
+"$tester/bin/$testerName"
+touch "$out"
+"""
+
+
+def write_gpu_test_python(cuda: Any, config: Any) -> Callable[..., Any]:
+    """The set member: ``writeGpuTestPython(args)(content)``, or both at once
+    ``writeGpuTestPython(args, content)``; `args` a mapping with ``feature`` ("cuda"), ``name``
+    (defaults to the feature, "cpu" without one), ``libraries`` (a list of Python packages, or a
+    function of the python3Packages set returning one) and ``gpuCheckArgs`` (further attributes of
+    the gpuCheck build). Raises `EvalError` naming the argument when one is of the wrong kind."""
+    from ..stdenv import mk_derivation
+
+    def make(args: Mapping[str, Any], content: str) -> Any:
+        if not isinstance(content, str):
+            raise EvalError(f"{cuda.attr_path}.writeGpuTestPython: the program must be a string, "
+                            f"not {type(content).__name__}")
+        feature = args.get("feature", "cuda")
+        name = args.get("name") or (feature if feature is not None else "cpu")
+        libraries = args.get("libraries", [])
+        check_args = dict(args.get("gpuCheckArgs") or {})
+        extra = {k: v for k, v in args.items() if k not in ("feature", "name", "libraries", "gpuCheckArgs")}
+        if not (callable(libraries) or isinstance(libraries, (list, tuple))):
+            raise EvalError(f"{cuda.attr_path}.writeGpuTestPython: libraries must be a list of Python "
+                            "packages or a function of python3Packages")
+        python3_packages = cuda.pkgs.python3Packages
+        system = cuda.backendStdenv.hostNixSystem
+
+        def interpreter() -> Any:
+            return python3_packages.withPackages(libraries if callable(libraries) else list(libraries))
+
+        tester = mk_derivation(config, {
+            **extra,
+            "name": f"tester-{name}",
+            "stdenvCc": None, "driverLibDir": None,
+            "testerName": name,
+            "content": content,
+            "interpreter": lazy(interpreter),
+            "dontUnpack": True, "dontConfigure": True, "dontBuild": True, "dontFixup": True,
+            "installPhase": TESTER,
+            "meta": {**dict(extra.get("meta") or {}), "mainProgram": name},
+        }, system=system, name=f"{cuda.attr_path}.writeGpuTestPython.{name}")
+
+        def gpu_check() -> Any:
+            return mk_derivation(config, {
+                **check_args,
+                "name": f"test-{name}",
+                "stdenvCc": None, "driverLibDir": None,
+                "tester": tester,
+                "testerName": name,
+                "requiredSystemFeatures": ([feature] if feature is not None else [])
+                + list(check_args.get("requiredSystemFeatures") or []),
+                "dontUnpack": True, "dontConfigure": True, "dontInstall": True, "dontFixup": True,
+                "buildPhase": GPU_CHECK,
+            }, system=system, name=f"{cuda.attr_path}.writeGpuTestPython.{name}.gpuCheck")
+
+        # passthru is no part of the derivation: the program's path stays the tester's.
+        return tester.override_attrs(lambda prev: {
+            "passthru": {**dict(prev.get("passthru") or {}), "gpuCheck": lazy(gpu_check),
+                         "requiredSystemFeatures": [feature] if feature is not None else []}})
+
+    def write(args: Mapping[str, Any] | None = None, content: str | None = None, /) -> Any:
+        if args is not None and not isinstance(args, Mapping):
+            raise EvalError(f"{cuda.attr_path}.writeGpuTestPython: the first argument must be a set of "
+                            f"arguments, not {type(args).__name__}")
+        given = dict(args or {})
+        if content is None:
+            return lambda text: make(given, text)
+        return make(given, content)
+
+    return write

@@ -1,0 +1,228 @@
+"""A shell's own Python environment: where ``pip install`` goes in `cudapkgs shell` (issue 32).
+
+A shell's ``python3`` is the set's interpreter package (the host's CPython behind a store path), and
+its Python packages are store paths on PYTHONPATH.  Run as it is, that interpreter also sees the
+host's ``/usr/lib/python3/dist-packages`` and ``/usr/local/lib/python3.X/dist-packages``, and its pip
+is the host's, which PEP 668 makes refuse (``error: externally-managed-environment``: PEP 668,
+"Marking Python base environments as externally managed": installing into a virtual environment is
+the way it leaves open).  So a shell with Python packages gets a virtual environment of its own
+(`ensure_venv`), made by that interpreter's ``venv`` module *without* system site-packages (the
+host's dist-packages are not on its ``sys.path``), with pip (``ensurepip``), and a ``.pth`` file
+listing the store's site-packages directories: they come after the venv's own site-packages, so a
+package ``pip install``-ed in the shell (an extension built against torch) is found, and one pip
+upgrades shadows the store's copy without touching it.  Nothing is written into the store or the
+host's site-packages; the venv's ``pip`` refuses to install there (`PIP_GUARD`): asked for
+``--target``/``--prefix``/``--root`` inside the store it says so and installs into the venv.
+
+The venv is keyed by the interpreter and the store's site-packages (``$XDG_DATA_HOME/cudapkgs/
+shell-venvs/<key>``, `default_venv_dir`), so entering the same shell again reuses it and what was
+installed there; a shell of other packages gets another.  Made under a lock, marked unfinished first and complete last
+(``.cudapkgs-shell-venv``): a crash leaves an unfinished one, removed and made again on the next
+entry; any other non-empty directory (a venv of the user's) or a link is refused, never deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .errors import CudapkgsError
+
+__all__ = ["MARK", "PIP_GUARD", "ShellVenvError", "default_venv_dir", "ensure_venv", "venv_environment"]
+
+#: The file a complete shell venv holds (JSON: the interpreter and the store directories it layers on).
+MARK = ".cudapkgs-shell-venv"
+_PTH = "cudapkgs-shell.pth"
+_MAKING = ".cudapkgs-shell-venv-unfinished"
+_FORMAT = 1
+
+#: The venv's ``pip``, ``pip3`` and ``pip3.X`` (bash): pip of the venv's interpreter, with an install
+#: location inside the store replaced by the venv, saying so.
+PIP_GUARD = r"""#!/bin/bash
+# cudapkgs shell: pip of this shell's own environment (@VENV@); the store is never installed into.
+store=@STORE@
+args=()
+said=0
+say() {
+  [ "$said" = 1 ] && return
+  said=1
+  echo "cudapkgs: pip: $1 is in the store ($store), which is read-only; installing into this shell's environment @VENV@ instead" >&2
+}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -t|--target|--prefix|--root)
+      case "${2:-}" in "$store"|"$store"/*) say "$2"; shift 2; continue ;; esac ;;
+    --target=*|--prefix=*|--root=*|-t?*)
+      v=${1#*=}; [ "$v" = "$1" ] && v=${1#-t}
+      case "$v" in "$store"|"$store"/*) say "$v"; shift; continue ;; esac ;;
+  esac
+  args+=("$1")
+  shift
+done
+exec @PYTHON@ -m pip "${args[@]}"
+"""
+
+
+class ShellVenvError(CudapkgsError):
+    """The shell's Python environment cannot be made or used (the directory, the interpreter)."""
+
+
+def default_venv_dir(python: str, site_dirs: Sequence[str], env: Mapping[str, str] = os.environ) -> Path:
+    """``$XDG_DATA_HOME/cudapkgs/shell-venvs/<key>``: `key` the first 32 hex digits of the sha256 of the
+    interpreter's path and the store's site-packages directories (in order).  Raises `CudapkgsError`
+    (xdg) when no data directory can be found."""
+    from .xdg import required_dir
+
+    digest = hashlib.sha256("\n".join([f"format {_FORMAT}", python, *site_dirs]).encode()).hexdigest()[:32]
+    return Path(required_dir("XDG_DATA_HOME", env)) / "cudapkgs" / "shell-venvs" / digest
+
+
+def _site_packages(venv: Path) -> Path:
+    found = sorted((venv / "lib").glob("python3.*/site-packages"))
+    if len(found) != 1:
+        raise ShellVenvError(f"{venv}: a venv with {len(found)} lib/python3.*/site-packages directories; "
+                             "remove it and enter the shell again")
+    return found[0]
+
+
+def _write_new(path: Path, text: str, mode: int = 0o644) -> None:
+    """`text` into `path`, replacing it atomically: written to a random sibling made with O_EXCL and
+    O_NOFOLLOW, then renamed over (a link planted at `path` is replaced, never written through)."""
+    temp = path.with_name(f".{path.name}.tmp-{os.urandom(8).hex()}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _read_mark(venv: Path) -> dict | None:
+    mark = venv / MARK
+    try:
+        fd = os.open(mark, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(65536)
+    try:
+        found = json.loads(data)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[str], store_dir: str, *,
+                timeout: float = 600) -> Path:
+    """Make (or reuse) the shell venv at `venv` for the interpreter `python` (an absolute path) over the
+    store's `site_dirs`; returns its path.
+
+    Reused when its mark names the same interpreter (its ``.pth`` then rewritten to `site_dirs` when
+    they differ, as with ``--venv DIR`` for another shell); made with ``python -m venv`` and
+    ``ensurepip`` otherwise.  Raises `ShellVenvError` naming the directory: a link, a directory that
+    is not a shell venv, a venv of another interpreter, or the interpreter failing (its last output).
+    """
+    from .store.locks import PathLock, acquire_saying_so
+
+    venv = Path(os.path.abspath(venv))
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    lock = acquire_saying_so(PathLock(venv.parent / f".{venv.name}.lock"), f"the shell environment {venv}")
+    try:
+        if venv.is_symlink():
+            raise ShellVenvError(f"{venv} is a symbolic link, not a shell environment cudapkgs made; "
+                                 "remove it or pass --venv DIR elsewhere")
+        mark = _read_mark(venv) if venv.is_dir() else None
+        if mark is not None and mark.get("python") != python:
+            raise ShellVenvError(f"{venv} is the environment of another interpreter ({mark.get('python')}, not "
+                                 f"{python}); remove it or pass --venv DIR elsewhere")
+        if mark is None:
+            _make(venv, python, timeout)
+        site = _site_packages(venv)
+        pth = "".join(f"{d}\n" for d in site_dirs)
+        try:
+            current = (site / _PTH).read_text(encoding="utf-8") if not (site / _PTH).is_symlink() else None
+        except FileNotFoundError:
+            current = None
+        if current != pth:
+            _write_new(site / _PTH, pth)
+        guard = (PIP_GUARD.replace("@VENV@", str(venv)).replace("@STORE@", shlex.quote(store_dir))
+                 .replace("@PYTHON@", shlex.quote(str(venv / "bin" / "python"))))
+        for name in _pip_names(venv):
+            target = venv / "bin" / name
+            if target.is_symlink() or not target.is_file() or target.read_text(errors="replace") != guard:
+                _write_new(target, guard, 0o755)
+        if mark is None:
+            _write_new(venv / MARK, json.dumps({"format": _FORMAT, "python": python}) + "\n")
+            (venv / _MAKING).unlink()
+    finally:
+        lock.release()
+    return venv
+
+
+def _pip_names(venv: Path) -> list[str]:
+    version = _site_packages(venv).parent.name.removeprefix("python")  # "3.11"
+    return ["pip", "pip3", f"pip{version}"]
+
+
+def _make(venv: Path, python: str, timeout: float) -> None:
+    if venv.exists():
+        if (venv / _MAKING).is_file() and not (venv / _MAKING).is_symlink():
+            shutil.rmtree(venv)  # one a crash left half made: made again
+        elif any(venv.iterdir()):
+            raise ShellVenvError(f"{venv} exists and is not a shell environment cudapkgs made; remove it or pass "
+                                 "--venv DIR elsewhere")
+        else:
+            venv.rmdir()
+    os.mkdir(venv, 0o755)  # fails on anything planted meanwhile
+    _write_new(venv / _MAKING, "cudapkgs is making this shell environment; an unfinished one is made again\n")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", str(venv)),
+           "PYTHONNOUSERSITE": "1"}
+    try:
+        # -I: the interpreter ignores PYTHONPATH, the user's site-packages and the current directory.
+        for step in ([python, "-I", "-m", "venv", "--without-pip", str(venv)],
+                     [str(venv / "bin" / "python"), "-I", "-m", "ensurepip", "--default-pip"]):
+            done = subprocess.run(step, capture_output=True, text=True, timeout=timeout, env=env,
+                                  stdin=subprocess.DEVNULL, cwd=venv)
+            if done.returncode != 0:
+                tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+                raise ShellVenvError(f"cannot make the shell environment {venv}: {' '.join(step[1:4])} failed "
+                                     f"({tail[0]}); on Debian and Ubuntu install python3-venv, or pass --no-venv")
+        # CPython 3.11's ensurepip brings setuptools too; it would shadow the store's (the shell's own
+        # setuptools, which a `pip install --no-build-isolation` builds with). 3.12's brings pip alone.
+        if _site_packages(venv).joinpath("setuptools").is_dir():
+            subprocess.run([str(venv / "bin" / "python"), "-I", "-m", "pip", "uninstall", "-y", "-q",
+                            "--disable-pip-version-check", "setuptools"],
+                           capture_output=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, cwd=venv)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(venv, ignore_errors=True)
+        raise ShellVenvError(f"cannot make the shell environment {venv}: the interpreter took more than "
+                             f"{timeout:.0f} s") from None
+    except BaseException:
+        shutil.rmtree(venv, ignore_errors=True)
+        raise
+
+
+def venv_environment(env: Mapping[str, str], venv: str | os.PathLike[str], site_dirs: Sequence[str]) -> dict[str, str]:
+    """`env` (a shell's) with the venv's ``bin`` first on PATH, ``VIRTUAL_ENV`` naming it, and the store's
+    `site_dirs` taken off PYTHONPATH (the venv's ``.pth`` lists them, after its own site-packages)."""
+    venv = os.fspath(venv)
+    out = dict(env)
+    entries = [e for e in out.get("PATH", "").split(os.pathsep) if e]
+    out["PATH"] = os.pathsep.join(dict.fromkeys([os.path.join(venv, "bin"), *entries]))
+    out["VIRTUAL_ENV"] = venv
+    kept = [e for e in out.get("PYTHONPATH", "").split(os.pathsep) if e and e not in set(site_dirs)]
+    if kept:
+        out["PYTHONPATH"] = os.pathsep.join(kept)
+    else:
+        out.pop("PYTHONPATH", None)
+    out.pop("PYTHONHOME", None)
+    return out

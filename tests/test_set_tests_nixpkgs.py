@@ -1,0 +1,225 @@
+"""Issue 35: the rest of Nixpkgs' packages/tests (backend-stdenv, cmake, nvcc-backend, nvcc-data-outputs,
+nvcc-fortify, nvcc-outputs, nvcc-roles, onnx-tensorrt, opencv-and-torch, public-headers, redist-outputs,
+redist-runtime), the members beside them (setupCudaHook, nvidia_driver, writeGpuTestPython,
+pkgsBuildHost, `_cuda.lib.selectManifests`) and testers run by `cudapkgs test`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import cudapkgs
+from cudapkgs.cuda.set_tests import cmake_suite, opencv_and_torch
+from cudapkgs.errors import EvalError
+from cudapkgs.lib.fixpoint import force
+from cudapkgs.stdenv import mk_derivation
+from cudapkgs.testers import collect_tests, is_tester, run_tests
+
+# The 31 attributes of Nixpkgs' cudaPackages.tests (packages/tests/ at 1dbbce67 and the commits each
+# module names): 37 files, less the helpers (nvcc-math.cu, libcudss-solve.cpp, nvshmem-device.cu) and
+# with onnx-tensorrt's and cudnn-frontend's files one attribute each.
+NIXPKGS_TESTS = {
+    "backend-headers", "backend-stdenv", "cmake", "component-hook", "cuda-library-samples", "cudart-pkg-config",
+    "cudatoolkit", "cudnn-frontend", "cutlass-cmake", "flags", "libcudss-cmake", "nvcc-backend", "nvcc-cmake",
+    "nvcc-data-outputs", "nvcc-discovery", "nvcc-fortify", "nvcc-hook", "nvcc-outputs", "nvcc-roles", "nvcc-runtime",
+    "nvshmem-cmake", "onnx-tensorrt", "opencv-and-torch", "pkg-config", "public-headers", "redist-outputs",
+    "redist-runtime", "redist-variants", "redists-installed", "redists-unpacked", "scope",
+}
+
+# mkNamedTest's names in opencv-and-torch/package.nix@04178864 (openCVFirst × useOpenCVDefaultCuda × useTorchDefaultCuda)
+OPENCV_AND_TORCH = {
+    "test-opencv-with-default-cuda-then-torch-with-default-cuda", "test-opencv-with-default-cuda-then-torch",
+    "test-opencv-then-torch-with-default-cuda", "test-opencv-then-torch",
+    "test-torch-with-default-cuda-then-opencv-with-default-cuda", "test-torch-with-default-cuda-then-opencv",
+    "test-torch-then-opencv-with-default-cuda", "test-torch-then-opencv",
+}
+
+
+def _pkgs(tmp_path, **config):
+    return cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"), "prebuiltWheels": [],
+                                       "cudaCapabilities": ["9.0"], **config}, system="x86_64-linux")
+
+
+def test_the_set_has_all_of_nixpkgs_tests(manifests_dir, tmp_path):
+    assert len(NIXPKGS_TESTS) == 31
+    assert set(_pkgs(tmp_path).cudaPackages_13_0.tests) == NIXPKGS_TESTS
+
+
+def test_backend_stdenv_keeps_the_override_interface(manifests_dir, tmp_path):
+    cuda = _pkgs(tmp_path).cudaPackages_13_0
+    stdenv = cuda.backendStdenv
+    if cuda.backendCC is None:
+        pytest.skip("no host compiler nvcc 13.0 accepts")
+    assert stdenv.hasCC and stdenv.cc.drvPath == cuda.backendCC.drvPath
+    no_cc = stdenv.override(cc=None)
+    assert no_cc.hasCC is False and no_cc.cc is None
+    assert list(no_cc.cudaCapabilities) == ["9.0"]
+    assert no_cc.override(cc=cuda.backendCC).cc.drvPath == cuda.backendCC.drvPath
+    assert cuda.tests["backend-stdenv"].drvPath.endswith("-cuda13.0-tests-backend-stdenv.drv")
+
+
+def test_backend_stdenv_fails_evaluation_for_a_compiler_nvcc_refuses(manifests_dir, tmp_path, monkeypatch):
+    cuda = _pkgs(tmp_path).cudaPackages_13_0
+    if cuda.backendCC is None:
+        pytest.skip("no host compiler nvcc 13.0 accepts")
+    kind = cuda.backendCC.hostCompiler["kind"]
+    from cudapkgs import db
+
+    real = db.nvcc_compatibilities()
+    narrowed = {**real, "13.0": {**real["13.0"], kind: {"minMajorVersion": "90", "maxMajorVersion": "91"}}}
+    monkeypatch.setattr(db, "nvcc_compatibilities", lambda: narrowed)
+    with pytest.raises(EvalError, match=rf"tests\.backend-stdenv: backendCC is {kind} \d+, nvcc 13\.0 accepts {kind} 90 to 91"):
+        _pkgs(tmp_path).cudaPackages_13_0.tests["backend-stdenv"].drvPath
+
+
+def test_backend_stdenv_builds_with_the_backend_compiler(manifests_dir, tmp_path):
+    from cudapkgs.realise.realise import realise
+    from cudapkgs.store.store import Store
+
+    cuda = _pkgs(tmp_path).cudaPackages_13_0
+    if cuda.backendCC is None:
+        pytest.skip("no host compiler nvcc 13.0 accepts")
+    test = cuda.tests["backend-stdenv"]
+    with Store.open(test.derivation.store_dir) as store:
+        realise(store, [test.derivation])
+    out = test.derivation.outputs["out"]
+    info = cuda.backendCC.hostCompiler
+    assert (tmp_path / "store" / out.split("/")[-1] / "log").read_text().strip() == \
+        f"backendStdenv.cc: {info['kind']} {info['major']}"
+
+
+def test_cmake_suite_is_nixpkgs_list_and_says_why_it_cannot_build(manifests_dir, tmp_path):
+    tests = _pkgs(tmp_path).cudaPackages_13_0.tests["cmake"]
+    assert len(tests["Cuda"]) == 19 and len(tests["CudaOnly"]) == 28
+    toolkit = tests["CudaOnly"]["Toolkit"].meta
+    assert toolkit["available"] is False and "marked broken in Nixpkgs" in toolkit["problems"]["broken"]["message"]
+    complex_ = tests["Cuda"]["Complex"].meta["problems"]["broken"]["message"]
+    assert "marked broken" not in complex_ and "CMake's source tree (Tests/Cuda/Complex" in complex_
+    assert cmake_suite.SUITES["CudaOnly"]["PDB"] == "broken"
+
+
+def test_onnx_tensorrt_are_unavailable_programs_saying_why(manifests_dir, tmp_path):
+    tests = _pkgs(tmp_path).cudaPackages_13_0.tests["onnx-tensorrt"]
+    assert set(tests) == {"short", "long"}
+    for which in ("short", "long"):
+        meta = tests[which].meta
+        assert meta["available"] is False and meta["mainProgram"] == f"cuda13.0-tests-onnx-tensorrt-{which}"
+        assert "onnx-tensorrt package" in meta["problems"]["broken"]["message"]
+
+
+def test_opencv_and_torch_has_nixpkgs_names_and_waits_for_opencv4(manifests_dir, tmp_path):
+    assert {opencv_and_torch.test_name(*c) for c in __import__("itertools").product((True, False), repeat=3)} \
+        == OPENCV_AND_TORCH
+    pkgs = _pkgs(tmp_path)
+    tests = pkgs.cudaPackages_13_0.tests["opencv-and-torch"]
+    assert set(tests) == OPENCV_AND_TORCH
+    if "opencv4" in pkgs.python3Packages:  # issue 33 landed: the tests are writeGpuTestPython testers
+        tester = tests["test-torch-then-opencv"]
+        assert tester.meta["mainProgram"] == "torch-then-opencv4" and "gpuCheck" in tester.passthru
+    else:
+        meta = tests["test-opencv-then-torch"].meta
+        assert meta["available"] is False and "python3Packages.opencv4" in meta["problems"]["broken"]["message"]
+
+
+def test_nvcc_roles_splits_two_releases(manifests_dir, tmp_path):
+    cuda = _pkgs(tmp_path).cudaPackages_13_0
+    assert cuda.pkgsBuildHost.cuda_nvcc.drvPath == cuda.cuda_nvcc.drvPath
+    assert cuda.pkgsHostTarget.cudaMajorMinorVersion == "13.0"
+    drv = cuda.tests["nvcc-roles"].derivation
+    assert drv.attrs["hostMajor"] == "13" and drv.attrs["buildMajor"] == "12"
+    assert "cuda12.9-cuda_nvcc" in drv.attrs["nvccForBuild"]
+    wheels_only = _pkgs(tmp_path, fetchers=["wheels"]).cudaPackages_13_0.tests["nvcc-roles"].meta
+    assert wheels_only["available"] is False
+    assert "CUDA 12's nvcc has no wheel" in wheels_only["problems"]["broken"]["message"]
+
+
+def test_public_headers_is_gathered_at_set_level(manifests_dir, tmp_path):
+    cuda = _pkgs(tmp_path).cudaPackages_13_0
+    headers = cuda.tests["public-headers"]
+    assert {"libcusparse_lt", "libcutensor", "libcublasmp"} <= set(headers)
+    assert headers["libcutensor"].drvPath == cuda.libcutensor.passthru["tests"]["headers"].drvPath
+
+
+def test_redist_outputs_checks_each_dev_to_out_edge(manifests_dir, tmp_path):
+    cuda = _pkgs(tmp_path).cudaPackages_13_0
+    tests = collect_tests(cuda.tests["redist-outputs"])
+    assert set(tests) == {"stubs", "propagation"}
+    attrs = tests["propagation"].derivation.attrs
+    assert f"{cuda.cuda_cudart.dev}={cuda.cuda_cudart.out}" in attrs["edges"].split()
+    assert f"{cuda.cuda_cudart.out}={cuda.cuda_cudart.dev}" in attrs["nonEdges"].split()
+
+
+def test_nvcc_data_outputs_says_why_it_is_broken(manifests_dir, tmp_path):
+    meta = _pkgs(tmp_path).cudaPackages_13_0.tests["nvcc-data-outputs"].meta
+    assert meta["available"] is False and "nvcc.profile" in meta["problems"]["broken"]["message"]
+
+
+def test_nvidia_driver_is_always_broken_with_nixpkgs_message(manifests_dir, tmp_path):
+    driver = _pkgs(tmp_path).cudaPackages_12_9.nvidia_driver
+    assert driver.meta["broken"] is True and driver.meta["available"] is False
+    assert driver.meta["problems"]["broken"]["message"].endswith("- use drivers from linuxPackages")
+
+
+def test_setup_cuda_hook_is_a_member(manifests_dir, tmp_path):
+    hook = _pkgs(tmp_path).cudaPackages_13_0.setupCudaHook
+    assert hook.name == "setup-cuda-hook" and hook.hookName == "setupCudaHook"
+
+
+def test_select_manifests(manifests_dir, tmp_path):
+    pkgs = _pkgs(tmp_path)
+    selected = pkgs._cuda.lib.selectManifests({"cuda": "13.0.3", "cudnn": pkgs.cudaPackages_13_0.manifestVersions["cudnn"]})
+    assert set(selected) == {"cuda", "cudnn"}
+    assert selected["cuda"] is pkgs.cudaPackages_13_0.manifests["cuda"]
+    with pytest.raises(cudapkgs.CudapkgsError, match="9.9.9"):
+        pkgs._cuda.lib.selectManifests({"cuda": "9.9.9"})["cuda"]
+
+
+def test_write_gpu_test_python_makes_a_tester_and_its_gpu_check(manifests_dir, tmp_path):
+    cuda = _pkgs(tmp_path).cudaPackages_13_0
+    tester = cuda.writeGpuTestPython({"name": "probe", "libraries": []})("print('ok')")
+    assert tester.name == "tester-probe" and tester.meta["mainProgram"] == "probe"
+    check = force(tester.passthru["gpuCheck"])
+    assert check.derivation.attrs["requiredSystemFeatures"] == ["cuda"]
+    assert tester.drvPath in {d.drv_path for d in check.derivation.deps}
+    cpu = cuda.writeGpuTestPython({"feature": None, "libraries": []}, "print(1)")
+    assert cpu.name == "tester-cpu" and force(cpu.passthru["gpuCheck"]).derivation.attrs["requiredSystemFeatures"] == []
+    with pytest.raises(EvalError, match="libraries must be a list"):
+        cuda.writeGpuTestPython({"libraries": "torch"}, "import torch")
+    with pytest.raises(EvalError, match="the program must be a string"):
+        cuda.writeGpuTestPython({}, 42)
+
+
+def _program(pkgs, name, script, features):
+    """A package whose bin/<name> runs `script`, as a tester needing `features`."""
+    return mk_derivation(pkgs.config, {
+        "name": f"tester-{name}", "stdenvCc": None, "driverLibDir": None, "script": script, "program": name,
+        "dontUnpack": True, "dontConfigure": True, "dontBuild": True, "dontFixup": True,
+        "installPhase": 'mkdir -p "$out/bin"\nprintf \'#!/bin/sh\\n%s\\n\' "$script" > "$out/bin/$program"\n'
+                        'chmod +x "$out/bin/$program"\n',
+        "passthru": {"requiredSystemFeatures": features},
+        "meta": {"mainProgram": name},
+    }, system="x86_64-linux", name=f"testers.{name}")
+
+
+def test_cudapkgs_test_runs_testers_where_their_features_are(manifests_dir, tmp_path):
+    pkgs = _pkgs(tmp_path)
+    good = _program(pkgs, "good", "echo checked the device", ["cuda"])
+    bad = _program(pkgs, "bad", "echo no device >&2; exit 3", ["cuda"])
+    subject = mk_derivation(pkgs.config, {
+        "name": "subject", "stdenvCc": None, "driverLibDir": None, "dontUnpack": True, "dontConfigure": True,
+        "dontBuild": True, "dontFixup": True, "installPhase": 'mkdir -p "$out"\n',
+        "passthru": {"testers": {"good": good, "bad": bad}},
+    }, system="x86_64-linux", name="subject")
+    pkgs = pkgs.extend(lambda final, prev: {"subject": subject})
+    tests = collect_tests(subject)
+    assert set(tests) == {"testers.good", "testers.bad"} and all(is_tester(tests, k) for k in tests)
+
+    without = {r.test: r for r in run_tests(pkgs, ["subject"], offered=frozenset())}
+    assert {r.result for r in without.values()} == {"skipped"}
+    assert "a tester: its program runs on a machine offering cuda" in without["subject.tests.testers.good"].detail
+
+    with_gpu = {r.test: r for r in run_tests(pkgs, ["subject"], offered=frozenset({"cuda"}))}
+    assert with_gpu["subject.tests.testers.good"].result == "passed"
+    assert with_gpu["subject.tests.testers.good"].detail.startswith("checked the device")
+    failed = with_gpu["subject.tests.testers.bad"]
+    assert failed.result == "failed" and "exited with status 3" in failed.detail and "no device" in failed.detail

@@ -1,0 +1,108 @@
+"""A shell's own virtual environment (issue 32, item 2): pip installs there, never into the host's or the
+store's site-packages, and the host's dist-packages are not on its sys.path.  Offline: the wheel pip
+installs is made here."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cudapkgs.shell_venv import MARK, ShellVenvError, default_venv_dir, ensure_venv, venv_environment
+
+PYTHON = "/usr/bin/python3"
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(PYTHON) or subprocess.run([PYTHON, "-c", "import venv, ensurepip"], capture_output=True).returncode,
+    reason="needs /usr/bin/python3 with venv and ensurepip (Debian/Ubuntu: python3-venv)")
+
+
+def _wheel(directory: Path, name: str = "shelldemo") -> Path:
+    files = {f"{name}/__init__.py": b"VALUE = 42\n",
+             f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+             f"{name}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(
+        f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}\n"
+        for p, d in files.items()) + f"{name}-1.0.dist-info/RECORD,,\n"
+    path = directory / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for p, d in {**files, f"{name}-1.0.dist-info/RECORD": record.encode()}.items():
+            z.writestr(p, d)
+    return path
+
+
+def test_the_shell_venv_layers_on_the_store_and_pip_installs_into_it(tmp_path):
+    store = tmp_path / "store"
+    site = store / "aaaa-demo-1.0" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "storedemo.py").write_text("WHERE = 'store'\n")
+    python = PYTHON
+    venv = ensure_venv(tmp_path / "venv", python, [str(site)], str(store))
+    assert json.loads((venv / MARK).read_text())["python"] == python
+    assert not (venv / ".cudapkgs-shell-venv-unfinished").exists()
+    env = venv_environment({"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{site}:/mine", "HOME": str(tmp_path)}, venv, [str(site)])
+    assert env["PATH"].startswith(f"{venv}/bin:") and env["VIRTUAL_ENV"] == str(venv) and env["PYTHONPATH"] == "/mine"
+
+    probe = subprocess.run(["python3", "-c", "import sys, storedemo; print(sys.prefix); print(storedemo.WHERE); "
+                            "print(any('dist-packages' in p for p in sys.path))"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert probe.stdout.split() == [str(venv), "store", "False"], probe.stderr
+
+    # pip asked to install into the store says so and installs into the venv.
+    wheel = _wheel(tmp_path)
+    pip = subprocess.run(["pip", "install", "--no-index", "--disable-pip-version-check", "--target",
+                          f"{store}/bbbb-mine", str(wheel)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert pip.returncode == 0, pip.stderr
+    assert f"is in the store ({store}), which is read-only; installing into this shell's environment {venv}" in pip.stderr
+    assert not (store / "bbbb-mine").exists()
+    assert list(venv.glob("lib/python3.*/site-packages/shelldemo/__init__.py"))
+    imported = subprocess.run(["python3", "-c", "import shelldemo, os; print(shelldemo.__file__)"],
+                              capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert imported.stdout.startswith(f"{venv}/lib/")
+
+    # Entering again reuses it (what pip installed stays); another store layer rewrites the .pth only.
+    other = store / "cccc-other" / "lib" / "python3.11" / "site-packages"
+    other.mkdir(parents=True)
+    again = ensure_venv(tmp_path / "venv", python, [str(other)], str(store))
+    assert again == venv and list(venv.glob("lib/python3.*/site-packages/shelldemo"))
+    assert list(venv.glob("lib/python3.*/site-packages/cudapkgs-shell.pth"))[0].read_text() == f"{other}\n"
+
+    with pytest.raises(ShellVenvError, match="another interpreter"):
+        ensure_venv(tmp_path / "venv", "/usr/bin/python3.99", [str(site)], str(store))
+
+
+def test_a_planted_link_or_a_foreign_directory_is_refused_and_kept(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(ShellVenvError, match="symbolic link"):
+        ensure_venv(tmp_path / "link", PYTHON, [], str(tmp_path / "store"))
+    assert list(target.iterdir()) == []
+    mine = tmp_path / "myvenv"
+    mine.mkdir()
+    (mine / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    with pytest.raises(ShellVenvError, match="not a shell environment cudapkgs made"):
+        ensure_venv(mine, PYTHON, [], str(tmp_path / "store"))
+    assert (mine / "pyvenv.cfg").read_text() == "home = /usr/bin\n"
+
+
+def test_an_unfinished_venv_is_made_again(tmp_path):
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".cudapkgs-shell-venv-unfinished").write_text("")
+    (venv / "half").write_text("")
+    made = ensure_venv(venv, PYTHON, [], str(tmp_path / "store"))
+    assert (made / MARK).is_file() and not (made / "half").exists()
+
+
+def test_the_default_venv_is_per_interpreter_and_packages(tmp_path):
+    env = {"XDG_DATA_HOME": str(tmp_path)}
+    a = default_venv_dir("/s/python3", ["/s/a/site"], env)
+    assert a.parent == tmp_path / "cudapkgs" / "shell-venvs"
+    assert a == default_venv_dir("/s/python3", ["/s/a/site"], env)
+    assert a != default_venv_dir("/s/python3", ["/s/b/site"], env) != default_venv_dir("/t/python3", ["/s/a/site"], env)
