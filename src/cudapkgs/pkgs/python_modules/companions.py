@@ -53,17 +53,26 @@ def companion_assertions(what: str, ps: Any, pkgs: Any, torch_version: str | Non
     no companion for the set's torch): the set's ``python3Packages.torch`` is that version and available.
     `pairs` maps each packaged torch version to the companion version; failing messages name the torch
     needed and the sets whose torch has a companion."""
-    from .cuda_fit import _available, _unavailable
+    from ...errors import CudapkgsError
+    from .cuda_fit import _unavailable
     from .torch import TORCH_FOR_MAJOR
 
     cuda = pkgs.cudaPackages
     torch = ps["torch-bin"]
 
+    def sound(package: Any) -> bool:
+        """Not broken (an unfree torch is refused by its own license check, as Nixpkgs' check-meta does,
+        not by its companions)."""
+        try:
+            return not package.meta.get("broken")
+        except CudapkgsError:
+            return False
+
     def elsewhere() -> str:
         majors = [major for major, version in TORCH_FOR_MAJOR.items()
                   if (version == torch_version if torch_version else version in pairs)]
         names = sets_with(pkgs, lambda s: str(s.cudaMajorVersion) in majors
-                          and _available(s.pkgs.pkgsCuda.python3Packages["torch-bin"]))
+                          and sound(s.pkgs.pkgsCuda.python3Packages["torch-bin"]))
         return ("sets that have it: " + ", ".join(names)) if names else "no set here has it"
 
     if torch_version is None:
@@ -71,7 +80,7 @@ def companion_assertions(what: str, ps: Any, pkgs: Any, torch_version: str | Non
                             f"({elsewhere()})", "assertion": False}]
     found = [{"message": f"python3Packages.torch is {torch_version}, as {what} requires (it is {torch.version})",
               "assertion": str(torch.version) == torch_version}]
-    ok = _available(torch)
+    ok = sound(torch)
     found.append({"message": _unavailable(f"python3Packages.torch {torch_version}", torch)
                   + ("" if ok else f", which {what} needs ({elsewhere()})"), "assertion": ok})
     return found
