@@ -67,6 +67,27 @@ def test_private_directory_is_empty_private_and_removed() -> None:
     assert not os.path.exists(cwd)
 
 
+@pytest.mark.parametrize("python", ["<this>", "<3.10>"])
+def test_start_up_imports_nothing_from_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             python: str) -> None:
+    """What `python_child` relies on: ``site`` (sitecustomize, usercustomize, .pth files) and the codecs
+    are imported before the working directory is put on sys.path, in 3.10 as in this interpreter."""
+    interpreters = _interpreters()
+    if python == "<3.10>" and len(interpreters) < 2:
+        pytest.skip("no Python 3.10 installed here (~/.pyenv/versions/3.10.13 or /usr/bin/python3.10)")
+    executable = interpreters[0] if python == "<this>" else interpreters[1]
+    marker = tmp_path / "ran"
+    cwd = tmp_path / "clone"
+    cwd.mkdir()
+    for module in ("sitecustomize.py", "usercustomize.py", "encodings", "codecs.py", "site.py", "abc.py", "io.py"):
+        _plant(cwd, module, marker)
+    (cwd / "evil.pth").write_text(f"import os; open({str(marker)!r}, 'a').write('pth')\n")
+    monkeypatch.chdir(cwd)
+    done = subprocess.run([executable, "-c", "import sys; print(sys.path[0] == '')"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == "True\n", done.stderr
+    assert _ran(marker) == ""
+
+
 def test_own_python_drops_the_working_directory(planted: tuple[Path, Path]) -> None:
     cwd, marker = planted
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -223,3 +223,20 @@ def test_cudapkgs_test_runs_testers_where_their_features_are(manifests_dir, tmp_
     assert with_gpu["subject.tests.testers.good"].detail.startswith("checked the device")
     failed = with_gpu["subject.tests.testers.bad"]
     assert failed.result == "failed" and "exited with status 3" in failed.detail and "no device" in failed.detail
+
+
+def test_auto_patchelf_hook_is_a_package_builders_can_list(manifests_dir, tmp_path):
+    from cudapkgs.realise.realise import realise
+    from cudapkgs.store.store import Store
+
+    pkgs = _pkgs(tmp_path)
+    hook = pkgs.autoPatchelfHook
+    assert hook.name == "auto-patchelf-hook"
+    user = mk_derivation(pkgs.config, {
+        "name": "lists-the-hook", "nativeBuildInputs": [hook], "dontUnpack": True, "dontConfigure": True,
+        "dontBuild": True, "installPhase": 'mkdir -p "$out"\n',
+    }, system="x86_64-linux", name="lists-the-hook")
+    with Store.open(user.derivation.store_dir) as store:
+        realise(store, [user.derivation])
+    support = tmp_path / "store" / hook.outPath.split("/")[-1] / "nix-support" / "cudapkgs-setup-hook"
+    assert support.read_text().split() == ["autoPatchelfHook"]

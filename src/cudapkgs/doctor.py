@@ -63,6 +63,7 @@ class Report:
     libcuda: dict[str, Any] = field(default_factory=dict)
     compat: list[dict[str, Any]] = field(default_factory=list)
     compilers: list[dict[str, Any]] = field(default_factory=list)
+    backend_compilers: list[dict[str, Any]] = field(default_factory=list)
     system_features: list[str] = field(default_factory=list)
     store: dict[str, Any] = field(default_factory=dict)
     caches: list[dict[str, Any]] = field(default_factory=list)
@@ -87,6 +88,7 @@ class Report:
             "libcuda": self.libcuda,
             "cudaCompat": self.compat,
             "hostCompilers": self.compilers,
+            "backendCompilers": self.backend_compilers,
             "systemFeatures": self.system_features,
             "daskWorkerResources": self.dask_worker_resources,
             "store": self.store,
@@ -240,6 +242,10 @@ def _compilers(report: Report, definitions: Mapping[str, Any], env: Mapping[str,
         report.compilers.append({
             **compiler.to_json(), "default": compiler == default, "acceptedByNvccOf": accepted,
         })
+    from .host.compiler import explain_choice
+
+    for mm in dict.fromkeys(majors_minors):  # backendCC of each release, and why (cuda-modules/backend.nix)
+        report.backend_compilers.append(explain_choice(mm, compilers, default, nvcc_db))
     if not compilers:
         report.problems.append(Problem("no GCC or Clang on PATH: nvcc needs a host compiler",
                                        "install gcc/g++ (or clang) and put it on PATH, or set CC/CXX"))

@@ -431,6 +431,12 @@ def check_allowed(project: Project, *, safe_directories: Sequence[str] = ()) -> 
     if record["digest"] != contents.digest:
         changed = ", ".join(changed_since(record, contents.project, contents.files)) or "its contents"
         raise UntrustedProjectError(_refusal(project, f"changed since you allowed it ({changed})"))
+    # The bytes run are the bytes allowed: each Python file is pinned to its allowed digest, and
+    # `load_module` refuses other contents there (a write between this check and the import).
+    from .user_files import allow_only
+
+    for name, path in project.python_files.items():
+        allow_only(path, contents.files[name], allow_command=f"cudapkgs allow {project.file}")
 
 
 def allow_project(project: Project, *, safe_directories: Sequence[str] = ()) -> Path:
@@ -714,18 +720,12 @@ def lock_data(env: ProjectEnvironment) -> dict[str, Any]:
 
 
 def write_lock(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (a crash leaves the old lock or the new one)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, ensure_ascii=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write ``data`` to ``path`` atomically (a crash leaves the old lock or the new one), through a
+    temporary file of a random name that no link planted in the project can redirect
+    (`atomic_files.write_atomically`).  Raises OSError; the lock is then unchanged."""
+    from .atomic_files import write_atomically
+
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
 
 
 def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:

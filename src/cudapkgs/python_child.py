@@ -70,7 +70,7 @@ def new_private_directory() -> str:
     (`remove_private_directory`) once the child has exited.  Raises OSError as it does."""
     import tempfile  # here: evaluation, which names these commands, starts none
 
-    return tempfile.mkdtemp(prefix="cudapkgs-cwd-")
+    return os.path.abspath(tempfile.mkdtemp(prefix="cudapkgs-cwd-"))  # 3.11 returns a relative $TMPDIR's as given
 
 
 def remove_private_directory(path: str) -> None:

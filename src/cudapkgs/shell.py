@@ -45,7 +45,7 @@ from .hooks.mark_for_cudatoolkit_root import MARKER
 __all__ = [
     "CudaSet", "HOST_CUDA_TOOLS", "ShellExtras", "cuda_set_variables", "cuda_sets_in", "export_lines",
     "host_cuda_dirs", "host_cuda_tools", "mixed_sets_message", "prepare", "propagated_closure",
-    "shell_environment", "toolkit_roots", "torch_cmake_dir",
+    "shell_environment", "shell_root", "toolkit_roots", "torch_cmake_dir",
 ]
 
 
@@ -69,6 +69,7 @@ CUDA_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "CUDACXX", "CUDAToolkit_ROOT", "CUDA
 
 _TOOLKIT_ROOT = "cuda-toolkit-root"
 _SHADOW = "cuda-host-tools-hidden"
+_SHELL_ENV = "shell-env"
 _FORMAT = 1  # of the two trees below: part of their store paths' fingerprints
 
 
@@ -216,6 +217,25 @@ def shell_environment(
         env["CUDAPKGS_BUILD_TREE"] = build_tree
     env["CUDAPKGS_SHELL"] = " ".join(closure)
     return env
+
+
+def shell_root(store: Any, paths: Sequence[str], extras: ShellExtras | None = None) -> str:
+    """One store path that keeps the whole shell alive: ``nix-support/shell-paths`` lists `paths`, what
+    they propagate and the shell's own paths (`extras`), so they are its references and a GC root
+    to it (``cudapkgs shell --profile LINK``) keeps them and their closures, as ``nix develop
+    --profile`` roots a shell's environment.  Input-addressed from that list: the same shell gives
+    the same path.  Raises `StoreError` when the store cannot take it."""
+    extras = extras or ShellExtras()
+    keep = list(dict.fromkeys([*propagated_closure(paths),
+                               *(p for p in (extras.toolkit_root, extras.shadow_dir) if p)]))
+    path = _fixed_path(store, "shell-env", "\n".join(keep), _SHELL_ENV)
+
+    def build(out: Any) -> None:
+        os.makedirs(os.path.join(out, "nix-support"))
+        with open(os.path.join(out, "nix-support", "shell-paths"), "w", encoding="utf-8") as handle:
+            handle.write("".join(f"{p}\n" for p in keep))
+
+    return store.add_path(path, build, references_candidates=keep)
 
 
 class CudaSet(NamedTuple):

@@ -212,6 +212,11 @@ def _build_support(final: Any, config: Config, system: str) -> dict[str, Any]:
     attrs["rdma-core"] = lazy(lambda: __import__("cudapkgs.pkgs.rdma_core", fromlist=["rdma_core"]).rdma_core(
         config, system))
     attrs["python3Packages"] = lazy(lambda: _python_packages(final, config, system, "python3"))
+    for major in range(12, 22):  # pkgs/llvm_packages.RELEASES, without importing it at start-up
+        attrs[f"llvmPackages_{major}"] = lazy(lambda major=major: __import__(
+            "cudapkgs.pkgs.llvm_packages", fromlist=["llvm_packages"]).llvm_packages(config, system, major))
+    attrs["autoPatchelfHook"] = lazy(lambda: __import__(
+        "cudapkgs.pkgs.setup_hooks", fromlist=["auto_patchelf_hook"]).auto_patchelf_hook(config, system))
     return attrs
 
 

@@ -61,6 +61,11 @@ def run_doctor(args: argparse.Namespace) -> int:
         print(f"  {c['kind']} {c['version']} {c['cc']}{mark}: nvcc of CUDA {accepted}", file=out)
     if not report.compilers:
         print("  none", file=out)
+    print("backendCC (the compiler nvcc of each CUDA release uses):", file=out)
+    for choice in report.backend_compilers:
+        chosen = choice["chosen"]
+        name = f"{chosen['kind']} {chosen['version']} ({chosen['cc']})" if chosen else "none"
+        print(f"  CUDA {choice['cuda']}: {name}: {choice['why']}", file=out)
     print(f"system features: {' '.join(report.system_features) or 'none (no GPU: builds requiring cuda are skipped)'}", file=out)
     if report.dask_worker_resources:
         print(f"as a Dask build worker: dask worker tcp://SCHEDULER:8786 --resources \"{report.dask_worker_resources}\" "

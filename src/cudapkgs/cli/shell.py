@@ -40,6 +40,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
+    p.add_argument("--profile", metavar="LINK",
+                   help="make LINK a GC root of the shell (a link to a store path referring to all its packages): "
+                   "`cudapkgs gc` keeps what the shell and what was built in it need while LINK exists "
+                   "(as `nix develop --profile`)")
     p.add_argument("--venv", metavar="DIR",
                    help="with Python packages: the shell's own virtual environment, where `pip install` goes "
                    "(default: one per interpreter and packages, under $XDG_DATA_HOME/cudapkgs/shell-venvs)")
@@ -83,6 +87,12 @@ def run_shell(args: argparse.Namespace) -> int:
 
     with Store.open(store_dir) as store:  # the joined toolkit root, the stand-ins for host CUDA tools
         extras = prepare(store, paths)
+        if args.profile:
+            from ..shell import shell_root
+
+            root = store.add_indirect_root(args.profile, shell_root(store, paths, extras))
+            print(f"cudapkgs: {root} keeps this shell's packages from `cudapkgs gc` (remove it to let them go)",
+                  file=sys.stderr)
     cuda_set, mixed = _cuda_set(args, items)
     if mixed:
         print(f"cudapkgs: warning: {mixed}", file=sys.stderr)

@@ -362,7 +362,9 @@ def _gc(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"deleted": result.deleted, "bytesFreed": result.bytes_freed, "dryRun": result.dry_run,
                           "keptAside": list(result.kept_aside), "bytesKeptAside": result.bytes_kept_aside,
-                          "keptAsideFreed": list(result.pool_freed)}, indent=2))
+                          "keptAsideFreed": list(result.pool_freed),
+                          "roots": [{"root": link, "path": path, "closurePaths": n} for link, path, n in result.roots],
+                          "tempRooted": result.temp_rooted}, indent=2))
         return 0
     print(_gc_report(result, store.root))
     return 0
@@ -382,6 +384,10 @@ def _gc_report(result: Any, root: Any) -> str:
         summary += (f" ({'would delete' if dry else 'deleted'} the {len(result.pool_freed)} output(s) the last gc "
                     f"kept aside in {root}/.links)")
     lines.append(summary)
+    for link, path, size in result.roots:
+        lines.append(f"kept by the root {link}: {path} and its closure ({size} path{'s' if size != 1 else ''})")
+    if result.temp_rooted:
+        lines.append(f"kept while running cudapkgs processes hold them: {result.temp_rooted} path(s) (temporary roots)")
     if kept:
         lines.append(f"{len(kept)} of them {'would be' if dry else 'are'} kept aside in {root}/.links "
                      f"({format_size(result.bytes_kept_aside)}), for a later build of the same output to put back "
@@ -484,16 +490,12 @@ def _weights(args: argparse.Namespace) -> int:
         names = short_names(roots)
         title = "where the bytes go: " + ", ".join(names[r] for r in roots)
         text = render_svg(weights, title) if draw.endswith(".svg") else render_html(weights, title)
-        tmp = f"{draw}.tmp{os.getpid()}"
+        from ..atomic_files import write_atomically
+
         try:
-            with open(tmp, "x", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, draw)
+            write_atomically(draw, text, sync=False)
         except OSError as error:
             raise UsageError(f"--draw {draw}: cannot write it: {error.strerror or error}; pick a writable place") from error
-        finally:
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
     if args.json:
         print(json.dumps([w.to_json() for w in weights], indent=2))
         return 0

@@ -5,12 +5,14 @@ This is the sequential core; see `scheduler` for parallel builds with progress.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..atomic_files import open_kept
 from ..derivation import Derivation
 from ..errors import CudapkgsError
 from .context import BUILDERS, BuildContext, builder_for
@@ -213,7 +215,7 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
     names = {path: name for name, path in drv.outputs.items()}
     # The work directory lives in the store's temporary area, locked: if this process is
     # killed, the next build or gc removes it (and the phases' processes die with us).
-    with store.work_dir(drv.name) as work, open(log_file, "w") as log:
+    with store.work_dir(drv.name) as work, io.TextIOWrapper(open_kept(log_file, append=False)) as log:
         ctx = BuildContext(
             store=store, work_dir=work, log=log,
             fetchers=fetchers_for(drv, fetchers),

@@ -516,7 +516,9 @@ def _append_log(store: Any, drv: Derivation, text: str) -> None:
     try:
         path = log_path(store, drv)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as log:
-            log.write(text)
+        from ..atomic_files import open_kept
+
+        with open_kept(path, append=True) as log:
+            log.write(text.encode())
     except OSError:
         pass

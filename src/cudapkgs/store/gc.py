@@ -42,7 +42,10 @@ class GCResult(NamedTuple):
     `bytes_freed`: the bytes that frees now, the trees the last gc kept aside included;
     `kept_aside`: those of `deleted` moved whole to ``<store>/.links`` for a later build to
     put back (`cudapkgs.store.reuse`), holding `bytes_kept_aside` bytes that the next gc
-    frees; `pool_freed`: the paths whose trees the last gc kept aside and this one deleted.
+    frees; `pool_freed`: the paths whose trees the last gc kept aside and this one deleted;
+    `roots`: what kept the rest, one (root link, store path it names, size of that path's closure
+    in paths) per GC root, sorted by link; `temp_rooted`: the paths running processes held
+    (temporary roots, Nix's temproots).
     """
 
     deleted: list[str]
@@ -51,6 +54,8 @@ class GCResult(NamedTuple):
     kept_aside: tuple[str, ...] = ()
     bytes_kept_aside: int = 0
     pool_freed: tuple[str, ...] = ()
+    roots: tuple[tuple[str, str, int], ...] = ()
+    temp_rooted: int = 0
 
 
 class GarbageCollector:
@@ -284,8 +289,10 @@ class GarbageCollector:
             if not dry_run:
                 self._clean_tmp()  # work and build directories of killed builds
             graph = self.graph()  # one pass over the database; gc.lock keeps it current
-            roots = set(self.roots(remove_stale=not dry_run, graph=graph).values()) | self._live_temp_roots(not dry_run, graph)
-            live = graph.closure(roots)
+            root_links = self.roots(remove_stale=not dry_run, graph=graph)
+            temp = self._live_temp_roots(not dry_run, graph)
+            live = graph.closure(set(root_links.values()) | temp)
+            kept_by = tuple(sorted((link, path, len(graph.closure({path}))) for link, path in root_links.items()))
             held: dict[str, PathLock] = {}
             busy: set[str] = set()
             try:
@@ -338,7 +345,8 @@ class GarbageCollector:
                     else:
                         lock.release_and_delete()
         return GCResult(deleted=sorted(dead + junk), bytes_freed=freed, dry_run=dry_run, kept_aside=tuple(sorted(kept)),
-                        bytes_kept_aside=kept_bytes, pool_freed=tuple(pool_freed))
+                        bytes_kept_aside=kept_bytes, pool_freed=tuple(pool_freed), roots=kept_by,
+                        temp_rooted=len(temp))
 
     def _unregistered_entries(self, valid: set[str]) -> list[str]:
         junk = []

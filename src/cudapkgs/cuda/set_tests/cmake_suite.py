@@ -47,7 +47,10 @@ def cmake(cuda: Any, config: Any, system: str) -> AttrSet:
 
     def test(suite: str, name: str) -> Any:
         state = SUITES[suite][name]
-        clang = cuda.backendCC is not None and cuda.backendCC.hostCompiler["kind"] == "clang"
+        from .common import backend_cc
+
+        cc, _ = backend_cc(cuda)
+        clang = cc is not None and cc.hostCompiler["kind"] == "clang"
         message = NO_SOURCE.format(suite=suite, test=name)
         if state == "broken" or (state == "clang" and clang):
             message = f"marked broken in Nixpkgs' cmake test list; and it {message}"
