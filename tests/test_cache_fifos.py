@@ -166,3 +166,15 @@ def test_open_cached_refuses_links_devices_and_oversized_files(tmp_path):
     assert read_cached(tmp_path / "link", 100, follow_links=True) == b"x" * 100
     with pytest.raises(OSError, match="character device"):
         open_cached("/dev/zero", follow_links=True)
+
+
+def test_a_local_mirror_file_swapped_for_a_fifo_is_not_waited_on(tmp_path):
+    """fetchurl copies a mirror's file after finding it a regular file; one that became a FIFO since is
+    refused at the open (`shutil.copyfile` waited for a writer)."""
+    from cudapkgs.fetch.fetchurl import _copy_regular
+
+    fifo = tmp_path / "source.tar.gz"
+    os.mkfifo(fifo)
+    _, error = _returns_promptly(lambda: _copy_regular(fifo, tmp_path / "copy"), fifo)
+    assert isinstance(error, OSError) and "FIFO" in str(error)
+    assert not (tmp_path / "copy").exists()

@@ -240,3 +240,58 @@ def test_auto_patchelf_hook_is_a_package_builders_can_list(manifests_dir, tmp_pa
         realise(store, [user.derivation])
     support = tmp_path / "store" / hook.outPath.split("/")[-1] / "nix-support" / "cudapkgs-setup-hook"
     assert support.read_text().split() == ["autoPatchelfHook"]
+
+
+def test_auto_add_cuda_compat_runpath_on_a_jetson_evaluation(manifests_dir, tmp_path):
+    # autoAddCudaCompatRunpath/package.nix@1dbbce67 on an Orin (8.7, aarch64-linux, CUDA 12.6: linux-aarch64):
+    # enabled, and a package listing it depends on cuda_compat through it; off on x86_64 (no cuda_compat)
+    orin = cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"),
+                                        "cudaCapabilities": ["8.7"]}, system="aarch64-linux")
+    cuda = orin.cudaPackages_12_6
+    hook = cuda.autoAddCudaCompatRunpath
+    assert cuda.backendStdenv.hostRedistSystem == "linux-aarch64" and hook.passthru["enableHook"] is True
+    assert hook.derivation.attrs["cudaCompat"] == cuda.cuda_compat.outPath
+    user = mk_derivation(orin.config, {
+        "name": "jetson-app", "nativeBuildInputs": [hook], "stdenvCc": None, "dontUnpack": True,
+        "dontConfigure": True, "dontBuild": True, "installPhase": 'mkdir -p "$out"\n',
+    }, system="aarch64-linux", name="jetson-app")
+    closure, todo = set(), [user.derivation]
+    while todo:
+        drv = todo.pop()
+        for dep in drv.deps:
+            if dep.drv_path not in closure:
+                closure.add(dep.drv_path)
+                todo.append(dep)
+    assert cuda.cuda_compat.drvPath in closure
+    x86 = _pkgs(tmp_path).cudaPackages_12_6.autoAddCudaCompatRunpath
+    assert x86.passthru["enableHook"] is False and x86.derivation.attrs.get("cudaCompat") is None
+
+
+def test_an_attribute_set_of_tests_and_write_gpu_test_python_testers(manifests_dir, tmp_path):
+    pkgs = _pkgs(tmp_path)
+    tests = collect_tests(pkgs.cudaPackages_13_0.tests["onnx-tensorrt"])
+    assert set(tests) == {"short", "long"}
+    probe = pkgs.cudaPackages_13_0.writeGpuTestPython({"name": "probe", "libraries": []}, "print('ok')")
+    subject = mk_derivation(pkgs.config, {
+        "name": "subject", "stdenvCc": None, "dontUnpack": True, "dontConfigure": True, "dontBuild": True,
+        "installPhase": 'mkdir -p "$out"\n', "passthru": {"tests": {"probe": probe}},
+    }, system="x86_64-linux", name="subject")
+    pkgs = pkgs.extend(lambda final, prev: {"subject": subject})
+    assert is_tester(collect_tests(subject), "probe")  # a writeGpuTestPython program is run, not only built
+    (result,) = run_tests(pkgs, ["subject"], offered=frozenset())
+    assert result.result == "skipped" and result.detail.startswith("a tester: its program runs on a machine offering cuda")
+
+
+def test_the_fidelity_members_table_is_drawn_from_the_set(manifests_dir, monkeypatch, tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    tool = Path(__file__).resolve().parents[1] / "tools" / "fidelity_members.py"
+    spec = importlib.util.spec_from_file_location("fidelity_members", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = {name: (kind, state) for name, kind, state in module.rows("cudaPackages_13_0")}
+    assert rows["nvidia_driver"] == ("member", "broken: use drivers from linuxPackages")
+    assert rows["setupCudaHook"][0] == "hook" and rows["libcublas"] == ("redistributable", "available")
+    assert rows["cuda_compat"][1].startswith("unsupported: ")

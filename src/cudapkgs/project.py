@@ -588,6 +588,10 @@ def _store_free(drv: Any, ids: Mapping[str, str]) -> dict[str, Any]:
     for dep in drv.deps:
         for output, path in dep.outputs.items():
             text = text.replace(path, f"<store>/{ids[dep.drv_path]}!{output}")
+    # An input's base name alone (a store source's "name": "<hash>-source") holds the store's hash too.
+    for dep in drv.deps:
+        for output, path in dep.outputs.items():
+            text = text.replace(f'"{os.path.basename(path)}"', f'"{ids[dep.drv_path]}!{output}"')
     # The host interpreter by its version, not its path: a CPython 3.12 at another path (another
     # pyenv root, a teammate's /usr/bin) gives the same lock.
     for path, placeholder in sorted(_host_interpreters(drv).items(), key=lambda item: -len(item[0])):

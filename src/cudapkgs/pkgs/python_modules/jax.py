@@ -19,6 +19,9 @@ libcusparse, nccl, libnvjitlink and the driver's.  cudapkgs does the same for th
   (``strings``: ``../nvidia/cu13``, ``${CUDA_DIR}/nvvm/libdevice``): ``jax_plugins/nvidia/cu13``
   gets ``bin/ptxas`` and ``bin/nvlink`` (the set's cuda_nvcc) and ``nvvm`` (the set's libnvvm),
   as Nixpkgs' ``jax_plugins/nvidia/cuda_nvcc``;
+* importing ``jax_plugins.xla_cuda13`` puts ``--xla_gpu_cuda_data_dir=<that jax_plugins/nvidia/cu13>``
+  at the head of ``XLA_FLAGS`` (unless the user gave one): XLA searches that directory before
+  ``/usr/local/cuda``, so ptxas, nvlink and libdevice are the set's on a machine with a host CUDA;
 * Requires-Dist ``nvidia-*`` (the ``with-cuda`` extra) is removed: the set stands in.
 
 cuDNN is the one the set's torch uses (a process holding both loads one cuDNN).  The wheels need
@@ -69,6 +72,35 @@ PJRT_LIBRARIES = ("libcublas", "cuda_cupti", "cuda_cudart", "cudnn", "libcufft",
 # nvidia-nvshmem-cu12>=3.2.5).
 _MINIMUMS = {"cudnn": "9.12.0.46", "nccl": "2.27.7", "libnvshmem": "3.3.20"}
 _MINIMUMS_BY_MAJOR = {"13": _MINIMUMS, "12": {"cudnn": "9.8", "nccl": "2.18.1", "libnvshmem": "3.2.5"}}
+
+# jax_plugins/xla_cuda<major>/__init__.py (0.10.2): XLA's CUDA directory given first.  XLA looks for ptxas,
+# nvlink and libdevice in --xla_gpu_cuda_data_dir before its built-in candidates, which put the build's CUDA
+# path and /usr/local/cuda ahead of the wheel's own ../nvidia/cu13 (../nvidia/cuda_nvcc for CUDA 12) (tsl
+# CandidateCudaRoots, third_party/xla/third_party/tsl/tsl/platform/default/cuda_libdevice_path.cc in
+# tensorflow/tensorflow; seen on the GPU machine: XLA ran /usr/local/cuda/bin/ptxas).  The plugin module is
+# imported by jax's plugin discovery before any backend is made (jax/_src/xla_bridge.py,
+# discover_pjrt_plugins), so the flag is in XLA_FLAGS when XLA reads them.  A user's own
+# --xla_gpu_cuda_data_dir is left as given.
+def _data_dir_first(major: str) -> dict[str, Any]:
+    tools = "cu13" if major == "13" else "cuda_nvcc"
+    code = (
+        "logger = logging.getLogger(__name__)\n"
+        "\n"
+        "\n"
+        "def _cudapkgs_cuda_data_dir():\n"
+        f"  # cudapkgs: the set's ptxas, nvlink and libdevice (jax_plugins/nvidia/{tools}) before /usr/local/cuda\n"
+        "  flags = os.environ.get('XLA_FLAGS', '')\n"
+        "  if '--xla_gpu_cuda_data_dir' not in flags:\n"
+        f"    data_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'nvidia', '{tools}')\n"
+        "    os.environ['XLA_FLAGS'] = (f'--xla_gpu_cuda_data_dir={data_dir} ' + flags).strip()\n"
+        "\n"
+        "\n"
+        "_cudapkgs_cuda_data_dir()\n"
+    )
+    return {"file": f"jax_plugins/xla_cuda{major}/__init__.py", "replace": [["logger = logging.getLogger(__name__)\n", code]]}
+
+
+_DATA_DIR_FIRST = _data_dir_first("13")
 
 
 def _inert(major: str) -> dict[str, Any]:
@@ -219,7 +251,7 @@ def _pjrt(ps: Any, pkgs: Any, config: Any, system: str, major: str) -> Any:
             "pname": name, "version": JAX_VERSION,
             "wheel": lazy(lambda: _wheel(name, ps, system)),
             "buildInputs": lazy(lambda: _libraries(cuda)),
-            "wheelSubstitutions": [_inert(major)],  # (its METADATA requires nothing)
+            "wheelSubstitutions": [_inert(major), _data_dir_first(major)],  # (its METADATA requires nothing)
             "wheelLinks": lazy(links),
             "appendRunpaths": lazy(lambda: [*_lib_dirs(cuda), "$ORIGIN"]),  # Nixpkgs' patchelf --add-rpath
             "pythonImportsCheck": ["jax_plugins"],  # as Nixpkgs: xla_cudaNN imports jax, which depends on no plugin
