@@ -178,3 +178,37 @@ def test_a_local_mirror_file_swapped_for_a_fifo_is_not_waited_on(tmp_path):
     _, error = _returns_promptly(lambda: _copy_regular(fifo, tmp_path / "copy"), fifo)
     assert isinstance(error, OSError) and "FIFO" in str(error)
     assert not (tmp_path / "copy").exists()
+
+
+def test_marking_a_fifo_wheel_in_use_and_collecting_caches_do_not_wait(tmp_path):
+    """The build marks a cached wheel in use (a shared flock on it) before unpacking it, and
+    `gc --caches` tries an exclusive one: each opened the name blocking, so a FIFO there hung both."""
+    from cudapkgs.fetch.cache import _try_exclusive, in_use
+
+    fifo = tmp_path / WHEEL
+    os.mkfifo(fifo)
+
+    def mark() -> bool:
+        with in_use(fifo) as alive:
+            return alive
+
+    value, error = _returns_promptly(mark, fifo)
+    assert error is None and value is True  # then the unpack refuses it (above)
+    fd, error = _returns_promptly(lambda: _try_exclusive(fifo), fifo)
+    assert error is None
+    if fd is not None and fd >= 0:
+        os.close(fd)
+
+
+def test_the_in_use_marker_of_a_download_is_not_created_through_a_link(tmp_path):
+    from cudapkgs.fetch.cache import in_use
+
+    entry = tmp_path / "downloads" / "abc"
+    entry.mkdir(parents=True)
+    (entry / "cuda.tar.xz").write_bytes(b"x")
+    target = tmp_path / "outside-created"
+    (entry / ".inuse").symlink_to(target)
+    with pytest.raises(CudapkgsError, match=".inuse"):
+        with in_use(entry / "cuda.tar.xz"):
+            pass
+    assert not target.exists()

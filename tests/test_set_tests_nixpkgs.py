@@ -88,14 +88,26 @@ def test_backend_stdenv_builds_with_the_backend_compiler(manifests_dir, tmp_path
         f"backendStdenv.cc: {info['kind']} {info['major']}"
 
 
-def test_cmake_suite_is_nixpkgs_list_and_says_why_it_cannot_build(manifests_dir, tmp_path):
-    tests = _pkgs(tmp_path).cudaPackages_13_0.tests["cmake"]
+def test_cmake_suite_is_nixpkgs_list_and_says_why_it_cannot_build(manifests_dir, tmp_path, monkeypatch):
+    pkgs = _pkgs(tmp_path)
+    tests = pkgs.cudaPackages_13_0.tests["cmake"]
     assert len(tests["Cuda"]) == 19 and len(tests["CudaOnly"]) == 28
     toolkit = tests["CudaOnly"]["Toolkit"].meta
     assert toolkit["available"] is False and "marked broken in Nixpkgs" in toolkit["problems"]["broken"]["message"]
-    complex_ = tests["Cuda"]["Complex"].meta["problems"]["broken"]["message"]
-    assert "marked broken" not in complex_ and "CMake's source tree (Tests/Cuda/Complex" in complex_
     assert cmake_suite.SUITES["CudaOnly"]["PDB"] == "broken"
+    complex_ = tests["Cuda"]["Complex"]
+    if str(pkgs.cmake.version) in cmake_suite.SOURCES:  # the host's cmake has a pinned source: a real test
+        assert complex_.meta.get("available", True) is not False
+        attrs = complex_.derivation.attrs
+        assert attrs["testSuiteName"] == "Cuda" and attrs["testName"] == "Complex"
+        assert attrs["cmakeSource"].endswith(f"cmake_{pkgs.cmake.version}.orig.tar.gz")
+    if str(pkgs.cmake.version) == "3.25.1":
+        unity = tests["CudaOnly"]["Unity"].meta["problems"]["broken"]["message"]
+        assert unity == "CMake 3.25.1's source has no Tests/CudaOnly/Unity (a newer CMake's test)"
+    monkeypatch.setattr(cmake_suite, "SOURCES", {})
+    unpinned = _pkgs(tmp_path, cudaCapabilities=["8.0"]).cudaPackages_13_0.tests["cmake"]["Cuda"]["Complex"].meta
+    assert unpinned["available"] is False
+    assert "no pinned source of the host's cmake" in unpinned["problems"]["broken"]["message"]
 
 
 def test_onnx_tensorrt_are_unavailable_programs_saying_why(manifests_dir, tmp_path):

@@ -161,6 +161,11 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
             "saxpy": lazy(lambda: final.call_package(__import__("cudapkgs.pkgs.saxpy", fromlist=["saxpy"]).saxpy)),
             "cmake-cuda-example": lazy(lambda: final.call_package(
                 __import__("cudapkgs.pkgs.cmake_cuda_example", fromlist=["cmake_cuda_example"]).cmake_cuda_example)),
+            # all-packages.nix: opencv4 = callPackage ../development/libraries/opencv/4.x.nix { … };
+            # opencv = opencv4 (aliases)
+            "opencv4": lazy(lambda: final.call_package(
+                __import__("cudapkgs.pkgs.opencv", fromlist=["opencv4"]).opencv4)),
+            "opencv": lazy(lambda: final.opencv4),
         }
         for name, definition in package_set_definitions().items():
             attrs[name] = lazy(

@@ -138,7 +138,7 @@ def load_module(path: str | os.PathLike[str], *, sha256: str | None = None) -> M
 
     try:
         text = decode_source(data)
-    except (UnicodeDecodeError, SyntaxError):
+    except (UnicodeDecodeError, SyntaxError, LookupError):  # LookupError: an unknown coding cookie
         text = None  # compile says what is wrong
     if text is not None:
         linecache.cache[real] = (len(data), None, text.splitlines(keepends=True), real)

@@ -336,7 +336,12 @@ def pkgs_with_default_set(pkgs: Any, scope: Scope, minor_name: str) -> Any:
             "recurseForDerivations": False,
             # The top level's own value of the set (the one carrying `.override`), not a
             # locally overridden scope: like Nixpkgs, overrideScope is not carried into .pkgs.
-            minor_name: own,
+            # A variant of this top level (pkgsForCudaArch.sm_90, pkgsCuda: another config) keeps
+            # the extension but must get its own set, evaluated with its config, as Nixpkgs'
+            # `cudaPackages = final.cudaPackages_X_Y` does (else cudaPackages_13_0.pkgs.pkgsForCudaArch.sm_90
+            # had the default capabilities' flags).
+            minor_name: lazy(lambda: own if final.config == pkgs.config and final.system == pkgs.system
+                             else prev[minor_name]),
             major_name: lazy(lambda: final[minor_name]),
             "cudaPackages": lazy(lambda: final[major_name]),
         }

@@ -90,6 +90,7 @@ class DevelopSession:
         self._record = _record_file(self._made[0])
         written = _load_record(self._record)  # what earlier sessions' phases wrote there, still unchanged
         self._before = {key: stamp for key, stamp in _snapshot(self.outputs).items() if written.get(key) != stamp}
+        _refuse_planted_links(self.outputs, self._before)
         self.work = Path(tempfile.mkdtemp(prefix="cudapkgs-develop-"))
         self.private = self.work / ".cudapkgs-develop"
         self.private.mkdir(mode=0o700)
@@ -435,3 +436,19 @@ def _save_record(record: Path | None, written: Mapping[tuple[str, str], tuple[in
         write_atomically(record, json.dumps({"version": 1, "entries": entries}), 0o600, sync=False)
     except OSError:
         pass
+
+
+def _refuse_planted_links(outputs: Mapping[str, Path], before: Mapping[tuple[str, str], tuple[int, int, int]]) -> None:
+    """Refuse, before any phase runs, an entry in the outputs that no session's phases wrote and that is not
+    a regular file: a symbolic link (``outputs/out/lib -> ~``: ``install -D … $out/lib/x`` would write
+    through it), a FIFO, a device.  Raises `DevelopOutputsError` naming it."""
+    for name, rel in before:
+        path = outputs[name] / rel
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+            raise DevelopOutputsError(f"{path} is {kind} that no `cudapkgs develop` phase made; the phases would "
+                                      f"install through it: remove {outputs[name]} or the entry and start again")
