@@ -173,7 +173,7 @@ def test_a_lock_records_the_interpreters_version_not_its_path(tmp_path, manifest
     """The same CPython at two paths (a link and its target) gives the same lock identities, though
     the store paths differ; another version gives other identities."""
     from cudapkgs.derivation import derivation_of
-    from cudapkgs.project import lock_ids
+    from cudapkgs.project_lock import lock_ids
 
     elsewhere = _link(tmp_path / "other" / "bin", "python3", _base())
     drvs = []
