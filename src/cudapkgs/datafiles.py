@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ["load_toml"]
 
+#: The most a cached data file may hold (bytes): the parsed manifests and tables are a few MiB.
+_CACHE_LIMIT = 256 << 20
+
 
 def _cache_file(path: Path, stat: os.stat_result) -> Path:
     from .xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
@@ -34,8 +37,9 @@ def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     stat = path.stat()
     cache = _cache_file(path, stat)
     try:
-        with open(cache, "rb") as f:
-            data = json.loads(f.read())
+        from .inputs import read_cached
+
+        data = json.loads(read_cached(cache, _CACHE_LIMIT))  # a FIFO or device there is a miss, never a hang
         if isinstance(data, dict):
             return data
     except (OSError, ValueError):
@@ -46,9 +50,9 @@ def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = tomllib.load(f)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, cache)
+        from .atomic_files import write_atomically
+
+        write_atomically(cache, json.dumps(data), sync=False)
     except (OSError, TypeError, ValueError):
         pass  # the cache is an optimisation only
     return data

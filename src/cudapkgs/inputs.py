@@ -14,7 +14,12 @@ import stat
 
 from .errors import CudapkgsError
 
-__all__ = ["InputFileError", "MAX_INPUT_BYTES", "check_regular_file", "file_kind", "parse_decimal", "read_input_file"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["InputFileError", "MAX_INPUT_BYTES", "check_regular_file", "file_kind", "open_cached", "parse_decimal",
+           "read_cached", "read_input_file"]
 
 #: The most a configuration or derivation file may hold (bytes); far above any real one.
 MAX_INPUT_BYTES = 64 << 20
@@ -75,6 +80,45 @@ def read_input_file(path: str | os.PathLike[str], *, what: str = "file", max_byt
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise InputFileError(what, path, f"is larger than {max_bytes} bytes")
+    return data
+
+
+def open_cached(path: str | os.PathLike[str], *, follow_links: bool = False, max_bytes: int | None = None,
+                dir_fd: int | None = None) -> Any:
+    """A binary file object (``open(fd, "rb")``) for the regular file `path` in a cache: a wheel,
+    a redist or source archive, a ``.sha256``/``.checked`` record, an eval-cache entry, a data or probe
+    cache file.
+
+    Anyone who could write the cache directory (or a cache a configuration points into a cloned
+    repository) may have put a FIFO, a device or a link there: the file is opened with
+    ``O_NONBLOCK`` (a FIFO cannot hang the open), with ``O_NOFOLLOW`` unless `follow_links`, and
+    then its descriptor must be a regular file (``fstat``) of at most `max_bytes` bytes (None: any
+    size; the caller reads no more than ``fstat`` said).  The descriptor is made blocking again
+    for reading.  Raises OSError whose message names `path` and why (a caller treats it as a miss
+    or names the cache in its own error).
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{os.fspath(path)} is {_kind(st.st_mode)}, not a regular file; refusing to read it")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise OSError(f"{os.fspath(path)} is larger than {max_bytes} bytes; refusing to read it")
+        os.set_blocking(fd, True)
+        return open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_cached(path: str | os.PathLike[str], max_bytes: int, *, follow_links: bool = False) -> bytes:
+    """The bytes of the regular cache file `path`, opened as `open_cached` opens it, at most `max_bytes`
+    of them (a file that grew past them while read is refused).  Raises OSError."""
+    with open_cached(path, follow_links=follow_links, max_bytes=max_bytes) as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(f"{os.fspath(path)} is larger than {max_bytes} bytes; refusing to read it")
     return data
 
 

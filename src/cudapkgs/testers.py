@@ -21,7 +21,8 @@ from .host.features import host_system_features, missing_features
 
 
 def collect_tests(package: Any, prefix: str = "") -> "TesterDict":
-    """`passthru.tests` and `passthru.testers` of a package, flattened: {"cuda.run": test package,
+    """`passthru.tests` and `passthru.testers` of a package (or the members of an attribute set of
+    tests, such as `cudaPackages_13_0.tests.onnx-tensorrt`), flattened: {"cuda.run": test package,
     "run": …, "testers.cudaAvailable": tester package}. A tester (Nixpkgs' `passthru.testers`, a
     package whose `bin/<meta.mainProgram>` is the check, to be run where the hardware is) is keyed
     under "testers."; `is_tester` tells them apart."""
@@ -31,6 +32,8 @@ def collect_tests(package: Any, prefix: str = "") -> "TesterDict":
     tests = force(passthru.get("tests")) if isinstance(passthru, Mapping) else None
     if tests is None and "tests" in package:
         tests = package["tests"]
+    if tests is None and passthru is None and isinstance(package, Mapping) and "derivation" not in package:
+        tests = package  # an attribute set of tests itself (cudaPackages_13_0.tests.opencv-and-torch)
     found = TesterDict(_flatten(tests or {}, prefix))
     testers = force(passthru.get("testers")) if isinstance(passthru, Mapping) else None
     if isinstance(testers, Mapping):

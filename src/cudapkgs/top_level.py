@@ -161,6 +161,11 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
             "saxpy": lazy(lambda: final.call_package(__import__("cudapkgs.pkgs.saxpy", fromlist=["saxpy"]).saxpy)),
             "cmake-cuda-example": lazy(lambda: final.call_package(
                 __import__("cudapkgs.pkgs.cmake_cuda_example", fromlist=["cmake_cuda_example"]).cmake_cuda_example)),
+            # all-packages.nix: opencv4 = callPackage ../development/libraries/opencv/4.x.nix { … };
+            # opencv = opencv4 (aliases)
+            "opencv4": lazy(lambda: final.call_package(
+                __import__("cudapkgs.pkgs.opencv", fromlist=["opencv4"]).opencv4)),
+            "opencv": lazy(lambda: final.opencv4),
         }
         for name, definition in package_set_definitions().items():
             attrs[name] = lazy(
@@ -206,6 +211,11 @@ def _build_support(final: Any, config: Config, system: str) -> dict[str, Any]:
     attrs["rdma-core"] = lazy(lambda: __import__("cudapkgs.pkgs.rdma_core", fromlist=["rdma_core"]).rdma_core(
         config, system))
     attrs["python3Packages"] = lazy(lambda: _python_packages(final, config, system))
+    for major in range(12, 22):  # pkgs/llvm_packages.RELEASES, without importing it at start-up
+        attrs[f"llvmPackages_{major}"] = lazy(lambda major=major: __import__(
+            "cudapkgs.pkgs.llvm_packages", fromlist=["llvm_packages"]).llvm_packages(config, system, major))
+    attrs["autoPatchelfHook"] = lazy(lambda: __import__(
+        "cudapkgs.pkgs.setup_hooks", fromlist=["auto_patchelf_hook"]).auto_patchelf_hook(config, system))
     return attrs
 
 

@@ -16,6 +16,10 @@ variant: pkgsCuda, pkgsForCudaArch.*, cudaPackages_X_Y.pkgs).
 An **overlay file** defines ``overlay(final, prev)`` returning a mapping of
 attributes, as Nixpkgs' overlays (``final: prev: { … }``).
 
+A user file is run from its source alone (`load_module`): read once, checked against the digest
+the user allowed when a project names it (`allow_only`), compiled and run; no byte code is read or
+written for it, so a ``__pycache__`` beside it changes nothing (issue 30, item 2).
+
 Errors inside a user file name the file and line: a file that does not import
 (`load_module`), an exception raised while a function evaluates (`user_location`,
 which the CLI consults for any error), a missing argument.
@@ -24,7 +28,6 @@ which the CLI consults for any error), a missing argument.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import inspect
 import os
 import sys
@@ -38,7 +41,9 @@ if TYPE_CHECKING:
 from .errors import EvalError, UsageError, did_you_mean
 
 __all__ = [
+    "MAX_SOURCE_BYTES",
     "UserFileError",
+    "allow_only",
     "load_module",
     "package_functions",
     "package_file_overlay",
@@ -52,7 +57,7 @@ Overlay = Callable[["Any", "Any"], Mapping[str, "Any"]]
 #: real path of each loaded user file -> how the user named it (for messages)
 _LOADED: dict[str, str] = {}
 _MODULES: dict[str, ModuleType] = {}
-#: the module names user files are loaded under: the prefix, then a hash of path and modification
+#: the module names user files are loaded under: the prefix, then a hash of path and contents
 _MODULE_PREFIX = "cudapkgs_user_"
 
 
@@ -60,33 +65,91 @@ class UserFileError(EvalError):
     """A user file cannot be loaded or one of its functions failed; the message starts with FILE:LINE."""
 
 
-def load_module(path: str | os.PathLike[str]) -> ModuleType:
-    """Import the Python file at ``path`` (once per real path and modification) and return the module.
+#: The most a user's Python file may hold (bytes): far above any real one (a project's are hashed up
+#: to `cudapkgs.trust.MAX_HASHED_BYTES`; what is larger than this is refused here, not read).
+MAX_SOURCE_BYTES = 64 << 20
 
-    Raises `UserFileError` ("FILE:LINE: …") when it does not exist, does not parse,
-    or raises while it is imported.
+#: Python files whose contents were allowed (`allow_only`): the absolute path as named and the real
+#: path -> ("sha256:<hex>", what to run once the file was reviewed).
+_PINNED: dict[str, tuple[str, str]] = {}
+
+
+def allow_only(path: str | os.PathLike[str], sha256: str, *, allow_command: str = "") -> None:
+    """From now on in this process, run the Python file at `path` only with the contents whose
+    digest is `sha256` (``"sha256:<hex>"``): `load_module` refuses other bytes there.
+
+    A project's check (`cudapkgs.project.check_allowed`) pins each Python file it names to the digest
+    the user allowed, so that the bytes run are the bytes allowed, not what the file holds a moment
+    later. `allow_command` ends the refusal (``cudapkgs allow /p/cudapkgs.toml``).
     """
-    shown = os.fspath(path)
-    real = os.path.realpath(shown)
+    pin = (sha256, allow_command)
+    _PINNED[os.path.abspath(path)] = pin
+    _PINNED[os.path.realpath(path)] = pin
+
+
+def _read_source(shown: str, real: str) -> bytes:
+    """The bytes of the user's Python file (regular, read once without blocking, at most `MAX_SOURCE_BYTES`)."""
+    from .inputs import InputFileError, read_input_file
+
     if not os.path.isfile(real):
         raise UserFileError(f"{shown}: no such file" if not os.path.exists(real) else f"{shown}: not a file")
-    st = os.stat(real)
-    key = f"{real}\0{st.st_mtime_ns}\0{st.st_size}"  # an edited file is read again
+    try:
+        return read_input_file(real, what="Python file", max_bytes=MAX_SOURCE_BYTES)
+    except InputFileError as error:
+        raise UserFileError(f"{shown}: {error.reason}") from None
+
+
+def load_module(path: str | os.PathLike[str], *, sha256: str | None = None) -> ModuleType:
+    """Run the Python file at ``path`` as a module (once per real path and contents) and return it.
+
+    The file is read once (`MAX_SOURCE_BYTES` at most, a regular file) and exactly those bytes are
+    compiled and run, under a fresh module object: the import system is not used, so no byte code
+    is read or written for it (a ``__pycache__/*.pyc``, even an "unchecked-hash" one of PEP 552 that
+    the import system takes without reading the source, is never run; none is written beside the
+    file).  When `sha256` is given (``"sha256:<hex>"``), or the file was pinned by `allow_only`, the
+    bytes must have that digest.  Tracebacks and ``inspect.getsource`` show the bytes that ran.
+
+    Raises `UserFileError` ("FILE:LINE: …") when it does not exist, is not a regular file, is too
+    large, is not what was allowed, does not parse, or raises while it runs.
+    """
+    import linecache
+
+    shown = os.fspath(path)
+    real = os.path.realpath(shown)
+    pin = _PINNED.get(os.path.abspath(shown)) or _PINNED.get(real)
+    expected = sha256 or (pin[0] if pin else None)
+    data = _read_source(shown, real)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if expected is not None and digest != expected:
+        then = f"; review it, then run: {pin[1]}" if pin and pin[1] and not sha256 else ""
+        raise UserFileError(f"{shown}: its contents are not the ones you allowed (sha256 {digest[7:19]}…, allowed "
+                            f"{expected.removeprefix('sha256:')[:12]}…); nothing of it was run{then}")
+    key = f"{real}\0{digest}"  # an edited file is run again
     if key in _MODULES:
         return _MODULES[key]
     name = _MODULE_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:16]
-    spec = importlib.util.spec_from_file_location(name, real)
-    if spec is None or spec.loader is None:
-        raise UserFileError(f"{shown}: cannot be loaded as a Python file")
-    module = importlib.util.module_from_spec(spec)
+    module = ModuleType(name)
+    module.__file__ = real
     _show_deprecations()
     _LOADED[real] = shown
+    # The text that ran, for tracebacks and the source of Python phases (`inspect.getsource`): no
+    # modification time, so `linecache.checkcache` keeps it rather than reading the file again.
+    from importlib.util import decode_source
+
+    try:
+        text = decode_source(data)
+    except (UnicodeDecodeError, SyntaxError, LookupError):  # LookupError: an unknown coding cookie
+        text = None  # compile says what is wrong
+    if text is not None:
+        linecache.cache[real] = (len(data), None, text.splitlines(keepends=True), real)
     sys.modules[name] = module  # so that Python phases defined in it are found by qualified name
     try:
-        spec.loader.exec_module(module)
+        code = compile(data, real, "exec", dont_inherit=True)
+        exec(code, module.__dict__)
     except SyntaxError as error:
         sys.modules.pop(name, None)
-        raise UserFileError(f"{shown}:{error.lineno}: {error.msg}" + (f"\n  {error.text.strip()}" if error.text else "")) from None
+        where = error.lineno if error.lineno is not None else 1
+        raise UserFileError(f"{shown}:{where}: {error.msg}" + (f"\n  {error.text.strip()}" if error.text else "")) from None
     except Exception as error:  # noqa: BLE001 - anything the user's code raises on import
         sys.modules.pop(name, None)
         raise UserFileError(f"{user_location(error) or shown}: while importing it: {_describe(error)}") from None

@@ -198,12 +198,13 @@ def test_python3_executable_in_a_directory_with_a_space_and_one_that_is_no_pytho
     with Store.open(store_dir) as store:
         realise(store, [pkgs.python3.derivation, env.derivation])
     assert os.readlink(Path(pkgs.python3.out, "bin", "python3")) == str(spaced / "python3")
-    # The env's wrapper runs that interpreter (it was `exec /…/my python; true/bin/python3 "$@"`), and
-    # with no packages it leaves PYTHONPATH alone (it was ":$PYTHONPATH": the working directory first).
+    # The env runs that interpreter (it was `exec /…/my python; true/bin/python3 "$@"`) as its own
+    # bin/python3 (issue 31: sys.executable was the host's), and leaves PYTHONPATH alone (it was
+    # ":$PYTHONPATH": the working directory first).
     done = subprocess.run([f"{env.out}/bin/python3", "-c", "import sys; print(sys.executable); print(sys.path[1])"],
                           capture_output=True, text=True, env={"PYTHONPATH": "/nowhere"}, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [str(spaced / "python3"), "/nowhere"]
+    assert done.stdout.splitlines() == [f"{env.out}/bin/python3", "/nowhere"]
     not_python = tmp_path / "cmake"
     not_python.write_text("#!/bin/sh\necho 'cmake version 3.25.1'\n")
     not_python.chmod(0o755)
@@ -243,3 +244,35 @@ def test_the_import_check_does_not_import_the_source_tree(tmp_path, manifests_di
     with Store.open(store_dir) as store:
         with pytest.raises(Exception, match="leftbehind"):
             realise(store, [pkg.derivation])
+
+
+def test_with_packages_is_its_own_interpreter_and_keeps_pythonpath(tmp_path, manifests_dir):
+    """issue 31: withPackages' wrapper ran the host's python3 (sys.executable was /usr/bin/python3, so a
+    `[sys.executable, ...]` child lost the packages) and set PYTHONPATH for its packages."""
+    wheel = _handmade_wheel(tmp_path / "envpkg-1.0-py3-none-any.whl", "envpkg", "1.0", {"envpkg.py": b"VALUE = 7\n"})
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    ps = pkgs.python3Packages
+    pkg = ps.buildPythonPackage({"pname": "envpkg", "version": "1.0", "format": "wheel", "src": wheel})
+    env = ps.withPackages([pkg])
+    with Store.open(store_dir) as store:
+        realise(store, [env.derivation])
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    script = ("import sys, subprocess, envpkg\n"
+              "print(sys.executable)\n"
+              "print(sys.path.index(sys.argv[1]) < sys.path.index(sys.argv[2]))\n"
+              "print(envpkg.VALUE)\n"
+              "child = subprocess.run([sys.executable, '-c', 'import envpkg, sys; print(envpkg.VALUE, sys.executable)'],"
+              " env={}, capture_output=True, text=True)\n"
+              "print(child.stdout.strip() or child.stderr)\n")
+    site = f"{pkg.out}/lib/python{ps.pythonVersion}/site-packages"
+    done = subprocess.run([f"{env.out}/bin/python3", "-c", script, str(mine), site], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(mine)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{env.out}/bin/python3",
+        "True",  # the user's PYTHONPATH is kept, before the environment's packages
+        "7",
+        f"7 {env.out}/bin/python3",  # a child started as sys.executable, with an empty environment, has them too
+    ]

@@ -327,3 +327,16 @@ def test_torch_bin_inputs_and_metadata_are_nixpkgs(manifests_dir):
     requests = pkgs.python3Packages.requests
     assert {d.pname for d in requests.propagatedBuildInputs} == {"charset-normalizer", "idna", "urllib3", "certifi"}
     assert pkgs.python3Packages.pyyaml.pythonImportsCheck == ["yaml"]
+
+
+def test_rocm_torch_says_what_it_would_need(manifests_dir):
+    # pkgsRocm (rocmSupport on, cudaSupport off): torch/source/default.nix@00d0ced3 builds against rocmPackages
+    rocm = cudapkgs.import_pkgs(config=CONFIG).pkgsRocm.python3Packages.torch
+    message = problems(rocm)
+    assert rocm.meta.available is False
+    assert "rocmSupport is on, and no ROCm build of torch is packaged" in message
+    assert "rocmPackages (rocm-core, clr, rccl, miopen" in message and "pkgsCuda.python3Packages.torch" in message
+    with pytest.raises(UnavailablePackageError, match="rocmSupport is on"):
+        rocm.outPath
+    both = at("python3Packages.torch", cudaSupport=True, rocmSupport=True)
+    assert "CUDA and ROCm are not both on (they are mutually exclusive)" in problems(both)

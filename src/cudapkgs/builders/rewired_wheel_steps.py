@@ -422,15 +422,21 @@ def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) 
         raise RewireError(f"pythonImportsCheck: {module!r} is not a module name")
     python = shutil.which("python3", path=env.get("PATH", "")) or "python3"
     run_env = dict(env)
-    run_env["PYTHONPATH"] = os.pathsep.join([os.fspath(site), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    run_env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(site), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     run_env["PYTHONDONTWRITEBYTECODE"] = "1"
     log.write(f"pythonImportsCheck: {module}\n")
     import subprocess
 
-    # In site-packages: ``-c`` puts the working directory first on sys.path, and a module of that
-    # name there (the user's checkout) would pass the check of a package without it.
-    done = subprocess.run([python, "-c", f"import {module}"], env=run_env, cwd=os.fspath(site), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, errors="replace", check=False, timeout=600)
+    # In a private empty directory: ``-c`` puts the working directory first on sys.path, and a module
+    # of that name there (the user's checkout) would pass the check of a package without it; the
+    # package is found through PYTHONPATH, `site` first (any Python 3: no -P before 3.11).
+    from ..python_child import private_directory
+
+    if os.sep in python:
+        python = os.path.abspath(python)
+    with private_directory() as cwd:
+        done = subprocess.run([python, "-c", f"import {module}"], env=run_env, cwd=cwd, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace", check=False, timeout=600)
     if done.returncode != 0:
         tail = "\n  ".join(done.stdout.strip().splitlines()[-15:])
         raise RewireError(f"pythonImportsCheck: import {module} failed (exit status {done.returncode}):\n  {tail}")

@@ -12,7 +12,7 @@ from typing import Any
 
 from .build import _max_cache_size, realise_and_link, substituters_from_args
 from .eval import CONFIG_HELP, add_eval_options, pkgs_from_args
-from .installables import Installable, _jobs, _project_items, add_project_options, evaluate
+from .installables import Installable, _jobs, _project_items, add_project_options, evaluate, without_fetchers
 
 
 def register(subparsers: Any) -> None:
@@ -67,15 +67,32 @@ def run_shell(args: argparse.Namespace) -> int:
     from ..realise.generic import dependency_paths
 
     store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
-    cc = _shell_cc(args, items)
-    if cc is not None:
-        items = [*items, Installable("stdenv.cc", drv=cc)]
-    # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
-    develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
-    items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
+
+    def expand(items: list[Installable]) -> tuple[list[Installable], Any, list[Any]]:
+        cc = _shell_cc(args, items)
+        if cc is not None:
+            items = [*items, Installable("stdenv.cc", drv=cc)]
+        # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
+        develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
+        items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
+        return items, cc, develop
+
+    items, cc, develop = expand(items)
+    reevaluate = None
+    if args.attrpaths:  # a fetcher whose host does not answer: evaluated again without it (build.realise_and_link)
+        again = without_fetchers(args)
+
+        def reevaluate(skipped: Any) -> Any:
+            nonlocal cc, develop
+            found = again(skipped)
+            if found is None:
+                return None
+            expanded, cc, develop = expand(found)
+            return expanded
+
     substituters = None if args.no_substitute else substituters_from_args(args)
     realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True,
-                     max_cache_size=_max_cache_size(args), substituters=substituters)
+                     max_cache_size=_max_cache_size(args), substituters=substituters, reevaluate=reevaluate)
     paths = list(dict.fromkeys(p for item in items for p in item.outputs.values()))
     for d in develop:
         native, host = dependency_paths(d)

@@ -490,16 +490,12 @@ def _weights(args: argparse.Namespace) -> int:
         names = short_names(roots)
         title = "where the bytes go: " + ", ".join(names[r] for r in roots)
         text = render_svg(weights, title) if draw.endswith(".svg") else render_html(weights, title)
-        tmp = f"{draw}.tmp{os.getpid()}"
+        from ..atomic_files import write_atomically
+
         try:
-            with open(tmp, "x", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, draw)
+            write_atomically(draw, text, sync=False)
         except OSError as error:
             raise UsageError(f"--draw {draw}: cannot write it: {error.strerror or error}; pick a writable place") from error
-        finally:
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
     if args.json:
         print(json.dumps([w.to_json() for w in weights], indent=2))
         return 0

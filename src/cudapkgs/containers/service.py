@@ -22,6 +22,10 @@ from .errors import CdiError
 from .fsutil import atomic_write
 
 UNIT_NAME = "cudapkgs-cdi-generator.service"
+# The name NixOS gives the same service (nixos/modules/services/hardware/nvidia-container-toolkit,
+# and the seed guide's `systemctl status nvidia-container-toolkit-cdi-generator.service`): an Alias=,
+# so that `systemctl enable` links it and that command finds this unit.
+ALIAS_NAME = "nvidia-container-toolkit-cdi-generator.service"
 PATH_UNIT_NAME = "cudapkgs-cdi-generator.path"
 UDEV_RULE_NAME = "71-cudapkgs-cdi.rules"
 DEFAULT_OUTPUT = "/run/cdi/nvidia-container-toolkit.json"
@@ -106,6 +110,7 @@ def render(
         "",
         "[Install]",
         "WantedBy=multi-user.target",
+        f"Alias={ALIAS_NAME}",
         "",
     ]
     rule = (

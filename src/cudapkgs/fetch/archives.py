@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 
 from .. import confine
+from ..inputs import open_cached
 from ..errors import CudapkgsError
 
 _CHUNK = 1 << 20
@@ -44,15 +45,35 @@ _DECOMPRESSORS = (
 
 
 def _open_stream(archive: Path) -> tuple[tarfile.TarFile, subprocess.Popen[bytes] | None]:
-    with open(archive, "rb") as f:
-        magic = f.read(6)
-    program = next((name for prefix, name in _DECOMPRESSORS if magic.startswith(prefix)), None)
-    exe = shutil.which(program) if program else None
-    if exe is None:
-        if program == "zstd":
-            raise UnpackError(f"{archive.name}: a zstd archive needs the zstd program on PATH")
-        return tarfile.open(archive, mode="r|*", bufsize=_CHUNK), None
-    proc = subprocess.Popen([exe, "-dc", os.fspath(archive)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Opened once, without blocking and only as a regular file (a FIFO or device put in the cache
+    # would hang or flood the unpack); the decompressor reads that descriptor, not the path again.
+    try:
+        f = open_cached(archive, follow_links=True)
+    except OSError as error:
+        raise UnpackError(f"{archive.name}: cannot read it ({error.strerror or error}); remove {archive}") from None
+    try:
+        magic = os.pread(f.fileno(), 6, 0)  # the descriptor's offset stays 0 for the decompressor
+        program = next((name for prefix, name in _DECOMPRESSORS if magic.startswith(prefix)), None)
+        exe = shutil.which(program) if program else None
+        if exe is None:
+            if program == "zstd":
+                raise UnpackError(f"{archive.name}: a zstd archive needs the zstd program on PATH")
+            tar = tarfile.open(fileobj=f, mode="r|*", bufsize=_CHUNK)
+            close = tar.close
+
+            def close_both() -> None:
+                try:
+                    close()
+                finally:
+                    f.close()
+
+            tar.close = close_both  # type: ignore[method-assign]
+            return tar, None
+        proc = subprocess.Popen([exe, "-dc"], stdin=f, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        f.close()
+    except BaseException:
+        f.close()
+        raise
     assert proc.stdout is not None
     try:
         # A 1 MiB pipe lets the decompressor run on while we write a file (Linux; best effort).

@@ -17,6 +17,8 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
+from ..atomic_files import open_kept
+from ..inputs import open_cached
 from ..errors import FetchError, HashMismatchError
 
 __all__ = ["Progress", "download", "sha256_file"]
@@ -36,12 +38,36 @@ class _Retry(Exception):
 
 
 def sha256_file(path: Path) -> str:
-    """The hex sha256 of the file at ``path``."""
+    """The hex sha256 of the regular file at ``path`` (a link is not followed; a FIFO or device is
+    refused without blocking, and no more than the size ``fstat`` gave is read: `inputs.open_cached`).
+    Raises OSError."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
+    with open_cached(path) as handle:
+        left = os.fstat(handle.fileno()).st_size
+        while left > 0 and (chunk := handle.read(min(_CHUNK, left))):
             digest.update(chunk)
+            left -= len(chunk)
     return digest.hexdigest()
+
+
+def _drop_foreign(part: Path) -> None:
+    """Remove what sits at the ``.part`` name unless it is a regular file of its own (a link, a FIFO, a
+    directory link or a file hard-linked from elsewhere planted in the cache): never written through."""
+    try:
+        st = os.lstat(part)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        if stat.S_ISDIR(st.st_mode):
+            raise FetchError(f"{part} is a directory; remove it (it is where the download is kept until it is checked)")
+        part.unlink()
+
+
+def _open_part(part: Path, *, append: bool):  # noqa: ANN202 (a binary file)
+    try:
+        return open_kept(part, append=append)
+    except OSError as error:
+        raise FetchError(f"cannot write {part}: {error.strerror or error}; remove it and try again") from None
 
 
 def download(
@@ -63,10 +89,11 @@ def download(
     """
     dest = Path(dest)
     expected = sha256.lower() if sha256 else None
-    if expected is not None and dest.is_file() and (size is None or dest.stat().st_size == size) and sha256_file(dest) == expected:
+    if expected is not None and _is_file(dest, size) and _sha256_or_none(dest) == expected:
         return dest  # already here and checked: nothing fetched, so no progress to report
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_suffix(dest.suffix + ".part")
+    _drop_foreign(part)
     local = _local_path(url)
     if local is not None:
         _copy_local(local, part, size, progress)
@@ -84,6 +111,22 @@ def download(
         _fetch_http(url, part, size, progress, attempts, backoff, timeout)
         _verify_and_rename(part, dest, expected, size)
     return dest
+
+
+def _is_file(path: Path, size: int | None) -> bool:
+    """Whether `path` is a regular file (not a link) of `size` bytes (any size when None)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and (size is None or st.st_size == size)
+
+
+def _sha256_or_none(path: Path) -> str | None:
+    try:
+        return sha256_file(path)
+    except OSError:
+        return None
 
 
 def _local_path(url: str) -> Path | None:
@@ -107,7 +150,7 @@ def _copy_local(source: Path, part: Path, size: int | None, progress: Progress |
         raise FetchError(f"cannot read {source}: not a regular file; refusing to read it")
     total = size if size is not None else st.st_size
     done = 0
-    with reader, open(part, "wb") as writer:
+    with reader, _open_part(part, append=False) as writer:
         while chunk := reader.read(_CHUNK):
             writer.write(chunk)
             done += len(chunk)
@@ -199,7 +242,7 @@ def _one_request(url: str, part: Path, size: int | None, progress: Progress | No
         total = size if size is not None else expected_end
         done = start
         try:
-            with open(part, "ab" if start else "wb") as writer:
+            with _open_part(part, append=bool(start)) as writer:
                 while chunk := response.read(_CHUNK):
                     writer.write(chunk)
                     done += len(chunk)

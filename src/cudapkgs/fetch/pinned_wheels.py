@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..atomic_files import write_atomically
 from ..errors import FetchError
 
 __all__ = ["PinnedWheel", "cached_pinned_wheel", "fetch_pinned_wheel", "parse_pin"]
@@ -103,9 +104,7 @@ def fetch_pinned_wheel(pin: PinnedWheel, *, cache: Path | None = None, pip: Sequ
             target = directory / pin.file
             record = target.with_name(target.name + _SUFFIX)
             os.replace(got, target)
-            tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
-            tmp.write_text(pin.sha256 + "\n")
-            os.replace(tmp, record)
+            write_atomically(record, pin.sha256 + "\n", sync=False)
             return target
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

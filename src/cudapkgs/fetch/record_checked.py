@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 import time
 from pathlib import Path
+
+from ..atomic_files import write_atomically
 
 __all__ = ["SUFFIX", "identity", "passed", "remember", "settled_identity"]
 
@@ -127,16 +128,7 @@ def remember(wheel: Path, sha256: str, scope: str) -> None:
     target = _record_path(wheel)
     known = {_line(other, sha256) for other in _SCOPES}
     lines = sorted({old for old in _lines(wheel) if old in known} | {line})
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # one per writer
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, ("\n".join(lines) + "\n").encode("ascii"))
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
+    try:  # a random name per writer, created new (never a file or link planted at a predictable name)
+        write_atomically(target, "\n".join(lines) + "\n", sync=False)
     except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass

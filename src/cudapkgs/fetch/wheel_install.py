@@ -101,7 +101,12 @@ def install_wheel(
 
     from . import record_checked
 
-    handle = open(wheel, "rb")  # noqa: SIM115 - closed below, once the hashing thread is done
+    from ..inputs import open_cached
+
+    try:  # a FIFO or a device put in the wheel cache is refused at once, never waited on
+        handle = open_cached(wheel, follow_links=True)
+    except OSError as error:
+        raise FetchError(f"{wheel}: cannot read the wheel ({error.strerror or error}); remove it and fetch it again") from None
     # A wheel whose sha256 passed its RECORD check before skips the per-member digests (`record_checked`).
     before = None
     if sha256 is not None and record_checked.passed(Path(wheel), sha256, "install"):

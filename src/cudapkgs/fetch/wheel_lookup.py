@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..atomic_files import write_atomically
 from ..errors import FetchError
 
 __all__ = ["pypi_name", "wheel_for", "platform_tags", "wheel_cache_directory", "wheel_lacks", "wheel_lacks_note", "cached_wheel"]
@@ -264,9 +265,7 @@ def read_sha256_record(record: Path) -> str | None:
 
 def _remember_verified(wheel: Path) -> Path:
     record = wheel.with_name(wheel.name + _VERIFIED_SUFFIX)
-    tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
-    tmp.write_text(_sha256(wheel) + "\n")
-    os.replace(tmp, record)
+    write_atomically(record, _sha256(wheel) + "\n", sync=False)
     return wheel
 
 
@@ -277,8 +276,11 @@ def _verified_wheel(cache: Path, project: str, version: str, wanted: set[str], *
         if not _wheel_matches(wheel, project, wanted):
             continue
         recorded = read_sha256_record(record)
-        if recorded is not None and (not check or recorded == _file_sha256(wheel)):
-            return wheel
+        try:
+            if recorded is not None and (not check or recorded == _file_sha256(wheel)):
+                return wheel
+        except OSError:  # a FIFO, a device or a directory named like a wheel: not a cached wheel
+            continue
     return None
 
 
@@ -313,8 +315,8 @@ def _fd_sha256(fd: int) -> str:
     import hashlib  # here and below: evaluating a set hashes no file
 
     digest = hashlib.sha256()
-    offset = 0
-    while chunk := os.pread(fd, 1 << 20, offset):
+    offset, size = 0, os.fstat(fd).st_size  # no more than the file held when this began
+    while offset < size and (chunk := os.pread(fd, min(1 << 20, size - offset), offset)):
         digest.update(chunk)
         offset += len(chunk)
     return digest.hexdigest()
@@ -323,8 +325,12 @@ def _fd_sha256(fd: int) -> str:
 def _sha256(path: Path) -> str:
     import hashlib
 
+    from ..inputs import open_cached
+
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
+    with open_cached(path, follow_links=True) as f:  # a FIFO or device in the cache: OSError, never a hang
+        left = os.fstat(f.fileno()).st_size  # and never more than the file held when opened
+        while left > 0 and (chunk := f.read(min(1 << 20, left))):
             digest.update(chunk)
+            left -= len(chunk)
     return digest.hexdigest()

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import FetchError
+from ..inputs import open_cached
 from . import record_checked
 from .wheel_lookup import _file_sha256
 
@@ -88,7 +89,10 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     dest.parent.mkdir(parents=True, exist_ok=True)
     # One open file for the hash and the unzipper: a wheel renamed over this one meanwhile must
     # not be unpacked under the hash of the one it replaced.
-    handle = open(wheel, "rb")  # noqa: SIM115 - closed below, once the hashing thread is done
+    try:  # a FIFO or a device put in the wheel cache is refused at once, never waited on
+        handle = open_cached(wheel, follow_links=True)
+    except OSError as error:
+        raise FetchError(f"{wheel}: cannot read the wheel ({error.strerror or error}); remove it and fetch it again") from None
     with handle:
         try:
             return _unpack_open_wheel(handle, Path(wheel), dest, pname, cuda_major, sha256, check_members)

@@ -59,9 +59,10 @@ def _load(file: Path) -> dict[str, list]:
     if entries is None:
         entries = _loaded[file] = {}
         try:
-            with open(file, "rb") as handle:
-                data = handle.read(MAX_BYTES + 1)
-            if len(data) <= MAX_BYTES:
+            from ..inputs import read_cached
+
+            data = read_cached(file, MAX_BYTES)  # a FIFO or device there is a miss, never a hang
+            if data:
                 parsed = json.loads(data)
                 if isinstance(parsed, dict) and parsed.get("version") == _VERSION and isinstance(parsed.get("probes"), dict):
                     entries.update((k, v) for k, v in parsed["probes"].items() if isinstance(v, list) and len(v) == 3)

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import ManifestError, did_you_mean
+from ..inputs import read_cached
 from ..lib.records import FrozenRecord
 from ..lib.versions import version_key
 from .directories import (
@@ -43,6 +44,9 @@ __all__ = [
     "user_directory",
     "vendored_directory",
 ]
+
+#: The most a manifest file may hold (bytes), as `manifests update` downloads at most.
+_MANIFEST_LIMIT = 64 << 20
 
 #: Products whose manifests are not published by NVIDIA (Nixpkgs writes them by hand).
 _HAND_MADE_PRODUCTS = frozenset({"tensorrt"})
@@ -87,7 +91,8 @@ def load_manifest(product: str, version: str, *, directory: str | os.PathLike[st
         try:
             if path.exists() and not path.is_file():  # a FIFO or a device would hang or never end
                 raise ManifestError(f"{path}: not a regular file, refusing to read it as a manifest")
-            data = path.read_bytes()
+            # Opened once, without blocking, checked by its descriptor: a FIFO swapped in since cannot hang it.
+            data = read_cached(path, _MANIFEST_LIMIT, follow_links=True)
         except (FileNotFoundError, NotADirectoryError):
             continue
         except IsADirectoryError:
@@ -147,7 +152,7 @@ def _sha256_path(path: Path) -> Path:
 def _read_sha256_file(path: Path) -> str | None:
     """The digest in ``<path>.sha256`` (``sha256sum`` format), None when absent or unreadable."""
     try:
-        text = _sha256_path(path).read_text(encoding="ascii", errors="replace")
+        text = read_cached(_sha256_path(path), 4096, follow_links=True).decode("ascii", errors="replace")
     except OSError:
         return None
     digest = text.split()[0].lower() if text.split() else ""

@@ -5,12 +5,14 @@ This is the sequential core; see `scheduler` for parallel builds with progress.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..atomic_files import open_kept
 from ..derivation import Derivation
 from ..errors import CudapkgsError
 from .context import BUILDERS, BuildContext, builder_for
@@ -170,9 +172,11 @@ def drv_log_path(store_dir: str, drv: Derivation) -> Path:
     return Path(store_dir) / ".logs" / (Path(drv.drv_path).name.removesuffix(".drv") + ".log")
 
 
-def fetchers_for(drv: Derivation, fetchers: Sequence[str] | None = None) -> tuple[str, ...]:
-    """The fetchers a build of `drv` tries: `fetchers`, else the derivation's own, else redist then wheels."""
-    return tuple(fetchers or drv.context.get("fetchers") or ("redist", "wheels"))
+def fetchers_for(drv: Derivation, fetchers: Sequence[str] | None = None, skip: Iterable[str] = ()) -> tuple[str, ...]:
+    """The fetchers a build of `drv` tries: `fetchers`, else the derivation's own, else redist then wheels;
+    less those in `skip` (a plan's fetchers whose host did not answer, `scheduler.Plan.skipped`)."""
+    skip = frozenset(skip)
+    return tuple(f for f in (fetchers or drv.context.get("fetchers") or ("redist", "wheels")) if f not in skip)
 
 
 def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Sequence[str] | None = None,
@@ -213,7 +217,7 @@ def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Se
     names = {path: name for name, path in drv.outputs.items()}
     # The work directory lives in the store's temporary area, locked: if this process is
     # killed, the next build or gc removes it (and the phases' processes die with us).
-    with store.work_dir(drv.name) as work, open(log_file, "w") as log:
+    with store.work_dir(drv.name) as work, io.TextIOWrapper(open_kept(log_file, append=False)) as log:
         ctx = BuildContext(
             store=store, work_dir=work, log=log,
             fetchers=fetchers_for(drv, fetchers),

@@ -25,6 +25,7 @@ from ..errors import CudapkgsError, FetchError
 from ..fetch import FetchedArtifact, MirrorSource, RedistSource, Source, WheelSource, fetch_artifact
 from ..fetch.archives import EXPANSION_RATIO, UnpackError, expansion_limits, unpack
 from ..fetch.cache import download_entry, in_use
+from ..inputs import open_cached
 from ..fetch.wheel_unpack import WheelChangedError, check_unpacked, unpack_wheel
 from ..manifests import Artifact
 from ..store.locks import PathLock, acquire_saying_so
@@ -196,7 +197,7 @@ def _check_wheel_expansion(wheel: Path, declared_size: int | None) -> None:
     import zipfile
 
     try:
-        with open(wheel, "rb") as handle, zipfile.ZipFile(handle) as z:
+        with open_cached(wheel, follow_links=True) as handle, zipfile.ZipFile(handle) as z:
             infos = z.infolist()
             size = os.fstat(handle.fileno()).st_size
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as error:

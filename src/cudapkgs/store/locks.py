@@ -27,7 +27,9 @@ class PathLock:
             raise RuntimeError(f"{self.lock_file} is already locked by this object")
         flags = (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB)
         while True:
-            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            # Never through a link planted at the lock's name (nothing is written, but a missing target
+            # would be created).
+            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             try:
                 fcntl.flock(fd, flags)
             except OSError as error:

@@ -119,10 +119,14 @@ class _ZstdSeekableReader(io.RawIOBase):
         return self._pos
 
 
-def open_for_writing(path: str | os.PathLike[str], compression: str) -> tarfile.TarFile:
-    """A PAX tar writer at `path` compressed with `compression` (as `compression_for_name` gives)."""
+def open_for_writing(out: BinaryIO, compression: str) -> tarfile.TarFile:
+    """A PAX tar writer to the open binary file `out` compressed with `compression` (as
+    `compression_for_name` gives); closing it finishes the archive, `out` stays open.
+
+    The caller opens `out` (`atomic_files.atomic_output`: never a path that a planted link redirects).
+    """
     if compression == "zstd":
-        raw = open(path, "wb")  # noqa: SIM115 (closed with the TarFile below)
+        raw = _Unclosed(out)
         fileobj = _ZstdWriter(raw)
         tar = tarfile.open(fileobj=fileobj, mode="w|", format=tarfile.PAX_FORMAT)  # type: ignore[call-overload]
         close = tar.close
@@ -137,7 +141,23 @@ def open_for_writing(path: str | os.PathLike[str], compression: str) -> tarfile.
         tar.close = close_all  # type: ignore[method-assign]
         return tar
     mode = {"none": "w", "gzip": "w:gz", "xz": "w:xz"}[compression]
-    return tarfile.open(path, mode, format=tarfile.PAX_FORMAT)  # type: ignore[call-overload]
+    return tarfile.open(fileobj=out, mode=mode, format=tarfile.PAX_FORMAT)  # type: ignore[call-overload]
+
+
+class _Unclosed:
+    """`out` for a writer that closes what it wraps: writes go through, `close` only flushes."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+
+    def write(self, data: bytes) -> int:
+        return self._out.write(data)
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    def close(self) -> None:
+        self._out.flush()
 
 
 def open_for_reading(path: str | os.PathLike[str]) -> tuple[tarfile.TarFile, str]:

@@ -118,7 +118,7 @@ LIBRARIES: dict[tuple[str, str], tuple[str, ...]] = {("numpy", "cp311"): ("zlib"
 # The ML stack: wheels rewired to the top level's cudaPackages (torch.py, triton.py, jax.py, cupy.py).
 ML_PACKAGES = ("torch", "torch-bin", "triton", "triton-bin", "jax", "jax-cuda13-pjrt", "jax-cuda13-plugin", "cupy",
                 "cuda-pathfinder")
-PACKAGES: tuple[str, ...] = (*WHEELS, "pycuda", *ML_PACKAGES)
+PACKAGES: tuple[str, ...] = (*WHEELS, "pycuda", "opencv4", *ML_PACKAGES)
 
 
 def _python_tag(version: str) -> str:
@@ -148,6 +148,10 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
         from ..pycuda import pycuda
 
         return pycuda(scope, pkgs, config, system)
+    if name == "opencv4":
+        # python-packages.nix: opencv4 = toPythonModule (pkgs.opencv4.override { enablePython = true;
+        # pythonPackages = self; }) (NixOS/nixpkgs@01fb069e)
+        return pkgs.opencv4.override(enablePython=True, pythonPackages=scope)
     if name in ML_PACKAGES:
         return _ml_package(name, scope, pkgs, config, system)
     wheel = pinned_wheel(name, scope.pythonVersion, system)

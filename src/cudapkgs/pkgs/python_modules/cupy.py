@@ -35,7 +35,7 @@ TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/be
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["CUPY_VERSION", "CUPY_WHEELS", "PATHFINDER_WHEEL", "cuda_pathfinder", "cupy"]
+__all__ = ["CUPY_VERSION", "CUPY_WHEELS", "PATHFINDER_LIBRARIES", "PATHFINDER_WHEEL", "cuda_pathfinder", "cupy"]
 
 CUPY_VERSION = "14.2.0"
 CUPY_WHEELS = {"cp311": ("cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
@@ -43,10 +43,41 @@ CUPY_WHEELS = {"cp311": ("cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.w
 # cuda-pathfinder 1.9.1 (cupy-cuda13x 14.2.0 requires cuda-pathfinder==1.*,>=1.3.4): pip download, 2026-12-01.
 PATHFINDER_WHEEL = ("cuda_pathfinder-1.9.1-py3-none-any.whl",
                     "b743c132f90ad2d1e71d43fd28f31ebcde518f943e50fd44aca62b2a80d5230d")
-# cuda/pathfinder/_dynamic_libs/search_steps.py (1.9.1): the searches run before "already loaded?".
-_NO_EARLY_SEARCH = {"file": "cuda/pathfinder/_dynamic_libs/search_steps.py", "replace": [[
-    "EARLY_FIND_STEPS: tuple[FindStep, ...] = (find_in_site_packages, find_in_conda)\n",
-    "EARLY_FIND_STEPS: tuple[FindStep, ...] = ()  # cudapkgs: libraries come from the set, never nvidia/ on sys.path\n",
+# The set's libraries cuda-pathfinder finds first (its descriptor names, supported_nvidia_libs.py 1.9.1:
+# cudart, nvrtc, nvJitLink, nvvm, cublas, cufft, curand, cusolver, cusparse, nccl): every library CuPy
+# asks it for, and NVRTC's companions (nvJitLink for LTO, libnvvm).
+PATHFINDER_LIBRARIES = ("cuda_cudart", "cuda_nvrtc", "libnvjitlink", "libnvvm", "libcublas", "libcufft", "libcurand",
+                        "libcusolver", "libcusparse", "nccl")
+
+
+def _early_search(lib_dirs: list[str]) -> dict[str, Any]:
+    """cuda/pathfinder/_dynamic_libs/search_steps.py (1.9.1): its searches that run before "already
+    loaded?" (site-packages' nvidia/ trees, $CONDA_PREFIX) become one search of the set's library
+    directories `lib_dirs`, so that `load_nvidia_dynamic_lib` loads the set's library by its path, whatever
+    a host CUDA puts in the loader's search (ld.so.cache, LD_LIBRARY_PATH) or CUDA_HOME/CUDA_PATH."""
+    step = (
+        f"_CUDAPKGS_LIB_DIRS: tuple[str, ...] = {tuple(lib_dirs)!r}\n\n\n"
+        "def find_in_cudapkgs_set(ctx: SearchContext) -> FindResult | None:\n"
+        '    """cudapkgs: the library from the set this package was built for, before any other search."""\n'
+        "    for lib_dir in _CUDAPKGS_LIB_DIRS:\n"
+        "        if os.path.isdir(lib_dir):\n"
+        "            abs_path = ctx.platform.find_in_lib_dir(lib_dir, ctx.desc, [], [])\n"
+        "            if abs_path is not None:\n"
+        '                return FindResult(abs_path, "cudapkgs set")\n'
+        "    return None\n\n\n"
+        "EARLY_FIND_STEPS: tuple[FindStep, ...] = (find_in_cudapkgs_set,)  # cudapkgs: never nvidia/ on sys.path\n"
+    )
+    return {"file": "cuda/pathfinder/_dynamic_libs/search_steps.py", "replace": [[
+        "EARLY_FIND_STEPS: tuple[FindStep, ...] = (find_in_site_packages, find_in_conda)\n", step]]}
+
+
+# cuda/pathfinder/_dynamic_libs/load_dl_linux.py (1.9.1): NVRTC's builtins are preloaded from a sibling
+# named by the version in the loaded file's name; NVIDIA's wheels (the set's nvrtc) have only
+# libnvrtc.so.13, so it warned "Cannot determine the NVRTC version" on every load.  The set's libnvrtc
+# loads its builtins beside it itself, as a conda one does: no preload.
+_NO_BUILTINS_PRELOAD = {"file": "cuda/pathfinder/_dynamic_libs/load_dl_linux.py", "replace": [[
+    '    if found_via == "conda":\n        return\n',
+    '    if found_via in ("conda", "cudapkgs set"):  # cudapkgs: NVRTC loads the builtins beside it\n        return\n',
 ]]}
 # The libraries of DT_NEEDED (and nvrtc, dlopened).
 CUPY_LIBRARIES = ("libcublas", "libcurand", "libcusolver", "libcusparse", "libcufft", "nccl", "cuda_nvrtc")
@@ -139,24 +170,48 @@ def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
 
 
 def cuda_pathfinder(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
-    """python3Packages.cuda-pathfinder: NVIDIA's library finder (pure Python), with the searches of
-    site-packages' ``nvidia/`` trees and of ``$CONDA_PREFIX`` removed (`_NO_EARLY_SEARCH`): it answers
-    a library already loaded (from a RUNPATH), then the system's loader and ``CUDA_PATH``, as upstream."""
+    """python3Packages.cuda-pathfinder: NVIDIA's library finder (pure Python) that finds ``pkgs.cudaPackages``'
+    libraries first (`_early_search`): its searches of site-packages' ``nvidia/`` trees and of
+    ``$CONDA_PREFIX`` are replaced by the set's library directories of `PATHFINDER_LIBRARIES` (those a
+    configured fetcher supplies), so ``load_nvidia_dynamic_lib("nvrtc")`` loads the set's NVRTC on a
+    machine without a system CUDA (it failed: "Failure finding libnvrtc.so.13") and on one with a host
+    CUDA (it took /usr/local/cuda-13.0's from the loader's cache). A library outside that list falls back
+    to upstream's order: already loaded, the system's loader, ``CUDA_PATH``."""
     from ... import licenses
+    from ...build_inputs import get_lib
     from ...builders.rewired_wheel import rewired_wheel
     from ...lib.fixpoint import lazy
     from ...meta import source_meta
+    from .triton import _lib_output
 
     file, sha256 = PATHFINDER_WHEEL
+    cuda = pkgs.cudaPackages
+
+    def libraries() -> list[Any]:
+        found = []
+        for name in PATHFINDER_LIBRARIES:
+            package = cuda[name] if name in cuda else None
+            if package is not None and package.meta.available:
+                found.append(package)
+        return found
+
+    def lib_dirs() -> list[str]:
+        dirs = []
+        for package in libraries():
+            root = str(_lib_output(package))
+            dirs += [f"{root}/lib", f"{root}/lib64"] if package.pname == "libnvvm" else [f"{root}/lib"]
+        return dirs
 
     def attrs(final: Any) -> dict[str, Any]:
         return {
             "pname": "cuda-pathfinder", "version": "1.9.1",
             "wheel": {"file": file, "sha256": sha256},
-            "wheelSubstitutions": [dict(_NO_EARLY_SEARCH)],
+            "buildInputs": lazy(lambda: [get_lib(p) for p in libraries()]),
+            "wheelSubstitutions": lazy(lambda: [_early_search(lib_dirs()), dict(_NO_BUILTINS_PRELOAD)]),
             "pythonImportsCheck": ["cuda.pathfinder"],
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": "NVIDIA's cuda-pathfinder 1.9.1, without its search of nvidia/ trees on sys.path",
+                "description": f"NVIDIA's cuda-pathfinder 1.9.1, finding {cuda.attr_path}'s libraries first (never "
+                               "nvidia/ trees on sys.path)",
                 "homepage": "https://github.com/NVIDIA/cuda-python",
                 "license": [licenses.asl20],
                 "sourceProvenance": ["fromSource"],

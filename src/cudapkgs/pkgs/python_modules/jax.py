@@ -19,6 +19,9 @@ libcusparse, nccl, libnvjitlink and the driver's.  cudapkgs does the same for th
   (``strings``: ``../nvidia/cu13``, ``${CUDA_DIR}/nvvm/libdevice``): ``jax_plugins/nvidia/cu13``
   gets ``bin/ptxas`` and ``bin/nvlink`` (the set's cuda_nvcc) and ``nvvm`` (the set's libnvvm),
   as Nixpkgs' ``jax_plugins/nvidia/cuda_nvcc``;
+* importing ``jax_plugins.xla_cuda13`` puts ``--xla_gpu_cuda_data_dir=<that jax_plugins/nvidia/cu13>``
+  at the head of ``XLA_FLAGS`` (unless the user gave one): XLA searches that directory before
+  ``/usr/local/cuda``, so ptxas, nvlink and libdevice are the set's on a machine with a host CUDA;
 * Requires-Dist ``nvidia-*`` (the ``with-cuda`` extra) is removed: the set stands in.
 
 cuDNN is the one the set's torch uses (a process holding both loads one cuDNN).  The wheels need
@@ -52,11 +55,34 @@ PJRT_LIBRARIES = ("libcublas", "cuda_cupti", "cuda_cudart", "cudnn", "libcufft",
 # The plugin's Requires-Dist (with-cuda extra) minimums that are not a set's own CUDA 13 version.
 _MINIMUMS = {"cudnn": "9.12.0.46", "nccl": "2.27.7", "libnvshmem": "3.3.20"}
 
-# jax_plugins/xla_cuda13/__init__.py (0.10.2): the nvidia/ preload from sys.path, made inert.
+# jax_plugins/xla_cuda13/__init__.py (0.10.2): the nvidia/ preload from sys.path, made inert; and XLA's
+# CUDA directory given first.  XLA looks for ptxas, nvlink and libdevice in --xla_gpu_cuda_data_dir
+# before its built-in candidates, which put the build's CUDA path and /usr/local/cuda ahead of the
+# wheel's own ../nvidia/cu13 (tsl CandidateCudaRoots, third_party/xla/third_party/tsl/tsl/platform/
+# default/cuda_libdevice_path.cc in tensorflow/tensorflow; seen on the GPU machine: XLA ran
+# /usr/local/cuda/bin/ptxas).  The plugin module is imported by jax's plugin discovery before any
+# backend is made (jax/_src/xla_bridge.py, discover_pjrt_plugins), so the flag is in XLA_FLAGS when XLA
+# reads them.  A user's own --xla_gpu_cuda_data_dir is left as given.
+_CUDA_DATA_DIR = (
+    "logger = logging.getLogger(__name__)\n"
+    "\n"
+    "\n"
+    "def _cudapkgs_cuda_data_dir():\n"
+    "  # cudapkgs: the set's ptxas, nvlink and libdevice (jax_plugins/nvidia/cu13) before /usr/local/cuda\n"
+    "  flags = os.environ.get('XLA_FLAGS', '')\n"
+    "  if '--xla_gpu_cuda_data_dir' not in flags:\n"
+    "    data_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'nvidia', 'cu13')\n"
+    "    os.environ['XLA_FLAGS'] = (f'--xla_gpu_cuda_data_dir={data_dir} ' + flags).strip()\n"
+    "\n"
+    "\n"
+    "_cudapkgs_cuda_data_dir()\n"
+)
 _INERT = {"file": "jax_plugins/xla_cuda13/__init__.py", "replace": [[
     '    m = importlib.import_module(f"nvidia.{module}")\n',
     "    m = None  # cudapkgs: the set's libraries come through RUNPATHs, never from nvidia/ on sys.path\n",
 ]]}
+_DATA_DIR_FIRST = {"file": "jax_plugins/xla_cuda13/__init__.py", "replace": [
+    ["logger = logging.getLogger(__name__)\n", _CUDA_DATA_DIR]]}
 
 
 def _wheel(name: str, ps: Any, system: str) -> dict[str, str]:
@@ -161,7 +187,7 @@ def jax_cuda13_pjrt(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "pname": "jax-cuda13-pjrt", "version": JAX_VERSION,
             "wheel": lazy(lambda: _wheel("jax-cuda13-pjrt", ps, system)),
             "buildInputs": lazy(lambda: _libraries(cuda)),
-            "wheelSubstitutions": [dict(_INERT)],  # (its METADATA requires nothing)
+            "wheelSubstitutions": [dict(_INERT), dict(_DATA_DIR_FIRST)],  # (its METADATA requires nothing)
             "wheelLinks": lazy(links),
             "appendRunpaths": lazy(lambda: [*_lib_dirs(cuda), "$ORIGIN"]),  # Nixpkgs' patchelf --add-rpath
             "pythonImportsCheck": ["jax_plugins"],  # as Nixpkgs: xla_cuda13 imports jax, which depends on no plugin

@@ -84,6 +84,19 @@ _NO_HOST_CUDA = {"file": "torch/utils/cpp_extension.py", "replace": [[
     "                cuda_home = ''  # cudapkgs: no guess at a host CUDA\n",
 ]]}
 
+
+
+def _nvrtc_by_path(nvrtc_lib_dir: str, major: str) -> dict[str, Any]:
+    """torch/cuda/_utils.py (2.9.1 and 2.14.1): ``_get_nvrtc_library`` (NVRTC for ``torch.cuda._compile_kernel``
+    and the jiterator) loads ``libnvrtc.so.<major>`` by name through ctypes, whose search is the system's
+    (ld.so.cache: a host CUDA's NVRTC, or none at all); the set's NVRTC is tried first, by its path."""
+    return {"file": "torch/cuda/_utils.py", "replace": [[
+        '            f"libnvrtc.so.{major_version}",\n',
+        f"            {nvrtc_lib_dir + '/libnvrtc.so.' + major!r},  # cudapkgs: the set's NVRTC, by its path\n"
+        '            f"libnvrtc.so.{major_version}",\n',
+    ]]}
+
+
 _CU13_TOOLKIT = {  # torch 2.14.1: cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3
     "libcublas": "13.1.1.3", "cuda_cudart": "13.0.96", "libcufft": "12.0.0.61", "libcufile": "1.15.1.6",
     "cuda_cupti": "13.0.85", "libcurand": "10.4.0.35", "libcusolver": "12.0.4.66", "libcusparse": "12.6.3.3",
@@ -231,7 +244,8 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "dependencies": [ps[name] for name in _DEPENDENCIES] + [ps.triton],
             "buildInputs": lazy(libraries),
             "pythonRemoveDeps": list(shown.remove_deps),
-            "wheelSubstitutions": [dict(s) for s in shown.substitutions],
+            "wheelSubstitutions": lazy(lambda: [dict(s) for s in shown.substitutions] + [_nvrtc_by_path(
+                f"{_lib_output(cuda.cuda_nvrtc)}/lib", shown.cuda.split(".")[0])]),
             # Nixpkgs' extraRunpaths (NixOS/nixpkgs#296179): torch dlopens nvrtc; then the wheel's $ORIGIN.
             "appendRunpaths": lazy(lambda: [f"{_lib_output(cuda.cuda_nvrtc)}/lib", "$ORIGIN"]),
             "pythonImportsCheck": ["torch"],
@@ -262,9 +276,30 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     return rewired_wheel(config, ps.python, attrs, system=system)
 
 
+# torch/source/default.nix@00d0ced332d7b0d37844ace4493b577dd0930f88: with rocmSupport, Nixpkgs builds torch
+# from source against a join of rocmPackages (its rocmtoolkit_joined, abridged here), magma-hip and
+# rocmPackages.triton; CUDA and ROCm together are one of its brokenConditions.
+ROCM_NEEDS = ("rocm-core", "clr", "rccl", "miopen", "aotriton", "composable_kernel", "rocrand", "rocblas",
+              "rocsparse", "hipsparse", "rocfft", "rocsolver", "hipfft", "hiprand", "hipsolver", "hipblas",
+              "hipblaslt", "rocm-comgr", "rocm-device-libs", "rocm-runtime")
+
+
+def _why_not(config: Any) -> str:
+    """Why python3Packages.torch is broken under this configuration (cudaSupport off)."""
+    if config.rocmSupport:
+        return ("rocmSupport is on, and no ROCm build of torch is packaged: Nixpkgs builds it from source "
+                f"against rocmPackages ({', '.join(ROCM_NEEDS[:6])}, … {len(ROCM_NEEDS)} in all), magma-hip and "
+                "rocmPackages.triton (torch/source/default.nix); cudapkgs has no ROCm package set and no source "
+                "build of torch (2+ hours on two cores). For NVIDIA GPUs use pkgsCuda.python3Packages.torch")
+    return ("cudaSupport is on (python3Packages.torch is PyTorch's CUDA wheel, torch-bin; cudapkgs "
+            "packages no CPU build: use pkgsCuda.python3Packages.torch or set cudaSupport = true)")
+
+
 def torch(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
-    """python3Packages.torch: torch-bin with cudaSupport on; without it a package saying why it is broken."""
-    if config.cudaSupport:
+    """python3Packages.torch: torch-bin with cudaSupport on (and rocmSupport off); else a package saying why
+    it is broken (with rocmSupport: what a ROCm build would need; both on: Nixpkgs' "CUDA and ROCm are
+    mutually exclusive")."""
+    if config.cudaSupport and not config.rocmSupport:
         return ps["torch-bin"]
     from ...builders.rewired_wheel import refuse_unavailable
     from ...lib.fixpoint import AttrSet, lazy
@@ -276,10 +311,11 @@ def torch(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "pname": "torch", "version": str(ps["torch-bin"].version), "stdenvCc": None,  # what pkgsCuda would give
             # outPath and drvPath refuse, with the reason, as Nixpkgs' check-meta makes them throw
             "src": lazy(lambda: refuse_unavailable(config, final)), "dontUnpack": True,
-            "passthru": AttrSet({"brokenAssertions": [{
-                "message": "cudaSupport is on (python3Packages.torch is PyTorch's CUDA wheel, torch-bin; cudapkgs "
-                           "packages no CPU build: use pkgsCuda.python3Packages.torch or set cudaSupport = true)",
-                "assertion": False}]}, name="python3Packages.torch.passthru"),
+            "passthru": AttrSet({"brokenAssertions": [
+                {"message": "CUDA and ROCm are not both on (they are mutually exclusive)",
+                 "assertion": not (config.cudaSupport and config.rocmSupport)},
+                {"message": _why_not(config), "assertion": config.cudaSupport},
+            ]}, name="python3Packages.torch.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
                 "description": "PyTorch (CUDA builds only: see pkgsCuda.python3Packages.torch)",
                 "platforms": ["x86_64-linux"]})),

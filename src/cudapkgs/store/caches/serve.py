@@ -180,9 +180,11 @@ class _Service:
 
     def _send_cached(self, cached: CachedNar, request: Request, conn: Connection, otherwise: Callable[[], Any]) -> Any:
         """Send a kept NAR (small ones at once, others by sendfile); `otherwise()` if its file has gone."""
-        try:
-            file = open(cached.file, "rb", buffering=0)
-        except FileNotFoundError:  # evicted by another server sharing the directory
+        from ...inputs import open_cached
+
+        try:  # never blocking the event loop on a FIFO, a device or a link swapped in since the listing
+            file = open_cached(cached.file)
+        except OSError:  # evicted by another server sharing the directory, or no longer a plain file
             self.cache.forget(_nar_hash_of(cached), cached.compression)
             return otherwise()
         size = os.fstat(file.fileno()).st_size
