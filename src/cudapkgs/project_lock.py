@@ -41,7 +41,8 @@ _SMALL = 160  # a field whose JSON is longer is recorded as its digest
 #: trusted. They are not in the lock (the manifests' digests and the derivations say whether
 #: the environment is the same).
 LOCAL_KEYS = ("storeDir", "manifestsDir", "fetchers", "sourceMirrors", "substituters", "trustedPublicKeys",
-              "requireSigs", "overlays", "safeDirectories")
+              "requireSigs", "overlays", "safeDirectories",
+              "python3Executable")  # the interpreter's version is in the derivations (`_host_interpreters`)
 
 
 def _digest(data: bytes) -> str:
@@ -77,7 +78,29 @@ def _store_free(drv: Any, ids: Mapping[str, str]) -> dict[str, Any]:
     for dep in drv.deps:
         for output, path in dep.outputs.items():
             text = text.replace(f'"{os.path.basename(path)}"', f'"{ids[dep.drv_path]}!{output}"')
+    # The host interpreter by its version, not its path: a CPython 3.12 at another path (another
+    # pyenv root, a teammate's /usr/bin) gives the same lock.
+    for path, placeholder in sorted(_host_interpreters(drv).items(), key=lambda item: -len(item[0])):
+        text = text.replace(json.dumps(path)[1:-1], placeholder)
     return json.loads(text.replace(drv.store_dir.rstrip("/") + "/", "<store>/"))
+
+
+def _host_interpreters(drv: Any) -> dict[str, str]:
+    """Host path -> ``<python3 X.Y.Z>`` of the host Python (`cudapkgs.pkgs.host_tools`) that `drv` is
+    or takes as a direct input, and of a ``withPackages`` environment's ``interpreter``."""
+    found: dict[str, str] = {}
+    for node in (drv, *drv.deps):
+        attrs = node.data.get("attrs") or {}
+        paths = attrs.get("hostPaths")
+        if attrs.get("pname") == "python3" and isinstance(paths, dict):
+            for path in paths.values():
+                if isinstance(path, str) and os.path.isabs(path):
+                    found[path] = f"<python3 {attrs.get('version')}>"
+    attrs = drv.data.get("attrs") or {}
+    interpreter = attrs.get("interpreter")  # builders/python.with_packages: the env's version is the interpreter's
+    if attrs.get("pname") == "python3-env" and isinstance(interpreter, str) and os.path.isabs(interpreter):
+        found[interpreter] = f"<python3 {attrs.get('version')}>"
+    return found
 
 
 def lock_ids(roots: Sequence[Any]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:

@@ -62,6 +62,23 @@ def patchelf_binary() -> str:
     )
 
 
+def replace_needed(path: str | os.PathLike[str], renames: "dict[str, str]") -> None:
+    """Rename DT_NEEDED entries of the ELF file `path` (old soname -> new), with patchelf's
+    ``--replace-needed`` (Nixpkgs' ``patchelf --replace-needed``): a library that names a bundled copy
+    (``libcudart.faf08d9a.so.13``) then names the soname another package serves.  The file is
+    unshared from its hard links first.  Raises `PatchelfError` (patchelf's message) when it fails."""
+    if not renames:
+        return
+    target = os.fspath(path)
+    unshare_file(target, os.lstat(target))
+    args = [patchelf_binary()]
+    for old, new in renames.items():
+        args += ["--replace-needed", old, new]
+    proc = subprocess.run([*args, target], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise PatchelfError(f"patchelf --replace-needed on {target} failed: {proc.stderr.strip()[:500]}")
+
+
 def _chunks(paths: Sequence[str]) -> Iterable[list[str]]:
     chunk: list[str] = []
     size = 0
