@@ -122,12 +122,18 @@ def test_onnx_tensorrt_are_unavailable_programs_saying_why(manifests_dir, tmp_pa
 def test_opencv_and_torch_has_nixpkgs_names_and_waits_for_opencv4(manifests_dir, tmp_path):
     assert {opencv_and_torch.test_name(*c) for c in __import__("itertools").product((True, False), repeat=3)} \
         == OPENCV_AND_TORCH
-    pkgs = _pkgs(tmp_path)
+    pkgs = _pkgs(tmp_path, prebuiltWheels=["nccl", "libnvshmem"])  # torch needs NVSHMEM: NVIDIA's wheel
     tests = pkgs.cudaPackages_13_0.tests["opencv-and-torch"]
     assert set(tests) == OPENCV_AND_TORCH
     if "opencv4" in pkgs.python3Packages:  # issue 33 landed: the tests are writeGpuTestPython testers
         tester = tests["test-torch-then-opencv"]
         assert tester.meta["mainProgram"] == "torch-then-opencv4" and "gpuCheck" in tester.passthru
+        assert force(tester.passthru["gpuCheck"]).derivation.attrs["requiredSystemFeatures"] == ["cuda"]
+        # against this set (13.0) or the top level's default set: different libraries, different programs
+        assert tester.drvPath != tests["test-torch-then-opencv-with-default-cuda"].drvPath
+        # a library unavailable here makes the tester broken with its reason (torch without NVSHMEM)
+        without = _pkgs(tmp_path).cudaPackages_13_0.tests["opencv-and-torch"]["test-torch-then-opencv"].meta
+        assert without["available"] is False and "libnvshmem is available" in without["problems"]["broken"]["message"]
     else:
         meta = tests["test-opencv-then-torch"].meta
         assert meta["available"] is False and "python3Packages.opencv4" in meta["problems"]["broken"]["message"]

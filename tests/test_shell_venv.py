@@ -106,3 +106,29 @@ def test_the_default_venv_is_per_interpreter_and_packages(tmp_path):
     assert a.parent == tmp_path / "cudapkgs" / "shell-venvs"
     assert a == default_venv_dir("/s/python3", ["/s/a/site"], env)
     assert a != default_venv_dir("/s/python3", ["/s/b/site"], env) != default_venv_dir("/t/python3", ["/s/a/site"], env)
+
+
+def test_the_shells_pip_imports_nothing_from_the_working_directory(tmp_path):
+    """The venv's `pip` was `python -m pip`, which puts the working directory first on sys.path: a
+    cloned repository's `pip/` ran when the user typed `pip install` there (issue 30, item 2).  It
+    now starts as pip's own console script does, and the venv is made in a private directory."""
+    seen = tmp_path / "cwd-seen"
+    wrapper = tmp_path / "python3"
+    wrapper.write_text(f"#!/bin/sh\npwd >> {seen}\nexec {PYTHON} \"$@\"\n")
+    wrapper.chmod(0o755)
+    venv = ensure_venv(tmp_path / "venv", str(wrapper), [], str(tmp_path / "store"))
+    made_in = seen.read_text().split()
+    assert made_in and str(venv) not in made_in and not any(os.path.exists(d) for d in made_in)
+
+    repo = tmp_path / "repo"
+    marker = tmp_path / "planted-ran"
+    for name in ("pip", "runpy"):
+        (repo / name).mkdir(parents=True)
+        (repo / name / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+        (repo / name / "__main__.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    env = venv_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, venv, [])
+    for command in (["pip", "--version"], ["pip3", "list", "--disable-pip-version-check"]):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=repo)
+        assert done.returncode == 0, done.stderr
+        assert not marker.exists(), (command, marker.read_text())
+    assert "pip " in subprocess.run(["pip", "--version"], capture_output=True, text=True, env=env, cwd=repo).stdout

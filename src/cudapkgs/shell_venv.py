@@ -65,7 +65,10 @@ while [ $# -gt 0 ]; do
   args+=("$1")
   shift
 done
-exec @PYTHON@ -m pip "${args[@]}"
+# Not `python -m pip`: that puts the working directory first on sys.path, so a pip/ there (a cloned
+# repository's) would run. As pip's own console script: the entry point, the cwd never on sys.path.
+exec @PYTHON@ -c 'import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; sys.argv[0] = "pip"
+from pip._internal.cli.main import main; sys.exit(main())' "${args[@]}"
 """
 
 
@@ -186,12 +189,17 @@ def _make(venv: Path, python: str, timeout: float) -> None:
     _write_new(venv / _MAKING, "cudapkgs is making this shell environment; an unfinished one is made again\n")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", str(venv)),
            "PYTHONNOUSERSITE": "1"}
+    from .python_child import new_private_directory, remove_private_directory
+
+    cwd = new_private_directory()
     try:
-        # -I: the interpreter ignores PYTHONPATH, the user's site-packages and the current directory.
+        # -I: the interpreter ignores PYTHONPATH, the user's site-packages and the current directory
+        # (ensurepip's own `-c` child inherits it); a private empty working directory besides, as for
+        # every Python child (python_child), whatever the interpreter's version.
         for step in ([python, "-I", "-m", "venv", "--without-pip", str(venv)],
                      [str(venv / "bin" / "python"), "-I", "-m", "ensurepip", "--default-pip"]):
             done = subprocess.run(step, capture_output=True, text=True, timeout=timeout, env=env,
-                                  stdin=subprocess.DEVNULL, cwd=venv)
+                                  stdin=subprocess.DEVNULL, cwd=cwd)
             if done.returncode != 0:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
                 raise ShellVenvError(f"cannot make the shell environment {venv}: {' '.join(step[1:4])} failed "
@@ -201,7 +209,7 @@ def _make(venv: Path, python: str, timeout: float) -> None:
         if _site_packages(venv).joinpath("setuptools").is_dir():
             subprocess.run([str(venv / "bin" / "python"), "-I", "-m", "pip", "uninstall", "-y", "-q",
                             "--disable-pip-version-check", "setuptools"],
-                           capture_output=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, cwd=venv)
+                           capture_output=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, cwd=cwd)
     except subprocess.TimeoutExpired:
         shutil.rmtree(venv, ignore_errors=True)
         raise ShellVenvError(f"cannot make the shell environment {venv}: the interpreter took more than "
@@ -209,6 +217,8 @@ def _make(venv: Path, python: str, timeout: float) -> None:
     except BaseException:
         shutil.rmtree(venv, ignore_errors=True)
         raise
+    finally:
+        remove_private_directory(cwd)
 
 
 def venv_environment(env: Mapping[str, str], venv: str | os.PathLike[str], site_dirs: Sequence[str]) -> dict[str, str]:

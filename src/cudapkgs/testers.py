@@ -169,6 +169,17 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
     return results
 
 
+def _tester_labels(pkgs: Any, attrpaths: list[str]) -> set[str]:
+    """The labels ("<attrpath>.tests.<name>") of the testers among the packages' tests."""
+    from .lib.attrpath import parse_attrpath, resolve
+
+    found = set()
+    for text in attrpaths:
+        tests = collect_tests(resolve(pkgs, parse_attrpath(text)))
+        found.update(f"{text}.tests.{name}" for name in tests if is_tester(tests, name))
+    return found
+
+
 #: How long a tester's program may run (seconds) before it counts as failed.
 TESTER_TIMEOUT = 3600
 
@@ -254,8 +265,18 @@ def _run_tests_remotely(pkgs: Any, attrpaths: list[str], builders: Any, offered:
     results: dict[str, TestResult] = {}
     runnable: list[tuple[str, Any]] = []
     collected = _collect(pkgs, attrpaths)
+    testers = _tester_labels(pkgs, attrpaths)
     for label, test, reason in collected:
         cause = None
+        if label in testers and reason is None:  # a program to run here, where the user is, not on a worker
+            try:
+                drv = test.derivation
+            except CudapkgsError as error:
+                results[label] = TestResult(label, "skipped", str(error).splitlines()[0],
+                                            "unfree" if isinstance(error, UnfreeLicenseError) else None)
+                continue
+            results[label] = _run_tester(label, test, drv, host_system_features(), 1)
+            continue
         if reason is None:
             try:
                 test.derivation

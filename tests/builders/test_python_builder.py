@@ -12,7 +12,9 @@ import cudapkgs
 from cudapkgs.realise.realise import realise
 from cudapkgs.store.store import Store
 
-_CHECK = ["/usr/bin/python3", "-c", "import setuptools, wheel, pip"]
+# The interpreter these builds take their build backend from (the default python3, PATH's, may lack wheel)
+_BACKEND = "/usr/bin/python3"
+_CHECK = [_BACKEND, "-c", "import setuptools, wheel, pip"]
 
 
 def _has_backend() -> bool:
@@ -46,7 +48,7 @@ def _project(root: Path, name: str, body: str) -> Path:
 
 def test_python_packages_build_propagate_and_join(tmp_path, manifests_dir):
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     ps = pkgs.python3Packages
     base = ps.buildPythonPackage({
         "pname": "basepkg", "version": "1.0",
@@ -73,7 +75,7 @@ def test_python_packages_build_propagate_and_join(tmp_path, manifests_dir):
 
 def test_a_failing_import_check_fails_the_build(tmp_path, manifests_dir):
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     bad = pkgs.python3Packages.buildPythonPackage({
         "pname": "badpkg", "version": "1.0",
         "src": _project(tmp_path, "badpkg", "import not_a_module_anywhere\n"),
@@ -119,7 +121,7 @@ def test_format_wheel_installs_a_wheel_and_refuses_one_for_another_python(tmp_pa
                     "-q", "-w", str(dist), str(src)], check=True, capture_output=True)
     (wheel,) = dist.glob("wheelpkg-1.0-py3-none-any.whl")
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     ps = pkgs.python3Packages
     good = ps.buildPythonPackage({"pname": "wheelpkg", "version": "1.0", "format": "wheel", "src": wheel,
                                   "pythonImportsCheck": ["wheelpkg"]})
@@ -163,7 +165,7 @@ def test_format_wheel_keeps_any_wheel_name_and_records_no_build_directory(tmp_pa
                             {"typing_inspection.py": b"VALUE = 3\n"})
     assert wheel.name[32] == "-"
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     ps = pkgs.python3Packages
     pkg = ps.buildPythonPackage({"pname": "typing_inspection", "version": "0.4.1", "format": "wheel", "src": wheel,
                                  "pythonImportsCheck": ["typing_inspection"]})
@@ -221,7 +223,7 @@ def test_format_wheel_refuses_two_wheels_of_one_name(tmp_path, manifests_dir):
     _handmade_wheel(src / "dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 1\n"})
     _handmade_wheel(src / f"{'a' * 32}-dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 2\n"})
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     pkg = pkgs.python3Packages.buildPythonPackage({"pname": "dup", "version": "1.0", "format": "wheel", "src": src})
     with Store.open(store_dir) as store, pytest.raises(Exception) as raised:
         realise(store, [pkg.derivation])
@@ -233,7 +235,7 @@ def test_the_import_check_does_not_import_the_source_tree(tmp_path, manifests_di
     """The check ran in the source directory, first on sys.path: a module there that the package does
     not install passed it (Nixpkgs' hook runs in ``$out``)."""
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     src = _project(tmp_path, "onlypkg", "VALUE = 1\n")
     with (src / "pyproject.toml").open("a") as pyproject:
         pyproject.write("[tool.setuptools]\npy-modules = [\"onlypkg\"]\n")

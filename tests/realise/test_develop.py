@@ -210,7 +210,8 @@ def test_the_help_s_phase_example_works_as_written(tmp_path):
     assert len(lines) >= 2, develop.epilog
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
                                                         os.environ.get("PYTHONPATH", "")]),
-           "CUDAPKGS_STORE": str(tmp_path / "store"), "CUDAPKGS_MANIFESTS": str(MANIFESTS)}
+           "CUDAPKGS_STORE": str(tmp_path / "store"), "CUDAPKGS_MANIFESTS": str(MANIFESTS),
+           "XDG_STATE_HOME": str(tmp_path / "state")}  # develop's record of what the phases wrote
     cwd = tmp_path / "work"
     cwd.mkdir()
     for line in lines:

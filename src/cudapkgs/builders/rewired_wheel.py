@@ -30,6 +30,8 @@ The attributes, for a new package (``jax-cuda13-plugin``, ``cupy``):
 ``pythonRemoveDeps``          Requires-Dist names or fnmatch patterns the set stands in for
 ``wheelSubstitutions``        ``[{"file", "replace": [[old, new], …]}]`` (site-packages-relative; every old
                               must occur)
+``wheelReplaceNeeded``        ``{site-packages-relative ELF file: {old DT_NEEDED: new}}`` (a bundled copy's hashed
+                              soname -> the set's, before the fixup resolves it)
 ``wheelRemove``               site-packages-relative paths that must exist (bundled CUDA copies)
 ``wheelLinks``                ``{site-packages-relative: [package output, path inside it]}`` (the output is
                               an input of the build, so the link's target is in the closure)

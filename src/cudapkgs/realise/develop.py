@@ -87,7 +87,7 @@ class DevelopSession:
         self.drv = drv
         self.outputs = {name: Path(outputs_dir).absolute() / name for name in drv.outputs}
         self._made = _make_output_dirs(Path(outputs_dir).absolute(), list(drv.outputs))
-        self._record = _record_file(self._made[0])
+        self._record = _record_file(self._made[0], base)
         written = _load_record(self._record)  # what earlier sessions' phases wrote there, still unchanged
         self._before = {key: stamp for key, stamp in _snapshot(self.outputs).items() if written.get(key) != stamp}
         _refuse_planted_links(self.outputs, self._before)
@@ -388,14 +388,15 @@ def _snapshot(outputs: Mapping[str, Path]) -> dict[tuple[str, str], tuple[int, i
 _RECORD_LIMIT = 64 << 20
 
 
-def _record_file(top: tuple[Path, int, int]) -> Path | None:
-    """``$XDG_STATE_HOME/cudapkgs/develop/<key>.json`` for the ``./outputs`` directory `top` (its path,
-    device and inode): the user's own directory, never the repository's.  None without a home."""
+def _record_file(top: tuple[Path, int, int], env: Mapping[str, str]) -> Path | None:
+    """``$XDG_STATE_HOME/cudapkgs/develop/<key>.json`` (of the user's environment `env`) for the
+    ``./outputs`` directory `top` (its path, device and inode): the user's own directory, never the
+    repository's (a relative XDG_STATE_HOME is ignored, `xdg.base_dir`).  None without a home."""
     import hashlib
 
     from ..xdg import base_dir
 
-    state = base_dir("XDG_STATE_HOME")
+    state = base_dir("XDG_STATE_HOME", env)
     if state is None:
         return None
     path, dev, ino = top
@@ -429,6 +430,12 @@ def _save_record(record: Path | None, written: Mapping[tuple[str, str], tuple[in
     from ..atomic_files import write_atomically
 
     if record is None:
+        return
+    if not written:  # nothing to remember: no record (and none left from before)
+        try:
+            record.unlink()
+        except OSError:
+            pass
         return
     entries = [[name, rel, *stamp] for (name, rel), stamp in sorted(written.items())]
     try:

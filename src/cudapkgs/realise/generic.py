@@ -565,6 +565,10 @@ def fixup_outputs(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: 
         for sub in ("lib", "lib64") if Path(p, sub).is_dir()
         and not (sub == "lib64" and Path(p, "lib").resolve() == Path(p, sub).resolve())
     ]
+    if attrs.get("pythonVersion"):  # a wheel's Python dependencies serve its DT_NEEDED too (torch/lib for torchvision)
+        from ..hooks.python_lib_dirs import python_lib_dirs
+
+        lib_dirs += python_lib_dirs(closures.host, str(attrs["pythonVersion"]))
     report = hooks.fixup(
         outputs,
         lib_dirs,
