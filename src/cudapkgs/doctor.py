@@ -365,6 +365,15 @@ def _hosts(report: Report, config: Any, env: Mapping[str, str], probe: Any) -> N
             + ": builds skip it after one probe and take what the other fetchers have",
             "to not probe it at all, leave it out of fetchers (e.g. --set 'fetchers=[\"wheels\"]')",
         ))
+    for h in report.hosts:
+        if h["what"] in SOURCE_HOSTS and not h["answers"]:
+            report.notes.append(Note(
+                f"{h['what']} does not answer ({h['url']}: {h['reason']}): a package built from such a source "
+                "(NCCL from source, nccl-tests, gdrcopy, …) cannot be fetched; the ML stack needs none (zlib's "
+                "source ships with cudapkgs, NCCL and NVSHMEM are NVIDIA's wheels)",
+                "put the archives in a source mirror (config sourceMirrors or $CUDAPKGS_SOURCE_MIRRORS; "
+                "docs/architecture.md, Sources)",
+            ))
 
 
 def diagnose(
