@@ -524,7 +524,9 @@ def load_config(
     user_file = _user_config_file(env)
     if user_file is not None and os.path.isfile(user_file):
         apply_file(user_file, user_file, f"file {user_file}")
-    env_file = env.get("CUDAPKGS_CONFIG")
+    from .xdg import env_path
+
+    env_file = env_path("CUDAPKGS_CONFIG", env)  # a relative one is refused (read from the working directory)
     if env_file:
         apply_file(env_file, f"{env_file} (from CUDAPKGS_CONFIG)", f"environment: file {env_file} ($CUDAPKGS_CONFIG)")
     if file is not None:
