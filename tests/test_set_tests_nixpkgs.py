@@ -151,9 +151,14 @@ def test_nvcc_roles_splits_two_releases(manifests_dir, tmp_path):
     drv = cuda.tests["nvcc-roles"].derivation
     assert drv.attrs["hostMajor"] == "13" and drv.attrs["buildMajor"] == "12"
     assert "cuda12.9-cuda_nvcc" in drv.attrs["nvccForBuild"]
-    wheels_only = _pkgs(tmp_path, fetchers=["wheels"]).cudaPackages_13_0.tests["nvcc-roles"].meta
-    assert wheels_only["available"] is False
-    assert "CUDA 12's nvcc has no wheel" in wheels_only["problems"]["broken"]["message"]
+    assert drv.attrs["hostCudartVersion"] == "13000" and drv.attrs["buildCudartVersion"] == "12090"
+    wheels = _pkgs(tmp_path, fetchers=["wheels"])
+    paired = wheels.cudaPackages_13_0.tests["nvcc-roles"]  # NVIDIA's wheels: another CUDA 13 release builds
+    assert paired.meta.get("available", True) is not False
+    assert paired.derivation.attrs["buildCudartVersion"] not in ("13000", "12090")
+    assert paired.derivation.attrs["buildMajor"] == "13"
+    cuda12 = wheels.cudaPackages_12_9.tests["nvcc-roles"].meta
+    assert cuda12["available"] is False and "CUDA 12's nvcc has no wheel" in cuda12["problems"]["broken"]["message"]
 
 
 def test_public_headers_is_gathered_at_set_level(manifests_dir, tmp_path):
