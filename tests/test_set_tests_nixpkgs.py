@@ -104,6 +104,11 @@ def test_cmake_suite_is_nixpkgs_list_and_says_why_it_cannot_build(manifests_dir,
     if str(pkgs.cmake.version) == "3.25.1":
         unity = tests["CudaOnly"]["Unity"].meta["problems"]["broken"]["message"]
         assert unity == "CMake 3.25.1's source has no Tests/CudaOnly/Unity (a newer CMake's test)"
+        # built here: CMake 3.25's own arch choice predates CUDA 13; two need Nixpkgs' cmake patch
+        arch = tests["CudaOnly"]["Architecture"].meta["problems"]["broken"]["message"]
+        assert "sm_52, which nvcc 13 no longer supports" in arch
+        assert "c5d81a24" in tests["CudaOnly"]["ExportPTX"].meta["problems"]["broken"]["message"]
+        assert pkgs.cudaPackages_12_9.tests["cmake"]["CudaOnly"]["Architecture"].meta.get("available", True)
     monkeypatch.setattr(cmake_suite, "SOURCES", {})
     unpinned = _pkgs(tmp_path, cudaCapabilities=["8.0"]).cudaPackages_13_0.tests["cmake"]["Cuda"]["Complex"].meta
     assert unpinned["available"] is False
