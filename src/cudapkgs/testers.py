@@ -325,13 +325,11 @@ def _log_tail(path: Any) -> str:
     absolute link to anywhere (as Nix keeps them): opened without blocking and read only when it is
     a regular file, from its end (before: read whole, so a link to a FIFO hung `cudapkgs test`, and
     one to /dev/zero filled memory)."""
-    import stat
+    from .inputs import open_regular
 
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = open_regular(path)  # a FIFO or device is never opened
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path}: not a regular file")
         data = os.pread(fd, _LOG_TAIL, max(0, st.st_size - _LOG_TAIL))
     finally:
         os.close(fd)
