@@ -104,6 +104,11 @@ def test_cmake_suite_is_nixpkgs_list_and_says_why_it_cannot_build(manifests_dir,
     if str(pkgs.cmake.version) == "3.25.1":
         unity = tests["CudaOnly"]["Unity"].meta["problems"]["broken"]["message"]
         assert unity == "CMake 3.25.1's source has no Tests/CudaOnly/Unity (a newer CMake's test)"
+        # built here: CMake 3.25's own arch choice predates CUDA 13; two need Nixpkgs' cmake patch
+        arch = tests["CudaOnly"]["Architecture"].meta["problems"]["broken"]["message"]
+        assert "sm_52, which nvcc 13 no longer supports" in arch
+        assert "c5d81a24" in tests["CudaOnly"]["ExportPTX"].meta["problems"]["broken"]["message"]
+        assert pkgs.cudaPackages_12_9.tests["cmake"]["CudaOnly"]["Architecture"].meta.get("available", True)
     monkeypatch.setattr(cmake_suite, "SOURCES", {})
     unpinned = _pkgs(tmp_path, cudaCapabilities=["8.0"]).cudaPackages_13_0.tests["cmake"]["Cuda"]["Complex"].meta
     assert unpinned["available"] is False
@@ -146,9 +151,14 @@ def test_nvcc_roles_splits_two_releases(manifests_dir, tmp_path):
     drv = cuda.tests["nvcc-roles"].derivation
     assert drv.attrs["hostMajor"] == "13" and drv.attrs["buildMajor"] == "12"
     assert "cuda12.9-cuda_nvcc" in drv.attrs["nvccForBuild"]
-    wheels_only = _pkgs(tmp_path, fetchers=["wheels"]).cudaPackages_13_0.tests["nvcc-roles"].meta
-    assert wheels_only["available"] is False
-    assert "CUDA 12's nvcc has no wheel" in wheels_only["problems"]["broken"]["message"]
+    assert drv.attrs["hostCudartVersion"] == "13000" and drv.attrs["buildCudartVersion"] == "12090"
+    wheels = _pkgs(tmp_path, fetchers=["wheels"])
+    paired = wheels.cudaPackages_13_0.tests["nvcc-roles"]  # NVIDIA's wheels: another CUDA 13 release builds
+    assert paired.meta.get("available", True) is not False
+    assert paired.derivation.attrs["buildCudartVersion"] not in ("13000", "12090")
+    assert paired.derivation.attrs["buildMajor"] == "13"
+    cuda12 = wheels.cudaPackages_12_9.tests["nvcc-roles"].meta
+    assert cuda12["available"] is False and "CUDA 12's nvcc has no wheel" in cuda12["problems"]["broken"]["message"]
 
 
 def test_public_headers_is_gathered_at_set_level(manifests_dir, tmp_path):

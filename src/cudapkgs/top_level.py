@@ -75,8 +75,12 @@ def _with_environment(config: Config) -> Config:
     changes: dict[str, Any] = {}
     if config.storeDir is None:
         changes["storeDir"] = default_store_dir(config)
-    if config.manifestsDir is None and os.environ.get("CUDAPKGS_MANIFESTS"):
-        changes["manifestsDir"] = os.environ["CUDAPKGS_MANIFESTS"]
+    if config.manifestsDir is None:
+        from .xdg import env_path
+
+        named = env_path("CUDAPKGS_MANIFESTS")  # a relative one is refused (the working directory's)
+        if named:
+            changes["manifestsDir"] = named
     return config.replace(**changes) if changes else config
 
 

@@ -278,3 +278,38 @@ def test_with_packages_is_its_own_interpreter_and_keeps_pythonpath(tmp_path, man
         "7",
         f"7 {env.out}/bin/python3",  # a child started as sys.executable, with an empty environment, has them too
     ]
+
+
+def test_a_packages_own_post_install_keeps_the_import_check(tmp_path, manifests_dir):
+    """`postInstall` held the import check, so a package setting its own (or an override_attrs adding
+    one) built without it: a package that cannot be imported was registered (issue 30 follow-up,
+    item 5). The check is its own phase after the fixup, as Nixpkgs' hook appends
+    pythonImportsCheckPhase to preDistPhases, and the package's postInstall runs as well."""
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
+    src = _project(tmp_path, "hookpkg", "import not_a_module_anywhere\n")
+    own = pkgs.python3Packages.buildPythonPackage({
+        "pname": "hookpkg", "version": "1.0", "src": src, "pythonImportsCheck": ["hookpkg"],
+        "postInstall": 'echo mine > "$out/post-install-ran"',
+    })
+    overridden = pkgs.python3Packages.buildPythonPackage({
+        "pname": "hookpkg2", "version": "1.0", "src": src, "pythonImportsCheck": ["hookpkg"],
+    }).override_attrs({"postInstall": 'echo mine > "$out/post-install-ran"'})
+    for package in (own, overridden):
+        with Store.open(store_dir) as store:
+            with pytest.raises(Exception, match="not_a_module_anywhere"):
+                realise(store, [package.derivation])
+            assert not store.is_valid(package.out)
+        assert "pythonImportsCheckPhase" in package.derivation.attrs["preDistPhases"]
+
+    good = pkgs.python3Packages.buildPythonPackage({
+        "pname": "goodpkg", "version": "1.0", "src": _project(tmp_path, "goodpkg", "VALUE = 1\n"),
+        "pythonImportsCheck": ["goodpkg"], "postInstall": 'echo mine > "$out/post-install-ran"',
+    })
+    with Store.open(store_dir) as store:
+        realise(store, [good.derivation])
+    assert Path(good.out, "post-install-ran").read_text() == "mine\n"
+    unchecked = pkgs.python3Packages.buildPythonPackage({
+        "pname": "hookpkg3", "version": "1.0", "src": src, "pythonImportsCheck": ["hookpkg"],
+        "dontUsePythonImportsCheck": True})
+    assert "preDistPhases" not in unchecked.derivation.attrs

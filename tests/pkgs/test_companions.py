@@ -97,6 +97,12 @@ def test_companion_tests_need_a_gpu_only_for_the_gpu_ones(tmp_path, manifests_di
         assert gpu.drvAttrs["requiredSystemFeatures"] == ["cuda"]
         assert ps[name].drvPath in {d.drv_path for d in gpu.derivation.deps}
     assert "CUDAExecutionProvider" in ps.onnxruntime.tests["cpu"].drvAttrs["script"]
+    for name in ("jax-cuda13-plugin", "cupy"):  # JAX's and CuPy's, which had none
+        tests = ps[name].tests
+        assert "requiredSystemFeatures" not in tests["cpu"].drvAttrs
+        assert tests["cuda"]["gpu"].drvAttrs["requiredSystemFeatures"] == ["cuda"]
+    assert ps.jax.drvPath in {d.drv_path for d in ps["jax-cuda13-plugin"].tests["cpu"].derivation.deps}
+    assert "jax-cuda12-plugin" in str(_ps(_pkgs(tmp_path), "cudaPackages_12_9")["jax-cuda12-plugin"].tests["cpu"].name)
 
 
 def test_python_lib_dirs_are_the_library_directories_of_the_dependencies_site_packages(tmp_path):

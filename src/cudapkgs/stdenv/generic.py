@@ -404,6 +404,9 @@ def _derivation(final: AttrSet, config: Any) -> Derivation:
             patches.append(record)
             patch_paths.append(path)
     attrs: dict[str, Any] = {"patches": patches}
+    # preDistPhases: phases run after the fixup (Nixpkgs' setup.sh), which may hold a Python step too.
+    listed = force(final["preDistPhases"]) if "preDistPhases" in final else None
+    dist = {n for n in map(force, listed) if isinstance(n, str)} - set(HOOKS) if isinstance(listed, (list, tuple)) else set()
     for key in final:
         if key in RESERVED or key in outputs or key == "patches":
             continue
@@ -411,7 +414,7 @@ def _derivation(final: AttrSet, config: Any) -> Derivation:
         where = f"{name}.{key}"
         if key in INPUT_LISTS:
             attrs[key] = inputs.input_paths(value, where)
-        elif key in HOOKS and callable(value):
+        elif (key in HOOKS or key in dist) and callable(value):
             attrs[key] = python_step(value)
             inputs.python[key] = value
         else:

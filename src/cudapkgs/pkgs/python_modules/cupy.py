@@ -163,6 +163,7 @@ def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
                 "cudaPackages": cuda,
                 "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"cupy-cuda{major}x {CUPY_VERSION}",
                                                                    major=major)[:1]),
+                "tests": lazy(lambda: _tests(ps, pkgs, system, final)),
             }, name="python3Packages.cupy.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
                 "description": f"CuPy {CUPY_VERSION}: NumPy and SciPy for the GPU, its cupy-cuda{major}x wheel on "
@@ -228,3 +229,29 @@ def cuda_pathfinder(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
         }
 
     return rewired_wheel(config, ps.python, attrs, system=system)
+
+
+# tests (passthru.tests): without a GPU, the import and the CUDA runtime's version (cudaRuntimeGetVersion needs
+# no driver); on a GPU (``requiredSystemFeatures = ["cuda"]``) an elementwise kernel (NVRTC) and a cuBLAS matmul.
+CPU_TEST = """\
+import cupy
+version = cupy.cuda.runtime.runtimeGetVersion()
+assert version >= 12000, version
+print(cupy.__version__, version)
+"""
+GPU_TEST = """\
+import cupy
+square = cupy.ElementwiseKernel("float32 x", "float32 y", "y = x * x", "square")
+x = cupy.arange(1024, dtype=cupy.float32)
+assert bool((square(x) == x * x).all())
+a = cupy.random.rand(256, 256, dtype=cupy.float32)
+assert cupy.allclose(a @ a.T, (a @ a.T).T, atol=1e-3)
+print(cupy.__version__, cupy.cuda.runtime.getDeviceCount())
+"""
+
+
+def _tests(ps: Any, pkgs: Any, system: str, package: Any) -> dict[str, Any]:
+    from .companions import companion_test
+
+    return {"cpu": companion_test(ps, pkgs, system, package, "runtimeVersion", CPU_TEST, cuda=False),
+            "cuda": {"gpu": companion_test(ps, pkgs, system, package, "kernelAndMatmul", GPU_TEST, cuda=True)}}

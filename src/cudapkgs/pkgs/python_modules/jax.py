@@ -285,9 +285,37 @@ def _plugin(ps: Any, pkgs: Any, config: Any, system: str, major: str) -> Any:
             "passthru": AttrSet({
                 "cudaPackages": cuda,
                 "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"{name} {JAX_VERSION}", major=major)),
+                "tests": lazy(lambda: _tests(ps, pkgs, system, final)),
             }, name=f"python3Packages.{name}.passthru"),
             "meta": lazy(lambda: _meta(final, config, system, f"JAX's CUDA {major} plugin {JAX_VERSION}, on "
                                        f"{cuda.attr_path}'s libraries")),
         }
 
     return rewired_wheel(config, ps.python, attrs, system=system)
+
+
+# tests (passthru.tests of the plugin, with jax): a jitted matmul on the CPU (the plugin installed, no GPU:
+# JAX falls back to the CPU) and on the GPU (``requiredSystemFeatures = ["cuda"]``).
+CPU_TEST = """\
+import jax, jax.numpy as jnp
+x = jnp.arange(6.0).reshape(2, 3)
+got = jax.jit(lambda a: a @ a.T)(x)
+assert got.tolist() == [[5.0, 14.0], [14.0, 50.0]], got
+print(jax.__version__, [d.platform for d in jax.devices()], got.tolist())
+"""
+GPU_TEST = """\
+import jax, jax.numpy as jnp
+assert jax.devices()[0].platform == "gpu", jax.devices()
+x = jax.random.normal(jax.random.PRNGKey(0), (256, 256))
+got = jax.jit(lambda a: a @ a.T)(x)
+assert got.devices() == {jax.devices()[0]} and jnp.allclose(got, got.T, atol=1e-3)
+print(jax.__version__, jax.devices())
+"""
+
+
+def _tests(ps: Any, pkgs: Any, system: str, plugin: Any) -> dict[str, Any]:
+    from .companions import companion_test
+
+    extra = [ps.jax.derivation]
+    return {"cpu": companion_test(ps, pkgs, system, plugin, "jitCpu", CPU_TEST, cuda=False, extra=extra),
+            "cuda": {"gpu": companion_test(ps, pkgs, system, plugin, "jitGpu", GPU_TEST, cuda=True, extra=extra)}}
