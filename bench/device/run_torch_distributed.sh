@@ -18,7 +18,8 @@ peer=${PEER:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp}/torch-distributed
 rm -rf "$out"; mkdir -p "$out"
-store=${STORE:-$(dirname "$(dirname "$(dirname "$(readlink -f "$ours")")")")}
+# the store: three levels above the wrapper (not through its link: bin/python3 links to the interpreter)
+store=${STORE:-$(dirname "$(dirname "$(dirname "$ours")")")}
 # NVLink multicast stays off on the lent machines (device KINDS.md), also inside env -i.
 off=(NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1)
 export "${off[@]}"
