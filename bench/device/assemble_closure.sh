@@ -6,6 +6,8 @@
 set -uo pipefail
 name=${1:?NAME}; wheels=${2:-}
 dest=/tmp/carry/$name
+# the manifest comes with the last piece's call when the pieces were streamed (pack_closure.py --window)
+[ -f "$dest/manifest.json" ] || [ ! -f ".carry/$name/manifest.json" ] || cp ".carry/$name/manifest.json" "$dest/"
 [ -z "$wheels" ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$wheels"/*.whl || exit 2
 export PYTHONPATH=$PWD/src:/tmp/site
 python3 - "$dest" <<'PY' || exit 3
@@ -14,6 +16,9 @@ from cudapkgs.store.store import Store
 from cudapkgs.store.transfer import import_closure
 dest = sys.argv[1]
 manifest = json.load(open(os.path.join(dest, "manifest.json")))
+received = open(os.path.join(dest, "received")).read().split()
+if received != [p["name"] for p in manifest["pieces"]]:
+    sys.exit(f"{dest}: received {len(received)} pieces, the manifest lists {len(manifest['pieces'])}")
 archive = os.path.join(dest, "closure.tar.zst")
 h = hashlib.sha256()
 with open(archive, "rb") as f:

@@ -6,7 +6,7 @@
 # 3. the cpp_extension kernel (issue 32) in env -i (check_torch_extension.py);
 # 4. the same through `cudapkgs shell` (offline: the same derivations, already in the store): ml_env_gpu.py check
 #    and the extension's check inside the shell.
-# usage: bash bench/device/run_gpu_proof.sh NAME [ROUNDS] [PARTS]   PARTS: any of assemble,env,ext,shell (default all)
+# usage: [MORE="NAME2 …"] bash bench/device/run_gpu_proof.sh NAME [ROUNDS] [PARTS]   PARTS: any of assemble,env,ext,shell (default all)
 # Logs go to /tmp/proof and, as one tarball (the device tool returns at most 8 files), to $OUT/proof.tar.gz.
 set -uo pipefail
 name=${1:?NAME}; rounds=${2:-3}; parts=${3:-assemble,env,ext,shell}
@@ -17,10 +17,14 @@ status=0
 want() { case ",$parts," in *",$1,"*) return 0;; *) return 1;; esac; }
 finish() { cat /proc/loadavg > "$log/loadavg.txt"; [ -z "${OUT:-}" ] || tar -czf "$OUT/proof.tar.gz" -C "$log" .; }
 trap finish EXIT
-if want assemble && [ ! -f "$carry/imported" ]; then
-  echo "== assemble"
-  bash "$here/assemble_closure.sh" "$name" "$extra/wheels" 2>&1 | tee "$log/assemble.log" && touch "$carry/imported" || status=2
-fi
+# MORE: further closures carried the same way whose paths refer to NAME's (pack_closure.py --without), imported after it
+for each in "$name" ${MORE:-}; do
+  if want assemble && [ ! -f "/tmp/carry/$each/imported" ]; then
+    echo "== assemble $each"
+    bash "$here/assemble_closure.sh" "$each" "$extra/wheels" 2>&1 | grep -v "^WARNING: Running pip" | tee "$log/assemble-$each.log"
+    [ "${PIPESTATUS[0]}" = 0 ] && touch "/tmp/carry/$each/imported" || status=2
+  fi
+done
 store=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["storeDir"])' "$carry/manifest.json")
 env=$(python3 -c 'import json,sys; print(next(r for r in json.load(open(sys.argv[1]))["roots"] if r.endswith("-env-3.12.1")))' "$carry/manifest.json")
 echo "store $store, env $env"
