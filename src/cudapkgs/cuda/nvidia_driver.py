@@ -26,11 +26,11 @@ def nvidia_driver(cuda: Any, config: Any) -> Any:
     from ..stdenv import mk_derivation
 
     def version() -> str:
-        try:
-            entry = cuda.manifests["cuda"]["nvidia_driver"]
-        except (KeyError, TypeError):
-            return str(cuda.cudaMajorMinorPatchVersion)
-        return str(entry["version"] if hasattr(entry, "__getitem__") and "version" in entry else entry.version)
+        # The set's manifests are `Manifest` records (their entries under `.releases`), not mappings.
+        manifests = cuda.manifests
+        manifest = manifests["cuda"] if "cuda" in manifests else None
+        entry = None if manifest is None else manifest.releases.get("nvidia_driver")
+        return str(cuda.cudaMajorMinorPatchVersion) if entry is None else str(entry.version)
 
     system = cuda.backendStdenv.hostNixSystem
 
