@@ -402,10 +402,12 @@ def check_allowed(project: Project, *, safe_directories: Sequence[str] = ()) -> 
         raise UntrustedProjectError(_refusal(project, f"changed since you allowed it ({changed})"))
     # The bytes run are the bytes allowed: each Python file is pinned to its allowed digest, and
     # `load_module` refuses other contents there (a write between this check and the import).
-    from .user_files import allow_only
+    from .user_files import allow_only, guard_project_imports
 
     for name, path in project.python_files.items():
         allow_only(path, contents.files[name], allow_command=f"cudapkgs allow {project.file}")
+    # A module its files import from the work tree runs only when it is one of them, from those bytes.
+    guard_project_imports(controlled_area(project.root), project.file)
 
 
 def allow_project(project: Project, *, safe_directories: Sequence[str] = ()) -> Path:
@@ -499,7 +501,7 @@ def evaluate_project(project: Project, *, config_file: str | None = None, sets: 
     if project.files:
         from .user_files import package_file_overlay
 
-        overlays.append(package_file_overlay(project.files))
+        overlays.append(package_file_overlay(project.files, required=False))  # helpers its files import too
     top = import_pkgs(config, system, overlays=overlays)
     pkgs = top
     scope = None

@@ -138,7 +138,7 @@ def own_derivations(env: Any, roots: Sequence[Any]) -> set[str]:
 
         names: set[str] = set()
         for file in env.project.files:  # already loaded (and allowed) by evaluate_project: read from its cache
-            names.update(package_functions(load_module(file), os.fspath(file)))
+            names.update(package_functions(load_module(file), os.fspath(file), required=False))
         for name in sorted(names):
             try:
                 drv = env.pkgs[name].derivation if name in env.pkgs else None
