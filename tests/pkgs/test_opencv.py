@@ -110,6 +110,15 @@ def test_cudaPackages_12_8_pkgs_opencv_uses_12_8_only(manifests_dir, tmp_path):
     assert cuda_names and all(n.startswith("cuda12.8-") for n in cuda_names), cuda_names
     report = check_leakage(pkgs, ["cudaPackages_12_8", "pkgs", "opencv"])
     assert report.visited > 5 and report.leaks == (), report.to_json()
+    # Every derivation below it (its build closure): CUDA ones are 12.8's, none is 12.9's (the default set).
+    seen, stack = {}, [opencv.derivation]
+    while stack:
+        d = stack.pop()
+        if d.drv_path not in seen:
+            seen[d.drv_path] = d.data["name"]
+            stack.extend(d.deps)
+    cuda_drvs = [n for n in seen.values() if n.startswith("cuda1")]
+    assert cuda_drvs and all(n.startswith("cuda12.8-") for n in cuda_drvs), cuda_drvs
     # The default set's opencv is another derivation (another nvcc).
     assert pkgs.opencv.drvPath != opencv.drvPath
 
