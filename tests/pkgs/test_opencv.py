@@ -258,3 +258,26 @@ def test_cuda_13_replacements_apply_to_a_file_holding_the_old_lines(tmp_path):
     again = subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + post_patch()], cwd=tmp_path,
                            capture_output=True, text=True)
     assert again.returncode != 0 and "was not found" in again.stderr
+
+
+@pytest.mark.parametrize("template", [
+    # OpenCV 4.11.0 cmake/templates/OpenCVConfig-CUDALanguage.cmake.in (FindCUDAToolkit, used here) …
+    '    find_package(CUDAToolkit ${OpenCV_CUDA_VERSION} EXACT REQUIRED)\n'
+    '      message(FATAL_ERROR "OpenCV library was compiled with CUDA ${OpenCV_CUDA_VERSION} support.")\n',
+    # … and OpenCVConfig-CUDA.cmake.in (FindCUDA, what 4.x.nix relaxes)
+    '  find_host_package(CUDA ${OpenCV_CUDA_VERSION} EXACT REQUIRED)\n'
+    '    message(FATAL_ERROR "OpenCV static library was compiled with CUDA ${OpenCV_CUDA_VERSION} support.")\n',
+])
+def test_installed_config_does_not_demand_the_exact_cuda_version(tmp_path, template):
+    import subprocess
+
+    from cudapkgs.pkgs.opencv.package import RELAX_CUDA_VERSION
+
+    cfg = tmp_path / "lib/cmake/opencv4/OpenCVConfig.cmake"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text(template)
+    subprocess.run(["bash", "-euc", RELAX_CUDA_VERSION], env={"out": str(tmp_path), "PATH": "/usr/bin:/bin"}, check=True)
+    text = cfg.read_text()
+    assert "EXACT" not in text and "FATAL_ERROR" not in text and "REQUIRED)" in text
+    cfg.write_text("project(x)\n")  # a config without the lines: the relaxation fails rather than pass silently
+    assert subprocess.run(["bash", "-euc", RELAX_CUDA_VERSION], env={"out": str(tmp_path), "PATH": "/usr/bin:/bin"}).returncode != 0

@@ -101,10 +101,15 @@ POST_INSTALL = r"""sed -i "s|{exec_prefix}/$out|{exec_prefix}|;s|{prefix}/$out|{
 mkdir -p "$cxxdev/nix-support"
 """
 RELAX_CUDA_VERSION = r"""cfg="$out/lib/cmake/opencv4/OpenCVConfig.cmake"
-if [ -f "$cfg" ]; then
-  sed -i -e 's/find_host_package(CUDA \${OpenCV_CUDA_VERSION} EXACT REQUIRED)/find_host_package(CUDA REQUIRED)/' \
-         -e 's/message(FATAL_ERROR "OpenCV static library was compiled with CUDA/message("OpenCV static library was compiled with CUDA/' "$cfg"
-fi
+# 4.x.nix: a consumer need not use the exact CUDA version OpenCV was built with. With FindCUDAToolkit
+# (OpenCVConfig-CUDALanguage.cmake.in) the same two lines read find_package(CUDAToolkit ...) and
+# message(FATAL_ERROR "OpenCV library ...); both spellings are relaxed, and one of them must be there.
+grep -q 'EXACT REQUIRED' "$cfg"
+sed -i -e 's/find_host_package(CUDA \${OpenCV_CUDA_VERSION} EXACT REQUIRED)/find_host_package(CUDA REQUIRED)/' \
+       -e 's/find_package(CUDAToolkit \${OpenCV_CUDA_VERSION} EXACT REQUIRED)/find_package(CUDAToolkit REQUIRED)/' \
+       -e 's/message(FATAL_ERROR "OpenCV static library was compiled with CUDA/message("OpenCV static library was compiled with CUDA/' \
+       -e 's/message(FATAL_ERROR "OpenCV library was compiled with CUDA/message("OpenCV library was compiled with CUDA/' "$cfg"
+! grep -q 'EXACT REQUIRED' "$cfg"
 """
 
 
