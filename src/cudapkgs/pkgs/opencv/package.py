@@ -253,6 +253,12 @@ def opencv4(
             cmake_bool("BUILD_TESTS", runAccuracyTests),
             cmake_bool("BUILD_PERF_TESTS", runPerformanceTests),
             cmake_bool("CMAKE_SKIP_BUILD_RPATH", True),
+            # Not in 4.x.nix: OpenCV's install RPATH is "${CMAKE_INSTALL_PREFIX}/${OPENCV_LIB_INSTALL_PATH}",
+            # and the cmake builder gives CMAKE_INSTALL_LIBDIR as an absolute "$out/lib" (Nixpkgs' hook gives
+            # "lib"): the install would write "$out/$out/lib", and fails where the linked RUNPATH is shorter
+            # (measured: "file RPATH_CHANGE could not write new RPATH" with cv2, CPU). The fixup sets every
+            # RUNPATH instead (the outputs' own libraries first, then the inputs', hooks/auto_patchelf.py).
+            cmake_bool("CMAKE_SKIP_INSTALL_RPATH", True),
             cmake_bool("OPENCV_ENABLE_PKG_CONFIG", True),
             cmake_bool("WITH_IPP", enableIpp),
             cmake_bool("WITH_TIFF", enableTIFF),
