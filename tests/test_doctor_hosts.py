@@ -85,3 +85,15 @@ def test_doctor_command_prints_hosts_and_offline_skips_them(tmp_path, monkeypatc
     assert f"  fetcher mirror:{refused}: {refused} does not answer: " in text
     main([*args, "--offline"])
     assert "hosts: not probed (--offline or $CUDAPKGS_PROBE_HOSTS=0)" in capsys.readouterr().out
+
+
+def test_a_silent_source_host_is_a_note_naming_the_mirror_key(monkeypatch, tmp_path):
+    refused = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setattr("cudapkgs.doctor.SOURCE_HOSTS", {"GitHub (fetchFromGitHub sources)": refused})
+    for server in serve():
+        monkeypatch.setenv("CUDAPKGS_PYPI_SIMPLE", server.url + "/simple")
+        config = load_config(sets=['fetchers=["wheels"]', f'storeDir="{tmp_path}/store"'])
+        report = diagnose(config, probe=lambda urls: reachability.probe(urls, timeout_s=1.0))
+        assert not report.problems or all("fetcher" not in p.what for p in report.problems)
+        (note,) = [n for n in report.notes if n.what.startswith("GitHub (fetchFromGitHub sources) does not answer")]
+        assert "the ML stack needs none" in note.what and "sourceMirrors" in note.suggestion

@@ -20,7 +20,8 @@ import pytest
 from cudapkgs.cli import main
 from cudapkgs.config import load_config
 from cudapkgs.errors import ConfigError, shown
-from cudapkgs.project import check_allowed, check_lock, load_project
+from cudapkgs.project import check_allowed, load_project
+from cudapkgs.project_lock import check_lock
 from cudapkgs.top_level import clear_cache
 from cudapkgs.trust import UntrustedProjectError, allowed_dir, contents_of
 

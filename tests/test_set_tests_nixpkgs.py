@@ -88,14 +88,31 @@ def test_backend_stdenv_builds_with_the_backend_compiler(manifests_dir, tmp_path
         f"backendStdenv.cc: {info['kind']} {info['major']}"
 
 
-def test_cmake_suite_is_nixpkgs_list_and_says_why_it_cannot_build(manifests_dir, tmp_path):
-    tests = _pkgs(tmp_path).cudaPackages_13_0.tests["cmake"]
+def test_cmake_suite_is_nixpkgs_list_and_says_why_it_cannot_build(manifests_dir, tmp_path, monkeypatch):
+    pkgs = _pkgs(tmp_path)
+    tests = pkgs.cudaPackages_13_0.tests["cmake"]
     assert len(tests["Cuda"]) == 19 and len(tests["CudaOnly"]) == 28
     toolkit = tests["CudaOnly"]["Toolkit"].meta
     assert toolkit["available"] is False and "marked broken in Nixpkgs" in toolkit["problems"]["broken"]["message"]
-    complex_ = tests["Cuda"]["Complex"].meta["problems"]["broken"]["message"]
-    assert "marked broken" not in complex_ and "CMake's source tree (Tests/Cuda/Complex" in complex_
     assert cmake_suite.SUITES["CudaOnly"]["PDB"] == "broken"
+    complex_ = tests["Cuda"]["Complex"]
+    if str(pkgs.cmake.version) in cmake_suite.SOURCES:  # the host's cmake has a pinned source: a real test
+        assert complex_.meta.get("available", True) is not False
+        attrs = complex_.derivation.attrs
+        assert attrs["testSuiteName"] == "Cuda" and attrs["testName"] == "Complex"
+        assert attrs["cmakeSource"].endswith(f"cmake_{pkgs.cmake.version}.orig.tar.gz")
+    if str(pkgs.cmake.version) == "3.25.1":
+        unity = tests["CudaOnly"]["Unity"].meta["problems"]["broken"]["message"]
+        assert unity == "CMake 3.25.1's source has no Tests/CudaOnly/Unity (a newer CMake's test)"
+        # built here: CMake 3.25's own arch choice predates CUDA 13; two need Nixpkgs' cmake patch
+        arch = tests["CudaOnly"]["Architecture"].meta["problems"]["broken"]["message"]
+        assert "sm_52, which nvcc 13 no longer supports" in arch
+        assert "c5d81a24" in tests["CudaOnly"]["ExportPTX"].meta["problems"]["broken"]["message"]
+        assert pkgs.cudaPackages_12_9.tests["cmake"]["CudaOnly"]["Architecture"].meta.get("available", True)
+    monkeypatch.setattr(cmake_suite, "SOURCES", {})
+    unpinned = _pkgs(tmp_path, cudaCapabilities=["8.0"]).cudaPackages_13_0.tests["cmake"]["Cuda"]["Complex"].meta
+    assert unpinned["available"] is False
+    assert "no pinned source of the host's cmake" in unpinned["problems"]["broken"]["message"]
 
 
 def test_onnx_tensorrt_are_unavailable_programs_saying_why(manifests_dir, tmp_path):
@@ -110,12 +127,18 @@ def test_onnx_tensorrt_are_unavailable_programs_saying_why(manifests_dir, tmp_pa
 def test_opencv_and_torch_has_nixpkgs_names_and_waits_for_opencv4(manifests_dir, tmp_path):
     assert {opencv_and_torch.test_name(*c) for c in __import__("itertools").product((True, False), repeat=3)} \
         == OPENCV_AND_TORCH
-    pkgs = _pkgs(tmp_path)
+    pkgs = _pkgs(tmp_path, prebuiltWheels=["nccl", "libnvshmem"])  # torch needs NVSHMEM: NVIDIA's wheel
     tests = pkgs.cudaPackages_13_0.tests["opencv-and-torch"]
     assert set(tests) == OPENCV_AND_TORCH
     if "opencv4" in pkgs.python3Packages:  # issue 33 landed: the tests are writeGpuTestPython testers
         tester = tests["test-torch-then-opencv"]
         assert tester.meta["mainProgram"] == "torch-then-opencv4" and "gpuCheck" in tester.passthru
+        assert force(tester.passthru["gpuCheck"]).derivation.attrs["requiredSystemFeatures"] == ["cuda"]
+        # against this set (13.0) or the top level's default set: different libraries, different programs
+        assert tester.drvPath != tests["test-torch-then-opencv-with-default-cuda"].drvPath
+        # a library unavailable here makes the tester broken with its reason (torch without NVSHMEM)
+        without = _pkgs(tmp_path).cudaPackages_13_0.tests["opencv-and-torch"]["test-torch-then-opencv"].meta
+        assert without["available"] is False and "libnvshmem is available" in without["problems"]["broken"]["message"]
     else:
         meta = tests["test-opencv-then-torch"].meta
         assert meta["available"] is False and "python3Packages.opencv4" in meta["problems"]["broken"]["message"]
@@ -128,9 +151,14 @@ def test_nvcc_roles_splits_two_releases(manifests_dir, tmp_path):
     drv = cuda.tests["nvcc-roles"].derivation
     assert drv.attrs["hostMajor"] == "13" and drv.attrs["buildMajor"] == "12"
     assert "cuda12.9-cuda_nvcc" in drv.attrs["nvccForBuild"]
-    wheels_only = _pkgs(tmp_path, fetchers=["wheels"]).cudaPackages_13_0.tests["nvcc-roles"].meta
-    assert wheels_only["available"] is False
-    assert "CUDA 12's nvcc has no wheel" in wheels_only["problems"]["broken"]["message"]
+    assert drv.attrs["hostCudartVersion"] == "13000" and drv.attrs["buildCudartVersion"] == "12090"
+    wheels = _pkgs(tmp_path, fetchers=["wheels"])
+    paired = wheels.cudaPackages_13_0.tests["nvcc-roles"]  # NVIDIA's wheels: another CUDA 13 release builds
+    assert paired.meta.get("available", True) is not False
+    assert paired.derivation.attrs["buildCudartVersion"] not in ("13000", "12090")
+    assert paired.derivation.attrs["buildMajor"] == "13"
+    cuda12 = wheels.cudaPackages_12_9.tests["nvcc-roles"].meta
+    assert cuda12["available"] is False and "CUDA 12's nvcc has no wheel" in cuda12["problems"]["broken"]["message"]
 
 
 def test_public_headers_is_gathered_at_set_level(manifests_dir, tmp_path):
@@ -155,8 +183,8 @@ def test_nvcc_data_outputs_says_why_it_is_broken(manifests_dir, tmp_path):
 
 
 def test_nvidia_driver_is_always_broken_with_nixpkgs_message(manifests_dir, tmp_path):
-    driver = _pkgs(tmp_path).cudaPackages_12_9.nvidia_driver
-    assert driver.meta["broken"] is True and driver.meta["available"] is False
+    driver = _pkgs(tmp_path).cudaPackages_12_9.nvidia_driver  # buildRedist of the manifest's entry, as Nixpkgs'
+    assert driver.version == "575.57.08" and driver.meta["broken"] is True and driver.meta["available"] is False
     assert driver.meta["problems"]["broken"]["message"].endswith("- use drivers from linuxPackages")
 
 
@@ -292,6 +320,6 @@ def test_the_fidelity_members_table_is_drawn_from_the_set(manifests_dir, monkeyp
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     rows = {name: (kind, state) for name, kind, state in module.rows("cudaPackages_13_0")}
-    assert rows["nvidia_driver"] == ("member", "broken: use drivers from linuxPackages")
+    assert rows["nvidia_driver"] == ("redistributable", "broken: use drivers from linuxPackages")
     assert rows["setupCudaHook"][0] == "hook" and rows["libcublas"] == ("redistributable", "available")
     assert rows["cuda_compat"][1].startswith("unsupported: ")

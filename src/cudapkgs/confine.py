@@ -146,7 +146,10 @@ def check_store_path_links(tree: str | os.PathLike[str], store_dir: str, name: s
     first bad one.
     """
     tree = os.fspath(tree)
-    look = disk_lookup(store_dir, {name: tree})
+    disk = disk_lookup(store_dir, {name: tree})
+
+    def look(parts: tuple[str, ...]) -> Entry | None:  # the store's own files (.meta, .tmp, ...) are no store path
+        return None if parts[0].startswith(".") else disk(parts)
 
     def check(rel: str) -> None:
         try:

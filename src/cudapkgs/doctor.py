@@ -316,7 +316,8 @@ SOURCE_HOSTS = {"GitHub (fetchFromGitHub sources)": "https://github.com"}
 def fetcher_hosts(config: Any, env: Mapping[str, str] = os.environ) -> list[tuple[str, str]]:
     """``(what, URL)`` for each network place the configuration fetches from: each configured fetcher
     (``redist``: NVIDIA's server; ``mirror:<URL>``; ``wheels``: the package index pip and the plan ask),
-    each URL source mirror, and `SOURCE_HOSTS`. A local mirror directory is not a host and is left out."""
+    each URL source mirror, and `SOURCE_HOSTS`. A local mirror directory is not a host and is left out.
+    Raises `ConfigError` when ``$CUDAPKGS_SOURCE_MIRRORS`` holds a relative directory (`xdg.env_paths`)."""
     from .fetch.planning import index_url
     from .platform import REDIST_URL_PREFIX
 
@@ -329,7 +330,9 @@ def fetcher_hosts(config: Any, env: Mapping[str, str] = os.environ) -> list[tupl
             found.append((f"fetcher {fetcher}", where))
         elif fetcher == "wheels":
             found.append(("fetcher wheels (the package index)", index_url()))
-    for mirror in list(config.sourceMirrors) + [m for m in env.get("CUDAPKGS_SOURCE_MIRRORS", "").split(os.pathsep) if m]:
+    from .xdg import env_paths  # a URL's "https:" is no separator; a relative directory is refused
+
+    for mirror in list(config.sourceMirrors) + env_paths("CUDAPKGS_SOURCE_MIRRORS", env, urls=True):
         if "://" in mirror and not mirror.startswith("file://"):
             found.append((f"source mirror {mirror}", mirror))
     found += list(SOURCE_HOSTS.items())
@@ -362,6 +365,15 @@ def _hosts(report: Report, config: Any, env: Mapping[str, str], probe: Any) -> N
             + ": builds skip it after one probe and take what the other fetchers have",
             "to not probe it at all, leave it out of fetchers (e.g. --set 'fetchers=[\"wheels\"]')",
         ))
+    for h in report.hosts:
+        if h["what"] in SOURCE_HOSTS and not h["answers"]:
+            report.notes.append(Note(
+                f"{h['what']} does not answer ({h['url']}: {h['reason']}): a package built from such a source "
+                "(NCCL from source, nccl-tests, gdrcopy, …) cannot be fetched; the ML stack needs none (zlib's "
+                "source ships with cudapkgs, NCCL and NVSHMEM are NVIDIA's wheels)",
+                "put the archives in a source mirror (config sourceMirrors or $CUDAPKGS_SOURCE_MIRRORS; "
+                "docs/architecture.md, Sources)",
+            ))
 
 
 def diagnose(

@@ -444,8 +444,29 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
                     except CudapkgsError:
                         version = ""
                     rows.append({"name": name, "product": None, "description": description, "nvidiaName": "",
-                                 "sets": {}, "version": version})
+                                 "sets": _ml_versions(pkgs, definitions, name), "version": version})
     return sorted(rows, key=lambda r: r["name"])
+
+
+def _ml_versions(pkgs: Any, definitions: Mapping[str, Any], name: str) -> dict[str, str]:
+    """Set name -> version of python3Packages' ML package `name` ("python3Packages.torchvision") in each
+    versioned set's ``pkgs.pkgsCuda`` where it is not broken: torch and its companions, JAX's plugins and
+    CuPy are paired with each set's CUDA (issue 31); {} for any other package.  A set where it does not
+    evaluate is left out."""
+    from .pkgs.python_modules import ML_PACKAGES
+
+    scope, _, member = name.partition(".")
+    if scope != "python3Packages" or member not in ML_PACKAGES:
+        return {}
+    found: dict[str, str] = {}
+    for set_name in definitions:
+        try:
+            package = pkgs[set_name].pkgs.pkgsCuda.python3Packages[member]
+            if not package.meta.get("broken"):  # a set that cannot have it (torch 2.9.1 on 12.6) is left out
+                found[set_name] = str(package.version)
+        except CudapkgsError:
+            continue
+    return found
 
 
 

@@ -3,8 +3,8 @@
 cudapkgs starts Python in several places: pip (`fetch.wheels`, `fetch.pypi`, and the install
 of a wheel left to pip in `builders.python_install`), the byte compiler
 (`builders.python_bytecode`), the Dask worker (`realise.dask_local`) and its build child
-(`realise.remote_build`), and the CDI hook and generator service when no ``cudapkgs`` script
-is installed (`containers`).  ``python -m M`` and ``python -c CODE`` put the working directory
+(`realise.remote_build`), the CDI hook and generator service when no ``cudapkgs`` script
+is installed (`containers`), and the making of a shell's venv (`shell_venv`).  ``python -m M`` and ``python -c CODE`` put the working directory
 first on ``sys.path`` (Python's documentation, "The initialization of the sys.path module search
 path" and ``-P``), so a ``pip/``, ``runpy.py`` or ``resource.py`` in a cloned repository ran in
 place of the interpreter's own, as the user, with no project file and nothing allowed.

@@ -44,6 +44,7 @@ __all__ = [
     "MAX_SOURCE_BYTES",
     "UserFileError",
     "allow_only",
+    "guard_project_imports",
     "load_module",
     "package_functions",
     "package_file_overlay",
@@ -112,18 +113,9 @@ def load_module(path: str | os.PathLike[str], *, sha256: str | None = None) -> M
     Raises `UserFileError` ("FILE:LINE: …") when it does not exist, is not a regular file, is too
     large, is not what was allowed, does not parse, or raises while it runs.
     """
-    import linecache
-
     shown = os.fspath(path)
     real = os.path.realpath(shown)
-    pin = _PINNED.get(os.path.abspath(shown)) or _PINNED.get(real)
-    expected = sha256 or (pin[0] if pin else None)
-    data = _read_source(shown, real)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    if expected is not None and digest != expected:
-        then = f"; review it, then run: {pin[1]}" if pin and pin[1] and not sha256 else ""
-        raise UserFileError(f"{shown}: its contents are not the ones you allowed (sha256 {digest[7:19]}…, allowed "
-                            f"{expected.removeprefix('sha256:')[:12]}…); nothing of it was run{then}")
+    data, digest = _checked_source(shown, real, sha256)
     key = f"{real}\0{digest}"  # an edited file is run again
     if key in _MODULES:
         return _MODULES[key]
@@ -131,17 +123,7 @@ def load_module(path: str | os.PathLike[str], *, sha256: str | None = None) -> M
     module = ModuleType(name)
     module.__file__ = real
     _show_deprecations()
-    _LOADED[real] = shown
-    # The text that ran, for tracebacks and the source of Python phases (`inspect.getsource`): no
-    # modification time, so `linecache.checkcache` keeps it rather than reading the file again.
-    from importlib.util import decode_source
-
-    try:
-        text = decode_source(data)
-    except (UnicodeDecodeError, SyntaxError, LookupError):  # LookupError: an unknown coding cookie
-        text = None  # compile says what is wrong
-    if text is not None:
-        linecache.cache[real] = (len(data), None, text.splitlines(keepends=True), real)
+    _remember_source(shown, real, data)
     sys.modules[name] = module  # so that Python phases defined in it are found by qualified name
     try:
         code = compile(data, real, "exec", dont_inherit=True)
@@ -155,6 +137,116 @@ def load_module(path: str | os.PathLike[str], *, sha256: str | None = None) -> M
         raise UserFileError(f"{user_location(error) or shown}: while importing it: {_describe(error)}") from None
     _MODULES[key] = module
     return module
+
+
+def _checked_source(shown: str, real: str, sha256: str | None = None) -> tuple[bytes, str]:
+    """(the file's bytes, ``"sha256:<hex>"`` of them), read once (`_read_source`); raises `UserFileError`
+    when `sha256`, or the digest `allow_only` pinned the file to, is another."""
+    pin = _PINNED.get(os.path.abspath(shown)) or _PINNED.get(real)
+    expected = sha256 or (pin[0] if pin else None)
+    data = _read_source(shown, real)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if expected is not None and digest != expected:
+        then = f"; review it, then run: {pin[1]}" if pin and pin[1] and not sha256 else ""
+        raise UserFileError(f"{shown}: its contents are not the ones you allowed (sha256 {digest[7:19]}…, allowed "
+                            f"{expected.removeprefix('sha256:')[:12]}…); nothing of it was run{then}")
+    return data, digest
+
+
+def _remember_source(shown: str, real: str, data: bytes) -> None:
+    """Record the text that runs, for tracebacks and the source of Python phases (`inspect.getsource`):
+    no modification time, so `linecache.checkcache` keeps it rather than reading the file again."""
+    import linecache
+    from importlib.util import decode_source
+
+    _LOADED[real] = shown
+    try:
+        text = decode_source(data)
+    except (UnicodeDecodeError, SyntaxError, LookupError):  # LookupError: an unknown coding cookie
+        return  # compile says what is wrong
+    linecache.cache[real] = (len(data), None, text.splitlines(keepends=True), real)
+
+
+# --- imports from a project's own directory -------------------------------------------------------
+#
+# A project's Python file that imports a sibling (``import helpers``, found through sys.path: the
+# working directory under ``python -m cudapkgs``, or a directory the file puts there) ran that module
+# through the import system: its bytes were never compared with anything the user allowed (a git
+# pull changed it with no new allow), and a ``__pycache__`` .pyc could stand in for it.  Once a
+# project is allowed (`guard_project_imports`), a module found inside the work tree the project lies
+# in is imported only when it is one of the project's allowed Python files (listed in ``files``),
+# and then as `load_module` runs one: its bytes read once, compared with the allowed digest, compiled
+# and run, no byte code read or written.  Any other module file there (an unlisted ``.py``, a
+# ``.pyc``, an extension module) is an ImportError naming it and the fix.  A namespace package (a
+# directory without ``__init__.py``) runs nothing and is let through; its modules are checked one by
+# one.  The interpreter's own directories (``sys.prefix``, a venv inside the repository) and
+# cudapkgs' package are not the project's.
+
+#: (real work tree root + "/", the project file) of every project allowed in this process.
+_GUARDED: list[tuple[str, str]] = []
+
+
+def guard_project_imports(root: str | os.PathLike[str], project_file: str | os.PathLike[str]) -> None:
+    """From now on in this process, import a module found under `root` (a project's work tree, see
+    `cudapkgs.project.controlled_area`) only when it is one of the Python files `allow_only` pinned,
+    run from its allowed bytes (see the comment above).  Raises nothing; the refusal is an
+    ImportError raised where the module is imported."""
+    entry = (os.path.join(os.path.realpath(root), ""), os.fspath(project_file))
+    if entry not in _GUARDED:
+        _GUARDED.append(entry)
+    if not any(isinstance(f, _ProjectImportGuard) for f in sys.meta_path):
+        # After the eval cache's finder that only notes the names looked for (evalcache.entry), which
+        # must still see every name; before every finder that finds something.
+        first = 1 if sys.meta_path and getattr(sys.meta_path[0], "__name__", "") == "_NoteLookups" else 0
+        sys.meta_path.insert(first, _ProjectImportGuard())
+
+
+class _ProjectImportGuard:
+    """The meta path finder of `guard_project_imports` (first on ``sys.meta_path``)."""
+
+    def __init__(self) -> None:
+        roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.abspath(__file__))}
+        self.exempt = tuple(os.path.join(os.path.realpath(r), "") for r in roots if r)
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path)
+        if spec is None or spec.origin is None or not os.path.isabs(spec.origin):
+            return None  # not a file of the file system (built in, frozen, a namespace package)
+        real = os.path.realpath(spec.origin)
+        guarded = next((g for g in _GUARDED if real.startswith(g[0])), None)
+        if guarded is None or real.startswith(self.exempt):
+            return None
+        if real.endswith(".py") and (_PINNED.get(real) or _PINNED.get(os.path.abspath(spec.origin))):
+            from importlib.util import spec_from_loader
+
+            checked = spec_from_loader(name, _CheckedLoader(spec.origin, real), origin=real,
+                                       is_package=spec.submodule_search_locations is not None)
+            if checked is not None and spec.submodule_search_locations is not None:
+                checked.submodule_search_locations = list(spec.submodule_search_locations)
+            return checked
+        from .errors import shown
+
+        raise ImportError(f"{shown(guarded[1])}: module {shown(name)} would be imported from {shown(real)}, in the "
+                          f"project's work tree but not one of its allowed Python files; list it in `files` (then run "
+                          f"cudapkgs allow {shown(guarded[1])}), or import it from elsewhere", name=name, path=real)
+
+
+class _CheckedLoader:
+    """Runs an allowed project module from the bytes compared with its allowed digest (no byte code)."""
+
+    def __init__(self, shown: str, real: str) -> None:
+        self.shown, self.real = shown, real
+
+    def create_module(self, spec: Any) -> None:
+        return None  # the default module object
+
+    def exec_module(self, module: ModuleType) -> None:
+        data, _digest = _checked_source(self.shown, self.real)
+        _remember_source(self.shown, self.real, data)
+        module.__file__ = self.real
+        exec(compile(data, self.real, "exec", dont_inherit=True), module.__dict__)
 
 
 def _show_deprecations() -> None:
@@ -191,15 +283,17 @@ def user_location(error: BaseException) -> str | None:
     return None
 
 
-def package_functions(module: ModuleType, shown: str) -> dict[str, Callable[..., Any]]:
-    """The package functions a file defines, by name (see the module docstring)."""
+def package_functions(module: ModuleType, shown: str, *, required: bool = True) -> dict[str, Callable[..., Any]]:
+    """The package functions a file defines, by name (see the module docstring).  Raises `UserFileError`
+    when it defines none and `required` (a project's helper module, listed in ``files`` so that its
+    siblings may import it, need define none)."""
     functions = {
         name: value
         for name, value in vars(module).items()
         if inspect.isfunction(value) and value.__module__ == module.__name__
         and not name.startswith("_") and name != "overlay"
     }
-    if not functions:
+    if not functions and required:
         raise UserFileError(f"{shown}: defines no package functions (def NAME(pkgs-arguments…): return a package)")
     return functions
 
@@ -272,8 +366,10 @@ def call_user_function(final: Any, fn: Callable[..., Any], args: Mapping[str, st
     return result
 
 
-def package_file_overlay(paths: Sequence[str | os.PathLike[str]], args: Mapping[str, str] | None = None) -> Overlay:
-    """One overlay adding every package function of the files ``paths`` (later files win).
+def package_file_overlay(paths: Sequence[str | os.PathLike[str]], args: Mapping[str, str] | None = None, *,
+                         required: bool = True) -> Overlay:
+    """One overlay adding every package function of the files ``paths`` (later files win); with
+    `required` false, a file may define none (`package_functions`).
 
     ``args`` (``--arg NAME=ATTRPATH``) override those arguments of every function
     that takes them; naming an argument no function takes is a `UsageError`.
@@ -283,7 +379,7 @@ def package_file_overlay(paths: Sequence[str | os.PathLike[str]], args: Mapping[
     functions: dict[str, Callable[..., Any]] = {}
     for path in paths:
         module = load_module(path)
-        functions.update(package_functions(module, os.fspath(path)))
+        functions.update(package_functions(module, os.fspath(path), required=required))
     args = dict(args or {})
     for arg in args:
         if not any(arg in _accepts(fn)[0] or _accepts(fn)[1] for fn in functions.values()):

@@ -12,7 +12,9 @@ import cudapkgs
 from cudapkgs.realise.realise import realise
 from cudapkgs.store.store import Store
 
-_CHECK = ["/usr/bin/python3", "-c", "import setuptools, wheel, pip"]
+# The interpreter these builds take their build backend from (the default python3, PATH's, may lack wheel)
+_BACKEND = "/usr/bin/python3"
+_CHECK = [_BACKEND, "-c", "import setuptools, wheel, pip"]
 
 
 def _has_backend() -> bool:
@@ -46,7 +48,7 @@ def _project(root: Path, name: str, body: str) -> Path:
 
 def test_python_packages_build_propagate_and_join(tmp_path, manifests_dir):
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     ps = pkgs.python3Packages
     base = ps.buildPythonPackage({
         "pname": "basepkg", "version": "1.0",
@@ -73,7 +75,7 @@ def test_python_packages_build_propagate_and_join(tmp_path, manifests_dir):
 
 def test_a_failing_import_check_fails_the_build(tmp_path, manifests_dir):
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     bad = pkgs.python3Packages.buildPythonPackage({
         "pname": "badpkg", "version": "1.0",
         "src": _project(tmp_path, "badpkg", "import not_a_module_anywhere\n"),
@@ -119,7 +121,7 @@ def test_format_wheel_installs_a_wheel_and_refuses_one_for_another_python(tmp_pa
                     "-q", "-w", str(dist), str(src)], check=True, capture_output=True)
     (wheel,) = dist.glob("wheelpkg-1.0-py3-none-any.whl")
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     ps = pkgs.python3Packages
     good = ps.buildPythonPackage({"pname": "wheelpkg", "version": "1.0", "format": "wheel", "src": wheel,
                                   "pythonImportsCheck": ["wheelpkg"]})
@@ -163,7 +165,7 @@ def test_format_wheel_keeps_any_wheel_name_and_records_no_build_directory(tmp_pa
                             {"typing_inspection.py": b"VALUE = 3\n"})
     assert wheel.name[32] == "-"
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     ps = pkgs.python3Packages
     pkg = ps.buildPythonPackage({"pname": "typing_inspection", "version": "0.4.1", "format": "wheel", "src": wheel,
                                  "pythonImportsCheck": ["typing_inspection"]})
@@ -221,7 +223,7 @@ def test_format_wheel_refuses_two_wheels_of_one_name(tmp_path, manifests_dir):
     _handmade_wheel(src / "dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 1\n"})
     _handmade_wheel(src / f"{'a' * 32}-dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 2\n"})
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     pkg = pkgs.python3Packages.buildPythonPackage({"pname": "dup", "version": "1.0", "format": "wheel", "src": src})
     with Store.open(store_dir) as store, pytest.raises(Exception) as raised:
         realise(store, [pkg.derivation])
@@ -233,7 +235,7 @@ def test_the_import_check_does_not_import_the_source_tree(tmp_path, manifests_di
     """The check ran in the source directory, first on sys.path: a module there that the package does
     not install passed it (Nixpkgs' hook runs in ``$out``)."""
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     src = _project(tmp_path, "onlypkg", "VALUE = 1\n")
     with (src / "pyproject.toml").open("a") as pyproject:
         pyproject.write("[tool.setuptools]\npy-modules = [\"onlypkg\"]\n")
@@ -276,3 +278,38 @@ def test_with_packages_is_its_own_interpreter_and_keeps_pythonpath(tmp_path, man
         "7",
         f"7 {env.out}/bin/python3",  # a child started as sys.executable, with an empty environment, has them too
     ]
+
+
+def test_a_packages_own_post_install_keeps_the_import_check(tmp_path, manifests_dir):
+    """`postInstall` held the import check, so a package setting its own (or an override_attrs adding
+    one) built without it: a package that cannot be imported was registered (issue 30 follow-up,
+    item 5). The check is its own phase after the fixup, as Nixpkgs' hook appends
+    pythonImportsCheckPhase to preDistPhases, and the package's postInstall runs as well."""
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
+    src = _project(tmp_path, "hookpkg", "import not_a_module_anywhere\n")
+    own = pkgs.python3Packages.buildPythonPackage({
+        "pname": "hookpkg", "version": "1.0", "src": src, "pythonImportsCheck": ["hookpkg"],
+        "postInstall": 'echo mine > "$out/post-install-ran"',
+    })
+    overridden = pkgs.python3Packages.buildPythonPackage({
+        "pname": "hookpkg2", "version": "1.0", "src": src, "pythonImportsCheck": ["hookpkg"],
+    }).override_attrs({"postInstall": 'echo mine > "$out/post-install-ran"'})
+    for package in (own, overridden):
+        with Store.open(store_dir) as store:
+            with pytest.raises(Exception, match="not_a_module_anywhere"):
+                realise(store, [package.derivation])
+            assert not store.is_valid(package.out)
+        assert "pythonImportsCheckPhase" in package.derivation.attrs["preDistPhases"]
+
+    good = pkgs.python3Packages.buildPythonPackage({
+        "pname": "goodpkg", "version": "1.0", "src": _project(tmp_path, "goodpkg", "VALUE = 1\n"),
+        "pythonImportsCheck": ["goodpkg"], "postInstall": 'echo mine > "$out/post-install-ran"',
+    })
+    with Store.open(store_dir) as store:
+        realise(store, [good.derivation])
+    assert Path(good.out, "post-install-ran").read_text() == "mine\n"
+    unchecked = pkgs.python3Packages.buildPythonPackage({
+        "pname": "hookpkg3", "version": "1.0", "src": src, "pythonImportsCheck": ["hookpkg"],
+        "dontUsePythonImportsCheck": True})
+    assert "preDistPhases" not in unchecked.derivation.attrs

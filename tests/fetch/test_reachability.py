@@ -179,3 +179,37 @@ def test_dry_run_warns_about_nccls_source_build(tmp_path, manifests_dir):
     default = cli("build", "--dry-run", "--set", "allowUnfree=true", "cudaPackages_13_0.nccl", env=env)
     assert default.returncode == 0, default.stderr
     assert "warning:" not in default.stdout  # the default is NVIDIA's wheel: nothing slow
+
+
+def test_build_evaluates_again_without_a_dead_fetcher(tmp_path, manifests_dir):
+    """The first command's case: with NVIDIA's server (here a dead mirror) configured, triton takes
+    cuda_nvcc's ptxas, which only that server has on a CUDA 12 set; once the plan finds it silent, the
+    installables are evaluated again without it, and triton takes cuda_nvcc_wheel's (what
+    fetchers = ["wheels"] gives) instead of failing to fetch cuda_nvcc."""
+    port = free_port()
+    dead = f"mirror:http://127.0.0.1:{port}"
+    env = {"CUDAPKGS_STORE": str(tmp_path / "store"), "CUDAPKGS_PYPI_SIMPLE": f"http://127.0.0.1:{port}/simple"}
+    args = ("build", "--dry-run", "--json", "--set", "allowUnfree=true", "--set", f'fetchers=["{dead}", "wheels"]',
+            "cudaPackages_12_9.pkgs.pkgsCuda.python3Packages.triton")
+    done = cli(*args, env=env)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [s["fetcher"] for s in data["skippedFetchers"]] == [dead]
+    built = [p.rsplit("/", 1)[1].split("-", 1)[1] for p in data["build"]]
+    assert "cuda12.9-cuda_nvcc_wheel-12.9.86.drv" in built, built  # cuda_nvcc_wheel's ptxas
+    assert "cuda12.9-cuda_nvcc-12.9.86.drv" not in built  # not cuda_nvcc (NVIDIA's archive)
+    # Without the second evaluation (probing off, the mirror assumed to answer) the plan takes cuda_nvcc.
+    off = json.loads(cli(*args, env={**env, "CUDAPKGS_PROBE_HOSTS": "0"}).stdout)
+    built_off = [p.rsplit("/", 1)[1].split("-", 1)[1] for p in off["build"]]
+    assert "cuda12.9-cuda_nvcc-12.9.86.drv" in built_off and "cuda12.9-cuda_nvcc_wheel-12.9.86.drv" not in built_off
+
+
+def test_plan_what_if_names_the_skipped_fetcher(tmp_path, manifests_dir):
+    port = free_port()
+    dead = f"mirror:http://127.0.0.1:{port}"
+    done = cli("plan", "--json", "--set", "allowUnfree=true", "--set", f'fetchers=["{dead}", "wheels"]',
+               "cudaPackages_13_0.cuda_cudart", env={"CUDAPKGS_STORE": str(tmp_path / "store")})
+    assert done.returncode == 0, done.stderr
+    current = json.loads(done.stdout)["current"]
+    assert [s["fetcher"] for s in current["skippedFetchers"]] == [dead]
+    assert {f["fetcher"] for f in current["fetch"]} == {"wheels"}

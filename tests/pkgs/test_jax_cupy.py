@@ -97,11 +97,17 @@ def test_cupy_links_the_sets_libraries_and_drops_cuda_pathfinder():
     assert f"return {str(cuda.cuda_cudart.include)!r}" in environment["replace"][0][1]  # the set's headers
 
 
-@pytest.mark.parametrize("name", ["jax-cuda13-pjrt", "jax-cuda13-plugin", "cupy"])
+@pytest.mark.parametrize("name", ["jax-cuda13-pjrt", "jax-cuda13-plugin"])
 def test_a_cuda_12_set_cannot_have_the_cuda_13_wheels_and_says_why(name):
     package = at(f"pkgsCuda.python3Packages.{name}")  # the default set: CUDA 12.9
     assert package.meta.broken
     assert "is a CUDA 13 build; cudaPackages_12_9 is CUDA 12.9 (use cudaPackages_13_0.pkgs" in problems(package)
+
+
+def test_a_cuda_12_sets_cupy_is_cupy_cuda12x():
+    # issue 31: CUDA 12 sets get CuPy's CUDA 12 wheel (they were broken: "a CUDA 13 build")
+    package = at("pkgsCuda.python3Packages.cupy")  # the default set: CUDA 12.9
+    assert not package.meta.broken and "cupy-cuda12x wheel" in package.meta["description"]
 
 
 def test_a_cudnn_older_than_the_plugins_minimum_is_named_with_the_version_needed():

@@ -138,3 +138,17 @@ def test_a_later_session_fixes_up_what_an_earlier_session_s_phases_installed(pro
     third = develop(project, "--phase", "fixupPhase")
     assert third.returncode != 0 and "libplanted.so" in third.stderr
     assert elf.read_elf(out / "lib" / "libplanted.so").runpath == ["/nowhere/lib"]
+
+
+def test_a_link_planted_inside_a_real_outputs_dir_is_refused_before_any_phase(project):
+    outside = project["root"] / "elsewhere"
+    outside.mkdir()
+    out = project["work"] / "outputs" / "out"
+    out.mkdir(parents=True)
+    (out / "lib").symlink_to(outside)  # installPhase's `install -D … "$out/lib/libhello.so"` would go there
+    run = develop(project, "--command", "genericBuild")
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "Running phase" not in run.stdout
+    refusal = run.stderr.strip().splitlines()[-1]
+    assert f"{out / 'lib'} is a symbolic link" in refusal
+    assert list(outside.iterdir()) == []

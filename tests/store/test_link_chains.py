@@ -119,3 +119,14 @@ def test_a_store_path_that_is_one_relative_link(tmp_path):
         check_store_path_links(tmp_path / "staged", str(store_dir), "x-1.0")
     (tmp_path / "staged2").symlink_to("/usr/bin/env")
     assert check_store_path_links(tmp_path / "staged2", str(store_dir), "y-1.0") == 0
+
+
+def test_a_link_into_the_store_s_own_files_is_refused(tmp_path):
+    store = Store.open(tmp_path / "store")
+    bad = _add(store, "bad-1.0", [("a/meta", "../../.meta/db.sqlite")])
+    export_closure(store, [bad], tmp_path / "closure.tar")
+    fresh = fresh_store_like(store, tmp_path / "old")
+    with fresh:
+        with pytest.raises(StoreError, match="climbs out of the store"):
+            import_closure(fresh, tmp_path / "closure.tar")
+        _nothing_registered(fresh)

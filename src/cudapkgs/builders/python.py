@@ -96,10 +96,14 @@ def build_python_package(
             "buildPhase": WHEEL_BUILD if fmt == "wheel" else BUILD,
             "format": fmt,
             "installPhase": lazy(_install_phase),  # imported when the derivation is, not to list the package
-            "postInstall": IMPORTS_CHECK if checks else "",
             "pythonImportsCheck": checks,
             "pythonVersion": python_version(python),
             **given,
+            # Its own phase after the fixup, as Nixpkgs' hook appends pythonImportsCheckPhase to
+            # preDistPhases: a package's postInstall (or any hook) no longer replaces the check.
+            **({"pythonImportsCheckPhase": IMPORTS_CHECK,
+                "preDistPhases": [*given.get("preDistPhases", []), "pythonImportsCheckPhase"]}
+               if checks and not given.get("dontUsePythonImportsCheck") else {}),
             "nativeBuildInputs": [python, *build_system, *given.get("nativeBuildInputs", [])],
             "propagatedBuildInputs": [*dependencies, *given.get("propagatedBuildInputs", [])],
             "passthru": {"python": python, **dict(given.get("passthru", {}))},

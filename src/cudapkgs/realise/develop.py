@@ -87,9 +87,10 @@ class DevelopSession:
         self.drv = drv
         self.outputs = {name: Path(outputs_dir).absolute() / name for name in drv.outputs}
         self._made = _make_output_dirs(Path(outputs_dir).absolute(), list(drv.outputs))
-        self._record = _record_file(self._made[0])
+        self._record = _record_file(self._made[0], base)
         written = _load_record(self._record)  # what earlier sessions' phases wrote there, still unchanged
         self._before = {key: stamp for key, stamp in _snapshot(self.outputs).items() if written.get(key) != stamp}
+        _refuse_planted_links(self.outputs, self._before)
         self.work = Path(tempfile.mkdtemp(prefix="cudapkgs-develop-"))
         self.private = self.work / ".cudapkgs-develop"
         self.private.mkdir(mode=0o700)
@@ -143,13 +144,21 @@ class DevelopSession:
                     kinds[key] = script(key, "\n".join(commands)) if commands else "none"
                 else:
                     kinds[key] = script(key, defaults[phase])
+        for name in generic.dist_phases(self.attrs):  # after the fixup (buildPythonPackage's import check)
+            value = self.attrs.get(name)
+            if isinstance(value, str):
+                kinds[name] = script(name, value) if value else "none"
+            else:
+                kinds[name] = "python" if isinstance(value, Mapping) and "python" in value else "none"
         return kinds
 
     def _rc(self) -> str:
         kinds = self._kinds()
         table = " ".join(f"[{k}]={v}" for k, v in kinds.items())
-        phases = " ".join(_PHASE_NAMES)
-        functions = "".join(f"{name}() {{ _cudapkgs_step {name}; }}\n" for name in _PHASE_NAMES)
+        dist = generic.dist_phases(self.attrs)
+        phases = " ".join([*_PHASE_NAMES, *dist])
+        functions = "".join(f"{name}() {{ _cudapkgs_step {name}; }}\n" for name in [*_PHASE_NAMES, *dist])
+        dist_loop = f"  for phase in {' '.join(dist)}; do runPhase \"$phase\" || return; done\n" if dist else ""
         source_root = self.attrs.get("sourceRoot") if isinstance(self.attrs.get("sourceRoot"), str) else ""
         return f"""# cudapkgs develop: {self.drv.name} ({self.drv.drv_path})
 _cudapkgs_dir={shlex.quote(os.fspath(self.private))}
@@ -189,11 +198,11 @@ _cudapkgs_step() {{  # $1: a step key (preConfigure, configurePhase, ...), run a
   _cudapkgs_step "post$cap" || return
   if [ "$phase" = unpackPhase ]; then export sourceRoot=$PWD; fi
 }}
-genericBuild() {{  # every phase, then what the builder does after them
+genericBuild() {{  # every phase, then what the builder does after them, then preDistPhases
   local phase
-  for phase in {phases}; do runPhase "$phase" || return; done
-  _cudapkgs_call finish
-}}
+  for phase in {" ".join(_PHASE_NAMES)}; do runPhase "$phase" || return; done
+  _cudapkgs_call finish || return
+{dist_loop}}}
 if [[ $- == *i* ]]; then PS1={shlex.quote(f"(develop {self.drv.name}) ")}"${{PS1:-\\w\\$ }}"; fi
 """
 
@@ -387,14 +396,15 @@ def _snapshot(outputs: Mapping[str, Path]) -> dict[tuple[str, str], tuple[int, i
 _RECORD_LIMIT = 64 << 20
 
 
-def _record_file(top: tuple[Path, int, int]) -> Path | None:
-    """``$XDG_STATE_HOME/cudapkgs/develop/<key>.json`` for the ``./outputs`` directory `top` (its path,
-    device and inode): the user's own directory, never the repository's.  None without a home."""
+def _record_file(top: tuple[Path, int, int], env: Mapping[str, str]) -> Path | None:
+    """``$XDG_STATE_HOME/cudapkgs/develop/<key>.json`` (of the user's environment `env`) for the
+    ``./outputs`` directory `top` (its path, device and inode): the user's own directory, never the
+    repository's (a relative XDG_STATE_HOME is ignored, `xdg.base_dir`).  None without a home."""
     import hashlib
 
     from ..xdg import base_dir
 
-    state = base_dir("XDG_STATE_HOME")
+    state = base_dir("XDG_STATE_HOME", env)
     if state is None:
         return None
     path, dev, ino = top
@@ -429,9 +439,31 @@ def _save_record(record: Path | None, written: Mapping[tuple[str, str], tuple[in
 
     if record is None:
         return
+    if not written:  # nothing to remember: no record (and none left from before)
+        try:
+            record.unlink()
+        except OSError:
+            pass
+        return
     entries = [[name, rel, *stamp] for (name, rel), stamp in sorted(written.items())]
     try:
         record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_atomically(record, json.dumps({"version": 1, "entries": entries}), 0o600, sync=False)
     except OSError:
         pass
+
+
+def _refuse_planted_links(outputs: Mapping[str, Path], before: Mapping[tuple[str, str], tuple[int, int, int]]) -> None:
+    """Refuse, before any phase runs, an entry in the outputs that no session's phases wrote and that is not
+    a regular file: a symbolic link (``outputs/out/lib -> ~``: ``install -D … $out/lib/x`` would write
+    through it), a FIFO, a device.  Raises `DevelopOutputsError` naming it."""
+    for name, rel in before:
+        path = outputs[name] / rel
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+            raise DevelopOutputsError(f"{path} is {kind} that no `cudapkgs develop` phase made; the phases would "
+                                      f"install through it: remove {outputs[name]} or the entry and start again")

@@ -104,10 +104,13 @@ def build_task(payload: Mapping[str, Any], *_dependencies: Any) -> dict[str, Any
             raise TypeError("its first output's path is not absolute")
     except (KeyError, TypeError, AttributeError, StopIteration) as error:
         raise RemoteBuildError(f"a build task whose payload is not a derivation with outputs ({error!r})") from None
-    argv = worker_command(store_dir, os.environ.get(WORKER_STORE_ENV))
+    from ..xdg import env_path
+
+    argv = worker_command(store_dir, env_path(WORKER_STORE_ENV))  # relative values refused (the worker's cwd)
     data = dict(payload)
-    if os.environ.get(WORKER_KEY_ENV):
-        data["signKeyFile"] = os.environ[WORKER_KEY_ENV]
+    key_file = env_path(WORKER_KEY_ENV)
+    if key_file:
+        data["signKeyFile"] = key_file
     if isinstance(data.get("signKeyFile"), str) and data["signKeyFile"]:
         data["signKeyFile"] = os.path.abspath(data["signKeyFile"])  # the child runs in a private directory
     with private_directory() as cwd:  # an empty PYTHONPATH entry names the working directory too

@@ -195,7 +195,7 @@ def plan(
     reusable = {d.drv_path for d in candidates if d.builder == "buildRedist" and reuse.is_reusable(store.db, d.outputs.values())}
     redist = [d for d in candidates if d.builder == "buildRedist" and (d.data.get("src") or {}).get("relativePath")
               and d.drv_path not in reusable]
-    probe = _prober(probe)
+    probe = _prober(probe) if candidates else None  # a no-op build imports nothing for it
     skipped: dict[str, tuple[str, str]] = {}  # fetcher -> (base URL, reason)
     answered: set[str] = set()  # network fetchers whose host answered the probe
     if probe is not None:

@@ -313,6 +313,8 @@ class _Inputs:
         if isinstance(value, Derivation):
             return self.derivation_of(value).outputs[next(iter(value.outputs))]
         if isinstance(value, Mapping):
+            for k in value:
+                check_no_object_text(str(k), f"{where}.{k!r}")
             return {str(k): self.json(value[k], f"{where}.{k}") for k in value}
         if isinstance(value, (list, tuple)):
             return [self.json(v, f"{where}[{i}]") for i, v in enumerate(value)]
@@ -334,7 +336,14 @@ _OBJECT_TEXT = (
 def check_no_object_text(value: str, where: str) -> None:
     """Raise `EvalError` naming the attribute `where` when the string `value` holds a Python object's
     repr (``<Package …>``, ``<AttrSet …>``, ``<function …>``, ``<… object at 0x…>``): something that
-    is not a path was formatted into it (a scope, a function, an object without an ``outPath``)."""
+    is not a path was formatted into it (a scope, a function, an object without an ``outPath``), or
+    a lone surrogate (no UTF-8 text: hashing the derivation failed with an internal error)."""
+    if not value.isascii():  # a lone surrogate cannot be hashed (UTF-8): an internal error before
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise EvalError(f"{where}: holds the lone surrogate \\u{ord(value[error.start]):04x}, which is no text "
+                            "a derivation can hold (UTF-8); remove it") from None
     if "<" not in value:
         return
     found = re.search(_OBJECT_TEXT, value)
@@ -404,6 +413,9 @@ def _derivation(final: AttrSet, config: Any) -> Derivation:
             patches.append(record)
             patch_paths.append(path)
     attrs: dict[str, Any] = {"patches": patches}
+    # preDistPhases: phases run after the fixup (Nixpkgs' setup.sh), which may hold a Python step too.
+    listed = force(final["preDistPhases"]) if "preDistPhases" in final else None
+    dist = {n for n in map(force, listed) if isinstance(n, str)} - set(HOOKS) if isinstance(listed, (list, tuple)) else set()
     for key in final:
         if key in RESERVED or key in outputs or key == "patches":
             continue
@@ -411,7 +423,7 @@ def _derivation(final: AttrSet, config: Any) -> Derivation:
         where = f"{name}.{key}"
         if key in INPUT_LISTS:
             attrs[key] = inputs.input_paths(value, where)
-        elif key in HOOKS and callable(value):
+        elif (key in HOOKS or key in dist) and callable(value):
             attrs[key] = python_step(value)
             inputs.python[key] = value
         else:

@@ -388,8 +388,8 @@ def _check_link_chains(layouts: dict[str, _Layout], store_dir: str, source: Path
 
     def look(parts: tuple[str, ...]) -> confine.Entry | None:
         layout = layouts.get(parts[0])
-        if layout is None or not layout.members:
-            return disk(parts)
+        if layout is None or not layout.members:  # the store's own files (.meta, .tmp, ...) are no store path
+            return None if parts[0].startswith(".") else disk(parts)
         key = "/".join(parts)
         kind = layout.kinds.get(key)
         return None if kind is None else (_KINDS[kind], layout.targets.get(key))

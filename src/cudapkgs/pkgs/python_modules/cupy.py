@@ -38,8 +38,17 @@ if TYPE_CHECKING:
 __all__ = ["CUPY_VERSION", "CUPY_WHEELS", "PATHFINDER_LIBRARIES", "PATHFINDER_WHEEL", "cuda_pathfinder", "cupy"]
 
 CUPY_VERSION = "14.2.0"
-CUPY_WHEELS = {"cp311": ("cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
-                         "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12")}  # pip download, 2026-12-01
+# cp311: pip download, 2026-12-01; the others: https://pypi.org/pypi/cupy-cuda13x/json (and -cuda12x), 2026-12-06
+CUPY_WHEELS = {tag: (f"cupy_cuda13x-14.2.0-{tag}-{tag}-manylinux2014_x86_64.whl", digest) for tag, digest in {
+    "cp310": "351e33aa4260dd89359b243cc8ce3ee76c08e4ed4d1bafaaaec2b882f42e59f8",
+    "cp311": "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12",
+    "cp312": "9aafadbe29db3d4285026044aafeb28f2a3de4bd0df70718ec6892b7d27a4ded",
+    "cp313": "5b79a606f6639d9bed74ef7072f36756a95a804c86d7adb367b39307ac771600"}.items()}
+CUPY12_WHEELS = {tag: (f"cupy_cuda12x-14.2.0-{tag}-{tag}-manylinux2014_x86_64.whl", digest) for tag, digest in {
+    "cp310": "0d3205b1ac1093b6019530ba3b7f7080e2283820f452f0c543a3560d58e0b9bf",
+    "cp311": "5fe2366cc5c61a7ee4a527ce1e8951cb89092d0fb0b5830623cf114d1942c585",
+    "cp312": "f82141761f2c81905d49387464ae29438887956d99063381c93a1d5d1b7d32e8",
+    "cp313": "efc1da23505e88d9834a3ddd3c00352c34e58e301f512d9dd593cc4bfbbdf7dc"}.items()}
 # cuda-pathfinder 1.9.1 (cupy-cuda13x 14.2.0 requires cuda-pathfinder==1.*,>=1.3.4): pip download, 2026-12-01.
 PATHFINDER_WHEEL = ("cuda_pathfinder-1.9.1-py3-none-any.whl",
                     "b743c132f90ad2d1e71d43fd28f31ebcde518f943e50fd44aca62b2a80d5230d")
@@ -112,22 +121,20 @@ def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     from ... import licenses
     from ...build_inputs import get_lib
     from ...builders.rewired_wheel import rewired_wheel
-    from ...errors import EvalError
     from ...lib.fixpoint import AttrSet, lazy
     from ...meta import source_meta
     from .jax import cuda13_assertions
     from .triton import _lib_output
 
     cuda = pkgs.cudaPackages
+    # cupy-cuda12x on CUDA 12 sets (the same 14.2.0 sources, linked to the CUDA 12 sonames), cupy-cuda13x else
+    major = "12" if str(cuda.cudaMajorVersion) == "12" else "13"
+    wheels = CUPY12_WHEELS if major == "12" else CUPY_WHEELS
 
     def wheel() -> dict[str, str]:
-        tag = "cp" + str(ps.pythonVersion).replace(".", "")
-        if system != "x86_64-linux" or tag not in CUPY_WHEELS:
-            raise EvalError(f"python3Packages.cupy {CUPY_VERSION}: no pinned wheel for CPython {ps.pythonVersion} on "
-                            f"{system} (pinned: {', '.join(CUPY_WHEELS)} on x86_64-linux); set python3Executable to "
-                            "one of those")
-        file, sha256 = CUPY_WHEELS[tag]
-        return {"file": file, "sha256": sha256}
+        from .companions import pick_wheel
+
+        return pick_wheel("cupy", CUPY_VERSION, wheels, str(ps.pythonVersion), system)
 
     def cutensor() -> Any | None:
         package = cuda.libcutensor
@@ -154,10 +161,12 @@ def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "pythonImportsCheck": ["cupy"],
             "passthru": AttrSet({
                 "cudaPackages": cuda,
-                "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"cupy-cuda13x {CUPY_VERSION}")[:1]),
+                "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"cupy-cuda{major}x {CUPY_VERSION}",
+                                                                   major=major)[:1]),
+                "tests": lazy(lambda: _tests(ps, pkgs, system, final)),
             }, name="python3Packages.cupy.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"CuPy {CUPY_VERSION}: NumPy and SciPy for the GPU, its cupy-cuda13x wheel on "
+                "description": f"CuPy {CUPY_VERSION}: NumPy and SciPy for the GPU, its cupy-cuda{major}x wheel on "
                                f"{cuda.attr_path}'s libraries",
                 "homepage": "https://cupy.dev/",
                 "license": [licenses.mit],
@@ -220,3 +229,29 @@ def cuda_pathfinder(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
         }
 
     return rewired_wheel(config, ps.python, attrs, system=system)
+
+
+# tests (passthru.tests): without a GPU, the import and the CUDA runtime's version (cudaRuntimeGetVersion needs
+# no driver); on a GPU (``requiredSystemFeatures = ["cuda"]``) an elementwise kernel (NVRTC) and a cuBLAS matmul.
+CPU_TEST = """\
+import cupy
+version = cupy.cuda.runtime.runtimeGetVersion()
+assert version >= 12000, version
+print(cupy.__version__, version)
+"""
+GPU_TEST = """\
+import cupy
+square = cupy.ElementwiseKernel("float32 x", "float32 y", "y = x * x", "square")
+x = cupy.arange(1024, dtype=cupy.float32)
+assert bool((square(x) == x * x).all())
+a = cupy.random.rand(256, 256, dtype=cupy.float32)
+assert cupy.allclose(a @ a.T, (a @ a.T).T, atol=1e-3)
+print(cupy.__version__, cupy.cuda.runtime.getDeviceCount())
+"""
+
+
+def _tests(ps: Any, pkgs: Any, system: str, package: Any) -> dict[str, Any]:
+    from .companions import companion_test
+
+    return {"cpu": companion_test(ps, pkgs, system, package, "runtimeVersion", CPU_TEST, cuda=False),
+            "cuda": {"gpu": companion_test(ps, pkgs, system, package, "kernelAndMatmul", GPU_TEST, cuda=True)}}

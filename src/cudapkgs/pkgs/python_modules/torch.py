@@ -85,7 +85,6 @@ _NO_HOST_CUDA = {"file": "torch/utils/cpp_extension.py", "replace": [[
 ]]}
 
 
-
 def _nvrtc_by_path(nvrtc_lib_dir: str, major: str) -> dict[str, Any]:
     """torch/cuda/_utils.py (2.9.1 and 2.14.1): ``_get_nvrtc_library`` (NVRTC for ``torch.cuda._compile_kernel``
     and the jiterator) loads ``libnvrtc.so.<major>`` by name through ctypes, whose search is the system's
@@ -97,6 +96,13 @@ def _nvrtc_by_path(nvrtc_lib_dir: str, major: str) -> dict[str, Any]:
     ]]}
 
 
+def _wheels(pattern: str, digests: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """python tag -> (file, sha256): `pattern` with ``{tag}`` filled in for each tag of `digests`."""
+    return {tag: (pattern.format(tag=tag), digest) for tag, digest in digests.items()}
+
+
+# The wheels' sha256: cp311 as before (see each build); cp310, cp312 and cp313 from
+# https://pypi.org/pypi/torch/json (2026-12-06), which gives the cp311 files the same digests.
 _CU13_TOOLKIT = {  # torch 2.14.1: cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3
     "libcublas": "13.1.1.3", "cuda_cudart": "13.0.96", "libcufft": "12.0.0.61", "libcufile": "1.15.1.6",
     "cuda_cupti": "13.0.85", "libcurand": "10.4.0.35", "libcusolver": "12.0.4.66", "libcusparse": "12.6.3.3",
@@ -108,8 +114,11 @@ TORCH_BUILDS: dict[str, TorchBuild] = {
     # 100a, 103, 120a, 121a carry 1-59 kernels only).
     "2.14.1": TorchBuild(
         version="2.14.1", cuda="13.0",
-        wheels={"cp311": ("torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
-                          "305a61f61f35f128579f299c5bd33d475f6a01c6307336139632e30856c4854d")},
+        wheels=_wheels("torch-2.14.1-{tag}-{tag}-manylinux_2_28_x86_64.whl", {
+            "cp310": "1fee6b20869a90ccec05e35559a706338ac8aab40a9c4fb58f16667e93af36ae",
+            "cp311": "305a61f61f35f128579f299c5bd33d475f6a01c6307336139632e30856c4854d",
+            "cp312": "23011fe29a99b591eabb3a31a25080c62e2c2f0690a3c798744e5489dae50451",
+            "cp313": "c8f71aabc67bcbfc9373dc131537a5968d04edce73e88add21354a7cd0a76985"}),
         built_with={**_CU13_TOOLKIT, "libcusparse_lt": "0.8.1", "nccl": "2.30.7", "libnvshmem": "3.4.5"},
         cudnn="9.24.0.43", triton="3.8.0",
         capabilities=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
@@ -120,8 +129,11 @@ TORCH_BUILDS: dict[str, TorchBuild] = {
     # torch.version.cuda "12.8"; capabilities as above (397 kernels each).
     "2.9.1": TorchBuild(
         version="2.9.1", cuda="12.8",
-        wheels={"cp311": ("torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl",
-                          "d033ff0ac3f5400df862a51bdde9bad83561f3739ea0046e68f5401ebfa67c1b")},
+        wheels=_wheels("torch-2.9.1-{tag}-{tag}-manylinux_2_28_x86_64.whl", {
+            "cp310": "9fd35c68b3679378c11f5eb73220fdcb4e6f4592295277fbb657d31fd053237c",
+            "cp311": "d033ff0ac3f5400df862a51bdde9bad83561f3739ea0046e68f5401ebfa67c1b",
+            "cp312": "27331cd902fb4322252657f3902adf1c4f6acad9dcad81d8df3ae14c7c4f07c4",
+            "cp313": "524de44cd13931208ba2c4bde9ec7741fd4ae6bfd06409a604fc32f6520c2bc9"}),
         built_with={
             "cuda_nvrtc": "12.8.93", "cuda_cudart": "12.8.90", "cuda_cupti": "12.8.90", "libcublas": "12.8.4.1",
             "libcufft": "11.3.3.83", "libcurand": "10.3.9.90", "libcusolver": "11.7.3.90", "libcusparse": "12.5.8.93",
@@ -198,9 +210,9 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             raise EvalError(f"python3Packages.torch: no torch wheel for CUDA {cuda.cudaMajorMinorVersion} "
                             f"(packaged: {', '.join(f'{v} for CUDA {b.cuda}' for v, b in TORCH_BUILDS.items())})")
         if system != "x86_64-linux" or tag not in build.wheels:
-            raise EvalError(f"python3Packages.torch {build.version}: no pinned wheel for CPython {ps.pythonVersion} on "
-                            f"{system} (pinned: {', '.join(build.wheels)} on x86_64-linux); set python3Executable "
-                            "to one of those")
+            from ..python_interpreters import no_wheel
+
+            raise no_wheel("torch", build.version, str(ps.pythonVersion), list(build.wheels), system)
         file, sha256 = build.wheels[tag]
         return {"file": file, "sha256": sha256}
 
