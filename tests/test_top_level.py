@@ -59,11 +59,6 @@ def test_every_component_src_matches_the_raw_manifest(set_name):
         if package is None:
             continue
         assert package.version == entry["version"]
-        if pname == "nvidia_driver":
-            # Listed by NVIDIA, never installed by a set (Nixpkgs' nvidia_driver.nix: brokenAssertions,
-            # "use drivers from linuxPackages"): it has the manifest's version and no source to fetch.
-            assert package.meta.broken is True and package.meta.available is False and package.src is None
-            continue
         artifact = entry.get("source") or entry.get("linux-all") or entry.get("linux-x86_64")
         if artifact is None:
             assert package.src is None

@@ -109,14 +109,24 @@ def _write_new(path: Path, text: str, mode: int = 0o644) -> None:
         raise
 
 
-def _read_mark(venv: Path) -> dict | None:
-    mark = venv / MARK
+def _read_small(path: Path) -> bytes | None:
+    """The bytes of the regular file `path` (at most 64 KiB; not through a link), or None for anything else.
+
+    Opened without blocking (`inputs.read_cached`): a ``--venv DIR`` may be a cloned repository's
+    directory, and a FIFO planted at the mark or the ``.pth`` made `cudapkgs shell` wait for a writer
+    for ever (a direnv hook with it)."""
+    from .inputs import read_cached
+
     try:
-        fd = os.open(mark, os.O_RDONLY | os.O_NOFOLLOW)
+        return read_cached(path, 65536)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(65536)
+
+
+def _read_mark(venv: Path) -> dict | None:
+    data = _read_small(venv / MARK)
+    if data is None:
+        return None
     try:
         found = json.loads(data)
     except ValueError:
@@ -151,17 +161,14 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
             _make(venv, python, timeout)
         site = _site_packages(venv)
         pth = "".join(f"{d}\n" for d in site_dirs)
-        try:
-            current = (site / _PTH).read_text(encoding="utf-8") if not (site / _PTH).is_symlink() else None
-        except FileNotFoundError:
-            current = None
-        if current != pth:
+        current = _read_small(site / _PTH)
+        if current != pth.encode():
             _write_new(site / _PTH, pth)
         guard = (PIP_GUARD.replace("@VENV@", str(venv)).replace("@STORE@", shlex.quote(store_dir))
                  .replace("@PYTHON@", shlex.quote(str(venv / "bin" / "python"))))
         for name in _pip_names(venv):
             target = venv / "bin" / name
-            if target.is_symlink() or not target.is_file() or target.read_text(errors="replace") != guard:
+            if _read_small(target) != guard.encode():
                 _write_new(target, guard, 0o755)
         if mark is None:
             _write_new(venv / MARK, json.dumps({"format": _FORMAT, "python": python}) + "\n")

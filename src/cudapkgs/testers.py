@@ -15,6 +15,7 @@ Nix's `system-features` setting.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 from .host.features import host_system_features, missing_features
@@ -313,15 +314,37 @@ def _run_tests_remotely(pkgs: Any, attrpaths: list[str], builders: Any, offered:
     return [results[label] for label, _, _ in collected]
 
 
+#: The most of the end of a test's log read for its last line (bytes).
+_LOG_TAIL = 64 << 10
+
+
+def _log_tail(path: Any) -> str:
+    """The last `_LOG_TAIL` bytes of the regular file `path` as text. Raises OSError for anything else.
+
+    A test's output may come from an imported archive or a cache, where ``$out/log`` can be an
+    absolute link to anywhere (as Nix keeps them): opened without blocking and read only when it is
+    a regular file, from its end (before: read whole, so a link to a FIFO hung `cudapkgs test`, and
+    one to /dev/zero filled memory)."""
+    from .inputs import open_regular
+
+    fd = open_regular(path)  # a FIFO or device is never opened
+    try:
+        st = os.fstat(fd)
+        data = os.pread(fd, _LOG_TAIL, max(0, st.st_size - _LOG_TAIL))
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace")
+
+
 def _last_line(drv: Any) -> str:
-    """The last line a test recorded: its $out/log, else its build log."""
+    """The last line a test recorded: its $out/log, else its build log (the last 64 KiB of either)."""
     from pathlib import Path
 
     from .realise.realise import drv_log_path
 
     for candidate in (Path(drv.outputs.get("out", ""), "log"), drv_log_path(drv.store_dir, drv)):
         try:
-            lines = [line for line in candidate.read_text().splitlines() if line.strip() and not line.startswith("@")]
+            lines = [line for line in _log_tail(candidate).splitlines() if line.strip() and not line.startswith("@")]
         except OSError:
             continue
         if lines:
