@@ -129,6 +129,32 @@ def toml_string(text: object) -> str:
     return json.dumps(shown(text))
 
 
+def json_for_terminal(value: object, **options: object) -> str:
+    """``json.dumps(value, ensure_ascii=False, **options)`` with every character Python does not call
+    printable written as a JSON escape (``\\u009b``, ``\\u202e``; a pair of them beyond U+FFFF): the
+    same JSON value, which a terminal shows without acting on it.
+
+    ``json.dumps`` escapes C0 controls in strings but not DEL, the C1 controls (U+009B is CSI to
+    many terminals), the bidi overrides or the line separators, and with ``ensure_ascii=False``
+    writes them as they are.  Outside strings JSON holds only ASCII, and the newlines ``indent``
+    puts there are kept.  Raises what ``json.dumps`` raises (TypeError, ValueError).
+    """
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, **options)  # type: ignore[arg-type]
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else _json_escape(c) for c in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
 def control_character(text: str) -> str | None:
     """The first control character of `text`, escaped (``\\x1b``), or None when it holds none.
 

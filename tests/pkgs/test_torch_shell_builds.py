@@ -68,7 +68,7 @@ def test_cpp_extension_through_pip_install_no_build_isolation(tmp_path, require_
     project = tmp_path / "extension"
     shutil.copytree(SOURCES / "extension", project)
     script = (
-        'echo "arch=$TORCH_CUDA_ARCH_LIST venv=$VIRTUAL_ENV"; '
+        'echo "arch=$TORCH_CUDA_ARCH_LIST"; echo "venv=$VIRTUAL_ENV"; '
         "pip install --no-build-isolation --no-deps --disable-pip-version-check . >pip.log 2>&1 || { tail -40 pip.log; exit 1; }; "
         "cd / && python3 -c '"
         "import sys, torch, axpy_ext\n"

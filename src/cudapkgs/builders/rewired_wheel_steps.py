@@ -20,7 +20,8 @@ the derivation names, each step refusing to do nothing (as ``substituteInPlace
 
 The generic fixup follows: every ELF file's RUNPATH becomes the directories satisfying its
 DT_NEEDED (the package's own, the set's libraries in buildInputs), ``appendRunpaths`` and the
-driver directory, DT_RPATH gone (`cudapkgs.hooks.fixup`).  ``finish`` (postFixup) then checks
+driver directory, DT_RPATH gone (`cudapkgs.hooks.fixup`).  ``finish`` (its own phase after the fixup,
+``finishWheelPhase`` in ``preDistPhases``, so a package's ``postFixup`` cannot replace it) then checks
 that result (`check_runpaths`: no DT_RPATH, no entry outside those directories), makes RECORD
 true again (`cudapkgs.hooks.python_record`), compiles byte code and runs ``pythonImportsCheck``
 in the build's clean environment.
@@ -321,7 +322,7 @@ def install_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outpu
 
 
 def finish_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
-    """postFixup of `nvidia_wheel`: the run paths checked as `finish` checks them."""
+    """`nvidia_wheel`'s finishWheelPhase (after the fixup): the run paths checked as `finish` checks them."""
     checked = check_runpaths([Path(p) for p in outputs.values()], **_runpath_context(attrs, outputs))
     log.write(f"run paths: {checked} ELF file(s), none with DT_RPATH, none outside the package, its inputs and the driver\n")
 
@@ -377,7 +378,8 @@ def check_runpaths(roots: Sequence[Path], *, outputs: Sequence[str], lib_dirs: S
 
 
 def finish(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
-    """postFixup: check the run paths, rewrite RECORD, compile byte code, run pythonImportsCheck."""
+    """finishWheelPhase (after the fixup, one of preDistPhases): check the run paths, rewrite RECORD, compile
+    byte code, run pythonImportsCheck."""
     from ..hooks import python_record
 
     out = Path(outputs["out"])

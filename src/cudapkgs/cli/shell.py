@@ -108,7 +108,7 @@ def run_shell(args: argparse.Namespace) -> int:
         if args.profile:
             from ..shell import shell_root
 
-            root = store.add_indirect_root(args.profile, shell_root(store, paths, extras))
+            root = store.add_indirect_root(_profile_link(args.profile), shell_root(store, paths, extras))
             print(f"cudapkgs: {root} keeps this shell's packages from `cudapkgs gc` (remove it to let them go)",
                   file=sys.stderr)
     cuda_set, mixed = _cuda_set(args, items)
@@ -220,3 +220,22 @@ def _with_venv(args: argparse.Namespace, env: dict[str, str], store_dir: str) ->
     where = args.venv or default_venv_dir(python, site_dirs)
     venv = ensure_venv(where, python, site_dirs, store_dir)
     return venv_environment(env, venv, site_dirs)
+
+
+def _profile_link(text: str) -> str:
+    """--profile's link, its directory made when missing (one level: a project's ``.cudapkgs``); a
+    directory that is a symbolic link (planted in a cloned repository) is refused, not written through."""
+    import os
+
+    from ..errors import UsageError
+
+    link = os.path.abspath(text)
+    parent = os.path.dirname(link)
+    if os.path.islink(parent):
+        raise UsageError(f"--profile {text}: {parent} is a symbolic link; give a link in a real directory")
+    if not os.path.isdir(parent):
+        try:
+            os.mkdir(parent, 0o755)
+        except OSError as error:
+            raise UsageError(f"--profile {text}: cannot make {parent} ({error.strerror}); make it first") from None
+    return link

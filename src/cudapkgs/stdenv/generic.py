@@ -313,6 +313,8 @@ class _Inputs:
         if isinstance(value, Derivation):
             return self.derivation_of(value).outputs[next(iter(value.outputs))]
         if isinstance(value, Mapping):
+            for k in value:
+                check_no_object_text(str(k), f"{where}.{k!r}")
             return {str(k): self.json(value[k], f"{where}.{k}") for k in value}
         if isinstance(value, (list, tuple)):
             return [self.json(v, f"{where}[{i}]") for i, v in enumerate(value)]
@@ -334,7 +336,14 @@ _OBJECT_TEXT = (
 def check_no_object_text(value: str, where: str) -> None:
     """Raise `EvalError` naming the attribute `where` when the string `value` holds a Python object's
     repr (``<Package …>``, ``<AttrSet …>``, ``<function …>``, ``<… object at 0x…>``): something that
-    is not a path was formatted into it (a scope, a function, an object without an ``outPath``)."""
+    is not a path was formatted into it (a scope, a function, an object without an ``outPath``), or
+    a lone surrogate (no UTF-8 text: hashing the derivation failed with an internal error)."""
+    if not value.isascii():  # a lone surrogate cannot be hashed (UTF-8): an internal error before
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise EvalError(f"{where}: holds the lone surrogate \\u{ord(value[error.start]):04x}, which is no text "
+                            "a derivation can hold (UTF-8); remove it") from None
     if "<" not in value:
         return
     found = re.search(_OBJECT_TEXT, value)
