@@ -238,11 +238,11 @@ class _ProjectImportGuard:
             if checked is not None and spec.submodule_search_locations is not None:
                 checked.submodule_search_locations = list(spec.submodule_search_locations)
             return checked
-        from .errors import shown
+        from .errors import shell_word, shown
 
         raise ImportError(f"{shown(guarded[1])}: module {shown(name)} would be imported from {shown(real)}, in the "
                           f"project's work tree but not one of its allowed Python files; list it in `files` (then run "
-                          f"cudapkgs allow {shown(guarded[1])}), or import it from elsewhere", name=name, path=real)
+                          f"cudapkgs allow {shell_word(guarded[1])}), or import it from elsewhere", name=name, path=real)
 
 
 class _CheckedLoader:
