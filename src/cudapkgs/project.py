@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, EvalError, check_printable, did_you_mean, shown
+from .errors import ConfigError, EvalError, check_printable, did_you_mean, shell_word, shown, toml_string
 # The lock moved to its own module; these names still import from here.
 from .project_lock import LOCAL_KEYS, LOCK_VERSION, check_lock, lock_data, read_lock, write_lock  # noqa: F401
 
@@ -335,7 +335,7 @@ def _refusal(project: Project, reason: str, allow: bool = True) -> str:
     lines = [f"{project.file}{_found_where(project)}: {reason}", "once allowed, it would:"]
     lines += [f"  {line}" for line in describe_project(project)]
     if allow:
-        lines.append(f"read it and the files it names, then run: cudapkgs allow {project.file}")
+        lines.append(f"read it and the files it names, then run: cudapkgs allow {shell_word(project.file)}")
     return "\n".join(shown(line) for line in lines)
 
 
@@ -354,8 +354,8 @@ def _ownership(project: Project, safe_directories: Sequence[str]) -> None:
             project,
             f"refusing a project file that someone else controls: {problem}. Anyone who can change it, or "
             "the files it names, could run code as you. If you trust that directory, add it to "
-            f'safeDirectories in your configuration (safeDirectories = ["{directory}"]), then run: '
-            f"cudapkgs allow {project.file}",
+            f"safeDirectories in your configuration (safeDirectories = [{toml_string(directory)}]), then run: "
+            f"cudapkgs allow {shell_word(project.file)}",
             allow=False,
         ))
 
@@ -405,7 +405,7 @@ def check_allowed(project: Project, *, safe_directories: Sequence[str] = ()) -> 
     from .user_files import allow_only, guard_project_imports
 
     for name, path in project.python_files.items():
-        allow_only(path, contents.files[name], allow_command=f"cudapkgs allow {project.file}")
+        allow_only(path, contents.files[name], allow_command=f"cudapkgs allow {shell_word(project.file)}")
     # A module its files import from the work tree runs only when it is one of them, from those bytes.
     guard_project_imports(controlled_area(project.root), project.file)
 
