@@ -189,11 +189,13 @@ def _run_tester(label: str, test: Any, drv: Any, offered: frozenset[str], jobs: 
     """Build a tester, then run its `bin/<meta.mainProgram>` here, outside any build, when this
     machine offers the features it needs; its output goes to a log file whose last lines a failure
     shows. Skipped, saying why, on a machine without them (nothing is built then)."""
+    import os
     import subprocess
     import tempfile
     from pathlib import Path
 
     from .errors import CudapkgsError
+    from .realise.realise import drv_log_path
     from .realise.scheduler import plan, run
     from .store.store import Store
 
@@ -210,15 +212,22 @@ def _run_tester(label: str, test: Any, drv: Any, offered: frozenset[str], jobs: 
         return TestResult(label, "failed", str(error))
     meta = test.get("meta") or {}
     program = Path(drv.outputs["out"], "bin", str(meta.get("mainProgram") or test.get("pname") or test.name))
-    log = Path(tempfile.mkdtemp(prefix="cudapkgs-tester-")) / "log"
-    with log.open("wb") as sink:
+    # Beside the build logs (`cudapkgs log` territory), replaced by each run: <store>/.logs/<drv>.run.log
+    log = drv_log_path(drv.store_dir, drv).with_suffix(".run.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    # A new file of our own (O_EXCL through tempfile), renamed over the log when the program is done.
+    with tempfile.NamedTemporaryFile(dir=log.parent, prefix=log.name + ".", suffix=".tmp", delete=False) as sink:
+        partial = Path(sink.name)
         try:
             status = subprocess.run([str(program)], stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     timeout=TESTER_TIMEOUT, check=False).returncode
         except subprocess.TimeoutExpired:
+            os.replace(partial, log)
             return TestResult(label, "failed", f"{program} ran past {TESTER_TIMEOUT} s (log: {log})")
         except OSError as error:
+            os.replace(partial, log)
             return TestResult(label, "failed", f"{program} could not run: {error.strerror} (log: {log})")
+    os.replace(partial, log)
     with log.open("rb") as source:
         source.seek(max(0, log.stat().st_size - 4096))
         tail = [line for line in source.read().decode(errors="replace").splitlines() if line.strip()]
