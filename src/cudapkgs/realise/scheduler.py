@@ -496,7 +496,9 @@ def _substitute(store: Any, the_plan: Plan, substituters: Any, jobs: int, stream
         f"{format_size(the_plan.substitute_nar_size)} unpacked) from {', '.join(caches)}\n"
     )
     try:
-        fetcher.fetch(store, subs, jobs=min(max(jobs, 1), 8), progress=PlainSubstituteProgress(stream, len(subs)))
+        progress = PlainSubstituteProgress(stream, len(subs), the_plan.substitute_download_size)
+        fetcher.fetch(store, subs, jobs=min(max(jobs, 1), 8), progress=progress)
+        stream.write(progress.summary() + "\n")
     except SubstituteFailed as error:
         stream.write(f"warning: {len(error.failures)} path(s) could not be substituted; building what is missing instead\n")
         stream.flush()
