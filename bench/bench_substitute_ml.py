@@ -11,15 +11,16 @@ build logs name (bench_torch.used_wheels: NVIDIA's, torch's and triton's from th
 pure-Python ones from their fixed-output store paths), so both sides install the same packages.
 
 Setup (timed once, printed): a signing key; ``cudapkgs copy --to file://CACHE --sign-key`` of the closure
-(zstd, signed: issue 34's team cache); ``cudapkgs serve --store STORE --compression zstd --cache-dir`` on
-127.0.0.1 with its NAR cache warmed by one read of every NAR (so the HTTP row measures a cache that
-served before, as a team's does).
+(zstd, signed: issue 34's team cache); ``cudapkgs serve --store STORE --sign-key`` on 127.0.0.1 (NARs
+uncompressed, serve's default, the least CPU on a fast network: its zstd mode would need a second copy
+of the compressed closure on disk, which this shared machine does not have to spare).
 
 Each round, alternating in this order, every row a child process timed by wait4 (wall, user + system CPU
 of it and its children):
 
 * ``cudapkgs copy --from file://CACHE --trusted-public-key K`` of the closure into an empty store;
-* ``cudapkgs copy --from http://127.0.0.1:PORT --trusted-public-key K`` (the serve above) into an empty store;
+* ``cudapkgs copy --from http://127.0.0.1:PORT --trusted-public-key K`` (the serve above) into an empty store
+  (the server's CPU is not in the row: it is the team's machine's);
 * ``uv pip install --offline --no-deps`` of the wheels into a fresh venv (made untimed), uv's cache
   empty (``UV_CACHE_DIR`` a new directory: a teammate's new machine), wheels from a local directory.
 
@@ -61,7 +62,7 @@ from bench_torch import SETS, du, remove, uv_binary  # noqa: E402
 ATTRS = ["cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch", "cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.numpy"]
 UV = "uv pip install --offline --no-deps, uv cache empty"
 FILE = "cudapkgs copy --from file:// (zstd), empty store"
-HTTP = "cudapkgs copy --from http:// (cudapkgs serve, zstd), empty store"
+HTTP = "cudapkgs copy --from http:// (cudapkgs serve, NARs uncompressed), empty store"
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
@@ -104,11 +105,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(src: Path, store: Path, key: Path, cache_dir: Path, env: dict[str, str]):
-    """`cudapkgs serve` of `store` on 127.0.0.1 (zstd, NARs kept in `cache_dir`); yields its URL."""
+def serving(src: Path, store: Path, key: Path, env: dict[str, str]):
+    """`cudapkgs serve` of `store` on 127.0.0.1 (NARs uncompressed, its default); yields its URL."""
     port = free_port()
     proc = subprocess.Popen(cudapkgs(src, "serve", "--store", str(store), "--port", str(port), "--quiet", "--sign-key",
-                                     str(key), "--compression", "zstd", "--cache-dir", str(cache_dir)),
+                                     str(key)),
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -125,17 +126,6 @@ def serving(src: Path, store: Path, key: Path, cache_dir: Path, env: dict[str, s
     finally:
         proc.terminate()
         proc.wait(30)
-
-
-def warm(url: str, paths: list[str]) -> None:
-    """Read every narinfo and NAR of `paths` once from `url` (serve compresses on first demand and keeps it)."""
-    for path in paths:
-        with urllib.request.urlopen(f"{url}/{os.path.basename(path)[:32]}.narinfo", timeout=600) as r:
-            text = r.read().decode()
-        nar = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("URL: "))
-        with urllib.request.urlopen(f"{url}/{nar}", timeout=3600) as r:
-            while r.read(1 << 20):
-                pass
 
 
 # -- the tiny closure ---------------------------------------------------------------------------------------
@@ -294,10 +284,7 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
     with contextlib.ExitStack() as stack:
         url = None
         if namespaces:
-            url = stack.enter_context(serving(src, store_dir, key, work / "serve-cache", env))
-            start = time.perf_counter()
-            warm(url, closure)
-            setup["cudapkgs serve: every NAR compressed once (zstd) and kept"] = (time.perf_counter() - start, float("nan"))
+            url = stack.enter_context(serving(src, store_dir, key, env))
         for i in range(runs):
             substitute(FILE, f"file://{cache}", src)
             if url:

@@ -231,7 +231,7 @@ def test_bench_substitute_ml_tiny():
     uv = "uv pip install --offline --no-deps, uv cache empty"
     assert labels[0] == "cudapkgs copy --from file:// (zstd), empty store" and labels[-1] == uv
     if "no mount namespace here" not in out:
-        assert labels[1] == "cudapkgs copy --from http:// (cudapkgs serve, zstd), empty store"
+        assert labels[1] == "cudapkgs copy --from http:// (cudapkgs serve, NARs uncompressed), empty store"
     assert table[-1][3] == "1.00" and table[-1][5] == "1.00"
     for row in table:
         assert number(row[1]) > 0 and number(row[4]) > 0, row  # wall and CPU seconds
