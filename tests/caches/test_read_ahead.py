@@ -139,3 +139,48 @@ def test_a_truncated_zstd_nar_is_refused_by_name(tmp_path):
         assert not _threads()
     finally:
         fresh.close()
+
+
+def test_a_parallel_substitution_killed_part_way_leaves_a_store_verify_finds_clean(tmp_path):
+    """SIGKILL while two NARs unpack at once (each with its decompressing thread): after it, the store's valid
+    paths verify, nothing half-written is valid, and the same copy then completes."""
+    import signal
+    import subprocess
+    import sys
+
+    store, dep, top, key, cache = signed_file_cache(tmp_path)
+    fresh = fresh_store_like(store, tmp_path / "aside")
+    fresh.close()
+    child = f"""
+import os, signal, threading
+from cudapkgs.store import nar_restore
+from cudapkgs.store.caches import open_cache
+from cudapkgs.store.caches.signing import PublicKey
+from cudapkgs.store.caches.substitution import Substituters
+from cudapkgs.store.store import Store
+real, count, lock = nar_restore._regular, [0], threading.Lock()
+def dying(*args, **kwargs):
+    real(*args, **kwargs)
+    with lock:
+        count[0] += 1
+        if count[0] == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+nar_restore._regular = dying
+with Store.open({str(fresh.root)!r}) as store:
+    subs = Substituters([open_cache({cache.url!r})], [PublicKey.parse({str(key.public)!r})])
+    found = subs.query(store, [{top!r}])
+    subs.fetch(store, [found[p] for p in subs.closure_of(found, [{top!r}])], jobs=2)
+"""
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, timeout=120, env=os.environ)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    from cudapkgs.store.store import Store
+
+    with Store.open(fresh.root) as again:
+        assert again.verify() == []
+        assert not again.is_valid(top)  # top's one file was not all of it when the second file ended, or dep was not in
+        for path in (dep, top):
+            assert again.is_valid(path) or not os.path.lexists(path)
+        subs = Substituters([cache], [key.public])
+        found = subs.query(again, [top])
+        subs.fetch(again, [found[p] for p in subs.closure_of(found, [top])], jobs=2)
+        assert again.is_valid(top) and again.is_valid(dep) and again.verify() == []
