@@ -243,6 +243,7 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
         row = rows.setdefault(name, {"wall": [], "cpu": [], "jobs": set()})
         row["wall"].append(wall)
         row["cpu"].append(cpu)
+        sys.stderr.write(f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU, load {os.getloadavg()[0]:.2f}\n")
         if jobs:
             row["jobs"].add(jobs)
 

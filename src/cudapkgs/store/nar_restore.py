@@ -60,15 +60,11 @@ class HashingReader:
     byte read was handed out, so `sha256` covers exactly the bytes handed out (`restore` checks that).
     """
 
-    def __init__(self, source: _Source | BinaryIO, chunk: int = CHUNK, limit: int | None = None, *,
-                 hashed: bool = False) -> None:
-        """`hashed`: `source` hashes what it hands out itself (`sha256` is then `source.sha256`, which must
-        cover exactly the bytes `source.read` returned, as `ReadAhead` does on its own thread)."""
+    def __init__(self, source: _Source | BinaryIO, chunk: int = CHUNK, limit: int | None = None) -> None:
         self.source = source
         self.chunk = chunk
         self.limit = limit
-        self._hash_here = not hashed
-        self.sha256 = source.sha256 if hashed else hashlib.sha256()  # type: ignore[union-attr]
+        self.sha256 = hashlib.sha256()
         self.size = 0  # bytes handed out
         self._read = 0  # bytes read from `source`
         self._buf = b""
@@ -81,8 +77,7 @@ class HashingReader:
             self._read += len(data)
             if self.limit is not None and self._read > self.limit:
                 raise NarFormatError(f"the NAR is longer than the {self.limit} bytes declared for it")
-            if self._hash_here:
-                self.sha256.update(data)
+            self.sha256.update(data)
         return data
 
     def read_exact(self, n: int) -> bytes:

@@ -28,7 +28,7 @@ from .. import nar
 from ..content_address import ContentAddress, derive_content_address, file_sha256, parse_content_address, store_path_for
 from ..nar_restore import HashingReader, NarFormatError, restore
 from ..paths import base32_encode, hash_part
-from .compression import HashingFile, ReadAhead, compress_stream, decompressed_reader
+from .compression import HashingFile, compress_stream, decompressed_reader
 from .narinfo import COMPRESSIONS, CacheInfo, NarInfo, NarInfoError
 from .signing import PublicKey, SecretKey
 
@@ -230,13 +230,8 @@ class Cache:
             with contextlib.closing(raw):
                 counted = _Counting(raw, on_bytes) if on_bytes else raw
                 hashed = HashingFile(counted, limit=bound, hash=False)
-                # Decompressing and hashing on a thread of their own, beside the parse, scan and writes (ReadAhead).
-                ahead = ReadAhead(decompressed_reader(hashed, info.compression), limit=info.nar_size)
                 try:
-                    try:
-                        reader = restore(HashingReader(ahead, limit=info.nar_size, hashed=True), out, scanner=scanner)
-                    finally:
-                        ahead.close()
+                    reader = restore(decompressed_reader(hashed, info.compression), out, limit=info.nar_size, scanner=scanner)
                     while hashed.read(1 << 20):  # the rest of the compressed file (a zstd epilogue, say)
                         pass
                 except (NarFormatError, ValueError, EOFError, OSError) as error:

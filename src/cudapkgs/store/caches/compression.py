@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 from .narinfo import COMPRESSIONS, READ_COMPRESSIONS
 
-__all__ = ["compress_stream", "decompressed_reader", "HashingFile", "ReadAhead"]
+__all__ = ["compress_stream", "decompressed_reader", "HashingFile"]
 
 CHUNK = 1 << 20
 _ZSTD_READ = 1 << 19  # compressed bytes read at a time when decompressing zstd (with nar_restore.CHUNK)
@@ -157,83 +157,3 @@ def decompressed_reader(raw: BinaryIO, compression: str) -> BinaryIO:
 
         return bz2.BZ2File(raw, "rb")  # type: ignore[return-value]
     return raw
-
-
-class ReadAhead:
-    """Reads `source` (a decompressing reader) on its own thread, hashing (sha256) every byte, `depth` chunks ahead.
-
-    A substitution's one pass over a NAR is two halves: decompressing and hashing (zstandard and
-    hashlib release the GIL for the whole call), then parsing, scanning for references and writing
-    (`nar_restore.restore`). This runs the first half beside the second, so one NAR keeps two CPUs busy
-    instead of one (the largest NAR of the ML closure, cudnn's 1.7 GiB, is alone at the end of a
-    substitution). `read()` hands the chunks out in order; `sha256` covers exactly the bytes handed out
-    once `read()` returned b"" (the end), the form `nar_restore.HashingReader(hashed=True)` takes.
-    Memory: at most `depth` + 2 chunks of `chunk` bytes. The thread stops once more than `limit`
-    bytes came out (the reader past the limit refuses the NAR: an endless stream is cut there), at the
-    end of `source`, at its first error (raised again by `read()`), or at `close()`, which waits for it.
-    """
-
-    def __init__(self, source: BinaryIO, *, chunk: int = 1 << 20, depth: int = 4, limit: int | None = None) -> None:
-        import queue
-        import threading
-
-        self.sha256 = hashlib.sha256()
-        self._source, self._chunk, self._limit = source, chunk, limit
-        self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
-        self._stop = threading.Event()
-        self._ended = False
-        self._thread = threading.Thread(target=self._produce, name="cudapkgs-nar-decompress", daemon=True)
-        self._thread.start()
-
-    def _produce(self) -> None:
-        made = 0
-        try:
-            while not self._stop.is_set():
-                data = self._source.read(self._chunk)
-                if not data:
-                    self._put(b"")
-                    return
-                self.sha256.update(data)
-                made += len(data)
-                if not self._put(data) or (self._limit is not None and made > self._limit):
-                    return
-        except BaseException as error:  # noqa: BLE001 - handed to the reader, raised there
-            self._put(error)
-
-    def _put(self, item: object) -> bool:
-        import queue
-
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def read(self, n: int = -1) -> bytes:
-        """The next chunk (its size is the producer's, not `n`), b"" at the end; the producer's error, raised."""
-        if self._ended:
-            return b""
-        item = self._queue.get()
-        if isinstance(item, BaseException):
-            self._ended = True
-            raise item
-        if not item:
-            self._ended = True
-        return item
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        """Stop the thread and wait for it (it ends within one read of `source` and 0.1 s)."""
-        import queue
-
-        self._stop.set()
-        while self._thread.is_alive():
-            try:
-                self._queue.get(timeout=0.05)
-            except queue.Empty:
-                pass
-        self._thread.join()
