@@ -41,6 +41,9 @@ def _isolated_user_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.delenv("CUDAPKGS_CONFIG", raising=False)
     monkeypatch.delenv("CUDAPKGS_STORE", raising=False)
+    # No test probes a real host before planning (NVIDIA's server, GitHub): the tests of probing
+    # (tests/fetch/test_reachability.py) turn it on against 127.0.0.1 servers.
+    monkeypatch.setenv("CUDAPKGS_PROBE_HOSTS", "0")
 
 
 @pytest.fixture

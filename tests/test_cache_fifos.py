@@ -166,3 +166,103 @@ def test_open_cached_refuses_links_devices_and_oversized_files(tmp_path):
     assert read_cached(tmp_path / "link", 100, follow_links=True) == b"x" * 100
     with pytest.raises(OSError, match="character device"):
         open_cached("/dev/zero", follow_links=True)
+
+
+def test_a_local_mirror_file_swapped_for_a_fifo_is_not_waited_on(tmp_path):
+    """fetchurl copies a mirror's file after finding it a regular file; one that became a FIFO since is
+    refused at the open (`shutil.copyfile` waited for a writer)."""
+    from cudapkgs.fetch.fetchurl import _copy_regular
+
+    fifo = tmp_path / "source.tar.gz"
+    os.mkfifo(fifo)
+    _, error = _returns_promptly(lambda: _copy_regular(fifo, tmp_path / "copy"), fifo)
+    assert isinstance(error, OSError) and "FIFO" in str(error)
+    assert not (tmp_path / "copy").exists()
+
+
+def test_marking_a_fifo_wheel_in_use_and_collecting_caches_do_not_wait(tmp_path):
+    """The build marks a cached wheel in use (a shared flock on it) before unpacking it, and
+    `gc --caches` tries an exclusive one: each opened the name blocking, so a FIFO there hung both."""
+    from cudapkgs.fetch.cache import _try_exclusive, in_use
+
+    fifo = tmp_path / WHEEL
+    os.mkfifo(fifo)
+
+    def mark() -> bool:
+        with in_use(fifo) as alive:
+            return alive
+
+    value, error = _returns_promptly(mark, fifo)
+    assert error is None and value is True  # then the unpack refuses it (above)
+    fd, error = _returns_promptly(lambda: _try_exclusive(fifo), fifo)
+    assert error is None
+    if fd is not None and fd >= 0:
+        os.close(fd)
+
+
+def test_the_in_use_marker_of_a_download_is_not_created_through_a_link(tmp_path):
+    from cudapkgs.fetch.cache import in_use
+
+    entry = tmp_path / "downloads" / "abc"
+    entry.mkdir(parents=True)
+    (entry / "cuda.tar.xz").write_bytes(b"x")
+    target = tmp_path / "outside-created"
+    (entry / ".inuse").symlink_to(target)
+    with pytest.raises(CudapkgsError, match=".inuse"):
+        with in_use(entry / "cuda.tar.xz"):
+            pass
+    assert not target.exists()
+
+
+def test_serve_does_not_wait_on_a_kept_nar_swapped_for_a_fifo(tmp_path):
+    """`serve` keeps small NARs in its cache directory and sends them from there; one replaced by a FIFO
+    since it was kept made the event loop wait for a writer, so the server answered no one. It is now
+    forgotten and the NAR made from the store again."""
+    import http.client
+
+    from cudapkgs.store import nar
+    from cudapkgs.store.caches import open_cache
+    from cudapkgs.store.caches.serve import make_server
+    from cudapkgs.store.store import Store
+
+    with Store.open(tmp_path / "store") as store:
+        def tree(out: Path) -> None:
+            out.mkdir()
+            (out / "data").write_bytes(b"kept small\n")
+
+        path = store.add_path("small-1.0", tree)
+        expected = b"".join(nar.dump(path))
+    server = make_server(str(tmp_path / "store"), "127.0.0.1", 0, cache_dir=tmp_path / "kept")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+    fifos: list[Path] = []
+
+    def get(url: str) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+        try:
+            conn.request("GET", "/" + url)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    try:
+        info = open_cache(f"http://127.0.0.1:{port}").narinfo(path)
+        assert get(info.url) == (200, expected)
+        kept = [tmp_path / "kept" / name for name in os.listdir(tmp_path / "kept")]
+        assert len(kept) == 1
+        os.unlink(kept[0])
+        os.mkfifo(kept[0])
+        fifos.append(kept[0])
+        value, error = _returns_promptly(lambda: get(info.url), *fifos)
+        assert error is None and value == (200, expected)
+    finally:
+        for fifo in fifos:  # a server stuck on the FIFO (the old open) is released before it is stopped
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

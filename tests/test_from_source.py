@@ -23,7 +23,7 @@ from cudapkgs.pkgs.substitute import SUBSTITUTE_IN_PLACE
 SOURCES = Path(os.environ.get("CUDAPKGS_SOURCES", Path(__file__).resolve().parents[2] / "shared" / "sources"))
 needs_sources = pytest.mark.skipif(
     not (SOURCES / "INDEX.md").is_file(),
-    reason=f"the source mirror {SOURCES} is absent (set CUDAPKGS_SOURCES to ../shared/sources)",
+    reason=f"the source mirror {SOURCES} is absent (set CUDAPKGS_SOURCES to the absolute path of ../shared/sources)",
 )
 SETS = ("cudaPackages_12_6", "cudaPackages_12_8", "cudaPackages_12_9", "cudaPackages_13_0", "cudaPackages_13_1",
         "cudaPackages_13_2", "cudaPackages_13_3", "cudaPackages_13_4")

@@ -41,8 +41,13 @@ def test_prebuilt_wheels_key_swaps_nccl_and_nvshmem_for_nvidias_wheels(manifests
     # The source build of NVSHMEM needs MPI, UCX, libfabric and PMIx: broken here, and it says so.
     assert not source.libnvshmem.meta.available and "mpi is available" in str(source.libnvshmem.meta.problems)
     assert wheel.libnvshmem.meta.available
-    # Only the names the key lists change.
-    assert cudapkgs.import_pkgs(config={"allowUnfree": True}).cudaPackages_13_0.nccl.drvPath == source.nccl.drvPath
+    # Only the names the key lists change: NCCL from source as Nixpkgs is one key away (issue 31 made
+    # both wheels the default, for the ML stack's first command).
+    default = cudapkgs.import_pkgs(config={"allowUnfree": True}).cudaPackages_13_0
+    assert default.nccl.drvPath == wheel.nccl.drvPath and default.libnvshmem.drvPath == wheel.libnvshmem.drvPath
+    nixpkgs_nccl = cudapkgs.import_pkgs(config={"allowUnfree": True, "prebuiltWheels": ["libnvshmem"]}).cudaPackages_13_0
+    assert nixpkgs_nccl.nccl.drvPath == source.nccl.drvPath
+    assert nixpkgs_nccl.libnvshmem.drvPath == wheel.libnvshmem.drvPath
 
 
 def test_an_unknown_prebuilt_name_is_one_line_naming_the_known_ones(manifests_dir):

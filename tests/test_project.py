@@ -11,7 +11,8 @@ import pytest
 
 from cudapkgs.cli import main
 from cudapkgs.errors import ConfigError
-from cudapkgs.project import check_lock, load_project, read_lock
+from cudapkgs.project import load_project
+from cudapkgs.project_lock import check_lock, read_lock
 from cudapkgs.top_level import clear_cache
 
 needs_bash = pytest.mark.skipif(shutil.which("bash", path="/usr/bin:/bin") is None, reason="needs bash")

@@ -67,6 +67,27 @@ def test_private_directory_is_empty_private_and_removed() -> None:
     assert not os.path.exists(cwd)
 
 
+@pytest.mark.parametrize("python", ["<this>", "<3.10>"])
+def test_start_up_imports_nothing_from_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             python: str) -> None:
+    """What `python_child` relies on: ``site`` (sitecustomize, usercustomize, .pth files) and the codecs
+    are imported before the working directory is put on sys.path, in 3.10 as in this interpreter."""
+    interpreters = _interpreters()
+    if python == "<3.10>" and len(interpreters) < 2:
+        pytest.skip("no Python 3.10 installed here (~/.pyenv/versions/3.10.13 or /usr/bin/python3.10)")
+    executable = interpreters[0] if python == "<this>" else interpreters[1]
+    marker = tmp_path / "ran"
+    cwd = tmp_path / "clone"
+    cwd.mkdir()
+    for module in ("sitecustomize.py", "usercustomize.py", "encodings", "codecs.py", "site.py", "abc.py", "io.py"):
+        _plant(cwd, module, marker)
+    (cwd / "evil.pth").write_text(f"import os; open({str(marker)!r}, 'a').write('pth')\n")
+    monkeypatch.chdir(cwd)
+    done = subprocess.run([executable, "-c", "import sys; print(sys.path[0] == '')"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == "True\n", done.stderr
+    assert _ran(marker) == ""
+
+
 def test_own_python_drops_the_working_directory(planted: tuple[Path, Path]) -> None:
     cwd, marker = planted
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -265,3 +286,27 @@ def test_the_cdi_service_without_a_cudapkgs_script_runs_isolated(planted: tuple[
     done = subprocess.run([*command, "cdi", "--help"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert _ran(marker) == ""
+
+
+def test_the_import_check_finds_the_package_through_pythonpath_alone(tmp_path: Path, manifests_dir: Path) -> None:
+    """pythonImportsCheck ran ``python3 -c "import M"`` in ``$out`` (as Nixpkgs' hook does), where
+    ``cudapkgs develop`` puts ./outputs/out in the user's directory: a module left there passed the
+    check of a package without it (and ran).  It now runs in an empty directory of its own."""
+    import cudapkgs
+    from cudapkgs.realise.realise import realise
+    from cudapkgs.store.store import Store
+
+    wheel = _wheel(tmp_path / "tiny-1.0-py3-none-any.whl", "tiny", "1.0", {"tiny.py": b"VALUE = 3\n"})
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    ps = pkgs.python3Packages
+    marker = tmp_path / "leftbehind-ran"
+    pkg = ps.buildPythonPackage({
+        "pname": "tiny", "version": "1.0", "format": "wheel", "src": wheel, "pythonImportsCheck": ["tiny", "leftbehind"],
+        "preInstall": f'mkdir -p "$out"; echo "open({str(marker)!r}, \'w\')" > "$out/leftbehind.py"',
+    })
+    with Store.open(store_dir) as store, pytest.raises(Exception) as raised:
+        realise(store, [pkg.derivation])
+    log = Path(str(raised.value).rsplit("(log: ", 1)[1].split(")")[0]).read_text()
+    assert "pythonImportsCheck: tiny" in log and "No module named 'leftbehind'" in log
+    assert not marker.exists()

@@ -88,14 +88,31 @@ def test_backend_stdenv_builds_with_the_backend_compiler(manifests_dir, tmp_path
         f"backendStdenv.cc: {info['kind']} {info['major']}"
 
 
-def test_cmake_suite_is_nixpkgs_list_and_says_why_it_cannot_build(manifests_dir, tmp_path):
-    tests = _pkgs(tmp_path).cudaPackages_13_0.tests["cmake"]
+def test_cmake_suite_is_nixpkgs_list_and_says_why_it_cannot_build(manifests_dir, tmp_path, monkeypatch):
+    pkgs = _pkgs(tmp_path)
+    tests = pkgs.cudaPackages_13_0.tests["cmake"]
     assert len(tests["Cuda"]) == 19 and len(tests["CudaOnly"]) == 28
     toolkit = tests["CudaOnly"]["Toolkit"].meta
     assert toolkit["available"] is False and "marked broken in Nixpkgs" in toolkit["problems"]["broken"]["message"]
-    complex_ = tests["Cuda"]["Complex"].meta["problems"]["broken"]["message"]
-    assert "marked broken" not in complex_ and "CMake's source tree (Tests/Cuda/Complex" in complex_
     assert cmake_suite.SUITES["CudaOnly"]["PDB"] == "broken"
+    complex_ = tests["Cuda"]["Complex"]
+    if str(pkgs.cmake.version) in cmake_suite.SOURCES:  # the host's cmake has a pinned source: a real test
+        assert complex_.meta.get("available", True) is not False
+        attrs = complex_.derivation.attrs
+        assert attrs["testSuiteName"] == "Cuda" and attrs["testName"] == "Complex"
+        assert attrs["cmakeSource"].endswith(f"cmake_{pkgs.cmake.version}.orig.tar.gz")
+    if str(pkgs.cmake.version) == "3.25.1":
+        unity = tests["CudaOnly"]["Unity"].meta["problems"]["broken"]["message"]
+        assert unity == "CMake 3.25.1's source has no Tests/CudaOnly/Unity (a newer CMake's test)"
+        # built here: CMake 3.25's own arch choice predates CUDA 13; two need Nixpkgs' cmake patch
+        arch = tests["CudaOnly"]["Architecture"].meta["problems"]["broken"]["message"]
+        assert "sm_52, which nvcc 13 no longer supports" in arch
+        assert "c5d81a24" in tests["CudaOnly"]["ExportPTX"].meta["problems"]["broken"]["message"]
+        assert pkgs.cudaPackages_12_9.tests["cmake"]["CudaOnly"]["Architecture"].meta.get("available", True)
+    monkeypatch.setattr(cmake_suite, "SOURCES", {})
+    unpinned = _pkgs(tmp_path, cudaCapabilities=["8.0"]).cudaPackages_13_0.tests["cmake"]["Cuda"]["Complex"].meta
+    assert unpinned["available"] is False
+    assert "no pinned source of the host's cmake" in unpinned["problems"]["broken"]["message"]
 
 
 def test_onnx_tensorrt_are_unavailable_programs_saying_why(manifests_dir, tmp_path):
@@ -110,12 +127,18 @@ def test_onnx_tensorrt_are_unavailable_programs_saying_why(manifests_dir, tmp_pa
 def test_opencv_and_torch_has_nixpkgs_names_and_waits_for_opencv4(manifests_dir, tmp_path):
     assert {opencv_and_torch.test_name(*c) for c in __import__("itertools").product((True, False), repeat=3)} \
         == OPENCV_AND_TORCH
-    pkgs = _pkgs(tmp_path)
+    pkgs = _pkgs(tmp_path, prebuiltWheels=["nccl", "libnvshmem"])  # torch needs NVSHMEM: NVIDIA's wheel
     tests = pkgs.cudaPackages_13_0.tests["opencv-and-torch"]
     assert set(tests) == OPENCV_AND_TORCH
     if "opencv4" in pkgs.python3Packages:  # issue 33 landed: the tests are writeGpuTestPython testers
         tester = tests["test-torch-then-opencv"]
         assert tester.meta["mainProgram"] == "torch-then-opencv4" and "gpuCheck" in tester.passthru
+        assert force(tester.passthru["gpuCheck"]).derivation.attrs["requiredSystemFeatures"] == ["cuda"]
+        # against this set (13.0) or the top level's default set: different libraries, different programs
+        assert tester.drvPath != tests["test-torch-then-opencv-with-default-cuda"].drvPath
+        # a library unavailable here makes the tester broken with its reason (torch without NVSHMEM)
+        without = _pkgs(tmp_path).cudaPackages_13_0.tests["opencv-and-torch"]["test-torch-then-opencv"].meta
+        assert without["available"] is False and "libnvshmem is available" in without["problems"]["broken"]["message"]
     else:
         meta = tests["test-opencv-then-torch"].meta
         assert meta["available"] is False and "python3Packages.opencv4" in meta["problems"]["broken"]["message"]
@@ -128,9 +151,14 @@ def test_nvcc_roles_splits_two_releases(manifests_dir, tmp_path):
     drv = cuda.tests["nvcc-roles"].derivation
     assert drv.attrs["hostMajor"] == "13" and drv.attrs["buildMajor"] == "12"
     assert "cuda12.9-cuda_nvcc" in drv.attrs["nvccForBuild"]
-    wheels_only = _pkgs(tmp_path, fetchers=["wheels"]).cudaPackages_13_0.tests["nvcc-roles"].meta
-    assert wheels_only["available"] is False
-    assert "CUDA 12's nvcc has no wheel" in wheels_only["problems"]["broken"]["message"]
+    assert drv.attrs["hostCudartVersion"] == "13000" and drv.attrs["buildCudartVersion"] == "12090"
+    wheels = _pkgs(tmp_path, fetchers=["wheels"])
+    paired = wheels.cudaPackages_13_0.tests["nvcc-roles"]  # NVIDIA's wheels: another CUDA 13 release builds
+    assert paired.meta.get("available", True) is not False
+    assert paired.derivation.attrs["buildCudartVersion"] not in ("13000", "12090")
+    assert paired.derivation.attrs["buildMajor"] == "13"
+    cuda12 = wheels.cudaPackages_12_9.tests["nvcc-roles"].meta
+    assert cuda12["available"] is False and "CUDA 12's nvcc has no wheel" in cuda12["problems"]["broken"]["message"]
 
 
 def test_public_headers_is_gathered_at_set_level(manifests_dir, tmp_path):
@@ -155,8 +183,8 @@ def test_nvcc_data_outputs_says_why_it_is_broken(manifests_dir, tmp_path):
 
 
 def test_nvidia_driver_is_always_broken_with_nixpkgs_message(manifests_dir, tmp_path):
-    driver = _pkgs(tmp_path).cudaPackages_12_9.nvidia_driver
-    assert driver.meta["broken"] is True and driver.meta["available"] is False
+    driver = _pkgs(tmp_path).cudaPackages_12_9.nvidia_driver  # buildRedist of the manifest's entry, as Nixpkgs'
+    assert driver.version == "575.57.08" and driver.meta["broken"] is True and driver.meta["available"] is False
     assert driver.meta["problems"]["broken"]["message"].endswith("- use drivers from linuxPackages")
 
 
@@ -223,6 +251,9 @@ def test_cudapkgs_test_runs_testers_where_their_features_are(manifests_dir, tmp_
     assert with_gpu["subject.tests.testers.good"].detail.startswith("checked the device")
     failed = with_gpu["subject.tests.testers.bad"]
     assert failed.result == "failed" and "exited with status 3" in failed.detail and "no device" in failed.detail
+    log = failed.detail.rpartition("(log: ")[2].rstrip(")")  # kept beside the store's build logs
+    assert log.startswith(str(tmp_path / "store" / ".logs")) and log.endswith(".run.log")
+    assert "no device" in open(log).read()
 
 
 def test_auto_patchelf_hook_is_a_package_builders_can_list(manifests_dir, tmp_path):
@@ -240,3 +271,58 @@ def test_auto_patchelf_hook_is_a_package_builders_can_list(manifests_dir, tmp_pa
         realise(store, [user.derivation])
     support = tmp_path / "store" / hook.outPath.split("/")[-1] / "nix-support" / "cudapkgs-setup-hook"
     assert support.read_text().split() == ["autoPatchelfHook"]
+
+
+def test_auto_add_cuda_compat_runpath_on_a_jetson_evaluation(manifests_dir, tmp_path):
+    # autoAddCudaCompatRunpath/package.nix@1dbbce67 on an Orin (8.7, aarch64-linux, CUDA 12.6: linux-aarch64):
+    # enabled, and a package listing it depends on cuda_compat through it; off on x86_64 (no cuda_compat)
+    orin = cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"),
+                                        "cudaCapabilities": ["8.7"]}, system="aarch64-linux")
+    cuda = orin.cudaPackages_12_6
+    hook = cuda.autoAddCudaCompatRunpath
+    assert cuda.backendStdenv.hostRedistSystem == "linux-aarch64" and hook.passthru["enableHook"] is True
+    assert hook.derivation.attrs["cudaCompat"] == cuda.cuda_compat.outPath
+    user = mk_derivation(orin.config, {
+        "name": "jetson-app", "nativeBuildInputs": [hook], "stdenvCc": None, "dontUnpack": True,
+        "dontConfigure": True, "dontBuild": True, "installPhase": 'mkdir -p "$out"\n',
+    }, system="aarch64-linux", name="jetson-app")
+    closure, todo = set(), [user.derivation]
+    while todo:
+        drv = todo.pop()
+        for dep in drv.deps:
+            if dep.drv_path not in closure:
+                closure.add(dep.drv_path)
+                todo.append(dep)
+    assert cuda.cuda_compat.drvPath in closure
+    x86 = _pkgs(tmp_path).cudaPackages_12_6.autoAddCudaCompatRunpath
+    assert x86.passthru["enableHook"] is False and x86.derivation.attrs.get("cudaCompat") is None
+
+
+def test_an_attribute_set_of_tests_and_write_gpu_test_python_testers(manifests_dir, tmp_path):
+    pkgs = _pkgs(tmp_path)
+    tests = collect_tests(pkgs.cudaPackages_13_0.tests["onnx-tensorrt"])
+    assert set(tests) == {"short", "long"}
+    probe = pkgs.cudaPackages_13_0.writeGpuTestPython({"name": "probe", "libraries": []}, "print('ok')")
+    subject = mk_derivation(pkgs.config, {
+        "name": "subject", "stdenvCc": None, "dontUnpack": True, "dontConfigure": True, "dontBuild": True,
+        "installPhase": 'mkdir -p "$out"\n', "passthru": {"tests": {"probe": probe}},
+    }, system="x86_64-linux", name="subject")
+    pkgs = pkgs.extend(lambda final, prev: {"subject": subject})
+    assert is_tester(collect_tests(subject), "probe")  # a writeGpuTestPython program is run, not only built
+    (result,) = run_tests(pkgs, ["subject"], offered=frozenset())
+    assert result.result == "skipped" and result.detail.startswith("a tester: its program runs on a machine offering cuda")
+
+
+def test_the_fidelity_members_table_is_drawn_from_the_set(manifests_dir, monkeypatch, tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    tool = Path(__file__).resolve().parents[1] / "tools" / "fidelity_members.py"
+    spec = importlib.util.spec_from_file_location("fidelity_members", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = {name: (kind, state) for name, kind, state in module.rows("cudaPackages_13_0")}
+    assert rows["nvidia_driver"] == ("redistributable", "broken: use drivers from linuxPackages")
+    assert rows["setupCudaHook"][0] == "hook" and rows["libcublas"] == ("redistributable", "available")
+    assert rows["cuda_compat"][1].startswith("unsupported: ")

@@ -127,3 +127,29 @@ def test_sass_capabilities_of_an_elf_file(tmp_path):
     (tmp_path / "not-elf").write_bytes(b"hello")
     with pytest.raises(NotAnElfError, match="not-elf"):
         fatbin_entries(tmp_path / "not-elf")
+
+
+def _shell_args(*argv: str):
+    from cudapkgs.cli import build_parser
+
+    return build_parser("shell").parse_args(["shell", "--set", "allowUnfree=true", *argv])
+
+
+def test_the_cli_reads_the_set_of_the_packages_and_warns_on_two(manifests_dir):
+    """Evaluation only (nothing is built): the set's flags as the packages were evaluated."""
+    from cudapkgs.cli.installables import evaluate
+    from cudapkgs.cli.shell import _cuda_set
+
+    args = _shell_args("--set", 'cudaCapabilities=["8.9", "9.0"]', "cudaPackages_13_0.cuda_cudart")
+    cuda_set, mixed = _cuda_set(args, evaluate(args)[1])
+    assert cuda_set == CudaSet("cudaPackages_13_0", "13.0", ("8.9", "9.0"), "89;90") and mixed is None
+    # pkgsForCudaArch.sm_90a's set has its own capabilities, not the top level's.
+    args = _shell_args("pkgsForCudaArch.sm_90a.cudaPackages_13_0.cuda_cudart")
+    cuda_set, _ = _cuda_set(args, evaluate(args)[1])
+    assert cuda_set.capabilities == ("9.0a",) and cuda_set.cmake_architectures == "90a"
+    args = _shell_args("cudaPackages_13_0.cuda_cudart", "cudaPackages_13_2.cuda_nvcc")
+    cuda_set, mixed = _cuda_set(args, evaluate(args)[1])
+    assert cuda_set.name == "cudaPackages_13_0"
+    assert "cudaPackages_13_0 (cudaPackages_13_0.cuda_cudart)" in mixed and "cudaPackages_13_2 (cudaPackages_13_2.cuda_nvcc)" in mixed
+    args = _shell_args("zlib")
+    assert _cuda_set(args, evaluate(args)[1]) == (None, None)

@@ -41,7 +41,7 @@ def test_a_shell_root_keeps_the_packages_and_what_they_propagate(tmp_path):
 def test_shell_profile_roots_the_shell_and_gc_names_the_root(tmp_path):
     store_dir = tmp_path / "store"
     env = {**os.environ, "CUDAPKGS_MANIFESTS": str(MANIFESTS), "CUDAPKGS_STORE": str(store_dir)}
-    profile = tmp_path / "shell-profile"
+    profile = tmp_path / ".cudapkgs" / "shell"  # its directory made, as a project's
     run = subprocess.run([sys.executable, "-m", "cudapkgs", "shell", "--profile", str(profile), "saxpy",
                           "--command", "sh", "-c", "command -v saxpy"], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr
@@ -56,3 +56,14 @@ def test_shell_profile_roots_the_shell_and_gc_names_the_root(tmp_path):
     after = subprocess.run([sys.executable, "-m", "cudapkgs", "gc", "--dry-run"], capture_output=True, text=True,
                            env=env, timeout=300)
     assert f"would delete '{saxpy}'" in after.stdout and "kept by the root" not in after.stdout
+
+
+def test_a_profile_in_a_linked_directory_is_refused(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / ".cudapkgs").symlink_to(elsewhere)
+    env = {**os.environ, "CUDAPKGS_MANIFESTS": str(MANIFESTS), "CUDAPKGS_STORE": str(tmp_path / "store")}
+    run = subprocess.run([sys.executable, "-m", "cudapkgs", "shell", "--profile", str(tmp_path / ".cudapkgs" / "shell"),
+                          "saxpy", "--command", "true"], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 2 and "is a symbolic link" in run.stderr
+    assert list(elsewhere.iterdir()) == []

@@ -106,3 +106,74 @@ def test_the_default_venv_is_per_interpreter_and_packages(tmp_path):
     assert a.parent == tmp_path / "cudapkgs" / "shell-venvs"
     assert a == default_venv_dir("/s/python3", ["/s/a/site"], env)
     assert a != default_venv_dir("/s/python3", ["/s/b/site"], env) != default_venv_dir("/t/python3", ["/s/a/site"], env)
+
+
+def test_the_shells_pip_imports_nothing_from_the_working_directory(tmp_path):
+    """The venv's `pip` was `python -m pip`, which puts the working directory first on sys.path: a
+    cloned repository's `pip/` ran when the user typed `pip install` there (issue 30, item 2).  It
+    now starts as pip's own console script does, and the venv is made in a private directory."""
+    seen = tmp_path / "cwd-seen"
+    wrapper = tmp_path / "python3"
+    wrapper.write_text(f"#!/bin/sh\npwd >> {seen}\nexec {PYTHON} \"$@\"\n")
+    wrapper.chmod(0o755)
+    venv = ensure_venv(tmp_path / "venv", str(wrapper), [], str(tmp_path / "store"))
+    made_in = seen.read_text().split()
+    assert made_in and str(venv) not in made_in and not any(os.path.exists(d) for d in made_in)
+
+    repo = tmp_path / "repo"
+    marker = tmp_path / "planted-ran"
+    for name in ("pip", "runpy"):
+        (repo / name).mkdir(parents=True)
+        (repo / name / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+        (repo / name / "__main__.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    env = venv_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, venv, [])
+    for command in (["pip", "--version"], ["pip3", "list", "--disable-pip-version-check"]):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=repo)
+        assert done.returncode == 0, done.stderr
+        assert not marker.exists(), (command, marker.read_text())
+    assert "pip " in subprocess.run(["pip", "--version"], capture_output=True, text=True, env=env, cwd=repo).stdout
+
+
+def _returns(call, *fifos: Path) -> bool:
+    """Whether `call()` returns (or raises) within 30 s; a FIFO it waits on is then opened for writing
+    and closed, so a failing run ends instead of hanging the suite."""
+    import threading
+
+    thread = threading.Thread(target=lambda: _swallow(call), daemon=True)
+    thread.start()
+    thread.join(30)
+    hung = thread.is_alive()
+    for fifo in fifos:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    thread.join(5)
+    return not hung
+
+
+def _swallow(call) -> None:
+    try:
+        call()
+    except ShellVenvError:
+        pass
+
+
+def test_a_fifo_in_a_named_venv_is_never_waited_on(tmp_path):
+    """`--venv DIR` may name a cloned repository's directory: a FIFO at the mark, or at the ``.pth`` of a
+    venv that names this interpreter, made `cudapkgs shell` wait for a writer for ever."""
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    os.mkfifo(planted / MARK)
+    assert _returns(lambda: ensure_venv(planted, PYTHON, [], str(tmp_path / "store")), planted / MARK)
+    with pytest.raises(ShellVenvError, match="not a shell environment cudapkgs made"):
+        ensure_venv(planted, PYTHON, [], str(tmp_path / "store"))
+
+    reused = tmp_path / "reused"
+    site = reused / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (reused / "bin").mkdir()
+    (reused / MARK).write_text(json.dumps({"format": 1, "python": PYTHON}))
+    os.mkfifo(site / "cudapkgs-shell.pth")
+    assert _returns(lambda: ensure_venv(reused, PYTHON, ["/s/site"], str(tmp_path / "store")), site / "cudapkgs-shell.pth")
+    assert (site / "cudapkgs-shell.pth").read_text() == "/s/site\n"  # the FIFO replaced by the file

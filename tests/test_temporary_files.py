@@ -47,7 +47,7 @@ def _leftovers(directory: Path, planted: set[str]) -> set[str]:
 
 
 def test_the_project_lock_is_not_written_through_a_link_at_its_pid_name(tmp_path, victim):
-    from cudapkgs.project import write_lock
+    from cudapkgs.project_lock import write_lock
 
     project = tmp_path / "repo"
     project.mkdir()

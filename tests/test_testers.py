@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -116,3 +118,38 @@ def test_tests_skipped_for_unfree_packages_are_said_loudly_and_fail(tmp_path):
     allowed = subprocess.run([*cmd[:4], "--set", "allowUnfree=true", "--json", "cudaPackages_13_0.pkgs.saxpy"],
                              capture_output=True, text=True, env=env, timeout=300)
     assert allowed.returncode == 0 and "did not run" not in allowed.stderr
+
+
+def _log_drv(tmp_path, out):
+    return SimpleNamespace(outputs={"out": str(out)}, store_dir=str(tmp_path / "store"), drv_path=str(tmp_path / "x.drv"))
+
+
+def test_the_last_line_comes_from_the_end_of_a_regular_log(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "log").write_text("x" * (1 << 20) + "\nfirst\n@ marker\nsaxpy: max error 0\n\n")
+    assert testers._last_line(_log_drv(tmp_path, out)) == "saxpy: max error 0"
+
+
+def test_a_log_linked_to_a_fifo_or_a_device_is_not_read(tmp_path):
+    """An imported test output with ``log -> FIFO`` hung `cudapkgs test`; ``log -> /dev/zero`` filled memory."""
+    out = tmp_path / "out"
+    out.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (out / "log").symlink_to(fifo)
+    logs = tmp_path / "store" / ".logs"
+    logs.mkdir(parents=True)
+    (logs / "x.log").write_text("built\n")
+    found = []
+    thread = threading.Thread(target=lambda: found.append(testers._last_line(_log_drv(tmp_path, out))), daemon=True)
+    thread.start()
+    thread.join(30)
+    hung = thread.is_alive()
+    if hung:  # end the failing read instead of hanging the suite
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(5)
+    assert not hung and found == ["built"]  # the build log instead
+    (out / "log").unlink()
+    (out / "log").symlink_to("/dev/zero")
+    assert testers._last_line(_log_drv(tmp_path, out)) == "built"

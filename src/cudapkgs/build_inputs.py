@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
@@ -115,10 +114,9 @@ def read_support_file(path: str | os.PathLike[str], limit: int = SUPPORT_FILE_LI
     are kept as surrogates (os.fsdecode).  Raises `OSError`: absent, not a regular file
     (EINVAL) or too large (EFBIG); callers treat each as no file.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with open(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+    from .inputs import open_regular
+
+    with open(open_regular(path), "rb") as f:  # a FIFO or device is never opened
         data = f.read(limit + 1)
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"larger than {limit} bytes", os.fspath(path))

@@ -141,8 +141,8 @@ OPTIONS: dict[str, Option] = {
         Option("sourceMirrors", "str-list", (), "Directories or URL prefixes tried before upstream by fetchurl, fetchFromGitHub and fetchPypi (then $CUDAPKGS_SOURCE_MIRRORS); what they hold is checked against the declared hash."),
         Option("maxCacheSize", "str", None, 'Size budget of the download caches (archives and wheels), e.g. "5GiB": after each build the least recently used entries go until they fit; `cudapkgs gc --caches` frees them on demand.', _check_size),
         Option("overlays", "path-list", (), "Python files each defining overlay(final, prev) -> attributes, applied in order to the top level and every variant (pkgsCuda, pkgsForCudaArch.*, cudaPackages_X_Y.pkgs)."),
-        Option("python3Executable", "path", None, "The host Python interpreter behind python3 and python3Packages (default: python3 in /usr/bin, /bin or /usr/local/bin); e.g. a Python 3.12 to build for a machine that runs 3.12."),
-        Option("prebuiltWheels", "str-list", ("libnvshmem",), 'Set members Nixpkgs builds from source to take from NVIDIA\'s prebuilt PyPI wheel of the same version instead, keeping their attribute names: "nccl" (minutes instead of an hour of nvcc), "libnvshmem" (its source build needs MPI, UCX, libfabric and PMIx, which cudapkgs lacks); [] builds both from source.', _check_prebuilt),
+        Option("python3Executable", "path", None, "The host Python interpreter behind python3 and python3Packages (default: the python3 on PATH resolved to its real interpreter, a venv's or pyenv shim's base; else /usr/bin, /usr/local/bin or /bin); e.g. a Python 3.12 to build for a machine that runs 3.12. python310Packages … python313Packages use the CPython of their version found here."),
+        Option("prebuiltWheels", "str-list", ("nccl", "libnvshmem"), 'Set members Nixpkgs builds from source to take from NVIDIA\'s prebuilt PyPI wheel of the same version instead, keeping their attribute names: "nccl" (minutes instead of an hour of nvcc), "libnvshmem" (its source build needs MPI, UCX, libfabric and PMIx, which cudapkgs lacks). Both by default (a deviation from Nixpkgs, for the ML stack: docs/ml-stack.md); ["libnvshmem"] builds NCCL from source as Nixpkgs does, [] both.', _check_prebuilt),
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
         Option("substituters", "str-list", (), 'Binary caches to substitute from before building, in order: "file:///dir", "https://host/prefix", "s3://bucket?endpoint=…&region=…".', _check_substituters),
         Option("trustedPublicKeys", "str-list", (), 'Keys whose signatures make a cache\'s paths trusted, in Nix\'s "name:base64" form (as `cudapkgs key generate` prints).', _check_public_keys),
@@ -524,7 +524,9 @@ def load_config(
     user_file = _user_config_file(env)
     if user_file is not None and os.path.isfile(user_file):
         apply_file(user_file, user_file, f"file {user_file}")
-    env_file = env.get("CUDAPKGS_CONFIG")
+    from .xdg import env_path
+
+    env_file = env_path("CUDAPKGS_CONFIG", env)  # a relative one is refused (read from the working directory)
     if env_file:
         apply_file(env_file, f"{env_file} (from CUDAPKGS_CONFIG)", f"environment: file {env_file} ($CUDAPKGS_CONFIG)")
     if file is not None:

@@ -63,10 +63,13 @@ class Report:
     libcuda: dict[str, Any] = field(default_factory=dict)
     compat: list[dict[str, Any]] = field(default_factory=list)
     compilers: list[dict[str, Any]] = field(default_factory=list)
+    backend_compilers: list[dict[str, Any]] = field(default_factory=list)
     system_features: list[str] = field(default_factory=list)
     store: dict[str, Any] = field(default_factory=dict)
     caches: list[dict[str, Any]] = field(default_factory=list)
     manifests: dict[str, Any] = field(default_factory=dict)
+    #: one entry per fetcher and source host probed: {"what", "url", "answers", "reason"}; None: not probed
+    hosts: list[dict[str, Any]] | None = None
     problems: list[Problem] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
 
@@ -87,11 +90,13 @@ class Report:
             "libcuda": self.libcuda,
             "cudaCompat": self.compat,
             "hostCompilers": self.compilers,
+            "backendCompilers": self.backend_compilers,
             "systemFeatures": self.system_features,
             "daskWorkerResources": self.dask_worker_resources,
             "store": self.store,
             "caches": self.caches,
             "manifests": self.manifests,
+            "hosts": self.hosts,
             "problems": [p.to_json() for p in self.problems],
             "notes": [n.to_json() for n in self.notes],
         }
@@ -240,6 +245,10 @@ def _compilers(report: Report, definitions: Mapping[str, Any], env: Mapping[str,
         report.compilers.append({
             **compiler.to_json(), "default": compiler == default, "acceptedByNvccOf": accepted,
         })
+    from .host.compiler import explain_choice
+
+    for mm in dict.fromkeys(majors_minors):  # backendCC of each release, and why (cuda-modules/backend.nix)
+        report.backend_compilers.append(explain_choice(mm, compilers, default, nvcc_db))
     if not compilers:
         report.problems.append(Problem("no GCC or Clang on PATH: nvcc needs a host compiler",
                                        "install gcc/g++ (or clang) and put it on PATH, or set CC/CXX"))
@@ -299,6 +308,74 @@ def _manifests(report: Report, manifests_dir: str | None) -> None:
         ))
 
 
+#: Source hosts that packages cudapkgs builds from source fetch from (fetchFromGitHub) when no source mirror
+#: holds the archive; probed by `doctor` beside the configured fetchers.
+SOURCE_HOSTS = {"GitHub (fetchFromGitHub sources)": "https://github.com"}
+
+
+def fetcher_hosts(config: Any, env: Mapping[str, str] = os.environ) -> list[tuple[str, str]]:
+    """``(what, URL)`` for each network place the configuration fetches from: each configured fetcher
+    (``redist``: NVIDIA's server; ``mirror:<URL>``; ``wheels``: the package index pip and the plan ask),
+    each URL source mirror, and `SOURCE_HOSTS`. A local mirror directory is not a host and is left out.
+    Raises `ConfigError` when ``$CUDAPKGS_SOURCE_MIRRORS`` holds a relative directory (`xdg.env_paths`)."""
+    from .fetch.planning import index_url
+    from .platform import REDIST_URL_PREFIX
+
+    found: list[tuple[str, str]] = []
+    for fetcher in config.fetchers:
+        kind, _, where = str(fetcher).partition(":")
+        if fetcher == "redist":
+            found.append(("fetcher redist (NVIDIA's redist server)", REDIST_URL_PREFIX))
+        elif kind == "mirror" and "://" in where and not where.startswith("file://"):
+            found.append((f"fetcher {fetcher}", where))
+        elif fetcher == "wheels":
+            found.append(("fetcher wheels (the package index)", index_url()))
+    from .xdg import env_paths  # a URL's "https:" is no separator; a relative directory is refused
+
+    for mirror in list(config.sourceMirrors) + env_paths("CUDAPKGS_SOURCE_MIRRORS", env, urls=True):
+        if "://" in mirror and not mirror.startswith("file://"):
+            found.append((f"source mirror {mirror}", mirror))
+    found += list(SOURCE_HOSTS.items())
+    return found
+
+
+def _hosts(report: Report, config: Any, env: Mapping[str, str], probe: Any) -> None:
+    from .fetch.reachability import base_url
+
+    places = fetcher_hosts(config, env)
+    answers = probe([url for _what, url in places])
+    report.hosts = []
+    for what, url in places:
+        why = answers.get(base_url(url))
+        report.hosts.append({"what": what, "url": base_url(url), "answers": why is None, "reason": why})
+    dead = {h["what"] for h in report.hosts if not h["answers"]}
+    fetchers = [w for w, _u in places if w.startswith("fetcher ")]
+    local = [f for f in config.fetchers if str(f).startswith("mirror:") and "://" not in str(f)]
+    if fetchers and all(w in dead for w in fetchers) and not local:
+        report.problems.append(Problem(
+            "no configured fetcher answers from this machine (" + "; ".join(
+                f"{h['what']} at {h['url']}: {h['reason']}" for h in report.hosts if h["what"] in fetchers) + ")",
+            "set fetchers to one that answers (a mirror directory: fetchers=[\"mirror:/path\"]), or fix the network or proxy "
+            "(HTTPS_PROXY, NO_PROXY)",
+        ))
+    elif any(w in dead for w in fetchers):
+        skipped = [h for h in report.hosts if h["what"] in fetchers and not h["answers"]]
+        report.notes.append(Note(
+            "; ".join(f"{h['what']} does not answer ({h['url']}: {h['reason']})" for h in skipped)
+            + ": builds skip it after one probe and take what the other fetchers have",
+            "to not probe it at all, leave it out of fetchers (e.g. --set 'fetchers=[\"wheels\"]')",
+        ))
+    for h in report.hosts:
+        if h["what"] in SOURCE_HOSTS and not h["answers"]:
+            report.notes.append(Note(
+                f"{h['what']} does not answer ({h['url']}: {h['reason']}): a package built from such a source "
+                "(NCCL from source, nccl-tests, gdrcopy, …) cannot be fetched; the ML stack needs none (zlib's "
+                "source ships with cudapkgs, NCCL and NVSHMEM are NVIDIA's wheels)",
+                "put the archives in a source mirror (config sourceMirrors or $CUDAPKGS_SOURCE_MIRRORS; "
+                "docs/architecture.md, Sources)",
+            ))
+
+
 def diagnose(
     config: Any = None,
     *,
@@ -307,8 +384,14 @@ def diagnose(
     sysfs: str = "/sys",
     ld_cache: str = "/etc/ld.so.cache",
     nvml: Any = None,
+    probe: Any = None,
 ) -> Report:
-    """Look at this machine; ``config`` is a `cudapkgs.config.Config` (default: the user's)."""
+    """Look at this machine; ``config`` is a `cudapkgs.config.Config` (default: the user's).
+
+    ``probe``: None (no network: `Report.hosts` stays None), or a callable ``urls -> {base URL: None or
+    reason}`` (`cudapkgs.fetch.reachability.probe`: one bounded HEAD per host, in parallel) asked
+    about every place `fetcher_hosts` names; a configuration whose every fetcher is silent is a problem.
+    """
     from .config import load_config
     from .package_sets import package_set_definitions
     from .store.location import default_store_dir
@@ -325,4 +408,6 @@ def diagnose(
         (env.get("CUDAPKGS_SYSTEM_FEATURES") or "").split())
     _sizes(report, default_store_dir(config))
     _manifests(report, config.manifestsDir)
+    if probe is not None:
+        _hosts(report, config, env, probe)
     return report

@@ -108,6 +108,53 @@ def shown(text: object, *, lines: bool = False) -> str:
     return "".join(c if c.isprintable() or c in keep else _escape(c) for c in text)
 
 
+def shell_word(path: object) -> str:
+    """`path` as one word of a command a message tells the user to run (`shown`, then quoted as a POSIX
+    shell needs: ``shlex.quote``), so pasting the command runs that command and nothing else.
+
+    A cloned repository chooses the names of its directories: with the project in
+    ``repo/x;touch PWNED;b``, the refusal's "run: cudapkgs allow repo/x;touch PWNED;b/cudapkgs.toml"
+    ran ``touch PWNED`` when pasted."""
+    import shlex
+
+    return shlex.quote(shown(path))
+
+
+def toml_string(text: object) -> str:
+    """`text` as a TOML basic string (``"..."``, `shown` first; JSON's escapes, which TOML 1.0 reads the same,
+    section "String"), for a configuration line a message suggests: a directory named ``x", "*`` made the
+    suggested ``safeDirectories = ["…"]`` trust every directory."""
+    import json
+
+    return json.dumps(shown(text))
+
+
+def json_for_terminal(value: object, **options: object) -> str:
+    """``json.dumps(value, ensure_ascii=False, **options)`` with every character Python does not call
+    printable written as a JSON escape (``\\u009b``, ``\\u202e``; a pair of them beyond U+FFFF): the
+    same JSON value, which a terminal shows without acting on it.
+
+    ``json.dumps`` escapes C0 controls in strings but not DEL, the C1 controls (U+009B is CSI to
+    many terminals), the bidi overrides or the line separators, and with ``ensure_ascii=False``
+    writes them as they are.  Outside strings JSON holds only ASCII, and the newlines ``indent``
+    puts there are kept.  Raises what ``json.dumps`` raises (TypeError, ValueError).
+    """
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, **options)  # type: ignore[arg-type]
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else _json_escape(c) for c in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
 def control_character(text: str) -> str | None:
     """The first control character of `text`, escaped (``\\x1b``), or None when it holds none.
 

@@ -8,6 +8,7 @@ the size), which refuses anything but a regular file at once, with one line.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["InputFileError", "MAX_INPUT_BYTES", "check_regular_file", "file_kind", "open_cached", "parse_decimal",
-           "read_cached", "read_input_file"]
+           "read_cached", "read_input_file", "open_regular"]
 
 #: The most a configuration or derivation file may hold (bytes); far above any real one.
 MAX_INPUT_BYTES = 64 << 20
@@ -62,6 +63,47 @@ def check_regular_file(path: str | os.PathLike[str], *, what: str = "file") -> N
         raise InputFileError(what, path, f"is {_kind(st.st_mode)}, not a regular file; refusing to read it")
 
 
+def _refusal(message: str) -> OSError:
+    """An OSError (EINVAL) whose str() is `message` alone, as callers show it."""
+    error = OSError(message)
+    error.errno = errno.EINVAL
+    return error
+
+
+def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True, dir_fd: int | None = None,
+                 blocking: bool = False) -> int:
+    """A read-only descriptor of the regular file `path`; nothing else is ever opened.
+
+    The file is ``stat``-ed first (through links unless `follow_links` is false) and opened only
+    when that says it is a regular file; then with ``O_NONBLOCK`` and ``O_NOCTTY`` (and
+    ``O_NOFOLLOW`` unless `follow_links`), and its descriptor must be the same regular file (device
+    and inode). Opening a device has effects of its own (a serial port's DTR line resets the board
+    on it, a watchdog starts, a tty can become the controlling terminal, a FIFO's waiting writer is
+    let through), and a cloned repository can make any name a link to one: a ``cudapkgs.toml ->
+    /dev/ttyUSB0`` was opened on every `cudapkgs shell` in it, before any allow. The descriptor stays
+    non-blocking unless `blocking` (no difference for a file on disk; a "regular" pseudo-file that
+    waits, as ``/proc/kmsg``, then answers EAGAIN instead of hanging the read). Raises OSError whose
+    message names `path` and why.
+    """
+    name = os.fspath(path)
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=follow_links)
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else _kind(st.st_mode)
+        raise _refusal(f"{name} is {kind}, not a regular file; refusing to read it")
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    fd = os.open(name, flags, dir_fd=dir_fd)
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise _refusal(f"{name} changed while it was opened; refusing to read it")
+        if blocking:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def read_input_file(path: str | os.PathLike[str], *, what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of the regular file `path`, at most `max_bytes` of them.
 
@@ -70,7 +112,7 @@ def read_input_file(path: str | os.PathLike[str], *, what: str = "file", max_byt
     """
     check_regular_file(path, what=what)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_regular(path)
     except OSError as error:
         raise InputFileError(what, path, error.strerror or str(error)) from None
     with open(fd, "rb") as f:
@@ -97,12 +139,9 @@ def open_cached(path: str | os.PathLike[str], *, follow_links: bool = False, max
     for reading.  Raises OSError whose message names `path` and why (a caller treats it as a miss
     or names the cache in its own error).
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
-    fd = os.open(path, flags, dir_fd=dir_fd)
+    fd = open_regular(path, follow_links=follow_links, dir_fd=dir_fd, blocking=True)  # no FIFO or device is opened
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{os.fspath(path)} is {_kind(st.st_mode)}, not a regular file; refusing to read it")
         if max_bytes is not None and st.st_size > max_bytes:
             raise OSError(f"{os.fspath(path)} is larger than {max_bytes} bytes; refusing to read it")
         os.set_blocking(fd, True)

@@ -149,6 +149,22 @@ def fetcher_table_markdown(rows: list[dict[str, Any]], set_names: list[str], sys
         "A component that none of the configured `fetchers` can supply is unavailable (`meta.available`",
         "is false), as Nixpkgs makes a redistributable without a source unavailable.",
         "",
+        "**Which of them answer is decided once, before anything is built** (`cudapkgs.fetch.reachability`):",
+        "the plan probes each network host its sources would come from (NVIDIA's server for `redist`, a",
+        "`mirror:<URL>`, GitHub for a `fetchFromGitHub` source no mirror holds) with one `HEAD` each, all at",
+        "once, 4 s each. A fetcher whose host does not answer is skipped for the whole plan, and `build`/`shell`",
+        "evaluate again without it (what `fetchers = [\"wheels\"]` gives: triton takes `cuda_nvcc_wheel`'s",
+        "ptxas); `--dry-run` prints `skipped for this plan: fetcher redist (… does not answer: …)` (`--json`:",
+        "`skippedFetchers`). `cudapkgs doctor` probes the same hosts, and the package index and GitHub, and says",
+        "which answer (`--offline` skips it). `CUDAPKGS_PROBE_HOSTS=0` turns probing off (the hosts are then",
+        "assumed to answer, and a failure shows at fetch time, falling over to the next fetcher).",
+        "",
+        "Sources besides NVIDIA's: zlib 1.3.1 (scipy's libgfortran needs libz) ships with cudapkgs",
+        "(`cudapkgs/data/sources/zlib-1.3.1.tar.gz`, the GitHub tag's archive, 1.5 MiB, zlib licence; see its",
+        "SOURCES.md), a source mirror tried after the configured ones and before GitHub, checked against",
+        "Nixpkgs' NAR hash like any mirror's copy; NCCL and NVSHMEM are NVIDIA's PyPI wheels by default",
+        "(`prebuiltWheels`, docs/ml-stack.md). The ML closure then needs PyPI alone.",
+        "",
         "| component | " + " | ".join(short) + " |",
         "| --- | " + " | ".join("---" for _ in short) + " |",
     ]
@@ -428,8 +444,29 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
                     except CudapkgsError:
                         version = ""
                     rows.append({"name": name, "product": None, "description": description, "nvidiaName": "",
-                                 "sets": {}, "version": version})
+                                 "sets": _ml_versions(pkgs, definitions, name), "version": version})
     return sorted(rows, key=lambda r: r["name"])
+
+
+def _ml_versions(pkgs: Any, definitions: Mapping[str, Any], name: str) -> dict[str, str]:
+    """Set name -> version of python3Packages' ML package `name` ("python3Packages.torchvision") in each
+    versioned set's ``pkgs.pkgsCuda`` where it is not broken: torch and its companions, JAX's plugins and
+    CuPy are paired with each set's CUDA (issue 31); {} for any other package.  A set where it does not
+    evaluate is left out."""
+    from .pkgs.python_modules import ML_PACKAGES
+
+    scope, _, member = name.partition(".")
+    if scope != "python3Packages" or member not in ML_PACKAGES:
+        return {}
+    found: dict[str, str] = {}
+    for set_name in definitions:
+        try:
+            package = pkgs[set_name].pkgs.pkgsCuda.python3Packages[member]
+            if not package.meta.get("broken"):  # a set that cannot have it (torch 2.9.1 on 12.6) is left out
+                found[set_name] = str(package.version)
+        except CudapkgsError:
+            continue
+    return found
 
 
 

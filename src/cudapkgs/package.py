@@ -122,6 +122,26 @@ class Package:
                 summary[key] = self._attrs[key]
         return summary
 
+    def __str__(self) -> str:
+        """The package's ``outPath``: a package in a string is its store path, as Nix's string
+        interpolation makes ``"${torch}/lib"`` (Nix manual, "String interpolation": a derivation
+        interpolates to its ``outPath``), so ``f"{ps.torch}/lib"`` is a directory of the store.
+
+        Raises `EvalError` naming the package when it has no ``outPath`` (a plain attribute set
+        made with `mk_package`, not a derivation), or when evaluating it fails (its reason kept).
+        """
+        if "outPath" not in self._attrs:
+            raise EvalError(f"{self._name or 'this package'} has no outPath (it is not a derivation), so it cannot "
+                            "be used in a string; use one of its attributes")
+        path = force(self._attrs["outPath"])
+        if not isinstance(path, str):
+            raise EvalError(f"{self._name or 'this package'}.outPath is not a string ({type(path).__name__})")
+        return path
+
+    def __format__(self, spec: str) -> str:
+        """``f"{pkg}"`` is ``str(pkg)``, the ``outPath`` (a format spec applies to that string)."""
+        return format(str(self), spec)
+
     def __repr__(self) -> str:
         name = self._attrs.slot("name") if "name" in self._attrs else None
         return f"<Package {self._name or '?'}{'' if not isinstance(name, str) else ' ' + name}>"

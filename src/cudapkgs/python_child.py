@@ -3,8 +3,8 @@
 cudapkgs starts Python in several places: pip (`fetch.wheels`, `fetch.pypi`, and the install
 of a wheel left to pip in `builders.python_install`), the byte compiler
 (`builders.python_bytecode`), the Dask worker (`realise.dask_local`) and its build child
-(`realise.remote_build`), and the CDI hook and generator service when no ``cudapkgs`` script
-is installed (`containers`).  ``python -m M`` and ``python -c CODE`` put the working directory
+(`realise.remote_build`), the CDI hook and generator service when no ``cudapkgs`` script
+is installed (`containers`), and the making of a shell's venv (`shell_venv`).  ``python -m M`` and ``python -c CODE`` put the working directory
 first on ``sys.path`` (Python's documentation, "The initialization of the sys.path module search
 path" and ``-P``), so a ``pip/``, ``runpy.py`` or ``resource.py`` in a cloned repository ran in
 place of the interpreter's own, as the user, with no project file and nothing allowed.
@@ -41,10 +41,11 @@ __all__ = ["new_private_directory", "own_python", "private_directory", "remove_p
 
 
 def own_python(*args: str, environment: bool = True) -> list[str]:
-    """The argv running this interpreter with `args`, never importing from the working directory.
+    """The argv running this interpreter with `args`, the working directory kept off ``sys.path``.
 
     ``[sys.executable, "-P", *args]`` keeps ``PYTHONPATH`` and the user's site directory, so the
-    child finds cudapkgs, pip and distributed as this process does; with ``environment=False``,
+    child finds cudapkgs, pip and distributed as this process does; run it in a `private_directory`,
+    since an empty ``PYTHONPATH`` entry still names the working directory.  With ``environment=False``,
     ``[sys.executable, "-I", *args]`` (isolated: for a child run by someone else's environment,
     as a container runtime's hook).  Raises nothing; ``-P`` needs Python 3.11 (``requires-python``).
     """
@@ -70,7 +71,7 @@ def new_private_directory() -> str:
     (`remove_private_directory`) once the child has exited.  Raises OSError as it does."""
     import tempfile  # here: evaluation, which names these commands, starts none
 
-    return tempfile.mkdtemp(prefix="cudapkgs-cwd-")
+    return os.path.abspath(tempfile.mkdtemp(prefix="cudapkgs-cwd-"))  # 3.11 returns a relative $TMPDIR's as given
 
 
 def remove_private_directory(path: str) -> None:

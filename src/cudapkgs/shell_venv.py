@@ -65,7 +65,10 @@ while [ $# -gt 0 ]; do
   args+=("$1")
   shift
 done
-exec @PYTHON@ -m pip "${args[@]}"
+# Not `python -m pip`: that puts the working directory first on sys.path, so a pip/ there (a cloned
+# repository's) would run. As pip's own console script: the entry point, the cwd never on sys.path.
+exec @PYTHON@ -c 'import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; sys.argv[0] = "pip"
+from pip._internal.cli.main import main; sys.exit(main())' "${args[@]}"
 """
 
 
@@ -106,14 +109,24 @@ def _write_new(path: Path, text: str, mode: int = 0o644) -> None:
         raise
 
 
-def _read_mark(venv: Path) -> dict | None:
-    mark = venv / MARK
+def _read_small(path: Path) -> bytes | None:
+    """The bytes of the regular file `path` (at most 64 KiB; not through a link), or None for anything else.
+
+    Opened without blocking (`inputs.read_cached`): a ``--venv DIR`` may be a cloned repository's
+    directory, and a FIFO planted at the mark or the ``.pth`` made `cudapkgs shell` wait for a writer
+    for ever (a direnv hook with it)."""
+    from .inputs import read_cached
+
     try:
-        fd = os.open(mark, os.O_RDONLY | os.O_NOFOLLOW)
+        return read_cached(path, 65536)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(65536)
+
+
+def _read_mark(venv: Path) -> dict | None:
+    data = _read_small(venv / MARK)
+    if data is None:
+        return None
     try:
         found = json.loads(data)
     except ValueError:
@@ -148,17 +161,14 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
             _make(venv, python, timeout)
         site = _site_packages(venv)
         pth = "".join(f"{d}\n" for d in site_dirs)
-        try:
-            current = (site / _PTH).read_text(encoding="utf-8") if not (site / _PTH).is_symlink() else None
-        except FileNotFoundError:
-            current = None
-        if current != pth:
+        current = _read_small(site / _PTH)
+        if current != pth.encode():
             _write_new(site / _PTH, pth)
         guard = (PIP_GUARD.replace("@VENV@", str(venv)).replace("@STORE@", shlex.quote(store_dir))
                  .replace("@PYTHON@", shlex.quote(str(venv / "bin" / "python"))))
         for name in _pip_names(venv):
             target = venv / "bin" / name
-            if target.is_symlink() or not target.is_file() or target.read_text(errors="replace") != guard:
+            if _read_small(target) != guard.encode():
                 _write_new(target, guard, 0o755)
         if mark is None:
             _write_new(venv / MARK, json.dumps({"format": _FORMAT, "python": python}) + "\n")
@@ -186,12 +196,17 @@ def _make(venv: Path, python: str, timeout: float) -> None:
     _write_new(venv / _MAKING, "cudapkgs is making this shell environment; an unfinished one is made again\n")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", str(venv)),
            "PYTHONNOUSERSITE": "1"}
+    from .python_child import new_private_directory, remove_private_directory
+
+    cwd = new_private_directory()
     try:
-        # -I: the interpreter ignores PYTHONPATH, the user's site-packages and the current directory.
+        # -I: the interpreter ignores PYTHONPATH, the user's site-packages and the current directory
+        # (ensurepip's own `-c` child inherits it); a private empty working directory besides, as for
+        # every Python child (python_child), whatever the interpreter's version.
         for step in ([python, "-I", "-m", "venv", "--without-pip", str(venv)],
                      [str(venv / "bin" / "python"), "-I", "-m", "ensurepip", "--default-pip"]):
             done = subprocess.run(step, capture_output=True, text=True, timeout=timeout, env=env,
-                                  stdin=subprocess.DEVNULL, cwd=venv)
+                                  stdin=subprocess.DEVNULL, cwd=cwd)
             if done.returncode != 0:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
                 raise ShellVenvError(f"cannot make the shell environment {venv}: {' '.join(step[1:4])} failed "
@@ -201,7 +216,7 @@ def _make(venv: Path, python: str, timeout: float) -> None:
         if _site_packages(venv).joinpath("setuptools").is_dir():
             subprocess.run([str(venv / "bin" / "python"), "-I", "-m", "pip", "uninstall", "-y", "-q",
                             "--disable-pip-version-check", "setuptools"],
-                           capture_output=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, cwd=venv)
+                           capture_output=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, cwd=cwd)
     except subprocess.TimeoutExpired:
         shutil.rmtree(venv, ignore_errors=True)
         raise ShellVenvError(f"cannot make the shell environment {venv}: the interpreter took more than "
@@ -209,6 +224,8 @@ def _make(venv: Path, python: str, timeout: float) -> None:
     except BaseException:
         shutil.rmtree(venv, ignore_errors=True)
         raise
+    finally:
+        remove_private_directory(cwd)
 
 
 def venv_environment(env: Mapping[str, str], venv: str | os.PathLike[str], site_dirs: Sequence[str]) -> dict[str, str]:

@@ -15,13 +15,15 @@ Nix's `system-features` setting.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 from .host.features import host_system_features, missing_features
 
 
 def collect_tests(package: Any, prefix: str = "") -> "TesterDict":
-    """`passthru.tests` and `passthru.testers` of a package, flattened: {"cuda.run": test package,
+    """`passthru.tests` and `passthru.testers` of a package (or the members of an attribute set of
+    tests, such as `cudaPackages_13_0.tests.onnx-tensorrt`), flattened: {"cuda.run": test package,
     "run": …, "testers.cudaAvailable": tester package}. A tester (Nixpkgs' `passthru.testers`, a
     package whose `bin/<meta.mainProgram>` is the check, to be run where the hardware is) is keyed
     under "testers."; `is_tester` tells them apart."""
@@ -31,6 +33,8 @@ def collect_tests(package: Any, prefix: str = "") -> "TesterDict":
     tests = force(passthru.get("tests")) if isinstance(passthru, Mapping) else None
     if tests is None and "tests" in package:
         tests = package["tests"]
+    if tests is None and passthru is None and isinstance(package, Mapping) and "derivation" not in package:
+        tests = package  # an attribute set of tests itself (cudaPackages_13_0.tests.opencv-and-torch)
     found = TesterDict(_flatten(tests or {}, prefix))
     testers = force(passthru.get("testers")) if isinstance(passthru, Mapping) else None
     if isinstance(testers, Mapping):
@@ -166,6 +170,17 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
     return results
 
 
+def _tester_labels(pkgs: Any, attrpaths: list[str]) -> set[str]:
+    """The labels ("<attrpath>.tests.<name>") of the testers among the packages' tests."""
+    from .lib.attrpath import parse_attrpath, resolve
+
+    found = set()
+    for text in attrpaths:
+        tests = collect_tests(resolve(pkgs, parse_attrpath(text)))
+        found.update(f"{text}.tests.{name}" for name in tests if is_tester(tests, name))
+    return found
+
+
 #: How long a tester's program may run (seconds) before it counts as failed.
 TESTER_TIMEOUT = 3600
 
@@ -174,11 +189,13 @@ def _run_tester(label: str, test: Any, drv: Any, offered: frozenset[str], jobs: 
     """Build a tester, then run its `bin/<meta.mainProgram>` here, outside any build, when this
     machine offers the features it needs; its output goes to a log file whose last lines a failure
     shows. Skipped, saying why, on a machine without them (nothing is built then)."""
+    import os
     import subprocess
     import tempfile
     from pathlib import Path
 
     from .errors import CudapkgsError
+    from .realise.realise import drv_log_path
     from .realise.scheduler import plan, run
     from .store.store import Store
 
@@ -195,15 +212,22 @@ def _run_tester(label: str, test: Any, drv: Any, offered: frozenset[str], jobs: 
         return TestResult(label, "failed", str(error))
     meta = test.get("meta") or {}
     program = Path(drv.outputs["out"], "bin", str(meta.get("mainProgram") or test.get("pname") or test.name))
-    log = Path(tempfile.mkdtemp(prefix="cudapkgs-tester-")) / "log"
-    with log.open("wb") as sink:
+    # Beside the build logs (`cudapkgs log` territory), replaced by each run: <store>/.logs/<drv>.run.log
+    log = drv_log_path(drv.store_dir, drv).with_suffix(".run.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    # A new file of our own (O_EXCL through tempfile), renamed over the log when the program is done.
+    with tempfile.NamedTemporaryFile(dir=log.parent, prefix=log.name + ".", suffix=".tmp", delete=False) as sink:
+        partial = Path(sink.name)
         try:
             status = subprocess.run([str(program)], stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     timeout=TESTER_TIMEOUT, check=False).returncode
         except subprocess.TimeoutExpired:
+            os.replace(partial, log)
             return TestResult(label, "failed", f"{program} ran past {TESTER_TIMEOUT} s (log: {log})")
         except OSError as error:
+            os.replace(partial, log)
             return TestResult(label, "failed", f"{program} could not run: {error.strerror} (log: {log})")
+    os.replace(partial, log)
     with log.open("rb") as source:
         source.seek(max(0, log.stat().st_size - 4096))
         tail = [line for line in source.read().decode(errors="replace").splitlines() if line.strip()]
@@ -251,8 +275,18 @@ def _run_tests_remotely(pkgs: Any, attrpaths: list[str], builders: Any, offered:
     results: dict[str, TestResult] = {}
     runnable: list[tuple[str, Any]] = []
     collected = _collect(pkgs, attrpaths)
+    testers = _tester_labels(pkgs, attrpaths)
     for label, test, reason in collected:
         cause = None
+        if label in testers and reason is None:  # a program to run here, where the user is, not on a worker
+            try:
+                drv = test.derivation
+            except CudapkgsError as error:
+                results[label] = TestResult(label, "skipped", str(error).splitlines()[0],
+                                            "unfree" if isinstance(error, UnfreeLicenseError) else None)
+                continue
+            results[label] = _run_tester(label, test, drv, host_system_features(), 1)
+            continue
         if reason is None:
             try:
                 test.derivation
@@ -289,15 +323,37 @@ def _run_tests_remotely(pkgs: Any, attrpaths: list[str], builders: Any, offered:
     return [results[label] for label, _, _ in collected]
 
 
+#: The most of the end of a test's log read for its last line (bytes).
+_LOG_TAIL = 64 << 10
+
+
+def _log_tail(path: Any) -> str:
+    """The last `_LOG_TAIL` bytes of the regular file `path` as text. Raises OSError for anything else.
+
+    A test's output may come from an imported archive or a cache, where ``$out/log`` can be an
+    absolute link to anywhere (as Nix keeps them): opened without blocking and read only when it is
+    a regular file, from its end (before: read whole, so a link to a FIFO hung `cudapkgs test`, and
+    one to /dev/zero filled memory)."""
+    from .inputs import open_regular
+
+    fd = open_regular(path)  # a FIFO or device is never opened
+    try:
+        st = os.fstat(fd)
+        data = os.pread(fd, _LOG_TAIL, max(0, st.st_size - _LOG_TAIL))
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace")
+
+
 def _last_line(drv: Any) -> str:
-    """The last line a test recorded: its $out/log, else its build log."""
+    """The last line a test recorded: its $out/log, else its build log (the last 64 KiB of either)."""
     from pathlib import Path
 
     from .realise.realise import drv_log_path
 
     for candidate in (Path(drv.outputs.get("out", ""), "log"), drv_log_path(drv.store_dir, drv)):
         try:
-            lines = [line for line in candidate.read_text().splitlines() if line.strip() and not line.startswith("@")]
+            lines = [line for line in _log_tail(candidate).splitlines() if line.strip() and not line.startswith("@")]
         except OSError:
             continue
         if lines:

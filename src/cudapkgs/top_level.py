@@ -75,8 +75,12 @@ def _with_environment(config: Config) -> Config:
     changes: dict[str, Any] = {}
     if config.storeDir is None:
         changes["storeDir"] = default_store_dir(config)
-    if config.manifestsDir is None and os.environ.get("CUDAPKGS_MANIFESTS"):
-        changes["manifestsDir"] = os.environ["CUDAPKGS_MANIFESTS"]
+    if config.manifestsDir is None:
+        from .xdg import env_path
+
+        named = env_path("CUDAPKGS_MANIFESTS")  # a relative one is refused (the working directory's)
+        if named:
+            changes["manifestsDir"] = named
     return config.replace(**changes) if changes else config
 
 
@@ -161,6 +165,11 @@ def _base(config: Config, system: str, overlays: tuple[Overlay, ...]):
             "saxpy": lazy(lambda: final.call_package(__import__("cudapkgs.pkgs.saxpy", fromlist=["saxpy"]).saxpy)),
             "cmake-cuda-example": lazy(lambda: final.call_package(
                 __import__("cudapkgs.pkgs.cmake_cuda_example", fromlist=["cmake_cuda_example"]).cmake_cuda_example)),
+            # all-packages.nix: opencv4 = callPackage ../development/libraries/opencv/4.x.nix { … };
+            # opencv = opencv4 (aliases)
+            "opencv4": lazy(lambda: final.call_package(
+                __import__("cudapkgs.pkgs.opencv", fromlist=["opencv4"]).opencv4)),
+            "opencv": lazy(lambda: final.opencv4),
         }
         for name, definition in package_set_definitions().items():
             attrs[name] = lazy(
@@ -198,26 +207,69 @@ def _build_support(final: Any, config: Config, system: str) -> dict[str, Any]:
     attrs: dict[str, Any] = {
         name: lazy(lambda name=name: host_tools.host_tool(config, system, name)) for name in host_tools.HOST_TOOLS
     }
-    if config.python3Executable:
-        attrs["python3"] = lazy(lambda: host_tools.host_tool(config, system, "python3",
-                                                             executable=str(config.python3Executable)))
+    attrs["python3"] = lazy(lambda: _python3(config, system))
+    # python310 … python313 and their package sets (Nixpkgs' names; python_interpreters.SUPPORTED, not
+    # imported here: nothing of it runs until one is read)
+    for version in ("3.10", "3.11", "3.12", "3.13"):
+        interpreter = "python" + version.replace(".", "")
+        attrs[interpreter] = lazy(lambda version=version: _python_version(final, config, system, version))
+        attrs[interpreter + "Packages"] = lazy(
+            lambda interpreter=interpreter: _python_packages(final, config, system, interpreter,
+                                                             attr=interpreter + "Packages"))
     attrs["zlib"] = lazy(lambda: __import__("cudapkgs.pkgs.zlib", fromlist=["zlib"]).zlib(
         config, system, final.fetchFromGitHub))
     attrs["rdma-core"] = lazy(lambda: __import__("cudapkgs.pkgs.rdma_core", fromlist=["rdma_core"]).rdma_core(
         config, system))
-    attrs["python3Packages"] = lazy(lambda: _python_packages(final, config, system))
+    attrs["python3Packages"] = lazy(lambda: _python_packages(final, config, system, "python3"))
+    for major in range(12, 22):  # pkgs/llvm_packages.RELEASES, without importing it at start-up
+        attrs[f"llvmPackages_{major}"] = lazy(lambda major=major: __import__(
+            "cudapkgs.pkgs.llvm_packages", fromlist=["llvm_packages"]).llvm_packages(config, system, major))
     attrs["autoPatchelfHook"] = lazy(lambda: __import__(
         "cudapkgs.pkgs.setup_hooks", fromlist=["auto_patchelf_hook"]).auto_patchelf_hook(config, system))
     return attrs
 
 
-def _python_packages(final: Any, config: Config, system: str) -> AttrSet:
-    """python3Packages: buildPythonPackage and withPackages for the top level's python3."""
+def _python3(config: Config, system: str) -> Any:
+    """python3: config python3Executable as given, else the python3 on PATH resolved to its real interpreter
+    (`cudapkgs.pkgs.python_interpreters.default_python3`), else none (an error naming where it looked)."""
+    from .pkgs import host_tools
+    from .pkgs.python_interpreters import default_python3
+
+    if config.python3Executable:
+        return host_tools.host_tool(config, system, "python3", executable=str(config.python3Executable))
+    found = default_python3()
+    if found is None:
+        return host_tools.host_tool(config, system, "python3")  # the error: no python3 on this machine
+    return host_tools.host_tool(config, system, "python3", executable=found, origin="python3 on PATH")
+
+
+def _python_version(final: Any, config: Config, system: str, version: str) -> Any:
+    """python3XY: python3 when it is CPython `version` (as Nixpkgs' python3 is one of the python3XY), else
+    the CPython `version` found on this machine (`find_interpreter`), a host tool as python3 is."""
+    from .errors import EvalError
+    from .pkgs import host_tools
+    from .pkgs.python_interpreters import find_interpreter
+
+    try:
+        python3 = final.python3
+        if ".".join(str(python3.version).split(".")[:2]) == version:
+            return python3
+    except EvalError:
+        pass  # no python3 here: python3XY is looked for on its own
+    found = find_interpreter(version)
+    return host_tools.host_tool(config, system, "python3", executable=found.executable,
+                                origin=f"CPython {version} found here")
+
+
+def _python_packages(final: Any, config: Config, system: str, interpreter: str = "python3", *,
+                     attr: str = "python3Packages") -> AttrSet:
+    """python3Packages (or python3XYPackages, `attr`): buildPythonPackage, withPackages and the packages
+    for the top level's interpreter `interpreter` ("python3", "python312")."""
     import functools
 
     from .builders import python as py
 
-    python = final.python3
+    python = final[interpreter]
 
     def with_packages(select: Any) -> Any:
         packages = select(scope) if callable(select) else list(select)
@@ -234,8 +286,13 @@ def _python_packages(final: Any, config: Config, system: str) -> AttrSet:
     # Pinned binary wheels (numpy, setuptools, …) and packages built from source (pycuda).
     for name in python_modules.PACKAGES:
         attrs[name] = lazy(lambda name=name: python_modules.package(name, scope, final, config, system))
-    # all-packages.nix: python3Packages = recurseIntoAttrs python3.pkgs (search and listings see its members)
-    scope = recurse_into_attrs(AttrSet(attrs, name="python3Packages"))
+    # all-packages.nix: python3Packages = recurseIntoAttrs python3.pkgs (search and listings see its members);
+    # the versioned sets are not descended (each would list the same packages again, and one whose
+    # interpreter this machine lacks would fail the listing)
+    if attr == "python3Packages":
+        scope = recurse_into_attrs(AttrSet(attrs, name=attr))
+    else:
+        scope = AttrSet(attrs, name=attr)
     return scope
 
 

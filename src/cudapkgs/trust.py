@@ -86,15 +86,21 @@ def read_project_file(path: str | os.PathLike[str]) -> ProjectFile:
     Only a regular file (links followed) of at most `MAX_PROJECT_BYTES`; opened with
     O_NONBLOCK, so a FIFO cannot hang the read. Raises `ConfigError` naming the file.
     """
+    from .inputs import open_regular
+
     shown = Path(path).absolute()
     try:
-        fd = os.open(shown, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        st = os.stat(shown)
+    except OSError as error:
+        raise ConfigError(f"{shown}: cannot read the project file: {error.strerror or error}") from None
+    if not stat.S_ISREG(st.st_mode):  # never opened: opening a device (a link to /dev/ttyUSB0) acts on it
+        raise ConfigError(f"{shown}: the project file is not a regular file; refusing to read it")
+    try:
+        fd = open_regular(shown)
     except OSError as error:
         raise ConfigError(f"{shown}: cannot read the project file: {error.strerror or error}") from None
     with open(fd, "rb") as handle:
         st = os.fstat(handle.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{shown}: the project file is not a regular file; refusing to read it")
         data = handle.read(MAX_PROJECT_BYTES + 1)
     if len(data) > MAX_PROJECT_BYTES:
         raise ConfigError(f"{shown}: the project file is larger than {MAX_PROJECT_BYTES} bytes")
@@ -176,15 +182,21 @@ MAX_HASHED_BYTES = 256 << 20
 def _sha256_file(path: Path) -> str:
     """The sha256 of the regular file `path` (read without blocking, links followed, at most
     `MAX_HASHED_BYTES`); `ConfigError` naming it otherwise."""
+    from .inputs import open_regular
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        st = os.stat(path)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read it: {error.strerror or error}") from None
+    if not stat.S_ISREG(st.st_mode):  # never opened (a device acts on being opened)
+        raise ConfigError(f"{path}: not a regular file; refusing to read it")
+    try:
+        fd = open_regular(path)
     except OSError as error:
         raise ConfigError(f"{path}: cannot read it: {error.strerror or error}") from None
     digest = hashlib.sha256()
     with open(fd, "rb") as handle:
         st = os.fstat(handle.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{path}: not a regular file; refusing to read it")
         if st.st_size > MAX_HASHED_BYTES:
             raise ConfigError(f"{path}: larger than {MAX_HASHED_BYTES} bytes ({st.st_size}); a project names "
                               "no such file: remove it from the project file")

@@ -12,7 +12,9 @@ import cudapkgs
 from cudapkgs.realise.realise import realise
 from cudapkgs.store.store import Store
 
-_CHECK = ["/usr/bin/python3", "-c", "import setuptools, wheel, pip"]
+# The interpreter these builds take their build backend from (the default python3, PATH's, may lack wheel)
+_BACKEND = "/usr/bin/python3"
+_CHECK = [_BACKEND, "-c", "import setuptools, wheel, pip"]
 
 
 def _has_backend() -> bool:
@@ -46,7 +48,7 @@ def _project(root: Path, name: str, body: str) -> Path:
 
 def test_python_packages_build_propagate_and_join(tmp_path, manifests_dir):
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     ps = pkgs.python3Packages
     base = ps.buildPythonPackage({
         "pname": "basepkg", "version": "1.0",
@@ -73,7 +75,7 @@ def test_python_packages_build_propagate_and_join(tmp_path, manifests_dir):
 
 def test_a_failing_import_check_fails_the_build(tmp_path, manifests_dir):
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     bad = pkgs.python3Packages.buildPythonPackage({
         "pname": "badpkg", "version": "1.0",
         "src": _project(tmp_path, "badpkg", "import not_a_module_anywhere\n"),
@@ -119,7 +121,7 @@ def test_format_wheel_installs_a_wheel_and_refuses_one_for_another_python(tmp_pa
                     "-q", "-w", str(dist), str(src)], check=True, capture_output=True)
     (wheel,) = dist.glob("wheelpkg-1.0-py3-none-any.whl")
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     ps = pkgs.python3Packages
     good = ps.buildPythonPackage({"pname": "wheelpkg", "version": "1.0", "format": "wheel", "src": wheel,
                                   "pythonImportsCheck": ["wheelpkg"]})
@@ -163,7 +165,7 @@ def test_format_wheel_keeps_any_wheel_name_and_records_no_build_directory(tmp_pa
                             {"typing_inspection.py": b"VALUE = 3\n"})
     assert wheel.name[32] == "-"
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     ps = pkgs.python3Packages
     pkg = ps.buildPythonPackage({"pname": "typing_inspection", "version": "0.4.1", "format": "wheel", "src": wheel,
                                  "pythonImportsCheck": ["typing_inspection"]})
@@ -198,12 +200,13 @@ def test_python3_executable_in_a_directory_with_a_space_and_one_that_is_no_pytho
     with Store.open(store_dir) as store:
         realise(store, [pkgs.python3.derivation, env.derivation])
     assert os.readlink(Path(pkgs.python3.out, "bin", "python3")) == str(spaced / "python3")
-    # The env's wrapper runs that interpreter (it was `exec /…/my python; true/bin/python3 "$@"`), and
-    # with no packages it leaves PYTHONPATH alone (it was ":$PYTHONPATH": the working directory first).
+    # The env runs that interpreter (it was `exec /…/my python; true/bin/python3 "$@"`) as its own
+    # bin/python3 (issue 31: sys.executable was the host's), and leaves PYTHONPATH alone (it was
+    # ":$PYTHONPATH": the working directory first).
     done = subprocess.run([f"{env.out}/bin/python3", "-c", "import sys; print(sys.executable); print(sys.path[1])"],
                           capture_output=True, text=True, env={"PYTHONPATH": "/nowhere"}, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [str(spaced / "python3"), "/nowhere"]
+    assert done.stdout.splitlines() == [f"{env.out}/bin/python3", "/nowhere"]
     not_python = tmp_path / "cmake"
     not_python.write_text("#!/bin/sh\necho 'cmake version 3.25.1'\n")
     not_python.chmod(0o755)
@@ -220,7 +223,7 @@ def test_format_wheel_refuses_two_wheels_of_one_name(tmp_path, manifests_dir):
     _handmade_wheel(src / "dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 1\n"})
     _handmade_wheel(src / f"{'a' * 32}-dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 2\n"})
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     pkg = pkgs.python3Packages.buildPythonPackage({"pname": "dup", "version": "1.0", "format": "wheel", "src": src})
     with Store.open(store_dir) as store, pytest.raises(Exception) as raised:
         realise(store, [pkg.derivation])
@@ -232,7 +235,7 @@ def test_the_import_check_does_not_import_the_source_tree(tmp_path, manifests_di
     """The check ran in the source directory, first on sys.path: a module there that the package does
     not install passed it (Nixpkgs' hook runs in ``$out``)."""
     store_dir = tmp_path / "store"
-    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     src = _project(tmp_path, "onlypkg", "VALUE = 1\n")
     with (src / "pyproject.toml").open("a") as pyproject:
         pyproject.write("[tool.setuptools]\npy-modules = [\"onlypkg\"]\n")
@@ -243,3 +246,70 @@ def test_the_import_check_does_not_import_the_source_tree(tmp_path, manifests_di
     with Store.open(store_dir) as store:
         with pytest.raises(Exception, match="leftbehind"):
             realise(store, [pkg.derivation])
+
+
+def test_with_packages_is_its_own_interpreter_and_keeps_pythonpath(tmp_path, manifests_dir):
+    """issue 31: withPackages' wrapper ran the host's python3 (sys.executable was /usr/bin/python3, so a
+    `[sys.executable, ...]` child lost the packages) and set PYTHONPATH for its packages."""
+    wheel = _handmade_wheel(tmp_path / "envpkg-1.0-py3-none-any.whl", "envpkg", "1.0", {"envpkg.py": b"VALUE = 7\n"})
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    ps = pkgs.python3Packages
+    pkg = ps.buildPythonPackage({"pname": "envpkg", "version": "1.0", "format": "wheel", "src": wheel})
+    env = ps.withPackages([pkg])
+    with Store.open(store_dir) as store:
+        realise(store, [env.derivation])
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    script = ("import sys, subprocess, envpkg\n"
+              "print(sys.executable)\n"
+              "print(sys.path.index(sys.argv[1]) < sys.path.index(sys.argv[2]))\n"
+              "print(envpkg.VALUE)\n"
+              "child = subprocess.run([sys.executable, '-c', 'import envpkg, sys; print(envpkg.VALUE, sys.executable)'],"
+              " env={}, capture_output=True, text=True)\n"
+              "print(child.stdout.strip() or child.stderr)\n")
+    site = f"{pkg.out}/lib/python{ps.pythonVersion}/site-packages"
+    done = subprocess.run([f"{env.out}/bin/python3", "-c", script, str(mine), site], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(mine)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{env.out}/bin/python3",
+        "True",  # the user's PYTHONPATH is kept, before the environment's packages
+        "7",
+        f"7 {env.out}/bin/python3",  # a child started as sys.executable, with an empty environment, has them too
+    ]
+
+
+def test_a_packages_own_post_install_keeps_the_import_check(tmp_path, manifests_dir):
+    """`postInstall` held the import check, so a package setting its own (or an override_attrs adding
+    one) built without it: a package that cannot be imported was registered (issue 30 follow-up,
+    item 5). The check is its own phase after the fixup, as Nixpkgs' hook appends
+    pythonImportsCheckPhase to preDistPhases, and the package's postInstall runs as well."""
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
+    src = _project(tmp_path, "hookpkg", "import not_a_module_anywhere\n")
+    own = pkgs.python3Packages.buildPythonPackage({
+        "pname": "hookpkg", "version": "1.0", "src": src, "pythonImportsCheck": ["hookpkg"],
+        "postInstall": 'echo mine > "$out/post-install-ran"',
+    })
+    overridden = pkgs.python3Packages.buildPythonPackage({
+        "pname": "hookpkg2", "version": "1.0", "src": src, "pythonImportsCheck": ["hookpkg"],
+    }).override_attrs({"postInstall": 'echo mine > "$out/post-install-ran"'})
+    for package in (own, overridden):
+        with Store.open(store_dir) as store:
+            with pytest.raises(Exception, match="not_a_module_anywhere"):
+                realise(store, [package.derivation])
+            assert not store.is_valid(package.out)
+        assert "pythonImportsCheckPhase" in package.derivation.attrs["preDistPhases"]
+
+    good = pkgs.python3Packages.buildPythonPackage({
+        "pname": "goodpkg", "version": "1.0", "src": _project(tmp_path, "goodpkg", "VALUE = 1\n"),
+        "pythonImportsCheck": ["goodpkg"], "postInstall": 'echo mine > "$out/post-install-ran"',
+    })
+    with Store.open(store_dir) as store:
+        realise(store, [good.derivation])
+    assert Path(good.out, "post-install-ran").read_text() == "mine\n"
+    unchecked = pkgs.python3Packages.buildPythonPackage({
+        "pname": "hookpkg3", "version": "1.0", "src": src, "pythonImportsCheck": ["hookpkg"],
+        "dontUsePythonImportsCheck": True})
+    assert "preDistPhases" not in unchecked.derivation.attrs

@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from cudapkgs.builders.python_bytecode import compile_tree, start_compile
 
 
@@ -229,3 +231,39 @@ def test_stop_all_stops_a_compilation_waited_for_in_another_thread(tmp_path: Pat
         if not _gone(hung):
             os.kill(hung, 9)
     assert compile_tree(site, out, {**os.environ, "PATH": os.path.dirname(sys.executable)}, io.StringIO()) is False
+
+
+def _python310() -> str | None:
+    for candidate in (os.path.expanduser("~/.pyenv/versions/3.10.13/bin/python3.10"), "/usr/bin/python3.10"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@pytest.mark.parametrize("python", ["<this>", "<3.10>"])
+def test_the_same_package_compiles_to_the_same_bytes_with_sets_of_strings(tmp_path: Path, python: str) -> None:
+    """A frozenset constant (`x in {...}` of strings) was marshalled in the order of its elements'
+    hashes before Python 3.11 (bpo-37596 sorted them): with a random hash seed per run, two builds of
+    one package by a 3.10 gave different byte code (issue 30 follow-up, item 4). The compiler runs
+    with PYTHONHASHSEED=0, as Nixpkgs' Python setup hook exports it, whatever the build's environment
+    says (a random seed; -I ignored the variable)."""
+    if python == "<3.10>":
+        python = _python310() or pytest.skip("no Python 3.10 installed here (~/.pyenv/versions/3.10.13 or /usr/bin/python3.10)")
+    else:
+        python = sys.executable
+    words = [f"word{i}" for i in range(40)]
+    source = f"def known(x):\n    return x in {{{', '.join(map(repr, words))}}}\nNAMES = frozenset({words!r})\n"
+    compiled = []
+    for run, seed in enumerate(("random", "12345", None)):
+        out = tmp_path / f"run{run}" / "out"
+        site = out / "lib" / "python3" / "site-packages"
+        (site / "pkg").mkdir(parents=True)
+        (site / "pkg" / "sets.py").write_text(source)
+        env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
+        env.pop("PYTHONHASHSEED", None)
+        if seed is not None:
+            env["PYTHONHASHSEED"] = seed
+        assert compile_tree(site, out, env, io.StringIO(), python) is True
+        (pyc,) = (site / "pkg" / "__pycache__").glob("sets.*.pyc")
+        compiled.append(pyc.read_bytes())
+    assert compiled[0] == compiled[1] == compiled[2]

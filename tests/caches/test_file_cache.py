@@ -321,3 +321,19 @@ def test_copy_from_a_file_cache_takes_one_job_while_other_work_keeps_the_cpus_bu
     stat.write_text("80000000 1000000 4\n")
     assert default_jobs(local) == 1
     assert cpu_contended("/proc/thread-self/schedstat", "/proc/pressure/cpu") in (True, False)  # the real files read
+
+
+def test_an_upload_never_writes_through_a_directory_link_in_the_cache(setup):
+    """A cache directory inside a cloned repository with ``nar -> elsewhere``: before, `copy --to`
+    wrote each NAR through the link, outside the cache (it also counted a NAR found there as uploaded)."""
+    store, dep, top, key, cache, tmp_path = setup
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "cache").mkdir(exist_ok=True)
+    os.symlink(elsewhere, tmp_path / "cache" / "nar")
+    with pytest.raises(CacheError, match=r"cache/nar is a symbolic link, not a directory.*remove it"):
+        cache.upload_closure(store, [top], secret_key=key, compression="none")
+    assert os.listdir(elsewhere) == []
+    assert not cache._exists("nar/" + "x" * 52 + ".nar")  # a NAR reached through the link is not the cache's
+    (elsewhere / ("y" * 52 + ".nar")).write_bytes(b"")
+    assert not cache._exists("nar/" + "y" * 52 + ".nar")

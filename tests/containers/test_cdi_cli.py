@@ -466,3 +466,14 @@ def test_an_empty_path_finds_no_hook_program_in_the_working_directory(tmp_path, 
         assert generate.HookProgram.at(None).path != str(planted)
     monkeypatch.delenv("PATH")
     assert generate._on_path("sh") == shutil.which("sh")  # no PATH: the default search path, as which
+
+
+def test_the_service_answers_to_the_name_nixos_and_the_seed_guide_use(tmp_path):
+    # seed guide: `systemctl status nvidia-container-toolkit-cdi-generator.service`; systemd links an
+    # [Install] Alias= when the unit is enabled (systemd.unit(5))
+    from cudapkgs.containers.service import render
+
+    unit = render([], unit_dir=str(tmp_path / "units"), udev_dir=str(tmp_path / "rules")).unit
+    install = unit.split("[Install]", 1)[1]
+    assert "\nAlias=nvidia-container-toolkit-cdi-generator.service\n" in install
+    assert unit.count("Alias=") == 1

@@ -29,7 +29,7 @@ from cudapkgs.top_level import clear_cache, import_pkgs
 SOURCES = Path(os.environ.get("CUDAPKGS_SOURCES", Path(__file__).resolve().parents[3] / "shared" / "sources"))
 needs_sources = pytest.mark.skipif(
     not (SOURCES / "INDEX.md").is_file(),
-    reason=f"the source mirror {SOURCES} is absent (set CUDAPKGS_SOURCES to ../shared/sources)",
+    reason=f"the source mirror {SOURCES} is absent (set CUDAPKGS_SOURCES to the absolute path of ../shared/sources)",
 )
 # From ../shared/sources/INDEX.md: Nixpkgs' fetchFromGitHub hash for madler/zlib v1.3.1 and
 # pkgs/development/cuda-modules/packages/nccl-tests.nix@0e4c4301 (NVIDIA/nccl-tests v2.18.2).

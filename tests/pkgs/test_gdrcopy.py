@@ -62,7 +62,7 @@ def _symbols(*args: str) -> set[str]:
 def test_gdrcopy_links_its_programs_against_the_stub_and_needs_only_the_driver(tmp_path, manifests_dir, wheel_cache,
         require_pypi, cached_store, host_has_libcuda):
     if not (SOURCES / "INDEX.md").is_file():
-        pytest.skip(f"the source mirror {SOURCES} is absent (set CUDAPKGS_SOURCES to ../shared/sources)")
+        pytest.skip(f"the source mirror {SOURCES} is absent (set CUDAPKGS_SOURCES to the absolute path of ../shared/sources)")
     if shutil.which("c++") is None or shutil.which("nm") is None:
         pytest.skip("needs a C++ compiler and nm")
     require_pypi("nvidia-cuda-nvcc")

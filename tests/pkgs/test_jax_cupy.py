@@ -83,7 +83,10 @@ def test_cupy_links_the_sets_libraries_and_drops_cuda_pathfinder():
     # cuda-pathfinder stays (a compiled module calls it), without its search of nvidia/ trees on sys.path.
     pathfinder = at(f"{CU13}.cuda-pathfinder")
     assert {d.pname for d in cupy.passthru.dependencies} == {"numpy", "cuda-pathfinder"}
-    assert "EARLY_FIND_STEPS: tuple[FindStep, ...] = ()" in pathfinder.drvAttrs["wheelSubstitutions"][0]["replace"][0][1]
+    early = pathfinder.drvAttrs["wheelSubstitutions"][0]["replace"][0][1]
+    # The set's library directories first (issue 31): never nvidia/ trees on sys.path or $CONDA_PREFIX.
+    assert "EARLY_FIND_STEPS: tuple[FindStep, ...] = (find_in_cudapkgs_set,)" in early
+    assert f"'{_lib_dir(at('cudaPackages_13_0.cuda_nvrtc'))}'" in early and "find_in_site_packages" not in early.split("EARLY")[1]
     inputs = {str(p) for p in attrs["buildInputs"]}
     for attr in CUPY_LIBRARIES:
         assert str(cuda[attr]["lib" if "lib" in cuda[attr].outputs else "out"]) in inputs, attr
@@ -94,11 +97,17 @@ def test_cupy_links_the_sets_libraries_and_drops_cuda_pathfinder():
     assert f"return {str(cuda.cuda_cudart.include)!r}" in environment["replace"][0][1]  # the set's headers
 
 
-@pytest.mark.parametrize("name", ["jax-cuda13-pjrt", "jax-cuda13-plugin", "cupy"])
+@pytest.mark.parametrize("name", ["jax-cuda13-pjrt", "jax-cuda13-plugin"])
 def test_a_cuda_12_set_cannot_have_the_cuda_13_wheels_and_says_why(name):
     package = at(f"pkgsCuda.python3Packages.{name}")  # the default set: CUDA 12.9
     assert package.meta.broken
     assert "is a CUDA 13 build; cudaPackages_12_9 is CUDA 12.9 (use cudaPackages_13_0.pkgs" in problems(package)
+
+
+def test_a_cuda_12_sets_cupy_is_cupy_cuda12x():
+    # issue 31: CUDA 12 sets get CuPy's CUDA 12 wheel (they were broken: "a CUDA 13 build")
+    package = at("pkgsCuda.python3Packages.cupy")  # the default set: CUDA 12.9
+    assert not package.meta.broken and "cupy-cuda12x wheel" in package.meta["description"]
 
 
 def test_a_cudnn_older_than_the_plugins_minimum_is_named_with_the_version_needed():
@@ -122,3 +131,17 @@ def test_the_new_packages_are_found_by_name():
     names = set(pkgs.cudaPackages_13_0.pkgs.pkgsCuda.python3Packages)
     assert {"jax", "jaxlib", "jax-cuda13-pjrt", "jax-cuda13-plugin", "cupy", "cuda-pathfinder", "scipy", "ml-dtypes",
             "opt-einsum"} <= names
+
+
+def test_xla_is_given_the_plugins_cuda_directory_first_and_torch_the_sets_nvrtc_by_path():
+    """issue 31: XLA ran /usr/local/cuda/bin/ptxas (its own search puts /usr/local/cuda first); torch's
+    _get_nvrtc_library loaded libnvrtc.so.13 by name, through the system's search. (Run, with a decoy
+    host CUDA: tests/pkgs/test_runtime_lookups.py.)"""
+    pjrt = at(f"{CU13}.jax-cuda13-pjrt")
+    texts = [new for entry in pjrt.drvAttrs["wheelSubstitutions"] for _old, new in entry["replace"]]
+    assert any("os.environ['XLA_FLAGS'] = (f'--xla_gpu_cuda_data_dir={data_dir} ' + flags)" in t for t in texts)
+    assert pjrt.drvAttrs["wheelLinks"]["jax_plugins/nvidia/cu13/bin/ptxas"][1] == "bin/ptxas"
+    torch = at(f"{CU13}.torch")
+    nvrtc = _lib_dir(at("cudaPackages_13_0.cuda_nvrtc"))
+    (entry,) = [e for e in torch.drvAttrs["wheelSubstitutions"] if e["file"] == "torch/cuda/_utils.py"]
+    assert f"'{nvrtc}/libnvrtc.so.13',  # cudapkgs: the set's NVRTC, by its path" in entry["replace"][0][1]

@@ -71,8 +71,9 @@ def test_pycuda_is_evaluated_against_the_sets_headers_and_stub(tmp_path, manifes
     # Another set's pycuda is another derivation.
     assert pkgs.cudaPackages_12_8.pkgs.python3Packages.pycuda.drvPath != pycuda.drvPath
     # Binary wheels exist per CPython version: a version with no pin is an evaluation error naming the pins.
-    with pytest.raises(EvalError, match=r"no pinned wheel for CPython 3.13 .*pinned: CPython 3.11, CPython 3.12"):
-        pinned_wheel("numpy", "3.13", "x86_64-linux")
+    with pytest.raises(EvalError, match=r"numpy 2.2.6 or 2.4.6 or 2.5.5: no pinned wheel for CPython 3.9 .pinned for "
+                       r"CPython 3.10, 3.11, 3.12, 3.13 on x86_64-linux: use python310Packages, python311Packages, python312Packages or python313Packages"):
+        pinned_wheel("numpy", "3.9", "x86_64-linux")
     assert pinned_wheel("mako", "3.13", "x86_64-linux").platform == "any"
 
 

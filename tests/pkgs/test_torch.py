@@ -327,3 +327,36 @@ def test_torch_bin_inputs_and_metadata_are_nixpkgs(manifests_dir):
     requests = pkgs.python3Packages.requests
     assert {d.pname for d in requests.propagatedBuildInputs} == {"charset-normalizer", "idna", "urllib3", "certifi"}
     assert pkgs.python3Packages.pyyaml.pythonImportsCheck == ["yaml"]
+
+
+def test_rocm_torch_says_what_it_would_need(manifests_dir):
+    # pkgsRocm (rocmSupport on, cudaSupport off): torch/source/default.nix@00d0ced3 builds against rocmPackages
+    rocm = cudapkgs.import_pkgs(config=CONFIG).pkgsRocm.python3Packages.torch
+    message = problems(rocm)
+    assert rocm.meta.available is False
+    assert "rocmSupport is on, and no ROCm build of torch is packaged" in message
+    assert "rocmPackages (rocm-core, clr, rccl, miopen" in message and "pkgsCuda.python3Packages.torch" in message
+    with pytest.raises(UnavailablePackageError, match="rocmSupport is on"):
+        rocm.outPath
+    both = at("python3Packages.torch", cudaSupport=True, rocmSupport=True)
+    assert "CUDA and ROCm are not both on (they are mutually exclusive)" in problems(both)
+
+
+def test_torch_testers_are_write_gpu_test_python_programs(manifests_dir):
+    # torch/tests/default.nix@2ff66c69: tester-compileCpu (no feature), tester-cudaAvailable and
+    # tester-compileCuda (feature cuda) are writeGpuTestPython programs with their .gpuCheck
+    from cudapkgs.lib.fixpoint import force
+    from cudapkgs.testers import collect_tests, is_tester, tester_features
+
+    torch = at("python3Packages.torch", cudaSupport=True)
+    tests = collect_tests(torch)
+    for key, feature, program in (("tester-compileCpu", [], "torch-compile-cpu"),
+                                  ("tester-cudaAvailable", ["cuda"], "cudaAvailable"),
+                                  ("tester-compileCuda", ["cuda"], "torch-compile-cuda")):
+        tester = tests[key]
+        assert is_tester(tests, key) and tester_features(tester) == feature
+        assert tester.meta["mainProgram"] == program
+        check = force(tester.passthru["gpuCheck"]).derivation
+        assert check.attrs["requiredSystemFeatures"] == feature
+        assert tester.drvPath in {d.drv_path for d in check.deps}
+    assert not is_tester(tests, "compileCpu")  # the builds stay as they were

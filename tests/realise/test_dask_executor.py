@@ -512,3 +512,25 @@ def test_a_bad_entry_in_the_cache_is_replaced_by_the_worker_and_said(setup, tmp_
         assert store.is_valid(b.derivation.outputs["out"])
     assert (f"replaced the entry of {b.derivation.outputs['out']} in {builders.cache}: "
             "it is not signed by a trusted key (signed by: nobody)") in out.getvalue()
+
+
+def test_testers_run_here_not_on_workers(setup, monkeypatch):
+    # passthru.testers are programs for the machine running `cudapkgs test` (its GPU), not builds for a worker
+    from cudapkgs.lib.fixpoint import AttrSet
+    from cudapkgs.testers import run_tests
+
+    cluster, config, builders = setup
+    cluster.start_worker("gpu0", resources="cuda=1", features="cuda")
+    cluster.wait_for(1)
+    program = mk_derivation(config, {"pname": "probe", "version": "1", "stdenvCc": None, "dontUnpack": True,
+                                     "installPhase": 'mkdir -p "$out/bin"\nprintf "#!/bin/sh\\necho probed\\n" > "$out/bin/probe"\n'
+                                                     'chmod +x "$out/bin/probe"\n',
+                                     "meta": {"mainProgram": "probe"}})
+    pkgs = AttrSet({"a": mk_derivation(config, {"pname": "a", "version": "1", "stdenvCc": None,
+                                                "installPhase": 'mkdir -p "$out"', "passthru": {"testers": {"probe": program}}})})
+    monkeypatch.setenv("CUDAPKGS_SYSTEM_FEATURES", "")
+    (skipped,) = run_tests(pkgs, ["a"], builders=builders)
+    assert skipped.result == "skipped" and "a tester: its program runs on a machine offering cuda" in skipped.detail
+    monkeypatch.setenv("CUDAPKGS_SYSTEM_FEATURES", "cuda")
+    (passed,) = run_tests(pkgs, ["a"], builders=builders)
+    assert passed.result == "passed" and passed.detail.startswith("probed") and "(on gpu0" not in passed.detail

@@ -59,6 +59,9 @@ def app(config, libgreet):
         "preBuild": "dump() { " + DUMP + "; }; dump env-build.txt",
         "buildPhase": 'gcc -o app main.c -lgreet && test "$FROM_PYTHON" = "set by a Python phase"',
         "installPhase": 'install -Dm755 app "$out/bin/app"; install -Dm644 env-build.txt note.txt unpacked.txt -t "$out/share"',
+        # A phase after the fixup and what follows it (Nixpkgs' preDistPhases: buildPythonPackage's import check).
+        "preDistPhases": ["stampPhase"],
+        "stampPhase": 'test -s "$out/nix-support/propagated-build-inputs" && echo "after the fixup" > "$out/share/stamp.txt"',
     })
 
 
@@ -137,6 +140,7 @@ def test_a_manual_build_in_develop_matches_the_builders(project):
     # directory is gone with the shell.
     propagated = "nix-support/propagated-build-inputs"
     assert (mine / propagated).read_text() == Path(out, propagated).read_text() != ""
+    assert (mine / "share" / "stamp.txt").read_text() == Path(out, "share", "stamp.txt").read_text() == "after the fixup\n"
     assert not Path(session_top).exists()
 
 
@@ -187,7 +191,8 @@ def test_rc_defines_every_phase_and_keeps_the_builders_scripts(project, tmp_path
     session = DevelopSession(drv, outputs_dir=tmp_path / "outputs", base={"PATH": "/opt/user/bin", "HOME": str(tmp_path)})
     try:
         rc = session.rc_file.read_text()
-        for phase in ("unpackPhase", "patchPhase", "configurePhase", "buildPhase", "installPhase", "fixupPhase"):
+        for phase in ("unpackPhase", "patchPhase", "configurePhase", "buildPhase", "installPhase", "fixupPhase",
+                      "stampPhase"):
             assert f"{phase}() {{ _cudapkgs_step {phase}; }}" in rc
         script = (session.work / ".buildPhase.sh").read_text()
         assert script == generic.step_script(drv.attrs["buildPhase"], session.env["NIX_ATTRS_SH_FILE"])
@@ -210,7 +215,8 @@ def test_the_help_s_phase_example_works_as_written(tmp_path):
     assert len(lines) >= 2, develop.epilog
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
                                                         os.environ.get("PYTHONPATH", "")]),
-           "CUDAPKGS_STORE": str(tmp_path / "store"), "CUDAPKGS_MANIFESTS": str(MANIFESTS)}
+           "CUDAPKGS_STORE": str(tmp_path / "store"), "CUDAPKGS_MANIFESTS": str(MANIFESTS),
+           "XDG_STATE_HOME": str(tmp_path / "state")}  # develop's record of what the phases wrote
     cwd = tmp_path / "work"
     cwd.mkdir()
     for line in lines:

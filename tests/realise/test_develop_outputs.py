@@ -119,3 +119,36 @@ def test_what_the_phases_rewrote_is_fixed_up_and_a_fresh_outputs_dir_works(proje
     run = develop(project, "--command", "genericBuild")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert elf.read_elf(out / "lib" / "libhello.so").runpath != ["/nowhere/lib"]
+
+
+def test_a_later_session_fixes_up_what_an_earlier_session_s_phases_installed(project):
+    """`--phase installPhase`, then `--phase fixupPhase` in another session, as with `nix develop`: the first
+    session's record (in the user's $XDG_STATE_HOME, never the repository) says the phases wrote the files."""
+    out = project["work"] / "outputs" / "out"
+    first = develop(project, "--command", "eval", "runPhase unpackPhase && runPhase buildPhase && runPhase installPhase")
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    assert elf.read_elf(out / "lib" / "libhello.so").runpath in (None, [])
+    records = list((project["root"] / ".local" / "state" / "cudapkgs" / "develop").iterdir())
+    assert len(records) == 1 and records[0].stat().st_mode & 0o077 == 0
+    second = develop(project, "--phase", "fixupPhase")
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert "@@ fixup: 1 ELF file(s)" in second.stdout
+    # A file put there afterwards (a `git pull`, say) is not the phases': refused again.
+    _elf_with_runpath(out / "lib" / "libplanted.so")
+    third = develop(project, "--phase", "fixupPhase")
+    assert third.returncode != 0 and "libplanted.so" in third.stderr
+    assert elf.read_elf(out / "lib" / "libplanted.so").runpath == ["/nowhere/lib"]
+
+
+def test_a_link_planted_inside_a_real_outputs_dir_is_refused_before_any_phase(project):
+    outside = project["root"] / "elsewhere"
+    outside.mkdir()
+    out = project["work"] / "outputs" / "out"
+    out.mkdir(parents=True)
+    (out / "lib").symlink_to(outside)  # installPhase's `install -D … "$out/lib/libhello.so"` would go there
+    run = develop(project, "--command", "genericBuild")
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "Running phase" not in run.stdout
+    refusal = run.stderr.strip().splitlines()[-1]
+    assert f"{out / 'lib'} is a symbolic link" in refusal
+    assert list(outside.iterdir()) == []

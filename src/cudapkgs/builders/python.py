@@ -47,11 +47,19 @@ for wheel in *.whl; do
   mv "$wheel" "dist/$name"
 done
 """
+# pythonImportsCheck: -c puts the working directory first on sys.path, so the check runs in a fresh
+# empty directory and finds the package through PYTHONPATH alone.  Nixpkgs' hook runs it in $out
+# (pkgs/development/interpreters/python/hooks/python-imports-check-hook.sh@15cc5fab); here $out is
+# ./outputs/out under `cudapkgs develop`, in the user's directory, where a module left there passed
+# the check (or ran) in place of the package's.  Any Python 3 (no -P before 3.11).
 IMPORTS_CHECK = r"""
 for module in "${pythonImportsCheck[@]}"; do
   echo "pythonImportsCheck: $module"
-  # in $out (as Nixpkgs' hook): -c puts the working directory, the source tree, first on sys.path
-  (cd "$out" && PYTHONPATH="$out/lib/python$pythonVersion/site-packages${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import $module")
+  checkDir=$(mktemp -d)
+  checkStatus=0
+  (cd "$checkDir" && PYTHONPATH="$out/lib/python$pythonVersion/site-packages${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import $module") || checkStatus=$?
+  rm -rf -- "$checkDir"
+  [ "$checkStatus" -eq 0 ] || exit "$checkStatus"
 done
 """
 
@@ -88,10 +96,14 @@ def build_python_package(
             "buildPhase": WHEEL_BUILD if fmt == "wheel" else BUILD,
             "format": fmt,
             "installPhase": lazy(_install_phase),  # imported when the derivation is, not to list the package
-            "postInstall": IMPORTS_CHECK if checks else "",
             "pythonImportsCheck": checks,
             "pythonVersion": python_version(python),
             **given,
+            # Its own phase after the fixup, as Nixpkgs' hook appends pythonImportsCheckPhase to
+            # preDistPhases: a package's postInstall (or any hook) no longer replaces the check.
+            **({"pythonImportsCheckPhase": IMPORTS_CHECK,
+                "preDistPhases": [*given.get("preDistPhases", []), "pythonImportsCheckPhase"]}
+               if checks and not given.get("dontUsePythonImportsCheck") else {}),
             "nativeBuildInputs": [python, *build_system, *given.get("nativeBuildInputs", [])],
             "propagatedBuildInputs": [*dependencies, *given.get("propagatedBuildInputs", [])],
             "passthru": {"python": python, **dict(given.get("passthru", {}))},
@@ -106,29 +118,49 @@ def _install_phase() -> Any:
     return install
 
 
-# The wrapper is /bin/sh: the interpreter's host path is single-quoted (a python3Executable may
-# hold spaces or shell words), and with no packages PYTHONPATH is left alone (an empty entry
-# would put the working directory first on sys.path).
+# The environment is laid out as a virtual environment (PEP 405): bin/python3 is a link to the host
+# interpreter itself (its real path, so a link to a link does not hide it), pyvenv.cfg beside bin/
+# names that interpreter's directory as `home`, and the packages' site directories are listed one a
+# line in a .pth file of the environment's own site-packages.  CPython then reports
+# sys.executable = $out/bin/python3 (so `[sys.executable, ...]` children have the same packages),
+# sys.prefix = $out, and adds the packages through `site`, after the user's PYTHONPATH, which is left
+# as it was (it is neither replaced nor needed).  The host's own site-packages are not on sys.path
+# (include-system-site-packages = false), as in Nixpkgs' python.withPackages.  With no packages the
+# .pth file is empty.  A path is written to the .pth file only as a plain directory line (a line that
+# starts with "import" would be run by site: a store path never does).
 WITH_PACKAGES = r"""
-mkdir -p "$out/bin"
-quoted="'${interpreter//\'/\'\\\'\'}'"
+real=$(realpath -e -- "$interpreter")
+site="$out/lib/python$pythonVersion/site-packages"
+mkdir -p "$out/bin" "$site"
 for name in python3 "python$pythonVersion"; do
-  {
-    echo '#!/bin/sh'
-    echo "# python.withPackages: the interpreter with these packages (and what they propagate) importable"
-    if [ -n "${PYTHONPATH:-}" ]; then
-      printf 'PYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH}\nexport PYTHONPATH\n' "$PYTHONPATH"
-    fi
-    printf 'exec %s "$@"\n' "$quoted"
-  } > "$out/bin/$name"
-  chmod 755 "$out/bin/$name"
+  ln -s "$real" "$out/bin/$name"
 done
+{
+  printf 'home = %s\n' "$(dirname -- "$real")"
+  printf 'include-system-site-packages = false\n'
+  printf 'version = %s\n' "$pythonVersion"
+  printf 'executable = %s\n' "$real"
+} > "$out/pyvenv.cfg"
+: > "$site/cudapkgs-env.pth"
+old_ifs=$IFS
+IFS=:
+for dir in ${PYTHONPATH:-}; do
+  case "$dir" in
+    /*) printf '%s\n' "$dir" >> "$site/cudapkgs-env.pth" ;;
+  esac
+done
+IFS=$old_ifs
 """
 
 
 def with_packages(config: Any, python: Any, packages: Sequence[Any], *, system: str | None = None) -> Any:
-    """python.withPackages: ``bin/python3`` running the interpreter with `packages` (and their
-    propagated dependencies) on PYTHONPATH; for shells and run-time closures."""
+    """python.withPackages: a virtual environment (PEP 405) whose ``bin/python3`` is the interpreter with
+    `packages` (and their propagated dependencies) importable; for shells and run-time closures.
+
+    ``sys.executable`` is the environment's own ``bin/python3`` (Nixpkgs' python env sets it to its
+    wrapper too), the user's PYTHONPATH is kept and comes first, and the packages come through a
+    ``.pth`` file of the environment's site-packages (``site`` adds each listed directory).
+    """
     from ..stdenv import mk_derivation
 
     return mk_derivation(config, {

@@ -7,8 +7,20 @@ the build's ``PATH``: the magic number is that interpreter's) as
 ``python3 -m compileall -q -j 0 --invalidation-mode checked-hash -s $out <site>``: one worker
 process per core, the recorded source names relative to ``$out`` (the build directory's path
 is not kept), a module that does not compile left to compile when imported (as pip does).
-Two guards: nothing is imported from the working directory (``-I``, and a private empty working
-directory: `cudapkgs.python_child`), and each compiler process may use at most `MEMORY_LIMIT` bytes of address space (a module needing more is not compiled).
+Two guards: nothing is imported from the working directory (a private empty working directory:
+`cudapkgs.python_child`; no ``PYTHON*`` variable of the build but one, ``-s``), and each compiler
+process may use at most `MEMORY_LIMIT` bytes of address space (a module needing more is not compiled).
+
+The byte code is reproducible: the compiler runs with ``PYTHONHASHSEED=0`` (`compiler_env`), as
+Nixpkgs' Python setup hook exports it for every build with Python ("Determinism: We fix the hashes of
+str, bytes and datetime objects", pkgs/development/interpreters/python/setup-hook.sh@046f091e0d98).
+A set of strings in a module (``x in {"a", "b"}``, a frozenset constant) is written to the ``.pyc``
+in the order of its elements' hashes, which a randomized seed changes from one run to the next: two
+builds of the same package gave different byte code, so different NAR hashes.  The seed is fixed at
+the interpreter's start, so it cannot be set by the compiler's own code, and ``-I`` (``-E``) ignores
+the variable: the compiler therefore runs without ``-I``, in an environment holding no other
+``PYTHON*`` variable (so ``PYTHONPATH``, ``PYTHONHOME`` and ``PYTHONSTARTUP`` cannot reach it) and
+with ``-s`` (no user site directory), in its private directory, whatever its Python version.
 
 `start_compile` runs the same command without waiting, so a build can do other work meanwhile.
 The compiler runs under the build phases' supervisor (`cudapkgs.process_group`): it and
@@ -21,7 +33,6 @@ its workers die with cudapkgs. It has a deadline proportional to the source it c
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -31,9 +42,10 @@ from typing import TextIO
 
 from ..errors import CudapkgsError
 from ..python_child import new_private_directory, remove_private_directory
+from .. import programs
 
-__all__ = ["ByteCompileError", "Compile", "bind_stop", "compile_tree", "deadline_for", "interpreter", "resume",
-           "start_compile", "stop_all"]
+__all__ = ["HASH_SEED", "ByteCompileError", "Compile", "bind_stop", "compile_tree", "compiler_env", "deadline_for",
+           "interpreter", "resume", "start_compile", "stop_all"]
 
 
 class ByteCompileError(CudapkgsError):
@@ -42,7 +54,7 @@ class ByteCompileError(CudapkgsError):
 
 def interpreter(env: Mapping[str, str]) -> str:
     """The build's ``python3``: the first on `env`'s ``PATH``, else ``python3`` (left to the system's PATH)."""
-    return shutil.which("python3", path=env.get("PATH", "")) or "python3"
+    return programs.which("python3", path=env.get("PATH", "")) or "python3"
 
 
 #: The address space one compiler process may use (bytes): CPython's compiler takes about 550 bytes
@@ -123,11 +135,12 @@ def _stopped(stop: threading.Event | None) -> bool:
 
 # ``python3 -m compileall`` with two differences: nothing is imported from the working directory,
 # and the process and its workers are held to MEMORY_LIMIT (RLIMIT_AS, inherited by every worker).
-# ``-I`` keeps the working directory (and PYTHON* variables, the user's site directory) off sys.path
-# from the start, in every Python 3 and in the workers compileall starts (multiprocessing passes the
-# flag on), and the compiler runs in a private empty directory (`python_child`): before, this code
-# dropped the working directory from sys.path only after its first line had imported ``resource``
-# and ``runpy`` from there (a repository's resource.py ran in every Python package's build).
+# The compiler runs in a private empty directory (`python_child`), which is what ``-c`` puts first on
+# sys.path, with no PYTHON* variable but PYTHONHASHSEED=0 and with ``-s`` (`compiler_env`; ``-I``
+# would ignore the seed): before, this code dropped the working directory from sys.path only after its
+# first line had imported ``resource`` and ``runpy`` from there (a repository's resource.py ran in
+# every Python package's build). The workers compileall starts are forked, or started with the same
+# flags and environment (multiprocessing passes ``-s`` on), so they use the same seed.
 # Exit status: 0, every module compiled; 1, compileall went through every file and some did not
 # compile; anything else (an exception of compileall's own, a worker lost, a signal: SIGINT is no
 # KeyboardInterrupt that compileall would turn into 1) means it stopped part way.
@@ -151,8 +164,18 @@ except BaseException:
 """
 
 
+#: The hash seed the compiler runs with (Nixpkgs' Python setup hook exports the same; see the module docstring).
+HASH_SEED = "0"
+
+
+def compiler_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment the compiler runs in: `env` without any ``PYTHON*`` variable, and with
+    ``PYTHONHASHSEED`` = `HASH_SEED` (so its byte code does not depend on a random seed)."""
+    return {**{k: v for k, v in env.items() if not k.startswith("PYTHON")}, "PYTHONHASHSEED": HASH_SEED}
+
+
 def _command(python: str, site: Path, out: Path) -> list[str]:
-    return [python, "-I", "-c", _BOOT, str(MEMORY_LIMIT), "-q", "-j", "0", "--invalidation-mode", "checked-hash",
+    return [python, "-s", "-c", _BOOT, str(MEMORY_LIMIT), "-q", "-j", "0", "--invalidation-mode", "checked-hash",
             "-s", os.path.abspath(out), os.path.abspath(site)]
 
 
@@ -214,7 +237,7 @@ class Compile:
 
 def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | None = None) -> Compile:
     """Start compiling every module under `site` (names relative to `out`) with `python` (default:
-    `interpreter` of `env`), in `env`; returns at once, the deadline (`deadline_for`) running.  Raises
+    `interpreter` of `env`), in `compiler_env` of `env`; returns at once, the deadline (`deadline_for`) running.  Raises
     OSError when the interpreter cannot start, `ByteCompileError` after `stop_all` (or with this thread's
     `bind_stop` signal set)."""
     from ..process_group import popen_phase
@@ -226,14 +249,14 @@ def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | N
 
     # Under the build phases' supervisor: the compiler and its workers die with cudapkgs.
     chosen = python or interpreter(env)
-    executable = chosen if os.sep in chosen else shutil.which(chosen)
+    executable = chosen if os.sep in chosen else programs.which(chosen)
     if executable is None or not os.access(executable, os.X_OK):
         raise FileNotFoundError(f"{chosen}: no such interpreter to compile byte code with")
     executable = os.path.abspath(executable)  # it runs in another directory
     argv = _command(executable, Path(site), Path(out))
     cwd = new_private_directory()
     try:
-        process = popen_phase(argv, executable=executable, env=env, cwd=cwd,
+        process = popen_phase(argv, executable=executable, env=compiler_env(env), cwd=cwd,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except BaseException:
         remove_private_directory(cwd)

@@ -10,6 +10,9 @@ the derivation names, each step refusing to do nothing (as ``substituteInPlace
                        stand in for them; `cudapkgs.hooks.python_remove_deps`)
 ``wheelSubstitutions`` ``[{"file": <site-relative>, "replace": [[old, new], …]}]``: every
                        ``old`` must occur (torch's nvidia/ preload made inert, say)
+``wheelReplaceNeeded`` ``{<site-relative ELF file>: {old DT_NEEDED: new}}``: a bundled copy's hashed
+                       soname replaced by the one the set serves (patchelf --replace-needed); every
+                       old name must be one of the file's DT_NEEDED
 ``wheelRemove``        site-relative files or directories that must exist (bundled copies of
                        CUDA tools and libraries the set provides)
 ``wheelLinks``         ``{<site-relative>: <absolute target> or [<input>, <path inside it>]}``:
@@ -17,7 +20,8 @@ the derivation names, each step refusing to do nothing (as ``substituteInPlace
 
 The generic fixup follows: every ELF file's RUNPATH becomes the directories satisfying its
 DT_NEEDED (the package's own, the set's libraries in buildInputs), ``appendRunpaths`` and the
-driver directory, DT_RPATH gone (`cudapkgs.hooks.fixup`).  ``finish`` (postFixup) then checks
+driver directory, DT_RPATH gone (`cudapkgs.hooks.fixup`).  ``finish`` (its own phase after the fixup,
+``finishWheelPhase`` in ``preDistPhases``, so a package's ``postFixup`` cannot replace it) then checks
 that result (`check_runpaths`: no DT_RPATH, no entry outside those directories), makes RECORD
 true again (`cudapkgs.hooks.python_record`), compiles byte code and runs ``pythonImportsCheck``
 in the build's clean environment.
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
 from ..errors import CudapkgsError
+from .. import programs
 
 __all__ = ["PreparedInstall", "RewireError", "check_runpaths", "compile_env", "compile_key", "finish", "finish_nvidia", "install",
            "install_nvidia", "install_tree", "site_packages"]
@@ -107,6 +112,23 @@ def install_tree(attrs: Mapping[str, Any], site: Path, out: Path, log: TextIO) -
         path.write_text(text, encoding="utf-8")
         changed.add(path)
         log.write(f"wheelSubstitutions: {entry['file']} ({len(entry.get('replace') or ())} replacement(s))\n")
+
+    for rel, renames in (attrs.get("wheelReplaceNeeded") or {}).items():
+        path = _inside(site, rel, "wheelReplaceNeeded")
+        if path.is_symlink() or not path.is_file():
+            raise RewireError(f"wheelReplaceNeeded: {rel} is not a file of the wheel")
+        from ..elf import read as elf
+
+        needed = set(elf.read_elf(path).needed)
+        missing = [old for old in renames if old not in needed]
+        if missing:
+            raise RewireError(f"wheelReplaceNeeded: {rel} has no DT_NEEDED {', '.join(missing)} "
+                              f"(it needs {', '.join(sorted(needed))}: the wheel changed, look at it again)")
+        from ..elf.patch import replace_needed
+
+        replace_needed(path, dict(renames))
+        changed.add(path)
+        log.write(f"wheelReplaceNeeded: {rel}: " + ", ".join(f"{o} -> {n}" for o, n in renames.items()) + "\n")
 
     for rel in attrs.get("wheelRemove") or ():
         path = _inside(site, rel, "wheelRemove")
@@ -194,7 +216,7 @@ def compile_key(env: Mapping[str, str]) -> str:
     from .python_bytecode import interpreter
 
     python = interpreter(env)
-    return json.dumps([os.path.realpath(shutil.which(python) or python),
+    return json.dumps([os.path.realpath(programs.which(python) or python),
                        sorted((k, v) for k, v in env.items()
                               if (k.startswith("PYTHON") and k != "PYTHONPATH") or k in ("LANG", "LC_ALL", "LC_CTYPE"))])
 
@@ -300,7 +322,7 @@ def install_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outpu
 
 
 def finish_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
-    """postFixup of `nvidia_wheel`: the run paths checked as `finish` checks them."""
+    """`nvidia_wheel`'s finishWheelPhase (after the fixup): the run paths checked as `finish` checks them."""
     checked = check_runpaths([Path(p) for p in outputs.values()], **_runpath_context(attrs, outputs))
     log.write(f"run paths: {checked} ELF file(s), none with DT_RPATH, none outside the package, its inputs and the driver\n")
 
@@ -311,6 +333,10 @@ def _runpath_context(attrs: Mapping[str, Any], outputs: Mapping[str, Path]) -> d
     final = [str(p) for p in (attrs.get("outputPaths") or {}).values()] + [os.fspath(p) for p in outputs.values()]
     host = find_inputs([], [*(attrs.get("buildInputs") or ()), *(attrs.get("propagatedBuildInputs") or ())]).host
     lib_dirs = [os.path.join(p, sub) for p in host for sub in ("lib", "lib64")]
+    if attrs.get("pythonVersion"):  # the Python dependencies' library directories the fixup searched too
+        from ..hooks.python_lib_dirs import python_lib_dirs
+
+        lib_dirs += [os.fspath(d) for d in python_lib_dirs(host, str(attrs["pythonVersion"]))]
     extra = [*(attrs.get("appendRunpaths") or ()), *([attrs["driverLibDir"]] if attrs.get("driverLibDir") else [])]
     return {"outputs": final, "lib_dirs": lib_dirs, "extra": extra}
 
@@ -352,7 +378,8 @@ def check_runpaths(roots: Sequence[Path], *, outputs: Sequence[str], lib_dirs: S
 
 
 def finish(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
-    """postFixup: check the run paths, rewrite RECORD, compile byte code, run pythonImportsCheck."""
+    """finishWheelPhase (after the fixup, one of preDistPhases): check the run paths, rewrite RECORD, compile
+    byte code, run pythonImportsCheck."""
     from ..hooks import python_record
 
     out = Path(outputs["out"])
@@ -420,17 +447,23 @@ def _compile(site: Path, out: Path, env: Mapping[str, str], log: TextIO) -> None
 def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) -> None:
     if not all(part.isidentifier() for part in module.split(".")):
         raise RewireError(f"pythonImportsCheck: {module!r} is not a module name")
-    python = shutil.which("python3", path=env.get("PATH", "")) or "python3"
+    python = programs.which("python3", path=env.get("PATH", "")) or "python3"
     run_env = dict(env)
-    run_env["PYTHONPATH"] = os.pathsep.join([os.fspath(site), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    run_env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(site), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     run_env["PYTHONDONTWRITEBYTECODE"] = "1"
     log.write(f"pythonImportsCheck: {module}\n")
     import subprocess
 
-    # In site-packages: ``-c`` puts the working directory first on sys.path, and a module of that
-    # name there (the user's checkout) would pass the check of a package without it.
-    done = subprocess.run([python, "-c", f"import {module}"], env=run_env, cwd=os.fspath(site), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, errors="replace", check=False, timeout=600)
+    # In a private empty directory: ``-c`` puts the working directory first on sys.path, and a module
+    # of that name there (the user's checkout) would pass the check of a package without it; the
+    # package is found through PYTHONPATH, `site` first (any Python 3: no -P before 3.11).
+    from ..python_child import private_directory
+
+    if os.sep in python:
+        python = os.path.abspath(python)
+    with private_directory() as cwd:
+        done = subprocess.run([python, "-c", f"import {module}"], env=run_env, cwd=cwd, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace", check=False, timeout=600)
     if done.returncode != 0:
         tail = "\n  ".join(done.stdout.strip().splitlines()[-15:])
         raise RewireError(f"pythonImportsCheck: import {module} failed (exit status {done.returncode}):\n  {tail}")

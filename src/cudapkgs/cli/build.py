@@ -22,6 +22,7 @@ from .installables import (
     add_project_options,
     builders_from_args,
     evaluate,
+    without_fetchers,
 )
 
 EPILOG_BUILD = """\
@@ -98,6 +99,7 @@ def run_build(args: argparse.Namespace) -> int:
         store_dir, items, out_link=None if args.no_link else args.out_link, jobs=args.jobs,
         keep_failed=args.keep_failed, dry_run=args.dry_run, as_json=args.json, substituters=substituters, push=push,
         builders=builders_from_args(args), max_cache_size=max_cache_size,
+        reevaluate=without_fetchers(args) if args.attrpaths else None,
     )
 
 
@@ -136,8 +138,13 @@ def realise_and_link(
     push: Any = None,
     builders: Any = None,
     max_cache_size: str | None = None,
+    reevaluate: Any = None,
 ) -> int:
     """What `cudapkgs build` does after evaluation: check, plan, build what is missing, link, print.
+
+    ``reevaluate`` (`installables.without_fetchers`): when the plan skipped fetchers whose host did
+    not answer, a callable given their names that returns the installables evaluated without them
+    (or None); ``items`` is then replaced in place by those, and the plan made again.
 
     ``max_cache_size`` (the ``maxCacheSize`` config key, e.g. "5GiB"): after building, the
     download caches are trimmed to it, least recently used entries first.
@@ -163,10 +170,12 @@ def realise_and_link(
                     print(f"cudapkgs: note: wheel size unknown: {problem}", file=sys.stderr)
                 return sizes
 
-        the_plan = plan(store, [i.drv for i in resolved if i.drv is not None], substituters, wheel_sizes=wheel_sizes)
+        the_plan = _plan_reachable(store, items, resolved, substituters, wheel_sizes, reevaluate)
         if dry_run:
             _print_plan(the_plan, as_json)
             return 0
+        for line in _skipped_lines(the_plan):
+            print(f"cudapkgs: {line}", file=sys.stderr)
         if not the_plan.nothing_to_do:
             if recorder is not None:
                 recorder.abandon("built, fetched or pushed something, or was given store paths")
@@ -205,6 +214,37 @@ def realise_and_link(
     else:
         sys.stdout.write("".join(p + "\n" for i in resolved for p in i.outputs.values()))
     return 0
+
+
+def _plan_reachable(store: Any, items: list[Installable], resolved: list[Installable], substituters: Any,
+                    wheel_sizes: Any, reevaluate: Any) -> Any:
+    """The plan of `resolved`; when it skipped fetchers (their host did not answer) and `reevaluate`
+    gives installables evaluated without them, the plan of those (`items` and `resolved` updated in place)."""
+    from ..fetch.planning import SourcePlanError
+    from ..realise.scheduler import Plan, plan
+
+    def make() -> Any:
+        return plan(store, [i.drv for i in resolved if i.drv is not None], substituters, wheel_sizes=wheel_sizes)
+
+    try:
+        the_plan = make()
+        skipped, failure = the_plan.skipped, None
+    except SourcePlanError as error:
+        skipped, failure, the_plan = getattr(error, "skipped", ()), error, None
+    if not skipped or reevaluate is None:
+        if failure is not None:
+            raise failure
+        return the_plan
+    again = reevaluate(tuple(f for f, _host, _why in skipped))
+    if again is None:
+        if failure is not None:
+            raise failure
+        return the_plan
+    items[:] = again
+    resolved[:] = [i if i.drv is not None else Installable(i.label, path=store.query(i.path).path) for i in again]
+    the_plan = make()
+    return Plan(the_plan.roots, the_plan.to_build, the_plan.to_fetch, the_plan.to_substitute,
+                tuple(dict.fromkeys((*skipped, *the_plan.skipped))))
 
 
 def warn_unsigned(url: str) -> None:
@@ -317,6 +357,8 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
     if the_plan.nothing_to_do:
         print("nothing to fetch or build: every output is valid")
         return
+    for line in _skipped_lines(the_plan):
+        print(line)
     if the_plan.to_substitute:
         n = len(the_plan.to_substitute)
         caches = ", ".join(sorted({s.cache.url for s in the_plan.to_substitute}))
@@ -360,6 +402,14 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
     print(f"{_these(len(the_plan.to_build), 'derivation')} will be built:")
     for drv in the_plan.to_build:
         print(f"  {drv.drv_path}")
+    for drv, hint in the_plan.slow_builds:
+        print(f"warning: {drv.name} is built from source: {hint}")
+
+
+def _skipped_lines(the_plan: Any) -> list[str]:
+    """One line per fetcher the plan skips because its host did not answer the probe."""
+    return [f"skipped for this plan: fetcher {fetcher} ({host} does not answer: {why}); its sources come from "
+            f"the next configured fetcher" for fetcher, host, why in the_plan.skipped]
 
 
 def _untried_lines(fetches: Any) -> list[str]:

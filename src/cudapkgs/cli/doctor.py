@@ -21,6 +21,9 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--offline", action="store_true",
+                   help="do not probe the fetchers' and source hosts (also $CUDAPKGS_PROBE_HOSTS=0); by default each "
+                        "gets one HEAD request with a 4 s deadline, all at once")
     p.add_argument("--config", metavar="FILE", help="read configuration from a TOML file")
     p.add_argument("--set", dest="sets", metavar="KEY=VALUE", action="append", default=[],
                    help="set a configuration key (repeatable), e.g. --set driverLibDir='\"/usr/lib64\"'")
@@ -31,7 +34,15 @@ def run_doctor(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..doctor import diagnose
 
-    report = diagnose(load_config(file=args.config, sets=args.sets))
+    import os
+
+    config = load_config(file=args.config, sets=args.sets)
+    if getattr(args, "offline", False) or os.environ.get("CUDAPKGS_PROBE_HOSTS", "").strip().lower() in ("0", "false", "no", "off"):
+        report = diagnose(config)
+    else:
+        from ..fetch.reachability import probe
+
+        report = diagnose(config, probe=probe)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 1 if report.problems else 0
@@ -61,6 +72,11 @@ def run_doctor(args: argparse.Namespace) -> int:
         print(f"  {c['kind']} {c['version']} {c['cc']}{mark}: nvcc of CUDA {accepted}", file=out)
     if not report.compilers:
         print("  none", file=out)
+    print("backendCC (the compiler nvcc of each CUDA release uses):", file=out)
+    for choice in report.backend_compilers:
+        chosen = choice["chosen"]
+        name = f"{chosen['kind']} {chosen['version']} ({chosen['cc']})" if chosen else "none"
+        print(f"  CUDA {choice['cuda']}: {name}: {choice['why']}", file=out)
     print(f"system features: {' '.join(report.system_features) or 'none (no GPU: builds requiring cuda are skipped)'}", file=out)
     if report.dask_worker_resources:
         print(f"as a Dask build worker: dask worker tcp://SCHEDULER:8786 --resources \"{report.dask_worker_resources}\" "
@@ -72,6 +88,12 @@ def run_doctor(args: argparse.Namespace) -> int:
         print(f"cache {cache['cache']}: {cache['dir']} ({cache['entries']} entries, {format_size(cache['size'])})", file=out)
     dirs = "; ".join(f"{d['kind']} {d['path']} ({d['files']} files)" for d in report.manifests["directories"])
     print(f"manifests: {dirs}", file=out)
+    if report.hosts is None:
+        print("hosts: not probed (--offline or $CUDAPKGS_PROBE_HOSTS=0)", file=out)
+    else:
+        print("hosts (one HEAD each, 4 s deadline):", file=out)
+        for h in report.hosts:
+            print(f"  {h['what']}: {h['url']} {'answers' if h['answers'] else 'does not answer: ' + str(h['reason'])}", file=out)
     for note in report.notes:
         print(f"\nnote: {note.what}\n  {note.suggestion}", file=out)
     if report.problems:

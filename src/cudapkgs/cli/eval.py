@@ -210,9 +210,11 @@ def pkgs_from_args(args: argparse.Namespace) -> Any:
 
 
 def _print_json(value: Any) -> None:
+    from ..errors import json_for_terminal
     from ..lib.attrpath import to_json
 
-    sys.stdout.write(json.dumps(to_json(value), ensure_ascii=False) + "\n")
+    # Non-ASCII as it is, but no control character a terminal would act on (C1, bidi: escaped).
+    sys.stdout.write(json_for_terminal(to_json(value)) + "\n")
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -425,7 +427,9 @@ def run_show_derivation(args: argparse.Namespace) -> int:
             derivation = value.derivation
         except AttributeError:
             raise EvalError(f"{args.attrpath} is not a package, so it has no derivation") from None
-    print(json.dumps(derivation.to_json(), indent=2, ensure_ascii=False))
+    from ..errors import json_for_terminal
+
+    print(json_for_terminal(derivation.to_json(), indent=2))
     return 0
 
 

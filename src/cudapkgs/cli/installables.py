@@ -115,6 +115,7 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
 
     pkgs = pkgs_from_args(args)
     store_dir = default_store_dir(pkgs.config)
+    args.evaluated_fetchers = list(pkgs.config.fetchers)  # for `without_fetchers`
     from ..errors import UnavailablePackageError
 
     items = []
@@ -137,6 +138,29 @@ def evaluate(args: argparse.Namespace) -> tuple[str, list[Installable]]:
         head = "cannot build: " if len(found) == 1 else f"cannot build {len(found)} packages:\n  "
         raise UnavailablePackageError(head + "\n  ".join(found))
     return store_dir, items
+
+
+def without_fetchers(args: argparse.Namespace) -> Any:
+    """A ``reevaluate`` for `build.realise_and_link`: given the fetchers a plan skipped (their host did
+    not answer), evaluate the arguments again with config ``fetchers`` less those, and return the new
+    installables; None when no fetcher would be left or the arguments name no attribute paths.
+
+    Evaluation depends on the fetchers (a component no configured fetcher supplies is unavailable;
+    triton takes ``cuda_nvcc``'s ptxas, else ``cuda_nvcc_wheel``'s), so a machine where NVIDIA's
+    server does not answer gets what ``fetchers = ["wheels"]`` would have given.
+    """
+    import json
+
+    def reevaluate(skipped: Any) -> Any:
+        before = list(getattr(args, "evaluated_fetchers", None) or ())
+        left = [f for f in before if f not in set(skipped)]
+        if not left or left == before or not getattr(args, "attrpaths", None):
+            return None
+        again = argparse.Namespace(**vars(args))
+        again.sets = [*(args.sets or []), f"fetchers={json.dumps(left)}"]
+        return evaluate(again)[1]
+
+    return reevaluate
 
 
 def _derivation_from_file(path: str, store_dir: str) -> Any:

@@ -130,7 +130,7 @@ def run_deny(args: argparse.Namespace) -> int:
 
 def check_against_lock(env: Any) -> list[str]:
     """The differences between the project's lock and this machine ([] also when there is no lock)."""
-    from ..project import check_lock, lock_data, read_lock
+    from ..project_lock import check_lock, lock_data, read_lock
 
     if not env.project.lock_file.exists():
         return []
@@ -140,7 +140,7 @@ def check_against_lock(env: Any) -> list[str]:
 def run_lock(args: argparse.Namespace) -> int:
     import json
 
-    from ..project import check_lock, lock_data, read_lock, write_lock
+    from ..project_lock import check_lock, lock_data, read_lock, write_lock
 
     env = project_environment(args)
     data = lock_data(env)

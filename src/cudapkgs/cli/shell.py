@@ -12,7 +12,8 @@ from typing import Any
 
 from .build import _max_cache_size, realise_and_link, substituters_from_args
 from .eval import CONFIG_HELP, add_eval_options, pkgs_from_args
-from .installables import Installable, _jobs, _project_items, add_project_options, evaluate
+from .installables import Installable, _jobs, _project_items, add_project_options, evaluate, without_fetchers
+from .. import programs
 
 
 def register(subparsers: Any) -> None:
@@ -67,15 +68,32 @@ def run_shell(args: argparse.Namespace) -> int:
     from ..realise.generic import dependency_paths
 
     store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
-    cc = _shell_cc(args, items)
-    if cc is not None:
-        items = [*items, Installable("stdenv.cc", drv=cc)]
-    # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
-    develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
-    items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
+
+    def expand(items: list[Installable]) -> tuple[list[Installable], Any, list[Any]]:
+        cc = _shell_cc(args, items)
+        if cc is not None:
+            items = [*items, Installable("stdenv.cc", drv=cc)]
+        # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
+        develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
+        items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
+        return items, cc, develop
+
+    items, cc, develop = expand(items)
+    reevaluate = None
+    if args.attrpaths:  # a fetcher whose host does not answer: evaluated again without it (build.realise_and_link)
+        again = without_fetchers(args)
+
+        def reevaluate(skipped: Any) -> Any:
+            nonlocal cc, develop
+            found = again(skipped)
+            if found is None:
+                return None
+            expanded, cc, develop = expand(found)
+            return expanded
+
     substituters = None if args.no_substitute else substituters_from_args(args)
     realise_and_link(store_dir, items, out_link=None, jobs=args.jobs, quiet=True,
-                     max_cache_size=_max_cache_size(args), substituters=substituters)
+                     max_cache_size=_max_cache_size(args), substituters=substituters, reevaluate=reevaluate)
     paths = list(dict.fromkeys(p for item in items for p in item.outputs.values()))
     for d in develop:
         native, host = dependency_paths(d)
@@ -90,7 +108,7 @@ def run_shell(args: argparse.Namespace) -> int:
         if args.profile:
             from ..shell import shell_root
 
-            root = store.add_indirect_root(args.profile, shell_root(store, paths, extras))
+            root = store.add_indirect_root(_profile_link(args.profile), shell_root(store, paths, extras))
             print(f"cudapkgs: {root} keeps this shell's packages from `cudapkgs gc` (remove it to let them go)",
                   file=sys.stderr)
     cuda_set, mixed = _cuda_set(args, items)
@@ -191,15 +209,33 @@ def _with_venv(args: argparse.Namespace, env: dict[str, str], store_dir: str) ->
     """`env` with the shell's own virtual environment (`cudapkgs.shell_venv`) when the shell has Python
     packages and the store's interpreter; unchanged otherwise."""
     import os
-    import shutil
 
     from ..shell_venv import default_venv_dir, ensure_venv, venv_environment
 
     inside = store_dir.rstrip("/") + "/"
     site_dirs = [e for e in env.get("PYTHONPATH", "").split(os.pathsep) if e.startswith(inside)]
-    python = shutil.which("python3", path=env.get("PATH", ""))
+    python = programs.which("python3", path=env.get("PATH", ""))
     if not site_dirs or python is None or not python.startswith(inside):
         return env
     where = args.venv or default_venv_dir(python, site_dirs)
     venv = ensure_venv(where, python, site_dirs, store_dir)
     return venv_environment(env, venv, site_dirs)
+
+
+def _profile_link(text: str) -> str:
+    """--profile's link, its directory made when missing (one level: a project's ``.cudapkgs``); a
+    directory that is a symbolic link (planted in a cloned repository) is refused, not written through."""
+    import os
+
+    from ..errors import UsageError
+
+    link = os.path.abspath(text)
+    parent = os.path.dirname(link)
+    if os.path.islink(parent):
+        raise UsageError(f"--profile {text}: {parent} is a symbolic link; give a link in a real directory")
+    if not os.path.isdir(parent):
+        try:
+            os.mkdir(parent, 0o755)
+        except OSError as error:
+            raise UsageError(f"--profile {text}: cannot make {parent} ({error.strerror}); make it first") from None
+    return link

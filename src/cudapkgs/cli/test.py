@@ -20,7 +20,9 @@ def register(subparsers: Any) -> None:
         "test",
         help="run packages' tests (passthru.tests); GPU tests run only where a GPU is",
         description="Build every test of each package (its passthru.tests; a test is a package whose "
-        "build runs the check). A test requiring system features this machine does not offer (\"cuda\", "
+        "build runs the check), and run its testers (passthru.testers, writeGpuTestPython programs: "
+        "programs run here, outside any build, where the GPU they need is; skipped saying why elsewhere). "
+        "An attribute set of tests (cudaPackages_13_0.tests.onnx-tensorrt) is taken as it is. A test requiring system features this machine does not offer (\"cuda\", "
         "\"cuda-sm-90\", …, from its GPUs or $CUDAPKGS_SYSTEM_FEATURES) is skipped and says what it "
         "needs. A test skipped because a package it needs is unfree and not allowed is counted apart, "
         "named on standard error with how to allow it, and makes the exit status 1, as a failed test does."

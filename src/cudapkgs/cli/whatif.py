@@ -54,6 +54,7 @@ def plan_for(args: argparse.Namespace, sets: list[str]) -> dict[str, Any]:
         ],
         "fetchDownloadSize": the_plan.download_size,
         "fetchUnknownSizes": the_plan.unknown_sizes,
+        "skippedFetchers": [{"fetcher": f, "host": h, "reason": r} for f, h, r in the_plan.skipped],
     }
 
 
@@ -116,6 +117,9 @@ def print_comparison(result: dict[str, Any]) -> None:
         print(f"\nto build {label}:")
         for drv in shown["build"]:
             print(f"  {drv}")
+    for skipped in shown.get("skippedFetchers") or ():
+        print(f"\nskipped for this plan: fetcher {skipped['fetcher']} ({skipped['host']} does not answer: "
+              f"{skipped['reason']})")
     if shown.get("fetch"):
         print(f"\nsources to fetch {label} (the fetcher each comes from):")
         for f in shown["fetch"]:

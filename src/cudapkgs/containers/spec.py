@@ -7,7 +7,6 @@ optional fields as Go's `omitempty` does.
 
 from __future__ import annotations
 
-import json
 
 from ..lib.records import FrozenRecord, Record
 
@@ -336,14 +335,18 @@ def minimum_version_of(spec: Spec) -> str:
 
 def to_json(doc: dict[str, Any], indent: int | None = None) -> str:
     """Compact JSON as Go's `json.Marshal` writes it (no trailing newline), or indented."""
+    from ..errors import json_for_terminal
+
+    # Go escapes U+2028 and U+2029; every other character that is not printable (C1 controls, bidi
+    # overrides, DEL) is escaped too, so a spec shown in a terminal cannot act on it: the same JSON.
     if indent is None:
-        text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+        text = json_for_terminal(doc, separators=(",", ":"))
     else:
-        text = json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
+        text = json_for_terminal(doc, indent=indent) + "\n"
     # Go escapes these inside strings; they can only occur inside strings here.
     for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
         text = text.replace(char, escaped)
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return text
 
 
 def to_yaml(doc: dict[str, Any]) -> str:

@@ -142,7 +142,6 @@ def cuda_packages(
         for role in SPLICED_ROLES:
             attrs[role] = lazy(lambda: final)
         attrs["writeGpuTestPython"] = lazy(lambda: _write_gpu_test_python(final, config))
-        attrs["nvidia_driver"] = lazy(lambda: _nvidia_driver(final, config))
         # The setup hooks, as packages a build lists in nativeBuildInputs (cuda/hook_packages.py).
         for member in HOOKS:
             attrs[member] = lazy(lambda member=member: _hook(final, config, member))
@@ -182,12 +181,6 @@ def _write_gpu_test_python(scope: Scope, config: Any) -> Any:
     from .write_gpu_test_python import write_gpu_test_python
 
     return write_gpu_test_python(scope, config)
-
-
-def _nvidia_driver(scope: Scope, config: Any) -> Any:
-    from .nvidia_driver import nvidia_driver
-
-    return nvidia_driver(scope, config)
 
 
 def _from_source(scope: Scope, module: str) -> Any:
@@ -233,14 +226,29 @@ def _set_tests(scope: Scope, config: Any, system: str) -> AttrSet:
 
 def _backend_cc(config: Any, system: str, cuda_major_minor: str) -> Any:
     """`backendCC` (cuda-modules/backend.nix@1dbbce67): the host compiler, wrapped, that nvcc of this
-    release accepts (the host's default when in range, else the newest accepted major found);
-    None when the host has no usable compiler (the reason is nvcc's recorded hostCompiler error)."""
+    release accepts (the host's default when in range, else the newest accepted major of its family,
+    with `passthru.useLibsFrom` naming the default compiler whose C++ runtime stays in use); None when
+    the host has no C/C++ compiler at all. Raises `HostCompilerError` naming what nvcc accepts and
+    what was found when there are compilers but none is accepted (Nixpkgs' assertMsg
+    "backendCC: no supported host compiler found (tried <family> <min> to <max>)")."""
     from ..db import nvcc_compatibilities
-    from ..host.compiler import derivation_attrs
+    from ..host.compiler import HostCompilerError, explain_choice, find_compilers
     from ..stdenv.cc_wrapper import cc_wrapper_for
 
-    recorded = derivation_attrs(cuda_major_minor, nvcc_compatibilities())
-    return None if "error" in recorded else cc_wrapper_for(config, system, recorded)
+    compilers, default = find_compilers()
+    if default is None and not compilers:
+        return None
+    choice = explain_choice(cuda_major_minor, compilers, default, nvcc_compatibilities())
+    if choice["chosen"] is None:
+        raise HostCompilerError(f"cudaPackages_{cuda_major_minor.replace('.', '_')}.backendCC: {choice['why']}; "
+                                "install a compiler of those versions and put it on PATH (or set CC/CXX): "
+                                "`cudapkgs doctor` lists the compilers found and what each set accepts")
+    wrapper = cc_wrapper_for(config, system, choice["chosen"])
+    if choice["useLibsFrom"] is None:
+        return wrapper
+    libs_from = choice["useLibsFrom"]
+    return wrapper.override_attrs(lambda prev: {"passthru": {**dict(prev.get("passthru") or {}),
+                                                             "useLibsFrom": libs_from, "choice": choice["why"]}})
 
 
 def call_packages(scope: Scope, fn: Any, args: Mapping[str, Any] | None = None, /, **kw: Any) -> AttrSet:
@@ -321,7 +329,12 @@ def pkgs_with_default_set(pkgs: Any, scope: Scope, minor_name: str) -> Any:
             "recurseForDerivations": False,
             # The top level's own value of the set (the one carrying `.override`), not a
             # locally overridden scope: like Nixpkgs, overrideScope is not carried into .pkgs.
-            minor_name: own,
+            # A variant of this top level (pkgsForCudaArch.sm_90, pkgsCuda: another config) keeps
+            # the extension but must get its own set, evaluated with its config, as Nixpkgs'
+            # `cudaPackages = final.cudaPackages_X_Y` does (else cudaPackages_13_0.pkgs.pkgsForCudaArch.sm_90
+            # had the default capabilities' flags).
+            minor_name: lazy(lambda: own if final.config == pkgs.config and final.system == pkgs.system
+                             else prev[minor_name]),
             major_name: lazy(lambda: final[minor_name]),
             "cudaPackages": lazy(lambda: final[major_name]),
         }

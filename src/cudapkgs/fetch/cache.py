@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import FetchError
 from ..store.locks import PathLock
 
 __all__ = [
@@ -153,7 +154,8 @@ def _try_exclusive(lock_file: Path | None) -> int | None:
     if lock_file is None:
         return -1
     try:
-        fd = os.open(lock_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO put at the name must not hang `gc --caches` (flock works on any descriptor).
+        fd = os.open(lock_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return -1
     except OSError:
@@ -229,13 +231,18 @@ def in_use(path: str | os.PathLike[str]) -> Iterator[bool]:
     """
     path = Path(path)
     lock_file = path if path.suffix == ".whl" else path.parent / ".inuse"
+    # Never blocking on a FIFO put at the name (the wheel itself is then refused when it is read:
+    # `inputs.open_cached`), and `.inuse` made here, never through a link planted at its name.
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
     if lock_file.name == ".inuse":
-        lock_file.touch(exist_ok=True)
+        flags |= os.O_CREAT | os.O_NOFOLLOW
     try:
-        fd = os.open(lock_file, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(lock_file, flags, 0o644)
     except FileNotFoundError:
         yield False
         return
+    except OSError as error:
+        raise FetchError(f"{lock_file}: cannot use this cache entry ({error.strerror or error}); remove it") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         alive = os.fstat(fd).st_nlink > 0 and path.exists()

@@ -112,7 +112,7 @@ def fetch_file(drv: Any, ctx: Any, out: Path, upstream: list[Any]) -> None:
             if fetched.is_relative_to(scratch):
                 os.replace(fetched, staged)
             else:
-                shutil.copyfile(fetched, staged)
+                _copy_regular(fetched, staged)
             os.chmod(staged, 0o755 if executable else 0o644)
             check_hash(staged, spec["mode"], declared, drv.name, origin=location)
             if out.exists() or out.is_symlink():
@@ -134,3 +134,18 @@ def fetch_file(drv: Any, ctx: Any, out: Path, upstream: list[Any]) -> None:
     raise FetchError(f"cannot fetch {drv.name}: " + "; ".join(problems))
 
 
+
+
+def _copy_regular(source: Path, target: Path) -> None:
+    """Copy the regular file `source` (a file in a local mirror) to the new file `target`: opened once
+    without blocking and checked by its descriptor (`inputs.open_cached`), so a FIFO or a device swapped
+    in after the mirror was searched cannot hang the fetch; no more than its size then is copied.
+    Raises OSError."""
+    from ..inputs import open_cached
+
+    with open_cached(source, follow_links=True) as src:
+        left = os.fstat(src.fileno()).st_size
+        with open(target, "xb") as out:
+            while left > 0 and (chunk := src.read(min(1 << 20, left))):
+                out.write(chunk)
+                left -= len(chunk)

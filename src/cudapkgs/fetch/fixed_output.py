@@ -140,10 +140,20 @@ def mismatch_error(name: str, expected: Hash, got: Hash, origin: str = "") -> Ha
     )
 
 
+#: The source mirror that ships with cudapkgs (package data ``data/sources``: zlib 1.3.1's archive; see
+#: its SOURCES.md), tried after every configured mirror and before the upstream host.
+SHIPPED_SOURCES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "sources")
+
+
 def source_mirrors(configured: Sequence[str] = (), env: Mapping[str, str] = os.environ) -> list[str]:
-    """The mirrors to try, in order: configured ones, then ``$CUDAPKGS_SOURCE_MIRRORS``."""
+    """The mirrors to try, in order: configured ones, then ``$CUDAPKGS_SOURCE_MIRRORS``, then
+    `SHIPPED_SOURCES` (the archives cudapkgs ships, checked like any mirror's).  Raises `ConfigError`
+    when an entry of the variable is a relative directory (`xdg.env_paths`)."""
     found = [m for m in configured if m]
-    found += [m for m in env.get(MIRRORS_ENV, "").split(os.pathsep) if m]
+    from ..xdg import env_paths
+
+    found += env_paths(MIRRORS_ENV, env, urls=True)  # a relative directory is refused (the working directory's)
+    found.append(SHIPPED_SOURCES)
     return list(dict.fromkeys(found))
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
@@ -23,9 +22,11 @@ from .. import db
 from ..errors import CudapkgsError
 from ..lib.records import FrozenRecord
 from . import probes
+from .. import programs
 
 __all__ = [
     "Compiler",
+    "explain_choice",
     "HostCompilerError",
     "choose",
     "default_compiler",
@@ -111,7 +112,7 @@ def _partner(cc: str) -> str | None:
     candidate = path.parent / name
     if candidate.is_file() and os.access(candidate, os.X_OK):
         return os.fspath(candidate)
-    return shutil.which(name)
+    return programs.which(name)
 
 
 def _on_path(path: str) -> list[str]:
@@ -133,7 +134,7 @@ def _on_path(path: str) -> list[str]:
 
 @functools.cache
 def _find(path: str, cc: str | None, cxx: str | None) -> tuple[tuple[Compiler, ...], Compiler | None]:
-    explicit = shutil.which(cc, path=path) if cc else None
+    explicit = programs.which(cc, path=path) if cc else None
     compilers: list[Compiler] = []
     by_real: dict[str, Compiler] = {}
     by_name: dict[str, Compiler] = {}
@@ -201,6 +202,34 @@ def choose(
         f"no host compiler for CUDA {cuda_mm}: it accepts {_accepts(cuda_mm, nvcc_db)} "
         f"(tried {default.kind} {lo} to {hi}); found: {found}"
     )
+
+
+def explain_choice(
+    cuda_mm: str,
+    compilers: Sequence[Compiler],
+    default: Compiler | None,
+    nvcc_db: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Why backendCC of CUDA `cuda_mm` is what it is (cuda-modules/backend.nix@1dbbce67: the default
+    compiler when nvcc accepts its major, else the newest accepted major of the same family, whose
+    C++ runtime then stays the default compiler's: Nixpkgs' ``useCcForLibs``/``gccForLibs``, here
+    ``useLibsFrom``). Returns {"cuda", "chosen" (a compiler's JSON or None), "useLibsFrom" (the
+    default's JSON when another compiler was chosen, else None), "why"}; never raises."""
+    nvcc_db = db.nvcc_compatibilities() if nvcc_db is None else nvcc_db
+    result: dict[str, Any] = {"cuda": cuda_mm, "chosen": None, "useLibsFrom": None}
+    try:
+        chosen = choose(cuda_mm, compilers, default, nvcc_db)
+    except CudapkgsError as error:
+        return {**result, "why": str(error)}
+    assert default is not None  # choose raised otherwise
+    lo, hi = db.nvcc_host_compiler_range(cuda_mm, default.kind, nvcc_db)
+    if chosen == default:
+        why = f"the default compiler, {default.kind} {default.major}, is one nvcc {cuda_mm} accepts ({default.kind} {lo} to {hi})"
+        return {**result, "chosen": chosen.to_json(), "why": why}
+    why = (f"the default compiler, {default.kind} {default.major}, is outside what nvcc {cuda_mm} accepts "
+           f"({default.kind} {lo} to {hi}): the newest accepted {chosen.kind} here, {chosen.kind} {chosen.major}, "
+           f"with the C++ runtime of {default.kind} {default.major} (useLibsFrom)")
+    return {**result, "chosen": chosen.to_json(), "useLibsFrom": default.to_json(), "why": why}
 
 
 def derivation_attrs(

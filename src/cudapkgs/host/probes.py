@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["MAX_BYTES", "MAX_ENTRIES", "Probe", "cache_file", "forget", "run"]
+__all__ = ["MAX_BYTES", "MAX_ENTRIES", "Probe", "cache_file", "forget", "remembered", "run"]
 
 MAX_ENTRIES = 256
 MAX_BYTES = 1 << 20
@@ -118,6 +118,28 @@ def run(argv: Sequence[str], *, timeout: float = 30) -> Probe:
             entries[key] = [identity[1], done.returncode, [done.stdout, done.stderr]]
             _store(file, entries)
     return done.returncode, done.stdout, done.stderr
+
+
+def remembered(key: Sequence[str], compute: "Callable[[], Probe]") -> Probe:
+    """`compute()`'s (returncode, stdout, stderr), remembered as `run`'s answers are: under `key` (its
+    first item a path to an executable, whose resolved file's identity must not change), for a probe
+    that runs the tool in its own way (a private working directory and environment, a bounded read:
+    `cudapkgs.pkgs.python_interpreters.ask`).  Only an answer with status 0 is remembered."""
+    identity = _identity(key[0])
+    file = cache_file()
+    name = json.dumps(["remembered", list(key), identity[0]]) if identity else None
+    if name is not None:
+        hit = _load(file).get(name)
+        if hit is not None and hit[0] == identity[1] and isinstance(hit[1], int) and isinstance(hit[2], list):
+            return hit[1], hit[2][0], hit[2][1]
+    code, stdout, stderr = compute()
+    if name is not None and code == 0 and len(stdout) <= _MAX_OUTPUT and len(stderr) <= _MAX_OUTPUT \
+            and _identity(key[0]) == identity:
+        entries = _load(file)
+        entries.pop(name, None)
+        entries[name] = [identity[1], code, [stdout, stderr]]
+        _store(file, entries)
+    return code, stdout, stderr
 
 
 def forget() -> None:

@@ -269,13 +269,21 @@ def _to_json(value: Any, active: list[int]) -> Any:
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _nix_string(text: str) -> str:
-    escaped = "".join(_ESCAPES.get(char, char) for char in text)
+def _nix_string(text: str, *, shown: bool = False) -> str:
+    # With `shown` (`render`, for the terminal), a character a terminal would act on (ESC, C1, the
+    # bidi overrides) is a Python escape (``\x1b``, ``\u202e``), as cudapkgs.errors.shown writes it;
+    # `format_attrpath` keeps it, to stay the inverse of `parse_attrpath`.
+    escaped = "".join(_ESCAPES.get(char, char if char.isprintable() or not shown else _escape(char)) for char in text)
     return '"' + escaped.replace("${", "\\${") + '"'
 
 
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def _render_key(name: str) -> str:
-    return name if _IDENTIFIER.fullmatch(name) else _nix_string(name)
+    return name if _IDENTIFIER.fullmatch(name) else _nix_string(name, shown=True)
 
 
 def render(value: Any, *, depth: int = 2) -> str:
@@ -296,7 +304,7 @@ def _render(value: Any, depth: int) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return _nix_string(value)
+        return _nix_string(value, shown=True)
     if _is_function(value):
         return "«lambda»"
     if isinstance(value, Mapping):

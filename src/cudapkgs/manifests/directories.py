@@ -25,13 +25,16 @@ def vendored_directory() -> Path:
 def override_directory(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     """The manifest directory the user forces: ``explicit`` (``manifestsDir``), else ``$CUDAPKGS_MANIFESTS``.
 
-    None when neither is set (an empty string counts as unset).
+    None when neither is set (an empty string counts as unset).  Raises `ConfigError` when
+    ``$CUDAPKGS_MANIFESTS`` is a relative path (`xdg.env_path`).
     """
     if explicit is not None and os.fspath(explicit) != "":
         return Path(explicit).expanduser()
-    from_env = os.environ.get("CUDAPKGS_MANIFESTS")
+    from ..xdg import env_path
+
+    from_env = env_path("CUDAPKGS_MANIFESTS")  # a relative one is refused: it would be the working directory's
     if from_env:
-        return Path(from_env).expanduser()
+        return Path(from_env)
     return None
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 from ..errors import EvalError
 from ..host import probes
 from ..lib.patterns import LazyPattern
+from .. import programs
 
 __all__ = ["HOST_TOOLS", "SETUP_HOOK", "host_tool", "probe_version"]
 
@@ -80,24 +81,29 @@ def probe_version(path: str, prefix: str = "") -> str:
 
 
 def _locate(name: str, search: Sequence[str]) -> str | None:
-    import shutil
 
-    return shutil.which(name, path=os.pathsep.join(search))
+    return programs.which(name, path=os.pathsep.join(search))
 
 
 def host_tool(config: Any, system: str, attr: str, *, executable: str | None = None,
-              search: Sequence[str] = _HOST_DIRS) -> Any:
-    """The package `attr` of `HOST_TOOLS`, from `executable` (default: found in `search`)."""
+              search: Sequence[str] = _HOST_DIRS, origin: str | None = None) -> Any:
+    """The package `attr` of `HOST_TOOLS`, from `executable` (default: found in `search`).
+
+    `origin` says where `executable` came from in error messages (default for python3: "config
+    python3Executable"); raises `EvalError` for a missing or non-executable file, or one whose
+    ``--version`` is not the tool's."""
     from ..stdenv import mk_derivation
 
     names, main, hook, description = HOST_TOOLS[attr]
+    if origin is None and attr == "python3" and executable:
+        origin = "config python3Executable"
+    where = f" ({origin})" if origin else ""
     main_path = executable or _locate(main, search)
     if main_path is None:
         raise EvalError(f"{attr}: no {main} on this machine (looked in {', '.join(search)}); install it")
     main_path = os.path.abspath(main_path)
     if not os.path.isfile(main_path) or not os.access(main_path, os.X_OK):
-        raise EvalError(f"{attr}: {main_path} is not an executable file"
-                        + (" (config python3Executable)" if attr == "python3" and executable else ""))
+        raise EvalError(f"{attr}: {main_path} is not an executable file{where}")
     directory = os.path.dirname(main_path)
     paths = {main: main_path}
     for n in names:
@@ -106,7 +112,7 @@ def host_tool(config: Any, system: str, attr: str, *, executable: str | None = N
     try:
         version = probe_version(main_path, _VERSION_PREFIX.get(attr, ""))
     except EvalError as error:
-        raise EvalError(f"{attr}: {error}" + (" (config python3Executable)" if attr == "python3" and executable else "")) from None
+        raise EvalError(f"{attr}: {error}{where}") from None
     import shlex
 
     install = ['mkdir -p "$out/bin" "$out/nix-support"']

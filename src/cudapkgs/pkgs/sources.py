@@ -9,7 +9,6 @@ them offline needs a source mirror (config ``sourceMirrors`` or
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 
@@ -17,9 +16,12 @@ __all__ = ["source_dirs"]
 
 
 def source_dirs() -> list[Path]:
-    """Where source archives are looked for, in order."""
-    env = os.environ.get("CUDAPKGS_SOURCES")
-    if env:
-        return [Path(d) for d in env.split(os.pathsep) if d]
+    """Where source archives are looked for, in order.  Raises `ConfigError` when an entry of
+    ``$CUDAPKGS_SOURCES`` is a relative directory (`xdg.env_paths`)."""
+    from ..xdg import env_paths
+
+    named = env_paths("CUDAPKGS_SOURCES")  # a relative directory is refused (the working directory's)
+    if named:
+        return [Path(d) for d in named]
     beside = Path(__file__).resolve().parents[3].parent / "shared" / "sources"
     return [beside] if beside.is_dir() else []

@@ -63,6 +63,7 @@ BUILDERS: dict[str, str] = {
     "fetchFromGitHub": "cudapkgs.fetch.github:build",
     "fetchzip": "cudapkgs.fetch.fetchzip:build",
     "fetchPypi": "cudapkgs.fetch.pypi:build",
+    "fetchFromGitHubOrSdist": "cudapkgs.fetch.github_or_sdist:build",
 }
 
 

@@ -87,7 +87,10 @@ class DevelopSession:
         self.drv = drv
         self.outputs = {name: Path(outputs_dir).absolute() / name for name in drv.outputs}
         self._made = _make_output_dirs(Path(outputs_dir).absolute(), list(drv.outputs))
-        self._before = _snapshot(self.outputs)
+        self._record = _record_file(self._made[0], base)
+        written = _load_record(self._record)  # what earlier sessions' phases wrote there, still unchanged
+        self._before = {key: stamp for key, stamp in _snapshot(self.outputs).items() if written.get(key) != stamp}
+        _refuse_planted_links(self.outputs, self._before)
         self.work = Path(tempfile.mkdtemp(prefix="cudapkgs-develop-"))
         self.private = self.work / ".cudapkgs-develop"
         self.private.mkdir(mode=0o700)
@@ -141,13 +144,21 @@ class DevelopSession:
                     kinds[key] = script(key, "\n".join(commands)) if commands else "none"
                 else:
                     kinds[key] = script(key, defaults[phase])
+        for name in generic.dist_phases(self.attrs):  # after the fixup (buildPythonPackage's import check)
+            value = self.attrs.get(name)
+            if isinstance(value, str):
+                kinds[name] = script(name, value) if value else "none"
+            else:
+                kinds[name] = "python" if isinstance(value, Mapping) and "python" in value else "none"
         return kinds
 
     def _rc(self) -> str:
         kinds = self._kinds()
         table = " ".join(f"[{k}]={v}" for k, v in kinds.items())
-        phases = " ".join(_PHASE_NAMES)
-        functions = "".join(f"{name}() {{ _cudapkgs_step {name}; }}\n" for name in _PHASE_NAMES)
+        dist = generic.dist_phases(self.attrs)
+        phases = " ".join([*_PHASE_NAMES, *dist])
+        functions = "".join(f"{name}() {{ _cudapkgs_step {name}; }}\n" for name in [*_PHASE_NAMES, *dist])
+        dist_loop = f"  for phase in {' '.join(dist)}; do runPhase \"$phase\" || return; done\n" if dist else ""
         source_root = self.attrs.get("sourceRoot") if isinstance(self.attrs.get("sourceRoot"), str) else ""
         return f"""# cudapkgs develop: {self.drv.name} ({self.drv.drv_path})
 _cudapkgs_dir={shlex.quote(os.fspath(self.private))}
@@ -187,11 +198,11 @@ _cudapkgs_step() {{  # $1: a step key (preConfigure, configurePhase, ...), run a
   _cudapkgs_step "post$cap" || return
   if [ "$phase" = unpackPhase ]; then export sourceRoot=$PWD; fi
 }}
-genericBuild() {{  # every phase, then what the builder does after them
+genericBuild() {{  # every phase, then what the builder does after them, then preDistPhases
   local phase
-  for phase in {phases}; do runPhase "$phase" || return; done
-  _cudapkgs_call finish
-}}
+  for phase in {" ".join(_PHASE_NAMES)}; do runPhase "$phase" || return; done
+  _cudapkgs_call finish || return
+{dist_loop}}}
 if [[ $- == *i* ]]; then PS1={shlex.quote(f"(develop {self.drv.name}) ")}"${{PS1:-\\w\\$ }}"; fi
 """
 
@@ -265,9 +276,9 @@ if [[ $- == *i* ]]; then PS1={shlex.quote(f"(develop {self.drv.name}) ")}"${{PS1
             for rel, stamp in _walk(root):
                 if self._before.get((name, rel)) == stamp:
                     raise DevelopOutputsError(
-                        f"{key}: {root / rel} was in {root} before this `cudapkgs develop` began and no phase has "
-                        f"written it since; cudapkgs changes only what the phases wrote: remove {root} and run the "
-                        "phases again")
+                        f"{key}: {root / rel} was in {root} before this `cudapkgs develop` began and no phase of a "
+                        f"`cudapkgs develop` has written it since; cudapkgs changes only what the phases wrote: "
+                        f"remove {root} and run the phases again")
 
     def _run(self, key: str, cwd: Path, env: dict[str, str], lines: list[str]) -> None:
         log = sys.stdout
@@ -290,8 +301,16 @@ if [[ $- == *i* ]]; then PS1={shlex.quote(f"(develop {self.drv.name}) ")}"${{PS1
             raise generic.PhaseError(f"{key}: not a step of {self.drv.name}")
 
     def close(self) -> None:
-        """Remove the session's directory (the shell has ended)."""
+        """Remove the session's directory (the shell has ended), and record what the outputs now hold
+        that was not there, untouched, when the session began (`_save_record`: a later session's
+        ``--phase fixupPhase`` fixes up what this one's ``--phase installPhase`` wrote)."""
         shutil.rmtree(self.work, ignore_errors=True)
+        try:
+            _recheck(self._made)
+            now = _snapshot(self.outputs)
+        except (DevelopOutputsError, OSError):
+            return
+        _save_record(self._record, {key: stamp for key, stamp in now.items() if self._before.get(key) != stamp})
 
 
 class DevelopOutputsError(CudapkgsError):
@@ -371,3 +390,80 @@ def _walk(root: Path) -> list[tuple[str, tuple[int, int, int]]]:
 def _snapshot(outputs: Mapping[str, Path]) -> dict[tuple[str, str], tuple[int, int, int]]:
     """What the outputs held when the session began: (output name, relative path) -> (dev, inode, ctime)."""
     return {(name, rel): stamp for name, root in outputs.items() for rel, stamp in _walk(root)}
+
+
+#: The most a session record may hold (bytes).
+_RECORD_LIMIT = 64 << 20
+
+
+def _record_file(top: tuple[Path, int, int], env: Mapping[str, str]) -> Path | None:
+    """``$XDG_STATE_HOME/cudapkgs/develop/<key>.json`` (of the user's environment `env`) for the
+    ``./outputs`` directory `top` (its path, device and inode): the user's own directory, never the
+    repository's (a relative XDG_STATE_HOME is ignored, `xdg.base_dir`).  None without a home."""
+    import hashlib
+
+    from ..xdg import base_dir
+
+    state = base_dir("XDG_STATE_HOME", env)
+    if state is None:
+        return None
+    path, dev, ino = top
+    key = hashlib.sha256(f"{os.path.realpath(path)}\0{dev}\0{ino}".encode("utf-8", "surrogateescape")).hexdigest()
+    return Path(state, "cudapkgs", "develop", f"{key[:32]}.json")
+
+
+def _load_record(record: Path | None) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """(output name, relative path) -> (dev, inode, ctime) of what earlier sessions' phases wrote; empty
+    when there is no record or it is not one (a damaged record only makes files count as stale)."""
+    import json
+
+    from ..inputs import read_cached
+
+    if record is None:
+        return {}
+    try:
+        data = json.loads(read_cached(record, _RECORD_LIMIT))
+        return {(name, rel): (dev, ino, ctime) for name, rel, dev, ino, ctime in data["entries"]
+                if isinstance(name, str) and isinstance(rel, str)
+                and all(type(n) is int for n in (dev, ino, ctime))}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _save_record(record: Path | None, written: Mapping[tuple[str, str], tuple[int, int, int]]) -> None:
+    """Write the record of what this and earlier sessions' phases wrote (best effort: without it the
+    next session refuses to fix up those files, naming them)."""
+    import json
+
+    from ..atomic_files import write_atomically
+
+    if record is None:
+        return
+    if not written:  # nothing to remember: no record (and none left from before)
+        try:
+            record.unlink()
+        except OSError:
+            pass
+        return
+    entries = [[name, rel, *stamp] for (name, rel), stamp in sorted(written.items())]
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_atomically(record, json.dumps({"version": 1, "entries": entries}), 0o600, sync=False)
+    except OSError:
+        pass
+
+
+def _refuse_planted_links(outputs: Mapping[str, Path], before: Mapping[tuple[str, str], tuple[int, int, int]]) -> None:
+    """Refuse, before any phase runs, an entry in the outputs that no session's phases wrote and that is not
+    a regular file: a symbolic link (``outputs/out/lib -> ~``: ``install -D … $out/lib/x`` would write
+    through it), a FIFO, a device.  Raises `DevelopOutputsError` naming it."""
+    for name, rel in before:
+        path = outputs[name] / rel
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+            raise DevelopOutputsError(f"{path} is {kind} that no `cudapkgs develop` phase made; the phases would "
+                                      f"install through it: remove {outputs[name]} or the entry and start again")

@@ -52,11 +52,12 @@ from ..builders import cmake as cmake_builder
 from ..builders import make as make_builder
 from ..derivation import Derivation
 from ..hooks import multiple_outputs, shell_functions
-from ..errors import CudapkgsError
+from ..errors import CudapkgsError, shown
 from ..build_inputs import Closures, find_inputs, read_support_file, setup_environment
 from ..stdenv import PHASES
 from .context import BuildContext
 from ..process_group import finish_phase, popen_phase
+from .. import programs
 
 __all__ = [
     "HOST_PATH", "PhaseError", "attrs_sh", "build", "call_python_step", "build_environment", "default_phases", "dependency_paths",
@@ -192,6 +193,28 @@ def _phases(drv: Derivation, ctx: BuildContext, attrs: dict[str, Any], env: dict
             env["sourceRoot"] = os.fspath(cwd)
     finish_outputs(attrs, outs, {name: drv.outputs[name] for name in outs}, closures, dependency_paths(drv)[1],
                    ctx.log)
+    for name in dist_phases(attrs):
+        ctx.step(name)
+        _run_step(drv, ctx, attrs, env, cwd, outs, name)
+
+
+def dist_phases(attrs: Mapping[str, Any]) -> list[str]:
+    """The names in ``preDistPhases`` (Nixpkgs' setup.sh runs them after fixupPhase and installCheckPhase):
+    phases a builder adds (buildPythonPackage's ``pythonImportsCheckPhase``, as Nixpkgs' Python import
+    check hook appends it, pkgs/development/interpreters/python/hooks/python-imports-check-hook.sh@15cc5fab),
+    each the name of an attribute holding a shell string or a Python step, run after the fixup whatever
+    the package's own phases and hooks are (a package's ``postInstall`` replaced the import check).
+
+    Raises `PhaseError` when ``preDistPhases`` is not a list of identifiers other than the standard
+    phases and hooks (a derivation file is hostile input)."""
+    from ..stdenv import HOOKS
+
+    names = attrs.get("preDistPhases") or []
+    if not isinstance(names, list) or not all(
+            isinstance(n, str) and n.isidentifier() and n.isascii() and n not in HOOKS for n in names):
+        raise PhaseError(f"preDistPhases: expected a list of phase names other than the standard phases, got "
+                         f"{shown(str(names)[:200])}")
+    return list(dict.fromkeys(names))
 
 
 def finish_outputs(attrs: Mapping[str, Any], outs: Mapping[str, Path], final: Mapping[str, str], closures: Closures,
@@ -421,7 +444,7 @@ def _shell(ctx: BuildContext, key: str, script: str, env: Mapping[str, str], cwd
     proc = popen_phase(
         ["bash", "-e", os.fspath(script_file)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-        executable=shutil.which("bash", path=os.pathsep.join(HOST_PATH)) or "/bin/bash",
+        executable=programs.which("bash", path=os.pathsep.join(HOST_PATH)) or "/bin/bash",
     )
     try:
         with proc:
@@ -565,6 +588,10 @@ def fixup_outputs(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: 
         for sub in ("lib", "lib64") if Path(p, sub).is_dir()
         and not (sub == "lib64" and Path(p, "lib").resolve() == Path(p, sub).resolve())
     ]
+    if attrs.get("pythonVersion"):  # a wheel's Python dependencies serve its DT_NEEDED too (torch/lib for torchvision)
+        from ..hooks.python_lib_dirs import python_lib_dirs
+
+        lib_dirs += python_lib_dirs(closures.host, str(attrs["pythonVersion"]))
     report = hooks.fixup(
         outputs,
         lib_dirs,

@@ -172,9 +172,11 @@ def drv_log_path(store_dir: str, drv: Derivation) -> Path:
     return Path(store_dir) / ".logs" / (Path(drv.drv_path).name.removesuffix(".drv") + ".log")
 
 
-def fetchers_for(drv: Derivation, fetchers: Sequence[str] | None = None) -> tuple[str, ...]:
-    """The fetchers a build of `drv` tries: `fetchers`, else the derivation's own, else redist then wheels."""
-    return tuple(fetchers or drv.context.get("fetchers") or ("redist", "wheels"))
+def fetchers_for(drv: Derivation, fetchers: Sequence[str] | None = None, skip: Iterable[str] = ()) -> tuple[str, ...]:
+    """The fetchers a build of `drv` tries: `fetchers`, else the derivation's own, else redist then wheels;
+    less those in `skip` (a plan's fetchers whose host did not answer, `scheduler.Plan.skipped`)."""
+    skip = frozenset(skip)
+    return tuple(f for f in (fetchers or drv.context.get("fetchers") or ("redist", "wheels")) if f not in skip)
 
 
 def build_one(store, drv: Derivation, *, keep_failed: bool = False, fetchers: Sequence[str] | None = None,

@@ -35,7 +35,6 @@ import contextlib
 import json
 import os
 import pickle
-import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from typing import Any
 
 from ..errors import CudapkgsError
 from ..python_child import own_python, private_directory
+from .. import programs
 
 __all__ = ["RemoteBuildError", "build_task", "worker_command"]
 
@@ -70,7 +70,7 @@ def worker_command(store_dir: str, real_store: str | None) -> list[str]:
     child = own_python("-m", "cudapkgs.realise.remote_build")
     if not real_store or os.path.abspath(real_store) == os.path.abspath(store_dir):
         return child
-    unshare = shutil.which("unshare")
+    unshare = programs.which("unshare")
     if unshare is None:
         raise RemoteBuildError(
             f"{WORKER_STORE_ENV}={real_store} needs util-linux's `unshare` to map it on {store_dir}; "
@@ -104,10 +104,13 @@ def build_task(payload: Mapping[str, Any], *_dependencies: Any) -> dict[str, Any
             raise TypeError("its first output's path is not absolute")
     except (KeyError, TypeError, AttributeError, StopIteration) as error:
         raise RemoteBuildError(f"a build task whose payload is not a derivation with outputs ({error!r})") from None
-    argv = worker_command(store_dir, os.environ.get(WORKER_STORE_ENV))
+    from ..xdg import env_path
+
+    argv = worker_command(store_dir, env_path(WORKER_STORE_ENV))  # relative values refused (the worker's cwd)
     data = dict(payload)
-    if os.environ.get(WORKER_KEY_ENV):
-        data["signKeyFile"] = os.environ[WORKER_KEY_ENV]
+    key_file = env_path(WORKER_KEY_ENV)
+    if key_file:
+        data["signKeyFile"] = key_file
     if isinstance(data.get("signKeyFile"), str) and data["signKeyFile"]:
         data["signKeyFile"] = os.path.abspath(data["signKeyFile"])  # the child runs in a private directory
     with private_directory() as cwd:  # an empty PYTHONPATH entry names the working directory too

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from ..derivation import Derivation
@@ -74,16 +74,30 @@ class Fetch(FrozenRecord):
 class Plan(FrozenRecord):
     """What realising `roots` takes: paths to substitute from caches, builds in dependency order, their downloads."""
 
-    __slots__ = ("roots", "to_build", "to_fetch", "to_substitute")
+    __slots__ = ("roots", "to_build", "to_fetch", "to_substitute", "skipped")
     roots: tuple[Derivation, ...]
     to_build: tuple[Derivation, ...]
     to_fetch: tuple[Fetch, ...]
     #: cudapkgs.store.caches.substitution.Substitute objects, sorted by path
     to_substitute: tuple[Any, ...]
+    #: ``((fetcher, base URL, reason), ...)``: configured fetchers whose host did not answer the plan's
+    #: probe (`cudapkgs.fetch.reachability`), skipped for every source of this plan
+    skipped: tuple[tuple[str, str, str], ...]
 
     def __init__(self, roots: tuple[Derivation, ...], to_build: tuple[Derivation, ...], to_fetch: tuple[Fetch, ...],
-                 to_substitute: tuple[Any, ...] = ()) -> None:
-        self._init(roots, to_build, to_fetch, to_substitute)
+                 to_substitute: tuple[Any, ...] = (), skipped: tuple[tuple[str, str, str], ...] = ()) -> None:
+        self._init(roots, to_build, to_fetch, to_substitute, skipped)
+
+    @property
+    def skipped_fetchers(self) -> frozenset[str]:
+        """The fetchers a build of this plan does not try (their host did not answer)."""
+        return frozenset(f for f, _host, _why in self.skipped)
+
+    @property
+    def slow_builds(self) -> tuple[tuple[Derivation, str], ...]:
+        """``(derivation, hint)`` for each build its package marks slow (``meta.slowBuild``:
+        NCCL from source, about an hour on two cores), so that a dry run can warn before it starts."""
+        return tuple((d, str(d.context["slowBuild"])) for d in self.to_build if d.context.get("slowBuild"))
 
     @property
     def substitute_download_size(self) -> int:
@@ -127,6 +141,8 @@ class Plan(FrozenRecord):
                 for f in self.to_fetch
             ],
             "downloadSize": self.download_size,
+            "skippedFetchers": [{"fetcher": f, "host": h, "reason": r} for f, h, r in self.skipped],
+            "slowBuilds": [{"drvPath": d.drv_path, "hint": hint} for d, hint in self.slow_builds],
         }
 
 
@@ -137,6 +153,7 @@ def plan(
     *,
     fetchers: Sequence[str] | None = None,
     wheel_sizes: Any = None,
+    probe: Any = None,
 ) -> Plan:
     """The derivations of the closures of `derivations` that have an invalid output, and their sources.
 
@@ -150,6 +167,15 @@ def plan(
     ``wheel_sizes`` is None, a mapping ``"project==version" -> bytes``, or a callable taking
     the list of ``(project, version, arch)`` wanted and returning such a mapping.
     Raises `SourcePlanError` listing, one per line, every source no fetcher can supply.
+
+    Reachability is decided here, once: each network host the chosen fetchers would download
+    from (NVIDIA's redist server, a URL mirror, GitHub for a fixed-output source no local mirror
+    holds) is probed once, all in parallel, each under a deadline (``probe``: a callable
+    ``urls -> {base URL: None or reason}``, default `cudapkgs.fetch.reachability.probe`;
+    ``$CUDAPKGS_PROBE_HOSTS=0`` turns probing off). A fetcher whose host does not answer is skipped
+    for every source of the plan (`Plan.skipped`) and its sources go to the next configured
+    fetcher; a fixed-output source whose every location is a host that does not answer is a
+    `SourcePlanError` naming the hosts and the source mirror that would serve it.
     """
     from ..fetch.planning import SourcePlanError, choose_source
 
@@ -169,9 +195,16 @@ def plan(
     reusable = {d.drv_path for d in candidates if d.builder == "buildRedist" and reuse.is_reusable(store.db, d.outputs.values())}
     redist = [d for d in candidates if d.builder == "buildRedist" and (d.data.get("src") or {}).get("relativePath")
               and d.drv_path not in reusable]
+    probe = _prober(probe) if candidates else None  # a no-op build imports nothing for it
+    skipped: dict[str, tuple[str, str]] = {}  # fetcher -> (base URL, reason)
+    answered: set[str] = set()  # network fetchers whose host answered the probe
+    if probe is not None:
+        answered = _probe_fetchers(store, redist, fetchers, probe, skipped)
+        problems += _unreachable_fixed_outputs(candidates, probe)
+    skip = frozenset(skipped)
     sizes: Any = wheel_sizes if not callable(wheel_sizes) else None
     if callable(wheel_sizes):
-        sizes = wheel_sizes(_wanted_wheels(store, redist, fetchers))
+        sizes = wheel_sizes(_wanted_wheels(store, redist, fetchers, skip))
     redist_paths = {d.drv_path for d in redist}
     fetches = []
     for drv in candidates:
@@ -181,9 +214,13 @@ def plan(
             choice = None
             if drv.drv_path in redist_paths:
                 try:
-                    choice = choose_source(drv.attrs, src, _fetchers_of(drv, fetchers), store.store_dir, wheel_sizes=sizes)
+                    choice = choose_source(drv.attrs, src, _fetchers_of(drv, fetchers, skip), store.store_dir, wheel_sizes=sizes)
+                    if choice.untried and choice.fetcher in answered:  # its host answered this plan's probe
+                        from dataclasses import replace
+
+                        choice = replace(choice, untried=None)
                 except SourcePlanError as error:
-                    problems.append(f"{drv.name}: {error}")
+                    problems.append(f"{drv.name}: {error}{_skipped_note(skipped)}")
                     continue
             fetches.append(Fetch(drv, str(src.get("name") or drv.name), size if isinstance(size, int) else None,
                                  tuple(src.get("urls") or ()), choice))
@@ -191,8 +228,118 @@ def plan(
             fetches.append(pinned)
     if problems:
         head = "cannot build: " if len(problems) == 1 else f"cannot build {len(problems)} packages:\n  "
-        raise SourcePlanError(head + "\n  ".join(problems))
-    return Plan(roots, tuple(candidates), tuple(fetches), to_substitute)
+        error = SourcePlanError(head + "\n  ".join(problems))
+        error.skipped = tuple((f, host, why) for f, (host, why) in skipped.items())  # for a caller that evaluates again
+        raise error
+    return Plan(roots, tuple(candidates), tuple(fetches), to_substitute,
+                tuple((f, host, why) for f, (host, why) in skipped.items()))
+
+
+def _prober(probe: Any) -> Any:
+    """The probe to use: `probe`, else `reachability.probe` unless ``$CUDAPKGS_PROBE_HOSTS`` is 0/false/no."""
+    import os
+
+    if probe is not None:
+        return probe
+    if os.environ.get("CUDAPKGS_PROBE_HOSTS", "").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    from ..fetch.reachability import probe as default_probe
+
+    return default_probe
+
+
+def _fetcher_url(fetcher: str, src: Any) -> str | None:
+    """The URL a network fetcher would download `src` from (None: not a network fetcher)."""
+    kind, _, where = fetcher.partition(":")
+    if fetcher == "redist":
+        urls = list(src.get("urls") or ())
+        return str(urls[0]) if urls else None
+    if kind == "mirror" and "://" in where and not where.startswith("file://"):
+        return where
+    return None
+
+
+def _probe_fetchers(store: Any, redist: Sequence[Derivation], fetchers: Sequence[str] | None, probe: Any,
+                    skipped: dict[str, tuple[str, str]]) -> set[str]:
+    """Fill `skipped` with the network fetchers the plan would use whose host does not answer; return
+    those whose host answered.
+
+    Rounds: choose each source's fetcher (skipping those found dead), probe the hosts of the
+    network fetchers chosen that were not probed yet, all at once; stop when a round probes nothing.
+    """
+    from ..fetch.planning import SourcePlanError, choose_source
+    from ..fetch.reachability import base_url
+
+    probed: set[str] = set()
+    while True:
+        wanted: dict[str, str] = {}  # fetcher -> url
+        skip = frozenset(skipped)
+        for drv in redist:
+            src = drv.data["src"]
+            try:
+                choice = choose_source(drv.attrs, src, _fetchers_of(drv, fetchers, skip), store.store_dir)
+            except SourcePlanError:
+                continue
+            if choice.cached is None and choice.fetcher not in probed:
+                url = _fetcher_url(choice.fetcher, src)
+                if url is not None:
+                    wanted.setdefault(choice.fetcher, url)
+        if not wanted:
+            return probed - set(skipped)
+        answers = probe(list(wanted.values()))
+        for fetcher, url in wanted.items():
+            probed.add(fetcher)
+            why = answers.get(base_url(url))
+            if why is not None:
+                skipped[fetcher] = (base_url(url), str(why))
+
+
+#: The builders of fixed-output sources (fetchFromGitHub, fetchzip, fetchurl, fetchPypi) and their upstream URLs.
+_FIXED_OUTPUT_URLS = {"fetchFromGitHub": ("url",), "fetchzip": ("url",), "fetchurl": ("urls",), "fetchPypi": ("urls", "url")}
+
+
+def _unreachable_fixed_outputs(candidates: Sequence[Derivation], probe: Any) -> list[str]:
+    """One problem line per fixed-output source to fetch that no local mirror holds and whose every
+    remote location's host does not answer `probe`."""
+    from ..fetch.fixed_output import mirror_candidates, source_mirrors
+    from ..fetch.reachability import base_url
+
+    pending: list[tuple[Derivation, list[str]]] = []
+    for drv in candidates:
+        keys = _FIXED_OUTPUT_URLS.get(drv.builder)
+        if keys is None or not isinstance(drv.attrs, dict):
+            continue
+        upstream: list[str] = []
+        for key in keys:
+            value = drv.attrs.get(key)
+            upstream += [value] if isinstance(value, str) else [str(v) for v in value or () if isinstance(v, str)]
+        names = [str(n) for n in drv.attrs.get("mirrorNames") or ()]
+        local, remote = [], []
+        for mirror in source_mirrors(drv.context.get("sourceMirrors") or ()):
+            for location in mirror_candidates(mirror, names):
+                (remote if "://" in location and not location.startswith("file://") else local).append(location)
+        if local or not (remote or upstream):
+            continue
+        pending.append((drv, remote + upstream))
+    if not pending:
+        return []
+    answers = probe([u for _drv, urls in pending for u in urls])
+    problems = []
+    for drv, urls in pending:
+        dead = [(base_url(u), answers.get(base_url(u))) for u in urls]
+        if all(why is not None for _host, why in dead):
+            hosts = "; ".join(dict.fromkeys(f"{host}: {why}" for host, why in dead))
+            problems.append(
+                f"{drv.name}: cannot fetch its source: no location answers ({hosts}); put the archive "
+                f"({', '.join(str(n) for n in (drv.attrs.get('mirrorNames') or ())[1:2]) or drv.name}) in a source mirror "
+                f"(config sourceMirrors or $CUDAPKGS_SOURCE_MIRRORS)")
+    return problems
+
+
+def _skipped_note(skipped: Mapping[str, tuple[str, str]]) -> str:
+    if not skipped:
+        return ""
+    return " (skipped for this plan, no answer: " + "; ".join(f"{f} at {h}: {why}" for f, (h, why) in skipped.items()) + ")"
 
 
 #: The fetcher a rewired wheel's pinned wheel comes from (`fetch.pinned_wheels`: pip, ``--require-hashes``).
@@ -259,18 +406,19 @@ def _choose_substitutes(store: Any, roots: tuple[Derivation, ...], candidates: l
     return to_build, tuple(found[p] for p in sorted(chosen))
 
 
-def _fetchers_of(drv: Derivation, fetchers: Sequence[str] | None) -> tuple[str, ...]:
-    return tuple(fetchers or drv.context.get("fetchers") or ("redist", "wheels"))
+def _fetchers_of(drv: Derivation, fetchers: Sequence[str] | None, skip: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    return tuple(f for f in (fetchers or drv.context.get("fetchers") or ("redist", "wheels")) if f not in skip)
 
 
-def _wanted_wheels(store: Any, redist: Sequence[Derivation], fetchers: Sequence[str] | None) -> list[tuple[str, str, str]]:
+def _wanted_wheels(store: Any, redist: Sequence[Derivation], fetchers: Sequence[str] | None,
+                   skip: frozenset[str] = frozenset()) -> list[tuple[str, str, str]]:
     """``(project, version, arch)`` of the wheels the plan would download (not cached, wheels chosen)."""
     from ..fetch.planning import SourcePlanError, choose_source
 
     wanted = []
     for drv in redist:
         try:
-            choice = choose_source(drv.attrs, drv.data["src"], _fetchers_of(drv, fetchers), store.store_dir)
+            choice = choose_source(drv.attrs, drv.data["src"], _fetchers_of(drv, fetchers, skip), store.store_dir)
         except SourcePlanError:
             continue
         if choice.fetcher == "wheels" and choice.cached is None:
@@ -353,6 +501,9 @@ def run(
     todo = the_plan.to_build
     if not todo:
         return []
+    from .realise import fetchers_for
+
+    skip = the_plan.skipped_fetchers
     if builders is not None:
         from .dask_executor import run_on_dask
 
@@ -398,7 +549,7 @@ def run(
         progress.started(drv)
         try:
             paths = build_one(
-                worker_store(), drv, keep_failed=keep_failed, fetchers=fetchers,
+                worker_store(), drv, keep_failed=keep_failed, fetchers=fetchers_for(drv, fetchers, skip),
                 on_download=lambda done, total: progress.download(drv, done, total),
                 on_step=lambda name: progress.step(drv, name),
                 prepared=ahead.take if ahead is not None else None,
@@ -520,7 +671,8 @@ def _unpack_ahead(store: Any, the_plan: Plan, starting: Sequence[Derivation], jo
         python_bytecode.bind_stop(stop)
         return install_ahead.prepare(drv, *args, **kwargs)
 
-    return UnpackAhead(store, later, lambda drv: fetchers_for(drv, fetchers), workers=jobs,
+    skip = the_plan.skipped_fetchers
+    return UnpackAhead(store, later, lambda drv: fetchers_for(drv, fetchers, skip), workers=jobs,
                        prepare_of=lambda drv: redist_source.prepare if drv.builder == "buildRedist" else install)
 
 
@@ -545,7 +697,7 @@ def _substitute(store: Any, the_plan: Plan, substituters: Any, jobs: int, stream
         stream.flush()
         return plan(store, the_plan.roots)
     protect_inputs(store, the_plan.roots)  # the substituted paths, until the outputs are linked
-    return Plan(the_plan.roots, the_plan.to_build, the_plan.to_fetch)
+    return Plan(the_plan.roots, the_plan.to_build, the_plan.to_fetch, (), the_plan.skipped)
 
 
 def realise_parallel(store: Any, derivations: Iterable[Derivation], **options: Any) -> list[str]:

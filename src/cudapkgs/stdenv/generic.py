@@ -36,6 +36,7 @@ checked again before unpacking), a package (its output path), or None.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
@@ -301,7 +302,10 @@ class _Inputs:
         value = force(value)
         if isinstance(value, OutputPath):
             return self.derivation_of(value.owner).outputs[value.output]
-        if value is None or isinstance(value, (str, bool, int, float)):
+        if isinstance(value, str):
+            check_no_object_text(value, where)
+            return value
+        if value is None or isinstance(value, (bool, int, float)):
             return value
         if _is_package(value):
             self.derivation_of(value)
@@ -309,6 +313,8 @@ class _Inputs:
         if isinstance(value, Derivation):
             return self.derivation_of(value).outputs[next(iter(value.outputs))]
         if isinstance(value, Mapping):
+            for k in value:
+                check_no_object_text(str(k), f"{where}.{k!r}")
             return {str(k): self.json(value[k], f"{where}.{k}") for k in value}
         if isinstance(value, (list, tuple)):
             return [self.json(v, f"{where}[{i}]") for i, v in enumerate(value)]
@@ -317,6 +323,37 @@ class _Inputs:
         if callable(value):
             raise EvalError(f"{where}: a Python callable is only allowed in a phase or hook ({', '.join(HOOKS[:3])}, …)")
         raise EvalError(f"{where}: a derivation attribute must be JSON data or a package, got {type(value).__name__}")
+
+
+# What Python writes for an object that has no string of its own (repr): such text in a derivation
+# attribute (a RUNPATH, an env var, a phase) is a mistake, never a path.
+_OBJECT_TEXT = (
+    r"<(?:Package|AttrSet|Scope|Derivation|Thunk|OutputPath|function|bound method|built-in function|module)[ :>]"
+    r"|<[A-Za-z_][\w.]* object at 0x[0-9a-fA-F]+>"
+)
+
+
+def check_no_object_text(value: str, where: str) -> None:
+    """Raise `EvalError` naming the attribute `where` when the string `value` holds a Python object's
+    repr (``<Package …>``, ``<AttrSet …>``, ``<function …>``, ``<… object at 0x…>``): something that
+    is not a path was formatted into it (a scope, a function, an object without an ``outPath``), or
+    a lone surrogate (no UTF-8 text: hashing the derivation failed with an internal error)."""
+    if not value.isascii():  # a lone surrogate cannot be hashed (UTF-8): an internal error before
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise EvalError(f"{where}: holds the lone surrogate \\u{ord(value[error.start]):04x}, which is no text "
+                            "a derivation can hold (UTF-8); remove it") from None
+    if "<" not in value:
+        return
+    found = re.search(_OBJECT_TEXT, value)
+    if found is not None:
+        end = value.find(">", found.start())
+        shown = value[found.start(): end + 1 if end >= 0 else found.start() + 60][:120]
+        raise EvalError(
+            f"{where}: {shown!r} is a Python object written as text, not a path or a string (a package in a "
+            f"string is its outPath: f\"{{pkg}}/lib\"; a set or a function has none: name the package or value meant)"
+        )
 
 
 def _local_source(path: Any, where: str) -> tuple[dict[str, Any], str]:
@@ -376,6 +413,9 @@ def _derivation(final: AttrSet, config: Any) -> Derivation:
             patches.append(record)
             patch_paths.append(path)
     attrs: dict[str, Any] = {"patches": patches}
+    # preDistPhases: phases run after the fixup (Nixpkgs' setup.sh), which may hold a Python step too.
+    listed = force(final["preDistPhases"]) if "preDistPhases" in final else None
+    dist = {n for n in map(force, listed) if isinstance(n, str)} - set(HOOKS) if isinstance(listed, (list, tuple)) else set()
     for key in final:
         if key in RESERVED or key in outputs or key == "patches":
             continue
@@ -383,7 +423,7 @@ def _derivation(final: AttrSet, config: Any) -> Derivation:
         where = f"{name}.{key}"
         if key in INPUT_LISTS:
             attrs[key] = inputs.input_paths(value, where)
-        elif key in HOOKS and callable(value):
+        elif (key in HOOKS or key in dist) and callable(value):
             attrs[key] = python_step(value)
             inputs.python[key] = value
         else:
@@ -411,8 +451,23 @@ def _derivation(final: AttrSet, config: Any) -> Derivation:
             "srcPath": src_path,
             "patchPaths": patch_paths,
             "python": inputs.python,
+            "slowBuild": _slow_build(final),
         },
     )
+
+
+def _slow_build(final: Any) -> str | None:
+    """``meta.slowBuild`` (a package's own word that its build takes long, e.g. NCCL from source), or None.
+    Kept in the derivation's unhashed context for the plan's warning; a meta that fails to evaluate gives None."""
+    from ..errors import CudapkgsError
+    from ..lib.fixpoint import force
+
+    try:
+        meta = force(final["meta"]) if "meta" in final else None
+        hint = meta.get("slowBuild") if isinstance(meta, Mapping) else None
+    except CudapkgsError:
+        return None
+    return hint if isinstance(hint, str) and hint else None
 
 
 def input_dirs(paths: Sequence[str], subdirs: Sequence[str]) -> list[str]:

@@ -14,12 +14,16 @@ if TYPE_CHECKING:
 
 
 def default_store_dir(config: Any = None, env: Mapping[str, str] = os.environ) -> str:
-    """The store directory: config `storeDir`, else $CUDAPKGS_STORE, else the XDG data dir."""
+    """The store directory: config `storeDir`, else $CUDAPKGS_STORE, else the XDG data dir.
+
+    Raises `ConfigError` when $CUDAPKGS_STORE is a relative path (`xdg.env_path`) or there is no home."""
     configured = config.storeDir if config is not None else None
     if configured:
         return os.path.abspath(configured)
-    if env.get("CUDAPKGS_STORE"):
-        return os.path.abspath(env["CUDAPKGS_STORE"])
-    from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
+    from ..xdg import env_path, required_dir  # a relative XDG value, or a relative HOME, is ignored
+
+    named = env_path("CUDAPKGS_STORE", env)  # a relative one is refused: it would be the working directory's
+    if named:
+        return os.path.normpath(named)
 
     return os.path.join(required_dir("XDG_DATA_HOME", env), "cudapkgs", "store")

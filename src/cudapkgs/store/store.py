@@ -44,11 +44,14 @@ __all__ = ["GCResult", "Hop", "PathInfo", "Problem", "Store", "default_store_roo
 
 
 def default_store_root() -> Path:
-    """`CUDAPKGS_STORE`, else `$XDG_DATA_HOME/cudapkgs/store` (~/.local/share/cudapkgs/store)."""
-    env = os.environ.get("CUDAPKGS_STORE")
-    if env:
-        return Path(env)
-    from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
+    """`CUDAPKGS_STORE`, else `$XDG_DATA_HOME/cudapkgs/store` (~/.local/share/cudapkgs/store).
+
+    Raises `ConfigError` when $CUDAPKGS_STORE is a relative path (`xdg.env_path`) or there is no home."""
+    from ..xdg import env_path, required_dir  # a relative XDG value, or a relative HOME, is ignored
+
+    named = env_path("CUDAPKGS_STORE")  # a relative one is refused: it would be the working directory's
+    if named:
+        return Path(named)
 
     return Path(required_dir("XDG_DATA_HOME")) / "cudapkgs" / "store"
 

@@ -165,7 +165,11 @@ def open_for_reading(path: str | os.PathLike[str]) -> tuple[tarfile.TarFile, str
 
     Raises OSError when the file cannot be read, tarfile.TarError / EOFError when it is no tar.
     """
-    raw = open(path, "rb")  # noqa: SIM115 (closed with the TarFile)
+    from ..inputs import open_cached
+
+    # One descriptor, opened without blocking and checked to be a regular file: a FIFO or a device
+    # swapped in after the caller's check cannot hang the import.
+    raw = open_cached(path, follow_links=True)
     try:
         compression = detect_compression(raw.read(8))
         raw.seek(0)

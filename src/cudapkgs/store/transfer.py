@@ -35,6 +35,7 @@ from . import nar
 from .cycles import ReferenceCycleError, topological_order
 from .nar_restore import MAX_DEPTH
 from .paths import hash_part, to_store_path
+from .. import confine
 from ..atomic_files import atomic_output
 from .tar_compression import compression_for_name, open_for_reading, open_for_writing
 
@@ -260,6 +261,7 @@ class _Layout:
         self.members: list[tarfile.TarInfo] = []
         self.kinds: dict[str, str] = {}  # normalised name -> "d", "l" or "f"
         self.files: dict[str, tuple[int, bool]] = {}  # regular file -> (size, executable)
+        self.targets: dict[str, str] = {}  # symlink -> its target
         self.nar_size = _nar_str(len("nix-archive-1"))
 
     def _node(self, name: str, kind: str, cost: int) -> None:
@@ -305,6 +307,7 @@ class _Layout:
             if not link.startswith("/") and not resolved.startswith(self.store_dir + "/"):
                 raise StoreError(f"{source}: the relative link {member.name!r} climbs out of the store ({link!r})")
             self._node(name, "l", _SYMLINK + _nar_str(len(os.fsencode(link))))
+            self.targets[name] = link
         elif member.islnk():
             other = posixpath.normpath(member.linkname)
             if other not in self.files:
@@ -366,7 +369,43 @@ def _plan(tar: tarfile.TarFile, first: tarfile.TarInfo, entries: list, store_dir
         if layout.members and layout.nar_size != entry["narSize"]:
             raise StoreError(f"{source}: the members of {entry['path']} make a NAR of {layout.nar_size} bytes, not the "
                              f"{entry['narSize']} its {MANIFEST} declares; nothing was imported")
+    _check_link_chains(layouts, store_dir, source)
     return {base: layout.members for base, layout in layouts.items() if layout.members}
+
+
+_KINDS = {"d": "dir", "f": "other", "l": "link"}
+
+
+def _check_link_chains(layouts: dict[str, _Layout], store_dir: str, source: Path) -> None:
+    """Every relative link of the archive resolved as the kernel will once its paths are in the store:
+    through the links of the archive's own paths (from their headers, before anything is written) and
+    of the store paths already there (on disk), the store acting as ``/`` (`confine.resolve_in_tree`).
+    A chain of links that each stay in the store but together climb out of it, or a link into a store
+    path that is neither in the archive nor in the store, stops the import with nothing imported
+    (`Layout.add` judged each link alone, lexically).  The same rule as substitution's
+    (`confine.check_store_path_links`)."""
+    disk = confine.disk_lookup(store_dir)
+
+    def look(parts: tuple[str, ...]) -> confine.Entry | None:
+        layout = layouts.get(parts[0])
+        if layout is None or not layout.members:  # the store's own files (.meta, .tmp, ...) are no store path
+            return None if parts[0].startswith(".") else disk(parts)
+        key = "/".join(parts)
+        kind = layout.kinds.get(key)
+        return None if kind is None else (_KINDS[kind], layout.targets.get(key))
+
+    def known(top: str) -> bool:
+        return top in layouts and bool(layouts[top].members)
+
+    for layout in layouts.values():
+        for name, target in layout.targets.items():
+            if target.startswith("/"):
+                continue
+            try:
+                confine.resolve_in_tree(store_dir, name, allow_absolute=("/",), look=look, known_top=known)
+            except confine.TreeEscapeError as error:
+                raise StoreError(f"{source}: the relative link {name!r} ({target!r}) climbs out of the store through "
+                                 f"other links ({error}); nothing was imported") from None
 
 
 def _is_store_path(store_dir: str, path: str) -> bool:

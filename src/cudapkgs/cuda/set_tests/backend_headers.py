@@ -31,4 +31,7 @@ touch "$out"
 
 def backend_headers(cuda: Any, config: Any, system: str) -> Any:
     """The backend-headers test of the set `cuda` (stdenv.cc is the set's backendCC)."""
-    return run_command(cuda, config, "backend-headers", SCRIPT, {"stdenvCc": cuda.backendCC})
+    from .common import backend_cc
+
+    cc, unavailable = backend_cc(cuda)
+    return run_command(cuda, config, "backend-headers", SCRIPT, {"stdenvCc": cc, **({"meta": unavailable} if unavailable else {})})

@@ -43,14 +43,12 @@ def backend_stdenv(cuda: Any, config: Any, system: str) -> Any:
     """The backend-stdenv test of the set `cuda`: evaluation assertions, then a build with
     backendStdenv's compiler. Unavailable (with the reason) when the host has no compiler this
     release's nvcc accepts."""
-    from .common import broken_meta
+    from .common import backend_cc
 
     stdenv = cuda.backendStdenv
-    cc = cuda.backendCC
+    cc, unavailable = backend_cc(cuda)
     if cc is None:
-        return run_command(cuda, config, TEST, 'touch "$out"\n', {"meta": broken_meta(
-            f"{cuda.attr_path}.backendCC is null: this machine has no C/C++ compiler that nvcc "
-            f"{cuda.cudaMajorMinorVersion} accepts (see `cudapkgs doctor`)")})
+        return run_command(cuda, config, TEST, 'touch "$out"\n', {"meta": unavailable})
     host = dict(cc.hostCompiler)
 
     def checks() -> None:

@@ -97,3 +97,18 @@ def wheels_lack_nvcc(cuda: Any, config: Any) -> dict[str, Any]:
         return broken_meta(f"needs {cuda.attr_path}.cuda_nvcc, and CUDA 12's nvcc has no wheel: with "
                            'fetchers = ["wheels"] it cannot be fetched (add "redist" where NVIDIA\'s archives are reachable)')
     return {}
+
+
+def backend_cc(cuda: Any) -> tuple[Any, dict[str, Any]]:
+    """(`cuda.backendCC`, {}) or (None, `meta` saying why a test needing it cannot run): the host has no
+    compiler, or none this release's nvcc accepts (backendCC's evaluation error, kept as the reason)."""
+    from ...host.compiler import HostCompilerError
+
+    try:
+        cc = cuda.backendCC
+    except HostCompilerError as error:
+        return None, broken_meta(str(error))
+    if cc is None:
+        return None, broken_meta(f"{cuda.attr_path}.backendCC is null: this machine has no C/C++ compiler "
+                                 "(see `cudapkgs doctor`)")
+    return cc, {}

@@ -101,7 +101,9 @@ def nvcc_backend(cuda: Any, config: Any, system: str) -> Any:
     tools = [top[name] for name in ("cmake", "ninja") if name in top]
     inputs = [cuda.cuda_cudart, cuda.cccl, cuda.libcublas, cuda.cuda_nvrtc, cuda.cuda_nvtx, cuda.libnvjitlink]
     project = cc_wrapper_for(config, cuda.backendStdenv.hostNixSystem)
-    backend = cuda.backendCC
+    from .common import backend_cc
+
+    backend, unavailable = backend_cc(cuda)
     backend_macro, backend_major = _macro(backend) if backend is not None else ("0", "1")
     project_macro, project_major = _macro(project) if project is not None else ("0", "1")
     return run_command(cuda, config, "nvcc-backend", SCRIPT, {
@@ -115,5 +117,5 @@ def nvcc_backend(cuda: Any, config: Any, system: str) -> Any:
         "backendMacro": backend_macro, "backendMajor": backend_major,
         "projectMacro": project_macro, "projectMajor": project_major,
         "removeReferencesTo": [cuda.cuda_nvcc],
-        "meta": meta_of(cuda.cuda_nvcc, *inputs),
+        "meta": unavailable or meta_of(cuda.cuda_nvcc, *inputs),
     })

@@ -5,12 +5,13 @@ Nixpkgs puts a BUILD-role set (cudaPackages_13 beside a CUDA 12 set, else cudaPa
 `depsBuildBuild`, so its wrapper exports `CUDACXX_FOR_BUILD` and `NIX_CUDA_MAJOR_MINOR_VERSION_FOR_BUILD`
 beside the HOST `CUDACXX`, and checks each wrapper takes its own role's SDK from one shared
 environment. cudapkgs does not cross-compile and has no dependency kinds besides native and host
-inputs (each set's `pkgsBuildHost` is the set itself): the BUILD set's nvcc, cudart, cublas and its
+inputs (each set's `pkgsBuildHost` is the set itself): the BUILD set's nvcc, cudart, cublas and their
 headers reach the build as named paths, the HOST set's as ordinary inputs, and the test checks the
-split holds: the HOST program needs the HOST release's libcudart and libcublas sonames, the BUILD
-program the BUILD release's, `-rdc=true` links device code with each release's cudadevrt, and
-both are ELF for the host machine. With `fetchers = ["wheels"]`, a CUDA 12 nvcc (either role)
-cannot be fetched: the test says so.
+split holds: each program was compiled with its own release's headers (CUDART_VERSION, printed by
+the program), needs its own release's libcudart and libcublas sonames, `-rdc=true` links device code
+with each release's cudadevrt, and both are ELF for the host machine. With `fetchers = ["wheels"]` a
+CUDA 12 nvcc cannot be fetched (no wheel): a CUDA 13 set is then paired with another CUDA 13 release
+(`build_role_set`), and a CUDA 12 set's test says why it cannot build.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ __global__ void saxpy(int n, float a, const float *x, float *y) {
   if (i < n) y[i] = a * x[i] + y[i];
 }
 __global__ void dispatch(int n, float a, float *x, float *y) { saxpy<<<(n + 255) / 256, 256>>>(n, a, x, y); }
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) { printf("%d\n", CUDART_VERSION); return 0; }  // the headers this program was compiled with
   puts(zlibVersion());
   cublasHandle_t handle;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) return 0;
@@ -49,6 +51,8 @@ needed saxpy-host | grep -qx "libcudart.so.$hostMajor"
 needed saxpy-host | grep -qx "libcublas.so.$hostCublasMajor"
 needed saxpy-build | grep -qx "libcudart.so.$buildMajor"
 needed saxpy-build | grep -qx "libcublas.so.$buildCublasMajor"
+test "$(./saxpy-host --cudart-version)" = "$hostCudartVersion"
+test "$(./saxpy-build --cudart-version)" = "$buildCudartVersion"
 readelf -h saxpy-host | grep -F 'Machine:' | grep -F "$elfMachine"
 readelf -h saxpy-build | grep -F 'Machine:' | grep -F "$elfMachine"
 mkdir -p "$out/bin" "$build/bin"
@@ -57,10 +61,37 @@ cp saxpy-build "$build/bin/saxpy"
 """
 
 
+def cudart_version(cuda: Any) -> str:
+    """CUDART_VERSION of a set's headers: major * 1000 + minor * 10 ("13000" for CUDA 13.0)."""
+    major, minor = str(cuda.cudaMajorMinorVersion).split(".")[:2]
+    return str(int(major) * 1000 + int(minor) * 10)
+
+
+def build_role_set(cuda: Any, config: Any) -> Any:
+    """The BUILD-role set nvcc-roles pairs with `cuda`: Nixpkgs' choice (cudaPackages_13 beside a CUDA 12
+    set, else cudaPackages_12_9), except that where sources come from NVIDIA's wheels only (CUDA 12's
+    nvcc has no wheel) a CUDA 13 set is paired with the newest other CUDA 13 release, whose different
+    headers the programs' CUDART_VERSION tells apart."""
+    top = cuda.pkgs
+    if str(cuda.cudaMajorVersion) == "12":
+        return top.cudaPackages_13
+    if tuple(config.fetchers) == ("wheels",):
+        from ...lib.versions import major_minor, version_older
+        from ...package_sets import package_set_definitions
+
+        others = [d for d in package_set_definitions().values() if d.cuda_version.startswith("13.")
+                  and major_minor(d.cuda_version) != cuda.cudaMajorMinorVersion]
+        newest = others[0]
+        for definition in others[1:]:
+            if version_older(newest.cuda_version, definition.cuda_version):
+                newest = definition
+        return top[newest.name]
+    return top.cudaPackages_12_9
+
+
 def nvcc_roles(cuda: Any, config: Any, system: str) -> Any:
     """The nvcc-roles test of the set `cuda` (see the module docstring)."""
-    top = cuda.pkgs
-    build_cuda = top.cudaPackages_13 if str(cuda.cudaMajorVersion) == "12" else top.cudaPackages_12_9
+    build_cuda = build_role_set(cuda, config)
     zlib = cuda.auto_args.get("zlib")
     host_inputs = [cuda.cuda_cudart, cuda.libcublas, cuda.cccl] + ([zlib] if zlib is not None else [])
     gap = wheels_lack_nvcc(cuda, config) or wheels_lack_nvcc(build_cuda, config)
@@ -87,6 +118,7 @@ def nvcc_roles(cuda: Any, config: Any, system: str) -> Any:
         "buildCublasLib": lazy(lambda: build_cuda.libcublas.lib),
         "buildCccl": build_cuda.cccl,
         "hostMajor": str(cuda.cudaMajorVersion), "buildMajor": str(build_cuda.cudaMajorVersion),
+        "hostCudartVersion": cudart_version(cuda), "buildCudartVersion": cudart_version(build_cuda),
         "hostCublasMajor": lazy(lambda: soname_major(cuda.libcublas)),
         "buildCublasMajor": lazy(lambda: soname_major(build_cuda.libcublas)),
         "elfMachine": "AArch64" if system.startswith("aarch64") else "Advanced Micro Devices X86-64",

@@ -6,9 +6,11 @@ adding two 256×256 matrices of ones on the GPU with each library. Testers: thei
 (requiredSystemFeatures cuda) runs them in a build.
 
 `python3Packages.opencv4` is looked up when a test is evaluated: while the top level has none, each
-test is broken with that reason; once it exists (issue 33), the tests use it. torch is
-`torchWithCuda` where the top level has it, else `torch` (cudapkgs' torch follows cudaSupport; the
-set's own torch is `cudaPackages.pkgs.python3Packages.torch`).
+test is broken with that reason; once it exists (issue 33), the tests use it, with `enableCuda` on.
+torch is `torchWithCuda` where the top level has it, else `torch-bin` (PyPI's CUDA wheel: cudapkgs'
+`torch` follows cudaSupport). "With default CUDA" takes the package from the top level (its default
+`cudaPackages`); otherwise from `cudaPackages.pkgs.python3Packages` (built against this set). A
+library that is unavailable here makes the tester broken with its reasons.
 """
 
 from __future__ import annotations
@@ -56,22 +58,43 @@ def opencv_and_torch(cuda: Any, config: Any, system: str) -> AttrSet:
     from .common import broken_meta, run_command
 
     def make(opencv_first: bool, opencv_default: bool, torch_default: bool) -> Any:
+        from .common import meta_of
+
         name = test_name(opencv_first, opencv_default, torch_default)
         torch_name = "torch" + ("-with-default-cuda" if torch_default else "")
         opencv_name = "opencv4" + ("-with-default-cuda" if opencv_default else "")
         program = f"{opencv_name}-then-{torch_name}" if opencv_first else f"{torch_name}-then-{opencv_name}"
-        # "default CUDA": the package as the top level has it; else: built against this set.
-        own = cuda.pkgs.python3Packages
-        top = _top_python_packages(cuda)
+        # "default CUDA": the package as the top level has it (its cudaPackages); else built against this set.
+        own, top = cuda.pkgs.python3Packages, _top_python_packages(cuda)
         if "opencv4" not in own:
             return run_command(cuda, config, "opencv-and-torch", 'touch "$out"\n', {
                 "name": f"tester-{program}",
                 "meta": broken_meta("needs python3Packages.opencv4 (OpenCV with CUDA), which this top level "
                                     "does not have yet", mainProgram=program),
             }, suffix=name)
-        opencv = (top if opencv_default else own)["opencv4"]
-        torch_set = top if torch_default else own
-        torch = torch_set["torchWithCuda"] if "torchWithCuda" in torch_set else torch_set["torch"]
+        # opencv4 with CUDA whatever cudaSupport says; torch: torch-bin, the CUDA wheel (Nixpkgs' torchWithCuda)
+        from ...errors import CudapkgsError, UnfreeLicenseError
+
+        try:
+            opencv = (top if opencv_default else own)["opencv4"].override(enableCuda=True)
+            torch_set = top if torch_default else own
+            torch = torch_set["torchWithCuda"] if "torchWithCuda" in torch_set else torch_set["torch-bin"]
+            unavailable = meta_of(opencv, torch)
+        except UnfreeLicenseError as error:  # refused when the test is built, so `cudapkgs test` counts it as unfree
+            def refuse(error: Exception = error) -> Any:
+                raise error
+
+            return run_command(cuda, config, "opencv-and-torch", 'touch "$out"\n', {
+                "name": f"tester-{program}", "refused": lazy(refuse), "meta": {"mainProgram": program},
+            }, suffix=name)
+        except CudapkgsError as error:
+            return run_command(cuda, config, "opencv-and-torch", 'touch "$out"\n', {
+                "name": f"tester-{program}", "meta": broken_meta(str(error).splitlines()[0], mainProgram=program),
+            }, suffix=name)
+        if unavailable:
+            return run_command(cuda, config, "opencv-and-torch", 'touch "$out"\n', {
+                "name": f"tester-{program}", "meta": {**unavailable, "mainProgram": program},
+            }, suffix=name)
         libraries = [opencv, torch] if opencv_first else [torch, opencv]
         content = OPENCV + TORCH if opencv_first else TORCH + OPENCV
         return cuda.writeGpuTestPython({"name": program, "libraries": libraries}, content)

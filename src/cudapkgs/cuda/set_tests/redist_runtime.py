@@ -79,10 +79,13 @@ PY
 
 def redist_runtime(cuda: Any, config: Any, system: str) -> Any:
     """The redist-runtime test of the set `cuda` (see the module docstring)."""
+    from .common import backend_cc
+
     nvrtc = cuda.cuda_nvrtc
+    cc, unavailable = backend_cc(cuda)
     return run_command(cuda, config, "redist-runtime", SCRIPT, {
-        "stdenvCc": cuda.backendCC,
+        "stdenvCc": cc,
         "library": lazy(lambda: nvrtc.lib),
         "elfMachine": {"x86_64": "62", "aarch64": "183", "powerpc64le": "21"}[system.split("-")[0]],
-        "meta": meta_of(nvrtc),
+        "meta": unavailable or meta_of(nvrtc),
     })

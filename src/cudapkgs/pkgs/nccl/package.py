@@ -153,6 +153,9 @@ def nccl(
                         "homepage": "https://developer.nvidia.com/nccl",
                         "license": licenses.bsd3,
                         "platforms": PLATFORMS,
+                        # Read by `cudapkgs build --dry-run` (realise.scheduler.Plan.slow_builds).
+                        "slowBuild": "about an hour on two cores (nvcc for every capability); NVIDIA's prebuilt "
+                                     "wheel of the same version is the default (prebuiltWheels, docs/ml-stack.md)",
                     },
                 )
             ),

@@ -5,7 +5,7 @@ Nixpkgs builds numpy & co. from source; cudapkgs takes them as wheels from the
 Python package index, each pinned by file name and sha256 (``fetchPypi { format =
 "wheel"; }`` through pip, naming no host) and installed by ``buildPythonPackage {
 format = "wheel"; }``.  A compiled wheel exists per CPython version: `WHEELS` pins
-one file per python tag (cp311, cp312) for x86_64-linux; another interpreter or
+one file per python tag (cp310 … cp313 where the project publishes one) for x86_64-linux; another interpreter or
 machine gets an evaluation error naming what is pinned.  The interpreter is the top
 level's ``python3`` (config ``python3Executable`` chooses another host Python).
 
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 from ...lib.records import NamedTuple
 
-from ...errors import EvalError
 
 __all__ = ["LIBRARIES", "ML_PACKAGES", "PACKAGES", "WHEELS", "Wheel", "package"]
 
@@ -41,7 +40,7 @@ _M2014 = "manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64"
 _M227 = "manylinux_2_27_x86_64.manylinux_2_28_x86_64"
 _M1 = "manylinux1_x86_64.manylinux_2_28_x86_64.manylinux_2_5_x86_64"
 # attribute -> the module pythonImportsCheck imports, where it is not the attribute's own name
-IMPORT_NAMES = {"pyyaml": "yaml"}
+IMPORT_NAMES = {"pyyaml": "yaml", "pillow": "PIL"}
 
 
 def _pure(pname: str, version: str, sha256: str) -> dict[str, Wheel]:
@@ -61,10 +60,14 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
     "markupsafe": ({
         "cp311": Wheel("markupsafe", "3.0.4", "cp311", "cp311", _M2014, "6da83a088f8ef93b2d483a8232a4dbf4d69d3d8496b568a03c56becac43e1808"),
         "cp312": Wheel("markupsafe", "3.0.4", "cp312", "cp312", _M2014, "8e124f974786f831d6043728e38296969d3579db8896fe004682f5758e613581"),
+        "cp310": Wheel("markupsafe", "3.0.4", "cp310", "cp310", _M2014, "d1aca03ede943eb80ab3d63bb082c84b7aab85ea83bd0fd0c200260945fb49d9"),
+        "cp313": Wheel("markupsafe", "3.0.4", "cp313", "cp313", _M2014, "434139499bb20b502ed3baa1f169e618f924a97e7a777fea1a49446d80106cf6"),
     }, ()),
     "siphash24": ({
         "cp311": Wheel("siphash24", "1.9", "cp311", "cp311", _M2014, "61eb4ba1cfe4950e89ef0bcaf3588fb554efa5b7ab3f75d17648a0582c204874"),
         "cp312": Wheel("siphash24", "1.9", "cp312", "cp312", _M2014, "56c4c45c53cf0ce60585127ea15901bcb209fb24206c1bedbf69a4c2c60f72b7"),
+        "cp310": Wheel("siphash24", "1.9", "cp310", "cp310", _M2014, "e700b900869426789dbc605913239913b9bf0387cd1248d51b5c93c3341ad506"),
+        "cp313": Wheel("siphash24", "1.9", "cp313", "cp313", _M2014, "b5e1320c7bcd7ce69d43e732e0065598e8120c05b58d6cbfb104d971e790f2cf"),
     }, ()),
     # torch's requirements (its wheel's Requires-Dist), pins read from the index's sha256 of each file
     # (2026-12-01); sympy 1.14.0 requires mpmath<1.4.
@@ -73,6 +76,13 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
     "sympy": (_pure("sympy", "1.14.0", "e091cc3e99d2141a0ba2847328f5479b05d94a6635cb96148ccb3f34671bd8f5"), ("mpmath",)),
     "networkx": (_pure("networkx", "3.6.1", "d47fbf302e7d9cbbb9e2555a0d267983d2aa476bac30e90dfbe5669bd57f3762"), ()),
     "jinja2": (_pure("jinja2", "3.1.6", "85ece4451f492d0c13c5dd7c13a64681a86afae63a5f347908daf103ce6d2f67"), ("markupsafe",)),
+    # torchvision's requirement; pillow 12.1.0 is the newest with a cp310 wheel (13.0 requires Python >= 3.11):
+    # https://pypi.org/pypi/pillow/json, 2026-12-06
+    "pillow": ({tag: Wheel("pillow", "12.1.0", tag, tag, _M227, digest) for tag, digest in {
+        "cp310": "8637e29d13f478bc4f153d8daa9ffb16455f0a6cb287da1b432fdad2bfbd66c7",
+        "cp311": "1f345e7bc9d7f368887c712aa5054558bad44d2a301ddf9248599f4161abc7c0",
+        "cp312": "a6dfc2af5b082b635af6e08e0d1f9f1c4e04d17d4e2ca0ef96131e85eda6eb17",
+        "cp313": "6741e6f3074a35e47c77b23a4e4f2d90db3ed905cb1c5e6e0d49bff2045632bc"}.items()}, ()),
     "fsspec": (_pure("fsspec", "2026.9.0", "8dd6e646e99ea382bd85f97a45e6b526a442d79423a7dc673f1e2756d05fcb5f"), ()),
     # torch-bin's other dependencies in Nixpkgs (torch/bin/default.nix@02e4aeed: pyyaml, requests) and
     # requests' own; sha256 of the files pip downloaded from the index (2026-12-06).
@@ -96,29 +106,51 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
     "numpy": ({
         "cp311": Wheel("numpy", "2.4.6", "cp311", "cp311", _M227, "89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93"),
         "cp312": Wheel("numpy", "2.5.5", "cp312", "cp312", _M227, "704d819265e5d1064d932968e9ee85fff2103ccc78c05b878c06943ba27b8507"),
+        "cp313": Wheel("numpy", "2.5.5", "cp313", "cp313", _M227, "824025655df929268bfe6b47ed91a00d14209a6f760847cf150be446829e1ce4"),
+        # numpy 2.3 and later require Python >= 3.11: 2.2.6 is the newest for 3.10
+        "cp310": Wheel("numpy", "2.2.6", "cp310", "cp310", "manylinux_2_17_x86_64.manylinux2014_x86_64",
+                       "fc7b73d02efb0e18c000e9ad8b83480dfcd5dfd11065997ed4c6747470ae8915"),
     }, ()),
-    # jax's and jaxlib's requirements, and jaxlib (its CPU runtime: no CUDA library); sha256 of the files pip
-    # downloaded (2026-12-01). Only cp311 wheels are pinned for these (jax 0.10.2's interpreter here).
-    "ml-dtypes": ({"cp311": Wheel("ml_dtypes", "0.7.0", "cp311", "cp311", _M227,
-                                  "d214c910cabaf80aa1ee37b0f25131e20d7a6474182e5293a68985b0421299da")}, ("numpy",)),
+    # jax's and jaxlib's requirements, and jaxlib (its CPU runtime: no CUDA library); cp311: sha256 of the files
+    # pip downloaded (2026-12-01); cp310, cp312, cp313: https://pypi.org/pypi/<name>/json, 2026-12-06 (the same
+    # digests for cp311). jax 0.10.2, jaxlib and scipy 1.17 require Python >= 3.11: no cp310 for those.
+    "ml-dtypes": ({
+        "cp310": Wheel("ml_dtypes", "0.7.0", "cp310", "cp310", _M227, "ef2c347e71f11625603983b426b42f5cf59c0e482d5fcb6e16a78d61e3ec9bd3"),
+        "cp311": Wheel("ml_dtypes", "0.7.0", "cp311", "cp311", _M227, "d214c910cabaf80aa1ee37b0f25131e20d7a6474182e5293a68985b0421299da"),
+        "cp312": Wheel("ml_dtypes", "0.7.0", "cp312", "cp312", _M227, "3c4e47f553a04d33886160a9600e2313e5bee8c1c3da997baa23c8fecbfab189"),
+        "cp313": Wheel("ml_dtypes", "0.7.0", "cp313", "cp313", _M227, "5fb56999e1a03f47af5583af4089e00d04b68f87d4fadd659a5927ecd7687c3d"),
+    }, ("numpy",)),
     "opt-einsum": (_pure("opt_einsum", "3.4.0", "69bb92469f86a1565195ece4ac0323943e83477171b91d24c35afe028a90d7cd"), ()),
-    "scipy": ({"cp311": Wheel("scipy", "1.17.1", "cp311", "cp311", _M227,
-                              "43af8d1f3bea642559019edfe64e9b11192a8978efbd1539d7bc2aaa23d92de4")}, ("numpy",)),
-    "jaxlib": ({"cp311": Wheel("jaxlib", "0.10.2", "cp311", "cp311", "manylinux_2_27_x86_64",
-                               "1faca3c5d4662cb4a6130a68105d68bb520764817e165d6eebfd6786c0d1f30f")},
-               ("scipy", "numpy", "ml-dtypes")),
+    "scipy": ({
+        "cp311": Wheel("scipy", "1.17.1", "cp311", "cp311", _M227, "43af8d1f3bea642559019edfe64e9b11192a8978efbd1539d7bc2aaa23d92de4"),
+        "cp312": Wheel("scipy", "1.17.1", "cp312", "cp312", _M227, "02ae3b274fde71c5e92ac4d54bc06c42d80e399fec704383dcd99b301df37458"),
+        "cp313": Wheel("scipy", "1.17.1", "cp313", "cp313", _M227, "581b2264fc0aa555f3f435a5944da7504ea3a065d7029ad60e7c3d1ae09c5464"),
+    }, ("numpy",)),
+    "jaxlib": ({
+        "cp311": Wheel("jaxlib", "0.10.2", "cp311", "cp311", "manylinux_2_27_x86_64", "1faca3c5d4662cb4a6130a68105d68bb520764817e165d6eebfd6786c0d1f30f"),
+        "cp312": Wheel("jaxlib", "0.10.2", "cp312", "cp312", "manylinux_2_27_x86_64", "fe88ec443714c4379968b6c109f9fa617c7ad19b802828e4d7bf861cd66da4b7"),
+        "cp313": Wheel("jaxlib", "0.10.2", "cp313", "cp313", "manylinux_2_27_x86_64", "9e4818b4a8756fd3918766ca2aa5342125809f4f08a6fe46026d4386e7c23644"),
+    }, ("scipy", "numpy", "ml-dtypes")),
 }  # fmt: skip
 
 # (attribute, python tag) -> libraries of the top level its wheel's bundled ELF files need beyond glibc
 # and libstdc++: numpy 2.4.6's cp311 wheel bundles libgfortran (numpy.libs/libgfortran-*.so.5), which
 # needs libz.so.1; numpy 2.5.5's cp312 wheel bundles only OpenBLAS (readelf -d, 2026-11-30).
 # scipy 1.17.1's cp311 wheel bundles two libgfortran builds that need libz.so.1 as well.
-LIBRARIES: dict[tuple[str, str], tuple[str, ...]] = {("numpy", "cp311"): ("zlib",), ("scipy", "cp311"): ("zlib",)}
+# numpy 2.2.6's cp310 and scipy 1.17.1's cp312 and cp313 wheels bundle libgfortran too (libz.so.1); numpy 2.5.5's
+# cp313 wheel only OpenBLAS (readelf -d, 2026-12-06).
+LIBRARIES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("numpy", "cp311"): ("zlib",), ("numpy", "cp310"): ("zlib",),
+    ("scipy", "cp311"): ("zlib",), ("scipy", "cp312"): ("zlib",), ("scipy", "cp313"): ("zlib",),
+    # pillow 12.1.0 bundles libjpeg, libpng, freetype, … (pillow.libs) but not zlib (readelf -d of cp312's)
+    **{("pillow", tag): ("zlib",) for tag in ("cp310", "cp311", "cp312", "cp313")},
+}
 
 # The ML stack: wheels rewired to the top level's cudaPackages (torch.py, triton.py, jax.py, cupy.py).
-ML_PACKAGES = ("torch", "torch-bin", "triton", "triton-bin", "jax", "jax-cuda13-pjrt", "jax-cuda13-plugin", "cupy",
-                "cuda-pathfinder")
-PACKAGES: tuple[str, ...] = (*WHEELS, "pycuda", *ML_PACKAGES)
+ML_PACKAGES = ("torch", "torch-bin", "triton", "triton-bin", "jax", "jax-cuda13-pjrt", "jax-cuda13-plugin",
+               "jax-cuda12-pjrt", "jax-cuda12-plugin", "cupy", "cuda-pathfinder", "torchvision", "torchvision-bin",
+               "torchaudio", "torchaudio-bin", "onnxruntime")
+PACKAGES: tuple[str, ...] = (*WHEELS, "pycuda", "opencv4", *ML_PACKAGES)
 
 
 def _python_tag(version: str) -> str:
@@ -136,9 +168,10 @@ def pinned_wheel(name: str, python_version: str, system: str) -> Wheel:
         return wheels["py3"]
     tag = _python_tag(python_version)
     if system != "x86_64-linux" or tag not in wheels:
-        pinned = ", ".join(f"CPython {t[2]}.{t[3:]}" for t in sorted(wheels))
-        raise EvalError(f"python3Packages.{name}: no pinned wheel for CPython {python_version} on {system} "
-                        f"(pinned: {pinned} on x86_64-linux); set python3Executable to one of those")
+        from ..python_interpreters import no_wheel
+
+        versions = sorted({w.version for w in wheels.values()})
+        raise no_wheel(name, " or ".join(versions), python_version, list(wheels), system)
     return wheels[tag]
 
 
@@ -148,6 +181,10 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
         from ..pycuda import pycuda
 
         return pycuda(scope, pkgs, config, system)
+    if name == "opencv4":
+        # python-packages.nix: opencv4 = toPythonModule (pkgs.opencv4.override { enablePython = true;
+        # pythonPackages = self; }) (NixOS/nixpkgs@01fb069e)
+        return pkgs.opencv4.override(enablePython=True, pythonPackages=scope)
     if name in ML_PACKAGES:
         return _ml_package(name, scope, pkgs, config, system)
     wheel = pinned_wheel(name, scope.pythonVersion, system)
@@ -174,7 +211,7 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
 def _ml_package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
     from . import torch, triton
 
-    if name in ("jax", "jax-cuda13-pjrt", "jax-cuda13-plugin"):
+    if name in ("jax", "jax-cuda13-pjrt", "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda12-plugin"):
         from . import jax
 
         return getattr(jax, name.replace("-", "_"))(scope, pkgs, config, system).named(f"python3Packages.{name}")
@@ -183,6 +220,15 @@ def _ml_package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> A
 
         return getattr(cupy, name.replace("-", "_"))(scope, pkgs, config, system).named(f"python3Packages.{name}")
 
+    if name in ("torchvision-bin", "torchaudio-bin"):
+        module = __import__(f"{__name__}.{name[:-4]}", fromlist=["_"])
+        return getattr(module, name.replace("-", "_"))(scope, pkgs, config, system).named(f"python3Packages.{name}")
+    if name in ("torchvision", "torchaudio"):  # Nixpkgs: the source builds; here the wheels (as torch)
+        return scope[f"{name}-bin"]
+    if name == "onnxruntime":
+        from .onnxruntime import onnxruntime
+
+        return onnxruntime(scope, pkgs, config, system).named("python3Packages.onnxruntime")
     if name == "torch-bin":
         return torch.torch_bin(scope, pkgs, config, system).named("python3Packages.torch-bin")
     if name == "torch":

@@ -35,18 +35,58 @@ TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/be
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["CUPY_VERSION", "CUPY_WHEELS", "PATHFINDER_WHEEL", "cuda_pathfinder", "cupy"]
+__all__ = ["CUPY_VERSION", "CUPY_WHEELS", "PATHFINDER_LIBRARIES", "PATHFINDER_WHEEL", "cuda_pathfinder", "cupy"]
 
 CUPY_VERSION = "14.2.0"
-CUPY_WHEELS = {"cp311": ("cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
-                         "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12")}  # pip download, 2026-12-01
+# cp311: pip download, 2026-12-01; the others: https://pypi.org/pypi/cupy-cuda13x/json (and -cuda12x), 2026-12-06
+CUPY_WHEELS = {tag: (f"cupy_cuda13x-14.2.0-{tag}-{tag}-manylinux2014_x86_64.whl", digest) for tag, digest in {
+    "cp310": "351e33aa4260dd89359b243cc8ce3ee76c08e4ed4d1bafaaaec2b882f42e59f8",
+    "cp311": "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12",
+    "cp312": "9aafadbe29db3d4285026044aafeb28f2a3de4bd0df70718ec6892b7d27a4ded",
+    "cp313": "5b79a606f6639d9bed74ef7072f36756a95a804c86d7adb367b39307ac771600"}.items()}
+CUPY12_WHEELS = {tag: (f"cupy_cuda12x-14.2.0-{tag}-{tag}-manylinux2014_x86_64.whl", digest) for tag, digest in {
+    "cp310": "0d3205b1ac1093b6019530ba3b7f7080e2283820f452f0c543a3560d58e0b9bf",
+    "cp311": "5fe2366cc5c61a7ee4a527ce1e8951cb89092d0fb0b5830623cf114d1942c585",
+    "cp312": "f82141761f2c81905d49387464ae29438887956d99063381c93a1d5d1b7d32e8",
+    "cp313": "efc1da23505e88d9834a3ddd3c00352c34e58e301f512d9dd593cc4bfbbdf7dc"}.items()}
 # cuda-pathfinder 1.9.1 (cupy-cuda13x 14.2.0 requires cuda-pathfinder==1.*,>=1.3.4): pip download, 2026-12-01.
 PATHFINDER_WHEEL = ("cuda_pathfinder-1.9.1-py3-none-any.whl",
                     "b743c132f90ad2d1e71d43fd28f31ebcde518f943e50fd44aca62b2a80d5230d")
-# cuda/pathfinder/_dynamic_libs/search_steps.py (1.9.1): the searches run before "already loaded?".
-_NO_EARLY_SEARCH = {"file": "cuda/pathfinder/_dynamic_libs/search_steps.py", "replace": [[
-    "EARLY_FIND_STEPS: tuple[FindStep, ...] = (find_in_site_packages, find_in_conda)\n",
-    "EARLY_FIND_STEPS: tuple[FindStep, ...] = ()  # cudapkgs: libraries come from the set, never nvidia/ on sys.path\n",
+# The set's libraries cuda-pathfinder finds first (its descriptor names, supported_nvidia_libs.py 1.9.1:
+# cudart, nvrtc, nvJitLink, nvvm, cublas, cufft, curand, cusolver, cusparse, nccl): every library CuPy
+# asks it for, and NVRTC's companions (nvJitLink for LTO, libnvvm).
+PATHFINDER_LIBRARIES = ("cuda_cudart", "cuda_nvrtc", "libnvjitlink", "libnvvm", "libcublas", "libcufft", "libcurand",
+                        "libcusolver", "libcusparse", "nccl")
+
+
+def _early_search(lib_dirs: list[str]) -> dict[str, Any]:
+    """cuda/pathfinder/_dynamic_libs/search_steps.py (1.9.1): its searches that run before "already
+    loaded?" (site-packages' nvidia/ trees, $CONDA_PREFIX) become one search of the set's library
+    directories `lib_dirs`, so that `load_nvidia_dynamic_lib` loads the set's library by its path, whatever
+    a host CUDA puts in the loader's search (ld.so.cache, LD_LIBRARY_PATH) or CUDA_HOME/CUDA_PATH."""
+    step = (
+        f"_CUDAPKGS_LIB_DIRS: tuple[str, ...] = {tuple(lib_dirs)!r}\n\n\n"
+        "def find_in_cudapkgs_set(ctx: SearchContext) -> FindResult | None:\n"
+        '    """cudapkgs: the library from the set this package was built for, before any other search."""\n'
+        "    for lib_dir in _CUDAPKGS_LIB_DIRS:\n"
+        "        if os.path.isdir(lib_dir):\n"
+        "            abs_path = ctx.platform.find_in_lib_dir(lib_dir, ctx.desc, [], [])\n"
+        "            if abs_path is not None:\n"
+        '                return FindResult(abs_path, "cudapkgs set")\n'
+        "    return None\n\n\n"
+        "EARLY_FIND_STEPS: tuple[FindStep, ...] = (find_in_cudapkgs_set,)  # cudapkgs: never nvidia/ on sys.path\n"
+    )
+    return {"file": "cuda/pathfinder/_dynamic_libs/search_steps.py", "replace": [[
+        "EARLY_FIND_STEPS: tuple[FindStep, ...] = (find_in_site_packages, find_in_conda)\n", step]]}
+
+
+# cuda/pathfinder/_dynamic_libs/load_dl_linux.py (1.9.1): NVRTC's builtins are preloaded from a sibling
+# named by the version in the loaded file's name; NVIDIA's wheels (the set's nvrtc) have only
+# libnvrtc.so.13, so it warned "Cannot determine the NVRTC version" on every load.  The set's libnvrtc
+# loads its builtins beside it itself, as a conda one does: no preload.
+_NO_BUILTINS_PRELOAD = {"file": "cuda/pathfinder/_dynamic_libs/load_dl_linux.py", "replace": [[
+    '    if found_via == "conda":\n        return\n',
+    '    if found_via in ("conda", "cudapkgs set"):  # cudapkgs: NVRTC loads the builtins beside it\n        return\n',
 ]]}
 # The libraries of DT_NEEDED (and nvrtc, dlopened).
 CUPY_LIBRARIES = ("libcublas", "libcurand", "libcusolver", "libcusparse", "libcufft", "nccl", "cuda_nvrtc")
@@ -81,22 +121,20 @@ def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     from ... import licenses
     from ...build_inputs import get_lib
     from ...builders.rewired_wheel import rewired_wheel
-    from ...errors import EvalError
     from ...lib.fixpoint import AttrSet, lazy
     from ...meta import source_meta
     from .jax import cuda13_assertions
     from .triton import _lib_output
 
     cuda = pkgs.cudaPackages
+    # cupy-cuda12x on CUDA 12 sets (the same 14.2.0 sources, linked to the CUDA 12 sonames), cupy-cuda13x else
+    major = "12" if str(cuda.cudaMajorVersion) == "12" else "13"
+    wheels = CUPY12_WHEELS if major == "12" else CUPY_WHEELS
 
     def wheel() -> dict[str, str]:
-        tag = "cp" + str(ps.pythonVersion).replace(".", "")
-        if system != "x86_64-linux" or tag not in CUPY_WHEELS:
-            raise EvalError(f"python3Packages.cupy {CUPY_VERSION}: no pinned wheel for CPython {ps.pythonVersion} on "
-                            f"{system} (pinned: {', '.join(CUPY_WHEELS)} on x86_64-linux); set python3Executable to "
-                            "one of those")
-        file, sha256 = CUPY_WHEELS[tag]
-        return {"file": file, "sha256": sha256}
+        from .companions import pick_wheel
+
+        return pick_wheel("cupy", CUPY_VERSION, wheels, str(ps.pythonVersion), system)
 
     def cutensor() -> Any | None:
         package = cuda.libcutensor
@@ -123,10 +161,12 @@ def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "pythonImportsCheck": ["cupy"],
             "passthru": AttrSet({
                 "cudaPackages": cuda,
-                "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"cupy-cuda13x {CUPY_VERSION}")[:1]),
+                "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"cupy-cuda{major}x {CUPY_VERSION}",
+                                                                   major=major)[:1]),
+                "tests": lazy(lambda: _tests(ps, pkgs, system, final)),
             }, name="python3Packages.cupy.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"CuPy {CUPY_VERSION}: NumPy and SciPy for the GPU, its cupy-cuda13x wheel on "
+                "description": f"CuPy {CUPY_VERSION}: NumPy and SciPy for the GPU, its cupy-cuda{major}x wheel on "
                                f"{cuda.attr_path}'s libraries",
                 "homepage": "https://cupy.dev/",
                 "license": [licenses.mit],
@@ -139,24 +179,48 @@ def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
 
 
 def cuda_pathfinder(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
-    """python3Packages.cuda-pathfinder: NVIDIA's library finder (pure Python), with the searches of
-    site-packages' ``nvidia/`` trees and of ``$CONDA_PREFIX`` removed (`_NO_EARLY_SEARCH`): it answers
-    a library already loaded (from a RUNPATH), then the system's loader and ``CUDA_PATH``, as upstream."""
+    """python3Packages.cuda-pathfinder: NVIDIA's library finder (pure Python) that finds ``pkgs.cudaPackages``'
+    libraries first (`_early_search`): its searches of site-packages' ``nvidia/`` trees and of
+    ``$CONDA_PREFIX`` are replaced by the set's library directories of `PATHFINDER_LIBRARIES` (those a
+    configured fetcher supplies), so ``load_nvidia_dynamic_lib("nvrtc")`` loads the set's NVRTC on a
+    machine without a system CUDA (it failed: "Failure finding libnvrtc.so.13") and on one with a host
+    CUDA (it took /usr/local/cuda-13.0's from the loader's cache). A library outside that list falls back
+    to upstream's order: already loaded, the system's loader, ``CUDA_PATH``."""
     from ... import licenses
+    from ...build_inputs import get_lib
     from ...builders.rewired_wheel import rewired_wheel
     from ...lib.fixpoint import lazy
     from ...meta import source_meta
+    from .triton import _lib_output
 
     file, sha256 = PATHFINDER_WHEEL
+    cuda = pkgs.cudaPackages
+
+    def libraries() -> list[Any]:
+        found = []
+        for name in PATHFINDER_LIBRARIES:
+            package = cuda[name] if name in cuda else None
+            if package is not None and package.meta.available:
+                found.append(package)
+        return found
+
+    def lib_dirs() -> list[str]:
+        dirs = []
+        for package in libraries():
+            root = str(_lib_output(package))
+            dirs += [f"{root}/lib", f"{root}/lib64"] if package.pname == "libnvvm" else [f"{root}/lib"]
+        return dirs
 
     def attrs(final: Any) -> dict[str, Any]:
         return {
             "pname": "cuda-pathfinder", "version": "1.9.1",
             "wheel": {"file": file, "sha256": sha256},
-            "wheelSubstitutions": [dict(_NO_EARLY_SEARCH)],
+            "buildInputs": lazy(lambda: [get_lib(p) for p in libraries()]),
+            "wheelSubstitutions": lazy(lambda: [_early_search(lib_dirs()), dict(_NO_BUILTINS_PRELOAD)]),
             "pythonImportsCheck": ["cuda.pathfinder"],
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": "NVIDIA's cuda-pathfinder 1.9.1, without its search of nvidia/ trees on sys.path",
+                "description": f"NVIDIA's cuda-pathfinder 1.9.1, finding {cuda.attr_path}'s libraries first (never "
+                               "nvidia/ trees on sys.path)",
                 "homepage": "https://github.com/NVIDIA/cuda-python",
                 "license": [licenses.asl20],
                 "sourceProvenance": ["fromSource"],
@@ -165,3 +229,29 @@ def cuda_pathfinder(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
         }
 
     return rewired_wheel(config, ps.python, attrs, system=system)
+
+
+# tests (passthru.tests): without a GPU, the import and the CUDA runtime's version (cudaRuntimeGetVersion needs
+# no driver); on a GPU (``requiredSystemFeatures = ["cuda"]``) an elementwise kernel (NVRTC) and a cuBLAS matmul.
+CPU_TEST = """\
+import cupy
+version = cupy.cuda.runtime.runtimeGetVersion()
+assert version >= 12000, version
+print(cupy.__version__, version)
+"""
+GPU_TEST = """\
+import cupy
+square = cupy.ElementwiseKernel("float32 x", "float32 y", "y = x * x", "square")
+x = cupy.arange(1024, dtype=cupy.float32)
+assert bool((square(x) == x * x).all())
+a = cupy.random.rand(256, 256, dtype=cupy.float32)
+assert cupy.allclose(a @ a.T, (a @ a.T).T, atol=1e-3)
+print(cupy.__version__, cupy.cuda.runtime.getDeviceCount())
+"""
+
+
+def _tests(ps: Any, pkgs: Any, system: str, package: Any) -> dict[str, Any]:
+    from .companions import companion_test
+
+    return {"cpu": companion_test(ps, pkgs, system, package, "runtimeVersion", CPU_TEST, cuda=False),
+            "cuda": {"gpu": companion_test(ps, pkgs, system, package, "kernelAndMatmul", GPU_TEST, cuda=True)}}

@@ -84,6 +84,25 @@ _NO_HOST_CUDA = {"file": "torch/utils/cpp_extension.py", "replace": [[
     "                cuda_home = ''  # cudapkgs: no guess at a host CUDA\n",
 ]]}
 
+
+def _nvrtc_by_path(nvrtc_lib_dir: str, major: str) -> dict[str, Any]:
+    """torch/cuda/_utils.py (2.9.1 and 2.14.1): ``_get_nvrtc_library`` (NVRTC for ``torch.cuda._compile_kernel``
+    and the jiterator) loads ``libnvrtc.so.<major>`` by name through ctypes, whose search is the system's
+    (ld.so.cache: a host CUDA's NVRTC, or none at all); the set's NVRTC is tried first, by its path."""
+    return {"file": "torch/cuda/_utils.py", "replace": [[
+        '            f"libnvrtc.so.{major_version}",\n',
+        f"            {nvrtc_lib_dir + '/libnvrtc.so.' + major!r},  # cudapkgs: the set's NVRTC, by its path\n"
+        '            f"libnvrtc.so.{major_version}",\n',
+    ]]}
+
+
+def _wheels(pattern: str, digests: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """python tag -> (file, sha256): `pattern` with ``{tag}`` filled in for each tag of `digests`."""
+    return {tag: (pattern.format(tag=tag), digest) for tag, digest in digests.items()}
+
+
+# The wheels' sha256: cp311 as before (see each build); cp310, cp312 and cp313 from
+# https://pypi.org/pypi/torch/json (2026-12-06), which gives the cp311 files the same digests.
 _CU13_TOOLKIT = {  # torch 2.14.1: cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3
     "libcublas": "13.1.1.3", "cuda_cudart": "13.0.96", "libcufft": "12.0.0.61", "libcufile": "1.15.1.6",
     "cuda_cupti": "13.0.85", "libcurand": "10.4.0.35", "libcusolver": "12.0.4.66", "libcusparse": "12.6.3.3",
@@ -95,8 +114,11 @@ TORCH_BUILDS: dict[str, TorchBuild] = {
     # 100a, 103, 120a, 121a carry 1-59 kernels only).
     "2.14.1": TorchBuild(
         version="2.14.1", cuda="13.0",
-        wheels={"cp311": ("torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
-                          "305a61f61f35f128579f299c5bd33d475f6a01c6307336139632e30856c4854d")},
+        wheels=_wheels("torch-2.14.1-{tag}-{tag}-manylinux_2_28_x86_64.whl", {
+            "cp310": "1fee6b20869a90ccec05e35559a706338ac8aab40a9c4fb58f16667e93af36ae",
+            "cp311": "305a61f61f35f128579f299c5bd33d475f6a01c6307336139632e30856c4854d",
+            "cp312": "23011fe29a99b591eabb3a31a25080c62e2c2f0690a3c798744e5489dae50451",
+            "cp313": "c8f71aabc67bcbfc9373dc131537a5968d04edce73e88add21354a7cd0a76985"}),
         built_with={**_CU13_TOOLKIT, "libcusparse_lt": "0.8.1", "nccl": "2.30.7", "libnvshmem": "3.4.5"},
         cudnn="9.24.0.43", triton="3.8.0",
         capabilities=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),
@@ -107,8 +129,11 @@ TORCH_BUILDS: dict[str, TorchBuild] = {
     # torch.version.cuda "12.8"; capabilities as above (397 kernels each).
     "2.9.1": TorchBuild(
         version="2.9.1", cuda="12.8",
-        wheels={"cp311": ("torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl",
-                          "d033ff0ac3f5400df862a51bdde9bad83561f3739ea0046e68f5401ebfa67c1b")},
+        wheels=_wheels("torch-2.9.1-{tag}-{tag}-manylinux_2_28_x86_64.whl", {
+            "cp310": "9fd35c68b3679378c11f5eb73220fdcb4e6f4592295277fbb657d31fd053237c",
+            "cp311": "d033ff0ac3f5400df862a51bdde9bad83561f3739ea0046e68f5401ebfa67c1b",
+            "cp312": "27331cd902fb4322252657f3902adf1c4f6acad9dcad81d8df3ae14c7c4f07c4",
+            "cp313": "524de44cd13931208ba2c4bde9ec7741fd4ae6bfd06409a604fc32f6520c2bc9"}),
         built_with={
             "cuda_nvrtc": "12.8.93", "cuda_cudart": "12.8.90", "cuda_cupti": "12.8.90", "libcublas": "12.8.4.1",
             "libcufft": "11.3.3.83", "libcurand": "10.3.9.90", "libcusolver": "11.7.3.90", "libcusparse": "12.5.8.93",
@@ -185,9 +210,9 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             raise EvalError(f"python3Packages.torch: no torch wheel for CUDA {cuda.cudaMajorMinorVersion} "
                             f"(packaged: {', '.join(f'{v} for CUDA {b.cuda}' for v, b in TORCH_BUILDS.items())})")
         if system != "x86_64-linux" or tag not in build.wheels:
-            raise EvalError(f"python3Packages.torch {build.version}: no pinned wheel for CPython {ps.pythonVersion} on "
-                            f"{system} (pinned: {', '.join(build.wheels)} on x86_64-linux); set python3Executable "
-                            "to one of those")
+            from ..python_interpreters import no_wheel
+
+            raise no_wheel("torch", build.version, str(ps.pythonVersion), list(build.wheels), system)
         file, sha256 = build.wheels[tag]
         return {"file": file, "sha256": sha256}
 
@@ -231,7 +256,8 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "dependencies": [ps[name] for name in _DEPENDENCIES] + [ps.triton],
             "buildInputs": lazy(libraries),
             "pythonRemoveDeps": list(shown.remove_deps),
-            "wheelSubstitutions": [dict(s) for s in shown.substitutions],
+            "wheelSubstitutions": lazy(lambda: [dict(s) for s in shown.substitutions] + [_nvrtc_by_path(
+                f"{_lib_output(cuda.cuda_nvrtc)}/lib", shown.cuda.split(".")[0])]),
             # Nixpkgs' extraRunpaths (NixOS/nixpkgs#296179): torch dlopens nvrtc; then the wheel's $ORIGIN.
             "appendRunpaths": lazy(lambda: [f"{_lib_output(cuda.cuda_nvrtc)}/lib", "$ORIGIN"]),
             "pythonImportsCheck": ["torch"],
@@ -262,9 +288,30 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     return rewired_wheel(config, ps.python, attrs, system=system)
 
 
+# torch/source/default.nix@00d0ced332d7b0d37844ace4493b577dd0930f88: with rocmSupport, Nixpkgs builds torch
+# from source against a join of rocmPackages (its rocmtoolkit_joined, abridged here), magma-hip and
+# rocmPackages.triton; CUDA and ROCm together are one of its brokenConditions.
+ROCM_NEEDS = ("rocm-core", "clr", "rccl", "miopen", "aotriton", "composable_kernel", "rocrand", "rocblas",
+              "rocsparse", "hipsparse", "rocfft", "rocsolver", "hipfft", "hiprand", "hipsolver", "hipblas",
+              "hipblaslt", "rocm-comgr", "rocm-device-libs", "rocm-runtime")
+
+
+def _why_not(config: Any) -> str:
+    """Why python3Packages.torch is broken under this configuration (cudaSupport off)."""
+    if config.rocmSupport:
+        return ("rocmSupport is on, and no ROCm build of torch is packaged: Nixpkgs builds it from source "
+                f"against rocmPackages ({', '.join(ROCM_NEEDS[:6])}, … {len(ROCM_NEEDS)} in all), magma-hip and "
+                "rocmPackages.triton (torch/source/default.nix); cudapkgs has no ROCm package set and no source "
+                "build of torch (2+ hours on two cores). For NVIDIA GPUs use pkgsCuda.python3Packages.torch")
+    return ("cudaSupport is on (python3Packages.torch is PyTorch's CUDA wheel, torch-bin; cudapkgs "
+            "packages no CPU build: use pkgsCuda.python3Packages.torch or set cudaSupport = true)")
+
+
 def torch(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
-    """python3Packages.torch: torch-bin with cudaSupport on; without it a package saying why it is broken."""
-    if config.cudaSupport:
+    """python3Packages.torch: torch-bin with cudaSupport on (and rocmSupport off); else a package saying why
+    it is broken (with rocmSupport: what a ROCm build would need; both on: Nixpkgs' "CUDA and ROCm are
+    mutually exclusive")."""
+    if config.cudaSupport and not config.rocmSupport:
         return ps["torch-bin"]
     from ...builders.rewired_wheel import refuse_unavailable
     from ...lib.fixpoint import AttrSet, lazy
@@ -276,10 +323,11 @@ def torch(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "pname": "torch", "version": str(ps["torch-bin"].version), "stdenvCc": None,  # what pkgsCuda would give
             # outPath and drvPath refuse, with the reason, as Nixpkgs' check-meta makes them throw
             "src": lazy(lambda: refuse_unavailable(config, final)), "dontUnpack": True,
-            "passthru": AttrSet({"brokenAssertions": [{
-                "message": "cudaSupport is on (python3Packages.torch is PyTorch's CUDA wheel, torch-bin; cudapkgs "
-                           "packages no CPU build: use pkgsCuda.python3Packages.torch or set cudaSupport = true)",
-                "assertion": False}]}, name="python3Packages.torch.passthru"),
+            "passthru": AttrSet({"brokenAssertions": [
+                {"message": "CUDA and ROCm are not both on (they are mutually exclusive)",
+                 "assertion": not (config.cudaSupport and config.rocmSupport)},
+                {"message": _why_not(config), "assertion": config.cudaSupport},
+            ]}, name="python3Packages.torch.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
                 "description": "PyTorch (CUDA builds only: see pkgsCuda.python3Packages.torch)",
                 "platforms": ["x86_64-linux"]})),

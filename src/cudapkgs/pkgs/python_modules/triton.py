@@ -35,13 +35,22 @@ if TYPE_CHECKING:
 
 __all__ = ["TRITON_WHEELS", "ptxas_package", "ptxas_unavailable", "triton_bin"]
 
-# version -> python tag -> (wheel file, sha256); the sha256 of 3.8.0 from the package index's
-# listing, of 3.5.1 from pip's installation report (2026-12-01).
+# version -> python tag -> (wheel file, sha256); the cp311 sha256 of 3.8.0 from the package index's
+# listing, of 3.5.1 from pip's installation report (2026-12-01); cp310, cp312, cp313 from
+# https://pypi.org/pypi/triton/json (2026-12-06; the same digests for cp311).
+_FILE = "triton-{version}-{tag}-{tag}-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
 TRITON_WHEELS: dict[str, dict[str, tuple[str, str]]] = {
-    "3.8.0": {"cp311": ("triton-3.8.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
-                        "68988ac85d5e7086baeda0ddc175af9667db7529b3c5e11a5c0601b8bef2200a")},
-    "3.5.1": {"cp311": ("triton-3.5.1-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
-                        "61413522a48add32302353fdbaaf92daaaab06f6b5e3229940d21b5207f47579")},
+    version: {tag: (_FILE.format(version=version, tag=tag), digest) for tag, digest in digests.items()}
+    for version, digests in {
+        "3.8.0": {"cp310": "6d914c52f89dc942b1819db959e7c07a5999f678ec760f677625c706b7e0d743",
+                  "cp311": "68988ac85d5e7086baeda0ddc175af9667db7529b3c5e11a5c0601b8bef2200a",
+                  "cp312": "e91ffa46d095b252248297292dd22bcbacd53a125a0c2eefbbbf74925a320bc3",
+                  "cp313": "1f0497218e26b7d79773ad9c2a3fa3b539ee69f587a13fac2e552b1d322a8015"},
+        "3.5.1": {"cp310": "5fc53d849f879911ea13f4a877243afc513187bc7ee92d1f2c0f1ba3169e3c94",
+                  "cp311": "61413522a48add32302353fdbaaf92daaaab06f6b5e3229940d21b5207f47579",
+                  "cp312": "d2c6b915a03888ab931a9fd3e55ba36785e1fe70cbea0b40c6ef93b20fc85232",
+                  "cp313": "f3f4346b6ebbd4fad18773f5ba839114f4826037c9f2f34e0148894cd5dd3dba"},
+    }.items()
 }
 # What each wheel bundles (unzip -l): 3.8.0 adds the Blackwell ptxas and CUPTI.
 _BLACKWELL = {"3.8.0": True, "3.5.1": False}
@@ -62,7 +71,6 @@ def _available(package: Any) -> bool:
 def triton_bin(ps: Any, pkgs: Any, config: Any, system: str, version: str) -> Any:
     """triton `version` for python3Packages `ps`, rewired to ``pkgs.cudaPackages``."""
     from ...builders.rewired_wheel import rewired_wheel
-    from ...errors import EvalError
     from ...lib.fixpoint import AttrSet, lazy
     from ...meta import source_meta
     from ... import licenses
@@ -75,8 +83,9 @@ def triton_bin(ps: Any, pkgs: Any, config: Any, system: str, version: str) -> An
         tag = "cp" + str(ps.pythonVersion).replace(".", "")
         pinned = TRITON_WHEELS[version]
         if system != "x86_64-linux" or tag not in pinned:
-            raise EvalError(f"python3Packages.triton {version}: no pinned wheel for CPython {ps.pythonVersion} on "
-                            f"{system} (pinned: {', '.join(pinned)} on x86_64-linux); set python3Executable to one of those")
+            from ..python_interpreters import no_wheel
+
+            raise no_wheel("triton", version, str(ps.pythonVersion), list(pinned), system)
         file, sha256 = pinned[tag]
         return {"file": file, "sha256": sha256}
 

@@ -4,7 +4,11 @@ Outputs as Nixpkgs' zlib (pkgs/development/libraries/zlib/default.nix): ``out``
 (the shared library), ``dev`` (headers, zlib.pc) and ``static`` (libz.a).  The
 archive is ``zlib-1.3.1.tar.gz`` of ``shared/sources`` (its NAR hash
 ``sha256-TkPLWSN5QcPlL9D0kc/yhH0/puE9bFND24aj5NVDKYs=`` is Nixpkgs'
-fetchFromGitHub hash for that tag; see shared/sources/INDEX.md).
+fetchFromGitHub hash for that tag; see shared/sources/INDEX.md). cudapkgs ships that
+archive (``cudapkgs/data/sources/zlib-1.3.1.tar.gz``, the built-in source mirror,
+`cudapkgs.fetch.fixed_output.SHIPPED_SOURCES`), so the ML closure (scipy's libgfortran
+needs libz) builds on a machine that reaches only PyPI; its tree is checked against the
+same NAR hash as GitHub's would be.
 """
 
 from __future__ import annotations

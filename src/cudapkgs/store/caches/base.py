@@ -260,6 +260,14 @@ class Cache:
             if by_address is not None and by_address.method != "nar" and file_sha256(os.fspath(out)) != by_address.digest:
                 # The NAR hash came from the (unsigned) narinfo: only the address vouches for the contents.
                 raise SubstituteRefused(f"{path} from {self.url}: its contents do not match its CA {info.ca}; not substituted")
+            # import's rule: a relative link, through every link on its way, stays in the store (a signed NAR
+            # may still hold a chain such as a/s1 -> .., a/s2 -> s1/../..).
+            from ... import confine
+
+            try:
+                confine.check_store_path_links(out, store.store_dir, os.path.basename(path))
+            except confine.TreeEscapeError as error:
+                raise SubstituteRefused(f"{path} from {self.url}: {error}; not substituted") from None
 
         deriver = f"{store.store_dir}/{info.deriver}" if info.deriver else None
         store.add_verified_path(path, fill, nar_hash=info.nar_hash, nar_size=info.nar_size, references=refs,

@@ -12,6 +12,7 @@ import stat
 import urllib.parse
 from typing import BinaryIO
 
+from ...errors import shown
 from ...inputs import file_kind
 from .base import Cache, CacheError, ObjectTooLarge
 
@@ -58,16 +59,44 @@ class FileCache(Cache):
 
     def _exists(self, name: str) -> bool:
         try:
+            self._directories(name, create=False)
             return stat.S_ISREG(os.lstat(self._path(name)).st_mode)
-        except OSError:
+        except (OSError, CacheError):
             return False
+
+    def _directories(self, name: str, *, create: bool) -> None:
+        """Check (and with `create`, make) each directory between the cache's root and object `name`
+        (``nar/``, ``realisations/``): a real directory, never a symbolic link. Raises `CacheError`
+        naming the link, `OSError` when one is missing and `create` is false.
+
+        A cache directory may be a cloned repository's or a shared one: with ``nar -> ~/elsewhere``
+        planted there, `cudapkgs copy --to file://DIR` wrote each NAR through the link, outside the
+        cache (issue 30's attack). The root itself is the user's to name, a link included.
+        """
+        directory = self.root
+        for part in os.path.dirname(name).split("/"):
+            if not part:
+                continue
+            directory = os.path.join(directory, part)
+            try:
+                st = os.lstat(directory)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(directory)  # fails (EEXIST) on anything planted meanwhile
+                st = os.lstat(directory)
+            if not stat.S_ISDIR(st.st_mode):
+                kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else file_kind(st.st_mode)
+                raise CacheError(f"{self.url}: {shown(directory)} is {kind}, not a directory; a file "
+                                 "cache writes only into its own directories: remove it, or use another cache directory")
 
     def _ensure_dirs(self, name: str) -> str:
         target = self._path(name)
         try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.makedirs(self.root, exist_ok=True)
+            self._directories(name, create=True)
         except OSError as error:
-            raise CacheError(f"{self.url}: cannot create {os.path.dirname(target)}: {error.strerror or error}") from None
+            raise CacheError(f"{self.url}: cannot create {shown(os.path.dirname(target))}: {error.strerror or error}") from None
         return target
 
     def _put_bytes(self, name: str, data: bytes, content_type: str) -> None:

@@ -1,0 +1,149 @@
+"""python3Packages.onnxruntime: ONNX Runtime from the ``onnxruntime-gpu`` wheel, rewired to the set's libraries.
+
+Nixpkgs' python3Packages.onnxruntime (pkgs/development/python-modules/onnxruntime/default.nix@eea9fc6f)
+installs the wheel its C++ ``onnxruntime`` build made, with autoPatchelfHook over libcublas,
+libcurand, libcufft, cudnn, cuda_cudart and nccl when that build has CUDA, removes the
+``flatbuffers``, ``protobuf`` and ``sympy`` requirements (``pythonRemoveDeps``: the Python
+package does not need them to run a model) and propagates numpy and packaging.  Building ONNX
+Runtime from source is out of reach on two cores (a deviation, as torch-bin), so cudapkgs takes
+Microsoft's ``onnxruntime-gpu`` wheel from PyPI and rewires it like torch
+(`cudapkgs.builders.rewired_wheel`).  What 1.31.1 (a CUDA 13.0 build:
+``onnxruntime/capi/build_and_package_info.py`` says ``cuda_version = '13.0'``) needs (``readelf -d``,
+``strings``, 2026-12-06):
+
+* ``libonnxruntime_providers_cuda.so``: DT_NEEDED ``libcublasLt.so.13``, ``libcublas.so.13``,
+  ``libcurand.so.10``, ``libcudart.so.13`` (the set's, through its RUNPATH) and ``libcuda.so.1``
+  (the driver's directory); it dlopens cuDNN, cuFFT and NVRTC, so their lib directories are
+  appended to the RUNPATH, as for JAX's plugin; cuDNN is the one the set's torch uses
+  (`jax.set_library`), so a process with torch and ONNX Runtime loads one cuDNN;
+* ``libonnxruntime_providers_tensorrt.so``: ``libnvinfer.so.10``, ``libnvonnxparser.so.10``, cuDNN,
+  cuBLAS, cudart: linked to the set's ``tensorrt`` where it is available and of major 10; elsewhere
+  those two are left unresolved (only asking for the TensorRT provider fails, with the loader's
+  message naming the library) and ``passthru.tensorrtProvider`` and the description say why;
+* ``onnxruntime.preload_dlls()`` loads CUDA and cuDNN from ``nvidia/`` trees on ``sys.path`` and the
+  system: made to return at once (every library comes through a RUNPATH).
+
+CUDA 12 sets: 1.31.1 is a CUDA 13 build, so there it is broken, naming the CUDA 13 sets.
+sha256 of each file: https://pypi.org/pypi/onnxruntime-gpu/json (2026-12-06); 1.31.1 requires
+Python >= 3.11 (no cp310 wheel).
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["ORT_VERSION", "ORT_WHEELS", "onnxruntime"]
+
+ORT_VERSION = "1.31.1"
+ORT_CUDA = "13.0"
+ORT_WHEELS = {tag: (f"onnxruntime_gpu-1.31.1-{tag}-{tag}-manylinux_2_28_x86_64.whl", digest) for tag, digest in {
+    "cp311": "e26c475fe361b2015f45b4b824bd13f0bb20204e59b62814e6f0acd5f3d491a6",
+    "cp312": "05d548956197b9d01f59b625de740e0d6be3593f874e241a12dc0362650ecdf7",
+    "cp313": "f659529e07c21ec6b6179fd1bfaf82ffb7c3dc9c0916e18f6f313f9a690891be"}.items()}
+# DT_NEEDED of the CUDA provider; dlopened by it
+_NEEDED = ("libcublas", "libcurand", "cuda_cudart")
+_DLOPENED = ("cudnn", "libcufft", "cuda_nvrtc")
+_TENSORRT_NEEDED = ("libnvinfer.so.10", "libnvonnxparser.so.10")
+
+_NO_PRELOAD = {"file": "onnxruntime/__init__.py", "replace": [[
+    '    if platform.system() not in ["Windows", "Linux"]:\n        return\n',
+    "    return  # cudapkgs: every CUDA library comes through a RUNPATH, never from nvidia/ on sys.path\n",
+]]}
+
+CPU_TEST = """\
+import onnxruntime as ort
+providers = ort.get_available_providers()
+assert "CUDAExecutionProvider" in providers and "CPUExecutionProvider" in providers, providers
+print(ort.__version__, providers)
+"""
+# A model made without the onnx package: a one-node Add graph serialized by hand is more than a test needs;
+# torch (the set's) exports one, and ONNX Runtime must give torch's result.
+GPU_TEST = """\
+import io, numpy, torch, onnxruntime as ort
+model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU()).eval()
+x = torch.randn(4, 16)
+buffer = io.BytesIO()
+torch.onnx.export(model, (x,), buffer, input_names=["x"], output_names=["y"], dynamo=False)
+session = ort.InferenceSession(buffer.getvalue(), providers=["CUDAExecutionProvider"])
+assert session.get_providers()[0] == "CUDAExecutionProvider", session.get_providers()
+(got,) = session.run(None, {"x": x.numpy()})
+numpy.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+print(ort.__version__, session.get_providers())
+"""
+
+
+def onnxruntime(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
+    """python3Packages.onnxruntime for `ps`, rewired to ``pkgs.cudaPackages`` (a CUDA 13 set)."""
+    from ... import licenses
+    from ...build_inputs import get_lib
+    from ...builders.rewired_wheel import rewired_wheel
+    from ...lib.fixpoint import AttrSet, lazy
+    from ...meta import source_meta
+    from .companions import companion_test, pick_wheel, sets_with
+    from .cuda_fit import _available
+    from .jax import set_library
+    from .triton import _lib_output
+
+    cuda = pkgs.cudaPackages
+
+    def tensorrt() -> tuple[Any | None, str]:
+        """(the set's tensorrt when the provider can link it, else None; why, in words)."""
+        package = cuda.get("tensorrt") if hasattr(cuda, "get") else (cuda["tensorrt"] if "tensorrt" in cuda else None)
+        if package is None:
+            return None, f"{cuda.attr_path} has no tensorrt"
+        if str(package.version).split(".")[0] != "10":
+            return None, f"the provider needs TensorRT 10 (libnvinfer.so.10); {cuda.attr_path}.tensorrt is {package.version}"
+        if not _available(package):
+            return None, f"{cuda.attr_path}.tensorrt {package.version} is not available here (no configured fetcher has it)"
+        return package, f"linked to {cuda.attr_path}.tensorrt {package.version}"
+
+    def libraries() -> list[Any]:
+        found = [get_lib(cuda[name]) for name in _NEEDED]
+        trt = tensorrt()[0]
+        return found + [get_lib(set_library(cuda, "cudnn"))] + ([get_lib(trt)] if trt is not None else [])
+
+    def assertions() -> list[dict[str, Any]]:
+        ok = str(cuda.cudaMajorVersion) == ORT_CUDA.split(".")[0]
+        message = f"onnxruntime-gpu {ORT_VERSION} is a CUDA {ORT_CUDA} build; {cuda.attr_path} is CUDA " \
+                  f"{cuda.cudaMajorMinorVersion}"
+        if not ok:
+            names = sets_with(pkgs, lambda s: str(s.cudaMajorVersion) == ORT_CUDA.split(".")[0])
+            message += f" (sets that have it: {', '.join(names)}; use one's .pkgs)"
+        return [{"message": message, "assertion": ok}]
+
+    def tests(final: Any) -> dict[str, Any]:
+        return {"cpu": companion_test(ps, pkgs, system, final, "providers", CPU_TEST, cuda=False),
+                "cuda": {"gpu": companion_test(ps, pkgs, system, final, "inferenceSession", GPU_TEST, cuda=True,
+                                               extra=[ps["torch-bin"].derivation])}}
+
+    def attrs(final: Any) -> dict[str, Any]:
+        return {
+            "pname": "onnxruntime", "version": ORT_VERSION,
+            "wheel": lazy(lambda: pick_wheel("onnxruntime", ORT_VERSION, ORT_WHEELS, str(ps.pythonVersion), system)),
+            "dependencies": [ps.numpy, ps.packaging],
+            "pythonRemoveDeps": ["flatbuffers", "protobuf"],  # as Nixpkgs (sympy is only an extra's here)
+            "buildInputs": lazy(libraries),
+            "wheelSubstitutions": [dict(_NO_PRELOAD)],
+            "appendRunpaths": lazy(lambda: [*(f"{_lib_output(set_library(cuda, n))}/lib" for n in _DLOPENED), "$ORIGIN"]),
+            "autoPatchelfIgnoreMissingDeps": lazy(lambda: [] if tensorrt()[0] is not None else list(_TENSORRT_NEEDED)),
+            "pythonImportsCheck": ["onnxruntime"],
+            "passthru": AttrSet({
+                "cudaPackages": cuda,
+                "tensorrtProvider": lazy(lambda: tensorrt()[1]),
+                "brokenAssertions": lazy(assertions),
+                "tests": lazy(lambda: tests(final)),
+            }, name="python3Packages.onnxruntime.passthru"),
+            "meta": lazy(lambda: source_meta(final, config, system, {
+                "description": f"ONNX Runtime {ORT_VERSION} (onnxruntime-gpu, CUDA {ORT_CUDA} build) on "
+                               f"{cuda.attr_path}'s libraries; TensorRT provider: {tensorrt()[1]}",
+                "homepage": "https://onnxruntime.ai/",
+                "changelog": f"https://github.com/microsoft/onnxruntime/releases/tag/v{ORT_VERSION}",
+                "license": [licenses.mit],
+                "sourceProvenance": ["binaryNativeCode"],
+                "platforms": ["x86_64-linux"],
+            })),
+        }
+
+    return rewired_wheel(config, ps.python, attrs, system=system)

@@ -1,0 +1,283 @@
+"""opencv4 / opencv / python3Packages.opencv4 at evaluation: options, cmake flags, the seeds' paths, bad input.
+
+Expected values are Nixpkgs' where the package follows it
+(pkgs/development/libraries/opencv/4.x.nix@01fb069ed21e61f09d3205e3f4949d8e65fbf4c4: version 4.11.0,
+fetchFromGitHub opencv/opencv and opencv/opencv_contrib tag 4.11.0 with the hashes below, outputs
+out + cxxdev (+ package_tests with runAccuracyTests), the WITH_CUDA/WITH_CUBLAS/WITH_CUFFT/WITH_CUDNN
+options, CUDA_ARCH_BIN from the set's capabilities) and docs/opencv.md's where it differs (PTX only
+with cudaForwardCompat; FindCUDAToolkit). Nothing here builds; the reduced builds are measured in
+docs/bench-build.md and run only with CUDAPKGS_TEST_OPENCV=1 (tests/pkgs/test_opencv_build.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import cudapkgs
+from cudapkgs.errors import CudapkgsError, EvalError
+from cudapkgs.leakage import check_leakage
+
+NIXPKGS_SRC = "sha256-oiU4CwoMfuUbpDtujJVTShMCzc5GsnIaprC4DzkSzEM="
+NIXPKGS_CONTRIB = "sha256-YNd96qFJ8SHBgDEEsoNps888myGZdELbbuYCae9pW3M="
+
+
+def _pkgs(tmp_path, system="x86_64-linux", **config):
+    return cudapkgs.import_pkgs(config={"allowUnfree": True, "storeDir": str(tmp_path / "store"), **config},
+                                system=system)
+
+
+def _flags(pkg) -> dict[str, str]:
+    out = {}
+    for flag in pkg.cmakeFlags:
+        name, _, value = flag.removeprefix("-D").partition("=")
+        out[name.split(":")[0]] = value
+    return out
+
+
+def _names(items) -> list[str]:
+    return [getattr(i, "name", str(i)) for i in items]
+
+
+def test_seed_sm_89_is_sass_89_only(manifests_dir, tmp_path):
+    # The seeds' pkgsForCudaArch.sm_89.opencv: cudaSupport on, one real architecture, no PTX.
+    opencv = _pkgs(tmp_path).pkgsForCudaArch.sm_89.opencv
+    flags = _flags(opencv)
+    assert flags["WITH_CUDA"] == "TRUE" and flags["WITH_CUBLAS"] == "TRUE" and flags["WITH_CUFFT"] == "TRUE"
+    assert flags["WITH_CUDNN"] == "FALSE"  # enableCudnn ? false
+    assert flags["CUDA_ARCH_BIN"] == "89"
+    assert flags["CUDA_ARCH_PTX"] == ""
+    # what OpenCV reads first (before CUDA_ARCH_BIN/PTX): SASS only
+    assert opencv.cmakeCudaArchitectures == "89-real"
+    assert flags["ENABLE_CUDA_FIRST_CLASS_LANGUAGE"] == "TRUE"
+    assert flags["BUILD_opencv_cudacodec"] == "FALSE"  # needs the Video Codec SDK (manual download)
+    native = _names(opencv.nativeBuildInputs)
+    assert any(n.endswith("cuda_nvcc-" + opencv.passthru.cudaPackages.cuda_nvcc.version) for n in native)
+    inputs = _names(opencv.buildInputs)
+    for member in ("cuda_cudart", "cuda_cccl", "libnpp", "libcublas", "libcufft"):
+        assert any(f"-{member}-" in n for n in inputs), (member, inputs)
+    assert not any("-cudnn-" in n for n in inputs)
+    assert opencv.outputs == ["out", "cxxdev", "package_tests"]  # runAccuracyTests ? true
+    assert opencv["__structuredAttrs"] is True and opencv.strictDeps is True
+    assert opencv.name == "opencv-4.11.0"
+
+
+def test_forward_compat_adds_ptx_of_the_last_capability(manifests_dir, tmp_path):
+    pkgs = _pkgs(tmp_path, cudaSupport=True, cudaCapabilities=["8.6", "9.0"], cudaForwardCompat=True)
+    flags = _flags(pkgs.cudaPackages_13_0.pkgs.opencv)
+    assert flags["CUDA_ARCH_BIN"] == "86;90"
+    assert flags["CUDA_ARCH_PTX"] == "9.0"
+    assert pkgs.cudaPackages_13_0.pkgs.opencv.cmakeCudaArchitectures == "86-real;90-real;90-virtual"
+
+
+def test_a_variant_of_a_versioned_pkgs_keeps_its_set_and_takes_its_capabilities(manifests_dir, tmp_path):
+    # cudaPackages_13_0.pkgs.pkgsForCudaArch.sm_90: CUDA 13.0 (the .pkgs) for 9.0 only (the variant);
+    # the variant's config reaches the set's flags (it had the default capabilities' flags before).
+    opencv = _pkgs(tmp_path).cudaPackages_13_0.pkgs.pkgsForCudaArch.sm_90.opencv
+    assert opencv.passthru.cudaPackages.cudaMajorMinorVersion == "13.0"
+    assert _flags(opencv)["CUDA_ARCH_BIN"] == "90" and opencv.cmakeCudaArchitectures == "90-real"
+
+
+def test_without_cuda_support_a_cpu_build(manifests_dir, tmp_path):
+    opencv = _pkgs(tmp_path).opencv
+    flags = _flags(opencv)
+    assert flags["WITH_CUDA"] == "FALSE" and flags["WITH_CUBLAS"] == "FALSE" and flags["WITH_CUFFT"] == "FALSE"
+    assert "CUDA_ARCH_BIN" not in flags
+    assert not any("cuda" in n for n in _names(opencv.nativeBuildInputs) + _names(opencv.buildInputs))
+    assert _names(opencv.buildInputs) == ["zlib-1.3.1"]  # zlib is cudapkgs'; codecs are OpenCV's bundled ones
+    assert flags["BUILD_ZLIB"] == "FALSE" and flags["BUILD_PNG"] == "TRUE" and flags["BUILD_JPEG"] == "TRUE"
+    assert "removeReferencesTo" not in opencv
+
+
+def test_opencv_is_opencv4_and_sources_are_nixpkgs(manifests_dir, tmp_path):
+    pkgs = _pkgs(tmp_path)
+    assert pkgs.opencv.drvPath == pkgs.opencv4.drvPath
+    assert pkgs.opencv.src.outputHash == NIXPKGS_SRC
+    assert pkgs.opencv.contribSrc.outputHash == NIXPKGS_CONTRIB
+    # The same store path as Nixpkgs' fetchFromGitHub of that tag (whichever place serves the tree).
+    github = pkgs.fetchFromGitHub(owner="opencv", repo="opencv", tag="4.11.0", hash=NIXPKGS_SRC)
+    assert pkgs.opencv.src.outPath == github.outPath
+    contrib = pkgs.fetchFromGitHub(owner="opencv", repo="opencv_contrib", tag="4.11.0", hash=NIXPKGS_CONTRIB)
+    assert pkgs.opencv.contribSrc.outPath == contrib.outPath
+    assert "-DOPENCV_EXTRA_MODULES_PATH:PATH=opencv_contrib" in pkgs.opencv.cmakeFlags
+
+
+def test_cudaPackages_12_8_pkgs_opencv_uses_12_8_only(manifests_dir, tmp_path):
+    # The seeds' cudaPackages_12_8.pkgs.opencv with cudaSupport: 12.8's nvcc and libraries, nothing of 12.9.
+    pkgs = _pkgs(tmp_path, cudaSupport=True)
+    opencv = pkgs.cudaPackages_12_8.pkgs.opencv
+    assert opencv.passthru.cudaPackages.cudaMajorMinorVersion == "12.8"
+    cuda_names = [n for n in _names(opencv.nativeBuildInputs) + _names(opencv.buildInputs) if n.startswith("cuda1")]
+    assert cuda_names and all(n.startswith("cuda12.8-") for n in cuda_names), cuda_names
+    report = check_leakage(pkgs, ["cudaPackages_12_8", "pkgs", "opencv"])
+    assert report.visited > 5 and report.leaks == (), report.to_json()
+    # Every derivation below it (its build closure): CUDA ones are 12.8's, none is 12.9's (the default set).
+    seen, stack = {}, [opencv.derivation]
+    while stack:
+        d = stack.pop()
+        if d.drv_path not in seen:
+            seen[d.drv_path] = d.data["name"]
+            stack.extend(d.deps)
+    cuda_drvs = [n for n in seen.values() if n.startswith("cuda1")]
+    assert cuda_drvs and all(n.startswith("cuda12.8-") for n in cuda_drvs), cuda_drvs
+    # The default set's opencv is another derivation (another nvcc).
+    assert pkgs.opencv.drvPath != opencv.drvPath
+
+
+def test_pkgsCuda_opencv_is_the_default_set(manifests_dir, tmp_path):
+    pkgs = _pkgs(tmp_path)
+    opencv = pkgs.pkgsCuda.opencv
+    assert opencv.passthru.cudaSupport is True
+    assert opencv.passthru.cudaPackages.cudaMajorMinorVersion == pkgs.cudaPackages.cudaMajorMinorVersion
+    flags = _flags(opencv)
+    assert flags["CUDA_ARCH_BIN"] == pkgs.pkgsCuda.cudaPackages.flags.cmakeCudaArchitecturesString
+
+
+def test_python3Packages_opencv4_builds_the_bindings(manifests_dir, tmp_path):
+    pkgs = _pkgs(tmp_path)
+    cv = pkgs.python3Packages.opencv4
+    flags = _flags(cv)
+    version = pkgs.python3Packages.pythonVersion
+    assert flags["BUILD_opencv_python3"] == "TRUE" and flags["BUILD_opencv_python2"] == "FALSE"
+    assert flags["OPENCV_PYTHON3_INSTALL_PATH"] == f"lib/python{version}/site-packages"
+    assert _names(cv.propagatedBuildInputs) == [pkgs.python3Packages.numpy.name]
+    assert pkgs.opencv4.cmakeFlags != cv.cmakeFlags and _flags(pkgs.opencv4)["BUILD_opencv_python3"] == "FALSE"
+    # a module list gains python3 so that cv2 is built
+    reduced = cv.override(enabledModules=["core", "imgproc"])
+    assert _flags(reduced)["BUILD_LIST"] == "core,imgproc,python3"
+
+
+def test_override_toggles_features(manifests_dir, tmp_path):
+    opencv = _pkgs(tmp_path).pkgsForCudaArch.sm_90.opencv
+    lean = opencv.override(enableCufft=False, enableCublas=False, runAccuracyTests=False,
+                           enabledModules=["core", "imgproc", "cudev", "cudaarithm"])
+    flags = _flags(lean)
+    assert flags["WITH_CUFFT"] == "FALSE" and flags["WITH_CUBLAS"] == "FALSE" and flags["BUILD_TESTS"] == "FALSE"
+    assert flags["BUILD_LIST"] == "core,imgproc,cudev,cudaarithm"
+    assert "BUILD_opencv_gapi" not in flags  # only the full list switches off modules needing downloads
+    assert not any("-libcufft-" in n or "-libcublas-" in n for n in _names(lean.buildInputs))
+    assert lean.outputs == ["out", "cxxdev"]
+    cpu = opencv.override(enableCuda=False)
+    assert _flags(cpu)["WITH_CUDA"] == "FALSE" and "CUDA_ARCH_BIN" not in _flags(cpu)
+
+
+def test_capability_the_set_cannot_build_is_an_evaluation_error(manifests_dir, tmp_path):
+    # 10.0 (Blackwell) is newer than CUDA 12.6 supports (capability table: minCudaMajorMinorVersion 12.8).
+    pkgs = _pkgs(tmp_path, cudaSupport=True, cudaCapabilities=["10.0"])
+    with pytest.raises(EvalError) as info:
+        pkgs.cudaPackages_12_6.pkgs.opencv
+    message = str(info.value)
+    assert "cudaCapabilities" in message and "cudaPackages_12_6" in message and "too new" in message
+
+
+def test_jetson_capability_on_x86_64_is_an_evaluation_error(manifests_dir, tmp_path):
+    pkgs = _pkgs(tmp_path, cudaSupport=True, cudaCapabilities=["8.7"])
+    with pytest.raises(EvalError) as info:
+        pkgs.cudaPackages_12_8.pkgs.opencv
+    message = str(info.value)
+    assert "cudaCapabilities" in message and "cudaPackages_12_8" in message and "aarch64-linux" in message
+
+
+def test_enable_cudnn_without_a_usable_cudnn_is_an_evaluation_error(manifests_dir, tmp_path):
+    # An unfree predicate accepting everything but cuDNN leaves the set's cudnn unavailable.
+    pkgs = cudapkgs.import_pkgs(config={"allowUnfreePredicate": lambda pkg: pkg.get("pname") != "cudnn",
+                                        "storeDir": str(tmp_path / "store"), "cudaSupport": True},
+                                system="x86_64-linux")
+    assert pkgs.cudaPackages_12_8.cudnn.meta["available"] is False
+    opencv = pkgs.cudaPackages_12_8.pkgs.opencv  # without cuDNN: fine
+    assert _flags(opencv)["WITH_CUDNN"] == "FALSE"
+    with pytest.raises(EvalError) as info:
+        opencv.override(enableCudnn=True)
+    message = str(info.value)
+    assert "enableCudnn" in message and "cudaPackages_12_8" in message and "not available" in message
+
+
+def test_enable_cudnn_with_cudnn_adds_it(manifests_dir, tmp_path):
+    opencv = _pkgs(tmp_path).pkgsForCudaArch.sm_90.opencv.override(enableCudnn=True)
+    assert _flags(opencv)["WITH_CUDNN"] == "TRUE"
+    assert any("-cudnn-" in n for n in _names(opencv.buildInputs))
+
+
+@pytest.mark.parametrize("option", ["enableFfmpeg", "enableGStreamer", "enableVA", "enableGtk3", "enableTbb"])
+def test_options_needing_unpackaged_libraries_are_refused(manifests_dir, tmp_path, option):
+    with pytest.raises(EvalError) as info:
+        _pkgs(tmp_path).opencv.override(**{option: True})
+    assert option in str(info.value) and "does not package" in str(info.value)
+
+
+def test_cuda_options_without_cuda_are_refused(manifests_dir, tmp_path):
+    with pytest.raises(EvalError, match="enableCudnn = true needs enableCuda"):
+        _pkgs(tmp_path).opencv.override(enableCudnn=True)
+
+
+def test_search_finds_opencv(manifests_dir, tmp_path, capsys):
+    from cudapkgs.cli import main
+
+    code = main(["search", "--set", "allowUnfree=true", "--set", f"storeDir={tmp_path / 'store'}", "opencv"])
+    out = capsys.readouterr().out
+    assert code in (0, None)
+    assert "opencv4" in out and "python3Packages.opencv4" in out, out
+
+
+def test_host_cuda_check_is_in_the_configure(manifests_dir, tmp_path):
+    # One CUDA: a configure that found /usr/local/cuda fails (this machine has one; NVIDIA's installer's path).
+    opencv = _pkgs(tmp_path).pkgsForCudaArch.sm_90.opencv
+    assert "/usr/local/cuda" in opencv.postConfigure and "exit 1" in opencv.postConfigure
+    assert opencv.disallowedReferences == [opencv.passthru.cudaPackages.cuda_nvcc]
+
+
+def test_cuda_13_sets_patch_the_apis_cuda_13_removed(manifests_dir, tmp_path):
+    # OpenCV 4.11.0 calls nppGetStreamContext and cudaDeviceProp fields that CUDA 13 removed (pkgs/opencv/cuda13.py).
+    pkgs = _pkgs(tmp_path)
+    with13 = pkgs.cudaPackages_13_0.pkgs.pkgsForCudaArch.sm_90.opencv.postPatch
+    with12 = pkgs.cudaPackages_12_8.pkgs.pkgsForCudaArch.sm_90.opencv.postPatch
+    assert "nppGetStreamContext(&nppStreamContext)" in with13 and "cudaDevAttrComputeMode" in with13
+    assert "set(CMAKE_CUDA_STANDARD 17)" in with13
+    assert "nppGetStreamContext" not in with12 and "CMAKE_CUDA_STANDARD" not in with12
+    assert "Add these standard paths" in with12 and "Add these standard paths" in with13  # 4.x.nix's postPatch
+
+
+def test_cuda_13_replacements_apply_to_a_file_holding_the_old_lines(tmp_path):
+    # The bash that postPatch runs, on a file made of the lines OpenCV 4.11.0 has (each must match).
+    import subprocess
+
+    from cudapkgs.pkgs.opencv.cuda13 import REPLACEMENTS, post_patch
+    from cudapkgs.pkgs.substitute import SUBSTITUTE_IN_PLACE
+
+    for path, old, _new in REPLACEMENTS:
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a", encoding="utf-8") as f:
+            f.write(old + "\n")
+    subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + post_patch()], cwd=tmp_path, check=True)
+    info = (tmp_path / "modules/core/src/cuda_info.cpp").read_text()
+    assert "->clockRate" not in info and "->computeMode" not in info and "prop.deviceOverlap" not in info
+    assert info.count("static int cudapkgsDeviceAttribute") == 1
+    hpp = (tmp_path / "modules/core/include/opencv2/core/private.cuda.hpp").read_text()
+    assert "nppGetStreamContext" not in hpp and "nCudaDevAttrComputeCapabilityMinor" in hpp
+    # Run again on the patched tree: an old line is gone, so --replace-fail fails (no silent no-op).
+    again = subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + post_patch()], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert again.returncode != 0 and "was not found" in again.stderr
+
+
+@pytest.mark.parametrize("template", [
+    # OpenCV 4.11.0 cmake/templates/OpenCVConfig-CUDALanguage.cmake.in (FindCUDAToolkit, used here) …
+    '    find_package(CUDAToolkit ${OpenCV_CUDA_VERSION} EXACT REQUIRED)\n'
+    '      message(FATAL_ERROR "OpenCV library was compiled with CUDA ${OpenCV_CUDA_VERSION} support.")\n',
+    # … and OpenCVConfig-CUDA.cmake.in (FindCUDA, what 4.x.nix relaxes)
+    '  find_host_package(CUDA ${OpenCV_CUDA_VERSION} EXACT REQUIRED)\n'
+    '    message(FATAL_ERROR "OpenCV static library was compiled with CUDA ${OpenCV_CUDA_VERSION} support.")\n',
+])
+def test_installed_config_does_not_demand_the_exact_cuda_version(tmp_path, template):
+    import subprocess
+
+    from cudapkgs.pkgs.opencv.package import RELAX_CUDA_VERSION
+
+    cfg = tmp_path / "lib/cmake/opencv4/OpenCVConfig.cmake"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text(template)
+    subprocess.run(["bash", "-euc", RELAX_CUDA_VERSION], env={"out": str(tmp_path), "PATH": "/usr/bin:/bin"}, check=True)
+    text = cfg.read_text()
+    assert "EXACT" not in text and "FATAL_ERROR" not in text and "REQUIRED)" in text
+    cfg.write_text("project(x)\n")  # a config without the lines: the relaxation fails rather than pass silently
+    assert subprocess.run(["bash", "-euc", RELAX_CUDA_VERSION], env={"out": str(tmp_path), "PATH": "/usr/bin:/bin"}).returncode != 0
