@@ -116,7 +116,7 @@ def test_dry_run_names_the_fetcher_its_size_and_the_cache(manifests_dir, store_e
     assert data["downloadSize"] == sum(sizes.values())
     lines = text.stdout.splitlines()
     assert lines[0] == "these 4 sources will be fetched (96.4 MiB to download; 1 already cached):"
-    assert any(l.split() == [cached.name, "wheels", "cached", "(wheel", "cache)"] for l in lines)
+    assert any(l.split() == [cached.name, "wheels", "cached", "(wheel", "cache,", "1000", "B)"] for l in lines)  # with its size
     assert any(l.split() == ["nvidia-nvvm==13.0.88", "wheels", "58.2", "MiB"] for l in lines)
 
 
