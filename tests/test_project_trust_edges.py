@@ -407,3 +407,20 @@ def test_the_commands_a_refusal_suggests_run_only_what_they_say(tmp_path, repo, 
     line = str(refused.value).partition("(safeDirectories = ")[2].partition("), then run: ")
     assert tomllib.loads("safeDirectories = " + line[0]) == {"safeDirectories": [str(theirs)]}
     assert shlex.split(line[2].splitlines()[0]) == ["cudapkgs", "allow", str(theirs / "cudapkgs.toml")]
+
+
+def test_a_directory_named_with_a_newline_adds_no_line_to_an_error(repo, capsys):
+    """A repository names its directories: with the project in ``a\\ncudapkgs: note: …``, an error naming
+    the project file (an unknown key, a file it names that cannot be read) printed a line of the
+    repository's choosing (the refusal itself already showed each value escaped)."""
+    project = repo / "a\ncudapkgs: note: nothing to see"
+    project.mkdir()
+    os.chdir(project)
+    for text in ('packages = ["hello"]\nbogus = 1\n', 'packages = ["hello"]\nfiles = ["missing.py"]\n'):
+        (project / "cudapkgs.toml").write_text(text)
+        code, out, err = run(capsys, "shell", "--print-env")
+        assert code == 1 and out == ""
+        assert "\ncudapkgs: note: nothing to see" not in err and "a\\x0acudapkgs: note" in err
+    (project / "cudapkgs.toml").write_text('packages = ["hello"]\nbogus = 1\n')
+    code, _, err = run(capsys, "shell", "--print-env")
+    assert len(err.rstrip("\n").splitlines()) == 1
