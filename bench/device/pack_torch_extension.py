@@ -15,8 +15,11 @@ Then writes into OUT:
 * ``closure.tar.000``, ``…001``, …: that closure as one tar (absolute paths, no compression) cut into
   pieces of --piece-mib MiB, and ``pieces.sha256`` (``sha256sum -c`` checks them).
 
-On the GPU machine (same store directory; the interpreter torch was pinned for, CPython 3.11 here):
-``cat closure.tar.* | tar -x -C /`` then ``python3 bench/device/check_torch_extension.py OUT``.
+The tar also holds a copy of the interpreter torch was pinned for (the store's python3 links to the
+host's /usr/bin/python3, CPython 3.11 here; the binary and its standard library, without
+dist-packages) under --interpreter-prefix, as the GPU machine's own python3 is another version.
+On the GPU machine (the same store directory): ``cat closure.tar.* | tar -x -C /`` then
+``python3 bench/device/check_torch_extension.py OUT`` (it runs the carried interpreter).
 """
 
 from __future__ import annotations
@@ -77,6 +80,10 @@ def main() -> int:
     parser.add_argument("--piece-mib", type=int, default=48)
     parser.add_argument("--capability", default="9.0", help="the set's cudaCapabilities (the H200: 9.0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more configuration")
+    parser.add_argument("--interpreter-prefix", default="/opt/cudapkgs-cpython",
+                        help="where the tar puts a copy of the store python3's interpreter (its binary and "
+                        "standard library, which find each other from there): the GPU machine's python3 may be "
+                        "another version than the one torch was pinned for ('' leaves it out)")
     args = parser.parse_args()
     out = Path(args.out).resolve()
     if out.exists():
@@ -119,6 +126,16 @@ def main() -> int:
     with tarfile.open(fileobj=pieces, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         for path in closure:
             tar.add(path, recursive=True)
+        if args.interpreter_prefix:
+            real = os.path.realpath(facts["python"])  # the store's python3 links to the host interpreter
+            version = Path(real).name.removeprefix("python")  # "3.11"
+            stdlib = Path(real).resolve().parent.parent / "lib" / f"python{version}"
+            prefix = args.interpreter_prefix.strip("/")
+            tar.add(real, arcname=f"{prefix}/bin/python{version}")
+            tar.add(stdlib, arcname=f"{prefix}/lib/python{version}",
+                    filter=lambda info: None if "/dist-packages" in info.name or "/site-packages" in info.name else info)
+            facts["python_carried"] = f"/{prefix}/bin/python{version}"
+            (out / "env.json").write_text(json.dumps(facts, indent=2) + "\n")
     pieces.close()
     sums = []
     for piece in pieces.names:
