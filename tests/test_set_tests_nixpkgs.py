@@ -183,8 +183,8 @@ def test_nvcc_data_outputs_says_why_it_is_broken(manifests_dir, tmp_path):
 
 
 def test_nvidia_driver_is_always_broken_with_nixpkgs_message(manifests_dir, tmp_path):
-    driver = _pkgs(tmp_path).cudaPackages_12_9.nvidia_driver
-    assert driver.meta["broken"] is True and driver.meta["available"] is False
+    driver = _pkgs(tmp_path).cudaPackages_12_9.nvidia_driver  # buildRedist of the manifest's entry, as Nixpkgs'
+    assert driver.version == "575.57.08" and driver.meta["broken"] is True and driver.meta["available"] is False
     assert driver.meta["problems"]["broken"]["message"].endswith("- use drivers from linuxPackages")
 
 
@@ -251,6 +251,9 @@ def test_cudapkgs_test_runs_testers_where_their_features_are(manifests_dir, tmp_
     assert with_gpu["subject.tests.testers.good"].detail.startswith("checked the device")
     failed = with_gpu["subject.tests.testers.bad"]
     assert failed.result == "failed" and "exited with status 3" in failed.detail and "no device" in failed.detail
+    log = failed.detail.rpartition("(log: ")[2].rstrip(")")  # kept beside the store's build logs
+    assert log.startswith(str(tmp_path / "store" / ".logs")) and log.endswith(".run.log")
+    assert "no device" in open(log).read()
 
 
 def test_auto_patchelf_hook_is_a_package_builders_can_list(manifests_dir, tmp_path):
@@ -320,6 +323,6 @@ def test_the_fidelity_members_table_is_drawn_from_the_set(manifests_dir, monkeyp
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     rows = {name: (kind, state) for name, kind, state in module.rows("cudaPackages_13_0")}
-    assert rows["nvidia_driver"] == ("member", "broken: use drivers from linuxPackages")
+    assert rows["nvidia_driver"] == ("redistributable", "broken: use drivers from linuxPackages")
     assert rows["setupCudaHook"][0] == "hook" and rows["libcublas"] == ("redistributable", "available")
     assert rows["cuda_compat"][1].startswith("unsupported: ")

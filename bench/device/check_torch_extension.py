@@ -1,11 +1,10 @@
 """On the GPU: run the cpp_extension kernel built in `cudapkgs shell` against torch tensors and check it.
 
-usage: python3 bench/device/check_torch_extension.py OUT [--n 16777216] [--tolerance 1e-6] [--python PATH]
+usage: python3 bench/device/check_torch_extension.py OUT [--n 16777216] [--tolerance 1e-6]
 
 OUT is what bench/device/pack_torch_extension.py wrote (env.json, ext/, closure.txt), with the
 closure unpacked at its store paths (``cat OUT/closure.tar.* | tar -x -C /``).  Checks every closure
-path is there, then starts the interpreter torch was pinned for (--python, else the one the tar
-carried, else the store's python3) isolated (``-I``, in ``env -i``: no PYTHONPATH, no
+path is there, then starts the store's python3 isolated (``-I``, in ``env -i``: no PYTHONPATH, no
 user site, no host CUDA on any search path) with the store's site-packages and OUT/ext first on
 ``sys.path``, and there: torch sees the GPU; ``axpy_ext.axpy(x, y, a)`` on CUDA float32 tensors of N
 elements equals a float64 reference of a*x + y within TOLERANCE (relative, max(1, |ref|)) and
@@ -81,12 +80,8 @@ def main() -> int:
         return 1
     ext_dir = str(out / facts["ext"])
     paths = [ext_dir, *facts["site"]]
-    python = facts["python"]
-    if "--python" in args:
-        python = args[args.index("--python") + 1]
-    elif facts.get("python_carried") and os.path.exists(facts["python_carried"]):
-        python = facts["python_carried"]  # the interpreter torch was pinned for, carried in the tar
-    run = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"HOME={out}", python, "-I", "-c", SCRIPT,
+    run = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"HOME={out}", "NCCL_NVLS_ENABLE=0",
+                          "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1", facts["python"], "-I", "-c", SCRIPT,
                           json.dumps(paths), str(n), str(tolerance), facts["store"], ext_dir],
                          capture_output=True, text=True)
     sys.stdout.write(run.stdout)

@@ -15,11 +15,8 @@ Then writes into OUT:
 * ``closure.tar.000``, ``…001``, …: that closure as one tar (absolute paths, no compression) cut into
   pieces of --piece-mib MiB, and ``pieces.sha256`` (``sha256sum -c`` checks them).
 
-The tar also holds a copy of the interpreter torch was pinned for (the store's python3 links to the
-host's /usr/bin/python3, CPython 3.11 here; the binary and its standard library, without
-dist-packages) under --interpreter-prefix, as the GPU machine's own python3 is another version.
-On the GPU machine (the same store directory): ``cat closure.tar.* | tar -x -C /`` then
-``python3 bench/device/check_torch_extension.py OUT`` (it runs the carried interpreter).
+On the GPU machine (same store directory; the interpreter torch was pinned for, CPython 3.11 here):
+``cat closure.tar.* | tar -x -C /`` then ``python3 bench/device/check_torch_extension.py OUT``.
 """
 
 from __future__ import annotations
@@ -36,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SET = "cudaPackages_13_0"
+ML = ("torchvision", "torchaudio", "onnxruntime", "jax", "jax-cuda13-plugin", "cupy", "numpy")
 PACKAGES = [f"{SET}.pkgs.pkgsCuda.python3Packages.torch"] + [
     f"{SET}.{name}" for name in ("cuda_nvcc", "cuda_cudart", "cuda_cccl", "libcublas", "libcusparse", "libcurand",
                                  "libcusolver", "libcufft", "cuda_nvrtc", "cuda_nvtx")]
@@ -80,10 +78,11 @@ def main() -> int:
     parser.add_argument("--piece-mib", type=int, default=48)
     parser.add_argument("--capability", default="9.0", help="the set's cudaCapabilities (the H200: 9.0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more configuration")
-    parser.add_argument("--interpreter-prefix", default="/opt/cudapkgs-cpython",
-                        help="where the tar puts a copy of the store python3's interpreter (its binary and "
-                        "standard library, which find each other from there): the GPU machine's python3 may be "
-                        "another version than the one torch was pinned for ('' leaves it out)")
+    parser.add_argument("--python", default="python3", help="the scope: python3 or python3XX (python312: the GPU's)")
+    parser.add_argument("--with-ml", action="store_true",
+                        help="also torchvision, torchaudio, onnxruntime, jax, its CUDA plugin, cupy, numpy in the shell")
+    parser.add_argument("--no-pieces", action="store_true",
+                        help="no closure.tar pieces (the shell root goes to pack_closure.py with the other roots)")
     args = parser.parse_args()
     out = Path(args.out).resolve()
     if out.exists():
@@ -104,8 +103,11 @@ def main() -> int:
              "path = os.pathsep.join(e for e in os.environ['PATH'].split(os.pathsep) if e != venv); "
              "print(json.dumps({'python': shutil.which('python3', path=path), 'store': os.environ['NIX_STORE']}))")
     script = f"pip install --no-build-isolation --no-deps --disable-pip-version-check . && python3 -c \"{probe}\""
+    packages = [p.replace(".python3Packages.", f".{args.python}Packages.") for p in PACKAGES]
+    if args.with_ml:
+        packages += [f"{SET}.pkgs.pkgsCuda.{args.python}Packages.{name}" for name in ML]
     run = subprocess.run([sys.executable, "-m", "cudapkgs", "shell", *config, "--profile", str(out / "shell-root"),
-                          "--venv", str(out / "venv"), *PACKAGES, "--command", "sh", "-c", script],
+                          "--venv", str(out / "venv"), *packages, "--command", "sh", "-c", script],
                          cwd=src, env=env, capture_output=True, text=True)
     if run.returncode != 0:
         print(run.stdout[-3000:], run.stderr[-3000:], sep="\n", file=sys.stderr)
@@ -122,20 +124,16 @@ def main() -> int:
     closure = subprocess.run([sys.executable, "-m", "cudapkgs", "path-info", "-r", str(out / "shell-root")],
                              env=env, capture_output=True, text=True, check=True).stdout.split()
     (out / "closure.txt").write_text("".join(f"{p}\n" for p in closure))
+    (out / "packages.txt").write_text("".join(f"{p}\n" for p in packages))
+    (out / "config.txt").write_text("".join(f"{c}\n" for c in config if c != "--set"))
+    if args.no_pieces:
+        print(json.dumps({"out": str(out), "extension": built[0].name, "closure_paths": len(closure),
+                          "root": os.path.realpath(out / "shell-root"), "python": facts["python"]}))
+        return 0
     pieces = _Pieces(out, args.piece_mib << 20)
     with tarfile.open(fileobj=pieces, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         for path in closure:
             tar.add(path, recursive=True)
-        if args.interpreter_prefix:
-            real = os.path.realpath(facts["python"])  # the store's python3 links to the host interpreter
-            version = Path(real).name.removeprefix("python")  # "3.11"
-            stdlib = Path(real).resolve().parent.parent / "lib" / f"python{version}"
-            prefix = args.interpreter_prefix.strip("/")
-            tar.add(real, arcname=f"{prefix}/bin/python{version}")
-            tar.add(stdlib, arcname=f"{prefix}/lib/python{version}",
-                    filter=lambda info: None if "/dist-packages" in info.name or "/site-packages" in info.name else info)
-            facts["python_carried"] = f"/{prefix}/bin/python{version}"
-            (out / "env.json").write_text(json.dumps(facts, indent=2) + "\n")
     pieces.close()
     sums = []
     for piece in pieces.names:

@@ -7,13 +7,34 @@
 #                                                  #   pywheels/) into /tmp/ocv-pieces; run with each piece
 #   bash bench/device/run_opencv.sh build          # reassemble, check sha256, import, build (16 cores)
 #   bash bench/device/run_opencv.sh check          # env -i: cv2.cuda vs CPU, speed, one libcudart
-# `all` = build then check. Results under $OUT: build.log, build.time, check.json, check.log, machine.txt.
+#   bash bench/device/run_opencv.sh start          # `build` in its own session (setsid), so that it outlives
+#                                                  #   the call; the machine keeps it running while warm
+#   bash bench/device/run_opencv.sh wait [SECONDS] # wait for that build (default 540 s), copy its logs to $OUT
+# `all` = build then check in the foreground. Results under $OUT: build.log, build.time, check.json,
+# check.log, machine.txt (also kept in /tmp/ocv-out between calls: $OUT is emptied before each).
 set -uo pipefail
 step=${1:-all}
 pieces=/tmp/ocv-pieces
 carry=.carry/opencv
-out=${OUT:-/tmp/ocv-out}
-mkdir -p "$pieces" "$out"
+keep=/tmp/ocv-out
+out=${OUT:-$keep}
+mkdir -p "$pieces" "$out" "$keep"
+
+if [ "$step" = start ]; then
+  rm -f "$keep/status"
+  setsid nohup bash -c "OUT=$keep bash bench/device/run_opencv.sh build > $keep/run.log 2>&1; echo \$? > $keep/status" \
+    > /dev/null 2>&1 < /dev/null &
+  echo "started build in the background (pid $!); logs in $keep"
+  exit 0
+fi
+if [ "$step" = wait ]; then
+  limit=${2:-540}
+  for ((i = 0; i < limit; i += 10)); do [ -f "$keep/status" ] && break; sleep 10; done
+  cp "$keep"/*.log "$keep"/*.time "$keep"/*.txt "$out"/ 2>/dev/null
+  tail -n 25 "$keep/run.log"
+  if [ -f "$keep/status" ]; then echo "build exit status $(cat "$keep/status")"; exit "$(cat "$keep/status")"; fi
+  echo "still building after ${limit}s"; exit 75
+fi
 manifest() { sed -n "s/^$1=//p" "$pieces/manifest.txt" | head -n 1; }
 
 if [ "$step" = stash ]; then
@@ -28,14 +49,19 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 store=$(manifest store)
 attr=$(manifest attr)
 # cudapkgs runs on the image's python3 (3.12) with its own dependencies from the carried wheels.
-py=python3
-[ -d /tmp/site/elftools ] || $py -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$pieces"/pywheels/*.whl || exit 2
+py=${PY:-python3}
+# (SKIP_WHEELS=1 PY=.venv/bin/python: a trial run where cudapkgs' dependencies are installed already)
+[ -n "${SKIP_WHEELS:-}" ] || [ -d /tmp/site/elftools ] \
+  || $py -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$pieces"/pywheels/*.whl || exit 2
 export PYTHONPATH=$PWD/src:/tmp/site
 # The interpreter python3Packages is built for: a plain CPython 3.12 (not the torch venv, whose
 # site-packages would come along); the pinned numpy wheel is cp312.
-host_py=$(command -v python3.12 || true)
-for p in /usr/bin/python3.12 /usr/local/bin/python3.12; do [ -x "$p" ] && host_py=$p && break; done
-[ -n "$host_py" ] || host_py=$(command -v python3)
+host_py=
+for p in /usr/bin/python3.12 /usr/local/bin/python3.12 "$(command -v python3.12)" /usr/bin/python3 "$(command -v python3)"; do
+  [ -n "$p" ] && [ -x "$p" ] && "$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null \
+    && host_py=$p && break
+done
+[ -n "$host_py" ] || host_py=$(command -v python3)  # another version: its pinned numpy (python_modules.WHEELS)
 
 if [ "$step" = build ] || [ "$step" = all ]; then
   { uname -srm; nproc; nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader; "$host_py" --version; } \
@@ -55,7 +81,7 @@ PY
   rm -f /tmp/opencv.tar.zst
   echo "== build $attr with cudapkgs ($(nproc) cores)"
   /usr/bin/time -v -o "$out/build.time" $py -m cudapkgs build --set "storeDir=$store" --set allowUnfree=true \
-    --set 'fetchers=["wheels"]' --set "python3Executable=$host_py" --no-substitute \
+    --set 'fetchers=["wheels"]' --set "python3Executable=$host_py" --no-substitute ${DRY:+--dry-run} \
     -f bench/device/opencv_packages.py "$attr" -o /tmp/ocv-result 2>&1 | tee "$out/build.log"
   status=${PIPESTATUS[0]}
   grep -E "Elapsed|Maximum resident" "$out/build.time"

@@ -355,6 +355,34 @@ def test_a_failing_import_check_fails_the_build(rewired):
         realise(store, [pkg.derivation])
 
 
+def test_a_packages_own_post_fixup_keeps_the_finish_phase(rewired):
+    """The run-path check, RECORD rewrite, byte code and import check were the rewired wheel's postFixup,
+    which a package's own postFixup (given, or by override_attrs) replaced: the wheel was registered
+    unchecked (issue 30 follow-up, item 5). They are a phase of their own after the fixup
+    (preDistPhases), and the package's postFixup runs too."""
+    from cudapkgs.builders.rewired_wheel import FINISH_PHASE
+    from cudapkgs.realise import install_ahead
+
+    assert install_ahead._FINISH_PHASE == FINISH_PHASE
+    pkgs, store, attrs = rewired
+    python = _python311(pkgs)
+    mine = 'echo mine > "$out/post-fixup-ran"'
+    given = rewired_wheel(pkgs.config, python, {**attrs, "pythonImportsCheck": ["demo.nothing_here"], "postFixup": mine})
+    overridden = rewired_wheel(pkgs.config, python, {**attrs, "pythonImportsCheck": ["demo.nothing_here"]}
+                               ).override_attrs({"postFixup": mine})
+    for pkg in (given, overridden):
+        assert pkg.derivation.attrs["preDistPhases"] == [FINISH_PHASE]
+        with pytest.raises(BuildError, match="pythonImportsCheck: import demo.nothing_here failed"):
+            realise(store, [pkg.derivation])
+        assert not store.is_valid(pkg.out)
+    good = rewired_wheel(pkgs.config, python, {**attrs, "postFixup": mine})
+    realise(store, [good.derivation])
+    site = Path(good.out) / "lib" / "python3.11" / "site-packages"
+    assert Path(good.out, "post-fixup-ran").read_text() == "mine\n"
+    assert any(row.split(",")[0].endswith(".pyc")
+               for row in (site / "demo-1.0.dist-info" / "RECORD").read_text().splitlines())
+
+
 def test_the_imports_check_does_not_import_a_module_of_the_working_directory(tmp_path, monkeypatch):
     """``python3 -c "import m"`` puts the working directory first on sys.path: a module of that name
     there (the user's checkout) passed the check of a package that does not have it."""

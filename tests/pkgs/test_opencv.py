@@ -110,6 +110,15 @@ def test_cudaPackages_12_8_pkgs_opencv_uses_12_8_only(manifests_dir, tmp_path):
     assert cuda_names and all(n.startswith("cuda12.8-") for n in cuda_names), cuda_names
     report = check_leakage(pkgs, ["cudaPackages_12_8", "pkgs", "opencv"])
     assert report.visited > 5 and report.leaks == (), report.to_json()
+    # Every derivation below it (its build closure): CUDA ones are 12.8's, none is 12.9's (the default set).
+    seen, stack = {}, [opencv.derivation]
+    while stack:
+        d = stack.pop()
+        if d.drv_path not in seen:
+            seen[d.drv_path] = d.data["name"]
+            stack.extend(d.deps)
+    cuda_drvs = [n for n in seen.values() if n.startswith("cuda1")]
+    assert cuda_drvs and all(n.startswith("cuda12.8-") for n in cuda_drvs), cuda_drvs
     # The default set's opencv is another derivation (another nvcc).
     assert pkgs.opencv.drvPath != opencv.drvPath
 
@@ -249,3 +258,26 @@ def test_cuda_13_replacements_apply_to_a_file_holding_the_old_lines(tmp_path):
     again = subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + post_patch()], cwd=tmp_path,
                            capture_output=True, text=True)
     assert again.returncode != 0 and "was not found" in again.stderr
+
+
+@pytest.mark.parametrize("template", [
+    # OpenCV 4.11.0 cmake/templates/OpenCVConfig-CUDALanguage.cmake.in (FindCUDAToolkit, used here) …
+    '    find_package(CUDAToolkit ${OpenCV_CUDA_VERSION} EXACT REQUIRED)\n'
+    '      message(FATAL_ERROR "OpenCV library was compiled with CUDA ${OpenCV_CUDA_VERSION} support.")\n',
+    # … and OpenCVConfig-CUDA.cmake.in (FindCUDA, what 4.x.nix relaxes)
+    '  find_host_package(CUDA ${OpenCV_CUDA_VERSION} EXACT REQUIRED)\n'
+    '    message(FATAL_ERROR "OpenCV static library was compiled with CUDA ${OpenCV_CUDA_VERSION} support.")\n',
+])
+def test_installed_config_does_not_demand_the_exact_cuda_version(tmp_path, template):
+    import subprocess
+
+    from cudapkgs.pkgs.opencv.package import RELAX_CUDA_VERSION
+
+    cfg = tmp_path / "lib/cmake/opencv4/OpenCVConfig.cmake"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text(template)
+    subprocess.run(["bash", "-euc", RELAX_CUDA_VERSION], env={"out": str(tmp_path), "PATH": "/usr/bin:/bin"}, check=True)
+    text = cfg.read_text()
+    assert "EXACT" not in text and "FATAL_ERROR" not in text and "REQUIRED)" in text
+    cfg.write_text("project(x)\n")  # a config without the lines: the relaxation fails rather than pass silently
+    assert subprocess.run(["bash", "-euc", RELAX_CUDA_VERSION], env={"out": str(tmp_path), "PATH": "/usr/bin:/bin"}).returncode != 0

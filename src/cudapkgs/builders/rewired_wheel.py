@@ -13,7 +13,8 @@ requirements the set stands in for (``pythonRemoveDeps``: ``nvidia-*``, ``cuda-t
 RUNPATH of exactly the directories serving its DT_NEEDED (its own, its ``buildInputs``'
 library directories), ``appendRunpaths`` and the driver directory; checks that result; makes
 RECORD true again; compiles byte code and runs ``pythonImportsCheck`` in the build's clean
-environment.
+environment (`FINISH_PHASE`, after the fixup: a package's own ``postFixup`` runs before it and no
+longer replaces it).
 
 `nvidia_wheel` is the same for one of NVIDIA's library wheels laid out as a redist prefix
 (``nvidia/<root>/`` becomes the output: NCCL, NVSHMEM), for set members that take NVIDIA's
@@ -49,7 +50,12 @@ TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/be
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["nvidia_wheel", "refuse_unavailable", "rewired_wheel", "wheel_suits"]
+__all__ = ["FINISH_PHASE", "nvidia_wheel", "refuse_unavailable", "rewired_wheel", "wheel_suits"]
+
+#: The phase that checks the run paths, rewrites RECORD, compiles byte code and imports
+#: ``pythonImportsCheck`` (`rewired_wheel_steps.finish`), run after the fixup as one of
+#: ``preDistPhases`` (Nixpkgs' setup.sh runs those after fixupPhase; its Python import check is one).
+FINISH_PHASE = "finishWheelPhase"
 
 
 def wheel_suits(file: str, python_version: str) -> bool:
@@ -105,11 +111,14 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
             "dontBuild": True,
             "dontStrip": True,  # torch-bin: stripping breaks libtorch_cuda's segment alignment
             "installPhase": steps.install,
-            "postFixup": steps.finish,
             "autoAddDriverRunpath": True,
             "appendRunpaths": ["$ORIGIN"],  # the wheel's own $ORIGIN (libraries dlopen their neighbours)
             "pythonVersion": version,
             **given,
+            # A phase of its own after the fixup (Nixpkgs' preDistPhases), not postFixup, which a package's
+            # own postFixup replaced: its run-path check, RECORD, byte code and import check were dropped.
+            FINISH_PHASE: steps.finish,
+            "preDistPhases": [*given.get("preDistPhases", []), FINISH_PHASE],
             "wheel": lazy(wheel),
             "nativeBuildInputs": [python, *given.get("nativeBuildInputs", [])],
             "propagatedBuildInputs": [*dependencies, *given.get("propagatedBuildInputs", [])],
@@ -166,10 +175,11 @@ def nvidia_wheel(config: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping
             "dontBuild": True,
             "dontStrip": True,
             "installPhase": steps.install_nvidia,
-            "postFixup": steps.finish_nvidia,
             "autoAddDriverRunpath": True,
             "appendRunpaths": ["$ORIGIN"],  # as buildRedist: plugins are dlopened from the library's directory
             **given,
+            FINISH_PHASE: steps.finish_nvidia,  # after the fixup, whatever the package's postFixup (see above)
+            "preDistPhases": [*given.get("preDistPhases", []), FINISH_PHASE],
         }
 
     return mk_derivation(config, full, system=system)

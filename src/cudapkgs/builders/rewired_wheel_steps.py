@@ -20,7 +20,8 @@ the derivation names, each step refusing to do nothing (as ``substituteInPlace
 
 The generic fixup follows: every ELF file's RUNPATH becomes the directories satisfying its
 DT_NEEDED (the package's own, the set's libraries in buildInputs), ``appendRunpaths`` and the
-driver directory, DT_RPATH gone (`cudapkgs.hooks.fixup`).  ``finish`` (postFixup) then checks
+driver directory, DT_RPATH gone (`cudapkgs.hooks.fixup`).  ``finish`` (its own phase after the fixup,
+``finishWheelPhase`` in ``preDistPhases``, so a package's ``postFixup`` cannot replace it) then checks
 that result (`check_runpaths`: no DT_RPATH, no entry outside those directories), makes RECORD
 true again (`cudapkgs.hooks.python_record`), compiles byte code and runs ``pythonImportsCheck``
 in the build's clean environment.
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
 from ..errors import CudapkgsError
+from .. import programs
 
 __all__ = ["PreparedInstall", "RewireError", "check_runpaths", "compile_env", "compile_key", "finish", "finish_nvidia", "install",
            "install_nvidia", "install_tree", "site_packages"]
@@ -214,7 +216,7 @@ def compile_key(env: Mapping[str, str]) -> str:
     from .python_bytecode import interpreter
 
     python = interpreter(env)
-    return json.dumps([os.path.realpath(shutil.which(python) or python),
+    return json.dumps([os.path.realpath(programs.which(python) or python),
                        sorted((k, v) for k, v in env.items()
                               if (k.startswith("PYTHON") and k != "PYTHONPATH") or k in ("LANG", "LC_ALL", "LC_CTYPE"))])
 
@@ -320,7 +322,7 @@ def install_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outpu
 
 
 def finish_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
-    """postFixup of `nvidia_wheel`: the run paths checked as `finish` checks them."""
+    """`nvidia_wheel`'s finishWheelPhase (after the fixup): the run paths checked as `finish` checks them."""
     checked = check_runpaths([Path(p) for p in outputs.values()], **_runpath_context(attrs, outputs))
     log.write(f"run paths: {checked} ELF file(s), none with DT_RPATH, none outside the package, its inputs and the driver\n")
 
@@ -376,7 +378,8 @@ def check_runpaths(roots: Sequence[Path], *, outputs: Sequence[str], lib_dirs: S
 
 
 def finish(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
-    """postFixup: check the run paths, rewrite RECORD, compile byte code, run pythonImportsCheck."""
+    """finishWheelPhase (after the fixup, one of preDistPhases): check the run paths, rewrite RECORD, compile
+    byte code, run pythonImportsCheck."""
     from ..hooks import python_record
 
     out = Path(outputs["out"])
@@ -444,7 +447,7 @@ def _compile(site: Path, out: Path, env: Mapping[str, str], log: TextIO) -> None
 def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) -> None:
     if not all(part.isidentifier() for part in module.split(".")):
         raise RewireError(f"pythonImportsCheck: {module!r} is not a module name")
-    python = shutil.which("python3", path=env.get("PATH", "")) or "python3"
+    python = programs.which("python3", path=env.get("PATH", "")) or "python3"
     run_env = dict(env)
     run_env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(site), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     run_env["PYTHONDONTWRITEBYTECODE"] = "1"

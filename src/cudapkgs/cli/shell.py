@@ -13,6 +13,7 @@ from typing import Any
 from .build import _max_cache_size, realise_and_link, substituters_from_args
 from .eval import CONFIG_HELP, add_eval_options, pkgs_from_args
 from .installables import Installable, _jobs, _project_items, add_project_options, evaluate, without_fetchers
+from .. import programs
 
 
 def register(subparsers: Any) -> None:
@@ -208,13 +209,12 @@ def _with_venv(args: argparse.Namespace, env: dict[str, str], store_dir: str) ->
     """`env` with the shell's own virtual environment (`cudapkgs.shell_venv`) when the shell has Python
     packages and the store's interpreter; unchanged otherwise."""
     import os
-    import shutil
 
     from ..shell_venv import default_venv_dir, ensure_venv, venv_environment
 
     inside = store_dir.rstrip("/") + "/"
     site_dirs = [e for e in env.get("PYTHONPATH", "").split(os.pathsep) if e.startswith(inside)]
-    python = shutil.which("python3", path=env.get("PATH", ""))
+    python = programs.which("python3", path=env.get("PATH", ""))
     if not site_dirs or python is None or not python.startswith(inside):
         return env
     where = args.venv or default_venv_dir(python, site_dirs)

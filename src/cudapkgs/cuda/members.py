@@ -41,4 +41,4 @@ HOOKS: dict[str, str] = {
 }
 
 # Members that are neither redistributables built from a manifest entry nor packages from source.
-OTHER: tuple[str, ...] = ("nvidia_driver", "writeGpuTestPython")
+OTHER: tuple[str, ...] = ("writeGpuTestPython",)

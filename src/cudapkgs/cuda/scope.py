@@ -142,7 +142,6 @@ def cuda_packages(
         for role in SPLICED_ROLES:
             attrs[role] = lazy(lambda: final)
         attrs["writeGpuTestPython"] = lazy(lambda: _write_gpu_test_python(final, config))
-        attrs["nvidia_driver"] = lazy(lambda: _nvidia_driver(final, config))
         # The setup hooks, as packages a build lists in nativeBuildInputs (cuda/hook_packages.py).
         for member in HOOKS:
             attrs[member] = lazy(lambda member=member: _hook(final, config, member))
@@ -182,12 +181,6 @@ def _write_gpu_test_python(scope: Scope, config: Any) -> Any:
     from .write_gpu_test_python import write_gpu_test_python
 
     return write_gpu_test_python(scope, config)
-
-
-def _nvidia_driver(scope: Scope, config: Any) -> Any:
-    from .nvidia_driver import nvidia_driver
-
-    return nvidia_driver(scope, config)
 
 
 def _from_source(scope: Scope, module: str) -> Any:

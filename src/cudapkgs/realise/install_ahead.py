@@ -8,12 +8,12 @@ build could start only once cuDNN, triton and the Python packages were built, an
 on one core.  So the scheduler hands `prepare` to its `UnpackAhead` for such builds: the same
 `rewired_wheel_steps.install_tree` (every check of it), then the same byte compilation, in a
 private work directory of the store; the build's install takes that tree
-(`rewired_wheel_steps.PreparedInstall`) and its postFixup skips the compilation when its
+(`rewired_wheel_steps.PreparedInstall`) and its finish phase skips the compilation when its
 interpreter and environment are those the tree was compiled with (`compile_key`), else compiles.
 
 Only derivations whose phases before the byte compilation are exactly the rewired wheel's are
 prepared (`eligible`): no unpack, patch, configure or build step, no pre/post hook but the
-install and postFixup of `rewired_wheel_steps`, no ``wheelLinks`` naming a ``.py`` or ``.pyc``
+install and finish phase of `rewired_wheel_steps`, no ``wheelLinks`` naming a ``.py`` or ``.pyc``
 file or a ``__pycache__`` (a link is made by the build, after the compilation here), the wheel in the wheel cache (a download is
 the build's to show).  The output is the same file for file.
 """
@@ -32,6 +32,7 @@ __all__ = ["eligible", "prepare"]
 
 _INSTALL = "cudapkgs.builders.rewired_wheel_steps:install"
 _FINISH = "cudapkgs.builders.rewired_wheel_steps:finish"
+_FINISH_PHASE = "finishWheelPhase"  # builders.rewired_wheel.FINISH_PHASE (a test holds them equal)
 
 
 def _python(step: Any) -> str | None:
@@ -48,13 +49,14 @@ def eligible(drv: Derivation) -> bool:
     attrs = drv.attrs
     if drv.builder != "mkDerivation" or not isinstance(attrs, dict):
         return False
-    if _python(attrs.get("installPhase")) != _INSTALL or _python(attrs.get("postFixup")) != _FINISH:
+    if _python(attrs.get("installPhase")) != _INSTALL or _python(attrs.get(_FINISH_PHASE)) != _FINISH \
+            or attrs.get("preDistPhases") != [_FINISH_PHASE]:
         return False
     if not all(attrs.get(f"dont{p.capitalize()}") for p in ("unpack", "configure", "build")) or attrs.get("dontFixup"):
         return False
     if attrs.get("patches") or attrs.get("dontInstall"):
         return False
-    allowed = {"installPhase", "postFixup"}
+    allowed = {"installPhase"}
     for phase in PHASES:
         for key in (f"pre{phase.capitalize()}", f"{phase}Phase", f"post{phase.capitalize()}"):
             if key not in allowed and attrs.get(key) not in (None, ""):

@@ -101,10 +101,15 @@ POST_INSTALL = r"""sed -i "s|{exec_prefix}/$out|{exec_prefix}|;s|{prefix}/$out|{
 mkdir -p "$cxxdev/nix-support"
 """
 RELAX_CUDA_VERSION = r"""cfg="$out/lib/cmake/opencv4/OpenCVConfig.cmake"
-if [ -f "$cfg" ]; then
-  sed -i -e 's/find_host_package(CUDA \${OpenCV_CUDA_VERSION} EXACT REQUIRED)/find_host_package(CUDA REQUIRED)/' \
-         -e 's/message(FATAL_ERROR "OpenCV static library was compiled with CUDA/message("OpenCV static library was compiled with CUDA/' "$cfg"
-fi
+# 4.x.nix: a consumer need not use the exact CUDA version OpenCV was built with. With FindCUDAToolkit
+# (OpenCVConfig-CUDALanguage.cmake.in) the same two lines read find_package(CUDAToolkit ...) and
+# message(FATAL_ERROR "OpenCV library ...); both spellings are relaxed, and one of them must be there.
+grep -q 'EXACT REQUIRED' "$cfg"
+sed -i -e 's/find_host_package(CUDA \${OpenCV_CUDA_VERSION} EXACT REQUIRED)/find_host_package(CUDA REQUIRED)/' \
+       -e 's/find_package(CUDAToolkit \${OpenCV_CUDA_VERSION} EXACT REQUIRED)/find_package(CUDAToolkit REQUIRED)/' \
+       -e 's/message(FATAL_ERROR "OpenCV static library was compiled with CUDA/message("OpenCV static library was compiled with CUDA/' \
+       -e 's/message(FATAL_ERROR "OpenCV library was compiled with CUDA/message("OpenCV library was compiled with CUDA/' "$cfg"
+! grep -q 'EXACT REQUIRED' "$cfg"
 """
 
 
@@ -248,6 +253,12 @@ def opencv4(
             cmake_bool("BUILD_TESTS", runAccuracyTests),
             cmake_bool("BUILD_PERF_TESTS", runPerformanceTests),
             cmake_bool("CMAKE_SKIP_BUILD_RPATH", True),
+            # Not in 4.x.nix: OpenCV's install RPATH is "${CMAKE_INSTALL_PREFIX}/${OPENCV_LIB_INSTALL_PATH}",
+            # and the cmake builder gives CMAKE_INSTALL_LIBDIR as an absolute "$out/lib" (Nixpkgs' hook gives
+            # "lib"): the install would write "$out/$out/lib", and fails where the linked RUNPATH is shorter
+            # (measured: "file RPATH_CHANGE could not write new RPATH" with cv2, CPU). The fixup sets every
+            # RUNPATH instead (the outputs' own libraries first, then the inputs', hooks/auto_patchelf.py).
+            cmake_bool("CMAKE_SKIP_INSTALL_RPATH", True),
             cmake_bool("OPENCV_ENABLE_PKG_CONFIG", True),
             cmake_bool("WITH_IPP", enableIpp),
             cmake_bool("WITH_TIFF", enableTIFF),
