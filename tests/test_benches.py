@@ -241,3 +241,18 @@ def test_bench_substitute_ml_tiny():
         assert abs(number(row[5]) - number(row[4]) / cpu_uv) < 0.02 + 0.08 * number(row[5]), row  # from rounded cells
     assert "3 store paths" in out and "3 files" in out and "load average before" in out
     assert "cudapkgs copy --to file:// (zstd, signed):" in out
+
+
+def test_bench_copy_to_tiny():
+    out = run_bench("bench_copy_to.py", timeout=600)
+    (table,) = tables(out)
+    labels = [row[0] for row in table]
+    assert labels[-1] == "cudapkgs copy --to file:// (zstd, signed)"
+    if shutil.which("nix"):
+        assert labels[0] == "nix copy --to file://?compression=zstd (signed)"
+        assert table[0][3] == "1.00" and table[0][5] == "1.00"
+    else:
+        assert "no Nix here" in out
+    for row in table:
+        assert number(row[1]) > 0 and number(row[4]) > 0 and number(row[6]) > 0, row
+    assert "2 store paths" in out and "load average before" in out

@@ -424,3 +424,15 @@ def test_a_directory_named_with_a_newline_adds_no_line_to_an_error(repo, capsys)
     (project / "cudapkgs.toml").write_text('packages = ["hello"]\nbogus = 1\n')
     code, _, err = run(capsys, "shell", "--print-env")
     assert len(err.rstrip("\n").splitlines()) == 1
+
+
+def test_a_link_loop_named_as_a_file_is_refused_in_one_line(repo, capsys):
+    """``files = ["loop.py"]`` with ``loop.py -> loop.py``: an internal error (exit 70, RuntimeError from
+    Path.resolve) on every `cudapkgs shell` there, where the refusal belongs."""
+    (repo / "loop.py").symlink_to("loop.py")
+    (repo / "cudapkgs.toml").write_text('packages = ["hello"]\nfiles = ["loop.py"]\n')
+    code, out, err = run(capsys, "shell", "--print-env")
+    assert code == 1 and out == ""
+    assert "not allowed, and it cannot be until it can be read" in err and "loop.py" in err
+    code, _, err = run(capsys, "allow")
+    assert code == 1 and "loop.py: cannot read it" in err and "internal error" not in err

@@ -169,7 +169,9 @@ def load_project(path: str | os.PathLike[str]) -> Project:
     if not packages:
         raise ConfigError(f'{where}: packages: list what the environment holds, e.g. packages = ["cuda_nvcc", "cuda_cudart"]')
     names = strings("files") or ()
-    files = tuple((root / f).resolve() for f in names)
+    # os.path.realpath, not Path.resolve: a link loop (``loop.py -> loop.py``) made resolve raise
+    # RuntimeError, an internal error before the refusal; the looping path is then refused as unreadable.
+    files = tuple(Path(os.path.realpath(root / f)) for f in names)
     python = {name: path for name, path in zip(names, files)}
     for entry in config.get("overlays", ()):
         python[entry] = Path(os.path.normpath(root / os.path.expanduser(entry)))
