@@ -407,3 +407,32 @@ def test_the_commands_a_refusal_suggests_run_only_what_they_say(tmp_path, repo, 
     line = str(refused.value).partition("(safeDirectories = ")[2].partition("), then run: ")
     assert tomllib.loads("safeDirectories = " + line[0]) == {"safeDirectories": [str(theirs)]}
     assert shlex.split(line[2].splitlines()[0]) == ["cudapkgs", "allow", str(theirs / "cudapkgs.toml")]
+
+
+def test_a_directory_named_with_a_newline_adds_no_line_to_an_error(repo, capsys):
+    """A repository names its directories: with the project in ``a\\ncudapkgs: note: …``, an error naming
+    the project file (an unknown key, a file it names that cannot be read) printed a line of the
+    repository's choosing (the refusal itself already showed each value escaped)."""
+    project = repo / "a\ncudapkgs: note: nothing to see"
+    project.mkdir()
+    os.chdir(project)
+    for text in ('packages = ["hello"]\nbogus = 1\n', 'packages = ["hello"]\nfiles = ["missing.py"]\n'):
+        (project / "cudapkgs.toml").write_text(text)
+        code, out, err = run(capsys, "shell", "--print-env")
+        assert code == 1 and out == ""
+        assert "\ncudapkgs: note: nothing to see" not in err and "a\\x0acudapkgs: note" in err
+    (project / "cudapkgs.toml").write_text('packages = ["hello"]\nbogus = 1\n')
+    code, _, err = run(capsys, "shell", "--print-env")
+    assert len(err.rstrip("\n").splitlines()) == 1
+
+
+def test_a_link_loop_named_as_a_file_is_refused_in_one_line(repo, capsys):
+    """``files = ["loop.py"]`` with ``loop.py -> loop.py``: an internal error (exit 70, RuntimeError from
+    Path.resolve) on every `cudapkgs shell` there, where the refusal belongs."""
+    (repo / "loop.py").symlink_to("loop.py")
+    (repo / "cudapkgs.toml").write_text('packages = ["hello"]\nfiles = ["loop.py"]\n')
+    code, out, err = run(capsys, "shell", "--print-env")
+    assert code == 1 and out == ""
+    assert "not allowed, and it cannot be until it can be read" in err and "loop.py" in err
+    code, _, err = run(capsys, "allow")
+    assert code == 1 and "loop.py: cannot read it" in err and "internal error" not in err

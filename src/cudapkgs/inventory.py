@@ -452,12 +452,20 @@ def _ml_versions(pkgs: Any, definitions: Mapping[str, Any], name: str) -> dict[s
     """Set name -> version of python3Packages' ML package `name` ("python3Packages.torchvision") in each
     versioned set's ``pkgs.pkgsCuda`` where it is not broken: torch and its companions, JAX's plugins and
     CuPy are paired with each set's CUDA (issue 31); {} for any other package.  A set where it does not
-    evaluate is left out."""
+    evaluate is left out.
+
+    The versions are read with unfree licenses allowed (the same configuration, system and overlays
+    otherwise): a package whose only fault is the user's license gate (torch needs cuBLAS, under the
+    CUDA EULA) is listed, as ``nix search`` lists unfree packages; reading a version builds nothing."""
     from .pkgs.python_modules import ML_PACKAGES
+    from .top_level import TopLevel, top_level
 
     scope, _, member = name.partition(".")
     if scope != "python3Packages" or member not in ML_PACKAGES:
         return {}
+    if isinstance(pkgs, TopLevel) and not pkgs.config.allowUnfree:
+        config, system, overlays = pkgs._import
+        pkgs = top_level(config.replace(allowUnfree=True), system, overlays)
     found: dict[str, str] = {}
     for set_name in definitions:
         try:

@@ -212,6 +212,14 @@ def main(argv: Sequence[str] | None = None, *, eval_cache: bool = False) -> int:
     (`cudapkgs.evalcache.record`; off with ``--no-eval-cache`` or ``$CUDAPKGS_NO_EVAL_CACHE``)."""
     _freeze_at_exit()
     words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        os.getcwd()
+    except OSError as error:
+        # A directory removed under the shell (a `git checkout`, an `rm -rf` elsewhere), then a direnv hook
+        # running `cudapkgs shell` there: every command stopped with an internal error (exit 70).
+        print(f"cudapkgs: error: the current directory cannot be read ({error.strerror or error}): it was "
+              "removed, or you may no longer enter it; cd to another directory", file=sys.stderr)
+        return 1
     _raise_gc_threshold()
     try:
         recorder = None
