@@ -109,8 +109,12 @@ class TestResult:
 
 
 def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None = None, jobs: int = 1,
-              builders: Any = None) -> list[TestResult]:
+              builders: Any = None, progress: Any = None) -> list[TestResult]:
     """Build the tests of each package at `attrpaths`; what the machine cannot run is skipped.
+
+    ``progress``: None, or a callable returning a fresh `realise.scheduler.Progress` for each test's
+    builds (the command line passes its bars or lines: without them a test that builds torch's
+    closure says nothing for minutes).
 
     A test that cannot be evaluated here (unfree without permission, unavailable) is skipped with
     that reason; one whose evaluation fails otherwise (an evaluation-time assertion) has failed.
@@ -152,14 +156,14 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
                 continue
             again = _evaluated_without(pkgs, text, name)
             if is_tester(tests, name):
-                results.append(_run_tester(label, test, drv, offered, jobs, again))
+                results.append(_run_tester(label, test, drv, offered, jobs, again, progress))
                 continue
             lacking = missing_features(drv, offered)
             if lacking:
                 results.append(TestResult(label, "skipped", "needs " + " ".join(lacking)))
                 continue
             try:
-                drv = realise_reachable(drv, jobs, again)
+                drv = realise_reachable(drv, jobs, again, progress)
             except CudapkgsError as error:
                 results.append(TestResult(label, "failed", str(error)))
                 continue
@@ -167,7 +171,7 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
     return results
 
 
-def realise_reachable(drv: Any, jobs: int, again: Any = None) -> Any:
+def realise_reachable(drv: Any, jobs: int, again: Any = None, progress: Any = None) -> Any:
     """Realise `drv` (and hold its outputs as temporary roots); returns the derivation realised.
 
     When planning skipped fetchers whose host does not answer (NVIDIA's server on a machine that
@@ -176,6 +180,7 @@ def realise_reachable(drv: Any, jobs: int, again: Any = None) -> Any:
     `shell` do (cli.installables.without_fetchers): evaluation depends on the fetchers (triton takes
     cuobjdump and nvdisasm only where a configured fetcher supplies them).  Raises the plan's
     `SourcePlanError` when nothing can supply a source, `BuildFailed` when a build fails.
+    ``progress``: None or a callable returning the `Progress` that reports the builds.
     """
     from .fetch.planning import SourcePlanError
     from .realise.scheduler import plan, run
@@ -192,7 +197,7 @@ def realise_reachable(drv: Any, jobs: int, again: Any = None) -> Any:
             drv, the_plan, failure = other, plan(store, [other]), None
         if failure is not None:
             raise failure
-        run(store, the_plan, jobs=jobs)
+        run(store, the_plan, jobs=jobs, progress=progress() if progress is not None and the_plan.to_build else None)
         store.add_temp_roots(drv.outputs.values())
     return drv
 
@@ -232,7 +237,8 @@ def _tester_labels(pkgs: Any, attrpaths: list[str]) -> set[str]:
 TESTER_TIMEOUT = 3600
 
 
-def _run_tester(label: str, test: Any, drv: Any, offered: frozenset[str], jobs: int, again: Any = None) -> TestResult:
+def _run_tester(label: str, test: Any, drv: Any, offered: frozenset[str], jobs: int, again: Any = None,
+                progress: Any = None) -> TestResult:
     """Build a tester, then run its `bin/<meta.mainProgram>` here, outside any build, when this
     machine offers the features it needs; its output goes to a log file whose last lines a failure
     shows. Skipped, saying why, on a machine without them (nothing is built then)."""
@@ -250,7 +256,7 @@ def _run_tester(label: str, test: Any, drv: Any, offered: frozenset[str], jobs: 
         return TestResult(label, "skipped", f"a tester: its program runs on a machine offering {' '.join(lacking)} "
                           f"(a GPU); this one offers {' '.join(sorted(offered)) or 'none'}")
     try:
-        drv = realise_reachable(drv, jobs, again)
+        drv = realise_reachable(drv, jobs, again, progress)
     except CudapkgsError as error:
         return TestResult(label, "failed", str(error))
     meta = test.get("meta") or {}

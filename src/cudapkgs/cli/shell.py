@@ -111,6 +111,8 @@ def run_shell(args: argparse.Namespace) -> int:
             root = store.add_indirect_root(_profile_link(args.profile), shell_root(store, paths, extras))
             print(f"cudapkgs: {root} keeps this shell's packages from `cudapkgs gc` (remove it to let them go)",
                   file=sys.stderr)
+        elif getattr(args, "project_env", None) is not None and not args.attrpaths:
+            _project_root(store, args.project_env.project.root, paths, extras)
     cuda_set, mixed = _cuda_set(args, items)
     if mixed:
         print(f"cudapkgs: warning: {mixed}", file=sys.stderr)
@@ -239,3 +241,19 @@ def _profile_link(text: str) -> str:
         except OSError as error:
             raise UsageError(f"--profile {text}: cannot make {parent} ({error.strerror}); make it first") from None
     return link
+
+
+def _project_root(store: Any, project_dir: Any, paths: list[str], extras: Any) -> None:
+    """A project's shell is kept alive by ``<project>/.cudapkgs/shell``, a GC root as nix-direnv keeps its
+    roots in ``.direnv``; one that cannot be made (a ``.cudapkgs`` that is a link, a file planted at
+    ``shell``) is skipped with a warning, the shell still entered."""
+    import os
+
+    from ..errors import CudapkgsError
+    from ..shell import shell_root
+
+    link = os.path.join(os.fspath(project_dir), ".cudapkgs", "shell")
+    try:
+        store.add_indirect_root(_profile_link(link), shell_root(store, paths, extras))
+    except CudapkgsError as error:
+        print(f"cudapkgs: warning: the project's shell is not kept from `cudapkgs gc`: {error}", file=sys.stderr)
