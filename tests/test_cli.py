@@ -82,7 +82,8 @@ def test_unfree_without_permission_is_a_one_line_error():
         (("capabilities", "--cuda", "12.7"), 1, "no package set for CUDA 12.7"),
         (("eval", "--set", 'cudaCapabilities=["7.7"]', "cudaPackages_12_8.flags"), 1,
          'Requested unrecognized CUDA capabilities: ["7.7"]'),
-        (("frobnicate",), 2, "invalid choice"),
+        (("frobnicate",), 2, 'no command "frobnicate"; `cudapkgs --help` lists them'),
+        (("shel", "--set", "allowUnfree=true"), 2, 'no command "shel" (did you mean "shell"?)'),  # was argparse's list of 28
     ],
 )
 def test_errors_exit_codes_and_messages(args, code, needle):

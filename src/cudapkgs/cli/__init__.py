@@ -302,6 +302,13 @@ def _untranslated_argparse() -> tuple[Any, Any] | None:
 
 def _main(words: list[str]) -> int:
     named = _command_words(words)
+    if named and named[0] not in COMMANDS:  # argparse's "invalid choice" listed all 28 and guessed none
+        from ..errors import shown
+        from ..lib.errors import did_you_mean
+
+        print(shown(f"cudapkgs: error: no command \"{named[0]}\"{did_you_mean(named[0], COMMANDS)}; "
+                    "`cudapkgs --help` lists them"), file=sys.stderr)
+        return 2
     parser = build_parser(named[0] if named else None, named[1:])
     args, unknown = parser.parse_known_args(words)
     if unknown:  # the usage of the command that got them, not the top level's "COMMAND ..."
