@@ -30,6 +30,22 @@ with open(archive, "rb") as f:
         h.update(block)
 if h.hexdigest() != manifest["sha256"]:
     sys.exit(f"{archive}: sha256 {h.hexdigest()} != manifest {manifest['sha256']}")
+# Pass 1: the store paths each listed path's files spell out (<storeDir>/<32-char hash>-), by a scan of its
+# members: bytecode names the path itself; a file patched after registration may name another path.
+prefix = manifest["storeDir"].rstrip("/").encode() + b"/"
+found: dict[str, set[bytes]] = {}
+names = {os.path.basename(p): p for p in changed}
+with open(archive, "rb") as raw_in, tarfile.open(fileobj=zstandard.ZstdDecompressor().stream_reader(raw_in), mode="r|") as src:
+    for member in src:
+        top = member.name.split("/", 1)[0]
+        if top not in names or not member.isreg():
+            continue
+        data = src.extractfile(member).read()
+        hits = found.setdefault(names[top], set())
+        at = data.find(prefix)
+        while at >= 0:
+            hits.add(data[at + len(prefix):at + len(prefix) + 32])
+            at = data.find(prefix, at + 1)
 new = archive + ".new"
 with open(archive, "rb") as raw_in, open(new, "wb") as raw_out:
     reader = zstandard.ZstdDecompressor().stream_reader(raw_in)
@@ -40,14 +56,20 @@ with open(archive, "rb") as raw_in, open(new, "wb") as raw_out:
             if index == 0:
                 data = json.loads(src.extractfile(member).read())
                 added = 0
+                by_hash = {os.path.basename(e["path"])[:32].encode(): e["path"] for e in data["paths"]}
+                by_hash.update({os.path.basename(p)[:32].encode(): p for p in changed})
                 for entry in data["paths"]:
-                    if entry["path"] in changed and entry["path"] not in entry["references"]:
-                        entry["references"] = sorted(entry["references"] + [entry["path"]])
-                        added += 1
+                    if entry["path"] in changed:
+                        refs = {by_hash[h] for h in found.get(entry["path"], ()) if h in by_hash}
+                        more = refs - set(entry["references"])
+                        if more:
+                            print(f"{entry['path']}: references added: {sorted(more)}")
+                            entry["references"] = sorted(set(entry["references"]) | more)
+                            added += 1
                 body = json.dumps(data, indent=1).encode()
                 member.size = len(body)
                 dst.addfile(member, io.BytesIO(body))
-                print(f"{member.name}: self-reference added to {added} of {len(changed)} listed paths")
+                print(f"{member.name}: references added to {added} of {len(changed)} listed paths")
             elif member.isreg():
                 dst.addfile(member, src.extractfile(member))
             else:
