@@ -174,7 +174,9 @@ def realise_and_link(
         if dry_run:
             _print_plan(the_plan, as_json)
             return 0
-        for line in _skipped_lines(the_plan):
+        # Said when sources will be fetched or built; not on a start with nothing to do (a shell on a
+        # machine reaching only PyPI said it on every start: only its first evaluation had needed NVIDIA's server)
+        for line in _skipped_lines(the_plan) if not the_plan.nothing_to_do else ():
             print(f"cudapkgs: {line}", file=sys.stderr)
         if not the_plan.nothing_to_do:
             if recorder is not None:
