@@ -63,3 +63,8 @@ def opencv_torch_env(python3Packages, opencv_cuda_reduced):
     """One Python with the reduced CUDA cv2 and the set's torch (Nixpkgs' tests.opencv-and-torch pairing):
     both must map one libcudart, the set's."""
     return python3Packages.withPackages([opencv_cuda_reduced, python3Packages.torch])
+
+
+def opencv_cpu_torch_env(python3Packages, opencv_cpu_python):
+    """The reduced CPU cv2 and the set's torch in one Python (where no CUDA cv2 is built)."""
+    return python3Packages.withPackages([opencv_cpu_python, python3Packages.torch])
