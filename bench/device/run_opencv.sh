@@ -15,7 +15,7 @@
 set -uo pipefail
 step=${1:-all}
 pieces=/tmp/ocv-pieces
-carry=.carry/opencv
+carry=${CARRY:-.carry/opencv}   # CARRY=.carry/opencv-no-cublas for that variant
 keep=/tmp/ocv-out
 out=${OUT:-$keep}
 mkdir -p "$pieces" "$out" "$keep"
