@@ -221,3 +221,38 @@ def test_bench_nar_checks_tiny():
     for row in table:
         assert all(number(cell) > 0 for cell in row[1:]), row
     assert "208 files" in out and "load average" in out
+
+
+@pytest.mark.skipif(not (shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")), reason="the peer is uv (pip install uv)")
+def test_bench_substitute_ml_tiny():
+    out = run_bench("bench_substitute_ml.py", timeout=600)
+    (table,) = tables(out)
+    labels = [row[0] for row in table]
+    uv = "uv pip install --offline --no-deps, uv cache empty"
+    assert labels[0] == "cudapkgs copy --from file:// (zstd), empty store" and labels[-1] == uv
+    if "no mount namespace here" not in out:
+        assert labels[1] == "cudapkgs copy --from http:// (cudapkgs serve, NARs uncompressed), empty store"
+    assert table[-1][3] == "1.00" and table[-1][5] == "1.00"
+    for row in table:
+        assert number(row[1]) > 0 and number(row[4]) > 0, row  # wall and CPU seconds
+    wall_uv, cpu_uv = number(table[-1][1]), number(table[-1][4])
+    for row in table[:-1]:  # the ratios are those of the medians printed
+        assert abs(number(row[3]) - number(row[1]) / wall_uv) < 0.02 + 0.08 * number(row[3]), row
+        assert abs(number(row[5]) - number(row[4]) / cpu_uv) < 0.02 + 0.08 * number(row[5]), row  # from rounded cells
+    assert "3 store paths" in out and "3 files" in out and "load average before" in out
+    assert "cudapkgs copy --to file:// (zstd, signed):" in out
+
+
+def test_bench_copy_to_tiny():
+    out = run_bench("bench_copy_to.py", timeout=600)
+    (table,) = tables(out)
+    labels = [row[0] for row in table]
+    assert labels[-1] == "cudapkgs copy --to file:// (zstd, signed)"
+    if shutil.which("nix"):
+        assert labels[0] == "nix copy --to file://?compression=zstd (signed)"
+        assert table[0][3] == "1.00" and table[0][5] == "1.00"
+    else:
+        assert "no Nix here" in out
+    for row in table:
+        assert number(row[1]) > 0 and number(row[4]) > 0 and number(row[6]) > 0, row
+    assert "2 store paths" in out and "load average before" in out

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -81,7 +82,8 @@ def test_unfree_without_permission_is_a_one_line_error():
         (("capabilities", "--cuda", "12.7"), 1, "no package set for CUDA 12.7"),
         (("eval", "--set", 'cudaCapabilities=["7.7"]', "cudaPackages_12_8.flags"), 1,
          'Requested unrecognized CUDA capabilities: ["7.7"]'),
-        (("frobnicate",), 2, "invalid choice"),
+        (("frobnicate",), 2, 'no command "frobnicate"; `cudapkgs --help` lists them'),
+        (("shel", "--set", "allowUnfree=true"), 2, 'no command "shel" (did you mean "shell"?)'),  # was argparse's list of 28
     ],
 )
 def test_errors_exit_codes_and_messages(args, code, needle):
@@ -249,3 +251,18 @@ def test_an_unknown_option_shows_the_usage_of_its_command(argv, usage, unknown, 
     err = capsys.readouterr().err
     assert caught.value.code == 2 and err.startswith(usage), err
     assert err.endswith(f": error: unrecognized arguments: {unknown}\n")
+
+
+def test_a_removed_working_directory_is_a_one_line_error(tmp_path):
+    """A directory removed under the shell (a `git checkout`), then a direnv hook's `cudapkgs shell` there:
+    every command stopped with an internal error (exit 70, a traceback's last line)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    for argv in (["shell", "--print-env"], ["eval", "cudaPackages.cuda_cudart.version"], ["allow"]):
+        script = f'cd "{gone}" && rmdir "{gone}" && exec "{sys.executable}" -m cudapkgs "$@"'
+        done = subprocess.run(["sh", "-c", script, "sh", *argv], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+        gone.mkdir()
+        assert done.returncode == 1 and done.stdout == "", (argv, done.stderr)
+        assert done.stderr.startswith("cudapkgs: error: the current directory cannot be read")
+        assert len(done.stderr.splitlines()) == 1

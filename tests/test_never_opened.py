@@ -70,3 +70,21 @@ def test_a_regular_file_is_read_as_before(tmp_path):
     assert read_project_file(tmp_path / "cudapkgs.toml").data == b'packages = ["x"]\n'
     assert _sha256_file(tmp_path / "cudapkgs.toml").startswith("sha256:")
     assert read_support_file(tmp_path / "cudapkgs.toml") == 'packages = ["x"]\n'
+
+
+def test_the_descriptor_stays_non_blocking_unless_asked(tmp_path):
+    """A "regular" pseudo-file that waits (``/proc/kmsg``, a tracing pipe) must answer EAGAIN, never hang a
+    read of a file a project names, as the project file's and the hashed files' reads did before."""
+    from cudapkgs.inputs import open_regular
+
+    (tmp_path / "f").write_text("x")
+    fd = open_regular(tmp_path / "f")
+    try:
+        assert os.get_blocking(fd) is False
+    finally:
+        os.close(fd)
+    fd = open_regular(tmp_path / "f", blocking=True)
+    try:
+        assert os.get_blocking(fd) is True
+    finally:
+        os.close(fd)

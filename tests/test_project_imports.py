@@ -44,7 +44,8 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, manifests_dir: Path):
     clear_cache()
     monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "store"))
     monkeypatch.setattr(sys, "path", list(sys.path))  # the package file puts its directory there
-    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # the guard this process installs
+    # The guard this process installs (a fresh one: it notes the interpreter's directories when made).
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if type(f).__name__ != "_ProjectImportGuard"])
     monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as most users run
     helper = f"helper_{uuid.uuid4().hex[:12]}"  # a name no other test imported
     root = tmp_path / "repo"
@@ -96,3 +97,20 @@ def test_a_listed_sibling_changed_after_allow_is_refused(repo, capsys) -> None:
     with pytest.raises(UserFileError, match="not the ones you allowed"):
         evaluate_project(load_project(root / "cudapkgs.toml"), assume_allowed=True)
     assert not (root / "HELPER-RAN").exists()
+
+
+def test_installed_modules_inside_the_work_tree_are_not_the_projects(repo, capsys, monkeypatch) -> None:
+    """A home directory that is a git repository holds the user's site-packages: what is installed
+    there imports as before, though it lies in the project's work tree."""
+    import site
+
+    root, helper = repo
+    user_site = root / "home-site" / "lib" / "python3" / "site-packages"
+    user_site.mkdir(parents=True)
+    (user_site / f"{helper}.py").write_text('VERSION = "2.0"\n')
+    (root / f"{helper}.py").unlink()
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(user_site))
+    monkeypatch.syspath_prepend(str(user_site))
+    (root / "cudapkgs.toml").write_text('packages = ["hello"]\nfiles = ["pk.py"]\n')
+    _allow(capsys, root)
+    assert evaluate_project(load_project(root / "cudapkgs.toml")).packages["hello"].version == "2.0"

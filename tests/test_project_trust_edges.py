@@ -375,3 +375,64 @@ def test_another_spelling_of_the_users_cache_is_the_same_cache(tmp_path):
     assert cache_identity("https://cache.example/nix") != cache_identity("https://cache.example/other")
     assert cache_identity("https://cache.example/nix") != cache_identity("https://other.example/nix")
     assert cache_identity("s3://bucket/p?region=x") == cache_identity("s3://BUCKET/p/?region=y")
+
+
+# --- the attack on issue 30's result: a command the user is told to run runs only that ----------
+
+
+def test_the_commands_a_refusal_suggests_run_only_what_they_say(tmp_path, repo, capsys):
+    """A repository names its own directories: with the project in ``x;touch PWNED;b``, pasting the
+    refusal's "run: cudapkgs allow …" ran ``touch PWNED``; an owner's directory named ``x", "*`` made the
+    suggested ``safeDirectories = ["…"]`` line trust every directory."""
+    import shlex
+    import tomllib
+
+    project = repo / "x;touch PWNED;b"
+    project.mkdir()
+    (project / "cudapkgs.toml").write_text('packages = ["hello"]\n')
+    os.chdir(project)
+    code, out, err = run(capsys, "shell", "--print-env")
+    assert code == 1 and out == ""
+    command = err.rstrip("\n").rpartition("then run: ")[2]
+    assert shlex.split(command) == ["cudapkgs", "allow", str(project / "cudapkgs.toml")]
+
+    if os.geteuid() != 0:
+        pytest.skip("making a file of another owner needs root")
+    theirs = repo / 'x", "*'
+    theirs.mkdir()
+    (theirs / "cudapkgs.toml").write_text('packages = ["hello"]\n')
+    os.chown(theirs / "cudapkgs.toml", 65534, 65534)
+    with pytest.raises(UntrustedProjectError) as refused:
+        check_allowed(load_project(theirs / "cudapkgs.toml"))
+    line = str(refused.value).partition("(safeDirectories = ")[2].partition("), then run: ")
+    assert tomllib.loads("safeDirectories = " + line[0]) == {"safeDirectories": [str(theirs)]}
+    assert shlex.split(line[2].splitlines()[0]) == ["cudapkgs", "allow", str(theirs / "cudapkgs.toml")]
+
+
+def test_a_directory_named_with_a_newline_adds_no_line_to_an_error(repo, capsys):
+    """A repository names its directories: with the project in ``a\\ncudapkgs: note: …``, an error naming
+    the project file (an unknown key, a file it names that cannot be read) printed a line of the
+    repository's choosing (the refusal itself already showed each value escaped)."""
+    project = repo / "a\ncudapkgs: note: nothing to see"
+    project.mkdir()
+    os.chdir(project)
+    for text in ('packages = ["hello"]\nbogus = 1\n', 'packages = ["hello"]\nfiles = ["missing.py"]\n'):
+        (project / "cudapkgs.toml").write_text(text)
+        code, out, err = run(capsys, "shell", "--print-env")
+        assert code == 1 and out == ""
+        assert "\ncudapkgs: note: nothing to see" not in err and "a\\x0acudapkgs: note" in err
+    (project / "cudapkgs.toml").write_text('packages = ["hello"]\nbogus = 1\n')
+    code, _, err = run(capsys, "shell", "--print-env")
+    assert len(err.rstrip("\n").splitlines()) == 1
+
+
+def test_a_link_loop_named_as_a_file_is_refused_in_one_line(repo, capsys):
+    """``files = ["loop.py"]`` with ``loop.py -> loop.py``: an internal error (exit 70, RuntimeError from
+    Path.resolve) on every `cudapkgs shell` there, where the refusal belongs."""
+    (repo / "loop.py").symlink_to("loop.py")
+    (repo / "cudapkgs.toml").write_text('packages = ["hello"]\nfiles = ["loop.py"]\n')
+    code, out, err = run(capsys, "shell", "--print-env")
+    assert code == 1 and out == ""
+    assert "not allowed, and it cannot be until it can be read" in err and "loop.py" in err
+    code, _, err = run(capsys, "allow")
+    assert code == 1 and "loop.py: cannot read it" in err and "internal error" not in err

@@ -251,6 +251,9 @@ def test_cudapkgs_test_runs_testers_where_their_features_are(manifests_dir, tmp_
     assert with_gpu["subject.tests.testers.good"].detail.startswith("checked the device")
     failed = with_gpu["subject.tests.testers.bad"]
     assert failed.result == "failed" and "exited with status 3" in failed.detail and "no device" in failed.detail
+    log = failed.detail.rpartition("(log: ")[2].rstrip(")")  # kept beside the store's build logs
+    assert log.startswith(str(tmp_path / "store" / ".logs")) and log.endswith(".run.log")
+    assert "no device" in open(log).read()
 
 
 def test_auto_patchelf_hook_is_a_package_builders_can_list(manifests_dir, tmp_path):

@@ -13,6 +13,7 @@ from cudapkgs.store.store import Store
 
 from conftest import MANIFESTS
 from test_shell import add_output
+from test_project import project  # noqa: F401  (the fixture)
 
 
 def test_a_shell_root_keeps_the_packages_and_what_they_propagate(tmp_path):
@@ -66,4 +67,33 @@ def test_a_profile_in_a_linked_directory_is_refused(tmp_path):
     run = subprocess.run([sys.executable, "-m", "cudapkgs", "shell", "--profile", str(tmp_path / ".cudapkgs" / "shell"),
                           "saxpy", "--command", "true"], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 2 and "is a symbolic link" in run.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_project_shell_is_rooted_in_its_cudapkgs_directory(project, capsys, tmp_path):
+    """As nix-direnv keeps its roots in .direnv: `cudapkgs shell` in a project roots the shell at
+    <project>/.cudapkgs/shell; a .cudapkgs that is a link is not written through (a warning)."""
+    import textwrap
+
+    from test_project import PROJECT, allow, run
+
+    (project / "cudapkgs.toml").write_text(textwrap.dedent(PROJECT).replace('"cuda_nvcc", "libcublas", ', ""))
+    allow(project)
+    assert run(capsys, "lock")[0] == 0
+    code, _, err = run(capsys, "shell", "--command", "true")
+    assert code == 0, err
+    link = project / ".cudapkgs" / "shell"
+    assert link.is_symlink() and os.readlink(link).endswith("-shell-env")
+    hello = [p for p in Path(os.readlink(link), "nix-support", "shell-paths").read_text().split() if p.endswith("-hello-1.12.8")]
+    assert hello
+    code, out, _ = run(capsys, "gc", "--dry-run")
+    assert code == 0 and f"kept by the root {link}" in out and hello[0] not in out.split("kept by")[0]
+
+    link.unlink()
+    (project / ".cudapkgs").rmdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (project / ".cudapkgs").symlink_to(elsewhere)
+    code, _, err = run(capsys, "shell", "--command", "true")
+    assert code == 0 and "not kept from `cudapkgs gc`" in err and "symbolic link" in err
     assert list(elsewhere.iterdir()) == []

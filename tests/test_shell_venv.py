@@ -177,3 +177,25 @@ def test_a_fifo_in_a_named_venv_is_never_waited_on(tmp_path):
     os.mkfifo(site / "cudapkgs-shell.pth")
     assert _returns(lambda: ensure_venv(reused, PYTHON, ["/s/site"], str(tmp_path / "store")), site / "cudapkgs-shell.pth")
     assert (site / "cudapkgs-shell.pth").read_text() == "/s/site\n"  # the FIFO replaced by the file
+
+
+@pytest.mark.parametrize("linked", ["bin", "lib"])
+def test_a_named_venv_with_a_linked_directory_is_refused_and_nothing_written_there(tmp_path, linked):
+    """A repository's ``.venv`` whose mark names this interpreter and whose ``bin`` (or ``lib``) is a link to
+    another directory: the ``pip`` guards (running the repository's ``bin/python``) and the ``.pth`` were
+    written there (``~/.local/bin/pip``)."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "python3.11" / "site-packages").mkdir(parents=True)
+    venv = tmp_path / "repo" / ".venv"
+    venv.mkdir(parents=True)
+    (venv / MARK).write_text(json.dumps({"format": 1, "python": PYTHON}))
+    if linked == "bin":
+        (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+        (venv / "bin").symlink_to(elsewhere)
+    else:
+        (venv / "bin").mkdir()
+        (venv / "lib").symlink_to(elsewhere)
+    before = sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*"))
+    with pytest.raises(ShellVenvError, match=f"{linked} is a symbolic link"):
+        ensure_venv(venv, PYTHON, ["/s/site"], str(tmp_path / "store"))
+    assert sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*")) == before

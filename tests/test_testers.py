@@ -153,3 +153,49 @@ def test_a_log_linked_to_a_fifo_or_a_device_is_not_read(tmp_path):
     (out / "log").unlink()
     (out / "log").symlink_to("/dev/zero")
     assert testers._last_line(_log_drv(tmp_path, out)) == "built"
+
+
+def test_cudapkgs_test_reports_the_builds_of_a_test_as_build_does(tmp_path, monkeypatch):
+    """Before, `cudapkgs test` of the 13.0 set's torch said nothing for two minutes while it built the
+    testers: run_tests ran the scheduler with no progress.  Each test's builds now go to a fresh
+    `Progress` from the caller's factory (the command line's bars or lines)."""
+    from cudapkgs.api import lazy, mk_derivation
+
+    def overlay(final, prev):
+        def subject():
+            test = mk_derivation(final.config, {"pname": "subject-test", "version": "1", "dontUnpack": True,
+                                                "installPhase": 'mkdir -p "$out" && echo fine > "$out/log"'})
+            return mk_derivation(final.config, {"pname": "subject", "version": "1", "dontUnpack": True,
+                                                "installPhase": 'mkdir -p "$out"', "passthru": {"tests": {"run": test}}})
+        return {"subject": lazy(subject)}
+
+    events = []
+
+    class Recorder:
+        def begin(self, plan, jobs):
+            events.append(("begin", [d.name for d in plan.to_build]))
+
+        def started(self, drv):
+            events.append(("started", drv.name))
+
+        def download(self, drv, done, total):
+            pass
+
+        def step(self, drv, name):
+            events.append(("step", name))
+
+        def finished(self, drv, error):
+            events.append(("finished", drv.name, error))
+
+        def end(self):
+            events.append(("end",))
+
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store")}, system="x86_64-linux",
+                                overlays=(overlay,))
+    [result] = testers.run_tests(pkgs, ["subject"], offered=frozenset(), progress=Recorder)
+    assert (result.result, result.detail) == ("passed", "fine")
+    assert events[0][0] == "begin" and "subject-test-1" in events[0][1] and events[-1] == ("end",)
+    assert ("started", "subject-test-1") in events and ("finished", "subject-test-1", None) in events
+    events.clear()  # built already: nothing to report the second time
+    [again] = testers.run_tests(pkgs, ["subject"], offered=frozenset(), progress=Recorder)
+    assert again.result == "passed" and events == []

@@ -80,7 +80,8 @@ def main() -> int:
         return 1
     ext_dir = str(out / facts["ext"])
     paths = [ext_dir, *facts["site"]]
-    run = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"HOME={out}", facts["python"], "-I", "-c", SCRIPT,
+    run = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"HOME={out}", "NCCL_NVLS_ENABLE=0",
+                          "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1", facts["python"], "-I", "-c", SCRIPT,
                           json.dumps(paths), str(n), str(tolerance), facts["store"], ext_dir],
                          capture_output=True, text=True)
     sys.stdout.write(run.stdout)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SET = "cudaPackages_13_0"
+ML = ("torchvision", "torchaudio", "onnxruntime", "jax", "jax-cuda13-plugin", "cupy", "numpy")
 PACKAGES = [f"{SET}.pkgs.pkgsCuda.python3Packages.torch"] + [
     f"{SET}.{name}" for name in ("cuda_nvcc", "cuda_cudart", "cuda_cccl", "libcublas", "libcusparse", "libcurand",
                                  "libcusolver", "libcufft", "cuda_nvrtc", "cuda_nvtx")]
@@ -77,6 +78,11 @@ def main() -> int:
     parser.add_argument("--piece-mib", type=int, default=48)
     parser.add_argument("--capability", default="9.0", help="the set's cudaCapabilities (the H200: 9.0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more configuration")
+    parser.add_argument("--python", default="python3", help="the scope: python3 or python3XX (python312: the GPU's)")
+    parser.add_argument("--with-ml", action="store_true",
+                        help="also torchvision, torchaudio, onnxruntime, jax, its CUDA plugin, cupy, numpy in the shell")
+    parser.add_argument("--no-pieces", action="store_true",
+                        help="no closure.tar pieces (the shell root goes to pack_closure.py with the other roots)")
     args = parser.parse_args()
     out = Path(args.out).resolve()
     if out.exists():
@@ -97,8 +103,11 @@ def main() -> int:
              "path = os.pathsep.join(e for e in os.environ['PATH'].split(os.pathsep) if e != venv); "
              "print(json.dumps({'python': shutil.which('python3', path=path), 'store': os.environ['NIX_STORE']}))")
     script = f"pip install --no-build-isolation --no-deps --disable-pip-version-check . && python3 -c \"{probe}\""
+    packages = [p.replace(".python3Packages.", f".{args.python}Packages.") for p in PACKAGES]
+    if args.with_ml:
+        packages += [f"{SET}.pkgs.pkgsCuda.{args.python}Packages.{name}" for name in ML]
     run = subprocess.run([sys.executable, "-m", "cudapkgs", "shell", *config, "--profile", str(out / "shell-root"),
-                          "--venv", str(out / "venv"), *PACKAGES, "--command", "sh", "-c", script],
+                          "--venv", str(out / "venv"), *packages, "--command", "sh", "-c", script],
                          cwd=src, env=env, capture_output=True, text=True)
     if run.returncode != 0:
         print(run.stdout[-3000:], run.stderr[-3000:], sep="\n", file=sys.stderr)
@@ -115,6 +124,12 @@ def main() -> int:
     closure = subprocess.run([sys.executable, "-m", "cudapkgs", "path-info", "-r", str(out / "shell-root")],
                              env=env, capture_output=True, text=True, check=True).stdout.split()
     (out / "closure.txt").write_text("".join(f"{p}\n" for p in closure))
+    (out / "packages.txt").write_text("".join(f"{p}\n" for p in packages))
+    (out / "config.txt").write_text("".join(f"{c}\n" for c in config if c != "--set"))
+    if args.no_pieces:
+        print(json.dumps({"out": str(out), "extension": built[0].name, "closure_paths": len(closure),
+                          "root": os.path.realpath(out / "shell-root"), "python": facts["python"]}))
+        return 0
     pieces = _Pieces(out, args.piece_mib << 20)
     with tarfile.open(fileobj=pieces, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         for path in closure:

@@ -108,6 +108,27 @@ def shown(text: object, *, lines: bool = False) -> str:
     return "".join(c if c.isprintable() or c in keep else _escape(c) for c in text)
 
 
+def shell_word(path: object) -> str:
+    """`path` as one word of a command a message tells the user to run (`shown`, then quoted as a POSIX
+    shell needs: ``shlex.quote``), so pasting the command runs that command and nothing else.
+
+    A cloned repository chooses the names of its directories: with the project in
+    ``repo/x;touch PWNED;b``, the refusal's "run: cudapkgs allow repo/x;touch PWNED;b/cudapkgs.toml"
+    ran ``touch PWNED`` when pasted."""
+    import shlex
+
+    return shlex.quote(shown(path))
+
+
+def toml_string(text: object) -> str:
+    """`text` as a TOML basic string (``"..."``, `shown` first; JSON's escapes, which TOML 1.0 reads the same,
+    section "String"), for a configuration line a message suggests: a directory named ``x", "*`` made the
+    suggested ``safeDirectories = ["…"]`` trust every directory."""
+    import json
+
+    return json.dumps(shown(text))
+
+
 def json_for_terminal(value: object, **options: object) -> str:
     """``json.dumps(value, ensure_ascii=False, **options)`` with every character Python does not call
     printable written as a JSON escape (``\\u009b``, ``\\u202e``; a pair of them beyond U+FFFF): the

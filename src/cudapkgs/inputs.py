@@ -70,8 +70,9 @@ def _refusal(message: str) -> OSError:
     return error
 
 
-def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True, dir_fd: int | None = None) -> int:
-    """A read-only descriptor (blocking) of the regular file `path`; nothing else is ever opened.
+def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True, dir_fd: int | None = None,
+                 blocking: bool = False) -> int:
+    """A read-only descriptor of the regular file `path`; nothing else is ever opened.
 
     The file is ``stat``-ed first (through links unless `follow_links` is false) and opened only
     when that says it is a regular file; then with ``O_NONBLOCK`` and ``O_NOCTTY`` (and
@@ -79,7 +80,9 @@ def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True, dir
     and inode). Opening a device has effects of its own (a serial port's DTR line resets the board
     on it, a watchdog starts, a tty can become the controlling terminal, a FIFO's waiting writer is
     let through), and a cloned repository can make any name a link to one: a ``cudapkgs.toml ->
-    /dev/ttyUSB0`` was opened on every `cudapkgs shell` in it, before any allow. Raises OSError whose
+    /dev/ttyUSB0`` was opened on every `cudapkgs shell` in it, before any allow. The descriptor stays
+    non-blocking unless `blocking` (no difference for a file on disk; a "regular" pseudo-file that
+    waits, as ``/proc/kmsg``, then answers EAGAIN instead of hanging the read). Raises OSError whose
     message names `path` and why.
     """
     name = os.fspath(path)
@@ -93,7 +96,8 @@ def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True, dir
         now = os.fstat(fd)
         if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
             raise _refusal(f"{name} changed while it was opened; refusing to read it")
-        os.set_blocking(fd, True)
+        if blocking:
+            os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
@@ -135,7 +139,7 @@ def open_cached(path: str | os.PathLike[str], *, follow_links: bool = False, max
     for reading.  Raises OSError whose message names `path` and why (a caller treats it as a miss
     or names the cache in its own error).
     """
-    fd = open_regular(path, follow_links=follow_links, dir_fd=dir_fd)  # a FIFO or device is never opened
+    fd = open_regular(path, follow_links=follow_links, dir_fd=dir_fd, blocking=True)  # no FIFO or device is opened
     try:
         st = os.fstat(fd)
         if max_bytes is not None and st.st_size > max_bytes:

@@ -152,10 +152,11 @@ def fetcher_table_markdown(rows: list[dict[str, Any]], set_names: list[str], sys
         "**Which of them answer is decided once, before anything is built** (`cudapkgs.fetch.reachability`):",
         "the plan probes each network host its sources would come from (NVIDIA's server for `redist`, a",
         "`mirror:<URL>`, GitHub for a `fetchFromGitHub` source no mirror holds) with one `HEAD` each, all at",
-        "once, 4 s each. A fetcher whose host does not answer is skipped for the whole plan, and `build`/`shell`",
+        "once, 4 s each. A fetcher whose host does not answer is skipped for the whole plan, and `build`/`shell`/`test`",
         "evaluate again without it (what `fetchers = [\"wheels\"]` gives: triton takes `cuda_nvcc_wheel`'s",
         "ptxas); `--dry-run` prints `skipped for this plan: fetcher redist (… does not answer: …)` (`--json`:",
-        "`skippedFetchers`). `cudapkgs doctor` probes the same hosts, and the package index and GitHub, and says",
+        "`skippedFetchers`), and `build`/`shell` say it on stderr when they fetch or build something (not on a",
+        "start with nothing to do). `cudapkgs doctor` probes the same hosts, and the package index and GitHub, and says",
         "which answer (`--offline` skips it). `CUDAPKGS_PROBE_HOSTS=0` turns probing off (the hosts are then",
         "assumed to answer, and a failure shows at fetch time, falling over to the next fetcher).",
         "",
@@ -452,12 +453,20 @@ def _ml_versions(pkgs: Any, definitions: Mapping[str, Any], name: str) -> dict[s
     """Set name -> version of python3Packages' ML package `name` ("python3Packages.torchvision") in each
     versioned set's ``pkgs.pkgsCuda`` where it is not broken: torch and its companions, JAX's plugins and
     CuPy are paired with each set's CUDA (issue 31); {} for any other package.  A set where it does not
-    evaluate is left out."""
+    evaluate is left out.
+
+    The versions are read with unfree licenses allowed (the same configuration, system and overlays
+    otherwise): a package whose only fault is the user's license gate (torch needs cuBLAS, under the
+    CUDA EULA) is listed, as ``nix search`` lists unfree packages; reading a version builds nothing."""
     from .pkgs.python_modules import ML_PACKAGES
+    from .top_level import TopLevel, top_level
 
     scope, _, member = name.partition(".")
     if scope != "python3Packages" or member not in ML_PACKAGES:
         return {}
+    if isinstance(pkgs, TopLevel) and not pkgs.config.allowUnfree:
+        config, system, overlays = pkgs._import
+        pkgs = top_level(config.replace(allowUnfree=True), system, overlays)
     found: dict[str, str] = {}
     for set_name in definitions:
         try:

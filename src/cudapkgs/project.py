@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, EvalError, check_printable, did_you_mean, shown
+from .errors import ConfigError, EvalError, check_printable, did_you_mean, shell_word, shown, toml_string
 # The lock moved to its own module; these names still import from here.
 from .project_lock import LOCAL_KEYS, LOCK_VERSION, check_lock, lock_data, read_lock, write_lock  # noqa: F401
 
@@ -127,48 +127,51 @@ def load_project(path: str | os.PathLike[str]) -> Project:
 
     source = read_project_file(path)
     file = source.real  # its directory's links resolved: the allow's key and the base of every relative path
-    data = parse_toml(source.data, str(file))
+    where = shown(file)  # in messages: a directory named with a newline adds no line (errors.shown)
+    data = parse_toml(source.data, where)
     for key in data:
         if key not in _KEYS:
-            raise ConfigError(f'{file}: unknown key "{shown(key)}"{did_you_mean(key, _KEYS)} (keys: {", ".join(_KEYS)})')
+            raise ConfigError(f'{where}: unknown key "{shown(key)}"{did_you_mean(key, _KEYS)} (keys: {", ".join(_KEYS)})')
 
     def strings(key: str) -> tuple[str, ...] | None:
         value = data.get(key)
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise ConfigError(f"{file}: {key}: expected a list of strings")
+            raise ConfigError(f"{where}: {key}: expected a list of strings")
         for item in value:
-            check_printable(item, f"{file}: {key}")
+            check_printable(item, f"{where}: {key}")
         return tuple(value)
 
     chosen = data.get("set")
     if chosen is not None and (not isinstance(chosen, str) or not chosen):
-        raise ConfigError(f'{file}: set: expected a package set name such as "cudaPackages_12_8"')
+        raise ConfigError(f'{where}: set: expected a package set name such as "cudaPackages_12_8"')
     if isinstance(chosen, str):
-        check_printable(chosen, f"{file}: set")
+        check_printable(chosen, f"{where}: set")
     if isinstance(chosen, str) and chosen.replace(".", "").isascii() and chosen.replace(".", "").isdigit():
         chosen = "cudaPackages_" + chosen.replace(".", "_")  # "12.8" is cudaPackages_12_8
     config = data.get("config", {})
     if not isinstance(config, dict):
-        raise ConfigError(f"{file}: config: expected a table ([config])")
+        raise ConfigError(f"{where}: config: expected a table ([config])")
     for key, why in _USER_ONLY.items():
         if key in config:
-            raise ConfigError(f"{file}: config: {key} can be set only in your own configuration ({why})")
+            raise ConfigError(f"{where}: config: {key} can be set only in your own configuration ({why})")
     root = file.parent
     config = _absolute_mirrors(config, root)
     # The one validation evaluation uses (issue 30, item 14): before, `allow` took requireSigs = 0.
-    resolved = Config().merged(config, source=f"{file}: config", relative_to=os.fspath(root))
+    resolved = Config().merged(config, source=f"{where}: config", relative_to=os.fspath(root))
     if "requireSigs" in config and resolved.requireSigs is False:
-        raise ConfigError(f"{file}: config: requireSigs = false: a project cannot turn signature checks off "
+        raise ConfigError(f"{where}: config: requireSigs = false: a project cannot turn signature checks off "
                           "(set it in your own configuration, for caches you fully control)")
     owned = controlled_area(root)
     _refuse_inside(file, config, resolved, owned)
     packages = strings("packages") or ()
     if not packages:
-        raise ConfigError(f'{file}: packages: list what the environment holds, e.g. packages = ["cuda_nvcc", "cuda_cudart"]')
+        raise ConfigError(f'{where}: packages: list what the environment holds, e.g. packages = ["cuda_nvcc", "cuda_cudart"]')
     names = strings("files") or ()
-    files = tuple((root / f).resolve() for f in names)
+    # os.path.realpath, not Path.resolve: a link loop (``loop.py -> loop.py``) made resolve raise
+    # RuntimeError, an internal error before the refusal; the looping path is then refused as unreadable.
+    files = tuple(Path(os.path.realpath(root / f)) for f in names)
     python = {name: path for name, path in zip(names, files)}
     for entry in config.get("overlays", ()):
         python[entry] = Path(os.path.normpath(root / os.path.expanduser(entry)))
@@ -278,7 +281,7 @@ def _refuse_inside(file: Path, config: Mapping[str, Any], resolved: Any, owned: 
             local = _local_mirror(place) if key in ("fetchers", "sourceMirrors") else place
             if local and inside(local):
                 raise ConfigError(
-                    f"{file}: config: {key}: {shown(local)} is inside {where}, and `cudapkgs allow` does not "
+                    f"{shown(file)}: config: {key}: {shown(local)} is inside {shown(where)}, and `cudapkgs allow` does not "
                     f"cover what a directory there holds ({what}; a git pull could change it with no new allow): "
                     f"name a directory outside {area}, or set {key} in your own configuration")
 
@@ -335,7 +338,7 @@ def _refusal(project: Project, reason: str, allow: bool = True) -> str:
     lines = [f"{project.file}{_found_where(project)}: {reason}", "once allowed, it would:"]
     lines += [f"  {line}" for line in describe_project(project)]
     if allow:
-        lines.append(f"read it and the files it names, then run: cudapkgs allow {project.file}")
+        lines.append(f"read it and the files it names, then run: cudapkgs allow {shell_word(project.file)}")
     return "\n".join(shown(line) for line in lines)
 
 
@@ -354,8 +357,8 @@ def _ownership(project: Project, safe_directories: Sequence[str]) -> None:
             project,
             f"refusing a project file that someone else controls: {problem}. Anyone who can change it, or "
             "the files it names, could run code as you. If you trust that directory, add it to "
-            f'safeDirectories in your configuration (safeDirectories = ["{directory}"]), then run: '
-            f"cudapkgs allow {project.file}",
+            f"safeDirectories in your configuration (safeDirectories = [{toml_string(directory)}]), then run: "
+            f"cudapkgs allow {shell_word(project.file)}",
             allow=False,
         ))
 
@@ -405,7 +408,7 @@ def check_allowed(project: Project, *, safe_directories: Sequence[str] = ()) -> 
     from .user_files import allow_only, guard_project_imports
 
     for name, path in project.python_files.items():
-        allow_only(path, contents.files[name], allow_command=f"cudapkgs allow {project.file}")
+        allow_only(path, contents.files[name], allow_command=f"cudapkgs allow {shell_word(project.file)}")
     # A module its files import from the work tree runs only when it is one of them, from those bytes.
     guard_project_imports(controlled_area(project.root), project.file)
 

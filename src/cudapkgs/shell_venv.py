@@ -160,6 +160,7 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
         if mark is None:
             _make(venv, python, timeout)
         site = _site_packages(venv)
+        _require_real_directories(venv, [site, venv / "bin"])
         pth = "".join(f"{d}\n" for d in site_dirs)
         current = _read_small(site / _PTH)
         if current != pth.encode():
@@ -176,6 +177,23 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
     finally:
         lock.release()
     return venv
+
+
+def _require_real_directories(venv: Path, places: Sequence[Path]) -> None:
+    """Raise `ShellVenvError` unless every directory from `venv` down to each of `places` (its
+    site-packages, its ``bin``) is a real directory, not a symbolic link.
+
+    cudapkgs writes its ``.pth`` and the ``pip`` guards there. A ``--venv DIR`` may be a cloned
+    repository's, whose mark can name this interpreter: with ``bin -> ~/.local/bin`` the guards (which
+    run ``DIR/bin/python``, the repository's) were written as ``~/.local/bin/pip``."""
+    for place in places:
+        current = venv
+        for part in place.relative_to(venv).parts:
+            current = current / part
+            if current.is_symlink() or not current.is_dir():
+                raise ShellVenvError(f"{current} is a symbolic link or not a directory, in an environment cudapkgs "
+                                     "would write its pip and .pth into; remove the environment or pass --venv DIR "
+                                     "elsewhere")
 
 
 def _pip_names(venv: Path) -> list[str]:

@@ -109,8 +109,12 @@ class TestResult:
 
 
 def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None = None, jobs: int = 1,
-              builders: Any = None) -> list[TestResult]:
+              builders: Any = None, progress: Any = None) -> list[TestResult]:
     """Build the tests of each package at `attrpaths`; what the machine cannot run is skipped.
+
+    ``progress``: None, or a callable returning a fresh `realise.scheduler.Progress` for each test's
+    builds (the command line passes its bars or lines: without them a test that builds torch's
+    closure says nothing for minutes).
 
     A test that cannot be evaluated here (unfree without permission, unavailable) is skipped with
     that reason; one whose evaluation fails otherwise (an evaluation-time assertion) has failed.
@@ -121,9 +125,7 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
     is then what the connected workers offer, unless given.
     """
     from .lib.attrpath import parse_attrpath, resolve
-    from .realise.scheduler import plan, run
     from .errors import CudapkgsError, EvalError, UnavailablePackageError, UnfreeLicenseError
-    from .store.store import Store
 
     if builders is not None:
         return _run_tests_remotely(pkgs, attrpaths, builders, offered)
@@ -152,22 +154,72 @@ def run_tests(pkgs: Any, attrpaths: list[str], *, offered: frozenset[str] | None
             except CudapkgsError as error:  # the test itself does not evaluate (an evaluation assertion)
                 results.append(TestResult(label, "failed", str(error).splitlines()[0]))
                 continue
+            again = _evaluated_without(pkgs, text, name)
             if is_tester(tests, name):
-                results.append(_run_tester(label, test, drv, offered, jobs))
+                results.append(_run_tester(label, test, drv, offered, jobs, again, progress))
                 continue
             lacking = missing_features(drv, offered)
             if lacking:
                 results.append(TestResult(label, "skipped", "needs " + " ".join(lacking)))
                 continue
             try:
-                with Store.open(drv.store_dir) as store:
-                    run(store, plan(store, [drv]), jobs=jobs)
-                    store.add_temp_roots(drv.outputs.values())
+                drv = realise_reachable(drv, jobs, again, progress)
             except CudapkgsError as error:
                 results.append(TestResult(label, "failed", str(error)))
                 continue
             results.append(TestResult(label, "passed", _last_line(drv) or drv.outputs["out"]))
     return results
+
+
+def realise_reachable(drv: Any, jobs: int, again: Any = None, progress: Any = None) -> Any:
+    """Realise `drv` (and hold its outputs as temporary roots); returns the derivation realised.
+
+    When planning skipped fetchers whose host does not answer (NVIDIA's server on a machine that
+    reaches only PyPI) and ``again`` (``skipped fetcher names -> derivation or None``) gives the
+    derivation evaluated without them, that one is realised instead, as `cudapkgs build` and
+    `shell` do (cli.installables.without_fetchers): evaluation depends on the fetchers (triton takes
+    cuobjdump and nvdisasm only where a configured fetcher supplies them).  Raises the plan's
+    `SourcePlanError` when nothing can supply a source, `BuildFailed` when a build fails.
+    ``progress``: None or a callable returning the `Progress` that reports the builds.
+    """
+    from .fetch.planning import SourcePlanError
+    from .realise.scheduler import plan, run
+    from .store.store import Store
+
+    with Store.open(drv.store_dir) as store:
+        try:
+            the_plan, failure = plan(store, [drv]), None
+            skipped = the_plan.skipped
+        except SourcePlanError as error:
+            the_plan, failure, skipped = None, error, getattr(error, "skipped", ())
+        other = again(tuple(f for f, _host, _why in skipped)) if skipped and again is not None else None
+        if other is not None:
+            drv, the_plan, failure = other, plan(store, [other]), None
+        if failure is not None:
+            raise failure
+        run(store, the_plan, jobs=jobs, progress=progress() if progress is not None and the_plan.to_build else None)
+        store.add_temp_roots(drv.outputs.values())
+    return drv
+
+
+def _evaluated_without(pkgs: Any, text: str, name: str) -> Any:
+    """An ``again`` for `realise_reachable`: test `name` of the package at `text`, evaluated with
+    config ``fetchers`` less the skipped ones (same system and overlays); None when none would be
+    left, nothing was removed, or `pkgs` is not a top level made by `import_pkgs`."""
+    from .lib.attrpath import parse_attrpath, resolve
+    from .top_level import TopLevel, top_level
+
+    def again(skipped: Any) -> Any:
+        if not isinstance(pkgs, TopLevel):
+            return None
+        config, system, overlays = pkgs._import
+        left = [f for f in config.fetchers if f not in set(skipped)]
+        if not left or len(left) == len(config.fetchers):
+            return None
+        other = top_level(config.replace(fetchers=left), system, overlays)
+        return collect_tests(resolve(other, parse_attrpath(text)))[name].derivation
+
+    return again
 
 
 def _tester_labels(pkgs: Any, attrpaths: list[str]) -> set[str]:
@@ -185,17 +237,18 @@ def _tester_labels(pkgs: Any, attrpaths: list[str]) -> set[str]:
 TESTER_TIMEOUT = 3600
 
 
-def _run_tester(label: str, test: Any, drv: Any, offered: frozenset[str], jobs: int) -> TestResult:
+def _run_tester(label: str, test: Any, drv: Any, offered: frozenset[str], jobs: int, again: Any = None,
+                progress: Any = None) -> TestResult:
     """Build a tester, then run its `bin/<meta.mainProgram>` here, outside any build, when this
     machine offers the features it needs; its output goes to a log file whose last lines a failure
     shows. Skipped, saying why, on a machine without them (nothing is built then)."""
+    import os
     import subprocess
     import tempfile
     from pathlib import Path
 
     from .errors import CudapkgsError
-    from .realise.scheduler import plan, run
-    from .store.store import Store
+    from .realise.realise import drv_log_path
 
     needed = tester_features(test)
     lacking = [f for f in needed if f not in offered]
@@ -203,22 +256,27 @@ def _run_tester(label: str, test: Any, drv: Any, offered: frozenset[str], jobs: 
         return TestResult(label, "skipped", f"a tester: its program runs on a machine offering {' '.join(lacking)} "
                           f"(a GPU); this one offers {' '.join(sorted(offered)) or 'none'}")
     try:
-        with Store.open(drv.store_dir) as store:
-            run(store, plan(store, [drv]), jobs=jobs)
-            store.add_temp_roots(drv.outputs.values())
+        drv = realise_reachable(drv, jobs, again, progress)
     except CudapkgsError as error:
         return TestResult(label, "failed", str(error))
     meta = test.get("meta") or {}
     program = Path(drv.outputs["out"], "bin", str(meta.get("mainProgram") or test.get("pname") or test.name))
-    log = Path(tempfile.mkdtemp(prefix="cudapkgs-tester-")) / "log"
-    with log.open("wb") as sink:
+    # Beside the build logs (`cudapkgs log` territory), replaced by each run: <store>/.logs/<drv>.run.log
+    log = drv_log_path(drv.store_dir, drv).with_suffix(".run.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    # A new file of our own (O_EXCL through tempfile), renamed over the log when the program is done.
+    with tempfile.NamedTemporaryFile(dir=log.parent, prefix=log.name + ".", suffix=".tmp", delete=False) as sink:
+        partial = Path(sink.name)
         try:
             status = subprocess.run([str(program)], stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     timeout=TESTER_TIMEOUT, check=False).returncode
         except subprocess.TimeoutExpired:
+            os.replace(partial, log)
             return TestResult(label, "failed", f"{program} ran past {TESTER_TIMEOUT} s (log: {log})")
         except OSError as error:
+            os.replace(partial, log)
             return TestResult(label, "failed", f"{program} could not run: {error.strerror} (log: {log})")
+    os.replace(partial, log)
     with log.open("rb") as source:
         source.seek(max(0, log.stat().st_size - 4096))
         tail = [line for line in source.read().decode(errors="replace").splitlines() if line.strip()]

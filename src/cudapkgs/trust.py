@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ConfigError
+from .errors import shown as _shown
 
 __all__ = [
     "MAX_PROJECT_BYTES",
@@ -92,18 +93,18 @@ def read_project_file(path: str | os.PathLike[str]) -> ProjectFile:
     try:
         st = os.stat(shown)
     except OSError as error:
-        raise ConfigError(f"{shown}: cannot read the project file: {error.strerror or error}") from None
+        raise ConfigError(f"{_shown(shown)}: cannot read the project file: {error.strerror or error}") from None
     if not stat.S_ISREG(st.st_mode):  # never opened: opening a device (a link to /dev/ttyUSB0) acts on it
-        raise ConfigError(f"{shown}: the project file is not a regular file; refusing to read it")
+        raise ConfigError(f"{_shown(shown)}: the project file is not a regular file; refusing to read it")
     try:
         fd = open_regular(shown)
     except OSError as error:
-        raise ConfigError(f"{shown}: cannot read the project file: {error.strerror or error}") from None
+        raise ConfigError(f"{_shown(shown)}: cannot read the project file: {error.strerror or error}") from None
     with open(fd, "rb") as handle:
         st = os.fstat(handle.fileno())
         data = handle.read(MAX_PROJECT_BYTES + 1)
     if len(data) > MAX_PROJECT_BYTES:
-        raise ConfigError(f"{shown}: the project file is larger than {MAX_PROJECT_BYTES} bytes")
+        raise ConfigError(f"{_shown(shown)}: the project file is larger than {MAX_PROJECT_BYTES} bytes")
     return ProjectFile(shown, project_key(shown), data, st.st_uid)
 
 
@@ -187,25 +188,25 @@ def _sha256_file(path: Path) -> str:
     try:
         st = os.stat(path)
     except OSError as error:
-        raise ConfigError(f"{path}: cannot read it: {error.strerror or error}") from None
+        raise ConfigError(f"{_shown(path)}: cannot read it: {error.strerror or error}") from None
     if not stat.S_ISREG(st.st_mode):  # never opened (a device acts on being opened)
-        raise ConfigError(f"{path}: not a regular file; refusing to read it")
+        raise ConfigError(f"{_shown(path)}: not a regular file; refusing to read it")
     try:
         fd = open_regular(path)
     except OSError as error:
-        raise ConfigError(f"{path}: cannot read it: {error.strerror or error}") from None
+        raise ConfigError(f"{_shown(path)}: cannot read it: {error.strerror or error}") from None
     digest = hashlib.sha256()
     with open(fd, "rb") as handle:
         st = os.fstat(handle.fileno())
         if st.st_size > MAX_HASHED_BYTES:
-            raise ConfigError(f"{path}: larger than {MAX_HASHED_BYTES} bytes ({st.st_size}); a project names "
+            raise ConfigError(f"{_shown(path)}: larger than {MAX_HASHED_BYTES} bytes ({st.st_size}); a project names "
                               "no such file: remove it from the project file")
         left = MAX_HASHED_BYTES + 1
         while left > 0 and (chunk := handle.read(min(1 << 20, left))):
             digest.update(chunk)
             left -= len(chunk)
         if left <= 0:  # it grew while read
-            raise ConfigError(f"{path}: larger than {MAX_HASHED_BYTES} bytes; a project names no such file")
+            raise ConfigError(f"{_shown(path)}: larger than {MAX_HASHED_BYTES} bytes; a project names no such file")
     return "sha256:" + digest.hexdigest()
 
 
@@ -215,11 +216,11 @@ def regular_file_problem(path: Path) -> str | None:
     try:
         st = os.stat(path)
     except OSError as error:
-        return f"{path}: cannot read it: {error.strerror or error}"
+        return f"{_shown(path)}: cannot read it: {error.strerror or error}"
     if not stat.S_ISREG(st.st_mode):
-        return f"{path}: not a regular file"
+        return f"{_shown(path)}: not a regular file"
     if st.st_size > MAX_HASHED_BYTES:
-        return f"{path}: larger than {MAX_HASHED_BYTES} bytes ({st.st_size})"
+        return f"{_shown(path)}: larger than {MAX_HASHED_BYTES} bytes ({st.st_size})"
     return None
 
 

@@ -179,8 +179,8 @@ def _remember_source(shown: str, real: str, data: bytes) -> None:
 # and run, no byte code read or written.  Any other module file there (an unlisted ``.py``, a
 # ``.pyc``, an extension module) is an ImportError naming it and the fix.  A namespace package (a
 # directory without ``__init__.py``) runs nothing and is let through; its modules are checked one by
-# one.  The interpreter's own directories (``sys.prefix``, a venv inside the repository) and
-# cudapkgs' package are not the project's.
+# one.  The interpreter's own directories (``sys.prefix``, a venv inside the repository, every
+# site-packages directory, the user's included) and cudapkgs' package are not the project's.
 
 #: (real work tree root + "/", the project file) of every project allowed in this process.
 _GUARDED: list[tuple[str, str]] = []
@@ -205,7 +205,19 @@ class _ProjectImportGuard:
     """The meta path finder of `guard_project_imports` (first on ``sys.meta_path``)."""
 
     def __init__(self) -> None:
+        # Where installed modules live is not the project's, even inside its work tree (a home directory
+        # that is a git repository holds the user's site-packages): the interpreter's prefixes, every
+        # site-packages directory (the user's too), the standard library, and cudapkgs' own package.
+        import site
+        import sysconfig
+
         roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.abspath(__file__))}
+        try:
+            roots.update(site.getsitepackages())
+            roots.add(site.getusersitepackages())
+        except AttributeError:  # an embedded or virtualenv-patched `site`
+            pass
+        roots.update(sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib"))
         self.exempt = tuple(os.path.join(os.path.realpath(r), "") for r in roots if r)
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
@@ -226,11 +238,11 @@ class _ProjectImportGuard:
             if checked is not None and spec.submodule_search_locations is not None:
                 checked.submodule_search_locations = list(spec.submodule_search_locations)
             return checked
-        from .errors import shown
+        from .errors import shell_word, shown
 
         raise ImportError(f"{shown(guarded[1])}: module {shown(name)} would be imported from {shown(real)}, in the "
                           f"project's work tree but not one of its allowed Python files; list it in `files` (then run "
-                          f"cudapkgs allow {shown(guarded[1])}), or import it from elsewhere", name=name, path=real)
+                          f"cudapkgs allow {shell_word(guarded[1])}), or import it from elsewhere", name=name, path=real)
 
 
 class _CheckedLoader:

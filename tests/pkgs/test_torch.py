@@ -340,3 +340,23 @@ def test_rocm_torch_says_what_it_would_need(manifests_dir):
         rocm.outPath
     both = at("python3Packages.torch", cudaSupport=True, rocmSupport=True)
     assert "CUDA and ROCm are not both on (they are mutually exclusive)" in problems(both)
+
+
+def test_torch_testers_are_write_gpu_test_python_programs(manifests_dir):
+    # torch/tests/default.nix@2ff66c69: tester-compileCpu (no feature), tester-cudaAvailable and
+    # tester-compileCuda (feature cuda) are writeGpuTestPython programs with their .gpuCheck
+    from cudapkgs.lib.fixpoint import force
+    from cudapkgs.testers import collect_tests, is_tester, tester_features
+
+    torch = at("python3Packages.torch", cudaSupport=True)
+    tests = collect_tests(torch)
+    for key, feature, program in (("tester-compileCpu", [], "torch-compile-cpu"),
+                                  ("tester-cudaAvailable", ["cuda"], "cudaAvailable"),
+                                  ("tester-compileCuda", ["cuda"], "torch-compile-cuda")):
+        tester = tests[key]
+        assert is_tester(tests, key) and tester_features(tester) == feature
+        assert tester.meta["mainProgram"] == program
+        check = force(tester.passthru["gpuCheck"]).derivation
+        assert check.attrs["requiredSystemFeatures"] == feature
+        assert tester.drvPath in {d.drv_path for d in check.deps}
+    assert not is_tester(tests, "compileCpu")  # the builds stay as they were

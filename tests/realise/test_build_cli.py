@@ -116,7 +116,7 @@ def test_dry_run_names_the_fetcher_its_size_and_the_cache(manifests_dir, store_e
     assert data["downloadSize"] == sum(sizes.values())
     lines = text.stdout.splitlines()
     assert lines[0] == "these 4 sources will be fetched (96.4 MiB to download; 1 already cached):"
-    assert any(l.split() == [cached.name, "wheels", "cached", "(wheel", "cache)"] for l in lines)
+    assert any(l.split() == [cached.name, "wheels", "cached", "(wheel", "cache,", "1000", "B)"] for l in lines)  # with its size
     assert any(l.split() == ["nvidia-nvvm==13.0.88", "wheels", "58.2", "MiB"] for l in lines)
 
 
@@ -399,3 +399,23 @@ def test_a_cache_hit_is_not_reported_as_fetched(loopback_release, tmp_path):
     assert not any(": fetched " in line or ": fetching " in line for line in lines), lines
     assert sum(line.endswith(": fetch") for line in lines) == 1, lines
     assert server.hits("/cuda/redist/" + release.entries["cuda_cudart"][1]) == 1
+
+
+def test_log_of_a_store_a_cloned_repository_carries(tmp_path, monkeypatch, capsys):
+    """`cudapkgs log` finds the store from the path itself, and a cloned repository can carry one (a
+    ``.meta/db.sqlite``, a ``.logs`` directory) with its own link or ``.drv`` path: a log linked to a FIFO
+    hung the command, and a log's ESC sequences reached the terminal (OSC 52 writes the clipboard)."""
+    repo = tmp_path / "repo"
+    (repo / "fake" / ".meta").mkdir(parents=True)
+    (repo / "fake" / ".meta" / "db.sqlite").write_bytes(b"")
+    (repo / "fake" / ".logs").mkdir()
+    drv = f"{repo}/fake/{'c' * 32}-x.drv"
+    log = repo / "fake" / ".logs" / f"{'c' * 32}-x.log"
+    os.mkfifo(tmp_path / "fifo")
+    log.symlink_to(tmp_path / "fifo")
+    assert "not a regular file" in one_line_error(cudapkgs("log", drv))  # at once (bounded: a child process)
+    log.unlink()
+    log.write_bytes("built \u00e9\n\x1b]52;c;cm0gLXJmIH4K\x07done\n".encode())
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert main(["log", drv]) == 0
+    assert capsys.readouterr().out == "built \u00e9\n\\x1b]52;c;cm0gLXJmIH4K\\x07done\n"

@@ -152,3 +152,14 @@ def test_a_link_planted_inside_a_real_outputs_dir_is_refused_before_any_phase(pr
     refusal = run.stderr.strip().splitlines()[-1]
     assert f"{out / 'lib'} is a symbolic link" in refusal
     assert list(outside.iterdir()) == []
+
+
+def test_a_planted_entry_named_with_a_newline_adds_no_line_to_the_refusal(project):
+    """The refusal names the entry a repository planted, whose name it chose: a newline in it printed a
+    second line of the repository's choosing."""
+    out = project["work"] / "outputs" / "out"
+    out.mkdir(parents=True)
+    (out / "x\ncudapkgs: note: all fine").symlink_to("/nowhere")
+    run = develop(project, "--command", "true")
+    assert run.returncode == 1
+    assert "\ncudapkgs: note: all fine" not in run.stderr and "x\\x0acudapkgs: note: all fine" in run.stderr

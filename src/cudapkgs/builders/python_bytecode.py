@@ -33,7 +33,6 @@ its workers die with cudapkgs. It has a deadline proportional to the source it c
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -43,6 +42,7 @@ from typing import TextIO
 
 from ..errors import CudapkgsError
 from ..python_child import new_private_directory, remove_private_directory
+from .. import programs
 
 __all__ = ["HASH_SEED", "ByteCompileError", "Compile", "bind_stop", "compile_tree", "compiler_env", "deadline_for",
            "interpreter", "resume", "start_compile", "stop_all"]
@@ -54,7 +54,7 @@ class ByteCompileError(CudapkgsError):
 
 def interpreter(env: Mapping[str, str]) -> str:
     """The build's ``python3``: the first on `env`'s ``PATH``, else ``python3`` (left to the system's PATH)."""
-    return shutil.which("python3", path=env.get("PATH", "")) or "python3"
+    return programs.which("python3", path=env.get("PATH", "")) or "python3"
 
 
 #: The address space one compiler process may use (bytes): CPython's compiler takes about 550 bytes
@@ -249,7 +249,7 @@ def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | N
 
     # Under the build phases' supervisor: the compiler and its workers die with cudapkgs.
     chosen = python or interpreter(env)
-    executable = chosen if os.sep in chosen else shutil.which(chosen)
+    executable = chosen if os.sep in chosen else programs.which(chosen)
     if executable is None or not os.access(executable, os.X_OK):
         raise FileNotFoundError(f"{chosen}: no such interpreter to compile byte code with")
     executable = os.path.abspath(executable)  # it runs in another directory

@@ -32,7 +32,6 @@ import hashlib
 import io
 import os
 import re
-import shutil
 import subprocess
 import zipfile
 from collections.abc import Mapping
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import CudapkgsError
+from .. import programs
 
 __all__ = ["FALLBACK_REASONS", "PipInstallError", "install", "script_text", "unsupported"]
 
@@ -276,7 +276,7 @@ def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dic
     out = Path(outputs["out"])
     version = str(attrs["pythonVersion"])
     site = out / "lib" / f"python{version}" / "site-packages"
-    python = shutil.which("python3", path=env.get("PATH", "")) or "python3"
+    python = programs.which("python3", path=env.get("PATH", "")) or "python3"
     wheels = sorted((Path(work) / "dist").glob("*.whl"))
     machine = str(attrs.get("system", "x86_64-linux")).partition("-")[0]
     why = "not one wheel in dist/" if len(wheels) != 1 else unsupported(wheels[0], version, machine)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
 from ..errors import CudapkgsError
+from .. import programs
 
 __all__ = ["PreparedInstall", "RewireError", "check_runpaths", "compile_env", "compile_key", "finish", "finish_nvidia", "install",
            "install_nvidia", "install_tree", "site_packages"]
@@ -215,7 +216,7 @@ def compile_key(env: Mapping[str, str]) -> str:
     from .python_bytecode import interpreter
 
     python = interpreter(env)
-    return json.dumps([os.path.realpath(shutil.which(python) or python),
+    return json.dumps([os.path.realpath(programs.which(python) or python),
                        sorted((k, v) for k, v in env.items()
                               if (k.startswith("PYTHON") and k != "PYTHONPATH") or k in ("LANG", "LC_ALL", "LC_CTYPE"))])
 
@@ -446,7 +447,7 @@ def _compile(site: Path, out: Path, env: Mapping[str, str], log: TextIO) -> None
 def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) -> None:
     if not all(part.isidentifier() for part in module.split(".")):
         raise RewireError(f"pythonImportsCheck: {module!r} is not a module name")
-    python = shutil.which("python3", path=env.get("PATH", "")) or "python3"
+    python = programs.which("python3", path=env.get("PATH", "")) or "python3"
     run_env = dict(env)
     run_env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(site), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     run_env["PYTHONDONTWRITEBYTECODE"] = "1"

@@ -212,6 +212,14 @@ def main(argv: Sequence[str] | None = None, *, eval_cache: bool = False) -> int:
     (`cudapkgs.evalcache.record`; off with ``--no-eval-cache`` or ``$CUDAPKGS_NO_EVAL_CACHE``)."""
     _freeze_at_exit()
     words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        os.getcwd()
+    except OSError as error:
+        # A directory removed under the shell (a `git checkout`, an `rm -rf` elsewhere), then a direnv hook
+        # running `cudapkgs shell` there: every command stopped with an internal error (exit 70).
+        print(f"cudapkgs: error: the current directory cannot be read ({error.strerror or error}): it was "
+              "removed, or you may no longer enter it; cd to another directory", file=sys.stderr)
+        return 1
     _raise_gc_threshold()
     try:
         recorder = None
@@ -294,6 +302,13 @@ def _untranslated_argparse() -> tuple[Any, Any] | None:
 
 def _main(words: list[str]) -> int:
     named = _command_words(words)
+    if named and named[0] not in COMMANDS:  # argparse's "invalid choice" listed all 28 and guessed none
+        from ..errors import shown
+        from ..lib.errors import did_you_mean
+
+        print(shown(f"cudapkgs: error: no command \"{named[0]}\"{did_you_mean(named[0], COMMANDS)}; "
+                    "`cudapkgs --help` lists them"), file=sys.stderr)
+        return 2
     parser = build_parser(named[0] if named else None, named[1:])
     args, unknown = parser.parse_known_args(words)
     if unknown:  # the usage of the command that got them, not the top level's "COMMAND ..."

@@ -174,7 +174,9 @@ def realise_and_link(
         if dry_run:
             _print_plan(the_plan, as_json)
             return 0
-        for line in _skipped_lines(the_plan):
+        # Said when sources will be fetched or built; not on a start with nothing to do (a shell on a
+        # machine reaching only PyPI said it on every start: only its first evaluation had needed NVIDIA's server)
+        for line in _skipped_lines(the_plan) if not the_plan.nothing_to_do else ():
             print(f"cudapkgs: {line}", file=sys.stderr)
         if not the_plan.nothing_to_do:
             if recorder is not None:
@@ -387,7 +389,11 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
             choice = f.choice
             fetcher = choice.fetcher if choice is not None else "url"
             what = choice.what if choice is not None else f.name
-            status = f"cached ({choice.cached})" if f.cached else format_size(f.download_size)
+            if f.cached:  # the size too where known: what a machine without the cache would download
+                known = choice.size if choice.size is not None else f.size
+                status = f"cached ({choice.cached}, {format_size(known)})" if known is not None else f"cached ({choice.cached})"
+            else:
+                status = format_size(f.download_size)
             rows.append([what, fetcher, status])
         print("\n".join("  " + line for line in format_table(["FILE", "FETCHER", "DOWNLOAD"], rows).splitlines()))
         notes = {r for f in the_plan.to_fetch if f.choice is not None for r in f.choice.passed_over}

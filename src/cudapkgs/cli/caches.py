@@ -258,7 +258,11 @@ def _copy_from(args: argparse.Namespace, store) -> int:
                             "(see the warning above)")
     todo = [found[p] for p in subs.closure_of(found, wanted)]
     jobs = args.jobs if args.jobs is not None else default_jobs(cache)
-    added = subs.fetch(store, todo, jobs=jobs, progress=PlainSubstituteProgress(sys.stderr, len(todo))) if todo else []
+    added = []
+    if todo:
+        progress = PlainSubstituteProgress(sys.stderr, len(todo), sum(s.info.download_size or 0 for s in todo))
+        added = subs.fetch(store, todo, jobs=jobs, progress=progress)
+        sys.stderr.write(progress.summary() + "\n")
     if args.json:
         import json
 

@@ -13,6 +13,7 @@ from typing import Any
 from .build import _max_cache_size, realise_and_link
 from .eval import CONFIG_HELP, add_eval_options
 from .installables import Installable, _jobs, evaluate
+from .. import programs
 
 EPILOG = """\
 examples:
@@ -58,7 +59,6 @@ def register(subparsers: Any) -> None:
 def run_develop(args: argparse.Namespace) -> int:
     """Evaluate the package, build its inputs, run the shell; the exit status is the shell's."""
     import os
-    import shutil
     import subprocess
 
     from ..errors import UsageError
@@ -74,7 +74,7 @@ def run_develop(args: argparse.Namespace) -> int:
     if drv.builder != "mkDerivation":
         raise UsageError(f"{item.label} ({drv.name}) is built by the {drv.builder!r} builder, which has no phases to "
                          "run in a shell; `cudapkgs develop` takes packages made by mk_derivation (try `cudapkgs shell`)")
-    bash = shutil.which("bash", path="/usr/bin:/bin") or shutil.which("bash")
+    bash = programs.which("bash", path="/usr/bin:/bin") or programs.which("bash")
     if bash is None:
         raise UsageError("`cudapkgs develop` needs bash (none in /usr/bin, /bin or PATH)")
     realise_and_link(store_dir, [Installable(f"input of {drv.name}", drv=dep) for dep in drv.deps], out_link=None,

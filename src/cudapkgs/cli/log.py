@@ -55,12 +55,31 @@ def run_log(args: argparse.Namespace) -> int:
 
         drv = derivation_of(resolve(pkgs_from_args(args), parse_attrpath(text)), text)
         log_file, what = _log_file(args.store or drv.store_dir, drv.drv_path), drv.name
+    from ..errors import shown
+    from ..inputs import open_regular
+
+    # The store may be one found from the path itself (`_store_of`), which a cloned repository can
+    # carry with its own `result` link: its log is read only as a regular file (a link there to a FIFO
+    # hung, one to /dev/zero filled memory), and shown on a terminal with every control character
+    # escaped (a build's output, or a planted log, could otherwise act on the terminal: OSC 52 writes
+    # the clipboard). Into a pipe or a file the bytes go as they are.
     try:
-        with open(log_file, "rb") as log:
-            data = log.read()
+        fd = open_regular(log_file, blocking=True)
     except FileNotFoundError:
         raise StoreError(f"no build log for {what}: it was not built in this store (no {log_file})") from None
-    sys.stdout.buffer.write(data)
+    except OSError as error:
+        raise StoreError(f"cannot read the build log of {what}: {error.strerror or error}") from None
+    with open(fd, "rb") as log:
+        if sys.stdout.isatty():
+            import codecs
+
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split between reads
+            while chunk := log.read(1 << 20):
+                sys.stdout.write(shown(decoder.decode(chunk), lines=True))
+            sys.stdout.write(shown(decoder.decode(b"", final=True), lines=True))
+        else:
+            while chunk := log.read(1 << 20):
+                sys.stdout.buffer.write(chunk)
     sys.stdout.flush()
     return 0
 
@@ -83,7 +102,7 @@ def _log_of_path(text: str, store_arg: str | None) -> tuple[str, str]:
         return _log_file(root, full), full
     if not os.path.exists(os.path.join(root, ".meta", "db.sqlite")):
         raise StoreError(f"path '{full}' is not in the store {root} (there is no store there)")
-    with Store.open(root) as store:
+    with Store.open(root, read_only=True) as store:  # a query: nothing written to a store found from the path
         info = store.query(text)
     if not info.deriver:
         raise StoreError(f"path '{info.path}' was not built from a derivation, so it has no build log")

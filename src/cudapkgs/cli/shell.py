@@ -13,6 +13,7 @@ from typing import Any
 from .build import _max_cache_size, realise_and_link, substituters_from_args
 from .eval import CONFIG_HELP, add_eval_options, pkgs_from_args
 from .installables import Installable, _jobs, _project_items, add_project_options, evaluate, without_fetchers
+from .. import programs
 
 
 def register(subparsers: Any) -> None:
@@ -110,6 +111,8 @@ def run_shell(args: argparse.Namespace) -> int:
             root = store.add_indirect_root(_profile_link(args.profile), shell_root(store, paths, extras))
             print(f"cudapkgs: {root} keeps this shell's packages from `cudapkgs gc` (remove it to let them go)",
                   file=sys.stderr)
+        elif getattr(args, "project_env", None) is not None and not args.attrpaths:
+            _project_root(store, args.project_env.project.root, paths, extras)
     cuda_set, mixed = _cuda_set(args, items)
     if mixed:
         print(f"cudapkgs: warning: {mixed}", file=sys.stderr)
@@ -208,13 +211,12 @@ def _with_venv(args: argparse.Namespace, env: dict[str, str], store_dir: str) ->
     """`env` with the shell's own virtual environment (`cudapkgs.shell_venv`) when the shell has Python
     packages and the store's interpreter; unchanged otherwise."""
     import os
-    import shutil
 
     from ..shell_venv import default_venv_dir, ensure_venv, venv_environment
 
     inside = store_dir.rstrip("/") + "/"
     site_dirs = [e for e in env.get("PYTHONPATH", "").split(os.pathsep) if e.startswith(inside)]
-    python = shutil.which("python3", path=env.get("PATH", ""))
+    python = programs.which("python3", path=env.get("PATH", ""))
     if not site_dirs or python is None or not python.startswith(inside):
         return env
     where = args.venv or default_venv_dir(python, site_dirs)
@@ -239,3 +241,19 @@ def _profile_link(text: str) -> str:
         except OSError as error:
             raise UsageError(f"--profile {text}: cannot make {parent} ({error.strerror}); make it first") from None
     return link
+
+
+def _project_root(store: Any, project_dir: Any, paths: list[str], extras: Any) -> None:
+    """A project's shell is kept alive by ``<project>/.cudapkgs/shell``, a GC root as nix-direnv keeps its
+    roots in ``.direnv``; one that cannot be made (a ``.cudapkgs`` that is a link, a file planted at
+    ``shell``) is skipped with a warning, the shell still entered."""
+    import os
+
+    from ..errors import CudapkgsError
+    from ..shell import shell_root
+
+    link = os.path.join(os.fspath(project_dir), ".cudapkgs", "shell")
+    try:
+        store.add_indirect_root(_profile_link(link), shell_root(store, paths, extras))
+    except CudapkgsError as error:
+        print(f"cudapkgs: warning: the project's shell is not kept from `cudapkgs gc`: {error}", file=sys.stderr)

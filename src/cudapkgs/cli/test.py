@@ -7,6 +7,7 @@ scheduler load inside the handlers.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from .eval import CONFIG_HELP, add_eval_options, pkgs_from_args
@@ -50,7 +51,10 @@ def run_test(args: argparse.Namespace) -> int:
 
     builders = builders_from_args(args)
     offered = None if builders is not None else host_system_features()
-    results = run_tests(pkgs_from_args(args), args.attrpaths, offered=offered, jobs=args.jobs, builders=builders)
+    from .progress import make_progress
+
+    results = run_tests(pkgs_from_args(args), args.attrpaths, offered=offered, jobs=args.jobs, builders=builders,
+                        progress=lambda: make_progress(sys.stderr))
     if args.json:
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:

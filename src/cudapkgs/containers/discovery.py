@@ -12,6 +12,7 @@ import os
 import re
 
 from ..lib.records import FrozenRecord
+from .. import programs
 
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up speed, docs/bench-startup.md)
 if TYPE_CHECKING:
@@ -242,10 +243,9 @@ def parse_nvidia_smi_query(text: str) -> tuple[str | None, list[Gpu]]:
 
 def from_nvidia_smi(exe: str | None = None) -> Inventory | None:
     """Run `nvidia-smi -q` (found on PATH unless given); None when it is missing or fails."""
-    import shutil
     import subprocess
 
-    exe = exe or shutil.which("nvidia-smi")
+    exe = exe or programs.which("nvidia-smi")
     if not exe:
         return None
     try:

@@ -12,7 +12,6 @@ import ctypes
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from typing import TextIO
 
 from .errors import CdiError
 from .rootfs import Root
+from .. import programs
 
 LDCONF_NAME = "00-cudapkgs-nvidia.conf"
 COMPAT_LDCONF_NAME = "00-cudapkgs-cuda-compat.conf"
@@ -132,7 +132,7 @@ def enable_cuda_compat(root: str, host_driver_version: str) -> str | None:
 
 
 def default_ldconfig() -> str:
-    return shutil.which("ldconfig") or "/sbin/ldconfig"
+    return programs.which("ldconfig") or "/sbin/ldconfig"
 
 
 def update_ldcache(root: str, folders: list[str], ldconfig: str | None = None, run: Callable[[list[str]], int] | None = None) -> list[str]:

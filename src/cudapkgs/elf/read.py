@@ -60,14 +60,21 @@ class ElfInfo:
 
 def is_elf(path: str | os.PathLike[str]) -> bool:
     """Whether `path` is a regular file (not a symlink) starting with the ELF magic."""
-    p = os.fspath(path)
+    from ..inputs import open_regular
+
     try:
-        if os.path.islink(p) or not os.path.isfile(p):
-            return False
-        with open(p, "rb") as f:
-            return f.read(4) == ELF_MAGIC
+        # Only a regular file is opened (`open_regular`): a dependency's lib directory may hold a link to
+        # a FIFO or a device (an imported or substituted path keeps absolute links), and one swapped in
+        # between a check and the open would otherwise be opened (a FIFO waits for a writer for ever).
+        fd = open_regular(path, follow_links=False)
     except OSError:
         return False
+    try:
+        return os.pread(fd, 4, 0) == ELF_MAGIC
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def iter_elf_files(root: str | os.PathLike[str]) -> Iterable[Path]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from .. import confine
 from ..inputs import open_cached
 from ..errors import CudapkgsError
+from .. import programs
 
 _CHUNK = 1 << 20
 _PIPE_READ = 1 << 16  # small reads from the decompressor: neither side waits long for the other
@@ -54,7 +55,7 @@ def _open_stream(archive: Path) -> tuple[tarfile.TarFile, subprocess.Popen[bytes
     try:
         magic = os.pread(f.fileno(), 6, 0)  # the descriptor's offset stays 0 for the decompressor
         program = next((name for prefix, name in _DECOMPRESSORS if magic.startswith(prefix)), None)
-        exe = shutil.which(program) if program else None
+        exe = programs.which(program) if program else None
         if exe is None:
             if program == "zstd":
                 raise UnpackError(f"{archive.name}: a zstd archive needs the zstd program on PATH")

@@ -7,10 +7,10 @@ Also: where the host's driver libraries live (`default_driver_lib_dir`).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 from .runpath_plan import Outputs, RunpathPlan, rewrite_runpaths
+from .. import programs
 
 __all__ = ["DEFAULT_DRIVER_DIR", "add_driver_runpath", "default_driver_lib_dir"]
 
@@ -48,7 +48,7 @@ def default_driver_lib_dir() -> str:
     if os.path.isdir(DEFAULT_DRIVER_DIR):
         return DEFAULT_DRIVER_DIR
     for ldconfig in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):
-        exe = shutil.which(ldconfig) or (ldconfig if os.path.isfile(ldconfig) else None)
+        exe = programs.which(ldconfig) or (ldconfig if os.path.isfile(ldconfig) else None)
         if not exe:
             continue
         try:

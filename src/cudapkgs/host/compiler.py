@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
@@ -23,6 +22,7 @@ from .. import db
 from ..errors import CudapkgsError
 from ..lib.records import FrozenRecord
 from . import probes
+from .. import programs
 
 __all__ = [
     "Compiler",
@@ -112,7 +112,7 @@ def _partner(cc: str) -> str | None:
     candidate = path.parent / name
     if candidate.is_file() and os.access(candidate, os.X_OK):
         return os.fspath(candidate)
-    return shutil.which(name)
+    return programs.which(name)
 
 
 def _on_path(path: str) -> list[str]:
@@ -134,7 +134,7 @@ def _on_path(path: str) -> list[str]:
 
 @functools.cache
 def _find(path: str, cc: str | None, cxx: str | None) -> tuple[tuple[Compiler, ...], Compiler | None]:
-    explicit = shutil.which(cc, path=path) if cc else None
+    explicit = programs.which(cc, path=path) if cc else None
     compilers: list[Compiler] = []
     by_real: dict[str, Compiler] = {}
     by_name: dict[str, Compiler] = {}

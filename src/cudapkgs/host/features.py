@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping
 from typing import Any
+from .. import programs
 
 
 def gpu_capabilities() -> list[str]:
     """The compute capabilities of this machine's NVIDIA GPUs ("9.0", …), [] without any."""
-    smi = shutil.which("nvidia-smi")
+    smi = programs.which("nvidia-smi")
     if smi is None:
         return []
     try:

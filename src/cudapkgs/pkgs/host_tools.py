@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 from ..errors import EvalError
 from ..host import probes
 from ..lib.patterns import LazyPattern
+from .. import programs
 
 __all__ = ["HOST_TOOLS", "SETUP_HOOK", "host_tool", "probe_version"]
 
@@ -80,9 +81,8 @@ def probe_version(path: str, prefix: str = "") -> str:
 
 
 def _locate(name: str, search: Sequence[str]) -> str | None:
-    import shutil
 
-    return shutil.which(name, path=os.pathsep.join(search))
+    return programs.which(name, path=os.pathsep.join(search))
 
 
 def host_tool(config: Any, system: str, attr: str, *, executable: str | None = None,

@@ -43,7 +43,7 @@ from typing import Any
 
 from ..build_inputs import find_inputs
 from ..derivation import Derivation
-from ..errors import CudapkgsError, EvalError
+from ..errors import CudapkgsError, EvalError, shown
 from ..hooks import shell_functions
 from ..stdenv import PHASES
 from . import generic
@@ -276,9 +276,9 @@ if [[ $- == *i* ]]; then PS1={shlex.quote(f"(develop {self.drv.name}) ")}"${{PS1
             for rel, stamp in _walk(root):
                 if self._before.get((name, rel)) == stamp:
                     raise DevelopOutputsError(
-                        f"{key}: {root / rel} was in {root} before this `cudapkgs develop` began and no phase of a "
+                        f"{key}: {shown(root / rel)} was in {shown(root)} before this `cudapkgs develop` began and no phase of a "
                         f"`cudapkgs develop` has written it since; cudapkgs changes only what the phases wrote: "
-                        f"remove {root} and run the phases again")
+                        f"remove {shown(root)} and run the phases again")
 
     def _run(self, key: str, cwd: Path, env: dict[str, str], lines: list[str]) -> None:
         log = sys.stdout
@@ -287,7 +287,7 @@ if [[ $- == *i* ]]; then PS1={shlex.quote(f"(develop {self.drv.name}) ")}"${{PS1
         final = {name: os.fspath(path) for name, path in self.outputs.items()}
         if key == "unpackPhase" and not isinstance(self.attrs.get(key), Mapping):
             if self.drv.data.get("src") is not None and os.path.lexists(cwd / "source"):
-                raise generic.PhaseError(f"unpackPhase: {cwd / 'source'} exists already; remove it, or unpack elsewhere")
+                raise generic.PhaseError(f"unpackPhase: {shown(cwd / 'source')} exists already; remove it, or unpack elsewhere")
             root = generic.unpack_source(self.drv, cwd)
             lines += [f"cd -- {shlex.quote(os.fspath(root))}"]
         elif key == "fixupPhase" and not isinstance(self.attrs.get(key), Mapping):
@@ -337,15 +337,15 @@ def _make_output_dirs(top: Path, names: Sequence[str]) -> list[tuple[Path, int, 
         except FileExistsError:
             pass
         except OSError as error:
-            raise DevelopOutputsError(f"{path}: cannot create the output directory ({error.strerror}); "
+            raise DevelopOutputsError(f"{shown(path)}: cannot create the output directory ({error.strerror}); "
                                       "run `cudapkgs develop` in a directory you can write") from None
         st = os.lstat(path)
         if not stat.S_ISDIR(st.st_mode):
             kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory"
-            raise DevelopOutputsError(f"{path} is {kind}; `cudapkgs develop` installs the outputs into "
-                                      f"./outputs/NAME and never through a link: remove {path} or run it elsewhere")
+            raise DevelopOutputsError(f"{shown(path)} is {kind}; `cudapkgs develop` installs the outputs into "
+                                      f"./outputs/NAME and never through a link: remove {shown(path)} or run it elsewhere")
         if st.st_uid != os.geteuid():
-            raise DevelopOutputsError(f"{path} belongs to user {st.st_uid}, not to you; remove it or run "
+            raise DevelopOutputsError(f"{shown(path)} belongs to user {st.st_uid}, not to you; remove it or run "
                                       "`cudapkgs develop` in a directory of yours")
         made.append((path, st.st_dev, st.st_ino))
     return made
@@ -358,7 +358,7 @@ def _recheck(made: Sequence[tuple[Path, int, int]]) -> None:
         except OSError:
             st = None
         if st is None or not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != (dev, ino):
-            raise DevelopOutputsError(f"{path} is no longer the directory this session made; the outputs are "
+            raise DevelopOutputsError(f"{shown(path)} is no longer the directory this session made; the outputs are "
                                       "never written through a link: restore it (remove it and start "
                                       "`cudapkgs develop` again)")
 
@@ -380,7 +380,7 @@ def _walk(root: Path) -> list[tuple[str, tuple[int, int, int]]]:
                     else:
                         found.append((name, (st.st_dev, st.st_ino, st.st_ctime_ns)))
                     if len(found) + len(pending) > _SNAPSHOT_LIMIT:
-                        raise DevelopOutputsError(f"{root} holds more than {_SNAPSHOT_LIMIT} entries; remove it "
+                        raise DevelopOutputsError(f"{shown(root)} holds more than {_SNAPSHOT_LIMIT} entries; remove it "
                                                   "and run the phases again")
         except FileNotFoundError:
             continue
@@ -465,5 +465,5 @@ def _refuse_planted_links(outputs: Mapping[str, Path], before: Mapping[tuple[str
             continue
         if not stat.S_ISREG(mode):
             kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
-            raise DevelopOutputsError(f"{path} is {kind} that no `cudapkgs develop` phase made; the phases would "
-                                      f"install through it: remove {outputs[name]} or the entry and start again")
+            raise DevelopOutputsError(f"{shown(path)} is {kind} that no `cudapkgs develop` phase made; the phases would "
+                                      f"install through it: remove {shown(outputs[name])} or the entry and start again")

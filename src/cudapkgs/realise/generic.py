@@ -57,6 +57,7 @@ from ..build_inputs import Closures, find_inputs, read_support_file, setup_envir
 from ..stdenv import PHASES
 from .context import BuildContext
 from ..process_group import finish_phase, popen_phase
+from .. import programs
 
 __all__ = [
     "HOST_PATH", "PhaseError", "attrs_sh", "build", "call_python_step", "build_environment", "default_phases", "dependency_paths",
@@ -443,7 +444,7 @@ def _shell(ctx: BuildContext, key: str, script: str, env: Mapping[str, str], cwd
     proc = popen_phase(
         ["bash", "-e", os.fspath(script_file)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-        executable=shutil.which("bash", path=os.pathsep.join(HOST_PATH)) or "/bin/bash",
+        executable=programs.which("bash", path=os.pathsep.join(HOST_PATH)) or "/bin/bash",
     )
     try:
         with proc:

@@ -35,7 +35,6 @@ import contextlib
 import json
 import os
 import pickle
-import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from typing import Any
 
 from ..errors import CudapkgsError
 from ..python_child import own_python, private_directory
+from .. import programs
 
 __all__ = ["RemoteBuildError", "build_task", "worker_command"]
 
@@ -70,7 +70,7 @@ def worker_command(store_dir: str, real_store: str | None) -> list[str]:
     child = own_python("-m", "cudapkgs.realise.remote_build")
     if not real_store or os.path.abspath(real_store) == os.path.abspath(store_dir):
         return child
-    unshare = shutil.which("unshare")
+    unshare = programs.which("unshare")
     if unshare is None:
         raise RemoteBuildError(
             f"{WORKER_STORE_ENV}={real_store} needs util-linux's `unshare` to map it on {store_dir}; "

@@ -224,6 +224,8 @@ def plan(
                     continue
             fetches.append(Fetch(drv, str(src.get("name") or drv.name), size if isinstance(size, int) else None,
                                  tuple(src.get("urls") or ()), choice))
+        elif drv.drv_path not in reusable and (pinned := _pinned_wheel_fetch(drv)) is not None:
+            fetches.append(pinned)
     if problems:
         head = "cannot build: " if len(problems) == 1 else f"cannot build {len(problems)} packages:\n  "
         error = SourcePlanError(head + "\n  ".join(problems))
@@ -338,6 +340,45 @@ def _skipped_note(skipped: Mapping[str, tuple[str, str]]) -> str:
     if not skipped:
         return ""
     return " (skipped for this plan, no answer: " + "; ".join(f"{f} at {h}: {why}" for f, (h, why) in skipped.items()) + ")"
+
+
+#: The fetcher a rewired wheel's pinned wheel comes from (`fetch.pinned_wheels`: pip, ``--require-hashes``).
+PINNED_WHEEL_FETCHER = "pip (pinned)"
+
+
+def _pinned_wheel_fetch(drv: Derivation) -> Fetch | None:
+    """The pinned wheel of a rewired wheel (``wheel = {file, sha256}``: torch's, triton's) as a source the plan
+    lists, or None for any other derivation (or a malformed pin: the build says what is wrong with it).
+
+    Its size is the wheel cache's file when cached there under the pinned sha256
+    (`pinned_wheels.cached_pinned_wheel`: a ``stat``, the bytes are not read), else unknown (a plan
+    asks no index, and a pin is a file name and a sha256); then the host is "the Python package index
+    (pip)", untried. The file name is the pin's: torch's 555 MB wheel is the largest download of the ML
+    closure, and before this a plan did not name it.
+    """
+    from collections.abc import Mapping
+
+    wheel = drv.attrs.get("wheel") if isinstance(drv.attrs, Mapping) else None
+    if not isinstance(wheel, Mapping) or not isinstance(wheel.get("file"), str):
+        return None
+    from ..errors import CudapkgsError
+    from ..fetch.pinned_wheels import cached_pinned_wheel, parse_pin
+    from ..fetch.planning import SourceChoice
+
+    try:
+        pin = parse_pin(dict(wheel))
+    except CudapkgsError:
+        return None
+    found = cached_pinned_wheel(pin)
+    size = None
+    if found is not None:
+        try:
+            size = found.stat().st_size
+        except OSError:
+            found = None
+    choice = SourceChoice(PINNED_WHEEL_FETCHER, pin.file, size, "wheel cache" if found is not None else None,
+                          untried=None if found is not None else "the Python package index (pip)")
+    return Fetch(drv, pin.file, size, (), choice)
 
 
 def _choose_substitutes(store: Any, roots: tuple[Derivation, ...], candidates: list[Derivation],
@@ -648,7 +689,9 @@ def _substitute(store: Any, the_plan: Plan, substituters: Any, jobs: int, stream
         f"{format_size(the_plan.substitute_nar_size)} unpacked) from {', '.join(caches)}\n"
     )
     try:
-        fetcher.fetch(store, subs, jobs=min(max(jobs, 1), 8), progress=PlainSubstituteProgress(stream, len(subs)))
+        progress = PlainSubstituteProgress(stream, len(subs), the_plan.substitute_download_size)
+        fetcher.fetch(store, subs, jobs=min(max(jobs, 1), 8), progress=progress)
+        stream.write(progress.summary() + "\n")
     except SubstituteFailed as error:
         stream.write(f"warning: {len(error.failures)} path(s) could not be substituted; building what is missing instead\n")
         stream.flush()

@@ -6,7 +6,10 @@ writable directory, as its ``writableTmpDirAsHomeHook``).  ``cuda.cudaAvailable`
 ``cuda.compileCuda`` (mk-runtime-check.nix, mk-torch-compile-check.nix with ``feature =
 "cuda"``) need a GPU: ``requiredSystemFeatures = ["cuda"]``, so ``cudapkgs test`` builds them
 only where one is and reports them skipped elsewhere.  Each test's build is the test: a
-failing script fails it.
+failing script fails it.  ``tester-compileCpu``, ``tester-cudaAvailable`` and ``tester-compileCuda``
+are the same checks as Nixpkgs has them (tests/default.nix@2ff66c69): ``cudaPackages.writeGpuTestPython``
+programs, which ``cudapkgs test`` runs on this machine where it has their feature (none for the CPU one),
+each with ``.gpuCheck`` the build that runs it.
 """
 
 from __future__ import annotations
@@ -57,9 +60,21 @@ def _test(ps: Any, pkgs: Any, config: Any, system: str, torch: Any, name: str, s
 
 
 def torch_tests(ps: Any, pkgs: Any, config: Any, system: str, torch: Any) -> dict[str, Any]:
-    """{"compileCpu": …, "cuda": {"cudaAvailable": …, "compileCuda": …}} for the torch package whose
-    attributes are `torch` (its fixed point: ``version``, ``derivation``)."""
+    """{"tester-compileCpu": …, "tester-cudaAvailable": …, "tester-compileCuda": …, "compileCpu": …,
+    "cuda": {"cudaAvailable": …, "compileCuda": …}} for the torch package whose attributes are `torch`
+    (its fixed point: ``version``, ``derivation``); the tester-* are writeGpuTestPython programs."""
+    from ...lib.fixpoint import lazy
+
+    def tester(name: str, script: str, feature: str | None) -> Any:
+        # tests/default.nix@2ff66c69: mk-runtime-check.nix / mk-torch-compile-check.nix are
+        # cudaPackages.writeGpuTestPython programs (run with `cudapkgs test`, or their .gpuCheck built)
+        return lazy(lambda: pkgs.cudaPackages.writeGpuTestPython(
+            {"name": name, "feature": feature, "libraries": [torch.derivation]}, script))
+
     return {
+        "tester-compileCpu": tester("torch-compile-cpu", COMPILE.format(device=""), None),
+        "tester-cudaAvailable": tester("cudaAvailable", AVAILABLE, "cuda"),
+        "tester-compileCuda": tester("torch-compile-cuda", COMPILE.format(device=', device="cuda"'), "cuda"),
         "compileCpu": _test(ps, pkgs, config, system, torch, "compileCpu", COMPILE.format(device=""), False),
         "cuda": {
             "cudaAvailable": _test(ps, pkgs, config, system, torch, "cudaAvailable", AVAILABLE, True),

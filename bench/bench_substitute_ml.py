@@ -1,0 +1,358 @@
+"""A teammate's machine getting the ML closure from the team's cache, against `uv pip install` of the same wheels.
+
+Run:  python bench/bench_substitute_ml.py --store /tmp/speed/store -r 3     (the store holds the closure, built
+                                                                         from wheels there; see below)
+      python bench/bench_substitute_ml.py --tiny                         (a synthetic closure: the CI smoke test)
+
+Full mode.  ``--store`` is a private store in which ``cudapkgs build`` realised torch and numpy of
+``cudaPackages_13_0.pkgs.pkgsCuda.python3Packages`` (fetchers = ["wheels"], prebuiltWheels = ["nccl",
+"libnvshmem"], as bench_torch.py builds it; ``--attr`` for others).  The wheels uv installs are those the
+build logs name (bench_torch.used_wheels: NVIDIA's, torch's and triton's from the wheel cache, the small
+pure-Python ones from their fixed-output store paths), so both sides install the same packages.
+
+Setup (timed once, printed): a signing key; ``cudapkgs copy --to file://CACHE --sign-key`` of the closure
+(zstd, signed: issue 34's team cache); ``cudapkgs serve --store STORE --sign-key`` on 127.0.0.1 (NARs
+uncompressed, serve's default, the least CPU on a fast network: its zstd mode would need a second copy
+of the compressed closure on disk, which this shared machine does not have to spare).
+
+Each round, alternating in this order, every row a child process timed by wait4 (wall, user + system CPU
+of it and its children):
+
+* ``cudapkgs copy --from file://CACHE --trusted-public-key K`` of the closure into an empty store;
+* ``cudapkgs copy --from http://127.0.0.1:PORT --trusted-public-key K`` (the serve above) into an empty store
+  (the server's CPU is not in the row: it is the team's machine's);
+* ``uv pip install --offline --no-deps`` of the wheels into a fresh venv (made untimed), uv's cache
+  empty (``UV_CACHE_DIR`` a new directory: a teammate's new machine), wheels from a local directory.
+
+Every narinfo signature and every NAR hash is checked by the substituting side (that is what ``copy
+--from`` does; nothing here turns it off).  Store paths embed the store directory, so the empty store
+must sit at the source store's own path: the substituting child runs in a private mount namespace
+(``unshare -m``) in which an empty directory is bind-mounted over it; where that is not allowed, the
+file:// row moves the source store aside for the run instead (and back, whatever happens) and the HTTP
+row is left out (the table says so).  ``--peer-src DIR`` adds the same two substitution rows run with
+another checkout's ``src/`` (A/B of a change, same rounds).  Printed: medians, min–max, wall and CPU
+ratios against uv, the jobs each ``copy --from`` used, the load average before and after.
+
+Tiny mode: three synthetic wheels (~12 MiB: random and text members), a store holding their unpacked
+trees as three store paths (one refers to another), the same rows, one round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "bench"))
+
+from bench_torch import SETS, du, remove, uv_binary  # noqa: E402
+
+ATTRS = ["cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch", "cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.numpy"]
+UV = "uv pip install --offline --no-deps, uv cache empty"
+FILE = "cudapkgs copy --from file:// (zstd), empty store"
+HTTP = "cudapkgs copy --from http:// (cudapkgs serve, NARs uncompressed), empty store"
+
+
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """(wall s, CPU s of the process and its children, its output) of one child; SystemExit if it fails."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        log.seek(0)
+        out = log.read().decode(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{' '.join(command[:10])} ... failed ({code}):\n{out[-4000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, out
+
+
+def can_unshare() -> bool:
+    """Whether this process may make a private mount namespace and bind-mount in it (root, or CAP_SYS_ADMIN)."""
+    if not shutil.which("unshare"):
+        return False
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        return subprocess.run(["unshare", "-m", "mount", "--bind", a, b], capture_output=True).returncode == 0
+
+
+def cudapkgs(src: Path, *args: str) -> list[str]:
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); from cudapkgs.cli import main; sys.exit(main())",
+            *args]
+
+
+def in_empty_store(command: list[str], store: Path, empty: Path) -> list[str]:
+    """`command` run in a mount namespace where `empty` is mounted over `store` (both absolute)."""
+    return ["unshare", "-m", "sh", "-c", 'mount --bind "$0" "$1" && shift && exec "$@"', str(empty), str(store), *command]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving(src: Path, store: Path, key: Path, env: dict[str, str]):
+    """`cudapkgs serve` of `store` on 127.0.0.1 (NARs uncompressed, its default); yields its URL."""
+    port = free_port()
+    proc = subprocess.Popen(cudapkgs(src, "serve", "--store", str(store), "--port", str(port), "--quiet", "--sign-key",
+                                     str(key)),
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(url + "/nix-cache-info", timeout=5) as r:
+                    r.read()
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    raise SystemExit(f"cudapkgs serve exited: {proc.stderr.read().decode(errors='replace')[-2000:]}")
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+# -- the tiny closure ---------------------------------------------------------------------------------------
+
+
+def tiny_wheel(directory: Path, name: str, members: dict[str, bytes]) -> Path:
+    """A wheel `name`-1.0 (py3-none-any, deflate) holding `members`, with its dist-info and RECORD."""
+    import base64
+    import hashlib
+
+    dist = f"{name}-1.0.dist-info"
+    files = {**members, f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+             f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = []
+    for member, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{member},sha256={digest},{len(data)}")
+    record.append(f"{dist}/RECORD,,")
+    files[f"{dist}/RECORD"] = ("\n".join(record) + "\n").encode()
+    wheel = directory / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+        for member, data in files.items():
+            z.writestr(member, data)
+    return wheel
+
+
+def tiny_closure(work: Path) -> tuple[Path, list[str], list[Path]]:
+    """(store, closure, wheels): three synthetic wheels and their unpacked trees as store paths."""
+    from cudapkgs.store.store import Store
+
+    wheels_dir = work / "wheels"
+    wheels_dir.mkdir()
+    contents = {
+        "tinyblas": {"tinyblas/__init__.py": b"X = 1\n", "tinyblas/lib/libtinyblas.so": os.urandom(5 << 20),
+                     "tinyblas/include/blas.h": b"#define TINY 1\n" * 20000},
+        "tinytorch": {"tinytorch/__init__.py": b"import tinyblas\n" * 100, "tinytorch/lib/libtorch.so": os.urandom(4 << 20),
+                      **{f"tinytorch/m{i}.py": f"def f{i}(x):\n    return x + {i}\n".encode() * 50 for i in range(300)}},
+        "tinynumpy": {"tinynumpy/__init__.py": b"Y = 2\n", "tinynumpy/core.so": os.urandom(2 << 20)},
+    }
+    wheels = [tiny_wheel(wheels_dir, name, members) for name, members in contents.items()]
+    store_dir = work / "store"
+    made: dict[str, str] = {}
+    with Store.open(store_dir) as store:
+        for name, members in contents.items():
+            def fill(out: Path, members=members, name=name) -> None:
+                for member, data in members.items():
+                    if name == "tinytorch" and member.endswith("__init__.py"):  # a reference, as torch's RUNPATHs are
+                        data = data + f"# {made['tinyblas']}\n".encode()
+                    target = out / "lib" / "python3.11" / "site-packages" / member
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(data)
+            made[name] = store.add_path(name + "-1.0", fill, references_candidates=list(made.values()))
+        closure = sorted(store.closure(made.values()))
+    return store_dir, closure, wheels
+
+
+# -- the full closure ------------------------------------------------------------------------------------
+
+
+def full_closure(store_dir: Path, attrs: list[str]) -> tuple[list[str], list[Path], Path]:
+    """(closure of `attrs` in `store_dir`, the wheels its build used, a directory holding the fixed-output ones)."""
+    import cudapkgs
+    from bench_torch import used_wheels
+    from cudapkgs.store.store import Store
+
+    config = {"allowUnfree": True, "fetchers": ["wheels"], "storeDir": str(store_dir), "prebuiltWheels": ["nccl", "libnvshmem"]}
+    pkgs = cudapkgs.import_pkgs(config=config)
+    outs = []
+    for attr in attrs:
+        value = pkgs
+        for part in attr.split("."):
+            value = value[part]
+        outs.append(value.outPath)
+    with Store.open(store_dir) as store:
+        missing = [p for p in outs if not store.is_valid(p)]
+        if missing:
+            raise SystemExit(f"{missing[0]} is not valid in {store_dir}: build it there first "
+                             f"(cudapkgs build --no-link -j auto --set storeDir={store_dir} "
+                             + " ".join(f"--set '{s}'" for s in SETS) + " " + " ".join(attrs) + ")")
+        closure = sorted(store.closure(outs))
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cudapkgs" / "wheels"
+    nvidia, fixed = used_wheels(store_dir, cache)
+    mirror = Path(tempfile.mkdtemp(prefix="bench-subst-wheels-", dir=store_dir.parent))
+    for wheel in fixed:  # <hash>-name.whl -> name.whl
+        shutil.copyfile(wheel, mirror / wheel.name[33:])
+    return closure, nvidia + sorted(mirror.iterdir()), mirror
+
+
+# -- the rounds ------------------------------------------------------------------------------------------
+
+
+def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, runs: int, peer_src: Path | None) -> dict:
+    uv = uv_binary()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CUDAPKGS_STORE")}
+    src = REPO / "src"
+    key = work / "secret.key"
+    _, _, out = timed(cudapkgs(src, "key", "generate", "--name", "bench-subst-1", "--out", str(key)), env)
+    public = next(line.strip() for line in out.splitlines() if line.strip().startswith("bench-subst-1:"))
+    cache = work / "cache"
+    setup: dict[str, tuple[float, float]] = {}
+    wall, cpu, _ = timed(cudapkgs(src, "copy", "--to", f"file://{cache}", "--sign-key", str(key), "--store", str(store_dir),
+                                  *closure), env)
+    setup["cudapkgs copy --to file:// (zstd, signed)"] = (wall, cpu)
+    nar_bytes = cache_bytes = 0
+    from cudapkgs.store.store import Store
+
+    with Store.open(store_dir) as store:
+        nar_bytes = sum(store.query(p).nar_size for p in closure)
+    cache_bytes = du(cache)
+    namespaces = can_unshare()
+    empty = work / "empty-store"
+    rows: dict[str, dict] = {}
+
+    def record(name: str, wall: float, cpu: float, jobs: str = "") -> None:
+        row = rows.setdefault(name, {"wall": [], "cpu": [], "jobs": set()})
+        row["wall"].append(wall)
+        row["cpu"].append(cpu)
+        sys.stderr.write(f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU, load {os.getloadavg()[0]:.2f}\n")
+        if jobs:
+            row["jobs"].add(jobs)
+
+    def substitute(name: str, url: str, code: Path) -> None:
+        remove(empty)
+        empty.mkdir()
+        command = cudapkgs(code, "copy", "--from", url, "--trusted-public-key", public, "--store", str(store_dir), *closure)
+        if namespaces:
+            wall, cpu, out = timed(in_empty_store(command, store_dir, empty), env)
+        else:
+            aside = store_dir.with_name(store_dir.name + ".aside")
+            os.rename(store_dir, aside)
+            try:
+                wall, cpu, out = timed(command, env)
+            finally:
+                remove(store_dir)
+                os.rename(aside, store_dir)
+        # What was substituted is checked, not assumed: every path of the closure valid in the new store.
+        checked = empty if namespaces else None
+        if checked is not None:
+            got = {p.name for p in checked.iterdir() if not p.name.startswith(".")}
+            want = {os.path.basename(p) for p in closure}
+            if not want <= got:
+                raise SystemExit(f"{name}: {sorted(want - got)[:3]} missing after the copy:\n{out[-2000:]}")
+        record(name, wall, cpu)
+        remove(empty)
+
+    def uv_install(i: int) -> None:
+        venv, uv_cache = work / f"venv-{i}", work / f"uv-cache-{i}"
+        uv_env = {**env, "UV_CACHE_DIR": str(uv_cache), "VIRTUAL_ENV": str(venv)}
+        subprocess.run([uv, "venv", "-q", str(venv)], env=uv_env, check=True)
+        wall, cpu, _ = timed([uv, "pip", "install", "-q", "--offline", "--no-deps", "--python", str(venv / "bin" / "python"),
+                              *map(str, wheels)], uv_env)
+        record(UV, wall, cpu)
+        remove(venv)
+        remove(uv_cache)
+
+    load_before = os.getloadavg()
+    with contextlib.ExitStack() as stack:
+        url = None
+        if namespaces:
+            url = stack.enter_context(serving(src, store_dir, key, env))
+        for i in range(runs):
+            substitute(FILE, f"file://{cache}", src)
+            if url:
+                substitute(HTTP, url, src)
+            uv_install(i)
+            if peer_src is not None:
+                substitute(FILE + ", peer", f"file://{cache}", peer_src)
+                if url:
+                    substitute(HTTP + ", peer", url, peer_src)
+    load_after = os.getloadavg()
+    return {"rows": rows, "setup": setup, "load": (load_before, load_after), "nar_bytes": nar_bytes, "cache_bytes": cache_bytes,
+            "wheel_bytes": sum(w.stat().st_size for w in wheels), "wheels": len(wheels), "paths": len(closure),
+            "namespaces": namespaces}
+
+
+def report(result: dict, runs: int) -> None:
+    before, after = result["load"]
+    print(f"closure: {result['paths']} store paths, NAR {result['nar_bytes'] / 2**20:.1f} MiB, zstd cache "
+          f"{result['cache_bytes'] / 2**20:.1f} MiB; wheels: {result['wheels']} files, {result['wheel_bytes'] / 2**20:.1f} MiB; "
+          f"runs: {runs}; {os.cpu_count()} CPUs; load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
+          f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}\n")
+    rows = result["rows"]
+    wall = {k: statistics.median(v["wall"]) for k, v in rows.items()}
+    cpu = {k: statistics.median(v["cpu"]) for k, v in rows.items()}
+    print("| what | median wall s | min–max s | wall × uv | CPU s | CPU × uv |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, row in rows.items():
+        print(f"| {name} | {wall[name]:.2f} | {min(row['wall']):.2f}–{max(row['wall']):.2f} | {wall[name] / wall[UV]:.2f} "
+              f"| {cpu[name]:.2f} | {cpu[name] / max(cpu[UV], 1e-9):.2f} |")
+    if not result["namespaces"]:
+        print("\n(no mount namespace here: the HTTP row is left out; the file:// row moved the source store aside)")
+    print("\nsetup (once, not in the table):")
+    for name, (wall_s, cpu_s) in result["setup"].items():
+        print(f"- {name}: {wall_s:.2f} s wall" + ("" if cpu_s != cpu_s else f", {cpu_s:.2f} s CPU"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-r", "--runs", type=int, default=3)
+    parser.add_argument("--tiny", action="store_true", help="a synthetic closure, one round: the CI smoke test")
+    parser.add_argument("--store", help="full mode: the private store holding the built closure")
+    parser.add_argument("--attr", action="append", help=f"full mode: attributes whose closure is copied (default {ATTRS})")
+    parser.add_argument("--peer-src", help="the src/ of another checkout: its substitution rows too, same rounds")
+    args = parser.parse_args(argv)
+    peer = Path(args.peer_src).resolve() if args.peer_src else None
+    if args.tiny:
+        work = Path(tempfile.mkdtemp(prefix="bench-subst-tiny-"))
+        try:
+            store_dir, closure, wheels = tiny_closure(work)
+            result = bench(store_dir, closure, wheels, work, 1, peer)
+        finally:
+            remove(work)
+        report(result, 1)
+        return 0
+    if not args.store:
+        parser.error("--store is needed (or --tiny)")
+    store_dir = Path(args.store).resolve()
+    closure, wheels, mirror = full_closure(store_dir, args.attr or ATTRS)
+    work = Path(tempfile.mkdtemp(prefix="bench-subst-", dir=store_dir.parent))
+    try:
+        result = bench(store_dir, closure, wheels, work, args.runs, peer)
+    finally:
+        remove(work)
+        remove(mirror)
+    report(result, args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
