@@ -237,7 +237,7 @@ CPU_TEST = """\
 import cupy
 version = cupy.cuda.runtime.runtimeGetVersion()
 assert version >= 12000, version
-print(cupy.__version__, version)
+print(f"PASS: cupy {cupy.__version__}: CUDA runtime version {version}")
 """
 GPU_TEST = """\
 import cupy
@@ -246,7 +246,7 @@ x = cupy.arange(1024, dtype=cupy.float32)
 assert bool((square(x) == x * x).all())
 a = cupy.random.rand(256, 256, dtype=cupy.float32)
 assert cupy.allclose(a @ a.T, (a @ a.T).T, atol=1e-3)
-print(cupy.__version__, cupy.cuda.runtime.getDeviceCount())
+print(f"PASS: cupy {cupy.__version__}: kernel and cuBLAS matmul on {cupy.cuda.runtime.getDeviceCount()} device(s)")
 """
 
 

@@ -301,7 +301,7 @@ import jax, jax.numpy as jnp
 x = jnp.arange(6.0).reshape(2, 3)
 got = jax.jit(lambda a: a @ a.T)(x)
 assert got.tolist() == [[5.0, 14.0], [14.0, 50.0]], got
-print(jax.__version__, [d.platform for d in jax.devices()], got.tolist())
+print(f"PASS: jax {jax.__version__} on {[d.platform for d in jax.devices()]}: jit(a @ a.T) = {got.tolist()}")
 """
 GPU_TEST = """\
 import jax, jax.numpy as jnp
@@ -309,7 +309,7 @@ assert jax.devices()[0].platform == "gpu", jax.devices()
 x = jax.random.normal(jax.random.PRNGKey(0), (256, 256))
 got = jax.jit(lambda a: a @ a.T)(x)
 assert got.devices() == {jax.devices()[0]} and jnp.allclose(got, got.T, atol=1e-3)
-print(jax.__version__, jax.devices())
+print(f"PASS: jax {jax.__version__}: jit(a @ a.T) on {jax.devices()[0]} is symmetric")
 """
 
 

@@ -46,7 +46,8 @@ spec = torchaudio.transforms.MelSpectrogram(sample_rate=16000, n_mels=32).to(dev
 assert spec.shape == (1, 32, 81), spec.shape
 filtered = F.lfilter(wave, torch.tensor([1.0, -0.5], device=device), torch.tensor([0.5, 0.5], device=device))
 assert filtered.shape == wave.shape and torch.isfinite(filtered).all()
-print(torchaudio.__version__, tuple(spec.shape), device)
+print(f"PASS: torchaudio {torchaudio.__version__} on {device}: MelSpectrogram {tuple(spec.shape)}, "
+      f"lfilter finite {tuple(filtered.shape)}")
 """
 GPU_TEST = CPU_TEST.replace('device = "cpu"', 'device = "cuda"')
 
