@@ -162,8 +162,9 @@ def onnxruntime(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
                 "tests": lazy(lambda: tests(final)),
             }, name="python3Packages.onnxruntime.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"ONNX Runtime {ORT_VERSION} (onnxruntime-gpu, CUDA {ORT_CUDA} build) on "
-                               f"{cuda.attr_path}'s libraries; TensorRT provider: {tensorrt()[1]}",
+                "description": f"ONNX Runtime {ORT_VERSION} from the onnxruntime-gpu wheel (a CUDA {ORT_CUDA} build) "
+                               f"on a CUDA {ORT_CUDA.split('.')[0]} set's libraries",
+                "longDescription": f"on {cuda.attr_path}'s libraries; TensorRT provider: {tensorrt()[1]}",
                 "homepage": "https://onnxruntime.ai/",
                 "changelog": f"https://github.com/microsoft/onnxruntime/releases/tag/v{ORT_VERSION}",
                 "license": [licenses.mit],

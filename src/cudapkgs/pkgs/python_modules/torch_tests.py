@@ -43,7 +43,7 @@ x, y = torch.randn(10, 10{device}), torch.randn(10, 10{device})
 got = opt_foo2(x, y)
 difference = (got - (torch.sin(x) + torch.cos(y))).abs().max().item()
 assert difference <= 1e-6, (difference, got)  # fused: a few ulps apart
-print(f"PASS: torch.compile(sin(x) + cos(y)) on {got.device} equals eager, max |difference| {difference:.2e}")
+print(f"PASS: torch.compile(sin(x) + cos(y)) on {{got.device}} equals eager, max |difference| {{difference:.2e}}")
 """
 AVAILABLE = """\
 import torch

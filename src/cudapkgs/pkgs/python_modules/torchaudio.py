@@ -88,7 +88,8 @@ def torchaudio_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
                 "tests": lazy(lambda: tests(final)),
             }, name="python3Packages.torchaudio.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"PyTorch audio library {version} from its wheel, on {cuda.attr_path}'s torch",
+                "description": "PyTorch audio library from its wheel, paired with the set's torch",
+                "longDescription": f"torchaudio {version} on {cuda.attr_path}'s torch",
                 "homepage": "https://pytorch.org/",
                 "changelog": f"https://github.com/pytorch/audio/releases/tag/v{version}",
                 "license": [licenses.bsd3],  # as Nixpkgs' torchaudio-bin

@@ -113,8 +113,9 @@ def torchvision_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
                 "tests": lazy(lambda: tests(final)),
             }, name="python3Packages.torchvision.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"PyTorch vision library {version} from its wheel, for torch "
-                               f"{paired or TORCH_BUILDS[TORCH_FOR_MAJOR['13']].version} on {cuda.attr_path}",
+                "description": "PyTorch vision library from its wheel, paired with the set's torch",
+                "longDescription": f"torchvision {version} for torch "
+                                   f"{paired or TORCH_BUILDS[TORCH_FOR_MAJOR['13']].version} on {cuda.attr_path}",
                 "homepage": "https://pytorch.org/",
                 "changelog": f"https://github.com/pytorch/vision/releases/tag/v{version}",
                 "license": [licenses.bsd3],  # as Nixpkgs' torchvision-bin
