@@ -61,7 +61,10 @@ CASES = {
     "eval attribute": (["eval", "cudaPackages.cudaMajorMinorVersion"],
                        # the host probes answered from their cache start no process, write no file
                        # the evaluation's per-thread stack is a _thread._local (threading.local)
-                       {"subprocess", "tempfile", "shutil", "tomllib", "threading"}),
+                       {"subprocess", "tempfile", "shutil", "tomllib", "threading",
+                        # data files, the sets' table and manifest directories by os.path: pathlib
+                        # (with urllib.parse and ipaddress) was 2.7 ms of about 30
+                        "pathlib", "urllib.parse", "ipaddress"}),
     "eval outPath": (["eval", "--json", "--set", "allowUnfree=true", "cudaPackages.libcublas.outPath"],
                      # a boolean --set value is read without tomllib; licenses, manifests and supplies
                      # are records, not dataclasses (inspect, ast, dis, tokenize); inspect only for
