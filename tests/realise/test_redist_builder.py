@@ -624,6 +624,20 @@ def test_arrange_names_the_sets_cudart_in_the_profile(tmp_path):
         f'"-L{inputs["cuda_cudart.stubs"]}/lib/stubs"', f'"-L{inputs["cuda_cudart.lib"]}/lib"',
         f'"-L{inputs["cuda_cudart.static"]}/lib"']  # the stubs first, as the stock profile; not the stubs' lib/
     assert os.readlink(out / "include" / "crt") == f"{inputs['cuda_crt.out']}/include/crt"
+    # nvlink records its -L list in every fatbinary: what is named for linking only is scrubbed with nvcc.
+    assert (out / nvcc_mod.LINK_ONLY).read_text().split() == [inputs["cuda_cudart.stubs"], inputs["cuda_cudart.static"]]
+
+
+def test_link_only_references_are_paths_of_nvccs_own_store(tmp_path):
+    store = tmp_path / "store"
+    nvcc = store / "abc-cuda_nvcc"
+    (nvcc / "nix-support").mkdir(parents=True)
+    (nvcc / nvcc_mod.LINK_ONLY).write_text(f"{store}/def-stubs\n/usr/lib\nrelative\n{tmp_path}/other/ghi-static\n")
+    assert nvcc_mod.link_only_references(os.fspath(nvcc)) == [f"{store}/def-stubs"]
+    (nvcc / nvcc_mod.LINK_ONLY).unlink()
+    os.mkfifo(nvcc / nvcc_mod.LINK_ONLY)  # never opened for reading (it would block)
+    assert nvcc_mod.link_only_references(os.fspath(nvcc)) == []
+    assert nvcc_mod.link_only_references(os.fspath(store / "absent")) == []
 
 
 @pytest.fixture(scope="module")

@@ -35,11 +35,18 @@ from pathlib import Path
 from ..hooks.errors import FixupError
 from ..host.compiler import Compiler, names_for
 
-__all__ = ["CCBIN_DIR", "WRAPPED", "arrange", "rewrite_profile", "wrapper_text"]
+__all__ = ["CCBIN_DIR", "LINK_ONLY", "WRAPPED", "arrange", "link_only_references", "rewrite_profile", "wrapper_text"]
 
 #: Where the compiler links go, relative to nvcc's output.
 CCBIN_DIR = "libexec/cudapkgs/ccbin"
 WRAPPED = ".nvcc-unwrapped"
+#: nvcc's file listing the store paths its profile names for linking only (cudart's stubs and static
+#: outputs): nvlink records its ``-L`` list in every fatbinary it links, so a consumer scrubbing nvcc
+#: (``removeReferencesTo``) scrubs these too (`link_only_references`), and a program's run-time closure
+#: stays the program and the libraries it loads. Nixpkgs' wrapper compresses fatbinaries
+#: (``-Xfatbin=-compress-all``, cuda_nvcc/nvcc-wrapper.sh@85b7ecdd), which hides the same text from
+#: Nix's reference scanner.
+LINK_ONLY = "nix-support/cudapkgs-link-only-references"
 _MARK = "# cudapkgs: the store paths of nvcc's inputs and its host compiler"
 
 
@@ -234,6 +241,7 @@ def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Comp
     includes_cudart, stubs, libs = _cudart_dirs(inputs)
     includes += includes_cudart
     libraries += stubs + libs  # the stock profile's order: the stubs before the libraries
+    link_only = [path for key, path in inputs.items() if key in ("cuda_cudart.stubs", "cuda_cudart.static")]
 
     nvcc, profile = out / "bin" / "nvcc", out / "bin" / "nvcc.profile"
     if not nvcc.is_file():
@@ -262,4 +270,21 @@ def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Comp
         )
     )
     done.append("bin/nvcc.profile rewritten")
+    if link_only:
+        (out / "nix-support").mkdir(exist_ok=True)
+        (out / LINK_ONLY).write_text("".join(f"{path}\n" for path in link_only))
+        done.append(f"{LINK_ONLY}: {' '.join(link_only)}")
     return done
+
+
+def link_only_references(nvcc_path: str) -> list[str]:
+    """The store paths nvcc's output at `nvcc_path` names for linking only (its `LINK_ONLY` file), to be
+    scrubbed with it; [] when it has none (another package, an older nvcc). The file is hostile input:
+    read bounded, as a regular file only, and only paths of nvcc's own store are taken."""
+    from ..build_inputs import read_support_file, same_store_paths
+
+    try:
+        text = read_support_file(os.path.join(nvcc_path, LINK_ONLY))
+    except OSError:
+        return []
+    return same_store_paths(nvcc_path, text.split())
