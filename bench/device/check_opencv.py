@@ -17,7 +17,9 @@ Checks, each on a --size x --size image (uint8 for cvtColor; float32 elsewhere; 
 Speed: for each op, --rounds alternating CPU and GPU runs after one warm-up of each; the GPU
 time is the op on data already on the device, synchronised (cv2.cuda.Stream.waitForCompletion
 on the null stream: OpenCV's default calls are synchronous); medians and their ratio.
-Also: every libcudart mapped into this process (/proc/self/maps): exactly one, from the store.
+Also: every libcudart mapped into this process (/proc/self/maps): exactly one, from the store; and
+every CUDA library mapped (cudart, cuBLAS, NPP, …) lies in the store cv2 comes from (one CUDA,
+nothing of a host toolkit such as /usr/local/cuda).
 Exit status 0 when every check holds; without a GPU, 0 only with --no-gpu-ok (the import and
 `getCudaEnabledDeviceCount() == 0` are the check then).
 """
@@ -39,6 +41,20 @@ def cudart_maps() -> list[str]:
         for line in maps:
             parts = line.split(None, 5)
             if len(parts) == 6 and "libcudart" in os.path.basename(parts[5].strip()):
+                paths.add(parts[5].strip())
+    return sorted(paths)
+
+
+CUDA_LIBS = ("libcudart", "libcublas", "libcublasLt", "libnpp", "libcufft", "libnvrtc", "libnvJitLink", "libcudnn")
+
+
+def cuda_maps() -> list[str]:
+    """The distinct CUDA toolkit libraries (cudart, cuBLAS, NPP, cuFFT, nvrtc, nvJitLink, cuDNN) mapped here."""
+    paths = set()
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+        for line in maps:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and os.path.basename(parts[5].strip()).startswith(CUDA_LIBS):
                 paths.add(parts[5].strip())
     return sorted(paths)
 
@@ -70,7 +86,16 @@ def main() -> int:
                  if any(k in line for k in ("NVIDIA CUDA", "NVIDIA GPU arch", "NVIDIA PTX", "cuBLAS", "cuFFT"))]
     report["build_cuda"] = cuda_info
     report["libcudart"] = cudart_maps()
+    # One CUDA: every CUDA library this process mapped comes from the store cv2 comes from.
+    store_dir = os.path.dirname(os.path.dirname(os.path.realpath(cv2.__file__)).split("/lib/python")[0])
+    report["store_dir"] = store_dir
+    report["cuda_libraries"] = cuda_maps()
+    foreign = [p for p in report["cuda_libraries"] if not p.startswith(store_dir + "/")]
+    report["cuda_libraries_outside_the_store"] = foreign
     print(json.dumps(report, indent=1), flush=True)
+    if foreign or len(report["libcudart"]) > 1:
+        print("CUDA libraries from outside the store, or more than one libcudart: WRONG", foreign)
+        return 3
     if count == 0:
         ok = args.no_gpu_ok
         print("no CUDA device: " + ("import and device count checked" if ok else "the GPU checks need one"))
@@ -108,6 +133,9 @@ def main() -> int:
     }
     results = {}
     failed = []
+    if not any("CUBLAS" in line for line in cuda_info):  # opencv_gpu_proof_no_cublas
+        del ops["gemm"]
+        results["gemm"] = "skipped: built without cuBLAS"
     for name, (gpu, cpu, tol, kind) in ops.items():
         got = gpu()
         got = got.download() if isinstance(got, cv2.cuda.GpuMat) else got
@@ -133,6 +161,7 @@ def main() -> int:
             failed.append(name)
     report["ops"] = results
     report["libcudart"] = cudart_maps()
+    report["cuda_libraries"] = cuda_maps()
     report["threads_cpu"] = cv2.getNumThreads()
     one = len(report["libcudart"]) == 1
     print("libcudart mapped:", report["libcudart"], "OK" if one else "WRONG (want exactly one)")

@@ -63,3 +63,19 @@ def opencv_torch_env(python3Packages, opencv_cuda_reduced):
     """One Python with the reduced CUDA cv2 and the set's torch (Nixpkgs' tests.opencv-and-torch pairing):
     both must map one libcudart, the set's."""
     return python3Packages.withPackages([opencv_cuda_reduced, python3Packages.torch])
+
+
+def opencv_cpu_torch_env(python3Packages, opencv_cpu_python):
+    """The reduced CPU cv2 and the set's torch in one Python (where no CUDA cv2 is built)."""
+    return python3Packages.withPackages([opencv_cpu_python, python3Packages.torch])
+
+
+def opencv_gpu_proof_no_cublas(opencv4, python3Packages):
+    """The GPU proof's modules without cuBLAS (no gemm check): 11 pieces to carry instead of 19."""
+    return opencv4.override(enableCuda=True, enabledModules=GPU_PROOF, **LEAN, enableCufft=False, enableCublas=False,
+                            enablePython=True, pythonPackages=python3Packages)
+
+
+def opencv_gpu_env_no_cublas(python3Packages, opencv_gpu_proof_no_cublas):
+    """A Python with `opencv_gpu_proof_no_cublas`."""
+    return python3Packages.withPackages([opencv_gpu_proof_no_cublas])

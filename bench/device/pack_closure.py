@@ -1,6 +1,11 @@
 """Export the closure of store paths for the lent GPU machine, in pieces that each fit one device call.
 
 usage: python bench/device/pack_closure.py ROOT... [--store DIR] [--name NAME] [--piece-mib 48] [--wheels]
+           [--window N] [--as-found] [--without ROOT...]
+
+--window N streams the pieces while the export runs (at most N on disk; each with pNNNN.sha256, the manifest
+last); --as-found exports paths changed since registration as they are (see _AsFound and
+add_self_references.py); --without leaves out a closure carried already.
 
 ROOTs are store paths or result links. Writes, under ``<repo>/.carry/NAME/`` (the repository that the
 device tool sends: the checkout the session started in; add ``/.carry/`` to its ``.git/info/exclude``):

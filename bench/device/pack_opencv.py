@@ -93,6 +93,8 @@ def main() -> int:
     parser.add_argument("--piece-mb", type=int, default=48)
     parser.add_argument("--sources", default=str(REPO.parent / "shared" / "sources"))
     parser.add_argument("--no-build", action="store_true", help="export only; everything must be in the store")
+    parser.add_argument("--attr", default=ATTR, help="the attribute the device builds (default: %(default)s; "
+                        "...opencv_gpu_env_no_cublas: no cuBLAS, fewer pieces)")
     args = parser.parse_args()
 
     import cudapkgs
@@ -106,7 +108,7 @@ def main() -> int:
     overlay = package_file_overlay([str(HERE / "opencv_packages.py")])
     pkgs = cudapkgs.import_pkgs(config=config, overlays=[overlay])
     target = pkgs
-    for part in parse_attrpath(ATTR):
+    for part in parse_attrpath(args.attr):
         target = target[part]
     drv = target.derivation
     needed = fixed_inputs(drv) + [numpy_cp312(pkgs).derivation]
@@ -135,7 +137,7 @@ def main() -> int:
     lines = [f"{sha256(p)}  {p.name}" for p in parts] + [f"{whole}  opencv.tar.zst"]
     (out / "SHA256SUMS").write_text("\n".join(lines) + "\n")
     (out / "manifest.txt").write_text(
-        f"attr={ATTR}\nstore={args.store}\ndrv={drv.drv_path}\n" + "".join(f"path={p}\n" for p in paths))
+        f"attr={args.attr}\nstore={args.store}\ndrv={drv.drv_path}\n" + "".join(f"path={p}\n" for p in paths))
     size = sum(p.stat().st_size for p in parts)
     pw = sum(p.stat().st_size for p in wheels.glob("*.whl"))
     print(f"{len(paths)} store paths ({nar / 2**20:.0f} MiB as NARs) -> {len(parts)} pieces, "

@@ -41,7 +41,10 @@ if want shell; then
   mapfile -t packages < "$extra/torch-ext/packages.txt"
   config=(); while read -r c; do config+=(--set "$c"); done < "$extra/torch-ext/config.txt"
   py=/root/.pyenv/versions/3.12.1/bin
-  PATH=$py:$PATH PYTHONPATH=$repo/src:/tmp/site python3 -m cudapkgs shell "${config[@]}" \
+  # cudapkgs itself runs on the machine's python3 (its dependencies: the image's and /tmp/site); the carried
+  # CPython 3.12.1 comes first on PATH, so python312Packages finds the interpreter the closure was built for.
+  host_python=$(command -v python3)
+  PATH=$py:$PATH PYTHONPATH=$repo/src:/tmp/site "$host_python" -m cudapkgs shell "${config[@]}" \
     --set "storeDir=$store" --set "python3Executable=$py/python3.12" --no-substitute --no-venv "${packages[@]}" \
     --command sh -c "echo python3: \$(command -v python3); python3 '$here/ml_env_gpu.py' check --store '$store' \
       --out '$log/shell-check.json'" 2>&1 | tee "$log/shell.log" || status=5

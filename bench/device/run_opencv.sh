@@ -15,7 +15,7 @@
 set -uo pipefail
 step=${1:-all}
 pieces=/tmp/ocv-pieces
-carry=.carry/opencv
+carry=${CARRY:-.carry/opencv}   # CARRY=.carry/opencv-no-cublas for that variant
 keep=/tmp/ocv-out
 out=${OUT:-$keep}
 mkdir -p "$pieces" "$out" "$keep"
@@ -57,9 +57,12 @@ export PYTHONPATH=$PWD/src:/tmp/site
 # The interpreter python3Packages is built for: a plain CPython 3.12 (not the torch venv, whose
 # site-packages would come along); the pinned numpy wheel is cp312.
 host_py=
-for p in /usr/bin/python3.12 /usr/local/bin/python3.12 "$(command -v python3.12)" /usr/bin/python3 "$(command -v python3)"; do
-  [ -n "$p" ] && [ -x "$p" ] && "$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null \
-    && host_py=$p && break
+for p in /usr/bin/python3.12 /usr/local/bin/python3.12 "$(command -v python3.12)" /usr/bin/python3 "$(command -v python3)" \
+         /opt/torch/.venv/bin/python3; do
+  # 3.12 (numpy's pinned cp312 wheel) with its headers (Python.h: OpenCV builds cv2 only then)
+  [ -n "$p" ] && [ -x "$p" ] && "$p" -c 'import os, sys, sysconfig
+sys.exit(sys.version_info[:2] != (3, 12) or not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    2>/dev/null && host_py=$p && break
 done
 [ -n "$host_py" ] || host_py=$(command -v python3)  # another version: its pinned numpy (python_modules.WHEELS)
 

@@ -281,3 +281,22 @@ def test_installed_config_does_not_demand_the_exact_cuda_version(tmp_path, templ
     assert "EXACT" not in text and "FATAL_ERROR" not in text and "REQUIRED)" in text
     cfg.write_text("project(x)\n")  # a config without the lines: the relaxation fails rather than pass silently
     assert subprocess.run(["bash", "-euc", RELAX_CUDA_VERSION], env={"out": str(tmp_path), "PATH": "/usr/bin:/bin"}).returncode != 0
+
+
+def test_python_bindings_fail_at_configure_when_cv2_would_be_left_out(manifests_dir, tmp_path):
+    # OpenCV drops cv2 silently when CMake finds no headers/libpython for the interpreter (measured with
+    # pyenv's 3.11.7: "Libraries: NO"); the package fails its configure then.
+    import subprocess
+
+    from cudapkgs.pkgs.opencv.package import PYTHON_CHECK
+
+    pkgs = _pkgs(tmp_path)
+    assert PYTHON_CHECK in pkgs.python3Packages.opencv4.postConfigure
+    assert PYTHON_CHECK not in pkgs.opencv4.postConfigure
+    inc = tmp_path / "build/modules/core/version_string.inc"
+    inc.parent.mkdir(parents=True)
+    inc.write_text('"    To be built:                 core imgproc python3\\n"\n')
+    assert subprocess.run(["bash", "-euc", PYTHON_CHECK], cwd=tmp_path).returncode == 0
+    inc.write_text('"    To be built:                 core imgproc\\n"\n"  Python 3:\\n"\n"    Libraries:  NO\\n"\n')
+    done = subprocess.run(["bash", "-euc", PYTHON_CHECK], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 1 and "will not build cv2" in done.stderr

@@ -97,6 +97,15 @@ if grep -nE '(/usr/local/cuda|/opt/cuda|/usr/lib/x86_64-linux-gnu/libcuda|/usr/l
   exit 1
 fi
 """
+# cv2 is silently left out when CMake finds the interpreter but not its headers or libpython
+# (measured: pyenv's 3.11.7 here, "Python 3: Libraries: NO", python3 "Unavailable"): fail then, at
+# configure, reading the summary OpenCV writes before the build info is elided.
+PYTHON_CHECK = r"""if ! grep -q 'To be built:.*python3' build/modules/core/version_string.inc; then
+  grep -A6 'Python 3:' build/modules/core/version_string.inc >&2 || true
+  echo "opencv: enablePython, but OpenCV will not build cv2: CMake did not find this Python's headers or libpython (python3Executable names the interpreter)" >&2
+  exit 1
+fi
+"""
 POST_INSTALL = r"""sed -i "s|{exec_prefix}/$out|{exec_prefix}|;s|{prefix}/$out|{prefix}|" "$out/lib/pkgconfig/opencv4.pc"
 mkdir -p "$cxxdev/nix-support"
 """
@@ -359,7 +368,7 @@ def opencv4(
             "propagatedBuildInputs": propagated,
             "cmakeFlags": lazy(cmake_flags),
             "postPatch": lazy(post_patch),
-            "postConfigure": POST_CONFIGURE,
+            "postConfigure": (PYTHON_CHECK if enablePython else "") + POST_CONFIGURE,
             "preInstall": pre_install,
             "postInstall": post_install,
             "enableParallelBuilding": True,
