@@ -48,3 +48,14 @@ def test_another_change_is_named_and_the_repair_is_a_rebuild(tmp_path):
     (problem,) = store.verify(paths=[path])
     assert "1 entry written since it was registered (mtime not 1): pkg/mod.py;" in problem.message
     assert "build it again" in problem.message and "all byte code" not in problem.message
+
+
+def test_byte_code_added_beside_a_module_changes_its_directory_too(tmp_path):
+    """A new __pycache__ in a directory that had none changes that directory's mtime: still byte code only."""
+    store, path = _registered(tmp_path, "fresh")
+    os.chmod(path, 0o755)
+    os.mkdir(os.path.join(path, "__pycache__"))
+    with open(os.path.join(path, "__pycache__", "x.cpython-312.pyc"), "wb") as f:
+        f.write(b"written at import")
+    (problem,) = store.verify(paths=[path])
+    assert "all byte code Python wrote" in problem.message, problem.message

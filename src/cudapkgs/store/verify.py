@@ -62,7 +62,12 @@ def describe_changes(path: str) -> str:
     changed.sort()
     named = ", ".join(changed[:_CHANGES_NAMED]) + (f" and {len(changed) - _CHANGES_NAMED} more" if len(changed) > _CHANGES_NAMED else "")
     clause = f"; {len(changed)} entr{'y' if len(changed) == 1 else 'ies'} written since it was registered (mtime not 1): {named}"
-    if all(c.endswith("__pycache__/") or (c.endswith(".pyc") and "__pycache__/" in c) for c in changed):
+    files = [c for c in changed if not c.endswith("/")]
+    # a directory's mtime changes when an entry is added to it: a changed directory is byte code's when it is a
+    # __pycache__ or holds a changed __pycache__
+    caches = {c for c in changed if c.endswith("__pycache__/")}
+    if files and all(c.endswith(".pyc") and "__pycache__/" in c for c in files) \
+            and all(c in caches or f"{c}__pycache__/" in caches for c in changed if c.endswith("/")):
         clause += ("; all byte code Python wrote when importing a module that had none: delete the "
                    ".pyc files whose mtime is not 1, then each __pycache__ directory left empty, and the path verifies again; interpreters "
                    "cudapkgs sets up no longer write there (docs/security.md)")
