@@ -168,7 +168,10 @@ def _bench(work: Path, rounds: int, cold: bool, no_cold_rows: bool, peer_src: Pa
             ratios = f"{wr:.2f}× | {cr:.2f}×"
             verdict = "" if goal is None else f"≤ {goal:g}×: wall {'met' if wr <= goal else 'NOT met'}, CPU {'met' if cr <= goal else 'NOT met'}"
         else:
-            against, ratios, verdict = against or "", "1.00× | 1.00×" if label == "floor" else " | ", "peer" if label != "no-op build" else "no nix-build here"
+            # no ratio without the peer measured: its cell stays empty too (a row naming a peer has both ratios)
+            ratios = "1.00× | 1.00×" if label == "floor" else " | "
+            verdict = "peer" if label == "floor" else f"no {against.split()[0]} here"
+            against = ""
         print(f"| {label} | {w:.1f} | {min(wall[label]):.1f} | {max(wall[label]):.1f} | {c:.1f} | {against} "
               f"| {ratios} | {verdict} |")
     return 0

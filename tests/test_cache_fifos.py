@@ -130,7 +130,7 @@ def test_the_data_file_cache_and_the_probe_cache_as_fifos_are_misses(tmp_path, m
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     source = tmp_path / "table.toml"
     source.write_text("answer = 42\n")
-    cache = datafiles._cache_file(source, source.stat())
+    cache = Path(datafiles._cache_file(source, source.stat()))
     cache.parent.mkdir(parents=True)
     os.mkfifo(cache)
     value, error = _returns_promptly(lambda: datafiles.load_toml(source), cache)

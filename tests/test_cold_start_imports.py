@@ -61,7 +61,10 @@ CASES = {
     "eval attribute": (["eval", "cudaPackages.cudaMajorMinorVersion"],
                        # the host probes answered from their cache start no process, write no file
                        # the evaluation's per-thread stack is a _thread._local (threading.local)
-                       {"subprocess", "tempfile", "shutil", "tomllib", "threading"}),
+                       {"subprocess", "tempfile", "shutil", "tomllib", "threading",
+                        # data files, the sets' table and manifest directories by os.path: pathlib
+                        # (with urllib.parse and ipaddress) was 2.7 ms of about 30
+                        "pathlib", "urllib.parse", "ipaddress"}),
     "eval outPath": (["eval", "--json", "--set", "allowUnfree=true", "cudaPackages.libcublas.outPath"],
                      # a boolean --set value is read without tomllib; licenses, manifests and supplies
                      # are records, not dataclasses (inspect, ast, dis, tokenize); inspect only for
@@ -118,6 +121,24 @@ def test_a_command_runs_few_garbage_collections_and_restores_the_threshold(tmp_p
     status, collections, restored = __import__("json").loads(done.stderr.splitlines()[-1])
     assert status == 0 and restored
     assert collections <= 3, collections
+
+
+def test_the_command_freezes_its_objects_before_restoring_the_threshold(tmp_path):
+    # Putting Python's threshold (700) back while the command's objects were young made the next
+    # allocation traverse them all (a tenth of a cold `list --all`'s CPU): the `cudapkgs` command,
+    # which exits right after, moves them to the permanent generation first; a library caller of
+    # `cli.main` keeps its objects collectable.
+    code = ("import gc, json, sys; from cudapkgs import cli; from cudapkgs.__main__ import main; "
+            "sys.argv = ['cudapkgs', 'list', '--all', '--no-eval-cache']; before = gc.get_threshold(); "
+            "library = cli.main(['eval', '--no-eval-cache', 'cudaPackages.cudaMajorMinorVersion']); "
+            "unfrozen = gc.get_freeze_count(); status = main(); "
+            "print(json.dumps([library, unfrozen, status, gc.get_freeze_count(), gc.get_threshold() == before]), "
+            "file=sys.stderr)")
+    done = run_python(code, cold_env(tmp_path), timeout=300, check=False)
+    library, unfrozen, status, frozen, restored = __import__("json").loads(done.stderr.splitlines()[-1])
+    assert library == 0 and status == 0 and restored
+    assert unfrozen == 0
+    assert frozen > 10_000, frozen
 
 
 def _plain(a, b=1, *c, d, e=2, **f): ...  # noqa: E704

@@ -241,3 +241,15 @@ def test_search_with_no_match_suggests_close_names(manifests_dir, capsys):
     assert 'did you mean "torch"' in capsys.readouterr().err
     assert main(["search", "--no-eval-cache", "zzzqqq"]) == 1
     assert "did you mean" not in capsys.readouterr().err
+
+
+def test_list_says_it_did_not_ask_whether_a_network_fetcher_answers(manifests_dir, capsys, monkeypatch):
+    """Before, `cudapkgs list cudaPackages_13_0` on a machine reaching only PyPI showed "redist" as the
+    fetcher of every component, with nothing saying that no host was asked (a build would take wheels)."""
+    monkeypatch.setenv("COLUMNS", "132")
+    assert main(["list", "cudaPackages_13_0", "--set", "allowUnfree=true"]) == 0
+    [note] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("fetcher: ")]
+    assert note.startswith("fetcher: the first configured one having it; redist: host not asked here")
+    assert "`cudapkgs doctor` asks" in note and len(note) <= 132
+    assert main(["list", "cudaPackages_13_0", "--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]']) == 0
+    assert "host not asked" not in capsys.readouterr().out  # the index is asked when a wheel is fetched

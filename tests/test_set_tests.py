@@ -8,6 +8,7 @@ ones build here without NVIDIA's binaries; those that compile CUDA are marked `w
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,25 @@ def test_cuda_tests_build_from_wheels(manifests_dir, tmp_path, wheel_cache, requ
     with Store.open(tmp_path / "store") as store:
         for name in ("nvcc-cmake", "nvcc-discovery") + (("nvcc-hook",) if mirrors else ()):
             realise(store, [pkgs.cudaPackages_13_0.tests[name].derivation])
+
+
+@pytest.mark.wheels
+def test_nvcc_data_outputs_builds_from_wheels_with_one_cuda(manifests_dir, tmp_path, wheel_cache, require_pypi):
+    # tests/nvcc-data-outputs.nix@85b7ecdd: the installed nvcc, run with an empty environment, compiles and
+    # links against its set's cudart (its profile names it), and nothing of another CUDA release comes in.
+    from cudapkgs.leakage import check_leakage
+
+    require_pypi("nvidia-cuda-nvcc")
+    pkgs = cudapkgs.import_pkgs(config={"allowUnfree": True, "fetchers": ["wheels"], "cudaCapabilities": ["9.0"],
+                                        "storeDir": str(tmp_path / "store")}, system="x86_64-linux")
+    cuda = pkgs.cudaPackages_13_0
+    test = cuda.tests["nvcc-data-outputs"]
+    assert check_leakage(pkgs, ["cudaPackages_13_0", "cuda_nvcc"]).leaks == ()
+    with Store.open(tmp_path / "store") as store:
+        [built] = realise(store, [test.derivation])
+        closure = store.closure([cuda.cuda_nvcc.out, built])
+    assert (Path(built) / "check").is_file()
+    for output in ("include", "stubs", "lib", "static"):
+        assert cuda.cuda_cudart[output] in closure
+    names = [Path(p).name.split("-", 1)[1] for p in closure]
+    assert [n for n in names if n.startswith("cuda") and not n.startswith("cuda13.0-")] == []

@@ -177,9 +177,26 @@ def test_redist_outputs_checks_each_dev_to_out_edge(manifests_dir, tmp_path):
     assert f"{cuda.cuda_cudart.out}={cuda.cuda_cudart.dev}" in attrs["nonEdges"].split()
 
 
-def test_nvcc_data_outputs_says_why_it_is_broken(manifests_dir, tmp_path):
-    meta = _pkgs(tmp_path).cudaPackages_13_0.tests["nvcc-data-outputs"].meta
-    assert meta["available"] is False and "nvcc.profile" in meta["problems"]["broken"]["message"]
+def test_nvcc_names_its_own_sets_cudart_for_its_profile(manifests_dir, tmp_path):
+    # cuda_nvcc/package.nix@7787668e: the profile names the set's cudart (include, stubs, lib) by store
+    # path, so nvcc's derivation has them as inputs (here with the static libraries too).
+    pkgs = _pkgs(tmp_path)
+    for name in ("cudaPackages_13_0", "cudaPackages_12_9"):
+        cuda = pkgs[name]
+        inputs = cuda.cuda_nvcc.inputs
+        for output in ("include", "stubs", "lib", "static"):
+            assert inputs[f"cuda_cudart.{output}"] == cuda.cuda_cudart[output], (name, output)
+        assert cuda.cuda_cudart.derivation in cuda.cuda_nvcc.derivation.deps
+    test = pkgs.cudaPackages_13_0.tests["nvcc-data-outputs"]
+    assert test.meta.get("available", True) is True  # no longer broken
+    assert test.derivation.attrs["nvcc"] == pkgs.cudaPackages_13_0.cuda_nvcc.out
+    attrs = test.derivation.attrs
+    assert attrs["nativeBuildInputs"] == [pkgs.cudaPackages_13_0.cuda_nvcc.out] and attrs["buildInputs"] == []
+
+
+def test_nvcc_data_outputs_from_wheels_says_why_cuda_12_cannot(manifests_dir, tmp_path):
+    meta = _pkgs(tmp_path, fetchers=["wheels"]).cudaPackages_12_9.tests["nvcc-data-outputs"].meta
+    assert meta["available"] is False and "CUDA 12's nvcc has no wheel" in meta["problems"]["broken"]["message"]
 
 
 def test_nvidia_driver_is_always_broken_with_nixpkgs_message(manifests_dir, tmp_path):

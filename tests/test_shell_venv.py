@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cudapkgs.shell_venv import MARK, ShellVenvError, default_venv_dir, ensure_venv, venv_environment
+from cudapkgs.pycache_guard import guard_line
 
 PYTHON = "/usr/bin/python3"
 pytestmark = pytest.mark.skipif(
@@ -70,7 +71,7 @@ def test_the_shell_venv_layers_on_the_store_and_pip_installs_into_it(tmp_path):
     other.mkdir(parents=True)
     again = ensure_venv(tmp_path / "venv", python, [str(other)], str(store))
     assert again == venv and list(venv.glob("lib/python3.*/site-packages/shelldemo"))
-    assert list(venv.glob("lib/python3.*/site-packages/cudapkgs-shell.pth"))[0].read_text() == f"{other}\n"
+    assert list(venv.glob("lib/python3.*/site-packages/cudapkgs-shell.pth"))[0].read_text() == guard_line(str(store)) + f"{other}\n"
 
     with pytest.raises(ShellVenvError, match="another interpreter"):
         ensure_venv(tmp_path / "venv", "/usr/bin/python3.99", [str(site)], str(store))
@@ -176,7 +177,7 @@ def test_a_fifo_in_a_named_venv_is_never_waited_on(tmp_path):
     (reused / MARK).write_text(json.dumps({"format": 1, "python": PYTHON}))
     os.mkfifo(site / "cudapkgs-shell.pth")
     assert _returns(lambda: ensure_venv(reused, PYTHON, ["/s/site"], str(tmp_path / "store")), site / "cudapkgs-shell.pth")
-    assert (site / "cudapkgs-shell.pth").read_text() == "/s/site\n"  # the FIFO replaced by the file
+    assert (site / "cudapkgs-shell.pth").read_text() == guard_line(str(tmp_path / "store")) + "/s/site\n"  # the FIFO replaced by the file
 
 
 @pytest.mark.parametrize("linked", ["bin", "lib"])

@@ -143,7 +143,7 @@ def test_the_data_file_cache_is_not_written_through_a_link_at_its_temporary_name
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     source = tmp_path / "table.toml"
     source.write_text('answer = 42\n')
-    cache = datafiles._cache_file(source, source.stat())
+    cache = Path(datafiles._cache_file(source, source.stat()))
     cache.parent.mkdir(parents=True)
     planted = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
     planted.symlink_to(victim)

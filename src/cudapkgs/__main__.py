@@ -13,7 +13,7 @@ def main() -> int:
         return status
     from .cli import main as cli_main
 
-    return cli_main(eval_cache=True)
+    return cli_main(eval_cache=True, exiting=True)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from typing import Any
@@ -53,7 +53,7 @@ class PackageSetDefinition:
 def _load() -> dict[str, Any]:
     from .datafiles import load_toml
 
-    return load_toml(Path(__file__).parent / "data" / "package_sets.toml")
+    return load_toml(os.path.join(os.path.dirname(__file__), "data", "package_sets.toml"))
 
 
 @functools.cache

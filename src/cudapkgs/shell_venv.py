@@ -161,7 +161,9 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
             _make(venv, python, timeout)
         site = _site_packages(venv)
         _require_real_directories(venv, [site, venv / "bin"])
-        pth = "".join(f"{d}\n" for d in site_dirs)
+        from .pycache_guard import guard_line
+
+        pth = guard_line(store_dir) + "".join(f"{d}\n" for d in site_dirs)  # no byte code written into the store
         current = _read_small(site / _PTH)
         if current != pth.encode():
             _write_new(site / _PTH, pth)

@@ -216,6 +216,12 @@ def _build_support(final: Any, config: Config, system: str) -> dict[str, Any]:
         attrs[interpreter + "Packages"] = lazy(
             lambda interpreter=interpreter: _python_packages(final, config, system, interpreter,
                                                              attr=interpreter + "Packages"))
+    # python38, python39, python314 (Nixpkgs has or had them): an evaluation error saying which versions are
+    # supported, why not this one and how to get one (python_interpreters.UNSUPPORTED)
+    for version in ("3.8", "3.9", "3.14"):
+        interpreter = "python" + version.replace(".", "")
+        for attr in (interpreter, interpreter + "Packages"):
+            attrs[attr] = lazy(lambda version=version, attr=attr: _unsupported_python(version, attr))
     attrs["zlib"] = lazy(lambda: __import__("cudapkgs.pkgs.zlib", fromlist=["zlib"]).zlib(
         config, system, final.fetchFromGitHub))
     attrs["rdma-core"] = lazy(lambda: __import__("cudapkgs.pkgs.rdma_core", fromlist=["rdma_core"]).rdma_core(
@@ -241,6 +247,13 @@ def _python3(config: Config, system: str) -> Any:
     if found is None:
         return host_tools.host_tool(config, system, "python3")  # the error: no python3 on this machine
     return host_tools.host_tool(config, system, "python3", executable=found, origin="python3 on PATH")
+
+
+def _unsupported_python(version: str, attr: str) -> Any:
+    """Raise `cudapkgs.pkgs.python_interpreters.unsupported`'s EvalError for `attr` (never returns)."""
+    from .pkgs.python_interpreters import unsupported
+
+    raise unsupported(version, attr)
 
 
 def _python_version(final: Any, config: Config, system: str, version: str) -> Any:

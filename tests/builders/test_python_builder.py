@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -313,3 +314,33 @@ def test_a_packages_own_post_install_keeps_the_import_check(tmp_path, manifests_
         "pname": "hookpkg3", "version": "1.0", "src": src, "pythonImportsCheck": ["hookpkg"],
         "dontUsePythonImportsCheck": True})
     assert "preDistPhases" not in unchecked.derivation.attrs
+
+
+def test_with_packages_writes_no_byte_code_into_the_store(tmp_path, manifests_dir):
+    """A module of the store without a ``.pyc`` (here one postInstall writes after the byte code step),
+    imported as root through a withPackages environment, is not cached into the store (the store path
+    still matches its NAR hash), while the user's own module is cached as usual (`pycache_guard`)."""
+    version = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store")}).python3Packages.pythonVersion
+    wheel = _handmade_wheel(tmp_path / "latepkg-1.0-py3-none-any.whl", "latepkg", "1.0", {"latepkg.py": b"VALUE = 7\n"})
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
+    ps = pkgs.python3Packages
+    pkg = ps.buildPythonPackage({"pname": "latepkg", "version": "1.0", "format": "wheel", "src": wheel,
+                                 "postInstall": f'echo "LATE = 3" > "$out/lib/python{version}/site-packages/late.py"'})
+    env = ps.withPackages([pkg])
+    with Store.open(store_dir) as store:
+        realise(store, [env.derivation])
+    site = Path(pkg.out, "lib", f"python{version}", "site-packages")
+    assert not (site / "__pycache__" / f"late.{sys.implementation.cache_tag}.pyc").exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "usermod.py").write_text("U = 1\n")
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([f"{env.out}/bin/python3", "-c", "import late, latepkg, usermod; print(late.LATE)"],
+                          capture_output=True, text=True, env={**environ, "PYTHONPATH": str(mine)}, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == "3\n", done.stderr
+    assert os.geteuid() != 0 or os.access(site, os.W_OK)  # root: the modes alone would not have stopped it
+    assert not (site / "__pycache__" / f"late.{sys.implementation.cache_tag}.pyc").exists()
+    assert [p.name for p in (mine / "__pycache__").iterdir()] == [f"usermod.{sys.implementation.cache_tag}.pyc"]
+    with Store.open(store_dir) as store:
+        assert store.verify(paths=[pkg.out, env.out]) == []

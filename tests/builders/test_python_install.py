@@ -177,3 +177,15 @@ def test_the_install_compiles_byte_code_on_every_core(tmp_path):
                {"out": out}, io.StringIO())
     assert " -j 0 " in f" {argv.read_text().strip()} "
     assert list((out / "lib" / "python3.11" / "site-packages" / "demo" / "__pycache__").glob("__init__.*.pyc"))
+
+
+def test_an_abi3_wheel_of_an_older_cpython_is_installed_in_process(tmp_path):
+    """``cp312-abi3`` (onnx 1.23.2's wheel for 3.12 and later) suits CPython 3.12 and 3.13, not 3.11;
+    ``cp312-cp312`` suits 3.12 only (PEP 384's stable ABI holds for later versions only)."""
+    def reason(name, version):
+        return pi.unsupported(_wheel(tmp_path / name, {"demo/__init__.py": b""}), version, "x86_64")
+
+    abi3 = "demo-1.0-cp312-abi3-manylinux_2_17_x86_64.whl"
+    assert reason(abi3, "3.12") is None and reason(abi3, "3.13") is None
+    assert reason(abi3, "3.11").startswith("tags")
+    assert reason("demo-1.0-cp312-cp312-manylinux_2_17_x86_64.whl", "3.13").startswith("tags")

@@ -64,7 +64,7 @@ def test_onnxruntime_loads_the_sets_cuda_and_torchs_cudnn_and_says_why_no_tensor
     # with wheels alone the set's TensorRT is unavailable: its provider's two libraries are left to fail alone
     assert ort.drvAttrs["autoPatchelfIgnoreMissingDeps"] == ["libnvinfer.so.10", "libnvonnxparser.so.10"]
     assert "tensorrt" in ort.tensorrtProvider and "not available" in ort.tensorrtProvider
-    assert "TensorRT provider: " in ort.meta["description"]
+    assert "TensorRT provider: " in ort.meta["longDescription"]
     with pytest.raises(CudapkgsError, match=r"onnxruntime-gpu 1.31.1 is a CUDA 13.0 build; cudaPackages_12_9 is CUDA "
                                             r"12.9 \(sets that have it: cudaPackages_13_0"):
         _ps(pkgs, "cudaPackages_12_9").onnxruntime.drvPath

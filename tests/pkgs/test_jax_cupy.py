@@ -107,7 +107,7 @@ def test_a_cuda_12_set_cannot_have_the_cuda_13_wheels_and_says_why(name):
 def test_a_cuda_12_sets_cupy_is_cupy_cuda12x():
     # issue 31: CUDA 12 sets get CuPy's CUDA 12 wheel (they were broken: "a CUDA 13 build")
     package = at("pkgsCuda.python3Packages.cupy")  # the default set: CUDA 12.9
-    assert not package.meta.broken and "cupy-cuda12x wheel" in package.meta["description"]
+    assert not package.meta.broken and "cupy-cuda12x 14.2.0 on cudaPackages_12_9" in package.meta["longDescription"]
 
 
 def test_a_cudnn_older_than_the_plugins_minimum_is_named_with_the_version_needed():

@@ -109,6 +109,23 @@ def test_a_missing_interpreter_is_an_evaluation_error_of_its_package_set(tmp_pat
         pkgs.python313Packages.numpy.drvPath
 
 
+@pytest.mark.parametrize(("attr", "version", "why"), [
+    ("python39Packages", "3.9", "PEP 596"), ("python38Packages", "3.8", "PEP 569"), ("python39", "3.9", "PEP 596"),
+    ("python314Packages", "3.14", "pinned for cp310-cp313 only"), ("python314", "3.14", "cp310-cp313")])
+def test_an_unsupported_cpython_says_which_are_supported_why_and_how_to_get_one(tmp_path, manifests_dir, attr,
+                                                                              version, why):
+    # not "attribute missing … did you mean python3Packages": the versions, the reason and how to get one
+    from cudapkgs.lib.attrpath import parse_attrpath, resolve
+
+    for top in (cudapkgs.import_pkgs(config=_config(tmp_path)), cudapkgs.import_pkgs(config=_config(tmp_path)).pkgsCuda):
+        with pytest.raises(EvalError) as raised:
+            resolve(top, parse_attrpath(f"{attr}.torch" if attr.endswith("Packages") else attr))
+        message = str(raised.value)
+        assert message.startswith(f"{attr}: CPython {version} is not supported (") and why in message
+        assert "python310Packages … python313Packages (CPython 3.10-3.13)" in message
+        assert "uv python install 3.12" in message and "did you mean" not in message
+
+
 def test_ask_bounds_a_python_that_hangs_or_lies(tmp_path):
     liar = tmp_path / "python3"
     liar.write_text('#!/bin/sh\necho \'{"executable": "/nonexistent/python", "version": "3.12.1", '

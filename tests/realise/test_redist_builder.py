@@ -599,6 +599,47 @@ def test_rewrite_profile_is_flat_points_at_inputs_and_idempotent():
     assert again == text
 
 
+def test_arrange_names_the_sets_cudart_in_the_profile(tmp_path):
+    # cuda_nvcc/package.nix@7787668e: nvcc.profile names the target cudart's include, lib/stubs and lib
+    # by store path (here its static output's lib too: libcudadevrt.a), so nvcc alone finds them.
+    out, store = tmp_path / "nvcc", tmp_path / "store"
+    (out / "bin").mkdir(parents=True)
+    (out / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (out / "bin" / "nvcc.profile").write_text(STOCK_PROFILE)
+    inputs = {}
+    for key, sub in [("cuda_cudart.include", "include"), ("cuda_cudart.stubs", "lib/stubs"),
+                     ("cuda_cudart.lib", "lib"), ("cuda_cudart.static", "lib"), ("cuda_crt.out", "include/crt")]:
+        path = store / key.replace(".", "-")
+        (path / sub).mkdir(parents=True)
+        inputs[key] = os.fspath(path)
+    (store / "cuda_cudart-stubs" / "lib" / "libcuda.so").write_text("")  # the stubs again, as cudart's stubs output has
+    done = nvcc_mod.arrange(out, "/final/nvcc", inputs, None)
+    assert "bin/nvcc.profile rewritten" in done
+    profile = (out / "bin" / "nvcc.profile").read_text()
+    includes = next(line for line in profile.splitlines() if line.startswith("INCLUDES") and str(store) in line)
+    assert f'"-I{inputs["cuda_crt.out"]}/include"' in includes
+    assert f'"-I{inputs["cuda_cudart.include"]}/include"' in includes
+    libraries = next(line for line in profile.splitlines() if line.startswith("LIBRARIES") and str(store) in line)
+    assert libraries.split("$(_SPACE_)", 1)[1].split() == [
+        f'"-L{inputs["cuda_cudart.stubs"]}/lib/stubs"', f'"-L{inputs["cuda_cudart.lib"]}/lib"',
+        f'"-L{inputs["cuda_cudart.static"]}/lib"']  # the stubs first, as the stock profile; not the stubs' lib/
+    assert os.readlink(out / "include" / "crt") == f"{inputs['cuda_crt.out']}/include/crt"
+    # nvlink records its -L list in every fatbinary: what is named for linking only is scrubbed with nvcc.
+    assert (out / nvcc_mod.LINK_ONLY).read_text().split() == [inputs["cuda_cudart.stubs"], inputs["cuda_cudart.static"]]
+
+
+def test_link_only_references_are_paths_of_nvccs_own_store(tmp_path):
+    store = tmp_path / "store"
+    nvcc = store / "abc-cuda_nvcc"
+    (nvcc / "nix-support").mkdir(parents=True)
+    (nvcc / nvcc_mod.LINK_ONLY).write_text(f"{store}/def-stubs\n/usr/lib\nrelative\n{tmp_path}/other/ghi-static\n")
+    assert nvcc_mod.link_only_references(os.fspath(nvcc)) == [f"{store}/def-stubs"]
+    (nvcc / nvcc_mod.LINK_ONLY).unlink()
+    os.mkfifo(nvcc / nvcc_mod.LINK_ONLY)  # never opened for reading (it would block)
+    assert nvcc_mod.link_only_references(os.fspath(nvcc)) == []
+    assert nvcc_mod.link_only_references(os.fspath(store / "absent")) == []
+
+
 @pytest.fixture(scope="module")
 def toolkit(tmp_path_factory):
     if not Path("/usr/local/cuda/bin/nvcc").is_file() or not Path("/usr/local/cuda/bin/nvcc.profile").is_file():
@@ -620,7 +661,8 @@ def test_store_nvcc_compiles_and_links_with_its_own_host_compiler(toolkit, tmp_p
     }
     cuda = packages(config)  # NVIDIA's cicc holds "/usr/include": binary files pass the FHS check, as in Nixpkgs
     nvcc, cudart = cuda.cuda_nvcc, cuda.cuda_cudart
-    assert set(nvcc.inputs) == {"cuda_crt.out", "libnvvm.out", "cccl.out"}  # cccl: pname cuda_cccl before 13.3
+    assert set(nvcc.inputs) == {"cuda_crt.out", "libnvvm.out", "cccl.out",  # cccl: pname cuda_cccl before 13.3
+                                "cuda_cudart.include", "cuda_cudart.stubs", "cuda_cudart.lib", "cuda_cudart.static"}
     with Store.open(tmp_path / "store") as store:
         realise(store, [nvcc.derivation, cudart.derivation])  # cudart does not need nvcc (cuda_cudart.nix@e944ac95)
         assert store.verify() == []

@@ -127,7 +127,9 @@ def _install_phase() -> Any:
 # as it was (it is neither replaced nor needed).  The host's own site-packages are not on sys.path
 # (include-system-site-packages = false), as in Nixpkgs' python.withPackages.  With no packages the
 # .pth file is empty.  A path is written to the .pth file only as a plain directory line (a line that
-# starts with "import" would be run by site: a store path never does).
+# starts with "import" would be run by site: a store path never does).  A second .pth file holds the
+# one line cudapkgs writes that site runs: `pycache_guard.guard_line`, so that importing from the
+# environment never writes byte code into the store (root ignores the store's read-only modes).
 WITH_PACKAGES = r"""
 real=$(realpath -e -- "$interpreter")
 site="$out/lib/python$pythonVersion/site-packages"
@@ -142,6 +144,7 @@ done
   printf 'executable = %s\n' "$real"
 } > "$out/pyvenv.cfg"
 : > "$site/cudapkgs-env.pth"
+printf '%s' "$pycacheGuard" > "$site/cudapkgs-pycache-guard.pth"
 old_ifs=$IFS
 IFS=:
 for dir in ${PYTHONPATH:-}; do
@@ -159,8 +162,10 @@ def with_packages(config: Any, python: Any, packages: Sequence[Any], *, system: 
 
     ``sys.executable`` is the environment's own ``bin/python3`` (Nixpkgs' python env sets it to its
     wrapper too), the user's PYTHONPATH is kept and comes first, and the packages come through a
-    ``.pth`` file of the environment's site-packages (``site`` adds each listed directory).
+    ``.pth`` file of the environment's site-packages (``site`` adds each listed directory), and
+    another ``.pth`` file keeps Python from writing byte code into the store (`pycache_guard`).
     """
+    from ..pycache_guard import guard_line
     from ..stdenv import mk_derivation
 
     return mk_derivation(config, {
@@ -171,6 +176,7 @@ def with_packages(config: Any, python: Any, packages: Sequence[Any], *, system: 
         "buildInputs": list(packages),
         "pythonVersion": python_version(python),
         "interpreter": python.hostPaths["python3"],
+        "pycacheGuard": guard_line(),
         "dontUnpack": True, "dontConfigure": True, "dontBuild": True, "dontFixup": True,
         "installPhase": WITH_PACKAGES,
         "meta": {"description": f"Python {python.version} with {len(packages)} package(s)", "mainProgram": "python3"},

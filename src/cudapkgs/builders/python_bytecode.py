@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..errors import CudapkgsError
 from ..python_child import new_private_directory, remove_private_directory
@@ -168,10 +168,42 @@ except BaseException:
 HASH_SEED = "0"
 
 
-def compiler_env(env: Mapping[str, str]) -> dict[str, str]:
+#: The temporary-directory variables the compiler gets (`compiler_env`'s `tmp`).
+TEMP_VARIABLES = ("TMPDIR", "TMP", "TEMP", "TEMPDIR")
+
+#: The longest temporary directory the compiler is given (characters): multiprocessing's forkserver
+#: binds a socket at ``$TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX``, and a Unix socket's path holds at
+#: most 107 bytes (``sun_path`` is 108 bytes in Linux' unix(7)).
+TEMP_PATH_MAX = 60
+
+
+def compiler_env(env: Mapping[str, str], tmp: str | None = None) -> dict[str, str]:
     """The environment the compiler runs in: `env` without any ``PYTHON*`` variable, and with
-    ``PYTHONHASHSEED`` = `HASH_SEED` (so its byte code does not depend on a random seed)."""
-    return {**{k: v for k, v in env.items() if not k.startswith("PYTHON")}, "PYTHONHASHSEED": HASH_SEED}
+    ``PYTHONHASHSEED`` = `HASH_SEED` (so its byte code does not depend on a random seed); with
+    `tmp`, every `TEMP_VARIABLES` names that directory.
+
+    Python >= 3.12's compileall starts its ``-j`` workers through multiprocessing's forkserver
+    (Lib/compileall.py, 3.12: "forkserver" when the start method is "fork"), whose socket lives
+    under ``$TMPDIR``: the build's ``$TMPDIR`` (its work directory under the store's ``.tmp``) made
+    that path too long ("OSError: AF_UNIX path too long"), compileall stopped before compiling
+    anything, and every python3.12/3.13 package had no byte code (Python then wrote it into the
+    store when the package was first imported, as root).  `start_compile` gives it a short private one.
+    """
+    out = {**{k: v for k, v in env.items() if not k.startswith("PYTHON")}, "PYTHONHASHSEED": HASH_SEED}
+    if tmp is not None:
+        out.update(dict.fromkeys(TEMP_VARIABLES, tmp))
+    return out
+
+
+def _short_private_directory() -> str:
+    """`new_private_directory`, in ``/tmp`` when the temporary directory's path is longer than `TEMP_PATH_MAX`."""
+    cwd = new_private_directory()
+    if len(cwd) <= TEMP_PATH_MAX or not os.path.isdir("/tmp"):
+        return cwd
+    import tempfile
+
+    remove_private_directory(cwd)
+    return os.path.abspath(tempfile.mkdtemp(prefix="cudapkgs-cwd-", dir="/tmp"))
 
 
 def _command(python: str, site: Path, out: Path) -> list[str]:
@@ -183,8 +215,10 @@ class Compile:
     """A byte compilation under way (`start_compile`); `wait` it before reading the tree's ``.pyc`` files."""
 
     def __init__(self, process: subprocess.Popen[bytes], site: Path, deadline: float = float("inf"),
-                 work: str = "", stop: threading.Event | None = None, cwd: str | None = None) -> None:
+                 work: str = "", stop: threading.Event | None = None, cwd: str | None = None,
+                 errors: Any = None) -> None:
         self._process, self._site = process, site
+        self._errors = errors  # the compiler's stderr (a temporary file), read back bounded by `wait`
         self._cwd = cwd  # the private working directory, removed once the compiler is gone
         self._stop = stop  # the build run's stop signal (`bind_stop`), besides `stop_all`
         self._deadline = deadline  # seconds from the start
@@ -224,6 +258,7 @@ class Compile:
                 self._process.wait()  # killed: the supervisor is reaped at once
             if self._cwd is not None:
                 remove_private_directory(self._cwd)
+            reason = self._last_error()
         if why is not None:
             log.write(f"compileall: {self._site}: {why}\n")
             raise ByteCompileError(f"byte compilation (python3 -m compileall) of {self._site} {why}")
@@ -231,8 +266,24 @@ class Compile:
         if status == 1:
             log.write(f"compileall: some files of {self._site} did not compile (their modules compile when imported)\n")
         elif status != 0:
-            log.write(f"compileall: stopped part way over {self._site} (exit status {status}): some modules have no byte code\n")
+            log.write(f"compileall: stopped part way over {self._site} (exit status {status}"
+                      f"{': ' + reason if reason else ''}): some modules have no byte code\n")
         return status == 0
+
+    def _last_error(self) -> str:
+        """The last line of the compiler's stderr that is not a warning (at most 300 characters; its last 64 KiB read)."""
+        errors, self._errors = self._errors, None
+        if errors is None:
+            return ""
+        with errors:
+            try:
+                size = errors.seek(0, os.SEEK_END)
+                errors.seek(max(0, size - 65536))
+                lines = errors.read(65536).decode("utf-8", "replace").splitlines()
+            except OSError:
+                return ""
+        lines = [line.strip() for line in lines if line.strip() and "Warning" not in line and not line.startswith(" ")]
+        return lines[-1][:300] if lines else ""
 
 
 def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | None = None) -> Compile:
@@ -254,15 +305,21 @@ def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | N
         raise FileNotFoundError(f"{chosen}: no such interpreter to compile byte code with")
     executable = os.path.abspath(executable)  # it runs in another directory
     argv = _command(executable, Path(site), Path(out))
-    cwd = new_private_directory()
+    cwd = _short_private_directory()  # also its TMPDIR (`compiler_env`)
+    errors = None
     try:
-        process = popen_phase(argv, executable=executable, env=compiler_env(env), cwd=cwd,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        import tempfile
+
+        errors = tempfile.TemporaryFile()  # its stderr: the last line names why it stopped part way
+        process = popen_phase(argv, executable=executable, env=compiler_env(env, cwd), cwd=cwd,
+                              stdout=subprocess.DEVNULL, stderr=errors)
     except BaseException:
+        if errors is not None:
+            errors.close()
         remove_private_directory(cwd)
         raise
     work = f"allowed for {modules} modules, {size / (1 << 20):.1f} MiB of source"
-    return Compile(process, Path(site), deadline, work, stop, cwd)
+    return Compile(process, Path(site), deadline, work, stop, cwd, errors)
 
 
 def compile_tree(site: Path, out: Path, env: Mapping[str, str], log: TextIO, python: str | None = None) -> bool:

@@ -175,12 +175,20 @@ def unsupported(wheel: Path, python_version: str, machine: str) -> str | None:
 
 
 def _python_suits(parts: list[str], python_version: str) -> bool:
-    """The python and abi tags (as `cudapkgs.builders.rewired_wheel.wheel_suits`): py3/none or cpXY."""
+    """The python and abi tags (as `cudapkgs.builders.rewired_wheel.wheel_suits`): py3/none or cpXY, or
+    ``cp3Y-abi3`` with Y at most the interpreter's minor version (the stable ABI of PEP 384 holds for every
+    later CPython 3: packaging's ``tags.cpython_tags`` lists ``cp3Y-abi3`` down to cp32)."""
     pythons, abis = parts[-3].split("."), parts[-2].split(".")
     want = "cp" + python_version.replace(".", "")
     if any(p in ("py3", "py2.py3") for p in pythons) and "none" in abis:
         return True
-    return want in pythons and (want in abis or "abi3" in abis or "none" in abis)
+    if want in pythons and (want in abis or "abi3" in abis or "none" in abis):
+        return True
+    major, _, minor = python_version.partition(".")
+    if "abi3" not in abis or major != "3" or not minor.split(".")[0].isdigit():
+        return False
+    older = {f"cp3{m}" for m in range(2, int(minor.split(".")[0]) + 1)}
+    return any(p in older for p in pythons)
 
 
 def _digest(data: bytes) -> str:

@@ -292,6 +292,12 @@ def run_list(args: argparse.Namespace) -> int:
         [[r[key], r["version"], r["license"], " ".join(r["outputs"]), *fetcher(r), s] for r, s in zip(rows, status)],
         shrink=(3, 2, 1, 5, 6, 4, 0),  # outputs first, then license, version, size; the status late
     ))
+    network = [f for f in pkgs.config.fetchers if f == "redist" or (f.startswith("mirror:") and "://" in f
+                                                                      and not f.startswith("mirror:file://"))]
+    if any(r.get("source") and r["source"]["fetcher"] in network for r in rows):
+        # A listing asks no host: on a machine reaching only PyPI, "redist" here read as where builds would go.
+        print(f"fetcher: the first configured one having it; {', '.join(network)}: host not asked here "
+              "(`cudapkgs doctor` asks; builds skip a silent host)")
     _print_unfree_note(status)
     if unknown[0]:
         print("?: the size of a wheel not cached is known once the index is asked (cudapkgs build --dry-run)")

@@ -9,9 +9,9 @@ membership: every set has every component, available or not, like Nixpkgs.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class TableError(ValueError):
 def _load_table() -> dict[str, Any]:
     from ..datafiles import load_toml
 
-    return load_toml(Path(__file__).parents[1] / "data" / "redist_components.toml")
+    return load_toml(os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "redist_components.toml"))
 
 
 @functools.cache

@@ -23,7 +23,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
+
+TYPE_CHECKING = False  # pathlib is imported where a path is made, not at start-up (docs/bench-speed.md)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["MAX_BYTES", "MAX_ENTRIES", "Probe", "cache_file", "forget", "remembered", "run"]
 
@@ -39,6 +42,8 @@ _loaded: dict[Path, dict[str, list]] = {}  # cache file -> its entries, read onc
 
 def cache_file() -> Path:
     """``$XDG_CACHE_HOME/cudapkgs/probes.json`` (``~/.cache`` when unset or relative)."""
+    from pathlib import Path
+
     from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
 
     root = Path(required_dir("XDG_CACHE_HOME"))

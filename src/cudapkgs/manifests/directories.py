@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
+
+TYPE_CHECKING = False  # pathlib is imported where a Path is returned: `available_versions` (an
+if TYPE_CHECKING:  # evaluation naming cudnn_X_Y) works on strings (docs/bench-speed.md, ninth session)
+    from pathlib import Path
 
 from ..errors import ManifestError
 from ..lib.versions import version_key
@@ -19,7 +22,13 @@ def vendored_directory() -> Path:
     NVIDIA's redistrib manifests for every release the sets use, copied from Nixpkgs'
     ``pkgs/development/cuda-modules/_cuda/manifests`` (see ``INDEX.md`` beside them).
     """
-    return Path(__file__).resolve().parents[1] / "data" / "manifests"
+    from pathlib import Path
+
+    return Path(_vendored())
+
+
+def _vendored() -> str:
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data", "manifests")
 
 
 def override_directory(explicit: str | os.PathLike[str] | None = None) -> Path | None:
@@ -28,14 +37,21 @@ def override_directory(explicit: str | os.PathLike[str] | None = None) -> Path |
     None when neither is set (an empty string counts as unset).  Raises `ConfigError` when
     ``$CUDAPKGS_MANIFESTS`` is a relative path (`xdg.env_path`).
     """
+    found = _override(explicit)
+    if found is None:
+        return None
+    from pathlib import Path
+
+    return Path(found)
+
+
+def _override(explicit: str | os.PathLike[str] | None) -> str | None:
     if explicit is not None and os.fspath(explicit) != "":
-        return Path(explicit).expanduser()
+        return os.path.expanduser(os.fspath(explicit))
     from ..xdg import env_path
 
     from_env = env_path("CUDAPKGS_MANIFESTS")  # a relative one is refused: it would be the working directory's
-    if from_env:
-        return Path(from_env)
-    return None
+    return os.fspath(from_env) if from_env else None
 
 
 def user_directory() -> Path:
@@ -44,10 +60,15 @@ def user_directory() -> Path:
     ``$XDG_DATA_HOME`` defaults to ``~/.local/share`` (XDG Base Directory Specification);
     a relative value is ignored, as the specification says.
     """
+    from pathlib import Path
+
+    return Path(_user())
+
+
+def _user() -> str:
     from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
 
-    root = Path(required_dir("XDG_DATA_HOME"))
-    return root / "cudapkgs" / "manifests"
+    return os.path.join(required_dir("XDG_DATA_HOME"), "cudapkgs", "manifests")
 
 
 def search_directories(explicit: str | os.PathLike[str] | None = None) -> list[tuple[str, Path]]:
@@ -62,10 +83,17 @@ def search_directories(explicit: str | os.PathLike[str] | None = None) -> list[t
        ``cudapkgs manifests update`` writes, so that an update wins over the shipped copy;
     3. then the manifests vendored in the package (`vendored_directory`, kind ``"vendored"``).
     """
-    override = override_directory(explicit)
+    from pathlib import Path
+
+    return [(kind, Path(path)) for kind, path in _search(explicit)]
+
+
+def _search(explicit: str | os.PathLike[str] | None) -> list[tuple[str, str]]:
+    """`search_directories` as strings."""
+    override = _override(explicit)
     if override is not None:
         return [("override", override)]
-    return [("user", user_directory()), ("vendored", vendored_directory())]
+    return [("user", _user()), ("vendored", _vendored())]
 
 
 def manifests_directory(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -83,6 +111,8 @@ def cache_directory() -> Path:
     No longer read by `load_manifest` (evaluation never downloads); kept so that `gc --caches`
     can remove what older versions left there.
     """
+    from pathlib import Path
+
     from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
 
     root = Path(required_dir("XDG_CACHE_HOME"))
@@ -98,8 +128,8 @@ def available_versions(product: str, *, directory: str | os.PathLike[str] | None
     """Versions of ``product`` in any directory of `search_directories`, version-sorted, no duplicates."""
     _check_name("product", product)
     found: set[str] = set()
-    for _kind, root in search_directories(directory):
-        found.update(_versions_in(root / product))
+    for _kind, root in _search(directory):
+        found.update(_versions_in(os.path.join(root, product)))
     return sorted(found, key=version_key)
 
 
@@ -115,7 +145,7 @@ def available_products(*, directory: str | os.PathLike[str] | None = None) -> li
     return sorted(found)
 
 
-def _versions_in(folder: Path) -> list[str]:
+def _versions_in(folder: str | os.PathLike[str]) -> list[str]:
 
     try:
         names = os.listdir(folder)

@@ -29,10 +29,21 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import EvalError
 
-__all__ = ["SUPPORTED", "Interpreter", "ask", "default_python3", "find_interpreter", "how_to_get"]
+__all__ = ["SUPPORTED", "UNSUPPORTED", "Interpreter", "ask", "default_python3", "find_interpreter", "how_to_get",
+           "unsupported"]
 
 #: The CPython versions with a top-level ``python3XY``/``python3XYPackages`` (X.Y).
 SUPPORTED = ("3.10", "3.11", "3.12", "3.13")
+#: CPython versions Nixpkgs has or had a ``python3XY`` for that cudapkgs does not: X.Y -> why.  3.8 and 3.9
+#: are past their end of life (PEP 569: October 2024; PEP 596: October 2025) and the packaged torch builds
+#: (2.9.1, 2.14.1) publish no wheel for them; 3.14: torch and triton publish cp314 wheels, but the rest of the
+#: pinned wheels (numpy, JAX, CuPy, ONNX Runtime, the companions) are pinned for cp310-cp313 only.
+UNSUPPORTED = {
+    "3.8": "past its end of life (October 2024, PEP 569), and torch publishes no cp38 wheel",
+    "3.9": "past its end of life (October 2025, PEP 596), and torch publishes no cp39 wheel",
+    "3.14": "not pinned yet: the wheels of numpy, JAX, CuPy, ONNX Runtime and torch's companions are pinned "
+            "for cp310-cp313 only",
+}
 
 _FIXED_DIRS = ("/usr/bin", "/usr/local/bin", "/bin")
 _MAX_ANSWER = 4096
@@ -292,6 +303,15 @@ def find_interpreter(version: str, *, environ: Mapping[str, str] | None = None) 
     raise EvalError(f"python{version.replace('.', '')}: no CPython {version} on this machine (looked for {name} on "
                     f"PATH, in {', '.join(_FIXED_DIRS)}, pyenv's versions and uv's python directory); "
                     + how_to_get(version))
+
+
+def unsupported(version: str, attr: str) -> EvalError:
+    """The evaluation error of top-level `attr` (``python39Packages``) for CPython `version` ("3.9"), one of
+    `UNSUPPORTED`: it names the versions that are supported, why this one is not and how to get one."""
+    have = f"{SUPPORTED[0]}-{SUPPORTED[-1]}"
+    return EvalError(f"{attr}: CPython {version} is not supported ({UNSUPPORTED[version]}); cudapkgs has "
+                     f"python310Packages … python313Packages (CPython {have}): use one, e.g. python312Packages "
+                     f"(where this machine has no CPython 3.12, {how_to_get('3.12')})")
 
 
 def tag_of(version: str) -> str:

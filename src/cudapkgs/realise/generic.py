@@ -28,7 +28,8 @@ renames those directories there afterwards (`.attrs.json`'s `outputPaths`). The 
 runs auto-patchelf (hooks/fixup.py) over the outputs with the
 buildInputs' lib dirs, and maps RUNPATH entries into an output to its final path.
 After the fixup phase, the hashes of `removeReferencesTo` paths are overwritten
-with `e`s and `disallowedReferences` are checked, whatever the fixup was.
+with `e`s (for nvcc, also those of the paths its profile names for linking only:
+`realise.nvcc.LINK_ONLY`) and `disallowedReferences` are checked, whatever the fixup was.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from ..errors import CudapkgsError, shown
 from ..build_inputs import Closures, find_inputs, read_support_file, setup_environment
 from ..stdenv import PHASES
 from .context import BuildContext
+from .nvcc import link_only_references
 from ..process_group import finish_phase, popen_phase
 from .. import programs
 
@@ -227,7 +229,10 @@ def finish_outputs(attrs: Mapping[str, Any], outs: Mapping[str, Path], final: Ma
     """
     for file, paths in multiple_outputs.propagate(outs, dict(final), attrs).items():
         log.write(f"@@ {file}: {' '.join(paths)}\n")
-    removed = remove_references(outs, attrs.get("removeReferencesTo") or ())
+    scrubbed = list(attrs.get("removeReferencesTo") or ())
+    for path in list(scrubbed):  # nvcc: with the paths its profile names for linking only (realise/nvcc.LINK_ONLY)
+        scrubbed += link_only_references(path)
+    removed = remove_references(outs, scrubbed)
     if removed:
         log.write(f"@@ removeReferencesTo: {len(removed)} file(s) rewritten\n")
     _check_disallowed(outs, attrs.get("disallowedReferences") or ())

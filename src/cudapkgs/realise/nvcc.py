@@ -5,15 +5,24 @@ headers, libraries, cicc and libdevice below ``$(TOP)`` (the prefix); in the
 store some of those live in other packages. `arrange`, like Nixpkgs' cuda_nvcc:
 copies libnvvm into ``nvvm/`` (CUDA 13 ships it apart), links ``include/crt`` to
 cuda_crt, points the profile at the store paths of cuda_crt, cuda_cccl/cccl and
-cuda_cudart (when it is an input), adds ``lib64 -> lib``, sets
+cuda_cudart (its include, stubs, lib and static outputs), adds ``lib64 -> lib``, sets
 ``compiler-bindir`` to a directory of links to the chosen host compiler, and
 wraps ``bin/nvcc`` so that nvcc's host-compiler probe uses it too
 (``NVCC_CCBIN``; the probe ignores the profile).
 
 cuda_cudart is a target-propagated dependency of nvcc, as in Nixpkgs
-(cuda_nvcc/package.nix@1ac181a1): it is handed to nvcc's consumers, not built
-with; its include and lib dirs come from the consumer (``-I``/``-L``, or a
-profile when cudart is an input). cudart takes nvcc's headers from cuda_crt.
+(cuda_nvcc/package.nix@1ac181a1): it is handed to nvcc's consumers. Its
+``include`` output and the ``lib/stubs`` and ``lib`` of its ``stubs`` and ``lib``
+outputs are also named by store path in the profile (INCLUDES, LIBRARIES), as
+Nixpkgs' postInstall writes them (cuda_nvcc/package.nix@7787668e), so that the
+installed nvcc run with no setup hook (by hand, by a JIT) finds
+``cuda_runtime.h``, ``-lcudart`` and the ``-lcuda`` stub. The ``lib`` of its
+``static`` output is named too (a deviation: Nixpkgs names ``outputLib`` only,
+and its tests/nvcc-data-outputs.nix@85b7ecdd maps the static libraries into that
+output), because nvcc links ``libcudadevrt.a`` into every executable and
+``libcudart_static.a`` by default. nvcc's output thus refers to those four
+outputs of its own set's cudart (tests.nvcc-data-outputs).
+cudart takes nvcc's headers from cuda_crt.
 """
 
 from __future__ import annotations
@@ -26,11 +35,18 @@ from pathlib import Path
 from ..hooks.errors import FixupError
 from ..host.compiler import Compiler, names_for
 
-__all__ = ["CCBIN_DIR", "WRAPPED", "arrange", "rewrite_profile", "wrapper_text"]
+__all__ = ["CCBIN_DIR", "LINK_ONLY", "WRAPPED", "arrange", "link_only_references", "rewrite_profile", "wrapper_text"]
 
 #: Where the compiler links go, relative to nvcc's output.
 CCBIN_DIR = "libexec/cudapkgs/ccbin"
 WRAPPED = ".nvcc-unwrapped"
+#: nvcc's file listing the store paths its profile names for linking only (cudart's stubs and static
+#: outputs): nvlink records its ``-L`` list in every fatbinary it links, so a consumer scrubbing nvcc
+#: (``removeReferencesTo``) scrubs these too (`link_only_references`), and a program's run-time closure
+#: stays the program and the libraries it loads. Nixpkgs' wrapper compresses fatbinaries
+#: (``-Xfatbin=-compress-all``, cuda_nvcc/nvcc-wrapper.sh@85b7ecdd), which hides the same text from
+#: Nix's reference scanner.
+LINK_ONLY = "nix-support/cudapkgs-link-only-references"
 _MARK = "# cudapkgs: the store paths of nvcc's inputs and its host compiler"
 
 
@@ -148,6 +164,27 @@ def _link_or_copy(links: dict[str, str] | None) -> Callable[[str, str], object]:
     return copy
 
 
+def _cudart_dirs(inputs: Mapping[str, str]) -> tuple[list[str], list[str], list[str]]:
+    """cuda_cudart's include, stub and library directories among nvcc's `inputs` ("cuda_cudart.<output>"
+    -> store path): each output's ``include``, ``lib/stubs`` and ``lib`` where it has them (a ``stubs``
+    output's ``lib`` holds the same stubs again, so only its ``lib/stubs`` is named)."""
+    includes: list[str] = []
+    stubs: list[str] = []
+    libs: list[str] = []
+    for key, path in inputs.items():
+        component, _, output = key.partition(".")
+        if component != "cuda_cudart":
+            continue
+        root = Path(path)
+        if (root / "include").is_dir():
+            includes.append(f"{path}/include")
+        if (root / "lib" / "stubs").is_dir():
+            stubs.append(f"{path}/lib/stubs")
+        if output != "stubs" and (root / "lib").is_dir():
+            libs.append(f"{path}/lib")
+    return includes, stubs, libs
+
+
 def _first_dir(*candidates: Path) -> Path | None:
     return next((c for c in candidates if c.is_dir()), None)
 
@@ -201,13 +238,10 @@ def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Comp
         if found is not None and cccl_include is None:
             cccl_include = os.fspath(found)
 
-    for cudart in deps.get("cuda_cudart", ()):
-        root = Path(cudart)
-        if (root / "include").is_dir():
-            includes.append(f"{cudart}/include")
-        for sub in ("lib/stubs", "lib"):
-            if (root / sub).is_dir():
-                libraries.append(f"{cudart}/{sub}")
+    includes_cudart, stubs, libs = _cudart_dirs(inputs)
+    includes += includes_cudart
+    libraries += stubs + libs  # the stock profile's order: the stubs before the libraries
+    link_only = [path for key, path in inputs.items() if key in ("cuda_cudart.stubs", "cuda_cudart.static")]
 
     nvcc, profile = out / "bin" / "nvcc", out / "bin" / "nvcc.profile"
     if not nvcc.is_file():
@@ -236,4 +270,21 @@ def arrange(out: Path, final_out: str, inputs: Mapping[str, str], compiler: Comp
         )
     )
     done.append("bin/nvcc.profile rewritten")
+    if link_only:
+        (out / "nix-support").mkdir(exist_ok=True)
+        (out / LINK_ONLY).write_text("".join(f"{path}\n" for path in link_only))
+        done.append(f"{LINK_ONLY}: {' '.join(link_only)}")
     return done
+
+
+def link_only_references(nvcc_path: str) -> list[str]:
+    """The store paths nvcc's output at `nvcc_path` names for linking only (its `LINK_ONLY` file), to be
+    scrubbed with it; [] when it has none (another package, an older nvcc). The file is hostile input:
+    read bounded, as a regular file only, and only paths of nvcc's own store are taken."""
+    from ..build_inputs import read_support_file, same_store_paths
+
+    try:
+        text = read_support_file(os.path.join(nvcc_path, LINK_ONLY))
+    except OSError:
+        return []
+    return same_store_paths(nvcc_path, text.split())

@@ -148,8 +148,9 @@ class Registration:
                         if not os.path.lexists(out):
                             raise StoreError(f"the builder of '{path}' did not create its output")
                     if restored is None:
-                        results = [(nar.format_hash(digest), size, {candidates[h] for h in found}) for digest, size, found
-                                   in _hash_and_scan_all(list(dirs.values()), candidates)]
+                        results = [(nar.format_hash(digest), size, {candidates[h] for h in found} | self._valid_named(named))
+                                   for digest, size, found, named
+                                   in _hash_and_scan_all(list(dirs.values()), candidates, self.store_dir)]
                     else:
                         results = [restored[path] for path in dirs]
                     for path, (nar_hash, size, refs) in zip(dirs, results):
@@ -193,6 +194,27 @@ class Registration:
             raise _store_error(error, f"cannot add {', '.join(paths)} to the store {self.store_dir}") from error
         except sqlite3.OperationalError as error:
             raise StoreError(f"cannot register outputs in the store {self.store_dir}: {error}") from error
+
+    def _valid_named(self, named: Mapping[str, str]) -> set[str]:
+        """The valid store paths among `named` ({hash part: name} an output's bytes spell out in full as
+        ``<store>/<hash>-<name>``, none of them a candidate): each is a reference too.
+
+        References are scanned from the output's final bytes for the input closure's hash parts, as
+        Nix does; but nothing here confines a build to its inputs, so an output may name a valid path
+        that is not one (onnxruntime's RUNPATH named cuFFT's lib output through ``appendRunpaths``, whose
+        package was no input: the reference was not recorded, so gc and a closure export would drop a
+        library its files load).  A name that runs on past the path's (``…-lib/lib`` is cut at ``/``
+        by the scan) is tried shorter at each ``-``; one that is not valid at all is left to `verify`.
+        """
+        found: set[str] = set()
+        for digest, name in named.items():
+            parts = name.split("-")
+            for end in range(len(parts), 0, -1):
+                path = f"{self.store_dir}/{digest}-{'-'.join(parts[:end])}"
+                if self.db.is_valid(path):
+                    found.add(path)
+                    break
+        return found
 
     def _restore_outputs(self, dirs: Mapping[str, Path],
                          candidates: Mapping[str, str]) -> dict[str, tuple[str, int, set[str]]] | None:
@@ -414,15 +436,16 @@ class Registration:
             raise
 
 
-def _hash_and_scan_all(outs: list[Path], candidates: dict[str, str]) -> list[tuple[bytes, int, set[str]]]:
-    """`nar.hash_and_scan` of each output, the outputs side by side on two threads.
+def _hash_and_scan_all(outs: list[Path], candidates: dict[str, str],
+                       store_dir: str) -> list[tuple[bytes, int, set[str], dict[str, str]]]:
+    """`nar.hash_and_scan_named` of each output, the outputs side by side on two threads.
 
     Hashing and reading release the GIL, so a derivation's outputs (bin, lib, dev, …)
     are read and hashed in parallel; each result is the same as a sequential pass.
     """
     if len(outs) < 2 or (os.cpu_count() or 1) < 2:
-        return [nar.hash_and_scan(out, candidates) for out in outs]
+        return [nar.hash_and_scan_named(out, candidates, store_dir) for out in outs]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="cudapkgs-nar") as pool:
-        return list(pool.map(lambda out: nar.hash_and_scan(out, candidates), outs))
+        return list(pool.map(lambda out: nar.hash_and_scan_named(out, candidates, store_dir), outs))

@@ -16,7 +16,64 @@ if TYPE_CHECKING:
     from .db import StoreDB
     from .graph import StoreGraph
 
-__all__ = ["Hop", "Problem", "Verification"]
+__all__ = ["Hop", "Problem", "Verification", "describe_changes"]
+
+#: How many entries of a modified path `describe_changes` looks at, and how many it names.
+_CHANGES_SCANNED = 200_000
+_CHANGES_NAMED = 3
+
+
+def describe_changes(path: str) -> str:
+    """What changed in the store path `path` since it was registered, as a clause for verify's message
+    ("" when nothing can be told).
+
+    The store sets every file's and directory's mtime to 1 (`store.files`, as Nix does), so an entry
+    with another mtime was written, or added, since.  Names at most `_CHANGES_NAMED` of them (paths
+    relative to `path`) and counts the rest; walks at most `_CHANGES_SCANNED` entries without
+    following links (a link's own mtime is not set by the store, so links are not counted).  When every
+    such entry is byte code (a ``__pycache__`` directory or a ``.pyc`` in one: Python importing a module
+    that had none, as root, which the store's read-only modes do not stop), says that removing them
+    (and a ``__pycache__`` directory left empty) restores the path: a NAR records no mtime.  Errors reading the tree are ignored (the message is only the clause shorter).
+    """
+    changed: list[str] = []
+    scanned = 0
+    todo = [path]
+    while todo and scanned < _CHANGES_SCANNED:
+        directory = todo.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            scanned += 1
+            try:
+                if entry.is_symlink():
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_mtime != 1:
+                changed.append(os.path.relpath(entry.path, path) + ("/" if is_dir else ""))
+            if is_dir:
+                todo.append(entry.path)
+    if not changed:
+        return ""
+    changed.sort()
+    named = ", ".join(changed[:_CHANGES_NAMED]) + (f" and {len(changed) - _CHANGES_NAMED} more" if len(changed) > _CHANGES_NAMED else "")
+    clause = f"; {len(changed)} entr{'y' if len(changed) == 1 else 'ies'} written since it was registered (mtime not 1): {named}"
+    files = [c for c in changed if not c.endswith("/")]
+    # a directory's mtime changes when an entry is added to it: a changed directory is byte code's when it is a
+    # __pycache__ or holds a changed __pycache__
+    caches = {c for c in changed if c.endswith("__pycache__/")}
+    if files and all(c.endswith(".pyc") and "__pycache__/" in c for c in files) \
+            and all(c in caches or f"{c}__pycache__/" in caches for c in changed if c.endswith("/")):
+        clause += ("; all byte code Python wrote when importing a module that had none: delete the "
+                   ".pyc files whose mtime is not 1, then each __pycache__ directory left empty, and the path verifies again; interpreters "
+                   "cudapkgs sets up no longer write there (docs/security.md)")
+    else:
+        clause += "; delete the path (remove what roots it, then `cudapkgs gc`) and build it again"
+    return clause
 
 
 class Problem(NamedTuple):
@@ -94,7 +151,8 @@ class Verification:
                     problems.append(Problem(path, "hash-mismatch", f"path '{path}' cannot be read: {error}"))
                 else:
                     if not nar.hash_matches(nar_hash, digest):
-                        problems.append(Problem(path, "hash-mismatch", f"path '{path}' was modified: expected hash {nar_hash}, got {nar.format_hash(digest)}"))
+                        problems.append(Problem(path, "hash-mismatch", f"path '{path}' was modified: expected hash {nar_hash}, got {nar.format_hash(digest)}"
+                                                                       f"{describe_changes(path)}"))
                     else:
                         # A recorded reference list that misses a path the contents mention would let gc
                         # delete a dependency (e.g. an import that trusted its archive's list).

@@ -10,14 +10,17 @@ environment (no setup hook variables: only PATH to the backend compiler), and a 
 (Nixpkgs' producer with a `cxxdev` output) instead of listed.
 
 nvcc-data-outputs: with only nvcc (no cudart, cccl or crt among the inputs), the installed
-compiler finds its own CUDA runtime headers, `crt/host_config.h` and cccl's headers, and links
-`--cudart=shared` and `-lcuda`, from a clean environment.
+compiler finds its own CUDA runtime headers, `crt/host_config.h` (through its `include/crt`) and
+cccl's headers, and links `--cudart=shared` and `-lcuda`, from a clean environment (`env -i`: no
+setup hook, no `-I`/`-L` from anyone): what its `nvcc.profile` names by store path (cudart's include,
+stubs and lib outputs, crt, cccl: `cudapkgs.realise.nvcc`) must be enough, as Nixpkgs' profile is
+(cuda_nvcc/package.nix@7787668e). The program must need the set's own `libcudart.so.<major>` and
+`libcuda.so.1`.
 
 Not ported: Nixpkgs remaps nvcc's, cudart's, crt's, cccl's and libnvptxcompiler's outputs by
 override (`outputs = ["out" "bin"]`, outputToPatterns) and checks the compiler follows; buildRedist
-here has no output remapping, so the outputs are the set's own. nvcc-data-outputs is broken here
-(`NO_PROFILE`): this nvcc's `nvcc.profile` names only its own prefix, so run outside a build it
-finds no `cuda_runtime.h`; Nixpkgs' profile names cudart's, crt's and cccl's outputs.
+here has no output remapping, so the outputs are the set's own. The CUDA 12 part (`nvPTXCompiler.h`
+and `-lnvptxcompiler_static` from nvcc's own prefix) is kept: nvcc links libnvptxcompiler's below 13.0.
 """
 
 from __future__ import annotations
@@ -65,19 +68,33 @@ standalone "$nvcc/bin/nvcc" -lib -arch=sm_$arch saxpy.o -o "$out/libsaxpy.a"
 
 DATA_OUTPUTS = STANDALONE + r"""
 mkdir -p "$out"
-test -f "$nvcc/include/crt/host_config.h" || test -f "$crt/include/crt/host_config.h"
+test -f "$nvcc/include/crt/host_config.h"
 cat > saxpy.cu <<'CUDA'
 #include <cuda_runtime.h>
 #include <cuda/std/type_traits>
+#if __CUDACC_VER_MAJOR__ < 13
+#include <nvPTXCompiler.h>
+#endif
 static_assert(cuda::std::is_integral_v<int>);
 extern "C" int cuInit(unsigned int);
 __global__ void saxpy(float a, const float* x, float* y) {
   int i = threadIdx.x;
   y[i] = a * x[i] + y[i];
 }
-int main() { return cuInit(0) + cudaDeviceSynchronize(); }
+int main() {
+  int result = cuInit(0) + cudaDeviceSynchronize();
+#if __CUDACC_VER_MAJOR__ < 13
+  unsigned int major, minor;
+  result += nvPTXCompilerGetVersion(&major, &minor);
+#endif
+  return result;
+}
 CUDA
-standalone "$nvcc/bin/nvcc" -arch=sm_$arch --cudart=shared saxpy.cu -lcuda -o "$out/check"
+ptx=
+if [ "$cudaMajor" -lt 13 ]; then ptx="-L$nvcc/lib -lnvptxcompiler_static"; fi
+standalone "$nvcc/bin/nvcc" -arch=sm_$arch --cudart=shared saxpy.cu -lcuda $ptx -o "$out/check"
+readelf -d "$out/check" | grep -F "Shared library: [libcudart.so.$cudaMajor]"
+readelf -d "$out/check" | grep -F 'Shared library: [libcuda.so.1]'
 """
 
 
@@ -109,18 +126,18 @@ def nvcc_outputs(cuda: Any, config: Any, system: str) -> Any:
     })
 
 
-NO_PROFILE = ("this set's nvcc.profile names only nvcc's own prefix: the installed compiler run outside a build "
-              "(no setup hook) finds no cuda_runtime.h, crt or cccl headers (Nixpkgs' nvcc profile names cudart's, "
-              "crt's and cccl's outputs)")
-
-
 def nvcc_data_outputs(cuda: Any, config: Any, system: str) -> Any:
-    """The nvcc-data-outputs test of the set `cuda`: the installed nvcc alone finds its data
-    (broken here with `NO_PROFILE` as the reason; the build script is the check once it holds)."""
-    from .common import broken_meta
+    """The nvcc-data-outputs test of the set `cuda` (tests/nvcc-data-outputs.nix@85b7ecdd): the
+    installed nvcc alone, run with an empty environment, compiles and links a program against its
+    set's cudart, crt and cccl. Unavailable (saying why) where nvcc is: CUDA 12 from wheels only."""
+    from .common import wheels_lack_nvcc
 
     nvcc = cuda.cuda_nvcc
     return run_command(cuda, config, "nvcc-data-outputs", DATA_OUTPUTS, {
-        "nvcc": nvcc, "crt": cuda.cuda_crt if "cuda_crt" in cuda else nvcc, "arch": first_arch(cuda),
-        "nativeBuildInputs": [nvcc], "removeReferencesTo": [nvcc], "meta": broken_meta(NO_PROFILE),
+        "nvcc": nvcc, "arch": first_arch(cuda), "cudaMajor": str(cuda.cudaMajorVersion),
+        "nativeBuildInputs": [nvcc], "removeReferencesTo": [nvcc],
+        # Nixpkgs' test is a buildCommand (no fixup): the program is not run, and its libcudart is
+        # nvcc's own set's, reached through the profile, not an input autoPatchelf could search.
+        "dontFixup": True,
+        "meta": wheels_lack_nvcc(cuda, config) or meta_of(nvcc),
     })

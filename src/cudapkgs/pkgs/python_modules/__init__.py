@@ -40,7 +40,7 @@ _M2014 = "manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64"
 _M227 = "manylinux_2_27_x86_64.manylinux_2_28_x86_64"
 _M1 = "manylinux1_x86_64.manylinux_2_28_x86_64.manylinux_2_5_x86_64"
 # attribute -> the module pythonImportsCheck imports, where it is not the attribute's own name
-IMPORT_NAMES = {"pyyaml": "yaml", "pillow": "PIL"}
+IMPORT_NAMES = {"pyyaml": "yaml", "pillow": "PIL", "protobuf": "google.protobuf"}
 
 
 def _pure(pname: str, version: str, sha256: str) -> dict[str, Wheel]:
@@ -131,6 +131,18 @@ WHEELS: dict[str, tuple[dict[str, Wheel], tuple[str, ...]]] = {
         "cp312": Wheel("jaxlib", "0.10.2", "cp312", "cp312", "manylinux_2_27_x86_64", "fe88ec443714c4379968b6c109f9fa617c7ad19b802828e4d7bf861cd66da4b7"),
         "cp313": Wheel("jaxlib", "0.10.2", "cp313", "cp313", "manylinux_2_27_x86_64", "9e4818b4a8756fd3918766ca2aa5342125809f4f08a6fe46026d4386e7c23644"),
     }, ("scipy", "numpy", "ml-dtypes")),
+    # onnx: what torch.onnx.export(dynamo=False) imports (torch 2.14.1's
+    # torch/onnx/_internal/torchscript_exporter/onnx_proto_utils.py, `_add_onnxscript_fn`, raises "Module onnx
+    # is not installed!" without it; onnxscript is needed by dynamo=True only). onnx 1.23.2 requires numpy,
+    # protobuf>=6.31.1, typing_extensions, ml_dtypes>=0.5.4; its cp312 wheel is abi3 (3.12 and later).
+    # Pins: https://pypi.org/pypi/onnx/json and https://pypi.org/pypi/protobuf/json, 2026-12-06.
+    "protobuf": (_pure("protobuf", "7.36.2", "bdb3a345d48db958e6ce1f18e508beb0cc981d64f24088427549c866cd039f1e"), ()),
+    "onnx": ({
+        "cp310": Wheel("onnx", "1.23.2", "cp310", "cp310", _M227, "03334d6c834767c7acd37c7db51c98e98c8ceb61a964f6df96386e13272d2870"),
+        "cp311": Wheel("onnx", "1.23.2", "cp311", "cp311", _M227, "c03ecf6b835d136108eeaeeafbd0026fc7b3cf98661409fbc6b63d5a29361348"),
+        **{tag: Wheel("onnx", "1.23.2", "cp312", "abi3", _M227, "7abf381d278f31ac62487fddedc9dd42da842dce94d5d43536836ee3efdf4a2b")
+           for tag in ("cp312", "cp313")},
+    }, ("numpy", "protobuf", "typing-extensions", "ml-dtypes")),
 }  # fmt: skip
 
 # (attribute, python tag) -> libraries of the top level its wheel's bundled ELF files need beyond glibc

@@ -166,8 +166,9 @@ def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
                 "tests": lazy(lambda: _tests(ps, pkgs, system, final)),
             }, name="python3Packages.cupy.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"CuPy {CUPY_VERSION}: NumPy and SciPy for the GPU, its cupy-cuda{major}x wheel on "
-                               f"{cuda.attr_path}'s libraries",
+                "description": f"CuPy {CUPY_VERSION}: NumPy and SciPy for the GPU, the cupy-cudaNNx wheel of the set's "
+                               "CUDA major on its libraries",
+                "longDescription": f"cupy-cuda{major}x {CUPY_VERSION} on {cuda.attr_path}'s libraries",
                 "homepage": "https://cupy.dev/",
                 "license": [licenses.mit],
                 "sourceProvenance": ["binaryNativeCode"],
@@ -219,8 +220,9 @@ def cuda_pathfinder(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "wheelSubstitutions": lazy(lambda: [_early_search(lib_dirs()), dict(_NO_BUILTINS_PRELOAD)]),
             "pythonImportsCheck": ["cuda.pathfinder"],
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"NVIDIA's cuda-pathfinder 1.9.1, finding {cuda.attr_path}'s libraries first (never "
+                "description": "NVIDIA's cuda-pathfinder 1.9.1, finding the set's libraries first (never "
                                "nvidia/ trees on sys.path)",
+                "longDescription": f"finds {cuda.attr_path}'s libraries",
                 "homepage": "https://github.com/NVIDIA/cuda-python",
                 "license": [licenses.asl20],
                 "sourceProvenance": ["fromSource"],
@@ -237,7 +239,7 @@ CPU_TEST = """\
 import cupy
 version = cupy.cuda.runtime.runtimeGetVersion()
 assert version >= 12000, version
-print(cupy.__version__, version)
+print(f"PASS: cupy {cupy.__version__}: CUDA runtime version {version}")
 """
 GPU_TEST = """\
 import cupy
@@ -246,7 +248,7 @@ x = cupy.arange(1024, dtype=cupy.float32)
 assert bool((square(x) == x * x).all())
 a = cupy.random.rand(256, 256, dtype=cupy.float32)
 assert cupy.allclose(a @ a.T, (a @ a.T).T, atol=1e-3)
-print(cupy.__version__, cupy.cuda.runtime.getDeviceCount())
+print(f"PASS: cupy {cupy.__version__}: kernel and cuBLAS matmul on {cupy.cuda.runtime.getDeviceCount()} device(s)")
 """
 
 

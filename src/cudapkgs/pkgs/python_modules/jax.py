@@ -127,12 +127,15 @@ def _wheel(name: str, ps: Any, system: str) -> dict[str, str]:
     return {"file": file, "sha256": sha256}
 
 
-def _meta(final: Any, config: Any, system: str, description: str) -> Any:
+def _meta(final: Any, config: Any, system: str, description: str, long_description: str | None = None) -> Any:
+    """Meta of JAX's packages: `description` names no CUDA set (search shows one row for every set);
+    `long_description` may name the set this instance uses."""
     from ... import licenses
     from ...meta import source_meta
 
     return source_meta(final, config, system, {
         "description": description,
+        **({"longDescription": long_description} if long_description else {}),
         "homepage": "https://github.com/jax-ml/jax",
         "license": [licenses.asl20],
         "sourceProvenance": ["binaryNativeCode"],
@@ -260,7 +263,8 @@ def _pjrt(ps: Any, pkgs: Any, config: Any, system: str, major: str) -> Any:
                 "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"{name} {JAX_VERSION}", major=major)),
             }, name=f"python3Packages.{name}.passthru"),
             "meta": lazy(lambda: _meta(final, config, system, f"XLA's PJRT plugin for NVIDIA GPUs (CUDA {major}) "
-                                       f"{JAX_VERSION}, on {cuda.attr_path}'s libraries")),
+                                       f"{JAX_VERSION}, on the set's libraries",
+                                       f"on {cuda.attr_path}'s libraries")),
         }
 
     return rewired_wheel(config, ps.python, attrs, system=system)
@@ -287,8 +291,8 @@ def _plugin(ps: Any, pkgs: Any, config: Any, system: str, major: str) -> Any:
                 "brokenAssertions": lazy(lambda: cuda13_assertions(cuda, f"{name} {JAX_VERSION}", major=major)),
                 "tests": lazy(lambda: _tests(ps, pkgs, system, final)),
             }, name=f"python3Packages.{name}.passthru"),
-            "meta": lazy(lambda: _meta(final, config, system, f"JAX's CUDA {major} plugin {JAX_VERSION}, on "
-                                       f"{cuda.attr_path}'s libraries")),
+            "meta": lazy(lambda: _meta(final, config, system, f"JAX's CUDA {major} plugin {JAX_VERSION}, on the set's "
+                                       "libraries", f"on {cuda.attr_path}'s libraries")),
         }
 
     return rewired_wheel(config, ps.python, attrs, system=system)
@@ -301,7 +305,7 @@ import jax, jax.numpy as jnp
 x = jnp.arange(6.0).reshape(2, 3)
 got = jax.jit(lambda a: a @ a.T)(x)
 assert got.tolist() == [[5.0, 14.0], [14.0, 50.0]], got
-print(jax.__version__, [d.platform for d in jax.devices()], got.tolist())
+print(f"PASS: jax {jax.__version__} on {[d.platform for d in jax.devices()]}: jit(a @ a.T) = {got.tolist()}")
 """
 GPU_TEST = """\
 import jax, jax.numpy as jnp
@@ -309,7 +313,7 @@ assert jax.devices()[0].platform == "gpu", jax.devices()
 x = jax.random.normal(jax.random.PRNGKey(0), (256, 256))
 got = jax.jit(lambda a: a @ a.T)(x)
 assert got.devices() == {jax.devices()[0]} and jnp.allclose(got, got.T, atol=1e-3)
-print(jax.__version__, jax.devices())
+print(f"PASS: jax {jax.__version__}: jit(a @ a.T) on {jax.devices()[0]} is symmetric")
 """
 
 

@@ -18,8 +18,14 @@ Microsoft's ``onnxruntime-gpu`` wheel from PyPI and rewires it like torch
   (`jax.set_library`), so a process with torch and ONNX Runtime loads one cuDNN;
 * ``libonnxruntime_providers_tensorrt.so``: ``libnvinfer.so.10``, ``libnvonnxparser.so.10``, cuDNN,
   cuBLAS, cudart: linked to the set's ``tensorrt`` where it is available and of major 10; elsewhere
-  those two are left unresolved (only asking for the TensorRT provider fails, with the loader's
-  message naming the library) and ``passthru.tensorrtProvider`` and the description say why;
+  those two are left unresolved and ``passthru.tensorrtProvider`` and the description say why.
+  ``get_available_providers()`` still lists ``TensorrtExecutionProvider`` (it lists the providers
+  compiled in, not those that load), so the tests do not count it: ``tests.cpu`` checks that its
+  library fails to load naming ``libnvinfer.so.10`` (a host TensorRT found instead fails the test),
+  and ``tests.cuda.gpu`` that a session asking for TensorRT then CUDA runs on CUDA (ONNX Runtime's
+  Python layer retries with CUDA and CPU when a provider fails: ``InferenceSession.__init__`` in
+  ``onnxruntime/capi/onnxruntime_inference_collection.py`` of 1.31.1).  Nixpkgs' own onnxruntime (pkgs/by-name/on/onnxruntime/package.nix@02688433)
+  builds no TensorRT provider at all (no ``onnxruntime_USE_TENSORRT``), so it lists none;
 * ``onnxruntime.preload_dlls()`` loads CUDA and cuDNN from ``nvidia/`` trees on ``sys.path`` and the
   system: made to return at once (every library comes through a RUNPATH).
 
@@ -52,11 +58,25 @@ _NO_PRELOAD = {"file": "onnxruntime/__init__.py", "replace": [[
     "    return  # cudapkgs: every CUDA library comes through a RUNPATH, never from nvidia/ on sys.path\n",
 ]]}
 
+# get_available_providers() lists the providers compiled into the wheel (TensorRT, CUDA, CPU), not those that
+# load: the TensorRT one counts only where it is linked (TENSORRT_LINKED, set per package); elsewhere its library
+# must fail to load naming TensorRT's (not find a host libnvinfer), and the test says so.
 CPU_TEST = """\
-import onnxruntime as ort
+import ctypes, os, onnxruntime as ort
 providers = ort.get_available_providers()
 assert "CUDAExecutionProvider" in providers and "CPUExecutionProvider" in providers, providers
-print(ort.__version__, providers)
+library = os.path.join(os.path.dirname(ort.__file__), "capi", "libonnxruntime_providers_tensorrt.so")
+if TENSORRT_LINKED:
+    tensorrt = "linked to the set's TensorRT"
+else:
+    try:
+        ctypes.CDLL(library)
+    except OSError as error:
+        assert "libnvinfer.so.10" in str(error) or "libnvonnxparser.so.10" in str(error), error
+        tensorrt = "not usable (" + str(error).split(":")[0] + " is not linked)"
+    else:
+        raise AssertionError(library + " loaded, though the package links no TensorRT")
+print(f"PASS: onnxruntime {ort.__version__}: CUDA and CPU providers load; TensorRT provider {tensorrt}")
 """
 # A model made without the onnx package: a one-node Add graph serialized by hand is more than a test needs;
 # torch (the set's) exports one, and ONNX Runtime must give torch's result.
@@ -70,7 +90,10 @@ session = ort.InferenceSession(buffer.getvalue(), providers=["CUDAExecutionProvi
 assert session.get_providers()[0] == "CUDAExecutionProvider", session.get_providers()
 (got,) = session.run(None, {"x": x.numpy()})
 numpy.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-4, atol=1e-5)
-print(ort.__version__, session.get_providers())
+if not TENSORRT_LINKED:  # its library does not load: the session falls back to CUDA (never a host TensorRT)
+    fallback = ort.InferenceSession(buffer.getvalue(), providers=["TensorrtExecutionProvider", "CUDAExecutionProvider"])
+    assert "TensorrtExecutionProvider" not in fallback.get_providers(), fallback.get_providers()
+print(f"PASS: onnxruntime {ort.__version__}: {session.get_providers()[0]} equals torch's result")
 """
 
 
@@ -114,8 +137,11 @@ def onnxruntime(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
         return [{"message": message, "assertion": ok}]
 
     def tests(final: Any) -> dict[str, Any]:
-        return {"cpu": companion_test(ps, pkgs, system, final, "providers", CPU_TEST, cuda=False),
-                "cuda": {"gpu": companion_test(ps, pkgs, system, final, "inferenceSession", GPU_TEST, cuda=True,
+        linked = str(tensorrt()[0] is not None)
+        return {"cpu": companion_test(ps, pkgs, system, final, "providers",
+                                      CPU_TEST.replace("TENSORRT_LINKED", linked), cuda=False),
+                "cuda": {"gpu": companion_test(ps, pkgs, system, final, "inferenceSession",
+                                               GPU_TEST.replace("TENSORRT_LINKED", linked), cuda=True,
                                                extra=[ps["torch-bin"].derivation])}}
 
     def attrs(final: Any) -> dict[str, Any]:
@@ -136,8 +162,9 @@ def onnxruntime(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
                 "tests": lazy(lambda: tests(final)),
             }, name="python3Packages.onnxruntime.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"ONNX Runtime {ORT_VERSION} (onnxruntime-gpu, CUDA {ORT_CUDA} build) on "
-                               f"{cuda.attr_path}'s libraries; TensorRT provider: {tensorrt()[1]}",
+                "description": f"ONNX Runtime {ORT_VERSION} from the onnxruntime-gpu wheel (a CUDA {ORT_CUDA} build) "
+                               f"on a CUDA {ORT_CUDA.split('.')[0]} set's libraries",
+                "longDescription": f"on {cuda.attr_path}'s libraries; TensorRT provider: {tensorrt()[1]}",
                 "homepage": "https://onnxruntime.ai/",
                 "changelog": f"https://github.com/microsoft/onnxruntime/releases/tag/v{ORT_VERSION}",
                 "license": [licenses.mit],

@@ -46,7 +46,8 @@ spec = torchaudio.transforms.MelSpectrogram(sample_rate=16000, n_mels=32).to(dev
 assert spec.shape == (1, 32, 81), spec.shape
 filtered = F.lfilter(wave, torch.tensor([1.0, -0.5], device=device), torch.tensor([0.5, 0.5], device=device))
 assert filtered.shape == wave.shape and torch.isfinite(filtered).all()
-print(torchaudio.__version__, tuple(spec.shape), device)
+print(f"PASS: torchaudio {torchaudio.__version__} on {device}: MelSpectrogram {tuple(spec.shape)}, "
+      f"lfilter finite {tuple(filtered.shape)}")
 """
 GPU_TEST = CPU_TEST.replace('device = "cpu"', 'device = "cuda"')
 
@@ -87,7 +88,8 @@ def torchaudio_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
                 "tests": lazy(lambda: tests(final)),
             }, name="python3Packages.torchaudio.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"PyTorch audio library {version} from its wheel, on {cuda.attr_path}'s torch",
+                "description": "PyTorch audio library from its wheel, paired with the set's torch",
+                "longDescription": f"torchaudio {version} on {cuda.attr_path}'s torch",
                 "homepage": "https://pytorch.org/",
                 "changelog": f"https://github.com/pytorch/audio/releases/tag/v{version}",
                 "license": [licenses.bsd3],  # as Nixpkgs' torchaudio-bin

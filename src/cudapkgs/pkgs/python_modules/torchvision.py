@@ -65,7 +65,8 @@ model = torchvision.models.resnet18(weights=None).eval()
 with torch.no_grad():
     out = model(torch.randn(1, 3, 64, 64))
 assert out.shape == (1, 1000), out.shape
-print(torchvision.__version__, keep.tolist(), tuple(out.shape))
+print(f"PASS: torchvision {torchvision.__version__} on {out.device}: nms kept {keep.tolist()}, "
+      f"resnet18 forward gave {tuple(out.shape)}")
 """
 GPU_TEST = CPU_TEST.replace("torch.tensor([[0.", "torch.tensor(device='cuda', data=[[0.").replace(
     "torch.tensor([0.9, 0.8, 0.7])", "torch.tensor([0.9, 0.8, 0.7], device='cuda')").replace(
@@ -112,8 +113,9 @@ def torchvision_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
                 "tests": lazy(lambda: tests(final)),
             }, name="python3Packages.torchvision.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"PyTorch vision library {version} from its wheel, for torch "
-                               f"{paired or TORCH_BUILDS[TORCH_FOR_MAJOR['13']].version} on {cuda.attr_path}",
+                "description": "PyTorch vision library from its wheel, paired with the set's torch",
+                "longDescription": f"torchvision {version} for torch "
+                                   f"{paired or TORCH_BUILDS[TORCH_FOR_MAJOR['13']].version} on {cuda.attr_path}",
                 "homepage": "https://pytorch.org/",
                 "changelog": f"https://github.com/pytorch/vision/releases/tag/v{version}",
                 "license": [licenses.bsd3],  # as Nixpkgs' torchvision-bin

@@ -126,8 +126,9 @@ def triton_bin(ps: Any, pkgs: Any, config: Any, system: str, version: str) -> An
                 "brokenAssertions": lazy(lambda: _assertions(cuda, version)),
             }, name="python3Packages.triton.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {
-                "description": f"Triton {version}: language and compiler for custom deep-learning kernels, "
-                               f"its wheel rewired to CUDA {cuda.cudaMajorMinorVersion}'s ptxas and CUPTI",
+                "description": "Triton: language and compiler for custom deep-learning kernels, "
+                               "its wheel rewired to the set's ptxas and CUPTI",
+                "longDescription": f"Triton {version} rewired to {cuda.attr_path}'s ptxas and CUPTI",
                 "homepage": "https://github.com/triton-lang/triton/",
                 # Nixpkgs' triton-bin: the wheel includes NVIDIA's ptxas (unfreeRedistributable) and is MIT.
                 "license": [licenses.unfreeRedistributable, licenses.mit],
