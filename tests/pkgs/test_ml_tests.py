@@ -123,7 +123,7 @@ def test_onnxruntime_cpu_test_does_not_count_an_unlinked_tensorrt_provider(tmp_p
                          env=env, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().splitlines()[-1] == (
-        "PASS: onnxruntime 0.0: CUDA and CPU providers load; TensorRT provider not usable "
+        "PASS: onnxruntime 0.0: CUDA and CPU providers listed; TensorRT provider not usable "
         "(libnvinfer.so.10 is not linked)")
     # A provider library that loads (a TensorRT found somewhere) though the package links none fails the test.
     loads = _fake_onnxruntime(tmp_path / "loads", tensorrt_loads=True)

@@ -76,7 +76,7 @@ else:
         tensorrt = "not usable (" + str(error).split(":")[0] + " is not linked)"
     else:
         raise AssertionError(library + " loaded, though the package links no TensorRT")
-print(f"PASS: onnxruntime {ort.__version__}: CUDA and CPU providers load; TensorRT provider {tensorrt}")
+print(f"PASS: onnxruntime {ort.__version__}: CUDA and CPU providers listed; TensorRT provider {tensorrt}")
 """
 # A model made without the onnx package: a one-node Add graph serialized by hand is more than a test needs;
 # torch (the set's) exports one, and ONNX Runtime must give torch's result.
