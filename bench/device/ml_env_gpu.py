@@ -131,6 +131,15 @@ def check_torchaudio(out: dict) -> None:
     got = mel.cuda()(wave.cuda()).cpu()
     ok, err = close(got, ref, 1e-3, 1e-3)
     out["torchaudio"]["melspectrogram"] = {"ok": ok, "err": err, "shape": list(got.shape), "device": "cuda"}
+    # lfilter on CUDA runs torchaudio's own kernel (iir_cuda.cu, built by CUDA 13.2) through the set's 13.0
+    # cudart (docs/ml-stack.md, "torchaudio's CUDA 13.2 build"); MelSpectrogram above is torch's cuFFT only
+    import torchaudio.functional as F
+
+    a_coeffs, b_coeffs = torch.tensor([1.0, -0.5]), torch.tensor([0.5, 0.5])
+    ref = F.lfilter(wave, a_coeffs, b_coeffs)
+    got = F.lfilter(wave.cuda(), a_coeffs.cuda(), b_coeffs.cuda()).cpu()
+    ok, err = close(got, ref, 1e-4, 1e-4)
+    out["torchaudio"]["lfilter"] = {"ok": ok, "err": err, "device": "cuda"}
 
 
 def check_onnxruntime(out: dict) -> None:

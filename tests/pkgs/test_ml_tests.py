@@ -175,3 +175,47 @@ def test_mnist_example_trains_from_the_store(require_pypi):
     assert len(epochs) == 6
     accuracy = float(epochs[-1].rsplit(" ", 1)[1])
     assert accuracy >= 0.97 and lines[-1].startswith("PASS: MNIST-style training on cpu: held-out accuracy")
+
+
+def _cuda_runtime_symbols(path: Path, *, defined: bool) -> set[str]:
+    """The CUDA runtime API names (``cuda*``, ``__cuda*``) that the ELF file `path` defines or needs."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as stream:
+        symbols = ELFFile(stream).get_section_by_name(".dynsym").iter_symbols()
+        return {s.name for s in symbols if s.name.startswith(("cuda", "__cuda"))
+                and (s["st_shndx"] != "SHN_UNDEF") == defined}
+
+
+@pytest.mark.wheels
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("CUDAPKGS_TEST_TORCH") != "1",
+                    reason="realises torch's 3 GB closure: set CUDAPKGS_TEST_TORCH=1 to run it")
+def test_torchaudios_cuda_13_2_build_needs_only_what_the_13_0_sets_cudart_defines(require_pypi):
+    # docs/ml-stack.md: torchaudio 2.11.1+cu132 on cudaPackages_13_0 is sound because every runtime API entry
+    # its libraries import is in 13.0's libcudart.so.13 and its kernels are machine code for every x86_64
+    # capability family CUDA 13 supports (no JIT of 13.2's PTX by a 13.0 driver)
+    require_pypi("torchaudio")
+    from conftest import MANIFESTS
+
+    from cudapkgs.elf.fatbin import sass_capabilities
+
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env.update({"CUDAPKGS_MANIFESTS": str(MANIFESTS), "CUDAPKGS_STORE": STORE})
+    args = [sys.executable, "-m", "cudapkgs", "build", "--no-link", "--json", "--set", "allowUnfree=true",
+            "--set", 'fetchers=["wheels"]', "--set", 'prebuiltWheels=["nccl", "libnvshmem"]',
+            f"{SET}.torchaudio", "cudaPackages_13_0.cuda_cudart"]
+    run = subprocess.run(args, capture_output=True, text=True, env=env, timeout=3600)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
+    torchaudio, cudart = json.loads(run.stdout)
+    libraries = sorted(Path(torchaudio["outputs"]["out"]).glob("lib/python3.*/site-packages/torchaudio/lib/*.so"))
+    runtime = next(Path(p) / "lib" / "libcudart.so.13" for p in cudart["outputs"].values()
+                   if (Path(p) / "lib" / "libcudart.so.13").exists())
+    assert "13.0" in runtime.resolve().as_posix() or "13.0" in str(runtime)
+    has = _cuda_runtime_symbols(runtime, defined=True)
+    needed = set().union(*(_cuda_runtime_symbols(library, defined=False) for library in libraries))
+    assert "__cudaRegisterFatBinary" in needed and needed <= has, sorted(needed - has)
+    for library in libraries:
+        found = sass_capabilities(library)
+        if found:  # 7.5 (Turing, CUDA 13's oldest) … 12.0: each x86_64 family has machine code
+            assert {"7.5", "8.0", "8.6", "9.0", "10.0", "12.0"} <= set(found), (library.name, found)
