@@ -1,6 +1,8 @@
 """Realising torch's CUDA 13.0 closure from a warm download cache into a fresh store, against `uv pip install --offline`.
 
 Run:  python bench/bench_torch.py [--runs 2]      (needs the wheels once: about 3 GB through pip)
+      python bench/bench_torch.py --env ml [--runs 2]           (torch + torchvision + torchaudio + numpy)
+      python bench/bench_torch.py --env onnxruntime [--runs 2]  (the onnxruntime closure)
       python bench/bench_torch.py --tiny          (synthetic small wheels: the CI smoke test; needs uv)
 
 Full mode.  Setup (not timed): ``cudapkgs build cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch``
@@ -11,6 +13,10 @@ and torch's and triton's from the wheel cache, the small pure-Python wheels from
 store paths (copied to a source mirror, so later runs need no pip).  The closure's parts that are no
 wheel (zlib built from source, rdma-core from Debian packages, the compiler wrapper, the interpreter's
 record) are exported once and imported into each fresh store before its timed run.
+
+``--env`` picks what is realised: ``torch`` (the attribute above), ``ml`` and ``onnxruntime`` (the
+``withPackages`` environments of bench/ml_env_packages.py: the same set's default interpreter with
+torch, torchvision, torchaudio and numpy, or with onnxruntime), each measured the same way.
 
 Each run, alternating: (1) the store emptied and those parts imported (not timed), then
 ``cudapkgs build --no-link -j auto`` of torch timed as a process: evaluation, every wheel's sha256
@@ -46,6 +52,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 ATTR = "cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch"
+ENV_FILE = str(REPO / "bench" / "ml_env_packages.py")
+# --env NAME: (attributes, package files) of what is realised.
+TARGETS = {"torch": ([ATTR], []), "ml": (["bench_ml_env"], [ENV_FILE]),
+           "onnxruntime": (["bench_onnxruntime_env"], [ENV_FILE])}
 SETS = ["allowUnfree=true", 'fetchers=["wheels"]', 'prebuiltWheels=["nccl","libnvshmem"]']
 # What the build logs say about the wheels they used.
 _USED = re.compile(r"^(?:fetched wheel (?P<nvidia>\S+\.whl) from .*\((?P<path>/\S+\.whl)|"
@@ -122,16 +132,23 @@ def used_wheels(store: Path, cache: Path) -> tuple[list[Path], list[Path]]:
 
 
 def full(args: argparse.Namespace, uv: str) -> dict:
+    """Alternating rounds for `args.env` (a TARGETS key): the cudapkgs build into a fresh store, then each PEERS row.
+
+    Every round's store and venvs are deleted before the next (only one of them on disk at a time);
+    returns {"rows": {label: {"wall": [s], "cpu": [s], "disk": {what: bytes}}}, "wheels": n,
+    "bytes": total wheel bytes, "load": (before, after)}.  SystemExit when a build or uv fails.
+    """
+    attrs, files = TARGETS[args.env]
     import cudapkgs
     from cudapkgs.store.store import Store
     from cudapkgs.store.transfer import export_closure
 
-    scratch = Path(tempfile.mkdtemp(prefix="bench-torch-"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"bench-{args.env}-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cudapkgs" / "wheels"
     store = scratch / "store"
     try:
-        run(cudapkgs_build(store, [ATTR]), env)  # setup: fills the wheel cache
+        run(cudapkgs_build(store, attrs, files=files), env)  # setup: fills the wheel cache
         nvidia, fixed = used_wheels(store, cache)
         mirror = scratch / "mirror"
         mirror.mkdir()
@@ -162,7 +179,7 @@ def full(args: argparse.Namespace, uv: str) -> dict:
                 from cudapkgs.store.transfer import import_closure
 
                 import_closure(s, scratch / "non-wheel.tar")
-            wall, cpu = run(cudapkgs_build(store, [ATTR], *mirror_set), env)
+            wall, cpu = run(cudapkgs_build(store, attrs, *mirror_set, files=files), env)
             record("cudapkgs build -j auto, fresh store, warm wheel cache", wall, cpu,
                    {"store": du(store) - du(store / ".cache")})
             remove(store)  # the disk it took is recorded; the venvs need the room
@@ -208,6 +225,12 @@ def tinywheels(config, python3, tinylib):
         "pname": w["name"], "version": "1.0", "wheel": {"file": w["file"], "sha256": w["sha256"]},
         "buildInputs": [tinylib], "pythonRemoveDeps": w["remove"], "pythonImportsCheck": [w["name"]],
     }) for w in SPEC["wheels"]}, name="tinywheels")
+
+
+def tinyenv(config, python3, tinywheels):
+    """The three rewired wheels in one interpreter environment, as --env ml's withPackages."""
+    from cudapkgs.builders.python import with_packages
+    return with_packages(config, python3, [tinywheels[w["name"]] for w in SPEC["wheels"]])
 '''
 
 
@@ -251,8 +274,15 @@ def tiny(uv: str) -> dict:
                "XDG_CACHE_HOME": str(cache_home),
                "BENCH_TINY": json.dumps({"lib": str(lib.parent), "wheels": specs})}
         store = scratch / "store"
-        attrs = [f"tinywheels.{s['name']}" for s in specs]
+        attrs = ["tinyenv"]  # the environment, as --env ml and --env onnxruntime realise theirs
         wall, cpu = run(cudapkgs_build(store, attrs, files=[str(package_file)]), env)
+        env_paths = [p for p in store.iterdir() if "-python3-env-" in p.name and p.is_dir()]
+        if len(env_paths) != 1 or not (env_paths[0] / "bin" / "python3").exists():
+            raise SystemExit(f"the tiny environment was not realised: {sorted(p.name for p in store.iterdir())[:20]}")
+        probe = subprocess.run([str(env_paths[0] / "bin" / "python3"), "-c",
+                                "import " + ", ".join(s["name"] for s in specs)], capture_output=True, text=True)
+        if probe.returncode != 0:
+            raise SystemExit(f"the tiny environment does not import its wheels: {probe.stderr[-2000:]}")
         rows = {"cudapkgs build -j auto, fresh store, warm wheel cache": {"wall": [wall], "cpu": [cpu],
                                                                            "disk": {"store": du(store) - du(store / ".cache")}}}
         wheels = [cache / s["file"] for s in specs]
@@ -269,9 +299,10 @@ def tiny(uv: str) -> dict:
         remove(scratch)
 
 
-def report(result: dict, runs: int) -> None:
+def report(result: dict, runs: int, what: str = ATTR) -> None:
     rows = result["rows"]
     before, after = result["load"]
+    print(f"realised: {what}")
     print(f"wheels: {result['bytes'] / 2**20:.1f} MiB in {result['wheels']} files; runs: {runs}; {os.cpu_count()} CPUs; "
           f"load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}\n")
     peer = PEER
@@ -291,11 +322,14 @@ def report(result: dict, runs: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-r", "--runs", type=int, default=2)
+    parser.add_argument("--env", choices=sorted(TARGETS), default="torch",
+                        help="what is realised and installed: torch alone, the ML environment, onnxruntime's closure")
     parser.add_argument("--tiny", action="store_true", help="synthetic small wheels, one run: the CI smoke test")
     args = parser.parse_args(argv)
     uv = uv_binary()
     result = tiny(uv) if args.tiny else full(args, uv)
-    report(result, 1 if args.tiny else args.runs)
+    report(result, 1 if args.tiny else args.runs,
+           "tinyenv (withPackages of the three wheels)" if args.tiny else " ".join(TARGETS[args.env][0]))
     return 0
 
 

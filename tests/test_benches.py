@@ -7,6 +7,7 @@ belong (and the peer's ratio where the script computes one).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -159,6 +160,24 @@ def test_bench_torch_tiny():
     assert "store" in table[0][6] and "venv+cache" in table[1][6] and "venv+cache" in table[2][6]
     assert "cudapkgs against uv --compile-bytecode (the same byte code compiled): wall " in out
     assert "load average before" in out and "3 files" in out
+    # The tiny run realises the three wheels as one withPackages environment (as --env ml does) and
+    # the bench fails unless that environment's python imports all three.
+    assert "realised: tinyenv" in out
+
+
+@pytest.mark.parametrize("attr, pnames", [("bench_ml_env", ["torch", "torchvision", "torchaudio", "numpy"]),
+                                          ("bench_onnxruntime_env", ["onnxruntime"])])
+def test_bench_torch_env_file_names_the_environments(attr, pnames):
+    # bench_torch.py --env ml / --env onnxruntime build these attributes of bench/ml_env_packages.py:
+    # evaluation only (no store, no network), the environment of the 13.0 set's interpreter with
+    # exactly the packages the issue names.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "cudapkgs", "eval", "--no-eval-cache", "--set", "allowUnfree=true",
+                           "--set", 'fetchers=["wheels"]', "-f", str(BENCH / "ml_env_packages.py"), "--json",
+                           f"{attr}.buildInputs"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    inputs = json.loads(proc.stdout)
+    assert [i["pname"] for i in inputs] == pnames
 
 
 def test_bench_noop_tiny():
