@@ -47,12 +47,13 @@ def test_dry_run_prints_what_would_be_fetched_with_sizes(manifests_dir, store_en
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     # No promise from a host the plan never contacted (NVIDIA's server is not tried by a dry run).
-    assert lines[0] == "these 4 sources will be fetched (68.1 MiB to download; all of it from hosts not tried):"
+    # cuda_nvcc's nvcc.profile names the set's cudart (ef906e2, Nixpkgs' cuda_nvcc/package.nix): 5 sources.
+    assert lines[0] == "these 5 sources will be fetched (69.5 MiB to download; all of it from hosts not tried):"
     row = next(l.split() for l in lines if "cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz" in l)
     assert row == ["cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz", "redist", "25.4", "MiB"]
     untried = [l.strip() for l in lines if l.strip().startswith("not tried:")]
-    assert untried and untried[0].startswith("not tried: developer.download.nvidia.com (redist: these 4 files, 68.1 MiB)")
-    assert "these 4 derivations will be built:" in lines
+    assert untried and untried[0].startswith("not tried: developer.download.nvidia.com (redist: these 5 files, 69.5 MiB)")
+    assert "these 5 derivations will be built:" in lines
     assert lines[-1].endswith("-cuda13.0-cuda_nvcc-13.0.88.drv")
     assert not (tmp_path / "store").exists()  # a dry run creates nothing
 
@@ -67,7 +68,8 @@ def test_dry_run_json(manifests_dir, store_env):
     assert {f["source"]["fetcher"] for f in data["fetch"]} == {"redist"}
     assert not any(f["cached"] for f in data["fetch"])
     assert [p.rsplit("-cuda13.0-", 1)[1] for p in data["build"]] == [
-        "cuda_crt-13.0.88.drv", "cuda_cccl-13.0.85.drv", "libnvvm-13.0.88.drv", "cuda_nvcc-13.0.88.drv",
+        "cuda_crt-13.0.88.drv", "cuda_cccl-13.0.85.drv", "cuda_cudart-13.0.96.drv", "libnvvm-13.0.88.drv",
+        "cuda_nvcc-13.0.88.drv",
     ]
 
 
@@ -94,9 +96,10 @@ def test_dry_run_names_the_fetcher_its_size_and_the_cache(manifests_dir, store_e
     serving = serve()
     server = next(serving)
     try:
-        sizes = {"nvidia-cuda-nvcc": 37_000_000, "nvidia-cuda-cccl": 3_100_000, "nvidia-nvvm": 61_000_000}
+        sizes = {"nvidia-cuda-nvcc": 37_000_000, "nvidia-cuda-cccl": 3_100_000, "nvidia-nvvm": 61_000_000,
+                 "nvidia-cuda-runtime": 3_500_000}
         for project, size in sizes.items():
-            wheel_version = {"nvidia-cuda-cccl": "13.0.85"}.get(project, "13.0.88")
+            wheel_version = {"nvidia-cuda-cccl": "13.0.85", "nvidia-cuda-runtime": "13.0.96"}.get(project, "13.0.88")
             stem = project.replace("-", "_")
             _simple_index(server.files, project, f"{stem}-{wheel_version}-py3-none-manylinux2014_x86_64.whl", size)
         env = {**store_env, "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "CUDAPKGS_PYPI_SIMPLE": server.url + "/simple"}
@@ -115,7 +118,7 @@ def test_dry_run_names_the_fetcher_its_size_and_the_cache(manifests_dir, store_e
     assert by_name["cuda_nvcc"]["downloadSize"] == 37_000_000 != by_name["cuda_nvcc"]["size"]  # the wheel's, not the archive's
     assert data["downloadSize"] == sum(sizes.values())
     lines = text.stdout.splitlines()
-    assert lines[0] == "these 4 sources will be fetched (96.4 MiB to download; 1 already cached):"
+    assert lines[0] == "these 5 sources will be fetched (99.8 MiB to download; 1 already cached):"
     assert any(l.split() == [cached.name, "wheels", "cached", "(wheel", "cache,", "1000", "B)"] for l in lines)  # with its size
     assert any(l.split() == ["nvidia-nvvm==13.0.88", "wheels", "58.2", "MiB"] for l in lines)
 
