@@ -321,6 +321,31 @@ def _wait_for_text(stream: io.StringIO, text: str, timeout: float = 90) -> None:
 
 
 @needs_namespaces
+def test_an_output_another_client_registered_meanwhile_is_not_lacking(setup, tmp_path, monkeypatch):
+    """Two builds sharing one client store: when the other one registers the output between this
+    client's validity check and its cache query (which skips valid paths), the build succeeds
+    (it said "built remotely but … does not give it": the flaky two-clients test below)."""
+    from cudapkgs.store.caches import substitution
+
+    cluster, config, builders = setup
+    cluster.start_worker("w1")
+    cluster.wait_for(1)
+    pkg = _pkg(config, "raced")
+    original = substitution.Substituters.query
+
+    def query_after_the_other_client(self, store, paths):
+        paths = list(paths)
+        found = original(self, store, paths)  # the other client substitutes it first
+        self.fetch(store, [found[p] for p in self.closure_of(found, paths)])
+        return original(self, store, paths)  # then this client's query finds it valid: nothing to fetch
+
+    monkeypatch.setattr(substitution.Substituters, "query", query_after_the_other_client)
+    with Store.open(config.storeDir) as store:
+        run_on_dask(store, [pkg.derivation], builders, stream=io.StringIO())
+        assert store.is_valid(pkg.out)
+
+
+@needs_namespaces
 def test_two_clients_with_different_caches_each_get_the_output_in_their_cache(setup, tmp_path):
     """Dask merges tasks of one key across clients: a second client building the same derivation
     into another cache must not wait on the first one's upload (it would find nothing in its own)."""

@@ -269,7 +269,9 @@ def run_on_dask(
         invalid = store.db.invalid_paths(outputs)
         if invalid:
             found = substituters.query(store, invalid)
-            lacking = [p for p in invalid if p not in found]
+            # Another client of this store (a second `build` beside this one) may have registered an
+            # output meanwhile: `query` skips valid paths, so only those still invalid are lacking.
+            lacking = [p for p in invalid if p not in found and not store.is_valid(p)]
             if lacking:
                 why = f": {'; '.join(dict.fromkeys(reasons))}" if reasons else " with a trusted signature"
                 raise BuildError(f"{lacking[0]} was built remotely but {cache.url} does not give it{why}")
