@@ -136,28 +136,10 @@ class _StreamPieces:
 
 
 def stream_export(store, roots: list[str], pieces: _StreamPieces) -> list[str]:
-    """`export_closure`'s archive (same manifest, members and order), written through `pieces`."""
-    import io
-    import tarfile
+    """`export_closure`'s archive (`transfer.write_export`: same manifest, members and order), written through `pieces`."""
+    from cudapkgs.store.transfer import write_export
 
-    from cudapkgs.store.tar_compression import open_for_writing
-    from cudapkgs.store.transfer import FORMAT, MANIFEST, _dependencies_first
-
-    closure = store.closure(store.parse(p) for p in roots)
-    ordered = _dependencies_first(store, closure)
-    entries = []
-    for path in ordered:
-        info = store.query(path)
-        entries.append({"path": path, "narHash": info.nar_hash, "narSize": info.nar_size,
-                        "references": sorted(info.references), "deriver": info.deriver})
-    manifest = json.dumps({"format": FORMAT, "storeDir": store.store_dir, "paths": entries}, indent=1).encode()
-    with open_for_writing(pieces, "zstd") as tar:
-        header = tarfile.TarInfo(MANIFEST)
-        header.size = len(manifest)
-        tar.addfile(header, io.BytesIO(manifest))
-        for path in ordered:
-            tar.inodes = {}
-            tar.add(path, arcname=os.path.basename(path))
+    ordered = write_export(store, roots, pieces, "zstd")
     pieces.close()
     return ordered
 

@@ -56,6 +56,24 @@ def export_closure(store, paths: Iterable[str], archive: str | os.PathLike[str],
     before each path is written (index from 1; bytes are NAR sizes), for progress.
     """
     compression = compression_for_name(archive)
+    target = Path(archive)
+    try:
+        # A temporary file of a random name, never opened through a link planted beside the target.
+        with atomic_output(target) as raw:
+            return write_export(store, paths, raw, compression, on_path=on_path)
+    except OSError as error:
+        raise StoreError(f"cannot write {target}: {error.strerror or error}") from error
+
+
+def write_export(store, paths: Iterable[str], out, compression: str, *, on_path=None) -> list[str]:
+    """Write the export archive of the closure of `paths` to the open binary file `out` (which stays
+    open); returns the paths written, dependencies first.
+
+    `compression` is one of `tar_compression.compression_for_name`'s answers; `on_path` as for
+    `export_closure`. The archive: first the manifest (format, store directory, and for every path its
+    NAR hash, size, references and deriver), then each path's tree under its base name. OSError from
+    `out` propagates (the caller owns the file).
+    """
     closure = store.closure(store.parse(p) for p in paths)
     ordered = _dependencies_first(store, closure)
     entries = []
@@ -64,25 +82,20 @@ def export_closure(store, paths: Iterable[str], archive: str | os.PathLike[str],
         entries.append({"path": path, "narHash": info.nar_hash, "narSize": info.nar_size,
                         "references": sorted(info.references), "deriver": info.deriver})
     manifest = json.dumps({"format": FORMAT, "storeDir": store.store_dir, "paths": entries}, indent=1).encode()
-    target = Path(archive)
-    try:
-        total_bytes = sum(entry["narSize"] for entry in entries)
-        done = 0
-        # A temporary file of a random name, never opened through a link planted beside the target.
-        with atomic_output(target) as raw, open_for_writing(raw, compression) as tar:
-            header = tarfile.TarInfo(MANIFEST)
-            header.size = len(manifest)
-            tar.addfile(header, io.BytesIO(manifest))
-            for index, (path, entry) in enumerate(zip(ordered, entries), 1):
-                if on_path is not None:
-                    on_path(index, len(ordered), path, entry["narSize"], done, total_bytes)
-                done += entry["narSize"]
-                # A hard link member only within one path: the store links files across paths
-                # (nvcc's nvvm/ to libnvvm's), and import takes each path on its own.
-                tar.inodes = {}
-                tar.add(path, arcname=os.path.basename(path))
-    except OSError as error:
-        raise StoreError(f"cannot write {target}: {error.strerror or error}") from error
+    total_bytes = sum(entry["narSize"] for entry in entries)
+    done = 0
+    with open_for_writing(out, compression) as tar:
+        header = tarfile.TarInfo(MANIFEST)
+        header.size = len(manifest)
+        tar.addfile(header, io.BytesIO(manifest))
+        for index, (path, entry) in enumerate(zip(ordered, entries), 1):
+            if on_path is not None:
+                on_path(index, len(ordered), path, entry["narSize"], done, total_bytes)
+            done += entry["narSize"]
+            # A hard link member only within one path: the store links files across paths
+            # (nvcc's nvvm/ to libnvvm's), and import takes each path on its own.
+            tar.inodes = {}
+            tar.add(path, arcname=os.path.basename(path))
     return ordered
 
 
