@@ -132,5 +132,10 @@ if [ "$step" = check ] || [ "$step" = all ]; then
   echo "== env -i $env_py bench/device/check_opencv.py"
   env -i NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
     "$env_py" bench/device/check_opencv.py --json "$out/check.json" 2>&1 | tee "$out/check.log"
-  exit "${PIPESTATUS[0]}"
+  status=${PIPESTATUS[0]}
+  cat /proc/loadavg | tee "$out/loadavg-check.txt"
+  # the closure's weights (a picture and the table), the env and the OpenCV in it
+  $py -m cudapkgs path-info --set "storeDir=$store" --weights -h --top 25 --draw "$out/opencv-weights.svg" \
+    "$(readlink -f /tmp/ocv-result)" > "$out/weights.txt" 2>&1; head -n 40 "$out/weights.txt"
+  exit "$status"
 fi
