@@ -51,6 +51,24 @@ def _check_json(value: Any, where: str, strings: list[tuple[str, str]] | None = 
     raise EvalError(f"{where}: a derivation attribute must be JSON data, got {type(value).__name__}")
 
 
+def _check_runpaths(name: str, entries: Any) -> None:
+    """Raise `EvalError` naming the entry unless `entries` (``appendRunpaths``) is None or a list of RUNPATH
+    entries the loader reads as meant: absolute directories, or ones starting with ``$ORIGIN`` (``${ORIGIN}``).
+    The loader takes any other entry relative to the working directory of the process (ld.so(8), "Dynamic
+    string tokens" and the search order): ``f"{pkg.get('lib')}/lib"`` gave ``None/lib``, a directory of
+    whatever directory the program is run in."""
+    if entries is None:
+        return
+    if not isinstance(entries, list):
+        raise EvalError(f"{name}.appendRunpaths: expected a list of directories, got {type(entries).__name__}")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, str) or not (entry.startswith("/") or entry.startswith(("$ORIGIN", "${ORIGIN}"))):
+            raise EvalError(
+                f"{name}.appendRunpaths[{i}]: {entry!r} is not an absolute directory or $ORIGIN (the loader would "
+                "search it from the working directory of the program; a package in a string is its outPath: "
+                "f\"{pkg}/lib\")")
+
+
 # String context (Nix's: a string made from a package carries the derivations it names). Python's
 # strings carry nothing, so every derivation made in this process is recorded by its output paths'
 # "<storeDir>/<hash>" prefixes, and a new derivation takes as inputs the outputs its string attributes
@@ -211,6 +229,7 @@ class Derivation:
         strings: list[tuple[str, str]] | None = [] if string_context else None
         checked_attrs = _check_json(dict(attrs), f"{name}.attrs", strings, store_dir + "/")
         input_paths = dict(input_paths)
+        _check_runpaths(name, checked_attrs.get("appendRunpaths"))
         if strings:
             _string_context(name, store_dir, strings, input_paths, deps)
         self.deps = tuple(deps)
