@@ -160,7 +160,7 @@ def test_a_store_another_user_owns_is_refused(tmp_path, target):
     os.chown(tmp_path / "store" / target, nobody, -1)
     for read_only in (False, True):
         with pytest.raises(StoreError, match=rf"refusing to use the store {tmp_path}/store: {tmp_path}/store/?"
-                                             rf"{target}.* belongs to uid {nobody} \(nobody\), not to you \(uid 0"):
+                                             rf"{target}.* belongs to nobody \(uid {nobody}\), not to you \(root \(uid 0\)\)"):
             Store.open(tmp_path / "store", read_only=read_only)
     os.chown(tmp_path / "store" / target, 0, -1)
     Store.open(tmp_path / "store").close()
@@ -173,7 +173,7 @@ def test_a_store_below_a_directory_another_user_owns_or_can_write_is_refused(tmp
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chown(shared, nobody, -1)  # its owner could rename store away and put another in its place
-    with pytest.raises(StoreError, match=rf"the directory {shared} above it belongs to uid {nobody}"):
+    with pytest.raises(StoreError, match=rf"the directory {shared} above it belongs to nobody \(uid {nobody}\)"):
         Store.open(shared / "x" / "store")
     assert not (shared / "x").exists()  # refused before anything is made
     os.chown(shared, 0, -1)
@@ -187,5 +187,5 @@ def test_a_store_below_a_directory_another_user_owns_or_can_write_is_refused(tmp
     theirs.mkdir()
     link.symlink_to(theirs)
     os.chown(theirs, nobody, -1)
-    with pytest.raises(StoreError, match=rf"the directory {theirs} above it belongs to uid {nobody}"):
+    with pytest.raises(StoreError, match=rf"the directory {theirs} above it belongs to nobody \(uid {nobody}\)"):
         Store.open(link / "store")

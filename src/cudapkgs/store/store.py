@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import StoreError
+from ..users import user_name
 from .db import PathInfo, StoreDB
 from .files import _store_error
 from .gc import GarbageCollector, GCResult
@@ -211,15 +212,6 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
         return self.db.all_paths()
 
 
-def _owner_name(uid: int) -> str:
-    import pwd
-
-    try:
-        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
-    except (KeyError, OverflowError):
-        return f"uid {uid}"
-
-
 def _refuse_owned_by_others(root: Path) -> None:
     """StoreError unless the store root, its ``.meta``, its database and every directory above the root
     (as written and as resolved) belong to the current user or root, and no directory above it is
@@ -241,8 +233,8 @@ def _refuse_owned_by_others(root: Path) -> None:
             continue
         if st.st_uid not in trusted:
             raise StoreError(
-                f"refusing to use the store {root}: {target} belongs to {_owner_name(st.st_uid)}, not to you "
-                f"({_owner_name(me)}){'' if me == 0 else ' or root'}, and its owner could replace store paths and "
+                f"refusing to use the store {root}: {target} belongs to {user_name(st.st_uid)}, not to you "
+                f"({user_name(me)}){'' if me == 0 else ' or root'}, and its owner could replace store paths and "
                 "their metadata; use a store of your own (storeDir, CUDAPKGS_STORE)")
     chains = {root, Path(os.path.realpath(root))}
     seen: set[Path] = set()
@@ -258,7 +250,7 @@ def _refuse_owned_by_others(root: Path) -> None:
             if st.st_uid not in trusted:
                 raise StoreError(
                     f"refusing to use the store {root}: the directory {directory} above it belongs to "
-                    f"{_owner_name(st.st_uid)}, who could put another store in its place; use a store in a "
+                    f"{user_name(st.st_uid)}, who could put another store in its place; use a store in a "
                     "directory of your own (storeDir, CUDAPKGS_STORE)")
             if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
                 raise StoreError(
