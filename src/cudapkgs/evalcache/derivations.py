@@ -73,10 +73,13 @@ def step_name(fn: Any) -> str:
     return f"{module}:{qualname}"
 
 
-def encode_plan(store_dir: str, roots: list[tuple[str, Derivation]], fetchers: list[str]) -> str:
+def encode_plan(store_dir: str, roots: list[tuple[str, Derivation]], fetchers: list[str],
+                output: list[tuple[str, str]] = ()) -> str:
     """The ``D`` payload (JSON text) of a build of ``roots`` (label, derivation) for the store at
-    ``store_dir``, evaluated with the config's ``fetchers``.  Raises `NotKept` when a derivation's
-    unhashed context is not data and Python steps importable by name."""
+    ``store_dir``, evaluated with the config's ``fetchers``, the evaluation having printed
+    ``output`` ((``"1"`` stdout or ``"2"`` stderr, text) in order: its warnings, written again when
+    the derivations are used).  Raises `NotKept` when a derivation's unhashed context is not data
+    and Python steps importable by name."""
     index: dict[str, int] = {}
     drvs: list[dict[str, Any]] = []
     for _label, root in roots:
@@ -98,13 +101,14 @@ def encode_plan(store_dir: str, roots: list[tuple[str, Derivation]], fetchers: l
     if not all(isinstance(f, str) for f in fetchers):
         raise NotKept("fetchers that are not names")
     return json.dumps({"format": FORMAT, "store": store_dir, "fetchers": list(fetchers), "drvs": drvs,
+                       "output": [[tag, text] for tag, text in output],
                        "roots": [[label, index[drv.drv_path]] for label, drv in roots]}, separators=(",", ":"))
 
 
-def decode_plan(text: str) -> tuple[str, list[tuple[str, Derivation]], list[str]]:
-    """The store directory, the (label, derivation) roots and the fetchers of a ``D`` payload,
-    every derivation checked against its paths and every Python step against its hashed source.
-    Raises ValueError (`EvalError` and import failures included) on any doubt."""
+def decode_plan(text: str) -> tuple[str, list[tuple[str, Derivation]], list[str], list[tuple[str, str]]]:
+    """The store directory, the (label, derivation) roots, the fetchers and the evaluation's output
+    of a ``D`` payload, every derivation checked against its paths and every Python step against
+    its hashed source.  Raises ValueError (`EvalError` and import failures included) on any doubt."""
     from ..derivation import Derivation
     from ..errors import CudapkgsError
 
@@ -112,6 +116,11 @@ def decode_plan(text: str) -> tuple[str, list[tuple[str, Derivation]], list[str]
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError("derivations of another format")
     store_dir, fetchers, records, roots = data["store"], data["fetchers"], data["drvs"], data["roots"]
+    output = data["output"]
+    if not isinstance(output, list) or not all(
+            isinstance(item, list) and len(item) == 2 and item[0] in ("1", "2") and isinstance(item[1], str)
+            for item in output):
+        raise ValueError("derivations malformed: output")
     if not isinstance(store_dir, str) or not os.path.isabs(store_dir) or not isinstance(records, list) \
             or not isinstance(roots, list) or not isinstance(fetchers, list) or not all(isinstance(f, str) for f in fetchers):
         raise ValueError("derivations malformed")
@@ -143,7 +152,7 @@ def decode_plan(text: str) -> tuple[str, list[tuple[str, Derivation]], list[str]
                 and 0 <= root[1] < len(built)):
             raise ValueError("derivations malformed: roots")
         out.append((root[0], built[root[1]]))
-    return store_dir, out, fetchers
+    return store_dir, out, fetchers, [(tag, text) for tag, text in output]
 
 
 def _steps(drv: Derivation, names: Any) -> dict[str, Any]:

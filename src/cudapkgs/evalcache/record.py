@@ -232,6 +232,7 @@ class Recorder:
         """Stop noting inputs (what follows is no evaluation: the store is opened); output is still kept."""
         self.active = False
         self.paused = True
+        self.evaluation_output = list(self.output)  # what the evaluation printed (warnings): kept with derivations
 
     def refuse(self, why: str) -> None:
         """Keep no entry for this command, for the reason ``why``."""
@@ -260,7 +261,7 @@ class Recorder:
         if self.derivations is not None:
             return
         try:
-            self.derivations = encode_plan(store_dir, roots, fetchers)
+            self.derivations = encode_plan(store_dir, roots, fetchers, getattr(self, "evaluation_output", []))
         except NotKept as error:
             if os.environ.get(DEBUG_ENV):
                 print(f"cudapkgs: eval cache: no derivations kept ({error})", file=sys.stderr)
