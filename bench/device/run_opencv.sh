@@ -8,7 +8,8 @@
 #   bash bench/device/run_opencv.sh stash          # check the carried piece's sha256, keep it in /tmp/ocv-pieces
 #   bash bench/device/run_opencv.sh prepare        # reassemble, check, unpack; import the sources into the store,
 #                                                  #   the wheels into this machine's wheel cache; CPython 3.12.1
-#   bash bench/device/run_opencv.sh build          # prepare (once), a --dry-run (must fetch nothing), the build
+#   bash bench/device/run_opencv.sh dry            # prepare (once), then a --dry-run that must fetch nothing
+#   bash bench/device/run_opencv.sh build          # dry, then the build
 #   bash bench/device/run_opencv.sh start          # `build` in its own session (setsid), so that it outlives
 #                                                  #   the call; the machine keeps it running while warm
 #   bash bench/device/run_opencv.sh wait [SECONDS] # wait for that build (default 540 s), copy its logs to $OUT
@@ -108,7 +109,7 @@ build_args=(-m cudapkgs build --set "storeDir=$store" --set allowUnfree=true --s
 
 if [ "$step" = prepare ]; then prepare; exit $?; fi
 
-if [ "$step" = build ] || [ "$step" = all ]; then
+if [ "$step" = dry ] || [ "$step" = build ] || [ "$step" = all ]; then
   { uname -srm; nproc; nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader; "$host_py" --version;
     gcc --version | head -n 1; cmake --version | head -n 1; echo "ninja $(ninja --version)"; } > "$out/machine.txt" 2>&1
   cat "$out/machine.txt"
@@ -119,6 +120,7 @@ if [ "$step" = build ] || [ "$step" = all ]; then
   if grep -i "will be fetched" "$out/dry-run.log" | grep -v "(0 B to download"; then
     echo "the dry run plans a download: stopping" >&2; exit 6
   fi
+  [ "$step" = dry ] && exit 0
   echo "== build $attr with cudapkgs ($(nproc) cores)"
   /usr/bin/time -v -o "$out/build.time" $py "${build_args[@]}" -o /tmp/ocv-result 2>&1 | tee "$out/build.log"
   status=${PIPESTATUS[0]}
@@ -132,5 +134,10 @@ if [ "$step" = check ] || [ "$step" = all ]; then
   echo "== env -i $env_py bench/device/check_opencv.py"
   env -i NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
     "$env_py" bench/device/check_opencv.py --json "$out/check.json" 2>&1 | tee "$out/check.log"
-  exit "${PIPESTATUS[0]}"
+  status=${PIPESTATUS[0]}
+  cat /proc/loadavg | tee "$out/loadavg-check.txt"
+  # the closure's weights (a picture and the table), the env and the OpenCV in it
+  $py -m cudapkgs path-info --set "storeDir=$store" --weights -h --top 25 --draw "$out/opencv-weights.svg" \
+    "$(readlink -f /tmp/ocv-result)" > "$out/weights.txt" 2>&1; head -n 40 "$out/weights.txt"
+  exit "$status"
 fi
