@@ -39,7 +39,7 @@ def _plan() -> tuple[Derivation, str]:
 
 def test_derivations_read_back_are_the_evaluated_ones_with_their_steps():
     root, text = _plan()
-    store_dir, roots, fetchers = decode_plan(text)
+    store_dir, roots, fetchers, output = decode_plan(text)
     assert store_dir == STORE and fetchers == ["redist", "wheels"]
     ((label, back),) = roots
     assert label == "root" and back.drv_path == root.drv_path and back.outputs == root.outputs
@@ -56,20 +56,32 @@ def _edit(text: str, change) -> str:
 
 @pytest.mark.parametrize("name", ["os:system", "cudapkgs_evil_module:step", "cudapkgs.builders.python_install:<lambda>",
                                   "cudapkgs.builders.rewired_wheel_steps:install", "cudapkgs.nothing_here:x",
-                                  "cudapkgs.builders.python_install:install.__globals__", "cudapkgs..x:y"])
+                                  "cudapkgs.builders.python_install:install.__globals__", "cudapkgs..x:y",
+                                  "cudapkgs.builders.python_install:subprocess.run", "cudapkgs.evalcache.lookup:answer"])
 def test_a_step_named_otherwise_than_evaluated_is_refused(name, tmp_path, monkeypatch):
     marker = tmp_path / "imported"
     (tmp_path / "cudapkgs_evil_module.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef step(*a): pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     _, text = _plan()
     planted = _edit(text, lambda d: d["drvs"][1]["context"].__setitem__("python", {"installPhase": name}))
+    if name == "cudapkgs.builders.python_install:subprocess.run":  # the hashed record made to match what it resolves to
+        import subprocess
+
+        record = python_step(subprocess.run)
+        data = json.loads(planted)
+        data["drvs"][1]["drv"] = _drv("root-1.0", step=None, deps=[]).to_json()  # placeholder, replaced below
+        root = Derivation(store_dir=STORE, name="root-1.0", system="x86_64-linux", outputs=["out"],
+                          builder="mkDerivation", src=None, input_paths=json.loads(text)["drvs"][1]["drv"]["inputs"],
+                          attrs={"buildPhase": "true", "installPhase": record})
+        data["drvs"][1]["drv"] = root.to_json()
+        planted = json.dumps(data)
     with pytest.raises(ValueError):
         decode_plan(planted)
     assert not marker.exists() and "cudapkgs_evil_module" not in sys.modules
 
 
 @pytest.mark.parametrize("damage", ["edited attrs", "forward dep", "self dep", "context object", "other format",
-                                    "root out of range", "not json", "store relative"])
+                                    "root out of range", "not json", "store relative", "output"])
 def test_damaged_derivations_are_refused(damage):
     _, text = _plan()
     changes = {
@@ -80,6 +92,7 @@ def test_damaged_derivations_are_refused(damage):
         "other format": lambda d: d.__setitem__("format", 99),
         "root out of range": lambda d: d.__setitem__("roots", [["root", 7]]),
         "store relative": lambda d: d.__setitem__("store", "store"),
+        "output": lambda d: d.__setitem__("output", [["3", "x"]]),
     }
     planted = text[: len(text) // 2] if damage == "not json" else _edit(text, changes[damage])
     with pytest.raises(ValueError):
@@ -99,7 +112,18 @@ def test_steps_and_contexts_that_are_not_data_are_not_kept():
 
 # --- the command -------------------------------------------------------------------------------
 
-LOUD = "import sys\nprint('evaluating pkgs.py', file=sys.stderr)\n" + PACKAGE_FILE
+# The package file says so when it runs (output the evaluation printed: written again with the
+# derivations) and counts its runs in a file beside the working directory (the evaluation ran).
+LOUD = ("import os, sys\nprint('evaluating pkgs.py', file=sys.stderr)\n"
+        "with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'runs'), 'a') as f:\n"
+        "    f.write('x')\n") + PACKAGE_FILE
+
+
+def _runs(cli: Cli) -> int:
+    try:
+        return len((cli.cwd.parent / "runs").read_text())
+    except FileNotFoundError:
+        return 0
 
 
 def _gc(tmp_path) -> None:
@@ -128,15 +152,19 @@ def test_a_build_after_gc_builds_without_evaluating(tmp_path):
     _gc(tmp_path)
     out = _derivations_kept(cli, args)
     _gc(tmp_path)
+    runs = _runs(cli)
     again = cli(*args)
-    assert "eval cache: derivations\n" in again.stderr and "evaluating pkgs.py" not in again.stderr, again.stderr
+    assert "eval cache: derivations\n" in again.stderr and _runs(cli) == runs, again.stderr
     assert again.stdout == out and "built tiny" in again.stderr
+    # what the evaluation printed is printed again, before the build
+    assert again.stderr.index("evaluating pkgs.py") < again.stderr.index("built tiny")
     noop = cli(*args)  # nothing left to do: a no-op entry holding the derivations again
-    assert "evaluating pkgs.py" not in noop.stderr and "eval cache: stored" in noop.stderr, noop.stderr
-    assert hit(cli(*args))
+    assert _runs(cli) == runs and "eval cache: stored" in noop.stderr, noop.stderr
+    answered = cli(*args)
+    assert hit(answered) and "evaluating pkgs.py" in answered.stderr
     _gc(tmp_path)  # gone again: built from that entry's derivations
     third = cli(*args)
-    assert "eval cache: derivations\n" in third.stderr and "evaluating pkgs.py" not in third.stderr.split("built tiny")[0]
+    assert "eval cache: derivations\n" in third.stderr and _runs(cli) == runs
     assert third.stdout == out
 
 
@@ -149,8 +177,9 @@ def test_a_changed_package_file_after_gc_is_evaluated(tmp_path):
     out = _derivations_kept(cli, args)
     _gc(tmp_path)
     (cli.cwd / "pkgs.py").write_text(LOUD.replace("echo hi", "echo bye"))
+    runs = _runs(cli)
     done = cli(*args)
-    assert "evaluating pkgs.py" in done.stderr and "eval cache: no derivations (changed:" in done.stderr
+    assert _runs(cli) == runs + 1 and "eval cache: no derivations (changed:" in done.stderr
     assert done.stdout != out
     with open(done.stdout.strip() + "/hi") as handle:
         assert handle.read() == "bye\n"
@@ -180,8 +209,9 @@ def test_planted_derivations_are_not_built(tmp_path, damage):
         return json.dumps(data)
 
     entry.write_bytes(encode([(t, change(p) if t == "D" else p) for t, p in fields]))
+    runs = _runs(cli)
     done = cli(*args)
-    assert "evaluating pkgs.py" in done.stderr and "no derivations (derivations not used" in done.stderr, done.stderr
+    assert _runs(cli) == runs + 1 and "no derivations (derivations not used" in done.stderr, done.stderr
     assert done.stdout == out and not (cli.cwd / "EVIL").exists()
     with open(done.stdout.strip() + "/hi") as handle:
         assert handle.read() == "hi\n"

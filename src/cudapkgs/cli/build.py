@@ -128,7 +128,7 @@ def _cached_derivations(args: argparse.Namespace) -> tuple[str, list[Installable
     if not why:
         payload, fields = found
         try:
-            store_dir, roots, fetchers = decode_plan(payload)
+            store_dir, roots, fetchers, output = decode_plan(payload)
         except (ValueError, TypeError, KeyError, RecursionError) as error:
             why = f"derivations not used: {error}"
     if os.environ.get(DEBUG_ENV):
@@ -136,6 +136,8 @@ def _cached_derivations(args: argparse.Namespace) -> tuple[str, list[Installable
     if why:
         return None
     recorder.take_over(fields, payload)
+    for tag, text in output:  # what the evaluation printed (its warnings), as it printed it
+        (sys.stdout if tag == "1" else sys.stderr).write(text)
     args.evaluated_fetchers = fetchers  # for `without_fetchers`, as `evaluate` sets it
     return store_dir, [Installable(label, drv=drv) for label, drv in roots]
 

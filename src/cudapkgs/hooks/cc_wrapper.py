@@ -67,24 +67,18 @@ MARKER = "nix-support/cc-wrapper.json"
 _SCRIPT = r"""#!/bin/bash
 # cudapkgs cc-wrapper for @DESC@: a run path for every store library directory linked from.
 real=@REAL@
-# useLibsFrom (backendStdenv): another compiler's C++ runtime, given to every link after the
-# arguments; its run path on links of C++ (this is a C++ driver, or -lstdc++ is named).
-libs_from=(@LIBSFROM@)
-libs_from_rpath=(@LIBSFROMRPATH@)
-cxx_driver=@CXXDRIVER@
-if [ $# -eq 0 ]; then exec "$real"; fi
+if [ $# -eq 0 ] || [ -z "${NIX_STORE:-}" ]; then
+  exec "$real" "$@"
+fi
 # Not a link, and no response file that could say otherwise: nothing to add (before the rest is read).
 rsp=0 link=1
 for a in "$@"; do
   case "$a" in
     @?*) rsp=1 ;;
-    -lstdc++) cxx_driver=1 ;;
     -c|-S|-E|-M|-MM|-fsyntax-only|-v|--version|-dumpversion|-dumpfullversion|-dumpmachine|-print-*|--print-*) link=0 ;;
   esac
 done
 if [ "$link" = 0 ]; then exec "$real" "$@"; fi
-[ "$cxx_driver" = 1 ] && libs_from+=("${libs_from_rpath[@]}")
-if [ -z "${NIX_STORE:-}" ]; then exec "$real" "$@" "${libs_from[@]}"; fi
 # Response files (@FILE, as CMake links with @linkLibs.rsp) are expanded for the decisions below,
 # with GCC's syntax (Nixpkgs: wrapper-common/utils.bash expandResponseParams); the compiler still
 # gets the arguments as they came.  One that cannot be read stays as it is, as GCC leaves it.
@@ -317,8 +311,31 @@ done
 if [ ${#dropped[@]} -gt 0 ]; then
   echo "cudapkgs cc-wrapper: dropped run path entries outside the store and this build's tree: ${dropped[*]} (a program linked here finds its libraries in the store; CUDAPKGS_BUILD_TREE names the build's tree)" >&2
 fi
-exec "$real" "${args[@]}" "${extra[@]}" "${libs_from[@]}"
+exec "$real" "${args[@]}" "${extra[@]}"
 """
+
+# useLibsFrom's part of the wrapper (`wrapper_script` with `libs_from`): the template above, lines of its
+# head and its last line replaced, so a wrapper without useLibsFrom is byte for byte what it was (no rebuild of
+# every package built with the host's default compiler).
+_START = 'real=@REAL@\nif [ $# -eq 0 ] || [ -z "${NIX_STORE:-}" ]; then\n  exec "$real" "$@"\nfi\n'
+_LINK_TEST = 'if [ "$link" = 0 ]; then exec "$real" "$@"; fi\n'
+_LIBS_FROM_START = r"""real=@REAL@
+# useLibsFrom (backendStdenv): another compiler's C++ runtime, given to every link after the
+# arguments; its run path on links of C++ (this is a C++ driver, or -lstdc++ is named).
+libs_from=(@LIBSFROM@)
+libs_from_rpath=(@LIBSFROMRPATH@)
+cxx_driver=@CXXDRIVER@
+if [ $# -eq 0 ]; then exec "$real"; fi
+"""
+_LIBS_FROM_LINK = r"""[ "$cxx_driver" = 1 ] && libs_from+=("${libs_from_rpath[@]}")
+if [ -z "${NIX_STORE:-}" ]; then exec "$real" "$@" "${libs_from[@]}"; fi
+"""
+_EXEC = 'exec "$real" "${args[@]}" "${extra[@]}"\n'
+_LIBS_FROM_EXEC = 'exec "$real" "${args[@]}" "${extra[@]}" "${libs_from[@]}"\n'
+assert _START in _SCRIPT and _LINK_TEST in _SCRIPT and "    @?*) rsp=1 ;;\n" in _SCRIPT and _SCRIPT.endswith(_EXEC)
+_SCRIPT_LIBS_FROM = (_SCRIPT.replace(_START, _LIBS_FROM_START, 1)
+                     .replace("    @?*) rsp=1 ;;\n", "    @?*) rsp=1 ;;\n    -lstdc++) cxx_driver=1 ;;\n", 1)
+                     .replace(_LINK_TEST, _LINK_TEST + _LIBS_FROM_LINK, 1)[: -len(_EXEC)] + _LIBS_FROM_EXEC)
 
 
 def names(kind: str) -> tuple[tuple[str, bool], ...]:
@@ -350,10 +367,11 @@ def wrapper_script(real: str, description: str, *, libs_from: Mapping[str, Seque
                              f"got {directory!r}")
     flags = " ".join(shlex.quote(f"-L{d}") for d in lib_dirs)
     rpath = " ".join(shlex.quote(f"-Wl,-rpath,{d}") for d in run_path)
+    template = _SCRIPT_LIBS_FROM if lib_dirs or run_path else _SCRIPT
     values = {"REAL": shlex.quote(real), "DESC": description.replace("\n", " "), "JOINED": JOINED_MARKER,
               "LIBSFROM": flags, "LIBSFROMRPATH": rpath, "CXXDRIVER": "1" if cxx else "0"}
     # One pass: a value (a path, the description) holding "@NAME@" is not substituted again.
-    return re.sub(r"@(REAL|DESC|JOINED|LIBSFROMRPATH|LIBSFROM|CXXDRIVER)@", lambda m: values[m[1]], _SCRIPT)
+    return re.sub(r"@(REAL|DESC|JOINED|LIBSFROMRPATH|LIBSFROM|CXXDRIVER)@", lambda m: values[m[1]], template)
 
 
 def find_wrapper(paths: list[str]) -> str | None:
