@@ -182,10 +182,15 @@ def test_a_store_below_a_directory_another_user_owns_or_can_write_is_refused(tmp
         Store.open(shared / "store")
     os.chmod(shared, 0o1777)  # as /tmp: others cannot rename what is not theirs
     Store.open(shared / "store").close()
-    link = tmp_path / "link"  # reached through a link: the directories it resolves to count too
+    # reached through a link: the directories it resolves to count too, the target's parents included
     theirs = tmp_path / "theirs"
-    theirs.mkdir()
-    link.symlink_to(theirs)
+    (theirs / "mine").mkdir(parents=True)
     os.chown(theirs, nobody, -1)
+    link = tmp_path / "link"
+    link.symlink_to(theirs / "mine")
     with pytest.raises(StoreError, match=rf"the directory {theirs} above it belongs to nobody \(uid {nobody}\)"):
+        Store.open(link / "store")
+    link.unlink()
+    link.symlink_to(theirs)
+    with pytest.raises(StoreError, match=rf"the directory {link} above it belongs to nobody \(uid {nobody}\)"):
         Store.open(link / "store")

@@ -236,9 +236,8 @@ def _refuse_owned_by_others(root: Path) -> None:
                 f"refusing to use the store {root}: {target} belongs to {user_name(st.st_uid)}, not to you "
                 f"({user_name(me)}){'' if me == 0 else ' or root'}, and its owner could replace store paths and "
                 "their metadata; use a store of your own (storeDir, CUDAPKGS_STORE)")
-    chains = {root, Path(os.path.realpath(root))}
     seen: set[Path] = set()
-    for start in chains:
+    for start in (root, Path(os.path.realpath(root))):  # as written first: the message names that
         for directory in start.parents:
             if directory in seen:
                 continue
