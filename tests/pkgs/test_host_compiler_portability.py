@@ -158,3 +158,48 @@ def test_a_shell_with_torch_evaluates_the_same_packages_under_another_host_compi
     assert packages12 == packages13
     names = {name for name, _ in packages12}
     assert {"torch-2.9.1", "numpy-2.4.6", "triton-3.5.1"} <= names and any("cudnn" in n for n in names)
+
+
+def test_a_teammate_with_another_gcc_substitutes_zlib_instead_of_building_it(tmp_path, under, monkeypatch):
+    """zlib, built by the host's cc on one machine and uploaded to a signed file:// cache, is substituted
+    on a machine whose host compiler is another GCC: the one source build of the ML closure
+    (cuDNN, numpy, pillow and triton link it) no longer forks the closure per compiler."""
+    import subprocess
+    import sys
+
+    from cudapkgs.realise.realise import realise
+    from cudapkgs.store.caches import open_cache
+    from cudapkgs.store.caches.signing import generate
+    from cudapkgs.store.store import Store
+
+    store_dir = tmp_path / "store"
+    config = {"storeDir": str(store_dir)}
+    monkeypatch.setenv("CUDAPKGS_SOURCES", str(tmp_path / "no-mirror"))  # the copy cudapkgs ships, nothing else
+
+    def built_here():
+        zlib = cudapkgs.import_pkgs(config).zlib
+        with Store.open(store_dir) as store:
+            realise(store, [zlib.derivation])
+            key = generate("team-cache-1")
+            open_cache(f"file://{tmp_path}/cache").upload_closure(store, [zlib.out, zlib.dev, zlib.static],
+                                                                   secret_key=key)
+        return zlib.derivation.outputs, key
+
+    outputs, key = under("13.3.0", built_here)
+    for dirpath, _, _ in os.walk(store_dir):
+        os.chmod(dirpath, 0o755)
+    store_dir.rename(tmp_path / "first-machine")
+
+    def teammate():
+        zlib = cudapkgs.import_pkgs(config).zlib
+        settings = ["--set", f"storeDir={store_dir}", "--set", f'substituters=["file://{tmp_path}/cache"]',
+                    "--set", f'trustedPublicKeys=["{key.public}"]']
+        done = subprocess.run([sys.executable, "-m", "cudapkgs", "build", "--no-link", *settings, "zlib"],
+                              capture_output=True, text=True, timeout=300, env=dict(os.environ))
+        return zlib.derivation.outputs, done
+
+    again, done = under("12.2.0", teammate)
+    assert again == outputs  # evaluated to the same paths with another gcc
+    assert done.returncode == 0, done.stderr
+    assert "3/3 paths in" in done.stderr and "building" not in done.stderr.lower(), done.stderr
+    assert (Path(outputs["out"]) / "lib" / "libz.so.1").exists()
