@@ -144,7 +144,10 @@ def test_every_lookup_by_name_is_the_sets(realised, tmp_path, host_cuda):
     # XLA: its CUDA directory is given first, and holds the set's ptxas, nvlink and libdevice.
     flag = next(f for f in out["xla_flags"].split() if f.startswith("--xla_gpu_cuda_data_dir="))
     data_dir = Path(flag.partition("=")[2])
-    nvcc_bin = f"{cuda.cuda_nvcc['bin' if 'bin' in cuda.cuda_nvcc.outputs else 'out']}/bin"
+    from cudapkgs.pkgs.python_modules.triton import nvcc_tools
+
+    tools = nvcc_tools(cuda)  # the set's cuda_nvcc without a host compiler (so the wheels' paths name none)
+    nvcc_bin = f"{tools['bin' if 'bin' in tools.outputs else 'out']}/bin"
     assert os.path.realpath(data_dir / "bin" / "ptxas") == f"{nvcc_bin}/ptxas"
     assert os.path.realpath(data_dir / "bin" / "nvlink") == f"{nvcc_bin}/nvlink"
     assert os.path.realpath(data_dir / "nvvm" / "libdevice" / "libdevice.10.bc").startswith(str(cuda.libnvvm.out) + "/")
