@@ -11,6 +11,8 @@ TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/be
 if TYPE_CHECKING:
     from typing import Any
 
+from collections import OrderedDict
+
 from .. import licenses
 from ..lib.fixpoint import AttrSet, lazy
 from ..package import Package
@@ -443,20 +445,24 @@ def without_host_compiler(nvcc: Any) -> Any:
     machine with another gcc (docs/binary-caches.md, "Another host compiler"). Its ``bin/nvcc``
     run by hand takes the compiler on PATH, as NVIDIA's nvcc does. Its name is
     ``<prefix>-cuda_nvcc-tools-<version>``, so it is not mistaken for the compiler in a closure.
-    One package per `nvcc` (cached), so the derivation is computed once.
+    One package per `nvcc` (the last `_KEPT` are remembered), so its derivation is computed once.
     """
     cached = _WITHOUT_HOST_COMPILER.get(id(nvcc))
     if cached is not None and cached[0] is nvcc:
+        _WITHOUT_HOST_COMPILER.move_to_end(id(nvcc))
         return cached[1]
     variant = nvcc.override_attrs(lambda final, prev: {
         "hostCompiler": None,
         "name": lazy(lambda: f"{prev.name.rsplit('-cuda_nvcc-', 1)[0]}-cuda_nvcc-tools-{final.version}"),
     })
     _WITHOUT_HOST_COMPILER[id(nvcc)] = (nvcc, variant)  # the package is kept, so its id is not reused
+    while len(_WITHOUT_HOST_COMPILER) > _KEPT:
+        _WITHOUT_HOST_COMPILER.popitem(last=False)
     return variant
 
 
-_WITHOUT_HOST_COMPILER: dict[int, tuple[Any, Any]] = {}
+_KEPT = 64  # package sets evaluated in one process (a test run makes hundreds): bounded
+_WITHOUT_HOST_COMPILER: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
 
 
 def _propagated_inputs(found: dict[str, Any]) -> dict[str, Any]:
