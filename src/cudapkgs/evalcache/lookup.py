@@ -80,10 +80,29 @@ def _read(path: str) -> bytes | None:
 
 def _check(argv: list[str]) -> list[tuple[str, str]] | str:
     """The output chunks to replay, or why not (a short reason)."""
+    return _check_key(key_of(argv), False)
+
+
+def derivations(key: str) -> tuple[str, list[tuple[str, str]]] | str:
+    """The ``D`` payload of the derivations entry of ``key`` (`cudapkgs.evalcache.derivations`)
+    and the entry's fields, when every input its evaluation read is unchanged; else why not.
+    Never raises."""
+    try:
+        found = _check_key(key, True)
+    except Exception as error:  # any doubt is a miss
+        return f"{type(error).__name__}: {error}"
+    if isinstance(found, str):
+        return found
+    (_, payload), *fields = found
+    return payload, fields
+
+
+def _check_key(key: str, want_derivations: bool) -> list[tuple[str, str]] | str:
+    """The output chunks to replay (or, ``want_derivations``, the ``D`` field first, then the
+    entry's fields), or why not (a short reason)."""
     directory = cache_dir()
     if directory is None:
         return "no cache directory"
-    key = key_of(argv)
     data = _read(os.path.join(directory, entry_name(key)))
     if data is None:
         return "no entry"
@@ -96,6 +115,7 @@ def _check(argv: list[str]) -> list[tuple[str, str]] | str:
     store: tuple[str, str, str] | None = None
     valid: list[str] = []
     links: list[list[str]] = []
+    drvs: str | None = None
     for tag, payload in fields[1:]:
         if tag == "s" or tag == "l" or tag == "p":
             path, sep, recorded = payload.rpartition("\0")
@@ -121,12 +141,22 @@ def _check(argv: list[str]) -> list[tuple[str, str]] | str:
             if len(parts) != 3:
                 return "entry malformed"
             links.append(parts)
+        elif tag == "D":
+            if drvs is not None:
+                return "entry malformed"
+            drvs = payload
         else:  # "k" again
             return "entry malformed"
     for directory in changed_path_dirs:
         why = _shadowing(directory, top_level)
         if why:
             return why
+    if want_derivations:  # the store is checked anew by the build
+        if drvs is None:
+            return "no derivations"
+        return [("D", drvs), *fields[1:]]
+    if drvs is not None and store is None:
+        return "derivations only (the build runs, without evaluating)"
     if valid or links:
         if store is None:
             return "entry malformed"
