@@ -74,7 +74,7 @@ def _ml_env():
     wanted = {
         "torch": ps.torch, "torchvision": ps.torchvision, "torchaudio": ps.torchaudio, "numpy": ps.numpy,
         "triton": ps.triton, "cudnn": cuda.cudnn, "cuda_cudart": cuda.cuda_cudart, "libcublas": cuda.libcublas,
-        "nccl": cuda.nccl,
+        "nccl": cuda.nccl, "jax-cuda12-plugin": ps["jax-cuda12-plugin"], "cupy": ps.cupy,
         "env": ps.withPackages(lambda p: [p.torch, p.torchvision, p.torchaudio, p.numpy]),
     }
     compiling = {"cuda_nvcc": cuda.cuda_nvcc, "saxpy": cuda.saxpy, "stdenv.cc": pkgs.stdenv.cc}
