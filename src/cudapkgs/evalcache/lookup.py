@@ -116,6 +116,8 @@ def _check_key(key: str, want_derivations: bool) -> list[tuple[str, str]] | str:
     valid: list[str] = []
     links: list[list[str]] = []
     drvs: str | None = None
+    if not want_derivations and len(fields) > 1 and fields[1][0] == "D" and (len(fields) < 3 or fields[2][0] != "d"):
+        return "derivations only (the build runs, without evaluating)"  # `Recorder._fields` puts them first
     for tag, payload in fields[1:]:
         if tag == "s" or tag == "l" or tag == "p":
             path, sep, recorded = payload.rpartition("\0")
