@@ -120,6 +120,13 @@ def mk_derivation(
     docstring for what the attributes mean. `cc` is stdenv.cc: called as
     ``cc(final, config, system)`` for the default `stdenvCc` (a compiler-wrapper
     package or None); None gives no compiler (Nixpkgs' stdenvNoCC).
+
+    A package whose build compiles nothing sets ``stdenvCc = None`` (its path then names no
+    host compiler, so it is the same on a machine with another gcc): as Nixpkgs' ``runCommand``
+    and ``symlinkJoin`` take ``stdenvNoCC`` and only ``runCommandCC`` the stdenv with a compiler
+    (pkgs/build-support/trivial-builders/default.nix@77d57157). Wheels (`builders.python` with
+    ``format = "wheel"``, `builders.rewired_wheel`), buildRedist components, host tools and link
+    farms do; a source build keeps it.
     """
     config, system = _config_and_system(pkgs_or_config, system)
     user_fn = (lambda final: attrs_fn) if isinstance(attrs_fn, Mapping) else attrs_fn
