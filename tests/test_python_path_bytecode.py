@@ -61,3 +61,15 @@ def test_a_bare_interpreter_as_root_writes_no_byte_code_into_the_store(tmp_path,
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.stdout.strip() == "42", done.stderr
     assert not list(out.rglob("__pycache__")), "byte code was written into the store path"
+
+
+def test_the_shell_venv_drops_the_variable_unless_the_user_set_it(tmp_path):
+    """In a venv shell the store leaves PYTHONPATH and the venv's .pth guard keeps byte code out of the store:
+    root's own code is cached again (the hook's variable is dropped), a user's own setting is kept."""
+    from cudapkgs.shell_venv import venv_environment
+
+    site = str(_store_package(tmp_path) / "lib")
+    shell = {"PATH": "/usr/bin", "PYTHONPATH": site, "PYTHONDONTWRITEBYTECODE": "1"}
+    assert "PYTHONDONTWRITEBYTECODE" not in venv_environment(shell, tmp_path / "venv", [site], base={})
+    kept = venv_environment(shell, tmp_path / "venv", [site], base={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert kept["PYTHONDONTWRITEBYTECODE"] == "1" and "PYTHONPATH" not in kept

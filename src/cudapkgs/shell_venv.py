@@ -287,9 +287,15 @@ def _make(venv: Path, python: str, timeout: float) -> None:
         remove_private_directory(cwd)
 
 
-def venv_environment(env: Mapping[str, str], venv: str | os.PathLike[str], site_dirs: Sequence[str]) -> dict[str, str]:
+def venv_environment(env: Mapping[str, str], venv: str | os.PathLike[str], site_dirs: Sequence[str],
+                     base: Mapping[str, str] = os.environ) -> dict[str, str]:
     """`env` (a shell's) with the venv's ``bin`` first on PATH, ``VIRTUAL_ENV`` naming it, and the store's
-    `site_dirs` taken off PYTHONPATH (the venv's ``.pth`` lists them, after its own site-packages)."""
+    `site_dirs` taken off PYTHONPATH (the venv's ``.pth`` lists them, after its own site-packages).
+
+    ``PYTHONDONTWRITEBYTECODE``, which the Python hook sets as root while store site-packages are on
+    PYTHONPATH (`hooks.python_path`), is dropped unless `base` (the user's environment) has it: with the
+    store off PYTHONPATH the venv's own ``.pth`` guard (`pycache_guard`) keeps byte code out of the store,
+    and root's own code is cached again."""
     venv = os.fspath(venv)
     out = dict(env)
     entries = [e for e in out.get("PATH", "").split(os.pathsep) if e]
@@ -301,4 +307,6 @@ def venv_environment(env: Mapping[str, str], venv: str | os.PathLike[str], site_
     else:
         out.pop("PYTHONPATH", None)
     out.pop("PYTHONHOME", None)
+    if "PYTHONDONTWRITEBYTECODE" not in base:
+        out.pop("PYTHONDONTWRITEBYTECODE", None)
     return out
