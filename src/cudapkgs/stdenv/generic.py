@@ -335,15 +335,18 @@ class _Inputs:
 # What Python writes for an object that has no string of its own (repr): such text in a derivation
 # attribute (a RUNPATH, an env var, a phase) is a mistake, never a path.
 _OBJECT_TEXT = (
-    r"<(?:Package|AttrSet|Scope|Derivation|Thunk|OutputPath|function|bound method|built-in function|module)[ :>]"
+    r"<(?:Package|DerivationPackage|AttrSet|Scope|TopLevel|Derivation|Thunk|OutputPath|SelectedOutputs|function"
+    r"|bound method|built-in function|module)[ :>]"
     r"|<[A-Za-z_][\w.]* object at 0x[0-9a-fA-F]+>"
+    r"|\bConfig\((?:\)|[A-Za-z]\w*=)"  # the configuration (pkgs.config)
 )
 
 
 def check_no_object_text(value: str, where: str) -> None:
     """Raise `EvalError` naming the attribute `where` when the string `value` holds a Python object's
     repr (``<Package …>``, ``<AttrSet …>``, ``<function …>``, ``<… object at 0x…>``): something that
-    is not a path was formatted into it (a scope, a function, an object without an ``outPath``), or
+    is not a path was formatted into it (a scope, the top level, the configuration's ``Config(…)``, a function,
+    an object without an ``outPath``), or
     a lone surrogate (no UTF-8 text: hashing the derivation failed with an internal error)."""
     if not value.isascii():  # a lone surrogate cannot be hashed (UTF-8): an internal error before
         try:
@@ -351,7 +354,7 @@ def check_no_object_text(value: str, where: str) -> None:
         except UnicodeEncodeError as error:
             raise EvalError(f"{where}: holds the lone surrogate \\u{ord(value[error.start]):04x}, which is no text "
                             "a derivation can hold (UTF-8); remove it") from None
-    if "<" not in value:
+    if "<" not in value and "Config(" not in value:
         return
     found = re.search(_OBJECT_TEXT, value)
     if found is not None:
