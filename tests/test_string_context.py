@@ -111,3 +111,22 @@ def test_the_ml_packages_closures_hold_every_path_their_attributes_name(pkgs, se
         missing = named - _closure_outputs(drv)
         assert not missing, f"{name}: {sorted(missing)} named but not in its closure"
         assert runpaths <= set(drv.data["inputs"].values()), name
+
+
+def test_a_package_named_only_in_a_phase_is_built_first_and_is_in_the_closure(tmp_path):
+    """End to end: ``b``'s phase copies a file of ``a`` and links to it; ``a`` is in no input list."""
+    from cudapkgs.config import load_config
+    from cudapkgs.realise.realise import realise
+    from cudapkgs.store.store import Store
+
+    config = load_config(overrides={"storeDir": str(tmp_path / "store")})
+    a = mk_derivation(config, {"pname": "a", "version": "1", "stdenvCc": None, "dontUnpack": True,
+                               "installPhase": "mkdir -p $out/share && echo from-a > $out/share/greeting"})
+    b = mk_derivation(config, {"pname": "b", "version": "1", "stdenvCc": None, "dontUnpack": True,
+                               "installPhase": f"mkdir -p $out && cp {a}/share/greeting $out/ && "
+                                               f"ln -s {a}/share/greeting $out/link"})
+    with Store.open(tmp_path / "store") as store:
+        (out,) = realise(store, [b.derivation])
+        assert (tmp_path / "store").joinpath(out, "greeting").read_text() == "from-a\n"
+        assert a.outPath in store.references(out)  # its link keeps a alive: a is in b's closure
+        assert a.outPath in store.closure([out])
