@@ -49,11 +49,17 @@ def zlib(config: Any, system: str, fetchFromGitHub: Any) -> Any:
             "enableParallelBuilding": True,
             # The host's C compiler, not named by the path (see the module's docstring).
             "stdenvCc": None,
-            "compilerFromHost": "cc on the build's PATH, not part of the store path (any GCC or Clang: zlib's ABI)",
-            "configurePhase": 'CC=cc ./configure --prefix="$out" --includedir="$dev/include" --libdir="$out/lib"',
+            "compilerFromHost": "cc (else gcc, else clang) on the build's PATH, not part of the store path (zlib's ABI)",
+            # cc, else gcc, else clang of the build's PATH (a host with only one of them builds too)
+            "configurePhase": (
+                'CC="$(command -v cc || command -v gcc || command -v clang)" || { echo "zlib: no C compiler (cc, gcc '
+                'or clang) on PATH: $PATH" >&2; exit 1; }\n'
+                'export CC\n'
+                './configure --prefix="$out" --includedir="$dev/include" --libdir="$out/lib"'
+            ),
             "postInstall": (
                 'mkdir -p "$static/lib" "$dev/lib" "$dev/nix-support"\n'
-                'cc --version | head -n 1 > "$dev/nix-support/cc-version"\n'
+                '"$(command -v cc || command -v gcc || command -v clang)" --version | head -n 1 > "$dev/nix-support/cc-version"\n'
                 'mv "$out/lib/libz.a" "$static/lib/"\n'
                 'mv "$out/lib/pkgconfig" "$dev/lib/"\n'
                 'rm -rf "$out/share"\n'
