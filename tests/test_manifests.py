@@ -833,3 +833,22 @@ def test_an_evaluation_does_not_load_the_update_code(manifests_dir):
     assert out == ['"12.9"', "False", "True True True"]
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         m.no_such_name  # noqa: B018
+
+
+def test_a_manifest_path_is_resolved_once_per_process(monkeypatch):
+    """The parse memo's key (the resolved path) is worked out once per path given: a cold `list
+    --all` asked it 75 times, each `Path.resolve` an lstat per component (docs/bench-speed.md)."""
+    monkeypatch.setattr(locate, "_PARSED", {})
+    monkeypatch.setattr(locate, "_RESOLVED", {}, raising=False)
+    calls = []
+    real = Path.resolve
+
+    def counting(self, *args, **kwargs):
+        calls.append(str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "resolve", counting)
+    first = m.load_manifest("cuda", "12.8.2")
+    for _ in range(3):
+        assert m.load_manifest("cuda", "12.8.2") is first
+    assert len(calls) == len(set(calls)), calls

@@ -9,7 +9,8 @@ compares with torch's output ``y_torch.npy``: max absolute difference at most 1e
 Times ``session.run`` (numpy in and out, so host-device copies included): 5 warm-up runs, then ROUNDS,
 median and min in ms. With ``--store``, every CUDA library mapped (``/proc/self/maps``: libcu*, libnv*,
 libcudnn*, libonnxruntime_providers_*) must come from that store, except the driver's (libcuda.so,
-libnvidia-*). Without the CUDA provider available (the machine's own CPU-only build), times the CPU provider
+libnvidia-*), and with the CUDA provider libcudart, libcudnn and libcublasLt must be among them (the model's
+convolutions run in cuDNN, its Gemm in cuBLASLt). Without the CUDA provider available (the machine's own CPU-only build), times the CPU provider
 and says so. Prints one JSON object (and writes it to ``--out``); exits 1 when a check fails.
 """
 
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     (got,) = session.run(None, {"x": x})
     diff = float(np.abs(got - want).max())
     tolerance = 1e-3 * max(1.0, float(np.abs(want).max()))
-    result.update(shape=list(got.shape), max_abs_diff=diff, tolerance=tolerance)
+    result.update(shape=list(got.shape), max_abs_diff=diff, tolerance=tolerance,
+                  y_abs_max=float(np.abs(want).max()))
     if got.shape != want.shape or not diff <= tolerance:
         result["failures"].append(f"output differs from torch's: max |diff| {diff:.3g} > {tolerance:.3g}")
     for _ in range(5):
@@ -80,8 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         result["outside_store"] = outside
         if outside:
             result["failures"].append(f"CUDA libraries from outside the store: {outside}")
-        if provider == "CUDAExecutionProvider" and not any("libcudart" in lib for lib in cuda):
-            result["failures"].append("no libcudart mapped: the CUDA provider did not load")
+        if provider == "CUDAExecutionProvider":
+            for lib in ("libcudart", "libcudnn", "libcublasLt"):  # the provider, and its convolutions and Gemm
+                if not any(os.path.basename(path).startswith(lib) for path in cuda):
+                    result["failures"].append(f"no {lib} mapped: the CUDA provider did not load it")
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:

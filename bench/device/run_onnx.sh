@@ -11,6 +11,9 @@
 #   then the peer (/opt/torch/.venv/bin/python, else python3) the same way (its CPU provider if it has no CUDA
 #   one). Logs in /tmp/onnx-run and, as one tarball, $OUT/onnx-run.tar.gz.
 set -uo pipefail
+# NVLink multicast stays off on the lent machines (device KINDS.md), also inside env -i below.
+off=(NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1)
+export "${off[@]}" PYTHONUNBUFFERED=1
 what=${1:?stash or run}; rounds=${2:-50}
 carried=.carry/onnx; dest=/tmp/carry/onnx; log=/tmp/onnx-run
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +41,7 @@ store=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["storeDi
 runtime=$(cat "$dest/model/runtime.txt")
 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader | tee "$log/machine.txt"
 echo "== ours: $runtime/bin/python3 (env -i)"
-env -i HOME=/tmp/home-onnx PATH=/usr/bin:/bin "$runtime/bin/python3" "$here/check_onnx_gpu.py" "$dest/model" \
+env -i HOME=/tmp/home-onnx PATH=/usr/bin:/bin "${off[@]}" "$runtime/bin/python3" "$here/check_onnx_gpu.py" "$dest/model" \
   --label ours --store "$store" --rounds "$rounds" --out "$log/ours.json" > "$log/ours.log" 2>&1 || status=3
 cat "$log/ours.log"
 peer=/opt/torch/.venv/bin/python; [ -x "$peer" ] || peer=python3

@@ -1,5 +1,6 @@
-"""Substituters.fetch starts the largest NAR first when it has more than one job, and still registers
-every path after its references, whatever the number of jobs (no worker waits forever)."""
+"""Substituters.fetch takes the NARs largest first when it has more than one job, and still registers
+every path after its references, whatever the number of jobs (no worker waits forever); a path unpacked
+before its references gives its worker's slot to the next NAR while it waits."""
 
 from __future__ import annotations
 
@@ -63,11 +64,44 @@ def test_the_largest_starts_first_and_every_path_registers_after_its_references(
     finally:
         type(fresh.db).register = real
     if jobs > 1:
-        assert started[0] == big
+        sizes = {p: found[p].info.nar_size for p in paths}
+        assert started == sorted(paths, key=lambda p: -sizes[p])
     else:
         assert started.index(low) < started.index(big) < started.index(top) < started.index(app)
     for path, refs in ((big, [low]), (top, [big]), (app, [top, low])):
         assert all(registered.index(r) < registered.index(path) for r in refs)
+
+
+def test_a_path_waiting_for_its_references_lets_the_other_job_go_on(tmp_path):
+    # big refers to a and b and is the largest: at -j 2 it is unpacked first and then waits for a and b
+    # to register. Its worker used to keep its slot while it waited, so a and b were unpacked one after
+    # the other by the second worker; now a and b are unpacked at the same time (the barrier needs both
+    # in at once: with one worker left it breaks, and a and b fail).
+    import threading
+
+    store = Store.open(tmp_path / "store")
+    a = store.add_path("a-1", lambda out: (out.mkdir(), (out / "f").write_bytes(os.urandom(1000))))
+    b = store.add_path("b-1", lambda out: (out.mkdir(), (out / "f").write_bytes(os.urandom(2000))))
+    big = store.add_path("big-1", lambda out: (out.mkdir(), (out / "f").write_bytes(os.urandom(200_000) + f"{a}\n{b}\n".encode())),
+                         references_candidates=[a, b])
+    key = generate("order-1")
+    cache = open_cache(f"file://{tmp_path}/cache")
+    cache.upload_closure(store, [big], secret_key=key)
+    fresh = fresh_store_like(store, tmp_path / "old")
+    both_in = threading.Barrier(2, timeout=20)  # a guard against a hang, not a time budget
+    real = cache.substitute
+
+    def substitute(to, path, **options):
+        if path in (a, b):
+            both_in.wait()
+        return real(to, path, **options)
+
+    cache.substitute = substitute  # type: ignore[method-assign]
+    with fresh:
+        subs = Substituters([cache], [key.public])
+        found = subs.query(fresh, [big])
+        assert sorted(subs.fetch(fresh, list(found.values()), jobs=2)) == sorted([a, b, big])
+        assert fresh.verify() == []
 
 
 def test_stop_tells_a_waiting_item_that_the_items_not_taken_will_never_run():

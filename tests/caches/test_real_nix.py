@@ -65,3 +65,36 @@ def test_cudapkgs_writes_ca_nix_accepts_unsigned(tmp_path):
     _nix("nix", *NIX, "copy", "--from", f"file://{tmp_path}/cache?store={tmp_path}/store", "--to", nix_store, path)
     assert open(os.path.join(path, "data")).read() == "payload\n"
     assert _nix("nix-store", "--store", nix_store, "--verify-path", path) == ""
+
+
+def test_nix_substitutes_a_multi_frame_zstd_nar(tmp_path, monkeypatch):
+    """A zstd NAR as `copy --to` writes it, several independent frames (`compression.ZSTD_FRAME`), is read
+    whole by Nix 2.8's decompressor: `nix copy --from` takes it and `--verify-path` finds its NAR hash."""
+    import zstandard
+
+    from cudapkgs.store.caches import compression
+
+    monkeypatch.setattr(compression, "ZSTD_FRAME", 64 << 10)
+    with Store.open(tmp_path / "store") as store:
+        def tree(out):
+            out.mkdir()
+            (out / "data").write_bytes(os.urandom(3 << 20))
+            (out / "text").write_bytes(b"frames " * 300_000)
+
+        path = store.add_path("frames", tree)
+        cache = open_cache(f"file://{tmp_path}/cache")
+        cache.upload_closure(store, [path], compression="zstd")  # unsigned: the CA line vouches
+        data = (tmp_path / "cache" / cache.narinfo(path).url).read_bytes()
+    count = 0
+    while data:
+        d = zstandard.ZstdDecompressor().decompressobj()
+        d.decompress(data)
+        data, count = d.unused_data, count + 1
+    assert count >= 3
+    shutil.move(tmp_path / "store", tmp_path / "ours-aside")
+    (tmp_path / "probe").write_text("")
+    _nix("nix-store", "--store", f"local?store={tmp_path}/probe-store&state={tmp_path}/probe-state", "--add", str(tmp_path / "probe"), probe=True)
+    nix_store = _local(tmp_path, "nix")
+    _nix("nix", *NIX, "copy", "--from", f"file://{tmp_path}/cache?store={tmp_path}/store", "--to", nix_store, path)
+    assert open(os.path.join(path, "text"), "rb").read() == b"frames " * 300_000
+    assert _nix("nix-store", "--store", nix_store, "--verify-path", path) == ""

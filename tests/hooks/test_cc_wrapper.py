@@ -262,3 +262,23 @@ def test_host_run_paths_asked_for_are_dropped_and_store_ones_kept(tree, tmp_path
     quiet = subprocess.run([wrapper, tmp_path / "main.c", f"-L{lib}", "-lgreet", "-o", exe, f"-Wl,-rpath,{lib}"],
                            capture_output=True, text=True, env=_env(store))
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_use_libs_from_directories_must_be_absolute_and_comma_free(tmp_path):
+    """useLibsFrom's directories go into ``-L`` and ``-Wl,-rpath,`` words: a relative one (the working
+    directory of a cloned repository) or one with a comma (``-Wl,`` splits there) is refused."""
+    # Without useLibsFrom the script has none of it: every stdenv.cc, and so every package, keeps its store path.
+    plain = cc_wrapper.wrapper_script("/usr/bin/gcc", "gcc")
+    assert "libs_from" not in plain and plain == cc_wrapper.wrapper_script("/usr/bin/gcc", "gcc", libs_from={})
+    for bad in ("lib", "/opt/gcc,16/lib"):
+        with pytest.raises(ValueError, match="useLibsFrom"):
+            cc_wrapper.wrapper_script("/usr/bin/gcc", "gcc", libs_from={"libDirs": [bad], "runPath": []})
+    # Quoted for the shell: a directory with a space or a quote reaches the linker as one word.
+    wrapper, log = _recorder(tmp_path)
+    odd = "/opt/gcc 16's/lib"
+    wrapper.write_text(cc_wrapper.wrapper_script(str(tmp_path / "fake-cc"), "recorder",
+                                                 libs_from={"libDirs": [odd], "runPath": [odd]}, cxx=True))
+    subprocess.run([wrapper, "main.o", "-o", "t"], check=True, env={"PATH": "/usr/bin:/bin"})
+    assert log.read_text().splitlines() == ["main.o", "-o", "t", f"-L{odd}", f"-Wl,-rpath,{odd}"]
+    subprocess.run([wrapper, "-c", "main.c"], check=True, env={"PATH": "/usr/bin:/bin"})
+    assert log.read_text().splitlines() == ["-c", "main.c"]  # no link: nothing added

@@ -11,6 +11,8 @@ docs/bench-build.md and run only with CUDAPKGS_TEST_OPENCV=1 (tests/pkgs/test_op
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import cudapkgs
@@ -300,3 +302,59 @@ def test_python_bindings_fail_at_configure_when_cv2_would_be_left_out(manifests_
     inc.write_text('"    To be built:                 core imgproc\\n"\n"  Python 3:\\n"\n"    Libraries:  NO\\n"\n')
     done = subprocess.run(["bash", "-euc", PYTHON_CHECK], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 1 and "will not build cv2" in done.stderr
+
+
+def test_python_bindings_tell_opencv_where_the_interpreters_headers_and_libpython_are(manifests_dir, tmp_path):
+    # FindPythonLibs looks in the inputs' and the system's prefixes, not where a pyenv/uv CPython keeps
+    # libpython ("Libraries: NO" with pyenv's 3.12.1, measured offline 2026-12-06): a preConfigure step asks the
+    # interpreter and sets PYTHON3_INCLUDE_DIR/PYTHON3_LIBRARY, which OpenCVDetectPython.cmake reads.
+    import io
+    import sys
+    import sysconfig
+
+    from cudapkgs.pkgs.opencv.python_paths import python_paths
+
+    pkgs = _pkgs(tmp_path)
+    cv = pkgs.python3Packages.opencv4
+    assert cv.derivation.attrs["preConfigure"]["python"] == "cudapkgs.pkgs.opencv.python_paths:python_paths"
+    assert cv.derivation.attrs["pythonExecutable"] == f"{pkgs.python3Packages.python.outPath}/bin/python3"
+    assert "preConfigure" not in pkgs.opencv4.derivation.attrs and "pythonExecutable" not in pkgs.opencv4.derivation.attrs
+    # run against this test's own interpreter
+    env: dict[str, str] = {"PATH": "/usr/bin:/bin"}
+    log = io.StringIO()
+    python_paths({"pythonExecutable": sys.executable}, env, tmp_path, {}, log)
+    assert env["PYTHON3_INCLUDE_DIR"] == sysconfig.get_paths()["include"]
+    assert os.path.isfile(os.path.join(env["PYTHON3_INCLUDE_DIR"], "Python.h"))
+    if "PYTHON3_LIBRARY" in env:
+        assert os.path.isfile(env["PYTHON3_LIBRARY"]) and "libpython" in os.path.basename(env["PYTHON3_LIBRARY"])
+    assert "PYTHON3_INCLUDE_DIR=" in log.getvalue()
+
+
+def _fake_python(path, body: str):
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("exit 3\n", "exit status 3"),
+    ("echo one line\n", "did not say"),
+    ("yes aaaa | head -c 20000\n", "did not say"),  # more than 8 KiB: not read further
+    ("echo /nonexistent/include; echo\n", "no Python.h"),
+])
+def test_python_paths_refuses_an_interpreter_that_does_not_answer_as_a_cpython(tmp_path, body, message):
+    from cudapkgs.pkgs.opencv.python_paths import python_paths
+
+    exe = _fake_python(tmp_path / "python3", body)
+    env = {"PATH": "/usr/bin:/bin"}
+    with pytest.raises(CudapkgsError, match=message):
+        python_paths({"pythonExecutable": exe}, env, tmp_path, {}, io_log())
+    assert "PYTHON3_INCLUDE_DIR" not in env
+    with pytest.raises(CudapkgsError, match="not an absolute path"):
+        python_paths({"pythonExecutable": "python3"}, env, tmp_path, {}, io_log())
+
+
+def io_log():
+    import io
+
+    return io.StringIO()

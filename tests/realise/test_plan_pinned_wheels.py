@@ -90,3 +90,32 @@ def test_build_dry_run_names_the_pinned_wheel_and_its_size(tmp_path):
     assert out.returncode == 0, out.stderr
     line = next(line for line in out.stdout.splitlines() if wheel.name in line)
     assert PINNED_WHEEL_FETCHER in line and f"cached (wheel cache, {format_size(wheel.stat().st_size)})" in line
+
+
+def test_plan_names_the_pinned_wheel_and_its_size(tmp_path):
+    """`cudapkgs plan`, as `build --dry-run`: the cached pinned wheel's row says where it is cached and its size
+    (it said "cached" alone), and the JSON has the size whether cached or not."""
+    import hashlib
+    import json
+
+    wheel = make_wheel(tmp_path / "demo-1.0-cp311-cp311-linux_x86_64.whl", demo_files(tmp_path))
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "cudapkgs" / "wheels"
+    cache.mkdir(parents=True, exist_ok=True)
+    shutil.copy(wheel, cache / wheel.name)
+    (cache / (wheel.name + ".sha256")).write_text(sha + "\n")
+    (tmp_path / "pkgs.py").write_text(PACKAGE_FILE)
+    from cudapkgs.table import format_size
+
+    env = {**os.environ, "DEMO_WHEEL": wheel.name, "DEMO_SHA": sha}
+    command = [sys.executable, "-m", "cudapkgs", "plan", "--set", f"storeDir={tmp_path / 'store'}", "-f", str(tmp_path / "pkgs.py"), "demo"]
+    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    if "is not for CPython" in out.stderr:
+        pytest.skip("the demo wheel is cp311")
+    assert out.returncode == 0, out.stderr
+    line = next(line for line in out.stdout.splitlines() if wheel.name in line)
+    assert PINNED_WHEEL_FETCHER in line and f"cached (wheel cache, {format_size(wheel.stat().st_size)})" in line
+    out = subprocess.run(command + ["--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    (row,) = [f for f in json.loads(out.stdout)["current"]["fetch"] if f["name"] == wheel.name]
+    assert row["cached"] and row["downloadSize"] == 0 and row["size"] == wheel.stat().st_size and row["cachedIn"] == "wheel cache"

@@ -82,7 +82,11 @@ def register(subparsers: Any) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
+    cached = _cached_derivations(args) if args.attrpaths else None
+    if cached is not None:
+        store_dir, items = cached
+    else:
+        store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
     max_cache_size = _max_cache_size(args)
     substituters = None if args.no_substitute else substituters_from_args(args)
     push = None
@@ -100,7 +104,42 @@ def run_build(args: argparse.Namespace) -> int:
         keep_failed=args.keep_failed, dry_run=args.dry_run, as_json=args.json, substituters=substituters, push=push,
         builders=builders_from_args(args), max_cache_size=max_cache_size,
         reevaluate=without_fetchers(args) if args.attrpaths else None,
+        evaluated_fetchers=getattr(args, "evaluated_fetchers", None) if args.attrpaths else None,
     )
+
+
+def _cached_derivations(args: argparse.Namespace) -> tuple[str, list[Installable]] | None:
+    """The store directory and the installables of this very command from its evaluation cache
+    entry's derivations (`cudapkgs.evalcache.derivations`: kept by an earlier run that had work to
+    do, every input its evaluation read unchanged), or None: evaluate."""
+    recorder = _eval_cache_recorder()
+    if recorder is None:
+        return None
+    from ..evalcache.derivations import decode_plan
+    from ..evalcache.entry import DEBUG_ENV
+    from ..evalcache.lookup import derivations
+
+    active, recorder.active = recorder.active, False  # the entry itself is no input of the command
+    try:
+        found = derivations(recorder.key)
+    finally:
+        recorder.active = active
+    why = found if isinstance(found, str) else ""
+    if not why:
+        payload, fields = found
+        try:
+            store_dir, roots, fetchers, output = decode_plan(payload)
+        except (ValueError, TypeError, KeyError, RecursionError) as error:
+            why = f"derivations not used: {error}"
+    if os.environ.get(DEBUG_ENV):
+        print(f"cudapkgs: eval cache: {'derivations' if not why else f'no derivations ({why})'}", file=sys.stderr)
+    if why:
+        return None
+    recorder.take_over(fields, payload)
+    for tag, text in output:  # what the evaluation printed (its warnings), as it printed it
+        (sys.stdout if tag == "1" else sys.stderr).write(text)
+    args.evaluated_fetchers = fetchers  # for `without_fetchers`, as `evaluate` sets it
+    return store_dir, [Installable(label, drv=drv) for label, drv in roots]
 
 
 def substituters_from_args(args: argparse.Namespace) -> Any:
@@ -139,6 +178,7 @@ def realise_and_link(
     builders: Any = None,
     max_cache_size: str | None = None,
     reevaluate: Any = None,
+    evaluated_fetchers: list[str] | None = None,
 ) -> int:
     """What `cudapkgs build` does after evaluation: check, plan, build what is missing, link, print.
 
@@ -148,6 +188,11 @@ def realise_and_link(
 
     ``max_cache_size`` (the ``maxCacheSize`` config key, e.g. "5GiB"): after building, the
     download caches are trimmed to it, least recently used entries first.
+
+    ``evaluated_fetchers`` (`cudapkgs build` of attribute paths: the config's ``fetchers`` the
+    installables were evaluated with): when the plan has work to do, the evaluation cache keeps
+    the installables' derivations (`cudapkgs.evalcache.derivations`), so that the same command
+    builds them without evaluating.
     """
     from ..realise.scheduler import plan, run
     from .progress import make_progress
@@ -170,7 +215,13 @@ def realise_and_link(
                     print(f"cudapkgs: note: wheel size unknown: {problem}", file=sys.stderr)
                 return sizes
 
+        evaluated = [i.drv for i in items]
         the_plan = _plan_reachable(store, items, resolved, substituters, wheel_sizes, reevaluate)
+        # Derivations are kept as evaluated: not after a re-evaluation without fetchers whose host
+        # did not answer (that answer is no input the entry could check), not for store paths by hand.
+        if recorder is not None and evaluated_fetchers is not None and not dry_run and None not in evaluated \
+                and [i.drv for i in items] == evaluated:
+            recorder.note_derivations(store_dir, [(i.label, i.drv) for i in items], list(evaluated_fetchers))
         if dry_run:
             _print_plan(the_plan, as_json)
             return 0
@@ -180,6 +231,7 @@ def realise_and_link(
             print(f"cudapkgs: {line}", file=sys.stderr)
         if not the_plan.nothing_to_do:
             if recorder is not None:
+                recorder.keep_derivations()
                 recorder.abandon("built, fetched or pushed something, or was given store paths")
             try:
                 run(store, the_plan, jobs=jobs, keep_failed=keep_failed, progress=make_progress(sys.stderr),

@@ -49,6 +49,9 @@ def plan_for(args: argparse.Namespace, sets: list[str]) -> dict[str, Any]:
             {"name": f.choice.what if f.choice is not None else f.name, "drvPath": f.drv.drv_path,
              "fetcher": f.choice.fetcher if f.choice is not None else "url",
              "downloadSize": f.download_size, "cached": f.cached,
+             # the file's size whether cached or not: what a machine without the cache would download
+             "size": f.choice.size if f.choice is not None and f.choice.size is not None else f.size,
+             "cachedIn": f.choice.cached if f.cached else None,
              "untried": f.choice.untried if f.choice is not None and not f.cached else None}
             for f in the_plan.to_fetch
         ],
@@ -123,7 +126,10 @@ def print_comparison(result: dict[str, Any]) -> None:
     if shown.get("fetch"):
         print(f"\nsources to fetch {label} (the fetcher each comes from):")
         for f in shown["fetch"]:
-            size = "cached" if f["cached"] else ("size unknown" if f["downloadSize"] is None else format_size(f["downloadSize"]))
+            if f["cached"]:  # as `build --dry-run`: where it is cached, and its size where known
+                size = f"cached ({f['cachedIn']}, {format_size(f['size'])})" if f.get("size") is not None else f"cached ({f['cachedIn']})"
+            else:
+                size = "size unknown" if f["downloadSize"] is None else format_size(f["downloadSize"])
             untried = f" ({f['untried']}: not tried)" if f["untried"] else ""
             print(f"  {f['name']}  {f['fetcher']}  {size}{untried}")
     if not shown["substitute"] and not shown["build"]:

@@ -227,12 +227,13 @@ def _set_tests(scope: Scope, config: Any, system: str) -> AttrSet:
 def _backend_cc(config: Any, system: str, cuda_major_minor: str) -> Any:
     """`backendCC` (cuda-modules/backend.nix@1dbbce67): the host compiler, wrapped, that nvcc of this
     release accepts (the host's default when in range, else the newest accepted major of its family,
-    with `passthru.useLibsFrom` naming the default compiler whose C++ runtime stays in use); None when
+    with `passthru.useLibsFrom` naming the default compiler whose C++ runtime every link then uses:
+    backendStdenv.nix@c10e8fecb9071c4d786f84d2ee04a11122476e36, ``stdenvAdapters.useLibsFrom``); None when
     the host has no C/C++ compiler at all. Raises `HostCompilerError` naming what nvcc accepts and
     what was found when there are compilers but none is accepted (Nixpkgs' assertMsg
     "backendCC: no supported host compiler found (tried <family> <min> to <max>)")."""
     from ..db import nvcc_compatibilities
-    from ..host.compiler import HostCompilerError, explain_choice, find_compilers
+    from ..host.compiler import HostCompilerError, cxx_runtime, explain_choice, find_compilers
     from ..stdenv.cc_wrapper import cc_wrapper_for
 
     compilers, default = find_compilers()
@@ -243,10 +244,13 @@ def _backend_cc(config: Any, system: str, cuda_major_minor: str) -> Any:
         raise HostCompilerError(f"cudaPackages_{cuda_major_minor.replace('.', '_')}.backendCC: {choice['why']}; "
                                 "install a compiler of those versions and put it on PATH (or set CC/CXX): "
                                 "`cudapkgs doctor` lists the compilers found and what each set accepts")
-    wrapper = cc_wrapper_for(config, system, choice["chosen"])
     if choice["useLibsFrom"] is None:
-        return wrapper
-    libs_from = choice["useLibsFrom"]
+        return cc_wrapper_for(config, system, choice["chosen"])
+    # stdenvAdapters.useLibsFrom: the chosen compiler linking the default's C++ runtime (its libstdc++
+    # directories on every link, a run path where the loader would not find it), as the packages
+    # whose nvcc recorded this choice get it (host.compiler.derivation_attrs).
+    libs_from = {**choice["useLibsFrom"], **cxx_runtime(default)}
+    wrapper = cc_wrapper_for(config, system, {**choice["chosen"], "useLibsFrom": libs_from})
     return wrapper.override_attrs(lambda prev: {"passthru": {**dict(prev.get("passthru") or {}),
                                                              "useLibsFrom": libs_from, "choice": choice["why"]}})
 

@@ -12,7 +12,9 @@ Tags: ``k`` the key; ``s``/``l`` a path and its identity through `os.stat`/`os.l
 did not exist); ``p`` a `sys.path` directory and its identity; ``t`` the top-level module names
 imported, NUL-separated; ``1``/``2`` text the command wrote to stdout/stderr, in order; ``d`` the
 store directory and its database; ``v`` a store path that must be valid; ``L`` a result link,
-its target and its GC root entry, NUL-separated.
+its target and its GC root entry, NUL-separated; ``D`` the derivations of a build that had work
+to do (JSON, `cudapkgs.evalcache.derivations`; such an entry holds no output and is never
+answered by the fast path: the build runs, without evaluating).
 
 Imports only `os`, `sys`, `time` (built in) and `zlib`: this module is on the fast path
 (`cudapkgs.evalcache.lookup`).
@@ -30,7 +32,7 @@ import zlib
 IMPORTED_NS = time.time_ns()
 
 HEADER = "cudapkgs-eval-cache 2\n"
-TAGS = frozenset("kslpt12dvL")
+TAGS = frozenset("kslpt12dvLD")
 MAX_BYTES = 4 << 20  # an entry larger than this is neither written nor read
 MAX_ENTRIES = 256  # entries kept; writing one more removes the least recently written
 #: Commands whose answers are kept (`build` only when it had nothing to do).

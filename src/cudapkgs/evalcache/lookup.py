@@ -12,7 +12,7 @@ most `MAX_BYTES`; it parses and holds exactly this key; every file and directory
 recorded has the same identity (mode, size, mtime, ctime, inode, device) or is still
 absent; every `sys.path` directory is unchanged (the working directory, `sys.path[0]` under
 ``python -m``, may change as long as no new entry in it is named like an imported top-level
-module); for a no-op build, the store is not writable by others, every output path exists
+module); for a no-op build, the store is not writable by others nor theirs (nor a directory above it), every output path exists
 and is valid in the store's database, and every result link and its GC root point where
 they did.  Then the recorded stdout and stderr are written out again, in order.
 """
@@ -80,10 +80,29 @@ def _read(path: str) -> bytes | None:
 
 def _check(argv: list[str]) -> list[tuple[str, str]] | str:
     """The output chunks to replay, or why not (a short reason)."""
+    return _check_key(key_of(argv), False)
+
+
+def derivations(key: str) -> tuple[str, list[tuple[str, str]]] | str:
+    """The ``D`` payload of the derivations entry of ``key`` (`cudapkgs.evalcache.derivations`)
+    and the entry's fields, when every input its evaluation read is unchanged; else why not.
+    Never raises."""
+    try:
+        found = _check_key(key, True)
+    except Exception as error:  # any doubt is a miss
+        return f"{type(error).__name__}: {error}"
+    if isinstance(found, str):
+        return found
+    (_, payload), *fields = found
+    return payload, fields
+
+
+def _check_key(key: str, want_derivations: bool) -> list[tuple[str, str]] | str:
+    """The output chunks to replay (or, ``want_derivations``, the ``D`` field first, then the
+    entry's fields), or why not (a short reason)."""
     directory = cache_dir()
     if directory is None:
         return "no cache directory"
-    key = key_of(argv)
     data = _read(os.path.join(directory, entry_name(key)))
     if data is None:
         return "no entry"
@@ -96,6 +115,9 @@ def _check(argv: list[str]) -> list[tuple[str, str]] | str:
     store: tuple[str, str, str] | None = None
     valid: list[str] = []
     links: list[list[str]] = []
+    drvs: str | None = None
+    if not want_derivations and len(fields) > 1 and fields[1][0] == "D" and (len(fields) < 3 or fields[2][0] != "d"):
+        return "derivations only (the build runs, without evaluating)"  # `Recorder._fields` puts them first
     for tag, payload in fields[1:]:
         if tag == "s" or tag == "l" or tag == "p":
             path, sep, recorded = payload.rpartition("\0")
@@ -121,12 +143,22 @@ def _check(argv: list[str]) -> list[tuple[str, str]] | str:
             if len(parts) != 3:
                 return "entry malformed"
             links.append(parts)
+        elif tag == "D":
+            if drvs is not None:
+                return "entry malformed"
+            drvs = payload
         else:  # "k" again
             return "entry malformed"
     for directory in changed_path_dirs:
         why = _shadowing(directory, top_level)
         if why:
             return why
+    if want_derivations:  # the store is checked anew by the build
+        if drvs is None:
+            return "no derivations"
+        return [("D", drvs), *fields[1:]]
+    if drvs is not None and store is None:
+        return "derivations only (the build runs, without evaluating)"
     if valid or links:
         if store is None:
             return "entry malformed"
@@ -152,16 +184,29 @@ def _check_store(store: tuple[str, str, str], valid: list[str], links: list[list
     """Why the outputs of a no-op build cannot be taken as built ("" when they can): the store as
     `Store.open` would refuse it (writable by others, not writable by us, another schema
     version), an output gone from disk or invalid in the database, a result link or its GC
-    root entry not pointing where it did."""
+    root entry not pointing where it did; a store, or a directory above it, of another user."""
     store_dir, db_file, schema = store
     if not os.path.isabs(store_dir) or db_file != os.path.join(store_dir, ".meta", "db.sqlite"):
         return "entry malformed"
+    trusted = (os.geteuid(), 0)
     for target in (store_dir, os.path.join(store_dir, ".meta"), db_file):
         st = os.stat(target)
         if st.st_mode & 0o022:
             return f"{target} is writable by others"
+        if st.st_uid not in trusted:
+            return f"{target} belongs to another user"
         if target != db_file and not os.access(target, os.W_OK):
             return f"cannot write {target}"
+    for start in (store_dir, os.path.realpath(store_dir)):  # as `Store.open` (store/store.py): the directories above
+        directory = os.path.dirname(start)
+        while True:
+            st = os.stat(directory)
+            if st.st_uid not in trusted or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
+                return f"{directory} above the store belongs to or is writable by another user"
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                break
+            directory = parent
     if not stat.S_ISREG(os.stat(db_file).st_mode):
         return "the store database is not a regular file"
     prefix = store_dir.rstrip("/") + "/"

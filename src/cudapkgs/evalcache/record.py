@@ -151,6 +151,9 @@ class Recorder:
         self.links: list[tuple[str, str, str]] = []
         self._saved: dict[str, object] = {}
         self.paused = False
+        self.derivations: str | None = None  # the ``D`` payload of a derivations entry being written
+        self.top_level: set[str] = set()  # module names of the evaluation whose inputs were taken over
+        self.taken_over = False  # the derivations came from the entry (`take_over`), not an evaluation
 
     # -- watching --------------------------------------------------------------------------
 
@@ -230,6 +233,7 @@ class Recorder:
         """Stop noting inputs (what follows is no evaluation: the store is opened); output is still kept."""
         self.active = False
         self.paused = True
+        self.evaluation_output = list(self.output)  # what the evaluation printed (warnings): kept with derivations
 
     def refuse(self, why: str) -> None:
         """Keep no entry for this command, for the reason ``why``."""
@@ -245,6 +249,61 @@ class Recorder:
         self.store = (store_dir, db_file, str(schema))
         self.valid = list(dict.fromkeys(outputs))
         self.links = list(links)
+
+    def note_derivations(self, store_dir: str, roots: list, fetchers: list[str]) -> None:
+        """The evaluation is over: the entry will hold the derivations of ``roots`` ((label,
+        `Derivation`) pairs; `cudapkgs.evalcache.derivations`) for the store at ``store_dir``,
+        evaluated with the config's ``fetchers``, so that the same command, with every input of
+        the evaluation unchanged and its outputs gone, builds them without evaluating.  Nothing is
+        noted when they are not data (debug mode says why); derivations taken over from the entry
+        (`take_over`) are kept as they were."""
+        from .derivations import NotKept, encode_plan
+
+        if self.derivations is not None:
+            return
+        try:
+            self.derivations = encode_plan(store_dir, roots, fetchers, getattr(self, "evaluation_output", []))
+        except NotKept as error:
+            if os.environ.get(DEBUG_ENV):
+                print(f"cudapkgs: eval cache: no derivations kept ({error})", file=sys.stderr)
+
+    def keep_derivations(self) -> None:
+        """The build has work to do: write an entry holding the noted derivations (no output, no
+        store: the fast path never answers it), keyed and checked by what the evaluation read.
+        Keeps none (debug mode says why) when something refused the entry, none were noted, or
+        they came from the entry already.  Call while paused, before `abandon`."""
+        why = ""
+        if self.derivations is None:
+            why = "none noted"
+        elif self.taken_over:
+            why = "they came from the entry"
+        elif not self.paused:
+            why = "not paused after the evaluation"
+        if not why:
+            why = self._why_not(0, needs_store=False)
+        if not why:
+            try:
+                self._write(with_output=False)
+            except (OSError, ValueError) as error:
+                why = f"cannot write: {error}"
+        if os.environ.get(DEBUG_ENV):
+            print(f"cudapkgs: eval cache: {'stored derivations' if not why else f'derivations not stored ({why})'}",
+                  file=sys.stderr)
+
+    def take_over(self, fields: list[tuple[str, str]], derivations: str) -> None:
+        """This command's derivations came from an entry (`lookup.derivations`) instead of an
+        evaluation: what that evaluation read (its ``s``/``l`` fields, its module names) becomes
+        what this command read, and its ``derivations`` (the ``D`` payload) what it evaluated, so
+        that a build with nothing left to do keeps a no-op entry holding them again."""
+        for tag, payload in fields:
+            if tag == "s" or tag == "l":
+                path, _, recorded = payload.rpartition("\0")
+                self.seen.setdefault((path, tag == "s"), recorded)
+            elif tag == "t":
+                self.top_level.update(payload.split("\0"))
+        self.top_level.discard("")
+        self.taken_over = True
+        self.derivations = derivations
 
     def _abs(self, path: object) -> str:
         text = os.fsdecode(path)  # type: ignore[arg-type]
@@ -339,12 +398,12 @@ class Recorder:
         if os.environ.get(DEBUG_ENV):
             print(f"cudapkgs: eval cache: {'stored' if not why else f'not stored ({why})'}", file=sys.stderr)
 
-    def _why_not(self, status: int) -> str:
+    def _why_not(self, status: int, needs_store: bool = True) -> str:
         if status != 0:
             return f"exit status {status}"
         if self.refused:
             return self.refused
-        if self.paused and self.store is None:
+        if needs_store and self.paused and self.store is None:
             return "read the store"
         cwd = os.getcwd()
         for module in list(sys.modules.values()):
@@ -375,26 +434,32 @@ class Recorder:
                 return f"{path} changed a moment before it was read"
         return ""
 
-    def _fields(self) -> list[tuple[str, str]]:
+    def _fields(self, with_output: bool = True) -> list[tuple[str, str]]:
         fields = [("k", self.key)]
+        if self.derivations is not None:
+            # First, and the store right after it: the fast path gives up on an entry of derivations
+            # only (a build with work) before checking every input, which `lookup.derivations` does.
+            fields.append(("D", self.derivations))
+        if self.store is not None:
+            fields.append(("d", "\0".join(self.store)))
         fields += [("s" if follow else "l", f"{path}\0{ident}") for (path, follow), ident in self.seen.items()]
         for entry in dict.fromkeys(sys.path):
             where = os.path.abspath(entry or ".")
             fields.append(("p", f"{where}\0{stat_identity(where, True)}"))
         # Imported, or looked for and not found (`entry.LOOKED_UP`): a module of that name appearing in
         # the working directory would be imported by the command run in full.
-        names = sorted({n for n in sys.modules if "." not in n} | LOOKED_UP)
+        names = sorted({n for n in sys.modules if "." not in n} | LOOKED_UP | self.top_level)
         fields.append(("t", "\0".join(names)))
         if self.store is not None:
-            fields.append(("d", "\0".join(self.store)))
             fields += [("v", path) for path in self.valid]
             fields += [("L", "\0".join(link)) for link in self.links]
-        fields += self.output
+        if with_output:
+            fields += self.output
         return fields
 
-    def _write(self) -> None:
+    def _write(self, with_output: bool = True) -> None:
         assert self.directory is not None
-        data = encode(self._fields())
+        data = encode(self._fields(with_output))
         if len(data) > MAX_BYTES:
             raise OSError(f"entry of {len(data)} bytes is over {MAX_BYTES}")
         os.makedirs(self.directory, mode=0o700, exist_ok=True)

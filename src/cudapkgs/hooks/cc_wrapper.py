@@ -39,19 +39,27 @@ adds MKL's directories with an empty root (``/lib/intel64:/lib/intel64_win:/lib/
 patches torch's source instead, disable-cmake-mkl-rpath.patch): a program linked in a shell must
 find its libraries in the store, not in whatever the host has there.  Response files are not
 rewritten (CMake puts libraries there, not run paths).
+
+useLibsFrom (Nixpkgs' backendStdenv: nvcc's older host compiler linking the default compiler's
+C++ runtime, pkgs/development/cuda-modules/packages/backendStdenv.nix@c10e8fecb9071c4d786f84d2ee04a11122476e36):
+the wrapper of such a compiler adds ``-L`` for the default compiler's libstdc++ directories to every
+link, after the caller's arguments, and ``-Wl,-rpath`` for the one outside the loader's default
+directories to every C++ link (`wrapper_script`'s `libs_from`), with or without ``NIX_STORE``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
+from collections.abc import Mapping, Sequence
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from typing import Any
 
 from .cudatoolkit_root import JOINED_MARKER
 
-__all__ = ["MARKER", "names", "setup", "wrapper_script"]
+__all__ = ["MARKER", "libs_from_run_path", "names", "setup", "wrapper_script"]
 
 #: A cc-wrapper output holds this file (JSON: the wrapped compiler).
 MARKER = "nix-support/cc-wrapper.json"
@@ -306,6 +314,29 @@ fi
 exec "$real" "${args[@]}" "${extra[@]}"
 """
 
+# useLibsFrom's part of the wrapper (`wrapper_script` with `libs_from`): the template above, lines of its
+# head and its last line replaced, so a wrapper without useLibsFrom is byte for byte what it was (no rebuild of
+# every package built with the host's default compiler).
+_START = 'real=@REAL@\nif [ $# -eq 0 ] || [ -z "${NIX_STORE:-}" ]; then\n  exec "$real" "$@"\nfi\n'
+_LINK_TEST = 'if [ "$link" = 0 ]; then exec "$real" "$@"; fi\n'
+_LIBS_FROM_START = r"""real=@REAL@
+# useLibsFrom (backendStdenv): another compiler's C++ runtime, given to every link after the
+# arguments; its run path on links of C++ (this is a C++ driver, or -lstdc++ is named).
+libs_from=(@LIBSFROM@)
+libs_from_rpath=(@LIBSFROMRPATH@)
+cxx_driver=@CXXDRIVER@
+if [ $# -eq 0 ]; then exec "$real"; fi
+"""
+_LIBS_FROM_LINK = r"""[ "$cxx_driver" = 1 ] && libs_from+=("${libs_from_rpath[@]}")
+if [ -z "${NIX_STORE:-}" ]; then exec "$real" "$@" "${libs_from[@]}"; fi
+"""
+_EXEC = 'exec "$real" "${args[@]}" "${extra[@]}"\n'
+_LIBS_FROM_EXEC = 'exec "$real" "${args[@]}" "${extra[@]}" "${libs_from[@]}"\n'
+assert _START in _SCRIPT and _LINK_TEST in _SCRIPT and "    @?*) rsp=1 ;;\n" in _SCRIPT and _SCRIPT.endswith(_EXEC)
+_SCRIPT_LIBS_FROM = (_SCRIPT.replace(_START, _LIBS_FROM_START, 1)
+                     .replace("    @?*) rsp=1 ;;\n", "    @?*) rsp=1 ;;\n    -lstdc++) cxx_driver=1 ;;\n", 1)
+                     .replace(_LINK_TEST, _LINK_TEST + _LIBS_FROM_LINK, 1)[: -len(_EXEC)] + _LIBS_FROM_EXEC)
+
 
 def names(kind: str) -> tuple[tuple[str, bool], ...]:
     """(file name, is C++) for the wrapper scripts of a compiler family ("gcc" or "clang")."""
@@ -315,17 +346,60 @@ def names(kind: str) -> tuple[tuple[str, bool], ...]:
     return (*base, ("gcc", False), ("g++", True))
 
 
-def wrapper_script(real: str, description: str) -> str:
-    """The wrapper's bash text around the compiler at `real` (an absolute path)."""
+def wrapper_script(real: str, description: str, *, libs_from: Mapping[str, Sequence[str]] | None = None,
+                   cxx: bool = False) -> str:
+    """The wrapper's bash text around the compiler at `real` (an absolute path).
+
+    `libs_from` is useLibsFrom's C++ runtime (`cudapkgs.host.compiler.cxx_runtime`: ``libDirs``,
+    ``runPath``, absolute directories): every link gets ``-L DIR`` for each of ``libDirs`` after
+    its own arguments (Nixpkgs' cc-wrapper puts ``nix-support/cc-ldflags`` there, so a ``-L``
+    the caller gives still comes first, and both come before the compiler's own directories), and a
+    link of C++ (`cxx`: the ``c++``/``g++``/``clang++`` script, or ``-lstdc++`` named) gets
+    ``-Wl,-rpath,DIR`` for each of ``runPath``. Raises ValueError for a relative `real` or
+    directory, or one holding a comma (``-Wl,`` splits there)."""
     if not os.path.isabs(real):
         raise ValueError(f"cc-wrapper: the wrapped compiler must be an absolute path, got {real!r}")
-    return (_SCRIPT.replace("@REAL@", shlex.quote(real)).replace("@DESC@", description.replace("\n", " "))
-            .replace("@JOINED@", JOINED_MARKER))
+    lib_dirs = list((libs_from or {}).get("libDirs") or ())
+    run_path = list((libs_from or {}).get("runPath") or ())
+    for directory in lib_dirs + run_path:
+        if not isinstance(directory, str) or not os.path.isabs(directory) or "," in directory:
+            raise ValueError(f"cc-wrapper: useLibsFrom's directories must be absolute paths without commas, "
+                             f"got {directory!r}")
+    flags = " ".join(shlex.quote(f"-L{d}") for d in lib_dirs)
+    rpath = " ".join(shlex.quote(f"-Wl,-rpath,{d}") for d in run_path)
+    template = _SCRIPT_LIBS_FROM if lib_dirs or run_path else _SCRIPT
+    values = {"REAL": shlex.quote(real), "DESC": description.replace("\n", " "), "JOINED": JOINED_MARKER,
+              "LIBSFROM": flags, "LIBSFROMRPATH": rpath, "CXXDRIVER": "1" if cxx else "0"}
+    # One pass: a value (a path, the description) holding "@NAME@" is not substituted again.
+    return re.sub(r"@(REAL|DESC|JOINED|LIBSFROMRPATH|LIBSFROM|CXXDRIVER)@", lambda m: values[m[1]], template)
 
 
 def find_wrapper(paths: list[str]) -> str | None:
     """The first of `paths` that is a cc-wrapper output."""
     return next((p for p in paths if os.path.isfile(os.path.join(p, MARKER))), None)
+
+
+def libs_from_run_path(paths: list[str]) -> list[str]:
+    """The ``useLibsFrom.runPath`` directories the first cc-wrapper among `paths` (store paths) links
+    with: the fixup searches them after the inputs' lib dirs, so the C++ runtime a program was linked
+    against keeps its RUNPATH entry (without it autoPatchelf leaves libstdc++.so.6 to the host's
+    loader, which finds the older one). Empty for no wrapper, no useLibsFrom, or a record that is
+    not ours (larger than 64 KiB, not JSON, relative paths)."""
+    import json
+
+    wrapper = find_wrapper(paths)
+    if wrapper is None:
+        return []
+    try:
+        with open(os.path.join(wrapper, MARKER), "rb") as handle:
+            data = handle.read(65537)
+        info = json.loads(data) if len(data) <= 65536 else None
+    except (OSError, ValueError):
+        return []
+    run_path = ((info or {}).get("useLibsFrom") or {}).get("runPath") if isinstance(info, dict) else None
+    if not isinstance(run_path, list):
+        return []
+    return [d for d in run_path if isinstance(d, str) and os.path.isabs(d)]
 
 
 def setup(env: dict[str, str], closures: Any, *, store_dir: str | None, driver_dir: str | None) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "explain_choice",
     "HostCompilerError",
     "choose",
+    "cxx_runtime",
     "default_compiler",
     "derivation_attrs",
     "find_compilers",
@@ -232,19 +233,60 @@ def explain_choice(
     return {**result, "chosen": chosen.to_json(), "useLibsFrom": default.to_json(), "why": why}
 
 
+# The loader's default directories (ld.so(8): /lib, /usr/lib and their lib64 spellings; Debian's and
+# Ubuntu's /etc/ld.so.conf.d/<triple>.conf add /lib/<triple> and /usr/lib/<triple>): a C++ runtime found
+# there is the one a program loads without a RUNPATH.
+_LOADER_DEFAULT = re.compile(r"/(usr/)?lib(64|/[a-z0-9_]+-linux-gnu[a-z0-9_]*)?")
+
+
+def cxx_runtime(compiler: Compiler) -> dict[str, Any]:
+    """Where `compiler`'s C++ runtime lives, as Nixpkgs' cc-wrapper passes a ``gccForLibs`` to the
+    linker: stdenvAdapters.useLibsFrom (pkgs/stdenv/adapters.nix) sets ``useCcForLibs = true;
+    gccForLibs = modelStdenv.cc.cc``, and cc-wrapper (pkgs/build-support/cc-wrapper/default.nix,
+    "GCC libs for non-GCC support"; both as on NixOS/nixpkgs master, read 2026-12-06 from a copy
+    without its commit) writes ``-L${gccForLibs}/lib/gcc/<triple>/<version>`` and
+    ``-L${gccForLibs_solib}/lib`` to ``nix-support/cc-ldflags``.
+
+    Returns {"libDirs": [the directory ``cxx -print-file-name=libstdc++.so`` names (GCC's
+    ``lib/gcc/<triple>/<N>``, holding libstdc++.so, .a and libstdc++fs.a), then the directory of the
+    file that link resolves to], "runPath": [that last directory, unless the loader searches it by
+    default (`_LOADER_DEFAULT`): a program linked against a libstdc++ outside them needs it at run
+    time, as Nix's ld-wrapper adds ``-rpath`` for a store ``-L``]}. Both lists are empty when the
+    compiler names no absolute, existing libstdc++.so (a Clang without a GCC installation, a probe
+    that fails or times out). The probe's answer is remembered (`probes.run`)."""
+    try:
+        returncode, stdout, _ = probes.run([compiler.cxx, "-print-file-name=libstdc++.so"])
+    except (OSError, _subprocess_error()):
+        return {"libDirs": [], "runPath": []}
+    named = stdout.strip().splitlines()[0] if returncode == 0 and stdout.strip() else ""
+    if not (os.path.isabs(named) and os.path.exists(named)):  # GCC echoes the bare name when it has none
+        return {"libDirs": [], "runPath": []}
+    lib_dirs = [os.path.dirname(os.path.normpath(named))]
+    real_dir = os.path.dirname(os.path.realpath(named))
+    if real_dir not in lib_dirs:
+        lib_dirs.append(real_dir)
+    return {"libDirs": lib_dirs, "runPath": [] if _LOADER_DEFAULT.fullmatch(real_dir) else [real_dir]}
+
+
 def derivation_attrs(
     cuda_mm: str, nvcc_db: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """What cuda_nvcc's derivation records: the chosen compiler, or the reason there is none.
 
     A missing compiler fails the nvcc build, not the evaluation (other packages
-    depend on nvcc's derivation and need no compiler).
+    depend on nvcc's derivation and need no compiler). When the chosen compiler is not the
+    default one, ``useLibsFrom`` is the default's JSON with its `cxx_runtime`: the packages built
+    with this nvcc link the default compiler's C++ runtime (Nixpkgs' backendStdenv,
+    stdenvAdapters.useLibsFrom).
     """
     compilers, default = find_compilers(env)
     try:
-        return choose(cuda_mm, compilers, default, nvcc_db).to_json()
+        chosen = choose(cuda_mm, compilers, default, nvcc_db)
     except CudapkgsError as error:
         return {"error": str(error)}
+    if default is None or chosen == default:
+        return chosen.to_json()
+    return {**chosen.to_json(), "useLibsFrom": {**default.to_json(), **cxx_runtime(default)}}
 
 
 def from_attrs(attrs: Mapping[str, Any]) -> Compiler:

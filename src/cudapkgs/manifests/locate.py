@@ -185,11 +185,25 @@ def _missing_message(searched: list[tuple[str, Path]], product: str, version: st
     return f"no {name} in {where}: no {product} manifests ({listed}){fix}"
 
 
+#: Each manifest path as given -> its resolved path (the key of `_PARSED`), resolved once per process: a
+#: cold `list --all` looked 75 paths up, each `Path.resolve` an lstat per component (about 4 ms).
+_RESOLVED: dict[str, str] = {}
+
+
+def _memo_key(path: Path) -> str:
+    """The `_PARSED` key of ``path``: its resolved path, as it resolved when first asked. Raises OSError."""
+    given = str(path)
+    key = _RESOLVED.get(given)
+    if key is None:
+        key = _RESOLVED[given] = str(path.resolve())
+    return key
+
+
 def _memo_get(path: Path) -> Manifest | None:
     if not _PARSED:
         return None
     try:
-        key = str(path.resolve())
+        key = _memo_key(path)
     except OSError:
         return None
     return _PARSED.get(key)
@@ -197,7 +211,7 @@ def _memo_get(path: Path) -> Manifest | None:
 
 def _memo_put(path: Path, manifest: Manifest) -> Manifest:
     try:
-        _PARSED[str(path.resolve())] = manifest
+        _PARSED[_memo_key(path)] = manifest
     except OSError:
         pass
     return manifest
@@ -205,6 +219,7 @@ def _memo_put(path: Path, manifest: Manifest) -> Manifest:
 
 def _forget_parsed(path: Path) -> None:
     """Drop the parsed copy of ``path`` (`update_manifest` has just replaced the file)."""
+    _RESOLVED.pop(str(path), None)
     _PARSED.pop(str(path.resolve()), None)
 
 

@@ -597,6 +597,10 @@ def fixup_outputs(attrs: Mapping[str, Any], outputs: Mapping[str, Path], final: 
         from ..hooks.python_lib_dirs import python_lib_dirs
 
         lib_dirs += python_lib_dirs(closures.host, str(attrs["pythonVersion"]))
+    # useLibsFrom: the C++ runtime stdenv.cc linked against, where the loader would not find it by itself.
+    from ..hooks.cc_wrapper import libs_from_run_path
+
+    lib_dirs += [Path(d) for d in libs_from_run_path(list(closures.native)) if Path(d).is_dir()]
     report = hooks.fixup(
         outputs,
         lib_dirs,

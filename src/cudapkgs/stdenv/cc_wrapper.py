@@ -32,14 +32,23 @@ printf '%s\n' "$ccWrapperInfo" > "$out/nix-support/cc-wrapper.json"
 """
 
 
-def cc_wrapper(config: Any, system: str, compiler: host_compiler.Compiler) -> Any:
-    """The cc-wrapper package of `compiler` (uncached; see `cc_wrapper_for`)."""
+def cc_wrapper(config: Any, system: str, compiler: host_compiler.Compiler,
+               libs_from: dict[str, Any] | None = None) -> Any:
+    """The cc-wrapper package of `compiler` (uncached; see `cc_wrapper_for`).
+
+    `libs_from` (useLibsFrom: the default compiler's JSON with its `host_compiler.cxx_runtime`,
+    ``libDirs`` and ``runPath``) makes every link use that compiler's C++ runtime
+    (`hooks.cc_wrapper.wrapper_script`); it is a derivation attribute, so it gives another store path.
+    Raises ValueError for a relative or comma-holding directory in it."""
     from .generic import mk_derivation
 
     scripts = {
-        name: hook.wrapper_script(compiler.cxx if cxx else compiler.cc, compiler.describe())
+        name: hook.wrapper_script(compiler.cxx if cxx else compiler.cc, compiler.describe(),
+                                  libs_from=libs_from, cxx=cxx)
         for name, cxx in hook.names(compiler.kind)
     }
+    info = compiler.to_json() if libs_from is None else {**compiler.to_json(), "useLibsFrom": libs_from}
+    extra = {} if libs_from is None else {"useLibsFrom": libs_from}
     return mk_derivation(
         config,
         {
@@ -48,13 +57,16 @@ def cc_wrapper(config: Any, system: str, compiler: host_compiler.Compiler) -> An
             "stdenvCc": None,
             "driverLibDir": None,  # no GPU code: the driver dir is no input
             "hostCompiler": compiler.to_json(),
+            **extra,
             "wrapperScripts": scripts,
-            "ccWrapperInfo": json.dumps(compiler.to_json(), sort_keys=True),
+            "ccWrapperInfo": json.dumps(info, sort_keys=True),
             "dontConfigure": True,
             "dontBuild": True,
             "dontFixup": True,
             "installPhase": INSTALL,
-            "meta": {"description": f"{compiler.describe()} wrapped to add run paths of linked store libraries"},
+            "meta": {"description": f"{compiler.describe()} wrapped to add run paths of linked store libraries"
+                                    + ("" if libs_from is None else
+                                       f", linking the C++ runtime of {libs_from.get('kind')} {libs_from.get('major')}")},
         },
         system=system,
         name="stdenv.cc",
@@ -62,22 +74,26 @@ def cc_wrapper(config: Any, system: str, compiler: host_compiler.Compiler) -> An
 
 
 @functools.cache
-def _cached(config: Any, system: str, compiler: host_compiler.Compiler) -> Any:
-    return cc_wrapper(config, system, compiler)
+def _cached(config: Any, system: str, compiler: host_compiler.Compiler, libs_from: str | None) -> Any:
+    return cc_wrapper(config, system, compiler, None if libs_from is None else json.loads(libs_from))
 
 
 def cc_wrapper_for(config: Any, system: str, recorded: dict[str, Any] | None = None) -> Any:
-    """stdenv.cc for a build: the compiler nvcc recorded (`recorded`, a hostCompiler attribute) or
+    """stdenv.cc for a build: the compiler nvcc recorded (`recorded`, a hostCompiler attribute, with
+    its ``useLibsFrom`` when backendCC is not the default compiler: `host_compiler.derivation_attrs`) or
     the host's default compiler; None when the host has no C compiler (a build that compiles fails then)."""
+    libs_from = None
     if recorded and "error" not in recorded:
         compiler = host_compiler.Compiler(
             recorded["kind"], int(recorded["major"]), recorded["version"], recorded["cc"], recorded["cxx"]
         )
+        if recorded.get("useLibsFrom"):
+            libs_from = json.dumps(dict(recorded["useLibsFrom"]), sort_keys=True)
     else:
         compiler = host_compiler.default_compiler()
     if compiler is None:
         return None
-    return _cached(config, system, compiler)
+    return _cached(config, system, compiler, libs_from)
 
 
 def default_cc(final: AttrSet, config: Any, system: str) -> Any:

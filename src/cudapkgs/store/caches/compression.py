@@ -2,8 +2,8 @@
 
 Reading also takes gzip (stdlib `zlib`) and br (the `brotli` package), which Nix can write.
 
-Both directions work chunk by chunk, so memory stays bounded whatever the NAR's size.
-zstd level 3 is the zstd command's default (what `tar -I zstd` uses); xz preset 6 is xz's.
+Both directions work chunk by chunk, so memory stays bounded whatever the NAR's size (a zstd frame's
+worth, `ZSTD_FRAME`, when compressing). zstd level 3 is the zstd command's default (what `tar -I zstd` uses); xz preset 6 is xz's.
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ __all__ = ["compress_stream", "decompressed_reader", "HashingFile"]
 
 CHUNK = 1 << 20
 _ZSTD_READ = 1 << 19  # compressed bytes read at a time when decompressing zstd (with nar_restore.CHUNK)
+#: NAR bytes per zstd frame written by `compress_stream`: frames are independent (decompressible apart, in
+#: parallel), and 8 MiB is four times level 3's 2 MiB window, so the boundaries cost about 0.1 % of the size
+#: (docs/binary-caches.md, "Multi-frame zstd").
+ZSTD_FRAME = 8 << 20
 
 
 def _check(compression: str, names=COMPRESSIONS) -> None:
@@ -89,10 +93,20 @@ def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *,
     if compression == "zstd":
         import zstandard
 
-        compressor = zstandard.ZstdCompressor(level=3 if level is None else level).compressobj(size=-1)
+        # Independent frames of about ZSTD_FRAME bytes of NAR each (one frame when the NAR is smaller), each
+        # with its content size: one valid zstd stream (RFC 8878 §3.1: a stream is a sequence of frames, and
+        # every decoder, Nix's included, reads them all), whose frames can be decompressed apart.
+        cctx = zstandard.ZstdCompressor(level=3 if level is None else level, write_content_size=True)
+        pending: list[bytes] = []
+        held = 0
         for chunk in chunks:
-            emit(compressor.compress(chunk))
-        emit(compressor.flush())
+            pending.append(chunk)
+            held += len(chunk)
+            if held >= ZSTD_FRAME:
+                emit(cctx.compress(b"".join(pending)))
+                pending, held = [], 0
+        if pending or size == 0:
+            emit(cctx.compress(b"".join(pending)))
     elif compression in ("xz", "bzip2"):
         if compression == "xz":
             import lzma

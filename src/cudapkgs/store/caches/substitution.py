@@ -236,8 +236,11 @@ class Substituters:
 
         def one(sub: Substitute) -> str:
             def wait_for_references() -> None:
-                # Taken in dependency order (but for the largest, taken first when jobs > 1): every reference
-                # was started earlier or is taken by a worker that does not wait on this path, so this ends.
+                # Unpacked, this path waits for its references to register. It gives its CPU slot up first
+                # (`_Threads.yield_slot`: another worker takes the next NAR meanwhile), so no order of the
+                # items can make every worker wait on one that no worker took.
+                if not all(registered[ref].is_set() for ref in refs_of[sub.path]):
+                    pool.yield_slot()
                 for ref in refs_of[sub.path]:
                     registered[ref].wait()
                     if ref in failed:
@@ -277,12 +280,13 @@ class Substituters:
                              f"{error.strerror or error}; nothing was substituted") from None
         added: list[str] = []
         failures: dict[str, BaseException] = {}
-        threads = None
+        pool = None
         try:
             start = _largest_first(order, by_path, jobs)
-            threads = _Threads(one, [by_path[p] for p in start], max(1, jobs), "cudapkgs-substitute",
-                               on_skip=never_started)
-            for path, (_, error) in zip(start, threads.outcomes()):
+            pool = _Threads(one, [by_path[p] for p in start], max(1, jobs), "cudapkgs-substitute",
+                            on_skip=never_started, start=False)
+            pool.start()
+            for path, (_, error) in zip(start, pool.outcomes()):
                 if error is None:
                     added.append(path)
                 elif isinstance(error, Exception):
@@ -290,8 +294,8 @@ class Substituters:
                 else:
                     raise error
         finally:
-            if threads is not None:
-                threads.stop()
+            if pool is not None:
+                pool.stop()
             if added:
                 store.add_temp_roots(added)
             for s in opened:
@@ -302,18 +306,20 @@ class Substituters:
 
 
 def _largest_first(order: list[str], by_path: Mapping[str, Substitute], jobs: int) -> list[str]:
-    """`order` (dependencies first) with the path of the largest NAR moved to the front when jobs > 1.
+    """`order` (dependencies first) sorted by NAR size, the largest first (ties keep their order), when jobs > 1.
 
-    Unpacking does not wait for references, only registration does: started first, the largest
-    NAR (the CUDA compile closure's cuda_nvcc: 244 of its 399 MiB) unpacks while the other
-    workers take the rest, instead of starting last on its own. It cannot wait forever: its
-    references are taken, in dependency order, by the other workers, and what refers to it comes
-    after its references in that order. With one job nothing is moved (it would wait for itself).
+    Unpacking does not wait for references, only registration does, and a path that waits gives its
+    worker's CPU slot to the next path (`_Threads.yield_slot`), so any order ends. The largest first is
+    the longest-processing-time rule: the jobs end together, instead of the largest NAR (torch's 1.1 GiB
+    of the ML closure's 5.2) unpacking alone at the end. Before, only the largest was moved first and a
+    worker waiting for references kept its slot: at ``-j 2`` torch's worker then sat idle while the
+    other unpacked the remaining 4 GiB (py-spy: 25 % of the workers' samples in that wait;
+    docs/bench-speed.md, "Tenth session").
     """
-    if jobs < 2 or len(order) < 3:
-        return order
-    largest = max(order, key=lambda p: by_path[p].info.nar_size)
-    return [largest] + [p for p in order if p != largest]
+    if jobs < 2:
+        return order  # one at a time: each registers as soon as it is unpacked
+    rank = {p: i for i, p in enumerate(order)}
+    return sorted(order, key=lambda p: (-by_path[p].info.nar_size, rank[p]))
 
 
 class _Threads:
@@ -322,23 +328,40 @@ class _Threads:
     What `concurrent.futures.ThreadPoolExecutor` gave here, without importing it (and `logging`
     with it: 8 ms of a substitution's start-up). `outcomes()` waits for every item and gives
     (result, exception or None) in the order of `items`; `stop()` lets no thread take another
-    item and waits for those running (after an interrupt, say).
+    item and waits for those running (after an interrupt, say). An item about to wait on something
+    other than the CPU (another item) calls `yield_slot()`: a new thread takes the next item, and the
+    caller's thread ends with its item, so `workers` threads at most take items *and run*.
     """
 
     def __init__(self, fn: Callable[[Any], Any], items: Sequence[Any], workers: int, name: str,
-                 on_skip: Callable[[Any], None] | None = None) -> None:
+                 on_skip: Callable[[Any], None] | None = None, *, start: bool = True) -> None:
         """`on_skip(item)` is called by `stop()` for every item no thread took, before it waits for the
-        running ones: an item that waits on another (the largest NAR, taken first, waits for its
-        references to register) must be told that the other will never run, or `stop()` waits forever."""
-        self._fn, self._items, self._on_skip = fn, list(items), on_skip
+        running ones: an item that waits on another (a NAR unpacked before its references, waiting for
+        them to register) must be told that the other will never run, or `stop()` waits forever.
+        With `start` False the threads start at `start()` (when `fn` needs this object first)."""
+        self._fn, self._items, self._on_skip, self._name = fn, list(items), on_skip, name
         self._results: list[Any] = [None] * len(self._items)
         self._errors: list[BaseException | None] = [None] * len(self._items)
         self._next = 0
         self._stopped = False
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._work, name=f"{name}_{i}", daemon=True)
-                         for i in range(min(max(1, workers), len(self._items)))]
-        for thread in self._threads:
+        self._local = threading.local()
+        self._threads = [self._thread() for _ in range(min(max(1, workers), len(self._items)))]
+        self._started = False
+        if start:
+            self.start()
+
+    def _thread(self) -> threading.Thread:
+        return threading.Thread(target=self._work, name=f"{self._name}_{len(getattr(self, '_threads', ()))}", daemon=True)
+
+    def start(self) -> None:
+        """Start the workers (once; `__init__` does unless told not to)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+            threads = list(self._threads)
+        for thread in threads:
             thread.start()
 
     def _work(self) -> None:
@@ -348,16 +371,40 @@ class _Threads:
                     return
                 index = self._next
                 self._next += 1
+            self._local.yielded = False
             try:
                 self._results[index] = self._fn(self._items[index])
             except BaseException as error:  # handed to whoever reads the outcomes
                 self._errors[index] = error
+            if self._local.yielded:
+                return  # the thread started in its place goes on with the items
+
+    def yield_slot(self) -> None:
+        """Called by `fn` on a worker thread before it blocks on another item: a new thread takes the next
+        item (if any is left) and this thread ends after its current item. Once per item; a no-op elsewhere."""
+        if getattr(self._local, "yielded", True):
+            return  # not on a worker thread running an item, or yielded already
+        self._local.yielded = True
+        with self._lock:
+            if self._stopped or self._next >= len(self._items):
+                return
+            thread = self._thread()
+            self._threads.append(thread)
+            thread.start()
+
+    def _join_all(self) -> None:
+        # Threads are appended (by `yield_slot`) only by a live thread of the list, before it ends: once the
+        # loop reaches the end of the list, every thread of it has ended and none can be added.
+        i = 0
+        while i < len(self._threads):
+            if self._threads[i].ident is not None:  # started (a pool never started has nothing to join)
+                self._threads[i].join()
+            i += 1
 
     def outcomes(self, *, raising: bool = False) -> list[Any]:
         """(result, error) per item, in order, once all are done; with `raising`, the results, raising the first error."""
         try:
-            for thread in self._threads:
-                thread.join()
+            self._join_all()
         finally:
             self.stop()
         if raising:
@@ -375,8 +422,7 @@ class _Threads:
         if self._on_skip is not None:
             for item in skipped:
                 self._on_skip(item)
-        for thread in self._threads:
-            thread.join()
+        self._join_all()
 
 
 def default_jobs(cache: Cache) -> int:
