@@ -152,7 +152,7 @@ def test_every_lookup_by_name_is_the_sets(realised, tmp_path, host_cuda):
     data_dir = Path(flag.partition("=")[2])
     from cudapkgs.pkgs.python_modules.triton import ptxas_package
 
-    tools = ptxas_package(cuda)
+    tools = ptxas_package(cuda)  # cuda_nvcc without a host compiler (so the wheels' paths name none), or the nvcc wheel
     nvcc_bin = f"{tools['bin' if 'bin' in tools.outputs else 'out']}/bin"
     assert os.path.realpath(data_dir / "bin" / "ptxas") == f"{nvcc_bin}/ptxas"
     if major == "13":
