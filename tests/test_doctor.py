@@ -183,19 +183,12 @@ def test_a_machine_with_no_gpu_is_told_it_builds_but_cannot_run(tmp_path, monkey
     assert last.startswith("no problems found for building") and "cannot run" in last
 
 
-def test_a_store_another_user_owns_is_a_problem_and_is_not_read(tmp_path):
+def test_a_store_another_user_owns_is_a_problem_and_is_not_read(tmp_path, nobody_uid):
     """Every command that opens the store refuses it now (store/store.py): doctor says so, before it counted
     its paths from the other user's database."""
-    import pwd
-
     from cudapkgs.store.store import Store
 
-    if os.geteuid() != 0:
-        pytest.skip("needs root to give the store to another user")
-    try:
-        nobody = pwd.getpwnam("nobody").pw_uid
-    except KeyError:
-        pytest.skip("no user nobody on this machine")
+    nobody = nobody_uid
     store = tmp_path / "store"
     Store.open(store).close()
     os.chown(store / ".meta" / "db.sqlite", nobody, -1)
