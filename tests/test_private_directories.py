@@ -12,8 +12,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from cudapkgs import python_child
 from cudapkgs.python_child import new_private_directory, remove_private_directory, remove_stale_private_directories
 
@@ -39,7 +37,7 @@ def _killed_maker(directory) -> str:
 
 def test_a_killed_processs_directory_is_removed_by_the_next_one(tmp_path):
     stale = _killed_maker(tmp_path)
-    assert os.path.basename(stale).startswith(f"cudapkgs-cwd-") and os.path.isdir(stale)
+    assert os.path.basename(stale).startswith("cudapkgs-cwd-") and os.path.isdir(stale)
     python_child._swept.discard(str(tmp_path))
     fresh = new_private_directory(str(tmp_path))  # the first one made there sweeps it
     try:
