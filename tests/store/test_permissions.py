@@ -143,19 +143,10 @@ def test_read_only_queries_work_for_a_user_who_cannot_write_the_store():
         shutil.rmtree(base)
 
 
-def _nobody_uid() -> int:
-    try:
-        return pwd.getpwnam("nobody").pw_uid
-    except KeyError:
-        pytest.skip("no user nobody on this machine")
-
-
 @pytest.mark.parametrize("target", ["", ".meta", ".meta/db.sqlite"])
-def test_a_store_another_user_owns_is_refused(tmp_path, target):
+def test_a_store_another_user_owns_is_refused(tmp_path, target, nobody_uid):
     """Before: a store (or its database) that another user owns was used, though its owner can plant paths."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to give the store to another user")
-    nobody = _nobody_uid()
+    nobody = nobody_uid
     Store.open(tmp_path / "store").close()
     os.chown(tmp_path / "store" / target, nobody, -1)
     for read_only in (False, True):
@@ -166,10 +157,8 @@ def test_a_store_another_user_owns_is_refused(tmp_path, target):
     Store.open(tmp_path / "store").close()
 
 
-def test_a_store_below_a_directory_another_user_owns_or_can_write_is_refused(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("needs root to give a directory to another user")
-    nobody = _nobody_uid()
+def test_a_store_below_a_directory_another_user_owns_or_can_write_is_refused(tmp_path, nobody_uid):
+    nobody = nobody_uid
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chown(shared, nobody, -1)  # its owner could rename store away and put another in its place

@@ -212,6 +212,14 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
         return self.db.all_paths()
 
 
+def check_owners(root: str | os.PathLike[str]) -> None:
+    """Raise `StoreError` (the message `Store.open` gives) when the store at `root` could not be opened for
+    its owners or modes: it, its ``.meta`` or database, or a directory above it belongs to another user or
+    is writable by others (`_refuse_owned_by_others`, `_refuse_writable_by_others`). Reads only modes."""
+    path = Path(os.path.normpath(os.path.abspath(os.fspath(root))))
+    _refuse_writable_by_others(path, path / ".meta" / "db.sqlite")
+
+
 def _refuse_owned_by_others(root: Path) -> None:
     """StoreError unless the store root, its ``.meta``, its database and every directory above the root
     (as written and as resolved) belong to the current user or root, and no directory above it is
