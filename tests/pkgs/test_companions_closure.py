@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.wheels,
     pytest.mark.slow,
     pytest.mark.skipif(not (os.environ.get("CUDAPKGS_TEST_ML") == "1" or os.environ.get("CUDAPKGS_TEST_TORCH") == "1"),
-                       reason="realises torch's CUDA 13.0 closure (about 3 GB of wheels) and torchvision, torchaudio "
+                       reason="realises torch's CUDA 13.0 and 12.9 closures (about 3 GB of wheels each) and torchvision, torchaudio "
                               "and onnxruntime-gpu: set CUDAPKGS_TEST_ML=1 to run it"),
 ]
 

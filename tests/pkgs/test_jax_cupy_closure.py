@@ -29,7 +29,7 @@ pytestmark = [
     pytest.mark.wheels,
     pytest.mark.slow,
     pytest.mark.skipif(not (os.environ.get("CUDAPKGS_TEST_ML") == "1" or os.environ.get("CUDAPKGS_TEST_TORCH") == "1"),
-                       reason="realises the CUDA 13.0 set's libraries (about 2.5 GB of wheels) and JAX's and CuPy's "
+                       reason="realises the CUDA 13.0 and 12.9 sets' libraries (about 2.5 GB of wheels each) and JAX's and CuPy's "
                               "wheels: set CUDAPKGS_TEST_ML=1 to run it"),
 ]
 

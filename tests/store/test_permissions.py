@@ -141,3 +141,45 @@ def test_read_only_queries_work_for_a_user_who_cannot_write_the_store():
                 if not os.path.islink(p):
                     os.chmod(p, 0o755)
         shutil.rmtree(base)
+
+
+@pytest.mark.parametrize("target", ["", ".meta", ".meta/db.sqlite"])
+def test_a_store_another_user_owns_is_refused(tmp_path, target, nobody_uid):
+    """Before: a store (or its database) that another user owns was used, though its owner can plant paths."""
+    nobody = nobody_uid
+    Store.open(tmp_path / "store").close()
+    os.chown(tmp_path / "store" / target, nobody, -1)
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match=rf"refusing to use the store {tmp_path}/store: {tmp_path}/store/?"
+                                             rf"{target}.* belongs to nobody \(uid {nobody}\), not to you \(root \(uid 0\)\)"):
+            Store.open(tmp_path / "store", read_only=read_only)
+    os.chown(tmp_path / "store" / target, 0, -1)
+    Store.open(tmp_path / "store").close()
+
+
+def test_a_store_below_a_directory_another_user_owns_or_can_write_is_refused(tmp_path, nobody_uid):
+    nobody = nobody_uid
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, nobody, -1)  # its owner could rename store away and put another in its place
+    with pytest.raises(StoreError, match=rf"the directory {shared} above it belongs to nobody \(uid {nobody}\)"):
+        Store.open(shared / "x" / "store")
+    assert not (shared / "x").exists()  # refused before anything is made
+    os.chown(shared, 0, -1)
+    os.chmod(shared, 0o775)
+    with pytest.raises(StoreError, match=rf"the directory {shared} above it is writable by other users \(mode 0775"):
+        Store.open(shared / "store")
+    os.chmod(shared, 0o1777)  # as /tmp: others cannot rename what is not theirs
+    Store.open(shared / "store").close()
+    # reached through a link: the directories it resolves to count too, the target's parents included
+    theirs = tmp_path / "theirs"
+    (theirs / "mine").mkdir(parents=True)
+    os.chown(theirs, nobody, -1)
+    link = tmp_path / "link"
+    link.symlink_to(theirs / "mine")
+    with pytest.raises(StoreError, match=rf"the directory {theirs} above it belongs to nobody \(uid {nobody}\)"):
+        Store.open(link / "store")
+    link.unlink()
+    link.symlink_to(theirs)
+    with pytest.raises(StoreError, match=rf"the directory {link} above it belongs to nobody \(uid {nobody}\)"):
+        Store.open(link / "store")

@@ -19,11 +19,13 @@ OPENCV_FORCE_PYTHON_LIBS), so the output gains no reference to the interpreter's
 from __future__ import annotations
 
 import os
-import subprocess
-from pathlib import Path
-from typing import Any, TextIO
 
 from ...errors import CudapkgsError
+
+TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, TextIO
 
 __all__ = ["QUERY", "python_paths"]
 
@@ -47,6 +49,8 @@ def python_paths(attrs: dict[str, Any], env: dict[str, str], cwd: Path, outputs:
     Reads at most 8 KiB of the interpreter's answer within 60 s. Raises `CudapkgsError` naming the
     interpreter when it fails, answers something else, or has no Python.h (no cv2 could be built).
     """
+    import subprocess  # at build time only
+
     exe = str(attrs.get("pythonExecutable") or "")
     if not os.path.isabs(exe):
         raise CudapkgsError(f"opencv: pythonExecutable {exe!r} is not an absolute path")
