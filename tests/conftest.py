@@ -135,6 +135,20 @@ def cached_store():
 
 
 @pytest.fixture
+def nobody_uid() -> int:
+    """The uid of the user ``nobody``, to give a file or directory to another user; skips the test unless
+    this process is root (only root can chown) and the machine has that user."""
+    import pwd
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    try:
+        return pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        pytest.skip("no user nobody on this machine")
+
+
+@pytest.fixture
 def host_has_libcuda() -> bool:
     """Whether this machine's loader cache knows a driver `libcuda.so.1` (tests assert the failure without one)."""
     out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout

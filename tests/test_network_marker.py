@@ -49,7 +49,7 @@ def test_marked_tests_skip_with_the_reason_where_pypi_must_not_be_used(tmp_path)
     out = _run(tmp_path, CUDAPKGS_TEST_NETWORK="0")
     reason = "marked wheels (downloads through pip from PyPI), and CUDAPKGS_TEST_NETWORK=0 says PyPI must not be used"
     # test_marked and test_marked_without_the_fixture, before they start (one summary line for both)
-    assert f"SKIPPED [2] " in out and reason in out and "AssertionError: ran" not in out, out
+    assert "SKIPPED [2] " in out and reason in out and "AssertionError: ran" not in out, out
     assert "test_unmarked uses require_pypi but is not marked wheels" in out, out
     assert "1 passed, 2 skipped, 1 error" in out, out
 
