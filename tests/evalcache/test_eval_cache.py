@@ -530,3 +530,23 @@ def test_a_no_op_build_from_a_store_another_user_owns_is_not_answered(tmp_path, 
     assert not hit(done) and done.returncode != 0 and "belongs to nobody" in done.stderr
     os.chown(tmp_path / "store" / ".meta", 0, -1)
     assert hit(cli(*args))
+
+
+def test_a_no_op_build_from_a_store_reached_through_another_users_link_is_not_answered(tmp_path, nobody_uid):
+    """As `Store.open`: a link of another user's on the way to the store (here the store directory itself, a link
+    nobody owns to root's store) is refused; before, every directory looked at was root's and it was answered."""
+    nobody = nobody_uid
+    cli = Cli(tmp_path)
+    real = tmp_path / "real-store"
+    link = tmp_path / "store"  # the Cli's CUDAPKGS_STORE
+    real.mkdir()
+    link.symlink_to(real)
+    (cli.cwd / "pkgs.py").write_text(PACKAGE_FILE)
+    args = ("build", "-f", "pkgs.py", "tiny", "--no-link")
+    cli(*args)
+    _stored_then_hit(cli, *args)
+    os.lchown(link, nobody, -1)
+    done = cli(*args, check=False)
+    assert not hit(done) and done.returncode != 0 and "belongs to nobody" in done.stderr
+    os.lchown(link, 0, -1)
+    assert hit(cli(*args))
