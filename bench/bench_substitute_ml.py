@@ -3,6 +3,7 @@
 Run:  python bench/bench_substitute_ml.py --store /tmp/speed/store -r 3     (the store holds the closure, built
                                                                          from wheels there; see below)
       python bench/bench_substitute_ml.py --tiny                         (a synthetic closure: the CI smoke test)
+      ... -j 2                                                           (copy --from -j 2 in every substitution row)
 
 Full mode.  ``--store`` is a private store in which ``cudapkgs build`` realised torch and numpy of
 ``cudaPackages_13_0.pkgs.pkgsCuda.python3Packages`` (fetchers = ["wheels"], prebuiltWheels = ["nccl",
@@ -217,7 +218,8 @@ def full_closure(store_dir: Path, attrs: list[str]) -> tuple[list[str], list[Pat
 # -- the rounds ------------------------------------------------------------------------------------------
 
 
-def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, runs: int, peer_src: Path | None) -> dict:
+def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, runs: int, peer_src: Path | None,
+          jobs: int | None = None) -> dict:
     uv = uv_binary()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CUDAPKGS_STORE")}
     src = REPO / "src"
@@ -250,7 +252,8 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
     def substitute(name: str, url: str, code: Path) -> None:
         remove(empty)
         empty.mkdir()
-        command = cudapkgs(code, "copy", "--from", url, "--trusted-public-key", public, "--store", str(store_dir), *closure)
+        command = cudapkgs(code, "copy", "--from", url, "--trusted-public-key", public, "--store", str(store_dir),
+                           *(["-j", str(jobs)] if jobs else []), *closure)
         if namespaces:
             wall, cpu, out = timed(in_empty_store(command, store_dir, empty), env)
         else:
@@ -298,11 +301,13 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
     load_after = os.getloadavg()
     return {"rows": rows, "setup": setup, "load": (load_before, load_after), "nar_bytes": nar_bytes, "cache_bytes": cache_bytes,
             "wheel_bytes": sum(w.stat().st_size for w in wheels), "wheels": len(wheels), "paths": len(closure),
-            "namespaces": namespaces}
+            "namespaces": namespaces, "jobs": jobs}
 
 
 def report(result: dict, runs: int) -> None:
     before, after = result["load"]
+    jobs = f"-j {result['jobs']}" if result.get("jobs") else "copy's default -j (file://: 1 when the CPUs are contended)"
+    print(f"copy --from jobs: {jobs}")
     print(f"closure: {result['paths']} store paths, NAR {result['nar_bytes'] / 2**20:.1f} MiB, zstd cache "
           f"{result['cache_bytes'] / 2**20:.1f} MiB; wheels: {result['wheels']} files, {result['wheel_bytes'] / 2**20:.1f} MiB; "
           f"runs: {runs}; {os.cpu_count()} CPUs; load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
@@ -329,13 +334,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", help="full mode: the private store holding the built closure")
     parser.add_argument("--attr", action="append", help=f"full mode: attributes whose closure is copied (default {ATTRS})")
     parser.add_argument("--peer-src", help="the src/ of another checkout: its substitution rows too, same rounds")
+    parser.add_argument("-j", "--jobs", type=int, help="copy --from -j N in every substitution row (default: the command's)")
     args = parser.parse_args(argv)
     peer = Path(args.peer_src).resolve() if args.peer_src else None
     if args.tiny:
         work = Path(tempfile.mkdtemp(prefix="bench-subst-tiny-"))
         try:
             store_dir, closure, wheels = tiny_closure(work)
-            result = bench(store_dir, closure, wheels, work, 1, peer)
+            result = bench(store_dir, closure, wheels, work, 1, peer, args.jobs)
         finally:
             remove(work)
         report(result, 1)
@@ -346,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     closure, wheels, mirror = full_closure(store_dir, args.attr or ATTRS)
     work = Path(tempfile.mkdtemp(prefix="bench-subst-", dir=store_dir.parent))
     try:
-        result = bench(store_dir, closure, wheels, work, args.runs, peer)
+        result = bench(store_dir, closure, wheels, work, args.runs, peer, args.jobs)
     finally:
         remove(work)
         remove(mirror)
