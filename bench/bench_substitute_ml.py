@@ -16,8 +16,9 @@ Setup (timed once, printed): a signing key; ``cudapkgs copy --to file://CACHE --
 uncompressed, serve's default, the least CPU on a fast network: its zstd mode would need a second copy
 of the compressed closure on disk, which this shared machine does not have to spare).
 
-Each round, alternating in this order, every row a child process timed by wait4 (wall, user + system CPU
-of it and its children):
+Each round, alternating in this order (rotated by one row every round), every row a child process timed
+by wait4 (wall, user + system CPU of it and its children), after an untimed ``sync`` (the write-back of
+the row before is not charged to the next one):
 
 * ``cudapkgs copy --from file://CACHE --trusted-public-key K`` of the closure into an empty store;
 * ``cudapkgs copy --from http://127.0.0.1:PORT --trusted-public-key K`` (the serve above) into an empty store
@@ -289,15 +290,21 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
         url = None
         if namespaces:
             url = stack.enter_context(serving(src, store_dir, key, env))
-        for i in range(runs):
-            substitute(FILE, f"file://{cache}", src)
+        steps = [lambda i: substitute(FILE, f"file://{cache}", src)]
+        if url:
+            steps.append(lambda i: substitute(HTTP, url, src))
+        steps.append(uv_install)
+        if peer_src is not None:
+            steps.append(lambda i: substitute(FILE + ", peer", f"file://{cache}", peer_src))
             if url:
-                substitute(HTTP, url, src)
-            uv_install(i)
-            if peer_src is not None:
-                substitute(FILE + ", peer", f"file://{cache}", peer_src)
-                if url:
-                    substitute(HTTP + ", peer", url, peer_src)
+                steps.append(lambda i: substitute(HTTP + ", peer", url, peer_src))
+        for i in range(runs):
+            # Each round starts one row later (the rows rotate), and before every row the write-back of the
+            # one before it is waited for, untimed (sync): a row that writes 5 GiB into the page cache
+            # otherwise slows the row after it, always the same one, by the write-back it throttles on.
+            for k in range(len(steps)):
+                os.sync()
+                steps[(i + k) % len(steps)](i)
     load_after = os.getloadavg()
     return {"rows": rows, "setup": setup, "load": (load_before, load_after), "nar_bytes": nar_bytes, "cache_bytes": cache_bytes,
             "wheel_bytes": sum(w.stat().st_size for w in wheels), "wheels": len(wheels), "paths": len(closure),
