@@ -3,7 +3,8 @@
 Reading also takes gzip (stdlib `zlib`) and br (the `brotli` package), which Nix can write.
 
 Both directions work chunk by chunk, so memory stays bounded whatever the NAR's size (a zstd frame's
-worth, `ZSTD_FRAME`, when compressing). zstd level 3 is the zstd command's default (what `tar -I zstd` uses); xz preset 6 is xz's.
+worth, `ZSTD_FRAME`, when compressing). zstd level 3 is the zstd command's default (what `tar -I zstd`
+uses); xz preset 6 is xz's.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ __all__ = ["compress_stream", "decompressed_reader", "HashingFile"]
 
 CHUNK = 1 << 20
 _ZSTD_READ = 1 << 19  # compressed bytes read at a time when decompressing zstd (with nar_restore.CHUNK)
-#: NAR bytes per zstd frame written by `compress_stream`: frames are independent (decompressible apart, in
-#: parallel), and 8 MiB is four times level 3's 2 MiB window, so the boundaries cost about 0.1 % of the size
+#: NAR bytes per zstd frame written by `compress_stream` (at least; a frame ends at the chunk that reaches it):
+#: frames are independent (decompressible apart, in parallel); 8 MiB is four times level 3's 2 MiB window, so
+#: the boundaries cost little: cuBLAS' 569 MiB NAR, 385.3 MiB in one frame, 386.0 MiB (+0.17 %) in frames
 #: (docs/binary-caches.md, "Multi-frame zstd").
 ZSTD_FRAME = 8 << 20
 
@@ -96,17 +98,26 @@ def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *,
         # Independent frames of about ZSTD_FRAME bytes of NAR each (one frame when the NAR is smaller), each
         # with its content size: one valid zstd stream (RFC 8878 §3.1: a stream is a sequence of frames, and
         # every decoder, Nix's included, reads them all), whose frames can be decompressed apart.
+        # The chunks of a frame are held (no copy) until there are ZSTD_FRAME bytes, then streamed into a
+        # compressor told their size: the one-shot `compress` of the joined bytes took 14 % more CPU.
         cctx = zstandard.ZstdCompressor(level=3 if level is None else level, write_content_size=True)
         pending: list[bytes] = []
         held = 0
+
+        def frame() -> None:
+            compressor = cctx.compressobj(size=held)
+            for piece in pending:
+                emit(compressor.compress(piece))
+            emit(compressor.flush())
+
         for chunk in chunks:
             pending.append(chunk)
             held += len(chunk)
             if held >= ZSTD_FRAME:
-                emit(cctx.compress(b"".join(pending)))
+                frame()
                 pending, held = [], 0
         if pending or size == 0:
-            emit(cctx.compress(b"".join(pending)))
+            frame()
     elif compression in ("xz", "bzip2"):
         if compression == "xz":
             import lzma
