@@ -2,6 +2,8 @@
 
 Run:  python bench/bench_build_after_gc.py [-n 9]
       python bench/bench_build_after_gc.py --tiny     (2 rounds: the CI smoke test; needs the five wheels once)
+      python bench/bench_build_after_gc.py --attr python3Packages.filelock [--set KEY=VALUE ...]
+                                                      (other attributes; their sources are fetched in the setup)
 
 The build is bench_wheels.py's: the closure of cudaPackages_13_0.{cuda_cudart, cuda_nvcc,
 cuda_cccl} from NVIDIA's wheels (``--set fetchers=["wheels"]``), into a private store, with a
@@ -76,8 +78,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=9, help="rounds (default: 9)")
     parser.add_argument("--tiny", action="store_true", help="2 rounds: the CI smoke test of this script")
+    parser.add_argument("--attr", action="append", default=[], help="attribute to build instead of the five wheels' three")
+    parser.add_argument("--set", action="append", default=[], dest="sets", help="KEY=VALUE config for --attr")
     args = parser.parse_args()
     rounds = 2 if args.tiny else args.n
+    attrs = args.attr or ATTRS
+    sets = [w for s in args.sets for w in ("--set", s)] if args.attr else SETS
     scratch = Path(tempfile.mkdtemp(prefix="bench-build-after-gc-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDAPKGS_") and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(PYTHONPATH=str(REPO / "src"), PYTHONPYCACHEPREFIX=str(scratch / "pycache"),
@@ -85,9 +91,9 @@ def main() -> int:
                XDG_DATA_HOME=str(scratch / "data"), CUDAPKGS_STORE=str(scratch / "store"), CUDAPKGS_EVAL_CACHE_DEBUG="1")
     user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     cudapkgs = [sys.executable, "-m", "cudapkgs"]
-    build = [*cudapkgs, "build", "--no-link", *SETS, *ATTRS]
+    build = [*cudapkgs, "build", "--no-link", *sets, *attrs]
     try:
-        if not _link_wheels(user_cache, scratch / "cache"):
+        if not args.attr and not _link_wheels(user_cache, scratch / "cache"):
             _run([*cudapkgs, "build", "--no-link", "--dry-run", *SETS, *ATTRS], {**env, "XDG_CACHE_HOME": str(user_cache)})
             _run([*build, "--no-eval-cache"], {**env, "XDG_CACHE_HOME": str(user_cache), "CUDAPKGS_STORE": str(scratch / "fill")})
             if not _link_wheels(user_cache, scratch / "cache"):
@@ -112,7 +118,7 @@ def main() -> int:
         medians = {name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
                    for name, runs in rows.items()}
         base_wall, base_cpu = medians[names[1]]
-        print(f"## Build after gc ({' '.join(ATTRS)}; median of {rounds} alternating rounds)\n")
+        print(f"## Build after gc ({' '.join(attrs)}; median of {rounds} alternating rounds)\n")
         print("| row | wall ms | CPU ms | wall × evaluating | CPU × evaluating |\n|---|---:|---:|---:|---:|")
         for name in names:
             wall, cpu = medians[name]

@@ -3,12 +3,23 @@
 Run:  python bench/bench_eval.py [--runs 21]    (the vendored manifests, or $CUDAPKGS_MANIFESTS)
       python bench/bench_eval.py --tiny         (one run per row: the CI smoke test)
 
-Prints two tables. Peers run in the same process/run for ratios:
+Prints four tables. Peers run in the same process/run for ratios:
 - start-up: `cudapkgs eval cudaPackages.cudaMajorMinorVersion` against the bare
   interpreter (`python -c pass`) and `nix eval` when nix is installed;
 - full evaluation: every attribute of every package of every set plus every
   pkgsForCudaArch variant's default set, against the floor of reading and
-  json-parsing every manifest file once.
+  json-parsing every manifest file once;
+- cold (issue 34, item 4: eval and `list --all` with no evaluation cache, goal <= 3x the
+  interpreter floor): `python -I -c pass` (the floor of docs/bench-speed.md), `python -c pass`
+  (with site and the venv's .pth files, which the command cannot skip), `cudapkgs eval
+  --no-eval-cache cudaPackages.cudaMajorMinorVersion` and `cudapkgs list --all
+  --no-eval-cache`, whole processes (`python -m cudapkgs`, byte code cached), in alternating
+  rounds: medians of wall and CPU (user + system, getrusage), ratios to the `-I` floor, and
+  the load average (/proc/loadavg) before and after;
+- where a cold `list --all` spends its time, in one process: the first `list_all` (its
+  imports, the manifests parsed, the evaluation), then the evaluation alone again with every
+  module imported and every manifest parsed (the top level's memo cleared: `top_level._TOP_LEVELS`),
+  and with the manifests parsed again too (min and median of 5).
 """
 
 from __future__ import annotations
@@ -124,6 +135,76 @@ def evaluate_everything() -> dict[str, float | int]:
     }
 
 
+def _cpu_children_ms() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+
+COLD_ROWS = [
+    ("python -I -c pass (the floor)", ["-I", "-c", "pass"]),
+    ("python -c pass (with site)", ["-c", "pass"]),
+    ("cudapkgs eval --no-eval-cache cudaPackages.cudaMajorMinorVersion",
+     ["-m", "cudapkgs", "eval", "--no-eval-cache", "cudaPackages.cudaMajorMinorVersion"]),
+    ("cudapkgs list --all --no-eval-cache", ["-m", "cudapkgs", "list", "--all", "--no-eval-cache"]),
+]
+
+
+def cold(runs: int) -> tuple[list[tuple[str, float, float]], list[str], list[str]]:
+    """(label, median wall ms, median CPU ms) of each `COLD_ROWS` command, in alternating rounds
+    (one warm-up round first: byte code written), and the load average before and after."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    times: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in COLD_ROWS}
+    for _ in range(2):  # byte code written, host probes remembered
+        for _label, argv in COLD_ROWS:
+            subprocess.run([sys.executable, *argv], env=env, check=True, stdout=subprocess.DEVNULL)
+    before = open("/proc/loadavg").read().split()[:3]
+    for _ in range(runs):
+        for label, argv in COLD_ROWS:
+            cpu = _cpu_children_ms()
+            start = time.perf_counter()
+            subprocess.run([sys.executable, *argv], env=env, check=True, stdout=subprocess.DEVNULL)
+            times[label].append(((time.perf_counter() - start) * 1000, _cpu_children_ms() - cpu))
+    after = open("/proc/loadavg").read().split()[:3]
+    rows = [(label, statistics.median(w for w, _ in runs_), statistics.median(c for _, c in runs_))
+            for label, runs_ in times.items()]
+    return rows, before, after
+
+
+SPLIT = """
+import gc, json, sys, time
+gc.set_threshold(100_000)  # as the command runs (cli.YOUNG_GC_THRESHOLD)
+start = time.process_time()
+import cudapkgs
+import cudapkgs.manifests.locate as locate
+import cudapkgs.top_level as tl
+from cudapkgs.inventory import list_all
+imported = time.process_time()
+
+def once(parse_again):
+    tl._TOP_LEVELS.clear()
+    if parse_again:
+        locate._PARSED.clear()
+    began = time.process_time()
+    list_all(cudapkgs.import_pkgs(system="x86_64-linux"))
+    return (time.process_time() - began) * 1000
+
+first = once(False)
+alone = sorted(once(False) for _ in range(5))
+parsed = sorted(once(True) for _ in range(5))
+print(json.dumps({"modules": len(sys.modules), "first": first, "alone": alone, "parsed": parsed,
+                  "import": (imported - start) * 1000}))
+"""
+
+
+def list_all_split() -> dict[str, object]:
+    """`SPLIT` run in a fresh process: where a cold `list --all`'s `list_all` spends its time."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([sys.executable, "-c", SPLIT], env=env, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def manifest_floor(directory: Path) -> float:
     start = time.perf_counter()
     for path in sorted(directory.glob("*/redistrib_*.json")):
@@ -162,6 +243,24 @@ def main() -> None:
         f"{result['errors']} | {result['files parsed']} | {result['max parses per file']} | {result['seconds'] / floor_s:.1f} |"
     )
     print(f"| json.loads of every manifest file once (floor) | {floor_s:.3f} | | | | | | | 1.0 |")
+
+    rows, before, after = cold(max(args.runs, 2))
+    floor_wall, floor_cpu = rows[0][1], rows[0][2]
+    print(f"\n## Cold: no evaluation cache (median of {max(args.runs, 2)} alternating rounds; goal <= 3x the floor)\n")
+    print("| command | wall ms | CPU ms | wall × floor | CPU × floor |\n|---|---:|---:|---:|---:|")
+    for label, wall_ms, cpu_ms in rows:
+        print(f"| `{label}` | {wall_ms:.1f} | {cpu_ms:.1f} | {wall_ms / floor_wall:.2f} | {cpu_ms / floor_cpu:.2f} |")
+    print(f"\nload average before {' '.join(before)}, after {' '.join(after)}")
+
+    split = list_all_split()
+    alone, parsed = split["alone"], split["parsed"]
+    print("\n## Where a cold `list --all` spends its time (`list_all` in one process, CPU ms)\n")
+    print("| part | CPU ms |\n|---|---:|")
+    print(f"| `import cudapkgs` and the inventory ({split['modules']} modules in all at the end) | {split['import']:.1f} |")
+    print(f"| first `list_all` (its imports, 17 manifests parsed, the evaluation) | {split['first']:.1f} |")
+    print(f"| the evaluation alone again (every module imported, manifests parsed), min / median of 5 | "
+          f"{alone[0]:.1f} / {alone[len(alone) // 2]:.1f} |")
+    print(f"| the evaluation with the manifests parsed again, min / median of 5 | {parsed[0]:.1f} / {parsed[len(parsed) // 2]:.1f} |")
 
 
 if __name__ == "__main__":

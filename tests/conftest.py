@@ -72,17 +72,42 @@ def _pip_reaches_index(project: str) -> bool:
         return False
 
 
+#: ``CUDAPKGS_TEST_NETWORK=0`` (or no, off, false): PyPI must not be used here, even where pip reaches it
+#: (a CI machine with a package index it must not download from, a metered line): every test marked
+#: `wheels` is skipped, saying so, before it starts.
+NETWORK_VARIABLE = "CUDAPKGS_TEST_NETWORK"
+
+
+def network_skip_reason(env=os.environ) -> str | None:
+    """Why the tests marked `wheels` are skipped here (`NETWORK_VARIABLE` says no), or None."""
+    value = env.get(NETWORK_VARIABLE, "").strip().lower()
+    if value in ("0", "no", "off", "false"):
+        return f"marked wheels (downloads through pip from PyPI), and {NETWORK_VARIABLE}={env[NETWORK_VARIABLE]} says PyPI must not be used here"
+    return None
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("wheels") is not None:
+        reason = network_skip_reason()
+        if reason is not None:
+            pytest.skip(reason)
+
+
 @pytest.fixture
-def require_pypi():
+def require_pypi(request):
     """A function `require_pypi(project)` that skips the test when pip cannot reach its package index.
 
-    For the tests marked `wheels`: they download NVIDIA's (or other) wheels through pip and must
-    skip, saying why, on a machine without PyPI.
+    Only for the tests marked `wheels` (a test using it without the mark is an error: it would run
+    where PyPI must not be used, `NETWORK_VARIABLE`): they download NVIDIA's (or other) wheels through
+    pip and must skip, saying why, on a machine without PyPI.
     """
+    if request.node.get_closest_marker("wheels") is None:
+        pytest.fail(f"{request.node.nodeid} uses require_pypi but is not marked wheels (pytest.mark.wheels): "
+                    f"it would reach PyPI where {NETWORK_VARIABLE}=0 forbids it", pytrace=False)
 
     def check(project: str) -> None:
         if not _pip_reaches_index(project):
-            pytest.skip("pip cannot reach its package index")
+            pytest.skip(f"pip cannot reach its package index for {project} (this test downloads from PyPI)")
 
     return check
 
@@ -107,6 +132,20 @@ def cached_store():
     """A function `cached_store(name)` giving a store directory that outlives the test
     (``<test cache>/cudapkgs/test-stores/NAME``): slow builds (pycuda, gdrcopy) run once per machine."""
     return lambda name: _test_cache_home() / "cudapkgs" / "test-stores" / name
+
+
+@pytest.fixture
+def nobody_uid() -> int:
+    """The uid of the user ``nobody``, to give a file or directory to another user; skips the test unless
+    this process is root (only root can chown) and the machine has that user."""
+    import pwd
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    try:
+        return pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        pytest.skip("no user nobody on this machine")
 
 
 @pytest.fixture

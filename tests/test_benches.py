@@ -72,6 +72,16 @@ def test_bench_patchelf_tiny():
     assert table[0][4] == "1.00×" and all(number(row[4]) > 0 for row in table)
 
 
+@pytest.mark.skipif(GCC is None, reason="gcc builds the synthetic wheel's library")
+def test_bench_runpath_edit_tiny():
+    out = run_bench("bench_runpath_edit.py")
+    # the library with patchelf's X fill after its program headers is edited in place, not left to patchelf
+    assert "1 ELF files; in-process edit handled 1," in out
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["in-process", "patchelf"]
+    assert table[1][3] == "1.000" and all(number(cell) >= 0 for row in table for cell in row[1:])
+
+
 @pytest.mark.skipif(GCC is None or shutil.which("tar") is None, reason="gcc builds the libraries of the synthetic archive; tar is the peer")
 def test_bench_realise_tiny():
     out = run_bench("bench_realise.py", "--prefix", "/nonexistent")  # gcc-built libraries, as in CI
@@ -91,7 +101,7 @@ def test_bench_build_tiny():
 
 def test_bench_eval_tiny():
     out = run_bench("bench_eval.py")
-    startup, everything = tables(out)
+    startup, everything, cold, split = tables(out)
     assert startup[0][0] == "`python -c pass (interpreter floor)`" and all(number(r[1]) > 0 for r in startup)
     # The peer row, or why there is none (nix absent, or installed without nix-command or <nixpkgs>:
     # before, an installed Nix 2.8 that could not evaluate failed the whole script).
@@ -99,6 +109,12 @@ def test_bench_eval_tiny():
     cudapkgs_row = everything[0]
     assert cudapkgs_row[0] == "cudapkgs" and int(cudapkgs_row[3]) > 1000  # packages
     assert cudapkgs_row[7] == "1"  # no manifest parsed twice
+    assert [row[0] for row in cold] == ["`python -I -c pass (the floor)`", "`python -c pass (with site)`",
+                                        "`cudapkgs eval --no-eval-cache cudaPackages.cudaMajorMinorVersion`",
+                                        "`cudapkgs list --all --no-eval-cache`"]
+    assert cold[0][3] == "1.00" and cold[0][4] == "1.00" and all(number(r[2]) > 0 for r in cold)
+    assert "load average before " in out
+    assert len(split) == 4 and all(number(c.split(" / ")[0]) > 0 for _, c in split)
 
 
 def test_bench_cdi_tiny():
@@ -303,3 +319,14 @@ def test_bench_copy_to_tiny():
     for row in table:
         assert number(row[1]) > 0 and number(row[4]) > 0 and number(row[6]) > 0, row
     assert "2 store paths" in out and "load average before" in out
+
+
+@pytest.mark.wheels
+def test_bench_build_after_gc_tiny(wheel_cache):
+    out = run_bench("bench_build_after_gc.py", timeout=1800)
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["build after gc, derivations from the entry",
+                                         "build after gc, evaluating (--no-eval-cache)", "no-op build (the fast path answers)"]
+    assert table[1][3] == "1.00" and table[1][4] == "1.00"
+    assert all(number(row[1]) > 0 and number(row[2]) > 0 for row in table)
+    assert "load average before " in out

@@ -181,3 +181,19 @@ def test_a_machine_with_no_gpu_is_told_it_builds_but_cannot_run(tmp_path, monkey
     assert doctor_cli.run_doctor(args) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("no problems found for building") and "cannot run" in last
+
+
+def test_a_store_another_user_owns_is_a_problem_and_is_not_read(tmp_path, nobody_uid):
+    """Every command that opens the store refuses it now (store/store.py): doctor says so, before it counted
+    its paths from the other user's database."""
+    from cudapkgs.store.store import Store
+
+    nobody = nobody_uid
+    store = tmp_path / "store"
+    Store.open(store).close()
+    os.chown(store / ".meta" / "db.sqlite", nobody, -1)
+    machine = fake_machine(tmp_path, driver=None, gpus=0, libcuda_dir=None)
+    report = diagnose(load_config(overrides={"storeDir": str(store)}), env={"PATH": ""}, nvml=NoNvml(), **machine)
+    (problem,) = [p for p in report.problems if "refusing to use the store" in p.what]
+    assert f"{store}/.meta/db.sqlite belongs to nobody (uid {nobody})" in problem.what
+    assert "paths" not in report.store and report.store["exists"] is True

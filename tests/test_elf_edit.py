@@ -430,3 +430,43 @@ def test_a_string_table_elsewhere_is_not_grown_in_place(tmp_path: Path) -> None:
     with open(t["foo"], "rb+") as f, pytest.raises(elf_edit._Unsupported):
         elf_edit._plan_in_last_segment(elf_edit._File(f.fileno()), b"$ORIGIN")
     assert t["foo"].read_bytes() == before
+
+
+def _gap_after_program_headers(tmp_path: Path, fill: bytes) -> dict[str, Path]:
+    """_tree with libfoo's first section at 0x400: the bytes between the program headers and it,
+    described by no section or segment, filled with `fill` (patchelf leaves b"X" where it moved a
+    section from: cuDNN's libraries have 416 of them right after their program headers)."""
+    t = _tree(tmp_path)
+    lib = t["lib"]
+    shared_lib(lib / "libfoo.so", FOO_C, "libfoo.so", f"-L{lib}", "-lbar",
+               "-Wl,--section-start=.note.gnu.build-id=0x400")
+    data = bytearray(t["foo"].read_bytes())
+    phnum, = struct.unpack_from("<H", data, 0x38)
+    start = 64 + 56 * phnum
+    assert start + 56 <= 0x400 and not data[start:0x400].strip(b"\0")  # the gap, as the linker left it
+    data[start:0x400] = (fill * 0x400)[:0x400 - start]
+    t["foo"].write_bytes(bytes(data))
+    return t
+
+
+def test_patchelf_fill_in_the_program_headers_way_is_overwritten(tmp_path: Path) -> None:
+    t = _gap_after_program_headers(tmp_path, b"X")
+    foo = t["foo"]
+    before, inode = foo.read_bytes(), os.stat(foo).st_ino
+    assert elf_edit.set_runpath(foo, ["$ORIGIN"])  # was left to patchelf, which rewrites the whole file
+    assert os.stat(foo).st_ino == inode and 0 < foo.stat().st_size - len(before) < 3 * 4096
+    assert elf.read_elf(foo).runpath == ["$ORIGIN"]
+    _readelf("-lSsd", os.fspath(foo))  # no warnings
+    _same_as_patchelf(foo, before, ["$ORIGIN"], tmp_path)
+    assert elf_edit.set_runpath(t["app"], ["$ORIGIN/../lib"])
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+    subprocess.run(["strip", os.fspath(foo)], check=True)
+    assert _run(t["app"]).stdout == "foo(7)=42\n"
+
+
+@pytest.mark.parametrize("fill", [b"Y", b"XXXXXXX\x01", b"\x90"])
+def test_other_bytes_in_the_program_headers_way_are_left_to_patchelf(tmp_path: Path, fill: bytes) -> None:
+    t = _gap_after_program_headers(tmp_path, fill)
+    before = t["foo"].read_bytes()
+    assert not elf_edit.set_runpath(t["foo"], ["$ORIGIN"])
+    assert t["foo"].read_bytes() == before

@@ -6,6 +6,8 @@ RUNPATH, with no error.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import cudapkgs
@@ -55,3 +57,25 @@ def test_shell_text_with_angle_brackets_is_fine(pkgs):
     drv = mk_derivation(pkgs.config, {"pname": "user", "version": "1",
                                       "installPhase": "mkdir $out; cat > $out/x <<EOF\n<a> <b/>\nEOF\n[ 1 -lt 2 ]"})
     assert "<a> <b/>" in drv.derivation.data["attrs"]["installPhase"]
+
+
+@pytest.mark.parametrize("attr, make", [
+    ("appendRunpaths[0]", lambda pkgs: {"appendRunpaths": [f"{pkgs}/lib"]}),          # the top level
+    ("env.CONFIG", lambda pkgs: {"env": {"CONFIG": f"{pkgs.config}"}}),               # the configuration
+    ("postInstall", lambda pkgs: {"postInstall": f"echo {pkgs.config!r} > $out/config"}),
+])
+def test_sets_and_the_configuration_written_as_text_are_errors_too(pkgs, attr, make):
+    """Before: the top level (``<TopLevel pkgs: …>``) and the configuration (``Config(…)``) passed silently."""
+    drv = mk_derivation(pkgs.config, {"pname": "user", "version": "1", "installPhase": "mkdir $out", **make(pkgs)})
+    with pytest.raises(EvalError, match=rf"^user-1\.{re.escape(attr)}: .* is a Python object written as text"):
+        drv.derivation
+
+
+@pytest.mark.parametrize("entry", ["None/lib", "lib", "./lib", "$out/lib", "", 3])
+def test_a_runpath_entry_that_is_not_absolute_is_an_error_naming_it(pkgs, entry):
+    """The loader reads a relative RUNPATH entry from the program's working directory: ``f"{pkg.get('lib')}/lib"``
+    gave ``None/lib``, which a program run in a cloned repository would search there."""
+    drv = mk_derivation(pkgs.config, {"pname": "user", "version": "1", "installPhase": "mkdir $out",
+                                      "appendRunpaths": ["$ORIGIN/../lib", "/opt/x/lib", entry]})
+    with pytest.raises(EvalError, match=r"^user-1\.appendRunpaths\[2\]: .* is not an absolute directory or \$ORIGIN"):
+        drv.derivation

@@ -92,13 +92,40 @@ def test_a_planted_link_or_a_foreign_directory_is_refused_and_kept(tmp_path):
     assert (mine / "pyvenv.cfg").read_text() == "home = /usr/bin\n"
 
 
-def test_an_unfinished_venv_is_made_again(tmp_path):
+def test_an_unfinished_venv_is_made_again(tmp_path, monkeypatch):
+    import types
+
+    import cudapkgs.shell_venv as shell_venv
+
     venv = tmp_path / "venv"
-    venv.mkdir()
-    (venv / ".cudapkgs-shell-venv-unfinished").write_text("")
+
+    def killed(*args, **kwargs):  # the process dies while making it: nothing is cleaned up
+        raise SystemExit("killed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(shell_venv.subprocess, "run", killed)
+        patched.setattr(shell_venv, "shutil", types.SimpleNamespace(rmtree=lambda *a, **kw: None))
+        with pytest.raises(SystemExit):
+            ensure_venv(venv, PYTHON, [], str(tmp_path / "store"))
+    assert (venv / ".cudapkgs-shell-venv-unfinished").is_file()
     (venv / "half").write_text("")
     made = ensure_venv(venv, PYTHON, [], str(tmp_path / "store"))
     assert (made / MARK).is_file() and not (made / "half").exists()
+    assert not list(Path(os.environ["XDG_DATA_HOME"]).glob("cudapkgs/shell-venv-making/*"))  # finished: no record
+
+
+@pytest.mark.parametrize("mark", ["", "cudapkgs is making this shell environment\n" + "0" * 32 + "\n"])
+def test_a_planted_unfinished_mark_deletes_nothing(tmp_path, mark):
+    """A cloned repository names its own directory with ``--venv``: an unfinished mark it planted there
+    (before: any regular file of that name) made cudapkgs remove the whole directory."""
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "precious.py").write_text("work\n")
+    (repo / ".cudapkgs-shell-venv-unfinished").write_text(mark)
+    with pytest.raises(ShellVenvError, match=r"not a shell environment cudapkgs made \(its unfinished mark is not one "
+                                             r"this user's cudapkgs wrote, so nothing there is deleted\)"):
+        ensure_venv(repo, PYTHON, [], str(tmp_path / "store"))
+    assert (repo / "src" / "precious.py").read_text() == "work\n"
 
 
 def test_the_default_venv_is_per_interpreter_and_packages(tmp_path):

@@ -29,14 +29,139 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _check_json(value: Any, where: str) -> Any:
-    if isinstance(value, (str, int, float, bool)) or value is None:
+def _check_json(value: Any, where: str, strings: list[tuple[str, str]] | None = None, prefix: str = "") -> Any:
+    """`value` as plain JSON data; raises `EvalError` naming `where` for anything else. With `strings`,
+    every string (and key) holding `prefix` (``<storeDir>/``) is appended to it as ``(where, text)``."""
+    if isinstance(value, str):
+        if strings is not None and prefix in value:
+            strings.append((where, value))
+        return value
+    if isinstance(value, (int, float, bool)) or value is None:
         return value
     if isinstance(value, Mapping):
-        return {str(k): _check_json(v, f"{where}.{k}") for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            k = str(k)
+            if strings is not None and prefix in k:
+                strings.append((f"{where}.{k!r}", k))
+            out[k] = _check_json(v, f"{where}.{k}", strings, prefix)
+        return out
     if isinstance(value, (list, tuple)):
-        return [_check_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_check_json(v, f"{where}[{i}]", strings, prefix) for i, v in enumerate(value)]
     raise EvalError(f"{where}: a derivation attribute must be JSON data, got {type(value).__name__}")
+
+
+def _check_runpaths(name: str, entries: Any) -> None:
+    """Raise `EvalError` naming the entry unless `entries` (``appendRunpaths``) is None or a list of RUNPATH
+    entries the loader reads as meant: absolute directories, or ones starting with ``$ORIGIN`` (``${ORIGIN}``).
+    The loader takes any other entry relative to the working directory of the process (ld.so(8), "Dynamic
+    string tokens" and the search order): ``f"{pkg.get('lib')}/lib"`` gave ``None/lib``, a directory of
+    whatever directory the program is run in."""
+    if entries is None:
+        return
+    if not isinstance(entries, list):
+        raise EvalError(f"{name}.appendRunpaths: expected a list of directories, got {type(entries).__name__}")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, str) or not (entry.startswith("/") or entry.startswith(("$ORIGIN", "${ORIGIN}"))):
+            raise EvalError(
+                f"{name}.appendRunpaths[{i}]: {entry!r} is not an absolute directory or $ORIGIN (the loader would "
+                "search it from the working directory of the program; a package in a string is its outPath: "
+                "f\"{pkg}/lib\")")
+
+
+# String context (Nix's: a string made from a package carries the derivations it names). Python's
+# strings carry nothing, so every derivation made in this process is recorded by its output paths'
+# "<storeDir>/<hash>" prefixes, and a new derivation takes as inputs the outputs its string attributes
+# name (`_string_context`). Weak references, with the last `_RECENT_KEPT` derivations held strongly,
+# so that a path formatted from a package that was dropped since (``f"{pkg.override_attrs(…)}/lib"``)
+# still finds its derivation; a path found in neither is an error, never silently no input.
+_KNOWN_OUTPUTS: dict[str, Any] = {}  # "<storeDir>/<32-char hash>" -> weak reference to its Derivation
+_RECENT_KEPT = 4096
+_RECENT: list[Any] = []
+_STORE_PATH_PATTERNS: dict[str, Any] = {}
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-._?=")
+
+
+def _remember_outputs(drv: "Derivation") -> None:
+    from _weakref import ref  # the C module: `weakref`'s import is not paid by an evaluation
+
+    cut = len(drv.store_dir) + 1 + 32
+    for path in drv.outputs.values():
+        key = path[:cut]
+
+        def forget(dead: Any, key: str = key) -> None:
+            if _KNOWN_OUTPUTS.get(key) is dead:
+                del _KNOWN_OUTPUTS[key]
+
+        _KNOWN_OUTPUTS[key] = ref(drv, forget)
+    _RECENT.append(drv)
+    if len(_RECENT) > 2 * _RECENT_KEPT:
+        del _RECENT[:_RECENT_KEPT]
+
+
+def known_output(path: str, store_dir: str) -> "tuple[Derivation, str] | None":
+    """The derivation made in this process and its output name whose output is the store path `path`
+    (``<store_dir>/<hash>-<name>``, nothing after it), else None. The string context of a path: what
+    `Derivation` adds as an input for a string attribute naming it."""
+    cut = len(store_dir) + 1 + 32
+    found = _KNOWN_OUTPUTS.get(path[:cut])
+    drv = found() if found is not None else None
+    if drv is None:
+        return None
+    for output, out_path in drv.outputs.items():
+        if out_path == path:
+            return drv, output
+    return None
+
+
+def _string_context(
+    name: str, store_dir: str, strings: list[tuple[str, str]], input_paths: dict[str, str], deps: list["Derivation"],
+) -> None:
+    """Add to `input_paths` and `deps` every output of a derivation that a string attribute names (its
+    `strings`, ``(where, text)``), as Nix's string context makes ``"${torch}/lib"`` an input of the
+    derivation using it (Nix manual, "String interpolation"; src/libexpr/primops.cc ``derivationStrict``
+    takes the context of every attribute as inputs). Raises `EvalError` naming the attribute for a path
+    of `store_dir` that no derivation of this process makes (no input could be given for it)."""
+    import re as _re
+
+    pattern = _STORE_PATH_PATTERNS.get(store_dir)
+    if pattern is None:
+        from .store.paths import BASE32_CHARS
+
+        pattern = _STORE_PATH_PATTERNS[store_dir] = _re.compile(
+            _re.escape(store_dir + "/") + f"[{BASE32_CHARS}]{{32}}-[A-Za-z0-9+._?=-]+")
+    cut = len(store_dir) + 1 + 32
+    have = {p[:cut]: p for p in input_paths.values() if isinstance(p, str)}
+    have_drvs = {d.drv_path for d in deps}
+    for where, text in strings:
+        for match in pattern.finditer(text):
+            key = match.group(0)[:cut]
+            if key in have:
+                continue
+            ref = _KNOWN_OUTPUTS.get(key)
+            drv = ref() if ref is not None else None
+            output = None
+            if drv is not None:
+                for out, path in drv.outputs.items():
+                    end = match.start() + len(path)
+                    if text.startswith(path, match.start()) and (end == len(text) or text[end] not in _NAME_CHARS):
+                        output = out
+                        break
+            if drv is None or output is None:
+                shown = match.group(0)[:200]
+                raise EvalError(
+                    f"{where}: {shown!r} is a path of the store that no package of this evaluation makes, "
+                    "so it cannot be made an input of the derivation (a package in a string is its outPath: "
+                    "write f\"{pkg}/lib\" with the package itself, not a path copied from an earlier evaluation)")
+            path = drv.outputs[output]
+            label = f"{drv.name}.{output}"
+            if input_paths.get(label, path) != path:
+                label = f"{drv.drv_path}!{output}"
+            input_paths[label] = path
+            have[key] = path
+            if drv.drv_path not in have_drvs:
+                have_drvs.add(drv.drv_path)
+                deps.append(drv)
 
 
 def fixed_output_path(store_dir: str, name: str, *, algo: str, mode: str, hash: str) -> str:
@@ -72,7 +197,7 @@ def _check_output_hash(output_hash: Mapping[str, str], name: str, outputs: Seque
 class Derivation:
     """One derivation; `outputs` maps output names to their store paths."""
 
-    __slots__ = ("store_dir", "data", "hash", "outputs", "drv_path", "deps", "context")
+    __slots__ = ("store_dir", "data", "hash", "outputs", "drv_path", "deps", "context", "__weakref__")
 
     def __init__(
         self,
@@ -90,6 +215,7 @@ class Derivation:
         deps: Sequence["Derivation"] = (),
         context: Mapping[str, Any] | None = None,
         output_hash: Mapping[str, str] | None = None,
+        string_context: bool = True,
     ) -> None:
         from .store.paths import make_store_path, make_store_path_from_digest
 
@@ -98,8 +224,15 @@ class Derivation:
         self.store_dir = store_dir
         # Not hashed: the input derivations (their output paths are, in `inputs`) and
         # build-time settings that cannot change the result (where to fetch from).
-        self.deps = tuple(deps)
+        deps = list(deps)
         self.context = dict(context or {})
+        strings: list[tuple[str, str]] | None = [] if string_context else None
+        checked_attrs = _check_json(dict(attrs), f"{name}.attrs", strings, store_dir + "/")
+        input_paths = dict(input_paths)
+        _check_runpaths(name, checked_attrs.get("appendRunpaths"))
+        if strings:
+            _string_context(name, store_dir, strings, input_paths, deps)
+        self.deps = tuple(deps)
         self.data = {
             "format": DRV_FORMAT,
             "name": name,
@@ -108,7 +241,7 @@ class Derivation:
             "builder": builder,
             "src": _check_json(dict(src), f"{name}.src") if src is not None else None,
             "inputs": dict(sorted(input_paths.items())),
-            "attrs": _check_json(dict(attrs), f"{name}.attrs"),
+            "attrs": checked_attrs,
             "strictDeps": strict_deps,
             "structuredAttrs": structured_attrs,
         }
@@ -125,6 +258,7 @@ class Derivation:
                 for o in outputs
             }
         self.drv_path = make_store_path(store_dir, "text", canonical_json(self.to_json(with_drv_path=False)), name + ".drv")
+        _remember_outputs(self)
 
     @property
     def is_fixed_output(self) -> bool:
@@ -205,7 +339,7 @@ class Derivation:
                 store_dir=drv_dir, name=data["name"], system=data["system"], outputs=list(outputs),
                 builder=data["builder"], src=data["src"], input_paths=data["inputs"], attrs=data["attrs"],
                 strict_deps=data["strictDeps"], structured_attrs=data["structuredAttrs"],
-                output_hash=data.get("outputHash"),
+                output_hash=data.get("outputHash"), string_context=False,
             )
         except _Bad as error:
             raise EvalError(f"{source}: {error}") from None

@@ -271,8 +271,17 @@ def _compilers(report: Report, definitions: Mapping[str, Any], env: Mapping[str,
 def _sizes(report: Report, store_dir: str) -> None:
     from .fetch.cache import cache_roots, entries
 
+    from .errors import StoreError
+    from .store.store import check_owners
+
     db_file = Path(store_dir) / ".meta" / "db.sqlite"
     info: dict[str, Any] = {"dir": store_dir, "exists": db_file.exists()}
+    try:
+        check_owners(store_dir)
+    except StoreError as error:  # every command that opens it would refuse it: say so, read nothing of it
+        report.problems.append(Problem(str(error), "use a store of your own (storeDir, CUDAPKGS_STORE)"))
+        report.store = info
+        return
     if db_file.exists():
         import sqlite3
 

@@ -17,8 +17,16 @@ also stop caching the user's code, and ``PYTHONPYCACHEPREFIX`` / ``sys.pycache_p
 Python ignore the store's ``__pycache__`` (it reads byte code only under the prefix then) and compile
 every package again into the user's cache.
 
-Only what runs in the interpreter's own startup is guarded: ``python -S`` or ``-I`` (no ``site``), or a
-tool writing files itself (``compileall``, ``py_compile``), is not.
+The guard is wherever ``site`` runs: ``python -I`` (and ``-E``, ``-s``) still runs ``site`` and the
+environment's own ``.pth`` files (``-I`` drops the user's site-packages and PYTHON* variables, not
+``site``).  Not guarded by it: ``python -S`` (no ``site``: but then the environment's packages are not on
+``sys.path`` either, they come through its ``.pth``), an interpreter that reaches the store through
+PYTHONPATH (the store's ``python3``, a link to the host's, with PYTHONPATH set to store
+site-packages: no ``.pth`` there is run), and a tool writing files itself (``compileall``,
+``py_compile``).  For the second, the environments cudapkgs makes with store site-packages on
+PYTHONPATH (builds, ``cudapkgs shell --no-venv``) set ``PYTHONDONTWRITEBYTECODE=1`` when run as root
+(`hooks.python_path`), the only user the store's modes do not stop; a root shell run by hand with
+such a PYTHONPATH is left to its user (docs/security.md, "What a store owner must protect").
 """
 
 from __future__ import annotations

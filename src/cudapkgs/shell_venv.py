@@ -19,6 +19,10 @@ shell-venvs/<key>``, `default_venv_dir`), so entering the same shell again reuse
 installed there; a shell of other packages gets another.  Made under a lock, marked unfinished first and complete last
 (``.cudapkgs-shell-venv``): a crash leaves an unfinished one, removed and made again on the next
 entry; any other non-empty directory (a venv of the user's) or a link is refused, never deleted.
+The unfinished mark holds a random token that is also recorded outside the directory, in the user's
+own data directory (``$XDG_DATA_HOME/cudapkgs/shell-venv-making/<sha256 of the path>``): only a
+directory whose mark holds the token recorded for its path is removed, so a mark planted by a cloned
+repository (``--venv DIR`` names its directory) deletes nothing.
 """
 
 from __future__ import annotations
@@ -176,6 +180,9 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
         if mark is None:
             _write_new(venv / MARK, json.dumps({"format": _FORMAT, "python": python}) + "\n")
             (venv / _MAKING).unlink()
+            record = _making_record(venv)
+            if record is not None:
+                record.unlink(missing_ok=True)
     finally:
         lock.release()
     return venv
@@ -203,17 +210,49 @@ def _pip_names(venv: Path) -> list[str]:
     return ["pip", "pip3", f"pip{version}"]
 
 
+def _making_record(venv: Path) -> Path | None:
+    """Where the token of `venv`'s unfinished mark is recorded: ``$XDG_DATA_HOME/cudapkgs/shell-venv-making/
+    <sha256 of the absolute path>`` (the user's, never the directory's own), or None without a data directory."""
+    from .xdg import base_dir
+
+    data = base_dir("XDG_DATA_HOME")
+    if data is None:
+        return None
+    digest = hashlib.sha256(os.fsencode(venv)).hexdigest()[:32]
+    return Path(data) / "cudapkgs" / "shell-venv-making" / digest
+
+
+def _made_unfinished_by_us(venv: Path) -> bool:
+    """Whether `venv` holds the unfinished mark of a venv cudapkgs began and did not finish: the mark (a
+    regular file, not a link) holds the token recorded for this path in the user's data directory.  A mark
+    anyone else wrote (a cloned repository's, another user's) cannot hold it: 128 random bits."""
+    record = _making_record(venv)
+    if record is None:
+        return False
+    token, mark = _read_small(record), _read_small(venv / _MAKING)
+    return token is not None and len(token) >= 32 and mark is not None and token.strip() in mark.splitlines()
+
+
 def _make(venv: Path, python: str, timeout: float) -> None:
     if venv.exists():
-        if (venv / _MAKING).is_file() and not (venv / _MAKING).is_symlink():
+        if _made_unfinished_by_us(venv):
             shutil.rmtree(venv)  # one a crash left half made: made again
         elif any(venv.iterdir()):
-            raise ShellVenvError(f"{venv} exists and is not a shell environment cudapkgs made; remove it or pass "
-                                 "--venv DIR elsewhere")
+            unfinished = (venv / _MAKING).exists() or (venv / _MAKING).is_symlink()
+            raise ShellVenvError(
+                f"{venv} exists and is not a shell environment cudapkgs made"
+                + (" (its unfinished mark is not one this user's cudapkgs wrote, so nothing there is deleted)"
+                   if unfinished else "") + "; remove it or pass --venv DIR elsewhere")
         else:
             venv.rmdir()
+    token = os.urandom(16).hex()
+    record = _making_record(venv)
+    if record is not None:  # before the directory: a crash from here on leaves a venv found as ours
+        record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _write_new(record, token + "\n", 0o600)
     os.mkdir(venv, 0o755)  # fails on anything planted meanwhile
-    _write_new(venv / _MAKING, "cudapkgs is making this shell environment; an unfinished one is made again\n")
+    _write_new(venv / _MAKING, "cudapkgs is making this shell environment; an unfinished one is made again\n"
+                               f"{token}\n")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", str(venv)),
            "PYTHONNOUSERSITE": "1"}
     from .python_child import new_private_directory, remove_private_directory
@@ -248,9 +287,15 @@ def _make(venv: Path, python: str, timeout: float) -> None:
         remove_private_directory(cwd)
 
 
-def venv_environment(env: Mapping[str, str], venv: str | os.PathLike[str], site_dirs: Sequence[str]) -> dict[str, str]:
+def venv_environment(env: Mapping[str, str], venv: str | os.PathLike[str], site_dirs: Sequence[str],
+                     base: Mapping[str, str] = os.environ) -> dict[str, str]:
     """`env` (a shell's) with the venv's ``bin`` first on PATH, ``VIRTUAL_ENV`` naming it, and the store's
-    `site_dirs` taken off PYTHONPATH (the venv's ``.pth`` lists them, after its own site-packages)."""
+    `site_dirs` taken off PYTHONPATH (the venv's ``.pth`` lists them, after its own site-packages).
+
+    ``PYTHONDONTWRITEBYTECODE``, which the Python hook sets as root while store site-packages are on
+    PYTHONPATH (`hooks.python_path`), is dropped unless `base` (the user's environment) has it: with the
+    store off PYTHONPATH the venv's own ``.pth`` guard (`pycache_guard`) keeps byte code out of the store,
+    and root's own code is cached again."""
     venv = os.fspath(venv)
     out = dict(env)
     entries = [e for e in out.get("PATH", "").split(os.pathsep) if e]
@@ -262,4 +307,6 @@ def venv_environment(env: Mapping[str, str], venv: str | os.PathLike[str], site_
     else:
         out.pop("PYTHONPATH", None)
     out.pop("PYTHONHOME", None)
+    if "PYTHONDONTWRITEBYTECODE" not in base:
+        out.pop("PYTHONDONTWRITEBYTECODE", None)
     return out

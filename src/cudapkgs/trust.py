@@ -39,6 +39,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .errors import shown as _shown
+from .users import user_name
 
 __all__ = [
     "MAX_PROJECT_BYTES",
@@ -122,15 +123,6 @@ def project_key(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.realpath(shown.parent)) / shown.name
 
 
-def _user_name(uid: int) -> str:
-    try:
-        import pwd
-
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except (ImportError, KeyError):
-        return f"uid {uid}"
-
-
 def _trusted_owner(uid: int) -> bool:
     """This user, root, or (as git does for sudo) the user who ran sudo when running as root."""
     if uid in (os.geteuid(), 0):
@@ -166,9 +158,9 @@ def ownership_problem(file: str | os.PathLike[str], uid: int | None = None, *,
     except OSError as error:
         return f"{real} cannot be checked: {error.strerror or error}"
     if not _trusted_owner(owner):
-        return f"{real} is owned by {_user_name(owner)}, not by you"
+        return f"{real} is owned by {user_name(owner)}, not by you"
     if not _trusted_owner(dir_st.st_uid):
-        return f"its directory {directory} is owned by {_user_name(dir_st.st_uid)}, not by you"
+        return f"its directory {directory} is owned by {user_name(dir_st.st_uid)}, not by you"
     if dir_st.st_mode & stat.S_IWOTH and not dir_st.st_mode & stat.S_ISVTX:
         return f"its directory {directory} is writable by every user (and not sticky)"
     return None

@@ -514,3 +514,39 @@ def test_a_build_that_builds_keeps_only_its_derivations_and_says_why(tmp_path):
         (entry,) = entries
         assert [t for t, _ in decode(entry.read_bytes()) if t in "D12dvL"] == ["D"]
     assert (Path(done.stdout.strip()) / "hi").read_text() == "hi\n"
+
+
+def test_a_no_op_build_from_a_store_another_user_owns_is_not_answered(tmp_path, nobody_uid):
+    """The fast path checks the store as `Store.open` does: before, a store given to another user after the
+    entry was recorded was still answered from the cache (Store.open itself now refuses it)."""
+    nobody = nobody_uid
+    cli = Cli(tmp_path)
+    (cli.cwd / "pkgs.py").write_text(PACKAGE_FILE)
+    args = ("build", "-f", "pkgs.py", "tiny", "--no-link")
+    cli(*args)
+    _stored_then_hit(cli, *args)
+    os.chown(tmp_path / "store" / ".meta", nobody, -1)
+    done = cli(*args, check=False)
+    assert not hit(done) and done.returncode != 0 and "belongs to nobody" in done.stderr
+    os.chown(tmp_path / "store" / ".meta", 0, -1)
+    assert hit(cli(*args))
+
+
+def test_a_no_op_build_from_a_store_reached_through_another_users_link_is_not_answered(tmp_path, nobody_uid):
+    """As `Store.open`: a link of another user's on the way to the store (here the store directory itself, a link
+    nobody owns to root's store) is refused; before, every directory looked at was root's and it was answered."""
+    nobody = nobody_uid
+    cli = Cli(tmp_path)
+    real = tmp_path / "real-store"
+    link = tmp_path / "store"  # the Cli's CUDAPKGS_STORE
+    real.mkdir()
+    link.symlink_to(real)
+    (cli.cwd / "pkgs.py").write_text(PACKAGE_FILE)
+    args = ("build", "-f", "pkgs.py", "tiny", "--no-link")
+    cli(*args)
+    _stored_then_hit(cli, *args)
+    os.lchown(link, nobody, -1)
+    done = cli(*args, check=False)
+    assert not hit(done) and done.returncode != 0 and "belongs to nobody" in done.stderr
+    os.lchown(link, 0, -1)
+    assert hit(cli(*args))

@@ -56,13 +56,25 @@ def _edit(text: str, change) -> str:
 
 @pytest.mark.parametrize("name", ["os:system", "cudapkgs_evil_module:step", "cudapkgs.builders.python_install:<lambda>",
                                   "cudapkgs.builders.rewired_wheel_steps:install", "cudapkgs.nothing_here:x",
-                                  "cudapkgs.builders.python_install:install.__globals__", "cudapkgs..x:y"])
+                                  "cudapkgs.builders.python_install:install.__globals__", "cudapkgs..x:y",
+                                  "cudapkgs.builders.python_install:subprocess.run", "cudapkgs.evalcache.lookup:answer"])
 def test_a_step_named_otherwise_than_evaluated_is_refused(name, tmp_path, monkeypatch):
     marker = tmp_path / "imported"
     (tmp_path / "cudapkgs_evil_module.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef step(*a): pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     _, text = _plan()
     planted = _edit(text, lambda d: d["drvs"][1]["context"].__setitem__("python", {"installPhase": name}))
+    if name == "cudapkgs.builders.python_install:subprocess.run":  # the hashed record made to match what it resolves to
+        import subprocess
+
+        record = python_step(subprocess.run)
+        data = json.loads(planted)
+        data["drvs"][1]["drv"] = _drv("root-1.0", step=None, deps=[]).to_json()  # placeholder, replaced below
+        root = Derivation(store_dir=STORE, name="root-1.0", system="x86_64-linux", outputs=["out"],
+                          builder="mkDerivation", src=None, input_paths=json.loads(text)["drvs"][1]["drv"]["inputs"],
+                          attrs={"buildPhase": "true", "installPhase": record})
+        data["drvs"][1]["drv"] = root.to_json()
+        planted = json.dumps(data)
     with pytest.raises(ValueError):
         decode_plan(planted)
     assert not marker.exists() and "cudapkgs_evil_module" not in sys.modules

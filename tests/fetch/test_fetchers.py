@@ -272,7 +272,8 @@ def test_fetch_pypi_from_a_mirror_checks_the_hash(store_dir, tmp_path):
 
 
 @pytest.mark.wheels
-def test_fetch_pypi_through_pip_with_nixpkgs_hash(store_dir):
+def test_fetch_pypi_through_pip_with_nixpkgs_hash(store_dir, require_pypi):
+    require_pypi("six")
     # six 1.16.0 as Nixpkgs' fetchPypi pins it (e.g. the autobahntestsuite expression's
     # `hash = "sha256-HmHD…"`); PyPI lists sha256 1e61c374…c926 for six-1.16.0.tar.gz.
     nixpkgs = "sha256-HmHDdHehYmRY4297HYKqXJsJT6SAKJIHLknenGDEySY="
@@ -319,7 +320,8 @@ def test_pip_tag_options_select_the_wheel_pip_would_install():
 
 
 @pytest.mark.wheels
-def test_fetch_pypi_wheel_through_pip_pins_the_file(store_dir):
+def test_fetch_pypi_wheel_through_pip_pins_the_file(store_dir, require_pypi):
+    require_pypi("six")
     # six-1.16.0-py2.py3-none-any.whl: PyPI lists sha256 8abb2f1d…0254.
     pinned = "sha256-irsvHYaJCi37mJ+ad8/P0+R8KjVLAREXcTJviqJuAlQ="
     pkgs = pkgs_with(store_dir)

@@ -267,6 +267,9 @@ def test_host_run_paths_asked_for_are_dropped_and_store_ones_kept(tree, tmp_path
 def test_use_libs_from_directories_must_be_absolute_and_comma_free(tmp_path):
     """useLibsFrom's directories go into ``-L`` and ``-Wl,-rpath,`` words: a relative one (the working
     directory of a cloned repository) or one with a comma (``-Wl,`` splits there) is refused."""
+    # Without useLibsFrom the script has none of it: every stdenv.cc, and so every package, keeps its store path.
+    plain = cc_wrapper.wrapper_script("/usr/bin/gcc", "gcc")
+    assert "libs_from" not in plain and plain == cc_wrapper.wrapper_script("/usr/bin/gcc", "gcc", libs_from={})
     for bad in ("lib", "/opt/gcc,16/lib"):
         with pytest.raises(ValueError, match="useLibsFrom"):
             cc_wrapper.wrapper_script("/usr/bin/gcc", "gcc", libs_from={"libDirs": [bad], "runPath": []})

@@ -1,6 +1,9 @@
 """Checks of a realised closure: where every DT_NEEDED of every ELF file resolves, and which CUDA libraries it holds.
 
-Used by the torch closure test (test_torch_closure.py). The loader's rules, as ld.so(8) states them
+Used by the opt-in closure tests (test_torch_closure.py, test_companions_closure.py,
+test_jax_cupy_closure.py), with what they share: realising a withPackages env into a test store
+(`realised_env`), running it under ``env -i`` (`run_in_env_i`), a stray NVIDIA wheel's tree for
+PYTHONPATH (`decoy_path`). The loader's rules, as ld.so(8) states them
 for a library with DT_RUNPATH: the library's own RUNPATH (``$ORIGIN`` expanded), then the system's
 default directories; no LD_LIBRARY_PATH (the checks run as ``env -i`` would).
 """
@@ -8,10 +11,18 @@ default directories; no LD_LIBRARY_PATH (the checks run as ``env -i`` would).
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
+import shutil
+import subprocess
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from cudapkgs.elf import read as elf
 
@@ -89,3 +100,104 @@ def check_closure(paths: list[str], store_dir: str, driver_dir: str) -> ClosureR
                         continue
                     report.unresolved.append(f"{full}: {lib}")
     return report
+
+
+# --- What the opt-in closure tests share: realising a withPackages env, running it as `env -i` would ---
+
+DRIVER = "/run/opengl-driver/lib"
+
+
+def ml_test_store(name: str) -> Path:
+    """The store a closure test realises into: ``$CUDAPKGS_TEST_ML_STORE_DIR`` when set (one private
+    store for every set, e.g. ``/tmp/<you>-store``, deleted after), else the test cache's
+    ``cudapkgs/test-stores/NAME`` (kept: a second run only checks)."""
+    from conftest import _test_cache_home  # tests/ is on sys.path (rootdir conftest)
+
+    chosen = os.environ.get("CUDAPKGS_TEST_ML_STORE_DIR")
+    return Path(chosen) if chosen else _test_cache_home() / "cudapkgs" / "test-stores" / name
+
+
+@contextmanager
+def realised_env(store_dir: Path, set_name: str, packages: Any, python: str = "python3Packages") -> Iterator[tuple]:
+    """Realise ``withPackages(packages(ps))`` of `set_name`'s `python` scope (``pkgs.<set>.pkgs.pkgsCuda``) from
+    wheels (``fetchers=["wheels"]``, NVIDIA's prebuilt NCCL and NVSHMEM) into `store_dir`, downloads in the
+    test cache, sources from ../shared/sources when there. Yields (pkgs, ps, env output path, closure).
+    Skips (pytest.skip) when the interpreter is not on this machine (an evaluation error naming it)."""
+    from conftest import SHARED, _test_cache_home
+
+    import cudapkgs
+    from cudapkgs.errors import CudapkgsError
+    from cudapkgs.realise.scheduler import realise_parallel
+    from cudapkgs.store.store import Store
+
+    env = {"XDG_CACHE_HOME": os.fspath(_test_cache_home())}
+    if (SHARED / "sources").is_dir() and not os.environ.get("CUDAPKGS_SOURCE_MIRRORS"):
+        env["CUDAPKGS_SOURCE_MIRRORS"] = os.fspath(SHARED / "sources")  # zlib's archive, hash-checked
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        pkgs = cudapkgs.import_pkgs(config={"allowUnfree": True, "fetchers": ["wheels"],
+                                            "prebuiltWheels": ["nccl", "libnvshmem"],
+                                            "storeDir": os.fspath(store_dir), "driverLibDir": DRIVER})
+        try:
+            ps = pkgs[set_name].pkgs.pkgsCuda[python]
+            env_package = ps.withPackages(packages(ps))
+            drv = env_package.derivation
+        except CudapkgsError as error:
+            if "uv python install" in str(error) or "no interpreter" in str(error).lower():
+                pytest.skip(f"{set_name}.{python}: {error}")
+            raise
+        with Store.open(store_dir) as store:
+            realise_parallel(store, [drv], jobs=2)
+            closure = store.closure([env_package.out])
+        yield pkgs, ps, env_package.out, closure
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def decoy_path(root: Path, closure: list[str], trees: Iterable[tuple[str, str]], packages: bool = False) -> str:
+    """A stray NVIDIA wheel's tree under `root` for PYTHONPATH: ``nvidia/<tree>/lib/<soname>`` for each
+    (tree, soname), each a copy of the closure's library (so a preload that looked there would load it);
+    with `packages`, ``nvidia`` and ``nvidia/<tree>`` are importable packages. Returns the directory."""
+    top = root / "decoy"
+    for tree, soname in trees:
+        lib = top / "nvidia" / tree / "lib"
+        lib.mkdir(parents=True, exist_ok=True)
+        if packages:
+            (lib.parent / "__init__.py").write_text("")
+            (top / "nvidia" / "__init__.py").write_text("")
+        source = next(Path(p) / "lib" / soname for p in closure if (Path(p) / "lib" / soname).exists())
+        shutil.copy(source, lib / soname)
+    return os.fspath(top)
+
+
+def run_in_env_i(python: str, script: str, cwd: Path, pythonpath: str = "", **extra: str) -> dict[str, Any]:
+    """Run `script` (written to a file: triton.jit reads its function's source) with the env's
+    ``bin/python3`` under ``env -i`` (HOME in `cwd`, PATH=/usr/bin:/bin for inductor's C++ compiler,
+    no LD_LIBRARY_PATH, no CUDA_HOME; PYTHONPATH and `extra` only when given); returns the JSON it
+    prints. Fails the test with the end of stderr when it exits non-zero."""
+    home = cwd / "home"
+    home.mkdir(exist_ok=True)
+    file = cwd / "check.py"
+    file.write_text(script)
+    env = ["env", "-i", f"HOME={home}", "PATH=/usr/bin:/bin", *([f"PYTHONPATH={pythonpath}"] if pythonpath else []),
+           *(f"{k}={v}" for k, v in extra.items())]
+    done = subprocess.run([*env, f"{python}/bin/python3", os.fspath(file)], capture_output=True, text=True,
+                          timeout=900, cwd=cwd)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def cuda_libraries_mapped(maps: Iterable[str]) -> list[str]:
+    """The CUDA libraries (`CUDA_SONAMES`) among the files of a process's /proc/self/maps."""
+    return [m for m in maps if any(fnmatch.fnmatchcase(os.path.basename(m), p) for p in CUDA_SONAMES)]
+
+
+def inside(paths: Iterable[str], closure: Iterable[str]) -> bool:
+    """Whether every path lies inside one of the store paths of `closure`."""
+    prefixes = tuple(p.rstrip("/") + "/" for p in closure)
+    return all(p.startswith(prefixes) for p in paths)

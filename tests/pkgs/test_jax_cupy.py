@@ -55,8 +55,11 @@ def test_the_plugins_dlopen_the_sets_libraries_through_appended_run_paths():
     assert pjrt["wheel"]["file"] == "jax_cuda13_pjrt-0.10.2-py3-none-manylinux_2_27_x86_64.whl"
     assert pjrt["wheelSubstitutions"][0]["file"] == "jax_plugins/xla_cuda13/__init__.py"
     links = pjrt["wheelLinks"]
-    assert links["jax_plugins/nvidia/cu13/bin/ptxas"] == [str(cuda.cuda_nvcc.out), "bin/ptxas"]
-    assert links["jax_plugins/nvidia/cu13/bin/nvlink"] == [str(cuda.cuda_nvcc.out), "bin/nvlink"]
+    from cudapkgs.pkgs.python_modules.triton import nvcc_tools
+
+    tools = nvcc_tools(cuda)  # cuda_nvcc without the host compiler: the plugin's path names none
+    assert links["jax_plugins/nvidia/cu13/bin/ptxas"] == [str(tools.out), "bin/ptxas"]
+    assert links["jax_plugins/nvidia/cu13/bin/nvlink"] == [str(tools.out), "bin/nvlink"]
     assert links["jax_plugins/nvidia/cu13/nvvm"] == [str(cuda.libnvvm.out), "."]
     plugin = at(f"{CU13}.jax-cuda13-plugin")
     assert plugin.drvAttrs["wheel"]["file"] == "jax_cuda13_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"

@@ -11,6 +11,9 @@ docs/bench-build.md and run only with CUDAPKGS_TEST_OPENCV=1 (tests/pkgs/test_op
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 import cudapkgs
@@ -300,3 +303,82 @@ def test_python_bindings_fail_at_configure_when_cv2_would_be_left_out(manifests_
     inc.write_text('"    To be built:                 core imgproc\\n"\n"  Python 3:\\n"\n"    Libraries:  NO\\n"\n')
     done = subprocess.run(["bash", "-euc", PYTHON_CHECK], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 1 and "will not build cv2" in done.stderr
+
+
+def test_python_bindings_tell_opencv_where_the_interpreters_headers_and_libpython_are(manifests_dir, tmp_path):
+    # FindPythonLibs looks in the inputs' and the system's prefixes, not where a pyenv/uv CPython keeps
+    # libpython ("Libraries: NO" with pyenv's 3.12.1, measured offline 2026-12-06): a preConfigure step asks the
+    # interpreter and sets PYTHON3_INCLUDE_DIR/PYTHON3_LIBRARY, which OpenCVDetectPython.cmake reads.
+    import io
+    import sys
+    import sysconfig
+
+    from cudapkgs.pkgs.opencv.python_paths import python_paths
+
+    pkgs = _pkgs(tmp_path)
+    cv = pkgs.python3Packages.opencv4
+    assert cv.derivation.attrs["preConfigure"]["python"] == "cudapkgs.pkgs.opencv.python_paths:python_paths"
+    assert cv.derivation.attrs["pythonExecutable"] == f"{pkgs.python3Packages.python.outPath}/bin/python3"
+    assert "preConfigure" not in pkgs.opencv4.derivation.attrs and "pythonExecutable" not in pkgs.opencv4.derivation.attrs
+    # run against this test's own interpreter
+    env: dict[str, str] = {"PATH": "/usr/bin:/bin"}
+    log = io.StringIO()
+    python_paths({"pythonExecutable": sys.executable}, env, tmp_path, {}, log)
+    assert env["PYTHON3_INCLUDE_DIR"] == sysconfig.get_paths()["include"]
+    assert os.path.isfile(os.path.join(env["PYTHON3_INCLUDE_DIR"], "Python.h"))
+    if "PYTHON3_LIBRARY" in env:
+        assert os.path.isfile(env["PYTHON3_LIBRARY"]) and "libpython" in os.path.basename(env["PYTHON3_LIBRARY"])
+    assert "PYTHON3_INCLUDE_DIR=" in log.getvalue()
+
+
+def _fake_python(path, body: str):
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("exit 3\n", "exit status 3"),
+    ("echo one line\n", "did not say"),
+    ("yes aaaa | head -c 20000\n", "did not say"),  # more than 8 KiB: not read further
+    ("echo /nonexistent/include; echo\n", "no Python.h"),
+    ("mkdir -p inc; touch inc/Python.h; echo inc; echo\n", "relative path"),  # before: inc/ of cudapkgs' cwd
+])
+def test_python_paths_refuses_an_interpreter_that_does_not_answer_as_a_cpython(tmp_path, body, message):
+    from cudapkgs.pkgs.opencv.python_paths import python_paths
+
+    exe = _fake_python(tmp_path / "python3", body)
+    env = {"PATH": "/usr/bin:/bin"}
+    with pytest.raises(CudapkgsError, match=message):
+        python_paths({"pythonExecutable": exe}, env, tmp_path, {}, io_log())
+    assert "PYTHON3_INCLUDE_DIR" not in env
+    with pytest.raises(CudapkgsError, match="not an absolute path"):
+        python_paths({"pythonExecutable": "python3"}, env, tmp_path, {}, io_log())
+
+
+def test_python_paths_stops_waiting_for_an_interpreter_that_does_not_answer(tmp_path, monkeypatch):
+    """Before, the answer was read with a plain read() of the pipe, which waits for its end: an interpreter
+    that answered only after 30 s (a sitecustomize waiting on a network mount, a grandchild holding the
+    pipe) was waited for, whatever the 60 s limit said (it applied only after). It now runs in an empty
+    private directory of its own (not the source tree), and it and what it started are killed at the limit."""
+    from cudapkgs.pkgs.opencv import python_paths as module
+
+    monkeypatch.setattr(module, "_TIMEOUT", 0.5)
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "Python.h").write_text("")
+    marks = tmp_path / "marks"
+    exe = _fake_python(tmp_path / "python3", f'pwd > {marks}.cwd\nsleep 30 &\n'
+                                             f'sleep 30; echo {include}; echo\n')
+    env = {"PATH": "/usr/bin:/bin"}
+    with pytest.raises(CudapkgsError, match=r"did not say where its headers are within 0.5 s"):
+        module.python_paths({"pythonExecutable": exe}, env, tmp_path, {}, io_log())
+    assert "PYTHON3_INCLUDE_DIR" not in env
+    cwd = Path(f"{marks}.cwd").read_text().strip()
+    assert cwd != str(tmp_path) and os.path.basename(cwd).startswith("cudapkgs-cwd-") and not os.path.exists(cwd)
+
+
+def io_log():
+    import io
+
+    return io.StringIO()

@@ -81,9 +81,18 @@ def test_cuda12_torch_from_wheels_alone_takes_ptxas_from_the_nvcc_wheel():
 
 
 def test_with_nvidias_server_triton_keeps_nixpkgs_ptxas_from_cuda_nvcc():
+    from cudapkgs.pkgs.python_modules.triton import nvcc_tools
+
     cuda = at("cudaPackages_12_9")
     triton = at("pkgsCuda.python3Packages.triton")
-    assert triton.drvAttrs["wheelLinks"]["triton/backends/nvidia/bin/ptxas"] == [cuda.cuda_nvcc.out, "bin/ptxas"]
+    tools = nvcc_tools(cuda)
+    assert triton.drvAttrs["wheelLinks"]["triton/backends/nvidia/bin/ptxas"] == [tools.out, "bin/ptxas"]
+    # cuda_nvcc's release, arranged as cuda_nvcc is, without the host compiler (so triton's path names none)
+    nvcc, own = cuda.cuda_nvcc.derivation, tools.derivation
+    assert own.data["src"] == nvcc.data["src"] and own.data["inputs"] == nvcc.data["inputs"]
+    assert "hostCompiler" in nvcc.attrs and "hostCompiler" not in own.attrs
+    assert {k: v for k, v in own.attrs.items()} == {k: v for k, v in nvcc.attrs.items() if k != "hostCompiler"}
+    assert own.name == "cuda12.9-cuda_nvcc-tools-12.9.86" and nvcc_tools(cuda) is tools  # one package per nvcc
 
 
 def test_the_nvcc_wheel_member_says_where_it_cannot_be():
@@ -95,11 +104,14 @@ def test_the_nvcc_wheel_member_says_where_it_cannot_be():
     assert not cuda13.meta.available and "use cudaPackages_13_0.cuda_nvcc" in problems(cuda13)
 
 
-def test_triton_without_any_ptxas_names_both_members():
+def test_triton_without_any_ptxas_names_both_members(monkeypatch):
     from types import SimpleNamespace
 
     from cudapkgs.lib.fixpoint import AttrSet
+    from cudapkgs.pkgs.python_modules import triton
     from cudapkgs.pkgs.python_modules.triton import ptxas_package, ptxas_unavailable
+
+    monkeypatch.setattr(triton, "nvcc_tools", lambda cuda: SimpleNamespace(name=f"tools of {cuda.cuda_nvcc.name}"))
 
     def member(name, available, why):
         return SimpleNamespace(name=name, meta=AttrSet({"available": available,
@@ -116,7 +128,7 @@ def test_triton_without_any_ptxas_names_both_members():
     assert "cudaPackages_12_9.cuda_nvcc is available (it is not: no nvcc here)" in text
     assert "cudaPackages_12_9.cuda_nvcc_wheel is available (it is not: no wheels here)" in text
     assert ptxas_package(Set(cuda_nvcc=nvcc, cuda_nvcc_wheel=member("w", True, ""))).name == "w"
-    assert ptxas_package(Set(cuda_nvcc=member("n", True, ""), cuda_nvcc_wheel=wheel)).name == "n"
+    assert ptxas_package(Set(cuda_nvcc=member("n", True, ""), cuda_nvcc_wheel=wheel)).name == "tools of n"
 
 
 def test_cuda12_torch_without_a_ptxas_is_broken_saying_why(monkeypatch):
@@ -232,12 +244,16 @@ def test_triton_uses_the_sets_tools():
     cuda = at("cudaPackages_13_0", **WHEELS_ONLY)
     triton = at("cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.triton", **WHEELS_ONLY)
     links = triton.drvAttrs["wheelLinks"]
-    assert links["triton/backends/nvidia/bin/ptxas"] == [cuda.cuda_nvcc.out, "bin/ptxas"]
-    assert links["triton/backends/nvidia/bin/ptxas-blackwell"] == [cuda.cuda_nvcc.out, "bin/ptxas"]
+    from cudapkgs.pkgs.python_modules.triton import nvcc_tools
+
+    tools = nvcc_tools(cuda)  # cuda_nvcc without the host compiler
+    assert links["triton/backends/nvidia/bin/ptxas"] == [tools.out, "bin/ptxas"]
+    assert links["triton/backends/nvidia/bin/ptxas-blackwell"] == [tools.out, "bin/ptxas"]
     assert links["triton/backends/nvidia/lib/cupti"] == [cuda.cuda_cupti.lib, "lib"]
     assert "triton/backends/nvidia/bin/cuobjdump" not in links  # no CUDA 13.0 wheel of it: unavailable, left out
     assert "triton/backends/nvidia/bin/cuobjdump" in triton.drvAttrs["wheelRemove"]  # never the bundled one
-    assert cuda.cuda_nvcc.drvPath in {d.drv_path for d in triton.derivation.deps}  # the links' targets are inputs
+    assert tools.drvPath in {d.drv_path for d in triton.derivation.deps}  # the links' targets are inputs
+    assert cuda.cuda_nvcc.drvPath not in {d.drv_path for d in triton.derivation.closure()}
     redist = at("cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.triton", fetchers=["redist", "wheels"])
     assert "triton/backends/nvidia/bin/cuobjdump" in redist.drvAttrs["wheelLinks"]
     newer = at("cudaPackages_13_2.pkgs.pkgsCuda.python3Packages.triton", **WHEELS_ONLY)

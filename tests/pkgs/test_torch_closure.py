@@ -1,5 +1,5 @@
 """One CUDA in torch's closure, proven without a GPU (issue 20, part 6): the CUDA 13.0 set's torch and the
-default CUDA 12.9 set's (triton's ptxas from cuda_nvcc_wheel: CUDA 12's nvcc wheel has no nvcc) realised
+default CUDA 12.9 set's, on CPython 3.11 and 3.12 (triton's ptxas from cuda_nvcc_wheel: CUDA 12's nvcc wheel has no nvcc) realised
 from NVIDIA's and PyTorch's wheels, then checked as a user would run it, in ``env -i``.
 
 The closure is about 3 GB of wheels (5.4 GB installed), so the test runs only when asked
@@ -11,21 +11,16 @@ checks.  rdma-core (libcufile's and NVSHMEM's InfiniBand libraries) comes throug
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
-import cudapkgs
 from cudapkgs.leakage import check_leakage
 from cudapkgs.lib.attrpath import parse_attrpath
-from cudapkgs.realise.scheduler import realise_parallel
-from cudapkgs.store.store import Store
 
-from closure_checks import CUDA_SONAMES, check_closure  # tests/pkgs is on sys.path (rootdir conftest)
+from closure_checks import (  # tests/pkgs is on sys.path (rootdir conftest)
+    DRIVER, check_closure, cuda_libraries_mapped, decoy_path, inside, ml_test_store, realised_env, run_in_env_i)
 
 pytestmark = [
     pytest.mark.wheels,
@@ -35,13 +30,16 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("apt-get") is None, reason="rdma-core comes through apt-get (Debian/Ubuntu)"),
 ]
 
-# set -> (store name, torch.__version__, torch.version.cuda (the build's), cudart soname, the decoy tree
-#         torch's preload would have searched: nvidia/cu13/lib (2.14.1), nvidia/<library>/lib (2.9.1)).
+# case -> (set, Python scope, store name, torch.__version__, torch.version.cuda (the build's), cudart soname,
+#          the decoy tree torch's preload would have searched: nvidia/cu13/lib (2.14.1), nvidia/<library>/lib (2.9.1)).
 SETS = {
-    "cudaPackages_13_0": ("torch-cu130", "2.14.1+cu130", "13.0", "libcudart.so.13", ("cu13", "cu13")),
-    "cudaPackages_12_9": ("torch-cu129", "2.9.1+cu128", "12.8", "libcudart.so.12", ("cuda_runtime", "cublas")),
+    "cudaPackages_13_0": ("cudaPackages_13_0", "python3Packages", "torch-cu130", "2.14.1+cu130", "13.0",
+                          "libcudart.so.13", ("cu13", "cu13")),
+    "cudaPackages_12_9": ("cudaPackages_12_9", "python3Packages", "torch-cu129", "2.9.1+cu128", "12.8",
+                          "libcudart.so.12", ("cuda_runtime", "cublas")),
+    "cudaPackages_12_9-cp312": ("cudaPackages_12_9", "python312Packages", "torch-cu129", "2.9.1+cu128", "12.8",
+                                "libcudart.so.12", ("cuda_runtime", "cublas")),
 }
-DRIVER = "/run/opengl-driver/lib"
 SCRIPT = r"""
 import json, sys
 import torch
@@ -90,35 +88,13 @@ json.dump(out, sys.stdout)
 def realised(request):
     """(pkgs, store dir, withPackages env path, torch package, closure, set name) with the closure
     realised (cached)."""
-    from conftest import SHARED, _pip_reaches_index, _test_cache_home
+    from conftest import _pip_reaches_index
 
     if not _pip_reaches_index("torch"):
         pytest.skip("pip cannot reach its package index")
-    home = _test_cache_home()
-    name = request.param
-    store_dir = home / "cudapkgs" / "test-stores" / SETS[name][0]
-    env = {"XDG_CACHE_HOME": os.fspath(home)}
-    if (SHARED / "sources").is_dir() and not os.environ.get("CUDAPKGS_SOURCE_MIRRORS"):
-        env["CUDAPKGS_SOURCE_MIRRORS"] = os.fspath(SHARED / "sources")  # zlib's archive, hash-checked
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        config = {"allowUnfree": True, "fetchers": ["wheels"], "prebuiltWheels": ["nccl", "libnvshmem"],
-                  "storeDir": os.fspath(store_dir), "driverLibDir": DRIVER}
-        pkgs = cudapkgs.import_pkgs(config=config)
-        ps = pkgs[name].pkgs.pkgsCuda.python3Packages
-        torch = ps.torch
-        python = ps.withPackages([torch])
-        with Store.open(store_dir) as store:
-            realise_parallel(store, [python.derivation], jobs=2)
-            closure = store.closure([python.out])
-        yield pkgs, store_dir, python.out, torch, closure, name
-    finally:
-        for key, value in old.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    name, scope, store = SETS[request.param][:3]
+    with realised_env(ml_test_store(store), name, lambda ps: [ps.torch], scope) as (pkgs, ps, python, closure):
+        yield pkgs, ml_test_store(store), python, ps.torch, closure, request.param
 
 
 def test_every_needed_library_is_the_sets_the_hosts_or_the_drivers(realised):
@@ -130,44 +106,29 @@ def test_every_needed_library_is_the_sets_the_hosts_or_the_drivers(realised):
     assert report.nvidia_trees == []
     twice = {soname: sorted(owners) for soname, owners in report.sonames.items() if len(owners) > 1}
     assert twice == {}
-    assert any(s.startswith(SETS[name][3]) for s in report.sonames)
-    if name == "cudaPackages_12_9":  # triton's ptxas: the nvcc wheel's, and no nvcc anywhere
+    assert any(s.startswith(SETS[name][5]) for s in report.sonames)
+    if SETS[name][0] == "cudaPackages_12_9":  # triton's ptxas: the nvcc wheel's, and no nvcc anywhere
         assert any(p.endswith("-cuda_nvcc_wheel-12.9.86") for p in closure)
         assert not any("-cuda_nvcc-" in p for p in closure)
 
 
 def test_no_leakage(realised):
     pkgs, *_, name = realised
-    assert check_leakage(pkgs, parse_attrpath(f"{name}.pkgs.pkgsCuda.python3Packages.torch")).leaks == ()
-
-
-def _run(python: str, tmp_path: Path, pythonpath: str = "") -> dict:
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    # env -i: no LD_LIBRARY_PATH, no CUDA_HOME; PATH only for inductor's C++ compiler (torch.compile on the CPU).
-    env = ["env", "-i", f"HOME={home}", "PATH=/usr/bin:/bin", *([f"PYTHONPATH={pythonpath}"] if pythonpath else [])]
-    script = tmp_path / "check.py"  # a file: triton.jit reads its function's source
-    script.write_text(SCRIPT)
-    done = subprocess.run([*env, f"{python}/bin/python3", os.fspath(script)], capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    set_name, scope = SETS[name][:2]
+    assert check_leakage(pkgs, parse_attrpath(f"{set_name}.pkgs.pkgsCuda.{scope}.torch")).leaks == ()
 
 
 @pytest.mark.parametrize("decoy", [False, True])
 def test_one_cudart_in_the_process_and_torch_runs_on_the_cpu(realised, tmp_path, decoy):
     pkgs, store_dir, python, torch, closure, name = realised
-    _store, version, built_cuda, cudart_soname, (cudart_tree, cublas_tree) = SETS[name]
-    cuda = pkgs[name]
+    set_name, _scope, _store, version, built_cuda, cudart_soname, (cudart_tree, cublas_tree) = SETS[name]
+    cuda = pkgs[set_name]
     pythonpath = ""
     if decoy:  # a stray NVIDIA wheel's tree on PYTHONPATH: torch's preload would have loaded it
         major = cudart_soname.rsplit(".", 1)[1]
-        for tree, soname in ((cudart_tree, cudart_soname), (cublas_tree, f"libcublas.so.{major}")):
-            lib = tmp_path / "decoy" / "nvidia" / tree / "lib"
-            lib.mkdir(parents=True, exist_ok=True)
-            source = next(Path(p) / "lib" / soname for p in closure if (Path(p) / "lib" / soname).exists())
-            shutil.copy(source, lib / soname)
-        pythonpath = os.fspath(tmp_path / "decoy")
-    out = _run(python, tmp_path, pythonpath)
+        pythonpath = decoy_path(tmp_path, closure, [(cudart_tree, cudart_soname),
+                                                    (cublas_tree, f"libcublas.so.{major}")])
+    out = run_in_env_i(python, SCRIPT, tmp_path, pythonpath)
     assert out["version"] == version
     # torch.version.cuda is the build's: the set's for 13.0; 12.8 for the 12.9 set (minor version compatibility)
     assert out["cuda"] == built_cuda and built_cuda.split(".")[0] == cuda.cudaMajorVersion
@@ -178,10 +139,9 @@ def test_one_cudart_in_the_process_and_torch_runs_on_the_cpu(realised, tmp_path,
     assert out["matmul"][0] == [14.0, 38.0, 62.0] and out["compiled"] is True
     cudarts = [m for m in out["maps"] if "libcudart.so" in m]
     assert len(cudarts) == 1 and cudarts[0].startswith(os.fspath(store_dir))
-    cuda_libs = [m for m in out["maps"] if any(__import__("fnmatch").fnmatchcase(os.path.basename(m), p)
-                                                for p in CUDA_SONAMES)]
-    assert cuda_libs and all(any(m.startswith(p + "/") for p in closure) for m in cuda_libs)
+    cuda_libs = cuda_libraries_mapped(out["maps"])
+    assert cuda_libs and inside(cuda_libs, closure)
     assert not any("decoy" in m for m in out["maps"])
     assert out["cubin"] > 1000 and out["ptxas"].startswith(os.fspath(store_dir))  # the set's ptxas assembled it
-    if name == "cudaPackages_12_9":
+    if set_name == "cudaPackages_12_9":
         assert "-cuda_nvcc_wheel-12.9.86/bin/ptxas" in out["ptxas"]

@@ -36,6 +36,10 @@ def test_zlib_builds_with_split_outputs(tmp_path, manifests_dir):
     pc = Path(zlib.dev, "lib", "pkgconfig", "zlib.pc").read_text()
     assert f"libdir={zlib.out}/lib" in pc and f"includedir={zlib.dev}/include" in pc
     assert Path(zlib.dev, "nix-support", "propagated-build-inputs").read_text().split() == [zlib.out]
+    # Built by the host's cc, which its path does not name (cudnn, numpy, triton need libz.so.1 and keep
+    # one path on every host: tests/pkgs/test_host_compiler_portability.py); the output says which one.
+    assert zlib.drvAttrs["stdenvCc"] is None and not any("wrapper" in k for k in zlib.derivation.data["inputs"])
+    assert Path(zlib.dev, "nix-support", "cc-version").read_text().strip()
 
 
 def test_zlib_evaluates_without_its_source_and_a_wrong_mirror_copy_is_refused(tmp_path, monkeypatch, manifests_dir):

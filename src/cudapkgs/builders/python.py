@@ -92,6 +92,10 @@ def build_python_package(
             raise EvalError(f"buildPythonPackage {given.get('pname', '?')}: format {fmt!r} is not supported "
                             '("pyproject", "setuptools" or "wheel")')
         return {
+            # A wheel is installed, never compiled (PEP 427: installing unpacks it), so its package has no
+            # stdenv.cc (Nixpkgs' stdenvNoCC) and its store path names no host compiler; a package that
+            # does compile something in a hook says so with its own ``stdenvCc``.
+            **({"stdenvCc": None} if fmt == "wheel" else {}),
             "dontConfigure": True,
             "buildPhase": WHEEL_BUILD if fmt == "wheel" else BUILD,
             "format": fmt,

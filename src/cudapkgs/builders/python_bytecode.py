@@ -200,10 +200,8 @@ def _short_private_directory() -> str:
     cwd = new_private_directory()
     if len(cwd) <= TEMP_PATH_MAX or not os.path.isdir("/tmp"):
         return cwd
-    import tempfile
-
     remove_private_directory(cwd)
-    return os.path.abspath(tempfile.mkdtemp(prefix="cudapkgs-cwd-", dir="/tmp"))
+    return new_private_directory("/tmp")
 
 
 def _command(python: str, site: Path, out: Path) -> list[str]:

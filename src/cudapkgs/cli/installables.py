@@ -146,7 +146,7 @@ def without_fetchers(args: argparse.Namespace) -> Any:
     installables; None when no fetcher would be left or the arguments name no attribute paths.
 
     Evaluation depends on the fetchers (a component no configured fetcher supplies is unavailable;
-    triton takes ``cuda_nvcc``'s ptxas, else ``cuda_nvcc_wheel``'s), so a machine where NVIDIA's
+    triton takes ``cuda_nvcc``'s ptxas (its host-compiler-free variant), else ``cuda_nvcc_wheel``'s), so a machine where NVIDIA's
     server does not answer gets what ``fetchers = ["wheels"]`` would have given.
     """
     import json

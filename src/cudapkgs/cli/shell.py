@@ -70,13 +70,7 @@ def run_shell(args: argparse.Namespace) -> int:
     store_dir, items = evaluate(args) if args.attrpaths else _project_items(args)
 
     def expand(items: list[Installable]) -> tuple[list[Installable], Any, list[Any]]:
-        cc = _shell_cc(args, items)
-        if cc is not None:
-            items = [*items, Installable("stdenv.cc", drv=cc)]
-        # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
-        develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
-        items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
-        return items, cc, develop
+        return shell_items(args, items)
 
     items, cc, develop = expand(items)
     reevaluate = None
@@ -134,6 +128,20 @@ def run_shell(args: argparse.Namespace) -> int:
         from ..errors import UsageError
 
         raise UsageError(f"cannot run {command[0]!r}: no such program") from None
+
+
+def shell_items(args: argparse.Namespace, items: list[Installable]) -> tuple[list[Installable], Any, list[Any]]:
+    """What a shell of `items` (the evaluated installables) realises: `items`, stdenv.cc (the
+    compiler wrapper first on the shell's PATH; `_shell_cc`) and the inputs of every package built by
+    the generic builder (as `nix develop` brings them). Returns (items, cc derivation or None,
+    those packages' derivations). Evaluates only; builds nothing."""
+    cc = _shell_cc(args, items)
+    if cc is not None:
+        items = [*items, Installable("stdenv.cc", drv=cc)]
+    # A package built from source also brings its build inputs (`nix develop`): cmake, nvcc, cuBLAS, …
+    develop = [i.drv for i in items if i.drv is not None and i.drv.builder == "mkDerivation" and i.drv is not cc]
+    items += [Installable(f"input of {d.name}", drv=dep) for d in develop for dep in d.deps]
+    return items, cc, develop
 
 
 def _shell_cc(args: argparse.Namespace, items: list[Installable]) -> Any:

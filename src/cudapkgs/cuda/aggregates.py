@@ -92,6 +92,7 @@ def cudatoolkit(scope: Any, config: Any, system: str) -> Any:
             "version": mm,
             "nativeBuildInputs": lazy(parts),
             "paths": lazy(paths),
+            "stdenvCc": None,  # links and text only: Nixpkgs' symlinkJoin/runCommand use stdenvNoCC
             "strictDeps": False,
             "dontFixup": True,
             "installPhase": SYMLINK_JOIN,
@@ -138,6 +139,7 @@ def redists_unpacked(scope: Any, config: Any, system: str) -> Any:
             "name": f"{scope.cudaNamePrefix}-redists-unpacked",
             "entries": lazy(lambda: {n: f"{p.src.url} sha256:{p.src.sha256}"
                                      for n, p in final.passthru["redistsForPlatform"].items()}),
+            "stdenvCc": None,  # links and text only: Nixpkgs' symlinkJoin/runCommand use stdenvNoCC
             "dontUnpack": True,
             "dontFixup": True,
             "installPhase": 'mkdir -p "$out"\nfor name in "${!entries[@]}"; do echo "${entries[$name]}" > "$out/$name"; done\n',
@@ -204,6 +206,7 @@ def redists_installed(scope: Any, config: Any, system: str) -> Any:
             "name": f"{scope.cudaNamePrefix}-redists-installed",
             "nativeBuildInputs": available,
             "entries": entries,
+            "stdenvCc": None,  # links and text only: Nixpkgs' symlinkJoin/runCommand use stdenvNoCC
             "strictDeps": False,
             "dontFixup": True,
             "installPhase": LINK_FARM,

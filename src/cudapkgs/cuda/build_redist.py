@@ -11,6 +11,8 @@ TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/be
 if TYPE_CHECKING:
     from typing import Any
 
+from collections import OrderedDict
+
 from .. import licenses
 from ..lib.fixpoint import AttrSet, lazy
 from ..package import Package
@@ -287,6 +289,9 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
                     **{var: final[var] for var in OUTPUT_NAME_VAR_FALLBACKS},
                     **_propagated_inputs(final.inputDerivations),
                     **_extra_attrs(pname, cuda),
+                    # cuda_nvcc: the host compiler nvcc.profile names; none in `without_host_compiler`'s variant.
+                    **({"hostCompiler": final.hostCompiler}
+                       if "hostCompiler" in final and final.hostCompiler is not None else {}),
                 },
                 strict_deps=final.strictDeps,
                 structured_attrs=final["__structuredAttrs"],
@@ -350,7 +355,8 @@ def build_redist(cuda: Any, config: Any, spec: ComponentSpec) -> Package:
             **{output: output_path(output) for output in EXPECTED_OUTPUTS},
             # nvcc's set's CMake architectures (not part of nvcc's derivation): a cmake build with this
             # nvcc in nativeBuildInputs gets them as its default CMAKE_CUDA_ARCHITECTURES (see stdenv).
-            **({"cmakeCudaArchitecturesString": lazy(lambda: cuda.flags.cmakeCudaArchitecturesString)}
+            **({"cmakeCudaArchitecturesString": lazy(lambda: cuda.flags.cmakeCudaArchitecturesString),
+                "hostCompiler": lazy(lambda: _host_compiler(cuda))}
                if pname == "cuda_nvcc" else {}),
         }
 
@@ -403,14 +409,10 @@ def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
         # its headers ("rm -rf bin lib lib64 nvvm nvvm-next"), so that consumers never need a compiler.
         return {"removeFromSource": ["bin", "lib", "lib64", "nvvm", "nvvm-next"]}
     if pname == "cuda_nvcc":
-        from ..host.compiler import derivation_attrs
-        from ..db import nvcc_compatibilities
-
         from ..hooks.cudatoolkit_root import NVCC_WRAPPER
 
-        # The host compiler nvcc.profile names, chosen as backendStdenv chooses it; the wrapper's behaviour.
-        return {"hostCompiler": derivation_attrs(cuda.cudaMajorMinorVersion, nvcc_compatibilities()),
-                "nvccWrapper": NVCC_WRAPPER}
+        # The wrapper's behaviour (the host compiler is the package's `hostCompiler`, see `_host_compiler`).
+        return {"nvccWrapper": NVCC_WRAPPER}
     if pname == "cuda_cudart":
         # The builder writes lib/stubs/libcuda.so from the driver headers when the source (a
         # wheel) has none (realise/redist._generate_libcuda_stub); named here so that the
@@ -419,6 +421,48 @@ def _extra_attrs(pname: str, cuda: Any) -> dict[str, Any]:
 
         return {"libcudaStub": STUB_VERSION}
     return {}
+
+
+def _host_compiler(cuda: Any) -> dict[str, Any]:
+    """cuda_nvcc's ``hostCompiler``: the host compiler nvcc.profile names, chosen as backendStdenv
+    chooses it (`cudapkgs.host.compiler.derivation_attrs`: its JSON, or ``{"error": why}``)."""
+    from ..host.compiler import derivation_attrs
+    from ..db import nvcc_compatibilities
+
+    return derivation_attrs(cuda.cudaMajorMinorVersion, nvcc_compatibilities())
+
+
+def without_host_compiler(nvcc: Any) -> Any:
+    """`nvcc` (a set's ``cuda_nvcc``) with no host compiler: the same release arranged the same way
+    (nvcc.profile naming the set's cudart, crt and cccl; nvvm), but no ``compiler-bindir`` and no
+    ``hostCompiler`` attribute, so its store path is the same whichever compiler the host has.
+
+    For what runs nvcc's *tools* and never compiles host code with them: triton's and XLA's
+    ``ptxas``/``nvlink`` links (`cudapkgs.pkgs.python_modules.triton.ptxas_package`). Nixpkgs links
+    ``${cuda_nvcc}/bin/ptxas`` there (python-modules/triton/bin.nix@1c880b4b), whose compiler is
+    built in the store, the same on every machine; here cuda_nvcc names the *host's* compiler
+    (its kind, version and paths), so a wheel linking it would get another store path on a
+    machine with another gcc (docs/binary-caches.md, "Another host compiler"). Its ``bin/nvcc``
+    run by hand takes the compiler on PATH, as NVIDIA's nvcc does. Its name is
+    ``<prefix>-cuda_nvcc-tools-<version>``, so it is not mistaken for the compiler in a closure.
+    One package per `nvcc` (the last `_KEPT` are remembered), so its derivation is computed once.
+    """
+    cached = _WITHOUT_HOST_COMPILER.get(id(nvcc))
+    if cached is not None and cached[0] is nvcc:
+        _WITHOUT_HOST_COMPILER.move_to_end(id(nvcc))
+        return cached[1]
+    variant = nvcc.override_attrs(lambda final, prev: {
+        "hostCompiler": None,
+        "name": lazy(lambda: f"{prev.name.rsplit('-cuda_nvcc-', 1)[0]}-cuda_nvcc-tools-{final.version}"),
+    })
+    _WITHOUT_HOST_COMPILER[id(nvcc)] = (nvcc, variant)  # the package is kept, so its id is not reused
+    while len(_WITHOUT_HOST_COMPILER) > _KEPT:
+        _WITHOUT_HOST_COMPILER.popitem(last=False)
+    return variant
+
+
+_KEPT = 64  # package sets evaluated in one process (a test run makes hundreds): bounded
+_WITHOUT_HOST_COMPILER: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
 
 
 def _propagated_inputs(found: dict[str, Any]) -> dict[str, Any]:

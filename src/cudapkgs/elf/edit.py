@@ -17,7 +17,9 @@ at the end of the file instead:
   working) and grows by that one entry; the few sections in its way (``.interp``, notes,
   ``.hash``/``.gnu.hash``, ``.dynsym``, ``.dynstr``, symbol versions: sections only the
   program headers and dynamic entries point at) move into the new segment as one block,
-  and the headers and dynamic entries that point at them are moved with them;
+  and the headers and dynamic entries that point at them are moved with them; bytes there that
+  no section describes are overwritten only if they are NUL or the ``X`` fill patchelf leaves
+  where it moved a section from (cuDNN's libraries, edited by patchelf before they shipped);
 * ``PT_DYNAMIC``, ``PT_PHDR`` and the section headers of ``.dynamic`` and ``.dynstr``
   describe the copies; the old bytes stay where they were, unused. The new segment holds,
   in this order, the dynamic section, the string table and the moved block: patchelf, run
@@ -235,7 +237,11 @@ def _plan(f: _File, runpath: bytes) -> list[tuple[int, bytes]]:
                 raise _Unsupported(f"section {i} is not where the first segment maps it")
             moved.append(i)
         block_end = max(block_end, hi)
-    if block_end < new_ph_end and f.read(block_end, new_ph_end - block_end).strip(b"\0"):
+    # Bytes no section or segment describes may be overwritten only when they are NUL or
+    # patchelf's 'X' fill: patchelf overwrites the old place of each section it moves with
+    # 'X's (src/patchelf.cc, writeReplacedSections: "Overwrite the old section contents with
+    # 'X's"), which is what follows the program headers of cuDNN's and cuSPARSELt's libraries.
+    if block_end < new_ph_end and f.read(block_end, new_ph_end - block_end).translate(None, b"\0X"):
         raise _Unsupported("bytes no section or segment describes are in the program headers' way")
     if block_end > first[5] or block_end - block_start > _READ_LIMIT:
         raise _Unsupported("the sections to move leave the first segment or are too large")

@@ -17,11 +17,12 @@ Nothing is unpickled and no code named by the file runs unchecked:
   hint);
 * a Python build step (stdenv/generic.py's ``{"python": "module:qualname", "source": …}``) is
   kept only as its qualified name, and only when it names a module-level function of a
-  ``cudapkgs.`` module that resolves to the very function evaluation used (no ``<locals>``,
-  no lambda, no function of a package file); read back, the module is imported only if its
-  name is a ``cudapkgs.`` module (the installed code the user runs anyway), the name resolved
-  attribute by attribute, and the function's source (`python_step`) must equal the hashed
-  record in the derivation: else the entry is not used;
+  module of `STEP_PREFIXES` (cudapkgs' builders, hooks, package definitions) that resolves to
+  the very function evaluation used (no ``<locals>``, no lambda, no function of a package
+  file); read back, the module is imported only if its name has one of those prefixes (the
+  installed code the user runs anyway), the name resolved attribute by attribute, and the
+  function's own ``module:qualname`` must be that name and its record (`python_step`, with its
+  source) equal the hashed one in the derivation: else the entry is not used;
 * input derivations are named by index, each below its own, so the graph has no cycle.
 
 Anything else (a context holding a callable that is not such a step, any other object) keeps
@@ -41,8 +42,9 @@ if TYPE_CHECKING:
     from ..derivation import Derivation
 
 FORMAT = 1
-#: The only modules a cached Python step may name: cudapkgs' own, the code the user runs anyway.
-STEP_PREFIX = "cudapkgs."
+#: The only modules a cached Python step may name: cudapkgs' own builders, hooks and package
+#: definitions (where build steps are written), the code the user runs anyway.
+STEP_PREFIXES = ("cudapkgs.builders.", "cudapkgs.hooks.", "cudapkgs.pkgs.")
 
 
 class NotKept(Exception):
@@ -62,7 +64,7 @@ def step_name(fn: Any) -> str:
     `NotKept` for a lambda, a nested function, a function outside ``cudapkgs.`` or one that the
     name does not resolve to (rebound, wrapped)."""
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
-    if not isinstance(module, str) or not isinstance(qualname, str) or not module.startswith(STEP_PREFIX) \
+    if not isinstance(module, str) or not isinstance(qualname, str) or not module.startswith(STEP_PREFIXES) \
             or "<" in qualname:
         raise NotKept(f"a Python step that cannot be imported by name ({module}:{qualname})")
     target: Any = sys.modules.get(module)
@@ -167,7 +169,7 @@ def _steps(drv: Derivation, names: Any) -> dict[str, Any]:
     steps = {}
     for key, name in names.items():
         module, sep, qualname = name.partition(":") if isinstance(name, str) else ("", "", "")
-        if not sep or not module.startswith(STEP_PREFIX) or not qualname or "<" in qualname \
+        if not sep or not module.startswith(STEP_PREFIXES) or not qualname or "<" in qualname \
                 or not all(part.isidentifier() for part in (*module.split("."), *qualname.split("."))):
             raise ValueError(f"a Python step named {name!r} is not a cudapkgs function")
         try:
@@ -177,7 +179,11 @@ def _steps(drv: Derivation, names: Any) -> dict[str, Any]:
         except (ImportError, AttributeError) as error:
             raise ValueError(f"{name}: {error}") from None
         try:
-            same = callable(target) and drv.attrs.get(key) == python_step(target)
+            # Its own name must be the one given (a function defined there, not one the module
+            # imported: `cudapkgs.builders.python_install:subprocess.run` is subprocess's), and its
+            # record the one the derivation's hash covers.
+            record = python_step(target) if callable(target) else None
+            same = record is not None and record.get("python") == name and drv.attrs.get(key) == record
         except CudapkgsError as error:  # no readable source
             raise ValueError(str(error)) from None
         if not same:

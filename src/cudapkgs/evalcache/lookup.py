@@ -12,7 +12,7 @@ most `MAX_BYTES`; it parses and holds exactly this key; every file and directory
 recorded has the same identity (mode, size, mtime, ctime, inode, device) or is still
 absent; every `sys.path` directory is unchanged (the working directory, `sys.path[0]` under
 ``python -m``, may change as long as no new entry in it is named like an imported top-level
-module); for a no-op build, the store is not writable by others, every output path exists
+module); for a no-op build, the store is not writable by others nor theirs (nor a directory above it), every output path exists
 and is valid in the store's database, and every result link and its GC root point where
 they did.  Then the recorded stdout and stderr are written out again, in order.
 """
@@ -116,6 +116,8 @@ def _check_key(key: str, want_derivations: bool) -> list[tuple[str, str]] | str:
     valid: list[str] = []
     links: list[list[str]] = []
     drvs: str | None = None
+    if not want_derivations and len(fields) > 1 and fields[1][0] == "D" and (len(fields) < 3 or fields[2][0] != "d"):
+        return "derivations only (the build runs, without evaluating)"  # `Recorder._fields` puts them first
     for tag, payload in fields[1:]:
         if tag == "s" or tag == "l" or tag == "p":
             path, sep, recorded = payload.rpartition("\0")
@@ -182,16 +184,34 @@ def _check_store(store: tuple[str, str, str], valid: list[str], links: list[list
     """Why the outputs of a no-op build cannot be taken as built ("" when they can): the store as
     `Store.open` would refuse it (writable by others, not writable by us, another schema
     version), an output gone from disk or invalid in the database, a result link or its GC
-    root entry not pointing where it did."""
+    root entry not pointing where it did; a store, or a directory above it, or a link on the way to
+    it, of another user."""
     store_dir, db_file, schema = store
     if not os.path.isabs(store_dir) or db_file != os.path.join(store_dir, ".meta", "db.sqlite"):
         return "entry malformed"
+    trusted = (os.geteuid(), 0)
+    from ..path_links import foreign_link  # os and stat only
+
+    if foreign_link(db_file, trusted) is not None:  # as `Store.open`: a link of another user on the way
+        return "the store is reached through a link of another user"
     for target in (store_dir, os.path.join(store_dir, ".meta"), db_file):
         st = os.stat(target)
         if st.st_mode & 0o022:
             return f"{target} is writable by others"
+        if st.st_uid not in trusted:
+            return f"{target} belongs to another user"
         if target != db_file and not os.access(target, os.W_OK):
             return f"cannot write {target}"
+    for start in (store_dir, os.path.realpath(store_dir)):  # as `Store.open` (store/store.py): the directories above
+        directory = os.path.dirname(start)
+        while True:
+            st = os.stat(directory)
+            if st.st_uid not in trusted or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
+                return f"{directory} above the store belongs to or is writable by another user"
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                break
+            directory = parent
     if not stat.S_ISREG(os.stat(db_file).st_mode):
         return "the store database is not a regular file"
     prefix = store_dir.rstrip("/") + "/"

@@ -153,6 +153,7 @@ class Recorder:
         self.paused = False
         self.derivations: str | None = None  # the ``D`` payload of a derivations entry being written
         self.top_level: set[str] = set()  # module names of the evaluation whose inputs were taken over
+        self.taken_over = False  # the derivations came from the entry (`take_over`), not an evaluation
 
     # -- watching --------------------------------------------------------------------------
 
@@ -274,7 +275,7 @@ class Recorder:
         why = ""
         if self.derivations is None:
             why = "none noted"
-        elif self.top_level:
+        elif self.taken_over:
             why = "they came from the entry"
         elif not self.paused:
             why = "not paused after the evaluation"
@@ -301,7 +302,7 @@ class Recorder:
             elif tag == "t":
                 self.top_level.update(payload.split("\0"))
         self.top_level.discard("")
-        self.top_level.add("cudapkgs")
+        self.taken_over = True
         self.derivations = derivations
 
     def _abs(self, path: object) -> str:
@@ -435,8 +436,12 @@ class Recorder:
 
     def _fields(self, with_output: bool = True) -> list[tuple[str, str]]:
         fields = [("k", self.key)]
-        if self.derivations is not None:  # first: the fast path stops there (it cannot answer a build with work)
+        if self.derivations is not None:
+            # First, and the store right after it: the fast path gives up on an entry of derivations
+            # only (a build with work) before checking every input, which `lookup.derivations` does.
             fields.append(("D", self.derivations))
+        if self.store is not None:
+            fields.append(("d", "\0".join(self.store)))
         fields += [("s" if follow else "l", f"{path}\0{ident}") for (path, follow), ident in self.seen.items()]
         for entry in dict.fromkeys(sys.path):
             where = os.path.abspath(entry or ".")
@@ -446,7 +451,6 @@ class Recorder:
         names = sorted({n for n in sys.modules if "." not in n} | LOOKED_UP | self.top_level)
         fields.append(("t", "\0".join(names)))
         if self.store is not None:
-            fields.append(("d", "\0".join(self.store)))
             fields += [("v", path) for path in self.valid]
             fields += [("L", "\0".join(link)) for link in self.links]
         if with_output:

@@ -314,47 +314,28 @@ fi
 exec "$real" "${args[@]}" "${extra[@]}"
 """
 
-# useLibsFrom's part of the wrapper (`wrapper_script` with `libs_from`): the template above, its head
-# and last line replaced, so a wrapper without useLibsFrom is byte for byte what it was (no rebuild of
+# useLibsFrom's part of the wrapper (`wrapper_script` with `libs_from`): the template above, lines of its
+# head and its last line replaced, so a wrapper without useLibsFrom is byte for byte what it was (no rebuild of
 # every package built with the host's default compiler).
-_HEAD = """real=@REAL@
-if [ $# -eq 0 ] || [ -z "${NIX_STORE:-}" ]; then
-  exec "$real" "$@"
-fi
-# Not a link, and no response file that could say otherwise: nothing to add (before the rest is read).
-rsp=0 link=1
-for a in "$@"; do
-  case "$a" in
-    @?*) rsp=1 ;;
-    -c|-S|-E|-M|-MM|-fsyntax-only|-v|--version|-dumpversion|-dumpfullversion|-dumpmachine|-print-*|--print-*) link=0 ;;
-  esac
-done
-if [ "$link" = 0 ]; then exec "$real" "$@"; fi
-"""
-_LIBS_FROM_HEAD = r"""real=@REAL@
+_START = 'real=@REAL@\nif [ $# -eq 0 ] || [ -z "${NIX_STORE:-}" ]; then\n  exec "$real" "$@"\nfi\n'
+_LINK_TEST = 'if [ "$link" = 0 ]; then exec "$real" "$@"; fi\n'
+_LIBS_FROM_START = r"""real=@REAL@
 # useLibsFrom (backendStdenv): another compiler's C++ runtime, given to every link after the
 # arguments; its run path on links of C++ (this is a C++ driver, or -lstdc++ is named).
 libs_from=(@LIBSFROM@)
 libs_from_rpath=(@LIBSFROMRPATH@)
 cxx_driver=@CXXDRIVER@
 if [ $# -eq 0 ]; then exec "$real"; fi
-# Not a link, and no response file that could say otherwise: nothing to add (before the rest is read).
-rsp=0 link=1
-for a in "$@"; do
-  case "$a" in
-    @?*) rsp=1 ;;
-    -lstdc++) cxx_driver=1 ;;
-    -c|-S|-E|-M|-MM|-fsyntax-only|-v|--version|-dumpversion|-dumpfullversion|-dumpmachine|-print-*|--print-*) link=0 ;;
-  esac
-done
-if [ "$link" = 0 ]; then exec "$real" "$@"; fi
-[ "$cxx_driver" = 1 ] && libs_from+=("${libs_from_rpath[@]}")
+"""
+_LIBS_FROM_LINK = r"""[ "$cxx_driver" = 1 ] && libs_from+=("${libs_from_rpath[@]}")
 if [ -z "${NIX_STORE:-}" ]; then exec "$real" "$@" "${libs_from[@]}"; fi
 """
 _EXEC = 'exec "$real" "${args[@]}" "${extra[@]}"\n'
 _LIBS_FROM_EXEC = 'exec "$real" "${args[@]}" "${extra[@]}" "${libs_from[@]}"\n'
-assert _HEAD in _SCRIPT and _SCRIPT.endswith(_EXEC)
-_SCRIPT_LIBS_FROM = _SCRIPT.replace(_HEAD, _LIBS_FROM_HEAD)[: -len(_EXEC)] + _LIBS_FROM_EXEC
+assert _START in _SCRIPT and _LINK_TEST in _SCRIPT and "    @?*) rsp=1 ;;\n" in _SCRIPT and _SCRIPT.endswith(_EXEC)
+_SCRIPT_LIBS_FROM = (_SCRIPT.replace(_START, _LIBS_FROM_START, 1)
+                     .replace("    @?*) rsp=1 ;;\n", "    @?*) rsp=1 ;;\n    -lstdc++) cxx_driver=1 ;;\n", 1)
+                     .replace(_LINK_TEST, _LINK_TEST + _LIBS_FROM_LINK, 1)[: -len(_EXEC)] + _LIBS_FROM_EXEC)
 
 
 def names(kind: str) -> tuple[tuple[str, bool], ...]:

@@ -120,6 +120,13 @@ def mk_derivation(
     docstring for what the attributes mean. `cc` is stdenv.cc: called as
     ``cc(final, config, system)`` for the default `stdenvCc` (a compiler-wrapper
     package or None); None gives no compiler (Nixpkgs' stdenvNoCC).
+
+    A package whose build compiles nothing sets ``stdenvCc = None`` (its path then names no
+    host compiler, so it is the same on a machine with another gcc): as Nixpkgs' ``runCommand``
+    and ``symlinkJoin`` take ``stdenvNoCC`` and only ``runCommandCC`` the stdenv with a compiler
+    (pkgs/build-support/trivial-builders/default.nix@77d57157). Wheels (`builders.python` with
+    ``format = "wheel"``, `builders.rewired_wheel`), buildRedist components, host tools and link
+    farms do; a source build keeps it.
     """
     config, system = _config_and_system(pkgs_or_config, system)
     user_fn = (lambda final: attrs_fn) if isinstance(attrs_fn, Mapping) else attrs_fn
@@ -328,15 +335,18 @@ class _Inputs:
 # What Python writes for an object that has no string of its own (repr): such text in a derivation
 # attribute (a RUNPATH, an env var, a phase) is a mistake, never a path.
 _OBJECT_TEXT = (
-    r"<(?:Package|AttrSet|Scope|Derivation|Thunk|OutputPath|function|bound method|built-in function|module)[ :>]"
+    r"<(?:Package|DerivationPackage|AttrSet|Scope|TopLevel|Derivation|Thunk|OutputPath|SelectedOutputs|function"
+    r"|bound method|built-in function|module)[ :>]"
     r"|<[A-Za-z_][\w.]* object at 0x[0-9a-fA-F]+>"
+    r"|\bConfig\((?:\)|[A-Za-z]\w*=)"  # the configuration (pkgs.config)
 )
 
 
 def check_no_object_text(value: str, where: str) -> None:
     """Raise `EvalError` naming the attribute `where` when the string `value` holds a Python object's
     repr (``<Package …>``, ``<AttrSet …>``, ``<function …>``, ``<… object at 0x…>``): something that
-    is not a path was formatted into it (a scope, a function, an object without an ``outPath``), or
+    is not a path was formatted into it (a scope, the top level, the configuration's ``Config(…)``, a function,
+    an object without an ``outPath``), or
     a lone surrogate (no UTF-8 text: hashing the derivation failed with an internal error)."""
     if not value.isascii():  # a lone surrogate cannot be hashed (UTF-8): an internal error before
         try:
@@ -344,7 +354,7 @@ def check_no_object_text(value: str, where: str) -> None:
         except UnicodeEncodeError as error:
             raise EvalError(f"{where}: holds the lone surrogate \\u{ord(value[error.start]):04x}, which is no text "
                             "a derivation can hold (UTF-8); remove it") from None
-    if "<" not in value:
+    if "<" not in value and "Config(" not in value:
         return
     found = re.search(_OBJECT_TEXT, value)
     if found is not None:

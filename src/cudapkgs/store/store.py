@@ -30,6 +30,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import StoreError
+from ..path_links import foreign_link
+from ..users import user_name
 from .db import PathInfo, StoreDB
 from .files import _store_error
 from .gc import GarbageCollector, GCResult
@@ -80,7 +82,8 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
         Modes are explicit, whatever the umask: directories 0755, the database 0644.  A
         store whose root, ``.meta`` or database others can write (group or world write
         bit) is refused, before anything is created in it: another user could replace paths
-        and their metadata alike.
+        and their metadata alike; so is one that, or a directory above which, belongs to another
+        user than the current one or root (`_refuse_owned_by_others`).
         With `read_only`, nothing is created and the database is opened read-only, so a
         user who cannot write the store can still query it (path-info, why-depends,
         verify --no-contents).  Raises `StoreError`.
@@ -210,8 +213,72 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
         return self.db.all_paths()
 
 
+def check_owners(root: str | os.PathLike[str]) -> None:
+    """Raise `StoreError` (the message `Store.open` gives) when the store at `root` could not be opened for
+    its owners or modes: it, its ``.meta`` or database, or a directory above it belongs to another user or
+    is writable by others (`_refuse_owned_by_others`, `_refuse_writable_by_others`). Reads only modes."""
+    path = Path(os.path.normpath(os.path.abspath(os.fspath(root))))
+    _refuse_writable_by_others(path, path / ".meta" / "db.sqlite")
+
+
+def _refuse_owned_by_others(root: Path) -> None:
+    """StoreError unless the store root, its ``.meta``, its database and every directory above the root
+    (as written and as resolved) belong to the current user or root, and no directory above it is
+    writable by others without the sticky bit (``/tmp`` is 1777: fine).
+
+    Whoever owns one of them can replace store paths: the owner of a store changes its modes and
+    files at will, the owner of a directory above it renames the store away and puts another in its
+    place. Nix refuses a store directory with insecure permissions or reached through a link owned by
+    someone else in the same spirit (src/libstore/local-store.cc, ``LocalStore::LocalStore``: "the path
+    '…' is a symlink; this is not allowed for the Nix store and its parent directories").
+    A user may read (``read_only``) a store that root owns, as every user uses root's /nix/store.
+    A symbolic link on the way (the root, a directory above it, or one inside a link's target) must
+    belong to the current user or root too: its owner points it elsewhere at will (`cudapkgs.path_links`).
+    """
+    me = os.geteuid()
+    trusted = {me, 0}
+    foreign = foreign_link(root / ".meta" / "db.sqlite", trusted)  # the root's, its parents', every link's on the way
+    if foreign is not None:
+        raise StoreError(
+            f"refusing to use the store {root}: it is reached through the link {foreign[0]}, which belongs to "
+            f"{user_name(foreign[1])}, who could point it at another store at any moment; use a path without "
+            "that link (storeDir, CUDAPKGS_STORE)")
+    for target in (root, root / ".meta", root / ".meta" / "db.sqlite"):
+        try:
+            st = os.stat(target)
+        except FileNotFoundError:
+            continue
+        if st.st_uid not in trusted:
+            raise StoreError(
+                f"refusing to use the store {root}: {target} belongs to {user_name(st.st_uid)}, not to you "
+                f"({user_name(me)}){'' if me == 0 else ' or root'}, and its owner could replace store paths and "
+                "their metadata; use a store of your own (storeDir, CUDAPKGS_STORE)")
+    seen: set[Path] = set()
+    for start in (root, Path(os.path.realpath(root))):  # as written first: the message names that
+        for directory in start.parents:
+            if directory in seen:
+                continue
+            seen.add(directory)
+            try:
+                st = os.stat(directory)
+            except OSError:
+                continue  # not there yet (made with the store) or not readable: nothing to trust
+            if st.st_uid not in trusted:
+                raise StoreError(
+                    f"refusing to use the store {root}: the directory {directory} above it belongs to "
+                    f"{user_name(st.st_uid)}, who could put another store in its place; use a store in a "
+                    "directory of your own (storeDir, CUDAPKGS_STORE)")
+            if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+                raise StoreError(
+                    f"refusing to use the store {root}: the directory {directory} above it is writable by other "
+                    f"users (mode {stat.S_IMODE(st.st_mode):04o}, no sticky bit), who could put another store in "
+                    f"its place; fix it with: chmod go-w {directory}")
+
+
 def _refuse_writable_by_others(root: Path, db_file: Path) -> None:
-    """StoreError if the store root, its .meta directory or its database is group- or world-writable."""
+    """StoreError if the store root, its .meta directory or its database is group- or world-writable, or
+    if it or a directory above it belongs to another user (`_refuse_owned_by_others`)."""
+    _refuse_owned_by_others(root)
     for target in (root, root / ".meta", db_file):
         try:
             st = os.stat(target)

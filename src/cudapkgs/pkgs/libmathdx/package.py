@@ -58,6 +58,7 @@ def libmathdx(backendStdenv: Any, fetchzip: Any, config: Any) -> Any:
             "version": VERSION,
             "src": lazy(src),
             "outputs": ["out", "static"],
+            "stdenvCc": None,  # NVIDIA's binaries moved into place: nothing is compiled (no host compiler in the path)
             "dontConfigure": True,
             "dontBuild": True,
             "installPhase": PRE_INSTALL,

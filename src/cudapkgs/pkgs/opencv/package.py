@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 from ...errors import EvalError
 from ...lib.fixpoint import AttrSet, lazy
 from ..from_source import cmake_bool, cmake_feature
+from .python_paths import python_paths
 from .sources import VERSION, sources
 
 __all__ = ["BUNDLED", "cmake_cuda_architectures", "CUDA_MODULES", "REDUCED_CPU", "REDUCED_CUDA", "UNPACKAGED", "opencv4", "check_cuda"]
@@ -387,6 +388,9 @@ def opencv4(
                 "platforms": ["x86_64-linux", "aarch64-linux"],
             },
         }
+        if enablePython:  # where the host interpreter keeps Python.h and libpython (python_paths.py)
+            result["preConfigure"] = python_paths
+            result["pythonExecutable"] = f"{pythonPackages.python.outPath}/bin/python3"
         if build_contrib:
             result["contribSrc"] = srcs["opencv_contrib"]
             result["postUnpack"] = POST_UNPACK_CONTRIB

@@ -229,14 +229,14 @@ def _pjrt(ps: Any, pkgs: Any, config: Any, system: str, major: str) -> Any:
     from ...builders.rewired_wheel import rewired_wheel
     from ...lib.fixpoint import AttrSet, lazy
     from .cuda_fit import _available
-    from .triton import _bin_output, ptxas_package
+    from .triton import _bin_output, nvcc_tools, ptxas_package
 
     cuda = pkgs.cudaPackages
     name = f"jax-cuda{major}-pjrt"
 
     def links() -> dict[str, list[Any]]:
         if major == "13":
-            nvcc = _bin_output(cuda.cuda_nvcc)
+            nvcc = _bin_output(nvcc_tools(cuda))  # no host compiler in the plugin's path
             return {"jax_plugins/nvidia/cu13/bin/ptxas": [nvcc, "bin/ptxas"],
                     "jax_plugins/nvidia/cu13/bin/nvlink": [nvcc, "bin/nvlink"],
                     "jax_plugins/nvidia/cu13/nvvm": [cuda.libnvvm.out, "."]}  # libnvvm's out is nvvm/ unnested
@@ -246,7 +246,7 @@ def _pjrt(ps: Any, pkgs: Any, config: Any, system: str, major: str) -> Any:
         found = {"jax_plugins/nvidia/cuda_nvcc/bin/ptxas": [_bin_output(tools), "bin/ptxas"],
                  "jax_plugins/nvidia/cuda_nvcc/nvvm": [tools.out, "nvvm"]}
         if _available(cuda.cuda_nvcc):
-            found["jax_plugins/nvidia/cuda_nvcc/bin/nvlink"] = [_bin_output(cuda.cuda_nvcc), "bin/nvlink"]
+            found["jax_plugins/nvidia/cuda_nvcc/bin/nvlink"] = [_bin_output(nvcc_tools(cuda)), "bin/nvlink"]
         return found
 
     def attrs(final: Any) -> dict[str, Any]:

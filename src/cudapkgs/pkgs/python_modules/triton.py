@@ -8,7 +8,8 @@ ptxas (two: 12.9 and, as ``ptxas-blackwell``, 13.x in 3.8.0), cuobjdump, nvdisas
 builds; here each is removed and replaced by a link to the set's (`cudapkgs.builders.rewired_wheel`):
 
 * ``backends/nvidia/bin/ptxas`` (and ``ptxas-blackwell``) -> ``cuda_nvcc``'s ptxas (a set with
-  CUDA >= 12.8 assembles for sm_100 and sm_120 as well); where no configured fetcher has the
+  CUDA >= 12.8 assembles for sm_100 and sm_120 as well), taken from cuda_nvcc built without a host
+  compiler (`nvcc_tools`), so that triton's store path is the same whatever gcc the host has; where no configured fetcher has the
   whole of ``cuda_nvcc`` (a CUDA 12 set with ``fetchers = ["wheels"]``: NVIDIA's CUDA 12 nvcc
   wheel has no nvcc), the set's ``cuda_nvcc_wheel``'s, the same ptxas from that wheel
   (`cudapkgs.cuda.nvcc_wheel`; `ptxas_package`);
@@ -33,7 +34,7 @@ TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/be
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["TRITON_WHEELS", "ptxas_package", "ptxas_unavailable", "triton_bin"]
+__all__ = ["TRITON_WHEELS", "nvcc_tools", "ptxas_package", "ptxas_unavailable", "triton_bin"]
 
 # version -> python tag -> (wheel file, sha256); the cp311 sha256 of 3.8.0 from the package index's
 # listing, of 3.5.1 from pip's installation report (2026-12-01); cp310, cp312, cp313 from
@@ -151,15 +152,24 @@ def _assertions(cuda: Any, version: str) -> list[dict[str, Any]]:
 
 
 def ptxas_package(cuda: Any) -> Any:
-    """The member of the set `cuda` whose ``bin/ptxas`` triton links: ``cuda_nvcc`` when available
-    (Nixpkgs' ``lib.getExe' cudaPackages.cuda_nvcc "ptxas"``, triton/default.nix@005ab72f), else
-    ``cuda_nvcc_wheel`` when that is (`cudapkgs.cuda.nvcc_wheel`), else ``cuda_nvcc`` (whose
-    derivation then refuses with its reasons; `ptxas_unavailable` says both)."""
+    """The package whose ``bin/ptxas`` triton links: the set's ``cuda_nvcc`` without a host compiler
+    when cuda_nvcc is available (`nvcc_tools`; Nixpkgs' ``lib.getExe' cudaPackages.cuda_nvcc "ptxas"``,
+    triton/default.nix@005ab72f), else ``cuda_nvcc_wheel`` when that is (`cudapkgs.cuda.nvcc_wheel`),
+    else ``cuda_nvcc`` (whose derivation then refuses with its reasons; `ptxas_unavailable` says both)."""
     if _available(cuda.cuda_nvcc):
-        return cuda.cuda_nvcc
+        return nvcc_tools(cuda)
     if "cuda_nvcc_wheel" in cuda and _available(cuda.cuda_nvcc_wheel):
         return cuda.cuda_nvcc_wheel
     return cuda.cuda_nvcc
+
+
+def nvcc_tools(cuda: Any) -> Any:
+    """The set's ``cuda_nvcc`` without a host compiler (`cudapkgs.cuda.build_redist.without_host_compiler`):
+    what a wheel links nvcc's tools (ptxas, nvlink) from, so that its store path does not name the
+    host's gcc. Raises what ``cuda_nvcc`` raises when it cannot be evaluated."""
+    from ...cuda.build_redist import without_host_compiler
+
+    return without_host_compiler(cuda.cuda_nvcc)
 
 
 def ptxas_unavailable(cuda: Any) -> str:

@@ -9,6 +9,17 @@ archive (``cudapkgs/data/sources/zlib-1.3.1.tar.gz``, the built-in source mirror
 `cudapkgs.fetch.fixed_output.SHIPPED_SOURCES`), so the ML closure (scipy's libgfortran
 needs libz) builds on a machine that reaches only PyPI; its tree is checked against the
 same NAR hash as GitHub's would be.
+
+zlib is compiled with the host's C compiler (``cc`` on the build's PATH), but unlike the other
+source builds its store path does not name that compiler (no ``stdenvCc``): it is the one
+library the ML closure builds from source (cuDNN, numpy's and pillow's wheels, triton need
+``libz.so.1``), and a compiler's identity in its path would give every one of those packages
+another store path on a machine with another gcc, so a teammate's machine could substitute
+none of them from the team's cache (docs/binary-caches.md, "Another host compiler"). What its
+consumers depend on is zlib's ABI (``libz.so.1``, ``zlib.h`` of 1.3.1), which any GCC or Clang
+gives; the compiler that built an output is recorded in ``$dev/nix-support/cc-version``. A
+deviation from Nixpkgs, whose zlib is built by the store's own compiler (the same on every
+machine); a pinned compiler (one from PyPI) would make the bytes the same too.
 """
 
 from __future__ import annotations
@@ -36,9 +47,19 @@ def zlib(config: Any, system: str, fetchFromGitHub: Any) -> Any:
             "src": fetchFromGitHub(owner="madler", repo="zlib", tag=f"v{VERSION}", hash=NAR_HASH),
             "outputs": ["out", "dev", "static"],
             "enableParallelBuilding": True,
-            "configurePhase": './configure --prefix="$out" --includedir="$dev/include" --libdir="$out/lib"',
+            # The host's C compiler, not named by the path (see the module's docstring).
+            "stdenvCc": None,
+            "compilerFromHost": "cc (else gcc, else clang) on the build's PATH, not part of the store path (zlib's ABI)",
+            # cc, else gcc, else clang of the build's PATH (a host with only one of them builds too)
+            "configurePhase": (
+                'CC="$(command -v cc || command -v gcc || command -v clang)" || { echo "zlib: no C compiler (cc, gcc '
+                'or clang) on PATH: $PATH" >&2; exit 1; }\n'
+                'export CC\n'
+                './configure --prefix="$out" --includedir="$dev/include" --libdir="$out/lib"'
+            ),
             "postInstall": (
-                'mkdir -p "$static/lib" "$dev/lib"\n'
+                'mkdir -p "$static/lib" "$dev/lib" "$dev/nix-support"\n'
+                '"$(command -v cc || command -v gcc || command -v clang)" --version | head -n 1 > "$dev/nix-support/cc-version"\n'
                 'mv "$out/lib/libz.a" "$static/lib/"\n'
                 'mv "$out/lib/pkgconfig" "$dev/lib/"\n'
                 'rm -rf "$out/share"\n'
