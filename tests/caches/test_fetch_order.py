@@ -138,3 +138,36 @@ def test_stop_tells_a_waiting_item_that_the_items_not_taken_will_never_run():
     stopper.join(30)
     assert not stopper.is_alive(), "stop() waited for an item that no thread will take"
     assert seen == ["b"]
+
+
+def test_a_yielded_slot_runs_the_next_item_and_no_more_than_workers_run_at_once():
+    # One worker: the first item waits for the two after it. Without yield_slot it would wait for ever (the
+    # only worker is the one waiting); with it, a new thread takes the others, one at a time.
+    import threading
+
+    from cudapkgs.store.caches.substitution import _Threads
+
+    done = {name: threading.Event() for name in ("a", "b")}
+    lock = threading.Lock()
+    running, most = [0], [0]
+    pool: _Threads | None = None
+
+    def fn(item: str) -> str:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        if item == "first":
+            with lock:
+                running[0] -= 1
+            pool.yield_slot()
+            assert all(done[ref].wait(20) for ref in ("a", "b")), "the items after it never ran"
+            return item
+        with lock:
+            running[0] -= 1
+        done[item].set()
+        return item
+
+    pool = _Threads(fn, ["first", "a", "b"], 1, "test-pool", start=False)
+    pool.start()
+    assert pool.outcomes(raising=True) == ["first", "a", "b"]
+    assert most[0] == 1
