@@ -1,6 +1,7 @@
 """The RUNPATH fix-up of one wheel's ELF files: in-process (`cudapkgs.elf.edit.set_runpath`) against patchelf.
 
 Run:  python bench/bench_runpath_edit.py WHEEL [WHEEL ...] [--runs 5]
+      python bench/bench_runpath_edit.py --tiny     (one synthetic wheel, one run: tests/test_benches.py; needs gcc)
 
 Unpacks each wheel's shared libraries (``*.so*``) once into a scratch directory, then, each run
 and alternating which goes first, copies them fresh and gives every copy the same RUNPATH with
@@ -10,6 +11,9 @@ handles, the median wall and CPU seconds of each (CPU: this process's own time f
 in-process edit, patchelf's children's time plus ours for patchelf), their ratio and the load
 average (/proc/loadavg) before and after. The copies are written before the clock starts, so
 the figures are the edit alone; page-cache effects are the same for both (fresh copies each run).
+
+Tiny mode: a wheel holding one gcc-built library whose program headers are followed by patchelf's
+``X`` fill (as cuDNN's are), one run.
 """
 
 from __future__ import annotations
@@ -34,15 +38,41 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _tiny_wheel(scratch: Path) -> Path:
+    """A wheel with one library laid out as cuDNN's: ``X`` bytes right after the program headers."""
+    import struct
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from elf_builders import FOO_C, shared_lib
+
+    lib = shared_lib(scratch / "build" / "libfoo.so", FOO_C, "libfoo.so",
+                     "-Wl,--section-start=.note.gnu.build-id=0x400")
+    data = bytearray(lib.read_bytes())
+    phnum, = struct.unpack_from("<H", data, 0x38)
+    start = 64 + 56 * phnum
+    if data[start:0x400].strip(b"\0"):
+        raise SystemExit("the linker left no gap after the program headers")
+    data[start:0x400] = b"X" * (0x400 - start)
+    wheel = scratch / "tiny-1.0-py3-none-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("tiny/lib/libfoo.so", bytes(data))
+    return wheel
+
+
 def main(argv: list[str] | None = None) -> int:
     from cudapkgs.elf import edit, patch
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("wheels", nargs="+", type=Path)
+    parser.add_argument("wheels", nargs="*", type=Path)
     parser.add_argument("-r", "--runs", type=int, default=5)
+    parser.add_argument("--tiny", action="store_true", help="one synthetic wheel, one run: the CI smoke test")
     args = parser.parse_args(argv)
+    if not args.tiny and not args.wheels:
+        parser.error("name at least one wheel (or --tiny)")
     scratch = Path(tempfile.mkdtemp(prefix="bench-runpath-"))
     try:
+        if args.tiny:
+            args.wheels, args.runs = [_tiny_wheel(scratch)], 1
         originals = []
         for wheel in args.wheels:
             with zipfile.ZipFile(wheel) as archive:
@@ -81,12 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"{len(originals)} ELF files; in-process edit handled {handled}, the rest by patchelf; runs: {args.runs}; "
-          f"load average before {' '.join(before)}, after {' '.join(after)}")
+          f"load average before {' '.join(before)}, after {' '.join(after)}\n")
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in times.items()}
+    print("| way | median wall s | median CPU s | wall × patchelf | CPU × patchelf |")
+    print("|---|---:|---:|---:|---:|")
     for k, (w, c) in med.items():
-        print(f"{k}: wall median {w:.3f} s, CPU median {c:.3f} s")
-    print(f"in-process / patchelf: wall {med['in-process'][0] / med['patchelf'][0]:.3f}, "
-          f"CPU {med['in-process'][1] / med['patchelf'][1]:.3f}")
+        print(f"| {k} | {w:.3f} | {c:.3f} | {w / med['patchelf'][0]:.3f} | {c / max(med['patchelf'][1], 1e-9):.3f} |")
     return 0
 
 

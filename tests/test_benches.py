@@ -72,6 +72,16 @@ def test_bench_patchelf_tiny():
     assert table[0][4] == "1.00×" and all(number(row[4]) > 0 for row in table)
 
 
+@pytest.mark.skipif(GCC is None, reason="gcc builds the synthetic wheel's library")
+def test_bench_runpath_edit_tiny():
+    out = run_bench("bench_runpath_edit.py")
+    # the library with patchelf's X fill after its program headers is edited in place, not left to patchelf
+    assert "1 ELF files; in-process edit handled 1," in out
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["in-process", "patchelf"]
+    assert table[1][3] == "1.000" and all(number(cell) >= 0 for row in table for cell in row[1:])
+
+
 @pytest.mark.skipif(GCC is None or shutil.which("tar") is None, reason="gcc builds the libraries of the synthetic archive; tar is the peer")
 def test_bench_realise_tiny():
     out = run_bench("bench_realise.py", "--prefix", "/nonexistent")  # gcc-built libraries, as in CI

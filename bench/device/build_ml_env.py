@@ -3,7 +3,8 @@
 usage: python bench/device/build_ml_env.py [--store DIR] [--python python312] [--capability 9.0] [--jobs 2]
 
 The environment: ``cudaPackages_13_0.pkgs.pkgsCuda.<python>Packages.withPackages`` of torch, torchvision,
-torchaudio, onnxruntime, jax, jax-cuda13-plugin, cupy and numpy, with ``allowUnfree``,
+torchaudio, onnxruntime, onnx (ml_env_gpu.py's ONNX Runtime check exports its model with torch.onnx), jax,
+jax-cuda13-plugin, cupy and numpy, with ``allowUnfree``,
 ``fetchers = ["wheels"]``, ``prebuiltWheels = ["nccl", "libnvshmem"]`` and ``cudaCapabilities = [CAPABILITY]``
 (the lent H100/H200: 9.0). Prints one line: the env's store path (its ``bin/python3``).
 Raises CudapkgsError (one line) when an attribute is missing or a build fails.
@@ -15,7 +16,7 @@ import argparse
 import os
 import sys
 
-PACKAGES = ("torch", "torchvision", "torchaudio", "onnxruntime", "jax", "jax-cuda13-plugin", "cupy", "numpy")
+PACKAGES = ("torch", "torchvision", "torchaudio", "onnxruntime", "onnx", "jax", "jax-cuda13-plugin", "cupy", "numpy")
 
 
 def main(argv: list[str] | None = None) -> int:

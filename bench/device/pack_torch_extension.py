@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SET = "cudaPackages_13_0"
-ML = ("torchvision", "torchaudio", "onnxruntime", "jax", "jax-cuda13-plugin", "cupy", "numpy")
+ML = ("torchvision", "torchaudio", "onnxruntime", "onnx", "jax", "jax-cuda13-plugin", "cupy", "numpy")
 PACKAGES = [f"{SET}.pkgs.pkgsCuda.python3Packages.torch"] + [
     f"{SET}.{name}" for name in ("cuda_nvcc", "cuda_cudart", "cuda_cccl", "libcublas", "libcusparse", "libcurand",
                                  "libcusolver", "libcufft", "cuda_nvrtc", "cuda_nvtx")]
@@ -71,6 +71,14 @@ class _Pieces:
             self.handle.close()
 
 
+def pth_directories(text: str) -> list[str]:
+    """The directories a ``.pth`` file adds to ``sys.path``, in order: its lines except blank ones, comments and
+    lines starting with ``import`` followed by a space or tab, which Python runs as code (the shell venv's
+    byte-code guard). Source: CPython's ``site.addpackage`` (Lib/site.py, 3.12)."""
+    return [line.rstrip() for line in text.splitlines()
+            if line.strip() and not line.startswith(("#", "import ", "import\t"))]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", default=None, help="the store (default: cudapkgs' default store)")
@@ -80,7 +88,7 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more configuration")
     parser.add_argument("--python", default="python3", help="the scope: python3 or python3XX (python312: the GPU's)")
     parser.add_argument("--with-ml", action="store_true",
-                        help="also torchvision, torchaudio, onnxruntime, jax, its CUDA plugin, cupy, numpy in the shell")
+                        help="also torchvision, torchaudio, onnxruntime, onnx, jax, its CUDA plugin, cupy, numpy in the shell")
     parser.add_argument("--no-pieces", action="store_true",
                         help="no closure.tar pieces (the shell root goes to pack_closure.py with the other roots)")
     args = parser.parse_args()
@@ -118,7 +126,7 @@ def main() -> int:
     pth = sorted(site.glob("python3.*/site-packages/cudapkgs-shell.pth"))
     (out / "ext").mkdir()
     shutil.copy2(built[0], out / "ext" / built[0].name)
-    facts["site"] = pth[0].read_text().split()
+    facts["site"] = pth_directories(pth[0].read_text())
     facts["ext"] = "ext"
     (out / "env.json").write_text(json.dumps(facts, indent=2) + "\n")
     closure = subprocess.run([sys.executable, "-m", "cudapkgs", "path-info", "-r", str(out / "shell-root")],

@@ -41,12 +41,23 @@ if want shell; then
   mapfile -t packages < "$extra/torch-ext/packages.txt"
   config=(); while read -r c; do config+=(--set "$c"); done < "$extra/torch-ext/config.txt"
   py=/root/.pyenv/versions/3.12.1/bin
+  # The shell rebuilds what names the host compiler (its gcc-wrapper, cuda_nvcc: the machine's gcc differs from
+  # the packing machine's) and nothing else; cuda_nvcc comes from NVIDIA's wheel, carried into this wheel cache
+  # (pack_shell_extras.py), since nothing outside is reachable.
+  [ ! -d "$extra/cache" ] || export XDG_CACHE_HOME=$extra/cache
+  echo "host compiler: $(gcc --version 2>/dev/null | head -n 1)" | tee "$log/shell-host.txt"
   # cudapkgs itself runs on the machine's python3 (its dependencies: the image's and /tmp/site); the carried
   # CPython 3.12.1 comes first on PATH, so python312Packages finds the interpreter the closure was built for.
   host_python=$(command -v python3)
+  ext=$extra/torch-ext/ext
   PATH=$py:$PATH PYTHONPATH=$repo/src:/tmp/site "$host_python" -m cudapkgs shell "${config[@]}" \
     --set "storeDir=$store" --set "python3Executable=$py/python3.12" --no-substitute --no-venv "${packages[@]}" \
-    --command sh -c "echo python3: \$(command -v python3); python3 '$here/ml_env_gpu.py' check --store '$store' \
-      --out '$log/shell-check.json'" 2>&1 | tee "$log/shell.log" || status=5
+    --command sh -c "rc=0; echo python3: \$(command -v python3); echo nvcc: \$(command -v nvcc); \
+      env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)=' | sort; \
+      python3 '$here/ml_env_gpu.py' check --store '$store' --out '$log/shell-check.json' || rc=1; \
+      PYTHONPATH='$ext':\$PYTHONPATH python3 -c 'import torch, axpy_ext; x = torch.arange(8., device=\"cuda\"); \
+y = axpy_ext.axpy(x, x, 2.5); assert torch.equal(y, 3.5 * x), y; print(\"axpy_ext in the shell:\", y.tolist(), axpy_ext.__file__)' || rc=1; exit \$rc" \
+    2>&1 | tee "$log/shell.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=5
 fi
 exit $status

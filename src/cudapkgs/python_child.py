@@ -35,9 +35,10 @@ import sys
 from contextlib import contextmanager
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Iterator
 
-__all__ = ["new_private_directory", "own_python", "private_directory", "remove_private_directory",
+__all__ = ["new_private_directory", "own_python", "private_directory", "read_bounded", "remove_private_directory",
            "remove_stale_private_directories"]
 
 
@@ -170,3 +171,38 @@ def _alive(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return pid < 2**31  # another user's process of that number: alive
     return True
+
+
+def read_bounded(process: subprocess.Popen[bytes], timeout: float, max_bytes: int) -> tuple[bytes, int] | None:
+    """The first `max_bytes` bytes `process` writes to its stdout (a pipe) and how many it wrote in all,
+    once it has closed its stdout and exited, within `timeout` seconds from now; None when it has not by
+    then (the caller kills it).  What comes past `max_bytes` is read and dropped, so memory stays bounded
+    and a chatty child does not block on a full pipe.  Reading a pipe with ``read()`` alone waits for its
+    end however long that takes (an interpreter whose ``sitecustomize`` hangs, or a grandchild keeping the
+    pipe open); the deadline bounds it.  Raises OSError from reading the pipe."""
+    import selectors
+    import time
+
+    assert process.stdout is not None
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if not selector.select(left):
+                continue
+            chunk = os.read(process.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            if size < max_bytes:
+                chunks.append(chunk[: max_bytes - size])
+            size += len(chunk)
+    try:
+        process.wait(max(0.0, deadline - time.monotonic()))
+    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired (subprocess is not imported here)
+        return None
+    return b"".join(chunks), size

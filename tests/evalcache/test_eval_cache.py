@@ -530,3 +530,47 @@ def test_a_no_op_build_from_a_store_another_user_owns_is_not_answered(tmp_path, 
     assert not hit(done) and done.returncode != 0 and "belongs to nobody" in done.stderr
     os.chown(tmp_path / "store" / ".meta", 0, -1)
     assert hit(cli(*args))
+
+
+def test_a_no_op_build_from_a_store_reached_through_another_users_link_is_not_answered(tmp_path, nobody_uid):
+    """As `Store.open`: a link of another user's on the way to the store (here the store directory itself, a link
+    nobody owns to root's store) is refused; before, every directory looked at was root's and it was answered."""
+    nobody = nobody_uid
+    cli = Cli(tmp_path)
+    real = tmp_path / "real-store"
+    link = tmp_path / "store"  # the Cli's CUDAPKGS_STORE
+    real.mkdir()
+    link.symlink_to(real)
+    (cli.cwd / "pkgs.py").write_text(PACKAGE_FILE)
+    args = ("build", "-f", "pkgs.py", "tiny", "--no-link")
+    cli(*args)
+    _stored_then_hit(cli, *args)
+    os.lchown(link, nobody, -1)
+    done = cli(*args, check=False)
+    assert not hit(done) and done.returncode != 0 and "belongs to nobody" in done.stderr
+    os.lchown(link, 0, -1)
+    assert hit(cli(*args))
+
+
+def test_a_project_denied_or_shadowed_after_its_entry_is_refused_not_answered(tmp_path):
+    """Attack (held): a `cudapkgs build` of an allowed project is answered from its entry; then `cudapkgs deny`,
+    or a `git pull` bringing a nearer, unallowed cudapkgs.toml (and its Python file) into the working
+    directory. Both are inputs of the evaluation: the next build is refused and runs none of the new code."""
+    cli = Cli(tmp_path)
+    project = cli.cwd
+    (project / "cudapkgs.toml").write_text('packages = ["tiny"]\nfiles = ["pkgs.py"]\n')
+    (project / "pkgs.py").write_text(PACKAGE_FILE)
+    cli("allow", str(project / "cudapkgs.toml"))
+    cli.cwd = project / "sub"
+    cli.cwd.mkdir()
+    _stored_then_hit(cli, "build", "--no-link")
+    cli("deny", str(project / "cudapkgs.toml"))
+    denied = cli("build", "--no-link", check=False)
+    assert not hit(denied) and denied.returncode == 1 and "cudapkgs allow" in denied.stderr
+    cli("allow", str(project / "cudapkgs.toml"))
+    _stored_then_hit(cli, "build", "--no-link")
+    (cli.cwd / "cudapkgs.toml").write_text('packages = ["tiny"]\nfiles = ["evil.py"]\n')
+    (cli.cwd / "evil.py").write_text(f"open({str(tmp_path / 'RAN')!r}, 'w')\n")
+    shadowed = cli("build", "--no-link", check=False)
+    assert not hit(shadowed) and shadowed.returncode == 1 and f"cudapkgs allow {cli.cwd}/cudapkgs.toml" in shadowed.stderr
+    assert not (tmp_path / "RAN").exists()

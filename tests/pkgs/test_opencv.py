@@ -12,6 +12,7 @@ docs/bench-build.md and run only with CUDAPKGS_TEST_OPENCV=1 (tests/pkgs/test_op
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -341,6 +342,7 @@ def _fake_python(path, body: str):
     ("echo one line\n", "did not say"),
     ("yes aaaa | head -c 20000\n", "did not say"),  # more than 8 KiB: not read further
     ("echo /nonexistent/include; echo\n", "no Python.h"),
+    ("mkdir -p inc; touch inc/Python.h; echo inc; echo\n", "relative path"),  # before: inc/ of cudapkgs' cwd
 ])
 def test_python_paths_refuses_an_interpreter_that_does_not_answer_as_a_cpython(tmp_path, body, message):
     from cudapkgs.pkgs.opencv.python_paths import python_paths
@@ -352,6 +354,28 @@ def test_python_paths_refuses_an_interpreter_that_does_not_answer_as_a_cpython(t
     assert "PYTHON3_INCLUDE_DIR" not in env
     with pytest.raises(CudapkgsError, match="not an absolute path"):
         python_paths({"pythonExecutable": "python3"}, env, tmp_path, {}, io_log())
+
+
+def test_python_paths_stops_waiting_for_an_interpreter_that_does_not_answer(tmp_path, monkeypatch):
+    """Before, the answer was read with a plain read() of the pipe, which waits for its end: an interpreter
+    that answered only after 30 s (a sitecustomize waiting on a network mount, a grandchild holding the
+    pipe) was waited for, whatever the 60 s limit said (it applied only after). It now runs in an empty
+    private directory of its own (not the source tree), and it and what it started are killed at the limit."""
+    from cudapkgs.pkgs.opencv import python_paths as module
+
+    monkeypatch.setattr(module, "_TIMEOUT", 0.5)
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "Python.h").write_text("")
+    marks = tmp_path / "marks"
+    exe = _fake_python(tmp_path / "python3", f'pwd > {marks}.cwd\nsleep 30 &\n'
+                                             f'sleep 30; echo {include}; echo\n')
+    env = {"PATH": "/usr/bin:/bin"}
+    with pytest.raises(CudapkgsError, match=r"did not say where its headers are within 0.5 s"):
+        module.python_paths({"pythonExecutable": exe}, env, tmp_path, {}, io_log())
+    assert "PYTHON3_INCLUDE_DIR" not in env
+    cwd = Path(f"{marks}.cwd").read_text().strip()
+    assert cwd != str(tmp_path) and os.path.basename(cwd).startswith("cudapkgs-cwd-") and not os.path.exists(cwd)
 
 
 def io_log():

@@ -183,3 +183,52 @@ def test_a_store_below_a_directory_another_user_owns_or_can_write_is_refused(tmp
     link.symlink_to(theirs)
     with pytest.raises(StoreError, match=rf"the directory {link} above it belongs to nobody \(uid {nobody}\)"):
         Store.open(link / "store")
+
+
+def test_a_store_reached_through_a_link_of_another_user_is_refused(tmp_path, nobody_uid):
+    """A link's owner points it elsewhere at will: a link of nobody's in a sticky directory (as ``/tmp``) led to
+    root's own directory, every directory Store.open looked at was root's, and the store was used (before: the
+    root, the directories above it as written and as resolved were stat'ed through the link, never the link
+    itself). Nix refuses any link there (local-store.cc); a link of the user's or root's is kept."""
+    nobody = nobody_uid
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)  # /tmp: nobody may make links here
+    mine = tmp_path / "mine"
+    (mine / "real").mkdir(parents=True)
+    (mine / "rootstore").mkdir()
+    cases = {  # the path given -> the link of nobody's it goes through
+        "root": (sticky / "store", sticky / "store", mine / "rootstore"),
+        "parent": (sticky / "dir" / "store", sticky / "dir", mine / "real"),
+        "in a chain": (mine / "hop" / "store", sticky / "hop2", mine / "real"),
+    }
+    (mine / "hop").symlink_to(sticky / "hop2")  # root's link, to nobody's link, to root's directory
+    for name, (given, link, target) in cases.items():
+        link.symlink_to(target)
+        os.lchown(link, nobody, -1)
+        for read_only in (False, True):
+            if read_only:
+                os.lchown(link, 0, -1)
+                Store.open(given).close()  # a database for read_only to find
+                os.lchown(link, nobody, -1)
+            with pytest.raises(StoreError, match=rf"refusing to use the store {given}: it is reached through the "
+                                                 rf"link {link}, which belongs to nobody \(uid {nobody}\)"):
+                Store.open(given, read_only=read_only)
+        os.lchown(link, 0, -1)  # root's own link: used
+        Store.open(given).close()
+        link.unlink()
+
+
+def test_links_followed_are_every_link_on_the_way_in_order(tmp_path):
+    from cudapkgs.path_links import MAX_LINKS, links_followed
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "l1").symlink_to("a/l2/..")  # relative, through another link, then ".." from its target
+    (tmp_path / "a" / "l2").symlink_to(tmp_path / "a" / "b")
+    (tmp_path / "loop").symlink_to("loop")
+    assert [p for p, _ in links_followed(tmp_path / "l1" / "b" / "x")] == [str(tmp_path / "l1"),
+                                                                            str(tmp_path / "a" / "l2")]
+    assert [p for p, _ in links_followed(tmp_path / "missing" / "l1")] == []
+    assert len(list(links_followed(tmp_path / "loop" / "x"))) == MAX_LINKS
+    with pytest.raises(ValueError):
+        list(links_followed("relative/path"))

@@ -184,11 +184,16 @@ def _check_store(store: tuple[str, str, str], valid: list[str], links: list[list
     """Why the outputs of a no-op build cannot be taken as built ("" when they can): the store as
     `Store.open` would refuse it (writable by others, not writable by us, another schema
     version), an output gone from disk or invalid in the database, a result link or its GC
-    root entry not pointing where it did; a store, or a directory above it, of another user."""
+    root entry not pointing where it did; a store, or a directory above it, or a link on the way to
+    it, of another user."""
     store_dir, db_file, schema = store
     if not os.path.isabs(store_dir) or db_file != os.path.join(store_dir, ".meta", "db.sqlite"):
         return "entry malformed"
     trusted = (os.geteuid(), 0)
+    from ..path_links import foreign_link  # os and stat only
+
+    if foreign_link(db_file, trusted) is not None:  # as `Store.open`: a link of another user on the way
+        return "the store is reached through a link of another user"
     for target in (store_dir, os.path.join(store_dir, ".meta"), db_file):
         st = os.stat(target)
         if st.st_mode & 0o022:

@@ -168,31 +168,10 @@ def _run_query(path: str, env: Mapping[str, str]) -> tuple[int, str, str]:
 
 def _read_bounded(process: "subprocess.Popen[bytes]", timeout: float) -> str | None:
     """The first `_MAX_ANSWER` bytes `process` writes to stdout before it exits (None on timeout)."""
-    import selectors
-    import time
+    from ..python_child import read_bounded
 
-    chunks: list[bytes] = []
-    size = 0
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            if not selector.select(left):
-                continue
-            chunk = os.read(process.stdout.fileno(), 65536)
-            if not chunk:
-                break
-            if size < _MAX_ANSWER:
-                chunks.append(chunk[: _MAX_ANSWER - size])
-            size += len(chunk)
-    try:
-        process.wait(max(0.0, deadline - time.monotonic()))
-    except Exception:  # subprocess.TimeoutExpired
-        return None
-    return b"".join(chunks).decode("utf-8", "replace")
+    found = read_bounded(process, timeout, _MAX_ANSWER)
+    return None if found is None else found[0].decode("utf-8", "replace")
 
 
 def _absolute_path() -> list[str]:

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import StoreError
+from ..path_links import foreign_link
 from ..users import user_name
 from .db import PathInfo, StoreDB
 from .files import _store_error
@@ -231,9 +232,17 @@ def _refuse_owned_by_others(root: Path) -> None:
     someone else in the same spirit (src/libstore/local-store.cc, ``LocalStore::LocalStore``: "the path
     '…' is a symlink; this is not allowed for the Nix store and its parent directories").
     A user may read (``read_only``) a store that root owns, as every user uses root's /nix/store.
+    A symbolic link on the way (the root, a directory above it, or one inside a link's target) must
+    belong to the current user or root too: its owner points it elsewhere at will (`cudapkgs.path_links`).
     """
     me = os.geteuid()
     trusted = {me, 0}
+    foreign = foreign_link(root / ".meta" / "db.sqlite", trusted)  # the root's, its parents', every link's on the way
+    if foreign is not None:
+        raise StoreError(
+            f"refusing to use the store {root}: it is reached through the link {foreign[0]}, which belongs to "
+            f"{user_name(foreign[1])}, who could point it at another store at any moment; use a path without "
+            "that link (storeDir, CUDAPKGS_STORE)")
     for target in (root, root / ".meta", root / ".meta" / "db.sqlite"):
         try:
             st = os.stat(target)

@@ -46,29 +46,49 @@ def python_paths(attrs: dict[str, Any], env: dict[str, str], cwd: Path, outputs:
     """Set ``env["PYTHON3_INCLUDE_DIR"]`` (the directory holding Python.h) and, where the interpreter has
     one, ``env["PYTHON3_LIBRARY"]`` (its libpython file) from ``attrs["pythonExecutable"]``.
 
-    Reads at most 8 KiB of the interpreter's answer within 60 s. Raises `CudapkgsError` naming the
-    interpreter when it fails, answers something else, or has no Python.h (no cv2 could be built).
+    Runs it with ``-I`` in an empty private directory with only ``PATH`` and ``LC_ALL`` set, and reads at
+    most 8 KiB of its answer within 60 s (then kills it and what it started). Raises `CudapkgsError`
+    naming the interpreter when it fails, does not answer in time, answers something else (a relative
+    path included), or has no Python.h (no cv2 could be built).
     """
-    import subprocess  # at build time only
+    import signal  # at build time only
+    import subprocess
+
+    from ...python_child import private_directory, read_bounded
 
     exe = str(attrs.get("pythonExecutable") or "")
     if not os.path.isabs(exe):
         raise CudapkgsError(f"opencv: pythonExecutable {exe!r} is not an absolute path")
     run_env = {"PATH": env.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
     try:
-        with subprocess.Popen([exe, "-I", "-c", QUERY], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, cwd=cwd, env=run_env) as proc:
-            answer = proc.stdout.read(_MAX_ANSWER + 1) if proc.stdout is not None else b""
-            if len(answer) > _MAX_ANSWER:
-                proc.kill()
-            code = proc.wait(timeout=_TIMEOUT)
+        # In an empty private directory (not the source tree), in a session of its own: killed with
+        # what it started when it does not answer in time (`read_bounded`: a plain read of the pipe
+        # waited for its end however long that took, the 60 s applying only after it).
+        with private_directory() as work, subprocess.Popen(
+                [exe, "-I", "-c", QUERY], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, cwd=work, env=run_env, start_new_session=True) as proc:
+            try:
+                found = read_bounded(proc, _TIMEOUT, _MAX_ANSWER)
+            finally:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # its session: it and what it started
+                except OSError:  # all gone
+                    pass
+                proc.wait()
     except (OSError, subprocess.SubprocessError) as error:
         raise CudapkgsError(f"opencv: {exe} did not say where its headers are ({error})") from None
+    if found is None:
+        raise CudapkgsError(f"opencv: {exe} did not say where its headers are within {_TIMEOUT:g} s")
+    answer, size = found
+    code = proc.returncode
     lines = answer.decode("utf-8", "replace").splitlines()
-    if code != 0 or len(answer) > _MAX_ANSWER or len(lines) != 2:
+    if code != 0 or size > _MAX_ANSWER or len(lines) != 2:
         raise CudapkgsError(f"opencv: {exe} did not say where its headers are (exit status {code}, "
-                            f"{len(answer)} bytes)")
+                            f"{size} bytes)")
     include, library = lines
+    if not os.path.isabs(include) or (library and not os.path.isabs(library)):
+        # a relative one names a file of cudapkgs' working directory here, and of the build's in CMake
+        raise CudapkgsError(f"opencv: {exe} answered a relative path ({include!r}, {library!r})")
     if not os.path.isfile(os.path.join(include, "Python.h")):
         raise CudapkgsError(f"opencv: {exe} has no Python.h (in {include!r}): cv2 cannot be built for it; "
                             "install its headers (e.g. python3-dev) or choose another python3Executable")
