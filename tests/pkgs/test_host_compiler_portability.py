@@ -217,7 +217,7 @@ def test_zlibs_compiler_is_never_one_planted_on_the_users_path(tmp_path, monkeyp
     planted = tmp_path / "repo"
     planted.mkdir()
     for name in ("cc", "gcc", "clang"):
-        (planted / name).write_text(f"#!/bin/sh\ntouch {tmp_path}/RAN\n")
+        (planted / name).write_text(f"#!/bin/sh\necho ran > {tmp_path}/RAN\n")
         (planted / name).chmod(0o755)
     monkeypatch.chdir(planted)
     monkeypatch.setenv("PATH", f"{planted}:.::{os.environ.get('PATH', '')}")

@@ -122,8 +122,11 @@ class Plan(FrozenRecord):
 
     @property
     def unknown_sizes(self) -> int:
-        """How many sources to download have no known size."""
-        return sum(1 for f in self.to_fetch if not f.cached and f.download_size is None)
+        """How many files to download have no known size (a file two builds fetch counts once, as in
+        `download_size`)."""
+        seen = {((getattr(f.choice, "fetcher", None), getattr(f.choice, "what", f.name)) if f.choice is not None
+                 else (f.name, f.urls)) for f in self.to_fetch if not f.cached and f.download_size is None}
+        return len(seen)
 
     @property
     def nothing_to_do(self) -> bool:
