@@ -46,7 +46,7 @@ def test_a_repositorys_compiler_is_not_run_looking_for_host_compilers(cloned, mo
     repo = cloned / "repo"
     (repo / "bin").mkdir()
     for planted in (repo / "gcc-99", repo / "bin" / "clang-98"):
-        planted.write_text(f"#!/bin/sh\ntouch {cloned}/RAN-{planted.name}\necho '#define __GNUC__ 99'\n")
+        planted.write_text(f"#!/bin/sh\necho ran > {cloned}/RAN-{planted.name}\necho '#define __GNUC__ 99'\n")
         planted.chmod(0o755)
     compiler._find.cache_clear()
     try:
@@ -70,3 +70,17 @@ def test_a_repositorys_cudapkgs_is_not_the_container_hook_program(cloned, monkey
     assert generate._on_path("cudapkgs") is None
     assert generate.HookProgram.at(None).path != str(planted)
     assert generate._on_path("sh") is None  # no absolute entry holds one here
+
+
+def test_a_repositorys_ldconfig_is_not_run_for_the_driver_directory(cloned, monkeypatch):
+    """Before, `hooks.default_driver_lib_dir` fell back from ``programs.which("ldconfig")`` (None where /sbin is
+    not on PATH, as for most users) to ``os.path.isfile("ldconfig")``: the working directory's, run with -p."""
+    import importlib
+
+    add_driver_runpath = importlib.import_module("cudapkgs.hooks.add_driver_runpath")  # the module, not the hook
+    planted = cloned / "repo" / "ldconfig"
+    planted.write_text(f"#!/bin/sh\necho ran > {cloned}/RAN-ldconfig\n")  # a builtin: PATH has no touch
+    planted.chmod(0o755)
+    monkeypatch.setattr(add_driver_runpath, "DEFAULT_DRIVER_DIR", str(cloned / "no-opengl-driver"))
+    add_driver_runpath.default_driver_lib_dir()
+    assert not (cloned / "RAN-ldconfig").exists()
