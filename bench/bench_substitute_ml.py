@@ -3,6 +3,7 @@
 Run:  python bench/bench_substitute_ml.py --store /tmp/speed/store -r 3     (the store holds the closure, built
                                                                          from wheels there; see below)
       python bench/bench_substitute_ml.py --tiny                         (a synthetic closure: the CI smoke test)
+      ... -j 2                                                           (copy --from -j 2 in every substitution row)
 
 Full mode.  ``--store`` is a private store in which ``cudapkgs build`` realised torch and numpy of
 ``cudaPackages_13_0.pkgs.pkgsCuda.python3Packages`` (fetchers = ["wheels"], prebuiltWheels = ["nccl",
@@ -15,8 +16,9 @@ Setup (timed once, printed): a signing key; ``cudapkgs copy --to file://CACHE --
 uncompressed, serve's default, the least CPU on a fast network: its zstd mode would need a second copy
 of the compressed closure on disk, which this shared machine does not have to spare).
 
-Each round, alternating in this order, every row a child process timed by wait4 (wall, user + system CPU
-of it and its children):
+Each round, alternating in this order (rotated by one row every round), every row a child process timed
+by wait4 (wall, user + system CPU of it and its children), after an untimed ``sync`` (the write-back of
+the row before is not charged to the next one):
 
 * ``cudapkgs copy --from file://CACHE --trusted-public-key K`` of the closure into an empty store;
 * ``cudapkgs copy --from http://127.0.0.1:PORT --trusted-public-key K`` (the serve above) into an empty store
@@ -217,7 +219,8 @@ def full_closure(store_dir: Path, attrs: list[str]) -> tuple[list[str], list[Pat
 # -- the rounds ------------------------------------------------------------------------------------------
 
 
-def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, runs: int, peer_src: Path | None) -> dict:
+def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, runs: int, peer_src: Path | None,
+          jobs: int | None = None) -> dict:
     uv = uv_binary()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CUDAPKGS_STORE")}
     src = REPO / "src"
@@ -250,7 +253,8 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
     def substitute(name: str, url: str, code: Path) -> None:
         remove(empty)
         empty.mkdir()
-        command = cudapkgs(code, "copy", "--from", url, "--trusted-public-key", public, "--store", str(store_dir), *closure)
+        command = cudapkgs(code, "copy", "--from", url, "--trusted-public-key", public, "--store", str(store_dir),
+                           *(["-j", str(jobs)] if jobs else []), *closure)
         if namespaces:
             wall, cpu, out = timed(in_empty_store(command, store_dir, empty), env)
         else:
@@ -286,23 +290,31 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
         url = None
         if namespaces:
             url = stack.enter_context(serving(src, store_dir, key, env))
-        for i in range(runs):
-            substitute(FILE, f"file://{cache}", src)
+        steps = [lambda i: substitute(FILE, f"file://{cache}", src)]
+        if url:
+            steps.append(lambda i: substitute(HTTP, url, src))
+        steps.append(uv_install)
+        if peer_src is not None:
+            steps.append(lambda i: substitute(FILE + ", peer", f"file://{cache}", peer_src))
             if url:
-                substitute(HTTP, url, src)
-            uv_install(i)
-            if peer_src is not None:
-                substitute(FILE + ", peer", f"file://{cache}", peer_src)
-                if url:
-                    substitute(HTTP + ", peer", url, peer_src)
+                steps.append(lambda i: substitute(HTTP + ", peer", url, peer_src))
+        for i in range(runs):
+            # Each round starts one row later (the rows rotate), and before every row the write-back of the
+            # one before it is waited for, untimed (sync): a row that writes 5 GiB into the page cache
+            # otherwise slows the row after it, always the same one, by the write-back it throttles on.
+            for k in range(len(steps)):
+                os.sync()
+                steps[(i + k) % len(steps)](i)
     load_after = os.getloadavg()
     return {"rows": rows, "setup": setup, "load": (load_before, load_after), "nar_bytes": nar_bytes, "cache_bytes": cache_bytes,
             "wheel_bytes": sum(w.stat().st_size for w in wheels), "wheels": len(wheels), "paths": len(closure),
-            "namespaces": namespaces}
+            "namespaces": namespaces, "jobs": jobs}
 
 
 def report(result: dict, runs: int) -> None:
     before, after = result["load"]
+    jobs = f"-j {result['jobs']}" if result.get("jobs") else "copy's default -j (file://: 1 when the CPUs are contended)"
+    print(f"copy --from jobs: {jobs}")
     print(f"closure: {result['paths']} store paths, NAR {result['nar_bytes'] / 2**20:.1f} MiB, zstd cache "
           f"{result['cache_bytes'] / 2**20:.1f} MiB; wheels: {result['wheels']} files, {result['wheel_bytes'] / 2**20:.1f} MiB; "
           f"runs: {runs}; {os.cpu_count()} CPUs; load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
@@ -329,13 +341,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", help="full mode: the private store holding the built closure")
     parser.add_argument("--attr", action="append", help=f"full mode: attributes whose closure is copied (default {ATTRS})")
     parser.add_argument("--peer-src", help="the src/ of another checkout: its substitution rows too, same rounds")
+    parser.add_argument("-j", "--jobs", type=int, help="copy --from -j N in every substitution row (default: the command's)")
     args = parser.parse_args(argv)
     peer = Path(args.peer_src).resolve() if args.peer_src else None
     if args.tiny:
         work = Path(tempfile.mkdtemp(prefix="bench-subst-tiny-"))
         try:
             store_dir, closure, wheels = tiny_closure(work)
-            result = bench(store_dir, closure, wheels, work, 1, peer)
+            result = bench(store_dir, closure, wheels, work, 1, peer, args.jobs)
         finally:
             remove(work)
         report(result, 1)
@@ -346,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     closure, wheels, mirror = full_closure(store_dir, args.attr or ATTRS)
     work = Path(tempfile.mkdtemp(prefix="bench-subst-", dir=store_dir.parent))
     try:
-        result = bench(store_dir, closure, wheels, work, args.runs, peer)
+        result = bench(store_dir, closure, wheels, work, args.runs, peer, args.jobs)
     finally:
         remove(work)
         remove(mirror)

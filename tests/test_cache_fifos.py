@@ -266,3 +266,38 @@ def test_serve_does_not_wait_on_a_kept_nar_swapped_for_a_fifo(tmp_path):
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("how", ["another user's", "group-writable"])
+def test_a_data_file_or_probe_cache_another_user_wrote_is_not_believed(tmp_path, monkeypatch, how, request):
+    """The data-file cache (the parsed package sets, component table, capability tables) and the probe cache
+    (a compiler's ``-dM -E``) are believed as they are: before, a file another user put there (a cache
+    directory shared, or writable by a group) was, FIFOs and links aside. Now only a file of the current user
+    or root that no one else can write is, as an evaluation cache entry."""
+    from cudapkgs import datafiles
+    from cudapkgs.host import probes
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    source = tmp_path / "table.toml"
+    source.write_text("answer = 42\n")
+    cache = Path(datafiles._cache_file(source, source.stat()))
+    cache.parent.mkdir(parents=True)
+    cache.write_text('{"answer": "forged"}')
+
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\necho 'tool 1.2.3'\n")
+    tool.chmod(0o755)
+    assert probes.run([str(tool), "--version"])[1] == "tool 1.2.3\n"  # its answer recorded in the probe cache
+    probe_cache = probes.cache_file()
+    forged = probe_cache.read_text().replace("tool 1.2.3", "tool 6.6.6")
+    probe_cache.unlink()
+    probe_cache.write_text(forged)
+
+    for planted in (cache, probe_cache):
+        if how == "another user's":
+            os.chown(planted, request.getfixturevalue("nobody_uid"), -1)
+        else:
+            os.chmod(planted, 0o664)
+    probes.forget()
+    assert datafiles.load_toml(source) == {"answer": 42}
+    assert probes.run([str(tool), "--version"])[1] == "tool 1.2.3\n"

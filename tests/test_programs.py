@@ -34,3 +34,53 @@ def test_a_repositorys_nvidia_smi_is_not_run_for_the_hosts_features(cloned):
     """Before, `cudapkgs doctor` (and a build's feature probe) in such a repository ran its ``nvidia-smi``."""
     assert features.gpu_capabilities() == []
     assert not os.path.exists(cloned / "RAN-nvidia-smi")
+
+
+def test_a_repositorys_compiler_is_not_run_looking_for_host_compilers(cloned, monkeypatch):
+    """Before, `host.compiler` listed every PATH entry itself (``os.listdir(directory or ".")``), so any
+    evaluation looking for the host compilers (``cudapkgs eval cudaPackages.cuda_nvcc.drvPath``, in a cloned
+    repository, nothing allowed, ``PATH=…:``) ran the repository's ``gcc-99 -dM -E``."""
+    from cudapkgs.host import compiler
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cloned / "cache"))  # the probe's answers are remembered there
+    repo = cloned / "repo"
+    (repo / "bin").mkdir()
+    for planted in (repo / "gcc-99", repo / "bin" / "clang-98"):
+        planted.write_text(f"#!/bin/sh\necho ran > {cloned}/RAN-{planted.name}\necho '#define __GNUC__ 99'\n")
+        planted.chmod(0o755)
+    compiler._find.cache_clear()
+    try:
+        found, _ = compiler.find_compilers({"PATH": f"{cloned}/empty::.:bin"})
+        assert found == [] and not list(cloned.glob("RAN-*"))
+        assert compiler._on_path(f".:bin::{repo}") == [str(repo / "gcc-99")]  # an absolute entry is searched
+    finally:
+        compiler._find.cache_clear()
+
+
+def test_a_repositorys_cudapkgs_is_not_the_container_hook_program(cloned, monkeypatch):
+    """Before, `cdi generate`'s search for the hook program took an empty or relative PATH entry as the
+    working directory: with ``PATH=…:`` a cloned repository's ``./cudapkgs`` became the program every
+    container's hooks run (as root); only a PATH set and wholly empty was guarded."""
+    from cudapkgs.containers import generate
+
+    planted = cloned / "repo" / "cudapkgs"
+    planted.write_text("#!/bin/sh\n")
+    planted.chmod(0o755)
+    monkeypatch.setattr(generate.sys, "executable", str(cloned / "elsewhere" / "python3"))
+    assert generate._on_path("cudapkgs") is None
+    assert generate.HookProgram.at(None).path != str(planted)
+    assert generate._on_path("sh") is None  # no absolute entry holds one here
+
+
+def test_a_repositorys_ldconfig_is_not_run_for_the_driver_directory(cloned, monkeypatch):
+    """Before, `hooks.default_driver_lib_dir` fell back from ``programs.which("ldconfig")`` (None where /sbin is
+    not on PATH, as for most users) to ``os.path.isfile("ldconfig")``: the working directory's, run with -p."""
+    import importlib
+
+    add_driver_runpath = importlib.import_module("cudapkgs.hooks.add_driver_runpath")  # the module, not the hook
+    planted = cloned / "repo" / "ldconfig"
+    planted.write_text(f"#!/bin/sh\necho ran > {cloned}/RAN-ldconfig\n")  # a builtin: PATH has no touch
+    planted.chmod(0o755)
+    monkeypatch.setattr(add_driver_runpath, "DEFAULT_DRIVER_DIR", str(cloned / "no-opengl-driver"))
+    add_driver_runpath.default_driver_lib_dir()
+    assert not (cloned / "RAN-ldconfig").exists()

@@ -424,3 +424,21 @@ def test_a_project_listing_the_users_cache_does_not_make_it_trust_the_projects_k
     # Named on the command line (--set), it is the user's.
     env = evaluate_project(load_project(repo / "cudapkgs.toml"), sets=[f'substituters=["{own}"]'])
     assert env.project_substituters == () and env.config.substituters == [own]
+
+
+@pytest.mark.parametrize("how", ["another user's", "writable by others"])
+def test_an_allow_record_another_user_could_have_written_allows_nothing(cloned, capsys, how, request):
+    """The allow records are the trust root: before, a well-formed record was believed whoever owned it, so
+    one another user put in a shared or group-writable ``$XDG_DATA_HOME/cudapkgs/allowed`` made their
+    project's Python files run as you. `cudapkgs allow` writes them 0600: only yours (or root's) count."""
+    assert run(capsys, "allow")[0] == 0
+    (record,) = allowed_dir().iterdir()
+    check_allowed(load_project(cloned / "cudapkgs.toml"))
+    if how == "another user's":
+        os.chown(record, request.getfixturevalue("nobody_uid"), -1)
+    else:
+        os.chmod(record, 0o666)
+    with pytest.raises(UntrustedProjectError):
+        check_allowed(load_project(cloned / "cudapkgs.toml"))
+    _refused(*run(capsys, "shell", "--print-env"), cloned)
+    assert not (cloned / "RAN").exists()

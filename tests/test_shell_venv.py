@@ -227,3 +227,31 @@ def test_a_named_venv_with_a_linked_directory_is_refused_and_nothing_written_the
     with pytest.raises(ShellVenvError, match=f"{linked} is a symbolic link"):
         ensure_venv(venv, PYTHON, ["/s/site"], str(tmp_path / "store"))
     assert sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*")) == before
+
+
+def test_an_unfinished_mark_vouched_for_by_another_users_record_deletes_nothing(tmp_path, monkeypatch, nobody_uid):
+    """The token record is what lets cudapkgs delete a directory: one another user wrote (a shared or
+    group-writable $XDG_DATA_HOME), with a mark holding the same token, made it remove that directory."""
+    import types
+
+    import cudapkgs.shell_venv as shell_venv
+
+    venv = tmp_path / "venv"
+
+    def killed(*args, **kwargs):
+        raise SystemExit("killed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(shell_venv.subprocess, "run", killed)
+        patched.setattr(shell_venv, "shutil", types.SimpleNamespace(rmtree=lambda *a, **kw: None))
+        with pytest.raises(SystemExit):
+            ensure_venv(venv, PYTHON, [], str(tmp_path / "store"))
+    (venv / "precious").write_text("work\n")
+    (record,) = Path(os.environ["XDG_DATA_HOME"]).glob("cudapkgs/shell-venv-making/*")
+    os.chown(record, nobody_uid, -1)
+    with pytest.raises(ShellVenvError, match="its unfinished mark is not one this user's cudapkgs wrote"):
+        ensure_venv(venv, PYTHON, [], str(tmp_path / "store"))
+    assert (venv / "precious").read_text() == "work\n"
+    os.chown(record, 0, -1)
+    made = ensure_venv(venv, PYTHON, [], str(tmp_path / "store"))  # yours: made again
+    assert (made / MARK).is_file() and not (made / "precious").exists()

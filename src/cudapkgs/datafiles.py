@@ -41,7 +41,9 @@ def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         from .inputs import read_cached
 
-        data = json.loads(read_cached(cache, _CACHE_LIMIT))  # a FIFO or device there is a miss, never a hang
+        # a FIFO or device there is a miss, never a hang; so is a file of another user's (or one others can write):
+        # the parsed package sets and component table are believed as they are
+        data = json.loads(read_cached(cache, _CACHE_LIMIT, owned=True))
         if isinstance(data, dict):
             return data
     except (OSError, ValueError):

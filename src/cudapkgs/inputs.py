@@ -126,7 +126,7 @@ def read_input_file(path: str | os.PathLike[str], *, what: str = "file", max_byt
 
 
 def open_cached(path: str | os.PathLike[str], *, follow_links: bool = False, max_bytes: int | None = None,
-                dir_fd: int | None = None) -> Any:
+                dir_fd: int | None = None, owned: bool = False) -> Any:
     """A binary file object (``open(fd, "rb")``) for the regular file `path` in a cache: a wheel,
     a redist or source archive, a ``.sha256``/``.checked`` record, an eval-cache entry, a data or probe
     cache file.
@@ -135,13 +135,19 @@ def open_cached(path: str | os.PathLike[str], *, follow_links: bool = False, max
     repository) may have put a FIFO, a device or a link there: the file is opened with
     ``O_NONBLOCK`` (a FIFO cannot hang the open), with ``O_NOFOLLOW`` unless `follow_links`, and
     then its descriptor must be a regular file (``fstat``) of at most `max_bytes` bytes (None: any
-    size; the caller reads no more than ``fstat`` said).  The descriptor is made blocking again
-    for reading.  Raises OSError whose message names `path` and why (a caller treats it as a miss
-    or names the cache in its own error).
+    size; the caller reads no more than ``fstat`` said).  With `owned` (a cache whose contents are
+    believed as they are: the parsed data files, the host probes' answers), it must also belong to
+    the current user or root and have no group or world write bit, as an evaluation cache entry
+    must: another user who can write the directory cannot make a file that is yours.  The
+    descriptor is made blocking again for reading.  Raises OSError whose message names `path` and
+    why (a caller treats it as a miss or names the cache in its own error).
     """
     fd = open_regular(path, follow_links=follow_links, dir_fd=dir_fd, blocking=True)  # no FIFO or device is opened
     try:
         st = os.fstat(fd)
+        if owned and (st.st_uid not in (os.geteuid(), 0) or st.st_mode & 0o022):
+            raise OSError(f"{os.fspath(path)} belongs to uid {st.st_uid} or is writable by others "
+                          f"(mode {stat.S_IMODE(st.st_mode):04o}); refusing to read it")
         if max_bytes is not None and st.st_size > max_bytes:
             raise OSError(f"{os.fspath(path)} is larger than {max_bytes} bytes; refusing to read it")
         os.set_blocking(fd, True)
@@ -151,10 +157,11 @@ def open_cached(path: str | os.PathLike[str], *, follow_links: bool = False, max
         raise
 
 
-def read_cached(path: str | os.PathLike[str], max_bytes: int, *, follow_links: bool = False) -> bytes:
-    """The bytes of the regular cache file `path`, opened as `open_cached` opens it, at most `max_bytes`
-    of them (a file that grew past them while read is refused).  Raises OSError."""
-    with open_cached(path, follow_links=follow_links, max_bytes=max_bytes) as f:
+def read_cached(path: str | os.PathLike[str], max_bytes: int, *, follow_links: bool = False,
+                owned: bool = False) -> bytes:
+    """The bytes of the regular cache file `path`, opened as `open_cached` opens it (`owned` too), at most
+    `max_bytes` of them (a file that grew past them while read is refused).  Raises OSError."""
+    with open_cached(path, follow_links=follow_links, max_bytes=max_bytes, owned=owned) as f:
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise OSError(f"{os.fspath(path)} is larger than {max_bytes} bytes; refusing to read it")

@@ -229,7 +229,13 @@ def _made_unfinished_by_us(venv: Path) -> bool:
     record = _making_record(venv)
     if record is None:
         return False
-    token, mark = _read_small(record), _read_small(venv / _MAKING)
+    from .inputs import read_cached
+
+    try:  # the record: yours (or root's) and no one else's to write, as an allow record
+        token = read_cached(record, 65536, owned=True)
+    except OSError:
+        return False
+    mark = _read_small(venv / _MAKING)
     return token is not None and len(token) >= 32 and mark is not None and token.strip() in mark.splitlines()
 
 

@@ -296,9 +296,13 @@ def _python_packages(final: Any, config: Config, system: str, interpreter: str =
         "buildPythonPackage": functools.partial(py.build_python_package, config, python, system=system),
         "withPackages": with_packages,
     }
+    def member(name: str) -> Any:
+        _check_supported_python(python, config, interpreter, attr, name)
+        return python_modules.package(name, scope, final, config, system)
+
     # Pinned binary wheels (numpy, setuptools, …) and packages built from source (pycuda).
     for name in python_modules.PACKAGES:
-        attrs[name] = lazy(lambda name=name: python_modules.package(name, scope, final, config, system))
+        attrs[name] = lazy(lambda name=name: member(name))
     # all-packages.nix: python3Packages = recurseIntoAttrs python3.pkgs (search and listings see its members);
     # the versioned sets are not descended (each would list the same packages again, and one whose
     # interpreter this machine lacks would fail the listing)
@@ -307,6 +311,28 @@ def _python_packages(final: Any, config: Config, system: str, interpreter: str =
     else:
         scope = AttrSet(attrs, name=attr)
     return scope
+
+
+def _check_supported_python(python: Any, config: Config, interpreter: str, attr: str, name: str) -> None:
+    """Raise an `EvalError` naming `attr`.`name` (the package asked for) when the interpreter `python` of the
+    set is a CPython that cudapkgs does not support (`python_interpreters.SUPPORTED`: 3.10-3.13), rather
+    than the first of its dependencies without a pin (``python3Executable`` = a CPython 3.9 failed naming
+    markupsafe, through jinja2, when torch was asked for). Its own packages (``buildPythonPackage``,
+    ``withPackages``) are left alone. Raises nothing for a supported one."""
+    from .errors import EvalError
+    from .pkgs.python_interpreters import SUPPORTED, UNSUPPORTED, how_to_get
+
+    version = str(python.version)
+    major_minor = ".".join(version.split(".")[:2])
+    if major_minor in SUPPORTED:
+        return
+    why = UNSUPPORTED.get(major_minor, "no wheel is pinned for it")
+    where = (f"python3Executable = {config.python3Executable}" if interpreter == "python3" and config.python3Executable
+             else "the python3 found on PATH" if interpreter == "python3" else interpreter)
+    raise EvalError(f"{attr}.{name}: {attr} runs CPython {version} ({where}), which cudapkgs does not support "
+                    f"({why}); its packages are pinned for CPython {SUPPORTED[0]}-{SUPPORTED[-1]}: use "
+                    f"python310Packages … python313Packages, e.g. python312Packages (where this machine has no "
+                    f"CPython 3.12, {how_to_get('3.12')})")
 
 
 def _fetchers(final: Scope) -> dict[str, Any]:

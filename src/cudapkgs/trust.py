@@ -265,7 +265,10 @@ def _record_path(real: Path) -> Path:
 def allowed_record(real: str | os.PathLike[str]) -> dict[str, object] | None:
     """What was allowed for the project file at the real path `real` (its digest and files), or None.
 
-    A record that cannot be read, or is not one (hand-edited, truncated), counts as none.
+    A record that cannot be read, or is not one (hand-edited, truncated), counts as none; so does one
+    that is not yours (or root's, or under sudo the invoking user's, as for a project file) or that
+    others can write: `record_allowed` writes it 0600, and a record another user put in a shared or
+    group-writable ``$XDG_DATA_HOME`` allowed their project's code to run as you.
     """
     record = _record_path(Path(real))
     try:
@@ -274,7 +277,8 @@ def allowed_record(real: str | os.PathLike[str]) -> dict[str, object] | None:
         return None
     try:
         with open(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            st = os.fstat(handle.fileno())
+            if not stat.S_ISREG(st.st_mode) or not _trusted_owner(st.st_uid) or st.st_mode & 0o022:
                 return None
             data = json.loads(handle.read(1 << 20))
     except (OSError, ValueError, RecursionError):

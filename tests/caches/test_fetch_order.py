@@ -138,3 +138,68 @@ def test_stop_tells_a_waiting_item_that_the_items_not_taken_will_never_run():
     stopper.join(30)
     assert not stopper.is_alive(), "stop() waited for an item that no thread will take"
     assert seen == ["b"]
+
+
+def test_a_yielded_slot_runs_the_next_item_and_no_more_than_workers_run_at_once():
+    # One worker: the first item waits for the two after it. Without yield_slot it would wait for ever (the
+    # only worker is the one waiting); with it, a new thread takes the others, one at a time.
+    import threading
+
+    from cudapkgs.store.caches.substitution import _Threads
+
+    done = {name: threading.Event() for name in ("a", "b")}
+    lock = threading.Lock()
+    running, most = [0], [0]
+    pool: _Threads | None = None
+
+    def fn(item: str) -> str:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        if item == "first":
+            with lock:
+                running[0] -= 1
+            pool.yield_slot()
+            assert all(done[ref].wait(20) for ref in ("a", "b")), "the items after it never ran"
+            return item
+        with lock:
+            running[0] -= 1
+        done[item].set()
+        return item
+
+    pool = _Threads(fn, ["first", "a", "b"], 1, "test-pool", start=False)
+    pool.start()
+    assert pool.outcomes(raising=True) == ["first", "a", "b"]
+    assert most[0] == 1
+
+
+def test_threads_stay_bounded_when_many_paths_wait_for_one_small_reference(tmp_path, monkeypatch):
+    # Twelve paths refer to one small path. Taken largest first, every one of them would be unpacked before
+    # it and wait: a thread (with its store connection and lock) per path. Only the 2 * jobs largest are
+    # taken ahead; the rest come after the small one, so no more than jobs + 4 threads ever run.
+    from cudapkgs.store.caches import substitution
+
+    store = Store.open(tmp_path / "store")
+    leaf = store.add_path("leaf-1", lambda out: (out.mkdir(), (out / "f").write_bytes(os.urandom(500))))
+    mids = [store.add_path(f"mid{i}-1", lambda out, i=i: (out.mkdir(), (out / "f").write_bytes(os.urandom(5000 + 1000 * i)
+                                                                                        + f"{leaf}\n".encode())),
+                           references_candidates=[leaf]) for i in range(12)]
+    key = generate("order-1")
+    cache = open_cache(f"file://{tmp_path}/cache")
+    cache.upload_closure(store, mids, secret_key=key)
+    fresh = fresh_store_like(store, tmp_path / "old")
+    made = [0]
+    real = substitution._Threads._thread
+
+    def counted(self):
+        made[0] += 1
+        return real(self)
+
+    monkeypatch.setattr(substitution._Threads, "_thread", counted)
+    with fresh:
+        subs = Substituters([cache], [key.public])
+        found = subs.query(fresh, mids)
+        made[0] = 0  # the query's threads are not the substitution's
+        assert sorted(subs.fetch(fresh, list(found.values()), jobs=2)) == sorted([leaf, *mids])
+        assert fresh.verify() == []
+    assert made[0] <= 2 + 2 * 2

@@ -29,20 +29,35 @@ def test_a_large_input_is_written_as_independent_frames_with_their_sizes(monkeyp
     payload = os.urandom(300 << 10) + b"text " * 100_000  # 800 KiB: random and compressible
     chunks = [payload[i : i + 50_000] for i in range(0, len(payload), 50_000)]
     out = io.BytesIO()
-    digest, size = compression.compress_stream(chunks, out, "zstd")
+    digest, size = compression.compress_stream(chunks, out, "zstd", total=len(payload))
     written = out.getvalue()
     assert size == len(written)
     got = frames(written)
-    assert len(got) >= 8  # 50,000-byte chunks gathered into frames of 64 KiB or more; one frame before
+    assert len(got) == -(-len(payload) // (64 << 10))  # 13 frames of 64 KiB, the last shorter; one frame before
     assert all(content == length for content, length in got)  # every header says its size
-    assert sum(length for _, length in got) == len(payload)
-    assert all(length >= 64 << 10 for _, length in got[:-1])
+    assert all(length == 64 << 10 for _, length in got[:-1]) and sum(length for _, length in got) == len(payload)
     assert compression.decompressed_reader(io.BytesIO(written), "zstd").read(len(payload) + 1) == payload
+    out = io.BytesIO()  # the size not known: the same frames, without sizes in their headers
+    compression.compress_stream(iter(chunks), out, "zstd")
+    assert [length for _, length in frames(out.getvalue())] == [length for _, length in got]
+
+
+def test_more_or_fewer_bytes_than_declared_are_refused(monkeypatch):
+    import pytest
+
+    monkeypatch.setattr(compression, "ZSTD_FRAME", 64 << 10)
+    data = os.urandom(200 << 10)
+    with pytest.raises(ValueError, match="more than the"):
+        compression.compress_stream([data, b"x"], io.BytesIO(), "zstd", total=len(data))
+    with pytest.raises(ValueError, match="fewer than the"):
+        compression.compress_stream([data[:-1]], io.BytesIO(), "zstd", total=len(data))
+    with pytest.raises(ValueError, match="fewer than the"):  # a whole frame short
+        compression.compress_stream([data[: 128 << 10]], io.BytesIO(), "zstd", total=len(data))
 
 
 def test_an_empty_input_is_one_empty_frame():
     out = io.BytesIO()
-    compression.compress_stream([], out, "zstd")
+    compression.compress_stream([], out, "zstd", total=0)
     assert frames(out.getvalue()) == [(0, 0)]
 
 

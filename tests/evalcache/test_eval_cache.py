@@ -550,3 +550,27 @@ def test_a_no_op_build_from_a_store_reached_through_another_users_link_is_not_an
     assert not hit(done) and done.returncode != 0 and "belongs to nobody" in done.stderr
     os.lchown(link, 0, -1)
     assert hit(cli(*args))
+
+
+def test_a_project_denied_or_shadowed_after_its_entry_is_refused_not_answered(tmp_path):
+    """Attack (held): a `cudapkgs build` of an allowed project is answered from its entry; then `cudapkgs deny`,
+    or a `git pull` bringing a nearer, unallowed cudapkgs.toml (and its Python file) into the working
+    directory. Both are inputs of the evaluation: the next build is refused and runs none of the new code."""
+    cli = Cli(tmp_path)
+    project = cli.cwd
+    (project / "cudapkgs.toml").write_text('packages = ["tiny"]\nfiles = ["pkgs.py"]\n')
+    (project / "pkgs.py").write_text(PACKAGE_FILE)
+    cli("allow", str(project / "cudapkgs.toml"))
+    cli.cwd = project / "sub"
+    cli.cwd.mkdir()
+    _stored_then_hit(cli, "build", "--no-link")
+    cli("deny", str(project / "cudapkgs.toml"))
+    denied = cli("build", "--no-link", check=False)
+    assert not hit(denied) and denied.returncode == 1 and "cudapkgs allow" in denied.stderr
+    cli("allow", str(project / "cudapkgs.toml"))
+    _stored_then_hit(cli, "build", "--no-link")
+    (cli.cwd / "cudapkgs.toml").write_text('packages = ["tiny"]\nfiles = ["evil.py"]\n')
+    (cli.cwd / "evil.py").write_text(f"open({str(tmp_path / 'RAN')!r}, 'w')\n")
+    shadowed = cli("build", "--no-link", check=False)
+    assert not hit(shadowed) and shadowed.returncode == 1 and f"cudapkgs allow {cli.cwd}/cudapkgs.toml" in shadowed.stderr
+    assert not (tmp_path / "RAN").exists()

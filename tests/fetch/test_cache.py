@@ -181,3 +181,24 @@ def test_drop_if_empty_leaves_an_entry_another_process_holds(tmp_path):
     held = use_download_entry(entry)  # made again on use
     held.release()
     assert (entry / ".inuse").exists()
+
+
+def test_a_cache_directory_another_user_controls_is_neither_listed_nor_collected(tmp_path, nobody_uid):
+    """The wheel cache as a link of another user's (in a sticky directory, as /tmp) to a directory of yours:
+    before, `gc --caches` listed what that directory held and deleted it (rmtree of each directory)."""
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    (home / "project" / "work.txt").write_text("mine\n")
+    (home / "notes.whl").write_text("mine too\n")
+    cache = wheel_cache_directory()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    (sticky / "wheels").symlink_to(home)
+    os.lchown(sticky / "wheels", nobody_uid, -1)
+    cache.symlink_to(sticky / "wheels")  # yours, to theirs, to your home
+    assert entries(None) == [] and collect(None).deleted == []
+    assert (home / "project" / "work.txt").read_text() == "mine\n" and (home / "notes.whl").exists()
+    os.lchown(sticky / "wheels", 0, -1)  # every link yours: the cache is what it leads to
+    assert sorted(e.path.name for e in entries(None)) == ["notes.whl", "project"]

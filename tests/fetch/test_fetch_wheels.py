@@ -346,3 +346,51 @@ def test_the_wheel_names_are_still_importable_from_fetch_wheels():
         home = next((m for m in (wheel_lookup, wheel_unpack) if name in m.__all__), wheels)
         assert getattr(wheels, name) is getattr(home, name), name
     assert set(wheels.__all__) == {*wheel_lookup.__all__, *wheel_unpack.__all__, "WheelSource"}
+
+
+@pytest.mark.parametrize("how", ["another user's", "world-writable", "group-writable parent", "another user's link"])
+def test_a_wheel_cache_another_user_can_write_is_refused(tmp_path, how, request):
+    """NVIDIA's wheels are pinned by nothing but the ``<wheel>.sha256`` record beside them in the cache: a wheel
+    and a record another user planted there were taken as the ones pip checked (before: no owner or mode
+    check of the cache, only FIFOs and links refused), and their libraries built into store paths naming only
+    the derivation. The cache is now held to `Store.open`'s rules."""
+    import hashlib
+
+    from cudapkgs.fetch.wheel_lookup import _VERIFIED_SUFFIX
+
+    base = tmp_path / "base"
+    cache = base / "cache"
+    cache.mkdir(parents=True)
+    planted = make_wheel(cache / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl", CU13)
+    planted.with_name(planted.name + _VERIFIED_SUFFIX).write_text(hashlib.sha256(planted.read_bytes()).hexdigest() + "\n")
+    used = cache
+    if how == "another user's":
+        os.chown(cache, request.getfixturevalue("nobody_uid"), -1)
+    elif how == "world-writable":
+        os.chmod(cache, 0o777)
+    elif how == "group-writable parent":
+        os.chmod(base, 0o775)
+    else:
+        sticky = tmp_path / "sticky"
+        sticky.mkdir()
+        os.chmod(sticky, 0o1777)
+        used = sticky / "cache"
+        used.symlink_to(cache)
+        os.lchown(used, request.getfixturevalue("nobody_uid"), -1)
+    calls = tmp_path / "calls"
+    fake_pip = tmp_path / "pip.py"
+    fake_pip.write_text(f"open({str(calls)!r}, 'a').write('pip\\n')\n")
+    source = WheelSource(used, pip=[sys.executable, str(fake_pip)])
+    artifact = Artifact("cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz", "0" * 64, None, 1)
+    with pytest.raises(FetchError, match=rf"refusing to use the wheel cache {used}: "):
+        source.fetch("cuda", "cuda_nvcc", "13.0.88", artifact, tmp_path / "out", cuda_major=13)
+    with pytest.raises(FetchError, match="refusing to use the wheel cache"):
+        source.download_wheel("nvidia-cuda-nvcc", "13.0.88", "x86_64")
+    assert cached_wheel("nvidia-cuda-nvcc", "13.0.88", "x86_64", used) is None
+    assert not calls.exists()
+    os.chown(cache, 0, -1)
+    os.chmod(cache, 0o755)
+    os.chmod(base, 0o755)
+    if used != cache:
+        os.lchown(used, 0, -1)
+    assert cached_wheel("nvidia-cuda-nvcc", "13.0.88", "x86_64", used) is not None  # the owner's own: used

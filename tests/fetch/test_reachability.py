@@ -197,11 +197,13 @@ def test_build_evaluates_again_without_a_dead_fetcher(tmp_path, manifests_dir):
     assert [s["fetcher"] for s in data["skippedFetchers"]] == [dead]
     built = [p.rsplit("/", 1)[1].split("-", 1)[1] for p in data["build"]]
     assert "cuda12.9-cuda_nvcc_wheel-12.9.86.drv" in built, built  # cuda_nvcc_wheel's ptxas
-    assert "cuda12.9-cuda_nvcc-12.9.86.drv" not in built  # not cuda_nvcc (NVIDIA's archive)
-    # Without the second evaluation (probing off, the mirror assumed to answer) the plan takes cuda_nvcc.
+    # not cuda_nvcc's ptxas (NVIDIA's archive; since a74c656 triton takes it through cuda_nvcc-tools, the
+    # same archive's tools without a host compiler)
+    assert "cuda12.9-cuda_nvcc-12.9.86.drv" not in built and "cuda12.9-cuda_nvcc-tools-12.9.86.drv" not in built
+    # Without the second evaluation (probing off, the mirror assumed to answer) the plan takes cuda_nvcc's.
     off = json.loads(cli(*args, env={**env, "CUDAPKGS_PROBE_HOSTS": "0"}).stdout)
     built_off = [p.rsplit("/", 1)[1].split("-", 1)[1] for p in off["build"]]
-    assert "cuda12.9-cuda_nvcc-12.9.86.drv" in built_off and "cuda12.9-cuda_nvcc_wheel-12.9.86.drv" not in built_off
+    assert "cuda12.9-cuda_nvcc-tools-12.9.86.drv" in built_off and "cuda12.9-cuda_nvcc_wheel-12.9.86.drv" not in built_off
 
 
 def test_plan_what_if_names_the_skipped_fetcher(tmp_path, manifests_dir):

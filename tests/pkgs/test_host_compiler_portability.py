@@ -203,3 +203,32 @@ def test_a_teammate_with_another_gcc_substitutes_zlib_instead_of_building_it(tmp
     assert done.returncode == 0, done.stderr
     assert "3/3 paths in" in done.stderr and "building" not in done.stderr.lower(), done.stderr
     assert (Path(outputs["out"]) / "lib" / "libz.so.1").exists()
+
+
+def test_zlibs_compiler_is_never_one_planted_on_the_users_path(tmp_path, monkeypatch):
+    """Attack (held): zlib's store path names no compiler, so a compiler it was built with that the user did
+    not mean (a cloned repository's ``cc`` on a PATH holding ``.``, a project's ``bin/``, ``$CC``) would give
+    the honest path dishonest bytes, uploaded to the team's cache under the user's key. Its build's PATH is
+    its inputs' and the host's fixed directories only (realise/generic.py ``HOST_PATH``), never the user's."""
+    import subprocess
+
+    from cudapkgs.realise.generic import HOST_PATH, build_environment
+
+    planted = tmp_path / "repo"
+    planted.mkdir()
+    for name in ("cc", "gcc", "clang"):
+        (planted / name).write_text(f"#!/bin/sh\necho ran > {tmp_path}/RAN\n")
+        (planted / name).chmod(0o755)
+    monkeypatch.chdir(planted)
+    monkeypatch.setenv("PATH", f"{planted}:.::{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("CC", str(planted / "cc"))
+    top_level.clear_cache()
+    zlib = cudapkgs.import_pkgs({"storeDir": str(tmp_path / "store")}).zlib
+    drv = zlib.derivation
+    env = build_environment(drv, tmp_path / "work", {o: tmp_path / o for o in drv.outputs})
+    entries = env["PATH"].split(os.pathsep)
+    assert all(e.startswith(f"{tmp_path}/store/") or e in HOST_PATH for e in entries), entries
+    assert "CC" not in env
+    found = subprocess.run(["/bin/sh", "-c", "command -v cc || command -v gcc || command -v clang"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert found and not found.startswith(str(planted)) and not (tmp_path / "RAN").exists()

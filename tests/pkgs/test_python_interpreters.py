@@ -206,3 +206,20 @@ def test_a_lock_records_the_interpreters_version_not_its_path(tmp_path, manifest
         pkgs = cudapkgs.import_pkgs(config=_config(tmp_path, python3Executable=other))
         third = derivation_of(pkgs.python3Packages.withPackages(lambda ps: [ps.numpy]), "env")
         assert lock_ids([third])[0][third.drv_path] != ids_a[drvs[0].drv_path]
+
+
+def test_python3packages_on_an_unsupported_cpython_names_the_package_asked_for(tmp_path, manifests_dir):
+    """`python3Executable` = a CPython 3.9: asking for torch says torch and why 3.9 is out (it named markupsafe,
+    a dependency of a dependency, as "no pinned wheel for CPython 3.9"); the set's own builders still work."""
+    fake = tmp_path / "py39" / "python3"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'Python 3.9.18'\n")
+    fake.chmod(0o755)
+    pkgs = cudapkgs.import_pkgs(config=_config(tmp_path, python3Executable=str(fake)))
+    with pytest.raises(EvalError) as caught:
+        _ = pkgs.pkgsCuda.python3Packages.torch.drvPath
+    message = str(caught.value)
+    assert message.startswith("python3Packages.torch: python3Packages runs CPython 3.9.18 "), message
+    assert f"python3Executable = {fake}" in message and "end of life" in message
+    assert "python312Packages" in message and "uv python install 3.12" in message
+    assert pkgs.python3Packages.pythonVersion == "3.9"  # the set itself evaluates

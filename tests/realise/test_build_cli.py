@@ -422,3 +422,18 @@ def test_log_of_a_store_a_cloned_repository_carries(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     assert main(["log", drv]) == 0
     assert capsys.readouterr().out == "built \u00e9\n\\x1b]52;c;cm0gLXJmIH4K\\x07done\n"
+
+
+def test_dry_run_lists_a_file_two_builds_fetch_once(manifests_dir, store_env):
+    """CUDA 12.9's cuda_crt and cuda_nvcc both unpack the nvcc archive: one download, so one row, counted
+    once in the header and in "not tried" (it was two rows, "these 4 sources" and 157.1 MiB not tried
+    for 79.7 MiB to download)."""
+    env = {**store_env, "CUDAPKGS_PROBE_HOSTS": "0"}
+    result = cudapkgs("build", "--dry-run", "--set", "allowUnfree=true", "--set", 'fetchers=["redist"]',
+                      "cudaPackages_12_9.cuda_crt", "cudaPackages_12_9.cuda_nvcc", env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert sum("cuda_nvcc-linux-x86_64-12.9.86-archive.tar.xz" in line for line in lines) == 1, result.stdout
+    assert lines[0] == "these 3 sources will be fetched (79.7 MiB to download; all of it from hosts not tried):"
+    (untried,) = [line.strip() for line in lines if line.strip().startswith("not tried:")]
+    assert untried.startswith("not tried: developer.download.nvidia.com (redist: these 3 files, 79.7 MiB)")

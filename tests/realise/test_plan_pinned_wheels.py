@@ -119,3 +119,64 @@ def test_plan_names_the_pinned_wheel_and_its_size(tmp_path):
     assert out.returncode == 0, out.stderr
     (row,) = [f for f in json.loads(out.stdout)["current"]["fetch"] if f["name"] == wheel.name]
     assert row["cached"] and row["downloadSize"] == 0 and row["size"] == wheel.stat().st_size and row["cachedIn"] == "wheel cache"
+
+
+def test_an_uncached_pinned_wheel_takes_its_size_from_the_index_lookup(tmp_path):
+    """`--dry-run` asks the index for the pinned wheel's size by its file name (it printed "?" for torch's
+    900 MB wheel, and the total left it out)."""
+    pkg, wheel = _demo(tmp_path, cached=False)
+    asked: list[tuple[str, str, str]] = []
+
+    def sizes(wanted):
+        asked.extend(wanted)
+        return {wheel.name: 123_456_789}
+
+    with Store.open(tmp_path / "store") as store:
+        the_plan = plan(store, [pkg.derivation], wheel_sizes=sizes, probe=lambda urls: {u: None for u in urls})
+    assert ("demo", "1.0", wheel.name) in asked
+    (fetch,) = [f for f in the_plan.to_fetch if f.drv.drv_path == pkg.derivation.drv_path]
+    assert fetch.download_size == 123_456_789 and the_plan.unknown_sizes == 0
+    assert fetch.choice.untried is None  # the index answered the size lookup
+    assert the_plan.download_size >= 123_456_789
+
+
+def test_lookup_wheel_sizes_finds_a_pinned_file_by_name():
+    import json
+
+    from cudapkgs.fetch.planning import lookup_wheel_sizes
+
+    sys.path.insert(0, os.fspath(Path(__file__).resolve().parents[1]))
+    from loopback_server import serve
+
+    page = {"meta": {"api-version": "1.1"}, "name": "onnxruntime-gpu", "files": [
+        {"filename": "onnxruntime_gpu-1.31.1-cp311-cp311-manylinux_2_28_x86_64.whl", "size": 11, "hashes": {}},
+        {"filename": "onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl", "size": 22, "hashes": {}}]}
+    for server in serve():
+        server.files["/simple/onnxruntime-gpu/"] = json.dumps(page).encode()
+        found, problems = lookup_wheel_sizes(
+            [("onnxruntime_gpu", "1.31.1", "onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl"),
+             ("onnxruntime_gpu", "1.31.1", "onnxruntime_gpu-1.31.1-cp313-cp313-manylinux_2_28_x86_64.whl")],
+            index=server.url + "/simple", timeout=2.0)
+    assert found == {"onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl": 22}
+    assert len(problems) == 1 and "cp313" in problems[0]
+
+
+def test_a_prebuilt_nvidia_wheel_is_listed_with_its_size(tmp_path):
+    """NCCL and NVSHMEM from NVIDIA's wheels (``prebuiltWheels``, the default) are downloads too: a plan
+    lists them (`--dry-run` named neither, and its total left out NCCL's 289 MiB wheel)."""
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store"), "allowUnfree": True,
+                                        "fetchers": ["wheels"], "prebuiltWheels": ["nccl", "libnvshmem"]})
+    nccl = pkgs.cudaPackages_13_0.nccl
+    project = f"nvidia-nccl-cu13=={nccl.version.split('-')[0]}"
+    asked: list[tuple[str, str, str]] = []
+
+    def sizes(wanted):
+        asked.extend(wanted)
+        return {project: 303_000_000}
+
+    with Store.open(tmp_path / "store") as store:
+        the_plan = plan(store, [nccl.derivation], wheel_sizes=sizes, probe=lambda urls: {u: None for u in urls})
+    (fetch,) = [f for f in the_plan.to_fetch if f.drv.drv_path == nccl.derivation.drv_path]
+    assert fetch.choice.fetcher == "wheels" and fetch.choice.what == project
+    assert fetch.download_size == 303_000_000
+    assert ("nvidia-nccl-cu13", project.partition("==")[2], "x86_64") in asked

@@ -426,18 +426,19 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
     if the_plan.to_fetch:
         from ..table import format_table
 
-        n = len(the_plan.to_fetch)
+        fetches = _distinct(the_plan.to_fetch)
+        n = len(fetches)
         unknown = the_plan.unknown_sizes
         total = format_size(the_plan.download_size) + (f" + {unknown} of unknown size" if unknown else "")
-        cached = sum(1 for f in the_plan.to_fetch if f.cached)
+        cached = sum(1 for f in fetches if f.cached)
         held = f"; {cached} already cached" if cached else ""
-        untried = sum(f.download_size or 0 for f in the_plan.to_fetch
+        untried = sum(f.download_size or 0 for f in fetches
                       if f.choice is not None and not f.cached and f.choice.untried)
         if untried:
             held += f"; {'all' if untried == the_plan.download_size else format_size(untried)} of it from hosts not tried"
         print(f"{_these(n, 'source')} will be fetched ({total} to download{held}):")
         rows = []
-        for f in the_plan.to_fetch:
+        for f in fetches:
             choice = f.choice
             fetcher = choice.fetcher if choice is not None else "url"
             what = choice.what if choice is not None else f.name
@@ -448,16 +449,31 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
                 status = format_size(f.download_size)
             rows.append([what, fetcher, status])
         print("\n".join("  " + line for line in format_table(["FILE", "FETCHER", "DOWNLOAD"], rows).splitlines()))
-        notes = {r for f in the_plan.to_fetch if f.choice is not None for r in f.choice.passed_over}
+        notes = {r for f in fetches if f.choice is not None for r in f.choice.passed_over}
         for note in sorted(notes):
             print(f"  passed over: {note}")
-        for line in _untried_lines(the_plan.to_fetch):
+        for line in _untried_lines(fetches):
             print(f"  {line}")
     print(f"{_these(len(the_plan.to_build), 'derivation')} will be built:")
     for drv in the_plan.to_build:
         print(f"  {drv.drv_path}")
     for drv, hint in the_plan.slow_builds:
         print(f"warning: {drv.name} is built from source: {hint}")
+
+
+def _distinct(fetches: Any) -> list[Any]:
+    """`fetches` with one entry per file: a file two builds fetch (CUDA 12.9's nvcc archive, which
+    cuda_nvcc and cuda_crt both unpack; its wheel, which cuda_crt and cuda_nvcc_wheel both take) is one
+    download, as `Plan.download_size` counts it, so it is one row and counted once (it was listed,
+    counted and summed in "not tried" twice)."""
+    seen: set[Any] = set()
+    kept = []
+    for f in fetches:
+        key = (f.choice.fetcher, f.choice.what) if f.choice is not None else (f.name, f.urls)
+        if key not in seen:
+            seen.add(key)
+            kept.append(f)
+    return kept
 
 
 def _skipped_lines(the_plan: Any) -> list[str]:

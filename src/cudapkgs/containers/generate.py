@@ -190,6 +190,9 @@ def _on_path(name: str) -> str | None:
 
     As `shutil.which`: no PATH searches the system's default path, and a PATH set but empty
     searches nothing (not the working directory, where anyone may have left a "cudapkgs").
+    Unlike it, only absolute entries are searched (`programs.absolute_path`): an empty or relative
+    one names the working directory, and a PATH ending in ``:`` made a cloned repository's
+    ``./cudapkgs`` the program the spec's hooks run, as root, in every container.
     """
     search = os.environ.get("PATH")
     if search is None:
@@ -200,6 +203,8 @@ def _on_path(name: str) -> str | None:
     if not search:
         return None
     for directory in search.split(os.pathsep):
+        if not os.path.isabs(directory):
+            continue
         path = os.path.join(directory, name)
         if os.access(path, os.X_OK) and not os.path.isdir(path):
             return path

@@ -124,9 +124,18 @@ _WHEEL_RECORDS = (".sha256", ".checked")
 
 
 def entries(store_dir: str | os.PathLike[str] | None) -> list[CacheEntry]:
-    """Every entry of every cache (`cache_roots`), oldest use first."""
+    """Every entry of every cache (`cache_roots`), oldest use first.
+
+    A cache directory another user could change (`cudapkgs.owners.problem`: theirs, writable by
+    others, below a directory of theirs, reached through a link of theirs) has no entries: what it
+    lists is theirs to choose, and `collect` deletes entries. Before, ``…/cudapkgs/wheels`` as a link of
+    another user's to your home directory made `gc --caches` delete everything there."""
+    from ..owners import problem
+
     found: list[CacheEntry] = []
     for name, root in cache_roots(store_dir):
+        if problem(os.path.abspath(root)) is not None:
+            continue
         try:
             children = sorted(root.iterdir())
         except OSError:

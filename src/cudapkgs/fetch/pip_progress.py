@@ -1,9 +1,14 @@
 """Bytes and speed for a download that pip does: pip reports nothing to a caller, so watch its temporary directory.
 
 pip (`pip download -d DIR`) writes each file it downloads into a temporary directory made with
-Python's `tempfile` (pip's `TempDirectory(kind="unpack")`, which honours $TMPDIR) and copies it
-to DIR when it is complete. Running pip with $TMPDIR set to a fresh private directory, the bytes
-under it are the bytes downloaded so far.
+Python's `tempfile` (pip's `TempDirectory(kind="unpack")`, `$TMPDIR/pip-unpack-XXXX/<file>`) and
+copies it to DIR when it is complete. Running pip with $TMPDIR set to a fresh private directory,
+the bytes in those directories are the bytes downloaded so far.
+
+Files directly in $TMPDIR are not counted: pip's HTTP cache (its vendored cachecontrol,
+`CallbackFileWrapper`, since cachecontrol 0.13 / pip 23.2) buffers the same response body in a
+`tempfile.NamedTemporaryFile` there while it downloads, so counting it too doubled every figure
+(seen with pip 23.2.1: `pip-unpack-…/nvidia_curand_cu12-….whl` and `tmpvzwq_z03` growing together).
 """
 
 from __future__ import annotations
@@ -23,9 +28,16 @@ _MAX_ENTRIES = 10_000  # bound on one look at a directory pip fills
 
 
 def bytes_under(directory: Path) -> int:
-    """The total size of the regular files below `directory` (links not followed; at most `_MAX_ENTRIES` looked at)."""
+    """The total size in bytes of the regular files in the subdirectories of `directory` (pip's
+    ``pip-unpack-*`` download directories); files directly in `directory` (pip's HTTP-cache buffers
+    of the same bytes) are left out. Links are not followed; at most `_MAX_ENTRIES` files are looked
+    at. Never raises for a file that vanishes meanwhile."""
     total = seen = 0
+    top = os.fspath(directory)
     for root, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+        if root == top:
+            continue
         for name in files:
             seen += 1
             if seen > _MAX_ENTRIES:
@@ -36,7 +48,6 @@ def bytes_under(directory: Path) -> int:
                 continue
             if not os.path.islink(os.path.join(root, name)):
                 total += st.st_size
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
     return total
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,7 +187,9 @@ def lookup_wheel_sizes(
     """Sizes in bytes of wheels ``(project, version, arch)`` from the index's JSON API (PEP 691/700).
 
     Returns ``({"project==version": size}, problems)``; a project the index cannot answer
-    for is left out and named in ``problems`` (one line each), never an exception.
+    for is left out and named in ``problems`` (one line each), never an exception. An entry whose
+    third member is a wheel's file name (``(project, version, "torch-2.9.1-cp311-….whl")``: a pinned
+    wheel) is looked up by that name instead, and its size is keyed by the file name.
     """
     import json
 
@@ -203,6 +206,7 @@ def lookup_wheel_sizes(
     sizes: dict[str, int] = {}
     problems: list[str] = []
     for project, version, arch in wanted:
+        project = re.sub(r"[-_.]+", "-", project).lower()  # PEP 503's normalised name (onnxruntime_gpu)
         url = f"{base}/{project}/"
         try:
             data = json.loads(get_bytes(url, limits=limits, headers={"Accept": "application/vnd.pypi.simple.v1+json"},
@@ -212,6 +216,14 @@ def lookup_wheel_sizes(
             continue
         except ValueError as error:  # not JSON (an HTML error page, a cut-off body)
             problems.append(f"{project}: no size from {url}: not a PEP 691 JSON answer ({error})")
+            continue
+        if arch.endswith(".whl"):  # a pinned wheel: its file by name
+            entries = data.get("files", []) if isinstance(data, dict) else []
+            size = next((e.get("size") for e in entries if isinstance(e, dict) and e.get("filename") == arch), None)
+            if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+                sizes[arch] = size
+            else:
+                problems.append(f"{project}: {url} lists no {arch} with a size")
             continue
         try:
             tags_wanted = set(platform_tags(arch))

@@ -20,7 +20,8 @@ from pathlib import Path
 from ..atomic_files import write_atomically
 from ..errors import FetchError
 
-__all__ = ["pypi_name", "wheel_for", "platform_tags", "wheel_cache_directory", "wheel_lacks", "wheel_lacks_note", "cached_wheel"]
+__all__ = ["pypi_name", "wheel_for", "platform_tags", "wheel_cache_directory", "wheel_lacks", "wheel_lacks_note", "cached_wheel",
+           "cache_problem"]
 
 # manifest key -> (CUDA 12 base name, CUDA 13 name); None: no wheel for that major.
 # CUDA 12 names get "-cu12"; the "-cu13" names are deprecated 0.0.1 stubs, never use them.
@@ -216,7 +217,24 @@ def cached_wheel(project: str, version: str, arch: str, cache: Path | None = Non
         wanted = set(platform_tags(arch))
     except FetchError:
         return None
+    if cache_problem(cache) is not None:  # not trusted: the fetch says why
+        return None
     return _verified_wheel(cache, project, version, wanted, check=check)
+
+
+def cache_problem(cache: Path) -> str | None:
+    """Why the wheel cache `cache` cannot be trusted (`cudapkgs.owners.problem`: another user could change
+    it), as the message of a refusal naming it, or None.  Its wheels are believed on the strength of the
+    ``<wheel>.sha256`` record beside them (NVIDIA's are pinned by nothing else): another user who can
+    write the directory, or one above it, or owns a link on the way, could put their own wheel and its
+    record there, and its libraries would be built into store paths that name only the derivation."""
+    from ..owners import problem
+
+    found = problem(os.path.abspath(cache))
+    if found is None:
+        return None
+    return (f"refusing to use the wheel cache {cache}: {found}, so another user could put a wheel of their own "
+            "there; use a cache directory of your own (XDG_CACHE_HOME)")
 
 
 def wheel_cache_directory() -> Path:

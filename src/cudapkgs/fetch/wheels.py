@@ -29,6 +29,7 @@ from .wheel_lookup import (
     _remember_verified,
     _verified_wheel,
     _wheel_matches,
+    cache_problem,
     cached_wheel,
     platform_tags,
     pypi_name,
@@ -52,6 +53,7 @@ __all__ = [
     "wheel_lacks",
     "wheel_lacks_note",
     "cached_wheel",
+    "cache_problem",
     "unpack_wheel",
     "check_unpacked",
     "WheelChangedError",
@@ -97,6 +99,7 @@ class WheelSource:
         tried (newest N) only when ``==V`` has no match.
         """
         cache = self.cache_dir or wheel_cache_directory()
+        _refuse_foreign(cache)
         cache.mkdir(parents=True, exist_ok=True)
         known = _verified_wheel(cache, project, version, set(platform_tags(arch)))
         if known is not None:
@@ -170,6 +173,7 @@ class WheelSource:
                              + (f": {note}" if note else ""))
         arch = self.arch or _arch_of(artifact.relative_path)
         cache = self.cache_dir or wheel_cache_directory()
+        _refuse_foreign(cache)
         known = _verified_wheel(cache, project, version, set(platform_tags(arch)), check=False)
         if known is not None:
             # In the cache with the sha256 pip's check recorded: the unpacker hashes it while
@@ -184,6 +188,13 @@ class WheelSource:
             progress(wheel.stat().st_size, wheel.stat().st_size)
         return FetchedArtifact("wheel", wheel, self.name)
 
+
+
+def _refuse_foreign(cache: Path) -> None:
+    """FetchError when another user could change the wheel cache `cache` (`wheel_lookup.cache_problem`)."""
+    why = cache_problem(cache)
+    if why is not None:
+        raise FetchError(why)
 
 
 def _arch_of(relative_path: str) -> str:

@@ -44,11 +44,14 @@ def _ldconfig_libcuda_dir(ldconfig_output: str) -> str | None:
 
 def default_driver_lib_dir() -> str:
     """The host's driver library dir: /run/opengl-driver/lib (NixOS), else libcuda.so.1's dir per
-    ``ldconfig -p``, else the first existing multiarch lib dir."""
+    ``ldconfig -p`` (the ``ldconfig`` of PATH's absolute entries, else /sbin's or /usr/sbin's; never
+    one of the working directory), else the first existing multiarch lib dir."""
     if os.path.isdir(DEFAULT_DRIVER_DIR):
         return DEFAULT_DRIVER_DIR
     for ldconfig in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):
-        exe = programs.which(ldconfig) or (ldconfig if os.path.isfile(ldconfig) else None)
+        # the bare name only on PATH's absolute entries (`programs.which`): os.path.isfile("ldconfig") took
+        # the working directory's, and a cloned repository's ./ldconfig ran where /sbin was not on PATH
+        exe = programs.which(ldconfig) or (ldconfig if os.path.isabs(ldconfig) and os.path.isfile(ldconfig) else None)
         if not exe:
             continue
         try:

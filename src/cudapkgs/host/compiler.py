@@ -117,19 +117,27 @@ def _partner(cc: str) -> str | None:
 
 
 def _on_path(path: str) -> list[str]:
+    """The compilers' executables (`_NAME`) in the absolute entries of `path` (a PATH), in its order.
+
+    An empty or relative entry names the working directory (or a directory in it): a cloned
+    repository's ``gcc-99`` there was run (``-dM -E``) by any evaluation that looks for compilers,
+    with no project file and nothing allowed, on a PATH ending in ``:`` (`programs.absolute_path`,
+    as `programs.which`)."""
     found: list[str] = []
-    for directory in path.split(os.pathsep):
+    for directory in programs.absolute_path(path).split(os.pathsep):
+        if not directory:  # no absolute entry at all
+            continue
         try:
             # the prefix test first: /usr/bin holds thousands of names, a handful start so
-            names = [n for n in os.listdir(directory or ".") if n.startswith(_NAME_STARTS) and _NAME.fullmatch(n)]
+            names = [n for n in os.listdir(directory) if n.startswith(_NAME_STARTS) and _NAME.fullmatch(n)]
         except OSError:
             continue
         # Versioned names first, so that gcc and cc are recorded as the gcc-N they point to.
         names.sort(key=lambda n: (_NAME.fullmatch(n)["suffix"] is None, n != "gcc" and n != "clang", n))
         for name in names:
-            full = os.path.join(directory or ".", name)
+            full = os.path.join(directory, name)
             if os.path.isfile(full) and os.access(full, os.X_OK):
-                found.append(os.path.abspath(full))
+                found.append(full)
     return found
 
 

@@ -66,7 +66,7 @@ def _load(file: Path) -> dict[str, list]:
         try:
             from ..inputs import read_cached
 
-            data = read_cached(file, MAX_BYTES)  # a FIFO or device there is a miss, never a hang
+            data = read_cached(file, MAX_BYTES, owned=True)  # a FIFO, a device, another user's file: a miss
             if data:
                 parsed = json.loads(data)
                 if isinstance(parsed, dict) and parsed.get("version") == _VERSION and isinstance(parsed.get("probes"), dict):

@@ -122,8 +122,11 @@ class Plan(FrozenRecord):
 
     @property
     def unknown_sizes(self) -> int:
-        """How many sources to download have no known size."""
-        return sum(1 for f in self.to_fetch if not f.cached and f.download_size is None)
+        """How many files to download have no known size (a file two builds fetch counts once, as in
+        `download_size`)."""
+        seen = {((getattr(f.choice, "fetcher", None), getattr(f.choice, "what", f.name)) if f.choice is not None
+                 else (f.name, f.urls)) for f in self.to_fetch if not f.cached and f.download_size is None}
+        return len(seen)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -204,7 +207,8 @@ def plan(
     skip = frozenset(skipped)
     sizes: Any = wheel_sizes if not callable(wheel_sizes) else None
     if callable(wheel_sizes):
-        sizes = wheel_sizes(_wanted_wheels(store, redist, fetchers, skip))
+        sizes = wheel_sizes(_wanted_wheels(store, redist, fetchers, skip)
+                            + _wanted_other_wheels(d for d in candidates if d.drv_path not in reusable))
     redist_paths = {d.drv_path for d in redist}
     fetches = []
     for drv in candidates:
@@ -224,8 +228,10 @@ def plan(
                     continue
             fetches.append(Fetch(drv, str(src.get("name") or drv.name), size if isinstance(size, int) else None,
                                  tuple(src.get("urls") or ()), choice))
-        elif drv.drv_path not in reusable and (pinned := _pinned_wheel_fetch(drv)) is not None:
+        elif drv.drv_path not in reusable and (pinned := _pinned_wheel_fetch(drv, sizes)) is not None:
             fetches.append(pinned)
+        elif drv.drv_path not in reusable and (nvidia := _nvidia_wheel_fetch(drv, sizes)) is not None:
+            fetches.append(nvidia)
     if problems:
         head = "cannot build: " if len(problems) == 1 else f"cannot build {len(problems)} packages:\n  "
         error = SourcePlanError(head + "\n  ".join(problems))
@@ -346,14 +352,15 @@ def _skipped_note(skipped: Mapping[str, tuple[str, str]]) -> str:
 PINNED_WHEEL_FETCHER = "pip (pinned)"
 
 
-def _pinned_wheel_fetch(drv: Derivation) -> Fetch | None:
+def _pinned_wheel_fetch(drv: Derivation, sizes: Any = None) -> Fetch | None:
     """The pinned wheel of a rewired wheel (``wheel = {file, sha256}``: torch's, triton's) as a source the plan
     lists, or None for any other derivation (or a malformed pin: the build says what is wrong with it).
 
     Its size is the wheel cache's file when cached there under the pinned sha256
-    (`pinned_wheels.cached_pinned_wheel`: a ``stat``, the bytes are not read), else unknown (a plan
-    asks no index, and a pin is a file name and a sha256); then the host is "the Python package index
-    (pip)", untried. The file name is the pin's: torch's 555 MB wheel is the largest download of the ML
+    (`pinned_wheels.cached_pinned_wheel`: a ``stat``, the bytes are not read), else ``sizes[file]``
+    (`sizes`: None or a mapping filled by `--dry-run`'s index lookup, `fetch.planning.lookup_wheel_sizes`
+    with the file name: the index answered), else unknown, and then the host is "the Python package
+    index (pip)", untried. The file name is the pin's: torch's 555-900 MB wheel is the largest download of the ML
     closure, and before this a plan did not name it.
     """
     from collections.abc import Mapping
@@ -376,9 +383,63 @@ def _pinned_wheel_fetch(drv: Derivation) -> Fetch | None:
             size = found.stat().st_size
         except OSError:
             found = None
+    if found is None:
+        size = _known_size(sizes, pin.file)
     choice = SourceChoice(PINNED_WHEEL_FETCHER, pin.file, size, "wheel cache" if found is not None else None,
-                          untried=None if found is not None else "the Python package index (pip)")
+                          untried=None if found is not None or size is not None else "the Python package index (pip)")
     return Fetch(drv, pin.file, size, (), choice)
+
+
+def _known_size(sizes: Any, key: str) -> int | None:
+    size = sizes.get(key) if sizes is not None and hasattr(sizes, "get") else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+
+
+def _nvidia_wheel_spec(drv: Derivation) -> tuple[str, str, str] | None:
+    """``(project, version, arch)`` of a member built from NVIDIA's wheel (``nvidiaWheel``: the prebuilt
+    NCCL and NVSHMEM of ``prebuiltWheels``, CUDA 12's ``cuda_nvcc_wheel``), or None."""
+    from collections.abc import Mapping
+
+    attrs = drv.attrs if isinstance(drv.attrs, Mapping) else {}
+    spec = attrs.get("nvidiaWheel")
+    if not isinstance(spec, Mapping):
+        return None
+    project, version = spec.get("project"), spec.get("version")
+    if not (isinstance(project, str) and isinstance(version, str)):
+        return None  # the build says what is wrong with it
+    return project, version, str(attrs.get("system", "x86_64-linux")).partition("-")[0]
+
+
+def _nvidia_wheel_fetch(drv: Derivation, sizes: Any = None) -> Fetch | None:
+    """The wheel a member built from NVIDIA's wheel (`_nvidia_wheel_spec`) downloads, as a source the plan
+    lists (fetcher ``wheels``, ``project==version``), or None for any other derivation.
+
+    Its size is the wheel cache's file when there (`fetch.wheels.cached_wheel`, ``check=False``: a
+    ``stat``), else ``sizes["project==version"]`` (`--dry-run`'s index lookup: the index answered), else
+    unknown and the index untried. Before
+    this a plan listed neither NCCL's wheel (289 MiB for CUDA 12.9) nor NVSHMEM's, so `--dry-run`'s
+    total left them out.
+    """
+    spec = _nvidia_wheel_spec(drv)
+    if spec is None:
+        return None
+    from ..fetch.planning import SourceChoice
+    from ..fetch.wheels import cached_wheel
+
+    project, version, arch = spec
+    what = f"{project}=={version}"
+    found = cached_wheel(project, version, arch, check=False)
+    size = None
+    if found is not None:
+        try:
+            size = found.stat().st_size
+        except OSError:
+            found = None
+    if found is None:
+        size = _known_size(sizes, what)
+    choice = SourceChoice("wheels", what, size, "wheel cache" if found is not None else None,
+                          untried=None if found is not None or size is not None else "the Python package index (pip)")
+    return Fetch(drv, what, size, (), choice)
 
 
 def _choose_substitutes(store: Any, roots: tuple[Derivation, ...], candidates: list[Derivation],
@@ -425,6 +486,34 @@ def _wanted_wheels(store: Any, redist: Sequence[Derivation], fetchers: Sequence[
             project, _, version = choice.what.partition("==")
             rel = str(drv.data["src"]["relativePath"])
             wanted.append((project, version, "aarch64" if "linux-sbsa" in rel else "x86_64"))
+    return wanted
+
+
+def _wanted_other_wheels(candidates: Iterable[Derivation]) -> list[tuple[str, str, str]]:
+    """The other wheels a plan would download, for `fetch.planning.lookup_wheel_sizes`: ``(project,
+    version, arch)`` of each `_nvidia_wheel_spec` member not in the wheel cache, and ``(project, version,
+    file)`` of each pinned wheel (``wheel = {file, sha256}``) not in it (looked up by file name)."""
+    from collections.abc import Mapping
+
+    from ..errors import CudapkgsError
+    from ..fetch.pinned_wheels import cached_pinned_wheel, parse_pin
+    from ..fetch.wheels import cached_wheel
+
+    wanted = []
+    for drv in candidates:
+        spec = _nvidia_wheel_spec(drv)
+        if spec is not None:
+            if cached_wheel(*spec, check=False) is None:
+                wanted.append(spec)
+            continue
+        wheel = drv.attrs.get("wheel") if isinstance(drv.attrs, Mapping) else None
+        if isinstance(wheel, Mapping) and isinstance(wheel.get("file"), str):
+            try:
+                pin = parse_pin(dict(wheel))
+            except CudapkgsError:
+                continue
+            if cached_pinned_wheel(pin) is None:
+                wanted.append((pin.name, pin.version, pin.file))
     return wanted
 
 

@@ -318,7 +318,12 @@ class Cache:
                 counted = _HashedChunks(nar.dump(record.path))
                 # Reading and hashing in one thread, compressing and writing in this one (as `tar | zstd`
                 # runs two processes); the queue holds a few MiB at most.
-                file_digest, file_size = compress_stream(_read_ahead(counted), out, compression, level=level)
+                try:
+                    file_digest, file_size = compress_stream(_read_ahead(counted), out, compression, level=level,
+                                                             total=record.nar_size)
+                except ValueError as error:  # more or fewer bytes than registered: a frame's size would lie
+                    raise StoreError(f"{record.path} was modified in the store (its NAR has {error}); run `cudapkgs "
+                                     "verify`; not uploaded") from None
                 nar_sha, nar_size = counted.digest(), counted.size
             digest_nar = "sha256:" + base32_encode(nar_sha)
             if (digest_nar, nar_size) != (record.nar_hash, record.nar_size):

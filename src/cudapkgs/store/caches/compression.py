@@ -3,7 +3,8 @@
 Reading also takes gzip (stdlib `zlib`) and br (the `brotli` package), which Nix can write.
 
 Both directions work chunk by chunk, so memory stays bounded whatever the NAR's size (a zstd frame's
-worth, `ZSTD_FRAME`, when compressing). zstd level 3 is the zstd command's default (what `tar -I zstd` uses); xz preset 6 is xz's.
+worth, `ZSTD_FRAME`, when compressing). zstd level 3 is the zstd command's default (what `tar -I zstd`
+uses); xz preset 6 is xz's.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ __all__ = ["compress_stream", "decompressed_reader", "HashingFile"]
 
 CHUNK = 1 << 20
 _ZSTD_READ = 1 << 19  # compressed bytes read at a time when decompressing zstd (with nar_restore.CHUNK)
-#: NAR bytes per zstd frame written by `compress_stream`: frames are independent (decompressible apart, in
-#: parallel), and 8 MiB is four times level 3's 2 MiB window, so the boundaries cost about 0.1 % of the size
+#: NAR bytes per zstd frame written by `compress_stream` (the last one fewer): frames are independent
+#: (decompressible apart, in parallel); 8 MiB is four times level 3's 2 MiB window, so the boundaries cost little: cuBLAS' 569 MiB NAR, 385.3 MiB in one frame, 386.0 MiB (+0.17 %) in frames
 #: (docs/binary-caches.md, "Multi-frame zstd").
 ZSTD_FRAME = 8 << 20
 
@@ -77,8 +78,16 @@ class _ChunkReader:
         return True
 
 
-def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *, level: int | None = None) -> tuple[bytes, int]:
-    """Compress `chunks` into the writable `out`; returns (sha256 digest, size) of what was written."""
+def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *, level: int | None = None,
+                    total: int | None = None) -> tuple[bytes, int]:
+    """Compress `chunks` into the writable `out`; returns (sha256 digest, size) of what was written.
+
+    zstd is written as independent frames of `ZSTD_FRAME` bytes of input (the last one shorter): one
+    zstd stream (RFC 8878 §3.1: a stream is a sequence of frames, and every decoder, Nix 2.8's included,
+    reads them all) whose frames can be decompressed apart. With `total` (the bytes `chunks` will give: a
+    NAR's registered size) every frame's header holds its content size, and ValueError is raised as soon
+    as `chunks` give more bytes than `total`, or at their end if fewer; without it the headers hold none.
+    """
     _check(compression)
     digest = hashlib.sha256()
     size = 0
@@ -91,22 +100,7 @@ def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *,
             out.write(data)
 
     if compression == "zstd":
-        import zstandard
-
-        # Independent frames of about ZSTD_FRAME bytes of NAR each (one frame when the NAR is smaller), each
-        # with its content size: one valid zstd stream (RFC 8878 §3.1: a stream is a sequence of frames, and
-        # every decoder, Nix's included, reads them all), whose frames can be decompressed apart.
-        cctx = zstandard.ZstdCompressor(level=3 if level is None else level, write_content_size=True)
-        pending: list[bytes] = []
-        held = 0
-        for chunk in chunks:
-            pending.append(chunk)
-            held += len(chunk)
-            if held >= ZSTD_FRAME:
-                emit(cctx.compress(b"".join(pending)))
-                pending, held = [], 0
-        if pending or size == 0:
-            emit(cctx.compress(b"".join(pending)))
+        _zstd_frames(chunks, emit, 3 if level is None else level, total)
     elif compression in ("xz", "bzip2"):
         if compression == "xz":
             import lzma
@@ -123,6 +117,46 @@ def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *,
         for chunk in chunks:
             emit(chunk)
     return digest.digest(), size
+
+
+def _zstd_frames(chunks: Iterable[bytes], emit, level: int, total: int | None) -> None:
+    """`chunks` as zstd frames of ZSTD_FRAME input bytes each, streamed (a chunk is compressed as it comes, so
+    a reader thread ahead of this one keeps going); `emit` gets the compressed bytes. See `compress_stream`."""
+    import zstandard
+
+    cctx = zstandard.ZstdCompressor(level=level, write_content_size=total is not None)
+    left = total  # input bytes still to come, when known
+    frame = None  # the open frame's compressor
+    want = done = 0  # the open frame's input size (-1: unknown), and what it has had
+    started = False
+    for chunk in chunks:
+        while chunk:
+            if frame is None:
+                if left is not None and left <= 0:
+                    raise ValueError(f"more than the {total} bytes declared")
+                want = min(ZSTD_FRAME, left) if left is not None else -1
+                frame, done, started = cctx.compressobj(size=want), 0, True
+            room = (want if want >= 0 else ZSTD_FRAME) - done
+            piece = chunk if len(chunk) <= room else chunk[:room]
+            chunk = chunk[len(piece):]
+            emit(frame.compress(piece))
+            done += len(piece)
+            if done >= (want if want >= 0 else ZSTD_FRAME):
+                emit(frame.flush())
+                frame = None
+                if left is not None:
+                    left -= done
+    if frame is not None:
+        try:
+            emit(frame.flush())
+        except zstandard.ZstdError as error:  # a frame told its size that got fewer bytes
+            raise ValueError(f"fewer than the {total} bytes declared ({error})") from None
+        if left is not None:
+            left -= done
+    if left:
+        raise ValueError(f"fewer than the {total} bytes declared")
+    if not started:  # nothing at all: one empty frame, a valid stream
+        emit(cctx.compress(b""))
 
 
 class HashingFile:

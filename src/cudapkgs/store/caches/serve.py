@@ -265,10 +265,14 @@ class _Service:
                 if pending:
                     yield b"".join(pending)
 
+            short = False
             with os.fdopen(fd, "wb") as out:
-                file_digest, _ = compress_stream(chunks(), out, "zstd")
+                try:
+                    file_digest, _ = compress_stream(chunks(), out, "zstd", total=nar_size)
+                except ValueError:  # more or fewer bytes than registered
+                    short = True
             got = "sha256:" + base32_encode(sha.digest())
-            if (got, size) != (nar_hash, nar_size):
+            if short or (got, size) != (nar_hash, nar_size):
                 self.report(f"serve: {path} does not match its registration (NAR hash {got}, {size} bytes); not served")
                 raise StoreError(f"{path} was modified since it was registered; `cudapkgs verify` says more")
             return self.cache.publish(temp, nar_hash, "zstd", "sha256:" + base32_encode(file_digest))

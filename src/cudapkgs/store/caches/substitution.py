@@ -236,10 +236,10 @@ class Substituters:
 
         def one(sub: Substitute) -> str:
             def wait_for_references() -> None:
-                # Unpacked, this path waits for its references to register. It gives its CPU slot up first
-                # (`_Threads.yield_slot`: another worker takes the next NAR meanwhile), so no order of the
-                # items can make every worker wait on one that no worker took.
-                if not all(registered[ref].is_set() for ref in refs_of[sub.path]):
+                # Unpacked, this path waits for its references to register. One of the largest (taken out of
+                # dependency order) gives its CPU slot up first (`_Threads.yield_slot`: another thread takes
+                # the next NAR meanwhile); the others wait on paths taken before them (`_largest_first`).
+                if sub.path in ahead and not all(registered[ref].is_set() for ref in refs_of[sub.path]):
                     pool.yield_slot()
                 for ref in refs_of[sub.path]:
                     registered[ref].wait()
@@ -282,7 +282,7 @@ class Substituters:
         failures: dict[str, BaseException] = {}
         pool = None
         try:
-            start = _largest_first(order, by_path, jobs)
+            start, ahead = _largest_first(order, by_path, jobs)
             pool = _Threads(one, [by_path[p] for p in start], max(1, jobs), "cudapkgs-substitute",
                             on_skip=never_started, start=False)
             pool.start()
@@ -305,21 +305,32 @@ class Substituters:
         return added
 
 
-def _largest_first(order: list[str], by_path: Mapping[str, Substitute], jobs: int) -> list[str]:
-    """`order` (dependencies first) sorted by NAR size, the largest first (ties keep their order), when jobs > 1.
+#: How many of the largest NARs, per job, are taken before the rest (in dependency order) when jobs > 1.
+AHEAD_PER_JOB = 2
 
-    Unpacking does not wait for references, only registration does, and a path that waits gives its
-    worker's CPU slot to the next path (`_Threads.yield_slot`), so any order ends. The largest first is
-    the longest-processing-time rule: the jobs end together, instead of the largest NAR (torch's 1.1 GiB
-    of the ML closure's 5.2) unpacking alone at the end. Before, only the largest was moved first and a
-    worker waiting for references kept its slot: at ``-j 2`` torch's worker then sat idle while the
-    other unpacked the remaining 4 GiB (py-spy: 25 % of the workers' samples in that wait;
-    docs/bench-speed.md, "Tenth session").
+
+def _largest_first(order: list[str], by_path: Mapping[str, Substitute], jobs: int) -> tuple[list[str], set[str]]:
+    """(the order to take the paths in, the paths taken ahead of their turn): the `AHEAD_PER_JOB * jobs`
+    largest NARs first, largest first, then the rest in `order` (dependencies first); nothing moved at one job.
+
+    The largest first is the longest-processing-time rule: the jobs end together, instead of the largest
+    NAR (torch's 1.1 GiB of the ML closure's 5.2) unpacking alone at the end. Unpacking does not wait for
+    references, only registration does. A path taken ahead may wait for paths not taken yet, so it gives
+    its worker's slot to the next path while it waits (`_Threads.yield_slot`): before, only the largest
+    was moved first and kept its slot, and at ``-j 2`` torch's worker sat idle while the other unpacked the
+    remaining 4 GiB (py-spy: 25 % of the workers' samples in that wait; docs/bench-speed.md, "Tenth
+    session: substituting the ML closure"). Every other path comes after its references in `order`, and
+    so after every path that any path it waits on waits for (a path ahead's references among the rest come
+    before the rest's paths that refer to it): it waits holding its slot, and the chain it waits on ends
+    at a path that runs. So at most `jobs` plus the paths ahead are threads at once, whatever the closure's
+    size (a thread for every waiting path would be a thread, a store connection and a lock per path).
     """
     if jobs < 2:
-        return order  # one at a time: each registers as soon as it is unpacked
+        return order, set()  # one at a time: each registers as soon as it is unpacked
     rank = {p: i for i, p in enumerate(order)}
-    return sorted(order, key=lambda p: (-by_path[p].info.nar_size, rank[p]))
+    ahead = sorted(order, key=lambda p: (-by_path[p].info.nar_size, rank[p]))[: AHEAD_PER_JOB * jobs]
+    taken = set(ahead)
+    return ahead + [p for p in order if p not in taken], taken
 
 
 class _Threads:
