@@ -36,6 +36,8 @@ def carried(tmp_path):
     cache.mkdir(parents=True)
     (cache / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl").write_bytes(b"nvcc")
     (cache / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl.sha256").write_text("0" * 64 + "\n")
+    (part / "shell").mkdir()
+    (part / "shell" / "packages.txt").write_text("cudaPackages_13_0.pkgs.pkgsCuda.python312Packages.cupy\n")
     secret = tmp_path / "secret"
     secret.mkdir()
     (secret / "key").write_text("not to be copied")
@@ -54,6 +56,7 @@ def test_stash_extra_keeps_wheels_and_the_wheel_cache_and_follows_no_link(carrie
     kept = sorted(p.name for p in (extra / "cache" / "cudapkgs" / "wheels").iterdir())
     assert kept == ["nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl",
                     "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl.sha256"]
+    assert (extra / "shell" / "packages.txt").read_text().startswith("cudaPackages_13_0.")
     assert not (extra / "torch-ext").exists()
 
 

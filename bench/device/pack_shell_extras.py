@@ -1,6 +1,6 @@
 """Pack what `cudapkgs shell` on the lent GPU needs beside the store closure, in two device calls.
 
-usage: python bench/device/pack_shell_extras.py --ext OUT [--repo /work/main] [--name ml]
+usage: python bench/device/pack_shell_extras.py (--ext OUT | --shell DIR) [--repo /work/main] [--name ml]
            [--cache-wheel GLOB ...] [--wheel-cache DIR]
 
 OUT is what ``pack_torch_extension.py --no-pieces`` wrote (the extension, ``env.json``, ``closure.txt``, the
@@ -19,6 +19,11 @@ gets another ``cuda_nvcc`` (its nvcc.profile names the host compiler: tests/pkgs
 and builds it from NVIDIA's wheel; with no network there, that wheel must be in the wheel cache
 (``$XDG_CACHE_HOME/cudapkgs/wheels``, `cudapkgs.fetch.wheel_lookup.wheel_cache_directory`). The cache trusts
 the ``.sha256`` record beside a wheel (pip's check, here), and the unpacker refuses bytes that differ from it.
+
+With ``--shell DIR`` instead of ``--ext`` (a smaller proof: a folder holding only the shell's
+``packages.txt`` and ``config.txt``), ``extra-a`` holds the CPython tree, ``shell/`` and ``wheels/``, and
+``extra-b`` is made only for ``--cache-wheel`` (none by default: a shell without cuda_nvcc rebuilds only its
+gcc-wrapper).
 
 Each folder stays under the device tool's 64 MiB a call with /work/main's ~8 MB working tree; this script
 exits 1 naming a folder that does not. On the device: ``bash bench/device/stash_extra.sh NAME extra-a``
@@ -49,7 +54,9 @@ def _size(folder: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ext", type=Path, required=True, help="pack_torch_extension.py's --out")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--ext", type=Path, help="pack_torch_extension.py's --out")
+    what.add_argument("--shell", type=Path, help="a folder with the shell's packages.txt and config.txt only")
     parser.add_argument("--repo", type=Path, default=Path("/work/main"), help="the checkout the device tool sends")
     parser.add_argument("--name", default="ml")
     parser.add_argument("--cache-wheel", action="append", default=None, metavar="GLOB",
@@ -64,19 +71,26 @@ def main(argv: list[str] | None = None) -> int:
     for folder in (a, b):
         if folder.exists():
             shutil.rmtree(folder)
-    ext = a / "torch-ext"
-    (ext / "ext").mkdir(parents=True)
-    for name in ("env.json", "closure.txt", "packages.txt", "config.txt"):
-        shutil.copy2(args.ext / name, ext / name)
-    for built in (args.ext / "ext").glob("*.so"):
-        shutil.copy2(built, ext / "ext" / built.name)
+    if args.ext:
+        ext = a / "torch-ext"
+        (ext / "ext").mkdir(parents=True)
+        for name in ("env.json", "closure.txt", "packages.txt", "config.txt"):
+            shutil.copy2(args.ext / name, ext / name)
+        for built in (args.ext / "ext").glob("*.so"):
+            shutil.copy2(built, ext / "ext" / built.name)
+    else:
+        (a / "shell").mkdir(parents=True)
+        for name in ("packages.txt", "config.txt"):
+            shutil.copy2(args.shell / name, a / "shell" / name)
     with tarfile.open(a / "cpython-3.12.1.tar.gz", "w:gz") as tar:
         tar.add(PYENV, arcname=str(PYENV).lstrip("/"), filter=_keep)
 
     cache = args.wheel_cache or wheel_cache_directory()
     dest = b / "cache" / "cudapkgs" / "wheels"
-    dest.mkdir(parents=True)
-    for pattern in args.cache_wheel or ["nvidia_cuda_nvcc-13.0.88-*.whl"]:
+    patterns = args.cache_wheel or (["nvidia_cuda_nvcc-13.0.88-*.whl"] if args.ext else [])
+    if patterns:
+        dest.mkdir(parents=True)
+    for pattern in patterns:
         found = sorted(p for p in cache.glob(pattern) if p.suffix == ".whl" and p.is_file() and not p.is_symlink())
         if not found:
             print(f"no wheel {pattern} in {cache}: build the shell here once (it fetches it)", file=sys.stderr)
@@ -88,22 +102,23 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             shutil.copy2(wheel, dest / wheel.name)
             shutil.copy2(record, dest / record.name)
-    wheels = b / "wheels"
-    wheels.mkdir()
+    wheels = (b if args.ext else a) / "wheels"
+    wheels.mkdir(parents=True)
     subprocess.run([sys.executable, "-I", "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                     "--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
                     "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
                     "--platform", "any", "-d", str(wheels), *DEVICE_WHEELS], check=True, cwd=wheels)
     status = 0
-    for folder in (a, b):
+    folders = [f for f in (a, b) if f.exists()]
+    for folder in folders:
         size = _size(folder)
         print(f"{folder}: {size / 2**20:.1f} MiB")
         if size + TREE > LIMIT:
             print(f"{folder}: {size / 2**20:.1f} MiB with the working tree is over the tool's 64 MiB", file=sys.stderr)
             status = 1
     rel = carry.relative_to(args.repo)
-    print(f"device calls: bash bench/device/stash_extra.sh {args.name} extra-a   (carry {rel}/extra-a)")
-    print(f"              bash bench/device/stash_extra.sh {args.name} extra-b   (carry {rel}/extra-b)")
+    for folder in folders:
+        print(f"device call: bash bench/device/stash_extra.sh {args.name} {folder.name}   (carry {rel}/{folder.name})")
     return status
 
 

@@ -6,7 +6,8 @@
 # 3. the cpp_extension kernel (issue 32) in env -i (check_torch_extension.py);
 # 4. the same through `cudapkgs shell` (offline: the same derivations, already in the store): ml_env_gpu.py check
 #    and the extension's check inside the shell.
-# usage: [MORE="NAME2 …"] bash bench/device/run_gpu_proof.sh NAME [ROUNDS] [PARTS]   PARTS: any of assemble,env,ext,shell (default all)
+# usage: [MORE="NAME2 …"] [CHECK_SKIP=torch,…] bash bench/device/run_gpu_proof.sh NAME [ROUNDS] [PARTS]
+#   PARTS: any of assemble,env,ext,shell (default all); CHECK_SKIP: ml_env_gpu.py check's --skip in the shell
 # Logs go to /tmp/proof and, as one tarball (the device tool returns at most 8 files), to $OUT/proof.tar.gz.
 set -uo pipefail
 name=${1:?NAME}; rounds=${2:-3}; parts=${3:-assemble,env,ext,shell}
@@ -38,8 +39,10 @@ if want ext; then
 fi
 if want shell; then
   echo "== through cudapkgs shell"
-  mapfile -t packages < "$extra/torch-ext/packages.txt"
-  config=(); while read -r c; do config+=(--set "$c"); done < "$extra/torch-ext/config.txt"
+  # the shell's packages: those of the torch extension's shell, or a smaller proof's (pack_shell_extras.py --shell)
+  given=$extra/torch-ext; [ -f "$given/packages.txt" ] || given=$extra/shell
+  mapfile -t packages < "$given/packages.txt"
+  config=(); while read -r c; do config+=(--set "$c"); done < "$given/config.txt"
   py=/root/.pyenv/versions/3.12.1/bin
   # The shell rebuilds what names the host compiler (its gcc-wrapper, cuda_nvcc: the machine's gcc differs from
   # the packing machine's) and nothing else; cuda_nvcc comes from NVIDIA's wheel, carried into this wheel cache
@@ -54,8 +57,8 @@ if want shell; then
     --set "storeDir=$store" --set "python3Executable=$py/python3.12" --no-substitute --no-venv "${packages[@]}" \
     --command sh -c "rc=0; echo python3: \$(command -v python3); echo nvcc: \$(command -v nvcc); \
       env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)=' | sort; \
-      python3 '$here/ml_env_gpu.py' check --store '$store' --out '$log/shell-check.json' || rc=1; \
-      PYTHONPATH='$ext':\$PYTHONPATH python3 -c 'import torch, axpy_ext; x = torch.arange(8., device=\"cuda\"); \
+      python3 '$here/ml_env_gpu.py' check --store '$store' --skip '${CHECK_SKIP:-}' --out '$log/shell-check.json' || rc=1; \
+      [ ! -d '$ext' ] || PYTHONPATH='$ext':\$PYTHONPATH python3 -c 'import torch, axpy_ext; x = torch.arange(8., device=\"cuda\"); \
 y = axpy_ext.axpy(x, x, 2.5); assert torch.equal(y, 3.5 * x), y; print(\"axpy_ext in the shell:\", y.tolist(), axpy_ext.__file__)' || rc=1; exit \$rc" \
     2>&1 | tee "$log/shell.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=5
