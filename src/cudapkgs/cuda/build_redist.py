@@ -395,6 +395,8 @@ def _passthru(final: AttrSet, cuda: Any, config: Any, spec: ComponentSpec) -> At
             )
 
         attrs["tests"] = lazy(tests)
+    if spec.pname == "cuda_nvcc":  # what wheels link nvcc's tools from (`without_host_compiler`)
+        attrs["withoutHostCompiler"] = lazy(lambda: without_host_compiler(cuda.cuda_nvcc))
     return AttrSet(attrs, name=f"{cuda.attr_path}.{spec.pname}.passthru")
 
 

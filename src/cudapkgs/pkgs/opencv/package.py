@@ -306,6 +306,11 @@ def opencv4(
                 cmake_feature("CUDA_ARCH_BIN", f.cmakeCudaArchitecturesString),
                 cmake_feature("CUDA_ARCH_PTX", list(f.cudaCapabilities)[-1] if f.cudaForwardCompat else ""),
                 cmake_bool("BUILD_opencv_cudacodec", False),
+                # One CUDA runtime in a process: CMake's CUDA language links cudart statically by default
+                # (CMAKE_CUDA_RUNTIME_LIBRARY), which gave libopencv_core its own copy of the runtime beside
+                # torch's libcudart.so (measured on the H100: 3280 cudart symbols, no libcudart NEEDED).
+                cmake_feature("CMAKE_CUDA_RUNTIME_LIBRARY", "Shared"),
+                cmake_bool("CUDA_USE_STATIC_CUDA_RUNTIME", False),
             ]
         if not modules:
             flags += [cmake_bool(f"BUILD_opencv_{m}", False) for m in NEEDS_DOWNLOAD]
@@ -388,6 +393,11 @@ def opencv4(
                 "platforms": ["x86_64-linux", "aarch64-linux"],
             },
         }
+        # CMake 4 refuses cmake_minimum_required(VERSION < 3.5), and OpenCV 4.11's script-mode helpers
+        # (cmake/OpenCVGenPkgconfig.cmake: `cmake -P` at build time, which reads no cache) still say 2.8:
+        # the environment variable CMake 4.0 added is the one knob that reaches them (measured: the GPU
+        # machine's CMake 4.4.3 failed the build at "Generate opencv4.pc").
+        result["env"] = {"CMAKE_POLICY_VERSION_MINIMUM": "3.5"}
         if enablePython:  # where the host interpreter keeps Python.h and libpython (python_paths.py)
             result["preConfigure"] = python_paths
             result["pythonExecutable"] = f"{pythonPackages.python.outPath}/bin/python3"

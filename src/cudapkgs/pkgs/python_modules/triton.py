@@ -167,9 +167,7 @@ def nvcc_tools(cuda: Any) -> Any:
     """The set's ``cuda_nvcc`` without a host compiler (`cudapkgs.cuda.build_redist.without_host_compiler`):
     what a wheel links nvcc's tools (ptxas, nvlink) from, so that its store path does not name the
     host's gcc. Raises what ``cuda_nvcc`` raises when it cannot be evaluated."""
-    from ...cuda.build_redist import without_host_compiler
-
-    return without_host_compiler(cuda.cuda_nvcc)
+    return cuda.cuda_nvcc.withoutHostCompiler  # passthru (the cuda room: pkgs never imports it)
 
 
 def ptxas_unavailable(cuda: Any) -> str:
