@@ -12,7 +12,7 @@ import pytest
 
 import cudapkgs
 from cudapkgs.builders.rewired_wheel import rewired_wheel
-from cudapkgs.realise.scheduler import PINNED_WHEEL_FETCHER, plan
+from cudapkgs.realise.planning import PINNED_WHEEL_FETCHER, plan
 from cudapkgs.store.store import Store
 
 sys.path.insert(0, os.fspath(Path(__file__).resolve().parents[1] / "builders"))
