@@ -65,6 +65,11 @@ def opencv_torch_env(python3Packages, opencv_cuda_reduced):
     return python3Packages.withPackages([opencv_cuda_reduced, python3Packages.torch])
 
 
+def opencv_gpu_torch_env(python3Packages, opencv_gpu_proof):
+    """The GPU-proof cv2 (cudart shared) and the set's torch in one Python: one libcudart, the set's."""
+    return python3Packages.withPackages([opencv_gpu_proof, python3Packages.torch])
+
+
 def opencv_cpu_torch_env(python3Packages, opencv_cpu_python):
     """The reduced CPU cv2 and the set's torch in one Python (where no CUDA cv2 is built)."""
     return python3Packages.withPackages([opencv_cpu_python, python3Packages.torch])
