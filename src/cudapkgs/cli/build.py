@@ -67,6 +67,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",
                    help="run up to N builds at once; 'auto' (default) is the number of CPUs. While builds "
                    "wait for their inputs, up to N of their sources (already downloaded) are unpacked ahead")
+    p.add_argument("--cores", metavar="N", type=_cores, default=None,
+                   help="how many cores each build may use (NIX_BUILD_CORES: its make -j / ninja -j), as Nix's "
+                   "`cores`; 0 or unset: every CPU. The store paths do not change with it. Also $CUDAPKGS_CORES")
     p.add_argument("--dry-run", action="store_true",
                    help="only print what would be fetched (with download sizes) and built")
     p.add_argument("--keep-failed", action="store_true", help="keep the build directory of a failed build (its path is printed)")
@@ -81,7 +84,20 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run_build)
 
 
+def _cores(text: str) -> int:
+    """--cores N: a whole number ≥ 0 (argparse turns the ValueError into a usage error)."""
+    if not text.isdigit() or len(text) > 6:
+        raise ValueError(text)
+    return int(text)
+
+
 def run_build(args: argparse.Namespace) -> int:
+    if args.cores is not None:  # read by each local build's environment (realise.generic.build_cores)
+        import os
+
+        from ..realise.generic import CORES_VARIABLE
+
+        os.environ[CORES_VARIABLE] = str(args.cores)
     cached = _cached_derivations(args) if args.attrpaths else None
     if cached is not None:
         store_dir, items = cached

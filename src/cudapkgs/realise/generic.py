@@ -286,6 +286,30 @@ _default_phases = default_phases  # the name tests and older callers use
 GPU_SELECTION = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 
+CORES_VARIABLE = "CUDAPKGS_CORES"  # set by `cudapkgs build --cores N`
+
+
+def build_cores(environ: Mapping[str, str] | None = None) -> int:
+    """NIX_BUILD_CORES of a build here: how many cores one build may use (its ``make -j``/``ninja -j``).
+
+    Nix's ``cores`` setting (nix.conf; ``--cores`` on the command line; manual, "Tuning Cores and
+    Jobs"): NIX_BUILD_CORES is ``cores``, or every CPU of the machine when it is 0 or unset. Here it
+    comes from ``$CUDAPKGS_CORES`` (what ``cudapkgs build --cores N`` sets). It is the build's
+    environment, not its derivation: the store path does not change with it. Raises `ConfigError`
+    for a value that is not a whole number ≥ 0.
+    """
+    value = (os.environ if environ is None else environ).get(CORES_VARIABLE, "").strip()
+    every = os.cpu_count() or 1
+    if not value:
+        return every
+    if not value.isdigit() or len(value) > 6:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"{CORES_VARIABLE}={value!r}: the number of cores a build may use must be a whole "
+                          "number (0: every CPU)")
+    return int(value) or every
+
+
 def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str, str]:
     """The variables the build starts with: nothing inherited, then `build_inputs.setup_environment`."""
     attrs = drv.attrs
@@ -295,7 +319,7 @@ def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str
         "HOME": "/homeless-shelter",
         "TMPDIR": os.fspath(work), "TMP": os.fspath(work), "TEMP": os.fspath(work), "TEMPDIR": os.fspath(work),
         "NIX_BUILD_TOP": os.fspath(work),
-        "NIX_BUILD_CORES": str(os.cpu_count() or 1),
+        "NIX_BUILD_CORES": str(build_cores()),
         "NIX_STORE": store_dir,
         "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH,
         "LANG": "C.UTF-8",
