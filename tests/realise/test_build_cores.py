@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from cudapkgs.errors import ConfigError
-from cudapkgs.realise.generic import CORES_VARIABLE, build_cores
+from cudapkgs.realise.build_cores import CORES_VARIABLE, build_cores
 
 
 def test_build_cores_follows_the_setting_and_zero_means_every_cpu():

@@ -95,7 +95,7 @@ def run_build(args: argparse.Namespace) -> int:
     if args.cores is not None:  # read by each local build's environment (realise.generic.build_cores)
         import os
 
-        from ..realise.generic import CORES_VARIABLE
+        from ..realise.build_cores import CORES_VARIABLE
 
         os.environ[CORES_VARIABLE] = str(args.cores)
     cached = _cached_derivations(args) if args.attrpaths else None

@@ -54,6 +54,7 @@ from ..builders import make as make_builder
 from ..derivation import Derivation
 from ..hooks import multiple_outputs, shell_functions
 from ..errors import CudapkgsError, shown
+from .build_cores import build_cores
 from ..build_inputs import Closures, find_inputs, read_support_file, setup_environment
 from ..stdenv import PHASES
 from .context import BuildContext
@@ -284,30 +285,6 @@ _default_phases = default_phases  # the name tests and older callers use
 
 #: Variables a build requiring a `cuda*` system feature inherits: which GPUs it may use.
 GPU_SELECTION = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
-
-
-CORES_VARIABLE = "CUDAPKGS_CORES"  # set by `cudapkgs build --cores N`
-
-
-def build_cores(environ: Mapping[str, str] | None = None) -> int:
-    """NIX_BUILD_CORES of a build here: how many cores one build may use (its ``make -j``/``ninja -j``).
-
-    Nix's ``cores`` setting (nix.conf; ``--cores`` on the command line; manual, "Tuning Cores and
-    Jobs"): NIX_BUILD_CORES is ``cores``, or every CPU of the machine when it is 0 or unset. Here it
-    comes from ``$CUDAPKGS_CORES`` (what ``cudapkgs build --cores N`` sets). It is the build's
-    environment, not its derivation: the store path does not change with it. Raises `ConfigError`
-    for a value that is not a whole number ≥ 0.
-    """
-    value = (os.environ if environ is None else environ).get(CORES_VARIABLE, "").strip()
-    every = os.cpu_count() or 1
-    if not value:
-        return every
-    if not value.isdigit() or len(value) > 6:
-        from ..errors import ConfigError
-
-        raise ConfigError(f"{CORES_VARIABLE}={value!r}: the number of cores a build may use must be a whole "
-                          "number (0: every CPU)")
-    return int(value) or every
 
 
 def build_environment(drv: Derivation, work: Path, outputs: Outputs) -> dict[str, str]:
