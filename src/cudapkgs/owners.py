@@ -23,7 +23,7 @@ import stat
 
 from .path_links import foreign_link
 
-__all__ = ["problem"]
+__all__ = ["foreign_directory_above", "problem"]
 
 
 def _owner(uid: int) -> str:
@@ -53,23 +53,39 @@ def problem(directory: str | os.PathLike[str]) -> str | None:
             return f"it belongs to {_owner(st.st_uid)}"
         if st.st_mode & 0o022:
             return f"it is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}); fix it with: chmod go-w {path}"
+    above = foreign_directory_above(path, trusted)
+    if above is not None:
+        directory, st = above
+        if st.st_uid not in trusted:
+            return f"the directory {directory} above it belongs to {_owner(st.st_uid)}"
+        return (f"the directory {directory} above it is writable by other users (mode "
+                f"{stat.S_IMODE(st.st_mode):04o}, no sticky bit); fix it with: chmod go-w {directory}")
+    return None
+
+
+def foreign_directory_above(path: str | os.PathLike[str], trusted: set[int] | tuple[int, ...]
+                            ) -> tuple[str, os.stat_result] | None:
+    """The first directory above the absolute `path` (as written, then with links resolved) that belongs
+    to a uid outside `trusted`, or that others can write without the sticky bit (``/tmp``, 1777, is
+    fine: others cannot rename what is not theirs there), with its ``stat``; None when there is none.
+    Whoever owns or can write such a directory can rename `path` away and put another in its place.
+    A directory that cannot be looked at (not there yet, not readable) is skipped. Raises nothing.
+    The one walk `problem`, `Store.open` (`cudapkgs.store.store`) and the evaluation cache's no-op
+    answer (`cudapkgs.evalcache.lookup`) share."""
     seen: set[str] = set()
-    for start in (path, os.path.realpath(path)):  # as written, then as resolved (the message names the first)
-        above = os.path.dirname(start)
-        while above not in seen:
-            seen.add(above)
+    written = os.path.normpath(os.fspath(path))
+    for start in (written, os.path.realpath(written)):  # as written first: messages name that
+        directory = os.path.dirname(start)
+        while directory not in seen:
+            seen.add(directory)
             try:
-                st = os.stat(above)
+                st = os.stat(directory)
             except OSError:
                 st = None
-            if st is not None:
-                if st.st_uid not in trusted:
-                    return f"the directory {above} above it belongs to {_owner(st.st_uid)}"
-                if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-                    return (f"the directory {above} above it is writable by other users (mode "
-                            f"{stat.S_IMODE(st.st_mode):04o}, no sticky bit); fix it with: chmod go-w {above}")
-            parent = os.path.dirname(above)
-            if parent == above:
+            if st is not None and (st.st_uid not in trusted or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX)):
+                return directory, st
+            parent = os.path.dirname(directory)
+            if parent == directory:
                 break
-            above = parent
+            directory = parent
     return None

@@ -202,16 +202,11 @@ def _check_store(store: tuple[str, str, str], valid: list[str], links: list[list
             return f"{target} belongs to another user"
         if target != db_file and not os.access(target, os.W_OK):
             return f"cannot write {target}"
-    for start in (store_dir, os.path.realpath(store_dir)):  # as `Store.open` (store/store.py): the directories above
-        directory = os.path.dirname(start)
-        while True:
-            st = os.stat(directory)
-            if st.st_uid not in trusted or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
-                return f"{directory} above the store belongs to or is writable by another user"
-            parent = os.path.dirname(directory)
-            if parent == directory:
-                break
-            directory = parent
+    from ..owners import foreign_directory_above  # os, stat and path_links only
+
+    above = foreign_directory_above(store_dir, trusted)  # as `Store.open`: the directories above
+    if above is not None:
+        return f"{above[0]} above the store belongs to or is writable by another user"
     if not stat.S_ISREG(os.stat(db_file).st_mode):
         return "the store database is not a regular file"
     prefix = store_dir.rstrip("/") + "/"

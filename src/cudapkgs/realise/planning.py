@@ -346,13 +346,19 @@ def _pinned_wheel_fetch(drv: Derivation, sizes: Any = None) -> Fetch | None:
         return None
     from ..errors import CudapkgsError
     from ..fetch.pinned_wheels import cached_pinned_wheel, parse_pin
-    from ..fetch.planning import SourceChoice
 
     try:
         pin = parse_pin(dict(wheel))
     except CudapkgsError:
         return None
-    found = cached_pinned_wheel(pin)
+    return _wheel_fetch(drv, PINNED_WHEEL_FETCHER, pin.file, cached_pinned_wheel(pin), sizes)
+
+
+def _wheel_fetch(drv: Derivation, fetcher: str, what: str, found: Any, sizes: Any) -> Fetch:
+    """The plan's row for a wheel `drv` downloads: its size is the cached file's (`found`, a Path or None)
+    when there, else ``sizes[what]`` (`--dry-run`'s index lookup), else unknown and the index untried."""
+    from ..fetch.planning import SourceChoice
+
     size = None
     if found is not None:
         try:
@@ -360,10 +366,10 @@ def _pinned_wheel_fetch(drv: Derivation, sizes: Any = None) -> Fetch | None:
         except OSError:
             found = None
     if found is None:
-        size = _known_size(sizes, pin.file)
-    choice = SourceChoice(PINNED_WHEEL_FETCHER, pin.file, size, "wheel cache" if found is not None else None,
+        size = _known_size(sizes, what)
+    choice = SourceChoice(fetcher, what, size, "wheel cache" if found is not None else None,
                           untried=None if found is not None or size is not None else "the Python package index (pip)")
-    return Fetch(drv, pin.file, size, (), choice)
+    return Fetch(drv, what, size, (), choice)
 
 
 def _known_size(sizes: Any, key: str) -> int | None:
@@ -399,23 +405,10 @@ def _nvidia_wheel_fetch(drv: Derivation, sizes: Any = None) -> Fetch | None:
     spec = _nvidia_wheel_spec(drv)
     if spec is None:
         return None
-    from ..fetch.planning import SourceChoice
     from ..fetch.wheels import cached_wheel
 
     project, version, arch = spec
-    what = f"{project}=={version}"
-    found = cached_wheel(project, version, arch, check=False)
-    size = None
-    if found is not None:
-        try:
-            size = found.stat().st_size
-        except OSError:
-            found = None
-    if found is None:
-        size = _known_size(sizes, what)
-    choice = SourceChoice("wheels", what, size, "wheel cache" if found is not None else None,
-                          untried=None if found is not None or size is not None else "the Python package index (pip)")
-    return Fetch(drv, what, size, (), choice)
+    return _wheel_fetch(drv, "wheels", f"{project}=={version}", cached_wheel(project, version, arch, check=False), sizes)
 
 
 def _choose_substitutes(store: Any, roots: tuple[Derivation, ...], candidates: list[Derivation],

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import StoreError
+from ..owners import foreign_directory_above
 from ..path_links import foreign_link
 from ..users import user_name
 from .db import PathInfo, StoreDB
@@ -253,26 +254,19 @@ def _refuse_owned_by_others(root: Path) -> None:
                 f"refusing to use the store {root}: {target} belongs to {user_name(st.st_uid)}, not to you "
                 f"({user_name(me)}){'' if me == 0 else ' or root'}, and its owner could replace store paths and "
                 "their metadata; use a store of your own (storeDir, CUDAPKGS_STORE)")
-    seen: set[Path] = set()
-    for start in (root, Path(os.path.realpath(root))):  # as written first: the message names that
-        for directory in start.parents:
-            if directory in seen:
-                continue
-            seen.add(directory)
-            try:
-                st = os.stat(directory)
-            except OSError:
-                continue  # not there yet (made with the store) or not readable: nothing to trust
-            if st.st_uid not in trusted:
-                raise StoreError(
-                    f"refusing to use the store {root}: the directory {directory} above it belongs to "
-                    f"{user_name(st.st_uid)}, who could put another store in its place; use a store in a "
-                    "directory of your own (storeDir, CUDAPKGS_STORE)")
-            if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-                raise StoreError(
-                    f"refusing to use the store {root}: the directory {directory} above it is writable by other "
-                    f"users (mode {stat.S_IMODE(st.st_mode):04o}, no sticky bit), who could put another store in "
-                    f"its place; fix it with: chmod go-w {directory}")
+    above = foreign_directory_above(root, trusted)
+    if above is None:
+        return
+    directory, st = above
+    if st.st_uid not in trusted:
+        raise StoreError(
+            f"refusing to use the store {root}: the directory {directory} above it belongs to "
+            f"{user_name(st.st_uid)}, who could put another store in its place; use a store in a "
+            "directory of your own (storeDir, CUDAPKGS_STORE)")
+    raise StoreError(
+        f"refusing to use the store {root}: the directory {directory} above it is writable by other "
+        f"users (mode {stat.S_IMODE(st.st_mode):04o}, no sticky bit), who could put another store in "
+        f"its place; fix it with: chmod go-w {directory}")
 
 
 def _refuse_writable_by_others(root: Path, db_file: Path) -> None:
