@@ -9,17 +9,15 @@ that starts Python, and asserts that the marker is never written and the real mo
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
+from wheel_builders import pure_wheel
 from cudapkgs.python_child import own_python, private_directory
 
 try:  # imported here, before a test stands in a directory holding a distributed/ of its own
@@ -134,20 +132,6 @@ def test_fetch_pypi_pip_download_does_not_run_a_planted_pip(planted: tuple[Path,
     assert _ran(marker) == ""
 
 
-def _wheel(path: Path, name: str, version: str, files: dict[str, bytes]) -> Path:
-    """A pure-Python py3-none-any wheel holding `files`, with a true RECORD."""
-    info = f"{name}-{version}.dist-info"
-    files = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
-             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    digest = {n: base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode() for n, d in files.items()}
-    record = "".join(f"{n},sha256={digest[n]},{len(d)}\n" for n, d in files.items()) + f"{info}/RECORD,,\n"
-    with zipfile.ZipFile(path, "w") as archive:
-        for member, data in files.items():
-            archive.writestr(member, data)
-        archive.writestr(f"{info}/RECORD", record)
-    return path
-
-
 def test_a_wheel_left_to_pip_is_installed_by_the_real_pip(planted: tuple[Path, Path], tmp_path: Path) -> None:
     """builders/python_install.py: two wheels in dist/ go to ``python3 -m pip install``."""
     from cudapkgs.builders.python_install import install
@@ -155,8 +139,8 @@ def test_a_wheel_left_to_pip_is_installed_by_the_real_pip(planted: tuple[Path, P
     cwd, marker = planted
     work = tmp_path / "work"
     (work / "dist").mkdir(parents=True)
-    _wheel(work / "dist" / "one-1.0-py3-none-any.whl", "one", "1.0", {"one.py": b"A = 1\n"})
-    _wheel(work / "dist" / "two-1.0-py3-none-any.whl", "two", "1.0", {"two.py": b"B = 2\n"})
+    pure_wheel(work / "dist" / "one-1.0-py3-none-any.whl", "one", "1.0", {"one.py": b"A = 1\n"})
+    pure_wheel(work / "dist" / "two-1.0-py3-none-any.whl", "two", "1.0", {"two.py": b"B = 2\n"})
     out = tmp_path / "out"
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
@@ -208,7 +192,7 @@ def test_a_python_package_build_in_a_planted_directory(planted: tuple[Path, Path
     from cudapkgs.store.store import Store
 
     cwd, marker = planted
-    wheel = _wheel(tmp_path / "tiny-1.0-py3-none-any.whl", "tiny", "1.0", {"tiny.py": b"VALUE = 3\n"})
+    wheel = pure_wheel(tmp_path / "tiny-1.0-py3-none-any.whl", "tiny", "1.0", {"tiny.py": b"VALUE = 3\n"})
     store_dir = tmp_path / "store"
     pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
     ps = pkgs.python3Packages
@@ -296,7 +280,7 @@ def test_the_import_check_finds_the_package_through_pythonpath_alone(tmp_path: P
     from cudapkgs.realise.realise import realise
     from cudapkgs.store.store import Store
 
-    wheel = _wheel(tmp_path / "tiny-1.0-py3-none-any.whl", "tiny", "1.0", {"tiny.py": b"VALUE = 3\n"})
+    wheel = pure_wheel(tmp_path / "tiny-1.0-py3-none-any.whl", "tiny", "1.0", {"tiny.py": b"VALUE = 3\n"})
     store_dir = tmp_path / "store"
     pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
     ps = pkgs.python3Packages

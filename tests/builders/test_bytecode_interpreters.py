@@ -9,17 +9,14 @@ it as the store's user: it has a ``.pyc`` for each module, and the store is unch
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import importlib.util
 import io
 import os
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
 
+from wheel_builders import pure_wheel
 from cudapkgs.builders.python_bytecode import compile_tree, compiler_env
 
 _VERSIONS = {"3.10": "3.10.13", "3.12": "3.12.1", "3.13": "3.13.0"}
@@ -29,20 +26,6 @@ def _pyenv_python(version: str) -> str:
     path = os.path.expanduser(f"~/.pyenv/versions/{_VERSIONS[version]}/bin/python{version}")
     if not os.access(path, os.X_OK):
         pytest.skip(f"no Python {version} installed here ({path})")
-    return path
-
-
-def _wheel(path: Path, name: str, files: dict[str, bytes]) -> Path:
-    """A pure-Python py3-none-any wheel holding `files`, with a true RECORD."""
-    info = f"{name}-1.0.dist-info"
-    files = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
-             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    digest = {n: base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode() for n, d in files.items()}
-    record = "".join(f"{n},sha256={digest[n]},{len(d)}\n" for n, d in files.items()) + f"{info}/RECORD,,\n"
-    with zipfile.ZipFile(path, "w") as archive:
-        for member, data in files.items():
-            archive.writestr(member, data)
-        archive.writestr(f"{info}/RECORD", record)
     return path
 
 
@@ -120,9 +103,9 @@ def test_a_package_of_each_python_set_has_byte_code_and_importing_it_writes_noth
 
     _pyenv_python(version)
     store_dir = tmp_path / ("s" * 40) / "store"
-    wheel = _wheel(tmp_path / "tinyset-1.0-py3-none-any.whl", "tinyset",
-                   {"tinyset/__init__.py": b"from . import a, b\nNAMES = {'x', 'y'}\n",
-                    "tinyset/a.py": b"A = 1\n", "tinyset/b.py": b"B = 2\n"})
+    wheel = pure_wheel(tmp_path / "tinyset-1.0-py3-none-any.whl", "tinyset", "1.0",
+                       {"tinyset/__init__.py": b"from . import a, b\nNAMES = {'x', 'y'}\n",
+                        "tinyset/a.py": b"A = 1\n", "tinyset/b.py": b"B = 2\n"})
     pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
     ps = getattr(pkgs, "python" + version.replace(".", "") + "Packages")
     pkg = ps.buildPythonPackage({"pname": "tinyset", "version": "1.0", "format": "wheel", "src": wheel,

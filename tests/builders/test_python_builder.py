@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import cudapkgs
+from wheel_builders import pure_wheel
 from cudapkgs.realise.realise import realise
 from cudapkgs.store.store import Store
 
@@ -139,30 +140,12 @@ def test_format_wheel_installs_a_wheel_and_refuses_one_for_another_python(tmp_pa
         ps.buildPythonPackage({"pname": "x", "version": "1", "format": "egg", "src": wheel}).drvPath
 
 
-def _handmade_wheel(path: Path, name: str, version: str, files: dict[str, bytes]) -> Path:
-    """A pure-Python py3-none-any wheel holding `files`, with a true RECORD (no build backend needed)."""
-    import base64
-    import hashlib
-    import zipfile
-
-    info = f"{name}-{version}.dist-info"
-    files = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
-             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    digest = {n: base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode() for n, d in files.items()}
-    record = "".join(f"{n},sha256={digest[n]},{len(d)}\n" for n, d in files.items()) + f"{info}/RECORD,,\n"
-    with zipfile.ZipFile(path, "w") as archive:
-        for member, data in files.items():
-            archive.writestr(member, data)
-        archive.writestr(f"{info}/RECORD", record)
-    return path
-
-
 def test_format_wheel_keeps_any_wheel_name_and_records_no_build_directory(tmp_path, manifests_dir):
     """review r1: (1) wheelUnpackHook's stripHash took any 32 characters and a '-' for a store hash, so
     typing_inspection-0.4.1-py3-none-any.whl (its 33rd character is '-') became any.whl and pip refused
     it; (2) pip wrote dist-info/direct_url.json naming the random work directory, so the output (and
     its NAR hash) differed from build to build and kept a dead /.tmp/work-… path."""
-    wheel = _handmade_wheel(tmp_path / "typing_inspection-0.4.1-py3-none-any.whl", "typing_inspection", "0.4.1",
+    wheel = pure_wheel(tmp_path / "typing_inspection-0.4.1-py3-none-any.whl", "typing_inspection", "0.4.1",
                             {"typing_inspection.py": b"VALUE = 3\n"})
     assert wheel.name[32] == "-"
     store_dir = tmp_path / "store"
@@ -221,8 +204,8 @@ def test_format_wheel_refuses_two_wheels_of_one_name(tmp_path, manifests_dir):
     prefix made the second overwrite the first without a word; now the build says so."""
     src = tmp_path / "src"
     src.mkdir()
-    _handmade_wheel(src / "dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 1\n"})
-    _handmade_wheel(src / f"{'a' * 32}-dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 2\n"})
+    pure_wheel(src / "dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 1\n"})
+    pure_wheel(src / f"{'a' * 32}-dup-1.0-py3-none-any.whl", "dup", "1.0", {"dup.py": b"VALUE = 2\n"})
     store_dir = tmp_path / "store"
     pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "python3Executable": _BACKEND})
     pkg = pkgs.python3Packages.buildPythonPackage({"pname": "dup", "version": "1.0", "format": "wheel", "src": src})
@@ -252,7 +235,7 @@ def test_the_import_check_does_not_import_the_source_tree(tmp_path, manifests_di
 def test_with_packages_is_its_own_interpreter_and_keeps_pythonpath(tmp_path, manifests_dir):
     """issue 31: withPackages' wrapper ran the host's python3 (sys.executable was /usr/bin/python3, so a
     `[sys.executable, ...]` child lost the packages) and set PYTHONPATH for its packages."""
-    wheel = _handmade_wheel(tmp_path / "envpkg-1.0-py3-none-any.whl", "envpkg", "1.0", {"envpkg.py": b"VALUE = 7\n"})
+    wheel = pure_wheel(tmp_path / "envpkg-1.0-py3-none-any.whl", "envpkg", "1.0", {"envpkg.py": b"VALUE = 7\n"})
     store_dir = tmp_path / "store"
     pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
     ps = pkgs.python3Packages
@@ -321,7 +304,7 @@ def test_with_packages_writes_no_byte_code_into_the_store(tmp_path, manifests_di
     imported as root through a withPackages environment, is not cached into the store (the store path
     still matches its NAR hash), while the user's own module is cached as usual (`pycache_guard`)."""
     version = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store")}).python3Packages.pythonVersion
-    wheel = _handmade_wheel(tmp_path / "latepkg-1.0-py3-none-any.whl", "latepkg", "1.0", {"latepkg.py": b"VALUE = 7\n"})
+    wheel = pure_wheel(tmp_path / "latepkg-1.0-py3-none-any.whl", "latepkg", "1.0", {"latepkg.py": b"VALUE = 7\n"})
     store_dir = tmp_path / "store"
     pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir)})
     ps = pkgs.python3Packages
