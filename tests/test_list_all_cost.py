@@ -19,14 +19,18 @@ from cudapkgs.meta import assertion_stream, assertions_hold, source_meta
 
 
 class _Config:
+    def __init__(self, unfree: bool = False) -> None:
+        self.unfree = unfree
+
     def permits_unfree(self, _package):
-        return False
+        return self.unfree
 
 
-def _package(stream_or_list):
+def _package(stream_or_list, license=None, config=None):
     passthru = AttrSet({"brokenAssertions": stream_or_list})
     final = AttrSet({"name": "p-1", "passthru": passthru})
-    meta = source_meta(final, _Config(), "x86_64-linux", {"platforms": ["x86_64-linux"]})
+    meta = source_meta(final, config or _Config(), "x86_64-linux",
+                       {"platforms": ["x86_64-linux"], **({"license": license} if license else {})})
     return types.SimpleNamespace(meta=meta)
 
 
@@ -83,3 +87,39 @@ def test_list_all_proves_other_sets_torch_broken_by_its_first_failed_assertion(m
     default = pkgs.cudaPackages.attr_path
     others = {name: n for name, n in messages.items() if name.startswith("cudaPackages_") and name != default}
     assert others and all(n <= 1 for n in others.values()), messages
+
+
+def test_an_unfree_package_not_allowed_is_unavailable_without_its_assertions():
+    # Nixpkgs' check-meta decides "unfree" before it reads meta.broken (checkValidity)
+    from cudapkgs import licenses
+
+    read: list[int] = []
+
+    def stream():
+        read.append(0)
+        yield {"message": "a component is available", "assertion": False}
+
+    unfree = _package(assertion_stream(stream), license=licenses.unfreeRedistributable)
+    assert unfree.meta["available"] is False and read == []
+    assert unfree.meta["broken"] is True and read == [0]  # still there when asked
+    allowed = _package(assertion_stream(stream), license=licenses.unfreeRedistributable, config=_Config(unfree=True))
+    assert allowed.meta["available"] is False and read == [0, 0]
+    free = _package(assertion_stream(lambda: iter([{"message": "m", "assertion": True}])), license=licenses.mit)
+    assert free.meta["available"] is True
+
+
+def test_an_unfree_component_not_allowed_is_unavailable_without_its_source_check(manifests_dir, monkeypatch):
+    import cudapkgs.cuda.build_redist as build_redist
+
+    calls: list[str] = []
+    real = build_redist._unsupplied
+
+    def counting(final, config):
+        calls.append(final.pname)
+        return real(final, config)
+
+    monkeypatch.setattr(build_redist, "_unsupplied", counting)
+    cudart = cudapkgs.import_pkgs(system="x86_64-linux").cudaPackages.cuda_cudart
+    assert cudart.meta.available is False and calls == []
+    allowed = cudapkgs.import_pkgs(config={"allowUnfree": True}, system="x86_64-linux").cudaPackages.cuda_cudart
+    assert allowed.meta.available is True and calls == ["cuda_cudart"]

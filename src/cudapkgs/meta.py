@@ -124,12 +124,15 @@ def source_meta(final: Any, config: Any, system: str, meta: Mapping[str, Any]) -
         return found
 
     def available() -> bool:
+        # Nixpkgs' check-meta decides an unfree license the configuration does not allow first, and
+        # reads meta.broken only after it (pkgs/stdenv/generic/check-meta.nix@1494b459, checkValidity:
+        # "unfree" before "broken"; `meta.available` is `validity.valid != "no"`): the assertions of an
+        # unfree package that is not allowed are not evaluated to say that it is unavailable.
+        if not (licenses.is_free(meta.get("license")) or config.permits_unfree(final)):
+            return False
         if failed(passthru("brokenAssertions")) or failed(passthru("platformAssertions")):
             return False
-        if system not in meta["platforms"]:
-            return False
-        license_value = meta.get("license")
-        return licenses.is_free(license_value) or config.permits_unfree(final)
+        return system in meta["platforms"]
 
     return AttrSet(
         {
