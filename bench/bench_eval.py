@@ -2,6 +2,9 @@
 
 Run:  python bench/bench_eval.py [--runs 21]    (the vendored manifests, or $CUDAPKGS_MANIFESTS)
       python bench/bench_eval.py --tiny         (one run per row: the CI smoke test)
+      python bench/bench_eval.py --cold-only --runs 21 --peer-src /tmp/main/src
+                                                (the cold table alone, with another checkout's rows)
+      python bench/bench_eval.py --cold-only --instructions   (and each cold row's instructions)
 
 Prints four tables. Peers run in the same process/run for ratios:
 - start-up: `cudapkgs eval cudaPackages.cudaMajorMinorVersion` against the bare
@@ -15,7 +18,11 @@ Prints four tables. Peers run in the same process/run for ratios:
   --no-eval-cache cudaPackages.cudaMajorMinorVersion` and `cudapkgs list --all
   --no-eval-cache`, whole processes (`python -m cudapkgs`, byte code cached), in alternating
   rounds: medians of wall and CPU (user + system, getrusage), ratios to the `-I` floor, and
-  the load average (/proc/loadavg) before and after;
+  the load average (/proc/loadavg) before and after; `--peer-src DIR` adds the two cudapkgs
+  rows run from another checkout's `src` (PYTHONPATH, byte code cached too: `git archive main
+  src`), in the same rounds; `--instructions` adds each cold row's instructions counted by
+  `valgrind --tool=callgrind` (one run each: a count the load does not move, unlike time; it
+  weighs memory and system calls as nothing, so its ratios are not the time's);
 - where a cold `list --all` spends its time, in one process: the first `list_all` (its
   imports, the manifests parsed, the evaluation), then the evaluation alone again with every
   module imported and every manifest parsed (the top level's memo cleared: `top_level._TOP_LEVELS`),
@@ -151,17 +158,35 @@ COLD_ROWS = [
 ]
 
 
-def cold(runs: int) -> tuple[list[tuple[str, float, float]], list[str], list[str]]:
-    """(label, median wall ms, median CPU ms) of each `COLD_ROWS` command, in alternating rounds
-    (one warm-up round first: byte code written), and the load average before and after."""
+def cold_rows(peer_src: Path | None = None) -> list[tuple[str, list[str], dict[str, str]]]:
+    """(label, interpreter arguments, environment) of each cold row: `COLD_ROWS`, then with
+    `peer_src` the cudapkgs rows again with that directory first on PYTHONPATH ("peer")."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    times: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in COLD_ROWS}
+    if peer_src is None:
+        return [(label, argv, env) for label, argv in COLD_ROWS]
+
+    def first(src: Path) -> dict[str, str]:
+        return {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(src.resolve()), env.get("PYTHONPATH")) if p)}
+
+    # With a peer, this checkout's cudapkgs rows come first on PYTHONPATH too: both search one more
+    # directory for every top-level import, as the peer's PYTHONPATH makes it.
+    own = first(HERE.parent / "src")
+    rows = [(label, argv, own if argv[:2] == ["-m", "cudapkgs"] else env) for label, argv in COLD_ROWS]
+    return rows + [(f"{label}, peer", argv, first(peer_src)) for label, argv in COLD_ROWS if argv[:2] == ["-m", "cudapkgs"]]
+
+
+def cold(runs: int, peer_src: Path | None = None) -> tuple[list[tuple[str, float, float]], list[str], list[str]]:
+    """(label, median wall ms, median CPU ms) of each `cold_rows` command, in alternating rounds
+    (two warm-up rounds first: byte code written, host probes remembered), and the load average
+    before and after."""
+    commands = cold_rows(peer_src)
+    times: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in commands}
     for _ in range(2):  # byte code written, host probes remembered
-        for _label, argv in COLD_ROWS:
+        for _label, argv, env in commands:
             subprocess.run([sys.executable, *argv], env=env, check=True, stdout=subprocess.DEVNULL)
     before = open("/proc/loadavg").read().split()[:3]
     for _ in range(runs):
-        for label, argv in COLD_ROWS:
+        for label, argv, env in commands:
             cpu = _cpu_children_ms()
             start = time.perf_counter()
             subprocess.run([sys.executable, *argv], env=env, check=True, stdout=subprocess.DEVNULL)
@@ -170,6 +195,29 @@ def cold(runs: int) -> tuple[list[tuple[str, float, float]], list[str], list[str
     rows = [(label, statistics.median(w for w, _ in runs_), statistics.median(c for _, c in runs_))
             for label, runs_ in times.items()]
     return rows, before, after
+
+
+def instructions(peer_src: Path | None = None) -> list[tuple[str, int]] | str:
+    """(label, instructions) of each `cold_rows` command, one run each under ``valgrind
+    --tool=callgrind`` (user-space instructions, the dynamic loader's included; the kernel's not),
+    or why there are none (valgrind absent)."""
+    import re
+    import tempfile
+
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return "valgrind is not installed here"
+    found = []
+    with tempfile.TemporaryDirectory(prefix="bench-eval-callgrind-") as tmp:
+        for label, argv, env in cold_rows(peer_src):
+            out = os.path.join(tmp, "callgrind.out")
+            done = subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, *argv],
+                                  env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            counted = re.search(r"Collected : (\d+)", done.stderr)
+            if counted is None:
+                return f"callgrind printed no count for {label!r}"
+            found.append((label, int(counted.group(1))))
+    return found
 
 
 SPLIT = """
@@ -216,15 +264,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21, help="runs per whole-process measurement (median)")
     parser.add_argument("--tiny", action="store_true", help="one run per row: the CI smoke test of this script")
+    parser.add_argument("--cold-only", action="store_true", help="the cold table (and its split) alone")
+    parser.add_argument("--peer-src", metavar="DIR", type=Path,
+                        help="another checkout's src directory: its cudapkgs rows in the cold table's rounds")
+    parser.add_argument("--instructions", action="store_true",
+                        help="each cold row's instructions too (valgrind --tool=callgrind, one run each)")
     args = parser.parse_args()
     if args.tiny:
         args.runs = 1
+    if args.peer_src is not None and not (args.peer_src / "cudapkgs" / "__init__.py").is_file():
+        parser.error(f"--peer-src {args.peer_src}: no cudapkgs/__init__.py there (give the src directory of a checkout)")
+    if not args.cold_only:
+        start_up_and_everything(args.runs)
+    cold_tables(args.runs, args.peer_src, args.instructions)
+
+
+def start_up_and_everything(runs: int) -> None:
     from cudapkgs.manifests import manifests_directory
 
     manifests_dir = os.environ.get("CUDAPKGS_MANIFESTS") or manifests_directory()
 
-    print(f"## Start-up (median of {args.runs} whole-process runs)\n")
-    rows = startup(args.runs)
+    print(f"## Start-up (median of {runs} whole-process runs)\n")
+    rows = startup(runs)
     floor = rows[0][1]
     print("| command | median ms | × interpreter floor |\n|---|---:|---:|")
     for label, seconds in rows:
@@ -244,13 +305,24 @@ def main() -> None:
     )
     print(f"| json.loads of every manifest file once (floor) | {floor_s:.3f} | | | | | | | 1.0 |")
 
-    rows, before, after = cold(max(args.runs, 2))
+
+def cold_tables(runs: int, peer_src: Path | None, counted: bool) -> None:
+    rows, before, after = cold(max(runs, 2), peer_src)
     floor_wall, floor_cpu = rows[0][1], rows[0][2]
-    print(f"\n## Cold: no evaluation cache (median of {max(args.runs, 2)} alternating rounds; goal <= 3x the floor)\n")
+    print(f"\n## Cold: no evaluation cache (median of {max(runs, 2)} alternating rounds; goal <= 3x the floor)\n")
     print("| command | wall ms | CPU ms | wall × floor | CPU × floor |\n|---|---:|---:|---:|---:|")
     for label, wall_ms, cpu_ms in rows:
         print(f"| `{label}` | {wall_ms:.1f} | {cpu_ms:.1f} | {wall_ms / floor_wall:.2f} | {cpu_ms / floor_cpu:.2f} |")
     print(f"\nload average before {' '.join(before)}, after {' '.join(after)}")
+    if counted:
+        found = instructions(peer_src)
+        print("\n## Cold: instructions (valgrind --tool=callgrind, one run each)\n")
+        if isinstance(found, str):
+            print(f"(no instruction counts: {found}.)")
+        else:
+            print("| command | million instructions | × floor |\n|---|---:|---:|")
+            for label, count in found:
+                print(f"| `{label}` | {count / 1e6:.1f} | {count / found[0][1]:.2f} |")
 
     split = list_all_split()
     alone, parsed = split["alone"], split["parsed"]

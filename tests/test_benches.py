@@ -117,6 +117,25 @@ def test_bench_eval_tiny():
     assert len(split) == 4 and all(number(c.split(" / ")[0]) > 0 for _, c in split)
 
 
+def test_bench_eval_runs_a_peer_checkouts_cudapkgs_rows_from_its_src(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_eval", BENCH / "bench_eval.py")
+    bench_eval = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_eval)
+    (tmp_path / "cudapkgs").mkdir()
+    rows = bench_eval.cold_rows(tmp_path)
+    own, peer = rows[:4], rows[4:]
+    assert [label for label, _, _ in own] == [label for label, _ in bench_eval.COLD_ROWS]
+    assert [label for label, _, _ in peer] == [f"{label}, peer" for label, _, _ in own[2:]]
+    assert all(env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path) for _, _, env in peer)
+    # this checkout's cudapkgs rows search one more directory too, as the peer's do
+    assert all(env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO / "src") for _, _, env in own[2:])
+    assert all(env.get("PYTHONPATH") == os.environ.get("PYTHONPATH") for _, _, env in own[:2])
+    assert all("PYTHONDONTWRITEBYTECODE" not in env for _, _, env in rows)
+    assert [argv for _, argv, _ in peer] == [argv for _, argv, _ in own[2:]]
+
+
 def test_bench_cdi_tiny():
     (table,) = tables(run_bench("bench_cdi.py"))
     measured = [row for row in table if row[1] != "-"]

@@ -84,3 +84,14 @@ def opencv_gpu_proof_no_cublas(opencv4, python3Packages):
 def opencv_gpu_env_no_cublas(python3Packages, opencv_gpu_proof_no_cublas):
     """A Python with `opencv_gpu_proof_no_cublas`."""
     return python3Packages.withPackages([opencv_gpu_proof_no_cublas])
+
+
+def opencv4_torch_env(python3Packages):
+    """The set's `opencv4` with CUDA (as `cudaPackages.tests.opencv-and-torch` builds it: every default module,
+    contrib's CUDA modules) and the set's torch in one Python, for check_opencv_torch.py's one-libcudart check."""
+    return python3Packages.withPackages([python3Packages.opencv4.override(enableCuda=True), python3Packages.torch])
+
+
+def opencv4_cuda(python3Packages):
+    """The set's `python3Packages.opencv4` with CUDA, as `cudaPackages.tests.opencv-and-torch` builds it."""
+    return python3Packages.opencv4.override(enableCuda=True)

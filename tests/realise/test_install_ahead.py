@@ -206,3 +206,48 @@ def test_a_tree_changed_between_prepare_and_take_is_not_taken(tmp_path):
         assert installed.read_bytes() == original
     assert "changed since it was installed ahead" in log
     assert not prepared.out.exists()
+
+
+def test_the_compile_key_is_what_the_compiler_sees(tmp_path):
+    """`compile_key` names what the compiler's byte code depends on: the interpreter and the
+    variables it is started with (`python_bytecode.compiler_env`), not those it never gets."""
+    from cudapkgs.builders.rewired_wheel_steps import compile_key
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    key = compile_key(env)
+    # dropped by compiler_env: the same byte code
+    assert compile_key({**env, "PYTHONDONTWRITEBYTECODE": "1"}) == key
+    assert compile_key({**env, "PYTHONPATH": "/elsewhere", "PYTHONHASHSEED": "7"}) == key
+    # what the compiler reads: another key
+    assert compile_key({**env, "LANG": "de_DE.UTF-8"}) != key
+    other = tmp_path / "bin"
+    other.mkdir()
+    (other / "python3").symlink_to("/bin/sh")  # another interpreter first on PATH
+    assert compile_key({**env, "PATH": f"{other}:{env['PATH']}"}) != key
+
+
+def test_a_python_input_does_not_make_the_build_compile_again(tmp_path, monkeypatch):
+    """A root build of a rewired wheel with a Python input has PYTHONDONTWRITEBYTECODE=1 from the
+    Python hook; the compilation ahead has no such input in its environment.  The key differed,
+    so torch's and torchaudio's builds compiled their byte code a second time (torch's 2,437
+    modules on the ML environment's critical path)."""
+    from cudapkgs.hooks import python_path
+    from cudapkgs.stdenv import mk_derivation
+
+    monkeypatch.setattr(python_path, "_as_root", lambda: True)  # the hook's root case, whoever runs the test
+    probe = tmp_path / "pyinput-src" / "lib" / "python3.11" / "site-packages" / "pyinput"
+    probe.mkdir(parents=True)
+    (probe / "__init__.py").write_text("")
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "driverLibDir": "/opt/driver/lib"})
+    pyinput = mk_derivation(pkgs, {"pname": "pyinput", "version": "1", "stdenvCc": None,
+                                   "src": probe.parents[3], "dontConfigure": True, "dontBuild": True,
+                                   "installPhase": 'cp -r lib "$out/"'})
+    pkgs, store_dir, pkg = _setup(tmp_path, propagatedBuildInputs=[pyinput])
+    with Store.open(store_dir) as store:
+        realise(store, [pkgs.python3.derivation])
+        run(store, plan(store, [pkg.derivation]), jobs=1)
+        log = log_path(store, pkg.derivation).read_text()
+    assert "(installed ahead, while the inputs were built)" in log
+    assert "byte code: compiled ahead by the same interpreter" in log
+    assert "compileall" not in log

@@ -209,16 +209,24 @@ def _tree_state(root: Path) -> dict[str, tuple[int, ...]]:
 
 def compile_key(env: Mapping[str, str]) -> str:
     """What the byte code of `compile_tree` depends on besides the sources: the interpreter (its
-    real path) and the variables it reads (``PYTHON*`` but ``PYTHONPATH``, which `_compile` drops,
-    and the locale's).  Two compilations with one key write the same files."""
+    real path) and the variables the compiler is started with that it reads: the ``PYTHON*`` ones
+    of `python_bytecode.compiler_env` (which drops every ``PYTHON*`` variable of `env` and sets
+    ``PYTHONHASHSEED``) and the locale's.  Two compilations with one key write the same files.
+
+    A variable the compiler never sees is no part of the key: a root build's environment has
+    ``PYTHONDONTWRITEBYTECODE=1`` from `hooks.python_path` whenever the package has Python
+    inputs, the environment of the compilation ahead (`realise.install_ahead`) has not, and
+    keying on it made torch's and torchaudio's builds compile their byte code a second time
+    (torch: 2,437 modules on the critical path of the ML environment)."""
     import json
 
-    from .python_bytecode import interpreter
+    from .python_bytecode import compiler_env, interpreter
 
     python = interpreter(env)
+    seen = compiler_env(compile_env(env))
     return json.dumps([os.path.realpath(programs.which(python) or python),
-                       sorted((k, v) for k, v in env.items()
-                              if (k.startswith("PYTHON") and k != "PYTHONPATH") or k in ("LANG", "LC_ALL", "LC_CTYPE"))])
+                       sorted((k, v) for k, v in seen.items()
+                              if k.startswith("PYTHON") or k in ("LANG", "LC_ALL", "LC_CTYPE"))])
 
 
 def compile_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -563,10 +563,13 @@ def _problems(final: AttrSet) -> dict[str, dict[str, str]]:
 
 def _available(final: AttrSet, config: Any, cuda: Any) -> bool:
     meta = final.meta
+    # An unfree license the configuration does not allow first, as Nixpkgs' check-meta
+    # (check-meta.nix@1494b459, checkValidity: "unfree" before "broken" and "unsupported"): the
+    # assertions and the source of a component that is not allowed are not evaluated to say so.
+    if not (licenses.is_free(meta.license) or config.permits_unfree(final)):
+        return False
     if meta.broken or meta.badPlatforms:
         return False
     if cuda.backendStdenv.hostNixSystem not in meta.platforms:
         return False
-    if final._unsupplied is not None:
-        return False
-    return licenses.is_free(meta.license) or config.permits_unfree(final)
+    return final._unsupplied is None

@@ -54,6 +54,7 @@ def companion_assertions(what: str, ps: Any, pkgs: Any, torch_version: str | Non
     `pairs` maps each packaged torch version to the companion version; failing messages name the torch
     needed and the sets whose torch has a companion."""
     from ...errors import CudapkgsError
+    from ...meta import assertions_hold
     from .cuda_fit import _unavailable
     from .torch import TORCH_FOR_MAJOR
 
@@ -62,9 +63,10 @@ def companion_assertions(what: str, ps: Any, pkgs: Any, torch_version: str | Non
 
     def sound(package: Any) -> bool:
         """Not broken (an unfree torch is refused by its own license check, as Nixpkgs' check-meta does,
-        not by its companions)."""
+        not by its companions); an error is broken.  `assertions_hold`: torch-bin's assertions are read up
+        to the first that fails (a set's torch-bin is proven broken by its first missing component)."""
         try:
-            return not package.meta.get("broken")
+            return assertions_hold(package)
         except CudapkgsError:
             return False
 

@@ -18,14 +18,14 @@ needed and which the set has; `capability_fits` the same for GPU capabilities.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from typing import Any
 
 from ...lib.versions import compare_versions, version_core
 
-__all__ = ["capability_fits", "fits", "newest_fitting", "runtime_fits"]
+__all__ = ["capability_fits", "fits", "iter_fits", "newest_fitting", "runtime_fits"]
 
 
 def runtime_fits(built: str, runtime: str, *, minor_only: bool = False) -> bool:
@@ -44,30 +44,35 @@ def fits(what: str, built_with: Mapping[str, str], cuda: Any, *, minor_only: Ite
     against): the set `cuda` has it, available, at a version that serves the binary (`runtime_fits`).
 
     `what` names the binary in the messages ("torch 2.14.1"); attributes in `minor_only` compare
-    major.minor only (cuDNN).
+    major.minor only (cuDNN).  `iter_fits` gives the same assertions one at a time.
     """
+    return list(iter_fits(what, built_with, cuda, minor_only=minor_only))
+
+
+def iter_fits(what: str, built_with: Mapping[str, str], cuda: Any, *,
+              minor_only: Iterable[str] = ()) -> Iterator[dict[str, Any]]:
+    """`fits`' assertions, each evaluated when it is read (a reader that stops at the first
+    failure, `meta.assertions_hold`, evaluates no component after it)."""
     from ...errors import CudapkgsError
 
     minor = set(minor_only)
-    found = []
     for attr, built in built_with.items():
         label = f"{cuda.attr_path}.{attr}"
         try:
             package = cuda[attr]
             version = str(package.version)
         except (CudapkgsError, KeyError) as error:
-            found.append({"message": f"{label} exists ({what} needs {attr} {built}; {error})", "assertion": False})
+            yield {"message": f"{label} exists ({what} needs {attr} {built}; {error})", "assertion": False}
             continue
         ok = runtime_fits(built, version, minor_only=attr in minor)
         need = f"{version_core(built).split('.')[0]}.x at least {built}" if attr not in minor else \
             f"{'.'.join(version_core(built).split('.')[:2])} or a newer {version_core(built).split('.')[0]}.x"
-        found.append({
+        yield {
             "message": f"{label} is {need}, as {what} was built against {attr} {built} (the set has {version})",
             "assertion": ok,
-        })
+        }
         if ok:
-            found.append({"message": _unavailable(label, package), "assertion": _available(package)})
-    return found
+            yield {"message": _unavailable(label, package), "assertion": _available(package)}
 
 
 def _available(package: Any) -> bool:

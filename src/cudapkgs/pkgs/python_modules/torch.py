@@ -30,6 +30,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
 from ...lib.records import FrozenRecord
@@ -196,8 +197,8 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
     from ...errors import EvalError
     from ...builders.rewired_wheel import refuse_unavailable
     from ...lib.fixpoint import AttrSet, lazy
-    from ...meta import source_meta
-    from .cuda_fit import _available, _unavailable, capability_fits, fits
+    from ...meta import assertion_stream, source_meta
+    from .cuda_fit import _available, _unavailable, capability_fits, iter_fits
     from .triton import _lib_output
 
     cuda = pkgs.cudaPackages
@@ -224,24 +225,24 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
 
         return [get_lib(cuda[name]) for name in shown.built_with] + [get_lib(cudnn()[1])]
 
-    def assertions() -> list[dict[str, Any]]:
+    def assertions() -> Iterator[dict[str, Any]]:
+        """torch-bin's brokenAssertions, in order, each evaluated when read (`meta.AssertionStream`)."""
         what = f"torch {shown.version}"
-        found = [{"message": f"PyPI has a torch wheel for CUDA {cuda.cudaMajorVersion} (packaged: "
-                             + ", ".join(f"{v} for CUDA {b.cuda}" for v, b in TORCH_BUILDS.items()) + ")",
-                  "assertion": build is not None}]
-        found += fits(what, shown.built_with, cuda)
+        yield {"message": f"PyPI has a torch wheel for CUDA {cuda.cudaMajorVersion} (packaged: "
+                          + ", ".join(f"{v} for CUDA {b.cuda}" for v, b in TORCH_BUILDS.items()) + ")",
+               "assertion": build is not None}
+        yield from iter_fits(what, shown.built_with, cuda)
         attr, _package = cudnn()
-        for assertion in fits(what, {attr: shown.cudnn}, cuda, minor_only=[attr]):
+        for assertion in iter_fits(what, {attr: shown.cudnn}, cuda, minor_only=[attr]):
             if attr == "cudnn" and not assertion["assertion"]:  # no cudnn_X_Y serves it either
                 assertion = {**assertion, "message": assertion["message"] + f"; nor does any cudnn_X_Y of {cuda.attr_path}"}
-            found.append(assertion)
+            yield assertion
         requested = list(config.cudaCapabilities)
-        found += capability_fits(what, requested, shown.capabilities)
+        yield from capability_fits(what, requested, shown.capabilities)
         triton = ps.triton
-        found.append({"message": f"python3Packages.triton is {shown.triton}, as {what} requires (it is {triton.version})",
-                      "assertion": str(triton.version) == shown.triton})
-        found.append({"message": _unavailable("python3Packages.triton", triton), "assertion": _available(triton)})
-        return found
+        yield {"message": f"python3Packages.triton is {shown.triton}, as {what} requires (it is {triton.version})",
+               "assertion": str(triton.version) == shown.triton}
+        yield {"message": _unavailable("python3Packages.triton", triton), "assertion": _available(triton)}
 
     def tests(final: Any) -> dict[str, Any]:
         from .torch_tests import torch_tests
@@ -266,7 +267,7 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
                 "cudnn": lazy(lambda: cudnn()[1]),
                 "cudaVersion": shown.cuda,
                 "cudaCapabilities": shown.capabilities,
-                "brokenAssertions": lazy(assertions),
+                "brokenAssertions": assertion_stream(assertions),
                 "tests": lazy(lambda: tests(final)),
             }, name="python3Packages.torch.passthru"),
             "meta": lazy(lambda: source_meta(final, config, system, {

@@ -1,0 +1,125 @@
+"""What a cold `cudapkgs list --all` evaluates (issue 34, item 4): counted, not timed.
+
+Each test counts work the listing used to do and no longer does (its output unchanged: the
+other tests of `list` and the comparisons in docs/bench-speed.md); each fails on the tree before.
+"""
+
+from __future__ import annotations
+
+import collections
+import types
+
+import pytest
+
+import cudapkgs
+from cudapkgs.errors import EvalError
+from cudapkgs.inventory import list_all
+from cudapkgs.lib.fixpoint import AttrSet
+from cudapkgs.meta import assertion_stream, assertions_hold, source_meta
+
+
+class _Config:
+    def __init__(self, unfree: bool = False) -> None:
+        self.unfree = unfree
+
+    def permits_unfree(self, _package):
+        return self.unfree
+
+
+def _package(stream_or_list, license=None, config=None):
+    passthru = AttrSet({"brokenAssertions": stream_or_list})
+    final = AttrSet({"name": "p-1", "passthru": passthru})
+    meta = source_meta(final, config or _Config(), "x86_64-linux",
+                       {"platforms": ["x86_64-linux"], **({"license": license} if license else {})})
+    return types.SimpleNamespace(meta=meta)
+
+
+def test_assertions_hold_stops_at_the_first_failed_assertion_and_agrees_with_meta_broken():
+    read: list[int] = []
+
+    def stream():
+        for i, ok in enumerate([True, False, None]):
+            read.append(i)
+            if ok is None:
+                raise EvalError("past the first failure")
+            yield {"message": f"assertion {i}", "assertion": ok}
+
+    package = _package(assertion_stream(stream))
+    assert assertions_hold(package) is False and read == [0, 1]
+    assert assertions_hold(package) is False and read == [0, 1]  # remembered
+    # meta.broken itself still reads the whole list (Nixpkgs' _mkMetaBroken folds every assertion)
+    with pytest.raises(EvalError, match="past the first failure"):
+        package.meta["broken"]
+
+    holding = _package(assertion_stream(lambda: iter([{"message": "m", "assertion": True}] * 3)))
+    assert assertions_hold(holding) is True and holding.meta["broken"] is False
+    failing = _package(assertion_stream(lambda: iter([{"message": "m", "assertion": False}])))
+    assert assertions_hold(failing) is False and failing.meta["broken"] is True
+
+
+def test_assertions_hold_reads_a_plain_list_or_an_overridden_meta_as_it_is():
+    package = _package([{"message": "a", "assertion": True}, {"message": "b", "assertion": False}])
+    assert assertions_hold(package) is False
+    overridden = types.SimpleNamespace(meta=AttrSet({"broken": False}))
+    assert assertions_hold(overridden) is True
+    forced = _package(assertion_stream(lambda: iter([{"message": "a", "assertion": False}])))
+    assert forced.meta["broken"] is True  # forced first: the flag's value is read
+    assert assertions_hold(forced) is False
+
+
+def test_list_all_proves_other_sets_torch_broken_by_its_first_failed_assertion(manifests_dir, monkeypatch):
+    # torchvision's and torchaudio's broken messages name "the sets that have it": torch-bin of every CUDA
+    # set of torch's major. Without allowUnfree each is broken by its first component (unfree); the
+    # listing read every component's availability message in each of those sets (24 in 12_6 and 12_8).
+    import cudapkgs.pkgs.python_modules.cuda_fit as cuda_fit
+
+    messages: collections.Counter[str] = collections.Counter()
+    real = cuda_fit._unavailable
+
+    def counting(label, package):
+        messages[label.split(".")[0]] += 1
+        return real(label, package)
+
+    monkeypatch.setattr(cuda_fit, "_unavailable", counting)
+    pkgs = cudapkgs.import_pkgs(system="x86_64-linux")
+    rows = {row["attr"]: row for row in list_all(pkgs)}
+    assert "no set here has it" in rows["python3Packages.torchvision"]["status"]
+    default = pkgs.cudaPackages.attr_path
+    others = {name: n for name, n in messages.items() if name.startswith("cudaPackages_") and name != default}
+    assert others and all(n <= 1 for n in others.values()), messages
+
+
+def test_an_unfree_package_not_allowed_is_unavailable_without_its_assertions():
+    # Nixpkgs' check-meta decides "unfree" before it reads meta.broken (checkValidity)
+    from cudapkgs import licenses
+
+    read: list[int] = []
+
+    def stream():
+        read.append(0)
+        yield {"message": "a component is available", "assertion": False}
+
+    unfree = _package(assertion_stream(stream), license=licenses.unfreeRedistributable)
+    assert unfree.meta["available"] is False and read == []
+    assert unfree.meta["broken"] is True and read == [0]  # still there when asked
+    allowed = _package(assertion_stream(stream), license=licenses.unfreeRedistributable, config=_Config(unfree=True))
+    assert allowed.meta["available"] is False and read == [0, 0]
+    free = _package(assertion_stream(lambda: iter([{"message": "m", "assertion": True}])), license=licenses.mit)
+    assert free.meta["available"] is True
+
+
+def test_an_unfree_component_not_allowed_is_unavailable_without_its_source_check(manifests_dir, monkeypatch):
+    import cudapkgs.cuda.build_redist as build_redist
+
+    calls: list[str] = []
+    real = build_redist._unsupplied
+
+    def counting(final, config):
+        calls.append(final.pname)
+        return real(final, config)
+
+    monkeypatch.setattr(build_redist, "_unsupplied", counting)
+    cudart = cudapkgs.import_pkgs(system="x86_64-linux").cudaPackages.cuda_cudart
+    assert cudart.meta.available is False and calls == []
+    allowed = cudapkgs.import_pkgs(config={"allowUnfree": True}, system="x86_64-linux").cudaPackages.cuda_cudart
+    assert allowed.meta.available is True and calls == ["cuda_cudart"]
