@@ -162,11 +162,17 @@ def cold_rows(peer_src: Path | None = None) -> list[tuple[str, list[str], dict[s
     """(label, interpreter arguments, environment) of each cold row: `COLD_ROWS`, then with
     `peer_src` the cudapkgs rows again with that directory first on PYTHONPATH ("peer")."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    rows = [(label, argv, env) for label, argv in COLD_ROWS]
-    if peer_src is not None:
-        peer_env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(peer_src.resolve()), env.get("PYTHONPATH")) if p)}
-        rows += [(f"{label}, peer", argv, peer_env) for label, argv in COLD_ROWS if argv[:2] == ["-m", "cudapkgs"]]
-    return rows
+    if peer_src is None:
+        return [(label, argv, env) for label, argv in COLD_ROWS]
+
+    def first(src: Path) -> dict[str, str]:
+        return {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(src.resolve()), env.get("PYTHONPATH")) if p)}
+
+    # With a peer, this checkout's cudapkgs rows come first on PYTHONPATH too: both search one more
+    # directory for every top-level import, as the peer's PYTHONPATH makes it.
+    own = first(HERE.parent / "src")
+    rows = [(label, argv, own if argv[:2] == ["-m", "cudapkgs"] else env) for label, argv in COLD_ROWS]
+    return rows + [(f"{label}, peer", argv, first(peer_src)) for label, argv in COLD_ROWS if argv[:2] == ["-m", "cudapkgs"]]
 
 
 def cold(runs: int, peer_src: Path | None = None) -> tuple[list[tuple[str, float, float]], list[str], list[str]]:

@@ -129,8 +129,10 @@ def test_bench_eval_runs_a_peer_checkouts_cudapkgs_rows_from_its_src(tmp_path):
     assert [label for label, _, _ in own] == [label for label, _ in bench_eval.COLD_ROWS]
     assert [label for label, _, _ in peer] == [f"{label}, peer" for label, _, _ in own[2:]]
     assert all(env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path) for _, _, env in peer)
-    assert all(env.get("PYTHONPATH") == os.environ.get("PYTHONPATH") and "PYTHONDONTWRITEBYTECODE" not in env
-               for _, _, env in own)
+    # this checkout's cudapkgs rows search one more directory too, as the peer's do
+    assert all(env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO / "src") for _, _, env in own[2:])
+    assert all(env.get("PYTHONPATH") == os.environ.get("PYTHONPATH") for _, _, env in own[:2])
+    assert all("PYTHONDONTWRITEBYTECODE" not in env for _, _, env in rows)
     assert [argv for _, argv, _ in peer] == [argv for _, argv, _ in own[2:]]
 
 

@@ -141,6 +141,20 @@ def test_the_command_freezes_its_objects_before_restoring_the_threshold(tmp_path
     assert frozen > 10_000, frozen
 
 
+def test_the_command_runs_no_collection_while_it_imports(tmp_path):
+    # Python's threshold (700) ran three collections while the fast path and the command line were
+    # imported, before cli.main raised it: the command raises it from its start, and puts it back.
+    code = ("import gc, json, sys; from cudapkgs.__main__ import main; runs = []; "
+            "gc.callbacks.append(lambda phase, info: runs.append(info['generation']) if phase == 'start' else None); "
+            "sys.argv = ['cudapkgs', 'eval', '--no-eval-cache', 'cudaPackages.cudaMajorMinorVersion']; "
+            "before = gc.get_threshold(); status = main(); "
+            "print(json.dumps([status, runs, gc.get_threshold() == before]), file=sys.stderr)")
+    done = run_python(code, cold_env(tmp_path), timeout=300, check=False)
+    status, runs, restored = __import__("json").loads(done.stderr.splitlines()[-1])
+    assert status == 0 and restored
+    assert runs == []
+
+
 def _plain(a, b=1, *c, d, e=2, **f): ...  # noqa: E704
 
 
