@@ -106,10 +106,10 @@ def spread_directories(work: Path) -> bool:
     Every row creates about 20,000 files right after the row before deleted as many. On ext4 without a
     journal (this machine's disk), creating a file skips, one buffer lookup each, every inode of the block
     group freed in the last 60 s (360 s while its inode table block is dirty): ``recently_deleted`` in
-    fs/ext4/ialloc.c, 25 % of a torch NAR's restore in `perf` when it came right after such a deletion, and
-    system time swinging 2.6-8.8 s between identical runs of the same row. A teammate's new machine has no
-    such deletions. With +T, each row's directories go to block groups picked afresh (Orlov), for uv's and
-    cudapkgs' rows alike, instead of the groups the last row just emptied. Best effort: False where not ext4.
+    fs/ext4/ialloc.c, 25 % of a torch NAR's restore in `perf` when it came right after such a deletion. A
+    teammate's new machine has no such deletions. cudapkgs' store marks its ``.tmp`` so already
+    (`workdirs.spread_subdirectories`); with +T here uv's venv (and the empty store's root) too go to block
+    groups picked afresh (Orlov) instead of those the last row just emptied. Best effort: False where not ext4.
     """
     if not shutil.which("chattr"):
         return False
