@@ -4,6 +4,8 @@ Run:  python bench/bench_torch.py [--runs 2]      (needs the wheels once: about 
       python bench/bench_torch.py --env ml [--runs 2]           (torch + torchvision + torchaudio + numpy)
       python bench/bench_torch.py --env onnxruntime [--runs 2]  (the onnxruntime closure)
       python bench/bench_torch.py --tiny          (synthetic small wheels: the CI smoke test; needs uv)
+      python bench/bench_torch.py --env ml --keep DIR --setup-only, then --env ml --keep DIR --runs 2
+                                                  (the setup once, outside a calm window; only the rounds in it)
 
 Full mode.  Setup (not timed): ``cudapkgs build cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch``
 (fetchers = ["wheels"], prebuiltWheels = ["nccl", "libnvshmem"]) into the store that every run reuses,
@@ -139,30 +141,26 @@ def full(args: argparse.Namespace, uv: str) -> dict:
     "bytes": total wheel bytes, "load": (before, after)}.  SystemExit when a build or uv fails.
     """
     attrs, files = TARGETS[args.env]
-    import cudapkgs
     from cudapkgs.store.store import Store
-    from cudapkgs.store.transfer import export_closure
 
-    scratch = Path(tempfile.mkdtemp(prefix=f"bench-{args.env}-"))
+    kept = Path(args.keep).resolve() if args.keep else None
+    if kept is not None:
+        kept.mkdir(parents=True, exist_ok=True)
+    scratch = kept or Path(tempfile.mkdtemp(prefix=f"bench-{args.env}-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cudapkgs" / "wheels"
     store = scratch / "store"
+    mirror = scratch / "mirror"
+    listed = scratch / "wheels.json"
     try:
-        run(cudapkgs_build(store, attrs, files=files), env)  # setup: fills the wheel cache
-        nvidia, fixed = used_wheels(store, cache)
-        mirror = scratch / "mirror"
-        mirror.mkdir()
-        for wheel in fixed:  # <hash>-name.whl -> name.whl, as fetchPypi asks a source mirror for it
-            shutil.copyfile(wheel, mirror / wheel.name[33:])
-        wheels = nvidia + sorted(mirror.iterdir())
-        pkgs = cudapkgs.import_pkgs(config={"allowUnfree": True, "fetchers": ["wheels"], "storeDir": str(store),
-                                            "prebuiltWheels": ["nccl", "libnvshmem"]})
-        # Every output: a derivation is built unless all its outputs are valid (zlib's dev and
-        # static outputs left out made every timed run compile zlib).
-        non_wheel = [p for pkg in (pkgs.zlib, pkgs["rdma-core"], pkgs.stdenv.cc, pkgs.python3)
-                     for p in pkg.derivation.outputs.values()]
-        with Store.open(store) as s:
-            export_closure(s, [p for p in non_wheel if s.is_valid(p)], scratch / "non-wheel.tar")
+        setup = json.loads(listed.read_text()) if listed.is_file() else {}
+        if setup.get("env") == args.env and (scratch / "non-wheel.tar").is_file():  # --keep: the setup is done
+            wheels = [Path(w) for w in setup["wheels"]]
+        else:
+            wheels = _setup(store, attrs, files, env, cache, mirror, scratch / "non-wheel.tar")
+            listed.write_text(json.dumps({"env": args.env, "wheels": [str(w) for w in wheels]}))
+        if args.setup_only:
+            return {}
         mirror_set = ["--set", f'sourceMirrors=["{mirror}"]']
         rows: dict[str, dict[str, list[float]]] = {}
 
@@ -196,7 +194,36 @@ def full(args: argparse.Namespace, uv: str) -> dict:
         return {"rows": rows, "wheels": len(wheels), "bytes": sum(w.stat().st_size for w in wheels),
                 "load": (load_before, load_after)}
     finally:
-        remove(scratch)
+        if kept is None:
+            remove(scratch)
+        else:
+            remove(store)
+
+
+def _setup(store: Path, attrs: list[str], files: list[str], env: dict[str, str], cache: Path, mirror: Path,
+           exported: Path) -> list[Path]:
+    """One build into `store` (fills the wheel cache), the small wheels copied to `mirror`, the
+    closure's non-wheel parts exported to `exported`; returns the wheel files uv is given."""
+    import cudapkgs
+    from cudapkgs.store.store import Store
+    from cudapkgs.store.transfer import export_closure
+
+    remove(store)
+    run(cudapkgs_build(store, attrs, files=files), env)  # setup: fills the wheel cache
+    nvidia, fixed = used_wheels(store, cache)
+    remove(mirror)
+    mirror.mkdir()
+    for wheel in fixed:  # <hash>-name.whl -> name.whl, as fetchPypi asks a source mirror for it
+        shutil.copyfile(wheel, mirror / wheel.name[33:])
+    pkgs = cudapkgs.import_pkgs(config={"allowUnfree": True, "fetchers": ["wheels"], "storeDir": str(store),
+                                        "prebuiltWheels": ["nccl", "libnvshmem"]})
+    # Every output: a derivation is built unless all its outputs are valid (zlib's dev and
+    # static outputs left out made every timed run compile zlib).
+    non_wheel = [p for pkg in (pkgs.zlib, pkgs["rdma-core"], pkgs.stdenv.cc, pkgs.python3)
+                 for p in pkg.derivation.outputs.values()]
+    with Store.open(store) as s:
+        export_closure(s, [p for p in non_wheel if s.is_valid(p)], exported)
+    return nvidia + sorted(mirror.iterdir())
 
 
 # The peers, each run after cudapkgs in every round. uv compiles no byte code by default; cudapkgs
@@ -325,9 +352,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", choices=sorted(TARGETS), default="torch",
                         help="what is realised and installed: torch alone, the ML environment, onnxruntime's closure")
     parser.add_argument("--tiny", action="store_true", help="synthetic small wheels, one run: the CI smoke test")
+    parser.add_argument("--keep", metavar="DIR", help="the scratch directory, kept: its setup (build, small wheels, "
+                        "exported non-wheel parts) is done once and reused by later runs with the same DIR")
+    parser.add_argument("--setup-only", action="store_true", help="with --keep: do the setup, time nothing")
     args = parser.parse_args(argv)
     uv = uv_binary()
+    if args.setup_only and not args.keep:
+        parser.error("--setup-only needs --keep DIR")
     result = tiny(uv) if args.tiny else full(args, uv)
+    if not result:
+        print(f"set up in {args.keep}")
+        return 0
     report(result, 1 if args.tiny else args.runs,
            "tinyenv (withPackages of the three wheels)" if args.tiny else " ".join(TARGETS[args.env][0]))
     return 0

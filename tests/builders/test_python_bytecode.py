@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cudapkgs.builders import python_bytecode
 from cudapkgs.builders.python_bytecode import compile_tree, start_compile
 
 
@@ -46,10 +47,47 @@ def test_checked_hash_byte_code_named_relative_to_out_and_a_broken_module_logged
 
 def test_every_core_is_asked_for(tmp_path: Path) -> None:
     out, site = _tree(tmp_path)
+    for i in range(python_bytecode.SMALL_MODULES):  # a tree past the small ones
+        (site / "pkg" / f"m{i}.py").write_text(f"X = {i}\n")
     argv = tmp_path / "argv"
     env = _fake_python(tmp_path, f'echo "$@" > {argv}')
     compile_tree(site, out, env, io.StringIO())
     assert " -j 0 " in f" {argv.read_text().strip()} "  # compileall's worker per core, not one process
+
+
+@pytest.mark.parametrize("extra_modules, extra_bytes, jobs", [
+    (0, 0, "1"),                                                # a small package: the compiler alone
+    (python_bytecode.SMALL_MODULES, 0, "0"),                    # many modules
+    (0, python_bytecode.SMALL_SOURCE, "0"),                     # one large module
+])
+def test_a_small_tree_is_compiled_without_a_process_pool(tmp_path: Path, extra_modules, extra_bytes, jobs) -> None:
+    """compileall's -j 0 starts a forkserver and a worker per core, which cost more than a small package's
+    compilation (idna: 0.12 against 0.08 CPU-s): a small tree is compiled by the compiler process alone."""
+    out, site = _tree(tmp_path)
+    for i in range(extra_modules):
+        (site / "pkg" / f"m{i}.py").write_text(f"X = {i}\n")
+    if extra_bytes:
+        (site / "pkg" / "big.py").write_text("X = 1\n" + "#" * extra_bytes + "\n")
+    argv = tmp_path / "argv"
+    env = _fake_python(tmp_path, f'echo "$@" > {argv}')
+    compile_tree(site, out, env, io.StringIO())
+    assert f" -j {jobs} " in f" {argv.read_text().strip()} "
+
+
+def test_the_byte_code_is_the_same_with_and_without_the_pool(tmp_path: Path, monkeypatch) -> None:
+    def compiled(jobs_limit: int) -> dict[str, bytes]:
+        root = tmp_path / str(jobs_limit)
+        out, site = _tree(root)
+        (site / "pkg" / "sets.py").write_text("S = {'a', 'b', 'c', 'd'}\nF = frozenset({'x', 'y', 'z'})\n")
+        monkeypatch.setattr(python_bytecode, "SMALL_MODULES", jobs_limit)
+        argv = root / "argv"
+        env = _fake_python(root, f'echo "$@" > {argv}')
+        compile_tree(site, out, env, io.StringIO())
+        assert f" -j {'1' if jobs_limit else '0'} " in f" {argv.read_text().strip()} "
+        return {p.name: p.read_bytes() for p in (site / "pkg" / "__pycache__").iterdir()}
+
+    alone, pooled = compiled(100), compiled(0)
+    assert alone and alone == pooled
 
 
 def test_start_compile_returns_before_the_compiler_is_done(tmp_path: Path) -> None:

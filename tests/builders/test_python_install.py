@@ -166,7 +166,10 @@ def test_the_install_compiles_byte_code_on_every_core(tmp_path):
 
     work = tmp_path / "work"
     (work / "dist").mkdir(parents=True)
-    _wheel(work / "dist" / "demo-1.0-py3-none-any.whl", {"demo/__init__.py": b"X = 1\n"})
+    from cudapkgs.builders.python_bytecode import SMALL_MODULES
+
+    modules = {f"demo/m{i}.py": b"X = 1\n" for i in range(SMALL_MODULES)}  # past a small tree (-j 1)
+    _wheel(work / "dist" / "demo-1.0-py3-none-any.whl", {"demo/__init__.py": b"X = 1\n", **modules})
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     argv = tmp_path / "argv"

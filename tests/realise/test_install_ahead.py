@@ -177,7 +177,7 @@ def test_a_compiler_killed_ahead_leaves_the_byte_code_to_the_build(tmp_path, mon
     pkgs, store_dir, pkg = _setup(tmp_path)
     # The compiler is started as the resolved interpreter whatever argv[0] says (54ae7ec), so the
     # stand-in is that interpreter killing itself, as the kernel's OOM killer would.
-    monkeypatch.setattr(python_bytecode, "_command", lambda python, site, out: [
+    monkeypatch.setattr(python_bytecode, "_command", lambda python, site, out, jobs: [
         python, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
     with Store.open(store_dir) as store:
         realise(store, [pkgs.python3.derivation])

@@ -273,6 +273,7 @@ class Registration:
         source: str | None = None,
         expected: Iterable[str] = (),
         scans: bool = False,
+        trust_references: bool = False,
     ) -> bool:
         """Make `path` valid from `fill(out)`, whose NAR the caller checks against `nar_hash` while filling.
 
@@ -299,6 +300,13 @@ class Registration:
         may become valid meanwhile: the rest of a closure being substituted); a path that
         became valid meanwhile and is none of these is looked for in a second read.
 
+        With `trust_references` the files are not scanned at all and `references` are
+        registered as given (`fill(out)` is called): for references a trusted key signed, as Nix
+        registers a substitute's signed References without scanning (NixOS/nix
+        src/libstore/build/substitution-goal.cc@002bb435 hands the narinfo's `ValidPathInfo` to
+        `copyStorePath`, whose `LocalStore::addToStore` checks only NarHash and NarSize while
+        restoring). Every reference must still be valid before the registration.
+
         The files are not fsynced: before the registration, `path` is noted (durably) as
         unsynced for this boot, and a store opened after a crash hashes such paths again and
         discards those that fail (`unsynced.py` states the contract).
@@ -323,7 +331,9 @@ class Registration:
                 with self._tmp_build() as tmp:
                     out = tmp / "out"
                     scanned = None
-                    if scans:
+                    if trust_references:
+                        fill(out)
+                    elif scans:
                         hashes = self._scan_candidates(set(self.db.all_paths()) | refs | {self.parse(e) for e in expected}, path)
                         scanned = (nar.ReferenceScanner(nar.Candidates(hashes), self.store_dir), hashes)
                         fill(out, scanned[0])
@@ -334,7 +344,8 @@ class Registration:
                     if before_register is not None:
                         before_register()
                         check_references()
-                    self._check_declared_references(out, path, refs, source, scanned)
+                    if not trust_references:
+                        self._check_declared_references(out, path, refs, source, scanned)
                     self.add_temp_roots([path])  # until the caller roots it (see gc.py)
                     note_unsynced(self.root / ".meta", [path])  # durable before the registration can be (unsynced.py)
                     self._move_in_and_register(out, path, nar_hash, nar_size, refs, deriver)

@@ -193,14 +193,17 @@ class Cache:
 
         Checks, in order: the narinfo names `path` and is signed by a trusted key
         (unless `require_sigs` is False), every reference is valid in `store`, and
-        while the NAR streams in, its FileHash/FileSize and NarHash/NarSize. Any
+        while the NAR streams in, its FileSize and NarHash/NarSize. The signed References
+        are registered as given (as Nix does); only with `require_sigs` False are the files
+        scanned for store paths the list leaves out (refused then). Any
         failure raises SubstituteRefused (or CacheError / CacheUnavailable) naming
         the path and the cache; nothing is registered then. `on_bytes(n)` is called
         with the compressed bytes read so far. With `wait_for_references` (a callable
         returning once the references are registered, or raising), the NAR is unpacked
         at once and registered after it returns. `expected`: store paths that may become valid
         while this one unpacks (the rest of the closure being substituted), looked for as
-        references during the one read (`Store.add_verified_path`). Returns the narinfo used.
+        references during the one read when the files are scanned (`Store.add_verified_path`).
+        Returns the narinfo used.
         """
         path = store.parse(path)
         if info is None:
@@ -270,9 +273,13 @@ class Cache:
                 raise SubstituteRefused(f"{path} from {self.url}: {error}; not substituted") from None
 
         deriver = f"{store.store_dir}/{info.deriver}" if info.deriver else None
+        # References a trusted key signed (or that the content address fixes) are registered as given, the
+        # files not scanned: Nix's rule (`Store.add_verified_path`'s trust_references cites its source); the
+        # signer answers for them as for the NarHash. Without required signatures nothing vouches for them:
+        # the files are scanned while the NAR streams, and a mention the list leaves out is refused.
         store.add_verified_path(path, fill, nar_hash=info.nar_hash, nar_size=info.nar_size, references=refs,
                                 deriver=deriver, before_register=wait_for_references, source=self.url,
-                                expected=expected, scans=True)
+                                expected=expected, scans=True, trust_references=require_sigs)
         return info
 
     # -- uploading -------------------------------------------------------------
