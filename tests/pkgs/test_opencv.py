@@ -263,6 +263,30 @@ def test_cuda_13_replacements_apply_to_a_file_holding_the_old_lines(tmp_path):
     assert again.returncode != 0 and "was not found" in again.stderr
 
 
+def test_cuda_13_contrib_replacement_applies_only_with_contrib(tmp_path):
+    # opencv_contrib's videostab used Thrust's removed not1/identity (the whole opencv4 failed there on the H100);
+    # the postPatch of a build with contrib rewrites it, one without contrib (no such file) does not touch it.
+    import subprocess
+
+    from cudapkgs.pkgs.opencv.cuda13 import CONTRIB_REPLACEMENTS, REPLACEMENTS, post_patch
+    from cudapkgs.pkgs.substitute import SUBSTITUTE_IN_PLACE
+
+    for path, old, _new in REPLACEMENTS + CONTRIB_REPLACEMENTS:
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a", encoding="utf-8") as f:
+            f.write(old + "\n")
+    assert "videostab" not in post_patch() and "videostab" in post_patch(contrib=True)
+    subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + post_patch(contrib=True)], cwd=tmp_path, check=True)
+    motion = (tmp_path / "opencv_contrib/videostab/src/cuda/global_motion.cu").read_text()
+    assert "thrust::not1" not in motion and "thrust::identity" not in motion
+    assert "thrust::logical_not<uchar>()" in motion
+    pkgs = cudapkgs.import_pkgs({"allowUnfree": True, "cudaSupport": True, "fetchers": ["wheels"]})
+    with_contrib = pkgs.cudaPackages_13_0.pkgs.opencv4.derivation.attrs["postPatch"]
+    without = pkgs.cudaPackages_13_0.pkgs.opencv4.override(enableContrib=False).derivation.attrs["postPatch"]
+    assert "videostab/src/cuda/global_motion.cu" in with_contrib and "videostab" not in without
+
+
 @pytest.mark.parametrize("template", [
     # OpenCV 4.11.0 cmake/templates/OpenCVConfig-CUDALanguage.cmake.in (FindCUDAToolkit, used here) …
     '    find_package(CUDAToolkit ${OpenCV_CUDA_VERSION} EXACT REQUIRED)\n'

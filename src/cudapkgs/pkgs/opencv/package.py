@@ -334,7 +334,7 @@ def opencv4(
             from ..substitute import SUBSTITUTE_IN_PLACE
             from .cuda13 import post_patch as cuda13_post_patch
 
-            return POST_PATCH + SUBSTITUTE_IN_PLACE + cuda13_post_patch()
+            return POST_PATCH + SUBSTITUTE_IN_PLACE + cuda13_post_patch(contrib=build_contrib)
         return POST_PATCH
 
     def attrs(final: AttrSet) -> dict[str, Any]:
