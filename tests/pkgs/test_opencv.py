@@ -232,12 +232,16 @@ def test_host_cuda_check_is_in_the_configure(manifests_dir, tmp_path):
     # what the GPU machine's configure of the whole opencv4 cached (Ubuntu's libhdf5 and its libcurl)
     ("HDF5_C_LIBRARY_hdf5:FILEPATH=/usr/lib/x86_64-linux-gnu/hdf5/serial/libhdf5.so\n", "HDF5_C_LIBRARY_hdf5"),
     ("HDF5_C_LIBRARIES:STRING=/s/abc-zlib/lib/libz.so;/usr/lib/x86_64-linux-gnu/libcurl.so\n", "HDF5_C_LIBRARIES"),
-    ("FREETYPE_INCLUDE_DIRS:INTERNAL=/usr/include/freetype2\n", "FREETYPE_INCLUDE_DIRS"),
+    ("FREETYPE_INCLUDE_PATH:PATH=/usr/include/freetype2\n", "FREETYPE_INCLUDE_PATH"),
     ("Ceres_DIR:PATH=/usr/local/lib/cmake/Ceres\n", "Ceres_DIR"),
     # the store's zlib, host tools, a package not found, and the host Python python3Executable names: allowed
     ("ZLIB_LIBRARY_RELEASE:FILEPATH=/s/abc-zlib/lib/libz.so\nCMAKE_AR:FILEPATH=/usr/bin/ar\n"
      "HDF5_DIR:PATH=HDF5_DIR-NOTFOUND\nPYTHON3_LIBRARY:FILEPATH=/usr/lib/x86_64-linux-gnu/libpython3.11.so\n"
      "PYTHON3_INCLUDE_PATH:PATH=/usr/include/python3.11\n", None),
+    # pkg-config's answers for optional libraries OpenCV probes whether or not a module uses them (this Debian
+    # machine's freetype2, with a BUILD_LIST without the freetype module): not refused at configure
+    ("FREETYPE_INCLUDE_DIRS:INTERNAL=/usr/include/freetype2\nFREETYPE_LIBRARY_DIRS:INTERNAL=/usr/lib/x86_64-linux-gnu\n",
+     None),
 ])
 def test_a_configure_that_found_host_libraries_fails_naming_them(tmp_path, cache, refused):
     import subprocess
@@ -259,6 +263,7 @@ def test_hdf5_is_never_looked_for_and_the_hdf_module_is_off(manifests_dir, tmp_p
     # find a host HDF5 (it did on the GPU machine, linking libopencv_hdf to Ubuntu's libhdf5_serial)
     flags = _flags(_pkgs(tmp_path, cudaSupport=True).cudaPackages_13_0.pkgs.opencv4)
     assert flags["CMAKE_DISABLE_FIND_PACKAGE_HDF5"] == "TRUE" and flags["BUILD_opencv_hdf"] == "FALSE"
+    assert flags["BUILD_opencv_freetype"] == "FALSE"  # freetype2/harfbuzz: pkg-config only, no package here
 
 
 def test_cuda_13_sets_patch_the_apis_cuda_13_removed(manifests_dir, tmp_path):

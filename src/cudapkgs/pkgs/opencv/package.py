@@ -95,9 +95,15 @@ POST_UNPACK_CONTRIB = 'cp -r --no-preserve=mode "$contribSrc/modules" "$NIX_BUIL
 # without it, CMake found the GPU machine's Ubuntu libhdf5_serial and linked libopencv_hdf to it (measured: the
 # whole opencv4 on the lent H100, 2026-12-06, refused by the fixup's unresolved DT_NEEDED).
 HOST_ONLY = (("hdf5", "HDF5", "hdf"),)
+# contrib modules whose libraries cudapkgs packages no version of, found by pkg-config only (no find_package to
+# disable): off, so that a host's copy is never linked (freetype2 and harfbuzz for the freetype module).
+HOST_ONLY_MODULES = ("freetype",)
 # One CUDA, and nothing else from the host: a configure that found a host CUDA fails, as does one whose cache
-# names a library or header directory of the host's (/usr, /usr/local, /lib*, /opt): each would be a build
-# input Nix's sandbox does not have (checked on the configured cache, naming each entry).
+# names a library or header directory of the host's (/usr, /usr/local, /lib*, /opt) found by find_library,
+# find_path or find_package: each would be a build input Nix's sandbox does not have (checked on the configured
+# cache, naming each entry). pkg-config's answers (INTERNAL entries) are not checked: OpenCV asks pkg-config for
+# every optional library, used or not (this Debian machine's freetype2 for contrib's freetype module, with a
+# BUILD_LIST that leaves the module out); a library they would link is refused by the fixup's DT_NEEDED check.
 POST_CONFIGURE = r"""[ -e build/modules/core/version_string.inc ]
 echo '"(build info elided)"' > build/modules/core/version_string.inc
 if grep -nE '(/usr/local/cuda|/opt/cuda|/usr/lib/x86_64-linux-gnu/libcuda|/usr/lib64/libcudart)' build/CMakeCache.txt; then
@@ -105,7 +111,7 @@ if grep -nE '(/usr/local/cuda|/opt/cuda|/usr/lib/x86_64-linux-gnu/libcuda|/usr/l
   exit 1
 fi
 # (the host Python's own headers and libpython are allowed: python3Executable names a host interpreter)
-host_found=$(grep -nE '^([A-Za-z0-9_]*(LIBRARY|LIBRARIES|INCLUDE)[A-Za-z0-9_]*|[A-Za-z0-9_]+_DIR):(FILEPATH|PATH|STRING|INTERNAL)=([^;]*;)*(/usr/(lib|lib64|local|include)|/lib|/lib64|/opt)/' build/CMakeCache.txt \
+host_found=$(grep -nE '^([A-Za-z0-9_]*(LIBRARY|LIBRARIES|INCLUDE)[A-Za-z0-9_]*|[A-Za-z0-9_]+_DIR):(FILEPATH|PATH|STRING)=([^;]*;)*(/usr/(lib|lib64|local|include)|/lib|/lib64|/opt)/' build/CMakeCache.txt \
   | grep -vE '^[0-9]+:(PYTHON|Python)[0-9]*_' || true)
 if [ -n "$host_found" ]; then
   echo "$host_found" >&2
@@ -302,6 +308,7 @@ def opencv4(
             *(cmake_bool(flag, False) for _, _, flag in UNPACKAGED if flag),
             *(cmake_bool(f"CMAKE_DISABLE_FIND_PACKAGE_{package}", True) for _, package, _ in HOST_ONLY),
             *(cmake_bool(f"BUILD_opencv_{module}", False) for _, _, module in HOST_ONLY),
+            *(cmake_bool(f"BUILD_opencv_{module}", False) for module in HOST_ONLY_MODULES),
             cmake_bool("WITH_CUDA", cuda),
             cmake_bool("WITH_CUBLAS", cublas),
             cmake_bool("WITH_CUDNN", enableCudnn),
