@@ -237,7 +237,12 @@ def test_host_cuda_check_is_in_the_configure(manifests_dir, tmp_path):
     # the store's zlib, host tools, a package not found, and the host Python python3Executable names: allowed
     ("ZLIB_LIBRARY_RELEASE:FILEPATH=/s/abc-zlib/lib/libz.so\nCMAKE_AR:FILEPATH=/usr/bin/ar\n"
      "HDF5_DIR:PATH=HDF5_DIR-NOTFOUND\nPYTHON3_LIBRARY:FILEPATH=/usr/lib/x86_64-linux-gnu/libpython3.11.so\n"
-     "PYTHON3_INCLUDE_PATH:PATH=/usr/include/python3.11\n", None),
+     "PYTHON3_INCLUDE_PATH:PATH=/usr/include/python3.11\n"
+     # the C library's own archives, alone in an entry (FindCUDAToolkit's librt for cudart_static)
+     "CUDAToolkit_rt_LIBRARY:FILEPATH=/usr/lib/x86_64-linux-gnu/librt.a\nX_LIBRARIES:STRING=/lib64/libm.so.6;/lib64/libdl.so\n",
+     None),
+    # … but not with another host library in the same entry
+    ("HDF5_LIBRARIES:STRING=/usr/lib/x86_64-linux-gnu/libhdf5.so;/usr/lib/x86_64-linux-gnu/libm.so\n", "HDF5_LIBRARIES"),
     # pkg-config's answers for optional libraries OpenCV probes whether or not a module uses them (this Debian
     # machine's freetype2, with a BUILD_LIST without the freetype module): not refused at configure
     ("FREETYPE_INCLUDE_DIRS:INTERNAL=/usr/include/freetype2\nFREETYPE_LIBRARY_DIRS:INTERNAL=/usr/lib/x86_64-linux-gnu\n",
