@@ -110,17 +110,25 @@ def test_a_cold_command_does_not_import_what_it_does_not_use(case, tmp_path):
     assert not loaded & absent, sorted(loaded & absent)
 
 
+def _collections_during(tmp_path, setup: str, call: str) -> tuple[int, list[int], bool]:
+    """In a fresh interpreter, after `setup`: the exit status `call` returns, the generations of
+    the collections that ran during it, and whether the collector's thresholds were put back."""
+    code = ("import gc, json, sys; " + setup + "; runs = []; "
+            "gc.callbacks.append(lambda phase, info: runs.append(info['generation']) if phase == 'start' else None); "
+            f"before = gc.get_threshold(); status = {call}; gc.callbacks.clear(); "
+            "print(json.dumps([status, runs, gc.get_threshold() == before]), file=sys.stderr)")
+    done = run_python(code, cold_env(tmp_path), timeout=300, check=False)
+    status, runs, restored = __import__("json").loads(done.stderr.splitlines()[-1])
+    return status, runs, restored
+
+
 def test_a_command_runs_few_garbage_collections_and_restores_the_threshold(tmp_path):
     # Python's default first threshold (700) made a cold `list --all` run about 70 collections,
     # each traversing the long-lived modules and definitions again (cli.YOUNG_GC_THRESHOLD).
-    code = ("import gc, json, sys; from cudapkgs import cli; runs = []; "
-            "gc.callbacks.append(lambda phase, info: runs.append(info['generation']) if phase == 'start' else None); "
-            "before = gc.get_threshold(); status = cli.main(['list', '--all', '--no-eval-cache']); "
-            "gc.callbacks.clear(); print(json.dumps([status, len(runs), gc.get_threshold() == before]), file=sys.stderr)")
-    done = run_python(code, cold_env(tmp_path), timeout=300, check=False)
-    status, collections, restored = __import__("json").loads(done.stderr.splitlines()[-1])
+    status, runs, restored = _collections_during(tmp_path, "from cudapkgs import cli",
+                                                 "cli.main(['list', '--all', '--no-eval-cache'])")
     assert status == 0 and restored
-    assert collections <= 3, collections
+    assert len(runs) <= 3, runs
 
 
 def test_the_command_freezes_its_objects_before_restoring_the_threshold(tmp_path):
@@ -144,13 +152,9 @@ def test_the_command_freezes_its_objects_before_restoring_the_threshold(tmp_path
 def test_the_command_runs_no_collection_while_it_imports(tmp_path):
     # Python's threshold (700) ran three collections while the fast path and the command line were
     # imported, before cli.main raised it: the command raises it from its start, and puts it back.
-    code = ("import gc, json, sys; from cudapkgs.__main__ import main; runs = []; "
-            "gc.callbacks.append(lambda phase, info: runs.append(info['generation']) if phase == 'start' else None); "
-            "sys.argv = ['cudapkgs', 'eval', '--no-eval-cache', 'cudaPackages.cudaMajorMinorVersion']; "
-            "before = gc.get_threshold(); status = main(); "
-            "print(json.dumps([status, runs, gc.get_threshold() == before]), file=sys.stderr)")
-    done = run_python(code, cold_env(tmp_path), timeout=300, check=False)
-    status, runs, restored = __import__("json").loads(done.stderr.splitlines()[-1])
+    status, runs, restored = _collections_during(
+        tmp_path, "from cudapkgs.__main__ import main; "
+                  "sys.argv = ['cudapkgs', 'eval', '--no-eval-cache', 'cudaPackages.cudaMajorMinorVersion']", "main()")
     assert status == 0 and restored
     assert runs == []
 

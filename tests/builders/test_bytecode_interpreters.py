@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from wheel_builders import pure_wheel
-from cudapkgs.builders.python_bytecode import compile_tree, compiler_env
+from cudapkgs.builders.python_bytecode import SMALL_MODULES, compile_tree, compiler_env
 
 _VERSIONS = {"3.10": "3.10.13", "3.12": "3.12.1", "3.13": "3.13.0"}
 
@@ -45,22 +45,24 @@ def _magic(python: str) -> bytes:
     return bytes.fromhex(out)
 
 
+@pytest.mark.parametrize("modules", [8, SMALL_MODULES + 1], ids=["small tree, -j 1", "process pool, -j 0"])
 @pytest.mark.parametrize("version", sorted(_VERSIONS))
-def test_the_compiler_works_with_a_long_temporary_directory(version: str, tmp_path: Path) -> None:
-    """compile_tree with the build's ``$TMPDIR`` 120 characters long compiles every module, checked-hash."""
+def test_the_compiler_works_with_a_long_temporary_directory(version: str, modules: int, tmp_path: Path) -> None:
+    """compile_tree with the build's ``$TMPDIR`` 120 characters long compiles every module, checked-hash
+    (a tree past the small ones: through compileall's process pool, whose forkserver socket failed)."""
     python = _pyenv_python(version)
     long_tmp = tmp_path / ("t" * 100)
     long_tmp.mkdir()
     site = tmp_path / "out" / "site"
     (site / "pkg").mkdir(parents=True)
-    for name in ("__init__", *(f"m{i}" for i in range(8))):
+    for name in ("__init__", *(f"m{i}" for i in range(modules))):
         (site / "pkg" / f"{name}.py").write_text(f"X = {{'a', 'b', {name!r}}}\n")
     env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(long_tmp), "TMP": str(long_tmp)}
     log = io.StringIO()
     assert compile_tree(site, tmp_path / "out", env, log, python), log.getvalue()
     tag = {"3.10": "cpython-310", "3.12": "cpython-312", "3.13": "cpython-313"}[version]
     pycs = sorted(p.name for p in (site / "pkg" / "__pycache__").iterdir())
-    assert pycs == sorted(f"{n}.{tag}.pyc" for n in ("__init__", *(f"m{i}" for i in range(8))))
+    assert pycs == sorted(f"{n}.{tag}.pyc" for n in ("__init__", *(f"m{i}" for i in range(modules))))
     data = (site / "pkg" / "__pycache__" / f"m0.{tag}.pyc").read_bytes()
     assert data[:4] == _magic(python)
     assert int.from_bytes(data[4:8], "little") == 3  # checked hash-based (PEP 552)
