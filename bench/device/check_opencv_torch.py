@@ -93,7 +93,7 @@ def main() -> int:
     want = float(np.float64(a).sum() + np.float64(b).sum())
     check("cv2 -> torch", abs(handed - want) / want < 1e-4, f"sum on the GPU {handed:.6g}, expected {want:.6g}")
 
-    store = store_of(sys.executable)
+    store = store_of(torch.__file__)  # the env's bin/python3 may resolve to a host CPython outside the store
     libraries = mapped_libraries()
     cudart = [p for p in libraries if os.path.basename(p).startswith("libcudart.so")]
     check("one libcudart", len(cudart) == 1 and cudart[0].startswith(store + os.sep),

@@ -37,6 +37,9 @@ cfg=(--set "storeDir=$store" --set allowUnfree=true --set 'fetchers=["wheels"]' 
 ml=cudaPackages_13_0.pkgs.pkgsCuda.python312Packages
 targets=(cudaPackages_13_0.tests.nvcc-runtime cudaPackages_13_0.tests.opencv-and-torch
          $ml.torch $ml.torchvision $ml.torchaudio $ml.onnxruntime $ml.jax-cuda13-plugin $ml.cupy)
+# TARGETS="…" (attribute paths) runs those instead; ONEPROCESS=0 skips the OpenCV-and-torch checks
+[ -z "${TARGETS:-}" ] || read -r -a targets <<< "$TARGETS"
+tag=${TAG:-all}
 finish() { cat /proc/loadavg > "$log/loadavg-$step.txt"; [ -z "${OUT:-}" ] || tar -czf "$OUT/gpu-tests.tar.gz" -C "$log" .; }
 trap finish EXIT
 
@@ -50,10 +53,14 @@ opencv)
     gcc --version | head -n 1; cmake --version | head -n 1; echo "ninja $(ninja --version)"; } > "$log/machine.txt" 2>&1
   cat "$log/machine.txt"
   rm -f "$log/opencv.status"
+  # the builds outlive this call, and each later device call replaces the repository's files (a build that read
+  # src/cudapkgs/data/manifests while a call copied them failed, 2026-12-06): they run from a copy
+  snap=/tmp/gt-repo; rm -rf "$snap"; mkdir -p "$snap" && cp -a "$repo/src" "$repo/bench" "$snap/"
+  snapcfg=("${cfg[@]/$here/$snap/bench/device}")
   # the GPU proof's OpenCV first (known to build here in about 3 minutes), then the set's whole opencv4 (the
   # testers'): each ninja on every core (--cores 0)
-  setsid nohup bash -c "cd '$repo' && for attr in cudaPackages_13_0.pkgs.pkgsCuda.opencv_gpu_proof cudaPackages_13_0.pkgs.pkgsCuda.opencv4_cuda; do \
-      echo \"== \$attr \$(date +%T)\"; /usr/bin/time -v -o '$log'/\$attr.time python3 -m cudapkgs build ${cfg[*]@Q} --no-substitute \
+  setsid nohup env PYTHONPATH="$snap/src:/tmp/site" bash -c "cd '$snap' && for attr in cudaPackages_13_0.pkgs.pkgsCuda.opencv_gpu_proof cudaPackages_13_0.pkgs.pkgsCuda.opencv4_cuda; do \
+      echo \"== \$attr \$(date +%T)\"; /usr/bin/time -v -o '$log'/\$attr.time python3 -m cudapkgs build ${snapcfg[*]@Q} --no-substitute \
       --cores 0 -f bench/device/opencv_packages.py \$attr --no-link || { echo \$? > '$log/opencv.status'; exit; }; done; \
       echo 0 > '$log/opencv.status'" > "$log/opencv-build.log" 2>&1 < /dev/null &
   echo "OpenCV builds started (pid $!), log $log/opencv-build.log"
@@ -67,17 +74,18 @@ wait)
   ;;
 tests)
   echo "== cudapkgs test (${#targets[@]} targets)"
-  python3 -m cudapkgs test "${cfg[@]}" -j 4 --json "${targets[@]}" > "$log/test.json" 2> "$log/test.log"
+  python3 -m cudapkgs test "${cfg[@]}" -j 4 --json "${targets[@]}" > "$log/test-$tag.json" 2> "$log/test-$tag.log"
   echo "cudapkgs test exit status $?"
-  python3 - "$log/test.json" <<'PY'
+  python3 - "$log/test-$tag.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
 for r in rows:
     print(f"{r['result']:8} {r['test']}  {r.get('detail', '')[:160]}")
 print({k: sum(r["result"] == k for r in rows) for k in ("passed", "failed", "skipped")})
 PY
-  tail -n 5 "$log/test.log"
+  tail -n 5 "$log/test-$tag.log"
   status=0
+  [ "${ONEPROCESS:-1}" = 1 ] || exit 0
   for attr in opencv_gpu_torch_env opencv4_torch_env; do
     python3 -m cudapkgs build "${cfg[@]}" --no-substitute -f "$here/opencv_packages.py" \
       "cudaPackages_13_0.pkgs.pkgsCuda.$attr" -o "/tmp/gt-$attr" > "$log/build-$attr.log" 2>&1 || { status=3; continue; }

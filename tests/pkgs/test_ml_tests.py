@@ -88,6 +88,34 @@ def test_every_ml_test_script_ends_with_a_pass_line():
                 assert "print(got)" not in script
 
 
+# Modules a script needs without naming them in an import: torch.onnx.export's TorchScript exporter imports
+# `onnx` ("Module onnx is not installed!" failed onnxruntime's GPU test on the lent H100, 2026-12-06).
+IMPLIED = {"torch.onnx.export": "onnx"}
+
+
+def test_every_ml_test_has_every_python_module_its_script_imports():
+    # a GPU test is built nowhere but on a GPU machine: what its script imports must be an input of its build,
+    # or the first place it fails is the GPU. Each top-level module imported (or implied, IMPLIED) must be a
+    # python package among the derivation's inputs (by its pname's import name), or the standard library.
+    stdlib = set(sys.stdlib_module_names)
+    for attr in ("torch", "torchvision", "torchaudio", "onnxruntime", "jax-cuda13-plugin", "cupy"):
+        for name, test in collect_tests(at(f"{SET}.{attr}")).items():
+            if name.startswith("tester-"):
+                continue
+            drv = test.derivation
+            script = drv.attrs["script"]
+            modules = {alias.name.split(".")[0] for node in ast.walk(ast.parse(script))
+                       for alias in (node.names if isinstance(node, (ast.Import, ast.ImportFrom)) else [])
+                       if isinstance(node, ast.Import)}
+            modules |= {node.module.split(".")[0] for node in ast.walk(ast.parse(script))
+                        if isinstance(node, ast.ImportFrom) and node.module}
+            modules |= {module for call, module in IMPLIED.items() if call in script}
+            inputs = " ".join(d.name for d in drv.closure())
+            for module in sorted(modules - stdlib):
+                wanted = {"onnxruntime": "onnxruntime", "jax": "jax", "cupy": "cupy"}.get(module, module)
+                assert f"-{wanted}-" in f"-{inputs} ".replace(" ", "- -"), (attr, name, module)
+
+
 def _fake_onnxruntime(root: Path, *, tensorrt_loads: bool) -> Path:
     """An ``onnxruntime`` package whose capi/libonnxruntime_providers_tensorrt.so needs libnvinfer.so.10,
     which is next to it (found through $ORIGIN) only when `tensorrt_loads`."""

@@ -228,6 +228,49 @@ def test_host_cuda_check_is_in_the_configure(manifests_dir, tmp_path):
     assert opencv.disallowedReferences == [opencv.passthru.cudaPackages.cuda_nvcc]
 
 
+@pytest.mark.parametrize("cache, refused", [
+    # what the GPU machine's configure of the whole opencv4 cached (Ubuntu's libhdf5 and its libcurl)
+    ("HDF5_C_LIBRARY_hdf5:FILEPATH=/usr/lib/x86_64-linux-gnu/hdf5/serial/libhdf5.so\n", "HDF5_C_LIBRARY_hdf5"),
+    ("HDF5_C_LIBRARIES:STRING=/s/abc-zlib/lib/libz.so;/usr/lib/x86_64-linux-gnu/libcurl.so\n", "HDF5_C_LIBRARIES"),
+    ("FREETYPE_INCLUDE_PATH:PATH=/usr/include/freetype2\n", "FREETYPE_INCLUDE_PATH"),
+    ("Ceres_DIR:PATH=/usr/local/lib/cmake/Ceres\n", "Ceres_DIR"),
+    # the store's zlib, host tools, a package not found, and the host Python python3Executable names: allowed
+    ("ZLIB_LIBRARY_RELEASE:FILEPATH=/s/abc-zlib/lib/libz.so\nCMAKE_AR:FILEPATH=/usr/bin/ar\n"
+     "HDF5_DIR:PATH=HDF5_DIR-NOTFOUND\nPYTHON3_LIBRARY:FILEPATH=/usr/lib/x86_64-linux-gnu/libpython3.11.so\n"
+     "PYTHON3_INCLUDE_PATH:PATH=/usr/include/python3.11\n"
+     # the C library's own archives, alone in an entry (FindCUDAToolkit's librt for cudart_static)
+     "CUDAToolkit_rt_LIBRARY:FILEPATH=/usr/lib/x86_64-linux-gnu/librt.a\nX_LIBRARIES:STRING=/lib64/libm.so.6;/lib64/libdl.so\n",
+     None),
+    # … but not with another host library in the same entry
+    ("HDF5_LIBRARIES:STRING=/usr/lib/x86_64-linux-gnu/libhdf5.so;/usr/lib/x86_64-linux-gnu/libm.so\n", "HDF5_LIBRARIES"),
+    # pkg-config's answers for optional libraries OpenCV probes whether or not a module uses them (this Debian
+    # machine's freetype2, with a BUILD_LIST without the freetype module): not refused at configure
+    ("FREETYPE_INCLUDE_DIRS:INTERNAL=/usr/include/freetype2\nFREETYPE_LIBRARY_DIRS:INTERNAL=/usr/lib/x86_64-linux-gnu\n",
+     None),
+])
+def test_a_configure_that_found_host_libraries_fails_naming_them(tmp_path, cache, refused):
+    import subprocess
+
+    from cudapkgs.pkgs.opencv.package import POST_CONFIGURE
+
+    (tmp_path / "build/modules/core").mkdir(parents=True)
+    (tmp_path / "build/modules/core/version_string.inc").write_text("info")
+    (tmp_path / "build/CMakeCache.txt").write_text(cache)
+    run = subprocess.run(["bash", "-euc", POST_CONFIGURE], cwd=tmp_path, capture_output=True, text=True)
+    if refused is None:
+        assert run.returncode == 0, run.stderr
+    else:
+        assert run.returncode == 1 and refused in run.stderr and "host libraries" in run.stderr
+
+
+def test_hdf5_is_never_looked_for_and_the_hdf_module_is_off(manifests_dir, tmp_path):
+    # cudapkgs packages no HDF5 (Nixpkgs' 4.x.nix takes hdf5): contrib's hdf module is off, and CMake may not
+    # find a host HDF5 (it did on the GPU machine, linking libopencv_hdf to Ubuntu's libhdf5_serial)
+    flags = _flags(_pkgs(tmp_path, cudaSupport=True).cudaPackages_13_0.pkgs.opencv4)
+    assert flags["CMAKE_DISABLE_FIND_PACKAGE_HDF5"] == "TRUE" and flags["BUILD_opencv_hdf"] == "FALSE"
+    assert flags["BUILD_opencv_freetype"] == "FALSE"  # freetype2/harfbuzz: pkg-config only, no package here
+
+
 def test_cuda_13_sets_patch_the_apis_cuda_13_removed(manifests_dir, tmp_path):
     # OpenCV 4.11.0 calls nppGetStreamContext and cudaDeviceProp fields that CUDA 13 removed (pkgs/opencv/cuda13.py).
     pkgs = _pkgs(tmp_path)
@@ -261,6 +304,30 @@ def test_cuda_13_replacements_apply_to_a_file_holding_the_old_lines(tmp_path):
     again = subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + post_patch()], cwd=tmp_path,
                            capture_output=True, text=True)
     assert again.returncode != 0 and "was not found" in again.stderr
+
+
+def test_cuda_13_contrib_replacement_applies_only_with_contrib(tmp_path):
+    # opencv_contrib's videostab used Thrust's removed not1/identity (the whole opencv4 failed there on the H100);
+    # the postPatch of a build with contrib rewrites it, one without contrib (no such file) does not touch it.
+    import subprocess
+
+    from cudapkgs.pkgs.opencv.cuda13 import CONTRIB_REPLACEMENTS, REPLACEMENTS, post_patch
+    from cudapkgs.pkgs.substitute import SUBSTITUTE_IN_PLACE
+
+    for path, old, _new in REPLACEMENTS + CONTRIB_REPLACEMENTS:
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a", encoding="utf-8") as f:
+            f.write(old + "\n")
+    assert "videostab" not in post_patch() and "videostab" in post_patch(contrib=True)
+    subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + post_patch(contrib=True)], cwd=tmp_path, check=True)
+    motion = (tmp_path / "opencv_contrib/videostab/src/cuda/global_motion.cu").read_text()
+    assert "thrust::not1" not in motion and "thrust::identity" not in motion
+    assert "thrust::logical_not<uchar>()" in motion
+    pkgs = cudapkgs.import_pkgs({"allowUnfree": True, "cudaSupport": True, "fetchers": ["wheels"]})
+    with_contrib = pkgs.cudaPackages_13_0.pkgs.opencv4.derivation.attrs["postPatch"]
+    without = pkgs.cudaPackages_13_0.pkgs.opencv4.override(enableContrib=False).derivation.attrs["postPatch"]
+    assert "videostab/src/cuda/global_motion.cu" in with_contrib and "videostab" not in without
 
 
 @pytest.mark.parametrize("template", [

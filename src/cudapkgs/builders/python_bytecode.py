@@ -5,8 +5,9 @@ files when ``SOURCE_DATE_EPOCH`` is set, so a source edit is noticed and the out
 depend on the build's clock).  `compile_tree` runs the build's own interpreter (``python3`` on
 the build's ``PATH``: the magic number is that interpreter's) as
 ``python3 -m compileall -q -j 0 --invalidation-mode checked-hash -s $out <site>``: one worker
-process per core (``-j 1``, the compiler alone, for a small tree: `jobs_for`), the recorded source names relative to ``$out`` (the build directory's path
-is not kept), a module that does not compile left to compile when imported (as pip does).
+process per core (``-j 1``, the compiler alone, for a small tree: `jobs_for`), the recorded
+source names relative to ``$out`` (the build directory's path is not kept), a module that does
+not compile left to compile when imported (as pip does).
 Two guards: nothing is imported from the working directory (a private empty working directory:
 `cudapkgs.python_child`; no ``PYTHON*`` variable of the build but one, ``-s``), and each compiler
 process may use at most `MEMORY_LIMIT` bytes of address space (a module needing more is not compiled).

@@ -14,6 +14,14 @@ against CUDA 13.0 (NVIDIA's wheels), it fails in three places, each an API that 
 * CCCL 3 (CUDA 13's Thrust/CUB) needs C++17, and OpenCV's CUDA-language detection pins
   ``CMAKE_CUDA_STANDARD 14`` (cmake/OpenCVDetectCUDALanguage.cmake): 17.
 
+With opencv_contrib (copied to ``opencv_contrib/`` under the source root by postUnpack), one more:
+
+* CCCL 3 removed Thrust's C++98 function adaptors (``thrust::not1``, ``thrust::identity``, deprecated
+  since CCCL 2.x): opencv_contrib's videostab/src/cuda/global_motion.cu passes
+  ``thrust::not1(thrust::identity<uchar>())`` to ``thrust::remove_copy_if``, a predicate that is true
+  for a zero mask byte: ``thrust::logical_not<uchar>()`` is the same predicate (measured: the whole
+  opencv4 with contrib's CUDA modules failed there on the lent H100, 2026-12-06).
+
 Each replacement must match (``substituteInPlace --replace-fail``), so an OpenCV version that
 changed these lines fails its patch phase instead of building something else.  Modules outside
 the reduced sets (cudaobjdetect, cudalegacy, cudacodec, …) were not built against CUDA 13 here.
@@ -23,7 +31,7 @@ from __future__ import annotations
 
 import shlex
 
-__all__ = ["REPLACEMENTS", "post_patch"]
+__all__ = ["CONTRIB_REPLACEMENTS", "REPLACEMENTS", "post_patch"]
 
 _ATTR_HELPER = """#ifdef HAVE_CUDA
 static int cudapkgsDeviceAttribute(cudaDeviceAttr attribute, int device)
@@ -73,10 +81,18 @@ REPLACEMENTS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def post_patch() -> str:
-    """Bash: one ``substituteInPlace FILE --replace-fail OLD NEW`` per file (needs SUBSTITUTE_IN_PLACE defined)."""
+# (file under the source root, old, new) for opencv_contrib 4.11.0's sources, applied only when contrib is copied in
+CONTRIB_REPLACEMENTS = (
+    ("opencv_contrib/videostab/src/cuda/global_motion.cu", "thrust::not1(thrust::identity<uchar>())",
+     "thrust::logical_not<uchar>()"),
+)
+
+
+def post_patch(contrib: bool = False) -> str:
+    """Bash: one ``substituteInPlace FILE --replace-fail OLD NEW`` per file (needs SUBSTITUTE_IN_PLACE defined);
+    with `contrib`, CONTRIB_REPLACEMENTS too (their files exist only when opencv_contrib was copied in)."""
     by_file: dict[str, list[tuple[str, str]]] = {}
-    for path, old, new in REPLACEMENTS:
+    for path, old, new in REPLACEMENTS + (CONTRIB_REPLACEMENTS if contrib else ()):
         by_file.setdefault(path, []).append((old, new))
     lines = []
     for path, pairs in by_file.items():

@@ -58,7 +58,7 @@ from ..from_source import cmake_bool, cmake_feature
 from .python_paths import python_paths
 from .sources import VERSION, sources
 
-__all__ = ["BUNDLED", "cmake_cuda_architectures", "CUDA_MODULES", "REDUCED_CPU", "REDUCED_CUDA", "UNPACKAGED", "opencv4", "check_cuda"]
+__all__ = ["BUNDLED", "HOST_ONLY", "POST_CONFIGURE", "cmake_cuda_architectures", "CUDA_MODULES", "REDUCED_CPU", "REDUCED_CUDA", "UNPACKAGED", "opencv4", "check_cuda"]
 
 # opencv_contrib's CUDA modules (opencv_contrib 4.11.0 modules/cuda*).
 CUDA_MODULES = (
@@ -90,11 +90,35 @@ NEEDS_DOWNLOAD = ("gapi", "xfeatures2d", "face", "wechat_qrcode")  # gapi: also 
 POST_PATCH = r"""sed -i '/Add these standard paths to the search paths for FIND_LIBRARY/,/^\s*$/{d}' CMakeLists.txt
 """
 POST_UNPACK_CONTRIB = 'cp -r --no-preserve=mode "$contribSrc/modules" "$NIX_BUILD_TOP/source/opencv_contrib"\n'
-# One CUDA: nothing of a host toolkit may have been found (checked on the configured cache).
+# Libraries 4.x.nix links that cudapkgs packages no version of: their modules are off and CMake may not look
+# for them on the host (option, Nixpkgs' input, CMake package, module). Nixpkgs' hdf5 feeds contrib's `hdf`;
+# without it, CMake found the GPU machine's Ubuntu libhdf5_serial and linked libopencv_hdf to it (measured: the
+# whole opencv4 on the lent H100, 2026-12-06, refused by the fixup's unresolved DT_NEEDED).
+HOST_ONLY = (("hdf5", "HDF5", "hdf"),)
+# contrib modules whose libraries cudapkgs packages no version of, found by pkg-config only (no find_package to
+# disable): off, so that a host's copy is never linked (freetype2 and harfbuzz for the freetype module).
+HOST_ONLY_MODULES = ("freetype",)
+# One CUDA, and nothing else from the host: a configure that found a host CUDA fails, as does one whose cache
+# names a library or header directory of the host's (/usr, /usr/local, /lib*, /opt) found by find_library,
+# find_path or find_package: each would be a build input Nix's sandbox does not have (checked on the configured
+# cache, naming each entry). pkg-config's answers (INTERNAL entries) are not checked: OpenCV asks pkg-config for
+# every optional library, used or not (this Debian machine's freetype2 for contrib's freetype module, with a
+# BUILD_LIST that leaves the module out); a library they would link is refused by the fixup's DT_NEEDED check.
 POST_CONFIGURE = r"""[ -e build/modules/core/version_string.inc ]
 echo '"(build info elided)"' > build/modules/core/version_string.inc
 if grep -nE '(/usr/local/cuda|/opt/cuda|/usr/lib/x86_64-linux-gnu/libcuda|/usr/lib64/libcudart)' build/CMakeCache.txt; then
   echo "opencv: CMake found a host CUDA (above); only the set's CUDA may be used" >&2
+  exit 1
+fi
+# (allowed: the host Python's own headers and libpython, python3Executable naming a host interpreter; and the C
+# library's own archives and objects, librt, libm, libdl, libpthread …, alone in an entry: the host's C library
+# is the stdenv's, as its compiler is — CUDAToolkit's find of librt for cudart_static, seen here)
+host_found=$(grep -nE '^([A-Za-z0-9_]*(LIBRARY|LIBRARIES|INCLUDE)[A-Za-z0-9_]*|[A-Za-z0-9_]+_DIR):(FILEPATH|PATH|STRING)=([^;]*;)*(/usr/(lib|lib64|local|include)|/lib|/lib64|/opt)/' build/CMakeCache.txt \
+  | grep -vE '^[0-9]+:(PYTHON|Python)[0-9]*_' \
+  | grep -vE '^[0-9]+:[^=]*=((/usr)?/lib(64)?(/[a-z0-9_]+-linux-gnu)?/lib(c|m|dl|rt|pthread|util|resolv|mvec)\.(a|so(\.[0-9]+)*)(;|$))+$' || true)
+if [ -n "$host_found" ]; then
+  echo "$host_found" >&2
+  echo "opencv: CMake found host libraries or headers (above); the build may use only its inputs' (the store's)" >&2
   exit 1
 fi
 """
@@ -285,6 +309,9 @@ def opencv4(
             cmake_bool("BUILD_ZLIB", False),
             *(cmake_bool(flag, True) for flag in BUNDLED),
             *(cmake_bool(flag, False) for _, _, flag in UNPACKAGED if flag),
+            *(cmake_bool(f"CMAKE_DISABLE_FIND_PACKAGE_{package}", True) for _, package, _ in HOST_ONLY),
+            *(cmake_bool(f"BUILD_opencv_{module}", False) for _, _, module in HOST_ONLY),
+            *(cmake_bool(f"BUILD_opencv_{module}", False) for module in HOST_ONLY_MODULES),
             cmake_bool("WITH_CUDA", cuda),
             cmake_bool("WITH_CUBLAS", cublas),
             cmake_bool("WITH_CUDNN", enableCudnn),
@@ -334,7 +361,7 @@ def opencv4(
             from ..substitute import SUBSTITUTE_IN_PLACE
             from .cuda13 import post_patch as cuda13_post_patch
 
-            return POST_PATCH + SUBSTITUTE_IN_PLACE + cuda13_post_patch()
+            return POST_PATCH + SUBSTITUTE_IN_PLACE + cuda13_post_patch(contrib=build_contrib)
         return POST_PATCH
 
     def attrs(final: AttrSet) -> dict[str, Any]:
