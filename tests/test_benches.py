@@ -349,3 +349,13 @@ def test_bench_build_after_gc_tiny(wheel_cache):
     assert table[1][3] == "1.00" and table[1][4] == "1.00"
     assert all(number(row[1]) > 0 and number(row[2]) > 0 for row in table)
     assert "load average before " in out
+
+
+def test_bench_nar_passes_tiny():
+    """The passes over one NAR: a row per NAR, five cumulative stages, each a CPU time."""
+    out = run_bench("bench_nar_passes.py", timeout=300)
+    (table,) = tables(out)
+    assert len(table) == 1 and table[0][0] == "tiny.nar.zst"
+    cpu = [number(c) for c in table[0][1:]]
+    assert len(cpu) == 5 and all(c >= 0 for c in cpu)
+    assert cpu[3] > 0  # the restore writes ~4 MiB and 200 files: never free
