@@ -234,12 +234,22 @@ def test_host_cuda_check_is_in_the_configure(manifests_dir, tmp_path):
     ("HDF5_C_LIBRARIES:STRING=/s/abc-zlib/lib/libz.so;/usr/lib/x86_64-linux-gnu/libcurl.so\n", "HDF5_C_LIBRARIES"),
     ("FREETYPE_INCLUDE_PATH:PATH=/usr/include/freetype2\n", "FREETYPE_INCLUDE_PATH"),
     ("Ceres_DIR:PATH=/usr/local/lib/cmake/Ceres\n", "Ceres_DIR"),
+    # find_path's answer is the directory itself, no slash after it; find_library's names need not say LIBRARY
+    # (OpenCV's OpenBLAS_LIB); a CMake package's config under /usr/share, a library under /usr/lib32
+    ("ZLIB_INCLUDE_DIR:PATH=/usr/include\n", "ZLIB_INCLUDE_DIR"),
+    ("Foo_LIBRARY_DIRS:STRING=/s/abc-foo/lib;/usr/lib\n", "Foo_LIBRARY_DIRS"),
+    ("OpenBLAS_LIB:FILEPATH=/usr/lib/x86_64-linux-gnu/libopenblas.so\n", "OpenBLAS_LIB"),
+    ("Eigen3_DIR:PATH=/usr/share/eigen3/cmake\n", "Eigen3_DIR"),
+    ("Foo_LIBRARY:FILEPATH=/usr/lib32/libfoo.so\n", "Foo_LIBRARY"),
     # the store's zlib, host tools, a package not found, and the host Python python3Executable names: allowed
     ("ZLIB_LIBRARY_RELEASE:FILEPATH=/s/abc-zlib/lib/libz.so\nCMAKE_AR:FILEPATH=/usr/bin/ar\n"
      "HDF5_DIR:PATH=HDF5_DIR-NOTFOUND\nPYTHON3_LIBRARY:FILEPATH=/usr/lib/x86_64-linux-gnu/libpython3.11.so\n"
      "PYTHON3_INCLUDE_PATH:PATH=/usr/include/python3.11\n"
      # the C library's own archives, alone in an entry (FindCUDAToolkit's librt for cudart_static)
-     "CUDAToolkit_rt_LIBRARY:FILEPATH=/usr/lib/x86_64-linux-gnu/librt.a\nX_LIBRARIES:STRING=/lib64/libm.so.6;/lib64/libdl.so\n",
+     "CUDAToolkit_rt_LIBRARY:FILEPATH=/usr/lib/x86_64-linux-gnu/librt.a\nX_LIBRARIES:STRING=/lib64/libm.so.6;/lib64/libdl.so\n"
+     # relative install directories, a name that only begins like a host one, pkg-config's find_library answers
+     "OPENCV_LIB_INSTALL_PATH:STRING=lib\nFoo_INCLUDE_DIR:PATH=/libfoo/include\n"
+     "pkgcfg_lib_FREETYPE_freetype:FILEPATH=/usr/lib/x86_64-linux-gnu/libfreetype.so\n",
      None),
     # … but not with another host library in the same entry
     ("HDF5_LIBRARIES:STRING=/usr/lib/x86_64-linux-gnu/libhdf5.so;/usr/lib/x86_64-linux-gnu/libm.so\n", "HDF5_LIBRARIES"),

@@ -110,11 +110,13 @@ if grep -nE '(/usr/local/cuda|/opt/cuda|/usr/lib/x86_64-linux-gnu/libcuda|/usr/l
   echo "opencv: CMake found a host CUDA (above); only the set's CUDA may be used" >&2
   exit 1
 fi
+# A name with LIB (find_library's OpenBLAS_LIB as well as *_LIBRARY) or INCLUDE, or ending in _DIR; a host
+# directory itself (find_path's /usr/include, no slash after it) as well as a path under one.
 # (allowed: the host Python's own headers and libpython, python3Executable naming a host interpreter; and the C
 # library's own archives and objects, librt, libm, libdl, libpthread …, alone in an entry: the host's C library
 # is the stdenv's, as its compiler is — CUDAToolkit's find of librt for cudart_static, seen here)
-host_found=$(grep -nE '^([A-Za-z0-9_]*(LIBRARY|LIBRARIES|INCLUDE)[A-Za-z0-9_]*|[A-Za-z0-9_]+_DIR):(FILEPATH|PATH|STRING)=([^;]*;)*(/usr/(lib|lib64|local|include)|/lib|/lib64|/opt)/' build/CMakeCache.txt \
-  | grep -vE '^[0-9]+:(PYTHON|Python)[0-9]*_' \
+host_found=$(grep -nE '^([A-Za-z0-9_]*(LIB|INCLUDE)[A-Za-z0-9_]*|[A-Za-z0-9_]+_DIR):(FILEPATH|PATH|STRING)=([^;]*;)*(/usr/(lib|lib32|libx32|lib64|local|include|share)|/lib|/lib32|/libx32|/lib64|/opt)(/|;|$)' build/CMakeCache.txt \
+  | grep -vE '^[0-9]+:((PYTHON|Python)[0-9]*_|pkgcfg_lib_)' \
   | grep -vE '^[0-9]+:[^=]*=((/usr)?/lib(64)?(/[a-z0-9_]+-linux-gnu)?/lib(c|m|dl|rt|pthread|util|resolv|mvec)\.(a|so(\.[0-9]+)*)(;|$))+$' || true)
 if [ -n "$host_found" ]; then
   echo "$host_found" >&2
