@@ -251,3 +251,53 @@ def test_a_python_input_does_not_make_the_build_compile_again(tmp_path, monkeypa
     assert "(installed ahead, while the inputs were built)" in log
     assert "byte code: compiled ahead by the same interpreter" in log
     assert "compileall" not in log
+
+
+def _planted_pyc() -> bytes:
+    """Byte code a wheel ships for demo/__init__.py: CPython 3.11's magic, unchecked-hash (flags 1: the import
+    system never compares it with the source), code that is not the source's."""
+    import importlib.util
+    import marshal
+
+    assert sys.version_info[:2] == (3, 11), "the planted byte code is 3.11's"
+    return importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + bytes(8) + marshal.dumps(
+        compile("PLANTED = True\n", "demo/__init__.py", "exec"))
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_byte_code_a_wheel_ships_never_stands_in_for_its_source(tmp_path, monkeypatch, ahead):
+    """A wheel's own __pycache__ (every optimization level: `python -O` reads opt-1) is not kept: each .pyc
+    in the output is the build's checked-hash byte code of the source beside it."""
+    import importlib.util
+
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("the planted byte code is made by this interpreter, which must be 3.11 as the demo wheel")
+    files = demo_files(tmp_path)
+    for tag in ("cpython-311", "cpython-311.opt-1", "cpython-311.opt-2"):
+        files[f"demo/__pycache__/__init__.{tag}.pyc"] = (_planted_pyc(), 0o644)
+    store_dir = tmp_path / "store"
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(store_dir), "driverLibDir": "/opt/driver/lib"})
+    if not str(pkgs.python3.version).startswith("3.11"):
+        pytest.skip(f"the demo wheel is cp311; python3 here is {pkgs.python3.version}")
+    wheel = make_wheel(tmp_path / "demo-1.0-cp311-cp311-linux_x86_64.whl", files)
+    attrs = {
+        "pname": "demo", "version": "1.0", "wheel": {"file": wheel.name, "sha256": _cache_wheel(wheel)},
+        "buildInputs": [_bar_package(pkgs, tmp_path)],
+        "pythonRemoveDeps": ["nvidia-*", "cuda-toolkit"], "wheelSubstitutions": [INERT],
+        "wheelRemove": ["demo/bin/ptxas"], "wheelLinks": {"demo/bin/ptxas": "/bin/true"},
+        "pythonImportsCheck": ["demo"],
+    }
+    pkg = rewired_wheel(pkgs.config, pkgs.python3, attrs)
+    with Store.open(store_dir) as store:
+        if ahead:
+            realise(store, [pkgs.python3.derivation])
+            run(store, plan(store, [pkg.derivation]), jobs=1)
+        else:
+            realise(store, [pkg.derivation])
+    source = next(Path(pkg.out).rglob("demo/__init__.py"))
+    pycs = sorted((source.parent / "__pycache__").glob("*.pyc"))
+    assert pycs  # the build's own
+    for pyc in pycs:
+        data = pyc.read_bytes()
+        assert int.from_bytes(data[4:8], "little") == 3, f"{pyc.name}: not checked-hash byte code"
+        assert data[8:16] == importlib.util.source_hash(source.read_bytes()), f"{pyc.name}: not the source's"

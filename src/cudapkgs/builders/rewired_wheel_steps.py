@@ -72,8 +72,8 @@ def _inside(root: Path, rel: str, what: str) -> Path:
 def install_tree(attrs: Mapping[str, Any], site: Path, out: Path, log: TextIO) -> tuple[Any, set[Path]]:
     """The part of installPhase that needs none of the build's inputs: the pinned wheel installed
     under `out` (its modules in `site`), every member checked against RECORD and the whole file
-    against the pin, then ``pythonRemoveDeps``, ``wheelSubstitutions`` and ``wheelRemove``.
-    Returns (`cudapkgs.fetch.wheel_install.InstalledWheel`, the files edited since).  Raises
+    against the pin, then ``pythonRemoveDeps``, ``wheelSubstitutions`` and ``wheelRemove``, and the
+    wheel's own ``__pycache__/*.pyc`` removed (the build's byte code replaces them).  Returns (`cudapkgs.fetch.wheel_install.InstalledWheel`, the files edited since).  Raises
     `RewireError` for a step that would do nothing, `WheelContentsError` for a wheel unlike its pin."""
     from ..fetch.cache import in_use
     from ..fetch.pinned_wheels import fetch_pinned_wheel, parse_pin
@@ -139,6 +139,18 @@ def install_tree(attrs: Mapping[str, Any], site: Path, out: Path, log: TextIO) -
         else:
             path.unlink()
         log.write(f"wheelRemove: {rel}\n")
+
+    # Byte code the wheel ships never stands in for its source: compileall rewrites only the build's own
+    # optimization level's file, and keeps a __pycache__/*.opt-1.pyc (read by `python -O`) whatever it holds
+    # (an unchecked-hash .pyc is never compared with the source). Every shipped __pycache__ .pyc goes; the
+    # build compiles its own, checked-hash, from the source (RECORD is rewritten from the files left).
+    shipped = sorted(p for p in installed.files if p.suffix == ".pyc" and p.parent.name == "__pycache__")
+    for path in shipped:
+        if path.is_symlink() or path.is_file():  # a link itself, not what it names
+            os.unlink(path)
+    if shipped:
+        log.write(f"byte code the wheel shipped: {len(shipped)} __pycache__ .pyc file(s) removed "
+                  "(the build compiles its own from the source)\n")
     return installed, changed
 
 
