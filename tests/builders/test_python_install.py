@@ -192,3 +192,32 @@ def test_an_abi3_wheel_of_an_older_cpython_is_installed_in_process(tmp_path):
     assert reason(abi3, "3.12") is None and reason(abi3, "3.13") is None
     assert reason(abi3, "3.11").startswith("tags")
     assert reason("demo-1.0-cp312-cp312-manylinux_2_17_x86_64.whl", "3.13").startswith("tags")
+
+
+def test_byte_code_the_wheel_ships_never_stands_in_for_its_source(tmp_path):
+    """compileall rewrites only its own optimization level's .pyc: a shipped unchecked-hash ``*.opt-1.pyc``
+    (what ``python -O`` reads, never compared with the source) stayed. Every shipped one is removed, with its
+    RECORD row; each .pyc left is the build's checked-hash byte code of the source beside it."""
+    import importlib.util
+    import io
+
+    tag = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(sys.implementation.cache_tag)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    planted = b"\0\0\0\0" + (1).to_bytes(4, "little") + bytes(8) + b"not the source's code"
+    shipped = {f"demo/__pycache__/__init__.{tag}{level}.pyc": planted for level in ("", ".opt-1", ".opt-2")}
+    work = tmp_path / "work"
+    (work / "dist").mkdir(parents=True)
+    _wheel(work / "dist" / "demo-1.0-py3-none-any.whl", {"demo/__init__.py": b"X = 1\n", **shipped})
+    out = tmp_path / "out"
+    pi.install({"pythonVersion": "3.11", "system": "x86_64-linux"}, {"PATH": "/usr/bin:/bin"}, work,
+               {"out": out}, io.StringIO())
+    site = out / "lib" / "python3.11" / "site-packages"
+    source = site / "demo" / "__init__.py"
+    pycs = sorted((site / "demo" / "__pycache__").glob("*.pyc"))
+    assert pycs
+    for pyc in pycs:
+        data = pyc.read_bytes()
+        assert int.from_bytes(data[4:8], "little") == 3, f"{pyc.name}: not checked-hash byte code"
+        assert data[8:16] == importlib.util.source_hash(source.read_bytes()), f"{pyc.name}: not the source's"
+    record = (site / "demo-1.0.dist-info" / "RECORD").read_text()
+    assert "__pycache__" not in record

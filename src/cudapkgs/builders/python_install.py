@@ -252,6 +252,36 @@ def _install_in_process(wheel: Path, site: Path, executable: str, sha256: str | 
     return len(installed.files) + len(scripts) + 3
 
 
+def _drop_shipped_byte_code(site: Path) -> int:
+    """Remove every ``__pycache__/*.pyc`` under `site` (a wheel just installed, nothing compiled yet: pip runs
+    with ``--no-compile``) and its rows from each ``*.dist-info/RECORD``; returns how many files went.
+
+    compileall rewrites only its own optimization level's file and keeps a shipped ``*.opt-1.pyc`` (read by
+    ``python -O``) whatever it holds, an unchecked-hash one never compared with the source: byte code the wheel
+    ships never stands in for its source.  Links are removed, not followed."""
+    removed: set[str] = set()
+    for directory, dirs, files in os.walk(site):  # os.walk does not descend into linked directories
+        if os.path.basename(directory) != "__pycache__":
+            continue
+        for name in files:
+            if name.endswith(".pyc"):
+                path = os.path.join(directory, name)
+                os.unlink(path)
+                removed.add(os.path.relpath(path, site))
+    if removed:
+        for record in site.glob("*.dist-info/RECORD"):
+            if record.is_symlink() or not record.is_file():
+                continue
+            rows = list(csv.reader(io.StringIO(record.read_text(encoding="utf-8"))))
+            kept = [row for row in rows if not (row and os.path.normpath(row[0]) in removed)]
+            if len(kept) != len(rows):
+                text = io.StringIO()
+                csv.writer(text, lineterminator="\n").writerows(kept)
+                record.unlink()
+                _write_new(record, text.getvalue().encode(), 0o644)
+    return len(removed)
+
+
 def _pip_install(wheel: Path, site: Path, env: Mapping[str, str], python: str) -> None:
     # ``python3 -m pip`` puts its working directory first on sys.path: cudapkgs' own is the user's,
     # where a cloned repository's pip/ ran instead of pip.  The build's interpreter may be older than
@@ -295,6 +325,9 @@ def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dic
         log.write(f"installing with pip ({why})\n")
         for wheel in wheels or [Path(work) / "dist" / "*.whl"]:
             _pip_install(wheel, site, env, python)
+    dropped = _drop_shipped_byte_code(site)
+    if dropped:
+        log.write(f"byte code the wheel shipped: {dropped} __pycache__ .pyc file(s) removed (compiled again from the source)\n")
     from .python_bytecode import compile_tree
 
     compile_tree(site, out, env, log, python)  # every core: sympy's 1,500 modules took 8 s of one
