@@ -249,7 +249,9 @@ def test_host_cuda_check_is_in_the_configure(manifests_dir, tmp_path):
      "CUDAToolkit_rt_LIBRARY:FILEPATH=/usr/lib/x86_64-linux-gnu/librt.a\nX_LIBRARIES:STRING=/lib64/libm.so.6;/lib64/libdl.so\n"
      # relative install directories, a name that only begins like a host one, pkg-config's find_library answers
      "OPENCV_LIB_INSTALL_PATH:STRING=lib\nFoo_INCLUDE_DIR:PATH=/libfoo/include\n"
-     "pkgcfg_lib_FREETYPE_freetype:FILEPATH=/usr/lib/x86_64-linux-gnu/libfreetype.so\n",
+     "pkgcfg_lib_FREETYPE_freetype:FILEPATH=/usr/lib/x86_64-linux-gnu/libfreetype.so\n"
+     # GNUInstallDirs' install destinations are not inputs (a real configure of the whole opencv4 caches this)
+     "CMAKE_INSTALL_OLDINCLUDEDIR:PATH=/usr/include\n",
      None),
     # … but not with another host library in the same entry
     ("HDF5_LIBRARIES:STRING=/usr/lib/x86_64-linux-gnu/libhdf5.so;/usr/lib/x86_64-linux-gnu/libm.so\n", "HDF5_LIBRARIES"),

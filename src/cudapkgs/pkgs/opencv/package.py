@@ -116,7 +116,7 @@ fi
 # library's own archives and objects, librt, libm, libdl, libpthread …, alone in an entry: the host's C library
 # is the stdenv's, as its compiler is — CUDAToolkit's find of librt for cudart_static, seen here)
 host_found=$(grep -nE '^([A-Za-z0-9_]*(LIB|INCLUDE)[A-Za-z0-9_]*|[A-Za-z0-9_]+_DIR):(FILEPATH|PATH|STRING)=([^;]*;)*(/usr/(lib|lib32|libx32|lib64|local|include|share)|/lib|/lib32|/libx32|/lib64|/opt)(/|;|$)' build/CMakeCache.txt \
-  | grep -vE '^[0-9]+:((PYTHON|Python)[0-9]*_|pkgcfg_lib_)' \
+  | grep -vE '^[0-9]+:((PYTHON|Python)[0-9]*_|pkgcfg_lib_|CMAKE_INSTALL_)' \
   | grep -vE '^[0-9]+:[^=]*=((/usr)?/lib(64)?(/[a-z0-9_]+-linux-gnu)?/lib(c|m|dl|rt|pthread|util|resolv|mvec)\.(a|so(\.[0-9]+)*)(;|$))+$' || true)
 if [ -n "$host_found" ]; then
   echo "$host_found" >&2
