@@ -92,14 +92,15 @@ def test_a_planted_link_or_a_foreign_directory_is_refused_and_kept(tmp_path):
     assert (mine / "pyvenv.cfg").read_text() == "home = /usr/bin\n"
 
 
-def test_an_unfinished_venv_is_made_again(tmp_path, monkeypatch):
+def _killed_while_making(tmp_path, monkeypatch) -> Path:
+    """A venv whose making the process died in (nothing cleaned up): its unfinished mark is left."""
     import types
 
     import cudapkgs.shell_venv as shell_venv
 
     venv = tmp_path / "venv"
 
-    def killed(*args, **kwargs):  # the process dies while making it: nothing is cleaned up
+    def killed(*args, **kwargs):
         raise SystemExit("killed")
 
     with monkeypatch.context() as patched:
@@ -107,6 +108,11 @@ def test_an_unfinished_venv_is_made_again(tmp_path, monkeypatch):
         patched.setattr(shell_venv, "shutil", types.SimpleNamespace(rmtree=lambda *a, **kw: None))
         with pytest.raises(SystemExit):
             ensure_venv(venv, PYTHON, [], str(tmp_path / "store"))
+    return venv
+
+
+def test_an_unfinished_venv_is_made_again(tmp_path, monkeypatch):
+    venv = _killed_while_making(tmp_path, monkeypatch)
     assert (venv / ".cudapkgs-shell-venv-unfinished").is_file()
     (venv / "half").write_text("")
     made = ensure_venv(venv, PYTHON, [], str(tmp_path / "store"))
@@ -232,20 +238,7 @@ def test_a_named_venv_with_a_linked_directory_is_refused_and_nothing_written_the
 def test_an_unfinished_mark_vouched_for_by_another_users_record_deletes_nothing(tmp_path, monkeypatch, nobody_uid):
     """The token record is what lets cudapkgs delete a directory: one another user wrote (a shared or
     group-writable $XDG_DATA_HOME), with a mark holding the same token, made it remove that directory."""
-    import types
-
-    import cudapkgs.shell_venv as shell_venv
-
-    venv = tmp_path / "venv"
-
-    def killed(*args, **kwargs):
-        raise SystemExit("killed")
-
-    with monkeypatch.context() as patched:
-        patched.setattr(shell_venv.subprocess, "run", killed)
-        patched.setattr(shell_venv, "shutil", types.SimpleNamespace(rmtree=lambda *a, **kw: None))
-        with pytest.raises(SystemExit):
-            ensure_venv(venv, PYTHON, [], str(tmp_path / "store"))
+    venv = _killed_while_making(tmp_path, monkeypatch)
     (venv / "precious").write_text("work\n")
     (record,) = Path(os.environ["XDG_DATA_HOME"]).glob("cudapkgs/shell-venv-making/*")
     os.chown(record, nobody_uid, -1)

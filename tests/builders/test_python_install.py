@@ -13,6 +13,7 @@ import pytest
 
 from cudapkgs.builders import python_install as pi
 from cudapkgs.fetch.wheel_install import WheelContentsError
+from wheel_builders import pure_wheel
 
 _PIP = subprocess.run(["/usr/bin/python3", "-m", "pip", "--version"], capture_output=True).returncode == 0
 
@@ -148,16 +149,7 @@ def test_what_is_left_to_pip(tmp_path):
 
 
 def _requires(path: Path, spec: str) -> Path:
-    info = "demo-1.0.dist-info"
-    files = {"demo/__init__.py": b"", f"{info}/METADATA": f"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
-             f"Requires-Python: {spec}\n".encode(),
-             f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    text = "".join(f"{n},{_digest(d)},{len(d)}\n" for n, d in files.items()) + f"{info}/RECORD,,\n"
-    with zipfile.ZipFile(path, "w") as archive:
-        for member, data in files.items():
-            archive.writestr(member, data)
-        archive.writestr(f"{info}/RECORD", text)
-    return path
+    return pure_wheel(path, "demo", "1.0", {"demo/__init__.py": b""}, metadata=f"Requires-Python: {spec}\n")
 
 
 def test_the_install_compiles_byte_code_on_every_core(tmp_path):
