@@ -429,7 +429,8 @@ def opencv4(
         result["env"] = {"CMAKE_POLICY_VERSION_MINIMUM": "3.5"}
         if enablePython:  # where the host interpreter keeps Python.h and libpython (python_paths.py)
             result["preConfigure"] = python_paths
-            result["pythonExecutable"] = f"{pythonPackages.python.outPath}/bin/python3"
+            # lazy: a listing reads meta and outputs, and must not compute the interpreter's store path
+            result["pythonExecutable"] = lazy(lambda: f"{pythonPackages.python.outPath}/bin/python3")
         if build_contrib:
             result["contribSrc"] = srcs["opencv_contrib"]
             result["postUnpack"] = POST_UNPACK_CONTRIB
@@ -438,9 +439,9 @@ def opencv4(
                 # the source root, where postUnpack put contrib's modules (4.x.nix: $NIX_BUILD_TOP/source).
                 "-DOPENCV_EXTRA_MODULES_PATH:PATH=opencv_contrib"])
         if cuda:
-            result["cudaPropagated"] = [p.outPath for p in (cp.cuda_cudart, cp.cuda_cccl, cp.libnpp)] + (
+            result["cudaPropagated"] = lazy(lambda: [p.outPath for p in (cp.cuda_cudart, cp.cuda_cccl, cp.libnpp)] + (
                 [cp.libcublas.outPath] if cublas else []) + ([cp.libcufft.outPath] if cufft else []) + (
-                [cp.cudnn.outPath] if enableCudnn else [])
+                [cp.cudnn.outPath] if enableCudnn else []))
             # The cmake builder passes the set's CMAKE_CUDA_ARCHITECTURES ("89": SASS *and* PTX to CMake),
             # which OpenCV prefers to CUDA_ARCH_BIN/PTX (cmake/OpenCVDetectCUDAUtils.cmake,
             # ocv_check_for_cmake_cuda_architectures): name each kind, so that PTX follows cudaForwardCompat.
