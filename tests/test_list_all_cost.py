@@ -157,3 +157,19 @@ def test_list_all_computes_no_derivation_and_no_store_path(manifests_dir, monkey
     # the counting sees a derivation when one is made
     cudapkgs.import_pkgs(config=config, system="x86_64-linux").python3Packages.opencv4.drvPath
     assert made["Derivation"] >= 1
+
+
+def test_opencv4_with_cuda_is_listed_by_its_own_meta_as_nccl_is(manifests_dir):
+    # With cudaSupport and no allowUnfree, opencv4's row was an error (its attributes read cuda_cudart's
+    # outPath, which refuses the unfree license) where nccl's, which needs cudart as much, says "available":
+    # meta.available is the package's own check (Nixpkgs' check-meta); an input's license is refused when
+    # the derivation is made (a build), not by a listing.
+    rows = {row["attr"]: row for row in list_all(cudapkgs.import_pkgs(config={"cudaSupport": True},
+                                                                       system="x86_64-linux"))}
+    assert rows["cudaPackages.nccl"]["status"] == "available"
+    for attr in ("opencv4", "python3Packages.opencv4"):
+        assert rows[attr]["status"] == "available" and rows[attr]["version"] == "4.11.0", rows[attr]
+    from cudapkgs.errors import UnfreeLicenseError
+
+    with pytest.raises(UnfreeLicenseError):  # the build still refuses it
+        cudapkgs.import_pkgs(config={"cudaSupport": True}, system="x86_64-linux").opencv4.drvPath
