@@ -10,9 +10,9 @@ unpacked by the project's safe unpacker and kept only with the declared NAR hash
 
 from __future__ import annotations
 
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from pathlib import Path  # annotations; pathlib is imported where a path is made
     from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,6 +42,8 @@ def fetchzip(pkgs: Any, *, url: str, hash: str | None = None, sha256: str | None
     if hash and sha256:
         raise EvalError(f"{where}: give hash or sha256, not both")
     declared = parse_hash(hash or sha256, where=f"{where}: hash")
+    from pathlib import Path
+
     file_name = Path(parts.path).name
     mirror_names = [f"nar/sha256/{declared.hex}.tar.gz"] + ([file_name] if file_name else [])
     return fixed_output_package(

@@ -33,9 +33,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from pathlib import Path  # annotations; pathlib is imported where a path is made
     from typing import Any
 
 from ..errors import EvalError, FetchError
@@ -173,6 +173,8 @@ class _PipDownload:
             formats = ["--only-binary=:all:", *pip_tag_options(*self.wheel)]
         else:
             formats = [f"--no-binary={self.pname}"]
+        from pathlib import Path
+
         scratch = Path(os.path.abspath(scratch))  # pip runs in a private directory
         command = [*self.pip, "download", "--no-deps", *formats, "--disable-pip-version-check",
                    "--dest", str(scratch / "dl")]
