@@ -22,9 +22,9 @@ tree is only kept when it is byte for byte the GitHub tree.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 from ..errors import EvalError
@@ -104,6 +104,8 @@ def remove_export_ignored(tree: Path, globs: tuple[str, ...] | list[str]) -> lis
     """Remove every entry under ``tree`` whose basename matches one of ``globs`` (files, links,
     whole directories; links are removed, never followed).  Returns the removed paths, relative
     and sorted."""
+    from pathlib import Path
+
     import fnmatch
     import os
     import shutil
@@ -125,6 +127,8 @@ def remove_export_ignored(tree: Path, globs: tuple[str, ...] | list[str]) -> lis
 
 def _sdist_tree(drv: Any, ctx: Any, out: Path) -> str:
     """Install the sdist's tree into ``out`` when it has the declared NAR hash; returns the location."""
+    from pathlib import Path
+
     import hashlib
     import shutil
     import tempfile

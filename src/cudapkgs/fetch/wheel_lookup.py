@@ -15,7 +15,9 @@ import os
 import re
 import sys
 import time
-from pathlib import Path
+TYPE_CHECKING = False  # pathlib is imported where a path is made (docs/bench-speed.md)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from ..atomic_files import write_atomically
 from ..errors import FetchError
@@ -239,6 +241,8 @@ def cache_problem(cache: Path) -> str | None:
 
 def wheel_cache_directory() -> Path:
     """pip's download directory, reused between runs: ``$XDG_CACHE_HOME/cudapkgs/wheels``."""
+    from pathlib import Path
+
     from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
 
     root = Path(required_dir("XDG_CACHE_HOME"))

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+TYPE_CHECKING = False  # pathlib is imported where a path is made (docs/bench-speed.md)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from .. import confine
 from .errors import FixupError
@@ -79,6 +81,8 @@ def split_outputs(
     ``<root>/<name>-<output>`` (defaults: `tree`'s parent and name).
     Raises `FixupError` for an unknown output or an existing destination.
     """
+    from pathlib import Path
+
     patterns = OUTPUT_TO_PATTERNS if patterns is None else patterns
     unknown = [o for o in outputs if o not in EXPECTED_OUTPUTS]
     if unknown:
