@@ -283,6 +283,20 @@ def test_hdf5_is_never_looked_for_and_the_hdf_module_is_off(manifests_dir, tmp_p
     assert flags["BUILD_opencv_freetype"] == "FALSE"  # freetype2/harfbuzz: pkg-config only, no package here
 
 
+def test_no_library_cudapkgs_lacks_is_looked_for_on_the_host(manifests_dir, tmp_path):
+    # Every find the whole opencv4's configure ran without a result here (the `*-NOTFOUND` entries of its
+    # CMakeCache.txt: AVIF, Ceres, gflags, glog, OGRE, Tesseract/leptonica, ccache) would find a host's copy
+    # on another machine: none may run, and the modules needing them are off
+    flags = _flags(_pkgs(tmp_path, cudaSupport=True).cudaPackages_13_0.pkgs.opencv4)
+    for package in ("Glog", "Gflags", "Ceres", "OGRE"):
+        assert flags[f"CMAKE_DISABLE_FIND_PACKAGE_{package}"] == "TRUE", package
+    assert flags["BUILD_opencv_sfm"] == "FALSE" and flags["BUILD_opencv_ovis"] == "FALSE"
+    for feature in ("WITH_AVIF", "ENABLE_CCACHE", "WITH_TESSERACT"):
+        assert flags[feature] == "FALSE", feature
+    assert sum(f.startswith("-DBUILD_opencv_sfm") for f in
+               _pkgs(tmp_path, cudaSupport=True).cudaPackages_13_0.pkgs.opencv4.cmakeFlags) == 1
+
+
 def test_cuda_13_sets_patch_the_apis_cuda_13_removed(manifests_dir, tmp_path):
     # OpenCV 4.11.0 calls nppGetStreamContext and cudaDeviceProp fields that CUDA 13 removed (pkgs/opencv/cuda13.py).
     pkgs = _pkgs(tmp_path)
