@@ -86,10 +86,9 @@ def fetch_file(drv: Any, ctx: Any, out: Path, upstream: list[Any]) -> None:
 
     An ``upstream`` entry is a URL or a callable ``(scratch_dir) -> Path`` (fetchPypi's pip).
     """
-    from pathlib import Path
-
     import shutil  # here, not at import: evaluating a fetchurl writes nothing
     import tempfile
+    from pathlib import Path
 
     spec = drv.data["outputHash"]
     digest = bytes.fromhex(spec["hash"])

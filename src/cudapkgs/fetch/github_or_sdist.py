@@ -104,11 +104,10 @@ def remove_export_ignored(tree: Path, globs: tuple[str, ...] | list[str]) -> lis
     """Remove every entry under ``tree`` whose basename matches one of ``globs`` (files, links,
     whole directories; links are removed, never followed).  Returns the removed paths, relative
     and sorted."""
-    from pathlib import Path
-
     import fnmatch
     import os
     import shutil
+    from pathlib import Path
 
     removed: list[str] = []
     for root, dirs, files in os.walk(tree, followlinks=False):
@@ -127,11 +126,10 @@ def remove_export_ignored(tree: Path, globs: tuple[str, ...] | list[str]) -> lis
 
 def _sdist_tree(drv: Any, ctx: Any, out: Path) -> str:
     """Install the sdist's tree into ``out`` when it has the declared NAR hash; returns the location."""
-    from pathlib import Path
-
     import hashlib
     import shutil
     import tempfile
+    from pathlib import Path
 
     from ..errors import CudapkgsError, FetchError, HashMismatchError
     from .archives import unpack
