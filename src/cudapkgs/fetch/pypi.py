@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 from ..errors import EvalError, FetchError
 from ..package import Package
-from ..python_child import own_python
 from .fixed_output import fixed_output_package
 from .hashes import parse_hash
 
@@ -161,6 +160,8 @@ class _PipDownload:
         self.pname, self.version, self.sha256_hex, self.algo = pname, version, sha256_hex, algo
         self.declared_algo = declared_algo or algo  # what the package gave (sha1: pip cannot check it)
         # -P: `python -m` puts the working directory first on sys.path (a cloned repository's pip/ ran).
+        from ..python_child import own_python  # here: evaluating a fetchPypi starts nothing
+
         self.pip = list(pip) if pip is not None else own_python("-m", "pip")
         self.timeout = timeout
         self.wheel = wheel

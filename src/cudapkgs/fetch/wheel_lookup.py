@@ -19,7 +19,6 @@ TYPE_CHECKING = False  # pathlib is imported where a path is made (docs/bench-sp
 if TYPE_CHECKING:
     from pathlib import Path
 
-from ..atomic_files import write_atomically
 from ..errors import FetchError
 
 __all__ = ["pypi_name", "wheel_for", "platform_tags", "wheel_cache_directory", "wheel_lacks", "wheel_lacks_note", "cached_wheel",
@@ -286,6 +285,8 @@ def read_sha256_record(record: Path) -> str | None:
 
 
 def _remember_verified(wheel: Path) -> Path:
+    from ..atomic_files import write_atomically  # here: evaluating which wheel serves a component writes nothing
+
     record = wheel.with_name(wheel.name + _VERIFIED_SUFFIX)
     write_atomically(record, _sha256(wheel) + "\n", sync=False)
     return wheel
