@@ -62,7 +62,7 @@ opencv)
   # testers'): each ninja on every core (--cores 0)
   # OPENCV_ATTRS="opencv4_cuda" builds only the whole one (attributes of opencv_packages.py)
   attrs=${OPENCV_ATTRS:-opencv_gpu_proof opencv4_cuda}
-  setsid nohup env PYTHONPATH="$snap/src:/tmp/site" bash -c "cd '$snap' && for a in $attrs; do attr=cudaPackages_13_0.pkgs.pkgsCuda.\$a; \
+  setsid nohup env PYTHONPATH="$snap/src:/tmp/site" bash -c "cd '$snap' && for a in $attrs; do attr=${OPENCV_PREFIX:-cudaPackages_13_0.pkgs.pkgsCuda}.\$a; \
       echo \"== \$attr \$(date +%T)\"; /usr/bin/time -v -o '$log'/\$attr.time python3 -m cudapkgs build ${snapcfg[*]@Q} --no-substitute \
       --cores 0 -f bench/device/opencv_packages.py \$attr --no-link || { echo \$? > '$log/opencv.status'; exit; }; done; \
       echo 0 > '$log/opencv.status'" > "$log/opencv-build.log" 2>&1 < /dev/null &
