@@ -359,3 +359,12 @@ def test_bench_nar_passes_tiny():
     cpu = [number(c) for c in table[0][1:]]
     assert len(cpu) == 5 and all(c >= 0 for c in cpu)
     assert cpu[3] > 0  # the restore writes ~4 MiB and 200 files: never free
+
+
+def test_bench_register_pass_tiny():
+    """The registration's pass over an output, before (hash, then the read-only walk) and now (one pass)."""
+    out = run_bench("bench_register_pass.py", timeout=300)
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["hash, then the read-only walk (before)", "one pass with nar.Freeze (now)"]
+    assert all(number(row[1]) > 0 and number(row[2]) > 0 for row in table)
+    assert "3062 entries" in out and "load average before " in out and "now / before: wall" in out

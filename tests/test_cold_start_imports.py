@@ -83,7 +83,17 @@ CASES = {
                     "ast", "dis", "subprocess", "tempfile",
                     # a member module imported by its own name: no lookup of a submodule "x",
                     # which asked the moved-names finder (old_paths)
-                    "cudapkgs.old_paths"}),
+                    "cudapkgs.old_paths",
+                    # manifests, data files, host tools, sources and compilers found by string paths
+                    # (lib.pathstr writes pathlib's text), host tools by programs' own `which`, fetchers
+                    # parse URLs when called, a table off a terminal measures none, rewired wheels'
+                    # steps are imported with their derivation: pathlib, urllib.parse and ipaddress,
+                    # shutil (bz2, lzma) were about 24 M instructions of about 460 (issue 34, item 4)
+                    "pathlib", "urllib.parse", "ipaddress", "shutil", "bz2", "lzma",
+                    "cudapkgs.builders.rewired_wheel_steps",
+                    # what only a build uses: the confined moves of split_outputs, the wheel cache's
+                    # record writer, pip's interpreter
+                    "cudapkgs.confine", "cudapkgs.atomic_files", "cudapkgs.python_child"}),
     "eval -f": (["eval", "-f", str(REPO / "examples" / "packages.py"), "saxpy_example.outPath"],
                 # a package file's error location is found with traceback, imported on an error only
                 {"traceback", "textwrap"}),

@@ -123,3 +123,53 @@ def test_an_unfree_component_not_allowed_is_unavailable_without_its_source_check
     assert cudart.meta.available is False and calls == []
     allowed = cudapkgs.import_pkgs(config={"allowUnfree": True}, system="x86_64-linux").cudaPackages.cuda_cudart
     assert allowed.meta.available is True and calls == ["cuda_cudart"]
+
+
+@pytest.mark.parametrize("config", [{}, {"allowUnfree": True}, {"allowUnfree": True, "cudaSupport": True},
+                                    {"allowUnfreePredicate": "cuda", "cudaSupport": True}])
+def test_list_all_computes_no_derivation_and_no_store_path(manifests_dir, monkeypatch, config):
+    # A listing reads names, versions, licenses, outputs and meta (as `nix search` and `nix-env -qa` do:
+    # meta, never drvPath). opencv4 read its interpreter's outPath (one derivation and its closure's paths;
+    # with cudaSupport, the propagated CUDA libraries' too) where it built its attributes.
+    import cudapkgs.derivation as derivation
+    import cudapkgs.store.paths as paths
+
+    made: collections.Counter[str] = collections.Counter()
+    real_init = derivation.Derivation.__init__
+
+    def counting_init(self, *args, **kwargs):
+        made["Derivation"] += 1
+        return real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(derivation.Derivation, "__init__", counting_init)
+    for name in ("make_store_path", "make_store_path_from_digest", "fixed_output_path"):
+        module = derivation if name == "fixed_output_path" else paths
+        real = getattr(module, name)
+
+        def counting(*args, _real=real, _name=name, **kwargs):
+            made[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counting)
+    rows = list_all(cudapkgs.import_pkgs(config=config, system="x86_64-linux"))
+    assert any(row["attr"] == "python3Packages.opencv4" and row["version"] for row in rows)
+    assert not made, made
+    # the counting sees a derivation when one is made
+    cudapkgs.import_pkgs(config=config, system="x86_64-linux").python3Packages.opencv4.drvPath
+    assert made["Derivation"] >= 1
+
+
+def test_opencv4_with_cuda_is_listed_by_its_own_meta_as_nccl_is(manifests_dir):
+    # With cudaSupport and no allowUnfree, opencv4's row was an error (its attributes read cuda_cudart's
+    # outPath, which refuses the unfree license) where nccl's, which needs cudart as much, says "available":
+    # meta.available is the package's own check (Nixpkgs' check-meta); an input's license is refused when
+    # the derivation is made (a build), not by a listing.
+    rows = {row["attr"]: row for row in list_all(cudapkgs.import_pkgs(config={"cudaSupport": True},
+                                                                       system="x86_64-linux"))}
+    assert rows["cudaPackages.nccl"]["status"] == "available"
+    for attr in ("opencv4", "python3Packages.opencv4"):
+        assert rows[attr]["status"] == "available" and rows[attr]["version"] == "4.11.0", rows[attr]
+    from cudapkgs.errors import UnfreeLicenseError
+
+    with pytest.raises(UnfreeLicenseError):  # the build still refuses it
+        cudapkgs.import_pkgs(config={"cudaSupport": True}, system="x86_64-linux").opencv4.drvPath

@@ -84,3 +84,31 @@ def test_a_repositorys_ldconfig_is_not_run_for_the_driver_directory(cloned, monk
     monkeypatch.setattr(add_driver_runpath, "DEFAULT_DRIVER_DIR", str(cloned / "no-opengl-driver"))
     add_driver_runpath.default_driver_lib_dir()
     assert not (cloned / "RAN-ldconfig").exists()
+
+
+_NAMES = ("tool", "dir-tool", "plain", "link", "dangling", "nested/tool")
+
+
+@pytest.mark.parametrize("path_spec", [None, "", ":", "A", "A:B", "B:A", "A:A:B", "C:B", "A/:B", "missing:B", "B::A"])
+@pytest.mark.parametrize("name", _NAMES)
+def test_which_answers_as_shutil_which(tmp_path, monkeypatch, path_spec, name):
+    # programs' own `_which` (no shutil import to evaluate) finds what shutil.which finds, in the same order
+    import shutil
+
+    a, b, c = tmp_path / "A", tmp_path / "B", tmp_path / "C"
+    for directory in (a, b, c, a / "nested", b / "dir-tool"):
+        directory.mkdir(parents=True, exist_ok=True)
+    for file, mode in ((a / "tool", 0o755), (b / "tool", 0o755), (a / "plain", 0o644), (b / "plain", 0o755),
+                       (a / "nested" / "tool", 0o755), (c / "dir-tool", 0o755)):
+        file.write_text("#!/bin/sh\n")
+        file.chmod(mode)
+    (a / "link").symlink_to(b / "tool")
+    (b / "dangling").symlink_to(tmp_path / "nowhere")
+    monkeypatch.chdir(tmp_path / "A")
+    monkeypatch.setenv("PATH", f"{b}:{a}")
+    path = None if path_spec is None else ":".join(
+        str(tmp_path / entry) if entry else "" for entry in path_spec.split(":")) if path_spec else ""
+    assert programs._which(name, path) == shutil.which(name, path=path)
+    if path_spec is None:
+        monkeypatch.delenv("PATH")
+        assert programs._which(name) == shutil.which(name)

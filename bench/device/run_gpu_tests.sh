@@ -7,6 +7,7 @@
 #   bash bench/device/receive_piece.sh .carry/ocv/pNNNN         the portable inputs of the OpenCV builds
 # then:
 #   bash bench/device/run_gpu_tests.sh opencv     import ocv; start both OpenCV builds in the background
+#                                                 (OPENCV_ATTRS="opencv4_cuda": only the whole one)
 #                                                 (setsid: it outlives the call while the machine is warm)
 #   … the ml pieces (receive_piece.sh .carry/ml/pNNNN), run_gpu_proof.sh ml 1 assemble,shell,ext …
 #   bash bench/device/run_gpu_tests.sh wait [S]   wait for the OpenCV builds (default 500 s)
@@ -59,7 +60,9 @@ opencv)
   snapcfg=("${cfg[@]/$here/$snap/bench/device}")
   # the GPU proof's OpenCV first (known to build here in about 3 minutes), then the set's whole opencv4 (the
   # testers'): each ninja on every core (--cores 0)
-  setsid nohup env PYTHONPATH="$snap/src:/tmp/site" bash -c "cd '$snap' && for attr in cudaPackages_13_0.pkgs.pkgsCuda.opencv_gpu_proof cudaPackages_13_0.pkgs.pkgsCuda.opencv4_cuda; do \
+  # OPENCV_ATTRS="opencv4_cuda" builds only the whole one (attributes of opencv_packages.py)
+  attrs=${OPENCV_ATTRS:-opencv_gpu_proof opencv4_cuda}
+  setsid nohup env PYTHONPATH="$snap/src:/tmp/site" bash -c "cd '$snap' && for a in $attrs; do attr=${OPENCV_PREFIX:-cudaPackages_13_0.pkgs.pkgsCuda}.\$a; \
       echo \"== \$attr \$(date +%T)\"; /usr/bin/time -v -o '$log'/\$attr.time python3 -m cudapkgs build ${snapcfg[*]@Q} --no-substitute \
       --cores 0 -f bench/device/opencv_packages.py \$attr --no-link || { echo \$? > '$log/opencv.status'; exit; }; done; \
       echo 0 > '$log/opencv.status'" > "$log/opencv-build.log" 2>&1 < /dev/null &
@@ -86,7 +89,9 @@ PY
   tail -n 5 "$log/test-$tag.log"
   status=0
   [ "${ONEPROCESS:-1}" = 1 ] || exit 0
-  for attr in opencv_gpu_torch_env opencv4_torch_env; do
+  # ONEPROCESS_ATTRS="opencv4_torch_env" checks only the whole opencv4 with torch; that env also runs
+  # check_opencv.py (cv2.cuda against the CPU, speed) when CHECK=1
+  for attr in ${ONEPROCESS_ATTRS:-opencv_gpu_torch_env opencv4_torch_env}; do
     python3 -m cudapkgs build "${cfg[@]}" --no-substitute -f "$here/opencv_packages.py" \
       "cudaPackages_13_0.pkgs.pkgsCuda.$attr" -o "/tmp/gt-$attr" > "$log/build-$attr.log" 2>&1 || { status=3; continue; }
     for order in opencv-first torch-first; do
@@ -96,6 +101,11 @@ PY
         2>&1 | tee "$log/$attr-$order.log"
       [ "${PIPESTATUS[0]}" = 0 ] || status=4
     done
+    if [ "${CHECK:-0}" = 1 ]; then
+      echo "== env -i $attr check_opencv.py"
+      env -i "/tmp/gt-$attr/bin/python3" "$here/check_opencv.py" --json "$log/$attr-check.json" 2>&1 | tee "$log/$attr-check.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=5
+    fi
   done
   exit $status
   ;;

@@ -24,9 +24,9 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from pathlib import Path  # annotations; pathlib is imported where a path is made
     from typing import Any
 
 from .hooks.multiple_outputs import PROPAGATED_BUILD, PROPAGATED_NATIVE
@@ -127,6 +127,8 @@ def propagated_file(path: str | os.PathLike[str], native: bool = False) -> list[
     """The store paths listed in `path`'s propagated(-native)-build-inputs file (none if absent,
     not a regular file or too large: `read_support_file`); only entries of `path`'s own store
     (`same_store_paths`)."""
+    from pathlib import Path
+
     try:
         text = read_support_file(Path(path) / (PROPAGATED_NATIVE if native else PROPAGATED_BUILD))
     except OSError:

@@ -24,7 +24,6 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from .errors import CudapkgsError
 

@@ -9,6 +9,7 @@ through unchanged.
 from __future__ import annotations
 
 import functools
+import os
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -45,11 +46,9 @@ _ARCH_SPELLING = LazyPattern(r"\A(?:sm_?|compute_?)?([0-9]+)([0-9])([af]?)(?:-re
 
 
 def _load_toml(name: str) -> dict[str, Any]:
-    from pathlib import Path
-
     from .datafiles import load_toml
 
-    return load_toml(Path(__file__).parent / "data" / name)
+    return load_toml(os.path.join(os.path.dirname(__file__), "data", name))
 
 
 @functools.cache

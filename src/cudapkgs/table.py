@@ -60,10 +60,11 @@ def fit_table(
     in the order of ``shrink`` (column indices; default: widest first).
     """
     import os
-    import shutil
 
     if width is None:
         if "COLUMNS" in os.environ or sys.stdout.isatty():
+            import shutil  # here: off a terminal (a pipe, a file) nothing is cut, and shutil is not imported
+
             width = shutil.get_terminal_size().columns
         else:
             return format_table(headers, rows)

@@ -397,3 +397,25 @@ def test_the_imports_check_does_not_import_a_module_of_the_working_directory(tmp
     env = {"PATH": os.path.dirname(sys.executable)}
     with pytest.raises(RewireError, match="import notinsite failed"):
         _import_check("notinsite", site, env, io.StringIO())
+
+
+def test_tree_state_lists_every_entry_once_without_following_links(tmp_path):
+    """`_tree_state` (what `PreparedInstall.changed_since` compares): every entry by its path relative to the
+    root, a directory reached through a link not entered, a change deep down seen."""
+    from cudapkgs.builders.rewired_wheel_steps import _tree_state
+
+    root = tmp_path / "tree"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "m.py").write_text("x = 1\n")
+    (root / "top.txt").write_text("t")
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    os.symlink(outside, root / "a" / "linked")
+    state = _tree_state(root)
+    assert sorted(state) == [".", "a", "a/b", "a/b/m.py", "a/linked", "top.txt"]
+    reference = {os.path.relpath(os.path.join(d, n), root): os.lstat(os.path.join(d, n))
+                 for d, dirs, files in os.walk(root) for n in (*dirs, *files)}
+    assert {rel: state[rel][0] for rel in reference} == {rel: st.st_ino for rel, st in reference.items()}
+    (root / "a" / "b" / "new.py").write_text("")
+    after = _tree_state(root)
+    assert set(after) - set(state) == {"a/b/new.py"} and after["a/b"] != state["a/b"]

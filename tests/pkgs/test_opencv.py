@@ -283,6 +283,34 @@ def test_hdf5_is_never_looked_for_and_the_hdf_module_is_off(manifests_dir, tmp_p
     assert flags["BUILD_opencv_freetype"] == "FALSE"  # freetype2/harfbuzz: pkg-config only, no package here
 
 
+def test_no_library_cudapkgs_lacks_is_looked_for_on_the_host(manifests_dir, tmp_path):
+    # Every find the whole opencv4's configure ran without a result here (the `*-NOTFOUND` entries of its
+    # CMakeCache.txt: AVIF, Ceres, gflags, glog, OGRE, Tesseract/leptonica, ccache) would find a host's copy
+    # on another machine: none may run, and the modules needing them are off
+    flags = _flags(_pkgs(tmp_path, cudaSupport=True).cudaPackages_13_0.pkgs.opencv4)
+    for package in ("Glog", "Gflags", "Ceres", "OGRE"):
+        assert flags[f"CMAKE_DISABLE_FIND_PACKAGE_{package}"] == "TRUE", package
+    assert flags["BUILD_opencv_sfm"] == "FALSE" and flags["BUILD_opencv_ovis"] == "FALSE"
+    for feature in ("WITH_AVIF", "ENABLE_CCACHE", "WITH_TESSERACT"):
+        assert flags[feature] == "FALSE", feature
+    assert sum(f.startswith("-DBUILD_opencv_sfm") for f in
+               _pkgs(tmp_path, cudaSupport=True).cudaPackages_13_0.pkgs.opencv4.cmakeFlags) == 1
+
+
+def test_cmake_may_not_search_the_hosts_library_and_header_directories(manifests_dir, tmp_path):
+    # On the lent H100, FindCUDAToolkit found /usr/lib/libnvidia-ml.so and /usr/lib/x86_64-linux-gnu/libOpenCL.so
+    # for its optional targets (the configure check refused them): those directories are ignored by every find,
+    # as they do not exist in Nix's sandbox; the host's bin directories are not (its tools: gcc, cmake, ninja)
+    flags = _flags(_pkgs(tmp_path, cudaSupport=True).cudaPackages_13_0.pkgs.opencv4)
+    ignored = flags["CMAKE_IGNORE_PATH"].split(";")
+    for directory in ("/usr/lib", "/usr/lib/x86_64-linux-gnu", "/usr/include", "/usr/local/lib", "/lib64",
+                      "/usr/local/include", "/lib/x86_64-linux-gnu"):
+        assert directory in ignored, directory
+    assert not [d for d in ignored if d.endswith("bin")]
+    arm = _flags(_pkgs(tmp_path, system="aarch64-linux").opencv4)["CMAKE_IGNORE_PATH"].split(";")
+    assert "/usr/lib/aarch64-linux-gnu" in arm and "/usr/lib/x86_64-linux-gnu" not in arm
+
+
 def test_cuda_13_sets_patch_the_apis_cuda_13_removed(manifests_dir, tmp_path):
     # OpenCV 4.11.0 calls nppGetStreamContext and cudaDeviceProp fields that CUDA 13 removed (pkgs/opencv/cuda13.py).
     pkgs = _pkgs(tmp_path)

@@ -81,7 +81,6 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
     from ..errors import EvalError
     from ..lib.fixpoint import AttrSet, force, lazy
     from ..stdenv import mk_derivation
-    from . import rewired_wheel_steps as steps
     from .python import python_version
 
     user = attrs if callable(attrs) else (lambda final, a=attrs: a)
@@ -110,14 +109,14 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
             "dontConfigure": True,
             "dontBuild": True,
             "dontStrip": True,  # torch-bin: stripping breaks libtorch_cuda's segment alignment
-            "installPhase": steps.install,
+            "installPhase": _step("install"),
             "autoAddDriverRunpath": True,
             "appendRunpaths": ["$ORIGIN"],  # the wheel's own $ORIGIN (libraries dlopen their neighbours)
             "pythonVersion": version,
             **given,
             # A phase of its own after the fixup (Nixpkgs' preDistPhases), not postFixup, which a package's
             # own postFixup replaced: its run-path check, RECORD, byte code and import check were dropped.
-            FINISH_PHASE: steps.finish,
+            FINISH_PHASE: _step("finish"),
             "preDistPhases": [*given.get("preDistPhases", []), FINISH_PHASE],
             "wheel": lazy(wheel),
             "nativeBuildInputs": [python, *given.get("nativeBuildInputs", [])],
@@ -129,6 +128,14 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
 
     # The phases are callables: the derivation records their qualified name and source text.
     return mk_derivation(config, full, system=system)
+
+
+def _step(name: str) -> Any:
+    """`rewired_wheel_steps`' function `name` (a phase), imported when the derivation is made: the steps
+    import shutil and pathlib, which evaluating a package's meta does not need (`cudapkgs list --all`)."""
+    from ..lib.fixpoint import lazy
+
+    return lazy(lambda: getattr(__import__("cudapkgs.builders.rewired_wheel_steps", fromlist=[name]), name))
 
 
 def refuse_unavailable(config: Any, final: Any) -> None:
@@ -161,7 +168,6 @@ def nvidia_wheel(config: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping
     """
     from ..lib.fixpoint import lazy
     from ..stdenv import mk_derivation
-    from . import rewired_wheel_steps as steps
 
     user = attrs if callable(attrs) else (lambda final, a=attrs: a)
 
@@ -174,11 +180,11 @@ def nvidia_wheel(config: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping
             "dontConfigure": True,
             "dontBuild": True,
             "dontStrip": True,
-            "installPhase": steps.install_nvidia,
+            "installPhase": _step("install_nvidia"),
             "autoAddDriverRunpath": True,
             "appendRunpaths": ["$ORIGIN"],  # as buildRedist: plugins are dlopened from the library's directory
             **given,
-            FINISH_PHASE: steps.finish_nvidia,  # after the fixup, whatever the package's postFixup (see above)
+            FINISH_PHASE: _step("finish_nvidia"),  # after the fixup, whatever the package's postFixup (see above)
             "preDistPhases": [*given.get("preDistPhases", []), FINISH_PHASE],
         }
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
@@ -207,13 +208,40 @@ class PreparedInstall:
 
 
 def _tree_state(root: Path) -> dict[str, tuple[int, ...]]:
-    """relative path -> (inode, mode, size, mtime_ns, ctime_ns) of every entry under `root` (links not followed)."""
+    """relative path -> (inode, mode, size, mtime_ns, ctime_ns) of every entry under `root` (links not followed).
+
+    One lstat per entry, each looked up by its name in its open directory (``os.scandir`` on a
+    descriptor): no path is resolved again, nor a directory reached through a link. torch's
+    15,853 entries: 0.150 s with ``os.walk``, ``os.path.join`` and ``os.path.relpath`` per entry.
+    """
     state: dict[str, tuple[int, ...]] = {}
-    for directory, dirs, files in os.walk(root):
-        for name in (*dirs, *files):
-            path = os.path.join(directory, name)
-            st = os.lstat(path)
-            state[os.path.relpath(path, root)] = (st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def visit(fd: int, prefix: str) -> None:
+        try:
+            with os.scandir(fd) as entries:
+                names = [entry.name for entry in entries]
+        except OSError:  # as os.walk: a directory that cannot be listed shows no entries (its own state still does)
+            return
+        for name in names:
+            st = os.lstat(name, dir_fd=fd)
+            rel = prefix + name
+            state[rel] = (st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if stat.S_ISDIR(st.st_mode):
+                try:
+                    sub = os.open(name, flags, dir_fd=fd)
+                except OSError:
+                    continue
+                try:
+                    visit(sub, rel + "/")
+                finally:
+                    os.close(sub)
+
+    top = os.open(root, flags)
+    try:
+        visit(top, "")
+    finally:
+        os.close(top)
     st = os.lstat(root)
     state["."] = (st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     return state

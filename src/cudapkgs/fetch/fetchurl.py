@@ -16,10 +16,9 @@ the hash; the first that matches is kept. ``mirror://`` URLs are not supported.
 from __future__ import annotations
 
 import os
-import urllib.parse
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 from ..errors import CudapkgsError, EvalError, FetchError, HashMismatchError
@@ -48,6 +47,8 @@ def fetchurl(
     a malformed hash, or an unsupported Nixpkgs option (postFetch, downloadToTemp, …).
     An empty hash builds to a hash mismatch that prints the file's real hash.
     """
+    import urllib.parse  # here: forcing the top level's fetchurl (a listing) imports no URL parser
+
     if unsupported:
         raise EvalError(f"fetchurl: {', '.join(sorted(unsupported))} is not supported by cudapkgs' fetchurl")
     if (url is None) == (urls is None):
@@ -87,6 +88,7 @@ def fetch_file(drv: Any, ctx: Any, out: Path, upstream: list[Any]) -> None:
     """
     import shutil  # here, not at import: evaluating a fetchurl writes nothing
     import tempfile
+    from pathlib import Path
 
     spec = drv.data["outputHash"]
     digest = bytes.fromhex(spec["hash"])

@@ -10,11 +10,10 @@ unpacked by the project's safe unpacker and kept only with the declared NAR hash
 
 from __future__ import annotations
 
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from pathlib import Path  # annotations; pathlib is imported where a path is made
     from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import EvalError
 from ..package import Package
@@ -31,6 +30,8 @@ def fetchzip(pkgs: Any, *, url: str, hash: str | None = None, sha256: str | None
     """A package whose output is the archive's unpacked tree (its single top directory with
     ``stripRoot``). Raises `EvalError` for a URL that is not http(s), a malformed hash, both hash
     arguments, or an unsupported or unknown argument."""
+    from urllib.parse import urlsplit  # here: forcing the top level's fetchzip (a listing) imports no URL parser
+
     where = f"fetchzip {url}"
     for key, value in unsupported.items():
         if key in _UNSUPPORTED and value in (None, ""):
@@ -42,6 +43,8 @@ def fetchzip(pkgs: Any, *, url: str, hash: str | None = None, sha256: str | None
     if hash and sha256:
         raise EvalError(f"{where}: give hash or sha256, not both")
     declared = parse_hash(hash or sha256, where=f"{where}: hash")
+    from pathlib import Path
+
     file_name = Path(parts.path).name
     mirror_names = [f"nar/sha256/{declared.hex}.tar.gz"] + ([file_name] if file_name else [])
     return fixed_output_package(

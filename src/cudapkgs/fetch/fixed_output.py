@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 from ..errors import FetchError, HashMismatchError
@@ -162,6 +162,8 @@ def mirror_candidates(mirror: str, names: Sequence[str]) -> Iterator[str]:
 
     A local name that would leave the mirror directory (``..``, a symlink out) is skipped.
     """
+    from pathlib import Path
+
     is_url = "://" in mirror and not mirror.startswith("file://")
     root = mirror.removeprefix("file://")
     for name in names:
@@ -188,6 +190,8 @@ def materialise(location: str, work: Path, *, sha256: str | None = None,
 
     ``sha256`` (hex), when known, is checked by the download itself.
     """
+    from pathlib import Path
+
     from .http import download
 
     if "://" not in location or location.startswith("file://"):

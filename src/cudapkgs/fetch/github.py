@@ -25,9 +25,9 @@ sparseCheckout, postFetch, private repositories.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from pathlib import Path  # annotations; pathlib is imported where a path is made
     from typing import Any
 
 from ..errors import EvalError

@@ -22,9 +22,9 @@ tree is only kept when it is byte for byte the GitHub tree.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 from ..errors import EvalError
@@ -107,6 +107,7 @@ def remove_export_ignored(tree: Path, globs: tuple[str, ...] | list[str]) -> lis
     import fnmatch
     import os
     import shutil
+    from pathlib import Path
 
     removed: list[str] = []
     for root, dirs, files in os.walk(tree, followlinks=False):
@@ -128,6 +129,7 @@ def _sdist_tree(drv: Any, ctx: Any, out: Path) -> str:
     import hashlib
     import shutil
     import tempfile
+    from pathlib import Path
 
     from ..errors import CudapkgsError, FetchError, HashMismatchError
     from .archives import unpack

@@ -33,14 +33,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from pathlib import Path  # annotations; pathlib is imported where a path is made
     from typing import Any
 
 from ..errors import EvalError, FetchError
 from ..package import Package
-from ..python_child import own_python
 from .fixed_output import fixed_output_package
 from .hashes import parse_hash
 
@@ -161,6 +160,8 @@ class _PipDownload:
         self.pname, self.version, self.sha256_hex, self.algo = pname, version, sha256_hex, algo
         self.declared_algo = declared_algo or algo  # what the package gave (sha1: pip cannot check it)
         # -P: `python -m` puts the working directory first on sys.path (a cloned repository's pip/ ran).
+        from ..python_child import own_python  # here: evaluating a fetchPypi starts nothing
+
         self.pip = list(pip) if pip is not None else own_python("-m", "pip")
         self.timeout = timeout
         self.wheel = wheel
@@ -173,6 +174,8 @@ class _PipDownload:
             formats = ["--only-binary=:all:", *pip_tag_options(*self.wheel)]
         else:
             formats = [f"--no-binary={self.pname}"]
+        from pathlib import Path
+
         scratch = Path(os.path.abspath(scratch))  # pip runs in a private directory
         command = [*self.pip, "download", "--no-deps", *formats, "--disable-pip-version-check",
                    "--dest", str(scratch / "dl")]

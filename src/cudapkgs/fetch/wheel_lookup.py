@@ -15,9 +15,10 @@ import os
 import re
 import sys
 import time
-from pathlib import Path
+TYPE_CHECKING = False  # pathlib is imported where a path is made (docs/bench-speed.md)
+if TYPE_CHECKING:
+    from pathlib import Path
 
-from ..atomic_files import write_atomically
 from ..errors import FetchError
 
 __all__ = ["pypi_name", "wheel_for", "platform_tags", "wheel_cache_directory", "wheel_lacks", "wheel_lacks_note", "cached_wheel",
@@ -239,6 +240,8 @@ def cache_problem(cache: Path) -> str | None:
 
 def wheel_cache_directory() -> Path:
     """pip's download directory, reused between runs: ``$XDG_CACHE_HOME/cudapkgs/wheels``."""
+    from pathlib import Path
+
     from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
 
     root = Path(required_dir("XDG_CACHE_HOME"))
@@ -282,6 +285,8 @@ def read_sha256_record(record: Path) -> str | None:
 
 
 def _remember_verified(wheel: Path) -> Path:
+    from ..atomic_files import write_atomically  # here: evaluating which wheel serves a component writes nothing
+
     record = wheel.with_name(wheel.name + _VERIFIED_SUFFIX)
     write_atomically(record, _sha256(wheel) + "\n", sync=False)
     return wheel

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from .errors import FixupError
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from pathlib import Path  # annotations; pathlib is imported where a path is made
     from typing import Any
 
 
@@ -41,6 +41,8 @@ def propagate(outputs: Mapping[str, Path], final: Mapping[str, str], attrs: Mapp
     the derivation's (``propagatedBuildInputs``, ``propagatedNativeBuildInputs``:
     store paths; ``propagatedBuildOutputs``: output names, or absent for the default).
     """
+    from pathlib import Path
+
     names = list(outputs)
     dev = output_for("outputDev", names)
     build = list(attrs.get("propagatedBuildInputs") or ())

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+TYPE_CHECKING = False  # pathlib is imported where a path is made (docs/bench-speed.md)
+if TYPE_CHECKING:
+    from pathlib import Path
 
-from .. import confine
 from .errors import FixupError
 
 __all__ = ["split_outputs"]
@@ -18,6 +19,8 @@ __all__ = ["split_outputs"]
 
 def _move_into(src: Path, dst: Path, src_root: Path | None = None, dst_root: Path | None = None) -> None:
     """mv src dst, merging into an existing directory; never through a symlink below the roots."""
+    from .. import confine  # here: build_redist reads this module's output tables to evaluate
+
     if src_root is not None:
         confine.require_real_dirs(src_root, src)
     if dst_root is not None:
@@ -34,6 +37,8 @@ def _move_into(src: Path, dst: Path, src_root: Path | None = None, dst_root: Pat
 
 
 def _through_symlink(root: Path, path: Path) -> bool:
+    from .. import confine
+
     try:
         confine.require_real_dirs(root, path)
     except confine.TreeEscapeError:
@@ -79,6 +84,8 @@ def split_outputs(
     ``<root>/<name>-<output>`` (defaults: `tree`'s parent and name).
     Raises `FixupError` for an unknown output or an existing destination.
     """
+    from pathlib import Path
+
     patterns = OUTPUT_TO_PATTERNS if patterns is None else patterns
     unknown = [o for o in outputs if o not in EXPECTED_OUTPUTS]
     if unknown:

@@ -13,7 +13,6 @@ import functools
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from typing import Any
@@ -105,14 +104,15 @@ def probe(cc: str, cxx: str | None = None) -> Compiler | None:
 
 
 def _partner(cc: str) -> str | None:
-    path = Path(cc)
-    match = _NAME.fullmatch(path.name)
+    from ..lib import pathstr  # pathlib's text (`Path(cc).parent / name`) without importing it
+
+    match = _NAME.fullmatch(pathstr.name(cc))
     if match is None:
         return None
     name = _CXX[match["base"]] + (match["suffix"] or "")
-    candidate = path.parent / name
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return os.fspath(candidate)
+    candidate = pathstr.join(pathstr.parent(cc), name)
+    if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+        return candidate
     return programs.which(name)
 
 

@@ -37,17 +37,23 @@ _VERSION = 1
 
 Probe = tuple[int, str, str]  # (returncode, stdout, stderr)
 
-_loaded: dict[Path, dict[str, list]] = {}  # cache file -> its entries, read once per process
+_loaded: dict[str, dict[str, list]] = {}  # cache file -> its entries, read once per process
 
 
 def cache_file() -> Path:
     """``$XDG_CACHE_HOME/cudapkgs/probes.json`` (``~/.cache`` when unset or relative)."""
     from pathlib import Path
 
+    return Path(_cache_path())
+
+
+def _cache_path() -> str:
+    """`cache_file` as a string: a remembered probe makes no `Path` (pathlib, with urllib.parse and
+    ipaddress, is about 16 M instructions of a cold `list --all`)."""
     from ..xdg import required_dir  # a relative value, or a relative HOME, is ignored (issue 30, item 13)
 
-    root = Path(required_dir("XDG_CACHE_HOME"))
-    return root / "cudapkgs" / "probes.json"
+    # the same file as pathlib's form (which drops only "." components and repeated slashes)
+    return os.path.join(required_dir("XDG_CACHE_HOME"), "cudapkgs", "probes.json")
 
 
 def _identity(path: str) -> tuple[str, list[int]] | None:
@@ -59,7 +65,7 @@ def _identity(path: str) -> tuple[str, list[int]] | None:
     return real, [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
-def _load(file: Path) -> dict[str, list]:
+def _load(file: str) -> dict[str, list]:
     entries = _loaded.get(file)
     if entries is None:
         entries = _loaded[file] = {}
@@ -76,14 +82,14 @@ def _load(file: Path) -> dict[str, list]:
     return entries
 
 
-def _store(file: Path, entries: dict[str, list]) -> None:
+def _store(file: str, entries: dict[str, list]) -> None:
     while len(entries) > MAX_ENTRIES:  # oldest first (insertion order)
         entries.pop(next(iter(entries)))
     import tempfile
 
     try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".probes-", suffix=".tmp")
+        os.makedirs(os.path.dirname(file), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(file), prefix=".probes-", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump({"version": _VERSION, "probes": entries}, handle, separators=(",", ":"))
@@ -104,7 +110,7 @@ def run(argv: Sequence[str], *, timeout: float = 30) -> Probe:
     failed start or timeout is not remembered.
     """
     identity = _identity(argv[0])
-    file = cache_file()
+    file = _cache_path()
     key = json.dumps([list(argv), identity[0]]) if identity else None
     if key is not None:
         entries = _load(file)
@@ -131,7 +137,7 @@ def remembered(key: Sequence[str], compute: "Callable[[], Probe]") -> Probe:
     that runs the tool in its own way (a private working directory and environment, a bounded read:
     `cudapkgs.pkgs.python_interpreters.ask`).  Only an answer with status 0 is remembered."""
     identity = _identity(key[0])
-    file = cache_file()
+    file = _cache_path()
     name = json.dumps(["remembered", list(key), identity[0]]) if identity else None
     if name is not None:
         hit = _load(file).get(name)

@@ -8,14 +8,18 @@ process) the first file found, never touching the network; `available_versions`,
 from __future__ import annotations
 
 import os
-from pathlib import Path
+TYPE_CHECKING = False  # pathlib is imported where a Path is returned or an error is worded: a listing
+if TYPE_CHECKING:  # reads its manifests by string paths (docs/eval-cache.md, issue 34 item 4)
+    from pathlib import Path
 
 from ..errors import ManifestError, did_you_mean
 from ..inputs import read_cached
+from ..lib import pathstr
 from ..lib.records import FrozenRecord
 from ..lib.versions import version_key
 from .directories import (
     _check_name,
+    _search,
     _versions_in,
     available_products,
     available_versions,
@@ -60,6 +64,8 @@ def locate_manifest(
     product: str, version: str, *, directory: str | os.PathLike[str] | None = None
 ) -> tuple[str, Path] | None:
     """``(kind, path)`` of the file `load_manifest` would read, or None when no directory has it."""
+    from pathlib import Path
+
     _check_name("product", product)
     _check_name("version", version)
     for kind, root in search_directories(directory):
@@ -82,14 +88,14 @@ def load_manifest(product: str, version: str, *, directory: str | os.PathLike[st
     _check_name("product", product)
     _check_name("version", version)
     check_known_product(product, f"manifest {product}/{manifest_file_name(version)}")
-    searched = search_directories(directory)
+    searched = _search(directory)
     for kind, root in searched:
-        path = root / product / manifest_file_name(version)
+        path = pathstr.join(root, product, manifest_file_name(version))  # str(Path(...)), without pathlib
         cached = _memo_get(path)
         if cached is not None:
             return cached
         try:
-            if path.exists() and not path.is_file():  # a FIFO or a device would hang or never end
+            if os.path.exists(path) and not os.path.isfile(path):  # a FIFO or a device would hang or never end
                 raise ManifestError(f"{path}: not a regular file, refusing to read it as a manifest")
             # Opened once, without blocking, checked by its descriptor: a FIFO swapped in since cannot hang it.
             data = read_cached(path, _MANIFEST_LIMIT, follow_links=True)
@@ -101,10 +107,13 @@ def load_manifest(product: str, version: str, *, directory: str | os.PathLike[st
             raise ManifestError(f"{path}: cannot read: {error.strerror or error}") from None
         if kind == "user":
             _check_recorded_sha256(path, data)
-        manifest = parse_manifest(data, product=product, version=version, source=str(path))
+        manifest = parse_manifest(data, product=product, version=version, source=path)
         _check_release_product(manifest, product, path)
         return _memo_put(path, manifest)
-    raise ManifestError(_missing_message(searched, product, version))
+    from pathlib import Path
+
+    raise ManifestError(_missing_message([(kind, Path(root)) for kind, root in searched], product, version))
+
 
 
 def check_known_product(product: str, where: str = "manifest") -> None:
@@ -120,7 +129,7 @@ def check_known_product(product: str, where: str = "manifest") -> None:
         )
 
 
-def _check_release_product(manifest: Manifest, product: str, path: Path) -> None:
+def _check_release_product(manifest: Manifest, product: str, path: str) -> None:
     """A manifest's own `release_product` must be a known product, and the one its directory names."""
     named = manifest.release_product
     if named is None:
@@ -130,7 +139,7 @@ def _check_release_product(manifest: Manifest, product: str, path: Path) -> None
         raise ManifestError(f"{path}: release_product {named!r} is not {product!r}, the product its directory names")
 
 
-def _check_recorded_sha256(path: Path, data: bytes) -> None:
+def _check_recorded_sha256(path: str, data: bytes) -> None:
     """Compare ``data`` with the digest `update_manifest` wrote beside ``path`` (if any)."""
     import hashlib
 
@@ -145,11 +154,12 @@ def _check_recorded_sha256(path: Path, data: bytes) -> None:
         )
 
 
-def _sha256_path(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
+def _sha256_path(path: str | Path) -> str | Path:
+    """``<path>.sha256``, a string for a string, a `Path` for a `Path` (`update_manifest`)."""
+    return path + ".sha256" if isinstance(path, str) else path.with_name(path.name + ".sha256")
 
 
-def _read_sha256_file(path: Path) -> str | None:
+def _read_sha256_file(path: str | Path) -> str | None:
     """The digest in ``<path>.sha256`` (``sha256sum`` format), None when absent or unreadable."""
     try:
         text = read_cached(_sha256_path(path), 4096, follow_links=True).decode("ascii", errors="replace")
@@ -190,16 +200,17 @@ def _missing_message(searched: list[tuple[str, Path]], product: str, version: st
 _RESOLVED: dict[str, str] = {}
 
 
-def _memo_key(path: Path) -> str:
-    """The `_PARSED` key of ``path``: its resolved path, as it resolved when first asked. Raises OSError."""
-    given = str(path)
+def _memo_key(path: str | os.PathLike[str]) -> str:
+    """The `_PARSED` key of ``path``: its resolved path (`os.path.realpath`, as `Path.resolve`), as it
+    resolved when first asked. Raises OSError."""
+    given = os.fspath(path)
     key = _RESOLVED.get(given)
     if key is None:
-        key = _RESOLVED[given] = str(path.resolve())
+        key = _RESOLVED[given] = os.path.realpath(given)
     return key
 
 
-def _memo_get(path: Path) -> Manifest | None:
+def _memo_get(path: str) -> Manifest | None:
     if not _PARSED:
         return None
     try:
@@ -209,7 +220,7 @@ def _memo_get(path: Path) -> Manifest | None:
     return _PARSED.get(key)
 
 
-def _memo_put(path: Path, manifest: Manifest) -> Manifest:
+def _memo_put(path: str, manifest: Manifest) -> Manifest:
     try:
         _PARSED[_memo_key(path)] = manifest
     except OSError:
@@ -217,10 +228,10 @@ def _memo_put(path: Path, manifest: Manifest) -> Manifest:
     return manifest
 
 
-def _forget_parsed(path: Path) -> None:
+def _forget_parsed(path: str | os.PathLike[str]) -> None:
     """Drop the parsed copy of ``path`` (`update_manifest` has just replaced the file)."""
-    _RESOLVED.pop(str(path), None)
-    _PARSED.pop(str(path.resolve()), None)
+    _RESOLVED.pop(os.fspath(path), None)
+    _PARSED.pop(os.path.realpath(path), None)
 
 
 class SetUse(FrozenRecord):

@@ -21,12 +21,14 @@ RELEASES = tuple(range(12, 22))
 
 def llvm_packages(config: Any, system: str, major: int) -> Any:
     """The `llvmPackages_<major>` attribute set: `clang`, `stdenv` (`cc`, `hostPlatform`), `release_version`."""
-    from ..errors import EvalError
-    from ..host.compiler import find_compilers
     from ..lib.fixpoint import AttrSet, lazy
-    from ..stdenv.cc_wrapper import cc_wrapper_for
 
     def clang() -> Any:
+        # imported here: forcing llvmPackages_N (a listing tells it from a package) finds no compiler
+        from ..errors import EvalError
+        from ..host.compiler import find_compilers
+        from ..stdenv.cc_wrapper import cc_wrapper_for
+
         compilers, _default = find_compilers()
         found = [c for c in compilers if c.kind == "clang"]
         chosen = next((c for c in found if c.major == major), None)

@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from typing import Any
@@ -367,6 +366,8 @@ def check_no_object_text(value: str, where: str) -> None:
 
 
 def _local_source(path: Any, where: str) -> tuple[dict[str, Any], str]:
+    from pathlib import Path  # here: pathlib is not imported to evaluate (`cudapkgs list --all`)
+
     from ..store.nar import nar_hash
 
     p = Path(os.fspath(path)).absolute()
@@ -404,6 +405,8 @@ def _source(value: Any, inputs: _Inputs, where: str) -> tuple[dict[str, Any] | N
         return None, None
     if _is_package(value) or isinstance(value, Derivation):
         path = inputs.json(value, where)
+        from pathlib import Path
+
         return {"type": "store", "name": Path(path).name, "path": path}, path
     if isinstance(value, (str, os.PathLike)):
         return _local_source(value, where)

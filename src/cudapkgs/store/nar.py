@@ -210,18 +210,20 @@ def hash_and_scan(path: str | os.PathLike[str], hashes: Iterable[str] | Candidat
 
 
 def hash_and_scan_named(path: str | os.PathLike[str], hashes: Iterable[str] | Candidates,
-                        store_dir: str | None = None) -> tuple[bytes, int, set[str], dict[str, str]]:
+                        store_dir: str | None = None,
+                        freeze: Freeze | None = None) -> tuple[bytes, int, set[str], dict[str, str]]:
     """`hash_and_scan`, and with `store_dir` every store path of it the files spell out in full.
 
     Returns (digest, NAR size, hash parts of `hashes` found, {hash part: name} of every
     ``<store_dir>/<hash>-<name>`` in file contents or symlink targets whose hash is not
     among `hashes`; one that is, is among the hash parts found). The last is how a mention
     of a path that is not in the store at all is seen: no list of candidates can name it.
-    One read of every file. Raises OSError (unreadable, or a file changed size while read)
-    and ValueError (a file that is not a regular file, directory or symlink).
+    One read of every file. With `freeze`, the same pass leaves the tree as the store keeps it
+    (`Freeze`). Raises OSError (unreadable, or a file changed size while read) and ValueError
+    (a file that is not a regular file, directory or symlink).
     """
     scan = Scan(hashes, store_dir)
-    digest, size = TreePass(scan if scan.active else None).run(os.fsencode(path))
+    digest, size = TreePass(scan if scan.active else None, freeze=freeze).run(os.fsencode(path))
     found, named = scan.results()
     return digest, size, found, named
 
@@ -256,6 +258,47 @@ _MAGIC_STR = _str(_MAGIC)
 _READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
 
 
+_STORE_TIME = (1, 1)  # the store's atime and mtime, seconds (Nix's canonicalisation)
+
+
+class Freeze:
+    """What `TreePass` does besides reading, when given one: each entry left as the store keeps it.
+
+    Regular files 0444 (0555 if executable), directories 0555, every file and directory with the
+    store's mtime (1 s), symlinks untouched, as `store.files._make_read_only` does in a walk of its
+    own, but through the descriptors the pass opens anyway (``fchmod``, ``futimens``): no second
+    listing, lstat or path lookup per entry. A file with other hard links gets its own inode first
+    (`confine.unshare_file`), before its bytes are read, so what is hashed is the copy that stays;
+    files in `keep` (full paths: links into valid store paths, read-only already) are left as they
+    are. `root_writable`: the tree's root keeps its mode (the registration renames it into the
+    store, then makes it read-only). A directory is changed after its entries, so its mtime stays 1.
+    NAR bytes depend on none of this (only on contents, the executable bit, link targets and names).
+    """
+
+    __slots__ = ("keep", "root_writable")
+
+    def __init__(self, keep: Iterable[str | bytes] = (), *, root_writable: bool = False) -> None:
+        self.keep = frozenset(os.fsencode(k) for k in keep)
+        self.root_writable = root_writable
+
+    def file(self, fd: int, st: os.stat_result) -> None:
+        """Make the regular file open at `fd` (lstat `st`) read-only with the store's mtime."""
+        os.fchmod(fd, 0o555 if st.st_mode & stat.S_IXUSR else 0o444)
+        os.utime(fd, _STORE_TIME)
+
+    def unshare(self, path: bytes, st: os.stat_result, dir_fd: int | None, at: bytes) -> os.stat_result:
+        """Give the file `path` (`at` in `dir_fd`), with lstat `st` showing other hard links, an inode of
+        its own; its new lstat. OSError if it is then not a regular file with one link."""
+        from ..confine import unshare_file
+
+        unshare_file(os.fsdecode(path), st)
+        now = os.lstat(at, dir_fd=dir_fd)
+        if not stat.S_ISREG(now.st_mode) or now.st_nlink != 1 or now.st_size != st.st_size:
+            raise OSError(f"{os.fsdecode(path)} changed while being archived: copied to an inode of its own, "
+                          "it is not that copy")
+        return now
+
+
 class TreePass:
     """Passes over trees, one after another: each tree's NAR fed to a sha256, its file contents and link
     targets to `scan` (a `refscan.Scan`, or None).
@@ -265,14 +308,16 @@ class TreePass:
     under `_BATCH` bytes is one `hashlib.sha256` call, a larger one is fed in batches and
     its large files in chunks (`_Sha`, a second thread past `_BESIDE_AFTER` bytes). One
     `TreePass` serves many trees (`verify` checks thousands of small ones). Tests compare
-    the digest with `dump`'s on random trees.
+    the digest with `dump`'s on random trees. With `freeze` (a `Freeze`), every entry is also
+    left as the store keeps it, in the same pass.
     """
 
-    __slots__ = ("hashing", "out", "pending", "scan", "sha")
+    __slots__ = ("freeze", "hashing", "out", "pending", "scan", "sha")
 
-    def __init__(self, scan: Scan | None, hashing: bool = True) -> None:
+    def __init__(self, scan: Scan | None, hashing: bool = True, freeze: Freeze | None = None) -> None:
         self.scan = scan
         self.hashing = hashing
+        self.freeze = freeze
         self.out: list[bytes] = []
         self.pending = 0  # file bytes in `out`
         self.sha: _Sha | None = None
@@ -307,16 +352,23 @@ class TreePass:
         out = self.out
         at = path if dir_fd is None else name
         if stat.S_ISREG(mode):
+            freeze = self.freeze
+            if freeze is not None and path in freeze.keep:
+                freeze = None
+            if freeze is not None and st.st_nlink > 1:
+                st = freeze.unshare(path, st, dir_fd, at)
             size = st.st_size
             out.append(_EXECUTABLE if mode & stat.S_IXUSR else _REGULAR)
             out.append(_CONTENTS)
             out.append(_U64(size))
             if size > CHUNK:
-                self._large(path, st, dir_fd, at)
+                self._large(path, st, dir_fd, at, freeze)
             else:
                 fd = open_listed(at, st, dir_fd=dir_fd, shown=path)
                 try:
                     data = os.read(fd, size + 1)  # one read; a file that grew is seen
+                    if freeze is not None and len(data) == size:
+                        freeze.file(fd, st)
                 finally:
                     os.close(fd)
                 if len(data) != size:
@@ -337,6 +389,10 @@ class TreePass:
                     out += (_ENTRY, _U64(len(entry)), entry, _PAD[-len(entry) % 8], _NODE)
                     self.node(path + b"/" + entry, lstat(entry, dir_fd=fd), fd, entry)
                     out.append(_CLOSE)
+                if self.freeze is not None:  # after its entries: an unshared copy changed its mtime
+                    if not (dir_fd is None and self.freeze.root_writable):
+                        os.fchmod(fd, 0o555)
+                    os.utime(fd, _STORE_TIME)
             finally:
                 os.close(fd)
             out.append(_CLOSE)
@@ -356,9 +412,10 @@ class TreePass:
         self.out.clear()
         self.pending = 0
 
-    def _large(self, path: bytes, st: os.stat_result, dir_fd: int | None = None, at: bytes = b"") -> None:
+    def _large(self, path: bytes, st: os.stat_result, dir_fd: int | None = None, at: bytes = b"",
+               freeze: Freeze | None = None) -> None:
         """Feed a file of more than `CHUNK` bytes (lstat `st`; `at` in `dir_fd`, else `path`) in chunks (never more
-        than its listed size: the header said so)."""
+        than its listed size: the header said so); with `freeze`, then made read-only (`Freeze.file`)."""
         size = st.st_size
         self._flush()
         scan, sha = self.scan, self.sha
@@ -385,6 +442,8 @@ class TreePass:
                     sha.feed(chunk)
                 if remaining < 0 or (remaining == 0 and len(chunk) < want):
                     break
+            if freeze is not None and written == size and remaining == 0:
+                freeze.file(fd, st)
         finally:
             os.close(fd)
         if written != size or remaining < 0:

@@ -148,9 +148,13 @@ class Registration:
                         if not os.path.lexists(out):
                             raise StoreError(f"the builder of '{path}' did not create its output")
                     if restored is None:
+                        # The pass that hashes and scans an output also makes it read-only (`nar.Freeze`):
+                        # one listing and one open per entry, not a second walk before the move.
+                        freezes = [nar.Freeze(self._store_links(links or {}, out), root_writable=True)
+                                   for out in dirs.values()]
                         results = [(nar.format_hash(digest), size, {candidates[h] for h in found} | self._valid_named(named))
                                    for digest, size, found, named
-                                   in _hash_and_scan_all(list(dirs.values()), candidates, self.store_dir)]
+                                   in _hash_and_scan_all(list(dirs.values()), candidates, self.store_dir, freezes)]
                     else:
                         results = [restored[path] for path in dirs]
                     for path, (nar_hash, size, refs) in zip(dirs, results):
@@ -174,9 +178,8 @@ class Registration:
                                 continue
                             if os.path.lexists(path):  # left behind by a crash before registration
                                 _remove_tree(path)
-                            if restored is None:
-                                _make_read_only(out, keep_root_writable=True, keep=self._store_links(links or {}, out))
-                            # else put back as the store left it, and checked entry by entry (reuse.restore)
+                            # Read-only already: by the hashing pass, or put back as the store left it and
+                            # checked entry by entry (reuse.restore).
                             os.rename(out, path)
                             moved.append(path)
                             if os.path.isdir(path) and not os.path.islink(path):
@@ -447,16 +450,18 @@ class Registration:
             raise
 
 
-def _hash_and_scan_all(outs: list[Path], candidates: dict[str, str],
-                       store_dir: str) -> list[tuple[bytes, int, set[str], dict[str, str]]]:
-    """`nar.hash_and_scan_named` of each output, the outputs side by side on two threads.
+def _hash_and_scan_all(outs: list[Path], candidates: dict[str, str], store_dir: str,
+                       freezes: Sequence[nar.Freeze | None] | None = None) -> list[tuple[bytes, int, set[str], dict[str, str]]]:
+    """`nar.hash_and_scan_named` of each output (with `freezes[i]` for ``outs[i]``: made read-only in the
+    same pass), the outputs side by side on two threads.
 
     Hashing and reading release the GIL, so a derivation's outputs (bin, lib, dev, …)
     are read and hashed in parallel; each result is the same as a sequential pass.
     """
-    if len(outs) < 2 or (os.cpu_count() or 1) < 2:
-        return [nar.hash_and_scan_named(out, candidates, store_dir) for out in outs]
+    jobs = list(zip(outs, freezes if freezes is not None else [None] * len(outs)))
+    if len(jobs) < 2 or (os.cpu_count() or 1) < 2:
+        return [nar.hash_and_scan_named(out, candidates, store_dir, freeze) for out, freeze in jobs]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="cudapkgs-nar") as pool:
-        return list(pool.map(lambda out: nar.hash_and_scan_named(out, candidates, store_dir), outs))
+        return list(pool.map(lambda job: nar.hash_and_scan_named(job[0], candidates, store_dir, job[1]), jobs))

@@ -14,15 +14,22 @@ cuBLAS's lib outputs (and what cuBLAS needs at run time).
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from typing import Any
 
-from ...lib.fixpoint import AttrSet
+from ...lib.fixpoint import AttrSet, lazy
 from ...stdenv import DerivationPackage, mk_derivation
 
-SOURCE = Path(__file__).with_name("src")
+SOURCE = os.path.join(os.path.dirname(__file__), "src")  # a local source (pathlib: `_source`)
+
+
+def _source() -> Any:
+    from pathlib import Path
+
+    return Path(SOURCE)
 
 
 def cmake_cuda_example(cudaPackages: Any, cmake: Any, ninja: Any, config: Any, system: str | None = None) -> DerivationPackage:
@@ -32,7 +39,7 @@ def cmake_cuda_example(cudaPackages: Any, cmake: Any, ninja: Any, config: Any, s
         return {
             "pname": "cmake-cuda-example",
             "version": "1.0",
-            "src": SOURCE,
+            "src": lazy(_source),  # a Path, as before; pathlib imported when it is read
             "nativeBuildInputs": [cmake, ninja, cudaPackages.cuda_nvcc],
             "buildInputs": [cudaPackages.cuda_cudart, cudaPackages.libcublas],
             "cmakeCudaArchitectures": cudaPackages.flags.cmakeCudaArchitecturesString,

@@ -35,7 +35,11 @@ Where this differs, and why (docs/opencv.md says the same):
   own ``3rdparty/`` sources (`BUNDLED`); zlib is cudapkgs' ``zlib``.  Options whose library
   cudapkgs does not have (ffmpeg, GStreamer, VA, Eigen, BLAS, GTK, VTK, TBB, Tesseract, OVIS,
   gphoto2, dc1394, docs) default to off; turning one on is an evaluation error naming it.
-  OpenMP and OpenCL are off (the host's libgomp / libOpenCL would enter the closure).
+  OpenMP and OpenCL are off (the host's libgomp / libOpenCL would enter the closure).  What no
+  option names is never looked for on the host either (`HOST_ONLY`: HDF5 for contrib's hdf,
+  glog/gflags/Ceres for sfm, OGRE for ovis, those modules off; `HOST_FEATURES_OFF`: AVIF, ccache),
+  and configure fails if CMake's cache names a host library or header directory anyway
+  (`POST_CONFIGURE`).
 * Modules whose data files Nixpkgs fetches from GitHub (opencv_3rdparty, ADE) are off unless
   built from a list that excludes them: gapi (ADE), xfeatures2d, face, wechat_qrcode.  The
   sdist carries none of those files.
@@ -58,7 +62,7 @@ from ..from_source import cmake_bool, cmake_feature
 from .python_paths import python_paths
 from .sources import VERSION, sources
 
-__all__ = ["BUNDLED", "HOST_ONLY", "POST_CONFIGURE", "cmake_cuda_architectures", "CUDA_MODULES", "REDUCED_CPU", "REDUCED_CUDA", "UNPACKAGED", "opencv4", "check_cuda"]
+__all__ = ["BUNDLED", "HOST_FEATURES_OFF", "HOST_ONLY", "host_library_dirs", "POST_CONFIGURE", "cmake_cuda_architectures", "CUDA_MODULES", "REDUCED_CPU", "REDUCED_CUDA", "UNPACKAGED", "opencv4", "check_cuda"]
 
 # opencv_contrib's CUDA modules (opencv_contrib 4.11.0 modules/cuda*).
 CUDA_MODULES = (
@@ -78,7 +82,7 @@ UNPACKAGED = (
     ("enableFfmpeg", "ffmpeg", "WITH_FFMPEG"), ("enableGStreamer", "gst_all_1", "WITH_GSTREAMER"),
     ("enableVA", "libva", "WITH_VA"), ("enableEigen", "eigen", "WITH_EIGEN"), ("enableBlas", "blas", "WITH_LAPACK"),
     ("enableGtk2", "gtk2", "WITH_GTK_2_X"), ("enableGtk3", "gtk3", "WITH_GTK"), ("enableVtk", "vtk", "WITH_VTK"),
-    ("enableTbb", "tbb", "WITH_TBB"), ("enableTesseract", "tesseract", None), ("enableOvis", "ogre", None),
+    ("enableTbb", "tbb", "WITH_TBB"), ("enableTesseract", "tesseract", "WITH_TESSERACT"), ("enableOvis", "ogre", None),
     ("enableGPhoto2", "libgphoto2", "WITH_GPHOTO2"), ("enableDC1394", "libdc1394", "WITH_1394"),
     ("enableDocs", "doxygen", "BUILD_DOCS"),
 )
@@ -94,7 +98,33 @@ POST_UNPACK_CONTRIB = 'cp -r --no-preserve=mode "$contribSrc/modules" "$NIX_BUIL
 # for them on the host (option, Nixpkgs' input, CMake package, module). Nixpkgs' hdf5 feeds contrib's `hdf`;
 # without it, CMake found the GPU machine's Ubuntu libhdf5_serial and linked libopencv_hdf to it (measured: the
 # whole opencv4 on the lent H100, 2026-12-06, refused by the fixup's unresolved DT_NEEDED).
-HOST_ONLY = (("hdf5", "HDF5", "hdf"),)
+# The same for contrib's sfm (Nixpkgs gives glog; gflags and Ceres are looked for first, whatever the flags:
+# sfm/CMakeLists.txt) and ovis (ogre: enableOvis), whose finds ran on every configure here (their
+# `*_DIR-NOTFOUND` cache entries): a host that has them would have them found.
+HOST_ONLY = (("hdf5", "HDF5", "hdf"), ("glog", "Glog", "sfm"), ("gflags", "Gflags", "sfm"),
+             ("ceres-solver", "Ceres", "sfm"), ("ogre", "OGRE", "ovis"))
+# Features OpenCV turns on by default whose library or tool neither Nixpkgs' 4.x.nix gives nor cudapkgs packages
+# (in Nix's sandbox they are never found): libavif (OpenCV 4.11's WITH_AVIF, found by find_path/find_library)
+# and ccache (ENABLE_CCACHE: a host compiler launcher writing outside the build).
+HOST_FEATURES_OFF = ("WITH_AVIF", "ENABLE_CCACHE")
+
+
+def host_library_dirs(system: str) -> list[str]:
+    """The host's library and header directories CMake's find_library/find_path/find_package may not use
+    (``CMAKE_IGNORE_PATH``: exact directories; its bin directories stay, for host tools).
+
+    In Nix's sandbox these do not exist (and Nixpkgs' cmake drops /usr and /usr/local from its system
+    search path: pkgs/by-name/cm/cmake/001-search-path.diff); here a host that has them would have them
+    found. Measured on the lent H100 (2026-12-06): FindCUDAToolkit found ``/usr/lib/libnvidia-ml.so`` and
+    ``/usr/lib/x86_64-linux-gnu/libOpenCL.so`` for its optional CUDA::nvml and CUDA::OpenCL targets, which
+    the set does not give. `system`: e.g. ``x86_64-linux`` (the multiarch directory ``x86_64-linux-gnu``)."""
+    triple = f"{system.split('-')[0]}-linux-gnu"
+    dirs = []
+    for prefix in ("/usr", "/usr/local", ""):
+        dirs += [f"{prefix}/lib", f"{prefix}/lib/{triple}", f"{prefix}/lib64", f"{prefix}/lib32"]
+        if prefix:
+            dirs += [f"{prefix}/include", f"{prefix}/include/{triple}"]
+    return dirs
 # contrib modules whose libraries cudapkgs packages no version of, found by pkg-config only (no find_package to
 # disable): off, so that a host's copy is never linked (freetype2 and harfbuzz for the freetype module).
 HOST_ONLY_MODULES = ("freetype",)
@@ -312,7 +342,9 @@ def opencv4(
             *(cmake_bool(flag, True) for flag in BUNDLED),
             *(cmake_bool(flag, False) for _, _, flag in UNPACKAGED if flag),
             *(cmake_bool(f"CMAKE_DISABLE_FIND_PACKAGE_{package}", True) for _, package, _ in HOST_ONLY),
-            *(cmake_bool(f"BUILD_opencv_{module}", False) for _, _, module in HOST_ONLY),
+            *(cmake_bool(f"BUILD_opencv_{module}", False) for module in dict.fromkeys(m for _, _, m in HOST_ONLY)),
+            *(cmake_bool(flag, False) for flag in HOST_FEATURES_OFF),
+            cmake_feature("CMAKE_IGNORE_PATH", ";".join(host_library_dirs(system))),
             *(cmake_bool(f"BUILD_opencv_{module}", False) for module in HOST_ONLY_MODULES),
             cmake_bool("WITH_CUDA", cuda),
             cmake_bool("WITH_CUBLAS", cublas),
@@ -429,7 +461,8 @@ def opencv4(
         result["env"] = {"CMAKE_POLICY_VERSION_MINIMUM": "3.5"}
         if enablePython:  # where the host interpreter keeps Python.h and libpython (python_paths.py)
             result["preConfigure"] = python_paths
-            result["pythonExecutable"] = f"{pythonPackages.python.outPath}/bin/python3"
+            # lazy: a listing reads meta and outputs, and must not compute the interpreter's store path
+            result["pythonExecutable"] = lazy(lambda: f"{pythonPackages.python.outPath}/bin/python3")
         if build_contrib:
             result["contribSrc"] = srcs["opencv_contrib"]
             result["postUnpack"] = POST_UNPACK_CONTRIB
@@ -438,9 +471,9 @@ def opencv4(
                 # the source root, where postUnpack put contrib's modules (4.x.nix: $NIX_BUILD_TOP/source).
                 "-DOPENCV_EXTRA_MODULES_PATH:PATH=opencv_contrib"])
         if cuda:
-            result["cudaPropagated"] = [p.outPath for p in (cp.cuda_cudart, cp.cuda_cccl, cp.libnpp)] + (
+            result["cudaPropagated"] = lazy(lambda: [p.outPath for p in (cp.cuda_cudart, cp.cuda_cccl, cp.libnpp)] + (
                 [cp.libcublas.outPath] if cublas else []) + ([cp.libcufft.outPath] if cufft else []) + (
-                [cp.cudnn.outPath] if enableCudnn else [])
+                [cp.cudnn.outPath] if enableCudnn else []))
             # The cmake builder passes the set's CMAKE_CUDA_ARCHITECTURES ("89": SASS *and* PTX to CMake),
             # which OpenCV prefers to CUDA_ARCH_BIN/PTX (cmake/OpenCVDetectCUDAUtils.cmake,
             # ocv_check_for_cmake_cuda_architectures): name each kind, so that PTX follows cudaForwardCompat.

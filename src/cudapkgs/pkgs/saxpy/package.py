@@ -10,7 +10,8 @@ Without, the same source is compiled as C++ for the CPU.
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from typing import Any
@@ -18,7 +19,15 @@ if TYPE_CHECKING:
 from ...lib.fixpoint import AttrSet, lazy
 from ...stdenv import DerivationPackage, mk_derivation
 
-SOURCE = Path(__file__).with_name("saxpy.cu")
+SOURCE = os.path.join(os.path.dirname(__file__), "saxpy.cu")  # a local source (pathlib: `_source`)
+
+
+def _source() -> Any:
+    from pathlib import Path
+
+    return Path(SOURCE)
+
+
 INSTALL = 'install -Dm755 saxpy "$out/bin/saxpy"'
 
 
@@ -30,7 +39,7 @@ def saxpy(cudaPackages: Any, config: Any, system: str | None = None, cudaSupport
         common = {
             "pname": "saxpy",
             "version": "1.0",
-            "src": SOURCE,
+            "src": lazy(_source),  # a Path, as before; pathlib imported when it is read
             "cudaSupport": cuda_support,
             "installPhase": INSTALL,
             "passthru": {"tests": lazy(lambda: _tests(final, config, system, cuda_support))},
@@ -41,7 +50,7 @@ def saxpy(cudaPackages: Any, config: Any, system: str | None = None, cudaSupport
             },
         }
         if not cuda_support:
-            return {**common, "buildPhase": 'g++ -O2 -x c++ -o saxpy "$src_file"', "env": {"src_file": SOURCE.name}}
+            return {**common, "buildPhase": 'g++ -O2 -x c++ -o saxpy "$src_file"', "env": {"src_file": os.path.basename(SOURCE)}}
         return {
             **common,
             "nativeBuildInputs": [cudaPackages.cuda_nvcc],
@@ -54,7 +63,7 @@ def saxpy(cudaPackages: Any, config: Any, system: str | None = None, cudaSupport
             "removeReferencesTo": [cudaPackages.cuda_nvcc],
             "disallowedReferences": [cudaPackages.cuda_nvcc],
             "buildPhase": 'nvcc "${gencode[@]}" -O2 -cudart shared -o saxpy "$src_file"',
-            "env": {"src_file": SOURCE.name},
+            "env": {"src_file": os.path.basename(SOURCE)},
         }
 
     return mk_derivation(config, attrs, system=system, name="saxpy")
