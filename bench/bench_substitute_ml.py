@@ -18,7 +18,14 @@ of the compressed closure on disk, which this shared machine does not have to sp
 
 Each round, alternating in this order (rotated by one row every round), every row a child process timed
 by wait4 (wall, user + system CPU of it and its children), after an untimed ``sync`` (the write-back of
-the row before is not charged to the next one):
+the row before is not charged to the next one). No row's tree is deleted before the round ends: then all
+are deleted, ``sync``, and the next round waits ``--settle`` seconds (61 in full mode): on ext4 without a
+journal (this machine's disk) every inode creation skips, one buffer-cache lookup each, the free inodes of
+its block group deleted in the last 60 s (``recently_deleted``, fs/ext4/ialloc.c), and a row right after
+another's deletions paid up to 2.6 s more system time for torch's NAR alone (measured: 0.71 s after 62 s
+of waiting, 3.37 s right after); rows swung 7-18 s with it. A teammate's new machine has no such
+deletions; with a journal the check is off. Per round that needs disk for every row's tree at once
+(about 16 GiB for the three rows).
 
 * ``cudapkgs copy --from file://CACHE --trusted-public-key K`` of the closure into an empty store;
 * ``cudapkgs copy --from http://127.0.0.1:PORT --trusted-public-key K`` (the serve above) into an empty store
@@ -36,7 +43,7 @@ another checkout's ``src/`` (A/B of a change, same rounds).  Printed: medians, m
 ratios against uv, the jobs each ``copy --from`` used, the load average before and after.
 
 Tiny mode: three synthetic wheels (~12 MiB: random and text members), a store holding their unpacked
-trees as three store paths (one refers to another), the same rows, one round.
+trees as three store paths (one refers to another), the same rows, one round, no settling wait.
 """
 
 from __future__ import annotations
@@ -236,7 +243,7 @@ def full_closure(store_dir: Path, attrs: list[str]) -> tuple[list[str], list[Pat
 
 
 def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, runs: int, peer_src: Path | None,
-          jobs: int | None = None) -> dict:
+          jobs: int | None = None, settle_s: float = 0.0) -> dict:
     uv = uv_binary()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CUDAPKGS_STORE")}
     src = REPO / "src"
@@ -255,7 +262,6 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
         nar_bytes = sum(store.query(p).nar_size for p in closure)
     cache_bytes = du(cache)
     namespaces = can_unshare()
-    empty = work / "empty-store"
     rows: dict[str, dict] = {}
 
     def record(name: str, wall: float, cpu: float, jobs: str = "") -> None:
@@ -266,7 +272,11 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
         if jobs:
             row["jobs"].add(jobs)
 
+    trees: list[Path] = []  # this round's outputs, deleted when it ends (see settle())
+
     def substitute(name: str, url: str, code: Path) -> None:
+        empty = work / f"store-{len(trees)}"
+        trees.append(empty)
         remove(empty)
         empty.mkdir()
         command = cudapkgs(code, "copy", "--from", url, "--trusted-public-key", public, "--store", str(store_dir),
@@ -289,17 +299,24 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
             if not want <= got:
                 raise SystemExit(f"{name}: {sorted(want - got)[:3]} missing after the copy:\n{out[-2000:]}")
         record(name, wall, cpu)
-        remove(empty)
 
     def uv_install(i: int) -> None:
-        venv, uv_cache = work / f"venv-{i}", work / f"uv-cache-{i}"
+        venv, uv_cache = work / f"venv-{len(trees)}", work / f"uv-cache-{len(trees)}"
+        trees.extend((venv, uv_cache))
         uv_env = {**env, "UV_CACHE_DIR": str(uv_cache), "VIRTUAL_ENV": str(venv)}
         subprocess.run([uv, "venv", "-q", str(venv)], env=uv_env, check=True)
         wall, cpu, _ = timed([uv, "pip", "install", "-q", "--offline", "--no-deps", "--python", str(venv / "bin" / "python"),
                               *map(str, wheels)], uv_env)
         record(UV, wall, cpu)
-        remove(venv)
-        remove(uv_cache)
+
+    def settle() -> None:
+        """Delete the round's trees, sync, and wait out ext4's recently-deleted window (module docstring)."""
+        for tree in trees:
+            remove(tree)
+        trees.clear()
+        os.sync()
+        if settle_s:
+            time.sleep(settle_s)
 
     spread = spread_directories(work)
     load_before = os.getloadavg()
@@ -322,10 +339,14 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
             for k in range(len(steps)):
                 os.sync()
                 steps[(i + k) % len(steps)](i)
+            if i + 1 < runs:
+                settle()
+        for tree in trees:
+            remove(tree)
     load_after = os.getloadavg()
     return {"rows": rows, "setup": setup, "load": (load_before, load_after), "nar_bytes": nar_bytes, "cache_bytes": cache_bytes,
             "wheel_bytes": sum(w.stat().st_size for w in wheels), "wheels": len(wheels), "paths": len(closure),
-            "namespaces": namespaces, "jobs": jobs, "spread": spread}
+            "namespaces": namespaces, "jobs": jobs, "spread": spread, "settle": settle_s}
 
 
 def report(result: dict, runs: int) -> None:
@@ -344,6 +365,8 @@ def report(result: dict, runs: int) -> None:
     for name, row in rows.items():
         print(f"| {name} | {wall[name]:.2f} | {min(row['wall']):.2f}–{max(row['wall']):.2f} | {wall[name] / wall[UV]:.2f} "
               f"| {cpu[name]:.2f} | {cpu[name] / max(cpu[UV], 1e-9):.2f} |")
+    print(f"\nrows' trees deleted at each round's end, then sync and {result.get('settle', 0):g} s of waiting before the next "
+          "round (ext4's recently-deleted inodes: see the module docstring)")
     print(f"\nwork directory marked as a top of directory hierarchies (chattr +T, rows' trees in fresh block groups): "
           f"{'yes' if result.get('spread') else 'no (not ext4, or chattr missing): rows may pay for the last row deletions'}")
     if not result["namespaces"]:
@@ -361,13 +384,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attr", action="append", help=f"full mode: attributes whose closure is copied (default {ATTRS})")
     parser.add_argument("--peer-src", help="the src/ of another checkout: its substitution rows too, same rounds")
     parser.add_argument("-j", "--jobs", type=int, help="copy --from -j N in every substitution row (default: the command's)")
+    parser.add_argument("--settle", type=float, help="seconds to wait after each round's deletions (default: 61 in full mode, "
+                        "0 in tiny mode): ext4 without a journal makes inode creation slow for 60 s after deletions")
     args = parser.parse_args(argv)
     peer = Path(args.peer_src).resolve() if args.peer_src else None
     if args.tiny:
         work = Path(tempfile.mkdtemp(prefix="bench-subst-tiny-"))
         try:
             store_dir, closure, wheels = tiny_closure(work)
-            result = bench(store_dir, closure, wheels, work, 1, peer, args.jobs)
+            result = bench(store_dir, closure, wheels, work, 1, peer, args.jobs, args.settle or 0.0)
         finally:
             remove(work)
         report(result, 1)
@@ -378,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     closure, wheels, mirror = full_closure(store_dir, args.attr or ATTRS)
     work = Path(tempfile.mkdtemp(prefix="bench-subst-", dir=store_dir.parent))
     try:
-        result = bench(store_dir, closure, wheels, work, args.runs, peer, args.jobs)
+        result = bench(store_dir, closure, wheels, work, args.runs, peer, args.jobs, 61.0 if args.settle is None else args.settle)
     finally:
         remove(work)
         remove(mirror)

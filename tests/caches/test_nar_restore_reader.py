@@ -1,5 +1,6 @@
 """nar_restore's reader: whatever the chunk boundaries, the same tree and hash; a file's entry is a
-dozen reads; every malformed token is still refused."""
+dozen reads; every malformed token is still refused; a `readinto` source fills one reused buffer, and
+file contents reach `os.write` as views of it (no copy), whatever it overwrites next."""
 
 from __future__ import annotations
 
@@ -46,6 +47,25 @@ class _Chunks:
         return out
 
 
+class _IntoChunks:
+    """A source with `readinto` only, filling at most `size` bytes a call (fewer at random: short reads)."""
+
+    def __init__(self, data: bytes, size: int, seed: int = 0) -> None:
+        self.data, self.size, self.at, self.rng = data, size, 0, random.Random(seed)
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self.size, len(self.data) - self.at)
+        if n > 1 and self.rng.random() < 0.3:
+            n = self.rng.randrange(1, n)
+        buffer[:n] = self.data[self.at : self.at + n]
+        self.at += n
+        return n
+
+
+def _source(kind: str, data: bytes, size: int):
+    return _Chunks(data, size) if kind == "read" else _IntoChunks(data, size, seed=size)
+
+
 def _tree(rng: random.Random) -> bytes:
     entries = []
     for i, name in enumerate(sorted(rng.sample([b"a", b"bb", b"c.h", b"d" * 13, b"exe", b"lnk", b"sub", b"z" * 40], 6))):
@@ -58,13 +78,14 @@ def _tree(rng: random.Random) -> bytes:
     return _s(b"nix-archive-1") + _dir(*entries)
 
 
+@pytest.mark.parametrize("kind", ["read", "readinto"])
 @pytest.mark.parametrize("size", [1, 3, 8, 13, 64, 4096, 1 << 17])
-def test_any_chunk_size_gives_the_same_tree_and_hash(tmp_path, size):
+def test_any_chunk_size_gives_the_same_tree_and_hash(tmp_path, size, kind):
     rng = random.Random(size)
     for round_ in range(3):
         stream = _tree(rng)
         out = tmp_path / f"out-{round_}"
-        reader = restore(HashingReader(_Chunks(stream, size), chunk=size), out)
+        reader = restore(HashingReader(_source(kind, stream, size), chunk=size), out)
         assert reader.sha256.digest() == hashlib.sha256(stream).digest() and reader.size == len(stream)
         # The tree dumps back to the very same NAR.
         assert b"".join(nar.dump(out)) == stream
@@ -102,13 +123,14 @@ def test_a_directory_entry_is_a_dozen_reads_not_three_per_token(tmp_path):
     (lambda s: s[:-16 * 3 - 4], "truncated"),
     (lambda s: s + b"\0" * 8, "trailing"),
 ])
-def test_malformed_tokens_are_refused_at_any_chunk_size(tmp_path, size, bad, match):
+@pytest.mark.parametrize("kind", ["read", "readinto"])
+def test_malformed_tokens_are_refused_at_any_chunk_size(tmp_path, size, bad, match, kind):
     good = _s(b"nix-archive-1") + _dir((b"a", _file(b"hello")), (b"b", _dir((b"c", _file(b"x" * 9)))))
-    restore(HashingReader(_Chunks(good, size), chunk=size), tmp_path / "good")
+    restore(HashingReader(_source(kind, good, size), chunk=size), tmp_path / "good")
     stream = bad(good)
     assert stream != good
     with pytest.raises(NarFormatError, match=match):
-        restore(HashingReader(_Chunks(stream, size), chunk=size), tmp_path / "out")
+        restore(HashingReader(_source(kind, stream, size), chunk=size), tmp_path / "out")
 
 
 def test_the_declared_size_bounds_the_read(tmp_path):
@@ -116,3 +138,46 @@ def test_the_declared_size_bounds_the_read(tmp_path):
     with pytest.raises(NarFormatError, match="longer than the 999 bytes"):
         restore(HashingReader(io.BytesIO(stream), chunk=64, limit=999), tmp_path / "out")
     restore(HashingReader(io.BytesIO(stream), chunk=64, limit=len(stream)), tmp_path / "ok")
+
+
+def test_contents_reach_write_as_views_of_one_reused_buffer(tmp_path, monkeypatch):
+    """Issue 34: no copy of file contents in Python. Every `os.write` of a zstd NAR's contents gets a
+    view of the reader's one buffer (bytes slices before: a copy of each file's first and last piece)."""
+    import zstandard
+
+    from cudapkgs.store import nar_restore
+
+    rng = random.Random(7)
+    stream = _s(b"nix-archive-1") + _dir(*((b"f%02d" % i, _file(rng.randbytes(rng.randrange(1, 70000)))) for i in range(40)))
+    compressed = zstandard.ZstdCompressor().compress(stream)
+    given = []
+    real_write = os.write
+
+    def write(fd, data):
+        given.append(data)
+        return real_write(fd, data)
+
+    monkeypatch.setattr(nar_restore.os, "write", write)
+    source = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(compressed), read_across_frames=True)
+    reader = restore(HashingReader(source, chunk=1 << 16), tmp_path / "out")
+    assert reader.sha256.digest() == hashlib.sha256(stream).digest()
+    assert b"".join(nar.dump(tmp_path / "out")) == stream
+    assert given and all(isinstance(d, memoryview) for d in given)
+    assert len({id(d.obj) for d in given}) == 1  # one buffer, reused for every chunk
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 4096])
+def test_a_scanner_sees_the_same_bytes_from_a_reused_buffer(tmp_path, size):
+    """The scanner keeps a tail of each piece across reads: from a reused buffer it gets copies, so a
+    store path split across two reads (or many) is still found, and nothing else is."""
+    from cudapkgs.store.paths import hash_part
+
+    store_dir = "/nix/store"
+    wanted = f"{store_dir}/{'a' * 32}-dep"
+    other = f"{store_dir}/{'b' * 32}-other"
+    body = os.urandom(333) + wanted.encode() + b"x" * 50 + os.urandom(size * 3)
+    stream = _s(b"nix-archive-1") + _dir((b"f", _file(body)), (b"g", _file(b"nothing here" * 40)))
+    scanner = nar.ReferenceScanner(nar.Candidates({hash_part(p): p for p in (wanted, other)}), store_dir)
+    restore(HashingReader(_IntoChunks(stream, size, seed=size), chunk=size), tmp_path / "out", scanner=scanner)
+    found, _ = scanner.results()
+    assert found == {"a" * 32}

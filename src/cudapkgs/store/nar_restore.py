@@ -58,6 +58,12 @@ class HashingReader:
     68,000 fewer calls for the CUDA compile closure) and is never copied into a larger buffer:
     a token that straddles two chunks is the only thing joined. Once `at_end()` is True every
     byte read was handed out, so `sha256` covers exactly the bytes handed out (`restore` checks that).
+
+    A `source` with `readinto` (python-zstandard's stream reader, `HashingFile`, an HTTP response)
+    fills one reused buffer of `chunk` bytes (no bytes object per chunk); any other source's chunks are
+    wrapped in a memoryview. Either way file contents reach `os.write` as views, never copied (a file's
+    first and last pieces were copies before). What outlives the next read (tokens, a scanner's piece)
+    is copied.
     """
 
     def __init__(self, source: _Source | BinaryIO, chunk: int = CHUNK, limit: int | None = None) -> None:
@@ -67,12 +73,22 @@ class HashingReader:
         self.sha256 = hashlib.sha256()
         self.size = 0  # bytes handed out
         self._read = 0  # bytes read from `source`
-        self._buf = b""
+        self._buf: bytes | memoryview = b""
         self._pos = 0
+        readinto = getattr(source, "readinto", None)
+        self._into = readinto if callable(readinto) else None
+        self._view = memoryview(bytearray(chunk)) if self._into is not None else None
 
-    def _next(self) -> bytes:
-        """The next chunk of `source` (hashed and counted), b"" at its end; NarFormatError past `limit`."""
-        data = self.source.read(self.chunk)
+    def _next(self) -> bytes | memoryview:
+        """The next chunk of `source` (hashed and counted), empty at its end; NarFormatError past `limit`.
+
+        With a `readinto` source the chunk is a view of the reused buffer, valid until the next call.
+        """
+        if self._view is not None:
+            n = self._into(self._view)  # type: ignore[misc]
+            data: bytes | memoryview = self._view[:n] if n else b""
+        else:
+            data = memoryview(self.source.read(self.chunk))  # slices of it are views too, not copies
         if data:
             self._read += len(data)
             if self.limit is not None and self._read > self.limit:
@@ -81,25 +97,25 @@ class HashingReader:
         return data
 
     def read_exact(self, n: int) -> bytes:
-        """Exactly `n` bytes (n small); NarFormatError at a premature end."""
+        """Exactly `n` bytes (n small), as bytes; NarFormatError at a premature end."""
         pos = self._pos
         end = pos + n
         if end <= len(self._buf):
             self._pos = end
             self.size += n
-            return self._buf[pos:end]
-        parts = [self._buf[pos:]]
+            return bytes(self._buf[pos:end])
+        parts = [bytes(self._buf[pos:])]  # copied: the next read may overwrite the buffer
         need = n - len(parts[0])
         while True:
             data = self._next()
             if not data:
                 raise NarFormatError("the NAR ends too early (truncated)")
             if len(data) >= need:
-                parts.append(data[:need])
+                parts.append(bytes(data[:need]))
                 self._buf, self._pos = data, need
                 self.size += n
                 return b"".join(parts)
-            parts.append(data)
+            parts.append(bytes(data))
             need -= len(data)
 
     def copy_to(self, fd: int, n: int, scanner: _Scanner | None = None) -> None:
@@ -114,9 +130,9 @@ class HashingReader:
                     raise NarFormatError("the NAR ends too early (truncated)")
                 self._buf = buf
             take = min(len(buf) - pos, n)
-            piece = buf if take == len(buf) else buf[pos : pos + take]
+            piece = buf if take == len(buf) else buf[pos : pos + take]  # a view when `buf` is one: no copy
             if scanner is not None:
-                scanner.chunk(piece)
+                scanner.chunk(piece if isinstance(piece, bytes) else bytes(piece))  # it keeps a tail
             written = os.write(fd, piece)
             while written < take:  # a short write (rare: a full disk is an OSError)
                 written += os.write(fd, memoryview(piece)[written:])
