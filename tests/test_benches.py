@@ -368,3 +368,26 @@ def test_bench_register_pass_tiny():
     assert [row[0] for row in table] == ["hash, then the read-only walk (before)", "one pass with nar.Freeze (now)"]
     assert all(number(row[1]) > 0 and number(row[2]) > 0 for row in table)
     assert "3062 entries" in out and "load average before " in out and "now / before: wall" in out
+
+
+def test_perf_by_process_groups_samples_by_process_and_library(tmp_path):
+    """bench/perf_by_process.py: the first busy process is cudapkgs; a child that ran torch code is an import check."""
+    main = [f"          python 100/100  ffff{i:04x} {sym} ({dso})" for i, (sym, dso) in enumerate(
+        [("isal_inflate", "/x/isal_zlib.so")] * 60 + [("sha256_block_data_order", "/usr/lib/libcrypto.so.3")] * 50
+        + [("_copy_to_iter", "[kernel.kallsyms]")] * 20 + [("copy_folio_from_iter_atomic", "[kernel.kallsyms]")] * 10
+        + [("schedule", "[kernel.kallsyms]")] * 5 + [("_PyEval_EvalFrameDefault", "/lib/libpython3.11.so.1.0")] * 30)]
+    check = ["         python3 200/200  ffff0000 at::native::x (/store/torch/lib/libtorch_cpu.so)"] * 7
+    compiler = ["         python3 300/300  ffff0000 _PyParser_ASTFromString (/lib/libpython3.11.so.1.0)"] * 9
+    script = tmp_path / "s.txt"
+    script.write_text("\n".join(main + check + compiler) + "\n")
+    out = subprocess.run([sys.executable, str(BENCH / "perf_by_process.py"), str(script), "--hz", "10"],
+                         capture_output=True, text=True, check=True).stdout
+    (table,) = tables(out)
+    got = {row[0]: number(row[1]) for row in table}
+    assert got == {"cudapkgs: ISA-L inflate": 6.0, "cudapkgs: sha256 (OpenSSL)": 5.0, "cudapkgs: the interpreter": 3.0,
+                   "cudapkgs: kernel reads (page cache to the process)": 2.0,
+                   "cudapkgs: kernel writes (the process to the page cache, block allocation)": 1.0,
+                   "cudapkgs: kernel, the rest": 0.5,
+                   "children: import checks (torch, numpy, PIL, triton, CUDA code)": 0.7,
+                   "children: python3 (byte compilation, the small import checks)": 0.9}
+    assert "the cudapkgs process 100, 1 import-check processes" in out
