@@ -325,7 +325,7 @@ def _largest_first(order: list[str], by_path: Mapping[str, Substitute], jobs: in
     session: substituting the ML closure"). The rest, larger first where the references allow: in the plain
     dependency order a 245 MiB NAR (cuda_nvcc-tools, which triton and so torch wait for) came last of the
     ML closure and unpacked alone for 0.7 of 7.1 s, and by size alone its 9 KiB reference (cudart's stubs)
-    still came late (docs/bench-speed.md, "Thirteenth session"). Every other
+    still came late (docs/bench-speed.md, "Twelfth session: substitution"). Every other
     path comes after its references (a global dependency order, the paths ahead taken out), and so after
     every path that any path it waits on waits for (a path ahead's references among the rest come before
     the rest's paths that refer to it): it waits holding its slot, and the chain it waits on ends at a path
