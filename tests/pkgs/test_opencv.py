@@ -311,6 +311,35 @@ def test_cmake_may_not_search_the_hosts_library_and_header_directories(manifests
     assert "/usr/lib/aarch64-linux-gnu" in arm and "/usr/lib/x86_64-linux-gnu" not in arm
 
 
+def test_cuda_objects_host_code_is_not_lto_compiled(manifests_dir, tmp_path):
+    # GCC 12's LTO put every .cu object's top-level fatbin asm (label `fatbinData`) in one partition and the link
+    # of libopencv_core failed (the whole sm_90 build here): with LTO on, OpenCV's C++ flags reach nvcc's host
+    # compiler without -flto; C/C++ objects keep it
+    import subprocess
+
+    from cudapkgs.pkgs.substitute import SUBSTITUTE_IN_PLACE
+
+    pkgs = _pkgs(tmp_path, cudaSupport=True).cudaPackages_13_0.pkgs
+    assert _flags(pkgs.opencv4)["ENABLE_LTO"] == "TRUE"
+    patch = pkgs.opencv4.postPatch
+    assert "CMAKE_CXX_FLAGS_CUDA" in patch
+    assert "CMAKE_CXX_FLAGS_CUDA" not in pkgs.opencv4.override(enableLto=False).postPatch
+    assert "CMAKE_CXX_FLAGS_CUDA" not in _pkgs(tmp_path).opencv4.postPatch  # no CUDA
+    # the substitution, on OpenCV 4.11.0's line, then CMake itself on the result
+    from cudapkgs.pkgs.opencv.package import CUDA_NO_LTO
+
+    (tmp_path / "cmake").mkdir()
+    (tmp_path / "cmake/OpenCVDetectCUDALanguage.cmake").write_text(
+        'set(CMAKE_CXX_FLAGS "-fsigned-char -flto=auto -O3")\n  set(CMAKE_CXX_FLAGS_CUDA ${CMAKE_CXX_FLAGS})\n'
+        'message("${CMAKE_CXX_FLAGS_CUDA}")\n')
+    subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + CUDA_NO_LTO], cwd=tmp_path, check=True)
+    import shutil
+    if shutil.which("cmake"):
+        out = subprocess.run(["cmake", "-P", "cmake/OpenCVDetectCUDALanguage.cmake"], cwd=tmp_path,
+                             capture_output=True, text=True, check=True).stderr
+        assert "-flto" not in out and "-fsigned-char" in out and "-O3" in out
+
+
 def test_cuda_13_sets_patch_the_apis_cuda_13_removed(manifests_dir, tmp_path):
     # OpenCV 4.11.0 calls nppGetStreamContext and cudaDeviceProp fields that CUDA 13 removed (pkgs/opencv/cuda13.py).
     pkgs = _pkgs(tmp_path)

@@ -93,6 +93,16 @@ NEEDS_DOWNLOAD = ("gapi", "xfeatures2d", "face", "wechat_qrcode")  # gapi: also 
 # Nixpkgs' postPatch: drop the block that adds /usr paths to FIND_LIBRARY's search (4.x.nix).
 POST_PATCH = r"""sed -i '/Add these standard paths to the search paths for FIND_LIBRARY/,/^\s*$/{d}' CMakeLists.txt
 """
+# With LTO (4.x.nix's default) and CUDA as a CMake language, OpenCV hands its C++ flags, -flto=auto among them,
+# to nvcc's host compiler (`-Xcompiler=${CMAKE_CXX_FLAGS_CUDA}`, cmake/OpenCVUtils.cmake, after CUDA_NVCC_FLAGS:
+# a -fno-lto there loses). Every .cu object's host code then carries nvcc's fatbin as top-level asm with the
+# same local label, and GCC's LTO emits all top-level asm into one partition: "symbol `fatbinData' is already
+# defined" linking libopencv_core (measured here: the whole sm_90 build, GCC 12.2, 2 cores; GCC 13.3 on 16
+# cores linked). The CUDA objects' host code is compiled without LTO; C and C++ objects keep it.
+CUDA_NO_LTO = ("substituteInPlace cmake/OpenCVDetectCUDALanguage.cmake --replace-fail "
+               "'set(CMAKE_CXX_FLAGS_CUDA ${CMAKE_CXX_FLAGS})' "
+               "'set(CMAKE_CXX_FLAGS_CUDA ${CMAKE_CXX_FLAGS})\n"
+               "string(REGEX REPLACE \"-flto(=[a-z0-9]+)?\" \"\" CMAKE_CXX_FLAGS_CUDA \"${CMAKE_CXX_FLAGS_CUDA}\")'\n")
 POST_UNPACK_CONTRIB = 'cp -r --no-preserve=mode "$contribSrc/modules" "$NIX_BUILD_TOP/source/opencv_contrib"\n'
 # Libraries 4.x.nix links that cudapkgs packages no version of: their modules are off and CMake may not look
 # for them on the host (option, Nixpkgs' input, CMake package, module). Nixpkgs' hdf5 feeds contrib's `hdf`;
@@ -390,13 +400,17 @@ def opencv4(
         return flags
 
     def post_patch() -> str:
+        from ..substitute import SUBSTITUTE_IN_PLACE
+
+        text = POST_PATCH
+        if cuda and enableLto:
+            text += SUBSTITUTE_IN_PLACE + CUDA_NO_LTO
         # CUDA 13 removed APIs OpenCV 4.11.0 calls (cuda13.py); Nixpkgs' 4.11.0 is built with CUDA 12 only.
         if cuda and int(str(cudaPackages.cudaMajorVersion)) >= 13:
-            from ..substitute import SUBSTITUTE_IN_PLACE
             from .cuda13 import post_patch as cuda13_post_patch
 
-            return POST_PATCH + SUBSTITUTE_IN_PLACE + cuda13_post_patch(contrib=build_contrib)
-        return POST_PATCH
+            text += ("" if enableLto else SUBSTITUTE_IN_PLACE) + cuda13_post_patch(contrib=build_contrib)
+        return text
 
     def attrs(final: AttrSet) -> dict[str, Any]:
         cp = cudaPackages
