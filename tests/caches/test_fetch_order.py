@@ -203,3 +203,31 @@ def test_threads_stay_bounded_when_many_paths_wait_for_one_small_reference(tmp_p
         assert sorted(subs.fetch(fresh, list(found.values()), jobs=2)) == sorted([leaf, *mids])
         assert fresh.verify() == []
     assert made[0] <= 2 + 2 * 2
+
+
+def test_after_the_largest_the_rest_go_larger_first_where_references_allow():
+    """The rest of the closure is taken in a dependency order that prefers the larger NAR: in the plain
+    order a 245 MiB NAR that triton (and so torch) waited for came last and unpacked alone at the end of
+    the ML closure. References still come before the paths that refer to them."""
+    from types import SimpleNamespace
+
+    from cudapkgs.store.caches.substitution import _largest_first, _topological
+
+    sizes = {"torch": 1100, "cudnn": 880, "cublas": 570, "triton": 550, "a-small": 1, "b-small": 2, "c-small": 3,
+             "nvcc-tools": 245, "nvcc-dep": 4, "numpy": 68, "app": 5}
+    refs_of = {"torch": ["triton", "cudnn", "cublas", "a-small"], "triton": ["nvcc-tools"], "nvcc-tools": ["nvcc-dep"],
+               "numpy": ["b-small"], "app": ["torch", "numpy", "c-small"]}
+    refs_of = {p: refs_of.get(p, []) for p in sizes}
+    by_path = {p: SimpleNamespace(info=SimpleNamespace(nar_size=n)) for p, n in sizes.items()}
+    order = _topological(refs_of)
+    start, ahead = _largest_first(order, by_path, 2, refs_of)
+    assert start[:4] == ["torch", "cudnn", "cublas", "triton"] and ahead == set(start[:4])
+    rest = start[4:]
+    assert sorted(rest) == sorted(set(sizes) - ahead)
+    for p in rest:  # a dependency order among the rest
+        assert all(rest.index(r) < rest.index(p) for r in refs_of[p] if r in rest)
+    # nvcc-tools and its small reference first (the reference weighs what nvcc-tools does), then numpy's
+    # reference and numpy, then the small paths; by size alone nvcc-dep (4) came after c-small (3)
+    assert rest == ["nvcc-dep", "nvcc-tools", "b-small", "numpy", "c-small", "a-small", "app"]
+    # one job: the plain dependency order, nothing moved
+    assert _largest_first(order, by_path, 1, refs_of) == (order, set())

@@ -88,7 +88,8 @@ class HashingReader:
             n = self._into(self._view)  # type: ignore[misc]
             data: bytes | memoryview = self._view[:n] if n else b""
         else:
-            data = memoryview(self.source.read(self.chunk))  # slices of it are views too, not copies
+            got = self.source.read(self.chunk)
+            data = memoryview(got) if got else b""  # slices of the view are views too, not copies
         if data:
             self._read += len(data)
             if self.limit is not None and self._read > self.limit:

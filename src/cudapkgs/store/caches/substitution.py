@@ -282,7 +282,7 @@ class Substituters:
         failures: dict[str, BaseException] = {}
         pool = None
         try:
-            start, ahead = _largest_first(order, by_path, jobs)
+            start, ahead = _largest_first(order, by_path, jobs, refs_of)
             pool = _Threads(one, [by_path[p] for p in start], max(1, jobs), "cudapkgs-substitute",
                             on_skip=never_started, start=False)
             pool.start()
@@ -309,9 +309,12 @@ class Substituters:
 AHEAD_PER_JOB = 2
 
 
-def _largest_first(order: list[str], by_path: Mapping[str, Substitute], jobs: int) -> tuple[list[str], set[str]]:
+def _largest_first(order: list[str], by_path: Mapping[str, Substitute], jobs: int,
+                   refs_of: Mapping[str, Sequence[str]] | None = None) -> tuple[list[str], set[str]]:
     """(the order to take the paths in, the paths taken ahead of their turn): the `AHEAD_PER_JOB * jobs`
-    largest NARs first, largest first, then the rest in `order` (dependencies first); nothing moved at one job.
+    largest NARs first, largest first, then the rest in a dependency order (`refs_of`: references first;
+    without it, `order`) that takes next the path with the largest NAR among it and the paths waiting on
+    it (`_largest_ready_first`); nothing moved at one job.
 
     The largest first is the longest-processing-time rule: the jobs end together, instead of the largest
     NAR (torch's 1.1 GiB of the ML closure's 5.2) unpacking alone at the end. Unpacking does not wait for
@@ -319,18 +322,69 @@ def _largest_first(order: list[str], by_path: Mapping[str, Substitute], jobs: in
     its worker's slot to the next path while it waits (`_Threads.yield_slot`): before, only the largest
     was moved first and kept its slot, and at ``-j 2`` torch's worker sat idle while the other unpacked the
     remaining 4 GiB (py-spy: 25 % of the workers' samples in that wait; docs/bench-speed.md, "Tenth
-    session: substituting the ML closure"). Every other path comes after its references in `order`, and
-    so after every path that any path it waits on waits for (a path ahead's references among the rest come
-    before the rest's paths that refer to it): it waits holding its slot, and the chain it waits on ends
-    at a path that runs. So at most `jobs` plus the paths ahead are threads at once, whatever the closure's
-    size (a thread for every waiting path would be a thread, a store connection and a lock per path).
+    session: substituting the ML closure"). The rest, larger first where the references allow: in the plain
+    dependency order a 245 MiB NAR (cuda_nvcc-tools, which triton and so torch wait for) came last of the
+    ML closure and unpacked alone for 0.7 of 7.1 s, and by size alone its 9 KiB reference (cudart's stubs)
+    still came late (docs/bench-speed.md, "Twelfth session: substitution"). Every other
+    path comes after its references (a global dependency order, the paths ahead taken out), and so after
+    every path that any path it waits on waits for (a path ahead's references among the rest come before
+    the rest's paths that refer to it): it waits holding its slot, and the chain it waits on ends at a path
+    that runs. So at most `jobs` plus the paths ahead are threads at once, whatever the closure's size (a
+    thread for every waiting path would be a thread, a store connection and a lock per path).
     """
     if jobs < 2:
         return order, set()  # one at a time: each registers as soon as it is unpacked
     rank = {p: i for i, p in enumerate(order)}
     ahead = sorted(order, key=lambda p: (-by_path[p].info.nar_size, rank[p]))[: AHEAD_PER_JOB * jobs]
     taken = set(ahead)
-    return ahead + [p for p in order if p not in taken], taken
+    if refs_of is None:
+        return ahead + [p for p in order if p not in taken], taken
+    return ahead + _largest_ready_first(order, refs_of, {p: by_path[p].info.nar_size for p in order}, taken), taken
+
+
+def _largest_ready_first(order: list[str], refs_of: Mapping[str, Sequence[str]], size: Mapping[str, int],
+                         exclude: Iterable[str] = ()) -> list[str]:
+    """The paths of `order` (a dependency order of `refs_of`) but `exclude`, again in a dependency order of
+    all of `order` (`exclude` taken out after: a path still comes after what it waits on through them):
+    of the paths whose references are all placed, the one with the largest weight next, a path's weight
+    being the largest `size` of it and of every path not excluded that (transitively) refers to it, so a
+    small reference of a large path goes as early as the large path could (ties: `size`, then `order`'s).
+    Excluded paths are placed as soon as their references are. Kahn's algorithm with a heap;
+    O(n log n + edges)."""
+    import heapq
+
+    excluded = set(exclude)
+    rank = {p: i for i, p in enumerate(order)}
+    missing = {p: 0 for p in order}
+    users: dict[str, list[str]] = {p: [] for p in order}
+    for p in order:
+        for r in set(refs_of.get(p, ())):
+            if r in rank and r != p:
+                missing[p] += 1
+                users[r].append(p)
+    weight: dict[str, int] = {}
+    for p in reversed(order):  # users come after their references in `order`: each weight is known when needed
+        weight[p] = max([0 if p in excluded else size[p], *(weight[u] for u in users[p])])
+
+    def key(p: str) -> tuple[int, int, int, str]:
+        return (-(1 << 62), 0, rank[p], p) if p in excluded else (-weight[p], -size[p], rank[p], p)
+
+    ready = [key(p) for p in order if not missing[p]]
+    heapq.heapify(ready)
+    out: list[str] = []
+    placed = 0
+    while ready:
+        *_, p = heapq.heappop(ready)
+        placed += 1
+        if p not in excluded:
+            out.append(p)
+        for u in users[p]:
+            missing[u] -= 1
+            if not missing[u]:
+                heapq.heappush(ready, key(u))
+    if placed != len(order):  # a cycle: `order` would not exist (topological_order raised before)
+        return [p for p in order if p not in excluded]
+    return out
 
 
 class _Threads:
