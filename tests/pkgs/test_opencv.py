@@ -178,6 +178,7 @@ def test_jetson_capability_on_x86_64_is_an_evaluation_error(manifests_dir, tmp_p
         pkgs.cudaPackages_12_8.pkgs.opencv
     message = str(info.value)
     assert "cudaCapabilities" in message and "cudaPackages_12_8" in message and "aarch64-linux" in message
+    assert "--system aarch64-linux" in message  # what to do: evaluate for the Jetson host
 
 
 def test_enable_cudnn_without_a_usable_cudnn_is_an_evaluation_error(manifests_dir, tmp_path):
@@ -191,7 +192,8 @@ def test_enable_cudnn_without_a_usable_cudnn_is_an_evaluation_error(manifests_di
     with pytest.raises(EvalError) as info:
         opencv.override(enableCudnn=True)
     message = str(info.value)
-    assert "enableCudnn" in message and "cudaPackages_12_8" in message and "not available" in message
+    assert "enableCudnn" in message and "cudaPackages_12_8" in message and "unfree" in message
+    assert "allowUnfree=true" in message  # the cause (cuDNN's license) and the setting that allows it
 
 
 def test_enable_cudnn_with_cudnn_adds_it(manifests_dir, tmp_path):

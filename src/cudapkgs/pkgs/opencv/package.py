@@ -193,13 +193,16 @@ def _set_name(cudaPackages: Any) -> str:
     return "cudaPackages_" + str(cudaPackages.cudaMajorMinorVersion).replace(".", "_")
 
 
-def check_cuda(cudaPackages: Any, *, enableCudnn: bool, what: str = "opencv4") -> None:
+def check_cuda(cudaPackages: Any, *, enableCudnn: bool, what: str = "opencv4", config: Any = None) -> None:
     """Evaluation-time checks of a CUDA build of `what` against `cudaPackages`, before any build.
 
     Raises `EvalError` naming the option and the set: capabilities the set's nvcc cannot build or
     Jetson capabilities on a non-aarch64 host (the set's backendStdenv assertions, Nixpkgs'
     cuda-modules/packages/backendStdenv.nix), or ``enableCudnn`` where the set has no available
-    cuDNN (no ``cudnn`` member, or its ``meta.available`` false for this platform and config).
+    cuDNN (no ``cudnn`` member, or its ``meta.available`` false for this platform and config). With
+    `config`, a cuDNN unavailable only because its license is not allowed is said so, with the setting
+    that allows it (`licenses.check_unfree_allowed`'s message); a Jetson capability on another host names
+    ``--system aarch64-linux``.
     """
     from ...errors import CudapkgsError
 
@@ -212,6 +215,7 @@ def check_cuda(cudaPackages: Any, *, enableCudnn: bool, what: str = "opencv4") -
         raise EvalError(
             f"{what} (enableCuda): config cudaCapabilities cannot be built by {set_name} "
             f"(CUDA {cudaPackages.cudaMajorMinorVersion}): " + " ".join(line.strip() for line in first)
+            + (" (a Jetson capability: evaluate for --system aarch64-linux)" if "aarch64" in str(error) else "")
             + f"; choose capabilities `cudapkgs capabilities --cuda {cudaPackages.cudaMajorMinorVersion}` marks"
             " supported, or another set (cudaPackages_X_Y.pkgs)"
         ) from None
@@ -226,6 +230,14 @@ def check_cuda(cudaPackages: Any, *, enableCudnn: bool, what: str = "opencv4") -
             try:
                 if not cudnn.meta.get("available", True):
                     reason = "has a cudnn that is not available here (meta.available is false: platform, license or broken)"
+                    if config is not None:
+                        from ...errors import UnfreeLicenseError
+                        from ...licenses import check_unfree_allowed
+
+                        try:
+                            check_unfree_allowed(config, cudnn, name=cudnn.name)
+                        except UnfreeLicenseError as unfree:
+                            reason = f"has a cudnn this configuration's unfree settings do not allow ({unfree})"
             except CudapkgsError as error:
                 reason = f"has a cudnn that does not evaluate ({error})"
         if reason:
@@ -309,7 +321,7 @@ def opencv4(
         if value and not cuda:
             raise EvalError(f"{what}: {option} = true needs enableCuda (config cudaSupport); turn it on or {option} off")
     if cuda:
-        check_cuda(cudaPackages, enableCudnn=enableCudnn, what=what)
+        check_cuda(cudaPackages, enableCudnn=enableCudnn, what=what, config=config)
     modules = list(enabledModules)
     if enablePython and pythonPackages is None:
         pythonPackages = python3Packages
