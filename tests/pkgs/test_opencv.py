@@ -178,7 +178,7 @@ def test_jetson_capability_on_x86_64_is_an_evaluation_error(manifests_dir, tmp_p
         pkgs.cudaPackages_12_8.pkgs.opencv
     message = str(info.value)
     assert "cudaCapabilities" in message and "cudaPackages_12_8" in message and "aarch64-linux" in message
-    assert "--system aarch64-linux" in message  # what to do: evaluate for the Jetson host
+    assert "8.7: Jetson, evaluate for --system aarch64-linux" in message  # what to do
 
 
 def test_enable_cudnn_without_a_usable_cudnn_is_an_evaluation_error(manifests_dir, tmp_path):
@@ -335,11 +335,28 @@ def test_cuda_objects_host_code_is_not_lto_compiled(manifests_dir, tmp_path):
         'set(CMAKE_CXX_FLAGS "-fsigned-char -flto=auto -O3")\n  set(CMAKE_CXX_FLAGS_CUDA ${CMAKE_CXX_FLAGS})\n'
         'message("${CMAKE_CXX_FLAGS_CUDA}")\n')
     subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + CUDA_NO_LTO], cwd=tmp_path, check=True)
+    patched = (tmp_path / "cmake/OpenCVDetectCUDALanguage.cmake").read_text()
+    assert 'string(REGEX REPLACE "-flto(=[a-z0-9]+)?" "" CMAKE_CXX_FLAGS_CUDA' in patched
+
+
+def test_cuda_no_lto_filter_leaves_the_other_flags(tmp_path):
+    # CMake itself runs the patched lines: -flto=auto gone, every other flag kept
     import shutil
-    if shutil.which("cmake"):
-        out = subprocess.run(["cmake", "-P", "cmake/OpenCVDetectCUDALanguage.cmake"], cwd=tmp_path,
-                             capture_output=True, text=True, check=True).stderr
-        assert "-flto" not in out and "-fsigned-char" in out and "-O3" in out
+    import subprocess
+
+    from cudapkgs.pkgs.opencv.package import CUDA_NO_LTO
+    from cudapkgs.pkgs.substitute import SUBSTITUTE_IN_PLACE
+
+    if not shutil.which("cmake"):
+        pytest.skip("needs cmake on PATH")
+    (tmp_path / "cmake").mkdir()
+    (tmp_path / "cmake/OpenCVDetectCUDALanguage.cmake").write_text(
+        'set(CMAKE_CXX_FLAGS "-fsigned-char -flto=auto -O3")\n  set(CMAKE_CXX_FLAGS_CUDA ${CMAKE_CXX_FLAGS})\n'
+        'message("${CMAKE_CXX_FLAGS_CUDA}")\n')
+    subprocess.run(["bash", "-euc", SUBSTITUTE_IN_PLACE + CUDA_NO_LTO], cwd=tmp_path, check=True)
+    out = subprocess.run(["cmake", "-P", "cmake/OpenCVDetectCUDALanguage.cmake"], cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stderr
+    assert "-flto" not in out and "-fsigned-char" in out and "-O3" in out
 
 
 def test_cuda_13_sets_patch_the_apis_cuda_13_removed(manifests_dir, tmp_path):

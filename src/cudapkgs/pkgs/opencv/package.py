@@ -212,10 +212,15 @@ def check_cuda(cudaPackages: Any, *, enableCudnn: bool, what: str = "opencv4", c
         caps = list(stdenv.cudaCapabilities)
     except CudapkgsError as error:
         first = str(error).strip().splitlines()
+        from ...db import cuda_capability_to_info
+
+        info = cuda_capability_to_info()
+        requested = list(getattr(config, "cudaCapabilities", None) or []) if config is not None else []
+        jetson = [c for c in requested if c in info and info[c]["isJetson"]]
         raise EvalError(
             f"{what} (enableCuda): config cudaCapabilities cannot be built by {set_name} "
             f"(CUDA {cudaPackages.cudaMajorMinorVersion}): " + " ".join(line.strip() for line in first)
-            + (" (a Jetson capability: evaluate for --system aarch64-linux)" if "aarch64" in str(error) else "")
+            + (f" ({', '.join(jetson)}: Jetson, evaluate for --system aarch64-linux)" if jetson else "")
             + f"; choose capabilities `cudapkgs capabilities --cuda {cudaPackages.cudaMajorMinorVersion}` marks"
             " supported, or another set (cudaPackages_X_Y.pkgs)"
         ) from None
@@ -414,15 +419,13 @@ def opencv4(
     def post_patch() -> str:
         from ..substitute import SUBSTITUTE_IN_PLACE
 
-        text = POST_PATCH
-        if cuda and enableLto:
-            text += SUBSTITUTE_IN_PLACE + CUDA_NO_LTO
+        substitutions = CUDA_NO_LTO if cuda and enableLto else ""
         # CUDA 13 removed APIs OpenCV 4.11.0 calls (cuda13.py); Nixpkgs' 4.11.0 is built with CUDA 12 only.
         if cuda and int(str(cudaPackages.cudaMajorVersion)) >= 13:
             from .cuda13 import post_patch as cuda13_post_patch
 
-            text += ("" if enableLto else SUBSTITUTE_IN_PLACE) + cuda13_post_patch(contrib=build_contrib)
-        return text
+            substitutions += cuda13_post_patch(contrib=build_contrib)
+        return POST_PATCH + (SUBSTITUTE_IN_PLACE + substitutions if substitutions else "")
 
     def attrs(final: AttrSet) -> dict[str, Any]:
         cp = cudaPackages
