@@ -12,9 +12,14 @@ build logs name (bench_torch.used_wheels: NVIDIA's, torch's and triton's from th
 pure-Python ones from their fixed-output store paths), so both sides install the same packages.
 
 Setup (timed once, printed): a signing key; ``cudapkgs copy --to file://CACHE --sign-key`` of the closure
-(zstd, signed: issue 34's team cache); ``cudapkgs serve --store STORE --sign-key`` on 127.0.0.1 (NARs
-uncompressed, serve's default, the least CPU on a fast network: its zstd mode would need a second copy
-of the compressed closure on disk, which this shared machine does not have to spare).
+(zstd, signed: issue 34's team cache); ``cudapkgs serve --store STORE --sign-key --compression zstd`` on
+127.0.0.1, as a team's server runs it: each NAR compressed once, on first demand, and kept in its
+``--cache-dir`` (here in the work directory, its ``--cache-size`` the closure's NAR bytes, so nothing is
+evicted), then sent from there with ``sendfile``. The setup warms it (untimed in the rows: a team's
+server has served the closure before): every narinfo asked for, two at a time, which makes the server
+compress that NAR; a second copy of the compressed closure on disk (2.7 GiB for the ML closure).
+``--http-uncompressed`` adds the row of a second ``serve`` with NARs uncompressed (serve's default: 2x
+the bytes over loopback, the server on the same cores).
 
 Each round, alternating in this order (rotated by one row every round), every row a child process timed
 by wait4 (wall, user + system CPU of it and its children), after an untimed ``sync`` (the write-back of
@@ -28,8 +33,8 @@ deletions; with a journal the check is off. Per round that needs disk for every 
 (about 16 GiB for the three rows).
 
 * ``cudapkgs copy --from file://CACHE --trusted-public-key K`` of the closure into an empty store;
-* ``cudapkgs copy --from http://127.0.0.1:PORT --trusted-public-key K`` (the serve above) into an empty store
-  (the server's CPU is not in the row: it is the team's machine's);
+* ``cudapkgs copy --from http://127.0.0.1:PORT --trusted-public-key K`` (the serve above, zstd) into an empty
+  store (the server's CPU is not in the row: it is the team's machine's; it shares the two cores though);
 * ``uv pip install --offline --no-deps`` of the wheels into a fresh venv (made untimed), uv's cache
   empty (``UV_CACHE_DIR`` a new directory: a teammate's new machine), wheels from a local directory.
 
@@ -71,7 +76,8 @@ from bench_torch import SETS, du, remove, uv_binary  # noqa: E402
 ATTRS = ["cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch", "cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.numpy"]
 UV = "uv pip install --offline --no-deps, uv cache empty"
 FILE = "cudapkgs copy --from file:// (zstd), empty store"
-HTTP = "cudapkgs copy --from http:// (cudapkgs serve, NARs uncompressed), empty store"
+HTTP = "cudapkgs copy --from http:// (cudapkgs serve --compression zstd), empty store"
+HTTP_PLAIN = "cudapkgs copy --from http:// (cudapkgs serve, NARs uncompressed), empty store"
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
@@ -130,11 +136,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(src: Path, store: Path, key: Path, env: dict[str, str]):
-    """`cudapkgs serve` of `store` on 127.0.0.1 (NARs uncompressed, its default); yields its URL."""
+def serving(src: Path, store: Path, key: Path, env: dict[str, str], *, cache_dir: Path | None = None,
+            cache_bytes: int = 0):
+    """`cudapkgs serve` of `store` on 127.0.0.1; yields its URL.
+
+    With `cache_dir`: ``--compression zstd``, the compressed NARs kept there (`cache_bytes` of them at
+    most); without: NARs uncompressed (serve's default).
+    """
     port = free_port()
+    zstd = ["--compression", "zstd", "--cache-dir", str(cache_dir), "--cache-size", str(cache_bytes)] if cache_dir else []
     proc = subprocess.Popen(cudapkgs(src, "serve", "--store", str(store), "--port", str(port), "--quiet", "--sign-key",
-                                     str(key)),
+                                     str(key), *zstd),
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -242,8 +254,23 @@ def full_closure(store_dir: Path, attrs: list[str]) -> tuple[list[str], list[Pat
 # -- the rounds ------------------------------------------------------------------------------------------
 
 
+def warm(url: str, closure: list[str]) -> None:
+    """Ask `url` for every narinfo of `closure`, two at a time: a zstd serve compresses each NAR then (and keeps it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(path: str) -> None:
+        name = os.path.basename(path)[:32]
+        with urllib.request.urlopen(f"{url}/{name}.narinfo", timeout=3600) as r:
+            text = r.read().decode()
+        if "Compression: zstd" not in text:
+            raise SystemExit(f"{url} does not serve {path} compressed:\n{text}")
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(ask, closure))
+
+
 def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, runs: int, peer_src: Path | None,
-          jobs: int | None = None, settle_s: float = 0.0) -> dict:
+          jobs: int | None = None, settle_s: float = 0.0, http_plain: bool = False) -> dict:
     uv = uv_binary()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CUDAPKGS_STORE")}
     src = REPO / "src"
@@ -320,13 +347,25 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
 
     spread = spread_directories(work)
     load_before = os.getloadavg()
+    result_serve_bytes = 0
     with contextlib.ExitStack() as stack:
-        url = None
+        url = plain_url = None
         if namespaces:
-            url = stack.enter_context(serving(src, store_dir, key, env))
+            serve_cache = work / "serve-cache"
+            url = stack.enter_context(serving(src, store_dir, key, env, cache_dir=serve_cache,
+                                          cache_bytes=nar_bytes + (64 << 20)))  # all of it: nothing evicted
+            start = time.perf_counter()
+            warm(url, closure)
+            setup["cudapkgs serve --compression zstd, warmed (every narinfo asked: each NAR compressed once; "
+                  "the server's CPU not counted)"] = (time.perf_counter() - start, float("nan"))
+            result_serve_bytes = du(serve_cache)
+            if http_plain:
+                plain_url = stack.enter_context(serving(src, store_dir, key, env))
         steps = [lambda i: substitute(FILE, f"file://{cache}", src)]
         if url:
             steps.append(lambda i: substitute(HTTP, url, src))
+        if plain_url:
+            steps.append(lambda i: substitute(HTTP_PLAIN, plain_url, src))
         steps.append(uv_install)
         if peer_src is not None:
             steps.append(lambda i: substitute(FILE + ", peer", f"file://{cache}", peer_src))
@@ -345,6 +384,7 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
             remove(tree)
     load_after = os.getloadavg()
     return {"rows": rows, "setup": setup, "load": (load_before, load_after), "nar_bytes": nar_bytes, "cache_bytes": cache_bytes,
+            "serve_bytes": result_serve_bytes,
             "wheel_bytes": sum(w.stat().st_size for w in wheels), "wheels": len(wheels), "paths": len(closure),
             "namespaces": namespaces, "jobs": jobs, "spread": spread, "settle": settle_s}
 
@@ -354,7 +394,7 @@ def report(result: dict, runs: int) -> None:
     jobs = f"-j {result['jobs']}" if result.get("jobs") else "copy's default -j (file://: 1 when the CPUs are contended)"
     print(f"copy --from jobs: {jobs}")
     print(f"closure: {result['paths']} store paths, NAR {result['nar_bytes'] / 2**20:.1f} MiB, zstd cache "
-          f"{result['cache_bytes'] / 2**20:.1f} MiB; wheels: {result['wheels']} files, {result['wheel_bytes'] / 2**20:.1f} MiB; "
+          f"{result['cache_bytes'] / 2**20:.1f} MiB, serve's kept zstd NARs {result.get('serve_bytes', 0) / 2**20:.1f} MiB; wheels: {result['wheels']} files, {result['wheel_bytes'] / 2**20:.1f} MiB; "
           f"runs: {runs}; {os.cpu_count()} CPUs; load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
           f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}\n")
     rows = result["rows"]
@@ -383,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", help="full mode: the private store holding the built closure")
     parser.add_argument("--attr", action="append", help=f"full mode: attributes whose closure is copied (default {ATTRS})")
     parser.add_argument("--peer-src", help="the src/ of another checkout: its substitution rows too, same rounds")
+    parser.add_argument("--http-uncompressed", action="store_true",
+                        help="also the row of a second serve with NARs uncompressed (its default)")
     parser.add_argument("-j", "--jobs", type=int, help="copy --from -j N in every substitution row (default: the command's)")
     parser.add_argument("--settle", type=float, help="seconds to wait after each round's deletions (default: 61 in full mode, "
                         "0 in tiny mode): ext4 without a journal makes inode creation slow for 60 s after deletions")
@@ -392,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tempfile.mkdtemp(prefix="bench-subst-tiny-"))
         try:
             store_dir, closure, wheels = tiny_closure(work)
-            result = bench(store_dir, closure, wheels, work, 1, peer, args.jobs, args.settle or 0.0)
+            result = bench(store_dir, closure, wheels, work, 1, peer, args.jobs, args.settle or 0.0, args.http_uncompressed)
         finally:
             remove(work)
         report(result, 1)
@@ -403,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     closure, wheels, mirror = full_closure(store_dir, args.attr or ATTRS)
     work = Path(tempfile.mkdtemp(prefix="bench-subst-", dir=store_dir.parent))
     try:
-        result = bench(store_dir, closure, wheels, work, args.runs, peer, args.jobs, 61.0 if args.settle is None else args.settle)
+        result = bench(store_dir, closure, wheels, work, args.runs, peer, args.jobs, 61.0 if args.settle is None else args.settle,
+                       args.http_uncompressed)
     finally:
         remove(work)
         remove(mirror)
