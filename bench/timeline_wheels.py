@@ -77,7 +77,6 @@ def sampler(stop: threading.Event, samples: list[tuple[float, int, list[int]]]) 
 def install_stamps() -> None:
     from cudapkgs.realise import redist, redist_source, realise, scheduler, unpack_ahead, nvcc
     from cudapkgs.store import nar, registration
-    from cudapkgs import hooks
     from cudapkgs.cli import build as cli_build
 
     stamp(cli_build, "evaluate", "evaluate")
@@ -90,7 +89,17 @@ def install_stamps() -> None:
     stamp(unpack_ahead.UnpackAhead, "take", "take")
     stamp(redist, "_fixup", "fixup")
     stamp(redist.nvcc, "arrange", "nvcc.arrange")
-    stamp(hooks, "check_no_fhs_references", "installCheck FHS")
+    # The hooks package hands out its submodules' functions (`cudapkgs.hooks._Hooks`): stamped there.
+    from importlib import import_module
+
+    for module, name in [("no_fhs_references", "check_no_fhs_references"), ("split_outputs", "split_outputs"),
+                         ("auto_patchelf", "auto_patchelf"), ("outputs_not_empty", "check_outputs_not_empty"),
+                         ("pkgconfig", "rewrite_pkgconfig"), ("lift_versioned_lib_dir", "lift_versioned_lib_dir"),
+                         ("mark_for_cudatoolkit_root", "mark_for_cudatoolkit_root")]:
+        stamp(import_module(f"cudapkgs.hooks.{module}"), name)
+    from cudapkgs import confine
+
+    stamp(confine, "check_tree_links")
     stamp(nar, "hash_and_scan_named", "NAR pass")
     stamp(registration, "_hash_and_scan_all", "NAR passes (outputs)")
     stamp(registration.Registration, "add_outputs", "add_outputs")
@@ -98,6 +107,20 @@ def install_stamps() -> None:
     from cudapkgs.store import db
 
     stamp(db.StoreDB, "register_many", "register")
+    from cudapkgs.store import files, gc, reuse
+
+    stamp(registration, "_remove_tree", "remove tree")
+    from cudapkgs.store import workdirs
+
+    stamp(workdirs, "_remove_tree", "remove work dir")
+    stamp(registration, "_freeze", "freeze")
+    stamp(reuse, "remember", "reuse.remember")
+    stamp(gc.GarbageCollector, "add_temp_roots", "add_temp_roots")
+    stamp(redist, "_remove", "remove stage")
+    from cudapkgs.fetch import record_checked, wheel_unpack
+
+    stamp(record_checked, "settled_identity", "settled_identity (waits while the wheel's last change is recent)")
+    stamp(wheel_unpack, "unpack_wheel", "unpack_wheel")
 
 
 def main(argv: list[str] | None = None) -> int:

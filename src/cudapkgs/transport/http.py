@@ -368,20 +368,56 @@ class Response:
             parts.append(data)
         return b"".join(parts)
 
+    def readinto(self, buffer: bytearray | memoryview) -> int:
+        """Fill `buffer` as `read(len(buffer))` would, returning the bytes put there (0 at the end of the body).
+
+        The bytes go from the socket straight into `buffer` (http.client's ``readinto``: no bytes object
+        per call, no copy), with every check `read` makes: the byte bound, the deadline, the low-speed
+        rule, and a body that ends before its Content-Length is a broken connection, never an end.
+        A response whose body urllib3 would have to decode (none here: bodies are asked undecoded)
+        or that urllib3 has buffered goes through `read` and one copy.
+        """
+        view = memoryview(buffer).cast("B")
+        if self._eof or self._closed or not len(view):
+            return 0
+        want = max(1, min(len(view), self._limits.max_bytes - self.received + 1))
+        raw = self._raw
+        fp = getattr(raw, "_fp", None)  # urllib3 2's http.client response: its readinto fills the caller's buffer
+        into = getattr(fp, "readinto", None)
+        if into is None or getattr(raw, "_decoder", None) is not None or len(getattr(raw, "_decoded_buffer", ())):
+            data = self._next(want, bulk=True)
+            view[: len(data)] = data
+            return len(data)
+
+        def fill() -> int:
+            n = into(view[:want])
+            if n and raw.length_remaining is not None:  # urllib3's own count, as its read keeps it
+                raw.length_remaining -= n
+            if not n and raw.length_remaining:  # http.client returns 0 at a premature end: a cut, not the end
+                raise http.client.IncompleteRead(b"", raw.length_remaining)
+            return n
+
+        return self._receive(fill)
+
     def _next(self, n: int, *, bulk: bool) -> bytes:
         if self._eof or self._closed:
             return b""
         if n is None or n < 0 or n > CHUNK:
             n = CHUNK
         want = max(1, min(n, self._limits.max_bytes - self.received + 1))
+        if bulk:
+            got = self._receive(lambda: self._raw.read(want, decode_content=False))
+        else:
+            got = self._receive(lambda: self._raw.read1(want, decode_content=False))
+        return got or b""
+
+    def _receive(self, receive: Callable[[], Any]) -> Any:
+        """`receive()` (bytes, or a count of bytes put in a buffer) under the deadline, byte bound and low-speed rule."""
         if self._watch.expired:
             self._give_up(DeadlineExceeded(self.url, self._late()))
         began = time.monotonic()
         try:
-            if bulk:
-                data = self._raw.read(want, decode_content=False)
-            else:
-                data = self._raw.read1(want, decode_content=False)
+            data = receive()
         except (_exc.HTTPError, OSError, http.client.HTTPException, ValueError) as error:
             if self._watch.expired:
                 self._give_up(DeadlineExceeded(self.url, self._late()))
@@ -392,13 +428,14 @@ class Response:
                 self._give_up(DeadlineExceeded(self.url, self._late()))
             self._eof = True
             self._finish()
-            return b""
-        self.received += len(data)
+            return data
+        got = data if isinstance(data, int) else len(data)
+        self.received += got
         if self.received > self._limits.max_bytes:
             self._give_up(TooLarge(self.url, f"sent more than the {self._limits.max_bytes} bytes allowed for it"))
         if self._watch.expired:  # a read cut short by the deadline returns what it had
             self._give_up(DeadlineExceeded(self.url, self._late()))
-        self._check_speed(time.monotonic() - began, len(data))
+        self._check_speed(time.monotonic() - began, got)
         return data
 
     def discard(self) -> None:

@@ -472,14 +472,24 @@ def _put(q, item, stop) -> bool:
 
 
 class _Counting:
+    """`raw`, telling `on_bytes` the bytes read so far; it has `readinto` when `raw` has (no copy on the way)."""
+
     def __init__(self, raw: BinaryIO, on_bytes) -> None:
         self.raw, self.on_bytes, self.done = raw, on_bytes, 0
+        if callable(getattr(raw, "readinto", None)):
+            self.readinto = self._readinto
 
     def read(self, n: int = -1) -> bytes:
         data = self.raw.read(n)
         self.done += len(data)
         self.on_bytes(self.done)
         return data
+
+    def _readinto(self, buffer) -> int:
+        n = self.raw.readinto(buffer)
+        self.done += n
+        self.on_bytes(self.done)
+        return n
 
 
 def _is_format_error(error: OSError) -> bool:

@@ -160,22 +160,65 @@ def _zstd_frames(chunks: Iterable[bytes], emit, level: int, total: int | None) -
 
 
 class HashingFile:
-    """A readable wrapper counting (and unless `hash` is False, hashing with sha256) what is read from `raw`; ValueError past `limit` bytes."""
+    """A readable wrapper counting (and unless `hash` is False, hashing with sha256) what is read from `raw`; ValueError past `limit` bytes.
+
+    It has `readinto` when `raw` has (an open file, an HTTP body): the bytes go into the caller's
+    buffer, counted and hashed there, never copied on the way.
+    """
 
     def __init__(self, raw: BinaryIO, limit: int | None = None, *, hash: bool = True) -> None:  # noqa: A002
         self.raw = raw
         self.limit = limit
         self.sha256 = hashlib.sha256() if hash else None
         self.size = 0
+        if callable(getattr(raw, "readinto", None)):
+            self.readinto = self._readinto
 
     def read(self, n: int = -1) -> bytes:
         data = self.raw.read(n if n is not None and n >= 0 else CHUNK)
+        self._count(data, len(data))
+        return data
+
+    def _readinto(self, buffer) -> int:
+        n = self.raw.readinto(buffer)
+        self._count(memoryview(buffer)[:n] if n < len(buffer) else buffer, n)
+        return n
+
+    def _count(self, data, n: int) -> None:
         if self.sha256 is not None:
             self.sha256.update(data)
-        self.size += len(data)
+        self.size += n
         if self.limit is not None and self.size > self.limit:
             raise ValueError(f"more than the declared {self.limit} bytes")
-        return data
+
+    def readable(self) -> bool:
+        return True
+
+
+class _ReusedBlocks:
+    """The compressed side of a zstd stream reader: `read(n)` fills one reused buffer of `size` bytes by `raw.readinto`.
+
+    Each `read` returns a view of that buffer (full but at the end of `raw`), so the reader gets big
+    blocks without a bytes object (and its page faults) per block. Reusing the buffer is sound only
+    because python-zstandard calls `read` again only once it has consumed the whole previous block (and
+    keeps no pointer into it): `read_decompressor_input` in indygreg/python-zstandard
+    c-ext/decompressionreader.c@0.25.0 reads only when ``input.pos == input.size`` and drops the
+    previous result first. No other reader is given one.
+    """
+
+    def __init__(self, raw: BinaryIO, size: int) -> None:
+        self._into = raw.readinto  # type: ignore[attr-defined]
+        self._view = memoryview(bytearray(size))
+
+    def read(self, n: int = -1) -> memoryview:
+        view = self._view if n is None or n < 0 or n >= len(self._view) else self._view[:n]
+        got = 0
+        while got < len(view):
+            k = self._into(view[got:])
+            if not k:
+                break
+            got += k
+        return view[:got]
 
     def readable(self) -> bool:
         return True
@@ -195,7 +238,8 @@ def decompressed_reader(raw: BinaryIO, compression: str) -> BinaryIO:
     if compression == "zstd":
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_size=_ZSTD_READ, read_across_frames=True)  # type: ignore[return-value]
+        source = _ReusedBlocks(raw, _ZSTD_READ) if callable(getattr(raw, "readinto", None)) else raw
+        return zstandard.ZstdDecompressor().stream_reader(source, read_size=_ZSTD_READ, read_across_frames=True)  # type: ignore[return-value]
     if compression == "xz":
         import lzma
 

@@ -126,7 +126,11 @@ class _Body:
         """Up to `n` bytes from one receive, each checked against the low-speed rule: a narinfo's reads."""
         return self._call(self.response.read1, n)
 
-    def _call(self, read, n: int) -> bytes:
+    def readinto(self, buffer) -> int:
+        """`buffer` filled from the socket (fewer bytes only at the end; 0 there): a NAR's bulk reads, no copy."""
+        return self._call(self.response.readinto, buffer)
+
+    def _call(self, read, n):
         from ...transport.errors import TooLarge, TransferError
 
         try:
