@@ -321,6 +321,9 @@ def test_bench_substitute_ml_tiny():
     assert table[-1][3] == "1.00" and table[-1][5] == "1.00"
     for row in table:
         assert number(row[1]) > 0 and number(row[4]) > 0, row  # wall and CPU seconds
+        system, spread = row[6].split(" ", 1)  # the system share: on this VM it carries the swing
+        low, high = (number(x) for x in spread.strip("()").split("–"))
+        assert 0 <= low <= number(system) <= high and number(system) <= number(row[4]) + 0.01, row
     wall_uv, cpu_uv = number(table[-1][1]), number(table[-1][4])
     for row in table[:-1]:  # the ratios are those of the medians printed
         assert abs(number(row[3]) - number(row[1]) / wall_uv) < 0.02 + 0.08 * number(row[3]), row
