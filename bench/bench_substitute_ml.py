@@ -45,7 +45,8 @@ must sit at the source store's own path: the substituting child runs in a privat
 file:// row moves the source store aside for the run instead (and back, whatever happens) and the HTTP
 row is left out (the table says so).  ``--peer-src DIR`` adds the same two substitution rows run with
 another checkout's ``src/`` (A/B of a change, same rounds).  Printed: medians, min–max, wall and CPU
-ratios against uv, the jobs each ``copy --from`` used, the load average before and after.
+ratios against uv, the system CPU time of each row (median, min–max: on this VM it carries the swing),
+the jobs each ``copy --from`` used, the load average before and after.
 
 Tiny mode: three synthetic wheels (~12 MiB: random and text members), a store holding their unpacked
 trees as three store paths (one refers to another), the same rows, one round, no settling wait.
@@ -82,6 +83,15 @@ HTTP_PLAIN = "cudapkgs copy --from http:// (cudapkgs serve, NARs uncompressed), 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """(wall s, CPU s of the process and its children, its output) of one child; SystemExit if it fails."""
+    wall, cpu, _, out = timed_usage(command, env)
+    return wall, cpu, out
+
+
+def timed_usage(command: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, of which system s, its output) of one child and its children; SystemExit if it fails.
+
+    The system share is printed because on this VM it carries the swing: writes into memory the guest
+    freed a while ago cost ~10x the copy (docs/bench-speed.md, "Thirteenth session")."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -92,7 +102,7 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         raise SystemExit(f"{' '.join(command[:10])} ... failed ({code}):\n{out[-4000:]}")
-    return wall, usage.ru_utime + usage.ru_stime, out
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_stime, out
 
 
 def can_unshare() -> bool:
@@ -291,11 +301,12 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
     namespaces = can_unshare()
     rows: dict[str, dict] = {}
 
-    def record(name: str, wall: float, cpu: float, jobs: str = "") -> None:
-        row = rows.setdefault(name, {"wall": [], "cpu": [], "jobs": set()})
+    def record(name: str, wall: float, cpu: float, system: float, jobs: str = "") -> None:
+        row = rows.setdefault(name, {"wall": [], "cpu": [], "system": [], "jobs": set()})
         row["wall"].append(wall)
         row["cpu"].append(cpu)
-        sys.stderr.write(f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU, load {os.getloadavg()[0]:.2f}\n")
+        row["system"].append(system)
+        sys.stderr.write(f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU ({system:.2f} system), load {os.getloadavg()[0]:.2f}\n")
         if jobs:
             row["jobs"].add(jobs)
 
@@ -309,12 +320,12 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
         command = cudapkgs(code, "copy", "--from", url, "--trusted-public-key", public, "--store", str(store_dir),
                            *(["-j", str(jobs)] if jobs else []), *closure)
         if namespaces:
-            wall, cpu, out = timed(in_empty_store(command, store_dir, empty), env)
+            wall, cpu, system, out = timed_usage(in_empty_store(command, store_dir, empty), env)
         else:
             aside = store_dir.with_name(store_dir.name + ".aside")
             os.rename(store_dir, aside)
             try:
-                wall, cpu, out = timed(command, env)
+                wall, cpu, system, out = timed_usage(command, env)
             finally:
                 remove(store_dir)
                 os.rename(aside, store_dir)
@@ -325,16 +336,16 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
             want = {os.path.basename(p) for p in closure}
             if not want <= got:
                 raise SystemExit(f"{name}: {sorted(want - got)[:3]} missing after the copy:\n{out[-2000:]}")
-        record(name, wall, cpu)
+        record(name, wall, cpu, system)
 
     def uv_install(i: int) -> None:
         venv, uv_cache = work / f"venv-{len(trees)}", work / f"uv-cache-{len(trees)}"
         trees.extend((venv, uv_cache))
         uv_env = {**env, "UV_CACHE_DIR": str(uv_cache), "VIRTUAL_ENV": str(venv)}
         subprocess.run([uv, "venv", "-q", str(venv)], env=uv_env, check=True)
-        wall, cpu, _ = timed([uv, "pip", "install", "-q", "--offline", "--no-deps", "--python", str(venv / "bin" / "python"),
-                              *map(str, wheels)], uv_env)
-        record(UV, wall, cpu)
+        wall, cpu, system, _ = timed_usage([uv, "pip", "install", "-q", "--offline", "--no-deps", "--python",
+                                            str(venv / "bin" / "python"), *map(str, wheels)], uv_env)
+        record(UV, wall, cpu, system)
 
     def settle() -> None:
         """Delete the round's trees, sync, and wait out ext4's recently-deleted window (module docstring)."""
@@ -400,11 +411,13 @@ def report(result: dict, runs: int) -> None:
     rows = result["rows"]
     wall = {k: statistics.median(v["wall"]) for k, v in rows.items()}
     cpu = {k: statistics.median(v["cpu"]) for k, v in rows.items()}
-    print("| what | median wall s | min–max s | wall × uv | CPU s | CPU × uv |")
-    print("|---|---:|---:|---:|---:|---:|")
+    system = {k: statistics.median(v["system"]) for k, v in rows.items()}
+    print("| what | median wall s | min–max s | wall × uv | CPU s | CPU × uv | of it system s (min–max) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, row in rows.items():
         print(f"| {name} | {wall[name]:.2f} | {min(row['wall']):.2f}–{max(row['wall']):.2f} | {wall[name] / wall[UV]:.2f} "
-              f"| {cpu[name]:.2f} | {cpu[name] / max(cpu[UV], 1e-9):.2f} |")
+              f"| {cpu[name]:.2f} | {cpu[name] / max(cpu[UV], 1e-9):.2f} "
+              f"| {system[name]:.2f} ({min(row['system']):.2f}–{max(row['system']):.2f}) |")
     print(f"\nrows' trees deleted at each round's end, then sync and {result.get('settle', 0):g} s of waiting before the next "
           "round (ext4's recently-deleted inodes: see the module docstring)")
     print(f"\nwork directory marked as a top of directory hierarchies (chattr +T, rows' trees in fresh block groups): "

@@ -1,6 +1,6 @@
 """A timeline of one `cudapkgs build` of the five CUDA 13.0 wheels (bench_wheels.py's closure), in process.
 
-Run:  python bench/timeline_wheels.py [--jobs auto] [--runs 1]
+Run:  python bench/timeline_wheels.py [--jobs auto] [--src OTHER_CHECKOUT/src]
 
 The build runs in this process (`cudapkgs.cli.main`) into a fresh store, with the wheel cache
 warm (as bench_wheels.py's timed rows: run that bench, or one `cudapkgs build`, once first).
@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+# --src DIR (another checkout's src/, to compare two versions): taken before anything of cudapkgs is imported.
+_SRC = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv[:-1] else str(REPO / "src")
+sys.path.insert(0, _SRC)
 sys.path.insert(0, str(REPO / "bench"))
 
 T0 = time.perf_counter()
@@ -77,7 +79,6 @@ def sampler(stop: threading.Event, samples: list[tuple[float, int, list[int]]]) 
 def install_stamps() -> None:
     from cudapkgs.realise import redist, redist_source, realise, scheduler, unpack_ahead, nvcc
     from cudapkgs.store import nar, registration
-    from cudapkgs import hooks
     from cudapkgs.cli import build as cli_build
 
     stamp(cli_build, "evaluate", "evaluate")
@@ -90,7 +91,17 @@ def install_stamps() -> None:
     stamp(unpack_ahead.UnpackAhead, "take", "take")
     stamp(redist, "_fixup", "fixup")
     stamp(redist.nvcc, "arrange", "nvcc.arrange")
-    stamp(hooks, "check_no_fhs_references", "installCheck FHS")
+    # The hooks package hands out its submodules' functions (`cudapkgs.hooks._Hooks`): stamped there.
+    from importlib import import_module
+
+    for module, name in [("no_fhs_references", "check_no_fhs_references"), ("split_outputs", "split_outputs"),
+                         ("auto_patchelf", "auto_patchelf"), ("outputs_not_empty", "check_outputs_not_empty"),
+                         ("pkgconfig", "rewrite_pkgconfig"), ("lift_versioned_lib_dir", "lift_versioned_lib_dir"),
+                         ("mark_for_cudatoolkit_root", "mark_for_cudatoolkit_root")]:
+        stamp(import_module(f"cudapkgs.hooks.{module}"), name)
+    from cudapkgs import confine
+
+    stamp(confine, "check_tree_links")
     stamp(nar, "hash_and_scan_named", "NAR pass")
     stamp(registration, "_hash_and_scan_all", "NAR passes (outputs)")
     stamp(registration.Registration, "add_outputs", "add_outputs")
@@ -98,15 +109,31 @@ def install_stamps() -> None:
     from cudapkgs.store import db
 
     stamp(db.StoreDB, "register_many", "register")
+    from cudapkgs.store import files, gc, reuse
+
+    stamp(registration, "_remove_tree", "remove tree")
+    from cudapkgs.store import workdirs
+
+    stamp(workdirs, "_remove_tree", "remove work dir")
+    stamp(registration, "_freeze", "freeze")
+    stamp(reuse, "remember", "reuse.remember")
+    stamp(gc.GarbageCollector, "add_temp_roots", "add_temp_roots")
+    stamp(redist, "_remove", "remove stage")
+    from cudapkgs.fetch import record_checked
+
+    stamp(record_checked, "settled_identity", "settled_identity (waits while the wheel's last change is recent)")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-j", "--jobs", default="auto")
     parser.add_argument("--bucket", type=float, default=0.05)
+    parser.add_argument("--src", default=_SRC, help="the src/ directory of the cudapkgs to run (default: this checkout's)")
     args = parser.parse_args(argv)
-    from bench_wheels import ATTRS, SETS
+    from bench_wheels import ATTRS, SETS  # (it puts this checkout's src/ first on sys.path)
     from scratch import scratch_dir
+
+    sys.path.insert(0, args.src)
 
     install_stamps()
     from cudapkgs.cli import main as cli_main
@@ -130,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         cpu1 = os.times()
         stop.set()
         thread.join()
+    import cudapkgs
+
+    print(f"cudapkgs from {os.path.dirname(os.path.dirname(cudapkgs.__file__))}")
     print(f"exit {code}; wall {wall:.3f} s, CPU {cpu1.user - cpu0.user + cpu1.system - cpu0.system:.3f} s; "
           f"load before {load[0]:.2f} {load[1]:.2f}, after {os.getloadavg()[0]:.2f}")
     for start, end, thread_name, what in sorted(STAMPS):

@@ -321,6 +321,9 @@ def test_bench_substitute_ml_tiny():
     assert table[-1][3] == "1.00" and table[-1][5] == "1.00"
     for row in table:
         assert number(row[1]) > 0 and number(row[4]) > 0, row  # wall and CPU seconds
+        system, spread = row[6].split(" ", 1)  # the system share: on this VM it carries the swing
+        low, high = (number(x) for x in spread.strip("()").split("–"))
+        assert 0 <= low <= number(system) <= high and number(system) <= number(row[4]) + 0.01, row
     wall_uv, cpu_uv = number(table[-1][1]), number(table[-1][4])
     for row in table[:-1]:  # the ratios are those of the medians printed
         assert abs(number(row[3]) - number(row[1]) / wall_uv) < 0.02 + 0.08 * number(row[3]), row
@@ -395,3 +398,49 @@ def test_perf_by_process_groups_samples_by_process_and_library(tmp_path):
                    "children: import checks (torch, numpy, PIL, triton, CUDA code)": 0.7,
                    "children: python3 (byte compilation, the small import checks)": 0.9}
     assert "the cudapkgs process 100, 1 import-check processes" in out
+
+
+def test_bench_zstd_oneshot_tiny():
+    """zstd's single-pass path against the streaming one: three stages, both ways, CPU and wall with ratios."""
+    out = run_bench("bench_zstd_oneshot.py", timeout=300)
+    (table,) = tables(out)
+    assert [(row[1], row[2]) for row in table] == [
+        (stage, way) for stage in ("zstd", "+ sha256", "+ restore")
+        for way in ("streaming, 512 KiB (copy --from)", "whole frames, 8 MiB (single pass)")]
+    assert all(number(row[3]) >= 0 and number(row[4]) > 0 for row in table)
+    assert all(row[5] == "1.00" for row in table[::2])
+    assert "load average before " in out
+
+
+def test_bench_zstd_oneshot_cuts_at_frame_ends():
+    """The bench's frame splitter finds every frame end libzstd finds (content size or not, checksum or not,
+    a skippable frame), and a read that holds no whole frame hands on what it has."""
+    import io
+
+    import zstandard
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        from bench_zstd_oneshot import WholeFrames, frame_end
+    finally:
+        sys.path.remove(str(BENCH))
+    data = os.urandom(300_000) + b"text " * 200_000
+    frames = [zstandard.ZstdCompressor(level=3, write_content_size=True).compress(data),
+              zstandard.ZstdCompressor(level=1, write_content_size=False, write_checksum=True).compress(data[:5000]),
+              b"\x50\x2a\x4d\x18" + (3).to_bytes(4, "little") + b"abc",
+              zstandard.ZstdCompressor(level=3).compress(b"")]
+    stream = bytearray(b"".join(frames))
+    at, ends = 0, []
+    while at < len(stream):
+        at = frame_end(stream, at, len(stream))
+        assert at is not None and at > 0
+        ends.append(at)
+    assert ends == [sum(map(len, frames[:i + 1])) for i in range(len(frames))]
+    assert frame_end(stream, 0, len(frames[0]) - 1) is None  # one byte short: not whole
+    assert frame_end(bytearray(b"not zstd at all"), 0, 15) == -1
+    pieces = WholeFrames(io.BytesIO(bytes(stream)), 1 << 16)  # a step smaller than the first frame
+    got = b""
+    while piece := pieces.read():
+        got += bytes(piece)
+    assert got == bytes(stream)
+    assert zstandard.ZstdDecompressor().stream_reader(io.BytesIO(got), read_across_frames=True).read() == data + data[:5000]

@@ -126,16 +126,47 @@ def test_a_record_that_is_not_exactly_ours_means_a_full_check(tmp_path, not_racy
 
 
 def test_a_wheel_touched_just_before_it_unpacks_still_skips_them(tmp_path, member_digests):
-    # The wheel cache touches a wheel as a build takes it (`cache.in_use`): that change settles
-    # (`settled_identity` waits out the clock's tick), and the member digests are still skipped.
+    # A wheel changed just now (touched by another build): that change settles (`settled_identity`
+    # waits out the clock's tick), and the member digests are still skipped.
     wheel, sha = _wheel(tmp_path / "w-1.0-py3-none-any.whl")
     unpack_wheel(wheel, tmp_path / "a", cuda_major=13, sha256=sha)
     member_digests.clear()
+    os.utime(wheel)
     with cache.in_use(wheel) as alive:
         assert alive
         tree = unpack_wheel(wheel, tmp_path / "b", cuda_major=13, sha256=sha)
     assert member_digests == []
     assert (tree / "include/foo.h").read_bytes() == DATA
+
+
+def test_a_wheel_taken_from_the_cache_is_unpacked_without_waiting(tmp_path, member_digests, monkeypatch):
+    # `cache.in_use` touches the wheel (its least-recently-used mark) once the block is done, not as
+    # it starts: a touch then changed the ctime of every wheel a build took, and each unpack waited
+    # 25 ms for that change to settle before its first member (`settled_identity`).
+    wheel, sha = _wheel(tmp_path / "w-1.0-py3-none-any.whl")
+    unpack_wheel(wheel, tmp_path / "a", cuda_major=13, sha256=sha)
+    member_digests.clear()
+    old = time.time() - 3600
+    os.utime(wheel, (old, old))
+    time.sleep(2 * record_checked._RACY_NS / 1e9)  # the ctime utime just set settles too
+    waits = []
+    monkeypatch.setattr(record_checked.time, "sleep", waits.append)
+    with cache.in_use(wheel) as alive:
+        assert alive and wheel.stat().st_mtime == old  # not touched before the unpack
+        tree = unpack_wheel(wheel, tmp_path / "b", cuda_major=13, sha256=sha)
+    assert waits == [] and member_digests == []
+    assert (tree / "include/foo.h").read_bytes() == DATA
+    assert time.time() - wheel.stat().st_mtime < 60  # touched once used: least recently used last
+
+
+def test_the_cache_entry_is_touched_when_the_block_fails_too(tmp_path):
+    wheel, _ = _wheel(tmp_path / "w-1.0-py3-none-any.whl")
+    old = time.time() - 3600
+    os.utime(wheel, (old, old))
+    with pytest.raises(RuntimeError), cache.in_use(wheel) as alive:
+        assert alive
+        raise RuntimeError("the unpack failed")
+    assert time.time() - wheel.stat().st_mtime < 60
 
 
 def test_the_identity_is_taken_only_once_the_last_change_is_older_than_a_tick(tmp_path):

@@ -232,11 +232,19 @@ def collect(
 
 @contextmanager
 def in_use(path: str | os.PathLike[str]) -> Iterator[bool]:
-    """Hold a shared lock marking a cache entry used while the block runs, and touch it.
+    """Hold a shared lock marking a cache entry used while the block runs, and touch it when the block ends.
 
     ``path`` is a wheel, or an archive inside a ``downloads`` entry (whose ``.inuse`` file
     is locked).  Yields False when the entry disappeared meanwhile (collected): the caller
     fetches again.
+
+    The touch (atime and mtime now: least recently used entries are collected first, `collect`)
+    comes after the block, not before it: a touch changes the file's ctime, and an unpack that
+    skips the member digests of a wheel checked before waits until the wheel's last change is
+    older than a tick of the file system's clock (`record_checked.settled_identity`, 25 ms).
+    Touched as a build took it, every wheel of a build waited those 25 ms before its first member
+    (the five CUDA 13.0 wheels: all four first unpacks at once, with nothing else to run).
+    While the block runs the shared lock keeps `collect` away, so the entry's age matters only after.
     """
     path = Path(path)
     lock_file = path if path.suffix == ".whl" else path.parent / ".inuse"
@@ -255,13 +263,15 @@ def in_use(path: str | os.PathLike[str]) -> Iterator[bool]:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         alive = os.fstat(fd).st_nlink > 0 and path.exists()
-        if alive:
-            now = time.time()
-            try:
-                os.utime(path, (now, now))
-            except OSError:
-                pass
-        yield alive
+        try:
+            yield alive
+        finally:
+            if alive:  # used, whether the block succeeded or not; the lock is still held
+                now = time.time()
+                try:
+                    os.utime(path, (now, now))
+                except OSError:  # removed by the block (a damaged entry discarded), or not ours to touch
+                    pass
     finally:
         os.close(fd)
 

@@ -21,7 +21,8 @@ identity and times before it reads (`settled_identity`) and compares them after;
 in between gives the file a later ctime, unless it falls in the same tick of the file
 system's clock as the last change (git's "racily clean" files).  So `settled_identity`
 waits until the last change is more than `_RACY_NS` old (a tick is 1-10 ms on Linux; the
-wheel cache touches a wheel just before it is unpacked) and gives None, a full check, for
+wheel cache touches a wheel once a build is done with it, `cache.in_use`, so a wheel taken from
+the cache has usually settled long before) and gives None, a full check, for
 times that are whole seconds (a coarse clock) or in the future.  A change seen after the
 unpack means unpacking again with every digest: a touch by another build is not an error.
 """
