@@ -264,3 +264,9 @@ def test_copy_to_compresses_frames_on_the_workers_jobs_asks_for(tmp_path, monkey
     assert main(["copy", "--to", f"file://{tmp_path}/b", "--store", str(tmp_path / "store"), top]) == 0
     assert seen == [2, 2]
     assert open_cache(f"file://{tmp_path}/b").narinfo(top) is not None
+    seen.clear()  # a build's --push-to uploads the same way
+    from cudapkgs.cli import build
+
+    with Store.open(tmp_path / "store") as store:
+        build._push(store, (open_cache(f"file://{tmp_path}/c"), generate("lab-2")), [top])
+    assert seen == [2, 2]
