@@ -458,3 +458,14 @@ def test_bench_zstd_oneshot_cuts_at_frame_ends():
         got += bytes(piece)
     assert got == bytes(stream)
     assert zstandard.ZstdDecompressor().stream_reader(io.BytesIO(got), read_across_frames=True).read() == data + data[:5000]
+
+
+def test_bench_http_read_tiny():
+    out = run_bench("bench_http_read.py", timeout=300)
+    (table,) = tables(out)
+    labels = [row[0] for row in table]
+    assert labels == ["read", "readinto", "file", "read + zstd + sha256", "readinto + zstd + sha256", "file + zstd + sha256"]
+    assert table[0][3] == "1.00" and table[3][3] == "1.00"
+    for row in table:
+        assert number(row[1]) >= 0 and number(row[2]) >= 0, row
+    assert "11.8 MiB" in out and "load average before" in out
