@@ -4,7 +4,8 @@ Run:  python bench/bench_copy_to.py --store /tmp/speed/cstore -r 5     (every va
       python bench/bench_copy_to.py --tiny                           (a synthetic ~8 MiB closure: CI)
 
 Both sides write zstd (level 3: zstd's and Nix's default) NARs and signed narinfos of the same paths into
-an empty cache directory, each run a child process timed by wait4 (wall, user + system CPU), alternating
+an empty cache directory (cudapkgs twice: with its default ``-j``, which compresses up to as many zstd frames
+at once as there are CPUs usable unless they are busy, and with ``-j 1``, one frame at a time), each run a child process timed by wait4 (wall, user + system CPU), alternating
 nix then cudapkgs, medians of ``-r``.  Nix reads the paths from a chroot store (``local?root=DIR``,
 ``NIX_STORE_DIR`` set to the cudapkgs store's directory, so the store paths are the same), filled once
 beforehand from a cache cudapkgs wrote (``nix copy --from``, not timed; it also proves Nix reads that
@@ -32,6 +33,7 @@ from bench_cache import _ENV, timed, tiny_store  # noqa: E402
 
 NIX = shutil.which("nix")
 OURS = "cudapkgs copy --to file:// (zstd, signed)"
+OURS_ONE = "cudapkgs copy --to file:// -j 1 (zstd, signed; frames compressed on one thread)"
 THEIRS = "nix copy --to file://?compression=zstd (signed)"
 
 
@@ -57,6 +59,7 @@ def bench(store_dir: str, paths: list[str], work: Path, runs: int) -> dict:
         commands[THEIRS] = (lambda d: [NIX, "copy", "--extra-experimental-features", "nix-command", "--from",
                                        f"local?root={work}/root", "--to", f"file://{d}?compression=zstd&secret-key={key_file}",
                                        "--option", "substituters", "", *paths], nix_env)
+    commands[OURS_ONE] = (lambda d: [*ours(d)[:4], "-j", "1", *ours(d)[4:]], env)
     commands[OURS] = (ours, env)
     rows: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": [], "bytes": []} for name in commands}
     load_before = os.getloadavg()

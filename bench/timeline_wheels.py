@@ -1,6 +1,6 @@
 """A timeline of one `cudapkgs build` of the five CUDA 13.0 wheels (bench_wheels.py's closure), in process.
 
-Run:  python bench/timeline_wheels.py [--jobs auto] [--runs 1]
+Run:  python bench/timeline_wheels.py [--jobs auto] [--src OTHER_CHECKOUT/src]
 
 The build runs in this process (`cudapkgs.cli.main`) into a fresh store, with the wheel cache
 warm (as bench_wheels.py's timed rows: run that bench, or one `cudapkgs build`, once first).
@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+# --src DIR (another checkout's src/, to compare two versions): taken before anything of cudapkgs is imported.
+_SRC = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv[:-1] else str(REPO / "src")
+sys.path.insert(0, _SRC)
 sys.path.insert(0, str(REPO / "bench"))
 
 T0 = time.perf_counter()
@@ -117,19 +119,21 @@ def install_stamps() -> None:
     stamp(reuse, "remember", "reuse.remember")
     stamp(gc.GarbageCollector, "add_temp_roots", "add_temp_roots")
     stamp(redist, "_remove", "remove stage")
-    from cudapkgs.fetch import record_checked, wheel_unpack
+    from cudapkgs.fetch import record_checked
 
     stamp(record_checked, "settled_identity", "settled_identity (waits while the wheel's last change is recent)")
-    stamp(wheel_unpack, "unpack_wheel", "unpack_wheel")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-j", "--jobs", default="auto")
     parser.add_argument("--bucket", type=float, default=0.05)
+    parser.add_argument("--src", default=_SRC, help="the src/ directory of the cudapkgs to run (default: this checkout's)")
     args = parser.parse_args(argv)
-    from bench_wheels import ATTRS, SETS
+    from bench_wheels import ATTRS, SETS  # (it puts this checkout's src/ first on sys.path)
     from scratch import scratch_dir
+
+    sys.path.insert(0, args.src)
 
     install_stamps()
     from cudapkgs.cli import main as cli_main
@@ -153,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         cpu1 = os.times()
         stop.set()
         thread.join()
+    import cudapkgs
+
+    print(f"cudapkgs from {os.path.dirname(os.path.dirname(cudapkgs.__file__))}")
     print(f"exit {code}; wall {wall:.3f} s, CPU {cpu1.user - cpu0.user + cpu1.system - cpu0.system:.3f} s; "
           f"load before {load[0]:.2f} {load[1]:.2f}, after {os.getloadavg()[0]:.2f}")
     for start, end, thread_name, what in sorted(STAMPS):

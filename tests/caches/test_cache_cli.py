@@ -240,3 +240,33 @@ def test_plan_what_if_names_its_own_bad_input(tmp_path):
     assert 'did you mean "cudaCapabilities"' in typo and "--set" not in typo
     shape = one_line_error(run_cli("plan", "--what-if", "garbage", "saxpy", env=env))
     assert "--what-if 'garbage': expected KEY=VALUE" in shape and "--set" not in shape, shape
+
+
+def test_copy_to_compresses_frames_on_the_workers_jobs_asks_for(tmp_path, monkeypatch, capsys):
+    """`copy --to -j N` compresses N zstd frames at once; without -j, as many as `compress_workers` says."""
+    from cudapkgs.cli import main
+    from cudapkgs.store.caches import base, substitution
+
+    with Store.open(tmp_path / "store") as store:
+        _dep, top = make_closure(store, size=1000)
+    seen: list[int] = []
+    real = base.Cache.upload
+
+    def upload(self, store, path, **options):
+        seen.append(options.get("workers"))
+        return real(self, store, path, **options)
+
+    monkeypatch.setattr(base.Cache, "upload", upload)
+    monkeypatch.setattr(substitution, "compress_workers", lambda: 2)
+    assert main(["copy", "--to", f"file://{tmp_path}/a", "-j", "3", "--store", str(tmp_path / "store"), top]) == 0
+    assert seen == [3, 3]
+    seen.clear()
+    assert main(["copy", "--to", f"file://{tmp_path}/b", "--store", str(tmp_path / "store"), top]) == 0
+    assert seen == [2, 2]
+    assert open_cache(f"file://{tmp_path}/b").narinfo(top) is not None
+    seen.clear()  # a build's --push-to uploads the same way
+    from cudapkgs.cli import build
+
+    with Store.open(tmp_path / "store") as store:
+        build._push(store, (open_cache(f"file://{tmp_path}/c"), generate("lab-2")), [top])
+    assert seen == [2, 2]

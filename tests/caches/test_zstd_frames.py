@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 
+import pytest
 import zstandard
 
 from cache_helpers import fresh_store_like
@@ -87,3 +88,70 @@ def test_a_nar_of_many_frames_substitutes_with_its_hash_checked(tmp_path, monkey
         assert open(os.path.join(path, "data"), "rb").read() == body
     finally:
         fresh.close()
+
+
+def _inline(payload: bytes, chunk: int) -> bytes:
+    out = io.BytesIO()
+    compression.compress_stream([payload[i : i + chunk] for i in range(0, len(payload), chunk)], out, "zstd",
+                                total=len(payload), workers=1)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_frames_compressed_on_threads_come_out_in_order(monkeypatch, workers):
+    import threading
+
+    monkeypatch.setattr(compression, "ZSTD_FRAME", 64 << 10)
+    payload = b"".join(os.urandom(1000) + bytes([i]) * 70_000 for i in range(40))  # frames that differ
+    threads: set[str] = set()
+    real = zstandard.ZstdCompressor
+    expected = _inline(payload, 30_000)  # the same bytes as one thread writes
+
+    class Recording:  # a proxy (python-zstandard's C types are not for subclassing)
+        def __init__(self, **options):
+            self._cctx = real(**options)
+
+        def compressobj(self, size=-1):
+            threads.add(threading.current_thread().name)
+            return self._cctx.compressobj(size=size)
+
+        def compress(self, data):
+            threads.add(threading.current_thread().name)
+            return self._cctx.compress(data)
+
+    monkeypatch.setattr(zstandard, "ZstdCompressor", Recording)
+    out = io.BytesIO()
+    digest, size = compression.compress_stream([payload[i : i + 30_000] for i in range(0, len(payload), 30_000)], out,
+                                               "zstd", total=len(payload), workers=workers)
+    assert out.getvalue() == expected and size == len(out.getvalue())
+    assert len(frames(expected)) == -(-len(payload) // (64 << 10))
+    assert digest == __import__("hashlib").sha256(out.getvalue()).digest()
+    assert threads and all(name.startswith("cudapkgs-zstd") for name in threads)  # none on the caller's thread
+    assert not [t for t in threading.enumerate() if t.name.startswith("cudapkgs-zstd")]  # the pool is gone after
+
+
+def test_more_or_fewer_bytes_are_refused_with_workers_too(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(compression, "ZSTD_FRAME", 64 << 10)
+    data = os.urandom(600 << 10)
+    with pytest.raises(ValueError, match="more than the"):
+        compression.compress_stream([data, b"x"], io.BytesIO(), "zstd", total=len(data), workers=2)
+    with pytest.raises(ValueError, match="more than the"):  # refused before the bytes past the total are compressed
+        compression.compress_stream([data[:300 << 10], data[300 << 10:] + b"y" * (200 << 10)], io.BytesIO(), "zstd",
+                                    total=len(data), workers=2)
+    with pytest.raises(ValueError, match="fewer than the"):
+        compression.compress_stream([data[: 400 << 10]], io.BytesIO(), "zstd", total=len(data), workers=2)
+    assert not [t for t in threading.enumerate() if t.name.startswith("cudapkgs-zstd")]
+
+
+def test_copy_to_compresses_on_as_many_threads_as_the_cpus_allow(monkeypatch):
+    from cudapkgs.store.caches import substitution
+
+    monkeypatch.setattr(substitution, "cpu_contended", lambda: False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 4, 5, 6, 7})
+    assert substitution.compress_workers() == 4
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert substitution.compress_workers() == 2
+    monkeypatch.setattr(substitution, "cpu_contended", lambda: True)
+    assert substitution.compress_workers() == 1

@@ -132,3 +132,54 @@ def test_a_forked_child_gets_a_pool_of_its_own(monkeypatch):
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0 and sorted(order) == ["a", "b"]
+
+
+def _starts(pool: _MemberPool, queued: list[list[tuple[int, str]]]) -> list[str]:
+    """The members each of the pool's two threads starts first, once both are freed one after the other
+    with `queued` (wheels needed now: (size, name) each, largest first) waiting: a start each."""
+    order: list[str] = []
+    gates = [threading.Event(), threading.Event()]
+    started = [threading.Event(), threading.Event()]
+    blocker = _in_thread(pool.run, [(10**9, _job(order, "block-0", gates[0], started[0])),
+                                    (10**9, _job(order, "block-1", gates[1], started[1]))], None)
+    assert started[0].wait(10) and started[1].wait(10)  # both threads are busy
+    hold = threading.Event()
+    first: list[str] = []
+
+    def member(name: str):
+        def run() -> None:
+            first.append(name)
+            assert hold.wait(10)
+        return run
+
+    wheels = [_in_thread(pool.run, [(size, member(name)) for size, name in jobs], None) for jobs in queued]
+    _wait_queued(pool, len(queued))
+    for gate, count in ((gates[0], 1), (gates[1], 2)):
+        gate.set()  # one thread free: it takes its next member, and keeps it until `hold`
+        for _ in range(1000):
+            if len(first) >= count:
+                break
+            threading.Event().wait(0.005)
+    got = list(first)
+    hold.set()
+    for thread in (blocker, *wheels):
+        thread.join(10)
+    return got
+
+
+def test_two_wheels_needed_now_are_unpacked_side_by_side(monkeypatch):
+    """nvvm's large members went first on both threads, cuda_cccl's 1,700 small ones after them on both
+    (the interpreter's work, one core for the two), and cuda_cccl's build, ahead of cuda_cudart and
+    cuda_nvcc, waited for them. Now each wheel needed gets a thread while both have work left."""
+    monkeypatch.setattr(wheel_unpack, "_UNZIP_THREADS", 2)
+    big = [(40 << 20, "nvvm-1"), (30 << 20, "nvvm-2"), (1 << 10, "nvvm-3")]
+    small = [(8 << 10, f"cccl-{i}") for i in range(1000)]
+    assert sorted(_starts(_MemberPool(), [big, small])) == ["cccl-0", "nvvm-1"]
+
+
+def test_a_wheel_with_most_of_the_work_left_keeps_both_threads(monkeypatch):
+    """torch's largest members still start side by side when a small wheel waits too."""
+    monkeypatch.setattr(wheel_unpack, "_UNZIP_THREADS", 2)
+    big = [(600 << 20, "torch-1"), (500 << 20, "torch-2"), (1 << 20, "torch-3")]
+    small = [(4 << 10, f"idna-{i}") for i in range(10)]
+    assert _starts(_MemberPool(), [big, small]) == ["torch-1", "torch-2"]

@@ -77,3 +77,45 @@ def test_a_file_that_became_a_fifo_after_the_listing_is_not_read(tmp_path, monke
     finally:
         for fd in writers:
             os.close(fd)
+
+
+def test_a_small_file_is_read_in_one_read_and_a_grown_one_to_its_end(tmp_path, monkeypatch) -> None:
+    # Each read gives up the interpreter to the build's other threads: a file smaller than a chunk
+    # took two (its bytes, then the empty read at its end), cuda_cccl's 1,700 headers 3,400.
+    import os
+
+    from cudapkgs.hooks import no_fhs_references
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a.h").write_bytes(b"#define X 1\n" * 100)
+    (out / "b.h").write_bytes(b"x" * 1000 + b"/usr/include\n")
+    big = b"y" * (no_fhs_references._CHUNK * 2 + 5) + b"/usr/"
+    (out / "c.h").write_bytes(big)
+    reads: list[int] = []
+    real_read = os.read
+
+    def counting(fd, n):
+        data = real_read(fd, n)
+        reads.append(len(data))
+        return data
+
+    monkeypatch.setattr(no_fhs_references.os, "read", counting)
+    hits = hooks.check_no_fhs_references({"out": out}, allow=True, text_only=True)
+    assert [p.name for p in hits] == ["b.h", "c.h"]
+    assert reads[:2] == [1200, 1013]  # one read each for the two small files
+    assert sum(reads[2:]) == len(big)  # the large one read to its end
+
+    # A file that grows between its fstat and its read is still read to its end.
+    (out / "grow.h").write_bytes(b"z" * 10)
+    real_fstat = os.fstat
+
+    def growing(fd):
+        st = real_fstat(fd)
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == "grow.h" and st.st_size == 10:
+            with open(out / "grow.h", "ab") as f:
+                f.write(b"z" * 100 + b" /usr/lib\n")
+        return st
+
+    monkeypatch.setattr(no_fhs_references.os, "fstat", growing)
+    assert "grow.h" in [p.name for p in hooks.check_no_fhs_references({"out": out}, allow=True, text_only=True)]

@@ -333,7 +333,9 @@ def _push(store: Any, push: Any, paths: list[str]) -> None:
     cache, key = push
     if key is None:
         warn_unsigned(cache.url)
-    results = cache.upload_closure(store, paths, secret_key=key)
+    from ..store.caches.substitution import compress_workers  # zstd frames compressed at once, as `copy --to`
+
+    results = cache.upload_closure(store, paths, secret_key=key, workers=compress_workers())
     sent = [info for _, info in results if info is not None]
     print(f"pushed {len(sent)} path(s) ({format_size(sum(i.file_size for i in sent))}) to {cache.url}"
           f"{f'; {len(results) - len(sent)} were there already' if len(sent) < len(results) else ''}",

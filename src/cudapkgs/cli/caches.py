@@ -70,7 +70,8 @@ def register(subparsers: Any) -> None:
                       help="--from: also trust this public key (name:base64); repeatable")
     copy.add_argument("--no-require-sigs", action="store_true", help="--from: accept unsigned narinfos (caches you fully control only)")
     copy.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
-                      help="--from: paths substituted at once (default 4; from a file:// cache, at most the CPUs usable)")
+                      help="--from: paths substituted at once (default 4; from a file:// cache, at most the CPUs usable); "
+                      "--to: zstd frames compressed at once (default: the CPUs usable, at most 4; 1 while they are busy)")
     copy.add_argument("--json", action="store_true", help="print what was copied as JSON")
     copy.add_argument("--store", metavar="DIR", help=STORE_HELP)
     copy.set_defaults(func=_copy)
@@ -211,8 +212,11 @@ def _copy(args: argparse.Namespace) -> int:
                         if info is not None else "already there")
                 print(f"[{index}/{total}] {path}: {what}", file=sys.stderr, flush=True)
 
+            from ..store.caches.substitution import compress_workers
+
+            workers = args.jobs if args.jobs is not None else compress_workers()
             results = cache.upload_closure(store, paths, secret_key=key, compression=args.compression,
-                                           on_path=None if args.json else line)
+                                           workers=workers, on_path=None if args.json else line)
             sent = [(p, i) for p, i in results if i is not None]
             if args.json:
                 import json

@@ -273,24 +273,47 @@ def unpacking_ahead(needed: threading.Event) -> Iterator[None]:
 class _Batch:
     """One wheel's members in `_MemberPool`: what is left, what runs, the failures (member index -> error)."""
 
-    __slots__ = ("done", "errors", "jobs", "needed", "next", "running", "seq")
+    __slots__ = ("done", "errors", "jobs", "left", "needed", "next", "running", "seq")
 
     def __init__(self, jobs: list[tuple[int, Any]], needed: threading.Event | None, seq: int) -> None:
         self.jobs, self.needed, self.seq = jobs, needed, seq
         self.next = 0  # the next job to start
         self.running = 0
+        self.left = sum(size for size, _ in jobs) + _MEMBER_COST * len(jobs)  # the work not started, `_MEMBER_COST`
         self.errors: dict[int, BaseException] = {}
         self.done = threading.Event()  # set once no job is left to start and none runs
 
-    def key(self) -> tuple[bool, int, int]:
-        """The order of batches for the next free thread: needed now first, then the largest member left."""
+    def key(self) -> tuple[bool, float, int]:
+        """The order of batches for the next free thread: needed now first, then the most work left per thread
+        on it (the thread taking it included), so that the wheels needed now progress side by side."""
         ahead = self.needed is not None and not self.needed.is_set()
-        return (ahead, -self.jobs[self.next][0], self.seq)
+        return (ahead, -self.left / (self.running + 1), self.seq)
+
+    def take(self) -> int:
+        """The index of the next job, counted as started (with the pool's lock held)."""
+        index = self.next
+        self.next += 1
+        self.running += 1
+        self.left -= self.jobs[index][0] + _MEMBER_COST
+        return index
+
+
+#: What a member costs beside its bytes (a file created, written, its mode set, closed: about 50 µs, mostly
+#: the interpreter's), in bytes inflated and written in that time. A wheel of many small members (cuda_cccl:
+#: 1,700 headers, 20 MiB) is as much work as one of a few large ones (nvvm: 134 MiB in 30).
+_MEMBER_COST = 1 << 16
 
 
 class _MemberPool:
     """The unzip threads of the process (up to `_UNZIP_THREADS`), serving the members of every wheel
-    unpacking now: a wheel a build waits for before one unpacked ahead, then the largest member first.
+    unpacking now: a wheel a build waits for before one unpacked ahead, then the wheel with the most work
+    left per thread on it (`_Batch.key`), each wheel's largest member first.
+
+    The wheels needed now progress side by side: with the largest member first across wheels, both
+    threads inflated nvvm's large members, then both took cuda_cccl's 1,700 small ones, whose per-file
+    work holds the interpreter (one core for two threads) while nothing else was left to run beside it,
+    and cuda_cccl's build, the head of the chain to cuda_cudart and cuda_nvcc, started its checks last.
+    A wheel with most of the work left still gets every thread (torch's largest members side by side).
 
     Before, each wheel had threads of its own (cores / wheels unpacking): the wheel at the head
     of the longest chain of builds (nvvm's, before libnvvm and cuda_nvcc) got one thread while a
@@ -352,9 +375,7 @@ class _MemberPool:
                 while not self._batches:
                     self._work.wait()
                 batch = self._batches[0] if len(self._batches) == 1 else min(self._batches, key=_Batch.key)
-                index = batch.next
-                batch.next += 1
-                batch.running += 1
+                index = batch.take()
                 if batch.next == len(batch.jobs):
                     self._batches.remove(batch)  # every job of it started
                 job = batch.jobs[index][1]

@@ -79,9 +79,15 @@ def _refers_to_usr(path: str | os.PathLike[str], text_only: bool) -> bool:
     # reading waits for a writer); what was opened is read only if it is a regular file.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return False
-        while chunk := os.read(fd, _CHUNK):
+        # A file smaller than a chunk is read in one read of its size and a byte more (a short read of a
+        # regular file is its end: no second read to see it; a file that grew meanwhile fills the read and
+        # is read on). Each read is a system call that gives up the interpreter, taken back after the other
+        # threads' turns: cuda_cccl's 1,700 headers, checked while nvvm unpacks, took 0.13 s.
+        want = st.st_size + 1 if st.st_size < _CHUNK else _CHUNK
+        while chunk := os.read(fd, want):
             if text_only and b"\0" in chunk:
                 return False  # binary: grep would not print it
             if not found:
@@ -90,6 +96,9 @@ def _refers_to_usr(path: str | os.PathLike[str], text_only: bool) -> bool:
                 tail = data[-(len(_NEEDLE) - 1) :]
             if found and not text_only:
                 return True
+            if len(chunk) < want:
+                break  # its end
+            want = _CHUNK
     finally:
         os.close(fd)
     return found

@@ -302,12 +302,14 @@ class Cache:
         compression: str = "zstd",
         level: int | None = None,
         force: bool = False,
+        workers: int = 1,
     ) -> NarInfo | None:
         """Upload one valid store path: its compressed NAR first, then its narinfo (signed with `secret_key`).
 
         Returns the narinfo written, or None if the cache had the path already
         (and not `force`). The NAR is re-hashed while it streams and must match
         the store's record (StoreError otherwise: the store path was modified).
+        `workers`: zstd frames compressed at once (`compression.compress_stream`).
         Call `init(store.store_dir)` once first (`upload_closure` does).
         """
         if compression not in COMPRESSIONS:
@@ -326,8 +328,8 @@ class Cache:
                 # Reading and hashing in one thread, compressing and writing in this one (as `tar | zstd`
                 # runs two processes); the queue holds a few MiB at most.
                 try:
-                    file_digest, file_size = compress_stream(_read_ahead(counted), out, compression, level=level,
-                                                             total=record.nar_size)
+                    file_digest, file_size = compress_stream(_read_ahead(counted, depth=_AHEAD), out, compression, level=level,
+                                                             total=record.nar_size, workers=workers)
                 except ValueError as error:  # more or fewer bytes than registered: a frame's size would lie
                     raise StoreError(f"{record.path} was modified in the store (its NAR has {error}); run `cudapkgs "
                                      "verify`; not uploaded") from None
@@ -416,6 +418,11 @@ class _HashedChunks:
 
     def digest(self) -> bytes:
         return self._sha.digest()
+
+
+#: Blocks of 1 MiB the upload's reader may be ahead: two zstd frames (with several workers a frame is handed
+#: over whole), so the reader keeps going while frames compress.
+_AHEAD = 16
 
 
 def _read_ahead(chunks: Iterable[bytes], depth: int = 4, block: int = 1 << 20) -> Iterator[bytes]:

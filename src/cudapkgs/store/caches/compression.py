@@ -10,6 +10,8 @@ uses); xz preset 6 is xz's.
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
@@ -79,7 +81,7 @@ class _ChunkReader:
 
 
 def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *, level: int | None = None,
-                    total: int | None = None) -> tuple[bytes, int]:
+                    total: int | None = None, workers: int = 1) -> tuple[bytes, int]:
     """Compress `chunks` into the writable `out`; returns (sha256 digest, size) of what was written.
 
     zstd is written as independent frames of `ZSTD_FRAME` bytes of input (the last one shorter): one
@@ -87,6 +89,7 @@ def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *,
     reads them all) whose frames can be decompressed apart. With `total` (the bytes `chunks` will give: a
     NAR's registered size) every frame's header holds its content size, and ValueError is raised as soon
     as `chunks` give more bytes than `total`, or at their end if fewer; without it the headers hold none.
+    `workers`: zstd frames compressed at once, on threads (`_zstd_frames`); the other compressions ignore it.
     """
     _check(compression)
     digest = hashlib.sha256()
@@ -100,7 +103,7 @@ def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *,
             out.write(data)
 
     if compression == "zstd":
-        _zstd_frames(chunks, emit, 3 if level is None else level, total)
+        _zstd_frames(chunks, emit, 3 if level is None else level, total, workers)
     elif compression in ("xz", "bzip2"):
         if compression == "xz":
             import lzma
@@ -119,7 +122,82 @@ def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *,
     return digest.digest(), size
 
 
-def _zstd_frames(chunks: Iterable[bytes], emit, level: int, total: int | None) -> None:
+def _zstd_frames(chunks: Iterable[bytes], emit, level: int, total: int | None, workers: int = 1) -> None:
+    """`chunks` as zstd frames of ZSTD_FRAME input bytes each; `emit` gets the compressed bytes, in order. See `compress_stream`.
+
+    One worker: each chunk is compressed as it comes (`_zstd_frames_inline`). More: frames are independent,
+    so up to `workers` are compressed at once on threads (python-zstandard releases the GIL while it
+    compresses; each thread has its own compressor), each exactly as the inline path would (its chunks fed
+    to a compressor told the frame's size: the same bytes out), at most `workers` + 1 frames in flight,
+    written in order. A frame's chunks are held, not joined (no copy). On this machine's 2 cores, `copy
+    --to` of the CUDA compile closure took 26 % less wall time with two workers and 7 % more CPU
+    (docs/binary-caches.md, "`copy --to`").
+    """
+    if workers <= 1:
+        _zstd_frames_inline(chunks, emit, level, total)
+        return
+    import zstandard
+    from concurrent.futures import ThreadPoolExecutor
+
+    frame_size = ZSTD_FRAME
+    local = threading.local()
+
+    def compress(pieces: list, size: int) -> list[bytes]:
+        cctx = getattr(local, "cctx", None)
+        if cctx is None:
+            cctx = local.cctx = zstandard.ZstdCompressor(level=level, write_content_size=total is not None)
+        frame = cctx.compressobj(size=size if total is not None else -1)
+        out = [frame.compress(piece) for piece in pieces]
+        out.append(frame.flush())
+        return out
+
+    left = total  # input bytes still to come, when known
+    pending: deque = deque()  # futures of compressed frames, in order
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cudapkgs-zstd") as pool:
+        try:
+            def submit(pieces: list, size: int) -> None:
+                pending.append(pool.submit(compress, pieces, size))
+                while len(pending) > workers:
+                    for data in pending.popleft().result():
+                        emit(data)
+
+            pieces: list = []
+            size = 0
+            started = False
+            for chunk in chunks:
+                while chunk:
+                    if left is not None and left <= 0:
+                        raise ValueError(f"more than the {total} bytes declared")
+                    want = frame_size if left is None else min(frame_size, left)
+                    piece = chunk if len(chunk) <= want - size else memoryview(chunk)[: want - size]
+                    chunk = chunk[len(piece):]
+                    pieces.append(piece)
+                    size += len(piece)
+                    if size == want:
+                        submit(pieces, size)
+                        started = True
+                        if left is not None:
+                            left -= size
+                        pieces, size = [], 0
+            if pieces:
+                submit(pieces, size)
+                started = True
+                if left is not None:
+                    left -= size
+            while pending:
+                for data in pending.popleft().result():
+                    emit(data)
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+    if left:
+        raise ValueError(f"fewer than the {total} bytes declared")
+    if not started:  # nothing at all: one empty frame, a valid stream
+        emit(zstandard.ZstdCompressor(level=level, write_content_size=total is not None).compress(b""))
+
+
+def _zstd_frames_inline(chunks: Iterable[bytes], emit, level: int, total: int | None) -> None:
     """`chunks` as zstd frames of ZSTD_FRAME input bytes each, streamed (a chunk is compressed as it comes, so
     a reader thread ahead of this one keeps going); `emit` gets the compressed bytes. See `compress_stream`."""
     import zstandard
