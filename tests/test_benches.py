@@ -184,6 +184,20 @@ def test_bench_wheels_tiny(wheel_cache):
     assert "5 files" in out
 
 
+@pytest.mark.wheels
+def test_timeline_wheels_stamps_every_build_and_the_cores(wheel_cache):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(BENCH / "timeline_wheels.py")], capture_output=True, text=True, env=env,
+                          timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = proc.stdout
+    assert f"cudapkgs from {REPO / 'src'}" in out and "exit 0; wall" in out
+    built = {line.split(" build ", 1)[1].strip() for line in out.splitlines() if " build cuda13.0-" in line}
+    assert {name.split("-13.")[0] for name in built} == {
+        "cuda13.0-libnvvm", "cuda13.0-cuda_cccl", "cuda13.0-cuda_crt", "cuda13.0-cuda_cudart", "cuda13.0-cuda_nvcc"}
+    assert "NAR pass" in out and "cores used by this process per 50 ms" in out
+
+
 @pytest.mark.skipif(GCC is None, reason="the synthetic wheel's library is built with gcc")
 def test_bench_torch_tiny():
     out = run_bench("bench_torch.py", timeout=600)

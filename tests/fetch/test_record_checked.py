@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cudapkgs.errors import FetchError
-from cudapkgs.fetch import cache, record_checked, wheel_install, wheel_unpack
+from cudapkgs.fetch import cache, record_checked, wheel_install, wheel_lookup, wheel_unpack
 from cudapkgs.fetch.wheel_unpack import WheelChangedError, unpack_wheel
 
 NAME = "nvidia/cu13/include/foo.h"
@@ -31,15 +31,16 @@ def _digest(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def _wheel(path: Path, *, lie: bool = False) -> tuple[Path, str]:
-    """An NVIDIA-like wheel (and its sha256); with `lie`, RECORD gives foo.h another digest."""
+def _wheel(path: Path, *, lie: bool = False, stored: bool = False) -> tuple[Path, str]:
+    """An NVIDIA-like wheel (and its sha256); with `lie`, RECORD gives foo.h another digest; with `stored`,
+    its members are stored, not deflated (a byte changed in the file is a byte changed in a member)."""
     files = {NAME: DATA, "nvidia/cu13/include/small.h": b"int small;\n", "w-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\n"}
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         rows = []
         for name, content in files.items():
             info = zipfile.ZipInfo(name)
             info.external_attr = (stat.S_IFREG | 0o644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
+            info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
             archive.writestr(info, content)
             rows.append(f"{name},{_digest(content + b'x' if lie and name == NAME else content)},{len(content)}")
         rows.append("w-1.0.dist-info/RECORD,,")
@@ -157,6 +158,31 @@ def test_a_wheel_taken_from_the_cache_is_unpacked_without_waiting(tmp_path, memb
     assert waits == [] and member_digests == []
     assert (tree / "include/foo.h").read_bytes() == DATA
     assert time.time() - wheel.stat().st_mtime < 60  # touched once used: least recently used last
+
+
+def test_a_wheel_changed_through_a_mapping_after_the_build_checked_it_is_refused(tmp_path, not_racy, monkeypatch):
+    # A write through a shared mapping to a page already written changes no time (POSIX mmap(): the
+    # times are marked for update only at some point before the next msync; Linux on the write fault
+    # of a clean page), so the wheel keeps its identity. The process's memo of checked wheels
+    # (`wheel_lookup._HASHED`, filled while the build plans) must not stand in for the hash of the
+    # bytes unpacked: with the member digests skipped, that hash is the only check left. Once
+    # `cache.in_use` touched the wheel only after the unpack (a21e870), the memo answered for it.
+    import mmap
+
+    monkeypatch.setattr(wheel_lookup, "_RACY_NS", -1)  # the wheel counts as long settled (a cache's are)
+    wheel, sha = _wheel(tmp_path / "w-1.0-py3-none-any.whl", stored=True)
+    unpack_wheel(wheel, tmp_path / "a", cuda_major=13, sha256=sha)  # an earlier build: every member checked
+    with open(wheel, "r+b") as f, mmap.mmap(f.fileno(), 0) as mapped:
+        for offset in range(0, len(mapped), mmap.PAGESIZE):
+            mapped[offset] = mapped[offset]  # every page written now: the write faults (and new times) come now
+        assert wheel_lookup._file_sha256(wheel) == sha  # this build's plan checks the wheel (remembered)
+        at = mapped.find(b"int foo(void);")
+        assert at > 0
+        mapped[at : at + 14] = b"int bad(void);"  # the same size, into a page already written
+        with cache.in_use(wheel) as alive, pytest.raises(WheelChangedError, match="its bytes changed"):
+            assert alive
+            unpack_wheel(wheel, tmp_path / "b", cuda_major=13, sha256=sha)
+    assert not (tmp_path / "b").exists()
 
 
 def test_the_cache_entry_is_touched_when_the_block_fails_too(tmp_path):

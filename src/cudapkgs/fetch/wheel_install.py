@@ -111,7 +111,7 @@ def install_wheel(
     before = None
     if sha256 is not None and record_checked.passed(Path(wheel), sha256, "install"):
         before = record_checked.settled_identity(handle.fileno())
-    checker = _HashInBackground(handle.fileno(), Path(wheel)) if sha256 is not None else None
+    checker = _HashInBackground(handle.fileno()) if sha256 is not None else None
     try:
         try:
             archive = zipfile.ZipFile(handle)

@@ -312,21 +312,22 @@ def _verified_wheel(cache: Path, project: str, version: str, wanted: set[str], *
 # Any write to the file changes its ctime (which no user can set). As git does for "racily
 # clean" files, a file changed less than _RACY_NS before it was hashed is not remembered: a
 # change within the same tick of a coarse file-system clock could keep the same times.
+# Only for the checks that use no bytes (is the wheel named the one pip checked?): an unpack
+# hashes the bytes it unpacks again (`wheel_unpack._HashInBackground` says why).
 _HASHED: dict[tuple[str, int, int, int, int, int], str] = {}
 _RACY_NS = 2_000_000_000
 
 
-def _file_sha256(path: Path, fd: int | None = None) -> str:
-    """`_sha256(path)` (or of the file open as `fd`, which `path` names), remembered in this
-    process while the file's identity and times stay the same."""
-    before = os.stat(path) if fd is None else os.fstat(fd)
+def _file_sha256(path: Path) -> str:
+    """`_sha256(path)`, remembered in this process while the file's identity and times stay the same."""
+    before = os.stat(path)
     key = (os.fspath(path), before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns)
     known = _HASHED.get(key)
     if known is not None:
         return known
     started = time.time_ns()
-    digest = _sha256(path) if fd is None else _fd_sha256(fd)
-    after = os.stat(path) if fd is None else os.fstat(fd)
+    digest = _sha256(path)
+    after = os.stat(path)
     unchanged = (after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) == key[1:]
     if unchanged and started - max(before.st_mtime_ns, before.st_ctime_ns) > _RACY_NS:
         _HASHED[key] = digest

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 from ..errors import FetchError
 from ..inputs import open_cached
 from . import record_checked
-from .wheel_lookup import _file_sha256
+from .wheel_lookup import _fd_sha256
 
 __all__ = ["unpack_wheel", "check_unpacked", "WheelChangedError"]
 
@@ -118,7 +118,7 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
     before = None
     if skip_checked and sha256 is not None and record_checked.passed(wheel, sha256, "unpack"):
         before = record_checked.settled_identity(handle.fileno())
-    checker = _HashInBackground(handle.fileno(), wheel) if sha256 is not None else None
+    checker = _HashInBackground(handle.fileno()) if sha256 is not None else None
     try:
         try:
             archive = zipfile.ZipFile(handle)
@@ -166,20 +166,30 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
 
 
 class _HashInBackground:
-    """The sha256 of a file, computed on a thread of its own (hashlib and reads release the GIL)."""
+    """The sha256 of a file, computed on a thread of its own (hashlib and reads release the GIL).
 
-    def __init__(self, fd: int, path: Path) -> None:
-        """Hash the file open as `fd` (read with pread: its offset is left to the unzipper); `path` names it."""
+    The bytes are always read, never taken from the process's memo of checked wheels
+    (`wheel_lookup._file_sha256`): an unpack that skips the member digests (`record_checked`)
+    has only this hash to tie the bytes it unpacks to the sha256 pip checked, and the memo
+    trusts the file's times, which a write through a shared mapping to a page already written
+    leaves as they were (POSIX mmap(): the times are marked for update at some point before the
+    next msync; Linux updates them on the write fault of a clean page, mm/filemap.c
+    filemap_page_mkwrite). Such a wheel, changed after the build checked it while planning,
+    was unpacked unchecked once `cache.in_use` no longer touched it before the unpack.
+    """
+
+    def __init__(self, fd: int) -> None:
+        """Hash the file open as `fd` (read with pread: its offset is left to the unzipper)."""
         import threading
 
         self._digest: str | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fd, path), name="cudapkgs-wheel-sha256", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(fd,), name="cudapkgs-wheel-sha256", daemon=True)
         self._thread.start()
 
-    def _run(self, fd: int, path: Path) -> None:
+    def _run(self, fd: int) -> None:
         try:
-            self._digest = _file_sha256(path, fd)
+            self._digest = _fd_sha256(fd)
         except BaseException as error:  # an OSError: reported by result()
             self._error = error
 
