@@ -26,10 +26,11 @@ the cache has usually settled long before) and gives None, a full check, for
 times that are whole seconds (a coarse clock) or in the future.  A change seen after the
 unpack means unpacking again with every digest: a touch by another build is not an error.
 A write through a shared mapping to a page already written changes no time (POSIX mmap(): the
-times are marked for update only at some point before the next msync), so a process writing the
-wheel that way while it unpacks is not seen; only the cache's owner can (`wheel_lookup.cache_problem`),
-whose processes write its ``.sha256`` records anyway. The hash is of the bytes read in this unpack,
-never the process's memo of earlier checks (`wheel_unpack._HashInBackground`).
+times are marked for update only at some point before the next msync), so a process that can write
+the wheel and does so that way while it unpacks is not seen; nor would the member digests see it,
+whose RECORD it can change in the same race. The hash is of the bytes read in this unpack, never
+the process's memo of earlier checks (`wheel_unpack._HashInBackground`): that memo would widen
+the race from one unpack to the whole build.
 """
 
 from __future__ import annotations
