@@ -155,3 +155,52 @@ def test_copy_to_compresses_on_as_many_threads_as_the_cpus_allow(monkeypatch):
     assert substitution.compress_workers() == 2
     monkeypatch.setattr(substitution, "cpu_contended", lambda: True)
     assert substitution.compress_workers() == 1
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError])
+def test_an_upload_stopped_while_frames_compress_on_threads_leaves_nothing_in_the_cache(tmp_path, monkeypatch, failure):
+    """Ctrl-C (or a full disk) while `workers` threads compress: no NAR, no narinfo, no temporary file in the
+    cache, no thread left; the next upload writes a NAR whose FileHash and FileSize are its bytes'."""
+    import hashlib
+    import threading
+
+    from cudapkgs.store.caches import base, open_cache
+    from cudapkgs.store.paths import base32_encode
+    from cudapkgs.store.store import Store
+
+    monkeypatch.setattr(compression, "ZSTD_FRAME", 64 << 10)
+    store = Store.open(tmp_path / "store")
+    body = os.urandom(2 << 20)
+
+    def tree(out):
+        out.mkdir()
+        (out / "data").write_bytes(body)
+
+    path = store.add_path("big-1", tree)
+    cache = open_cache(f"file://{tmp_path}/cache")
+    cache.init(store.store_dir)
+    real = compression.compress_stream
+
+    def stopped(chunks, out, *args, **kwargs):
+        writes = []
+        write = out.write
+
+        def counting(data):
+            writes.append(len(data))
+            if len(writes) == 4:  # frames were written, more are compressing
+                raise failure(28, "No space left on device") if failure is OSError else failure()
+            return write(data)
+
+        out.write = counting
+        return real(chunks, out, *args, **kwargs)
+
+    monkeypatch.setattr(base, "compress_stream", stopped)
+    with pytest.raises(failure):
+        cache.upload(store, path, workers=3)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["nix-cache-info"]
+    assert not [t for t in threading.enumerate() if t.name.startswith(("cudapkgs-zstd", "cudapkgs-nar-read"))]
+    monkeypatch.setattr(base, "compress_stream", real)
+    info = cache.upload(store, path, workers=3)
+    nar_file = (tmp_path / "cache" / info.url).read_bytes()
+    assert info.file_size == len(nar_file) and info.file_hash == "sha256:" + base32_encode(hashlib.sha256(nar_file).digest())
+    store.close()

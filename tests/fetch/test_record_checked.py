@@ -261,9 +261,9 @@ def test_a_lying_wheel_changed_while_it_unpacks_unchecked_fails(tmp_path, not_ra
     assert not (tmp_path / "tree").exists()
 
 
-def _python_wheel(path: Path, *, lie: bool = False) -> tuple[Path, str]:
+def _python_wheel(path: Path, *, lie: bool = False, stored: bool = False) -> tuple[Path, str]:
     files = {"pkg/__init__.py": b"x = 1\n", "pkg/data.bin": DATA, "pkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\n"}
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED) as archive:
         rows = []
         for name, content in files.items():
             archive.writestr(name, content)
@@ -318,3 +318,24 @@ def test_the_record_goes_with_its_wheel_in_the_cache(tmp_path, monkeypatch):
     assert found[0].size == sum(p.stat().st_size for p in wheels.iterdir())
     cache.collect(tmp_path / "store", caches=["wheels"])
     assert list(wheels.iterdir()) == []
+
+
+def test_install_wheel_of_a_wheel_changed_through_a_mapping_after_the_build_checked_it_fails(tmp_path, not_racy,
+                                                                                         monkeypatch):
+    # As `test_a_wheel_changed_through_a_mapping_after_the_build_checked_it_is_refused`, for the rewired
+    # wheels' installer (torch): the pin is checked against the bytes read while installing.
+    import mmap
+
+    monkeypatch.setattr(wheel_lookup, "_RACY_NS", -1)
+    wheel, sha = _python_wheel(tmp_path / "pkg-1.0-py3-none-any.whl", stored=True)
+    wheel_install.install_wheel(wheel, site=tmp_path / "a", prefix=tmp_path / "a", sha256=sha)
+    with open(wheel, "r+b") as f, mmap.mmap(f.fileno(), 0) as mapped:
+        for offset in range(0, len(mapped), mmap.PAGESIZE):
+            mapped[offset] = mapped[offset]
+        assert wheel_lookup._file_sha256(wheel) == sha
+        at = mapped.find(b"int foo(void);")
+        assert at > 0
+        mapped[at : at + 14] = b"int bad(void);"
+        with cache.in_use(wheel) as alive, pytest.raises(FetchError, match="does not match the package's pin"):
+            assert alive
+            wheel_install.install_wheel(wheel, site=tmp_path / "b", prefix=tmp_path / "b", sha256=sha)

@@ -25,6 +25,12 @@ wheel cache touches a wheel once a build is done with it, `cache.in_use`, so a w
 the cache has usually settled long before) and gives None, a full check, for
 times that are whole seconds (a coarse clock) or in the future.  A change seen after the
 unpack means unpacking again with every digest: a touch by another build is not an error.
+A write through a shared mapping to a page already written changes no time (POSIX mmap(): the
+times are marked for update only at some point before the next msync), so a process that can write
+the wheel and does so that way while it unpacks is not seen; nor would the member digests see it,
+whose RECORD it can change in the same race. The hash is of the bytes read in this unpack, never
+the process's memo of earlier checks (`wheel_unpack._HashInBackground`): that memo would widen
+the race from one unpack to the whole build.
 """
 
 from __future__ import annotations
