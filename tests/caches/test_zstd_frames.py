@@ -204,3 +204,21 @@ def test_an_upload_stopped_while_frames_compress_on_threads_leaves_nothing_in_th
     nar_file = (tmp_path / "cache" / info.url).read_bytes()
     assert info.file_size == len(nar_file) and info.file_hash == "sha256:" + base32_encode(hashlib.sha256(nar_file).digest())
     store.close()
+
+
+def test_a_reader_failing_part_way_ends_the_workers_and_is_raised(monkeypatch):
+    """A path that cannot be read to its end (gone, modified) while frames compress on threads: its error comes out
+    as it was raised, and no compressing thread is left behind."""
+    import threading
+
+    monkeypatch.setattr(compression, "ZSTD_FRAME", 64 << 10)
+
+    def chunks():
+        for _ in range(10):
+            yield os.urandom(50_000)
+        raise OSError(5, "Input/output error")
+
+    out = io.BytesIO()
+    with pytest.raises(OSError, match="Input/output error"):
+        compression.compress_stream(chunks(), out, "zstd", total=1 << 20, workers=2)
+    assert not [t for t in threading.enumerate() if t.name.startswith("cudapkgs-zstd")]
