@@ -41,18 +41,18 @@ def test_progress_says_bytes_of_the_total_and_the_speed_at_most_every_few_second
     assert "substituted 50.0 MiB" not in out.getvalue()
     clock.now += 4
     progress.bytes(small, 100 << 20)  # 5 s: 150 MiB of 400 MiB, 30 MiB/s
-    assert "substituted 150.0 MiB of 400.0 MiB in 5.0 s (30.0 MiB/s), 0/2 paths in\n" in out.getvalue()
+    assert "substituted 150.0 MiB of 400.0 MiB in 5.0 s (30.0 MiB/s), 0 of 2 paths done\n" in out.getvalue()
     progress.finished(small, None)
     assert "[1/2] substituted zlib-1 (200.0 MiB unpacked, 100.0 MiB read in 5.0 s, 20.0 MiB/s)" in out.getvalue()
     clock.now += 1
     progress.bytes(big, 250 << 20)  # 1 s after the last line: none
-    assert out.getvalue().count("paths in") == 1
+    assert out.getvalue().count("paths done") == 1
     clock.now += 4
     progress.bytes(big, 300 << 20)
     progress.finished(big, None)
-    assert "substituted 400.0 MiB of 400.0 MiB in 10.0 s (40.0 MiB/s), 1/2 paths in" in out.getvalue()
+    assert "substituted 400.0 MiB of 400.0 MiB in 10.0 s (40.0 MiB/s), 1 of 2 paths done" in out.getvalue()
     assert "[2/2] substituted cudnn-9 (600.0 MiB unpacked, 300.0 MiB read in 10.0 s, 30.0 MiB/s)" in out.getvalue()
-    assert progress.summary() == "substituted 400.0 MiB of 400.0 MiB in 10.0 s (40.0 MiB/s), 2/2 paths in"
+    assert progress.summary() == "substituted 400.0 MiB of 400.0 MiB in 10.0 s (40.0 MiB/s), 2 of 2 paths done"
 
 
 def test_a_real_substitution_reports_the_bytes_it_read(tmp_path):

@@ -67,7 +67,8 @@ class Substituters:
         # Keys trusted for one cache only (by its URL): a project's keys, for the caches it names.
         self.scoped_keys = {url: list(k) for url, k in (scoped_keys or {}).items()}
         self.require_sigs = require_sigs
-        self.warn = warn or (lambda _line: None)
+        self._warn = warn or (lambda _line: None)
+        self._warn_lock = threading.Lock()  # lookups run on threads: one warning's line is written whole
         self.jobs = max(1, jobs)
         self._down: set[str] = set()
         self._lock = threading.Lock()
@@ -91,6 +92,11 @@ class Substituters:
         scoped = {cache.url: trusted_keys((scoped_keys or {}).get(url, ())) for url, cache in zip(urls, caches)
                   if (scoped_keys or {}).get(url)}
         return cls(caches, keys, require_sigs=bool(_get(config, "requireSigs", True)), scoped_keys=scoped, **options)
+
+    def warn(self, line: str) -> None:
+        """Say `line` (a warning) through the caller's `warn`, one line at a time whichever thread says it."""
+        with self._warn_lock:
+            self._warn(line)
 
     def keys_for(self, cache: Cache) -> list[PublicKey]:
         """The keys whose signatures `cache`'s narinfos may carry: everyone's, and its own scoped ones."""
@@ -154,6 +160,7 @@ class Substituters:
         """
         if not self.caches:
             return {}
+        self._check_store_dirs(store.store_dir)
         found: dict[str, Substitute | None] = {}
         todo = [p for p in dict.fromkeys(paths) if not store.is_valid(p)]
         while todo:
@@ -183,6 +190,21 @@ class Substituters:
                     usable.discard(path)
                     changed = True
         return {p: found[p] for p in found if p in usable}  # type: ignore[misc]
+
+    def _check_store_dirs(self, store_dir: str) -> None:
+        """Take out (with a warning, once a run) every cache whose `nix-cache-info` names another store directory.
+
+        Its narinfos are of other paths (a store path embeds its store directory), so every lookup would
+        miss in silence and everything be built; Nix likewise refuses a binary cache whose StoreDir is not
+        the store's (NixOS/nix src/libstore/binary-cache-store.cc, `BinaryCacheStore::init`).
+        """
+        for cache in self.caches:
+            if cache.url in self._down:
+                continue
+            try:
+                cache.check_store_dir(store_dir)
+            except CudapkgsError as error:  # CacheUnavailable too: its nix-cache-info did not come
+                self._mark_down(cache, error)
 
     def closure_of(self, subs: dict[str, Substitute], paths: Iterable[str]) -> list[str]:
         """`paths` and every reference among `subs` they reach (the paths to fetch)."""
@@ -671,7 +693,7 @@ class PlainSubstituteProgress:
         got = sum(self._bytes.values())
         of = f" of {format_size(self.total_bytes)}" if self.total_bytes else ""
         return (f"substituted {format_size(got)}{of} in {now - self._start:.1f} s "
-                f"({_speed(got, now - self._start)}), {self.done}/{self.total} paths in")
+                f"({_speed(got, now - self._start)}), {self.done} of {self.total} paths done")
 
     def finished(self, sub: Substitute, error: BaseException | None) -> None:
         from ...table import format_size
