@@ -76,19 +76,21 @@ def measure(files: list[Path], runs: int, work: Path, candidates: dict[str, str]
     return results
 
 
-def tiny(work: Path) -> Path:
-    """A zstd NAR of a small tree (random and text files) written the way `copy --to` writes NARs."""
+def tiny(work: Path, *, lib_mib: int = 3, modules: int = 200, lines: int = 40, sized: bool = False) -> Path:
+    """A zstd NAR of a small tree (a random `lib_mib` MiB library and `modules` text files of `lines`
+    lines) written the way `copy --to` writes NARs (with `sized`, in frames whose sizes are in their headers)."""
     from cudapkgs.store import nar
     from cudapkgs.store.caches.compression import compress_stream
 
     tree = work / "tree"
     (tree / "lib").mkdir(parents=True)
-    (tree / "lib" / "libx.so").write_bytes(os.urandom(3 << 20))
-    for i in range(200):
-        (tree / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n" * 40)
+    (tree / "lib" / "libx.so").write_bytes(os.urandom(lib_mib << 20))
+    for i in range(modules):
+        (tree / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n" * lines)
     path = work / "tiny.nar.zst"
+    total = sum(len(c) for c in nar.dump(tree)) if sized else None
     with open(path, "wb") as f:
-        compress_stream(nar.dump(tree), f, "zstd")
+        compress_stream(nar.dump(tree), f, "zstd", total=total)
     _remove(tree)
     return path
 

@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import resource
-import shutil
 import statistics
 import sys
 import tempfile
@@ -36,6 +34,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_nar_passes import _cpu, _remove  # noqa: E402  (the sibling bench: the same helpers)
+from bench_nar_passes import tiny as _nar_passes_tiny  # noqa: E402
 
 STAGES = ["zstd", "+ sha256", "+ restore"]
 WAYS = ["streaming, 512 KiB (copy --from)", "whole frames, 8 MiB (single pass)"]
@@ -112,18 +114,6 @@ class WholeFrames:
         return True
 
 
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def _remove(path: Path) -> None:
-    if os.path.lexists(path):
-        for dirpath, _, _ in os.walk(path):
-            os.chmod(dirpath, 0o755)
-        shutil.rmtree(path)
-
-
 def one(nar_zst: Path, way: str, stage: str, out: Path) -> str:
     """The NAR's sha256 (hex), read one `way` through `stage`."""
     import zstandard
@@ -173,20 +163,7 @@ def measure(files: list[Path], runs: int, work: Path) -> dict:
 
 def tiny(work: Path) -> Path:
     """A zstd NAR of ~20 MiB (three frames: random and text files) written the way `copy --to` writes NARs."""
-    from cudapkgs.store import nar
-    from cudapkgs.store.caches.compression import compress_stream
-
-    tree = work / "tree"
-    (tree / "lib").mkdir(parents=True)
-    (tree / "lib" / "libx.so").write_bytes(os.urandom(12 << 20))
-    for i in range(300):
-        (tree / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n" * 900)
-    path = work / "tiny.nar.zst"
-    size = sum(len(c) for c in nar.dump(tree))
-    with open(path, "wb") as f:
-        compress_stream(nar.dump(tree), f, "zstd", total=size)
-    _remove(tree)
-    return path
+    return _nar_passes_tiny(work, lib_mib=12, modules=300, lines=900, sized=True)
 
 
 def main(argv: list[str] | None = None) -> int:

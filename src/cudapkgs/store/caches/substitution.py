@@ -528,15 +528,7 @@ def default_jobs(cache: Cache) -> int:
     """
     if getattr(cache, "local_dir", None) is None:
         return 4
-    import os
-
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        usable = os.cpu_count() or 1
-    if usable > 1 and cpu_contended():
-        return 1
-    return max(1, min(4, usable))
+    return _usable_cpus_unless_busy()
 
 
 def compress_workers() -> int:
@@ -546,6 +538,11 @@ def compress_workers() -> int:
     On this machine's 2 cores, cuda_nvcc's 244 MiB NAR took 0.63 s of wall with two (1.08 CPU-s) against
     0.97 s with one (0.97 CPU-s), in process at load 2.7 (docs/binary-caches.md, "`copy --to`").
     """
+    return _usable_cpus_unless_busy()
+
+
+def _usable_cpus_unless_busy(most: int = 4) -> int:
+    """The CPUs this process may use (its affinity; at most `most`), or 1 while other work keeps them busy."""
     import os
 
     try:
@@ -554,7 +551,7 @@ def compress_workers() -> int:
         usable = os.cpu_count() or 1
     if usable > 1 and cpu_contended():
         return 1
-    return max(1, min(4, usable))
+    return max(1, min(most, usable))
 
 
 #: Linux's CPU pressure (PSI, 4.20+): ``some avg10=`` is the share (per cent) of the last 10 s in which some
