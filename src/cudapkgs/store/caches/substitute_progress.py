@@ -1,0 +1,104 @@
+"""Plain progress lines of a substitution: bytes read of the total, speed, a line per path (issue 34, item 5).
+
+The paths are `substitution.Substitute`s (`.path`, `.info.file_size`, `.info.nar_size`); this module does not
+import that one, which imports it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["PlainSubstituteProgress"]
+
+
+class PlainSubstituteProgress:
+    """Plain progress lines for `Substituters.fetch`: one when a path starts, one when it is in, and while
+    bytes stream, at most one line every `every` seconds with the bytes downloaded of the total and the speed.
+
+    Sizes are the narinfos' (`FileSize` downloaded, `NarSize` unpacked); speeds are MiB/s of compressed
+    bytes read, over the whole substitution so far (and over the path, when it is in). `total_bytes` is
+    the download size of every path (0 or None: unknown, then no fraction is shown). `clock` gives seconds
+    (`time.monotonic` unless a test passes another).
+    """
+
+    def __init__(self, stream: Any, total: int, total_bytes: int | None = None, *, every: float = 5.0,
+                 clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.stream = stream
+        self.total = total
+        self.total_bytes = total_bytes or 0
+        self.done = 0
+        self.every = every
+        self._clock = clock or time.monotonic
+        self._lock = threading.Lock()
+        self._bytes: dict[str, int] = {}
+        self._began: dict[str, float] = {}
+        self._start = self._clock()
+        self._last = self._start
+
+    def _line(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def started(self, sub: Any) -> None:
+        from ...table import format_size
+
+        with self._lock:
+            self._began[sub.path] = self._clock()
+            self._bytes.setdefault(sub.path, 0)
+        self._line(f"substituting {_name(sub.path)} ({format_size(sub.info.download_size)}) from {sub.cache.url}")
+
+    def bytes(self, sub: Any, done: int) -> None:
+        """`done` compressed bytes of `sub` read so far (called from the worker threads)."""
+        now = self._clock()
+        with self._lock:
+            self._bytes[sub.path] = done
+            if now - self._last < self.every:
+                return
+            self._last = now
+            line = self._overall(now)
+        self._line(line)
+
+    def _overall(self, now: float) -> str:
+        from ...table import format_size
+
+        got = sum(self._bytes.values())
+        of = f" of {format_size(self.total_bytes)}" if self.total_bytes else ""
+        return (f"substituted {format_size(got)}{of} in {now - self._start:.1f} s "
+                f"({_speed(got, now - self._start)}), {self.done} of {self.total} paths done")
+
+    def finished(self, sub: Any, error: BaseException | None) -> None:
+        from ...table import format_size
+
+        now = self._clock()
+        with self._lock:
+            self.done += 1
+            count = f"[{self.done}/{self.total}]"
+            took = now - self._began.get(sub.path, now)
+            got = self._bytes.get(sub.path, 0)
+        if error is None:
+            self._line(f"{count} substituted {_name(sub.path)} ({format_size(sub.info.nar_size)} unpacked, "
+                       f"{format_size(got)} read in {took:.1f} s, {_speed(got, took)})")
+        else:
+            self._line(f"{count} could not substitute {_name(sub.path)}: {error}")
+
+    def summary(self) -> str:
+        """One line: the bytes read in all, the time since this progress began, the speed."""
+        with self._lock:
+            return self._overall(self._clock())
+
+
+def _speed(size: int, seconds: float) -> str:
+    """`size` bytes over `seconds` as "N MiB/s" ("-" for no time)."""
+    if seconds <= 0:
+        return "- MiB/s"
+    return f"{size / seconds / 2**20:.1f} MiB/s"
+
+
+def _name(path: str) -> str:
+    import os
+
+    return os.path.basename(path)[33:] or os.path.basename(path)
