@@ -97,6 +97,32 @@ def _inline(payload: bytes, chunk: int) -> bytes:
     return out.getvalue()
 
 
+@pytest.fixture(autouse=True)
+def _eight_cpus(monkeypatch):
+    """The threaded paths run whatever the test machine's CPUs (compression caps its workers at them)."""
+    monkeypatch.setattr(compression, "_usable_cpus", lambda: 8)
+
+
+def test_workers_are_capped_at_the_cpus_usable_whatever_is_asked(monkeypatch):
+    import concurrent.futures
+
+    monkeypatch.setattr(compression, "ZSTD_FRAME", 64 << 10)
+    monkeypatch.setattr(compression, "_usable_cpus", lambda: 2)
+    asked: list[int] = []
+    real = concurrent.futures.ThreadPoolExecutor
+
+    def recording(max_workers=None, **options):
+        asked.append(max_workers)
+        return real(max_workers=max_workers, **options)
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", recording)
+    payload = os.urandom(300 << 10)
+    out = io.BytesIO()
+    compression.compress_stream([payload], out, "zstd", total=len(payload), workers=100_000)  # `copy --to -j 100000`
+    assert asked == [2]  # two threads, at most three 64 KiB frames in flight: not 100,001
+    assert out.getvalue() == _inline(payload, len(payload))
+
+
 @pytest.mark.parametrize("workers", [2, 3])
 def test_frames_compressed_on_threads_come_out_in_order(monkeypatch, workers):
     import threading

@@ -122,6 +122,16 @@ def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *,
     return digest.digest(), size
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; `os.cpu_count()` where there is none), at least 1."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _zstd_frames(chunks: Iterable[bytes], emit, level: int, total: int | None, workers: int = 1) -> None:
     """`chunks` as zstd frames of ZSTD_FRAME input bytes each; `emit` gets the compressed bytes, in order. See `compress_stream`.
 
@@ -131,8 +141,10 @@ def _zstd_frames(chunks: Iterable[bytes], emit, level: int, total: int | None, w
     to a compressor told the frame's size: the same bytes out), at most `workers` + 1 frames in flight,
     written in order. A frame's chunks are held, not joined (no copy). On this machine's 2 cores, `copy
     --to` of the CUDA compile closure took 26 % less wall time with two workers and 7 % more CPU
-    (docs/binary-caches.md, "`copy --to`").
+    (docs/binary-caches.md, "`copy --to`"). `workers` is capped at the CPUs this process may use: compression
+    is CPU-bound, and each worker holds a frame (8 MiB), so `-j 100000` must not mean 800 GB in flight.
     """
+    workers = min(workers, _usable_cpus())
     if workers <= 1:
         _zstd_frames_inline(chunks, emit, level, total)
         return
