@@ -322,6 +322,10 @@ def _main(words: list[str]) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    if getattr(args, "store", None):
+        from .eval import apply_store_option  # --store DIR is storeDir for whatever the command evaluates
+
+        apply_store_option(args)
     # Nothing cudapkgs writes is group- or world-writable, whatever the caller's umask (as Nix's 0022).
     os.umask(os.umask(0o022) | 0o022)
     from ..store import locks  # the library says nothing for humans; the command line shows its waits

@@ -10,10 +10,8 @@ import argparse
 import sys
 from typing import Any
 
-STORE_HELP = (
-    "the store root (default: storeDir from the configuration, else $CUDAPKGS_STORE, "
-    "else $XDG_DATA_HOME/cudapkgs/store)"
-)
+from .eval import add_store_option
+
 URL_HELP = "file:///dir, http(s)://host/prefix (PUT to upload) or s3://bucket[/prefix]?region=…&endpoint=…"
 
 
@@ -73,7 +71,7 @@ def register(subparsers: Any) -> None:
                       help="--from: paths substituted at once (default 4; from a file:// cache, at most the CPUs usable); "
                       "--to: zstd frames compressed at once (default: the CPUs usable, at most 4; 1 while they are busy)")
     copy.add_argument("--json", action="store_true", help="print what was copied as JSON")
-    copy.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    add_store_option(copy)
     copy.set_defaults(func=_copy)
 
     serve = subparsers.add_parser(
@@ -110,7 +108,7 @@ def register(subparsers: Any) -> None:
                        help="where served NARs are kept (default ~/.cache/cudapkgs/serve/<store>)")
     serve.add_argument("--cache-size", default="1GiB", metavar="SIZE",
                        help="budget of the kept NARs, least recently used evicted first (default 1GiB)")
-    serve.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    add_store_option(serve)
     serve.set_defaults(func=_serve)
 
     from .eval import CONFIG_HELP, add_eval_options
@@ -171,11 +169,13 @@ def _key_public(args: argparse.Namespace) -> int:
 # -- copy -------------------------------------------------------------------------------------------
 
 
-def _open_store(store_arg: str | None):
-    from ..store import open_store
+def _open_store(args: argparse.Namespace):
+    """The store of --store, else of the configuration (storeDir, $CUDAPKGS_STORE, the XDG data
+    directory), as every other store command finds it (`cli.store._store_dir`)."""
     from ..store.store import Store
+    from .store import _store_dir
 
-    return Store.open(store_arg) if store_arg else open_store()
+    return Store.open(_store_dir(args))
 
 
 def _copy(args: argparse.Namespace) -> int:
@@ -187,7 +187,7 @@ def _copy(args: argparse.Namespace) -> int:
         raise UsageError("--sign-key goes with --to (a cache's narinfos are signed when uploading)")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    store = _open_store(args.store)
+    store = _open_store(args)
     try:
         if args.to:
             from ..store.caches.signing import SecretKey
@@ -302,7 +302,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ..store.caches.signing import SecretKey
 
     key = SecretKey.load(args.sign_key) if args.sign_key else None
-    store = _open_store(args.store)
+    store = _open_store(args)
     root = store.store_dir
     store.close()
 

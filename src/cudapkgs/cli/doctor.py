@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from .eval import add_store_option
+
 
 def register(subparsers: Any) -> None:
     """Add `cudapkgs doctor`."""
@@ -27,6 +29,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--config", metavar="FILE", help="read configuration from a TOML file")
     p.add_argument("--set", dest="sets", metavar="KEY=VALUE", action="append", default=[],
                    help="set a configuration key (repeatable), e.g. --set driverLibDir='\"/usr/lib64\"'")
+    add_store_option(p)
     p.set_defaults(func=run_doctor)
 
 

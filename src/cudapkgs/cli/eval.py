@@ -39,9 +39,35 @@ with cudapkgs; evaluation never downloads.
 """
 
 
-def add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True, eval_cache: bool = True) -> None:
-    """--config, --set and --system (and --json, and --no-eval-cache where the command's answer is
-    cached: `eval_cache`), shared by every command that evaluates."""
+STORE_HELP = (
+    "the store root (default: storeDir from the configuration, else $CUDAPKGS_STORE, "
+    "else $XDG_DATA_HOME/cudapkgs/store); where a command evaluates, the same as --set storeDir=DIR"
+)
+
+
+def add_store_option(parser: Any, help: str = STORE_HELP) -> None:
+    """--store DIR, spelled the same by every command that touches a store (`apply_store_option`
+    makes it the configuration's ``storeDir``, the last word over --config and --set)."""
+    parser.add_argument("--store", metavar="DIR", help=help)
+
+
+def apply_store_option(args: argparse.Namespace) -> None:
+    """Make --store DIR the configuration's ``storeDir`` for a command that also takes --set
+    (appended last, so it wins over --config and every --set; a relative DIR is taken from the
+    working directory, as Nix's --store).  Commands without --set are left alone."""
+    store = getattr(args, "store", None)
+    sets = getattr(args, "sets", None)
+    if store and isinstance(sets, list):
+        import os
+
+        args.sets = [*sets, f"storeDir={json.dumps(os.path.abspath(store))}"]
+
+
+def add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True, eval_cache: bool = True,
+                     store_help: str = STORE_HELP) -> None:
+    """--config, --set, --system and --store (and --json, and --no-eval-cache where the command's
+    answer is cached: `eval_cache`), shared by every command that evaluates; `store_help` is
+    --store's help where the command finds its store otherwise too (`cudapkgs log PATH`)."""
     group = parser.add_argument_group("evaluation options")
     group.add_argument("--config", metavar="FILE", help="read configuration from a TOML file")
     group.add_argument(
@@ -53,6 +79,7 @@ def add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True,
         help="set a configuration key to a TOML value (repeatable), e.g. --set cudaForwardCompat=false",
     )
     group.add_argument("--system", metavar="SYSTEM", help="host platform, e.g. x86_64-linux or aarch64-linux (default: this machine)")
+    add_store_option(group, store_help)
     group.add_argument(
         "-f",
         "--file",

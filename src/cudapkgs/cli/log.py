@@ -39,8 +39,7 @@ def register(subparsers: Any) -> None:
         formatter_class=fmt,
     )
     p.add_argument("path", metavar="PATH", help="store path, ./result link, .drv path or attribute path")
-    p.add_argument("--store", metavar="DIR", help=STORE_HELP)
-    add_eval_options(p, json_flag=False)
+    add_eval_options(p, json_flag=False, store_help=STORE_HELP)
     p.set_defaults(func=run_log)
 
 

@@ -15,10 +15,7 @@ from ..table import format_size  # stdlib-only: cheap at start-up
 if TYPE_CHECKING:
     from typing import TextIO
 
-STORE_HELP = (
-    "the store root (default: storeDir from the configuration, else $CUDAPKGS_STORE, "
-    "else $XDG_DATA_HOME/cudapkgs/store)"
-)
+from .eval import add_store_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -50,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "(e.g. 5GiB; default: everything goes, or the maxCacheSize config key)")
     gc.add_argument("--json", action="store_true", help='print {"deleted": [...], "bytesFreed": N, "dryRun": bool, "keptAside": [...], '
                     '"bytesKeptAside": N, "keptAsideFreed": [...]}')
-    gc.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    add_store_option(gc)
     gc.set_defaults(func=_gc)
 
     export = subparsers.add_parser(
@@ -65,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     export.add_argument("paths", nargs="+", metavar="PATH", help="store paths (or ./result links)")
     export.add_argument("-o", "--output", metavar="FILE", required=True,
                         help="the archive to write; its name gives the compression: .tar, .tar.gz, .tar.xz or .tar.zst")
-    export.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    add_store_option(export)
     export.set_defaults(func=_export)
 
     imp = subparsers.add_parser(
@@ -77,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         formatter_class=fmt,
     )
     imp.add_argument("archive", metavar="FILE")
-    imp.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    add_store_option(imp)
     imp.set_defaults(func=_import)
 
     info = subparsers.add_parser(
@@ -113,7 +110,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                       help="with --weights or --draw: show the N heaviest paths in the table (default 40; 0: all)")
     info.add_argument("--json", action="store_true", help="print a JSON list of objects (path, narHash, narSize, references, deriver, registrationTime[, closureSize]); "
                       "with --weights: path, narSize, share, cumulativeShare, chain")
-    info.add_argument("--store", metavar="DIR", help=STORE_HELP)
     _add_attribute_options(info)
     info.set_defaults(func=_path_info)
 
@@ -129,7 +125,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     why.add_argument("package", metavar="PACKAGE", help="the depending store path (or attribute path, built)")
     why.add_argument("dependency", metavar="DEPENDENCY", help="the store path (or attribute path) depended on")
     why.add_argument("--json", action="store_true", help="print the chains as JSON")
-    why.add_argument("--store", metavar="DIR", help=STORE_HELP)
     _add_attribute_options(why)
     why.set_defaults(func=_why_depends)
 
@@ -152,7 +147,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         "./result); default: every valid path")
     verify.add_argument("--no-contents", action="store_true", help="skip hashing contents (only existence and references)")
     verify.add_argument("--json", action="store_true", help="print problems as a JSON list of {path, kind, message}")
-    verify.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    add_store_option(verify)
     verify.set_defaults(func=_verify)
 
 
@@ -233,14 +228,10 @@ def _attribute_paths(args: argparse.Namespace, texts: list[str]) -> list[str]:
     saying also that no file has that name when the first name is missing; unfree, broken)."""
     if not any(_is_attribute(t) for t in texts):
         return texts
-    import json
-
     from ..errors import AttributeMissingError, UsageError
     from ..lib.attrpath import parse_attrpath, resolve
     from .eval import pkgs_from_args
 
-    if args.store:
-        args.sets = [*args.sets, f"storeDir={json.dumps(os.path.abspath(args.store))}"]
     pkgs = pkgs_from_args(args)
     import shlex
 
@@ -312,8 +303,11 @@ def _query(store: Any, path: str) -> Any:
 
 
 def _store_dir(args: argparse.Namespace) -> str:
+    """The store directory a command works on: --store DIR, else the configuration's storeDir (with
+    the command's --config and --set where it takes them), else $CUDAPKGS_STORE, else the XDG data
+    directory (`store.location.default_store_dir`).  Raises ConfigError for a bad configuration."""
     if args.store:
-        return args.store
+        return os.path.abspath(args.store)
     from ..config import load_config
     from ..store.location import default_store_dir
 
