@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cudapkgs.errors import FetchError
-from cudapkgs.fetch import unpack_wheel
+from cudapkgs.fetch import unpack_wheel, wheel_unpack
 from cudapkgs.fetch.wheel_install import install_wheel
 from cudapkgs.store import direct_reads
 from cudapkgs.store.direct_writes import DIRECT_MIN, direct_writes_wanted
@@ -35,6 +35,7 @@ def direct(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDAPKGS_DIRECT_WRITES", raising=False)
     if not direct_writes_wanted(tmp_path, len(BIG)):
         pytest.skip(f"{tmp_path}: the file system takes no O_DIRECT")
+    monkeypatch.setattr(wheel_unpack, "_buffered", [wheel_unpack.BUFFERED_FIRST])  # the process's allowance spent
     direct_reads.forget_all()
     yield
     direct_reads.forget_all()
@@ -76,3 +77,17 @@ def test_a_large_member_of_an_installed_wheel_is_written_past_the_page_cache(tmp
     assert _resident_pages(out) <= 1
     assert direct_reads.written_direct(os.stat(out))
     assert out.read_bytes() == BIG
+
+
+def test_the_first_large_members_of_a_process_go_through_the_page_cache(tmp_path, direct, monkeypatch):
+    """`auto`: within `BUFFERED_FIRST` bytes buffered (a direct write waits for the disk), past it direct."""
+    monkeypatch.setattr(wheel_unpack, "_buffered", [wheel_unpack.BUFFERED_FIRST - len(BIG)])
+    first = unpack_wheel(_wheel(tmp_path / "w-1.0-py3-none-any.whl", BIG), tmp_path / "first", cuda_major=13)
+    second = unpack_wheel(tmp_path / "w-1.0-py3-none-any.whl", tmp_path / "second", cuda_major=13)
+    assert not direct_reads.written_direct(os.stat(first / "include" / "foo.h"))
+    assert direct_reads.written_direct(os.stat(second / "include" / "foo.h"))
+    monkeypatch.setattr(wheel_unpack, "_buffered", [0])
+    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", "on")  # on: every large member direct
+    third = unpack_wheel(tmp_path / "w-1.0-py3-none-any.whl", tmp_path / "third", cuda_major=13)
+    assert direct_reads.written_direct(os.stat(third / "include" / "foo.h"))
+    assert all((tree / "include" / "foo.h").read_bytes() == BIG for tree in (first, second, third))
