@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
 from ..errors import StoreError
+from .direct_writes import BLOCK, DirectWriter, direct_writes_wanted
 
 __all__ = ["NarFormatError", "HashingReader", "restore", "MAX_DEPTH"]
 
@@ -119,8 +120,11 @@ class HashingReader:
             parts.append(bytes(data))
             need -= len(data)
 
-    def copy_to(self, fd: int, n: int, scanner: _Scanner | None = None) -> None:
-        """Write the next `n` bytes to the file descriptor `fd` (and hand them to `scanner`, in order)."""
+    def copy_to(self, fd: int, n: int, scanner: _Scanner | None = None, writer: DirectWriter | None = None) -> None:
+        """Write the next `n` bytes to the file descriptor `fd` (and hand them to `scanner`, in order).
+
+        With `writer` (a `DirectWriter` on `fd`), the bytes go through it instead (its `finish` is the caller's).
+        """
         self.size += n
         while n:
             buf, pos = self._buf, self._pos
@@ -134,9 +138,12 @@ class HashingReader:
             piece = buf if take == len(buf) else buf[pos : pos + take]  # a view when `buf` is one: no copy
             if scanner is not None:
                 scanner.chunk(piece if isinstance(piece, bytes) else bytes(piece))  # it keeps a tail
-            written = os.write(fd, piece)
-            while written < take:  # a short write (rare: a full disk is an OSError)
-                written += os.write(fd, memoryview(piece)[written:])
+            if writer is not None:
+                writer.write(piece)
+            else:
+                written = os.write(fd, piece)
+                while written < take:  # a short write (rare: a full disk is an OSError)
+                    written += os.write(fd, memoryview(piece)[written:])
             self._pos = pos + take
             n -= take
 
@@ -327,16 +334,23 @@ def _regular(r: HashingReader, path: bytes, read_only: bool, scanner: _Scanner |
         if error.errno == errno.ENAMETOOLONG:
             raise NarFormatError(f"a path in the NAR is too long for the file system ({len(path)} bytes)") from None
         raise
+    writer = None
     try:
+        if size >= BLOCK and direct_writes_wanted(os.path.dirname(path) or b".", size):
+            writer = DirectWriter(fd, size)  # around the page cache (store/direct_writes.py says why)
         if scanner is not None:
             scanner.begin_file()
-        r.copy_to(fd, size, scanner)
+        r.copy_to(fd, size, scanner, writer)
+        if writer is not None:
+            writer.finish()
         if scanner is not None:
             scanner.end_file(rel)
         if read_only:
             os.fchmod(fd, 0o555 if executable else 0o444)
             os.utime(fd, (1, 1))
     finally:
+        if writer is not None:
+            writer.close()
         os.close(fd)
     pad = -size % 8
     end = r.read_exact(pad + len(_CLOSE))  # the padding and the ")" that ends the file

@@ -1,0 +1,234 @@
+"""Big files written with O_DIRECT (store/direct_writes.py): bytes identical whatever the sizes and alignments,
+a file system that refuses O_DIRECT falls back, a size mismatch raises, and the setting is obeyed."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import io
+import os
+import random
+
+import pytest
+
+from cudapkgs.errors import ConfigError
+from cudapkgs.store import direct_writes, nar, nar_restore
+from cudapkgs.store.direct_writes import (BLOCK, DIRECT_MIN, STAGING, DirectWriter, DirectWriteSizeError,
+                                          direct_writes_setting, direct_writes_wanted)
+
+
+def _direct_on(fd: int) -> bool:
+    return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
+
+
+@pytest.fixture
+def writes(monkeypatch):
+    """Every os.write's length and whether O_DIRECT was on for its fd then."""
+    seen: list[tuple[int, bool]] = []
+    real = os.write
+
+    def spy(fd, data):
+        seen.append((len(data), _direct_on(fd)))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", spy)
+    return seen
+
+
+@pytest.fixture(autouse=True)
+def fresh_probes(monkeypatch):
+    monkeypatch.setattr(direct_writes, "_accepts", {})
+    monkeypatch.delenv("CUDAPKGS_DIRECT_WRITES", raising=False)
+
+
+@pytest.fixture
+def accepts(tmp_path):
+    if direct_writes._probe(tmp_path) is False:
+        pytest.skip(f"{tmp_path}'s file system refuses O_DIRECT")
+
+
+def _new(path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+
+
+def _write(path, data: bytes, offset: int, rng: random.Random) -> DirectWriter:
+    """`data` written through a DirectWriter in pieces of random lengths, read from `offset` in a bigger buffer."""
+    source = memoryview(b"\xaa" * offset + data)[offset:]  # the pieces start at odd addresses
+    fd = _new(path)
+    try:
+        with DirectWriter(fd, len(data)) as writer:
+            pos = 0
+            while pos < len(data):
+                n = min(rng.choice((1, 7, 4096, 65537, 1 << 19, 3 << 20)), len(data) - pos)
+                writer.write(source[pos : pos + n])
+                pos += n
+            writer.finish()
+            assert not _direct_on(fd)  # left as found for the caller's fchmod and close
+    finally:
+        os.close(fd)
+    return writer
+
+
+@pytest.mark.parametrize("size", [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, DIRECT_MIN - 1, DIRECT_MIN, DIRECT_MIN + 1,
+                                  2 * STAGING + 12345])
+@pytest.mark.parametrize("offset", [0, 3])
+def test_the_bytes_come_back_whatever_the_size_and_alignment(tmp_path, accepts, writes, size, offset):
+    data = random.Random(size).randbytes(size)
+    _write(tmp_path / "f", data, offset, random.Random(size + offset))
+    assert (tmp_path / "f").read_bytes() == data
+    direct = [n for n, on in writes if on]
+    assert sum(direct) == size - size % BLOCK  # every full block went around the page cache, the rest did not
+    assert all(n % BLOCK == 0 for n in direct)
+
+
+def test_the_staging_buffer_is_kept_for_the_threads_next_file(tmp_path, accepts):
+    first = _write(tmp_path / "a", b"x" * DIRECT_MIN, 0, random.Random(1))
+    assert first._buffer is None and direct_writes._local.buffer is not None
+    kept = direct_writes._local.buffer
+    fd = _new(tmp_path / "b")
+    try:
+        writer = DirectWriter(fd, DIRECT_MIN)
+        assert writer._buffer is kept and direct_writes._local.buffer is None
+        writer.close()
+    finally:
+        os.close(fd)
+
+
+def test_a_file_system_without_o_direct_gets_buffered_writes(tmp_path, monkeypatch, writes):
+    real = fcntl.fcntl
+
+    def refusing(fd, cmd, arg=0):
+        if cmd == fcntl.F_SETFL and arg & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")  # what tmpfs before Linux 6.6 answers
+        return real(fd, cmd, arg)
+
+    monkeypatch.setattr(fcntl, "fcntl", refusing)
+    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", "on")
+    assert not direct_writes_wanted(tmp_path, DIRECT_MIN)  # the probe found out
+    monkeypatch.setattr(direct_writes, "_accepts", {})
+    data = random.Random(2).randbytes(STAGING + 5)
+    writer = _write(tmp_path / "f", data, 1, random.Random(3))
+    assert not writer.direct and (tmp_path / "f").read_bytes() == data
+    assert not any(on for _, on in writes)
+    assert direct_writes._accepts == {os.stat(tmp_path).st_dev: False}  # and the writer remembered it
+    assert not direct_writes_wanted(tmp_path, DIRECT_MIN)
+
+
+def test_a_direct_write_refused_with_einval_is_done_buffered(tmp_path, accepts, monkeypatch):
+    """A file system that takes the flag but wants another alignment refuses the write itself (nothing written)."""
+    real = os.write
+
+    def refusing(fd, data):
+        if _direct_on(fd):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", refusing)
+    data = random.Random(4).randbytes(2 * STAGING + 100)
+    writer = _write(tmp_path / "f", data, 5, random.Random(5))
+    assert not writer.direct and (tmp_path / "f").read_bytes() == data
+    assert direct_writes._accepts[os.stat(tmp_path).st_dev] is False
+
+
+def test_short_direct_writes_are_completed(tmp_path, accepts, monkeypatch, writes):
+    """The first short write stops at a block boundary (the rest stays direct); the second does not (the rest goes buffered)."""
+    spy, calls = os.write, [0]
+
+    def short(fd, data):
+        calls[0] += 1
+        if calls[0] == 1:
+            return spy(fd, memoryview(data)[: 3 * BLOCK])
+        if calls[0] == 3:
+            return spy(fd, memoryview(data)[: BLOCK - 1])
+        return spy(fd, data)
+
+    monkeypatch.setattr(os, "write", short)
+    data = random.Random(6).randbytes(3 * STAGING + 77)
+    _write(tmp_path / "f", data, 0, random.Random(7))
+    assert (tmp_path / "f").read_bytes() == data
+    assert [on for _, on in writes[:4]] == [True, True, True, False]
+
+
+def test_a_full_disk_surfaces_and_the_buffer_is_given_back(tmp_path, accepts, monkeypatch):
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(direct_writes, "_local", type(direct_writes._local)())
+    fd = _new(tmp_path / "f")
+    try:
+        writer = DirectWriter(fd, STAGING + 1)
+        monkeypatch.setattr(os, "write", full)
+        with pytest.raises(OSError) as raised, writer:
+            writer.write(b"y" * (STAGING + 1))
+        assert raised.value.errno == errno.ENOSPC
+        assert writer._buffer is None and direct_writes._local.buffer is not None
+    finally:
+        os.close(fd)
+
+
+def test_more_or_fewer_bytes_than_the_size_raise(tmp_path):
+    fd = _new(tmp_path / "f")
+    try:
+        with DirectWriter(fd, DIRECT_MIN) as writer:
+            writer.write(b"z" * (DIRECT_MIN - 1))
+            with pytest.raises(DirectWriteSizeError, match="4194303 bytes written to a file of 4194304"):
+                writer.finish()
+            with pytest.raises(DirectWriteSizeError, match="4194305 bytes"):
+                writer.write(b"zz")
+            assert writer.written == DIRECT_MIN - 1
+    finally:
+        os.close(fd)
+
+
+def test_the_setting(tmp_path, accepts, monkeypatch):
+    assert direct_writes_setting({}) == "auto" and direct_writes_setting({"CUDAPKGS_DIRECT_WRITES": " Off "}) == "off"
+    assert direct_writes_wanted(tmp_path, DIRECT_MIN) and not direct_writes_wanted(tmp_path, DIRECT_MIN - 1)
+    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", "on")
+    assert direct_writes_wanted(tmp_path, BLOCK) and not direct_writes_wanted(tmp_path, BLOCK - 1)
+    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", "off")
+    assert not direct_writes_wanted(tmp_path, 1 << 40)
+    assert not direct_writes_wanted(tmp_path / "missing", 1 << 40)
+    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", "yes")
+    with pytest.raises(ConfigError, match=r"\$CUDAPKGS_DIRECT_WRITES is 'yes': set it to auto, on or off"):
+        direct_writes_wanted(tmp_path, DIRECT_MIN)
+
+
+def _nar_of(tmp_path, files: dict[str, bytes]) -> bytes:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name, data in files.items():
+        (tree / name).write_bytes(data)
+    return b"".join(nar.dump(tree))
+
+
+@pytest.mark.parametrize("setting", ["auto", "off"])
+def test_a_restored_nar_writes_its_big_files_directly_unless_off(tmp_path, accepts, monkeypatch, setting):
+    files = {"big": random.Random(8).randbytes(DIRECT_MIN + 4097), "small": b"s" * (DIRECT_MIN - 1)}
+    data = _nar_of(tmp_path, files)
+    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", setting)
+    opened: dict[int, str] = {}
+    seen: list[tuple[str, int, bool]] = []
+    real_open, real_write = os.open, os.write
+
+    def spy_open(path, *args, **kwargs):
+        fd = real_open(path, *args, **kwargs)
+        opened[fd] = os.path.basename(os.fsdecode(path))
+        return fd
+
+    def spy_write(fd, chunk):
+        seen.append((opened.get(fd, "?"), len(chunk), _direct_on(fd)))
+        return real_write(fd, chunk)
+
+    monkeypatch.setattr(os, "open", spy_open)
+    monkeypatch.setattr(os, "write", spy_write)
+    reader = nar_restore.restore(io.BytesIO(data), tmp_path / "out")
+    monkeypatch.undo()
+    assert reader.sha256.digest() == hashlib.sha256(data).digest()
+    for name, content in files.items():
+        out = tmp_path / "out" / name
+        assert out.read_bytes() == content and os.stat(out).st_mode & 0o777 == 0o444
+        assert os.stat(out).st_mtime == 1
+    direct = sum(n for name, n, on in seen if on and name == "big")
+    assert direct == (len(files["big"]) // BLOCK * BLOCK if setting == "auto" else 0)
+    assert not any(on for name, _, on in seen if name != "big")
