@@ -18,8 +18,9 @@ them) are `narinfo(path)`, `upload(store, path, ...)` and `substitute(store, pat
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import BinaryIO
 
@@ -303,13 +304,17 @@ class Cache:
         level: int | None = None,
         force: bool = False,
         workers: int = 1,
+        on_start: Callable[[int], object] | None = None,
+        on_bytes: Callable[[int], object] | None = None,
     ) -> NarInfo | None:
         """Upload one valid store path: its compressed NAR first, then its narinfo (signed with `secret_key`).
 
         Returns the narinfo written, or None if the cache had the path already
         (and not `force`). The NAR is re-hashed while it streams and must match
         the store's record (StoreError otherwise: the store path was modified).
-        `workers`: zstd frames compressed at once (`compression.compress_stream`).
+        `workers`: zstd frames compressed at once (`compression.compress_stream`). `on_bytes(done)`
+        gets the NAR's bytes read so far, at most once a MiB (from the reading thread); `on_start(nar_size)`
+        is called once the cache is found not to have the path, before anything is read.
         Call `init(store.store_dir)` once first (`upload_closure` does).
         """
         if compression not in COMPRESSIONS:
@@ -317,6 +322,8 @@ class Cache:
         record = store.query(path)
         if not force and self._exists(hash_part(record.path) + ".narinfo"):
             return None
+        if on_start is not None:
+            on_start(record.nar_size)
         where = self.local_dir if self.local_dir is not None else None
         import tempfile  # here: only uploads need it (random, shutil: a few ms of every start-up)
 
@@ -324,7 +331,7 @@ class Cache:
         try:
             digest_nar = nar_sha = None
             with os.fdopen(fd, "wb") as out:
-                counted = _HashedChunks(nar.dump(record.path))
+                counted = _HashedChunks(nar.dump(record.path), on_bytes)
                 # Reading and hashing in one thread, compressing and writing in this one (as `tar | zstd`
                 # runs two processes); the queue holds a few MiB at most.
                 try:
@@ -360,17 +367,29 @@ class Cache:
         self._put_bytes(hash_part(record.path) + ".narinfo", info.to_text().encode(), "text/x-nix-narinfo")
         return info
 
-    def upload_closure(self, store, paths: Iterable[str], *, on_path=None, **options) -> list[tuple[str, NarInfo | None]]:
+    def upload_closure(self, store, paths: Iterable[str], *, on_path=None, progress=None,
+                       **options) -> list[tuple[str, NarInfo | None]]:
         """Upload the closure of `paths`, dependencies first; (path, narinfo or None if already there) for each.
 
-        `on_path(index, total, path, narinfo or None)` is called after each path (for progress lines).
+        `on_path(index, total, path, narinfo or None)` is called after each path. `progress` (as
+        `substitute_progress.PlainUploadProgress`) gets `begin(paths)` with the ordered closure,
+        `started(path, nar_size)` once a path is found missing from the cache, before its upload, `bytes(path, done)` as its NAR is read
+        (bytes of the uncompressed NAR; from the reading thread) and `finished(path, narinfo or None)`.
         """
         self.init(store.store_dir)
         closure = store.closure(store.parse(p) for p in paths)
         ordered = dependencies_first(store, closure)
+        if progress is not None:
+            progress.begin(ordered)
         results = []
         for index, path in enumerate(ordered, 1):
-            results.append((path, self.upload(store, path, **options)))
+            on_start = on_bytes = None
+            if progress is not None:
+                on_start = functools.partial(progress.started, path)
+                on_bytes = functools.partial(progress.bytes, path)
+            results.append((path, self.upload(store, path, on_start=on_start, on_bytes=on_bytes, **options)))
+            if progress is not None:
+                progress.finished(path, results[-1][1])
             if on_path is not None:
                 on_path(index, len(ordered), path, results[-1][1])
         return results
@@ -403,18 +422,25 @@ def dependencies_first(store, paths: Iterable[str]) -> list[str]:
 class _HashedChunks:
     """Iterates `chunks`, hashing and counting them on the way."""
 
-    def __init__(self, chunks: Iterable[bytes]) -> None:
+    def __init__(self, chunks: Iterable[bytes], on_bytes: Callable[[int], object] | None = None) -> None:
         import hashlib
 
         self._chunks = chunks
         self._sha = hashlib.sha256()
+        self._on_bytes = on_bytes
         self.size = 0
 
     def __iter__(self) -> Iterator[bytes]:
+        told = 0
         for chunk in self._chunks:
             self._sha.update(chunk)
             self.size += len(chunk)
+            if self._on_bytes is not None and self.size - told >= 1 << 20:
+                told = self.size
+                self._on_bytes(told)
             yield chunk
+        if self._on_bytes is not None:
+            self._on_bytes(self.size)
 
     def digest(self) -> bytes:
         return self._sha.digest()
