@@ -346,6 +346,18 @@ def test_bench_substitute_ml_tiny():
     assert "cudapkgs copy --to file:// (zstd, signed):" in out
 
 
+def test_bench_substitute_ml_tiny_direct_writes_off():
+    """The file:// row again with direct writes off (store/direct_writes.py), in the same rounds."""
+    out = run_bench("bench_substitute_ml.py", "--direct-writes-off", timeout=600)
+    (table,) = tables(out)
+    labels = [row[0] for row in table]
+    assert labels[:2] == ["cudapkgs copy --from file:// (zstd), empty store",
+                          "cudapkgs copy --from file:// (zstd), empty store, direct writes off (CUDAPKGS_DIRECT_WRITES=off)"]
+    assert labels[-1] == "uv pip install --offline --no-deps, uv cache empty"
+    for row in table:
+        assert number(row[1]) > 0 and number(row[4]) > 0, row
+
+
 def test_bench_copy_to_tiny():
     out = run_bench("bench_copy_to.py", timeout=600)
     (table,) = tables(out)
