@@ -37,7 +37,10 @@ examples:
   cudapkgs log ./result        the build log of what ./result points to
 
 Output paths are printed one per line (--json: a list of {attrPath, drvPath,
-outputs}). Progress goes to stderr: bars on a terminal, plain lines otherwise.
+outputs}, as `nix build --json`). drvPath names the derivation (the key of its
+build log: `cudapkgs log DRVPATH`); unlike Nix, cudapkgs writes no .drv file to
+the store, built or substituted: `cudapkgs show-derivation ATTRPATH` prints it.
+Progress goes to stderr: bars on a terminal, plain lines otherwise.
 Each build writes its log to <store>/.logs/; a failure names it.
 """
 

@@ -86,6 +86,12 @@ class Cache:
         """Store the local file `local` as `name` (atomically for readers); `local` may be moved."""
         raise NotImplementedError
 
+    def _upload_temp(self) -> _SystemTemp:
+        """Where `upload` compresses a NAR before `_put_file`: an object with `fd` (open for writing),
+        `path` and `close()` (removes the file if `_put_file` did not move it). Here a file in the
+        system's temporary directory; a file cache's are in its own directory (`upload_temps`)."""
+        return _SystemTemp()
+
     def _read_small(self, name: str, limit: int = 1 << 20) -> bytes | None:
         too_large = CacheError(f"{self.url}/{name}: larger than {limit} bytes, not a narinfo")
         try:
@@ -325,13 +331,10 @@ class Cache:
             return None
         if on_start is not None:
             on_start(record.nar_size)
-        where = self.local_dir if self.local_dir is not None else None
-        import tempfile  # here: only uploads need it (random, shutil: a few ms of every start-up)
-
-        fd, temp = tempfile.mkstemp(prefix=".upload-", suffix=".nar", dir=where)
+        temp = self._upload_temp()
         try:
             digest_nar = nar_sha = None
-            with os.fdopen(fd, "wb") as out:
+            with os.fdopen(temp.fd, "wb") as out:
                 counted = _HashedChunks(nar.dump(record.path), on_bytes)
                 # A big NAR's compressed file goes around the page cache (store/direct_writes.py; its size is
                 # not known before it is written: the NAR's is the policy's estimate, and nothing is checked)
@@ -358,10 +361,9 @@ class Cache:
                 )
             file_hash = base32_encode(file_digest)
             url = f"nar/{file_hash}.nar{COMPRESSIONS[compression]}"
-            self._put_file(url, temp, "application/x-nix-nar")
+            self._put_file(url, temp.path, "application/x-nix-nar")
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
+            temp.close()
         info = NarInfo(
             store_path=record.path, url=url, compression=compression, file_hash="sha256:" + file_hash,
             file_size=file_size, nar_hash=record.nar_hash, nar_size=record.nar_size,
@@ -426,6 +428,19 @@ def dependencies_first(store, paths: Iterable[str]) -> list[str]:
                 stack.pop()
                 order.append(node)
     return order
+
+
+class _SystemTemp:
+    """A temporary file in the system's temporary directory (`Cache._upload_temp`)."""
+
+    def __init__(self) -> None:
+        import tempfile  # here: only uploads need it (random, shutil: a few ms of every start-up)
+
+        self.fd, self.path = tempfile.mkstemp(prefix="cudapkgs-upload-", suffix=".part")
+
+    def close(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
 
 
 class _HashedChunks:
