@@ -338,7 +338,8 @@ class Cache:
                 counted = _HashedChunks(nar.dump(record.path), on_bytes)
                 # A big NAR's compressed file goes around the page cache (store/direct_writes.py; its size is
                 # not known before it is written: the NAR's is the policy's estimate, and nothing is checked)
-                direct = DirectWriter(fd, None) if direct_writes_wanted(os.path.dirname(temp), record.nar_size) else None
+                direct = (DirectWriter(temp.fd, None) if direct_writes_wanted(os.path.dirname(temp.path), record.nar_size)
+                          else None)
                 # Reading and hashing in one thread, compressing and writing in this one (as `tar | zstd`
                 # runs two processes); the queue holds a few MiB at most.
                 try:
