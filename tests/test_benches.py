@@ -481,3 +481,14 @@ def test_bench_http_read_tiny():
     for row in table:
         assert number(row[1]) >= 0 and number(row[2]) >= 0, row
     assert "11.8 MiB" in out and "load average before" in out
+
+
+def test_bench_direct_writes_tiny():
+    out = run_bench("bench_direct_writes.py", timeout=300)
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["stream: one 32 MiB file, hashed and written", "sizes: 32 files of 1024 KiB",
+                                         "sizes: 4 files of 8192 KiB"]
+    for row in table:
+        assert all(number(cell.split(" ")[0]) > 0 for cell in row[1:]), row
+        assert abs(number(row[3]) - number(row[1]) / number(row[2])) < 0.02 + 0.05 * number(row[3]), row
+    assert "load average before" in out and "untimed sync" in out
