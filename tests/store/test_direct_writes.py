@@ -262,3 +262,18 @@ def test_the_caller_goes_on_while_a_full_buffer_is_written(tmp_path, accepts, mo
         os.close(fd)
     assert returned_first
     assert (tmp_path / "f").read_bytes() == data
+
+
+def test_a_size_not_known_is_not_checked(tmp_path, accepts, writes):
+    """`copy --to` knows a compressed file's size only once it is written: size None, every byte still lands."""
+    data = random.Random(10).randbytes(STAGING + BLOCK + 3)
+    fd = _new(tmp_path / "f")
+    try:
+        with DirectWriter(fd, None) as writer:
+            writer.write(data[:100])
+            writer.write(data[100:])
+            writer.finish()
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == data
+    assert sum(n for n, on in writes if on) == STAGING + BLOCK

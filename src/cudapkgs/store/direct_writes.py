@@ -170,7 +170,8 @@ def _writes() -> ThreadPoolExecutor:
 
 
 class DirectWriter:
-    """Writes exactly `size` bytes to the new, empty file open on `fd`, the full blocks with O_DIRECT.
+    """Writes exactly `size` bytes (None: as many as come, unchecked) to the new, empty file open on `fd`,
+    the full blocks with O_DIRECT.
 
     `fd` must be open for writing at offset 0 of a new file (any other offset: buffered writes);
     the caller keeps owning it (opens, fchmods, closes it), and must not write to it itself until
@@ -195,11 +196,11 @@ class DirectWriter:
 
     __slots__ = ("fd", "size", "written", "direct", "_buffers", "_views", "_current", "_fill", "_pending")
 
-    def __init__(self, fd: int, size: int) -> None:
-        if size < 0:
+    def __init__(self, fd: int, size: int | None) -> None:
+        if size is not None and size < 0:
             raise ValueError(f"a file of {size} bytes")
         self.fd = fd
-        self.size = size  # bytes the file will hold
+        self.size = size  # bytes the file will hold (None: not known, not checked)
         self.written = 0  # bytes handed to write() so far
         self.direct = False  # whether O_DIRECT is on for fd now
         self._buffers: list[mmap.mmap] | None = None
@@ -207,7 +208,7 @@ class DirectWriter:
         self._current = 0  # the staging buffer being filled
         self._fill = 0  # bytes waiting in it
         self._pending: Future[None] | None = None  # the write in flight
-        if size >= BLOCK and os.lseek(fd, 0, os.SEEK_CUR) % BLOCK == 0 and _set_direct(fd, True):
+        if (size is None or size >= BLOCK) and os.lseek(fd, 0, os.SEEK_CUR) % BLOCK == 0 and _set_direct(fd, True):
             self.direct = True
             self._buffers = _take_buffers()
             self._views = [memoryview(buffer) for buffer in self._buffers]
@@ -224,7 +225,7 @@ class DirectWriter:
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
         n = len(view)
-        if self.written + n > self.size:
+        if self.size is not None and self.written + n > self.size:
             raise DirectWriteSizeError(f"{self.written + n} bytes written to a file of {self.size}")
         self.written += n
         views = self._views
@@ -275,7 +276,7 @@ class DirectWriter:
 
     def finish(self) -> None:
         """Write what is left and leave fd without O_DIRECT; DirectWriteSizeError unless exactly `size` bytes came."""
-        if self.written != self.size:
+        if self.size is not None and self.written != self.size:
             raise DirectWriteSizeError(f"{self.written} bytes written to a file of {self.size}")
         self._wait()
         if self._views is not None and self._fill:

@@ -29,6 +29,7 @@ from .. import nar
 from ..content_address import ContentAddress, derive_content_address, file_sha256, parse_content_address, store_path_for
 from ..nar_restore import HashingReader, NarFormatError, restore
 from ..paths import base32_encode, hash_part
+from ..direct_writes import DirectWriter, direct_writes_wanted
 from .compression import HashingFile, compress_stream, decompressed_reader
 from .narinfo import COMPRESSIONS, CacheInfo, NarInfo, NarInfoError
 from .signing import PublicKey, SecretKey
@@ -335,14 +336,23 @@ class Cache:
             digest_nar = nar_sha = None
             with os.fdopen(temp.fd, "wb") as out:
                 counted = _HashedChunks(nar.dump(record.path), on_bytes)
+                # A big NAR's compressed file goes around the page cache (store/direct_writes.py; its size is
+                # not known before it is written: the NAR's is the policy's estimate, and nothing is checked)
+                direct = (DirectWriter(temp.fd, None) if direct_writes_wanted(os.path.dirname(temp.path), record.nar_size)
+                          else None)
                 # Reading and hashing in one thread, compressing and writing in this one (as `tar | zstd`
                 # runs two processes); the queue holds a few MiB at most.
                 try:
-                    file_digest, file_size = compress_stream(_read_ahead(counted, depth=_AHEAD), out, compression, level=level,
-                                                             total=record.nar_size, workers=workers)
+                    file_digest, file_size = compress_stream(_read_ahead(counted, depth=_AHEAD), direct or out, compression,
+                                                             level=level, total=record.nar_size, workers=workers)
+                    if direct is not None:
+                        direct.finish()
                 except ValueError as error:  # more or fewer bytes than registered: a frame's size would lie
                     raise StoreError(f"{record.path} was modified in the store (its NAR has {error}); run `cudapkgs "
                                      "verify`; not uploaded") from None
+                finally:
+                    if direct is not None:
+                        direct.close()
                 nar_sha, nar_size = counted.digest(), counted.size
             digest_nar = "sha256:" + base32_encode(nar_sha)
             if (digest_nar, nar_size) != (record.nar_hash, record.nar_size):
