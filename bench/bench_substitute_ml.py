@@ -4,6 +4,7 @@ Run:  python bench/bench_substitute_ml.py --store /tmp/speed/store -r 3     (the
                                                                          from wheels there; see below)
       python bench/bench_substitute_ml.py --tiny                         (a synthetic closure: the CI smoke test)
       ... -j 2                                                           (copy --from -j 2 in every substitution row)
+      ... --direct-writes-off --first-use torch                          (direct writes on/off; the first import after)
 
 Full mode.  ``--store`` is a private store in which ``cudapkgs build`` realised torch and numpy of
 ``cudaPackages_13_0.pkgs.pkgsCuda.python3Packages`` (fetchers = ["wheels"], prebuiltWheels = ["nccl",
@@ -37,6 +38,18 @@ deletions; with a journal the check is off. Per round that needs disk for every 
   store (the server's CPU is not in the row: it is the team's machine's; it shares the two cores though);
 * ``uv pip install --offline --no-deps`` of the wheels into a fresh venv (made untimed), uv's cache
   empty (``UV_CACHE_DIR`` a new directory: a teammate's new machine), wheels from a local directory.
+
+* ``--direct-writes-off``: the file:// row again with ``CUDAPKGS_DIRECT_WRITES=off``, every file through
+  the page cache as before store/direct_writes.py (the other rows write files of 4 MiB and more with
+  ``O_DIRECT``). Not even-handed in the buffered row's favour on purpose: the untimed ``sync`` before each
+  row means a buffered row's write-back to the disk is never charged to it, while a direct row waits for
+  the disk inside its time. (Only the file:// row: a fourth tree of 5 GiB per round is what the disk allows.)
+* ``--first-use MODULE``: after each row, ``python -c 'import MODULE'`` in what the row just wrote (the
+  store's python3 with the closure's site-packages, in the same mount namespace; uv's venv python), timed
+  and printed in a second table. The page cache is as the row left it (not dropped: that would empty
+  every other user's cache too): files written directly are read from the disk, files written buffered
+  from memory, so this is what direct writes cost the first use. uv's venv has no byte code (uv compiles
+  none by default), so its first import compiles and writes it: not the same work.
 
 Every narinfo signature and every NAR hash is checked by the substituting side (that is what ``copy
 --from`` does; nothing here turns it off).  Store paths embed the store directory, so the empty store
@@ -79,6 +92,7 @@ UV = "uv pip install --offline --no-deps, uv cache empty"
 FILE = "cudapkgs copy --from file:// (zstd), empty store"
 HTTP = "cudapkgs copy --from http:// (cudapkgs serve --compression zstd), empty store"
 HTTP_PLAIN = "cudapkgs copy --from http:// (cudapkgs serve, NARs uncompressed), empty store"
+BUFFERED = ", direct writes off (CUDAPKGS_DIRECT_WRITES=off)"
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
@@ -261,6 +275,15 @@ def full_closure(store_dir: Path, attrs: list[str]) -> tuple[list[str], list[Pat
     return closure, nvidia + sorted(mirror.iterdir()), mirror
 
 
+def store_python(store_dir: Path, closure: list[str]) -> tuple[str, str]:
+    """(the closure's python3 interpreter, a PYTHONPATH of every site-packages of the closure) for `--first-use`."""
+    python = next((p for p in closure if os.path.basename(p)[33:].startswith("python3-")), None)
+    if python is None:
+        raise SystemExit("--first-use: no python3 in the closure")
+    sites = sorted(str(site) for p in closure for site in Path(p).glob("lib/python3*/site-packages"))
+    return str(Path(python) / "bin" / "python3"), os.pathsep.join(sites)
+
+
 # -- the rounds ------------------------------------------------------------------------------------------
 
 
@@ -280,7 +303,8 @@ def warm(url: str, closure: list[str]) -> None:
 
 
 def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, runs: int, peer_src: Path | None,
-          jobs: int | None = None, settle_s: float = 0.0, http_plain: bool = False) -> dict:
+          jobs: int | None = None, settle_s: float = 0.0, http_plain: bool = False, buffered_row: bool = False,
+          first_use: str | None = None) -> dict:
     uv = uv_binary()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CUDAPKGS_STORE")}
     src = REPO / "src"
@@ -312,7 +336,19 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
 
     trees: list[Path] = []  # this round's outputs, deleted when it ends (see settle())
 
-    def substitute(name: str, url: str, code: Path) -> None:
+    first: dict[str, dict] = {}  # row -> the first use's {"wall": [...], "cpu": [...]}
+
+    def first_import(name: str, command: list[str], row_env: dict[str, str]) -> None:
+        """`--first-use`: time the row's first `import` of the module right after it (page cache as the row left it)."""
+        wall, cpu, system, _ = timed_usage(command, row_env)
+        got = first.setdefault(name, {"wall": [], "cpu": [], "system": []})
+        got["wall"].append(wall)
+        got["cpu"].append(cpu)
+        got["system"].append(system)
+        sys.stderr.write(f"first use after {name}: {wall:.2f} s wall, {cpu:.2f} s CPU ({system:.2f} system)\n")
+
+    def substitute(name: str, url: str, code: Path, row_env: dict[str, str] | None = None) -> None:
+        row_env = row_env or env
         empty = work / f"store-{len(trees)}"
         trees.append(empty)
         remove(empty)
@@ -320,12 +356,12 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
         command = cudapkgs(code, "copy", "--from", url, "--trusted-public-key", public, "--store", str(store_dir),
                            *(["-j", str(jobs)] if jobs else []), *closure)
         if namespaces:
-            wall, cpu, system, out = timed_usage(in_empty_store(command, store_dir, empty), env)
+            wall, cpu, system, out = timed_usage(in_empty_store(command, store_dir, empty), row_env)
         else:
             aside = store_dir.with_name(store_dir.name + ".aside")
             os.rename(store_dir, aside)
             try:
-                wall, cpu, system, out = timed_usage(command, env)
+                wall, cpu, system, out = timed_usage(command, row_env)
             finally:
                 remove(store_dir)
                 os.rename(aside, store_dir)
@@ -337,6 +373,10 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
             if not want <= got:
                 raise SystemExit(f"{name}: {sorted(want - got)[:3]} missing after the copy:\n{out[-2000:]}")
         record(name, wall, cpu, system)
+        if first_use and namespaces:
+            python, path = store_python(store_dir, closure)
+            first_import(name, in_empty_store([python, "-c", f"import {first_use}"], store_dir, empty),
+                         {**env, "PYTHONPATH": path, "PYTHONNOUSERSITE": "1"})
 
     def uv_install(i: int) -> None:
         venv, uv_cache = work / f"venv-{len(trees)}", work / f"uv-cache-{len(trees)}"
@@ -346,6 +386,8 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
         wall, cpu, system, _ = timed_usage([uv, "pip", "install", "-q", "--offline", "--no-deps", "--python",
                                             str(venv / "bin" / "python"), *map(str, wheels)], uv_env)
         record(UV, wall, cpu, system)
+        if first_use:
+            first_import(UV, [str(venv / "bin" / "python"), "-c", f"import {first_use}"], {**env, "PYTHONNOUSERSITE": "1"})
 
     def settle() -> None:
         """Delete the round's trees, sync, and wait out ext4's recently-deleted window (module docstring)."""
@@ -373,6 +415,8 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
             if http_plain:
                 plain_url = stack.enter_context(serving(src, store_dir, key, env))
         steps = [lambda i: substitute(FILE, f"file://{cache}", src)]
+        if buffered_row:  # the same row writing every file through the page cache, as before direct writes
+            steps.append(lambda i: substitute(FILE + BUFFERED, f"file://{cache}", src, {**env, "CUDAPKGS_DIRECT_WRITES": "off"}))
         if url:
             steps.append(lambda i: substitute(HTTP, url, src))
         if plain_url:
@@ -397,7 +441,8 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
     return {"rows": rows, "setup": setup, "load": (load_before, load_after), "nar_bytes": nar_bytes, "cache_bytes": cache_bytes,
             "serve_bytes": result_serve_bytes,
             "wheel_bytes": sum(w.stat().st_size for w in wheels), "wheels": len(wheels), "paths": len(closure),
-            "namespaces": namespaces, "jobs": jobs, "spread": spread, "settle": settle_s}
+            "namespaces": namespaces, "jobs": jobs, "spread": spread, "settle": settle_s, "first_use": first,
+            "first_module": first_use}
 
 
 def report(result: dict, runs: int) -> None:
@@ -418,6 +463,15 @@ def report(result: dict, runs: int) -> None:
         print(f"| {name} | {wall[name]:.2f} | {min(row['wall']):.2f}–{max(row['wall']):.2f} | {wall[name] / wall[UV]:.2f} "
               f"| {cpu[name]:.2f} | {cpu[name] / max(cpu[UV], 1e-9):.2f} "
               f"| {system[name]:.2f} ({min(row['system']):.2f}–{max(row['system']):.2f}) |")
+    if result.get("first_use"):
+        print(f"\nfirst use: `import {result['first_module']}` right after each row, in what it wrote (the page cache as "
+              "the row left it, not dropped: files written directly are read from the disk, files written buffered "
+              "mostly from memory)\n")
+        print("| after | median wall s | min–max s | CPU s | of it system s |")
+        print("|---|---:|---:|---:|---:|")
+        for name, row in result["first_use"].items():
+            print(f"| {name} | {statistics.median(row['wall']):.2f} | {min(row['wall']):.2f}–{max(row['wall']):.2f} "
+                  f"| {statistics.median(row['cpu']):.2f} | {statistics.median(row['system']):.2f} |")
     print(f"\nrows' trees deleted at each round's end, then sync and {result.get('settle', 0):g} s of waiting before the next "
           "round (ext4's recently-deleted inodes: see the module docstring)")
     print(f"\nwork directory marked as a top of directory hierarchies (chattr +T, rows' trees in fresh block groups): "
@@ -438,6 +492,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-src", help="the src/ of another checkout: its substitution rows too, same rounds")
     parser.add_argument("--http-uncompressed", action="store_true",
                         help="also the row of a second serve with NARs uncompressed (its default)")
+    parser.add_argument("--direct-writes-off", action="store_true",
+                        help="also the file:// row with CUDAPKGS_DIRECT_WRITES=off (every file through the page cache)")
+    parser.add_argument("--first-use", metavar="MODULE",
+                        help="after each row, time `python -c 'import MODULE'` in what the row wrote "
+                             "(full mode: e.g. torch)")
     parser.add_argument("-j", "--jobs", type=int, help="copy --from -j N in every substitution row (default: the command's)")
     parser.add_argument("--settle", type=float, help="seconds to wait after each round's deletions (default: 61 in full mode, "
                         "0 in tiny mode): ext4 without a journal makes inode creation slow for 60 s after deletions")
@@ -447,7 +506,8 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tempfile.mkdtemp(prefix="bench-subst-tiny-"))
         try:
             store_dir, closure, wheels = tiny_closure(work)
-            result = bench(store_dir, closure, wheels, work, 1, peer, args.jobs, args.settle or 0.0, args.http_uncompressed)
+            result = bench(store_dir, closure, wheels, work, 1, peer, args.jobs, args.settle or 0.0, args.http_uncompressed,
+                           args.direct_writes_off)
         finally:
             remove(work)
         report(result, 1)
@@ -459,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-subst-", dir=store_dir.parent))
     try:
         result = bench(store_dir, closure, wheels, work, args.runs, peer, args.jobs, 61.0 if args.settle is None else args.settle,
-                       args.http_uncompressed)
+                       args.http_uncompressed, args.direct_writes_off, args.first_use)
     finally:
         remove(work)
         remove(mirror)

@@ -347,6 +347,18 @@ def test_bench_substitute_ml_tiny():
     assert "cudapkgs copy --to file:// (zstd, signed):" in out
 
 
+def test_bench_substitute_ml_tiny_direct_writes_off():
+    """The file:// row again with direct writes off (store/direct_writes.py), in the same rounds."""
+    out = run_bench("bench_substitute_ml.py", "--direct-writes-off", timeout=600)
+    (table,) = tables(out)
+    labels = [row[0] for row in table]
+    assert labels[:2] == ["cudapkgs copy --from file:// (zstd), empty store",
+                          "cudapkgs copy --from file:// (zstd), empty store, direct writes off (CUDAPKGS_DIRECT_WRITES=off)"]
+    assert labels[-1] == "uv pip install --offline --no-deps, uv cache empty"
+    for row in table:
+        assert number(row[1]) > 0 and number(row[4]) > 0, row
+
+
 def test_bench_copy_to_tiny():
     out = run_bench("bench_copy_to.py", timeout=600)
     (table,) = tables(out)
@@ -470,3 +482,14 @@ def test_bench_http_read_tiny():
     for row in table:
         assert number(row[1]) >= 0 and number(row[2]) >= 0, row
     assert "11.8 MiB" in out and "load average before" in out
+
+
+def test_bench_direct_writes_tiny():
+    out = run_bench("bench_direct_writes.py", timeout=300)
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["stream: one 32 MiB file, hashed and written", "sizes: 32 files of 1024 KiB",
+                                         "sizes: 4 files of 8192 KiB"]
+    for row in table:
+        assert all(number(cell.split(" ")[0]) > 0 for cell in row[1:]), row
+        assert abs(number(row[3]) - number(row[1]) / number(row[2])) < 0.02 + 0.05 * number(row[3]), row
+    assert "load average before" in out and "untimed sync" in out

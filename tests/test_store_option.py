@@ -77,3 +77,25 @@ def test_copy_and_serve_find_the_configured_store_as_build_does(tmp_path, capsys
     assert main(["copy", "--to", f"file://{tmp_path}/cache", "--json", built]) == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["uploaded"] == [built]
     assert not (tmp_path / "default-store").exists()
+
+
+def test_build_json_drv_path_is_the_derivation_s_name_and_help_says_no_drv_file_is_written(tmp_path, capsys):
+    """A teammate's `build --json` gave a drvPath naming no file (every output substituted). cudapkgs
+    writes no .drv at all (docs/binary-caches.md says why): the help says so, and the one name means
+    the same in show-derivation, path-info's deriver and log."""
+    import pytest as _pytest
+
+    with _pytest.raises(SystemExit):
+        main(["build", "--help"])
+    helped = " ".join(capsys.readouterr().out.split())
+    assert "drvPath names the derivation" in helped and "cudapkgs writes no .drv file to the store" in helped
+    (tmp_path / "pkgs.py").write_text(textwrap.dedent(PACKAGE))
+    assert main(["build", "--store", "st", "-f", "pkgs.py", "hello", "--json", "--no-link"]) == 0
+    (item,) = json.loads(capsys.readouterr().out)
+    assert not os.path.exists(item["drvPath"])
+    assert main(["show-derivation", "--store", "st", "-f", "pkgs.py", "hello"]) == 0
+    assert json.loads(capsys.readouterr().out)["drvPath"] == item["drvPath"]
+    assert main(["path-info", "--json", "--store", "st", item["outputs"]["out"]]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["deriver"] == item["drvPath"]
+    assert main(["log", "--store", "st", item["drvPath"]]) == 0  # built here: its log
+    assert "installPhase" in capsys.readouterr().out

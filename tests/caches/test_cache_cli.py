@@ -54,7 +54,8 @@ def test_copy_to_and_from_a_file_cache(tmp_path):
     assert out.returncode == 0, out.stderr
     assert f"copied 2 path(s)" in out.stderr
     assert all(name.endswith(".nar.bz2") for name in os.listdir(tmp_path / "cache" / "nar"))  # what old Nix reads
-    assert f"[1/2] {dep}: uploaded (" in out.stderr and f"[2/2] {top}: uploaded (" in out.stderr
+    assert f"[1/2] uploaded {os.path.basename(dep)[33:]} (" in out.stderr
+    assert f"[2/2] uploaded {os.path.basename(top)[33:]} (" in out.stderr
     fresh = fresh_store_like(store, tmp_path / "old")
     fresh.close()
     assert all("\nCA: fixed:r:sha256:" in p.read_text() for p in (tmp_path / "cache").glob("*.narinfo"))

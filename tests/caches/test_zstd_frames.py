@@ -223,7 +223,8 @@ def test_an_upload_stopped_while_frames_compress_on_threads_leaves_nothing_in_th
     monkeypatch.setattr(base, "compress_stream", stopped)
     with pytest.raises(failure):
         cache.upload(store, path, workers=3)
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["nix-cache-info"]
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".cudapkgs-uploads", "nix-cache-info"]
+    assert not os.listdir(tmp_path / "cache" / ".cudapkgs-uploads")  # the temporary went too (upload_temps)
     assert not [t for t in threading.enumerate() if t.name.startswith(("cudapkgs-zstd", "cudapkgs-nar-read"))]
     monkeypatch.setattr(base, "compress_stream", real)
     info = cache.upload(store, path, workers=3)

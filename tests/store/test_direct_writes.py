@@ -84,12 +84,12 @@ def test_the_bytes_come_back_whatever_the_size_and_alignment(tmp_path, accepts, 
 
 def test_the_staging_buffer_is_kept_for_the_threads_next_file(tmp_path, accepts):
     first = _write(tmp_path / "a", b"x" * DIRECT_MIN, 0, random.Random(1))
-    assert first._buffer is None and direct_writes._local.buffer is not None
-    kept = direct_writes._local.buffer
+    assert first._buffers is None and direct_writes._local.buffers is not None
+    kept = direct_writes._local.buffers
     fd = _new(tmp_path / "b")
     try:
         writer = DirectWriter(fd, DIRECT_MIN)
-        assert writer._buffer is kept and direct_writes._local.buffer is None
+        assert writer._buffers is kept and direct_writes._local.buffers is None
         writer.close()
     finally:
         os.close(fd)
@@ -160,9 +160,10 @@ def test_a_full_disk_surfaces_and_the_buffer_is_given_back(tmp_path, accepts, mo
         writer = DirectWriter(fd, STAGING + 1)
         monkeypatch.setattr(os, "write", full)
         with pytest.raises(OSError) as raised, writer:
-            writer.write(b"y" * (STAGING + 1))
+            writer.write(b"y" * (STAGING + 1))  # the full buffer's write is in flight
+            writer.finish()  # and its error surfaces here
         assert raised.value.errno == errno.ENOSPC
-        assert writer._buffer is None and direct_writes._local.buffer is not None
+        assert writer._buffers is None and direct_writes._local.buffers is not None
     finally:
         os.close(fd)
 
@@ -232,3 +233,47 @@ def test_a_restored_nar_writes_its_big_files_directly_unless_off(tmp_path, accep
     direct = sum(n for name, n, on in seen if on and name == "big")
     assert direct == (len(files["big"]) // BLOCK * BLOCK if setting == "auto" else 0)
     assert not any(on for name, _, on in seen if name != "big")
+
+
+def test_the_caller_goes_on_while_a_full_buffer_is_written(tmp_path, accepts, monkeypatch):
+    """The direct write of a full staging buffer is in flight while `write` returns (the disk's time overlaps the
+    caller's hashing); `finish` waits for it, and nothing reaches the file out of order."""
+    import threading
+
+    real, release, done = os.write, threading.Event(), threading.Event()
+
+    def slow(fd, data):
+        if _direct_on(fd) and not release.is_set():
+            release.wait(10)
+            done.set()
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", slow)
+    data = random.Random(9).randbytes(2 * STAGING + 5)
+    fd = _new(tmp_path / "f")
+    try:
+        with DirectWriter(fd, len(data)) as writer:
+            writer.write(data[:STAGING])
+            returned_first = not done.is_set()
+            release.set()
+            writer.write(data[STAGING:])
+            writer.finish()
+    finally:
+        os.close(fd)
+    assert returned_first
+    assert (tmp_path / "f").read_bytes() == data
+
+
+def test_a_size_not_known_is_not_checked(tmp_path, accepts, writes):
+    """`copy --to` knows a compressed file's size only once it is written: size None, every byte still lands."""
+    data = random.Random(10).randbytes(STAGING + BLOCK + 3)
+    fd = _new(tmp_path / "f")
+    try:
+        with DirectWriter(fd, None) as writer:
+            writer.write(data[:100])
+            writer.write(data[100:])
+            writer.finish()
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == data
+    assert sum(n for n, on in writes if on) == STAGING + BLOCK

@@ -105,6 +105,35 @@ def test_a_stalled_body_is_cut_by_the_low_speed_rule_before_its_deadline():
                     pass
 
 
+@pytest.mark.parametrize("how", ["read", "readinto"])
+def test_a_body_dripped_into_one_bulk_read_is_cut_inside_the_read(how):
+    """A byte every 0.1 s into one read of 100,000 bytes: before, the rule was checked only when the read
+    returned (here after 10,000 s; the server gives up after 20 s and the read ended as a broken
+    connection); now the read is cut once it has waited low_speed_s at less than low_speed_bps."""
+
+    def drip(conn, srv):
+        srv.read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+        srv.drip(conn, b"y" * 100000, 0.1)
+
+    with raw_server(drip) as srv:
+        with client.request("GET", srv.url + "/b", limits=limits(deadline_s=600, low_speed_bps=1000, low_speed_s=1.0)) as r:
+            with pytest.raises(TransferError, match=r"/b: stalled: \d+ bytes in [12] s of waiting inside one read, "
+                               r"slower than 1000 bytes/s") as caught:
+                if how == "read":
+                    r.read(100000)
+                else:
+                    r.readinto(bytearray(100000))
+    assert caught.value.transient
+    assert int(str(caught.value).split("stalled: ")[1].split()[0]) < 100  # cut after a few dozen bytes, not 200
+
+
+def test_a_fast_body_read_in_bulk_is_not_cut(server):
+    server.files["/fast"] = b"f" * (3 << 20)
+    got = client.get_bytes(server.url + "/fast", limits=limits(max_bytes=4 << 20, low_speed_bps=1 << 20, low_speed_s=0.2))
+    assert got == b"f" * (3 << 20)
+
+
 def test_a_tls_handshake_that_never_ends_is_cut_at_the_deadline():
     """The server starts a 16 KiB TLS handshake record and sends it a byte every 0.1 s: no connect timeout trips."""
 

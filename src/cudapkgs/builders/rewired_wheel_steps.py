@@ -81,9 +81,11 @@ def install_tree(attrs: Mapping[str, Any], site: Path, out: Path, log: TextIO) -
     from ..fetch.wheel_install import install_wheel
     from ..hooks.python_remove_deps import remove_requirements
 
+    from ..fetch.pip_progress import build_download_progress
+
     pin = parse_pin(attrs.get("wheel"))
     for _attempt in range(2):
-        wheel = fetch_pinned_wheel(pin)
+        wheel = fetch_pinned_wheel(pin, progress=build_download_progress())  # bytes and speed on the build's line
         with in_use(wheel) as alive:  # `gc --caches` leaves a wheel in use alone
             if not alive:
                 continue
@@ -317,12 +319,27 @@ def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dic
     (work / (_STATE + ".dist-info")).write_text(os.fspath(installed.dist_info))
 
 
+def _download_nvidia_wheel(project: str, version: str, arch: str) -> Path:
+    """NVIDIA's wheel downloaded by pip into the wheel cache (`WheelSource.download_wheel`), its bytes and
+    speed on the build's progress line (`pip_progress.build_download_progress`) as other fetches show them."""
+    from ..fetch.pip_progress import build_download_progress
+    from ..fetch.wheels import WheelSource
+
+    progress = build_download_progress()
+    wheel = WheelSource().download_wheel(project, version, arch,
+                                         on_bytes=(lambda n: progress(n, None)) if progress is not None else None)
+    if progress is not None:
+        size = wheel.stat().st_size
+        progress(size, size)
+    return wheel
+
+
 def install_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dict[str, Path], log: TextIO) -> None:
     """installPhase of `nvidia_wheel`: NVIDIA's wheel unpacked as a redist prefix (RECORD-checked),
     ``wheelRequire`` (prefix-relative paths it must have) checked, ``wheelRemove`` applied, ``wheelOutputs`` moved to their outputs, the rest to ``out``."""
     from ..fetch.cache import in_use
     from ..fetch.wheel_lookup import read_sha256_record
-    from ..fetch.wheels import WheelSource, cached_wheel, unpack_wheel
+    from ..fetch.wheels import cached_wheel, unpack_wheel
 
     spec = attrs.get("nvidiaWheel") or {}
     project, version, major = spec.get("project"), spec.get("version"), spec.get("cudaMajor")
@@ -331,7 +348,7 @@ def install_nvidia(attrs: dict[str, Any], env: dict[str, str], work: Path, outpu
     arch = str(attrs.get("system", "x86_64-linux")).partition("-")[0]
     tree = work / "prefix"
     for _attempt in range(2):
-        wheel = cached_wheel(project, version, arch, check=False) or WheelSource().download_wheel(project, version, arch)
+        wheel = cached_wheel(project, version, arch, check=False) or _download_nvidia_wheel(project, version, arch)
         recorded = wheel.with_name(wheel.name + ".sha256")
         with in_use(wheel) as alive:
             if not alive:

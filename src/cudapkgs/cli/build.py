@@ -37,7 +37,10 @@ examples:
   cudapkgs log ./result        the build log of what ./result points to
 
 Output paths are printed one per line (--json: a list of {attrPath, drvPath,
-outputs}). Progress goes to stderr: bars on a terminal, plain lines otherwise.
+outputs}, as `nix build --json`). drvPath names the derivation (the key of its
+build log: `cudapkgs log DRVPATH`); unlike Nix, cudapkgs writes no .drv file to
+the store, built or substituted: `cudapkgs show-derivation ATTRPATH` prints it.
+Progress goes to stderr: bars on a terminal, plain lines otherwise.
 Each build writes its log to <store>/.logs/; a failure names it.
 """
 
@@ -327,7 +330,8 @@ def warn_unsigned(url: str) -> None:
 
 
 def _push(store: Any, push: Any, paths: list[str]) -> None:
-    """Upload the closures of `paths` to the --push-to cache, one line on stderr."""
+    """Upload the closures of `paths` to the --push-to cache: progress lines on stderr (`PlainUploadProgress`),
+    then one line saying what was pushed."""
     from ..table import format_size
 
     cache, key = push
@@ -335,7 +339,12 @@ def _push(store: Any, push: Any, paths: list[str]) -> None:
         warn_unsigned(cache.url)
     from ..store.caches.substitution import compress_workers  # zstd frames compressed at once, as `copy --to`
 
-    results = cache.upload_closure(store, paths, secret_key=key, workers=compress_workers())
+    from ..store.caches.substitute_progress import PlainUploadProgress
+
+    progress = PlainUploadProgress(sys.stderr, cache.url, "zstd")  # a line per path, as substitutions have
+    results = cache.upload_closure(store, paths, secret_key=key, workers=compress_workers(), progress=progress)
+    if any(i is not None for _, i in results):
+        print(progress.summary(), file=sys.stderr, flush=True)
     sent = [info for _, info in results if info is not None]
     print(f"pushed {len(sent)} path(s) ({format_size(sum(i.file_size for i in sent))}) to {cache.url}"
           f"{f'; {len(results) - len(sent)} were there already' if len(sent) < len(results) else ''}",

@@ -70,7 +70,10 @@ def register(subparsers: Any) -> None:
     copy.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                       help="--from: paths substituted at once (default 4; from a file:// cache, at most the CPUs usable); "
                       "--to: zstd frames compressed at once (default: the CPUs usable, at most 4; 1 while they are busy)")
-    copy.add_argument("--json", action="store_true", help="print what was copied as JSON")
+    copy.add_argument("--json", action="store_true",
+                      help='print what was copied as JSON: --to {"to", "uploaded", "present" (in the cache already), '
+                      '"fileSize"}, --from {"from", "substituted", "present" (in the store already)}; the progress '
+                      "lines (each path's size, time and speed) stay on stderr")
     add_store_option(copy)
     copy.set_defaults(func=_copy)
 
@@ -199,24 +202,16 @@ def _copy(args: argparse.Namespace) -> int:
                 from .build import warn_unsigned
 
                 warn_unsigned(cache.url)  # stderr: --json output stays JSON
-            import time
-
-            last = [time.monotonic()]
-
-            def line(index: int, total: int, path: str, info) -> None:
-                now = time.monotonic()
-                elapsed, last[0] = now - last[0], now
-                # The speed is the NAR's bytes over the path's whole upload (read, compress, send).
-                speed = f", {format_size(int(info.nar_size / elapsed))}/s" if info is not None and elapsed > 0.05 else ""
-                what = (f"uploaded ({format_size(info.nar_size)} → {format_size(info.file_size)} {args.compression}{speed})"
-                        if info is not None else "already there")
-                print(f"[{index}/{total}] {path}: {what}", file=sys.stderr, flush=True)
-
+            from ..store.caches.substitute_progress import PlainUploadProgress
             from ..store.caches.substitution import compress_workers
 
+            # progress on stderr, with --json too (stdout is the JSON alone), as `copy --from` does
+            progress = PlainUploadProgress(sys.stderr, cache.url, args.compression)
             workers = args.jobs if args.jobs is not None else compress_workers()
             results = cache.upload_closure(store, paths, secret_key=key, compression=args.compression,
-                                           workers=workers, on_path=None if args.json else line)
+                                           workers=workers, progress=progress)
+            if any(i is not None for _, i in results):
+                sys.stderr.write(progress.summary() + "\n")
             sent = [(p, i) for p, i in results if i is not None]
             if args.json:
                 import json
@@ -261,6 +256,12 @@ def _copy_from(args: argparse.Namespace, store) -> int:
         raise CudapkgsError(f"{cache.url} cannot give {lacking[0]}{more} with its whole closure, signed by a trusted key "
                             "(see the warning above)")
     todo = [found[p] for p in subs.closure_of(found, wanted)]
+    # What was in the store already (not copied), as `copy --to --json` says what the cache had: the
+    # closures of the wanted paths that are valid, and of the valid references of those fetched.
+    fetched = {sub.path for sub in todo}
+    present = store.closure([p for p in wanted if p not in fetched and store.is_valid(p)]
+                            + [r for sub in todo for r in sub.info.reference_paths()
+                               if r not in fetched and store.is_valid(r)])
     jobs = args.jobs if args.jobs is not None else default_jobs(cache)
     added = []
     if todo:
@@ -270,8 +271,9 @@ def _copy_from(args: argparse.Namespace, store) -> int:
     if args.json:
         import json
 
-        print(json.dumps({"from": cache.url, "substituted": sorted(added)}, indent=2))
+        print(json.dumps({"from": cache.url, "substituted": sorted(added), "present": sorted(present)}, indent=2))
     else:
+        print(f"copied {len(added)} path(s) from {cache.url}; {len(present)} were there already", file=sys.stderr)
         sys.stdout.write("".join(p + "\n" for p in wanted))
     return 0
 

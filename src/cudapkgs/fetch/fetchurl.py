@@ -106,7 +106,13 @@ def fetch_file(drv: Any, ctx: Any, out: Path, upstream: list[Any]) -> None:
         scratch = Path(tempfile.mkdtemp(prefix="url-", dir=work))
         try:
             if callable(location):
-                fetched = location(scratch)
+                from .pip_progress import reporting_downloads_to
+
+                with reporting_downloads_to(ctx.on_download):  # pip's bytes so far, as a URL's (`_PipDownload`)
+                    fetched = location(scratch)
+                if ctx.on_download is not None:
+                    size = fetched.stat().st_size
+                    ctx.on_download(size, size)
                 location = getattr(location, "description", "upstream")
             else:
                 fetched = materialise(location, scratch, progress=ctx.on_download)

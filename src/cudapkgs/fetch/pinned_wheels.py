@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..atomic_files import write_atomically
@@ -79,11 +79,13 @@ def cached_pinned_wheel(pin: PinnedWheel, cache: Path | None = None) -> Path | N
 
 
 def fetch_pinned_wheel(pin: PinnedWheel, *, cache: Path | None = None, pip: Sequence[str] | None = None,
-                       timeout: float = 1800) -> Path:
+                       timeout: float = 1800, progress: Callable[[int, int | None], None] | None = None) -> Path:
     """The wheel of `pin` in the wheel cache, downloaded by pip (``--require-hashes``) when missing.
 
-    Concurrent fetches of one wheel wait for each other (a lock file beside it).  Raises
-    `FetchError` (`HashMismatchError` with both hashes when the index serves other bytes).
+    `progress(done, total)` hears of a download (not of a cache hit): the bytes pip has so far with
+    total None (`pip_progress`), then the wheel's size twice once it is in.  Concurrent fetches of
+    one wheel wait for each other (a lock file beside it).  Raises `FetchError` (`HashMismatchError`
+    with both hashes when the index serves other bytes).
     """
     from ..store.locks import PathLock, acquire_saying_so
     from .pypi import _PipDownload
@@ -98,13 +100,17 @@ def fetch_pinned_wheel(pin: PinnedWheel, *, cache: Path | None = None, pip: Sequ
         scratch = Path(tempfile.mkdtemp(prefix=".pinned-", dir=directory))
         try:
             download = _PipDownload(pin.name, pin.version, pin.sha256, pip=pip, timeout=timeout,
-                                    wheel=(pin.python, pin.abi, pin.platform))
+                                    wheel=(pin.python, pin.abi, pin.platform),
+                                    on_bytes=(lambda n: progress(n, None)) if progress is not None else None)
             download.name = pin.file  # the exact file (pip normalises names the same way)
             got = download(scratch)
             target = directory / pin.file
             record = target.with_name(target.name + _SUFFIX)
             os.replace(got, target)
             write_atomically(record, pin.sha256 + "\n", sync=False)
+            if progress is not None:
+                size = target.stat().st_size
+                progress(size, size)
             return target
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

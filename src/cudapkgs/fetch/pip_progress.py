@@ -13,6 +13,8 @@ Files directly in $TMPDIR are not counted: pip's HTTP cache (its vendored cachec
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import shutil
 import subprocess
@@ -21,10 +23,33 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["run_watching", "bytes_under"]
+__all__ = ["run_watching", "bytes_under", "build_download_progress", "reporting_downloads_to"]
+
+#: The download progress of the build step running in this thread (`reporting_downloads_to`): a Python
+#: build step that downloads through pip (the pinned torch wheel, NVIDIA's NCCL and NVSHMEM wheels of
+#: ``prebuiltWheels``) gets no progress argument, so it reports here, to the build's progress line.
+_BUILD_DOWNLOAD: contextvars.ContextVar[Callable[[int, int | None], None] | None] = contextvars.ContextVar(
+    "cudapkgs_build_download", default=None)
 
 _POLL = 0.25  # seconds between looks
 _MAX_ENTRIES = 10_000  # bound on one look at a directory pip fills
+
+
+@contextlib.contextmanager
+def reporting_downloads_to(progress: Callable[[int, int | None], None] | None):  # type: ignore[no-untyped-def]
+    """While the block runs (a Python build step, `realise.generic`), `build_download_progress()` in this
+    thread is `progress`: ``progress(done, total)``, bytes so far and the total (None until known)."""
+    token = _BUILD_DOWNLOAD.set(progress)
+    try:
+        yield
+    finally:
+        _BUILD_DOWNLOAD.reset(token)
+
+
+def build_download_progress() -> Callable[[int, int | None], None] | None:
+    """The progress a download made inside a build step reports to (`reporting_downloads_to`), or None
+    outside a build (or in one nobody watches)."""
+    return _BUILD_DOWNLOAD.get()
 
 
 def bytes_under(directory: Path) -> int:

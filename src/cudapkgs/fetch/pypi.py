@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from pathlib import Path  # annotations; pathlib is imported where a path is made
@@ -154,9 +154,13 @@ class _PipDownload:
 
     def __init__(self, pname: str, version: str, sha256_hex: str | None, pip: Sequence[str] | None = None,
                  timeout: float = 900, wheel: tuple[str, str, str] | None = None, extension: str = "tar.gz",
-                 algo: str = "sha256", declared_algo: str | None = None) -> None:
+                 algo: str = "sha256", declared_algo: str | None = None,
+                 on_bytes: Callable[[int], None] | None = None) -> None:
         """`sha256_hex`: the hex digest pip must find (of algorithm `algo`: sha256 or sha512, which pip
-        checks; None only for tests of pip's own behaviour)."""
+        checks; None only for tests of pip's own behaviour). `on_bytes(n)`: the bytes pip has
+        downloaded so far, while it runs (`pip_progress.run_watching`); when None, the progress of the
+        build step this runs in, if any (`pip_progress.build_download_progress`)."""
+        self.on_bytes = on_bytes
         self.pname, self.version, self.sha256_hex, self.algo = pname, version, sha256_hex, algo
         self.declared_algo = declared_algo or algo  # what the package gave (sha1: pip cannot check it)
         # -P: `python -m` puts the working directory first on sys.path (a cloned repository's pip/ ran).
@@ -189,10 +193,21 @@ class _PipDownload:
 
         from ..python_child import private_directory
 
+        on_bytes = self.on_bytes
+        if on_bytes is None:  # inside a build: the bytes go to its progress line (`pip_progress.reporting_downloads_to`)
+            from .pip_progress import build_download_progress
+
+            progress = build_download_progress()
+            on_bytes = (lambda n: progress(n, None)) if progress is not None else None
         try:
-            with private_directory() as cwd:  # -P aside, an empty PYTHONPATH entry names the working directory
-                done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False,
-                                      cwd=cwd)
+            if on_bytes is not None:  # pip's $TMPDIR watched for the bytes so far, in a private directory too
+                from .pip_progress import run_watching
+
+                done = run_watching(command, scratch_parent=scratch, timeout=self.timeout, on_bytes=on_bytes)
+            else:
+                with private_directory() as cwd:  # -P aside, an empty PYTHONPATH entry names the working directory
+                    done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False,
+                                          cwd=cwd)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise FetchError(f"{self.description} failed: {error}") from None
         got = re.search(r"\bGot\s+([0-9a-f]{64}(?:[0-9a-f]{64})?)\b", done.stderr or "")

@@ -381,7 +381,11 @@ def _run_step(drv: Derivation, ctx: BuildContext, attrs: dict[str, Any], env: di
         return
     ctx.log.write(f"@@ {key}: {step['python']}\n")
     ctx.log.flush()
-    call_python_step(drv, key, attrs, env, cwd, outputs, log=ctx.log)
+    from ..fetch.pip_progress import reporting_downloads_to
+
+    # a step that downloads (a pinned or NVIDIA wheel through pip) shows bytes and speed as other fetches do
+    with reporting_downloads_to(ctx.on_download):
+        call_python_step(drv, key, attrs, env, cwd, outputs, log=ctx.log)
 
 
 def call_python_step(drv: Derivation, key: str, attrs: dict[str, Any], env: dict[str, str], cwd: Path,

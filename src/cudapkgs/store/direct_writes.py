@@ -34,9 +34,13 @@ import mmap
 import os
 import threading
 
+TYPE_CHECKING = False  # concurrent.futures is imported when the first direct write needs a thread, not at start-up
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
 from ..errors import ConfigError, StoreError
 
-__all__ = ["BLOCK", "DIRECT_MIN", "STAGING", "DirectWriteSizeError", "DirectWriter", "direct_writes_setting",
+__all__ = ["BLOCK", "DIRECT_MIN", "STAGING", "WRITE_THREADS", "DirectWriteSizeError", "DirectWriter", "direct_writes_setting",
            "direct_writes_wanted"]
 
 #: Files of at least this many bytes are written directly (the `auto` setting). Measured in
@@ -46,13 +50,15 @@ DIRECT_MIN = 4 << 20
 #: The alignment of every direct transfer's length and offset, and of the staging buffer: the page
 #: size (a multiple of every logical block size a Linux file system uses for O_DIRECT up to it).
 BLOCK = max(mmap.PAGESIZE, 4096)
-#: The staging buffer's size in bytes (a multiple of BLOCK): each direct write is one such buffer.
+#: The staging buffers' size in bytes (a multiple of BLOCK): each direct write is one such buffer.
 STAGING = 8 << 20
+#: Threads doing the direct writes, for all writers of the process (one write in flight per writer).
+WRITE_THREADS = 4
 
 _ENV = "CUDAPKGS_DIRECT_WRITES"
 _SETTINGS = ("auto", "on", "off")
 _accepts: dict[int, bool] = {}  # st_dev -> whether its file system took O_DIRECT (probed or seen)
-_local = threading.local()  # .buffer: this thread's idle staging buffer, kept for the next file
+_local = threading.local()  # .buffers: this thread's idle staging buffers, kept for its next file
 
 
 class DirectWriteSizeError(StoreError):
@@ -131,56 +137,81 @@ def _record(fd: int, accepts: bool) -> None:
         pass
 
 
-def _take_buffer() -> mmap.mmap:
-    buffer = getattr(_local, "buffer", None)
-    if buffer is not None:
-        _local.buffer = None
-        return buffer
-    return mmap.mmap(-1, STAGING)  # anonymous, so page-aligned
+def _take_buffers() -> list[mmap.mmap]:
+    buffers = getattr(_local, "buffers", None)
+    if buffers is not None:
+        _local.buffers = None
+        return buffers
+    return [mmap.mmap(-1, STAGING), mmap.mmap(-1, STAGING)]  # anonymous, so page-aligned
 
 
-def _give_back(buffer: mmap.mmap) -> None:
-    if getattr(_local, "buffer", None) is None:
-        _local.buffer = buffer  # kept: its pages are already the process's (no new faults next file)
+def _give_back(buffers: list[mmap.mmap]) -> None:
+    if getattr(_local, "buffers", None) is None:
+        _local.buffers = buffers  # kept: their pages are already the process's (no new faults next file)
     else:
-        buffer.close()
+        for buffer in buffers:
+            buffer.close()
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _writes() -> ThreadPoolExecutor:
+    """The threads that do the direct writes (one at a time per writer), so that a writer's disk time overlaps its caller's work."""
+    global _pool
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="cudapkgs-direct-write")
+    return _pool
 
 
 class DirectWriter:
-    """Writes exactly `size` bytes to the new, empty file open on `fd`, the full blocks with O_DIRECT.
+    """Writes exactly `size` bytes (None: as many as come, unchecked) to the new, empty file open on `fd`,
+    the full blocks with O_DIRECT.
 
     `fd` must be open for writing at offset 0 of a new file (any other offset: buffered writes);
-    the caller keeps owning it (opens, fchmods, closes it). ``write(data)`` takes any bytes-like
-    object of any length and alignment and copies it into a page-aligned staging buffer of `STAGING`
-    bytes (one per thread, reused by the thread's next writer); each full buffer is one direct
-    ``write(2)``. ``finish()`` writes the buffer's rest (its full blocks directly, the last partial
-    block buffered, after ``O_DIRECT`` is switched off) and checks that `size` bytes came in.
-    ``close()`` (or leaving the ``with`` block) gives the buffer back; call it on every path.
+    the caller keeps owning it (opens, fchmods, closes it), and must not write to it itself until
+    `finish` or `close` returned. ``write(data)`` takes any bytes-like object of any length and
+    alignment and copies it into one of two page-aligned staging buffers of `STAGING` bytes (a pair
+    per thread, reused by the thread's next writer); each full buffer is one direct ``write(2)``,
+    done on a thread of a small shared pool while the caller fills the other buffer (at most one
+    write in flight per writer, so the file's bytes land in order; a direct write waits for the
+    disk, and this way the caller's hashing and decompressing go on meanwhile). ``finish()`` waits
+    for it, writes the rest (its full blocks directly, the last partial block buffered, after
+    ``O_DIRECT`` is switched off) and checks that `size` bytes came in. ``close()`` (or leaving the
+    ``with`` block) waits for a write in flight and gives the buffers back; call it on every path.
 
     Where the file system refuses O_DIRECT (``EINVAL`` from fcntl or from a direct write, which then
     wrote nothing), the writer falls back to plain buffered writes silently and remembers the device.
     A file smaller than `BLOCK` is written buffered. Raises DirectWriteSizeError when more than
     `size` bytes are written or, at ``finish()``, fewer; OSError for a failing write (ENOSPC, EIO),
-    after which the file holds some prefix of the data and the caller removes it. A short write is
-    completed (and, if it left the offset unaligned, the rest goes buffered).
+    raised by the `write` or `finish` after it (the write in flight is waited for first), after which
+    the file holds some prefix of the data and the caller removes it. A short write is completed
+    (and, if it left the offset unaligned, the rest goes buffered).
     """
 
-    __slots__ = ("fd", "size", "written", "direct", "_buffer", "_view", "_fill")
+    __slots__ = ("fd", "size", "written", "direct", "_buffers", "_views", "_current", "_fill", "_pending")
 
-    def __init__(self, fd: int, size: int) -> None:
-        if size < 0:
+    def __init__(self, fd: int, size: int | None) -> None:
+        if size is not None and size < 0:
             raise ValueError(f"a file of {size} bytes")
         self.fd = fd
-        self.size = size  # bytes the file will hold
+        self.size = size  # bytes the file will hold (None: not known, not checked)
         self.written = 0  # bytes handed to write() so far
         self.direct = False  # whether O_DIRECT is on for fd now
-        self._buffer: mmap.mmap | None = None
-        self._view: memoryview | None = None
-        self._fill = 0  # bytes waiting in the staging buffer
-        if size >= BLOCK and os.lseek(fd, 0, os.SEEK_CUR) % BLOCK == 0 and _set_direct(fd, True):
+        self._buffers: list[mmap.mmap] | None = None
+        self._views: list[memoryview] | None = None
+        self._current = 0  # the staging buffer being filled
+        self._fill = 0  # bytes waiting in it
+        self._pending: Future[None] | None = None  # the write in flight
+        if (size is None or size >= BLOCK) and os.lseek(fd, 0, os.SEEK_CUR) % BLOCK == 0 and _set_direct(fd, True):
             self.direct = True
-            self._buffer = _take_buffer()
-            self._view = memoryview(self._buffer)
+            self._buffers = _take_buffers()
+            self._views = [memoryview(buffer) for buffer in self._buffers]
 
     def __enter__(self) -> DirectWriter:
         return self
@@ -194,32 +225,34 @@ class DirectWriter:
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
         n = len(view)
-        if self.written + n > self.size:
+        if self.size is not None and self.written + n > self.size:
             raise DirectWriteSizeError(f"{self.written + n} bytes written to a file of {self.size}")
         self.written += n
-        if not self.direct and not self._fill:
+        views = self._views
+        if views is None:
             _write_all(self.fd, view)
             return
-        staging, fill, pos = self._view, self._fill, 0
-        assert staging is not None
+        staging, fill, pos = views[self._current], self._fill, 0
         while pos < n:
             take = min(STAGING - fill, n - pos)
             staging[fill : fill + take] = view[pos : pos + take]
             fill += take
             pos += take
             if fill == STAGING:
-                self._fill = 0
-                self._flush(STAGING)
-                fill = 0
-                if not self.direct:  # fell back to buffered: the rest goes straight through
-                    _write_all(self.fd, view[pos:] if pos else view)
-                    return
+                self._wait()
+                self._pending = _writes().submit(self._flush, staging, STAGING)
+                self._current ^= 1
+                staging, fill = views[self._current], 0
         self._fill = fill
 
-    def _flush(self, end: int) -> None:
-        """Write the staging buffer's first `end` bytes (a multiple of BLOCK), directly while the kernel takes them."""
-        staging = self._view
-        assert staging is not None
+    def _wait(self) -> None:
+        """Wait for the write in flight; its OSError raised here."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _flush(self, staging: memoryview, end: int) -> None:
+        """Write `staging`'s first `end` bytes (a multiple of BLOCK), directly while the kernel takes them."""
         done = 0
         while done < end:
             if self.direct:
@@ -236,34 +269,44 @@ class DirectWriter:
                 self._buffered()
 
     def _buffered(self) -> None:
-        """O_DIRECT off for fd (the rest of the file goes through the page cache); the buffer stays until close."""
+        """O_DIRECT off for fd (the rest of the file goes through the page cache)."""
         if self.direct:
             _set_direct(self.fd, False)
             self.direct = False
 
     def finish(self) -> None:
         """Write what is left and leave fd without O_DIRECT; DirectWriteSizeError unless exactly `size` bytes came."""
-        if self.written != self.size:
+        if self.size is not None and self.written != self.size:
             raise DirectWriteSizeError(f"{self.written} bytes written to a file of {self.size}")
-        if self._view is not None and self._fill:
-            fill, self._fill = self._fill, 0
+        self._wait()
+        if self._views is not None and self._fill:
+            staging, fill, self._fill = self._views[self._current], self._fill, 0
             aligned = fill - fill % BLOCK
             if aligned:
-                self._flush(aligned)
+                self._flush(staging, aligned)
             self._buffered()
             if aligned < fill:
-                _write_all(self.fd, self._view[aligned:fill])
+                _write_all(self.fd, staging[aligned:fill])
         self._buffered()
         self.close()
 
     def close(self) -> None:
-        """Give the staging buffer back (idempotent); fd is not closed, and may still have O_DIRECT on."""
-        if self._view is not None:
-            self._view.release()
-            self._view = None
-        if self._buffer is not None:
-            buffer, self._buffer = self._buffer, None
-            _give_back(buffer)
+        """Wait for a write in flight (its error is the caller's to have seen, or not), give the buffers back.
+
+        Idempotent; fd is not closed, and may still have O_DIRECT on.
+        """
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            from concurrent.futures import wait
+
+            wait([pending])  # the buffer may not be reused, nor fd closed, while the kernel reads it
+        if self._views is not None:
+            for view in self._views:
+                view.release()
+            self._views = None
+        if self._buffers is not None:
+            buffers, self._buffers = self._buffers, None
+            _give_back(buffers)
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:

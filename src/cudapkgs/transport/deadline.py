@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-__all__ = ["DEADLINE_BASE_S", "DEADLINE_FLOOR_BPS", "Watch", "attach", "current", "deadline_for", "watch"]
+__all__ = ["DEADLINE_BASE_S", "DEADLINE_FLOOR_BPS", "Watch", "attach", "current", "cut_socket", "deadline_for", "watch"]
 
 #: A deadline is this many seconds, plus the object's bound at `DEADLINE_FLOOR_BPS`.
 DEADLINE_BASE_S = 60.0
@@ -145,6 +145,12 @@ def attach(sock: socket.socket | None) -> None:
     entry = getattr(_CURRENT, "watch", None)
     if entry is not None and sock is not None:
         entry.add_socket(sock)
+
+
+def cut_socket(sock: socket.socket | None) -> None:
+    """Shut `sock` down now, as a deadline does (a read blocked on it returns at once); errors are ignored."""
+    if sock is not None:
+        _call(lambda: _shutdown(sock))
 
 
 def _shutdown(sock: socket.socket) -> None:

@@ -334,6 +334,7 @@ class Response:
         self._closed = False
         self._waited = 0.0
         self._window_bytes = 0
+        self._stall: Any = None  # the in-read low-speed check, made by the first bulk read (`transport.stall`)
         if self._eof:
             self._finish()
 
@@ -358,8 +359,9 @@ class Response:
     def read(self, n: int = -1) -> bytes:
         """`n` bytes, fewer only at the end of the body; the whole (bounded) body when `n` is -1 or None.
 
-        One call gathers many receives in C, so the low-speed rule is checked per call and a peer
-        dripping bytes inside one call is cut by the deadline (and by `Limits.read_s` of silence).
+        One call gathers many receives in C; the low-speed rule is checked when it returns and, while
+        it waits, by `transport.stall` (a peer dripping bytes into one call is cut after
+        `Limits.low_speed_s`, not when the call would end), besides the deadline and `Limits.read_s`.
         """
         if n is not None and n >= 0:
             return self._next(n, bulk=True)
@@ -397,7 +399,7 @@ class Response:
                 raise http.client.IncompleteRead(b"", raw.length_remaining)
             return n
 
-        return self._receive(fill)
+        return self._receive(fill, bulk=True)
 
     def _next(self, n: int, *, bulk: bool) -> bytes:
         if self._eof or self._closed:
@@ -406,23 +408,38 @@ class Response:
             n = CHUNK
         want = max(1, min(n, self._limits.max_bytes - self.received + 1))
         if bulk:
-            got = self._receive(lambda: self._raw.read(want, decode_content=False))
+            got = self._receive(lambda: self._raw.read(want, decode_content=False), bulk=True)
         else:
             got = self._receive(lambda: self._raw.read1(want, decode_content=False))
         return got or b""
 
-    def _receive(self, receive: Callable[[], Any]) -> Any:
-        """`receive()` (bytes, or a count of bytes put in a buffer) under the deadline, byte bound and low-speed rule."""
+    def _receive(self, receive: Callable[[], Any], *, bulk: bool = False) -> Any:
+        """`receive()` (bytes, or a count of bytes put in a buffer) under the deadline, byte bound and low-speed
+        rule; a `bulk` receive (many receives in one call) also under the rule while it waits (`transport.stall`)."""
         if self._watch.expired:
             self._give_up(DeadlineExceeded(self.url, self._late()))
+        stall = self._stall
+        if bulk and stall is None:
+            from .stall import StallGuard
+
+            stall = self._stall = StallGuard(self._raw, self._limits.low_speed_bps, self._limits.low_speed_s)
         began = time.monotonic()
+        if stall is not None:
+            stall.begin()
         try:
             data = receive()
         except (_exc.HTTPError, OSError, http.client.HTTPException, ValueError) as error:
             if self._watch.expired:
                 self._give_up(DeadlineExceeded(self.url, self._late()))
+            if stall is not None and stall.stalled:
+                self._give_up(self._stalled(stall.stalled))
             self._give_up(TransferError(self.url, f"the connection broke after {self.received} bytes ({_cause(error)})",
                                         transient=True))
+        finally:
+            if stall is not None:
+                stall.end()
+        if stall is not None and stall.stalled:  # the guard cut the socket: what came is not the body's end
+            self._give_up(self._stalled(stall.stalled))
         if not data:
             if self._watch.close():  # the deadline cut the socket: this end is not the body's
                 self._give_up(DeadlineExceeded(self.url, self._late()))
@@ -455,17 +472,26 @@ class Response:
         if self._closed:
             return
         self._closed = True
+        if self._stall is not None:
+            self._stall.close()
         expired = self._watch.close()
         if not self._eof or expired:
             self._raw.close()
         self._raw.release_conn()
 
     def _finish(self) -> None:
+        if self._stall is not None:
+            self._stall.close()
         if not self._watch.close():
             self._raw.release_conn()
 
+    def _stalled(self, what: str) -> TransferError:
+        return TransferError(self.url, f"{what} ({self.received} bytes received)", transient=True)
+
     def _give_up(self, error: TransferError) -> None:
         self._closed = True
+        if self._stall is not None:
+            self._stall.close()
         self._watch.close()
         self._raw.close()
         self._raw.release_conn()

@@ -18,8 +18,9 @@ them) are `narinfo(path)`, `upload(store, path, ...)` and `substitute(store, pat
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import BinaryIO
 
@@ -28,6 +29,7 @@ from .. import nar
 from ..content_address import ContentAddress, derive_content_address, file_sha256, parse_content_address, store_path_for
 from ..nar_restore import HashingReader, NarFormatError, restore
 from ..paths import base32_encode, hash_part
+from ..direct_writes import DirectWriter, direct_writes_wanted
 from .compression import HashingFile, compress_stream, decompressed_reader
 from .narinfo import COMPRESSIONS, CacheInfo, NarInfo, NarInfoError
 from .signing import PublicKey, SecretKey
@@ -83,6 +85,12 @@ class Cache:
     def _put_file(self, name: str, local: str, content_type: str) -> None:
         """Store the local file `local` as `name` (atomically for readers); `local` may be moved."""
         raise NotImplementedError
+
+    def _upload_temp(self) -> _SystemTemp:
+        """Where `upload` compresses a NAR before `_put_file`: an object with `fd` (open for writing),
+        `path` and `close()` (removes the file if `_put_file` did not move it). Here a file in the
+        system's temporary directory; a file cache's are in its own directory (`upload_temps`)."""
+        return _SystemTemp()
 
     def _read_small(self, name: str, limit: int = 1 << 20) -> bytes | None:
         too_large = CacheError(f"{self.url}/{name}: larger than {limit} bytes, not a narinfo")
@@ -303,13 +311,17 @@ class Cache:
         level: int | None = None,
         force: bool = False,
         workers: int = 1,
+        on_start: Callable[[int], object] | None = None,
+        on_bytes: Callable[[int], object] | None = None,
     ) -> NarInfo | None:
         """Upload one valid store path: its compressed NAR first, then its narinfo (signed with `secret_key`).
 
         Returns the narinfo written, or None if the cache had the path already
         (and not `force`). The NAR is re-hashed while it streams and must match
         the store's record (StoreError otherwise: the store path was modified).
-        `workers`: zstd frames compressed at once (`compression.compress_stream`).
+        `workers`: zstd frames compressed at once (`compression.compress_stream`). `on_bytes(done)`
+        gets the NAR's bytes read so far, at most once a MiB (from the reading thread); `on_start(nar_size)`
+        is called once the cache is found not to have the path, before anything is read.
         Call `init(store.store_dir)` once first (`upload_closure` does).
         """
         if compression not in COMPRESSIONS:
@@ -317,22 +329,30 @@ class Cache:
         record = store.query(path)
         if not force and self._exists(hash_part(record.path) + ".narinfo"):
             return None
-        where = self.local_dir if self.local_dir is not None else None
-        import tempfile  # here: only uploads need it (random, shutil: a few ms of every start-up)
-
-        fd, temp = tempfile.mkstemp(prefix=".upload-", suffix=".nar", dir=where)
+        if on_start is not None:
+            on_start(record.nar_size)
+        temp = self._upload_temp()
         try:
             digest_nar = nar_sha = None
-            with os.fdopen(fd, "wb") as out:
-                counted = _HashedChunks(nar.dump(record.path))
+            with os.fdopen(temp.fd, "wb") as out:
+                counted = _HashedChunks(nar.dump(record.path), on_bytes)
+                # A big NAR's compressed file goes around the page cache (store/direct_writes.py; its size is
+                # not known before it is written: the NAR's is the policy's estimate, and nothing is checked)
+                direct = (DirectWriter(temp.fd, None) if direct_writes_wanted(os.path.dirname(temp.path), record.nar_size)
+                          else None)
                 # Reading and hashing in one thread, compressing and writing in this one (as `tar | zstd`
                 # runs two processes); the queue holds a few MiB at most.
                 try:
-                    file_digest, file_size = compress_stream(_read_ahead(counted, depth=_AHEAD), out, compression, level=level,
-                                                             total=record.nar_size, workers=workers)
+                    file_digest, file_size = compress_stream(_read_ahead(counted, depth=_AHEAD), direct or out, compression,
+                                                             level=level, total=record.nar_size, workers=workers)
+                    if direct is not None:
+                        direct.finish()
                 except ValueError as error:  # more or fewer bytes than registered: a frame's size would lie
                     raise StoreError(f"{record.path} was modified in the store (its NAR has {error}); run `cudapkgs "
                                      "verify`; not uploaded") from None
+                finally:
+                    if direct is not None:
+                        direct.close()
                 nar_sha, nar_size = counted.digest(), counted.size
             digest_nar = "sha256:" + base32_encode(nar_sha)
             if (digest_nar, nar_size) != (record.nar_hash, record.nar_size):
@@ -342,10 +362,9 @@ class Cache:
                 )
             file_hash = base32_encode(file_digest)
             url = f"nar/{file_hash}.nar{COMPRESSIONS[compression]}"
-            self._put_file(url, temp, "application/x-nix-nar")
+            self._put_file(url, temp.path, "application/x-nix-nar")
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
+            temp.close()
         info = NarInfo(
             store_path=record.path, url=url, compression=compression, file_hash="sha256:" + file_hash,
             file_size=file_size, nar_hash=record.nar_hash, nar_size=record.nar_size,
@@ -360,17 +379,29 @@ class Cache:
         self._put_bytes(hash_part(record.path) + ".narinfo", info.to_text().encode(), "text/x-nix-narinfo")
         return info
 
-    def upload_closure(self, store, paths: Iterable[str], *, on_path=None, **options) -> list[tuple[str, NarInfo | None]]:
+    def upload_closure(self, store, paths: Iterable[str], *, on_path=None, progress=None,
+                       **options) -> list[tuple[str, NarInfo | None]]:
         """Upload the closure of `paths`, dependencies first; (path, narinfo or None if already there) for each.
 
-        `on_path(index, total, path, narinfo or None)` is called after each path (for progress lines).
+        `on_path(index, total, path, narinfo or None)` is called after each path. `progress` (as
+        `substitute_progress.PlainUploadProgress`) gets `begin(paths)` with the ordered closure,
+        `started(path, nar_size)` once a path is found missing from the cache, before its upload, `bytes(path, done)` as its NAR is read
+        (bytes of the uncompressed NAR; from the reading thread) and `finished(path, narinfo or None)`.
         """
         self.init(store.store_dir)
         closure = store.closure(store.parse(p) for p in paths)
         ordered = dependencies_first(store, closure)
+        if progress is not None:
+            progress.begin(ordered)
         results = []
         for index, path in enumerate(ordered, 1):
-            results.append((path, self.upload(store, path, **options)))
+            on_start = on_bytes = None
+            if progress is not None:
+                on_start = functools.partial(progress.started, path)
+                on_bytes = functools.partial(progress.bytes, path)
+            results.append((path, self.upload(store, path, on_start=on_start, on_bytes=on_bytes, **options)))
+            if progress is not None:
+                progress.finished(path, results[-1][1])
             if on_path is not None:
                 on_path(index, len(ordered), path, results[-1][1])
         return results
@@ -400,21 +431,41 @@ def dependencies_first(store, paths: Iterable[str]) -> list[str]:
     return order
 
 
+class _SystemTemp:
+    """A temporary file in the system's temporary directory (`Cache._upload_temp`)."""
+
+    def __init__(self) -> None:
+        import tempfile  # here: only uploads need it (random, shutil: a few ms of every start-up)
+
+        self.fd, self.path = tempfile.mkstemp(prefix="cudapkgs-upload-", suffix=".part")
+
+    def close(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+
 class _HashedChunks:
     """Iterates `chunks`, hashing and counting them on the way."""
 
-    def __init__(self, chunks: Iterable[bytes]) -> None:
+    def __init__(self, chunks: Iterable[bytes], on_bytes: Callable[[int], object] | None = None) -> None:
         import hashlib
 
         self._chunks = chunks
         self._sha = hashlib.sha256()
+        self._on_bytes = on_bytes
         self.size = 0
 
     def __iter__(self) -> Iterator[bytes]:
+        told = 0
         for chunk in self._chunks:
             self._sha.update(chunk)
             self.size += len(chunk)
+            if self._on_bytes is not None and self.size - told >= 1 << 20:
+                told = self.size
+                self._on_bytes(told)
             yield chunk
+        if self._on_bytes is not None:
+            self._on_bytes(self.size)
 
     def digest(self) -> bytes:
         return self._sha.digest()

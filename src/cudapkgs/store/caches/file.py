@@ -1,7 +1,9 @@
 """`file:///dir`: a binary cache in a local directory (or a mounted share).
 
-Objects are written to a temporary file in the cache directory and renamed
-into place, so a reader sees an object whole or not at all.
+Objects are written to a temporary file in the cache directory (`upload_temps`: locked while
+its writer lives, removed by a later upload once it is gone), synced, and renamed into place,
+the directory synced after: a reader sees an object whole or not at all, and after a crash a
+narinfo (written last) never names a NAR that is not there.
 """
 
 from __future__ import annotations
@@ -99,26 +101,70 @@ class FileCache(Cache):
             raise CacheError(f"{self.url}: cannot create {shown(os.path.dirname(target))}: {error.strerror or error}") from None
         return target
 
+    def init(self, store_dir: str) -> None:
+        """Remove what uploads killed mid-way left (`upload_temps.remove_stale`: never a live upload's),
+        then as `Cache.init`."""
+        from .upload_temps import remove_stale
+
+        remove_stale(self.root)
+        super().init(store_dir)
+
+    def _upload_temp(self):  # type: ignore[no-untyped-def]
+        """A locked temporary in ``<cache>/.cudapkgs-uploads`` (`upload_temps`): on this file system, so
+        `_put_file` renames it into place; never named like cache content."""
+        from .upload_temps import create
+
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            return create(self.root)
+        except OSError as error:
+            raise CacheError(f"{self.url}: cannot create a temporary file: {error.strerror or error}"
+                             f"{f' ({shown(error.filename)})' if error.filename else ''}") from None
+
     def _put_bytes(self, name: str, data: bytes, content_type: str) -> None:
         target = self._ensure_dirs(name)
-        import tempfile  # here: only uploads need it (random, shutil: a few ms of every start-up)
-
-        fd, temp = tempfile.mkstemp(prefix=".put-", dir=self.root)
+        temp = self._upload_temp()
         try:
-            with os.fdopen(fd, "wb") as f:
+            with os.fdopen(temp.fd, "wb") as f:
                 f.write(data)
-            os.chmod(temp, 0o644)
-            os.replace(temp, target)
+                f.flush()
+                os.fsync(f.fileno())
+            self._move_into_place(temp.path, target)
         except OSError as error:
-            if os.path.exists(temp):
-                os.unlink(temp)
             raise CacheError(f"{self.url}: cannot write {name}: {error.strerror or error}") from None
+        finally:
+            temp.close()
 
     def _put_file(self, name: str, local: str, content_type: str) -> None:
         target = self._ensure_dirs(name)
         try:
-            os.chmod(local, 0o644)
-            os.replace(local, target)  # `local` was made in the cache directory: same file system
+            fd = os.open(local, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # `upload` wrote and closed it
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._move_into_place(local, target)  # `local` was made in the cache directory: same file system
         except OSError as error:
             raise CacheError(f"{self.url}: cannot write {name}: {error.strerror or error}") from None
 
+    @staticmethod
+    def _move_into_place(temp: str, target: str) -> None:
+        """Rename the written and synced `temp` to `target`, then sync the directory holding `target`:
+        after a crash the name is there with all its bytes, or not there. `upload` moves a NAR in before
+        it writes its narinfo, so no narinfo survives a crash that its NAR does not."""
+        os.chmod(temp, 0o644)
+        os.replace(temp, target)
+        _fsync_directory(os.path.dirname(target))
+
+
+def _fsync_directory(directory: str) -> None:
+    """fsync a directory (its new entries are on disk after it). File systems that cannot (EINVAL:
+    some network or FUSE ones) are left as they are."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)

@@ -1,4 +1,5 @@
-"""Plain progress lines of a substitution: bytes read of the total, speed, a line per path (issue 34, item 5).
+"""Plain progress lines of a substitution: bytes read of the total, speed, a line per path (issue 34, item 5);
+and of an upload (`copy --to`, `build --push-to`), in the same form.
 
 The paths are `substitution.Substitute`s (`.path`, `.info.file_size`, `.info.nar_size`); this module does not
 import that one, which imports it."""
@@ -9,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PlainSubstituteProgress"]
+__all__ = ["PlainSubstituteProgress", "PlainUploadProgress"]
 
 
 class PlainSubstituteProgress:
@@ -87,6 +88,96 @@ class PlainSubstituteProgress:
 
     def summary(self) -> str:
         """One line: the bytes read in all, the time since this progress began, the speed."""
+        with self._lock:
+            return self._overall(self._clock())
+
+
+class PlainUploadProgress:
+    """Plain progress lines for `Cache.upload_closure`, as `PlainSubstituteProgress`'s for downloads: a
+    line when a path starts ("uploading NAME (NAR size) to URL"), one when it is in ("[3/12] uploaded NAME
+    (NAR size → compressed size COMPRESSION in 1.2 s, 40.0 MiB/s)", or "... NAME is in the cache already"),
+    at most one every `every` seconds while a NAR streams (the NAR bytes read of the closure's, time,
+    speed, paths done), and `summary()`.
+
+    Speeds are MiB/s of NAR bytes read (then compressed and written: the whole upload's pace), over the
+    path and over the whole upload so far. `clock` gives seconds (`time.monotonic` unless a test passes
+    another). `bytes` may be called from another thread.
+    """
+
+    def __init__(self, stream: Any, url: str, compression: str, *, every: float = 5.0,
+                 clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.stream = stream
+        self.url = url
+        self.compression = compression
+        self.every = every
+        self.total = 0
+        self.total_bytes = 0
+        self.done = 0
+        self._clock = clock or time.monotonic
+        self._lock = threading.Lock()
+        self._bytes: dict[str, int] = {}
+        self._began = self._start = self._last = self._clock()
+        self.uploaded: list[str] = []
+        self.present: list[str] = []
+
+    def _line(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def begin(self, paths: list[str]) -> None:
+        """The closure about to be uploaded, in order."""
+        self.total = len(paths)
+        self._start = self._last = self._clock()
+
+    def started(self, path: str, nar_size: int) -> None:
+        """`path` (`nar_size` bytes as a NAR) is not in the cache: its upload begins."""
+        from ...table import format_size
+
+        with self._lock:
+            self._began = self._clock()
+            self._bytes.setdefault(path, 0)
+        self._line(f"uploading {_name(path)} ({format_size(nar_size)}) to {self.url}")
+
+    def bytes(self, path: str, done: int) -> None:
+        """`done` NAR bytes of `path` read so far."""
+        now = self._clock()
+        with self._lock:
+            self._bytes[path] = done
+            if now - self._last < self.every:
+                return
+            self._last = now
+            line = self._overall(now)
+        self._line(line)
+
+    def _overall(self, now: float) -> str:
+        from ...table import format_size
+
+        got = sum(self._bytes.values())
+        return (f"uploaded {format_size(got)} of NARs in {now - self._start:.1f} s ({_speed(got, now - self._start)}), "
+                f"{self.done} of {self.total} paths done")
+
+    def finished(self, path: str, info: Any) -> None:
+        """`info`: the narinfo written, or None when the cache had the path already."""
+        from ...table import format_size
+
+        now = self._clock()
+        with self._lock:
+            self.done += 1
+            count = f"[{self.done}/{self.total}]"
+            took = now - self._began
+        if info is None:
+            self.present.append(path)
+            self._line(f"{count} {_name(path)} is in the cache already")
+        else:
+            self.uploaded.append(path)
+            self._line(f"{count} uploaded {_name(path)} ({format_size(info.nar_size)} → {format_size(info.file_size)} "
+                       f"{self.compression} in {took:.1f} s, {_speed(info.nar_size, took)})")
+
+    def summary(self) -> str:
+        """One line: the NAR bytes uploaded, the time since `begin`, the speed, the paths done."""
         with self._lock:
             return self._overall(self._clock())
 

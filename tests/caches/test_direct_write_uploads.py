@@ -1,0 +1,52 @@
+"""`copy --to` a file:// cache writes a big NAR's compressed file with O_DIRECT (store/direct_writes.py), and
+what it wrote substitutes back byte for byte; with CUDAPKGS_DIRECT_WRITES=off nothing is written directly."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+
+import pytest
+from cache_helpers import fresh_store_like, make_closure
+
+from cudapkgs.store import direct_writes
+from cudapkgs.store.caches import open_cache
+from cudapkgs.store.caches.signing import generate
+from cudapkgs.store.direct_writes import BLOCK, DIRECT_MIN
+from cudapkgs.store.store import Store
+
+
+@pytest.mark.parametrize("setting", ["auto", "off"])
+def test_a_big_nar_is_uploaded_with_direct_writes_unless_off(tmp_path, monkeypatch, setting):
+    monkeypatch.setattr(direct_writes, "_accepts", {})
+    if direct_writes._probe(tmp_path) is False:
+        pytest.skip(f"{tmp_path}'s file system refuses O_DIRECT")
+    store = Store.open(tmp_path / "store")
+    dep, top = make_closure(store, size=DIRECT_MIN + 12345)  # random bytes: the zstd file stays as big
+    key = generate("test-cache-1")
+    cache = open_cache(f"file://{tmp_path}/cache")
+    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", setting)
+    direct: list[int] = []
+    real = os.write
+
+    def spy(fd, data):
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            direct.append(len(data))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", spy)
+    cache.upload_closure(store, [top], secret_key=key, compression="zstd")
+    monkeypatch.setattr(os, "write", real)
+    (zst,) = [f for f in (tmp_path / "cache" / "nar").iterdir() if f.stat().st_size > DIRECT_MIN]
+    if setting == "auto":
+        assert sum(direct) == zst.stat().st_size // BLOCK * BLOCK
+    else:
+        assert direct == []
+    hashes = {p: store.query(p).nar_hash for p in (dep, top)}
+    fresh = fresh_store_like(store, tmp_path / "old")
+    try:
+        for path in (dep, top):
+            cache.substitute(fresh, path, trusted_keys=[key.public])  # every byte hashed against the narinfo
+        assert {p: fresh.query(p).nar_hash for p in (dep, top)} == hashes
+    finally:
+        fresh.close()

@@ -1,0 +1,159 @@
+"""A file:// cache's upload temporaries: a SIGKILL mid-upload leaves one in ``.cudapkgs-uploads`` (not in
+the root, not named like a NAR), the next upload removes it, and never a live upload's; each object is
+synced before its rename and its directory after, the narinfo last."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from cache_helpers import make_closure
+
+from cudapkgs.store.caches import open_cache, upload_temps
+from cudapkgs.store.caches.base import CacheError
+from cudapkgs.store.caches.file import FileCache
+from cudapkgs.store.store import Store
+
+# The child uploads a closure whose first NAR is a few MiB; once its bytes flow it says so and waits
+# to be killed (the bytes callback runs in the reading thread, mid-upload).
+CHILD = textwrap.dedent("""\
+    import os, sys, threading, time
+    from cudapkgs.store.caches import open_cache
+    from cudapkgs.store.store import Store
+
+    store_dir, url, path, ready = sys.argv[1:]
+    store = Store.open(store_dir, read_only=True)
+
+    class Progress:
+        def begin(self, paths): pass
+        def started(self, path, size): pass
+        def finished(self, path, info): pass
+        def bytes(self, path, done):
+            open(ready, "w").close()
+            time.sleep(3600)
+
+    open_cache(url).upload_closure(store, [path], progress=Progress())
+""")
+
+
+def _kill_mid_upload(tmp_path, store, path, url):
+    ready = tmp_path / "ready"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, store.store_dir, url, path, str(ready)],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):
+            if ready.exists() or child.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert ready.exists(), child.stderr.read() if child.poll() is not None else "the child never started uploading"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
+
+
+def _age(path, seconds: float) -> None:
+    past = time.time() - seconds
+    os.utime(path, (past, past))
+
+
+def test_a_sigkilled_upload_leaves_its_temporary_aside_and_the_next_upload_removes_it(tmp_path):
+    store = Store.open(tmp_path / "store")
+    dep, top = make_closure(store, size=8 << 20)
+    store.close()
+    root = tmp_path / "cache"
+    url = f"file://{root}"
+    _kill_mid_upload(tmp_path, store, top, url)
+    # nothing in the root but the cache's own files; the temporary is in its directory, not a .nar
+    assert sorted(os.listdir(root)) == [".cudapkgs-uploads", "nix-cache-info"]
+    (left,) = os.listdir(root / ".cudapkgs-uploads")
+    assert left.endswith(".part") and not left.endswith(".nar")
+    assert not list(root.glob("*.narinfo")) and not (root / "nar").exists()  # nothing half-published
+    # a later upload right away: the file is young, it stays (its writer may be between create and lock)
+    with Store.open(tmp_path / "store", read_only=True) as again:
+        open_cache(url).upload_closure(again, [dep])
+        assert os.listdir(root / ".cudapkgs-uploads") == [left]
+        _age(root / ".cudapkgs-uploads" / left, 2 * upload_temps.STALE_AFTER)
+        results = open_cache(url).upload_closure(again, [top])
+    assert os.listdir(root / ".cudapkgs-uploads") == []  # the dead writer's lock was free: removed
+    assert [p for p, info in results if info is not None] == [top]
+    assert sorted(p.name for p in root.glob("*.narinfo")) and len(os.listdir(root / "nar")) == 2
+
+
+def test_a_live_upload_s_temporary_is_never_removed_however_old(tmp_path):
+    root = tmp_path / "cache"
+    root.mkdir()
+    live = upload_temps.create(str(root))  # this process holds its lock, as a running upload does
+    os.close(live.fd)
+    _age(live.path, 10 * upload_temps.STALE_AFTER)
+    assert upload_temps.remove_stale(str(root)) == []
+    assert os.path.exists(live.path)
+    live.close()  # the writer ends: its file goes with it
+    assert not os.path.exists(live.path)
+
+
+def test_stale_removal_touches_only_regular_temporaries(tmp_path):
+    root = tmp_path / "cache"
+    temps = root / ".cudapkgs-uploads"
+    temps.mkdir(parents=True)
+    outside = tmp_path / "victim.part"
+    outside.write_text("keep")
+    os.symlink(outside, temps / "1-link.part")  # a planted link: neither followed nor removed
+    os.mkdir(temps / "2-dir.part")
+    (temps / "3-dead.part").write_text("x")
+    (temps / "notes.txt").write_text("x")
+    (root / ".upload-abc.nar").write_text("old version's, unwritten for long")
+    (root / ".upload-new.nar").write_text("old version's, being written")
+    (root / "nar").mkdir()
+    for name in ("3-dead.part", "notes.txt"):
+        _age(temps / name, 2 * upload_temps.STALE_AFTER)
+    _age(root / ".upload-abc.nar", 2 * upload_temps.OLD_STALE_AFTER)
+    assert sorted(upload_temps.remove_stale(str(root))) == [".upload-abc.nar", "3-dead.part"]
+    assert outside.read_text() == "keep" and os.path.islink(temps / "1-link.part")
+    assert (temps / "2-dir.part").is_dir() and (temps / "notes.txt").exists() and (root / ".upload-new.nar").exists()
+
+
+def test_a_link_where_the_temporaries_go_is_refused(tmp_path):
+    root = tmp_path / "cache"
+    root.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", root / ".cudapkgs-uploads")
+    with Store.open(tmp_path / "store") as store:
+        dep, top = make_closure(store)
+        with pytest.raises(CacheError, match="not a directory"):
+            open_cache(f"file://{root}").upload_closure(store, [top])
+    assert os.listdir(tmp_path / "elsewhere") == []
+
+
+def test_each_object_is_synced_before_its_rename_and_its_directory_after_narinfo_last(tmp_path, monkeypatch):
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", os.fspath(dst)))
+        return real_replace(src, dst)
+
+    with Store.open(tmp_path / "store") as store:
+        dep, top = make_closure(store)
+        cache = FileCache(f"file://{tmp_path}/cache")
+        cache.init(store.store_dir)
+        monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(os, "replace", replace)
+        cache.upload(store, dep)
+    root = str(tmp_path / "cache")
+    (nar_rename,) = [i for i, (kind, what) in enumerate(events) if kind == "replace" and "/nar/" in what]
+    (info_rename,) = [i for i, (kind, what) in enumerate(events) if kind == "replace" and what.endswith(".narinfo")]
+    nar = events[nar_rename][1]
+    assert events[nar_rename - 1][0] == "fsync" and "/.cudapkgs-uploads/" in events[nar_rename - 1][1]  # the file
+    assert events[nar_rename + 1] == ("fsync", os.path.dirname(nar))  # nar/, before the narinfo exists
+    assert nar_rename < info_rename
+    assert events[info_rename - 1][0] == "fsync" and events[info_rename + 1] == ("fsync", root)
