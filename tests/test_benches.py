@@ -206,7 +206,8 @@ def test_bench_torch_tiny():
                                          "uv pip install --offline --no-deps, uv cache empty",
                                          "uv pip install --offline --no-deps --compile-bytecode, uv cache empty"]
     assert table[1][3] == "1.00" and number(table[0][3]) > 0 and number(table[0][4]) > 0
-    assert "store" in table[0][6] and "venv+cache" in table[1][6] and "venv+cache" in table[2][6]
+    assert "store" in table[0][7] and "venv+cache" in table[1][7] and "venv+cache" in table[2][7]
+    assert all(0 <= number(row[6]) <= number(row[4]) for row in table)  # the system seconds, of the CPU seconds
     assert "cudapkgs against uv --compile-bytecode (the same byte code compiled): wall " in out
     assert "load average before" in out and "3 files" in out
     # The tiny run realises the three wheels as one withPackages environment (as --env ml does) and
@@ -481,3 +482,14 @@ def test_bench_http_read_tiny():
     for row in table:
         assert number(row[1]) >= 0 and number(row[2]) >= 0, row
     assert "11.8 MiB" in out and "load average before" in out
+
+
+def test_bench_direct_writes_tiny():
+    out = run_bench("bench_direct_writes.py", timeout=300)
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["stream: one 32 MiB file, hashed and written", "sizes: 32 files of 1024 KiB",
+                                         "sizes: 4 files of 8192 KiB"]
+    for row in table:
+        assert all(number(cell.split(" ")[0]) > 0 for cell in row[1:]), row
+        assert abs(number(row[3]) - number(row[1]) / number(row[2])) < 0.02 + 0.05 * number(row[3]), row
+    assert "load average before" in out and "untimed sync" in out

@@ -33,6 +33,7 @@ from pathlib import Path
 from ..errors import StoreError
 from . import nar
 from .cycles import ReferenceCycleError, topological_order
+from .direct_writes import BLOCK, DirectWriter, direct_writes_wanted
 from .nar_restore import MAX_DEPTH
 from .paths import hash_part, to_store_path
 from .. import confine
@@ -464,7 +465,13 @@ def _extract_path(
             mode = 0o755 if member.mode & 0o100 else 0o644
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
             with data, open(fd, "wb") as out:
-                shutil.copyfileobj(data, out, 1 << 20)
+                if member.size >= BLOCK and direct_writes_wanted(target.parent, member.size):
+                    with DirectWriter(fd, member.size) as writer:  # around the page cache (direct_writes.py)
+                        while piece := data.read(1 << 20):
+                            writer.write(piece)
+                        writer.finish()  # DirectWriteSizeError (a StoreError) if the member gave fewer bytes
+                else:
+                    shutil.copyfileobj(data, out, 1 << 20)
                 os.fchmod(out.fileno(), mode)
             files.add(name)
         elif member.issym():
