@@ -54,6 +54,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 ATTR = "cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch"
+OFF_ENV = "CUDAPKGS_DIRECT_WRITES"  # store/direct_writes.py: auto (the default), on, off
+OFF_ROW_SUFFIX = ", direct writes off"
 ENV_FILE = str(REPO / "bench" / "ml_env_packages.py")
 # --env NAME: (attributes, package files) of what is realised.
 TARGETS = {"torch": ([ATTR], []), "ml": (["bench_ml_env"], [ENV_FILE]),
@@ -76,7 +78,11 @@ def run(command: list[str], env: dict[str, str]) -> tuple[float, float]:
             log.seek(0)
             raise SystemExit(f"{' '.join(command[:8])} ... failed ({proc.returncode}):\n"
                              f"{log.read().decode(errors='replace')[-4000:]}")
+    _last_sys[0] = usage.ru_stime
     return elapsed, usage.ru_utime + usage.ru_stime
+
+
+_last_sys = [0.0]  # the system CPU seconds of the last `run` (the kernel's share: page cache, balloon faults)
 
 
 def du(*paths: Path) -> int:
@@ -165,22 +171,26 @@ def full(args: argparse.Namespace, uv: str) -> dict:
         rows: dict[str, dict[str, list[float]]] = {}
 
         def record(name: str, wall: float, cpu: float, disk: dict[str, int]) -> None:
-            row = rows.setdefault(name, {"wall": [], "cpu": []})
+            row = rows.setdefault(name, {"wall": [], "cpu": [], "sys": []})
             row["wall"].append(wall)
             row["cpu"].append(cpu)
+            row["sys"].append(_last_sys[0])
             row.setdefault("disk", disk)
 
         load_before = os.getloadavg()
         for i in range(args.runs):
-            remove(store)
-            with Store.open(store) as s:
-                from cudapkgs.store.transfer import import_closure
+            # With --direct-off, a second build with direct writes off, before or after the first in turn.
+            builds = [("", env), (OFF_ROW_SUFFIX, {**env, OFF_ENV: "off"})] if args.direct_off else [("", env)]
+            for suffix, build_env in (builds if i % 2 == 0 else builds[::-1]):
+                remove(store)
+                with Store.open(store) as s:
+                    from cudapkgs.store.transfer import import_closure
 
-                import_closure(s, scratch / "non-wheel.tar")
-            wall, cpu = run(cudapkgs_build(store, attrs, *mirror_set, files=files), env)
-            record("cudapkgs build -j auto, fresh store, warm wheel cache", wall, cpu,
-                   {"store": du(store) - du(store / ".cache")})
-            remove(store)  # the disk it took is recorded; the venvs need the room
+                    import_closure(s, scratch / "non-wheel.tar")
+                wall, cpu = run(cudapkgs_build(store, attrs, *mirror_set, files=files), build_env)
+                record("cudapkgs build -j auto, fresh store, warm wheel cache" + suffix, wall, cpu,
+                       {"store": du(store) - du(store / ".cache")})
+                remove(store)  # the disk it took is recorded; the venvs need the room
             for name, flags in PEERS.items():
                 venv, uv_cache = scratch / f"venv-{i}", scratch / f"uv-cache-{i}"
                 uv_env = {**env, "UV_CACHE_DIR": str(uv_cache), "VIRTUAL_ENV": str(venv)}
@@ -310,7 +320,7 @@ def tiny(uv: str) -> dict:
                                 "import " + ", ".join(s["name"] for s in specs)], capture_output=True, text=True)
         if probe.returncode != 0:
             raise SystemExit(f"the tiny environment does not import its wheels: {probe.stderr[-2000:]}")
-        rows = {"cudapkgs build -j auto, fresh store, warm wheel cache": {"wall": [wall], "cpu": [cpu],
+        rows = {"cudapkgs build -j auto, fresh store, warm wheel cache": {"wall": [wall], "cpu": [cpu], "sys": [_last_sys[0]],
                                                                            "disk": {"store": du(store) - du(store / ".cache")}}}
         wheels = [cache / s["file"] for s in specs]
         for name, flags in PEERS.items():
@@ -319,7 +329,7 @@ def tiny(uv: str) -> dict:
             subprocess.run([uv, "venv", "-q", "--python", "/usr/bin/python3", str(venv)], env=uv_env, check=True)
             wall, cpu = run([uv, "pip", "install", "-q", "--offline", "--no-deps", *flags, "--python",
                              str(venv / "bin" / "python"), *map(str, wheels)], uv_env)
-            rows[name] = {"wall": [wall], "cpu": [cpu], "disk": {"venv": du(venv), "venv+cache": du(venv, uv_cache)}}
+            rows[name] = {"wall": [wall], "cpu": [cpu], "sys": [_last_sys[0]], "disk": {"venv": du(venv), "venv+cache": du(venv, uv_cache)}}
         return {"rows": rows, "wheels": len(wheels), "bytes": sum(w.stat().st_size for w in wheels),
                 "load": (os.getloadavg(), os.getloadavg())}
     finally:
@@ -335,15 +345,20 @@ def report(result: dict, runs: int, what: str = ATTR) -> None:
     peer = PEER
     wall = {k: statistics.median(v["wall"]) for k, v in rows.items()}
     cpu = {k: statistics.median(v["cpu"]) for k, v in rows.items()}
-    print("| what | median wall s | min–max s | × uv | CPU s | CPU × uv | disk |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print("| what | median wall s | min–max s | × uv | CPU s | CPU × uv | of it system s | disk |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for name, row in rows.items():
         disk = ", ".join(f"{k} {v / 2**30:.2f} GiB" if v > 2**28 else f"{k} {v / 2**20:.1f} MiB" for k, v in row["disk"].items())
+        system = f"{statistics.median(row['sys']):.2f}" if row.get("sys") else ""
         print(f"| {name} | {wall[name]:.2f} | {min(row['wall']):.2f}–{max(row['wall']):.2f} | {wall[name] / wall[peer]:.2f} "
-              f"| {cpu[name]:.2f} | {cpu[name] / max(cpu[peer], 1e-9):.2f} | {disk} |")
-    ours = next(k for k in rows if k.startswith("cudapkgs"))
+              f"| {cpu[name]:.2f} | {cpu[name] / max(cpu[peer], 1e-9):.2f} | {system} | {disk} |")
+    ours = next(k for k in rows if k.startswith("cudapkgs") and not k.endswith(OFF_ROW_SUFFIX))
     print(f"\ncudapkgs against uv --compile-bytecode (the same byte code compiled): wall "
           f"{wall[ours] / wall[PEER_PYC]:.2f}x, CPU {cpu[ours] / max(cpu[PEER_PYC], 1e-9):.2f}x")
+    if ours + OFF_ROW_SUFFIX in rows:
+        off = ours + OFF_ROW_SUFFIX
+        print(f"with direct writes off: wall {wall[off] / wall[PEER_PYC]:.2f}x, CPU {cpu[off] / max(cpu[PEER_PYC], 1e-9):.2f}x; "
+              f"on ({os.environ.get(OFF_ENV) or 'auto'}) / off: wall {wall[ours] / wall[off]:.2f}x, CPU {cpu[ours] / cpu[off]:.2f}x")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", metavar="DIR", help="the scratch directory, kept: its setup (build, small wheels, "
                         "exported non-wheel parts) is done once and reused by later runs with the same DIR")
     parser.add_argument("--setup-only", action="store_true", help="with --keep: do the setup, time nothing")
+    parser.add_argument("--direct-off", action="store_true", help=f"a row more each round: the build with "
+                        f"{OFF_ENV}=off (the other row as the environment says: auto unless set)")
     args = parser.parse_args(argv)
     uv = uv_binary()
     if args.setup_only and not args.keep:

@@ -63,6 +63,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 SPREAD_ROW = "uv pip install --offline, uv cache empty, in a chattr +T directory"
 WARM_ROW = "uv pip install --offline, uv cache warm"
+OFF_ENV = "CUDAPKGS_DIRECT_WRITES"  # store/direct_writes.py: auto (the default), on, off
+OFF_ROW = "cudapkgs build -j auto, fresh store, direct writes off"
 rows_note: list[str] = []
 ATTRS = ["cudaPackages_13_0.cuda_cudart", "cudaPackages_13_0.cuda_nvcc", "cudaPackages_13_0.cuda_cccl"]
 SETS = ["allowUnfree=true", 'fetchers=["wheels"]']
@@ -157,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-r", "--runs", type=int, default=3)
     parser.add_argument("--tiny", action="store_true", help="one run: the CI smoke test of this script")
+    parser.add_argument("--direct-off", action="store_true", help=f"a row more each round: -j auto, fresh store, "
+                        f"with {OFF_ENV}=off (the other rows as the environment says: auto unless set)")
     args = parser.parse_args(argv)
     if args.tiny:
         args.runs = 1
@@ -216,7 +220,17 @@ def main(argv: list[str] | None = None) -> int:
             record(WARM_ROW, *run_with_rusage(install_warm, uv_env))
             leftovers += [venv, warm_venv, scratch / f"uv-cache-{i}"]
 
-            for jobs in ("auto", "1"):
+            if args.direct_off:  # before or after the -j auto row, in turn
+                order = ("off", "auto", "1") if i % 2 else ("auto", "off", "1")
+            else:
+                order = ("auto", "1")
+            for jobs in order:
+                if jobs == "off":
+                    store = scratch / f"store-off-{i}"
+                    off_env = {**env, "CUDAPKGS_STORE": str(store), OFF_ENV: "off"}
+                    record(OFF_ROW, *run_with_rusage(build_command("auto"), off_env))
+                    leftovers.append(store)
+                    continue
                 store = scratch / f"store-{jobs}-{i}"
                 env["CUDAPKGS_STORE"] = str(store)
                 record(f"cudapkgs build -j {jobs}, fresh store", *run_with_rusage(build_command(jobs), env))
@@ -274,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     one = medians["cudapkgs build -j 1, fresh store"]
     print(f"\ncudapkgs -j auto (the default) / uv, cache empty: {auto / peer:.2f}x (CPU {cpu['cudapkgs build -j auto, fresh store'] / peer_cpu:.2f}x); "
           f"-j 1: {one / peer:.2f}x; against uv in a chattr +T directory: {auto / best_uv:.2f}x and {one / best_uv:.2f}x")
+    if OFF_ROW in medians:
+        print(f"cudapkgs -j auto with direct writes off / uv, cache empty: {medians[OFF_ROW] / peer:.2f}x "
+              f"(CPU {cpu[OFF_ROW] / peer_cpu:.2f}x); direct writes on (the environment's setting: "
+              f"{os.environ.get(OFF_ENV) or 'auto'}) / off: {auto / medians[OFF_ROW]:.2f}x wall, "
+              f"{cpu['cudapkgs build -j auto, fresh store'] / cpu[OFF_ROW]:.2f}x CPU")
     after = medians["cudapkgs build -j auto, again after gc"]
     after_cpu = cpu["cudapkgs build -j auto, again after gc"]
     print(f"cudapkgs -j auto again after gc / uv, cache warm: {after / warm:.2f}x wall, {after_cpu / warm_cpu:.2f}x CPU "

@@ -294,7 +294,7 @@ def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, ta
                     wheel: Path, verify: bool = True) -> None:
     """Write one member to `target` (a new file), checking its digest as it streams (unless not `verify`:
     the wheel's pinned sha256 passed this check before, `record_checked`)."""
-    from .wheel_unpack import write_member
+    from .wheel_unpack import write_member_to
 
     mode = 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
     algorithm = expected.partition("=")[0]
@@ -303,9 +303,11 @@ def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, ta
         out_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except (FileExistsError, IsADirectoryError, NotADirectoryError):
         raise WheelContentsError(f"{wheel.name}: {info.filename} collides with another file at {target}") from None
-    with open(out_fd, "wb") as out:
-        write_member(archive, fd, info, out, digest)
-        os.fchmod(out.fileno(), mode)
+    try:
+        write_member_to(archive, fd, info, out_fd, digest, os.fspath(target.parent))
+        os.fchmod(out_fd, mode)
+    finally:
+        os.close(out_fd)
     if digest is None:
         return
     got = record_digest(algorithm, digest.digest())

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from ..lib.records import NamedTuple  # typing.NamedTuple without typing
+from . import direct_reads
 from .paths import base32_equals
 from .refscan import Candidates, Scan
 
@@ -427,11 +428,8 @@ class TreePass:
         fd = open_listed(at if dir_fd is not None else path, st, dir_fd=dir_fd, shown=path)
         try:
             remaining = size
-            while True:
-                want = CHUNK if remaining >= CHUNK else remaining + 1
-                chunk = os.read(fd, want)
-                if not chunk:
-                    break
+            # A file this process wrote past the page cache is read back past it (`direct_reads`).
+            for chunk in (direct_reads.pieces(fd, size) if direct_reads.written_direct(st) else _read_pieces(fd, size)):
                 remaining -= len(chunk)
                 if remaining < 0:
                     chunk = chunk[:remaining]
@@ -440,7 +438,7 @@ class TreePass:
                     scan.chunk(chunk)
                 if sha is not None:
                     sha.feed(chunk)
-                if remaining < 0 or (remaining == 0 and len(chunk) < want):
+                if remaining < 0:
                     break
             if freeze is not None and written == size and remaining == 0:
                 freeze.file(fd, st)
@@ -449,6 +447,21 @@ class TreePass:
         if written != size or remaining < 0:
             raise OSError(f"{os.fsdecode(path)} changed size while being archived")
         self.out += (_PAD[-size % 8], _CLOSE)
+
+
+def _read_pieces(fd: int, size: int) -> Iterator[bytes]:
+    """The bytes of the file open as `fd` from its offset, `CHUNK` at a time, at most ``size + 1`` in all
+    (one byte past the listed size: a file that grew is seen)."""
+    remaining = size
+    while True:
+        want = CHUNK if remaining >= CHUNK else remaining + 1
+        chunk = os.read(fd, want)
+        if not chunk:
+            return
+        remaining -= len(chunk)
+        yield chunk
+        if remaining < 0 or (remaining == 0 and len(chunk) < want):
+            return
 
 
 class _Sha:
