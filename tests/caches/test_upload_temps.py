@@ -157,3 +157,34 @@ def test_each_object_is_synced_before_its_rename_and_its_directory_after_narinfo
     assert events[nar_rename + 1] == ("fsync", os.path.dirname(nar))  # nar/, before the narinfo exists
     assert nar_rename < info_rename
     assert events[info_rename - 1][0] == "fsync" and events[info_rename + 1] == ("fsync", root)
+
+
+def test_uploads_to_a_remote_cache_compress_in_a_private_directory_the_next_upload_clears(tmp_path, monkeypatch):
+    """They were /tmp/.upload-*.nar, left there for good by a SIGKILL; now <tmp>/cudapkgs-<uid>/.cudapkgs-uploads."""
+    import tempfile
+
+    from cudapkgs.store.caches.narinfo import CacheInfo
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cache = open_cache("http://127.0.0.1:9/cache")
+    temp = cache._upload_temp()
+    private = tmp_path / f"cudapkgs-{os.geteuid()}"
+    assert os.path.dirname(temp.path) == str(private / ".cudapkgs-uploads") and temp.path.endswith(".part")
+    assert oct(os.stat(private).st_mode & 0o777) == "0o700"
+    os.close(temp.fd)
+    dead = upload_temps.create(str(private))  # a killed writer's: its lock dropped with it
+    os.close(dead.fd)
+    os.close(dead._lock_fd)
+    dead._lock_fd = -1
+    for path in (temp.path, dead.path):
+        _age(path, 2 * upload_temps.STALE_AFTER)
+    monkeypatch.setattr(cache, "cache_info", lambda: CacheInfo("/store"))
+    cache.init("/store")
+    assert os.path.exists(temp.path) and not os.path.exists(dead.path)  # the live one stays
+    temp.close()
+    assert not os.path.exists(temp.path)
+    os.chmod(private, 0o777)  # not private (another user's make, say): not used
+    fallback = cache._upload_temp()
+    assert not fallback.path.startswith(str(private))
+    os.close(fallback.fd)
+    fallback.close()
