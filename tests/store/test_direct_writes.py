@@ -277,3 +277,24 @@ def test_a_size_not_known_is_not_checked(tmp_path, accepts, writes):
         os.close(fd)
     assert (tmp_path / "f").read_bytes() == data
     assert sum(n for n, on in writes if on) == STAGING + BLOCK
+
+
+def _zstd_source(data: bytes):
+    import zstandard
+
+    from cudapkgs.store.caches.compression import decompressed_reader
+
+    return decompressed_reader(io.BytesIO(zstandard.ZstdCompressor().compress(data)), "zstd")
+
+
+@pytest.mark.parametrize("cut", [1, BLOCK, STAGING + 3])
+def test_a_nar_cut_inside_a_big_file_read_into_the_staging_buffer_is_refused(tmp_path, accepts, cut):
+    data = _nar_of(tmp_path, {"big": random.Random(12).randbytes(2 * STAGING)})
+    with pytest.raises(nar_restore.NarFormatError, match="truncated"):
+        nar_restore.restore(_zstd_source(data[: len(data) - 2 * 8 - cut]), tmp_path / "out")
+
+
+def test_a_nar_longer_than_declared_is_refused_inside_a_big_file(tmp_path, accepts):
+    data = _nar_of(tmp_path, {"big": random.Random(13).randbytes(STAGING + 5)})
+    with pytest.raises(nar_restore.NarFormatError, match="longer than the"):
+        nar_restore.restore(_zstd_source(data), tmp_path / "out", limit=len(data) - STAGING // 2)

@@ -150,7 +150,10 @@ def _give_back(buffers: list[mmap.mmap]) -> None:
         _local.buffers = buffers  # kept: their pages are already the process's (no new faults next file)
     else:
         for buffer in buffers:
-            buffer.close()
+            try:
+                buffer.close()
+            except BufferError:  # a view of it lives on (in a traceback): the garbage collector unmaps it
+                pass
 
 
 _pool: ThreadPoolExecutor | None = None
