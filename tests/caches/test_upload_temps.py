@@ -188,3 +188,25 @@ def test_uploads_to_a_remote_cache_compress_in_a_private_directory_the_next_uplo
     assert not fallback.path.startswith(str(private))
     os.close(fallback.fd)
     fallback.close()
+
+
+def test_on_a_share_without_locks_uploads_go_on_and_nothing_is_removed(tmp_path, monkeypatch):
+    """flock failing with ENOLCK (an old NFS) must not fail every upload; the sweeper then removes nothing."""
+    import errno
+    import fcntl
+
+    from types import SimpleNamespace
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    # the cache's file system only (the store's own locks are elsewhere)
+    monkeypatch.setattr(upload_temps, "fcntl", SimpleNamespace(flock=no_locks, LOCK_EX=fcntl.LOCK_EX, LOCK_NB=fcntl.LOCK_NB))
+    with Store.open(tmp_path / "store") as store:
+        dep, top = make_closure(store)
+        results = open_cache(f"file://{tmp_path}/cache").upload_closure(store, [top])
+    assert [p for p, info in results if info is not None] == [dep, top]
+    temps = tmp_path / "cache" / ".cudapkgs-uploads"
+    (temps / "1-x.part").write_text("someone's")
+    _age(temps / "1-x.part", 2 * upload_temps.STALE_AFTER)
+    assert upload_temps.remove_stale(str(tmp_path / "cache")) == []

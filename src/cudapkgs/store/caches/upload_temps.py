@@ -37,6 +37,8 @@ OLD_STALE_AFTER = 3600.0
 #: Entries looked at per call (a directory filled by someone else cannot hold an upload up for long).
 MAX_ENTRIES = 10_000
 
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -51,7 +53,13 @@ class LockedTemp:
         directory = _temp_dir(root, create=True)
         self.fd, self.path = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".part", dir=directory)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new and unique: nobody else has it
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new and unique: nobody else has it
+            except OSError as error:
+                # A share without locks (an old NFS: ENOLCK): unlocked, and then never removed by
+                # `remove_stale` either, whose flock fails the same way: a live upload stays safe.
+                if error.errno not in _NO_LOCKS:
+                    raise
             self._lock_fd = os.dup(self.fd)  # same open file: the lock lives while either is open
         except OSError:
             os.close(self.fd)
