@@ -298,3 +298,23 @@ def test_a_nar_longer_than_declared_is_refused_inside_a_big_file(tmp_path, accep
     data = _nar_of(tmp_path, {"big": random.Random(13).randbytes(STAGING + 5)})
     with pytest.raises(nar_restore.NarFormatError, match="longer than the"):
         nar_restore.restore(_zstd_source(data), tmp_path / "out", limit=len(data) - STAGING // 2)
+
+
+def test_a_forked_child_writes_directly_with_a_pool_of_its_own(tmp_path, accepts):
+    """The parent's write threads are not in a forked child (python_bytecode forks; wheel unpacking may):
+    a child whose parent had used the pool still gets its direct writes done, instead of waiting forever."""
+    _write(tmp_path / "parent", random.Random(15).randbytes(STAGING + 1), 0, random.Random(16))  # the pool exists
+    data = random.Random(17).randbytes(2 * STAGING + 9)
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the file came out whole
+        code = 1
+        try:
+            import signal
+
+            signal.alarm(20)
+            _write(tmp_path / "child", data, 1, random.Random(18))
+            code = 0 if (tmp_path / "child").read_bytes() == data else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

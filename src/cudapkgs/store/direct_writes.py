@@ -172,6 +172,18 @@ def _writes() -> ThreadPoolExecutor:
     return _pool
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: the pool (its queue would never be served), the
+    lock (perhaps held by a thread that is gone) and the thread's kept buffers start afresh."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+    _local.buffers = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class DirectWriter:
     """Writes exactly `size` bytes (None: as many as come, unchecked) to the new, empty file open on `fd`,
     the full blocks with O_DIRECT.
