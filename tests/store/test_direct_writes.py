@@ -363,3 +363,44 @@ def test_ctrl_c_in_close_waits_for_the_write_then_is_raised(tmp_path, accepts, h
     finally:
         release.set()
         os.close(fd)
+
+
+def _zstd_source(data: bytes):
+    import zstandard
+
+    from cudapkgs.store.caches.compression import decompressed_reader
+
+    return decompressed_reader(io.BytesIO(zstandard.ZstdCompressor().compress(data)), "zstd")
+
+
+@pytest.mark.parametrize("cut", [1, BLOCK, STAGING + 3])
+def test_a_nar_cut_inside_a_big_file_read_into_the_staging_buffer_is_refused(tmp_path, accepts, cut):
+    data = _nar_of(tmp_path, {"big": random.Random(12).randbytes(2 * STAGING)})
+    with pytest.raises(nar_restore.NarFormatError, match="truncated"):
+        nar_restore.restore(_zstd_source(data[: len(data) - 2 * 8 - cut]), tmp_path / "out")
+
+
+def test_a_nar_longer_than_declared_is_refused_inside_a_big_file(tmp_path, accepts):
+    data = _nar_of(tmp_path, {"big": random.Random(13).randbytes(STAGING + 5)})
+    with pytest.raises(nar_restore.NarFormatError, match="longer than the"):
+        nar_restore.restore(_zstd_source(data), tmp_path / "out", limit=len(data) - STAGING // 2)
+
+
+def test_a_forked_child_writes_directly_with_a_pool_of_its_own(tmp_path, accepts):
+    """The parent's write threads are not in a forked child (python_bytecode forks; wheel unpacking may):
+    a child whose parent had used the pool still gets its direct writes done, instead of waiting forever."""
+    _write(tmp_path / "parent", random.Random(15).randbytes(STAGING + 1), 0, random.Random(16))  # the pool exists
+    data = random.Random(17).randbytes(2 * STAGING + 9)
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the file came out whole
+        code = 1
+        try:
+            import signal
+
+            signal.alarm(20)
+            _write(tmp_path / "child", data, 1, random.Random(18))
+            code = 0 if (tmp_path / "child").read_bytes() == data else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -150,7 +150,10 @@ def _give_back(buffers: list[mmap.mmap]) -> None:
         _local.buffers = buffers  # kept: their pages are already the process's (no new faults next file)
     else:
         for buffer in buffers:
-            buffer.close()
+            try:
+                buffer.close()
+            except BufferError:  # a view of it lives on (in a traceback): the garbage collector unmaps it
+                pass
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -167,6 +170,18 @@ def _writes() -> ThreadPoolExecutor:
             if _pool is None:
                 _pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="cudapkgs-direct-write")
     return _pool
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: the pool (its queue would never be served), the
+    lock (perhaps held by a thread that is gone) and the thread's kept buffers start afresh."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+    _local.buffers = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class DirectWriter:
