@@ -210,3 +210,24 @@ def test_on_a_share_without_locks_uploads_go_on_and_nothing_is_removed(tmp_path,
     (temps / "1-x.part").write_text("someone's")
     _age(temps / "1-x.part", 2 * upload_temps.STALE_AFTER)
     assert upload_temps.remove_stale(str(tmp_path / "cache")) == []
+
+
+@pytest.mark.parametrize("root_mode", [0o2775, 0o777, 0o755, 0o700])
+def test_the_temporaries_directory_is_as_writable_as_the_cache_and_sticky(tmp_path, root_mode):
+    """A cache a group shares (writable by the group) takes every member's uploads: its temporaries' directory,
+    made by whoever uploads first, is as writable as the cache directory (the old 0o755 one refused the other
+    users' uploads, whose temporaries were in the root before), and sticky, so that no user's live temporary
+    can be renamed or removed by another."""
+    root = tmp_path / "cache"
+    root.mkdir()
+    os.chmod(root, root_mode)
+    temp = upload_temps.create(str(root))
+    try:
+        mode = os.stat(root / upload_temps.TEMP_DIR).st_mode
+        assert mode & 0o777 == root_mode & 0o777
+        assert mode & 0o1000  # sticky
+        assert bool(mode & 0o2000) == bool(root_mode & 0o2000)  # a group's directory's set-group-ID is kept
+        assert os.stat(temp.path).st_mode & 0o777 == 0o600
+    finally:
+        os.close(temp.fd)
+        temp.close()
