@@ -99,3 +99,14 @@ def test_build_json_drv_path_is_the_derivation_s_name_and_help_says_no_drv_file_
     assert json.loads(capsys.readouterr().out)[0]["deriver"] == item["drvPath"]
     assert main(["log", "--store", "st", item["drvPath"]]) == 0  # built here: its log
     assert "installPhase" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("words", [["gc", "--dry-run"], ["verify"], ["build", "x"], ["path-info", "x"]], ids=lambda w: w[0])
+def test_an_empty_store_is_refused_not_taken_for_the_default(words, tmp_path, capsys):
+    """`cudapkgs gc --store "$UNSET"` collected the default store ($CUDAPKGS_STORE here): an empty --store
+    was taken as none."""
+    with pytest.raises(SystemExit) as exited:
+        main([*words, "--store", ""])
+    assert exited.value.code == 2
+    assert "--store needs a directory" in capsys.readouterr().err
+    assert not (tmp_path / "default-store").exists()

@@ -157,3 +157,77 @@ def test_each_object_is_synced_before_its_rename_and_its_directory_after_narinfo
     assert events[nar_rename + 1] == ("fsync", os.path.dirname(nar))  # nar/, before the narinfo exists
     assert nar_rename < info_rename
     assert events[info_rename - 1][0] == "fsync" and events[info_rename + 1] == ("fsync", root)
+
+
+def test_uploads_to_a_remote_cache_compress_in_a_private_directory_the_next_upload_clears(tmp_path, monkeypatch):
+    """They were /tmp/.upload-*.nar, left there for good by a SIGKILL; now <tmp>/cudapkgs-<uid>/.cudapkgs-uploads."""
+    import tempfile
+
+    from cudapkgs.store.caches.narinfo import CacheInfo
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cache = open_cache("http://127.0.0.1:9/cache")
+    temp = cache._upload_temp()
+    private = tmp_path / f"cudapkgs-{os.geteuid()}"
+    assert os.path.dirname(temp.path) == str(private / ".cudapkgs-uploads") and temp.path.endswith(".part")
+    assert oct(os.stat(private).st_mode & 0o777) == "0o700"
+    os.close(temp.fd)
+    dead = upload_temps.create(str(private))  # a killed writer's: its lock dropped with it
+    os.close(dead.fd)
+    os.close(dead._lock_fd)
+    dead._lock_fd = -1
+    for path in (temp.path, dead.path):
+        _age(path, 2 * upload_temps.STALE_AFTER)
+    monkeypatch.setattr(cache, "cache_info", lambda: CacheInfo("/store"))
+    cache.init("/store")
+    assert os.path.exists(temp.path) and not os.path.exists(dead.path)  # the live one stays
+    temp.close()
+    assert not os.path.exists(temp.path)
+    os.chmod(private, 0o777)  # not private (another user's make, say): not used
+    fallback = cache._upload_temp()
+    assert not fallback.path.startswith(str(private))
+    os.close(fallback.fd)
+    fallback.close()
+
+
+def test_on_a_share_without_locks_uploads_go_on_and_nothing_is_removed(tmp_path, monkeypatch):
+    """flock failing with ENOLCK (an old NFS) must not fail every upload; the sweeper then removes nothing."""
+    import errno
+    import fcntl
+
+    from types import SimpleNamespace
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    # the cache's file system only (the store's own locks are elsewhere)
+    monkeypatch.setattr(upload_temps, "fcntl", SimpleNamespace(flock=no_locks, LOCK_EX=fcntl.LOCK_EX, LOCK_NB=fcntl.LOCK_NB))
+    with Store.open(tmp_path / "store") as store:
+        dep, top = make_closure(store)
+        results = open_cache(f"file://{tmp_path}/cache").upload_closure(store, [top])
+    assert [p for p, info in results if info is not None] == [dep, top]
+    temps = tmp_path / "cache" / ".cudapkgs-uploads"
+    (temps / "1-x.part").write_text("someone's")
+    _age(temps / "1-x.part", 2 * upload_temps.STALE_AFTER)
+    assert upload_temps.remove_stale(str(tmp_path / "cache")) == []
+
+
+@pytest.mark.parametrize("root_mode", [0o2775, 0o777, 0o755, 0o700])
+def test_the_temporaries_directory_is_as_writable_as_the_cache_and_sticky(tmp_path, root_mode):
+    """A cache a group shares (writable by the group) takes every member's uploads: its temporaries' directory,
+    made by whoever uploads first, is as writable as the cache directory (the old 0o755 one refused the other
+    users' uploads, whose temporaries were in the root before), and sticky, so that no user's live temporary
+    can be renamed or removed by another."""
+    root = tmp_path / "cache"
+    root.mkdir()
+    os.chmod(root, root_mode)
+    temp = upload_temps.create(str(root))
+    try:
+        mode = os.stat(root / upload_temps.TEMP_DIR).st_mode
+        assert mode & 0o777 == root_mode & 0o777
+        assert mode & 0o1000  # sticky
+        assert bool(mode & 0o2000) == bool(root_mode & 0o2000)  # a group's directory's set-group-ID is kept
+        assert os.stat(temp.path).st_mode & 0o777 == 0o600
+    finally:
+        os.close(temp.fd)
+        temp.close()

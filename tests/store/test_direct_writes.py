@@ -277,3 +277,130 @@ def test_a_size_not_known_is_not_checked(tmp_path, accepts, writes):
         os.close(fd)
     assert (tmp_path / "f").read_bytes() == data
     assert sum(n for n, on in writes if on) == STAGING + BLOCK
+
+
+@pytest.fixture
+def held_write(monkeypatch):
+    """os.write held back for direct writes until `release` is set; `landed` lists the lengths written after it."""
+    import threading
+
+    real, release, entered, landed = os.write, threading.Event(), threading.Event(), []
+
+    def held(fd, data):
+        if _direct_on(fd) and not release.is_set():
+            entered.set()
+            release.wait(30)
+            n = real(fd, data)
+            landed.append(n)
+            return n
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", held)
+    return release, entered, landed
+
+
+def test_ctrl_c_while_waiting_for_a_write_leaves_it_for_close_to_wait_for(tmp_path, accepts, held_write):
+    """Ctrl-C in `write` (waiting for the buffer in flight): `close` still waits for that write, so the caller's
+    os.close(fd) cannot let a write land in another file that got the same descriptor number, nor the buffer be
+    refilled under it. The old code forgot the write once the wait began: close returned at once."""
+    import signal
+    import threading
+    import time
+
+    release, entered, landed = held_write
+    main = threading.get_ident()
+
+    def interrupt():
+        entered.wait(30)
+        time.sleep(0.2)  # the caller is then waiting for the write in flight (filling a buffer takes ms)
+        signal.pthread_kill(main, signal.SIGINT)
+        time.sleep(0.3)
+        release.set()
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    fd = _new(tmp_path / "f")
+    helper = threading.Thread(target=interrupt)
+    try:
+        writer = DirectWriter(fd, 3 * STAGING)
+        helper.start()
+        with pytest.raises(KeyboardInterrupt):
+            writer.write(b"a" * STAGING)  # its direct write is held
+            writer.write(b"b" * STAGING)  # waits for it before handing this buffer over: interrupted
+        writer.close()
+        assert landed == [STAGING]  # the held write was over before close returned
+        assert writer._buffers is None
+    finally:
+        release.set()
+        helper.join()
+        signal.signal(signal.SIGINT, previous)
+        os.close(fd)
+
+
+def test_ctrl_c_in_close_waits_for_the_write_then_is_raised(tmp_path, accepts, held_write, monkeypatch):
+    import concurrent.futures
+    import threading
+
+    release, entered, landed = held_write
+    real_wait, calls = concurrent.futures.wait, []
+
+    def interrupted_once(futures, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            threading.Timer(0.2, release.set).start()
+            raise KeyboardInterrupt
+        return real_wait(futures, *args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "wait", interrupted_once)
+    fd = _new(tmp_path / "f")
+    try:
+        writer = DirectWriter(fd, 2 * STAGING)
+        writer.write(b"a" * STAGING)
+        assert entered.wait(30)
+        with pytest.raises(KeyboardInterrupt):
+            writer.close()
+        assert landed == [STAGING] and writer._buffers is None
+        writer.close()  # idempotent
+    finally:
+        release.set()
+        os.close(fd)
+
+
+def _zstd_source(data: bytes):
+    import zstandard
+
+    from cudapkgs.store.caches.compression import decompressed_reader
+
+    return decompressed_reader(io.BytesIO(zstandard.ZstdCompressor().compress(data)), "zstd")
+
+
+@pytest.mark.parametrize("cut", [1, BLOCK, STAGING + 3])
+def test_a_nar_cut_inside_a_big_file_read_into_the_staging_buffer_is_refused(tmp_path, accepts, cut):
+    data = _nar_of(tmp_path, {"big": random.Random(12).randbytes(2 * STAGING)})
+    with pytest.raises(nar_restore.NarFormatError, match="truncated"):
+        nar_restore.restore(_zstd_source(data[: len(data) - 2 * 8 - cut]), tmp_path / "out")
+
+
+def test_a_nar_longer_than_declared_is_refused_inside_a_big_file(tmp_path, accepts):
+    data = _nar_of(tmp_path, {"big": random.Random(13).randbytes(STAGING + 5)})
+    with pytest.raises(nar_restore.NarFormatError, match="longer than the"):
+        nar_restore.restore(_zstd_source(data), tmp_path / "out", limit=len(data) - STAGING // 2)
+
+
+def test_a_forked_child_writes_directly_with_a_pool_of_its_own(tmp_path, accepts):
+    """The parent's write threads are not in a forked child (python_bytecode forks; wheel unpacking may):
+    a child whose parent had used the pool still gets its direct writes done, instead of waiting forever."""
+    _write(tmp_path / "parent", random.Random(15).randbytes(STAGING + 1), 0, random.Random(16))  # the pool exists
+    data = random.Random(17).randbytes(2 * STAGING + 9)
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the file came out whole
+        code = 1
+        try:
+            import signal
+
+            signal.alarm(20)
+            _write(tmp_path / "child", data, 1, random.Random(18))
+            code = 0 if (tmp_path / "child").read_bytes() == data else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -322,7 +322,10 @@ def _main(words: list[str]) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    if getattr(args, "store", None):
+    if getattr(args, "store", None) is not None:
+        if not args.store.strip():  # `--store "$UNSET"` taken as no --store made gc or verify work on the default store
+            _parser_of(parser, named).error("--store needs a directory, got an empty string "
+                                            "(leave --store out for the configured store)")
         from .eval import apply_store_option  # --store DIR is storeDir for whatever the command evaluates
 
         apply_store_option(args)

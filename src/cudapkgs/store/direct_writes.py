@@ -150,7 +150,10 @@ def _give_back(buffers: list[mmap.mmap]) -> None:
         _local.buffers = buffers  # kept: their pages are already the process's (no new faults next file)
     else:
         for buffer in buffers:
-            buffer.close()
+            try:
+                buffer.close()
+            except BufferError:  # a view of it lives on (in a traceback): the garbage collector unmaps it
+                pass
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -167,6 +170,18 @@ def _writes() -> ThreadPoolExecutor:
             if _pool is None:
                 _pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="cudapkgs-direct-write")
     return _pool
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: the pool (its queue would never be served), the
+    lock (perhaps held by a thread that is gone) and the thread's kept buffers start afresh."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+    _local.buffers = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class DirectWriter:
@@ -246,10 +261,19 @@ class DirectWriter:
         self._fill = fill
 
     def _wait(self) -> None:
-        """Wait for the write in flight; its OSError raised here."""
-        pending, self._pending = self._pending, None
+        """Wait for the write in flight; its OSError raised here.
+
+        The write stays this writer's in flight until it is done: a wait cut short (Ctrl-C's
+        KeyboardInterrupt, a signal handler's exception) leaves it for `close` to wait for, so its
+        buffer is not reused nor `fd` closed (its number then reused by another file) under it.
+        """
+        pending = self._pending
         if pending is not None:
-            pending.result()
+            try:
+                pending.result()
+            finally:
+                if pending.done():
+                    self._pending = None
 
     def _flush(self, staging: memoryview, end: int) -> None:
         """Write `staging`'s first `end` bytes (a multiple of BLOCK), directly while the kernel takes them."""
@@ -293,13 +317,22 @@ class DirectWriter:
     def close(self) -> None:
         """Wait for a write in flight (its error is the caller's to have seen, or not), give the buffers back.
 
-        Idempotent; fd is not closed, and may still have O_DIRECT on.
+        Idempotent; fd is not closed, and may still have O_DIRECT on. A write not started yet is
+        cancelled; one started is waited for to its end even through a KeyboardInterrupt (or another
+        exception from a signal handler), which is raised again once the write is over and the
+        buffers are given back: only then may the caller close fd.
         """
-        pending, self._pending = self._pending, None
-        if pending is not None:
+        interrupted: BaseException | None = None
+        pending = self._pending
+        if pending is not None and not pending.cancel():  # a write not started yet is dropped; else waited for
             from concurrent.futures import wait
 
-            wait([pending])  # the buffer may not be reused, nor fd closed, while the kernel reads it
+            while not pending.done():  # the buffer may not be reused, nor fd closed, while the kernel reads it
+                try:
+                    wait([pending])
+                except BaseException as error:  # Ctrl-C meanwhile: raised once the write is over
+                    interrupted = error
+        self._pending = None
         if self._views is not None:
             for view in self._views:
                 view.release()
@@ -307,6 +340,8 @@ class DirectWriter:
         if self._buffers is not None:
             buffers, self._buffers = self._buffers, None
             _give_back(buffers)
+        if interrupted is not None:
+            raise interrupted
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:

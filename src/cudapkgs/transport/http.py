@@ -422,7 +422,7 @@ class Response:
         if bulk and stall is None:
             from .stall import StallGuard
 
-            stall = self._stall = StallGuard(self._raw, self._limits.low_speed_bps, self._limits.low_speed_s)
+            stall = self._stall = StallGuard(self._raw, self._limits.low_speed_bps, self._limits.low_speed_s, self._watch)
         began = time.monotonic()
         if stall is not None:
             stall.begin()

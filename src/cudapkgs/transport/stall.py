@@ -47,9 +47,12 @@ class StallGuard:
     """The in-read low-speed check of one response (`raw`: urllib3's response) under `bps` bytes/s over
     `seconds`. Call `begin()` before a read and `end()` after it; `stalled` says the guard cut the
     socket (the read's error is then the stall, not a broken connection); `close()` when the
-    response is done. With `bps` 0 or the socket out of reach it does nothing."""
+    response is done. With `bps` 0 or the socket out of reach it does nothing. `watch` is the
+    response's deadline: once it is over (closed or passed) the checks stop too, so a response
+    never closed is not looked at forever."""
 
-    def __init__(self, raw: Any, bps: int, seconds: float) -> None:
+    def __init__(self, raw: Any, bps: int, seconds: float, watch: Any = None) -> None:
+        self._watch = watch
         self.stalled: str | None = None
         self._bps, self._seconds = bps, seconds
         self._lock = threading.Lock()
@@ -98,7 +101,7 @@ class StallGuard:
     def _check(self) -> None:
         """On the watchdog's thread: cut a read that has waited `seconds` at less than `bps`, else look again later."""
         with self._lock:
-            if self._closed:
+            if self._closed or (self._watch is not None and (self._watch.done or self._watch.expired)):
                 return
             began, counter = self._began, self._counter
             if began is not None and counter is not None:

@@ -22,7 +22,7 @@ import functools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ...errors import StoreError
 from .. import nar
@@ -86,11 +86,22 @@ class Cache:
         """Store the local file `local` as `name` (atomically for readers); `local` may be moved."""
         raise NotImplementedError
 
-    def _upload_temp(self) -> _SystemTemp:
+    def _upload_temp(self) -> Any:
         """Where `upload` compresses a NAR before `_put_file`: an object with `fd` (open for writing),
-        `path` and `close()` (removes the file if `_put_file` did not move it). Here a file in the
-        system's temporary directory; a file cache's are in its own directory (`upload_temps`)."""
-        return _SystemTemp()
+        `path` and `close()` (removes the file if `_put_file` did not move it). Here a locked temporary
+        (`upload_temps`) in ``<tmp>/cudapkgs-<uid>``, which the next upload's `init` clears of those whose
+        writer was killed (they were ``/tmp/.upload-*.nar``, left there by a SIGKILL); a plain temporary
+        file where that directory cannot be used. A file cache's are in its own directory."""
+        from . import upload_temps
+
+        root = _private_upload_root()
+        if root is None:
+            return _SystemTemp()
+        try:
+            return upload_temps.create(root)
+        except OSError as error:
+            raise CacheError(f"cannot create a temporary file for an upload to {self.url}: "
+                             f"{error.strerror or error} ({error.filename})") from None
 
     def _read_small(self, name: str, limit: int = 1 << 20) -> bytes | None:
         too_large = CacheError(f"{self.url}/{name}: larger than {limit} bytes, not a narinfo")
@@ -293,7 +304,13 @@ class Cache:
     # -- uploading -------------------------------------------------------------
 
     def init(self, store_dir: str) -> None:
-        """Write nix-cache-info if there is none; CacheError if the cache serves another store directory."""
+        """Write nix-cache-info if there is none; CacheError if the cache serves another store directory.
+        Upload temporaries of killed uploads are removed first (`upload_temps.remove_stale`)."""
+        root = _private_upload_root(create=False)
+        if root is not None:
+            from .upload_temps import remove_stale
+
+            remove_stale(root)
         if self.cache_info() is None:
             info = CacheInfo(store_dir)
             self._put_bytes("nix-cache-info", info.to_text().encode(), "text/x-nix-cache-info")
@@ -429,6 +446,31 @@ def dependencies_first(store, paths: Iterable[str]) -> list[str]:
                 stack.pop()
                 order.append(node)
     return order
+
+
+def _private_upload_root(*, create: bool = True) -> str | None:
+    """``<system temporary directory>/cudapkgs-<uid>``, where uploads to remote caches compress (the
+    file system they always used): made private to the user when `create`. None where it cannot be
+    used: absent (without `create`), or not a real directory of this user's that only they may
+    enter (another user may have made it first in a shared ``/tmp``)."""
+    import stat
+    import tempfile
+
+    root = os.path.join(tempfile.gettempdir(), f"cudapkgs-{os.geteuid()}")
+    if create:
+        try:
+            os.mkdir(root, 0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        return None
+    return root
 
 
 class _SystemTemp:

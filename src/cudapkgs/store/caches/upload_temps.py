@@ -37,6 +37,8 @@ OLD_STALE_AFTER = 3600.0
 #: Entries looked at per call (a directory filled by someone else cannot hold an upload up for long).
 MAX_ENTRIES = 10_000
 
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -51,7 +53,13 @@ class LockedTemp:
         directory = _temp_dir(root, create=True)
         self.fd, self.path = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".part", dir=directory)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new and unique: nobody else has it
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new and unique: nobody else has it
+            except OSError as error:
+                # A share without locks (an old NFS: ENOLCK): unlocked, and then never removed by
+                # `remove_stale` either, whose flock fails the same way: a live upload stays safe.
+                if error.errno not in _NO_LOCKS:
+                    raise
             self._lock_fd = os.dup(self.fd)  # same open file: the lock lives while either is open
         except OSError:
             os.close(self.fd)
@@ -88,12 +96,36 @@ def _temp_dir(root: str, *, create: bool) -> str | None:
     except FileNotFoundError:
         if not create:
             return None
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(directory, 0o755)
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+        else:
+            _share_like(root, directory)
         st = os.lstat(directory)
     if not stat.S_ISDIR(st.st_mode):
         raise OSError(errno.ENOTDIR, "not a directory (a link or file is where the upload temporaries go)", directory)
     return directory
+
+
+def _share_like(root: str, directory: str) -> None:
+    """Give the new `directory` the permission bits of the cache directory `root`, plus the sticky bit.
+
+    Whoever may write objects into the cache may upload, so may make temporaries here: a cache
+    shared by a group (``chmod 2775``) stays writable by the group (the temporaries were in the root
+    before; a ``0755`` directory made by the first uploader refused every other user's uploads).
+    The sticky bit (chmod(2), S_ISVTX: "only the file's owner, the directory's owner or root may
+    remove or rename a file in it") keeps one user's live temporary from being renamed, replaced or
+    removed by another, as in ``/tmp``; each temporary is the ``0600`` file of its writer. Changed
+    through a descriptor of the directory just made (no link followed); the set-group-ID bit it
+    inherited from a group's cache directory is kept. Raises OSError.
+    """
+    mode = stat.S_IMODE(os.stat(root).st_mode) & 0o777 | stat.S_ISVTX
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, mode | os.fstat(fd).st_mode & stat.S_ISGID)  # a set-group-ID root's, inherited, is kept
+    finally:
+        os.close(fd)
 
 
 def remove_stale(root: str, *, now: float | None = None) -> list[str]:
