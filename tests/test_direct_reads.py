@@ -52,6 +52,17 @@ def _write_past_cache(path, data: bytes) -> bool:
     return _resident_pages(path) == 0
 
 
+def _skip_without_o_direct(path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_DIRECT)
+        os.preadv(fd, [mmap.mmap(-1, mmap.PAGESIZE)], 0)
+    except OSError:
+        pytest.skip(f"{path}: no O_DIRECT on this file system")
+    finally:
+        os.close(fd)
+
+
 @pytest.fixture
 def notes():
     direct_reads.forget_all()
@@ -145,6 +156,51 @@ def test_a_noted_file_that_grows_while_hashed_is_refused(tmp_path, notes, monkey
     monkeypatch.setattr(direct_reads, "pieces", growing)
     with pytest.raises(OSError, match="changed size"):
         nar.TreePass(None).run(os.fsencode(out))
+
+
+@needs_linux
+def test_a_reader_closed_early_stops_its_thread_and_clears_o_direct(tmp_path):
+    import threading
+
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(8 * direct_reads.PIECE))
+    _skip_without_o_direct(path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        reader = direct_reads.pieces(fd, 8 * direct_reads.PIECE)
+        assert len(next(reader)) == direct_reads.PIECE
+        reader.close()
+        assert fcntl.fcntl(fd, fcntl.F_GETFL) == flags
+        assert not [t for t in threading.enumerate() if t.name == "cudapkgs-direct-read"]
+    finally:
+        os.close(fd)
+
+
+@needs_linux
+def test_a_failing_read_is_raised_to_the_reader(tmp_path, monkeypatch):
+    import errno
+
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(4 * direct_reads.PIECE))
+    _skip_without_o_direct(path)
+    real = os.preadv
+    calls = []
+
+    def failing(fd, buffers, offset):
+        calls.append(offset)
+        if offset:
+            raise OSError(errno.EIO, "the disk failed")
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", failing)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(OSError, match="the disk failed"):
+            list(direct_reads.pieces(fd, 4 * direct_reads.PIECE))
+    finally:
+        os.close(fd)
+    assert calls[:2] == [0, direct_reads.PIECE]
 
 
 def test_notes_are_bounded(notes, tmp_path, monkeypatch):

@@ -543,11 +543,12 @@ def write_member_to(archive: Any, fd: int, info: Any, out_fd: int, digest: Any, 
 
 #: Bytes of large members each process writes through the page cache before it writes the rest past it
 #: (the ``auto`` setting of `direct_writes`; ``on`` writes every one directly). A direct write waits for
-#: the disk, a buffered one does not: for the five CUDA 13.0 wheels (about 400 MB of large members),
-#: written directly, the build took 1.31 s instead of 1.07 (median of 4 alternating, load 2.1-2.6) for
-#: the same CPU and system time, as memory the kernel freed lately is cheap to fill; past a few hundred
-#: MB the page cache takes memory the host took back (the ML environment's 5.3 GB: 9.4 system-s written
-#: directly against 23.8 buffered, 33.8 s wall against 56.7; docs/bench-wheels.md, fifth round).
+#: the disk and its bytes are read back from it; memory the kernel freed lately is cheap to fill. The five
+#: CUDA 13.0 wheels (about 400 MB of large members) written directly: 1.31 s against 1.07 buffered
+#: (median of 4 alternating, load 2.1-2.6), 1.24 against 1.05 with DirectWriter's writes in flight on a thread (load
+#: 3.4-3.8), for the same CPU and system time. Past a few hundred MB the page cache takes memory the host
+#: took back: the ML environment (5.3 GB) spent 8.0-9.4 system-s written directly against 13.3-23.8
+#: buffered (docs/bench-wheels.md, fifth round).
 BUFFERED_FIRST = 512 << 20
 _buffered = [0]  # bytes written so far within BUFFERED_FIRST, under _budget_lock
 _budget_lock = threading.Lock()
