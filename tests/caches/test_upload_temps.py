@@ -256,3 +256,19 @@ def test_a_link_put_at_a_temporary_s_name_is_not_followed_to_chmod_the_uploader_
         cache.init(store.store_dir)
         cache.upload(store, dep)  # the links are moved in (who can do this can write the cache anyway)
     assert stat.S_IMODE(os.stat(private).st_mode) == 0o600
+
+
+def test_a_file_system_refusing_modes_still_takes_uploads(tmp_path, monkeypatch):
+    """vfat and some FUSE or SMB mounts refuse chmod: the temporaries' directory stays as made, uploads go on."""
+    import errno
+
+    def refused(fd, mode):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchmod", refused)
+    temp = upload_temps.create(str(tmp_path))
+    try:
+        assert os.path.dirname(temp.path) == str(tmp_path / upload_temps.TEMP_DIR)
+    finally:
+        os.close(temp.fd)
+        temp.close()
