@@ -231,3 +231,44 @@ def test_the_temporaries_directory_is_as_writable_as_the_cache_and_sticky(tmp_pa
     finally:
         os.close(temp.fd)
         temp.close()
+
+
+def test_a_link_put_at_a_temporary_s_name_is_not_followed_to_chmod_the_uploader_s_file(tmp_path, monkeypatch):
+    """In a group's cache, whoever owns .cudapkgs-uploads (its first uploader) may rename another user's
+    temporary even with the sticky bit: a link put at its name just before the rename made the old
+    code's os.chmod(temp, 0o644) follow it, turning any file of the uploader's world-readable."""
+    import stat
+
+    private = tmp_path / "id_ed25519"
+    private.write_text("secret\n")
+    os.chmod(private, 0o600)
+    real = FileCache._move_into_place
+
+    def swapped(temp, target):
+        os.unlink(temp)
+        os.symlink(private, temp)
+        real(temp, target)
+
+    monkeypatch.setattr(FileCache, "_move_into_place", staticmethod(swapped))
+    with Store.open(tmp_path / "store") as store:
+        dep, _ = make_closure(store)
+        cache = FileCache(f"file://{tmp_path}/cache")
+        cache.init(store.store_dir)
+        cache.upload(store, dep)  # the links are moved in (who can do this can write the cache anyway)
+    assert stat.S_IMODE(os.stat(private).st_mode) == 0o600
+
+
+def test_a_file_system_refusing_modes_still_takes_uploads(tmp_path, monkeypatch):
+    """vfat and some FUSE or SMB mounts refuse chmod: the temporaries' directory stays as made, uploads go on."""
+    import errno
+
+    def refused(fd, mode):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchmod", refused)
+    temp = upload_temps.create(str(tmp_path))
+    try:
+        assert os.path.dirname(temp.path) == str(tmp_path / upload_temps.TEMP_DIR)
+    finally:
+        os.close(temp.fd)
+        temp.close()

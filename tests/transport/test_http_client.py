@@ -460,3 +460,35 @@ def test_the_in_read_check_stops_with_the_response():
         other._arm = lambda: checks.append(2)
         other._check()
         assert checks == []
+
+
+def test_a_check_racing_the_end_of_a_read_and_the_next_begin_does_not_cut_a_healthy_read():
+    """The watchdog's check read one read's start, then (the reader thread having ended that read and begun
+    the next meanwhile, as a GIL switch allows) the next read's byte count: a long read that had brought
+    plenty looked as one that brought nothing, and a healthy download was cut."""
+    import time
+
+    from cudapkgs.transport.stall import StallGuard
+
+    guard = StallGuard(None, 1000, 0.05)  # no socket reached: the counter is set by hand
+
+    class Counter:
+        received = 0
+        raced = False
+
+    class Racing(Counter):
+        @property
+        def received(self):  # the check reads the count: the reader ends this read and begins the next now
+            if not self.raced:
+                self.raced = True
+                guard.end()
+                guard.begin()
+            return 100_000
+
+    guard._counter = Counter()
+    guard._arm = lambda: None
+    guard.begin()
+    guard._counter = Racing()  # 100,000 bytes came in this read: healthy at 1000 bytes/s
+    time.sleep(0.1)  # it has lasted longer than low_speed_s
+    guard._check()
+    assert guard.stalled is None

@@ -57,8 +57,7 @@ class StallGuard:
         self._bps, self._seconds = bps, seconds
         self._lock = threading.Lock()
         self._closed = False
-        self._began: float | None = None
-        self._base = 0
+        self._read: tuple[int, float] | None = None  # the read in progress: (bytes received before it, its start)
         self._counter: _CountingSocket | None = None
         self._sock: socket.socket | None = None
         if bps > 0 and seconds > 0:
@@ -83,12 +82,13 @@ class StallGuard:
     def begin(self) -> None:
         """A read starts (in the reading thread)."""
         if self._counter is not None:
-            self._base = self._counter.received
-            self._began = time.monotonic()
+            # one attribute, set at once: a check on the watchdog's thread never pairs one read's start with
+            # the next one's byte count (it then saw a healthy long read as one that got nothing)
+            self._read = (self._counter.received, time.monotonic())
 
     def end(self) -> None:
         """The read returned or raised."""
-        self._began = None
+        self._read = None
 
     def close(self) -> None:
         """No more checks (the response is done or closed)."""
@@ -103,10 +103,11 @@ class StallGuard:
         with self._lock:
             if self._closed or (self._watch is not None and (self._watch.done or self._watch.expired)):
                 return
-            began, counter = self._began, self._counter
-            if began is not None and counter is not None:
+            read, counter = self._read, self._counter
+            if read is not None and counter is not None:
+                base, began = read
                 waited = time.monotonic() - began
-                got = counter.received - self._base
+                got = counter.received - base
                 if waited >= self._seconds and got < self._bps * waited:
                     self.stalled = (f"stalled: {got} bytes in {waited:.0f} s of waiting inside one read, slower "
                                     f"than {self._bps} bytes/s")

@@ -128,6 +128,7 @@ class FileCache(Cache):
             with os.fdopen(temp.fd, "wb") as f:
                 f.write(data)
                 f.flush()
+                os.fchmod(f.fileno(), 0o644)  # through the descriptor: never a file a link put at the name
                 os.fsync(f.fileno())
             self._move_into_place(temp.path, target)
         except OSError as error:
@@ -138,8 +139,13 @@ class FileCache(Cache):
     def _put_file(self, name: str, local: str, content_type: str) -> None:
         target = self._ensure_dirs(name)
         try:
-            fd = os.open(local, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # `upload` wrote and closed it
+            # `upload` wrote and closed it. Not following a link, not waiting on a FIFO put at its name (the
+            # directory may be a group's: `upload_temps`); its mode set through this descriptor, never by name.
+            fd = os.open(local, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError(errno.EINVAL, "not a regular file", local)
+                os.fchmod(fd, 0o644)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -149,10 +155,11 @@ class FileCache(Cache):
 
     @staticmethod
     def _move_into_place(temp: str, target: str) -> None:
-        """Rename the written and synced `temp` to `target`, then sync the directory holding `target`:
-        after a crash the name is there with all its bytes, or not there. `upload` moves a NAR in before
-        it writes its narinfo, so no narinfo survives a crash that its NAR does not."""
-        os.chmod(temp, 0o644)
+        """Rename the written and synced `temp` (made 0644 through its descriptor) to `target`, then sync the
+        directory holding `target`: after a crash the name is there with all its bytes, or not there.
+        `upload` moves a NAR in before it writes its narinfo, so no narinfo survives a crash that its NAR
+        does not. No chmod by name here: it followed a link put at `temp`'s name (the temporaries'
+        directory may be a group's), making any file of the uploader's the link named world-readable."""
         os.replace(temp, target)
         _fsync_directory(os.path.dirname(target))
 

@@ -118,12 +118,16 @@ def _share_like(root: str, directory: str) -> None:
     remove or rename a file in it") keeps one user's live temporary from being renamed, replaced or
     removed by another, as in ``/tmp``; each temporary is the ``0600`` file of its writer. Changed
     through a descriptor of the directory just made (no link followed); the set-group-ID bit it
-    inherited from a group's cache directory is kept. Raises OSError.
+    inherited from a group's cache directory is kept; where the file system refuses modes the
+    directory stays as made (0700). Raises OSError.
     """
     mode = stat.S_IMODE(os.stat(root).st_mode) & 0o777 | stat.S_ISVTX
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         os.fchmod(fd, mode | os.fstat(fd).st_mode & stat.S_ISGID)  # a set-group-ID root's, inherited, is kept
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EROFS):
+            raise  # a file system without modes (vfat, some FUSE and SMB mounts): left as made, this user's own
     finally:
         os.close(fd)
 
