@@ -546,9 +546,9 @@ def write_member_to(archive: Any, fd: int, info: Any, out_fd: int, digest: Any, 
 #: the disk and its bytes are read back from it; memory the kernel freed lately is cheap to fill. The five
 #: CUDA 13.0 wheels (about 400 MB of large members) written directly: 1.31 s against 1.07 buffered
 #: (median of 4 alternating, load 2.1-2.6), 1.24 against 1.05 with DirectWriter's writes in flight on a thread (load
-#: 3.4-3.8), for the same CPU and system time. Past a few hundred MB the page cache takes memory the host
-#: took back: the ML environment (5.3 GB) spent 8.0-9.4 system-s written directly against 13.3-23.8
-#: buffered (docs/bench-wheels.md, fifth round).
+#: 3.4-3.8), for the same CPU and system time. Past a few hundred MB the page cache may take memory the
+#: host took back: the ML environment (5.3 GB) spent 7.7-9.8 system-s written directly against 10.1-23.8
+#: buffered, in five loaded pairs whose wall went either way (docs/bench-wheels.md, fifth round).
 BUFFERED_FIRST = 512 << 20
 _buffered = [0]  # bytes written so far within BUFFERED_FIRST, under _budget_lock
 _budget_lock = threading.Lock()
