@@ -404,3 +404,25 @@ def test_a_forked_child_writes_directly_with_a_pool_of_its_own(tmp_path, accepts
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_ctrl_c_from_the_writer_s_close_still_closes_the_restored_file(tmp_path, accepts, monkeypatch):
+    """DirectWriter.close raises a KeyboardInterrupt that came while it waited: the restore's descriptor is
+    closed all the same (the old finally skipped os.close after close raised)."""
+    data = _nar_of(tmp_path, {"big": random.Random(19).randbytes(DIRECT_MIN + 5)})
+    real_close = DirectWriter.close
+
+    def interrupted(self):
+        real_close(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(DirectWriter, "close", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        nar_restore.restore(io.BytesIO(data), tmp_path / "out")
+    open_files = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            open_files.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # listdir's own descriptor, gone
+            pass
+    assert str(tmp_path / "out" / "big") not in open_files

@@ -349,9 +349,11 @@ def _regular(r: HashingReader, path: bytes, read_only: bool, scanner: _Scanner |
             os.fchmod(fd, 0o555 if executable else 0o444)
             os.utime(fd, (1, 1))
     finally:
-        if writer is not None:
-            writer.close()
-        os.close(fd)
+        try:
+            if writer is not None:
+                writer.close()  # may raise a Ctrl-C that came while it waited for the write in flight
+        finally:
+            os.close(fd)
     pad = -size % 8
     end = r.read_exact(pad + len(_CLOSE))  # the padding and the ")" that ends the file
     if end[pad:] != _CLOSE or end.count(0, 0, pad) != pad:
