@@ -110,7 +110,11 @@ def pieces(fd: int, size: int) -> Iterator[bytes]:
     except OSError:
         yield from _ordinary(fd, 0, limit)
         return
-    reader = _ReadAhead(fd, limit)
+    try:
+        reader = _ReadAhead(fd, limit)
+    except BaseException:  # no thread to be had: the descriptor is left as it came
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+        raise
     try:
         while (item := reader.next()) is not None:
             yield item
