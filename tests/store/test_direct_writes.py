@@ -426,3 +426,29 @@ def test_a_ctrl_c_from_the_writer_s_close_still_closes_the_restored_file(tmp_pat
         except OSError:  # listdir's own descriptor, gone
             pass
     assert str(tmp_path / "out" / "big") not in open_files
+
+
+def test_a_short_direct_write_at_an_unaligned_count_does_not_mark_the_device_as_refusing(tmp_path, accepts, monkeypatch):
+    """A direct write the kernel took only in part, up to an unaligned count: the rest goes buffered. The
+    check sat in the buffered branch, so the next write went direct at an unaligned offset, failed EINVAL,
+    and the device was taken for one that refuses O_DIRECT for the rest of the process."""
+    real, calls = os.write, [0]
+
+    def short(fd, data):
+        if not _direct_on(fd):
+            return real(fd, data)
+        calls[0] += 1
+        if calls[0] == 1:  # the kernel takes BLOCK + 100 bytes of it (as a direct write cut short may)
+            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+            fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_DIRECT)
+            try:
+                return real(fd, memoryview(data)[: BLOCK + 100])
+            finally:
+                fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", short)
+    data = random.Random(20).randbytes(2 * STAGING + 3)
+    _write(tmp_path / "f", data, 0, random.Random(21))
+    assert (tmp_path / "f").read_bytes() == data
+    assert direct_writes._accepts.get(os.stat(tmp_path).st_dev) is not False

@@ -282,15 +282,16 @@ class DirectWriter:
             if self.direct:
                 try:
                     done += _write_some(self.fd, staging[done:end])
-                    continue
                 except OSError as error:
                     if error.errno != errno.EINVAL:
                         raise
                     _record(self.fd, False)  # nothing was written: the file system wants other alignment
                     self._buffered()
+                else:
+                    if done % BLOCK:  # a short write left the offset unaligned: the rest goes buffered (a
+                        self._buffered()  # direct write there would fail EINVAL, taken for the device's refusal)
+                    continue
             done += _write_some(self.fd, staging[done:end])
-            if done % BLOCK:  # a short write left the offset unaligned: the rest goes buffered
-                self._buffered()
 
     def _buffered(self) -> None:
         """O_DIRECT off for fd (the rest of the file goes through the page cache)."""
