@@ -248,20 +248,26 @@ def tiny_closure(work: Path) -> tuple[Path, list[str], list[Path]]:
 # -- the full closure ------------------------------------------------------------------------------------
 
 
-def full_closure(store_dir: Path, attrs: list[str]) -> tuple[list[str], list[Path], Path]:
-    """(closure of `attrs` in `store_dir`, the wheels its build used, a directory holding the fixed-output ones)."""
+def full_closure(store_dir: Path, attrs: list[str], tops: list[str] | None = None) -> tuple[list[str], list[Path], Path]:
+    """(closure of `attrs` in `store_dir`, the wheels its build used, a directory holding the fixed-output ones).
+
+    With `tops` (store paths), their closure instead: no evaluation, so a store built before a change to
+    the packages' derivations (another store path for torch) can still be measured."""
     import cudapkgs
     from bench_torch import used_wheels
     from cudapkgs.store.store import Store
 
-    config = {"allowUnfree": True, "fetchers": ["wheels"], "storeDir": str(store_dir), "prebuiltWheels": ["nccl", "libnvshmem"]}
-    pkgs = cudapkgs.import_pkgs(config=config)
-    outs = []
-    for attr in attrs:
-        value = pkgs
-        for part in attr.split("."):
-            value = value[part]
-        outs.append(value.outPath)
+    if tops:
+        outs = [str(store_dir / os.path.basename(top.rstrip("/"))) for top in tops]
+    else:
+        config = {"allowUnfree": True, "fetchers": ["wheels"], "storeDir": str(store_dir), "prebuiltWheels": ["nccl", "libnvshmem"]}
+        pkgs = cudapkgs.import_pkgs(config=config)
+        outs = []
+        for attr in attrs:
+            value = pkgs
+            for part in attr.split("."):
+                value = value[part]
+            outs.append(value.outPath)
     with Store.open(store_dir) as store:
         missing = [p for p in outs if not store.is_valid(p)]
         if missing:
@@ -511,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a synthetic closure, one round: the CI smoke test")
     parser.add_argument("--store", help="full mode: the private store holding the built closure")
     parser.add_argument("--attr", action="append", help=f"full mode: attributes whose closure is copied (default {ATTRS})")
+    parser.add_argument("--top", action="append", help="full mode: a store path whose closure is copied, instead of "
+                        "evaluating --attr (repeatable; e.g. a store built before the derivations changed)")
     parser.add_argument("--peer-src", help="the src/ of another checkout: its substitution rows too, same rounds")
     parser.add_argument("--http-uncompressed", action="store_true",
                         help="also the row of a second serve with NARs uncompressed (its default)")
@@ -537,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.store:
         parser.error("--store is needed (or --tiny)")
     store_dir = Path(args.store).resolve()
-    closure, wheels, mirror = full_closure(store_dir, args.attr or ATTRS)
+    closure, wheels, mirror = full_closure(store_dir, args.attr or ATTRS, args.top)
     work = Path(tempfile.mkdtemp(prefix="bench-subst-", dir=store_dir.parent))
     try:
         result = bench(store_dir, closure, wheels, work, args.runs, peer, args.jobs, 61.0 if args.settle is None else args.settle,

@@ -3,11 +3,9 @@ what it wrote substitutes back byte for byte; with CUDAPKGS_DIRECT_WRITES=off no
 
 from __future__ import annotations
 
-import fcntl
-import os
-
 import pytest
 from cache_helpers import fresh_store_like, make_closure
+from direct_spy import direct_writes_seen
 
 from cudapkgs.store import direct_writes
 from cudapkgs.store.caches import open_cache
@@ -26,17 +24,8 @@ def test_a_big_nar_is_uploaded_with_direct_writes_unless_off(tmp_path, monkeypat
     key = generate("test-cache-1")
     cache = open_cache(f"file://{tmp_path}/cache")
     monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", setting)
-    direct: list[int] = []
-    real = os.write
-
-    def spy(fd, data):
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
-            direct.append(len(data))
-        return real(fd, data)
-
-    monkeypatch.setattr(os, "write", spy)
-    cache.upload_closure(store, [top], secret_key=key, compression="zstd")
-    monkeypatch.setattr(os, "write", real)
+    with direct_writes_seen() as direct:
+        cache.upload_closure(store, [top], secret_key=key, compression="zstd")
     (zst,) = [f for f in (tmp_path / "cache" / "nar").iterdir() if f.stat().st_size > DIRECT_MIN]
     if setting == "auto":
         assert sum(direct) == zst.stat().st_size // BLOCK * BLOCK

@@ -168,8 +168,9 @@ def test_a_truncated_xz_or_zstd_archive_adds_nothing(tmp_path, name):
 @pytest.mark.parametrize("setting", ["auto", "off"])
 def test_an_imported_big_file_is_written_directly_unless_off(tmp_path, monkeypatch, setting):
     """`store import` writes a member of 4 MiB or more with O_DIRECT (store/direct_writes.py), byte for byte."""
-    import fcntl
     import random
+
+    from direct_spy import direct_writes_seen
 
     from cudapkgs.store import direct_writes
     from cudapkgs.store.direct_writes import BLOCK, DIRECT_MIN
@@ -185,18 +186,9 @@ def test_an_imported_big_file_is_written_directly_unless_off(tmp_path, monkeypat
         export_closure(store, [lib], tmp_path / "c.tar")
     os.rename(store_dir, tmp_path / "old")
     monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", setting)
-    direct: list[int] = []
-    real = os.write
-
-    def spy(fd, data):
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
-            direct.append(len(data))
-        return real(fd, data)
-
-    monkeypatch.setattr(os, "write", spy)
     with Store.open(store_dir) as store:
-        assert import_closure(store, tmp_path / "c.tar") == [lib]
-        monkeypatch.setattr(os, "write", real)
+        with direct_writes_seen() as direct:
+            assert import_closure(store, tmp_path / "c.tar") == [lib]
         assert store.query(lib).nar_hash == info.nar_hash and store.verify() == []
     assert Path(lib, "libbig.so").read_bytes() == big
     assert sum(direct) == (len(big) // BLOCK * BLOCK if setting == "auto" else 0)

@@ -13,7 +13,50 @@ from typing import Any
 __all__ = ["PlainSubstituteProgress", "PlainUploadProgress"]
 
 
-class PlainSubstituteProgress:
+class _LineProgress:
+    """What both progress kinds share: the stream written whole under a lock, the bytes streamed so far per
+    path (`bytes`, from any thread) with at most one overall line every `every` seconds, and `summary`.
+    Subclasses give `_overall(now)`, the overall line."""
+
+    def __init__(self, stream: Any, every: float, clock: Callable[[], float] | None) -> None:
+        import time
+
+        self.stream = stream
+        self.every = every
+        self.total = 0
+        self.done = 0
+        self._clock = clock or time.monotonic
+        self._lock = threading.Lock()
+        self._bytes: dict[str, int] = {}
+        self._start = self._last = self._clock()
+
+    def _line(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def bytes(self, key: Any, done: int) -> None:
+        """`done` bytes of `key` (a path, or a `Substitute`) streamed so far (called from worker threads)."""
+        path = key if isinstance(key, str) else key.path
+        now = self._clock()
+        with self._lock:
+            self._bytes[path] = done
+            if now - self._last < self.every:
+                return
+            self._last = now
+            line = self._overall(now)
+        self._line(line)
+
+    def _overall(self, now: float) -> str:
+        raise NotImplementedError
+
+    def summary(self) -> str:
+        """One line: the bytes in all, the time since this progress began, the speed, the paths done."""
+        with self._lock:
+            return self._overall(self._clock())
+
+
+class PlainSubstituteProgress(_LineProgress):
     """Plain progress lines for `Substituters.fetch`: one when a path starts, one when it is in, and while
     bytes stream, at most one line every `every` seconds with the bytes downloaded of the total and the speed.
 
@@ -25,24 +68,10 @@ class PlainSubstituteProgress:
 
     def __init__(self, stream: Any, total: int, total_bytes: int | None = None, *, every: float = 5.0,
                  clock: Callable[[], float] | None = None) -> None:
-        import time
-
-        self.stream = stream
+        super().__init__(stream, every, clock)
         self.total = total
         self.total_bytes = total_bytes or 0
-        self.done = 0
-        self.every = every
-        self._clock = clock or time.monotonic
-        self._lock = threading.Lock()
-        self._bytes: dict[str, int] = {}
         self._began: dict[str, float] = {}
-        self._start = self._clock()
-        self._last = self._start
-
-    def _line(self, text: str) -> None:
-        with self._lock:
-            self.stream.write(text + "\n")
-            self.stream.flush()
 
     def started(self, sub: Any) -> None:
         from ...table import format_size
@@ -51,17 +80,6 @@ class PlainSubstituteProgress:
             self._began[sub.path] = self._clock()
             self._bytes.setdefault(sub.path, 0)
         self._line(f"substituting {_name(sub.path)} ({format_size(sub.info.download_size)}) from {sub.cache.url}")
-
-    def bytes(self, sub: Any, done: int) -> None:
-        """`done` compressed bytes of `sub` read so far (called from the worker threads)."""
-        now = self._clock()
-        with self._lock:
-            self._bytes[sub.path] = done
-            if now - self._last < self.every:
-                return
-            self._last = now
-            line = self._overall(now)
-        self._line(line)
 
     def _overall(self, now: float) -> str:
         from ...table import format_size
@@ -86,13 +104,7 @@ class PlainSubstituteProgress:
         else:
             self._line(f"{count} could not substitute {_name(sub.path)}: {error}")
 
-    def summary(self) -> str:
-        """One line: the bytes read in all, the time since this progress began, the speed."""
-        with self._lock:
-            return self._overall(self._clock())
-
-
-class PlainUploadProgress:
+class PlainUploadProgress(_LineProgress):
     """Plain progress lines for `Cache.upload_closure`, as `PlainSubstituteProgress`'s for downloads: a
     line when a path starts ("uploading NAME (NAR size) to URL"), one when it is in ("[3/12] uploaded NAME
     (NAR size → compressed size COMPRESSION in 1.2 s, 40.0 MiB/s)", or "... NAME is in the cache already"),
@@ -106,26 +118,13 @@ class PlainUploadProgress:
 
     def __init__(self, stream: Any, url: str, compression: str, *, every: float = 5.0,
                  clock: Callable[[], float] | None = None) -> None:
-        import time
-
-        self.stream = stream
+        super().__init__(stream, every, clock)
         self.url = url
         self.compression = compression
-        self.every = every
-        self.total = 0
         self.total_bytes = 0
-        self.done = 0
-        self._clock = clock or time.monotonic
-        self._lock = threading.Lock()
-        self._bytes: dict[str, int] = {}
-        self._began = self._start = self._last = self._clock()
+        self._began = self._start
         self.uploaded: list[str] = []
         self.present: list[str] = []
-
-    def _line(self, text: str) -> None:
-        with self._lock:
-            self.stream.write(text + "\n")
-            self.stream.flush()
 
     def begin(self, paths: list[str]) -> None:
         """The closure about to be uploaded, in order."""
@@ -140,17 +139,6 @@ class PlainUploadProgress:
             self._began = self._clock()
             self._bytes.setdefault(path, 0)
         self._line(f"uploading {_name(path)} ({format_size(nar_size)}) to {self.url}")
-
-    def bytes(self, path: str, done: int) -> None:
-        """`done` NAR bytes of `path` read so far."""
-        now = self._clock()
-        with self._lock:
-            self._bytes[path] = done
-            if now - self._last < self.every:
-                return
-            self._last = now
-            line = self._overall(now)
-        self._line(line)
 
     def _overall(self, now: float) -> str:
         from ...table import format_size
@@ -175,12 +163,6 @@ class PlainUploadProgress:
             self.uploaded.append(path)
             self._line(f"{count} uploaded {_name(path)} ({format_size(info.nar_size)} → {format_size(info.file_size)} "
                        f"{self.compression} in {took:.1f} s, {_speed(info.nar_size, took)})")
-
-    def summary(self) -> str:
-        """One line: the NAR bytes uploaded, the time since `begin`, the speed, the paths done."""
-        with self._lock:
-            return self._overall(self._clock())
-
 
 def _speed(size: int, seconds: float) -> str:
     """`size` bytes over `seconds` as "N MiB/s" ("-" for no time)."""
