@@ -55,3 +55,17 @@ def signed_file_cache(tmp_path: Path, *, upload: str | None = "top", **upload_op
     if upload is not None:
         cache.upload_closure(store, [{"top": top, "dep": dep}[upload]], secret_key=key, **upload_options)
     return store, dep, top, key, cache
+
+
+def cli_file_cache(tmp_path: Path):
+    """For tests of the `copy` command: a store at ``tmp_path/store`` holding `make_closure`'s (dep, top), the
+    secret key ``lab-1`` written to ``tmp_path/k``, the environment naming the store, and the URL of a
+    file:// cache at ``tmp_path/cache`` (not made). Returns (store, dep, top, key, env, url); the caller
+    closes the store."""
+    from cudapkgs.store.caches.signing import generate
+
+    store = Store.open(tmp_path / "store")
+    dep, top = make_closure(store)
+    key = generate("lab-1")
+    (tmp_path / "k").write_text(str(key))
+    return store, dep, top, key, {"CUDAPKGS_STORE": store.store_dir}, f"file://{tmp_path}/cache"

@@ -7,10 +7,9 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
-from cache_helpers import fresh_store_like, make_closure
+from cache_helpers import cli_file_cache, fresh_store_like, make_closure
 
 from cudapkgs.store.caches import open_cache
 from cudapkgs.store.caches.serve import make_server
@@ -44,15 +43,10 @@ def test_key_generate_writes_a_nix_style_key_and_prints_the_public_key(tmp_path)
 
 
 def test_copy_to_and_from_a_file_cache(tmp_path):
-    store = Store.open(tmp_path / "store")
-    dep, top = make_closure(store)
-    key = generate("lab-1")
-    (tmp_path / "k").write_text(str(key))
-    env = {"CUDAPKGS_STORE": store.store_dir}
-    url = f"file://{tmp_path}/cache"
+    store, dep, top, key, env, url = cli_file_cache(tmp_path)
     out = run_cli("copy", "--to", url, "--sign-key", str(tmp_path / "k"), "--compression", "bzip2", top, env=env)
     assert out.returncode == 0, out.stderr
-    assert f"copied 2 path(s)" in out.stderr
+    assert "copied 2 path(s)" in out.stderr
     assert all(name.endswith(".nar.bz2") for name in os.listdir(tmp_path / "cache" / "nar"))  # what old Nix reads
     assert f"[1/2] uploaded {os.path.basename(dep)[33:]} (" in out.stderr
     assert f"[2/2] uploaded {os.path.basename(top)[33:]} (" in out.stderr

@@ -69,15 +69,16 @@ def test_a_body_without_length_is_cut_at_its_bound():
             assert response.received <= 100_001
 
 
+def _drip_100000_bytes(conn, srv):
+    """A 200 response of 100,000 bytes, its body one byte every 0.1 s."""
+    srv.read_request(conn)
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+    srv.drip(conn, b"y" * 100000, 0.1)
+
+
 def test_a_server_dripping_the_body_is_cut_at_the_deadline():
     """A byte every 0.1 s passes any per-read timeout; the deadline of the whole object ends it."""
-
-    def drip(conn, srv):
-        srv.read_request(conn)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-        srv.drip(conn, b"y" * 100000, 0.1)
-
-    with raw_server(drip) as srv:
+    with raw_server(_drip_100000_bytes) as srv:
         with pytest.raises(DeadlineExceeded, match=r"/slow: took longer than its deadline \(\d+ bytes received\)"):
             client.get_bytes(srv.url + "/slow", limits=limits(deadline_s=1.0, low_speed_bps=0), attempts=1)
 
@@ -93,12 +94,7 @@ def test_a_server_dripping_its_headers_is_cut_at_the_deadline():
 
 
 def test_a_stalled_body_is_cut_by_the_low_speed_rule_before_its_deadline():
-    def drip(conn, srv):
-        srv.read_request(conn)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-        srv.drip(conn, b"y" * 100000, 0.1)
-
-    with raw_server(drip) as srv:
+    with raw_server(_drip_100000_bytes) as srv:
         with client.request("GET", srv.url + "/s", limits=limits(deadline_s=60, low_speed_bps=1000, low_speed_s=1.0)) as r:
             with pytest.raises(TransferError, match=r"stalled: \d+ bytes in 1 s of waiting, slower than 1000 bytes/s"):
                 while r.read1():
@@ -111,12 +107,7 @@ def test_a_body_dripped_into_one_bulk_read_is_cut_inside_the_read(how):
     returned (here after 10,000 s; the server gives up after 20 s and the read ended as a broken
     connection); now the read is cut once it has waited low_speed_s at less than low_speed_bps."""
 
-    def drip(conn, srv):
-        srv.read_request(conn)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-        srv.drip(conn, b"y" * 100000, 0.1)
-
-    with raw_server(drip) as srv:
+    with raw_server(_drip_100000_bytes) as srv:
         with client.request("GET", srv.url + "/b", limits=limits(deadline_s=600, low_speed_bps=1000, low_speed_s=1.0)) as r:
             with pytest.raises(TransferError, match=r"/b: stalled: \d+ bytes in \d+ s of waiting inside one read, "
                                r"slower than 1000 bytes/s") as caught:
