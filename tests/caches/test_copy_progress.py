@@ -11,9 +11,8 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from cache_helpers import fresh_store_like, make_closure
+from cache_helpers import cli_file_cache, fresh_store_like, make_closure
 
-from cudapkgs.store.caches.signing import generate
 from cudapkgs.store.caches.substitute_progress import PlainUploadProgress
 from cudapkgs.store.store import Store
 
@@ -54,12 +53,7 @@ def test_copy_to_json_prints_progress_with_time_and_speed_and_says_what_was_pres
 
 
 def test_copy_from_json_says_which_paths_were_present(tmp_path):
-    store = Store.open(tmp_path / "store")
-    dep, top = make_closure(store)
-    key = generate("lab-1")
-    (tmp_path / "k").write_text(str(key))
-    env = {"CUDAPKGS_STORE": store.store_dir}
-    url = f"file://{tmp_path}/cache"
+    store, dep, top, key, env, url = cli_file_cache(tmp_path)
     assert run_cli("copy", "--to", url, "--sign-key", str(tmp_path / "k"), top, env=env).returncode == 0
     fresh = fresh_store_like(store, tmp_path / "old")
     fresh.close()
@@ -98,3 +92,15 @@ def test_upload_progress_lines_bytes_while_a_nar_streams_and_the_summary():
         "[2/2] small-1 is in the cache already",
     ]
     assert progress.summary() == "uploaded 200.0 MiB of NARs in 10.0 s (20.0 MiB/s), 2 of 2 paths done"
+
+
+def test_a_bad_direct_writes_setting_is_refused_once_before_any_work(tmp_path):
+    """$CUDAPKGS_DIRECT_WRITES=maybe: one error line, before the cache is made or any path is uploaded
+    (before, each path failed with it in turn, after the work had begun)."""
+    store, dep, top, key, env, url = cli_file_cache(tmp_path)
+    store.close()
+    out = run_cli("copy", "--to", url, "--sign-key", str(tmp_path / "k"), top, env={**env, "CUDAPKGS_DIRECT_WRITES": "maybe"})
+    assert out.returncode != 0
+    assert out.stderr.strip() == ("cudapkgs: error: $CUDAPKGS_DIRECT_WRITES is 'maybe': set it to auto, on or off "
+                                  "(or unset it)")
+    assert not (tmp_path / "cache").exists()

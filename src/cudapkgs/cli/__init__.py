@@ -349,6 +349,10 @@ def _run(args: argparse.Namespace) -> int:
     from ..errors import CudapkgsError, shown
 
     try:
+        if "CUDAPKGS_DIRECT_WRITES" in os.environ:  # a bad value refused once, before any work (not per path)
+            from ..store.direct_writes import direct_writes_setting
+
+            direct_writes_setting()
         return int(args.func(args) or 0)
     except CudapkgsError as error:
         # Messages show input (names from a cudapkgs.toml or a lock, file names): a terminal must not
