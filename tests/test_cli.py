@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -214,6 +215,11 @@ def test_config_says_where_each_value_came_from(tmp_path):
     assert origin["rocmSupport"] == "default"
     table = ok("config", env=env)
     assert "environment ($CUDAPKGS_STORE)" in table and f"file {home}/cudapkgs/config.toml" in table
+    # --store is named as typed (it was reported as "--set"), over --set storeDir too: it has the last word
+    for extra in ([], ["--set", 'storeDir="/elsewhere"']):
+        data = json.loads(ok("config", "--json", "--origins", *extra, "--store", str(tmp_path / "t"), env=env))
+        assert data["storeDir"] == {"value": str(tmp_path / "t"), "origin": "--store"}
+    assert re.search(r"^storeDir\*? +\S+ +--store ", ok("config", "--store", str(tmp_path / "t"), env=env), re.M)
 
 
 def test_an_unknown_capability_is_one_line_naming_the_valid_ones():

@@ -473,6 +473,10 @@ def run_config(args: argparse.Namespace) -> int:
 
     origins: dict[str, str] = {}
     config = load_config(file=args.config, sets=args.sets, origins=origins)
+    if getattr(args, "store", None) and origins.get("storeDir") == "--set":
+        # `apply_store_option` passed --store on as the last --set storeDir (it wins over any --set): say the
+        # flag the user typed.
+        origins["storeDir"] = "--store"
     shown = config.to_nix()
     defaults = Config().to_nix()
     # A key left unset that falls back to an environment variable shows the variable's value.
