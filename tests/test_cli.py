@@ -272,3 +272,10 @@ def test_a_removed_working_directory_is_a_one_line_error(tmp_path):
         assert done.returncode == 1 and done.stdout == "", (argv, done.stderr)
         assert done.stderr.startswith("cudapkgs: error: the current directory cannot be read")
         assert len(done.stderr.splitlines()) == 1
+
+
+def test_copy_and_build_help_name_the_direct_writes_variable():
+    """A new user found `CUDAPKGS_DIRECT_WRITES` nowhere in --help (only in docs/ and in an error message)."""
+    for command in ("copy", "build"):
+        text = ok(command, "--help")
+        assert "CUDAPKGS_DIRECT_WRITES=auto|on|off" in text and "O_DIRECT" in text, command

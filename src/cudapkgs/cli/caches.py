@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from .eval import add_store_option
+from .eval import DIRECT_WRITES_HELP, add_store_option
 
 URL_HELP = "file:///dir, http(s)://host/prefix (PUT to upload) or s3://bucket[/prefix]?region=…&endpoint=…"
 
@@ -54,7 +54,8 @@ def register(subparsers: Any) -> None:
         "  cudapkgs copy --to file:///srv/cache --sign-key secret.key ./result\n"
         "  cudapkgs copy --to 'https://user:pass@cache.lab/cuda' --sign-key secret.key ./result\n"
         "  cudapkgs copy --to 's3://lab-cache?region=eu-west-1' --compression xz ./result\n"
-        "  cudapkgs copy --from file:///srv/cache --trusted-public-key 'lab-cache-1:…' /store/…-saxpy-1.0",
+        "  cudapkgs copy --from file:///srv/cache --trusted-public-key 'lab-cache-1:…' /store/…-saxpy-1.0\n\n"
+        + DIRECT_WRITES_HELP,
         formatter_class=fmt,
     )
     where = copy.add_mutually_exclusive_group(required=True)
