@@ -1,5 +1,7 @@
 """Reading back, past the page cache, the files this process wrote past it (``O_DIRECT``).
 
+Used for wheel members written with ``$CUDAPKGS_DIRECT_WRITES=on`` (`fetch.wheel_unpack.write_member_to`;
+under ``auto`` they are written through the page cache, which the read-back then finds them in).
 A file written with `cudapkgs.store.direct_writes.DirectWriter` is not in the page cache;
 reading it back through the cache (the NAR hash and reference scan of an output, a RECORD
 digest) would put every page of it there, and on a host that took the guest's free memory
