@@ -49,7 +49,13 @@ def register(subparsers: Any) -> None:
         "see half an upload), signing each narinfo with --sign-key. Paths the cache has are skipped.\n\n"
         "--from: substitute PATHs and their closures from a cache into the store. Every narinfo must be signed "
         "by a trusted key (trustedPublicKeys in the configuration, or --trusted-public-key) unless "
-        "--no-require-sigs; every NAR is checked against its hashes before anything is registered.",
+        "--no-require-sigs; every NAR is checked against its hashes before anything is registered.\n\n"
+        "Big files (a restored NAR's files of 4 MiB and more, an uploaded NAR) are written with O_DIRECT, past "
+        "the page cache, only where that saves time: on a VM whose virtio balloon has free page reporting on "
+        "(/sys/bus/virtio/drivers/virtio_balloon/virtio*/features with bit 5, VIRTIO_BALLOON_F_REPORTING, and "
+        "/sys/module/page_reporting), where filling memory the host took back costs 2-3 s of system time per "
+        "GiB; elsewhere, or where sysfs cannot be read, through the page cache. $CUDAPKGS_DIRECT_WRITES=on "
+        "forces O_DIRECT, off never uses it, auto (the default) is this rule.",
         epilog="examples:\n"
         "  cudapkgs copy --to file:///srv/cache --sign-key secret.key ./result\n"
         "  cudapkgs copy --to 'https://user:pass@cache.lab/cuda' --sign-key secret.key ./result\n"
