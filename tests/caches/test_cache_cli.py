@@ -141,7 +141,7 @@ def test_a_bad_trusted_public_key_flag_is_named_as_typed_and_makes_no_store(tmp_
 
 @pytest.mark.parametrize("case", ["missing sign key", "bad sign key", "bad --to URL", "bad --from URL",
                                   "bad trusted key", "another store's cache", "bad direct writes",
-                                  "missing archive", "not an archive", "bad serve size"])
+                                  "missing archive", "not an archive", "bad serve size", "export of no store"])
 def test_a_refused_store_command_creates_no_store(tmp_path, case):
     """Each was refused after `Store.open` had made <store>/.meta, .locks, .gcroots… at --store."""
     store, dep, top, key, env, url = cli_file_cache(tmp_path)
@@ -160,6 +160,7 @@ def test_a_refused_store_command_creates_no_store(tmp_path, case):
         "missing archive": ["import", str(tmp_path / "none.tar")],
         "not an archive": ["import", str(tmp_path / "junk")],
         "bad serve size": ["serve", "--port", "0", "--cache-size", "5XB"],
+        "export of no store": ["export", top, "-o", str(tmp_path / "out.tar")],
     }[case]
     extra = {"CUDAPKGS_DIRECT_WRITES": "sometimes"} if case == "bad direct writes" else {}
     one_line_error(run_cli(*args, "--store", fresh, env={**env, **extra}))
