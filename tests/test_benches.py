@@ -477,10 +477,11 @@ def test_bench_http_read_tiny():
     out = run_bench("bench_http_read.py", timeout=300)
     (table,) = tables(out)
     labels = [row[0] for row in table]
-    assert labels == ["read", "readinto", "file", "read + zstd + sha256", "readinto + zstd + sha256", "file + zstd + sha256"]
-    assert table[0][3] == "1.00" and table[3][3] == "1.00"
+    assert labels == ["read", "readinto", "raw", "file", "read + zstd + sha256", "readinto + zstd + sha256", "raw + zstd + sha256",
+                      "file + zstd + sha256"]
+    assert table[0][3] == "1.00" and table[4][3] == "1.00"
     for row in table:
-        assert number(row[1]) >= 0 and number(row[2]) >= 0, row
+        assert number(row[1]) >= 0 and number(row[2]) >= 0 and number(row[5]) >= 0, row
     assert "11.8 MiB" in out and "load average before" in out
 
 
