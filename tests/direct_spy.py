@@ -25,3 +25,18 @@ def direct_writes_seen() -> Iterator[list[int]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(os, "write", spy)
         yield direct
+
+
+#: (CUDAPKGS_DIRECT_WRITES, this machine's free page reporting) for tests of the store's writers: ``auto`` writes
+#: big files directly only where reporting is ``on`` (`cudapkgs.host.page_reporting`), ``off`` never.
+SETTINGS = [("auto", "on"), ("auto", "off"), ("auto", "unknown"), ("off", "on")]
+
+
+def as_machine(monkeypatch: pytest.MonkeyPatch, setting: str, reporting: str) -> bool:
+    """Set ``$CUDAPKGS_DIRECT_WRITES`` to `setting` and the process's page reporting answer to `reporting`
+    (the answer `free_page_reporting_here` decided, as another machine would have); True if big files go direct."""
+    from cudapkgs.host import page_reporting
+
+    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", setting)
+    monkeypatch.setattr(page_reporting, "_here", [reporting])
+    return setting == "on" or (setting == "auto" and reporting == "on")

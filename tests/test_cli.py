@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -214,6 +215,11 @@ def test_config_says_where_each_value_came_from(tmp_path):
     assert origin["rocmSupport"] == "default"
     table = ok("config", env=env)
     assert "environment ($CUDAPKGS_STORE)" in table and f"file {home}/cudapkgs/config.toml" in table
+    # --store is named as typed (it was reported as "--set"), over --set storeDir too: it has the last word
+    for extra in ([], ["--set", 'storeDir="/elsewhere"']):
+        data = json.loads(ok("config", "--json", "--origins", *extra, "--store", str(tmp_path / "t"), env=env))
+        assert data["storeDir"] == {"value": str(tmp_path / "t"), "origin": "--store"}
+    assert re.search(r"^storeDir\*? +\S+ +--store ", ok("config", "--store", str(tmp_path / "t"), env=env), re.M)
 
 
 def test_an_unknown_capability_is_one_line_naming_the_valid_ones():
@@ -266,3 +272,10 @@ def test_a_removed_working_directory_is_a_one_line_error(tmp_path):
         assert done.returncode == 1 and done.stdout == "", (argv, done.stderr)
         assert done.stderr.startswith("cudapkgs: error: the current directory cannot be read")
         assert len(done.stderr.splitlines()) == 1
+
+
+def test_copy_and_build_help_name_the_direct_writes_variable():
+    """A new user found `CUDAPKGS_DIRECT_WRITES` nowhere in --help (only in docs/ and in an error message)."""
+    for command in ("copy", "build"):
+        text = ok(command, "--help")
+        assert "CUDAPKGS_DIRECT_WRITES=auto|on|off" in text and "O_DIRECT" in text, command

@@ -52,6 +52,8 @@ build_python_package(config, python, attrs, *, system=None) -> Package
     parameter and call its ``buildPythonPackage(attrs)``): mk_derivation's `attrs` plus
     ``dependencies``, ``build-system``, ``pythonImportsCheck`` and ``format``
     (``"pyproject"``, ``"setuptools"`` or ``"wheel"``; `EvalError` for another).
+    ``dependencies`` and ``build-system`` may be ``lazy(lambda: [...])``: made when the
+    derivation is, so the package and its meta are read without them (as Nix's lists).
 with_packages(config, python, packages, *, system=None) -> Package
     ``python3Packages.withPackages``: ``bin/python3`` with `packages` importable.
 fetchurl(pkgs, *, url=None | urls=[...], hash= | sha256= | sha512=, name=None, executable=False) -> Package

@@ -104,7 +104,9 @@ def _check_public_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
         except (binascii.Error, ValueError):
             ok = False
         if not ok:
-            raise ValueError(f'"{key}" is not a public key; expected "name:base64" of 32 bytes (as `cudapkgs key generate` prints)')
+            from .errors import redacted
+
+            raise ValueError(f'{redacted(key)} is not a public key; expected "name:base64" of 32 bytes (as `cudapkgs key generate` prints)')
     return keys
 
 

@@ -108,6 +108,15 @@ def shown(text: object, *, lines: bool = False) -> str:
     return "".join(c if c.isprintable() or c in keep else _escape(c) for c in text)
 
 
+def redacted(text: str, keep: int = 24) -> str:
+    """`text` quoted for an error message (`repr`), cut to its first `keep` characters when longer:
+    ``'lab-1:AAAA…' (200 characters)``. A key pasted whole, or a secret key pasted where a public
+    one belongs, is not echoed in full."""
+    if len(text) <= keep:
+        return repr(text)
+    return f"{text[:keep] + '…'!r} ({len(text)} characters)"
+
+
 def shell_word(path: object) -> str:
     """`path` as one word of a command a message tells the user to run (`shown`, then quoted as a POSIX
     shell needs: ``shlex.quote``), so pasting the command runs that command and nothing else.

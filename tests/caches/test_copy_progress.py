@@ -26,7 +26,8 @@ def name(path: str) -> str:
     return os.path.basename(path)[33:]
 
 
-UPLOADED = re.compile(r"^\[(\d)/2\] uploaded (\S+) \((\S+ \S+) → (\S+ \S+) zstd in \d+\.\d s, \d+\.\d MiB/s\)$", re.M)
+SPEED = r"\d+(?:\.\d)? (?:[KM]i)?B/s"  # none for a path done in under 10 ms
+UPLOADED = re.compile(rf"^\[(\d)/2\] uploaded (\S+) \((\S+ \S+) → (\S+ \S+) zstd in \d+\.\d s(?:, {SPEED})?\)$", re.M)
 
 
 def test_copy_to_json_prints_progress_with_time_and_speed_and_says_what_was_present(tmp_path):
@@ -41,7 +42,7 @@ def test_copy_to_json_prints_progress_with_time_and_speed_and_says_what_was_pres
     assert result["uploaded"] == [dep, top] and result["present"] == []
     assert [m.group(2) for m in UPLOADED.finditer(out.stderr)] == [name(dep), name(top)], out.stderr
     assert f"uploading {name(dep)} (" in out.stderr and f") to {url}" in out.stderr
-    assert re.search(r"^uploaded \S+ \S+ of NARs in \d+\.\d s \(\d+\.\d MiB/s\), 2 of 2 paths done$", out.stderr, re.M)
+    assert re.search(rf"^uploaded \S+ \S+ of NARs in \d+\.\d s(?: \({SPEED}\))?, 2 of 2 paths done$", out.stderr, re.M)
     again = run_cli("copy", "--to", url, "--json", top, env=env)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == {"to": url, "uploaded": [], "present": [dep, top], "fileSize": 0}
@@ -92,6 +93,29 @@ def test_upload_progress_lines_bytes_while_a_nar_streams_and_the_summary():
         "[2/2] small-1 is in the cache already",
     ]
     assert progress.summary() == "uploaded 200.0 MiB of NARs in 10.0 s (20.0 MiB/s), 2 of 2 paths done"
+
+
+def test_tiny_uploads_show_kib_s_and_no_speed_under_ten_milliseconds():
+    """Last session: "[2/2] uploaded top-1.0 (352 B → 196 B zstd in 0.0 s, 0.0 MiB/s)"."""
+    now = [100.0]
+    stream = io.StringIO()
+    progress = PlainUploadProgress(stream, "file:///c", "zstd", every=5.0, clock=lambda: now[0])
+    a, b, c = ("/s/" + x * 32 + "-" + n for x, n in (("a", "dep-1"), ("b", "top-1"), ("c", "mid-1")))
+    progress.begin([a, b, c])
+    progress.started(a, 4096)
+    now[0] += 2.0
+    progress.finished(a, SimpleNamespace(nar_size=4096, file_size=3000))  # 2 KiB/s
+    progress.started(b, 352)
+    now[0] += 0.002
+    progress.finished(b, SimpleNamespace(nar_size=352, file_size=196))  # 2 ms: no speed
+    progress.started(c, 300)
+    now[0] += 1.0
+    progress.finished(c, SimpleNamespace(nar_size=300, file_size=200))  # 300 B/s
+    lines = stream.getvalue().splitlines()
+    assert "[1/3] uploaded dep-1 (4.0 KiB → 2.9 KiB zstd in 2.0 s, 2.0 KiB/s)" in lines
+    assert "[2/3] uploaded top-1 (352 B → 196 B zstd in 0.0 s)" in lines
+    assert "[3/3] uploaded mid-1 (300 B → 200 B zstd in 1.0 s, 300 B/s)" in lines
+    assert "MiB/s" not in stream.getvalue()
 
 
 def test_a_bad_direct_writes_setting_is_refused_once_before_any_work(tmp_path):

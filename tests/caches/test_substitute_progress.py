@@ -55,6 +55,26 @@ def test_progress_says_bytes_of_the_total_and_the_speed_at_most_every_few_second
     assert progress.summary() == "substituted 400.0 MiB of 400.0 MiB in 10.0 s (40.0 MiB/s), 2 of 2 paths done"
 
 
+def test_tiny_downloads_show_kib_s_and_no_speed_under_ten_milliseconds():
+    """Last session: "[2/2] substituted top-1.0 (352 B unpacked, 196 B read in 0.0 s, 0.1 MiB/s)"."""
+    clock, out = Clock(), io.StringIO()
+    dep = _sub("/s/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-dep-1", 3 << 10, 4 << 10)
+    top = _sub("/s/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-top-1", 196, 352)
+    progress = PlainSubstituteProgress(out, 2, (3 << 10) + 196, every=5.0, clock=clock)
+    progress.started(dep)
+    clock.now += 0.5
+    progress.bytes(dep, 3 << 10)
+    progress.finished(dep, None)  # 3 KiB in 0.5 s
+    progress.started(top)
+    clock.now += 0.003
+    progress.bytes(top, 196)
+    progress.finished(top, None)  # 3 ms: no speed
+    assert "[1/2] substituted dep-1 (4.0 KiB unpacked, 3.0 KiB read in 0.5 s, 6.0 KiB/s)" in out.getvalue()
+    assert "[2/2] substituted top-1 (352 B unpacked, 196 B read in 0.0 s)\n" in out.getvalue()
+    assert progress.summary() == "substituted 3.2 KiB of 3.2 KiB in 0.5 s (6.3 KiB/s), 2 of 2 paths done"
+    assert "MiB/s" not in out.getvalue()
+
+
 def test_a_real_substitution_reports_the_bytes_it_read(tmp_path):
     store, dep, top, key, cache = signed_file_cache(tmp_path)
     fresh = fresh_store_like(store, tmp_path / "aside")
@@ -71,7 +91,7 @@ def test_a_real_substitution_reports_the_bytes_it_read(tmp_path):
             from cudapkgs.table import format_size
 
             assert f"{format_size(sub.info.download_size)} read in " in text
-        assert re.search(r"MiB/s\)$", progress.summary().rsplit(",", 1)[0])
+        assert re.search(r"in \d+\.\d s( \(\d+(\.\d)? ([KM]i)?B/s\))?$", progress.summary().rsplit(",", 1)[0])
         assert progress.summary().startswith(f"substituted {format_size(total)} of {format_size(total)} in ")
     finally:
         fresh.close()

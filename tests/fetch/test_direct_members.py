@@ -1,13 +1,16 @@
-"""Large wheel members are written past the page cache (O_DIRECT) and noted for reading back so.
+"""Wheel members: through the page cache under ``auto`` and ``off``; past it (O_DIRECT) only under ``on``.
 
 `wheel_unpack.write_member_to`, used by `unpack_wheel` (NVIDIA wheels) and `install_wheel`
-(rewired and pure wheels): a member of `DIRECT_MIN` bytes or more goes through
-`direct_writes.DirectWriter` where the file system takes O_DIRECT; every check stays (the
-RECORD digest of the bytes as inflated, the size, collisions, modes).
+(rewired and pure wheels): with ``$CUDAPKGS_DIRECT_WRITES=on`` a large member goes through
+`direct_writes.DirectWriter` where the file system takes O_DIRECT, and is noted for reading
+back so; every check stays (the RECORD digest of the bytes as inflated, the size, collisions,
+modes). Under ``auto`` the import checks read the members right back, so they stay buffered
+(docs/bench-wheels.md, fifth and sixth rounds).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 import sys
@@ -32,10 +35,9 @@ BIG = os.urandom(1 << 16) * ((DIRECT_MIN >> 16) + 1) + b"tail"  # past DIRECT_MI
 
 @pytest.fixture
 def direct(tmp_path, monkeypatch):
-    monkeypatch.delenv("CUDAPKGS_DIRECT_WRITES", raising=False)
+    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", "on")
     if not direct_writes_wanted(tmp_path, len(BIG)):
         pytest.skip(f"{tmp_path}: the file system takes no O_DIRECT")
-    monkeypatch.setattr(wheel_unpack, "_buffered", [wheel_unpack.BUFFERED_FIRST])  # the process's allowance spent
     direct_reads.forget_all()
     yield
     direct_reads.forget_all()
@@ -79,15 +81,29 @@ def test_a_large_member_of_an_installed_wheel_is_written_past_the_page_cache(tmp
     assert out.read_bytes() == BIG
 
 
-def test_the_first_large_members_of_a_process_go_through_the_page_cache(tmp_path, direct, monkeypatch):
-    """`auto`: within `BUFFERED_FIRST` bytes buffered (a direct write waits for the disk), past it direct."""
-    monkeypatch.setattr(wheel_unpack, "_buffered", [wheel_unpack.BUFFERED_FIRST - len(BIG)])
+@pytest.mark.parametrize("setting", ["auto", "", "off"])
+def test_without_on_large_members_go_through_the_page_cache_however_much_was_written(tmp_path, direct, monkeypatch,
+                                                                                     setting):
+    """``auto`` (also unset) writes every wheel member buffered, even in a process that has written
+    much already (the old rule went direct past its first 512 MiB: `_buffered` spent here, where it exists)."""
+    monkeypatch.setattr(wheel_unpack, "_buffered", [getattr(wheel_unpack, "BUFFERED_FIRST", 0)], raising=False)
+    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", setting)
+    wheel = _wheel(tmp_path / "w-1.0-py3-none-any.whl", BIG)
+    tree = unpack_wheel(wheel, tmp_path / "tree", cuda_major=13)
+    installed = install_wheel(pure_wheel(tmp_path / "big-1.0-py3-none-any.whl", "big", "1.0",
+                                         {"big/__init__.py": b"", "big/_lib.so": BIG}),
+                              site=tmp_path / "site", prefix=tmp_path / "prefix")
+    for out in (tree / "include" / "foo.h", tmp_path / "site" / "big" / "_lib.so"):
+        assert not direct_reads.written_direct(os.stat(out))
+        assert _resident_pages(out) >= len(BIG) // mmap.PAGESIZE - 1  # in the page cache, as written
+        assert out.read_bytes() == BIG
+    assert tmp_path / "site" / "big" / "_lib.so" in installed.files
+
+
+def test_on_writes_every_large_member_directly_from_the_first(tmp_path, direct):
     first = unpack_wheel(_wheel(tmp_path / "w-1.0-py3-none-any.whl", BIG), tmp_path / "first", cuda_major=13)
     second = unpack_wheel(tmp_path / "w-1.0-py3-none-any.whl", tmp_path / "second", cuda_major=13)
-    assert not direct_reads.written_direct(os.stat(first / "include" / "foo.h"))
-    assert direct_reads.written_direct(os.stat(second / "include" / "foo.h"))
-    monkeypatch.setattr(wheel_unpack, "_buffered", [0])
-    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", "on")  # on: every large member direct
-    third = unpack_wheel(tmp_path / "w-1.0-py3-none-any.whl", tmp_path / "third", cuda_major=13)
-    assert direct_reads.written_direct(os.stat(third / "include" / "foo.h"))
-    assert all((tree / "include" / "foo.h").read_bytes() == BIG for tree in (first, second, third))
+    for tree in (first, second):
+        assert direct_reads.written_direct(os.stat(tree / "include" / "foo.h"))
+        assert _resident_pages(tree / "include" / "foo.h") <= 1
+        assert (tree / "include" / "foo.h").read_bytes() == BIG

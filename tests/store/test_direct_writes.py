@@ -11,6 +11,7 @@ import os
 import random
 
 import pytest
+from direct_spy import SETTINGS, as_machine
 
 from cudapkgs.errors import ConfigError
 from cudapkgs.store import direct_writes, nar, nar_restore
@@ -39,7 +40,7 @@ def writes(monkeypatch):
 @pytest.fixture(autouse=True)
 def fresh_probes(monkeypatch):
     monkeypatch.setattr(direct_writes, "_accepts", {})
-    monkeypatch.delenv("CUDAPKGS_DIRECT_WRITES", raising=False)
+    as_machine(monkeypatch, "auto", "on")  # the default setting, on a machine with free page reporting (as this VM)
 
 
 @pytest.fixture
@@ -184,6 +185,7 @@ def test_more_or_fewer_bytes_than_the_size_raise(tmp_path):
 
 def test_the_setting(tmp_path, accepts, monkeypatch):
     assert direct_writes_setting({}) == "auto" and direct_writes_setting({"CUDAPKGS_DIRECT_WRITES": " Off "}) == "off"
+    as_machine(monkeypatch, "auto", "on")  # auto, on a machine with free page reporting (tests/store/test_page_reporting.py)
     assert direct_writes_wanted(tmp_path, DIRECT_MIN) and not direct_writes_wanted(tmp_path, DIRECT_MIN - 1)
     monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", "on")
     assert direct_writes_wanted(tmp_path, BLOCK) and not direct_writes_wanted(tmp_path, BLOCK - 1)
@@ -203,11 +205,11 @@ def _nar_of(tmp_path, files: dict[str, bytes]) -> bytes:
     return b"".join(nar.dump(tree))
 
 
-@pytest.mark.parametrize("setting", ["auto", "off"])
-def test_a_restored_nar_writes_its_big_files_directly_unless_off(tmp_path, accepts, monkeypatch, setting):
+@pytest.mark.parametrize("setting,reporting", SETTINGS)
+def test_a_restored_nar_writes_its_big_files_directly_unless_off(tmp_path, accepts, monkeypatch, setting, reporting):
     files = {"big": random.Random(8).randbytes(DIRECT_MIN + 4097), "small": b"s" * (DIRECT_MIN - 1)}
     data = _nar_of(tmp_path, files)
-    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", setting)
+    direct_wanted = as_machine(monkeypatch, setting, reporting)
     opened: dict[int, str] = {}
     seen: list[tuple[str, int, bool]] = []
     real_open, real_write = os.open, os.write
@@ -231,7 +233,7 @@ def test_a_restored_nar_writes_its_big_files_directly_unless_off(tmp_path, accep
         assert out.read_bytes() == content and os.stat(out).st_mode & 0o777 == 0o444
         assert os.stat(out).st_mtime == 1
     direct = sum(n for name, n, on in seen if on and name == "big")
-    assert direct == (len(files["big"]) // BLOCK * BLOCK if setting == "auto" else 0)
+    assert direct == (len(files["big"]) // BLOCK * BLOCK if direct_wanted else 0)
     assert not any(on for name, _, on in seen if name != "big")
 
 

@@ -538,6 +538,17 @@ def test_every_way_of_adding_a_path_roots_it_until_the_store_closes(store, tmp_p
         assert sorted(last.gc().deleted) == sorted(mine - {content_path})
 
 
+def test_verify_says_an_empty_store_is_empty_and_which(tmp_path):
+    """It said "checked 0 store paths: 0 problem(s)", a clean bill for a store a typo made."""
+    Store.open(tmp_path / "empty").close()
+    r = cli("verify", store_dir=str(tmp_path / "empty"))
+    assert r.returncode == 0 and r.stdout.strip() == (f"the store {tmp_path / 'empty'} is empty: it holds no valid "
+                                                       "paths, so there was nothing to check"), r.stdout + r.stderr
+    r = cli("verify", "--json", store_dir=str(tmp_path / "empty"))
+    assert r.returncode == 0 and json.loads(r.stdout) == []
+    assert f"note: the store {tmp_path / 'empty'} is empty" in r.stderr
+
+
 def test_verify_only_the_paths_given(store, tmp_path):
     a = store.add_path(addressed(store, "a"), write_tree({"f": b"original"}))
     b = store.add_path(addressed(store, "b"), write_tree({"f": b"b"}))

@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from direct_spy import SETTINGS
 
 from cudapkgs.errors import StoreError
 from cudapkgs.store.paths import make_store_path
@@ -165,12 +166,13 @@ def test_a_truncated_xz_or_zstd_archive_adds_nothing(tmp_path, name):
         assert store.all_paths() == []
 
 
-@pytest.mark.parametrize("setting", ["auto", "off"])
-def test_an_imported_big_file_is_written_directly_unless_off(tmp_path, monkeypatch, setting):
-    """`store import` writes a member of 4 MiB or more with O_DIRECT (store/direct_writes.py), byte for byte."""
+@pytest.mark.parametrize("setting,reporting", SETTINGS)
+def test_an_imported_big_file_is_written_directly_unless_off(tmp_path, monkeypatch, setting, reporting):
+    """`store import` writes a member of 4 MiB or more with O_DIRECT (store/direct_writes.py), byte for byte,
+    under ``auto`` only where the machine has free page reporting."""
     import random
 
-    from direct_spy import direct_writes_seen
+    from direct_spy import as_machine, direct_writes_seen
 
     from cudapkgs.store import direct_writes
     from cudapkgs.store.direct_writes import BLOCK, DIRECT_MIN
@@ -185,10 +187,10 @@ def test_an_imported_big_file_is_written_directly_unless_off(tmp_path, monkeypat
         info = store.query(lib)
         export_closure(store, [lib], tmp_path / "c.tar")
     os.rename(store_dir, tmp_path / "old")
-    monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", setting)
+    direct_wanted = as_machine(monkeypatch, setting, reporting)
     with Store.open(store_dir) as store:
         with direct_writes_seen() as direct:
             assert import_closure(store, tmp_path / "c.tar") == [lib]
         assert store.query(lib).nar_hash == info.nar_hash and store.verify() == []
     assert Path(lib, "libbig.so").read_bytes() == big
-    assert sum(direct) == (len(big) // BLOCK * BLOCK if setting == "auto" else 0)
+    assert sum(direct) == (len(big) // BLOCK * BLOCK if direct_wanted else 0)

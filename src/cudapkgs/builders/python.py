@@ -24,7 +24,7 @@ TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/be
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["BUILD", "build_python_package", "python_version", "with_packages"]
+__all__ = ["BUILD", "build_python_package", "lazy_list", "python_version", "with_packages"]
 
 BUILD = 'python3 -m pip wheel --no-build-isolation --no-deps --no-index --disable-pip-version-check -w dist .'
 # The install (`cudapkgs.builders.python_install.install`, a Python phase) lays dist/*.whl out as
@@ -69,23 +69,57 @@ def python_version(python: Any) -> str:
     return ".".join(str(python.version).split(".")[:2])
 
 
+def lazy_list(items: Any, where: str = "") -> Any:
+    """A thunk of `items` (a list or tuple of packages, or a thunk of one, such as
+    ``lazy(lambda: [ps.numpy, ps.pillow])``) as a new list, read when the thunk is forced.
+
+    Nix evaluates a list's elements when they are read (a thunk each), and a package's
+    ``dependencies`` are read only to make its derivation: the package's own ``meta`` (what
+    ``nix-env -qa`` and ``nix search`` show) never reads them, and ``meta.available`` looks at
+    its inputs only under ``config.checkMetaRecursively`` (off by default:
+    pkgs/stdenv/generic/make-derivation.nix@8c2682d3, ``available = validity.valid != "no" &&
+    (if config.checkMetaRecursively or false then lib.all (d: d.meta.available or true)
+    references else true)``).  A package module that writes its dependencies as
+    ``lazy(lambda: [...])`` gets that here: the package is made, listed and its meta read
+    without making its dependencies (whose evaluation error, a wheel with no pin for this
+    machine, is then its build's, not its listing's).  The whole list is made when it is read
+    (not element by element: every reader of an input list reads all of it).
+
+    Raises `EvalError` naming `where` when forced on anything but a list or tuple.
+    """
+    from ..errors import EvalError
+    from ..lib.lazy import force, lazy
+
+    def read() -> list[Any]:
+        value = force(items)
+        if not isinstance(value, (list, tuple)):
+            raise EvalError(f"{where or 'dependencies'}: expected a list of packages, got {type(value).__name__}")
+        return list(value)
+
+    return lazy(read, where)
+
+
 def build_python_package(
     config: Any, python: Any, attrs: Mapping[str, Any] | Callable[[Any], Mapping[str, Any]], *, system: str | None = None,
 ) -> Any:
     """buildPythonPackage: `attrs` as mk_derivation's, plus ``dependencies`` (Python packages,
     propagated), ``build-system`` (build backends, native), ``pythonImportsCheck`` (module names)
     and ``format`` ("pyproject", the default, or "setuptools": a PEP 517 build of the source;
-    "wheel": install the wheel ``src``).  Raises `EvalError` (when evaluated) for another format."""
+    "wheel": install the wheel ``src``).  ``dependencies`` and ``build-system`` are lists or
+    thunks of lists (`lazy_list`: read when the derivation is made, not when the package or its
+    meta is).  Raises `EvalError` (when evaluated) for another format, or for dependencies that
+    are not a list."""
     from ..errors import EvalError
-    from ..lib.lazy import lazy
+    from ..lib.lazy import force, lazy
     from ..stdenv import mk_derivation
 
     user = attrs if callable(attrs) else (lambda final, a=attrs: a)
 
     def full(final: Any) -> dict[str, Any]:
         given = dict(user(final))
-        dependencies = list(given.pop("dependencies", []))
-        build_system = list(given.pop("build-system", []))
+        pname = given.get("pname", "?")
+        dependencies = lazy_list(given.pop("dependencies", []), f"{pname}.dependencies")
+        build_system = lazy_list(given.pop("build-system", []), f"{pname}.build-system")
         checks = list(given.pop("pythonImportsCheck", []))
         fmt = given.pop("format", "pyproject")
         if fmt not in ("pyproject", "setuptools", "wheel"):
@@ -108,8 +142,8 @@ def build_python_package(
             **({"pythonImportsCheckPhase": IMPORTS_CHECK,
                 "preDistPhases": [*given.get("preDistPhases", []), "pythonImportsCheckPhase"]}
                if checks and not given.get("dontUsePythonImportsCheck") else {}),
-            "nativeBuildInputs": [python, *build_system, *given.get("nativeBuildInputs", [])],
-            "propagatedBuildInputs": [*dependencies, *given.get("propagatedBuildInputs", [])],
+            "nativeBuildInputs": lazy(lambda: [python, *force(build_system), *force(given.get("nativeBuildInputs", []))]),
+            "propagatedBuildInputs": lazy(lambda: [*force(dependencies), *force(given.get("propagatedBuildInputs", []))]),
             "passthru": {"python": python, **dict(given.get("passthru", {}))},
         }
 

@@ -25,7 +25,9 @@ The attributes, for a new package (``jax-cuda13-plugin``, ``cupy``):
 ``pname``, ``version``        the distribution's
 ``wheel``                     ``{"file": <wheel file name>, "sha256": <hex>}`` (pinned; the file's tags must
                               suit the interpreter: ``cp311`` for Python 3.11, ``py3``)
-``dependencies``              Python packages, propagated (PYTHONPATH of dependents)
+``dependencies``              Python packages, propagated (PYTHONPATH of dependents): a list, or
+                              ``lazy(lambda: [...])`` so that the package is made without making them
+                              (`builders.python.lazy_list`)
 ``buildInputs``               the set's libraries (a package's default outputs: its lib directories serve
                               DT_NEEDED)
 ``pythonRemoveDeps``          Requires-Dist names or fnmatch patterns the set stands in for
@@ -81,7 +83,7 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
     from ..errors import EvalError
     from ..lib.fixpoint import AttrSet, force, lazy
     from ..stdenv import mk_derivation
-    from .python import python_version
+    from .python import lazy_list, python_version
 
     user = attrs if callable(attrs) else (lambda final, a=attrs: a)
     version = python_version(python)
@@ -99,7 +101,7 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
                                 "(set python3Executable to the interpreter it is for)")
             return {"file": pin["file"], "sha256": pin["sha256"]}
 
-        dependencies = list(given.pop("dependencies", []))
+        dependencies = lazy_list(given.pop("dependencies", []), f"{given.get('pname')}.dependencies")  # read when built
         return {
             # Read first when the derivation is made: an unavailable package says its own reasons
             # (a component the set lacks, say) before its inputs are evaluated.
@@ -120,7 +122,7 @@ def rewired_wheel(config: Any, python: Any, attrs: Mapping[str, Any] | Callable[
             "preDistPhases": [*given.get("preDistPhases", []), FINISH_PHASE],
             "wheel": lazy(wheel),
             "nativeBuildInputs": [python, *given.get("nativeBuildInputs", [])],
-            "propagatedBuildInputs": [*dependencies, *given.get("propagatedBuildInputs", [])],
+            "propagatedBuildInputs": lazy(lambda: [*force(dependencies), *force(given.get("propagatedBuildInputs", []))]),
             # AttrSet's `|` keeps the given passthru's values lazy (tests, assertions read the package).
             "passthru": AttrSet({"python": python, "dependencies": dependencies}, name=f"{given.get('pname')}.passthru")
             | (given.get("passthru") or {}),

@@ -13,7 +13,7 @@ TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/be
 if TYPE_CHECKING:
     from typing import Any
 
-from .eval import CONFIG_HELP, add_eval_options
+from .eval import CONFIG_HELP, DIRECT_WRITES_HELP, add_eval_options
 from .installables import (
     Installable,
     _jobs,
@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
         "their closures is not valid in the store yet, dependencies first and up to -j builds at once. "
         "After a failure no new build starts; running ones finish and every failure is reported.\n\n"
         + CONFIG_HELP,
-        epilog=EPILOG_BUILD,
+        epilog=EPILOG_BUILD + "\n" + DIRECT_WRITES_HELP,
         formatter_class=fmt,
     )
     p.add_argument("attrpaths", nargs="*", metavar="ATTRPATH",

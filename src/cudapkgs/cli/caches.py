@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from .eval import add_store_option
+from .eval import DIRECT_WRITES_HELP, add_store_option
 
 URL_HELP = "file:///dir, http(s)://host/prefix (PUT to upload) or s3://bucket[/prefix]?region=…&endpoint=…"
 
@@ -49,12 +49,19 @@ def register(subparsers: Any) -> None:
         "see half an upload), signing each narinfo with --sign-key. Paths the cache has are skipped.\n\n"
         "--from: substitute PATHs and their closures from a cache into the store. Every narinfo must be signed "
         "by a trusted key (trustedPublicKeys in the configuration, or --trusted-public-key) unless "
-        "--no-require-sigs; every NAR is checked against its hashes before anything is registered.",
+        "--no-require-sigs; every NAR is checked against its hashes before anything is registered.\n\n"
+        "Big files (a restored NAR's files of 4 MiB and more, an uploaded NAR) are written with O_DIRECT, past "
+        "the page cache, only where that saves time: on a VM whose virtio balloon has free page reporting on "
+        "(/sys/bus/virtio/drivers/virtio_balloon/virtio*/features with bit 5, VIRTIO_BALLOON_F_REPORTING, and "
+        "/sys/module/page_reporting), where filling memory the host took back costs 2-3 s of system time per "
+        "GiB; elsewhere, or where sysfs cannot be read, through the page cache. $CUDAPKGS_DIRECT_WRITES=on "
+        "forces O_DIRECT, off never uses it, auto (the default) is this rule.",
         epilog="examples:\n"
         "  cudapkgs copy --to file:///srv/cache --sign-key secret.key ./result\n"
         "  cudapkgs copy --to 'https://user:pass@cache.lab/cuda' --sign-key secret.key ./result\n"
         "  cudapkgs copy --to 's3://lab-cache?region=eu-west-1' --compression xz ./result\n"
-        "  cudapkgs copy --from file:///srv/cache --trusted-public-key 'lab-cache-1:…' /store/…-saxpy-1.0",
+        "  cudapkgs copy --from file:///srv/cache --trusted-public-key 'lab-cache-1:…' /store/…-saxpy-1.0\n\n"
+        + DIRECT_WRITES_HELP,
         formatter_class=fmt,
     )
     where = copy.add_mutually_exclusive_group(required=True)
@@ -190,71 +197,109 @@ def _copy(args: argparse.Namespace) -> int:
         raise UsageError("--sign-key goes with --to (a cache's narinfos are signed when uploading)")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    # Every input is checked before the store is opened: a refused command (a bad key, URL or
+    # setting) creates no store at --store (Store.open makes one where there is none).
+    if not args.to:
+        import os
+
+        from .store import _store_dir
+
+        keys = _copy_from_keys(args)
+        cache = open_cache(args.from_)
+        cache.check_store_dir(os.path.abspath(os.path.expanduser(_store_dir(args))))  # another store's cache
+        store = _open_store(args)
+        try:
+            return _copy_from(args, store, cache, keys)
+        finally:
+            store.close()
+    from ..store.caches.signing import SecretKey
+
+    key = SecretKey.load(args.sign_key) if args.sign_key else None
+    cache = open_cache(args.to)
+    from .store import _store_dir, _store_exists
+
+    if not _store_exists(args):  # nothing to upload: said so, and no store made to say it
+        from ..store.store import Store
+
+        Store.open(_store_dir(args), read_only=True).close()  # raises "there is no store at DIR"
     store = _open_store(args)
     try:
-        if args.to:
-            from ..store.caches.signing import SecretKey
+        paths = [store.query(p).path for p in args.paths]
+        if key is None:
+            from .build import warn_unsigned
 
-            key = SecretKey.load(args.sign_key) if args.sign_key else None
-            cache = open_cache(args.to)
-            paths = [store.query(p).path for p in args.paths]
-            if key is None:
-                from .build import warn_unsigned
+            warn_unsigned(cache.url)  # stderr: --json output stays JSON
+        from ..store.caches.substitute_progress import PlainUploadProgress
+        from ..store.caches.substitution import compress_workers
 
-                warn_unsigned(cache.url)  # stderr: --json output stays JSON
-            from ..store.caches.substitute_progress import PlainUploadProgress
-            from ..store.caches.substitution import compress_workers
+        # progress on stderr, with --json too (stdout is the JSON alone), as `copy --from` does
+        progress = PlainUploadProgress(sys.stderr, cache.url, args.compression)
+        workers = args.jobs if args.jobs is not None else compress_workers()
+        results = cache.upload_closure(store, paths, secret_key=key, compression=args.compression,
+                                       workers=workers, progress=progress)
+        if any(i is not None for _, i in results):
+            sys.stderr.write(progress.summary() + "\n")
+        sent = [(p, i) for p, i in results if i is not None]
+        if args.json:
+            import json
 
-            # progress on stderr, with --json too (stdout is the JSON alone), as `copy --from` does
-            progress = PlainUploadProgress(sys.stderr, cache.url, args.compression)
-            workers = args.jobs if args.jobs is not None else compress_workers()
-            results = cache.upload_closure(store, paths, secret_key=key, compression=args.compression,
-                                           workers=workers, progress=progress)
-            if any(i is not None for _, i in results):
-                sys.stderr.write(progress.summary() + "\n")
-            sent = [(p, i) for p, i in results if i is not None]
-            if args.json:
-                import json
-
-                print(json.dumps({"to": cache.url, "uploaded": [i.store_path for _, i in sent],
-                                  "present": [p for p, i in results if i is None],
-                                  "fileSize": sum(i.file_size for _, i in sent)}, indent=2))
-            else:
-                print(f"copied {len(sent)} path(s) ({format_size(sum(i.file_size for _, i in sent))} "
-                      f"{args.compression}) to {cache.url}; {len(results) - len(sent)} were there already", file=sys.stderr)
-            return 0
-        return _copy_from(args, store)
+            print(json.dumps({"to": cache.url, "uploaded": [i.store_path for _, i in sent],
+                              "present": [p for p, i in results if i is None],
+                              "fileSize": sum(i.file_size for _, i in sent)}, indent=2))
+        else:
+            print(f"copied {len(sent)} path(s) ({format_size(sum(i.file_size for _, i in sent))} "
+                  f"{args.compression}) to {cache.url}; {len(results) - len(sent)} were there already", file=sys.stderr)
+        return 0
     finally:
         store.close()
 
 
-def _copy_from(args: argparse.Namespace, store) -> int:
+def _copy_from_keys(args: argparse.Namespace) -> list:
+    """The keys `copy --from` trusts: the configuration's trustedPublicKeys and --trusted-public-key, each
+    named where it came from when malformed (a bad flag is the flag's fault, not the setting's)."""
     from ..config import load_config
-    from ..errors import CudapkgsError
-    from ..store.caches import open_cache
     from ..store.caches.signing import trusted_keys
-    from ..store.caches.substitution import PlainSubstituteProgress, Substituters, default_jobs
 
     config = load_config()
-    keys = trusted_keys(list(config["trustedPublicKeys"]) + args.trusted_public_key)
-    cache = open_cache(args.from_)
+    return trusted_keys(config["trustedPublicKeys"]) + trusted_keys(args.trusted_public_key, "--trusted-public-key")
+
+
+def _copy_from(args: argparse.Namespace, store, cache, keys: list) -> int:
+    from ..errors import CudapkgsError
+    from ..store.caches.substitution import PlainSubstituteProgress, Substituters, default_jobs
+
+    held: list[str] | None = []  # the lookups' warnings, until we know whether one of them is the error
 
     def warn(line: str) -> None:  # a cache's key names and URLs: shown escaped (issue 30, item 7)
         from ..errors import shown
 
-        print(shown(line, lines=True), file=sys.stderr, flush=True)
+        if held is not None:
+            held.append(line)
+        else:
+            print(shown(line, lines=True), file=sys.stderr, flush=True)
 
     subs = Substituters([cache], keys, require_sigs=not args.no_require_sigs, warn=warn)
-    cache.check_store_dir(store.store_dir)
     wanted = [store.parse(p) for p in args.paths]
     found = subs.query(store, wanted)
     lacking = [p for p in wanted if not store.is_valid(p) and p not in found]
+    lines, held = held, None
+    error = None
     if lacking:
         more = f" (and {len(lacking) - 1} more)" if len(lacking) > 1 else ""
+        refusals = subs.refusals()
         if subs.absent(lacking[0]):  # asked once already by the query: not again
-            raise CudapkgsError(f"{cache.url} does not have {lacking[0]}{more}")
-        raise CudapkgsError(f"{cache.url} cannot give {lacking[0]}{more} with its whole closure, signed by a trusted key "
-                            "(see the warning above)")
+            error = f"{cache.url} does not have {lacking[0]}{more}"
+        elif lacking[0] in refusals:  # one line: the refusal itself, not a warning and then "see above"
+            error = refusals[lacking[0]] + (f" ({len(lacking) - 1} more path(s) not copied either)" if more else "")
+        elif refusals:  # a path of its closure was refused
+            error = f"{cache.url} cannot give {lacking[0]}{more} with its whole closure: {next(iter(refusals.values()))}"
+        else:
+            error = f"{cache.url} cannot give {lacking[0]}{more} with its whole closure"
+    for line in lines:  # the other paths' warnings, said once each as before
+        if error is None or line.removeprefix("warning: ") not in error:
+            warn(line)
+    if error is not None:
+        raise CudapkgsError(error)
     todo = [found[p] for p in subs.closure_of(found, wanted)]
     # What was in the store already (not copied), as `copy --to --json` says what the cache had: the
     # closures of the wanted paths that are valid, and of the valid references of those fetched.
@@ -304,6 +349,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ..store.caches.signing import SecretKey
 
     key = SecretKey.load(args.sign_key) if args.sign_key else None
+    cache_bytes = parse_size(args.cache_size)  # a bad size refused before the store is opened (and made)
     store = _open_store(args)
     root = store.store_dir
     store.close()
@@ -318,7 +364,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         server = make_server(root, args.host, args.port, secret_key=key, log=None if args.quiet else say, report=say,
                              compression=args.compression, limits=limits, cache_dir=args.cache_dir,
-                             cache_bytes=parse_size(args.cache_size))
+                             cache_bytes=cache_bytes)
     except OSError as error:
         from ..errors import CudapkgsError
 

@@ -45,6 +45,17 @@ STORE_HELP = (
 )
 
 
+DIRECT_WRITES_HELP = """\
+environment:
+  CUDAPKGS_DIRECT_WRITES=auto|on|off
+      how big files reach the disk (unpacked and substituted paths' files, a
+      file:// cache's NARs): with O_DIRECT, past the page cache, where the file
+      system allows it: auto (the default; when: docs/architecture.md), on
+      (always) or off (never).
+      Store paths are the same either way; a bad value is refused before any work.
+"""
+
+
 def add_store_option(parser: Any, help: str = STORE_HELP) -> None:
     """--store DIR, spelled the same by every command that touches a store (`apply_store_option`
     makes it the configuration's ``storeDir``, the last word over --config and --set)."""
@@ -473,6 +484,10 @@ def run_config(args: argparse.Namespace) -> int:
 
     origins: dict[str, str] = {}
     config = load_config(file=args.config, sets=args.sets, origins=origins)
+    if getattr(args, "store", None) and origins.get("storeDir") == "--set":
+        # `apply_store_option` passed --store on as the last --set storeDir (it wins over any --set): say the
+        # flag the user typed.
+        origins["storeDir"] = "--store"
     shown = config.to_nix()
     defaults = Config().to_nix()
     # A key left unset that falls back to an environment variable shows the variable's value.

@@ -134,7 +134,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Check store paths: each must exist, refer only to valid paths and (unless\n"
         "--no-contents) still match its recorded NAR hash, with every valid path its files\n"
         "mention among its recorded references. Without PATH every valid path is checked.\n"
-        "Prints one line per problem; exits 1 when there is one, 0 when there is none.",
+        "Prints one line per problem; exits 1 when there is one, 0 when there is none. An empty\n"
+        "store is said to be empty, naming it (with --json on stderr; stdout stays the list).",
         epilog="examples:\n  cudapkgs verify                 # the whole store, contents hashed\n"
         "  cudapkgs verify ./result        # only the path ./result points to\n"
         "  cudapkgs verify $(cudapkgs path-info -r ./result)   # its whole closure\n"
@@ -168,15 +169,24 @@ def _export(args: argparse.Namespace) -> int:
     from ..store.transfer import export_closure
 
     compression_for_name(args.output)  # refuse a name that says no compression before opening the store
-    with _open(args) as store:
+    # Where there is no store, nothing can be exported: said as such ("there is no store at DIR"), without
+    # making one first (it made the store's directories, then refused the path).
+    with _open(args, read_only=not _store_exists(args)) as store:
         written = export_closure(store, args.paths, args.output, on_path=_transfer_progress("exporting"))
     print(f"exported {len(written)} path(s) to {args.output}")
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from ..store.transfer import import_closure
+    from ..errors import StoreError
+    from ..store.transfer import check_archive, import_closure
 
+    # The archive is checked before the store is opened: a refused import creates no store.
+    archive_dir = check_archive(args.archive)
+    store_dir = os.path.abspath(os.path.expanduser(_store_dir(args)))
+    if archive_dir != store_dir:
+        raise StoreError(f"{args.archive} holds paths of the store {archive_dir}, not {store_dir}: store paths embed "
+                         f"their store directory, so import it into a store at {archive_dir}")
     with _open(args) as store:
         added = import_closure(store, args.archive, on_path=_transfer_progress("importing"))
     for path in added:
@@ -190,6 +200,11 @@ def _open(args: argparse.Namespace, *, read_only: bool = False):  # type: ignore
     from ..store.store import Store
 
     return Store.open(_store_dir(args), read_only=read_only)
+
+
+def _store_exists(args: argparse.Namespace) -> bool:
+    """Whether the store the command names has its database already (`_open` would create none)."""
+    return os.path.isfile(os.path.join(os.path.abspath(os.path.expanduser(_store_dir(args))), ".meta", "db.sqlite"))
 
 
 def _add_attribute_options(parser: argparse.ArgumentParser) -> None:
@@ -580,10 +595,19 @@ def _verify(args: argparse.Namespace) -> int:
     # Distinct store paths (`./result` and a file inside it name one): what verify counted, from
     # its last progress call (no second read of the database).
     count = progress.total
+    # An empty store (a --store or $CUDAPKGS_STORE typo made a new one, or nothing was built yet) is said
+    # as such: "checked 0 store paths: 0 problem(s)" read as a clean bill of health for a store never looked at.
+    empty = not args.paths and count == 0 and not problems
+    if empty:
+        note = f"the store {store.store_dir} is empty: it holds no valid paths, so there was nothing to check"
     if args.json:
         import json
 
         print(json.dumps([{"path": p.path, "kind": p.kind, "message": p.message} for p in problems], indent=2))
+        if empty:  # stdout stays the problems' JSON list
+            print(f"cudapkgs: note: {note}", file=sys.stderr)
+    elif empty:
+        print(note)
     else:
         for p in problems:
             print(p.message)

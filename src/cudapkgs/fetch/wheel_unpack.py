@@ -511,13 +511,16 @@ def write_member_to(archive: Any, fd: int, info: Any, out_fd: int, digest: Any, 
     feeding `digest` (a hashlib object, or None when the member is not checked) with every inflated chunk;
     shared by the unpacker and `wheel_install`. `out_fd` stays open (the caller's).
 
-    A member of `direct_writes.DIRECT_MIN` bytes or more, where `direct_writes.direct_writes_wanted`
-    says so and past the first `BUFFERED_FIRST` bytes of such members in this process (`_direct`),
-    is written with ``O_DIRECT`` (`direct_writes.DirectWriter`: on this project's VMs a buffered
-    write into memory the guest gave back costs 2-3 s of system time per GiB) and noted for reading
-    back the same way (`direct_reads.remember`: the NAR pass, RECORD digests). The digest is fed the
-    same inflated chunks either way, before they are written. Raises FetchError for a damaged member
-    (`_member_chunks`), OSError from the disk.
+    Members are written through the page cache under ``$CUDAPKGS_DIRECT_WRITES`` = ``auto`` (the
+    default) and ``off``: the import checks and the NAR pass read them right back, and writing them
+    with ``O_DIRECT`` was a wash in two calm windows (wall 1.04x and 0.99x, CPU 0.99x and 0.96x
+    buffered; `import torch` 1.0-1.2 s slower reading its libraries from the disk: docs/bench-wheels.md,
+    fifth round). With ``on``, a member of `direct_writes.BLOCK` bytes or more, where the file system
+    takes ``O_DIRECT`` (`direct_writes.direct_writes_wanted`), is written with
+    `direct_writes.DirectWriter` and noted for reading back the same way (`direct_reads.remember`: the
+    NAR pass, RECORD digests). The digest is fed the same inflated chunks either way, before they are
+    written. Raises FetchError for a damaged member (`_member_chunks`), OSError from the disk, ConfigError
+    for a bad ``$CUDAPKGS_DIRECT_WRITES``.
     """
     from ..store import direct_reads
     from ..store.direct_writes import DirectWriteSizeError, DirectWriter
@@ -541,32 +544,11 @@ def write_member_to(archive: Any, fd: int, info: Any, out_fd: int, digest: Any, 
     direct_reads.remember(out_fd)
 
 
-#: Bytes of large members each process writes through the page cache before it writes the rest past it
-#: (the ``auto`` setting of `direct_writes`; ``on`` writes every one directly). A direct write waits for
-#: the disk and its bytes are read back from it; memory the kernel freed lately is cheap to fill. The five
-#: CUDA 13.0 wheels (about 400 MB of large members) written directly: 1.31 s against 1.07 buffered
-#: (median of 4 alternating, load 2.1-2.6), 1.24 against 1.05 with DirectWriter's writes in flight on a thread (load
-#: 3.4-3.8), for the same CPU and system time. Past a few hundred MB the page cache may take memory the
-#: host took back: the ML environment (5.3 GB) spent 7.7-9.8 system-s written directly against 10.1-23.8
-#: buffered, in five loaded pairs whose wall went either way (docs/bench-wheels.md, fifth round).
-BUFFERED_FIRST = 512 << 20
-_buffered = [0]  # bytes written so far within BUFFERED_FIRST, under _budget_lock
-_budget_lock = threading.Lock()
-
-
 def _direct(directory: str, size: int) -> bool:
-    """Whether a new member of `size` bytes in `directory` is written with ``O_DIRECT`` (see `write_member_to`)."""
+    """Whether a new member of `size` bytes in `directory` is written with ``O_DIRECT``: only under ``on`` (see `write_member_to`)."""
     from ..store.direct_writes import direct_writes_setting, direct_writes_wanted
 
-    if not direct_writes_wanted(directory, size):
-        return False
-    if direct_writes_setting() == "on":
-        return True
-    with _budget_lock:
-        if _buffered[0] + size <= BUFFERED_FIRST:
-            _buffered[0] += size
-            return False
-    return True
+    return direct_writes_setting() == "on" and direct_writes_wanted(directory, size)
 
 
 def _write_all(out_fd: int, data: bytes) -> None:

@@ -1,5 +1,7 @@
 """Reading back, past the page cache, the files this process wrote past it (``O_DIRECT``).
 
+Used for wheel members written with ``$CUDAPKGS_DIRECT_WRITES=on`` (`fetch.wheel_unpack.write_member_to`;
+under ``auto`` they are written through the page cache, which the read-back then finds them in).
 A file written with `cudapkgs.store.direct_writes.DirectWriter` is not in the page cache;
 reading it back through the cache (the NAR hash and reference scan of an output, a RECORD
 digest) would put every page of it there, and on a host that took the guest's free memory
@@ -35,6 +37,18 @@ _MAX_NOTES = 1 << 16
 
 _lock = _thread.allocate_lock()
 _notes: dict[tuple[int, int], None] = {}  # (st_dev, st_ino), in the order noted
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: `_lock`, perhaps held by one of them at the fork
+    (a read-ahead giving a buffer back), would never be released. The child starts with a lock of its own;
+    the notes and the free buffers (copies of the parent's) stay."""
+    global _lock
+    _lock = _thread.allocate_lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def remember(fd: int) -> None:

@@ -20,8 +20,17 @@ blocks are written from an anonymous ``mmap`` (page-aligned by construction), an
 switched off again for the last, partial block, which goes through the page cache.
 
 The setting: ``$CUDAPKGS_DIRECT_WRITES`` = ``auto`` (the default: files of at least `DIRECT_MIN`
-bytes, where the file system accepts ``O_DIRECT``, probed once per device), ``on`` (every file of
-at least one block, where accepted) or ``off`` (never). It is an environment variable, not a key of
+bytes, only on a machine whose virtio balloon has free page reporting on, and where the file system
+accepts ``O_DIRECT``, probed once per device), ``on`` (every file of at least one block, where
+accepted, whatever the machine) or ``off`` (never). Why ``auto`` asks for free page reporting
+(`cudapkgs.host.page_reporting`: the virtio spec 1.2, §5.5.3, ``VIRTIO_BALLOON_F_REPORTING`` (bit 5)
+negotiated by a bound balloon device, and Linux's Documentation/mm/free_page_reporting.rst): the
+balloon's cost above is paid only there; elsewhere a buffered write costs the plain copy, returns
+before the disk has the bytes, and leaves them in the page cache for their first use (``import torch``
+took 1.0-1.2 s more reading libraries written directly from the disk: docs/bench-wheels.md, fifth
+round). Decided once per process; where sysfs cannot be read or looks odd (``unknown``): buffered.
+Wheel members are written buffered under ``auto`` even so (`fetch.wheel_unpack.write_member_to`).
+It is an environment variable, not a key of
 config.toml: that file holds Nixpkgs' ``config`` (what is built), and this setting changes only
 how bytes reach the disk, never a store path.
 """
@@ -76,10 +85,13 @@ def direct_writes_setting(env: dict[str, str] | None = None) -> str:
     return value
 
 
-def direct_writes_wanted(directory: str | bytes | os.PathLike[str], size: int) -> bool:
+def direct_writes_wanted(directory: str | bytes | os.PathLike[str], size: int, *,
+                         sysfs: str | os.PathLike[str] | None = None) -> bool:
     """Whether a new file of `size` bytes in `directory` should be written with a `DirectWriter`.
 
-    ``off``: never. ``auto``: `size` >= `DIRECT_MIN`; ``on``: `size` >= `BLOCK`; and in both, only
+    ``off``: never. ``auto``: `size` >= `DIRECT_MIN` and free page reporting ``on``
+    (`host.page_reporting.free_page_reporting_here`, decided once per process; with `sysfs`, a
+    sysfs root to ask instead, each call: tests); ``on``: `size` >= `BLOCK`; and in both, only
     where `directory`'s file system accepts ``O_DIRECT`` (probed once per device, with an unnamed
     ``O_TMPFILE`` in `directory`, and cached; where that cannot be probed, the first `DirectWriter`
     on the device finds out and falls back). Raises ConfigError for a bad setting; never OSError
@@ -88,6 +100,13 @@ def direct_writes_wanted(directory: str | bytes | os.PathLike[str], size: int) -
     setting = direct_writes_setting()
     if setting == "off" or size < (DIRECT_MIN if setting == "auto" else BLOCK):
         return False
+    if setting == "auto":
+        from ..host import page_reporting
+
+        reporting = (page_reporting.free_page_reporting_here() if sysfs is None
+                     else page_reporting.free_page_reporting(sysfs))
+        if reporting != "on":
+            return False
     try:
         device = os.stat(directory).st_dev
     except (OSError, ValueError):

@@ -118,21 +118,8 @@ def _dependencies_first(store, closure: set[str]) -> list[str]:
     return order
 
 
-def import_closure(store, archive: str | os.PathLike[str], *, on_path=None) -> list[str]:
-    """Add every path of an export to `store`; returns the paths that were not there before.
-
-    Nothing the archive says is trusted that can be checked: the manifest's fields are
-    type-checked; each path's files are extracted by `_extract_path` (members only under
-    the path's own name, regular files, directories and symlinks, nothing written through
-    a link, relative links only within the store, no link ever followed); its NAR hash and size
-    must match; and its references are computed by scanning its files for the hash part
-    of every valid store path and every path in the archive: any disagreement with the
-    recorded list rejects it.  Raises `StoreError` (one line) for every malformed,
-    damaged or tampered archive; a path already rejected adds nothing. The archive may be
-    plain, gzip, xz or zstd (read from its first bytes). `on_path(index, total, path, nar_size,
-    done_bytes, total_bytes)` is called before each missing path is extracted, for progress.
-    """
-    source = Path(archive)
+def _open_archive(source: Path):  # type: ignore[no-untyped-def]
+    """(tarfile, compression) of an export archive, a regular file only; StoreError (one line) otherwise."""
     from ..inputs import InputFileError, check_regular_file
 
     try:
@@ -149,6 +136,36 @@ def import_closure(store, archive: str | os.PathLike[str], *, on_path=None) -> l
         if not isinstance(error, (tarfile.TarError, EOFError, zlib.error)) and not _is_codec_error(error):
             raise
         raise StoreError(f"{source}: not a cudapkgs export ({error})") from None
+    return tar, compression
+
+
+def check_archive(archive: str | os.PathLike[str]) -> str:
+    """The store directory an export archive's manifest names, checking (as `import_closure` does first)
+    that `archive` is a readable regular file holding a cudapkgs export; raises StoreError (one line)
+    otherwise. `cudapkgs import` calls it before opening the store, so that a refused archive creates
+    no store."""
+    source = Path(archive)
+    tar, _ = _open_archive(source)
+    with tar:
+        return _read_manifest(tar, source)[1]["storeDir"]
+
+
+def import_closure(store, archive: str | os.PathLike[str], *, on_path=None) -> list[str]:
+    """Add every path of an export to `store`; returns the paths that were not there before.
+
+    Nothing the archive says is trusted that can be checked: the manifest's fields are
+    type-checked; each path's files are extracted by `_extract_path` (members only under
+    the path's own name, regular files, directories and symlinks, nothing written through
+    a link, relative links only within the store, no link ever followed); its NAR hash and size
+    must match; and its references are computed by scanning its files for the hash part
+    of every valid store path and every path in the archive: any disagreement with the
+    recorded list rejects it.  Raises `StoreError` (one line) for every malformed,
+    damaged or tampered archive; a path already rejected adds nothing. The archive may be
+    plain, gzip, xz or zstd (read from its first bytes). `on_path(index, total, path, nar_size,
+    done_bytes, total_bytes)` is called before each missing path is extracted, for progress.
+    """
+    source = Path(archive)
+    tar, compression = _open_archive(source)
     with tar:
         first, manifest = _read_manifest(tar, source)
         if manifest["storeDir"] != store.store_dir:

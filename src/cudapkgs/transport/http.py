@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import errno
 import http.client
+import os
 import socket
 import ssl
 import threading
@@ -617,6 +618,18 @@ def _user_agent() -> str:
 
 _DEFAULT: Client | None = None
 _DEFAULT_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child makes its own client: the parent's kept-alive connections are the parent's (two
+    processes reading one socket would take each other's responses), and the lock may be held by a
+    parent's thread that is not in the child."""
+    global _DEFAULT, _DEFAULT_LOCK
+    _DEFAULT, _DEFAULT_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def default_client() -> Client:

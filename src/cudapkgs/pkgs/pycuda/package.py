@@ -55,9 +55,9 @@ def pycuda(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
         "version": PYCUDA_VERSION,
         "format": "setuptools",
         "src": pkgs.fetchPypi(pname="pycuda", version=PYCUDA_VERSION, hash=PYCUDA_HASH),
-        "build-system": [ps.setuptools, ps.wheel, ps.numpy],
+        "build-system": lazy(lambda: [ps.setuptools, ps.wheel, ps.numpy]),  # made when built (lazy_list)
         "buildInputs": [include, stubs, profiler],
-        "dependencies": [ps.numpy, ps.pytools, ps.platformdirs, ps.mako],
+        "dependencies": lazy(lambda: [ps.numpy, ps.pytools, ps.platformdirs, ps.mako]),
         "cudaInclude": include,
         "cudaStubs": stubs,
         "profilerInclude": profiler,

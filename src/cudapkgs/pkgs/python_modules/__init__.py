@@ -199,6 +199,8 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
         return pkgs.opencv4.override(enablePython=True, pythonPackages=scope)
     if name in ML_PACKAGES:
         return _ml_package(name, scope, pkgs, config, system)
+    from ...lib.fixpoint import lazy
+
     wheel = pinned_wheel(name, scope.pythonVersion, system)
     _wheels, deps = WHEELS[name]
     src = pkgs.fetchPypi(pname=wheel.pname, version=wheel.version, format="wheel", dist=wheel.python,
@@ -212,7 +214,7 @@ def package(name: str, scope: Any, pkgs: Any, config: Any, system: str) -> Any:
         "src": src,
         "wheelSha256": wheel.sha256,  # the install hashes the wheel again against its pin
         "stdenvCc": None,  # nothing is compiled
-        "dependencies": [scope[d] for d in deps],
+        "dependencies": lazy(lambda: [scope[d] for d in deps]),  # made when built (builders.python.lazy_list)
         "pythonImportsCheck": [module],
         "meta": {"description": f"{wheel.pname} {wheel.version} from its pinned wheel ({src.name})"},
         # only where a wheel needs one: the other wheels' derivations (and store paths) stay as they were

@@ -152,7 +152,7 @@ def cupy(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
         return {
             "pname": "cupy", "version": CUPY_VERSION,
             "wheel": lazy(wheel),
-            "dependencies": [ps.numpy, ps["cuda-pathfinder"]],
+            "dependencies": lazy(lambda: [ps.numpy, ps["cuda-pathfinder"]]),
             "buildInputs": lazy(lambda: [*libraries(), cuda.cuda_cudart]),
             "wheelSubstitutions": lazy(lambda: _substitutions(include_root())),
             "appendRunpaths": lazy(lambda: [f"{_lib_output(cuda.cuda_nvrtc)}/lib", "$ORIGIN"]),

@@ -195,7 +195,7 @@ def jax(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
         return {
             "pname": "jax", "version": JAX_VERSION,
             "wheel": lazy(lambda: _wheel("jax", ps, system)),
-            "dependencies": [ps[n] for n in ("jaxlib", "ml-dtypes", "numpy", "opt-einsum", "scipy")],
+            "dependencies": lazy(lambda: [ps[n] for n in ("jaxlib", "ml-dtypes", "numpy", "opt-einsum", "scipy")]),
             "pythonImportsCheck": ["jax"],
             "meta": lazy(lambda: _meta(final, config, system, f"JAX {JAX_VERSION}: composable transformations of "
                                        "NumPy programs (CPU through jaxlib; CUDA through jax-cuda13-plugin)")),
@@ -281,7 +281,7 @@ def _plugin(ps: Any, pkgs: Any, config: Any, system: str, major: str) -> Any:
         return {
             "pname": name, "version": JAX_VERSION,
             "wheel": lazy(lambda: _wheel(name, ps, system)),
-            "dependencies": [ps[f"jax-cuda{major}-pjrt"]],
+            "dependencies": lazy(lambda: [ps[f"jax-cuda{major}-pjrt"]]),
             "buildInputs": lazy(lambda: _libraries(cuda)),
             "pythonRemoveDeps": ["nvidia-*"],
             "appendRunpaths": lazy(lambda: [*_lib_dirs(cuda), "$ORIGIN"]),  # Nixpkgs' patchelf --add-rpath

@@ -151,7 +151,7 @@ def onnxruntime(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
         return {
             "pname": "onnxruntime", "version": ORT_VERSION,
             "wheel": lazy(lambda: pick_wheel("onnxruntime", ORT_VERSION, ORT_WHEELS, str(ps.pythonVersion), system)),
-            "dependencies": [ps.numpy, ps.packaging],
+            "dependencies": lazy(lambda: [ps.numpy, ps.packaging]),
             "pythonRemoveDeps": ["flatbuffers", "protobuf"],  # as Nixpkgs (sympy is only an extra's here)
             "buildInputs": lazy(libraries),
             "wheelSubstitutions": [dict(_NO_PRELOAD)],

@@ -254,7 +254,8 @@ def torch_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "pname": "torch",
             "version": shown.version,
             "wheel": lazy(wheel),
-            "dependencies": [ps[name] for name in _DEPENDENCIES] + [ps.triton],
+            # made when the derivation is (builders.python.lazy_list): torch is listed by its own meta
+            "dependencies": lazy(lambda: [ps[name] for name in _DEPENDENCIES] + [ps.triton]),
             "buildInputs": lazy(libraries),
             "pythonRemoveDeps": list(shown.remove_deps),
             "wheelSubstitutions": lazy(lambda: [dict(s) for s in shown.substitutions] + [_nvrtc_by_path(

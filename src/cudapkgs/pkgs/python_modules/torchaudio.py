@@ -77,7 +77,7 @@ def torchaudio_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "pname": "torchaudio",
             "version": version,
             "wheel": lazy(lambda: pick_wheel("torchaudio", version, wheels, str(ps.pythonVersion), system)),
-            "dependencies": [torch],
+            "dependencies": lazy(lambda: [torch]),
             "buildInputs": lazy(lambda: [get_lib(cuda.cuda_cudart)]),
             "pythonImportsCheck": ["torchaudio"],
             "passthru": AttrSet({

@@ -100,7 +100,7 @@ def torchvision_bin(ps: Any, pkgs: Any, config: Any, system: str) -> Any:
             "pname": "torchvision",
             "version": version,
             "wheel": lazy(lambda: pick_wheel("torchvision", version, wheels, str(ps.pythonVersion), system)),
-            "dependencies": [ps.numpy, ps.pillow, torch],
+            "dependencies": lazy(lambda: [ps.numpy, ps.pillow, torch]),
             "buildInputs": lazy(lambda: [get_lib(cuda.cuda_cudart), get_lib(cuda.libnvjpeg)]),
             "wheelReplaceNeeded": {image: {old: new for old, (_attr, new) in bundled.items()}},
             "wheelRemove": [f"torchvision.libs/{old}" for old in bundled],

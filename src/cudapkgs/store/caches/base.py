@@ -185,11 +185,17 @@ class Cache:
         trusted = ", ".join(k.name for k in keys) or "no key (set trustedPublicKeys)"
         names = {k.name for k in keys}
         by_trusted = sorted({s.partition(":")[0] for s in info.sigs} & names)
-        if by_trusted:  # a trusted key's name signed, but not these contents
+        if by_trusted:
+            # A trusted key's name signed, but its signature does not verify with the trusted key of
+            # that name. Said as Nix says the refusal ("cannot add path '%s' because it lacks a
+            # signature by a trusted key", NixOS/nix src/libstore/local-store.cc, addToStore), the
+            # likelier cause first: a cache re-keyed under the same name, more often than tampering.
+            named = ", ".join(by_trusted)
             raise SubstituteRefused(
-                f"{info.store_path} from {self.url}: the signature by {', '.join(by_trusted)} does not match the "
-                "narinfo's contents: its fields (StorePath, NarHash, NarSize or References) changed after signing, "
-                "or another key of that name signed it; not substituted"
+                f"{info.store_path} from {self.url} lacks a signature by a trusted key: it is signed by a key named "
+                f"{named}, as a trusted key is, but the signature does not verify with the trusted {named}: a "
+                "different key under that name signed it (compare the cache's public key with trustedPublicKeys), "
+                "or its fields (StorePath, NarHash, NarSize or References) changed after signing; not substituted"
             )
         raise SubstituteRefused(
             f"{info.store_path} from {self.url}: no valid signature by a trusted key "

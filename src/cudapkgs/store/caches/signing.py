@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ...errors import CudapkgsError
+from ...errors import CudapkgsError, redacted
 
 __all__ = ["KeyError_", "PublicKey", "SecretKey", "generate", "trusted_keys"]
 
@@ -135,5 +135,8 @@ def generate(name: str) -> SecretKey:
 
 
 def trusted_keys(texts: Iterable[str], whence: str = "trustedPublicKeys") -> list[PublicKey]:
-    """Parse the `trustedPublicKeys` setting (a list of "name:base64")."""
-    return [PublicKey.parse(t, f"{whence}: {t!r}") for t in texts]
+    """Parse public keys ("name:base64" each, 32 bytes after decoding); `whence` names where they came
+    from, as the user spelt it: the setting ``trustedPublicKeys`` or a flag such as
+    ``--trusted-public-key``.  Raises KeyError_ naming `whence` and the bad value (`redacted`)."""
+    sep = " " if whence.startswith("-") else ": "  # "--trusted-public-key 'x'", "trustedPublicKeys: 'x'"
+    return [PublicKey.parse(t, f"{whence}{sep}{redacted(t)}") for t in texts]

@@ -60,8 +60,8 @@ class PlainSubstituteProgress(_LineProgress):
     """Plain progress lines for `Substituters.fetch`: one when a path starts, one when it is in, and while
     bytes stream, at most one line every `every` seconds with the bytes downloaded of the total and the speed.
 
-    Sizes are the narinfos' (`FileSize` downloaded, `NarSize` unpacked); speeds are MiB/s of compressed
-    bytes read, over the whole substitution so far (and over the path, when it is in). `total_bytes` is
+    Sizes are the narinfos' (`FileSize` downloaded, `NarSize` unpacked); speeds (MiB/s, KiB/s below 1 MiB/s, none for
+    a path done in under 10 ms: `_speed`) are of compressed bytes read, over the whole substitution so far (and over the path, when it is in). `total_bytes` is
     the download size of every path (0 or None: unknown, then no fraction is shown). `clock` gives seconds
     (`time.monotonic` unless a test passes another).
     """
@@ -86,8 +86,10 @@ class PlainSubstituteProgress(_LineProgress):
 
         got = sum(self._bytes.values())
         of = f" of {format_size(self.total_bytes)}" if self.total_bytes else ""
-        return (f"substituted {format_size(got)}{of} in {now - self._start:.1f} s "
-                f"({_speed(got, now - self._start)}), {self.done} of {self.total} paths done")
+        took = now - self._start
+        speed = _speed(got, took)
+        return (f"substituted {format_size(got)}{of} in {took:.1f} s{f' ({speed})' if speed else ''}, "
+                f"{self.done} of {self.total} paths done")
 
     def finished(self, sub: Any, error: BaseException | None) -> None:
         from ...table import format_size
@@ -100,7 +102,7 @@ class PlainSubstituteProgress(_LineProgress):
             got = self._bytes.get(sub.path, 0)
         if error is None:
             self._line(f"{count} substituted {_name(sub.path)} ({format_size(sub.info.nar_size)} unpacked, "
-                       f"{format_size(got)} read in {took:.1f} s, {_speed(got, took)})")
+                       f"{format_size(got)} read in {took:.1f} s{_comma(_speed(got, took))})")
         else:
             self._line(f"{count} could not substitute {_name(sub.path)}: {error}")
 
@@ -111,7 +113,7 @@ class PlainUploadProgress(_LineProgress):
     at most one every `every` seconds while a NAR streams (the NAR bytes read of the closure's, time,
     speed, paths done), and `summary()`.
 
-    Speeds are MiB/s of NAR bytes read (then compressed and written: the whole upload's pace), over the
+    Speeds (as `_speed` gives them: KiB/s below 1 MiB/s, none under 10 ms) are of NAR bytes read (then compressed and written: the whole upload's pace), over the
     path and over the whole upload so far. `clock` gives seconds (`time.monotonic` unless a test passes
     another). `bytes` may be called from another thread.
     """
@@ -144,7 +146,9 @@ class PlainUploadProgress(_LineProgress):
         from ...table import format_size
 
         got = sum(self._bytes.values())
-        return (f"uploaded {format_size(got)} of NARs in {now - self._start:.1f} s ({_speed(got, now - self._start)}), "
+        took = now - self._start
+        speed = _speed(got, took)
+        return (f"uploaded {format_size(got)} of NARs in {took:.1f} s{f' ({speed})' if speed else ''}, "
                 f"{self.done} of {self.total} paths done")
 
     def finished(self, path: str, info: Any) -> None:
@@ -162,13 +166,28 @@ class PlainUploadProgress(_LineProgress):
         else:
             self.uploaded.append(path)
             self._line(f"{count} uploaded {_name(path)} ({format_size(info.nar_size)} → {format_size(info.file_size)} "
-                       f"{self.compression} in {took:.1f} s, {_speed(info.nar_size, took)})")
+                       f"{self.compression} in {took:.1f} s{_comma(_speed(info.nar_size, took))})")
+
+MIN_SECONDS = 0.01
+"""Below this, no speed is shown: a path of a few KiB done in a millisecond gives a number that is
+noise (the clock's and the thread switch's), not the link's pace."""
+
 
 def _speed(size: int, seconds: float) -> str:
-    """`size` bytes over `seconds` as "N MiB/s" ("-" for no time)."""
-    if seconds <= 0:
-        return "- MiB/s"
-    return f"{size / seconds / 2**20:.1f} MiB/s"
+    """`size` bytes over `seconds` as "12.3 MiB/s", "512.0 KiB/s" below 1 MiB/s or "300 B/s" below 1 KiB/s
+    (binary units, as `table.format_size`); "" under `MIN_SECONDS` (no speed worth showing)."""
+    if seconds < MIN_SECONDS:
+        return ""
+    rate = size / seconds
+    if rate >= 2**20:
+        return f"{rate / 2**20:.1f} MiB/s"
+    if rate >= 2**10:
+        return f"{rate / 2**10:.1f} KiB/s"
+    return f"{rate:.0f} B/s"
+
+
+def _comma(speed: str) -> str:
+    return f", {speed}" if speed else ""
 
 
 def _name(path: str) -> str:

@@ -76,6 +76,7 @@ class Substituters:
         # Each path's narinfo is asked for once per run (issue 23: `copy --from` asked twice).
         self._answers: dict[str, Substitute | None] = {}
         self._absent: set[str] = set()
+        self._refused: dict[str, str] = {}  # path -> why a cache's narinfo for it was refused (the first reason)
 
     @classmethod
     def from_config(cls, config: Any, *, scoped_keys: Mapping[str, Iterable[str]] | None = None,
@@ -130,6 +131,13 @@ class Substituters:
         or a cache that did not answer); False for a path not looked up."""
         return path in self._absent
 
+    def refusals(self) -> dict[str, str]:
+        """The paths looked up so far whose narinfo a cache gave but was refused (untrusted signature,
+        malformed narinfo), each with the first refusal's message (which names the path and the cache),
+        in the order they were refused."""
+        with self._lock:
+            return dict(self._refused)
+
     def _lookup(self, path: str) -> Substitute | None:
         missing = 0
         for cache in self.caches:
@@ -145,6 +153,8 @@ class Substituters:
                 self._mark_down(cache, error)
                 continue
             except CudapkgsError as error:
+                with self._lock:
+                    self._refused.setdefault(path, str(error))
                 self.warn(f"warning: {error}")
                 continue
             return Substitute(path, cache, info)
