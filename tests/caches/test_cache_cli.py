@@ -136,6 +136,11 @@ def test_a_bad_trusted_public_key_flag_is_named_as_typed_and_makes_no_store(tmp_
     said = one_line_error(run_cli("copy", "--from", url, "--store", str(fresh), "--trusted-public-key", long, top, env=env))
     assert "--trusted-public-key 'lab-1:AAAAAAAAAAAAAAAAAA…' (206 characters): not a public key" in said
     assert long not in said
+    secret = str(generate("lab-1"))  # a secret key pasted where the public one belongs: not echoed, and named
+    said = one_line_error(run_cli("copy", "--from", url, "--store", str(fresh), "--trusted-public-key", secret, top,
+                                  env=env))
+    assert secret not in said and secret.split(":")[1][:30] not in said
+    assert "(64 bytes after decoding, expected 32: a secret key? it stays with the cache; `cudapkgs key public FILE`" in said
     assert not fresh.exists()
 
 
