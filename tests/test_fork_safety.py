@@ -97,10 +97,26 @@ def test_a_lock_held_by_a_parent_thread_at_fork_does_not_hang_the_child(tmp_path
     assert code == 0, f"the child hung on {name}'s lock (or failed): exit {code}"
 
 
-def test_a_forked_child_has_its_own_http_client():
-    """The parent's kept-alive connections are not shared with a child (each would read the other's answers)."""
+def test_a_forked_child_has_its_own_http_connections(tmp_path):
+    """The parent's kept-alive connections are not shared with a child (each would read the other's answers):
+    the default client is the child's own, and another `Client`'s pools are emptied, its lock new."""
     parent = http.default_client()
-    assert _in_child(lambda: 0 if http.default_client() is not parent else 1) == 0
+    other = http.Client()
+    other._managers[(None, None, False)] = object()  # stands for a pool of the parent's connections
+    done, thread = _held_by_a_thread(lambda: other._lock)
+
+    def child() -> int:
+        if http.default_client() is parent or other._managers:
+            return 1
+        with other._lock:  # not the parent's (held)
+            return 0
+
+    try:
+        assert _in_child(child) == 0
+    finally:
+        done.set()
+        thread.join(10)
+    assert other._managers  # the parent's own are untouched
 
 
 def test_a_forked_child_does_not_run_the_parent_s_deadlines(tmp_path):

@@ -136,12 +136,18 @@ def test_a_bad_trusted_public_key_flag_is_named_as_typed_and_makes_no_store(tmp_
     said = one_line_error(run_cli("copy", "--from", url, "--store", str(fresh), "--trusted-public-key", long, top, env=env))
     assert "--trusted-public-key 'lab-1:AAAAAAAAAAAAAAAAAA…' (206 characters): not a public key" in said
     assert long not in said
+    secret = str(generate("lab-1"))  # a secret key pasted where the public one belongs: not echoed, and named
+    said = one_line_error(run_cli("copy", "--from", url, "--store", str(fresh), "--trusted-public-key", secret, top,
+                                  env=env))
+    assert secret not in said and secret.split(":")[1][:30] not in said
+    assert "(64 bytes after decoding, expected 32: a secret key? it stays with the cache; `cudapkgs key public FILE`" in said
     assert not fresh.exists()
 
 
 @pytest.mark.parametrize("case", ["missing sign key", "bad sign key", "bad --to URL", "bad --from URL",
                                   "bad trusted key", "another store's cache", "bad direct writes",
-                                  "missing archive", "not an archive", "bad serve size", "export of no store"])
+                                  "missing archive", "not an archive", "bad serve size", "export of no store",
+                                  "copy --to of no store"])
 def test_a_refused_store_command_creates_no_store(tmp_path, case):
     """Each was refused after `Store.open` had made <store>/.meta, .locks, .gcroots… at --store."""
     store, dep, top, key, env, url = cli_file_cache(tmp_path)
@@ -161,6 +167,7 @@ def test_a_refused_store_command_creates_no_store(tmp_path, case):
         "not an archive": ["import", str(tmp_path / "junk")],
         "bad serve size": ["serve", "--port", "0", "--cache-size", "5XB"],
         "export of no store": ["export", top, "-o", str(tmp_path / "out.tar")],
+        "copy --to of no store": ["copy", "--to", url, top],
     }[case]
     extra = {"CUDAPKGS_DIRECT_WRITES": "sometimes"} if case == "bad direct writes" else {}
     one_line_error(run_cli(*args, "--store", fresh, env={**env, **extra}))
@@ -169,6 +176,7 @@ def test_a_refused_store_command_creates_no_store(tmp_path, case):
 
 def test_copy_bad_input_is_one_line(tmp_path):
     env = {"CUDAPKGS_STORE": str(tmp_path / "store")}
+    Store.open(tmp_path / "store").close()  # where there is none, `copy --to` says that first
     assert "not a cache URL" in one_line_error(run_cli("copy", "--to", "ftp://x", "/y", env=env))
     assert "not in the store" in one_line_error(run_cli("copy", "--to", f"file://{tmp_path}/c", "/etc/hostname", env=env))
     absent = f"{tmp_path}/store/{'a' * 32}-x"
