@@ -134,7 +134,7 @@ def test_a_bad_trusted_public_key_flag_is_named_as_typed_and_makes_no_store(tmp_
     assert "error: --trusted-public-key 'lab-1:bad': not a public key" in said and "trustedPublicKeys" not in said
     long = "lab-1:" + "A" * 200
     said = one_line_error(run_cli("copy", "--from", url, "--store", str(fresh), "--trusted-public-key", long, top, env=env))
-    assert "--trusted-public-key 'lab-1:AAAAAAAAAAAAAAAAAA…' (206 characters): not a public key" in said
+    assert "--trusted-public-key 'lab-1:…' (206 characters): not a public key" in said
     assert long not in said
     secret = str(generate("lab-1"))  # a secret key pasted where the public one belongs: not echoed, and named
     said = one_line_error(run_cli("copy", "--from", url, "--store", str(fresh), "--trusted-public-key", secret, top,
@@ -142,6 +142,25 @@ def test_a_bad_trusted_public_key_flag_is_named_as_typed_and_makes_no_store(tmp_
     assert secret not in said and secret.split(":")[1][:30] not in said
     assert "(64 bytes after decoding, expected 32: a secret key? it stays with the cache; `cudapkgs key public FILE`" in said
     assert not fresh.exists()
+
+
+@pytest.mark.parametrize("name", ["k", "lab-1"])
+def test_a_secret_key_pasted_as_trusted_public_key_echoes_none_of_its_seed(tmp_path, name):
+    """The redaction kept the first 24 characters: with a short name ("k:") that was 22 base64 characters of
+    the secret key, 16 of the 32 bytes of its seed, on stderr."""
+    store, dep, top, key, env, url = cli_file_cache(tmp_path)
+    store.close()
+    secret = generate(name)
+    data = str(secret).split(":", 1)[1]
+    said = run_cli("copy", "--from", url, "--trusted-public-key", str(secret), top, env=env)
+    assert said.returncode != 0
+    for shown in (said.stderr, said.stdout):
+        assert not any(data[i:i + 6] in shown for i in range(len(data) - 5)), shown  # no 6 characters of it
+    assert f"--trusted-public-key '{name}:…' ({len(str(secret))} characters): not a public key" in said.stderr
+    config = tmp_path / "config.toml"  # the same value in trustedPublicKeys (the setting's check)
+    config.write_text(f'trustedPublicKeys = ["{secret}"]\n')
+    said = run_cli("copy", "--from", url, top, env={**env, "CUDAPKGS_CONFIG": str(config)})
+    assert said.returncode != 0 and not any(data[i:i + 6] in said.stderr for i in range(len(data) - 5)), said.stderr
 
 
 @pytest.mark.parametrize("case", ["missing sign key", "bad sign key", "bad --to URL", "bad --from URL",
