@@ -9,11 +9,15 @@ A ``cudapkgs serve --compression zstd`` child serves the store (its kept NARs in
 
 * ``read``: the body read 512 KiB at a time as bytes objects (the client before the thirteenth session);
 * ``readinto``: the body filled into one reused buffer (`Response.readinto`, what a substitution does now);
+* ``raw``: the same GET on a plain socket, the body's bytes ``recv_into`` the same buffer (no urllib3, no
+  http.client, no checks): the floor of any Python client over this TCP connection;
 * ``file``: the same compressed file read from the serve's cache directory (what file:// costs);
 
 each first alone, then with the zstd decompression and the sha256 of the NAR behind it (the part of a
 substitution before the writes). Printed: wall and CPU seconds of this process, the server's CPU seconds
-(from /proc), the ratios to ``read``, the load average before and after.
+(from /proc), the ratios to ``read``, the two processes' CPU together per GiB of the body (what the
+transfer costs the machine when client and server share it, as in bench_substitute_ml.py's HTTP row), the
+load average before and after.
 """
 
 from __future__ import annotations
@@ -54,6 +58,43 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class _RawBody:
+    """The body of `GET url` read straight from a plain socket (`readinto` = one ``recv_into``): the floor of a client."""
+
+    def __init__(self, url: str, name: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self._sock = socket.create_connection((host, int(port)), timeout=30)
+        self._sock.sendall(f"GET /{name} HTTP/1.1\r\nHost: {host}\r\nAccept-Encoding: identity\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            piece = self._sock.recv(65536)
+            if not piece:
+                raise SystemExit("raw: the server closed before its headers ended")
+            head += piece
+        head, self._early = head.split(b"\r\n\r\n", 1)
+        fields = dict(line.split(b": ", 1) for line in head.split(b"\r\n")[1:])
+        self._left = int(fields[b"Content-Length"]) - len(self._early)
+
+    def readinto(self, buffer) -> int:
+        view = memoryview(buffer)
+        if self._early:
+            n = min(len(view), len(self._early))
+            view[:n], self._early = self._early[:n], self._early[n:]
+            return n
+        if self._left <= 0:
+            return 0
+        n = self._sock.recv_into(view, min(len(view), self._left))
+        self._left -= n
+        return n
+
+    def read(self, n: int = -1) -> bytes:
+        buffer = bytearray(n if n and n > 0 else 1 << 19)
+        return bytes(buffer[: self.readinto(buffer)])
+
+    def close(self) -> None:
+        self._sock.close()
 
 
 def tiny_store(root: Path) -> str:
@@ -104,7 +145,10 @@ def bench(store_dir: str, work: Path, runs: int) -> dict:
         cache = HttpCache(url)
 
         def once(mode: str, decompress: bool) -> tuple[float, float, float, str]:
-            body = open(kept_file, "rb") if mode == "file" else cache._get(nar_url, 1 << 40)
+            if mode == "raw":
+                body = _RawBody(url, nar_url)
+            else:
+                body = open(kept_file, "rb") if mode == "file" else cache._get(nar_url, 1 << 40)
             source = _ReadOnly(body) if mode == "read" else body
             hashed = HashingFile(source, limit=file_size, hash=False)
             out = memoryview(bytearray(1 << 19))
@@ -114,7 +158,7 @@ def bench(store_dir: str, work: Path, runs: int) -> dict:
                 reader = decompressed_reader(hashed, "zstd")
                 while n := reader.readinto(out):
                     sha.update(out[:n])
-            elif mode == "readinto":
+            elif mode in ("readinto", "raw"):
                 while n := hashed.readinto(out):
                     pass
             else:
@@ -127,7 +171,7 @@ def bench(store_dir: str, work: Path, runs: int) -> dict:
             return wall, cpu, _server_cpu(server.pid) - served, sha.hexdigest()
 
         rows: dict[str, list] = {}
-        modes = ["read", "readinto", "file"]
+        modes = ["read", "readinto", "raw", "file"]
         load_before = os.getloadavg()
         for decompress in (False, True):
             for i in range(runs):
@@ -150,13 +194,14 @@ def report(result: dict, runs: int) -> None:
           f"zstd; runs: {runs}; {os.cpu_count()} CPUs; load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
           f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}\n")
     rows = result["rows"]
-    print("| how | median wall s | CPU s (this process) | CPU × read | server CPU s |")
-    print("|---|---:|---:|---:|---:|")
+    print("| how | median wall s | CPU s (this process) | CPU × read | server CPU s | both CPU s per GiB of body |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, rs in rows.items():
         base = "read + zstd + sha256" if "zstd" in name else "read"
         cpu = statistics.median(r[1] for r in rs)
         print(f"| {name} | {statistics.median(r[0] for r in rs):.3f} | {cpu:.3f} | "
-              f"{cpu / max(statistics.median(r[1] for r in rows[base]), 1e-9):.2f} | {statistics.median(r[2] for r in rs):.3f} |")
+              f"{cpu / max(statistics.median(r[1] for r in rows[base]), 1e-9):.2f} | {statistics.median(r[2] for r in rs):.3f} "
+              f"| {statistics.median((r[1] + r[2]) for r in rs) / (result['file_size'] / 2**30):.3f} |")
 
 
 def main(argv: list[str] | None = None) -> int:

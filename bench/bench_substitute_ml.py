@@ -161,6 +161,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: url -> pid of the `serving` child answering there (its CPU time is read from /proc around each HTTP row).
+SERVERS: dict[str, int] = {}
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (all its threads), from /proc/PID/stat; 0.0 if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def resident_share(directory: Path) -> float | None:
+    """The share (0-1) of the bytes of the files under `directory` that are in the page cache, by ``fincore``
+    (mincore(2): nothing is read); None without fincore. Printed for each row's source: a row whose cache was
+    partly evicted (uv's rows write ~8 GiB through the page cache) reads the rest from the disk."""
+    files = [os.path.join(root, name) for root, _, names in os.walk(directory) for name in names]
+    if not files or not shutil.which("fincore"):
+        return None
+    done = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES,SIZE", *files],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return None
+    res = size = 0
+    for line in done.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            res, size = res + min(int(parts[0]), int(parts[1])), size + int(parts[1])  # RES counts whole pages
+    return res / size if size else None
+
+
 @contextlib.contextmanager
 def serving(src: Path, store: Path, key: Path, env: dict[str, str], *, cache_dir: Path | None = None,
             cache_bytes: int = 0):
@@ -175,6 +208,7 @@ def serving(src: Path, store: Path, key: Path, env: dict[str, str], *, cache_dir
                                      str(key), *zstd),
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
+    SERVERS[url] = proc.pid
     try:
         for _ in range(300):
             try:
@@ -363,6 +397,8 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
             row["jobs"].add(jobs)
 
     trees: list[Path] = []  # this round's outputs, deleted when it ends (see settle())
+    resident: dict[str, list[float]] = {}  # row -> share of its source (cache / serve's kept NARs) in the page cache
+    server_cpu: dict[str, list[float]] = {}  # HTTP row -> the server's CPU seconds during it (not in the row's CPU)
 
     first: dict[str, dict] = {}  # row -> the first use's {"wall": [...], "cpu": [...]}
 
@@ -377,6 +413,12 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
 
     def substitute(name: str, url: str, code: Path, row_env: dict[str, str] | None = None) -> None:
         row_env = row_env or env
+        source = cache if url.startswith("file://") else work / "serve-cache"
+        share = resident_share(source)  # untimed: mincore only
+        if share is not None:
+            resident.setdefault(name, []).append(share)
+        server = SERVERS.get(url)
+        served = process_cpu(server) if server else 0.0
         empty = work / f"store-{len(trees)}"
         trees.append(empty)
         remove(empty)
@@ -401,6 +443,11 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
             if not want <= got:
                 raise SystemExit(f"{name}: {sorted(want - got)[:3]} missing after the copy:\n{out[-2000:]}")
         record(name, wall, cpu, system)
+        if server:
+            server_cpu.setdefault(name, []).append(process_cpu(server) - served)
+            sys.stderr.write(f"  the server's CPU during it: {server_cpu[name][-1]:.2f} s\n")
+        if share is not None:
+            sys.stderr.write(f"  its source in the page cache before it: {100 * share:.1f} %\n")
         if first_use and namespaces:
             python, path = store_python(store_dir, closure)
             first_import(name, in_empty_store([python, "-c", f"import {first_use}"], store_dir, empty),
@@ -469,7 +516,7 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
     return {"rows": rows, "setup": setup, "load": (load_before, load_after), "nar_bytes": nar_bytes, "cache_bytes": cache_bytes,
             "serve_bytes": result_serve_bytes,
             "wheel_bytes": sum(w.stat().st_size for w in wheels), "wheels": len(wheels), "paths": len(closure),
-            "namespaces": namespaces, "jobs": jobs, "spread": spread, "settle": settle_s, "first_use": first,
+            "namespaces": namespaces, "jobs": jobs, "resident": resident, "server_cpu": server_cpu, "spread": spread, "settle": settle_s, "first_use": first,
             "first_module": first_use}
 
 
@@ -500,6 +547,12 @@ def report(result: dict, runs: int) -> None:
         for name, row in result["first_use"].items():
             print(f"| {name} | {statistics.median(row['wall']):.2f} | {min(row['wall']):.2f}–{max(row['wall']):.2f} "
                   f"| {statistics.median(row['cpu']):.2f} | {statistics.median(row['system']):.2f} |")
+    for name, shares in result.get("resident", {}).items():
+        print(f"\n{name}: its source in the page cache before the row (fincore): median {100 * statistics.median(shares):.1f} %, "
+              f"min {100 * min(shares):.1f} %")
+    for name, seconds in result.get("server_cpu", {}).items():
+        print(f"\n{name}: the server's CPU during the row (not in its CPU column; on the same cores): median "
+              f"{statistics.median(seconds):.2f} s ({min(seconds):.2f}–{max(seconds):.2f})")
     print(f"\nrows' trees deleted at each round's end, then sync and {result.get('settle', 0):g} s of waiting before the next "
           "round (ext4's recently-deleted inodes: see the module docstring)")
     print(f"\nwork directory marked as a top of directory hierarchies (chattr +T, rows' trees in fresh block groups): "

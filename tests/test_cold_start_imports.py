@@ -93,7 +93,12 @@ CASES = {
                     "cudapkgs.builders.rewired_wheel_steps",
                     # what only a build uses: the confined moves of split_outputs, the wheel cache's
                     # record writer, pip's interpreter
-                    "cudapkgs.confine", "cudapkgs.atomic_files", "cudapkgs.python_child"}),
+                    "cudapkgs.confine", "cudapkgs.atomic_files", "cudapkgs.python_child",
+                    # no derivation is made (tests/test_list_all_cost.py): the module of derivations
+                    # and store paths, a build's ContextVar (builders.ahead), a build's propagated
+                    # files, and base64 (with struct) for the sources' SRI hashes (binascii)
+                    "cudapkgs.derivation", "cudapkgs.store.paths", "cudapkgs.builders.ahead", "contextvars",
+                    "cudapkgs.hooks.multiple_outputs", "base64", "struct"}),
     "eval -f": (["eval", "-f", str(REPO / "examples" / "packages.py"), "saxpy_example.outPath"],
                 # a package file's error location is found with traceback, imported on an error only
                 {"traceback", "textwrap"}),

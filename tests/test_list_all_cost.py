@@ -173,3 +173,70 @@ def test_opencv4_with_cuda_is_listed_by_its_own_meta_as_nccl_is(manifests_dir):
 
     with pytest.raises(UnfreeLicenseError):  # the build still refuses it
         cudapkgs.import_pkgs(config={"cudaSupport": True}, system="x86_64-linux").opencv4.drvPath
+
+
+def test_a_package_attribute_is_read_without_a_second_failed_lookup(manifests_dir, monkeypatch):
+    # `pkg.version` on a Package reached AttrSet.__getattr__ through getattr(attrs, name): a second
+    # failed class lookup, whose AttributeError CPython 3.11 formats and discards. Read as an item now;
+    # names AttrSet's class has (get, update, ...) still go through getattr, as before.
+    from cudapkgs.package import mk_package
+
+    calls: list[str] = []
+    real = AttrSet.__getattr__
+
+    def counting(self, attr):
+        calls.append(attr)
+        return real(self, attr)
+
+    monkeypatch.setattr(AttrSet, "__getattr__", counting)
+    package = mk_package(lambda final: {"pname": "p", "version": "1", "get": "an attribute named get",
+                                        "passthru": {"extra": 2}})
+    assert (package.pname, package.version, package.extra) == ("p", "1", 2)
+    assert calls == []
+    assert callable(package.get)  # AttrSet's method, as getattr(attrs, "get") always gave
+    with pytest.raises(AttributeError, match="'nope' missing"):
+        package.nope
+    assert calls == ["nope"]
+
+
+def test_list_all_reads_each_rows_meta_once_and_the_prebuilt_wheels_once_a_set(manifests_dir, monkeypatch):
+    from cudapkgs.config import Config
+    from cudapkgs.package import Package
+
+    reads: collections.Counter[str] = collections.Counter()
+    real_item, real_attr, real_config = Package.__getitem__, Package.__getattr__, Config.__getattr__
+
+    def item(self, attr):
+        reads[attr] += 1
+        return real_item(self, attr)
+
+    def attribute(self, attr):
+        reads[attr] += 1
+        return real_attr(self, attr)
+
+    def config(self, key):
+        reads[f"config.{key}"] += 1
+        return real_config(self, key)
+
+    import cudapkgs.cuda.scope as scope
+
+    made: list[int] = []
+
+    class Members(dict):  # the source-built members, walked once by each CUDA scope made
+        def items(self):
+            made.append(1)
+            return super().items()
+
+    monkeypatch.setattr(Package, "__getitem__", item)
+    monkeypatch.setattr(Package, "__getattr__", attribute)
+    monkeypatch.setattr(Config, "__getattr__", config)
+    monkeypatch.setattr(scope, "FROM_SOURCE", Members(scope.FROM_SOURCE))
+    pkgs = cudapkgs.import_pkgs(system="x86_64-linux")
+    rows = list_all(pkgs)
+    sets = len(made)  # the CUDA scopes the listing made (its own sets, the companions' evidence's)
+    assert sets >= 8
+    # a row read meta three times (its license, its availability, its status); other readers (the
+    # companions' evidence, assertions) read some packages' meta too, but far fewer than the rows
+    assert reads["meta"] < 1.5 * len(rows), (reads["meta"], len(rows))
+    # one read a set made, not one a source-built member (14 a set)
+    assert reads["config.prebuiltWheels"] <= sets, (reads["config.prebuiltWheels"], sets)

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from pathlib import Path  # annotations; pathlib is imported where a path is made
     from typing import Any
 
-from .hooks.multiple_outputs import PROPAGATED_BUILD, PROPAGATED_NATIVE
 from .lib.records import FrozenRecord, Record
 
 __all__ = [
@@ -128,6 +127,8 @@ def propagated_file(path: str | os.PathLike[str], native: bool = False) -> list[
     not a regular file or too large: `read_support_file`); only entries of `path`'s own store
     (`same_store_paths`)."""
     from pathlib import Path
+
+    from .hooks.multiple_outputs import PROPAGATED_BUILD, PROPAGATED_NATIVE  # a build's: not a package's evaluation
 
     try:
         text = read_support_file(Path(path) / (PROPAGATED_NATIVE if native else PROPAGATED_BUILD))

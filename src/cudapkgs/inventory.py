@@ -15,11 +15,13 @@ from .lib.lazy import recurses
 from .package import Package
 
 
-def _status(package: Package, config: Any = None) -> str:
+def _status(package: Package, config: Any = None, meta: Any = None) -> str:
     """A row's status in words.  With `config`, a package whose own license is unfree and not
     permitted says so before any broken assertion, as Nixpkgs' check-meta orders its reasons
-    (pkgs/stdenv/generic/check-meta.nix@1494b459, ``checkValidity``: "unfree" before "broken")."""
-    meta = package.meta
+    (pkgs/stdenv/generic/check-meta.nix@1494b459, ``checkValidity``: "unfree" before "broken").
+    `meta`: the package's ``meta`` when the caller has read it already."""
+    if meta is None:
+        meta = package["meta"]
     if meta.get("available", True):
         return "available"
     if "release" in package and package.release is None:
@@ -62,15 +64,23 @@ _NO_BUILD = re.compile(r"has no build for (\S+)(?: with CUDA \S+)?(\s*\(.*\))?")
 
 
 def _row(attr: str, package: Package, config: Any = None) -> dict[str, Any]:
+    # Read as items, in the order they always were (the first error is the row's), meta once: an
+    # attribute read (`package.meta`) tries the class first, and CPython 3.11 formats the
+    # AttributeError it discards (about 2,500 instructions; six a row: docs/eval-cache.md)
     try:
+        pname = package["pname"] if "pname" in package else attr.rsplit(".", 1)[-1]
+        version = package["version"] if "version" in package else ""
+        meta = package["meta"]
+        license = licenses.license_names(meta.get("license"))
+        outputs = list(package["outputs"])
         return {
             "attr": attr,
-            "pname": package.pname if "pname" in package else attr.rsplit(".", 1)[-1],
-            "version": package.version if "version" in package else "",
-            "license": licenses.license_names(package.meta.get("license")),
-            "outputs": list(package.outputs),
-            "available": bool(package.meta.get("available", True)),
-            "status": _status(package, config),
+            "pname": pname,
+            "version": version,
+            "license": license,
+            "outputs": outputs,
+            "available": bool(meta.get("available", True)),
+            "status": _status(package, config, meta),
         }
     except CudapkgsError as error:
         return {"attr": attr, "pname": attr.rsplit(".", 1)[-1], "version": "?", "license": "?", "outputs": [],

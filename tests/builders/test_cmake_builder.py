@@ -149,3 +149,23 @@ def test_cmake_cuda_architectures_default_to_the_sets_flags(tmp_path, manifests_
     # cmakeFlags come after the default on cmake's command line: a package's own -D wins there.
     line = cmake_builder.configure_phase({"out": None})
     assert line.index('"${arch[@]}"') < line.index('"${cmakeFlags[@]}"')
+
+
+def test_cmake_builds_do_not_find_the_host_s_libraries(tmp_path, manifests_dir):
+    """Every CMake build ignores the host's library and header directories (CMAKE_IGNORE_PATH), as Nix's
+    sandbox has none and Nixpkgs' cmake drops /usr from its search (001-search-path.diff). Before, only
+    opencv4 did: another CMake build here found the host's libz, a build input no derivation names."""
+    if not any(Path(d, "libz.so").exists() for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib")):
+        pytest.skip("the host has no libz.so to be found")
+    src = tmp_path / "probe"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(probe NONE)\n"
+        "find_library(HOSTZ z)\nfind_path(HOSTZ_H zlib.h)\n"
+        'file(WRITE "${CMAKE_BINARY_DIR}/found" "${HOSTZ} ${HOSTZ_H}")\n'
+        'install(FILES "${CMAKE_BINARY_DIR}/found" DESTINATION share)\n')
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store")})
+    probe = mk_derivation(pkgs, {"pname": "probe", "version": "1", "src": src, "nativeBuildInputs": [pkgs.cmake]})
+    with Store.open(tmp_path / "store") as store:
+        realise(store, [probe.derivation])
+    assert Path(probe.out, "share", "found").read_text() == "HOSTZ-NOTFOUND HOSTZ_H-NOTFOUND"

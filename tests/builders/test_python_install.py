@@ -213,3 +213,41 @@ def test_byte_code_the_wheel_ships_never_stands_in_for_its_source(tmp_path):
         assert data[8:16] == importlib.util.source_hash(source.read_bytes()), f"{pyc.name}: not the source's"
     record = (site / "demo-1.0.dist-info" / "RECORD").read_text()
     assert "__pycache__" not in record
+
+
+def test_byte_code_in_bin_goes_and_a_bare_pyc_in_site_packages_stays(tmp_path):
+    """As Nixpkgs: pythonRemoveBinBytecodePhase deletes every .pyc under $out/bin (a wheel's scripts); a bare
+    ``.pyc`` outside ``__pycache__`` in site-packages stays, as pypa/installer and pip keep it (without its
+    ``.py`` it is the module itself: a sourceless module imports from it). Before, the bin/ ones stayed."""
+    import io
+    import py_compile
+
+    src = tmp_path / "sourceless.py"
+    src.write_text("VALUE = 42\n")
+    compiled = Path(py_compile.compile(str(src), cfile=str(tmp_path / "sourceless.pyc"), doraise=True)).read_bytes()
+    work = tmp_path / "work"
+    (work / "dist").mkdir(parents=True)
+    _wheel(work / "dist" / "demo-1.0-py3-none-any.whl", {
+        "demo/__init__.py": b"X = 1\n",
+        "demo/sourceless.pyc": compiled,
+        "demo-1.0.data/scripts/demo-tool": b"#!python\nprint(1)\n",
+        "demo-1.0.data/scripts/helper.pyc": compiled,
+        "demo-1.0.data/scripts/__pycache__/demo-tool.cpython-311.pyc": compiled,
+    })
+    out = tmp_path / "out"
+    log = io.StringIO()
+    pi.install({"pythonVersion": "3.11", "system": "x86_64-linux"}, {"PATH": "/usr/bin:/bin"}, work,
+               {"out": out}, log)
+    site = out / "lib" / "python3.11" / "site-packages"
+    assert (out / "bin" / "demo-tool").is_file()
+    assert not list((out / "bin").rglob("*.pyc")), sorted((out / "bin").rglob("*"))
+    assert (site / "demo" / "sourceless.pyc").read_bytes() == compiled
+    record = (site / "demo-1.0.dist-info" / "RECORD").read_text()
+    assert "helper.pyc" not in record and "demo/sourceless.pyc," in record
+    assert "2 __pycache__ (or bin/) .pyc file(s) removed" in log.getvalue()
+    import sys
+
+    if sys.version_info[:2] == (3, 11):  # the byte code is this interpreter's: the sourceless module imports
+        run = subprocess.run([sys.executable, "-c", "import demo.sourceless as m; print(m.VALUE)"],
+                             env={"PYTHONPATH": str(site)}, capture_output=True, text=True)
+        assert run.stdout.strip() == "42", run.stderr

@@ -494,3 +494,31 @@ def test_an_import_check_dies_with_cudapkgs(tmp_path):
     if not ended:
         os.kill(check, signal.SIGKILL)
     assert ended, "the import check outlived cudapkgs"
+
+
+def test_a_rewired_wheel_loses_its_bin_byte_code_and_keeps_a_bare_pyc(tmp_path):
+    """As the source-built install (and Nixpkgs' pythonRemoveBinBytecodePhase): every .pyc under $out/bin goes
+    with the shipped __pycache__ ones; a bare .pyc in site-packages stays (pypa/installer keeps it)."""
+    import io
+
+    from cudapkgs.builders.rewired_wheel_steps import install_tree
+
+    files = {
+        "demo/__init__.py": (b"X = 1\n", 0o644),
+        "demo/bare.pyc": (b"\x00" * 16 + b"sourceless", 0o644),
+        "demo/__pycache__/__init__.cpython-311.pyc": (b"\x00" * 16 + b"shipped", 0o644),
+        "demo-1.0.data/scripts/tool": (b"#!/bin/sh\necho tool\n", 0o755),
+        "demo-1.0.data/scripts/helper.pyc": (b"\x00" * 16 + b"in bin", 0o644),
+        "demo-1.0.dist-info/METADATA": (b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n", 0o644),
+        "demo-1.0.dist-info/WHEEL": (b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n", 0o644),
+    }
+    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", files)
+    digest = _cache_wheel(wheel)
+    out = tmp_path / "out"
+    site = out / "lib" / "python3.11" / "site-packages"
+    log = io.StringIO()
+    install_tree({"wheel": {"file": wheel.name, "sha256": digest}}, site, out, log)
+    assert (out / "bin" / "tool").is_file() and not (out / "bin" / "helper.pyc").exists()
+    assert not (site / "demo" / "__pycache__" / "__init__.cpython-311.pyc").exists()
+    assert (site / "demo" / "bare.pyc").read_bytes().endswith(b"sourceless")
+    assert "2 __pycache__ (or bin/) .pyc file(s) removed" in log.getvalue()

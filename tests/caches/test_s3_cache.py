@@ -55,3 +55,27 @@ def test_bad_s3_urls_and_a_server_that_does_not_answer(monkeypatch):
     cache = open_cache(f"s3://b?endpoint=127.0.0.1:{free_port()}&scheme=http")
     with pytest.raises(CacheUnavailable, match="does not answer"):
         cache.narinfo(f"/s/{'a' * 32}-x")
+
+
+def test_a_fake_s3_dripping_bytes_into_one_read_is_cut_as_a_stall(monkeypatch):
+    """S3 downloads had only the object's deadline: botocore's read(1 MiB) gathers receives, each within its
+    60 s read_timeout, so a peer sending a byte every 0.2 s held one read until the deadline (tens of
+    minutes for a NAR). Now the HTTP client's low-speed rule applies inside the read (transport/stall.py)."""
+    from slow_server import raw_server
+
+    def dripping_s3(conn, server) -> None:
+        server.read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 100000\r\n"
+                     b"x-amz-request-id: fake\r\n\r\n")
+        server.drip(conn, b"x" * 100_000, 0.2)
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with raw_server(dripping_s3, cap_s=15.0) as server:
+        cache = open_cache(f"s3://lab-cache?endpoint=127.0.0.1:{server.port}&scheme=http&region=us-east-1")
+        cache.low_speed_s = 1.0  # the rule's window (30 s by default), short for the test
+        body = cache._get("nar/x.nar", 100_000)
+        with pytest.raises(CacheUnavailable, match=r"stalled for s3://lab-cache.*/nar/x\.nar: stalled: \d+ bytes in "
+                                                   r"\d+ s of waiting inside one read, slower than 1024 bytes/s"):
+            body.read(1 << 20)
+        assert server.requests and server.requests[0].startswith(b"GET /lab-cache/nar/x.nar")

@@ -10,12 +10,14 @@
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
-if TYPE_CHECKING:
-    from typing import Any
 
-#: What was done for the build running in this context before its inputs were built (an install
-#: of a rewired wheel, `cudapkgs.realise.install_ahead`), for its Python steps to take; None when
-#: nothing was.  Set by the generic builder around the phases.
-AHEAD: ContextVar[Any] = ContextVar("cudapkgs_build_ahead", default=None)
+def __getattr__(name: str) -> object:
+    """``AHEAD`` (`builders.ahead`: what was done for a build before its inputs were built), imported
+    when read: a ContextVar, whose module (contextvars) evaluating a package does not need.  Read as
+    ``from . import AHEAD`` by `rewired_wheel_steps.install`, whose source text is hashed into every
+    rewired wheel's derivation (`stdenv.generic.python_step`): it stays as it was."""
+    if name == "AHEAD":
+        from .ahead import AHEAD
+
+        return AHEAD
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

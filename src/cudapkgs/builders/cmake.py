@@ -7,7 +7,10 @@ per output (bin → ``$outputBin``, include → ``$outputInclude``, lib →
 ``$outputLib``, …), setupCudaHook's ``-DCUDAToolkit_ROOT`` /
 ``-DCUDAToolkit_INCLUDE_DIR`` / ``-DCMAKE_CUDA_HOST_COMPILER``,
 ``-DCMAKE_CUDA_ARCHITECTURES=$cmakeCudaArchitectures`` when set (give it the
-set's ``flags.cmakeCudaArchitecturesString``), then ``cmakeFlags``.  The build
+set's ``flags.cmakeCudaArchitecturesString``), ``CMAKE_IGNORE_PATH`` = the host's library
+and header directories (`host_library_dirs`: not in Nix's sandbox, and dropped from the search
+by Nixpkgs' cmake, pkgs/by-name/cm/cmake/001-search-path.diff), then ``cmakeFlags`` (a
+package's own ``-DCMAKE_IGNORE_PATH=`` wins).  The build
 and install run in that directory, in parallel unless
 ``enableParallelBuilding`` is false.
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CONFIGURE", "build_phase", "install_phase", "install_dir_flags"]
+__all__ = ["CONFIGURE", "build_phase", "host_library_dirs", "install_phase", "install_dir_flags"]
 
 # CMake's GNUInstallDirs variables and the output that takes each (multiple-outputs.sh's choice).
 _DIRS = (
@@ -47,6 +50,32 @@ def install_dir_flags(outputs: Mapping[str, Any]) -> list[str]:
     return flags
 
 
+def host_library_dirs(system: str) -> list[str]:
+    """The host's library and header directories CMake's find_library/find_path/find_package may not use
+    (``CMAKE_IGNORE_PATH``: exact directories; the bin directories stay, for host tools).
+
+    In Nix's sandbox these do not exist (and Nixpkgs' cmake drops /usr and /usr/local from its system
+    search path: NixOS/nixpkgs pkgs/by-name/cm/cmake/001-search-path.diff, for every CMake build); here a
+    host that has them would have them found, a build input that no derivation names. Found first in
+    opencv4 on the lent H100 (2026-12-06): FindCUDAToolkit found ``/usr/lib/libnvidia-ml.so`` and
+    ``/usr/lib/x86_64-linux-gnu/libOpenCL.so`` for its optional CUDA::nvml and CUDA::OpenCL targets
+    (docs/opencv.md). `system`: e.g. ``x86_64-linux`` (the multiarch directory ``x86_64-linux-gnu``)."""
+    triple = f"{system.split('-')[0]}-linux-gnu"
+    dirs = []
+    for prefix in ("/usr", "/usr/local", ""):
+        dirs += [f"{prefix}/lib", f"{prefix}/lib/{triple}", f"{prefix}/lib64", f"{prefix}/lib32"]
+        if prefix:
+            dirs += [f"{prefix}/include", f"{prefix}/include/{triple}"]
+    return dirs
+
+
+def _ignore_host_paths() -> str:
+    """Bash setting ``ignore`` to the ``-DCMAKE_IGNORE_PATH`` of the build's ``$system`` (none for another)."""
+    cases = "".join(f"  {machine}-*) ignore=('-DCMAKE_IGNORE_PATH={';'.join(host_library_dirs(machine + '-linux'))}') ;;\n"
+                    for machine in ("x86_64", "aarch64"))
+    return f'ignore=()\ncase "${{system:-}}" in\n{cases}esac\n'
+
+
 CONFIGURE = r"""
 : "${cmakeBuildDir:=build}"
 : "${cmakeDir:=.}"
@@ -58,19 +87,19 @@ cuda=()
 if [ -n "${CUDAToolkit_ROOT:-}" ]; then cuda+=("-DCUDAToolkit_ROOT=$CUDAToolkit_ROOT"); fi
 if [ -n "${CUDAToolkit_INCLUDE_DIR:-}" ]; then cuda+=("-DCUDAToolkit_INCLUDE_DIR=$CUDAToolkit_INCLUDE_DIR"); fi
 if [ -n "${CUDAHOSTCXX:-}" ] && [ -n "${CUDACXX:-}" ]; then cuda+=("-DCMAKE_CUDA_HOST_COMPILER=$CUDAHOSTCXX"); fi
-set -x
+@IGNORE@set -x
 cmake -S "$cmakeDir" -B "$cmakeBuildDir" "${generator[@]}" \
   -DCMAKE_BUILD_TYPE="${cmakeBuildType:-Release}" \
   -DCMAKE_INSTALL_PREFIX="$out" \
   -DCMAKE_SKIP_BUILD_RPATH=OFF -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON \
   @INSTALL_DIRS@ \
-  "${cuda[@]}" "${arch[@]}" "${cmakeFlags[@]}"
+  "${cuda[@]}" "${arch[@]}" "${ignore[@]}" "${cmakeFlags[@]}"
 """
 
 
 def configure_phase(outputs: Mapping[str, Any]) -> str:
     """The configure phase's bash for a package with `outputs`."""
-    return CONFIGURE.replace("@INSTALL_DIRS@", " ".join(install_dir_flags(outputs)))
+    return CONFIGURE.replace("@INSTALL_DIRS@", " ".join(install_dir_flags(outputs))).replace("@IGNORE@", _ignore_host_paths())
 
 
 def build_phase() -> str:

@@ -252,22 +252,29 @@ def _install_in_process(wheel: Path, site: Path, executable: str, sha256: str | 
     return len(installed.files) + len(scripts) + 3
 
 
-def _drop_shipped_byte_code(site: Path) -> int:
+def _drop_shipped_byte_code(site: Path, bin_dir: Path | None = None) -> int:
     """Remove every ``__pycache__/*.pyc`` under `site` (a wheel just installed, nothing compiled yet: pip runs
-    with ``--no-compile``) and its rows from each ``*.dist-info/RECORD``; returns how many files went.
+    with ``--no-compile``), every ``.pyc`` under `bin_dir` (the wheel's scripts, where Nixpkgs'
+    pythonRemoveBinBytecodePhase deletes them: NixOS/nixpkgs
+    pkgs/development/interpreters/python/hooks/python-remove-bin-bytecode-hook.sh), and their rows from each
+    ``*.dist-info/RECORD``; returns how many files went.
 
     compileall rewrites only its own optimization level's file and keeps a shipped ``*.opt-1.pyc`` (read by
     ``python -O``) whatever it holds, an unchecked-hash one never compared with the source: byte code the wheel
-    ships never stands in for its source.  Links are removed, not followed."""
+    ships never stands in for its source.  A bare ``.pyc`` in site-packages outside ``__pycache__`` stays, as
+    pypa/installer (Nixpkgs' pypaInstallHook) and pip keep it: beside its ``.py`` it is never imported (the
+    source loader comes first), and without one it is the module itself.  Links are removed, not followed."""
     removed: set[str] = set()
-    for directory, dirs, files in os.walk(site):  # os.walk does not descend into linked directories
-        if os.path.basename(directory) != "__pycache__":
-            continue
-        for name in files:
-            if name.endswith(".pyc"):
-                path = os.path.join(directory, name)
-                os.unlink(path)
-                removed.add(os.path.relpath(path, site))
+    for top, anywhere in ((site, False), *(((bin_dir, True),) if bin_dir is not None else ())):
+        for directory, dirs, files in os.walk(top):  # os.walk does not descend into linked directories
+            if not anywhere and os.path.basename(directory) != "__pycache__":
+                continue
+            for name in files:
+                if name.endswith(".pyc"):
+                    path = os.path.join(directory, name)
+                    os.unlink(path)
+                    # A script's RECORD row is pip's --target one, relative to pip's home/lib/python ("../../bin/x").
+                    removed.add(os.path.normpath(("../../" if anywhere else "") + os.path.relpath(path, site)))
     if removed:
         for record in site.glob("*.dist-info/RECORD"):
             if record.is_symlink() or not record.is_file():
@@ -325,9 +332,10 @@ def install(attrs: dict[str, Any], env: dict[str, str], work: Path, outputs: dic
         log.write(f"installing with pip ({why})\n")
         for wheel in wheels or [Path(work) / "dist" / "*.whl"]:
             _pip_install(wheel, site, env, python)
-    dropped = _drop_shipped_byte_code(site)
+    dropped = _drop_shipped_byte_code(site, site / "bin")  # site/bin: the scripts, moved to $out/bin below
     if dropped:
-        log.write(f"byte code the wheel shipped: {dropped} __pycache__ .pyc file(s) removed (compiled again from the source)\n")
+        log.write(f"byte code the wheel shipped: {dropped} __pycache__ (or bin/) .pyc file(s) removed "
+                  "(compiled again from the source)\n")
     from .python_bytecode import compile_tree
 
     compile_tree(site, out, env, log, python)  # every core: sympy's 1,500 modules took 8 s of one

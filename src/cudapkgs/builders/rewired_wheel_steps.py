@@ -147,12 +147,18 @@ def install_tree(attrs: Mapping[str, Any], site: Path, out: Path, log: TextIO) -
     # optimization level's file, and keeps a __pycache__/*.opt-1.pyc (read by `python -O`) whatever it holds
     # (an unchecked-hash .pyc is never compared with the source). Every shipped __pycache__ .pyc goes; the
     # build compiles its own, checked-hash, from the source (RECORD is rewritten from the files left).
-    shipped = sorted(p for p in installed.files if p.suffix == ".pyc" and p.parent.name == "__pycache__")
+    # In bin/ any .pyc goes, as Nixpkgs' pythonRemoveBinBytecodePhase deletes them (NixOS/nixpkgs
+    # pkgs/development/interpreters/python/hooks/python-remove-bin-bytecode-hook.sh: bin/__pycache__ and
+    # `find "$out/bin" -name "*.pyc" -delete`); a bare .pyc in site-packages stays (installer keeps it, and
+    # one without its .py is the module itself).
+    bin_dir = out / "bin"
+    shipped = sorted(p for p in installed.files if p.suffix == ".pyc"
+                     and (p.parent.name == "__pycache__" or bin_dir in p.parents))
     for path in shipped:
         if path.is_symlink() or path.is_file():  # a link itself, not what it names
             os.unlink(path)
     if shipped:
-        log.write(f"byte code the wheel shipped: {len(shipped)} __pycache__ .pyc file(s) removed "
+        log.write(f"byte code the wheel shipped: {len(shipped)} __pycache__ (or bin/) .pyc file(s) removed "
                   "(the build compiles its own from the source)\n")
     return installed, changed
 

@@ -258,6 +258,16 @@ _GC_STATE: dict[str, Any] = {"running": 0, "saved": None, "translate": None}
 _GC_LOCK = _thread.allocate_lock()
 
 
+def _after_fork_in_child() -> None:
+    # A lock held by a parent's thread at fork() (another `main` call) is never released in the child.
+    global _GC_LOCK
+    _GC_LOCK = _thread.allocate_lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _raise_gc_threshold() -> None:
     with _GC_LOCK:
         if _GC_STATE["running"] == 0:

@@ -216,6 +216,12 @@ def _copy(args: argparse.Namespace) -> int:
 
     key = SecretKey.load(args.sign_key) if args.sign_key else None
     cache = open_cache(args.to)
+    from .store import _store_dir, _store_exists
+
+    if not _store_exists(args):  # nothing to upload: said so, and no store made to say it
+        from ..store.store import Store
+
+        Store.open(_store_dir(args), read_only=True).close()  # raises "there is no store at DIR"
     store = _open_store(args)
     try:
         paths = [store.query(p).path for p in args.paths]

@@ -169,7 +169,9 @@ def _export(args: argparse.Namespace) -> int:
     from ..store.transfer import export_closure
 
     compression_for_name(args.output)  # refuse a name that says no compression before opening the store
-    with _open(args) as store:
+    # Where there is no store, nothing can be exported: said as such ("there is no store at DIR"), without
+    # making one first (it made the store's directories, then refused the path).
+    with _open(args, read_only=not _store_exists(args)) as store:
         written = export_closure(store, args.paths, args.output, on_path=_transfer_progress("exporting"))
     print(f"exported {len(written)} path(s) to {args.output}")
     return 0
@@ -198,6 +200,11 @@ def _open(args: argparse.Namespace, *, read_only: bool = False):  # type: ignore
     from ..store.store import Store
 
     return Store.open(_store_dir(args), read_only=read_only)
+
+
+def _store_exists(args: argparse.Namespace) -> bool:
+    """Whether the store the command names has its database already (`_open` would create none)."""
+    return os.path.isfile(os.path.join(os.path.abspath(os.path.expanduser(_store_dir(args))), ".meta", "db.sqlite"))
 
 
 def _add_attribute_options(parser: argparse.ArgumentParser) -> None:

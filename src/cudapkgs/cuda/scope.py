@@ -146,8 +146,9 @@ def cuda_packages(
         for member in HOOKS:
             attrs[member] = lazy(lambda member=member: _hook(final, config, member))
         # Packages Nixpkgs builds from source inside every set (pkgs/<name>/, loaded on first use).
+        prebuilt = config.prebuiltWheels  # read once a set, not once a member (each read copies the list)
         for attr, module in FROM_SOURCE.items():
-            if attr in config.prebuiltWheels:  # NVIDIA's wheel of the source's version (cuda/prebuilt.py)
+            if attr in prebuilt:  # NVIDIA's wheel of the source's version (cuda/prebuilt.py)
                 attrs[attr] = lazy(lambda attr=attr, module=module: _prebuilt(final, config, attr, module))
             else:
                 attrs[attr] = lazy(lambda module=module: _from_source(final, module))

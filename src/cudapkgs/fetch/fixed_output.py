@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from ..derivation import Derivation
     from typing import Any
 
 from ..errors import FetchError, HashMismatchError
@@ -63,7 +65,6 @@ def fixed_output_package(
     The package reads like Nixpkgs': ``.outPath``, ``.outputHash`` (SRI), ``.drvPath``,
     ``.out``, and every attribute of ``attrs``.
     """
-    from ..derivation import Derivation
     from ..store.location import default_store_dir
     from ..stdenv import _config_and_system
 
@@ -71,6 +72,8 @@ def fixed_output_package(
 
     def package(final: AttrSet) -> dict[str, Any]:
         def derivation() -> Derivation:
+            from ..derivation import Derivation  # when made: a listing reads the package's name only
+
             return Derivation(
                 store_dir=default_store_dir(config),
                 name=final.name,

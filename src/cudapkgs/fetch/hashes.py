@@ -12,8 +12,8 @@ Nixpkgs lib/trivial.nix ``fakeHash``/``fakeSha256``.
 
 from __future__ import annotations
 
-import base64
 import binascii
+
 from ..errors import EvalError
 from ..lib.records import FrozenRecord
 
@@ -36,7 +36,7 @@ class Hash(FrozenRecord):
     @property
     def sri(self) -> str:
         """``sha256-<base64>``: the form to paste into a package file."""
-        return f"{self.algo}-{base64.b64encode(self.digest).decode()}"
+        return f"{self.algo}-{_b64encode(self.digest)}"
 
     @property
     def hex(self) -> str:
@@ -88,27 +88,36 @@ def parse_hash(text: str | None, *, default_algo: str = "sha256", where: str = "
     if digest is None or len(digest) != _SIZES[algo]:
         raise EvalError(
             f"{where}: {text!r} is not a {algo} hash; write it as Nixpkgs does, e.g. "
-            f"\"{algo}-{base64.b64encode(bytes(_SIZES[algo])).decode()}\" (or \"\" to learn it from the error)"
+            f"\"{algo}-{_b64encode(bytes(_SIZES[algo]))}\" (or \"\" to learn it from the error)"
         )
     return Hash(algo, digest, fake=digest == bytes(len(digest)))
 
 
+# base64.b64decode(s, validate=True) and b64encode are binascii's a2b_base64(strict_mode=True) and
+# b2a_base64 (CPython 3.11+ Lib/base64.py); called directly, a listing does not import base64 and
+# struct for the SRI hashes of the sources it makes (docs/eval-cache.md, "Without the cache").
 def _b64(body: str) -> bytes | None:
+    """`base64.b64decode(body, validate=True)`, None where it raises."""
     try:
-        return base64.b64decode(body, validate=True)
-    except (binascii.Error, ValueError):
+        return binascii.a2b_base64(body.encode("ascii"), strict_mode=True)
+    except (binascii.Error, ValueError):  # UnicodeEncodeError is a ValueError, as in base64
         return None
 
 
-def _any(body: str, size: int) -> bytes | None:
-    from ..store.paths import base32_decode
+def _b64encode(digest: bytes) -> str:
+    """`base64.b64encode(digest).decode()`."""
+    return binascii.b2a_base64(digest, newline=False).decode("ascii")
 
+
+def _any(body: str, size: int) -> bytes | None:
     if len(body) == 2 * size:
         try:
             return bytes.fromhex(body)
         except ValueError:
             return None
     if len(body) == (size * 8 - 1) // 5 + 1:
+        from ..store.paths import base32_decode
+
         try:
             return base32_decode(body)
         except ValueError:

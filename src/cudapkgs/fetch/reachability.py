@@ -16,6 +16,7 @@ once, not once per archive.
 
 from __future__ import annotations
 
+import os
 import threading
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -27,6 +28,16 @@ PROBE_SECONDS = 4.0
 
 _ANSWERS: dict[str, str | None] = {}
 _LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # A lock held by a parent's thread at fork() (a probe in flight) is never released in the child.
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def base_url(url: str) -> str:

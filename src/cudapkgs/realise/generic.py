@@ -157,7 +157,7 @@ def _build(drv: Derivation, ctx: BuildContext, outs: dict[str, Path], visible: d
     phases = default_phases(closures, outs)
     # What the scheduler did ahead of this build (a rewired wheel installed while its inputs were
     # built: `install_ahead`), for its Python steps to take; removed with whatever is left of it.
-    from ..builders import AHEAD
+    from ..builders.ahead import AHEAD
 
     prepared = ctx.extra.get("prepared")
     ahead = prepared(drv) if prepared is not None else None

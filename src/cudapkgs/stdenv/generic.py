@@ -42,7 +42,9 @@ TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/be
 if TYPE_CHECKING:
     from typing import Any
 
-from ..derivation import Derivation
+    from ..derivation import Derivation
+# `..derivation` is imported where a derivation is made: a package's name, version and meta (a
+# listing, `eval` of an attribute) need none (docs/eval-cache.md, "Without the cache").
 from ..store.location import default_store_dir
 from ..errors import CudapkgsError, EvalError, UnavailablePackageError, UnfreeLicenseError
 from ..lib.fixpoint import AttrSet, Extension, extends, force, lazy
@@ -262,6 +264,8 @@ class _Inputs:
         self.python: dict[str, Callable[..., Any]] = {}
 
     def derivation_of(self, value: Any) -> Derivation:
+        from ..derivation import Derivation
+
         try:
             drv = value if isinstance(value, Derivation) else force(value.derivation)
         except (UnavailablePackageError, UnfreeLicenseError) as error:  # say whose input it is, as Nix's trace
@@ -275,6 +279,8 @@ class _Inputs:
         return drv
 
     def input_paths(self, packages: Any, where: str) -> list[str]:
+        from ..derivation import Derivation
+
         if not isinstance(packages, (list, tuple)):
             raise EvalError(f"{where}: expected a list of packages, got {type(packages).__name__}")
         from ..build_inputs import SelectedOutputs, default_outputs
@@ -305,6 +311,8 @@ class _Inputs:
         return paths
 
     def json(self, value: Any, where: str) -> Any:
+        from ..derivation import Derivation
+
         value = force(value)
         if isinstance(value, OutputPath):
             return self.derivation_of(value.owner).outputs[value.output]
@@ -400,6 +408,8 @@ def _prebuilt_hint(final: AttrSet, config: Any) -> str | None:
 
 
 def _source(value: Any, inputs: _Inputs, where: str) -> tuple[dict[str, Any] | None, str | None]:
+    from ..derivation import Derivation
+
     value = force(value)
     if value is None:
         return None, None
@@ -414,6 +424,8 @@ def _source(value: Any, inputs: _Inputs, where: str) -> tuple[dict[str, Any] | N
 
 
 def _derivation(final: AttrSet, config: Any) -> Derivation:
+    from ..derivation import Derivation
+
     name = final.name
     inputs = _Inputs(name, _prebuilt_hint(final, config))
     outputs = list(final.outputs)

@@ -39,6 +39,18 @@ _lock = _thread.allocate_lock()
 _notes: dict[tuple[int, int], None] = {}  # (st_dev, st_ino), in the order noted
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: `_lock`, perhaps held by one of them at the fork
+    (a read-ahead giving a buffer back), would never be released. The child starts with a lock of its own;
+    the notes and the free buffers (copies of the parent's) stay."""
+    global _lock
+    _lock = _thread.allocate_lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def remember(fd: int) -> None:
     """Note that the file open as `fd` was written past the page cache (one ``fstat``).
 

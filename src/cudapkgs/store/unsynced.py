@@ -51,6 +51,16 @@ _noted: dict[str, set[str]] = {}  # note file -> the paths this process wrote to
 _noted_lock = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    # A lock held by a parent's thread at fork() is never released in the child: a lock of its own.
+    global _noted_lock
+    _noted_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def note_unsynced(meta_dir: Path, paths: Iterable[str]) -> None:
     """Record durably that `paths` are about to be registered with files not yet synced (or sync them).
 

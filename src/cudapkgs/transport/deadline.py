@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import os
 import socket
 import threading
 import time
@@ -121,6 +122,18 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child gets a watchdog of its own: the parent's deadlines would otherwise cut, from the
+    child, sockets the parent still uses (a shutdown acts on the connection, whichever process calls it),
+    and the condition's lock may be held by the parent's watchdog thread, which is not in the child."""
+    global _WATCHDOG
+    _WATCHDOG = _Watchdog()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 _CURRENT = threading.local()
 
 

@@ -25,11 +25,13 @@ from __future__ import annotations
 import base64
 import errno
 import http.client
+import os
 import socket
 import ssl
 import threading
 import time
 import urllib.parse
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -187,6 +189,13 @@ class Client:
         self.pool_size = pool_size
         self._managers: dict[tuple[str | None, str | None, bool], urllib3.PoolManager] = {}
         self._contexts: dict[str | None, ssl.SSLContext] = {}
+        self._lock = threading.Lock()
+        _CLIENTS.add(self)  # a forked child forgets its pools (`_after_fork_in_child`)
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: the connections are the parent's (dropped, never shut down: that would end
+        the parent's too), the lock perhaps held by a parent's thread. New ones are made on demand."""
+        self._managers = {}
         self._lock = threading.Lock()
 
     def _ssl_context(self, cafile: str | None) -> ssl.SSLContext:
@@ -617,6 +626,21 @@ def _user_agent() -> str:
 
 _DEFAULT: Client | None = None
 _DEFAULT_LOCK = threading.Lock()
+_CLIENTS: weakref.WeakSet[Client] = weakref.WeakSet()  # every Client alive, for a forked child
+
+
+def _after_fork_in_child() -> None:
+    """A forked child makes its own connections: the parent's kept-alive ones are the parent's (two
+    processes reading one socket would take each other's responses), in the default client and in every
+    other `Client` alike, and a lock may be held by a parent's thread that is not in the child."""
+    global _DEFAULT, _DEFAULT_LOCK
+    _DEFAULT, _DEFAULT_LOCK = None, threading.Lock()
+    for client in list(_CLIENTS):
+        client._forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def default_client() -> Client:

@@ -120,21 +120,11 @@ HOST_FEATURES_OFF = ("WITH_AVIF", "ENABLE_CCACHE")
 
 
 def host_library_dirs(system: str) -> list[str]:
-    """The host's library and header directories CMake's find_library/find_path/find_package may not use
-    (``CMAKE_IGNORE_PATH``: exact directories; its bin directories stay, for host tools).
+    """`cudapkgs.builders.cmake.host_library_dirs`: every CMake build now ignores them; opencv4 names them in
+    its own cmakeFlags as well (as it did first: its derivation, and so its output path, is unchanged)."""
+    from ...builders.cmake import host_library_dirs as dirs
 
-    In Nix's sandbox these do not exist (and Nixpkgs' cmake drops /usr and /usr/local from its system
-    search path: pkgs/by-name/cm/cmake/001-search-path.diff); here a host that has them would have them
-    found. Measured on the lent H100 (2026-12-06): FindCUDAToolkit found ``/usr/lib/libnvidia-ml.so`` and
-    ``/usr/lib/x86_64-linux-gnu/libOpenCL.so`` for its optional CUDA::nvml and CUDA::OpenCL targets, which
-    the set does not give. `system`: e.g. ``x86_64-linux`` (the multiarch directory ``x86_64-linux-gnu``)."""
-    triple = f"{system.split('-')[0]}-linux-gnu"
-    dirs = []
-    for prefix in ("/usr", "/usr/local", ""):
-        dirs += [f"{prefix}/lib", f"{prefix}/lib/{triple}", f"{prefix}/lib64", f"{prefix}/lib32"]
-        if prefix:
-            dirs += [f"{prefix}/include", f"{prefix}/include/{triple}"]
-    return dirs
+    return dirs(system)
 # contrib modules whose libraries cudapkgs packages no version of, found by pkg-config only (no find_package to
 # disable): off, so that a host's copy is never linked (freetype2 and harfbuzz for the freetype module).
 HOST_ONLY_MODULES = ("freetype",)

@@ -10,6 +10,7 @@ checks it as before. Either answers exactly whether the signature verifies.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -19,6 +20,16 @@ _NID_ED25519 = 1087  # openssl/obj_mac.h: NID_ED25519 (EVP_PKEY_ED25519)
 _lib: Any = None
 _tried = False
 _lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # A lock held by a parent's thread at fork() is never released in the child: a lock of its own.
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _libcrypto() -> Any:

@@ -39,6 +39,10 @@ class S3Cache(Cache):
         self.endpoint = endpoint
         self.profile = query.get("profile")
         self._client = None
+        # The low-speed rule of the HTTP client (`transport.http.Limits`, curl's --speed-limit/--speed-time):
+        # a body slower than this many bytes/s over this many seconds of waiting is cut, inside a read too.
+        self.low_speed_bps = 1024
+        self.low_speed_s = 30.0
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name
@@ -84,7 +88,8 @@ class S3Cache(Cache):
             body.close()
             raise ObjectTooLarge(f"{self.url}/{name}: has {length} bytes, more than the {max_bytes} allowed for it; "
                                  "not substituted")
-        return _BoundedBody(body, max_bytes, f"{self.url}/{name}")  # type: ignore[return-value]
+        return _BoundedBody(body, max_bytes, f"{self.url}/{name}",  # type: ignore[return-value]
+                            low_speed_bps=self.low_speed_bps, low_speed_s=self.low_speed_s)
 
     def _exists(self, name: str) -> bool:
         return self._call("check", name, self.client.head_object, Bucket=self.bucket, Key=self._key(name)) is not None
@@ -103,12 +108,19 @@ class S3Cache(Cache):
 
 
 class _BoundedBody:
-    """boto3's streaming body read within a byte bound and a deadline (botocore bounds each read, not the object)."""
+    """boto3's streaming body read within a byte bound, a deadline (botocore bounds each receive, not the object)
+    and the HTTP client's low-speed rule: fewer than `low_speed_bps` bytes/s over `low_speed_s` seconds of
+    waiting is cut, checked when a read returns and, by `transport.stall.StallGuard` on the socket under
+    urllib3, while one read waits (botocore's ``read(1 MiB)`` gathers many receives, each within its
+    60 s ``read_timeout``: a peer dripping a byte a minute kept one read, and the substitution, waiting
+    until the object's deadline). Raises CacheUnavailable for a stall, a deadline or a broken read,
+    ObjectTooLarge past `max_bytes`."""
 
-    def __init__(self, body, max_bytes: int, where: str) -> None:
+    def __init__(self, body, max_bytes: int, where: str, *, low_speed_bps: int = 1024, low_speed_s: float = 30.0) -> None:
         import time
 
         from ...transport import deadline
+        from ...transport.stall import StallGuard
 
         self.body, self.max_bytes, self.where = body, max_bytes, where
         self.received = 0
@@ -116,26 +128,59 @@ class _BoundedBody:
         raw = getattr(body, "_raw_stream", None)
         if hasattr(raw, "shutdown"):  # urllib3's: ends a blocked receive from the watchdog's thread
             self.watch.add(raw.shutdown)
+        self._bps, self._seconds = low_speed_bps, low_speed_s
+        self._waited, self._window = 0.0, 0
+        self._stall = StallGuard(raw, low_speed_bps, low_speed_s, self.watch)
 
     def read(self, n: int = -1) -> bytes:
+        import time
+
         if self.watch.expired:
             raise CacheUnavailable(f"the cache took longer than its deadline for {self.where}")
+        began = time.monotonic()
+        self._stall.begin()
         try:
             data = self.body.read(n if n is not None and n >= 0 else 1 << 20)
         except Exception as error:  # botocore's and urllib3's read errors share no base class but Exception
             if self.watch.expired:
                 raise CacheUnavailable(f"the cache took longer than its deadline for {self.where}") from None
+            self._raise_if_stalled()
             raise CacheUnavailable(f"the cache does not answer for {self.where} ({error})") from None
+        finally:
+            self._stall.end()
+        self._raise_if_stalled()  # the guard cut the socket: what came is not the body's end
         if not data and self.watch.close():
             raise CacheUnavailable(f"the cache took longer than its deadline for {self.where}")
         self.received += len(data)
         if self.received > self.max_bytes:
             raise ObjectTooLarge(f"{self.where}: sent more than the {self.max_bytes} bytes allowed for it; not substituted")
+        if data:
+            self._check_speed(time.monotonic() - began, len(data))
         return data
+
+    def _raise_if_stalled(self) -> None:
+        if self._stall.stalled:
+            self.close()
+            raise CacheUnavailable(f"the cache stalled for {self.where}: {self._stall.stalled} "
+                                   f"({self.received} bytes received)")
+
+    def _check_speed(self, waited: float, got: int) -> None:
+        """The rule across reads, as `transport.http.Response._check_speed`: each window of `low_speed_s`
+        seconds of waiting must bring `low_speed_bps` bytes per second of it."""
+        self._waited += waited
+        self._window += got
+        if self._seconds > 0 and self._waited >= self._seconds:
+            if self._window < self._bps * self._waited:
+                self.close()
+                raise CacheUnavailable(f"the cache stalled for {self.where}: {self._window} bytes in "
+                                       f"{self._waited:.0f} s of waiting, slower than {self._bps} bytes/s "
+                                       f"({self.received} bytes received)")
+            self._waited, self._window = 0.0, 0
 
     def readable(self) -> bool:
         return True
 
     def close(self) -> None:
+        self._stall.close()
         self.watch.close()
         self.body.close()

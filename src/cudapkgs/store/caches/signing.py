@@ -37,7 +37,10 @@ def _split(text: str, size: int, what: str, whence: str) -> tuple[str, bytes]:
     except (binascii.Error, ValueError):
         raise KeyError_(f"{whence}: not a {what} (the part after the name is not base64)") from None
     if len(raw) != size:
-        raise KeyError_(f"{whence}: not a {what} ({len(raw)} bytes after decoding, expected {size})")
+        hint = ""
+        if what == "public key" and len(raw) == 64:  # Nix's secret key form: seed + public key
+            hint = ": a secret key? it stays with the cache; `cudapkgs key public FILE` prints its public key"
+        raise KeyError_(f"{whence}: not a {what} ({len(raw)} bytes after decoding, expected {size}{hint})")
     return name, raw
 
 

@@ -1,0 +1,143 @@
+"""After a real fork(): the process-wide locks, the HTTP client and the deadline watchdog are the child's own.
+
+A lock held by one of the parent's threads at the fork stays held in the child for ever (the thread is not
+there to release it): the child's first call that takes it hangs. Each module's `os.register_at_fork`
+hook gives the child fresh ones. The child runs under `signal.alarm`, so a hang ends as a failed test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from cudapkgs.fetch import reachability
+from cudapkgs.store import direct_reads, unsynced
+from cudapkgs.store.caches import ed25519
+from cudapkgs.transport import deadline, http
+
+
+def _in_child(check: Callable[[], int]) -> int:
+    """Fork; the child runs `check()` (under a 10 s alarm) and exits with its result; the child's exit code."""
+    pid = os.fork()
+    if pid == 0:
+        code = 99
+        try:
+            signal.alarm(10)
+            code = check()
+        except BaseException:
+            code = 98
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _held_by_a_thread(get_lock: Callable[[], object]):
+    """A thread that holds the lock `get_lock()` returns until the returned event is set."""
+    taken, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        lock = get_lock()
+        with lock:  # type: ignore[attr-defined]
+            taken.set()
+            done.wait(30)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert taken.wait(10)
+    return done, thread
+
+
+def _cli_gc_lock():
+    import cudapkgs.cli as cli
+
+    return cli._GC_LOCK
+
+
+def _remember(tmp_path) -> Callable[[], int]:
+    def check() -> int:
+        with open(tmp_path / "f", "wb") as f:
+            direct_reads.remember(f.fileno())
+            return 0 if direct_reads.written_direct(os.fstat(f.fileno())) else 1
+
+    return check
+
+
+def _takes(get_lock: Callable[[], object]) -> Callable[[], int]:
+    def check() -> int:
+        lock = get_lock()
+        with lock:  # type: ignore[attr-defined]  (hangs on the parent's held lock)
+            return 0
+
+    return check
+
+
+@pytest.mark.parametrize("name", ["direct_reads", "unsynced", "ed25519", "reachability", "http", "cli"])
+def test_a_lock_held_by_a_parent_thread_at_fork_does_not_hang_the_child(tmp_path, name):
+    get_lock = {
+        "direct_reads": lambda: direct_reads._lock,
+        "unsynced": lambda: unsynced._noted_lock,
+        "ed25519": lambda: ed25519._lock,
+        "reachability": lambda: reachability._LOCK,
+        "http": lambda: http._DEFAULT_LOCK,
+        "cli": _cli_gc_lock,
+    }[name]
+    check = _remember(tmp_path) if name == "direct_reads" else _takes(get_lock)
+    done, thread = _held_by_a_thread(get_lock)
+    try:
+        code = _in_child(check)
+    finally:
+        done.set()
+        thread.join(10)
+    assert code == 0, f"the child hung on {name}'s lock (or failed): exit {code}"
+
+
+def test_a_forked_child_has_its_own_http_connections(tmp_path):
+    """The parent's kept-alive connections are not shared with a child (each would read the other's answers):
+    the default client is the child's own, and another `Client`'s pools are emptied, its lock new."""
+    parent = http.default_client()
+    other = http.Client()
+    other._managers[(None, None, False)] = object()  # stands for a pool of the parent's connections
+    done, thread = _held_by_a_thread(lambda: other._lock)
+
+    def child() -> int:
+        if http.default_client() is parent or other._managers:
+            return 1
+        with other._lock:  # not the parent's (held)
+            return 0
+
+    try:
+        assert _in_child(child) == 0
+    finally:
+        done.set()
+        thread.join(10)
+    assert other._managers  # the parent's own are untouched
+
+
+def test_a_forked_child_does_not_run_the_parent_s_deadlines(tmp_path):
+    """Before, a child that started a deadline of its own restarted the watchdog with the parent's pending
+    ones, and cut the parent's sockets (a shutdown acts on the connection, whichever process calls it)."""
+    said = tmp_path / "cut"
+    parent_watch = deadline.watch(time.monotonic() + 0.3)
+    parent_watch.add(lambda: said.open("a").write(f"{os.getpid()}\n"))
+
+    def child() -> int:
+        mine = deadline.watch(time.monotonic() + 0.1)
+        fired = threading.Event()
+        mine.add(fired.set)
+        if not fired.wait(5):  # the child's own deadline is kept
+            return 2
+        time.sleep(0.6)  # past the parent's deadline too
+        return 0
+
+    try:
+        assert _in_child(child) == 0
+        time.sleep(0.1)
+        assert said.read_text().split() == [str(os.getpid())]  # cut once, by the parent alone
+    finally:
+        parent_watch.close()
