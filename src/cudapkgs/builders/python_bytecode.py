@@ -27,8 +27,9 @@ the variable: the compiler therefore runs without ``-I``, in an environment hold
 with ``-s`` (no user site directory), in its private directory, whatever its Python version.
 
 `start_compile` runs the same command without waiting, so a build can do other work meanwhile.
-The compiler runs under the build phases' supervisor (`cudapkgs.process_group`): it and
-its workers die with cudapkgs. It has a deadline proportional to the source it compiles
+The compiler runs in a process group of its own that the kernel kills when cudapkgs dies
+(`cudapkgs.process_group.popen_group`: the lifeline pipe signals the group, no supervisor
+interpreter is started for it): it and its workers die with cudapkgs. It has a deadline proportional to the source it compiles
 (`deadline_for`): past it, its process group is killed and `ByteCompileError` fails the build.
 `stop_all` kills every compilation under way at once, from any thread; a build run stops only its own
 (`bind_stop`: Ctrl-C during `cudapkgs build`).
@@ -157,7 +158,8 @@ def _stopped(stop: threading.Event | None) -> bool:
 # the compiler lists the files, deals them to ``-j`` processes (0: one per CPU) largest first, each
 # to the least loaded so far (bytes of source), forks the others (it has no thread: a plain fork),
 # compiles its own share and waits for theirs. The workers are in the compiler's process group, so
-# they die with it (`process_group.finish_phase`). Another command line, or an older Python, runs
+# they die with it (`process_group.finish_phase`, and the kernel's SIGIO when cudapkgs dies:
+# `process_group.popen_group`). Another command line, or an older Python, runs
 # compileall itself as before.
 #
 # Exit status: 0, every module compiled; 1, every file was gone through and some did not compile
@@ -370,7 +372,7 @@ class Compile:
         finally:
             finish_phase(self._process)  # its workers too, and the lifeline closed
             if why is not None or self._process.returncode is None:
-                self._process.wait()  # killed: the supervisor is reaped at once
+                self._process.wait()  # killed: the compiler is reaped at once
             if self._cwd is not None:
                 remove_private_directory(self._cwd)
             reason = self._last_error()
@@ -406,14 +408,15 @@ def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | N
     `interpreter` of `env`), in `compiler_env` of `env`; returns at once, the deadline (`deadline_for`) running.  Raises
     OSError when the interpreter cannot start, `ByteCompileError` after `stop_all` (or with this thread's
     `bind_stop` signal set)."""
-    from ..process_group import popen_phase
+    from ..process_group import popen_group
 
     stop = getattr(_BOUND, "stop", None)
     if _stopped(stop):
         raise ByteCompileError(f"byte compilation (python3 -m compileall) of {site} not started: the build was interrupted")
     deadline, modules, size = deadline_for(Path(site))
 
-    # Under the build phases' supervisor: the compiler and its workers die with cudapkgs.
+    # In a process group of its own that the kernel kills when cudapkgs dies (`process_group.popen_group`:
+    # no supervisor interpreter; the compiler's workers are its forks, in its group).
     chosen = python or interpreter(env)
     executable = chosen if os.sep in chosen else programs.which(chosen)
     if executable is None or not os.access(executable, os.X_OK):
@@ -426,7 +429,7 @@ def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | N
         import tempfile
 
         errors = tempfile.TemporaryFile()  # its stderr: the last line names why it stopped part way
-        process = popen_phase(argv, executable=executable, env=compiler_env(env, cwd), cwd=cwd,
+        process = popen_group(argv, executable=executable, env=compiler_env(env, cwd), cwd=cwd,
                               stdout=subprocess.DEVNULL, stderr=errors)
     except BaseException:
         if errors is not None:
