@@ -141,3 +141,19 @@ def test_a_forked_child_does_not_run_the_parent_s_deadlines(tmp_path):
         assert said.read_text().split() == [str(os.getpid())]  # cut once, by the parent alone
     finally:
         parent_watch.close()
+
+
+def test_a_forked_child_makes_its_own_s3_client(tmp_path):
+    """An S3 cache's boto3 client (its urllib3 pool of the parent's kept-alive connections) was kept in a
+    forked child: both processes would read answers from the same sockets. The child makes its own."""
+    from cudapkgs.store.caches.s3 import S3Cache
+
+    cache = S3Cache("s3://bucket?region=eu-west-1")
+    parent = object()  # stands for the parent's boto3 client
+    cache._client = parent
+
+    def child() -> int:
+        return 0 if cache._client is None else 1
+
+    assert _in_child(child) == 0
+    assert cache._client is parent  # the parent's own is untouched
