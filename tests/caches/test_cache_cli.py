@@ -166,7 +166,8 @@ def test_a_secret_key_pasted_as_trusted_public_key_echoes_none_of_its_seed(tmp_p
 @pytest.mark.parametrize("case", ["missing sign key", "bad sign key", "bad --to URL", "bad --from URL",
                                   "bad trusted key", "another store's cache", "bad direct writes",
                                   "missing archive", "not an archive", "bad serve size", "export of no store",
-                                  "copy --to of no store"])
+                                  "copy --to of no store", "bad serve port", "bad serve host",
+                                  "copy --from of another store's path"])
 def test_a_refused_store_command_creates_no_store(tmp_path, case):
     """Each was refused after `Store.open` had made <store>/.meta, .locks, .gcroots… at --store."""
     store, dep, top, key, env, url = cli_file_cache(tmp_path)
@@ -187,9 +188,17 @@ def test_a_refused_store_command_creates_no_store(tmp_path, case):
         "bad serve size": ["serve", "--port", "0", "--cache-size", "5XB"],
         "export of no store": ["export", top, "-o", str(tmp_path / "out.tar")],
         "copy --to of no store": ["copy", "--to", url, top],
+        "bad serve port": ["serve", "--port", "99999"],  # was an internal error (OverflowError from bind)
+        "bad serve host": ["serve", "--port", "0", "--host", "256.1.1.1"],
+        # top is in tmp_path/store, not in fresh (an empty cache: nothing refused before the path)
+        "copy --from of another store's path": ["copy", "--from", f"file://{tmp_path}/empty", top],
     }[case]
     extra = {"CUDAPKGS_DIRECT_WRITES": "sometimes"} if case == "bad direct writes" else {}
-    one_line_error(run_cli(*args, "--store", fresh, env={**env, **extra}))
+    result = run_cli(*args, "--store", fresh, env={**env, **extra})
+    if case == "bad serve port":  # argparse's usage error: the usage, then the one error line
+        assert result.returncode == 2 and "argument --port: '99999' is not a port" in result.stderr, result.stderr
+    else:
+        one_line_error(result)
     assert not os.path.exists(fresh)
 
 
