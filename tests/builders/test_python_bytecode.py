@@ -182,6 +182,28 @@ def test_the_compiler_is_started_without_a_supervisor_interpreter(tmp_path: Path
     assert list((site / "pkg" / "__pycache__").glob("__init__.*.pyc"))
 
 
+def test_the_compiler_s_end_is_seen_through_a_pidfd_not_by_polling(tmp_path: Path, monkeypatch) -> None:
+    """`Compile.wait` waits on a pidfd (woken when the compiler ends) and reaps it once ended: `Popen.wait`
+    with a timeout (the old code), which sleeps up to 50 ms between looks, is not called."""
+    import subprocess
+
+    if not hasattr(os, "pidfd_open"):
+        pytest.skip("no os.pidfd_open (Python < 3.9 or not Linux)")
+    out, site = _tree(tmp_path)
+    timeouts = []
+    real_wait = subprocess.Popen.wait
+
+    def spy(self, timeout=None):
+        timeouts.append(timeout)
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", spy)
+    log = io.StringIO()
+    compile_tree(site, out, {**os.environ, "PATH": os.path.dirname(sys.executable)}, log)
+    assert timeouts and all(timeout is None for timeout in timeouts)
+    assert list((site / "pkg" / "__pycache__").glob("__init__.*.pyc"))
+
+
 def test_the_compiler_s_workers_die_with_cudapkgs_too(tmp_path: Path) -> None:
     """cudapkgs SIGKILLed: the kernel signals the compiler's whole process group (SIGIO from the lifeline),
     so a process the compiler started (a worker) dies with it."""

@@ -38,6 +38,7 @@ interpreter is started for it): it and its workers die with cudapkgs. It has a d
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import threading
 import time
@@ -354,6 +355,12 @@ class Compile:
         from ..process_group import finish_phase
 
         why = None
+        # The compiler's end is seen at once through a pidfd (Linux >= 5.3; `Popen.wait(timeout)` sleeps up to
+        # 50 ms between looks, which a small package's compilation of 70 ms paid in wall time), else by polling.
+        try:
+            pidfd = os.pidfd_open(self._process.pid)
+        except (AttributeError, OSError):
+            pidfd = None
         try:
             while True:
                 left = self._deadline - (time.monotonic() - self._started)
@@ -364,12 +371,19 @@ class Compile:
                     why = (f"did not finish within its deadline of {self._deadline:.0f} s ({self._work}); killed. "
                            "A module may make the compiler hang (a rewired wheel skips this step with `dontCompileBytecode = true`)")
                     break
+                if pidfd is not None:
+                    if select.select([pidfd], [], [], min(left, _POLL))[0]:
+                        status = self._process.wait()  # it has ended: no wait
+                        break
+                    continue
                 try:
                     status = self._process.wait(timeout=min(left, _POLL))
                     break
                 except subprocess.TimeoutExpired:
                     continue
         finally:
+            if pidfd is not None:
+                os.close(pidfd)
             finish_phase(self._process)  # its workers too, and the lifeline closed
             if why is not None or self._process.returncode is None:
                 self._process.wait()  # killed: the compiler is reaped at once
