@@ -131,11 +131,17 @@ try:
 except (AttributeError, OSError):
     child = None
 status = None
+# poll, not select: the lifeline keeps cudapkgs' descriptor number, which is 1024 (FD_SETSIZE) or more in a
+# cudapkgs with many files open, and select refuses it (ValueError: the supervisor died, the phase unwatched)
+poller = select.poll()
+poller.register(lifeline, select.POLLIN)
+if child is not None:
+    poller.register(child, select.POLLIN)
 while True:
     if child is not None:
-        ready = select.select([lifeline, child], [], [], 0.5 if reaper else None)[0]
+        ready = [fd for fd, _ in poller.poll(500 if reaper else None)]
     else:
-        ready = select.select([lifeline], [], [], 0.2)[0]
+        ready = [fd for fd, _ in poller.poll(200)]
     if lifeline in ready and os.read(lifeline, 1) == b"":
         kill_all()  # cudapkgs is gone: the whole phase goes with it, setsid or not
         os.killpg(0, signal.SIGKILL)

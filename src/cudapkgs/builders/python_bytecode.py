@@ -37,6 +37,7 @@ interpreter is started for it): it and its workers die with cudapkgs. It has a d
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import subprocess
@@ -361,6 +362,9 @@ class Compile:
             pidfd = os.pidfd_open(self._process.pid)
         except (AttributeError, OSError):
             pidfd = None
+        else:
+            pidfd_poll = select.poll()
+            pidfd_poll.register(pidfd, select.POLLIN)
         try:
             while True:
                 left = self._deadline - (time.monotonic() - self._started)
@@ -372,7 +376,9 @@ class Compile:
                            "A module may make the compiler hang (a rewired wheel skips this step with `dontCompileBytecode = true`)")
                     break
                 if pidfd is not None:
-                    if select.select([pidfd], [], [], min(left, _POLL))[0]:
+                    # poll, not select: select refuses a descriptor numbered FD_SETSIZE (1024) or more, which a
+                    # process with many files open (RLIMIT_NOFILE above 1024) gets (ValueError, a failed build)
+                    if pidfd_poll.poll(max(1, math.ceil(min(left, _POLL) * 1000))):
                         status = self._process.wait()  # it has ended: no wait
                         break
                     continue
