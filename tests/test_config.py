@@ -413,3 +413,19 @@ def test_plain_string_values_of_set_read_as_tomllib_reads_them():
     assert agreed > 50
     assert parse_set('fetchers=["wheels"]') == ("fetchers", ["wheels"])
     assert parse_set('x=["a,b", "c"]') == ("x", ["a,b", "c"])  # left to tomllib, same answer
+
+
+@pytest.mark.parametrize("value", ["{secret}", ["{secret}"], ["lab-1:" + "A" * 43 + "=", "{secret}"]])
+def test_a_secret_key_given_as_trusted_public_keys_is_not_echoed(value):
+    """A secret key set as trustedPublicKeys (a string, not a list) was echoed whole, twice ("got the string
+    "k:…" (write ["k:…"])"); the first 24 characters of one in a list, 16 bytes of its seed with a short name."""
+    from cudapkgs.store.caches.signing import generate
+
+    secret = str(generate("k"))
+    data = secret.split(":", 1)[1]
+    value = value.replace("{secret}", secret) if isinstance(value, str) else [v.replace("{secret}", secret) for v in value]
+    with pytest.raises(errors.ConfigError) as caught:
+        Config().merged({"trustedPublicKeys": value}, source="--set")
+    said = str(caught.value)
+    assert "trustedPublicKeys" in said and "'k:…' (90 characters)" in said
+    assert not any(data[i:i + 6] in said for i in range(len(data) - 5)), said

@@ -24,7 +24,7 @@ class Option:
     """One configuration key: its kind ("bool", "str", "str-list", "predicate", "path" or "path-list"), default and help."""
 
     # A plain slotted class: dataclasses would cost the CLI's start-up an `inspect` import.
-    __slots__ = ("name", "kind", "default", "doc", "check")
+    __slots__ = ("name", "kind", "default", "doc", "check", "redact")
 
     def __init__(
         self,
@@ -34,8 +34,12 @@ class Option:
         doc: str,
         # Extra validation on top of the kind's; returns the (normalised) value or raises ValueError.
         check: Callable[[Any], Any] | None = None,
+        # Its values are echoed in errors only as `errors.redacted` shows them (a key pasted in the wrong
+        # place may be a secret one).
+        redact: bool = False,
     ) -> None:
         self.name, self.kind, self.default, self.doc, self.check = name, kind, default, doc, check
+        self.redact = redact
 
     def __repr__(self) -> str:
         return f"Option({self.name!r}, {self.kind!r}, default={self.default!r})"
@@ -147,7 +151,7 @@ OPTIONS: dict[str, Option] = {
         Option("prebuiltWheels", "str-list", ("nccl", "libnvshmem"), 'Set members Nixpkgs builds from source to take from NVIDIA\'s prebuilt PyPI wheel of the same version instead, keeping their attribute names: "nccl" (minutes instead of an hour of nvcc), "libnvshmem" (its source build needs MPI, UCX, libfabric and PMIx, which cudapkgs lacks). Both by default (a deviation from Nixpkgs, for the ML stack: docs/ml-stack.md); ["libnvshmem"] builds NCCL from source as Nixpkgs does, [] both.', _check_prebuilt),
         Option("driverLibDir", "path", None, "Host directory holding libcuda.so.1, appended to run paths (default: /run/opengl-driver/lib)."),
         Option("substituters", "str-list", (), 'Binary caches to substitute from before building, in order: "file:///dir", "https://host/prefix", "s3://bucket?endpoint=…&region=…".', _check_substituters),
-        Option("trustedPublicKeys", "str-list", (), 'Keys whose signatures make a cache\'s paths trusted, in Nix\'s "name:base64" form (as `cudapkgs key generate` prints).', _check_public_keys),
+        Option("trustedPublicKeys", "str-list", (), 'Keys whose signatures make a cache\'s paths trusted, in Nix\'s "name:base64" form (as `cudapkgs key generate` prints).', _check_public_keys, redact=True),
         Option("requireSigs", "bool", True, "Refuse a substitute that no trusted key signed (turn off only for caches you fully control); a project file cannot turn it off."),
         Option("safeDirectories", "str-list", (), 'Directories whose project file (cudapkgs.toml) may be owned by another user, as git\'s safe.directory ("*": every directory); it must still be allowed (cudapkgs allow). Only your own configuration can set it.', _check_safe_directories),
     )
@@ -203,6 +207,10 @@ def _validate(option: Option, value: Any, base_dir: str | None) -> Any:
             raise ValueError(f"expected a string, got {_describe(value)}")
     elif kind == "str-list":
         if not isinstance(value, (list, tuple)):
+            if option.redact and isinstance(value, str):
+                from .errors import redacted
+
+                raise ValueError(f"expected a list of strings, got the string {redacted(value)} (write it inside [\"…\"])")
             hint = f' (write ["{value}"])' if isinstance(value, (str, int, float)) else ""
             raise ValueError(f"expected a list of strings, got {_describe(value)}{hint}")
         for item in value:

@@ -108,13 +108,25 @@ def shown(text: object, *, lines: bool = False) -> str:
     return "".join(c if c.isprintable() or c in keep else _escape(c) for c in text)
 
 
-def redacted(text: str, keep: int = 24) -> str:
-    """`text` quoted for an error message (`repr`), cut to its first `keep` characters when longer:
-    ``'lab-1:AAAA…' (200 characters)``. A key pasted whole, or a secret key pasted where a public
-    one belongs, is not echoed in full."""
-    if len(text) <= keep:
+def redacted(text: str, keep: int = 24, *, shown_data: int = 8) -> str:
+    """A key as typed, quoted for an error message (`repr`) without echoing its secret part: the name
+    (the text before the first ``:``, cut to `keep` characters) and, of what follows, only a fragment of
+    at most `shown_data` characters (too short to carry a key: Nix's secret key form is 88 base64
+    characters, a public key's 44); longer, it is ``…`` and the length: ``'lab-1:…' (206 characters)``.
+    A text with no ``:`` longer than `shown_data` is shown as ``'…'`` and its length only.
+
+    Why not its first characters: ``k:`` and 22 characters of a secret key pasted as
+    ``--trusted-public-key`` are 16 of the 32 bytes of its seed (libsodium's secret key is the seed
+    then the public key, NixOS/nix src/libutil/signature/local-keys.cc)."""
+    name, sep, data = text.partition(":")
+    if not sep:
+        name, data = "", text
+    if len(name) <= keep and len(data) <= shown_data:
         return repr(text)
-    return f"{text[:keep] + '…'!r} ({len(text)} characters)"
+    head = (name[:keep] + ("…" if len(name) > keep else "") + sep) if sep else ""
+    if len(data) <= shown_data:
+        return f"{head + data!r} ({len(text)} characters)"
+    return f"{head + '…'!r} ({len(text)} characters)"
 
 
 def shell_word(path: object) -> str:

@@ -169,3 +169,44 @@ def test_cmake_builds_do_not_find_the_host_s_libraries(tmp_path, manifests_dir):
     with Store.open(tmp_path / "store") as store:
         realise(store, [probe.derivation])
     assert Path(probe.out, "share", "found").read_text() == "HOSTZ-NOTFOUND HOSTZ_H-NOTFOUND"
+
+
+def _a_host_config_package() -> str | None:
+    """The name of a CMake package config file the host has below /usr (``<Name>Config.cmake`` or
+    ``<name>-config.cmake`` in ``/usr/lib[/<triple>]/cmake/*/``, ``/usr/share/*/cmake/``), None for none."""
+    import glob
+
+    for found in sorted(glob.glob("/usr/lib/*/cmake/*/*onfig.cmake") + glob.glob("/usr/lib/cmake/*/*onfig.cmake")
+                        + glob.glob("/usr/share/cmake/*/*onfig.cmake")):
+        name = Path(found).name
+        for suffix in ("Config.cmake", "-config.cmake"):
+            if name.endswith(suffix) and "ersion" not in name:
+                return name.removesuffix(suffix)
+    return None
+
+
+def test_cmake_builds_do_not_find_the_host_s_package_config_files(tmp_path, manifests_dir):
+    """CMAKE_IGNORE_PATH names exact directories: find_package(X CONFIG) still found the host's
+    /usr/lib/<triple>/cmake/X/XConfig.cmake (the prefix /usr, from CMake's system prefixes and /usr/bin on
+    PATH), imported targets in /usr/lib. CMAKE_IGNORE_PREFIX_PATH (CMake >= 3.23) drops the prefixes."""
+    name = _a_host_config_package()
+    if name is None:
+        pytest.skip("the host has no CMake package config file below /usr")
+    version = subprocess.run(["cmake", "--version"], capture_output=True, text=True).stdout.split()[2]
+    if tuple(int(p) for p in version.split(".")[:2]) < (3, 23):
+        pytest.skip(f"CMake {version} has no CMAKE_IGNORE_PREFIX_PATH (3.23)")
+    src = tmp_path / "probe"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text(
+        # C, not NONE: the compiler gives CMAKE_LIBRARY_ARCHITECTURE, and so <prefix>/lib/<triple>/cmake
+        "cmake_minimum_required(VERSION 3.18)\nproject(probe C)\n"
+        f"find_package({name} CONFIG QUIET)\nfind_program(HOST_SH sh)\n"
+        f'file(WRITE "${{CMAKE_BINARY_DIR}}/found" "${{{name}_DIR}} ${{HOST_SH}}")\n'
+        'install(FILES "${CMAKE_BINARY_DIR}/found" DESTINATION share)\n')
+    pkgs = cudapkgs.import_pkgs(config={"storeDir": str(tmp_path / "store")})
+    probe = mk_derivation(pkgs, {"pname": "probe", "version": "1", "src": src, "nativeBuildInputs": [pkgs.cmake]})
+    with Store.open(tmp_path / "store") as store:
+        realise(store, [probe.derivation])
+    config_dir, sh = Path(probe.out, "share", "found").read_text().split(" ")
+    assert config_dir == f"{name}_DIR-NOTFOUND", config_dir
+    assert sh.endswith("/sh")  # programs on PATH are still found

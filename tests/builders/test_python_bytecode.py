@@ -168,6 +168,66 @@ def test_the_compiler_dies_with_cudapkgs(tmp_path: Path) -> None:
         raise AssertionError("the compiler outlived cudapkgs")
 
 
+def test_the_compiler_is_started_without_a_supervisor_interpreter(tmp_path: Path) -> None:
+    """The compiler is this process's own child, leading its own session (one interpreter fewer per
+    compilation than under `process_group.popen_phase`'s supervisor), and still compiles."""
+    out, site = _tree(tmp_path)
+    seen = tmp_path / "seen"
+    env = _fake_python(tmp_path, f'echo "$PPID $$ $(ps -o sid= -p $$)" > {seen}')
+    log = io.StringIO()
+    compile_tree(site, out, env, log)
+    parent, pid, session = (int(field) for field in seen.read_text().split())
+    assert parent == os.getpid()  # the old code: the supervisor's pid
+    assert session == pid  # a session (and process group) of its own
+    assert list((site / "pkg" / "__pycache__").glob("__init__.*.pyc"))
+
+
+def test_the_compiler_s_end_is_seen_through_a_pidfd_not_by_polling(tmp_path: Path, monkeypatch) -> None:
+    """`Compile.wait` waits on a pidfd (woken when the compiler ends) and reaps it once ended: `Popen.wait`
+    with a timeout (the old code), which sleeps up to 50 ms between looks, is not called."""
+    import subprocess
+
+    if not hasattr(os, "pidfd_open"):
+        pytest.skip("no os.pidfd_open (Python < 3.9 or not Linux)")
+    out, site = _tree(tmp_path)
+    timeouts = []
+    real_wait = subprocess.Popen.wait
+
+    def spy(self, timeout=None):
+        timeouts.append(timeout)
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", spy)
+    log = io.StringIO()
+    compile_tree(site, out, {**os.environ, "PATH": os.path.dirname(sys.executable)}, log)
+    assert timeouts and all(timeout is None for timeout in timeouts)
+    assert list((site / "pkg" / "__pycache__").glob("__init__.*.pyc"))
+
+
+def test_the_compiler_s_workers_die_with_cudapkgs_too(tmp_path: Path) -> None:
+    """cudapkgs SIGKILLed: the kernel signals the compiler's whole process group (SIGIO from the lifeline),
+    so a process the compiler started (a worker) dies with it."""
+    import signal
+    import subprocess
+
+    out, site = _tree(tmp_path)
+    worker_file = tmp_path / "worker.pid"
+    env = _fake_python(tmp_path, f"sleep 120 & echo $! > {worker_file}; wait; exit 0")
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from cudapkgs.builders.python_bytecode import start_compile\n"
+        f"start_compile({os.fspath(site)!r}, {os.fspath(out)!r}, {env!r})\n"
+        "time.sleep(120)\n")], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        worker = _pid_of(worker_file)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    if not _gone(worker):
+        os.kill(worker, signal.SIGKILL)
+        raise AssertionError("the compiler's worker outlived cudapkgs")
+
+
 def _hanging_python(tmp_path: Path) -> tuple[dict[str, str], Path]:
     """A PATH whose python3 hangs as a compiler stuck on a module would (a child that sleeps; its pid in a file)."""
     pid_file = tmp_path / "hung.pid"

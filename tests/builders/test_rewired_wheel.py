@@ -12,6 +12,7 @@ import hashlib
 import io
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import zipfile
@@ -419,6 +420,117 @@ def test_tree_state_lists_every_entry_once_without_following_links(tmp_path):
     (root / "a" / "b" / "new.py").write_text("")
     after = _tree_state(root)
     assert set(after) - set(state) == {"a/b/new.py"} and after["a/b"] != state["a/b"]
+
+
+def _import_check_site(tmp_path, body: str):
+    """A site-packages whose module ``hang`` runs `body` (Python) when imported; the env to check it with."""
+    site = tmp_path / "out" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "hang.py").write_text(body)
+    return site, {"PATH": os.path.dirname(sys.executable)}
+
+
+def _ended(pid: int) -> bool:
+    import time
+
+    for _ in range(1000):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(") ", 1)[1].startswith("Z"):
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_an_import_check_past_its_time_is_killed_with_what_it_started(tmp_path, monkeypatch):
+    """The check's process group is killed past `IMPORT_CHECK_TIMEOUT`, a child it started included (the old
+    code killed the interpreter alone) and the build fails naming the module."""
+    from cudapkgs.builders import rewired_wheel_steps as steps
+
+    pid_file = tmp_path / "child.pid"
+    site, env = _import_check_site(tmp_path, (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(120)\n"))
+    monkeypatch.setattr(steps, "IMPORT_CHECK_TIMEOUT", 3, raising=False)
+    with pytest.raises((steps.RewireError, subprocess.TimeoutExpired)) as raised:
+        steps._import_check("hang", site, env, io.StringIO())
+    child = int(pid_file.read_text())
+    ended = _ended(child)
+    if not ended:
+        os.kill(child, signal.SIGKILL)
+    assert ended, "the check's child outlived the check"
+    assert raised.type is steps.RewireError and "import hang did not finish within 3 s" in str(raised.value)
+
+
+def test_an_import_check_past_its_time_ends_though_an_escaped_child_holds_its_output(tmp_path, monkeypatch):
+    """A child the import started in a session of its own (out of the killed group) keeps the output pipe
+    open: after the kill, the check read that pipe to its end with no bound, for as long as the child lived."""
+    import threading
+
+    from cudapkgs.builders import rewired_wheel_steps as steps
+
+    pid_file = tmp_path / "escaped.pid"
+    site, env = _import_check_site(tmp_path, (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(120)\n"))
+    monkeypatch.setattr(steps, "IMPORT_CHECK_TIMEOUT", 2)
+    monkeypatch.setattr(steps, "_AFTER_KILL_S", 1, raising=False)
+    raised: list[BaseException] = []
+
+    def check() -> None:
+        try:
+            steps._import_check("hang", site, env, io.StringIO())
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            raised.append(error)
+
+    thread = threading.Thread(target=check, daemon=True)
+    thread.start()
+    thread.join(30)
+    try:
+        assert not thread.is_alive(), "the check still waits for the escaped child's end of its output"
+        assert raised and isinstance(raised[0], steps.RewireError) and "did not finish within 2 s" in str(raised[0])
+    finally:
+        if pid_file.is_file():
+            try:
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+
+
+def test_an_import_check_dies_with_cudapkgs(tmp_path):
+    """cudapkgs SIGKILLed during ``python3 -c "import torch"``: the check (and what it started) ends with it."""
+    pid_file = tmp_path / "check.pid"
+    site, env = _import_check_site(tmp_path, (
+        "import os, time\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(120)\n"))
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import io, sys\n"
+        "from pathlib import Path\n"
+        "from cudapkgs.builders.rewired_wheel_steps import _import_check\n"
+        f"_import_check('hang', Path({str(site)!r}), {env!r}, io.StringIO())\n")],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        import time
+
+        for _ in range(2000):
+            if pid_file.is_file() and pid_file.read_text().strip():
+                break
+            time.sleep(0.01)
+        check = int(pid_file.read_text())
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    ended = _ended(check)
+    if not ended:
+        os.kill(check, signal.SIGKILL)
+    assert ended, "the import check outlived cudapkgs"
 
 
 def test_a_rewired_wheel_loses_its_bin_byte_code_and_keeps_a_bare_pyc(tmp_path):

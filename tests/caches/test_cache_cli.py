@@ -134,7 +134,7 @@ def test_a_bad_trusted_public_key_flag_is_named_as_typed_and_makes_no_store(tmp_
     assert "error: --trusted-public-key 'lab-1:bad': not a public key" in said and "trustedPublicKeys" not in said
     long = "lab-1:" + "A" * 200
     said = one_line_error(run_cli("copy", "--from", url, "--store", str(fresh), "--trusted-public-key", long, top, env=env))
-    assert "--trusted-public-key 'lab-1:AAAAAAAAAAAAAAAAAA…' (206 characters): not a public key" in said
+    assert "--trusted-public-key 'lab-1:…' (206 characters): not a public key" in said
     assert long not in said
     secret = str(generate("lab-1"))  # a secret key pasted where the public one belongs: not echoed, and named
     said = one_line_error(run_cli("copy", "--from", url, "--store", str(fresh), "--trusted-public-key", secret, top,
@@ -144,10 +144,30 @@ def test_a_bad_trusted_public_key_flag_is_named_as_typed_and_makes_no_store(tmp_
     assert not fresh.exists()
 
 
+@pytest.mark.parametrize("name", ["k", "lab-1"])
+def test_a_secret_key_pasted_as_trusted_public_key_echoes_none_of_its_seed(tmp_path, name):
+    """The redaction kept the first 24 characters: with a short name ("k:") that was 22 base64 characters of
+    the secret key, 16 of the 32 bytes of its seed, on stderr."""
+    store, dep, top, key, env, url = cli_file_cache(tmp_path)
+    store.close()
+    secret = generate(name)
+    data = str(secret).split(":", 1)[1]
+    said = run_cli("copy", "--from", url, "--trusted-public-key", str(secret), top, env=env)
+    assert said.returncode != 0
+    for shown in (said.stderr, said.stdout):
+        assert not any(data[i:i + 6] in shown for i in range(len(data) - 5)), shown  # no 6 characters of it
+    assert f"--trusted-public-key '{name}:…' ({len(str(secret))} characters): not a public key" in said.stderr
+    config = tmp_path / "config.toml"  # the same value in trustedPublicKeys (the setting's check)
+    config.write_text(f'trustedPublicKeys = ["{secret}"]\n')
+    said = run_cli("copy", "--from", url, top, env={**env, "CUDAPKGS_CONFIG": str(config)})
+    assert said.returncode != 0 and not any(data[i:i + 6] in said.stderr for i in range(len(data) - 5)), said.stderr
+
+
 @pytest.mark.parametrize("case", ["missing sign key", "bad sign key", "bad --to URL", "bad --from URL",
                                   "bad trusted key", "another store's cache", "bad direct writes",
                                   "missing archive", "not an archive", "bad serve size", "export of no store",
-                                  "copy --to of no store"])
+                                  "copy --to of no store", "bad serve port", "bad serve host",
+                                  "copy --from of another store's path"])
 def test_a_refused_store_command_creates_no_store(tmp_path, case):
     """Each was refused after `Store.open` had made <store>/.meta, .locks, .gcroots… at --store."""
     store, dep, top, key, env, url = cli_file_cache(tmp_path)
@@ -168,10 +188,32 @@ def test_a_refused_store_command_creates_no_store(tmp_path, case):
         "bad serve size": ["serve", "--port", "0", "--cache-size", "5XB"],
         "export of no store": ["export", top, "-o", str(tmp_path / "out.tar")],
         "copy --to of no store": ["copy", "--to", url, top],
+        "bad serve port": ["serve", "--port", "99999"],  # was an internal error (OverflowError from bind)
+        "bad serve host": ["serve", "--port", "0", "--host", "256.1.1.1"],
+        # top is in tmp_path/store, not in fresh (an empty cache: nothing refused before the path)
+        "copy --from of another store's path": ["copy", "--from", f"file://{tmp_path}/empty", top],
     }[case]
     extra = {"CUDAPKGS_DIRECT_WRITES": "sometimes"} if case == "bad direct writes" else {}
-    one_line_error(run_cli(*args, "--store", fresh, env={**env, **extra}))
+    result = run_cli(*args, "--store", fresh, env={**env, **extra})
+    if case == "bad serve port":  # argparse's usage error: the usage, then the one error line
+        assert result.returncode == 2 and "argument --port: '99999' is not a port" in result.stderr, result.stderr
+    else:
+        one_line_error(result)
     assert not os.path.exists(fresh)
+
+
+def test_serve_s_address_check_takes_what_bind_takes():
+    """The check made before the store is opened refuses only what bind() would: "" (every interface, as
+    bind takes it) and the usual spellings pass; a name that resolves to nothing does not."""
+    from cudapkgs.cli.caches import _check_listen_address
+    from cudapkgs.errors import CudapkgsError
+
+    for host in ("", "0.0.0.0", "127.0.0.1", "localhost", "::1"):
+        _check_listen_address(host, 0)
+    with pytest.raises(CudapkgsError, match="cannot listen on 256.1.1.1:0"):
+        _check_listen_address("256.1.1.1", 0)
+    with pytest.raises(CudapkgsError, match=r"cannot listen on a\\x00b:0"):
+        _check_listen_address("a\x00b", 0)
 
 
 def test_copy_bad_input_is_one_line(tmp_path):

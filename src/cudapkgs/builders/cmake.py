@@ -9,8 +9,9 @@ per output (bin → ``$outputBin``, include → ``$outputInclude``, lib →
 ``-DCMAKE_CUDA_ARCHITECTURES=$cmakeCudaArchitectures`` when set (give it the
 set's ``flags.cmakeCudaArchitecturesString``), ``CMAKE_IGNORE_PATH`` = the host's library
 and header directories (`host_library_dirs`: not in Nix's sandbox, and dropped from the search
-by Nixpkgs' cmake, pkgs/by-name/cm/cmake/001-search-path.diff), then ``cmakeFlags`` (a
-package's own ``-DCMAKE_IGNORE_PATH=`` wins).  The build
+by Nixpkgs' cmake, pkgs/by-name/cm/cmake/001-search-path.diff) and ``CMAKE_IGNORE_PREFIX_PATH`` =
+its installation prefixes (`HOST_PREFIXES`: a package config file below them), then ``cmakeFlags`` (a
+package's own ``-DCMAKE_IGNORE_PATH=`` or ``-DCMAKE_IGNORE_PREFIX_PATH=`` wins).  The build
 and install run in that directory, in parallel unless
 ``enableParallelBuilding`` is false.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CONFIGURE", "build_phase", "host_library_dirs", "install_phase", "install_dir_flags"]
+__all__ = ["CONFIGURE", "HOST_PREFIXES", "build_phase", "host_library_dirs", "install_phase", "install_dir_flags"]
 
 # CMake's GNUInstallDirs variables and the output that takes each (multiple-outputs.sh's choice).
 _DIRS = (
@@ -69,9 +70,22 @@ def host_library_dirs(system: str) -> list[str]:
     return dirs
 
 
+#: The host's installation prefixes CMake searches by itself (Modules/Platform/UnixPaths.cmake, CMake 3.25:
+#: ``/usr/local /usr /``, then ``/usr/X11R6 /usr/pkg /opt``; and ``/usr`` again from ``/usr/bin`` on PATH).
+#: ``CMAKE_IGNORE_PATH`` names exact directories only, so ``find_package(X CONFIG)`` still found the host's
+#: ``/usr/lib/<triple>/cmake/X/XConfig.cmake`` below an ignored directory, with imported targets in /usr/lib;
+#: ``CMAKE_IGNORE_PREFIX_PATH`` (CMake 3.23 and later; an older CMake warns that it is unused) ignores the
+#: prefixes whole, as Nixpkgs' cmake has none of them (pkgs/by-name/cm/cmake/001-search-path.diff).
+#: Programs found on PATH (``find_program``) are not affected: PATH's directories are searched as they are.
+HOST_PREFIXES = ("/usr", "/usr/local", "/", "/usr/X11R6", "/usr/pkg", "/opt")
+
+
 def _ignore_host_paths() -> str:
-    """Bash setting ``ignore`` to the ``-DCMAKE_IGNORE_PATH`` of the build's ``$system`` (none for another)."""
-    cases = "".join(f"  {machine}-*) ignore=('-DCMAKE_IGNORE_PATH={';'.join(host_library_dirs(machine + '-linux'))}') ;;\n"
+    """Bash setting ``ignore`` to the ``-DCMAKE_IGNORE_PATH`` (`host_library_dirs`) and
+    ``-DCMAKE_IGNORE_PREFIX_PATH`` (`HOST_PREFIXES`) of the build's ``$system`` (none for another)."""
+    prefixes = ";".join(HOST_PREFIXES)
+    cases = "".join(f"  {machine}-*) ignore=('-DCMAKE_IGNORE_PATH={';'.join(host_library_dirs(machine + '-linux'))}' "
+                    f"'-DCMAKE_IGNORE_PREFIX_PATH={prefixes}') ;;\n"
                     for machine in ("x86_64", "aarch64"))
     return f'ignore=()\ncase "${{system:-}}" in\n{cases}esac\n'
 

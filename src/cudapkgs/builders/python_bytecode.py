@@ -27,8 +27,9 @@ the variable: the compiler therefore runs without ``-I``, in an environment hold
 with ``-s`` (no user site directory), in its private directory, whatever its Python version.
 
 `start_compile` runs the same command without waiting, so a build can do other work meanwhile.
-The compiler runs under the build phases' supervisor (`cudapkgs.process_group`): it and
-its workers die with cudapkgs. It has a deadline proportional to the source it compiles
+The compiler runs in a process group of its own that the kernel kills when cudapkgs dies
+(`cudapkgs.process_group.popen_group`: the lifeline pipe signals the group, no supervisor
+interpreter is started for it): it and its workers die with cudapkgs. It has a deadline proportional to the source it compiles
 (`deadline_for`): past it, its process group is killed and `ByteCompileError` fails the build.
 `stop_all` kills every compilation under way at once, from any thread; a build run stops only its own
 (`bind_stop`: Ctrl-C during `cudapkgs build`).
@@ -36,7 +37,9 @@ its workers die with cudapkgs. It has a deadline proportional to the source it c
 
 from __future__ import annotations
 
+import math
 import os
+import select
 import subprocess
 import threading
 import time
@@ -157,7 +160,8 @@ def _stopped(stop: threading.Event | None) -> bool:
 # the compiler lists the files, deals them to ``-j`` processes (0: one per CPU) largest first, each
 # to the least loaded so far (bytes of source), forks the others (it has no thread: a plain fork),
 # compiles its own share and waits for theirs. The workers are in the compiler's process group, so
-# they die with it (`process_group.finish_phase`). Another command line, or an older Python, runs
+# they die with it (`process_group.finish_phase`, and the kernel's SIGIO when cudapkgs dies:
+# `process_group.popen_group`). Another command line, or an older Python, runs
 # compileall itself as before.
 #
 # Exit status: 0, every module compiled; 1, every file was gone through and some did not compile
@@ -352,6 +356,15 @@ class Compile:
         from ..process_group import finish_phase
 
         why = None
+        # The compiler's end is seen at once through a pidfd (Linux >= 5.3; `Popen.wait(timeout)` sleeps up to
+        # 50 ms between looks, which a small package's compilation of 70 ms paid in wall time), else by polling.
+        try:
+            pidfd = os.pidfd_open(self._process.pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        else:
+            pidfd_poll = select.poll()
+            pidfd_poll.register(pidfd, select.POLLIN)
         try:
             while True:
                 left = self._deadline - (time.monotonic() - self._started)
@@ -362,15 +375,24 @@ class Compile:
                     why = (f"did not finish within its deadline of {self._deadline:.0f} s ({self._work}); killed. "
                            "A module may make the compiler hang (a rewired wheel skips this step with `dontCompileBytecode = true`)")
                     break
+                if pidfd is not None:
+                    # poll, not select: select refuses a descriptor numbered FD_SETSIZE (1024) or more, which a
+                    # process with many files open (RLIMIT_NOFILE above 1024) gets (ValueError, a failed build)
+                    if pidfd_poll.poll(max(1, math.ceil(min(left, _POLL) * 1000))):
+                        status = self._process.wait()  # it has ended: no wait
+                        break
+                    continue
                 try:
                     status = self._process.wait(timeout=min(left, _POLL))
                     break
                 except subprocess.TimeoutExpired:
                     continue
         finally:
+            if pidfd is not None:
+                os.close(pidfd)
             finish_phase(self._process)  # its workers too, and the lifeline closed
             if why is not None or self._process.returncode is None:
-                self._process.wait()  # killed: the supervisor is reaped at once
+                self._process.wait()  # killed: the compiler is reaped at once
             if self._cwd is not None:
                 remove_private_directory(self._cwd)
             reason = self._last_error()
@@ -406,14 +428,15 @@ def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | N
     `interpreter` of `env`), in `compiler_env` of `env`; returns at once, the deadline (`deadline_for`) running.  Raises
     OSError when the interpreter cannot start, `ByteCompileError` after `stop_all` (or with this thread's
     `bind_stop` signal set)."""
-    from ..process_group import popen_phase
+    from ..process_group import popen_group
 
     stop = getattr(_BOUND, "stop", None)
     if _stopped(stop):
         raise ByteCompileError(f"byte compilation (python3 -m compileall) of {site} not started: the build was interrupted")
     deadline, modules, size = deadline_for(Path(site))
 
-    # Under the build phases' supervisor: the compiler and its workers die with cudapkgs.
+    # In a process group of its own that the kernel kills when cudapkgs dies (`process_group.popen_group`:
+    # no supervisor interpreter; the compiler's workers are its forks, in its group).
     chosen = python or interpreter(env)
     executable = chosen if os.sep in chosen else programs.which(chosen)
     if executable is None or not os.access(executable, os.X_OK):
@@ -426,7 +449,7 @@ def start_compile(site: Path, out: Path, env: Mapping[str, str], python: str | N
         import tempfile
 
         errors = tempfile.TemporaryFile()  # its stderr: the last line names why it stopped part way
-        process = popen_phase(argv, executable=executable, env=compiler_env(env, cwd), cwd=cwd,
+        process = popen_group(argv, executable=executable, env=compiler_env(env, cwd), cwd=cwd,
                               stdout=subprocess.DEVNULL, stderr=errors)
     except BaseException:
         if errors is not None:

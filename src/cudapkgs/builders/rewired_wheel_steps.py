@@ -530,11 +530,33 @@ def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) 
     # package is found through PYTHONPATH, `site` first (any Python 3: no -P before 3.11).
     from ..python_child import private_directory
 
+    # In a process group of its own that dies with cudapkgs (`process_group.popen_group`: the kernel signals
+    # it when cudapkgs' end of a pipe closes; no supervisor interpreter), and is killed whole past 600 s.
+    from ..process_group import finish_phase, popen_group
+
     if os.sep in python:
         python = os.path.abspath(python)
     with private_directory() as cwd:
-        done = subprocess.run([python, "-c", f"import {module}"], env=run_env, cwd=cwd, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, errors="replace", check=False, timeout=600)
-    if done.returncode != 0:
-        tail = "\n  ".join(done.stdout.strip().splitlines()[-15:])
-        raise RewireError(f"pythonImportsCheck: import {module} failed (exit status {done.returncode}):\n  {tail}")
+        proc = popen_group([python, "-c", f"import {module}"], executable=python, env=run_env, cwd=cwd,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        try:
+            output, _ = proc.communicate(timeout=IMPORT_CHECK_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            finish_phase(proc)
+            try:  # bounded: a process the import started in a session of its own (out of the killed group) may
+                proc.communicate(timeout=_AFTER_KILL_S)  # hold the output pipe open for as long as it lives
+            except subprocess.TimeoutExpired:
+                proc.stdout.close()
+                proc.wait()
+            raise RewireError(f"pythonImportsCheck: import {module} did not finish within {IMPORT_CHECK_TIMEOUT} s; killed") from None
+        finally:
+            finish_phase(proc)
+    if proc.returncode != 0:
+        tail = "\n  ".join(output.strip().splitlines()[-15:])
+        raise RewireError(f"pythonImportsCheck: import {module} failed (exit status {proc.returncode}):\n  {tail}")
+
+
+#: Seconds an import check may take (`_import_check`) before its process group is killed and the build fails.
+IMPORT_CHECK_TIMEOUT = 600
+#: Seconds the output of a killed import check is still read for (what escaped its group may keep the pipe open).
+_AFTER_KILL_S = 5

@@ -98,7 +98,7 @@ def register(subparsers: Any) -> None:
         formatter_class=fmt,
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
-    serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    serve.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0 picks a free one)")
     serve.add_argument("--sign-key", metavar="FILE", help="sign narinfos with this secret key")
     serve.add_argument("--quiet", action="store_true", help="do not log requests (errors are still said)")
     serve.add_argument("--compression", choices=("none", "zstd"), default="none",
@@ -204,9 +204,14 @@ def _copy(args: argparse.Namespace) -> int:
 
         from .store import _store_dir
 
+        from ..store.store import parse_store_path
+
         keys = _copy_from_keys(args)
         cache = open_cache(args.from_)
-        cache.check_store_dir(os.path.abspath(os.path.expanduser(_store_dir(args))))  # another store's cache
+        store_dir = os.path.abspath(os.path.expanduser(_store_dir(args)))
+        cache.check_store_dir(store_dir)  # another store's cache
+        for path in args.paths:  # a path of another store refused before the store is made
+            parse_store_path(store_dir, path)
         store = _open_store(args)
         try:
             return _copy_from(args, store, cache, keys)
@@ -332,6 +337,14 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+def _port(text: str) -> int:
+    """A TCP port, 0 to 65535 (0: the kernel picks one); a usage error otherwise (it was an internal
+    error from bind(), after the store had been made)."""
+    if not (text.isascii() and text.isdigit()) or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535)")
+    return int(text)
+
+
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text) if text.isascii() else -1.0
@@ -342,6 +355,19 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _check_listen_address(host: str, port: int) -> None:
+    """CudapkgsError (one line, as a failed bind says it) when `host` resolves to no address to listen on."""
+    import socket
+
+    try:
+        # "" is every interface to bind() (as 0.0.0.0) but no name to getaddrinfo: asked as None (the wildcard)
+        socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError, ValueError) as error:  # ValueError: a NUL in the name
+        from ..errors import CudapkgsError, shown
+
+        raise CudapkgsError(f"cannot listen on {shown(host)}:{port}: {getattr(error, 'strerror', None) or error}") from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     from ..config import parse_size
     from ..store.caches.httpd import Limits
@@ -350,6 +376,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     key = SecretKey.load(args.sign_key) if args.sign_key else None
     cache_bytes = parse_size(args.cache_size)  # a bad size refused before the store is opened (and made)
+    _check_listen_address(args.host, args.port)  # so is an address that names no interface
     store = _open_store(args)
     root = store.store_dir
     store.close()

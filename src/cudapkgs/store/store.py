@@ -43,7 +43,7 @@ from .registration import Registration
 from .verify import Hop, Problem, Verification
 from .workdirs import WorkDirs, spread_subdirectories
 
-__all__ = ["GCResult", "Hop", "PathInfo", "Problem", "Store", "default_store_root", "spread_subdirectories"]
+__all__ = ["GCResult", "Hop", "PathInfo", "Problem", "Store", "default_store_root", "parse_store_path", "spread_subdirectories"]
 
 
 def default_store_root() -> Path:
@@ -153,19 +153,8 @@ class Store(Registration, WorkDirs, GarbageCollector, Verification):
     # -- paths and queries -----------------------------------------------
 
     def parse(self, path: str | os.PathLike[str]) -> str:
-        """Normalise a store path (or a path inside one, or a symlink such as ./result to one)."""
-        text = os.path.abspath(os.fspath(path))
-        seen = 0
-        prefix = self.store_dir + "/"
-        # Follow links such as ./result or .gcroots entries, but not a store path that is itself a symlink.
-        while not (text.startswith(prefix) and not text[len(prefix):].startswith(".")) and os.path.islink(text) and seen < 40:
-            text = os.path.normpath(os.path.join(os.path.dirname(text), os.readlink(text)))
-            seen += 1
-        if not text.startswith(prefix) and not os.path.lexists(text) and not is_hash_part(os.path.basename(text)[:32]):
-            # ./result before any build, or a typo: not a store path of another store either
-            raise StoreError(f"path '{os.fspath(path)}' does not exist (expected a store path, a file in one, "
-                             "or a link to one such as ./result from `cudapkgs build`)")
-        return to_store_path(self.store_dir, text)
+        """Normalise a store path (or a path inside one, or a symlink such as ./result to one): `parse_store_path`."""
+        return parse_store_path(self.store_dir, path)
 
     def is_valid(self, path: str) -> bool:
         """Whether `path` is a registered (complete) store path."""
@@ -284,3 +273,22 @@ def _refuse_writable_by_others(root: Path, db_file: Path) -> None:
                 f"(mode {stat.S_IMODE(st.st_mode):04o}), who could replace store paths and their metadata; "
                 f"fix it with: chmod go-w {target}"
             )
+
+
+def parse_store_path(store_dir: str, path: str | os.PathLike[str]) -> str:
+    """The store path of the store at `store_dir` (absolute, normalised) that `path` names: a store path, a
+    path inside one, or a symlink such as ./result to one (links followed, at most 40, but not a store path
+    that is itself a link). Needs no open store: a command checks its paths before `Store.open` makes a store.
+    Raises StoreError (one line) for a path that does not exist and is no store path, or is not in `store_dir`."""
+    text = os.path.abspath(os.fspath(path))
+    seen = 0
+    prefix = store_dir + "/"
+    # Follow links such as ./result or .gcroots entries, but not a store path that is itself a symlink.
+    while not (text.startswith(prefix) and not text[len(prefix):].startswith(".")) and os.path.islink(text) and seen < 40:
+        text = os.path.normpath(os.path.join(os.path.dirname(text), os.readlink(text)))
+        seen += 1
+    if not text.startswith(prefix) and not os.path.lexists(text) and not is_hash_part(os.path.basename(text)[:32]):
+        # ./result before any build, or a typo: not a store path of another store either
+        raise StoreError(f"path '{os.fspath(path)}' does not exist (expected a store path, a file in one, "
+                         "or a link to one such as ./result from `cudapkgs build`)")
+    return to_store_path(store_dir, text)

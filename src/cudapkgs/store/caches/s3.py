@@ -10,7 +10,9 @@ complete), NARs before narinfos, so readers never see half an upload.
 
 from __future__ import annotations
 
+import os
 import urllib.parse
+import weakref
 from typing import BinaryIO
 
 from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge
@@ -39,6 +41,7 @@ class S3Cache(Cache):
         self.endpoint = endpoint
         self.profile = query.get("profile")
         self._client = None
+        _CACHES.add(self)  # a forked child makes its own boto3 client (`_after_fork_in_child`)
         # The low-speed rule of the HTTP client (`transport.http.Limits`, curl's --speed-limit/--speed-time):
         # a body slower than this many bytes/s over this many seconds of waiting is cut, inside a read too.
         self.low_speed_bps = 1024
@@ -105,6 +108,22 @@ class S3Cache(Cache):
         config = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=16 << 20, max_concurrency=2)
         self._call("upload", name, self.client.upload_file, local, self.bucket, self._key(name),
                    ExtraArgs={"ContentType": content_type}, Config=config)
+
+
+_CACHES: weakref.WeakSet[S3Cache] = weakref.WeakSet()  # every S3Cache alive, for a forked child
+
+
+def _after_fork_in_child() -> None:
+    """A forked child makes its own boto3 clients: a client's urllib3 pool holds the parent's kept-alive
+    connections (two processes reading one socket would take each other's responses), as
+    `transport.http.Client`'s do; its pool's lock may be held by a parent's thread. Dropped, not closed
+    (closing would end the parent's connections too)."""
+    for cache in list(_CACHES):
+        cache._client = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _BoundedBody:
