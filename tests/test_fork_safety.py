@@ -157,3 +157,38 @@ def test_a_forked_child_makes_its_own_s3_client(tmp_path):
 
     assert _in_child(child) == 0
     assert cache._client is parent  # the parent's own is untouched
+
+
+def test_a_forked_child_holds_none_of_the_parent_s_path_locks(tmp_path):
+    """An flock belongs to the open file description, which fork() shares: the child's copy of the descriptor
+    kept the lock after the parent released it (another process waited for the child), and the child's
+    `release_and_delete` unlinked the file the parent still held. The child closes its copies, forgets them."""
+    from cudapkgs.store.locks import PathLock
+
+    lock = PathLock(tmp_path / "path.lock")
+    assert lock.acquire()
+    said_r, said_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(said_r)
+            locked = lock.locked
+            lock.release_and_delete()  # the child's own cleanup: not the parent's file
+            os.write(said_w, b"0" if not locked else b"1")
+            time.sleep(30)  # alive while the parent looks (killed then)
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        os.close(said_w)
+        assert os.read(said_r, 1) == b"0"  # the child did not think it held the lock
+        assert (tmp_path / "path.lock").exists()  # nor deleted the parent's lock file
+        lock.release()
+        other = PathLock(tmp_path / "path.lock")
+        assert other.acquire(blocking=False)  # the parent's release released it: no copy in the child held it
+        other.release()
+    finally:
+        os.close(said_r)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)

@@ -466,6 +466,43 @@ def test_an_import_check_past_its_time_is_killed_with_what_it_started(tmp_path, 
     assert raised.type is steps.RewireError and "import hang did not finish within 3 s" in str(raised.value)
 
 
+def test_an_import_check_past_its_time_ends_though_an_escaped_child_holds_its_output(tmp_path, monkeypatch):
+    """A child the import started in a session of its own (out of the killed group) keeps the output pipe
+    open: after the kill, the check read that pipe to its end with no bound, for as long as the child lived."""
+    import threading
+
+    from cudapkgs.builders import rewired_wheel_steps as steps
+
+    pid_file = tmp_path / "escaped.pid"
+    site, env = _import_check_site(tmp_path, (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(120)\n"))
+    monkeypatch.setattr(steps, "IMPORT_CHECK_TIMEOUT", 2)
+    monkeypatch.setattr(steps, "_AFTER_KILL_S", 1, raising=False)
+    raised: list[BaseException] = []
+
+    def check() -> None:
+        try:
+            steps._import_check("hang", site, env, io.StringIO())
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            raised.append(error)
+
+    thread = threading.Thread(target=check, daemon=True)
+    thread.start()
+    thread.join(30)
+    try:
+        assert not thread.is_alive(), "the check still waits for the escaped child's end of its output"
+        assert raised and isinstance(raised[0], steps.RewireError) and "did not finish within 2 s" in str(raised[0])
+    finally:
+        if pid_file.is_file():
+            try:
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+
+
 def test_an_import_check_dies_with_cudapkgs(tmp_path):
     """cudapkgs SIGKILLed during ``python3 -c "import torch"``: the check (and what it started) ends with it."""
     pid_file = tmp_path / "check.pid"

@@ -202,6 +202,20 @@ def test_a_refused_store_command_creates_no_store(tmp_path, case):
     assert not os.path.exists(fresh)
 
 
+def test_serve_s_address_check_takes_what_bind_takes():
+    """The check made before the store is opened refuses only what bind() would: "" (every interface, as
+    bind takes it) and the usual spellings pass; a name that resolves to nothing does not."""
+    from cudapkgs.cli.caches import _check_listen_address
+    from cudapkgs.errors import CudapkgsError
+
+    for host in ("", "0.0.0.0", "127.0.0.1", "localhost", "::1"):
+        _check_listen_address(host, 0)
+    with pytest.raises(CudapkgsError, match="cannot listen on 256.1.1.1:0"):
+        _check_listen_address("256.1.1.1", 0)
+    with pytest.raises(CudapkgsError, match=r"cannot listen on a\\x00b:0"):
+        _check_listen_address("a\x00b", 0)
+
+
 def test_copy_bad_input_is_one_line(tmp_path):
     env = {"CUDAPKGS_STORE": str(tmp_path / "store")}
     Store.open(tmp_path / "store").close()  # where there is none, `copy --to` says that first

@@ -345,3 +345,25 @@ def test_the_nar_size_of_members_counts_hard_links_with_their_targets(tmp_path):
             tar.addfile(info, io.BytesIO(data))
             tar.addfile(_member(f"{base}/b", tarfile.LNKTYPE, f"{base}/a")[0])
         assert import_closure(store, tmp_path / "x.tar") == [path] and store.verify() == []
+
+
+def test_an_archive_naming_another_store_cannot_write_lines_or_escapes_in_the_error(exported, tmp_path):
+    """The manifest's storeDir was written as it was: a newline in it added a line of the archive's choosing
+    to the one-line error, an escape sequence reached the terminal (import's check before the store opens,
+    and import_closure's)."""
+    import subprocess
+    import sys
+
+    store_dir, lib, app, good = exported
+    forged = "/elsewhere\ncudapkgs: imported 2 path(s)\x1b]0;title\x07"
+    bad = tmp_path / "other-store.tar"
+    _rewrite(good, bad, manifest=lambda m: {**m, "storeDir": forged})
+    with Store.open(store_dir) as store:
+        with pytest.raises(StoreError) as raised:
+            import_closure(store, bad)
+    said = str(raised.value)
+    assert "\n" not in said and "\x1b" not in said and "\\x0a" in said and "\\x1b" in said
+    done = subprocess.run([sys.executable, "-m", "cudapkgs", "import", str(bad), "--store", str(tmp_path / "fresh")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "\x1b" not in done.stderr and "holds paths of the store /elsewhere\\x0acudapkgs" in done.stderr

@@ -543,7 +543,11 @@ def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) 
             output, _ = proc.communicate(timeout=IMPORT_CHECK_TIMEOUT)
         except subprocess.TimeoutExpired:
             finish_phase(proc)
-            proc.communicate()
+            try:  # bounded: a process the import started in a session of its own (out of the killed group) may
+                proc.communicate(timeout=_AFTER_KILL_S)  # hold the output pipe open for as long as it lives
+            except subprocess.TimeoutExpired:
+                proc.stdout.close()
+                proc.wait()
             raise RewireError(f"pythonImportsCheck: import {module} did not finish within {IMPORT_CHECK_TIMEOUT} s; killed") from None
         finally:
             finish_phase(proc)
@@ -554,3 +558,5 @@ def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) 
 
 #: Seconds an import check may take (`_import_check`) before its process group is killed and the build fails.
 IMPORT_CHECK_TIMEOUT = 600
+#: Seconds the output of a killed import check is still read for (what escaped its group may keep the pipe open).
+_AFTER_KILL_S = 5

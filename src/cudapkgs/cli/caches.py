@@ -360,7 +360,8 @@ def _check_listen_address(host: str, port: int) -> None:
     import socket
 
     try:
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        # "" is every interface to bind() (as 0.0.0.0) but no name to getaddrinfo: asked as None (the wildcard)
+        socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (OSError, UnicodeError, ValueError) as error:  # ValueError: a NUL in the name
         from ..errors import CudapkgsError, shown
 

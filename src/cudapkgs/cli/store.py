@@ -179,14 +179,13 @@ def _export(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     from ..errors import StoreError
-    from ..store.transfer import check_archive, import_closure
+    from ..store.transfer import check_archive, import_closure, other_store_message
 
     # The archive is checked before the store is opened: a refused import creates no store.
     archive_dir = check_archive(args.archive)
     store_dir = os.path.abspath(os.path.expanduser(_store_dir(args)))
     if archive_dir != store_dir:
-        raise StoreError(f"{args.archive} holds paths of the store {archive_dir}, not {store_dir}: store paths embed "
-                         f"their store directory, so import it into a store at {archive_dir}")
+        raise StoreError(other_store_message(args.archive, archive_dir, store_dir))
     with _open(args) as store:
         added = import_closure(store, args.archive, on_path=_transfer_progress("importing"))
     for path in added:

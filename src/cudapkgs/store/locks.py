@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import weakref
 from collections.abc import Callable
 from types import TracebackType
 
@@ -45,12 +46,14 @@ class PathLock:
                 same = False
             if same:
                 self._fd = fd
+                _HELD.add(self)
                 return True
             os.close(fd)
 
     def release(self) -> None:
         """Give the lock up (closing the file releases it)."""
         if self._fd is not None:
+            _HELD.discard(self)
             os.close(self._fd)
             self._fd = None
 
@@ -73,6 +76,30 @@ class PathLock:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.release()
+
+
+#: The locks this process holds, for a forked child (`_after_fork_in_child`).
+_HELD: weakref.WeakSet[PathLock] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child holds none of the parent's locks. An flock belongs to the open file description,
+    which fork() shares: the child's copy of the descriptor kept the lock held after the parent released
+    it (another process waited for the child to end), and the child's `release_and_delete` unlinked the
+    lock file the parent still held (a third process then locked a new file at that name: two holders).
+    The child closes its copies (the parent's lock stays, held by the parent's descriptor) and forgets them."""
+    for lock in list(_HELD):
+        fd, lock._fd = lock._fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def lock_file_for(locks_dir: str | os.PathLike[str], store_path: str) -> str:

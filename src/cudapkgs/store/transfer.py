@@ -150,6 +150,16 @@ def check_archive(archive: str | os.PathLike[str]) -> str:
         return _read_manifest(tar, source)[1]["storeDir"]
 
 
+def other_store_message(archive: str | os.PathLike[str], archive_dir: str, store_dir: str) -> str:
+    """The one line refusing an export of the store `archive_dir` (the archive's word: `errors.shown`, so a
+    newline or an escape sequence in it is written as an escape, not as a line or a terminal command)."""
+    from ..errors import shown
+
+    theirs = shown(archive_dir)
+    return (f"{shown(os.fspath(archive))} holds paths of the store {theirs}, not {store_dir}: store paths embed "
+            f"their store directory, so import it into a store at {theirs}")
+
+
 def import_closure(store, archive: str | os.PathLike[str], *, on_path=None) -> list[str]:
     """Add every path of an export to `store`; returns the paths that were not there before.
 
@@ -169,10 +179,7 @@ def import_closure(store, archive: str | os.PathLike[str], *, on_path=None) -> l
     with tar:
         first, manifest = _read_manifest(tar, source)
         if manifest["storeDir"] != store.store_dir:
-            raise StoreError(
-                f"{source} holds paths of the store {manifest['storeDir']}, not {store.store_dir}: store "
-                f"paths embed their store directory, so import it into a store at {manifest['storeDir']}"
-            )
+            raise StoreError(other_store_message(source, manifest["storeDir"], store.store_dir))
         _check_entries(manifest["paths"], store, source)
         members = _plan(tar, first, manifest["paths"], store.store_dir, source, compression, store.tmp_dir)
         archive_paths = [entry["path"] for entry in manifest["paths"]]
