@@ -353,6 +353,19 @@ def test_bench_substitute_ml_tiny():
     assert "cudapkgs copy --to file:// (zstd, signed):" in out
 
 
+@pytest.mark.skipif(not (shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")), reason="the peer is uv (pip install uv)")
+@pytest.mark.skipif(not shutil.which("fincore"), reason="the page-cache shares are read with fincore (util-linux)")
+def test_bench_substitute_ml_tiny_hot_sources():
+    """--hot-sources: every row's source read right before it, so each row (uv's too) starts with it all in memory."""
+    out = run_bench("bench_substitute_ml.py", "--hot-sources", timeout=600)
+    assert "every row's source read once, untimed, right before the row (--hot-sources)" in out
+    shares = {part.split(": its source in the page cache")[0].rsplit("\n", 1)[-1]: float(part.split("median ")[1].split(" %")[0])
+              for part in out.split("\n\n") if ": its source in the page cache before the row (fincore): median " in part}
+    assert "uv pip install --offline --no-deps, uv cache empty" in shares, out
+    assert "cudapkgs copy --from file:// (zstd), empty store" in shares, out
+    assert all(share >= 99.9 for share in shares.values()), shares
+
+
 def test_bench_substitute_ml_tiny_direct_writes_off():
     """The file:// row again with direct writes off (store/direct_writes.py), in the same rounds."""
     out = run_bench("bench_substitute_ml.py", "--direct-writes-off", timeout=600)
