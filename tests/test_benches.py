@@ -65,6 +65,15 @@ def test_bench_store_tiny():
     assert number(table[1][7]) > 0  # the old walk's time over the new command's
 
 
+def test_bench_compile_start_tiny():
+    """Both rows compile (now: `popen_group`; before: the supervisor), and the printed ratios are of those medians."""
+    out = run_bench("bench_compile_start.py")
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["now: popen_group, pidfd", "before: popen_phase (supervisor), polling"]
+    assert all(number(cell) > 0 for row in table for cell in row[1:])
+    assert "now / before: wall " in out and "load average before" in out
+
+
 @pytest.mark.skipif(GCC is None, reason="gcc builds the ELF files")
 def test_bench_patchelf_tiny():
     (table,) = tables(run_bench("bench_patchelf.py"))
