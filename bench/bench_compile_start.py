@@ -1,6 +1,7 @@
 """The byte compiler's start and end as now (`popen_group`, a pidfd) against before (a supervisor, `Popen.wait` polling).
 
 Run:  python bench/bench_compile_start.py [--runs 40] [--modules 10] [--python PATH]
+      python bench/bench_compile_start.py --tiny       (two rounds of two modules: tests/test_benches.py)
 
 Each round compiles the same small package (`--modules` modules of a few KiB, as idna or certifi:
 `python_bytecode.jobs_for` gives ``-j 1``) with `python_bytecode.compile_tree`, its ``__pycache__``
@@ -60,7 +61,10 @@ def main() -> None:
     parser.add_argument("-r", "--runs", type=int, default=40)
     parser.add_argument("--modules", type=int, default=10)
     parser.add_argument("--python", default=sys.executable, help="the interpreter that compiles (default: this one)")
+    parser.add_argument("--tiny", action="store_true", help="two rounds of two modules (the CI smoke test)")
     args = parser.parse_args()
+    if args.tiny:
+        args.runs, args.modules = 2, 2
     group, pidfd_open = process_group.popen_group, os.pidfd_open
 
     def no_pidfd(pid: int, flags: int = 0) -> int:

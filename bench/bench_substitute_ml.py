@@ -46,6 +46,11 @@ deletions; with a journal the check is off. Per round that needs disk for every 
   ``O_DIRECT``). Not even-handed in the buffered row's favour on purpose: the untimed ``sync`` before each
   row means a buffered row's write-back to the disk is never charged to it, while a direct row waits for
   the disk inside its time. (Only the file:// row: a fourth tree of 5 GiB per round is what the disk allows.)
+* ``--hot-sources``: each row's source (the file:// cache, serve's kept NARs, uv's wheels) read once, untimed,
+  right before the row. Without it the sources are read once in the setup only, and the rows between evict
+  some: in the fifteenth session's first window serve's kept NARs were 83.6-97.8 % in the page cache before
+  the HTTP rows, the file:// cache 93.7-98.8 % before its rows (printed beside the table either way, with
+  `fincore`; the server's CPU during each HTTP row too).
 * ``--first-use MODULE``: after each row, ``python -c 'import MODULE'`` in what the row just wrote (the
   store's python3 with the closure's site-packages, in the same mount namespace; uv's venv python), timed
   and printed in a second table. The page cache is as the row left it (not dropped: that would empty
@@ -175,11 +180,15 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def resident_share(directory: Path) -> float | None:
-    """The share (0-1) of the bytes of the files under `directory` that are in the page cache, by ``fincore``
-    (mincore(2): nothing is read); None without fincore. Printed for each row's source: a row whose cache was
-    partly evicted (uv's rows write ~8 GiB through the page cache) reads the rest from the disk."""
-    files = [os.path.join(root, name) for root, _, names in os.walk(directory) for name in names]
+def files_under(directory: Path) -> list[str]:
+    """Every file under `directory` (walked, links not followed)."""
+    return [os.path.join(root, name) for root, _, names in os.walk(directory) for name in names]
+
+
+def resident_share(files: list[str]) -> float | None:
+    """The share (0-1) of the bytes of `files` that are in the page cache, by ``fincore`` (mincore(2): nothing
+    is read); None without fincore. Printed for each row's source: a row whose source was partly evicted (uv's
+    rows write ~8 GiB through the page cache) reads the rest from the disk."""
     if not files or not shutil.which("fincore"):
         return None
     done = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES,SIZE", *files],
@@ -192,6 +201,14 @@ def resident_share(directory: Path) -> float | None:
         if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
             res, size = res + min(int(parts[0]), int(parts[1])), size + int(parts[1])  # RES counts whole pages
     return res / size if size else None
+
+
+def read_files(files: list[str]) -> None:
+    """Read each of `files` once (`--hot-sources`: into the page cache, untimed, before a row)."""
+    for name in files:
+        with open(name, "rb", buffering=0) as f:
+            while f.read(1 << 20):
+                pass
 
 
 @contextlib.contextmanager
@@ -362,7 +379,7 @@ def warm(url: str, closure: list[str]) -> None:
 
 def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, runs: int, peer_src: Path | None,
           jobs: int | None = None, settle_s: float = 0.0, http_plain: bool = False, buffered_row: bool = False,
-          first_use: str | None = None) -> dict:
+          first_use: str | None = None, hot_sources: bool = False) -> dict:
     uv = uv_binary()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CUDAPKGS_STORE")}
     src = REPO / "src"
@@ -413,7 +430,9 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
 
     def substitute(name: str, url: str, code: Path, row_env: dict[str, str] | None = None) -> None:
         row_env = row_env or env
-        source = cache if url.startswith("file://") else work / "serve-cache"
+        source = files_under(cache if url.startswith("file://") else work / "serve-cache")
+        if hot_sources:
+            read_files(source)  # untimed: the row reads its source from memory, whatever the rows before evicted
         share = resident_share(source)  # untimed: mincore only
         if share is not None:
             resident.setdefault(name, []).append(share)
@@ -458,6 +477,12 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
         trees.extend((venv, uv_cache))
         uv_env = {**env, "UV_CACHE_DIR": str(uv_cache), "VIRTUAL_ENV": str(venv)}
         subprocess.run([uv, "venv", "-q", str(venv)], env=uv_env, check=True)
+        if hot_sources:
+            read_files(list(map(str, wheels)))
+        share = resident_share(list(map(str, wheels)))
+        if share is not None:
+            resident.setdefault(UV, []).append(share)
+            sys.stderr.write(f"  its wheels in the page cache before it: {100 * share:.1f} %\n")
         wall, cpu, system, _ = timed_usage([uv, "pip", "install", "-q", "--offline", "--no-deps", "--python",
                                             str(venv / "bin" / "python"), *map(str, wheels)], uv_env)
         record(UV, wall, cpu, system)
@@ -516,7 +541,7 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
     return {"rows": rows, "setup": setup, "load": (load_before, load_after), "nar_bytes": nar_bytes, "cache_bytes": cache_bytes,
             "serve_bytes": result_serve_bytes,
             "wheel_bytes": sum(w.stat().st_size for w in wheels), "wheels": len(wheels), "paths": len(closure),
-            "namespaces": namespaces, "jobs": jobs, "resident": resident, "server_cpu": server_cpu, "spread": spread, "settle": settle_s, "first_use": first,
+            "namespaces": namespaces, "jobs": jobs, "resident": resident, "server_cpu": server_cpu, "hot_sources": hot_sources, "spread": spread, "settle": settle_s, "first_use": first,
             "first_module": first_use}
 
 
@@ -547,6 +572,8 @@ def report(result: dict, runs: int) -> None:
         for name, row in result["first_use"].items():
             print(f"| {name} | {statistics.median(row['wall']):.2f} | {min(row['wall']):.2f}–{max(row['wall']):.2f} "
                   f"| {statistics.median(row['cpu']):.2f} | {statistics.median(row['system']):.2f} |")
+    if result.get("hot_sources"):
+        print("\nevery row's source read once, untimed, right before the row (--hot-sources)")
     for name, shares in result.get("resident", {}).items():
         print(f"\n{name}: its source in the page cache before the row (fincore): median {100 * statistics.median(shares):.1f} %, "
               f"min {100 * min(shares):.1f} %")
@@ -580,6 +607,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-use", metavar="MODULE",
                         help="after each row, time `python -c 'import MODULE'` in what the row wrote "
                              "(full mode: e.g. torch)")
+    parser.add_argument("--hot-sources", action="store_true",
+                        help="read every row's source (the file:// cache, serve's kept NARs, uv's wheels) once, untimed, "
+                             "right before the row: each row reads from memory whatever the rows before it evicted")
     parser.add_argument("-j", "--jobs", type=int, help="copy --from -j N in every substitution row (default: the command's)")
     parser.add_argument("--settle", type=float, help="seconds to wait after each round's deletions (default: 61 in full mode, "
                         "0 in tiny mode): ext4 without a journal makes inode creation slow for 60 s after deletions")
@@ -590,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             store_dir, closure, wheels = tiny_closure(work)
             result = bench(store_dir, closure, wheels, work, 1, peer, args.jobs, args.settle or 0.0, args.http_uncompressed,
-                           args.direct_writes_off)
+                           args.direct_writes_off, hot_sources=args.hot_sources)
         finally:
             remove(work)
         report(result, 1)
@@ -602,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-subst-", dir=store_dir.parent))
     try:
         result = bench(store_dir, closure, wheels, work, args.runs, peer, args.jobs, 61.0 if args.settle is None else args.settle,
-                       args.http_uncompressed, args.direct_writes_off, args.first_use)
+                       args.http_uncompressed, args.direct_writes_off, args.first_use, args.hot_sources)
     finally:
         remove(work)
         remove(mirror)

@@ -65,6 +65,15 @@ def test_bench_store_tiny():
     assert number(table[1][7]) > 0  # the old walk's time over the new command's
 
 
+def test_bench_compile_start_tiny():
+    """Both rows compile (now: `popen_group`; before: the supervisor), and the printed ratios are of those medians."""
+    out = run_bench("bench_compile_start.py")
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["now: popen_group, pidfd", "before: popen_phase (supervisor), polling"]
+    assert all(number(cell) > 0 for row in table for cell in row[1:])
+    assert "now / before: wall " in out and "load average before" in out
+
+
 @pytest.mark.skipif(GCC is None, reason="gcc builds the ELF files")
 def test_bench_patchelf_tiny():
     (table,) = tables(run_bench("bench_patchelf.py"))
@@ -351,6 +360,19 @@ def test_bench_substitute_ml_tiny():
         assert abs(number(row[5]) - number(row[4]) / cpu_uv) < 0.02 + 0.08 * number(row[5]), row  # from rounded cells
     assert "3 store paths" in out and "3 files" in out and "load average before" in out
     assert "cudapkgs copy --to file:// (zstd, signed):" in out
+
+
+@pytest.mark.skipif(not (shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")), reason="the peer is uv (pip install uv)")
+@pytest.mark.skipif(not shutil.which("fincore"), reason="the page-cache shares are read with fincore (util-linux)")
+def test_bench_substitute_ml_tiny_hot_sources():
+    """--hot-sources: every row's source read right before it, so each row (uv's too) starts with it all in memory."""
+    out = run_bench("bench_substitute_ml.py", "--hot-sources", timeout=600)
+    assert "every row's source read once, untimed, right before the row (--hot-sources)" in out
+    shares = {part.split(": its source in the page cache")[0].rsplit("\n", 1)[-1]: float(part.split("median ")[1].split(" %")[0])
+              for part in out.split("\n\n") if ": its source in the page cache before the row (fincore): median " in part}
+    assert "uv pip install --offline --no-deps, uv cache empty" in shares, out
+    assert "cudapkgs copy --from file:// (zstd), empty store" in shares, out
+    assert all(share >= 99.9 for share in shares.values()), shares
 
 
 def test_bench_substitute_ml_tiny_direct_writes_off():

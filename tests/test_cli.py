@@ -195,6 +195,32 @@ def test_config_shows_effective_values_and_marks_changes(tmp_path):
     assert "cudaSupport*" in table and "rocmSupport*" not in table and "Enable CUDA code paths" in table
 
 
+def test_config_never_prints_a_caches_password(tmp_path):
+    """`cudapkgs config` printed substituters as written, `https://user:password@host` included (an
+    attacker's note): on screen, in a CI log, in `--json`.  The password is shown as *** (the user
+    name stays); a URL refused as no cache URL is shown so too."""
+    config = tmp_path / "c.toml"
+    config.write_text('substituters = ["https://ci:s3cret-token@cache.example/team", "file:///srv/cache"]\n')
+    outputs = [ok("config", "--config", str(config)), ok("config", "--json", "--config", str(config)),
+               ok("config", "--json", "--origins", "--config", str(config))]
+    for out in outputs:
+        assert "s3cret-token" not in out and "https://ci:***@cache.example/team" in out and "file:///srv/cache" in out
+    assert json.loads(outputs[1])["substituters"] == ["https://ci:***@cache.example/team", "file:///srv/cache"]
+    refused = run("config", "--set", 'substituters=["ftp://ci:s3cret-token@host/x"]')
+    assert refused.returncode != 0 and "s3cret-token" not in refused.stderr + refused.stdout
+    assert "ftp://ci:***@host/x" in refused.stderr
+
+
+def test_shown_cache_url_keeps_everything_but_the_password():
+    from cudapkgs.config import shown_cache_url
+
+    assert shown_cache_url("https://u:p@h:8443/a/b?x=1") == "https://u:***@h:8443/a/b?x=1"
+    assert shown_cache_url("https://u@h/a") == "https://u@h/a"  # no password: nothing hidden
+    assert shown_cache_url("https://h/a@b") == "https://h/a@b"  # an @ in the path is no user information
+    assert shown_cache_url("s3://b?endpoint=http://k:secret@minio:9000&region=x") == "s3://b?endpoint=http://k:***@minio:9000&region=x"
+    assert shown_cache_url("file:///srv/cache") == "file:///srv/cache" and shown_cache_url("not a url") == "not a url"
+
+
 def test_config_says_where_each_value_came_from(tmp_path):
     """Before, `config` showed values only; now default, which file, the environment or --set."""
     home = tmp_path / "xdg"

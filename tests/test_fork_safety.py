@@ -192,3 +192,30 @@ def test_a_forked_child_holds_none_of_the_parent_s_path_locks(tmp_path):
         os.close(said_r)
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+
+
+def test_a_forked_child_closing_its_store_leaves_the_parent_s_temporary_roots(tmp_path):
+    """`Store.close` in a forked child (a `with Store.open()` block it unwound) deleted the parent's temp-roots
+    file, so a gc could take the parent's fresh outputs. The child drops its copy; roots it adds are its own."""
+    from cudapkgs.store.paths import make_store_path
+    from cudapkgs.store.store import Store
+
+    store = Store.open(tmp_path / "store")
+    try:
+        path = store.add_path(make_store_path(store.store_dir, "output:out", "a", "x"), lambda out: out.mkdir())
+        store.add_temp_roots([path])
+        parent_file = store._temp_roots[1]
+        assert parent_file.read_text() == path + "\n"
+
+        def child() -> int:
+            store.add_temp_roots([path])  # rooted by the parent: the child roots it again, in a file of its own
+            mine = store._temp_roots[1]
+            if mine == parent_file or mine.read_text() != path + "\n" or not store._temp_roots[0].locked:
+                return 1
+            store.release_temp_roots()  # what `Store.close` does first (not the close: the SQLite connection is the parent's)
+            return 0 if parent_file.exists() and not mine.exists() else 2
+
+        assert _in_child(child) == 0
+        assert parent_file.read_text() == path + "\n"  # the parent's roots are still there
+    finally:
+        store.close()

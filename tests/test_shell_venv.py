@@ -248,3 +248,47 @@ def test_an_unfinished_mark_vouched_for_by_another_users_record_deletes_nothing(
     os.chown(record, 0, -1)
     made = ensure_venv(venv, PYTHON, [], str(tmp_path / "store"))  # yours: made again
     assert (made / MARK).is_file() and not (made / "precious").exists()
+
+
+def _store_python(tmp_path: Path) -> tuple[str, Path]:
+    """A store directory holding one interpreter package: ``<store>/<hash>-python3/bin/python3`` (a link
+    to the host's, as the set's python3 is the host's CPython behind a store path)."""
+    store = tmp_path / "store"
+    bin_dir = store / "0c6kzph7l0dcbyfpd6qgmmpdkbisaqbx-python3-3.12" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python3").symlink_to(PYTHON)
+    return str(store), bin_dir
+
+
+def test_an_interpreter_alone_gets_a_venv_so_pip_is_not_the_hosts(tmp_path):
+    """`cudapkgs shell python3 cmake`: no Python package, so no PYTHONPATH; the shell got no venv and
+    `pip` was the host's (a new user's report: `pip install` went into pyenv's Python, and `--venv DIR`
+    was ignored without a word).  Now the store's interpreter alone gets the shell's venv."""
+    import argparse
+
+    from cudapkgs.cli.shell import _with_venv
+
+    store, bin_dir = _store_python(tmp_path)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    venv = tmp_path / "venv"
+    out = _with_venv(argparse.Namespace(venv=str(venv), no_venv=False), env, store)
+    assert out["VIRTUAL_ENV"] == str(venv)
+    assert out["PATH"].split(":")[0] == str(venv / "bin")
+    assert (venv / "bin" / "pip").is_file() and json.loads((venv / MARK).read_text())["python"] == str(bin_dir / "python3")
+    listed = subprocess.run([str(venv / "bin" / "pip"), "--version"], capture_output=True, text=True, env=out, timeout=120)
+    assert listed.returncode == 0 and str(venv) in listed.stdout  # the venv's pip, not the host's
+
+
+def test_venv_dir_without_the_stores_python_is_refused(tmp_path):
+    import argparse
+
+    from cudapkgs.cli.shell import _with_venv
+    from cudapkgs.errors import UsageError
+
+    store, _ = _store_python(tmp_path)
+    env = {"PATH": "/usr/bin:/bin"}  # the host's python3 only
+    args = argparse.Namespace(venv=str(tmp_path / "venv"), no_venv=False)
+    with pytest.raises(UsageError, match="no python3 from the store"):
+        _with_venv(args, env, store)
+    assert not (tmp_path / "venv").exists()
+    assert _with_venv(argparse.Namespace(venv=None, no_venv=False), env, store) == env  # nothing asked, nothing made

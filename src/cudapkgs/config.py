@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 from . import errors
 from .lib.patterns import LazyPattern
 
-__all__ = ["Config", "OPTIONS", "Option", "ENV_FALLBACKS", "load_config", "parse_set", "parse_toml"]
+__all__ = ["Config", "OPTIONS", "Option", "ENV_FALLBACKS", "load_config", "parse_set", "parse_toml", "shown_cache_url"]
 
 
 class Option:
@@ -89,11 +89,22 @@ def _check_capabilities(capabilities: tuple[str, ...]) -> tuple[str, ...]:
     return capabilities
 
 
+def shown_cache_url(url: str) -> str:
+    """`url` as `cudapkgs config` and messages show it: every password in a user information part
+    replaced by ``***`` (``https://ci:s3cret@host/x`` -> ``https://ci:***@host/x``; the user name stays,
+    so one can see which credentials are configured), an S3 ``endpoint=`` URL's in the query too.
+    Anything else unchanged; never raises."""
+    import re
+
+    return re.sub(r"(://[^/?#@:\s]+):[^@/?#\s]*@", r"\1:***@", url)
+
+
 def _check_substituters(urls: tuple[str, ...]) -> tuple[str, ...]:
     for url in urls:
         scheme = url.partition("://")[0].lower() if "://" in url else ""
         if scheme not in ("file", "http", "https", "s3"):
-            raise ValueError(f'"{url}" is not a cache URL; use "file:///dir", "https://host/prefix" or "s3://bucket?…"')
+            raise ValueError(f'"{shown_cache_url(url)}" is not a cache URL; use "file:///dir", "https://host/prefix" '
+                             'or "s3://bucket?…"')
     return urls
 
 

@@ -167,7 +167,7 @@ def test_a_secret_key_pasted_as_trusted_public_key_echoes_none_of_its_seed(tmp_p
                                   "bad trusted key", "another store's cache", "bad direct writes",
                                   "missing archive", "not an archive", "bad serve size", "export of no store",
                                   "copy --to of no store", "bad serve port", "bad serve host",
-                                  "copy --from of another store's path"])
+                                  "copy --from of another store's path", "bad serve cache dir"])
 def test_a_refused_store_command_creates_no_store(tmp_path, case):
     """Each was refused after `Store.open` had made <store>/.meta, .locks, .gcroots… at --store."""
     store, dep, top, key, env, url = cli_file_cache(tmp_path)
@@ -192,6 +192,7 @@ def test_a_refused_store_command_creates_no_store(tmp_path, case):
         "bad serve host": ["serve", "--port", "0", "--host", "256.1.1.1"],
         # top is in tmp_path/store, not in fresh (an empty cache: nothing refused before the path)
         "copy --from of another store's path": ["copy", "--from", f"file://{tmp_path}/empty", top],
+        "bad serve cache dir": ["serve", "--port", "0", "--cache-dir", str(tmp_path / "junk")],  # a file
     }[case]
     extra = {"CUDAPKGS_DIRECT_WRITES": "sometimes"} if case == "bad direct writes" else {}
     result = run_cli(*args, "--store", fresh, env={**env, **extra})

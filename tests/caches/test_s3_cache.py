@@ -79,3 +79,17 @@ def test_a_fake_s3_dripping_bytes_into_one_read_is_cut_as_a_stall(monkeypatch):
                                                    r"\d+ s of waiting inside one read, slower than 1024 bytes/s"):
             body.read(1 << 20)
         assert server.requests and server.requests[0].startswith(b"GET /lab-cache/nar/x.nar")
+
+
+@pytest.mark.parametrize("endpoint", ["http://AKIAX:s3cretKEY@127.0.0.1:9", "AKIAX:s3cretKEY@minio.lan:9000"])
+def test_an_endpoint_naming_credentials_is_refused_without_echoing_them(endpoint):
+    """botocore ignores credentials in the endpoint, and the URL, endpoint included, was named in every error
+    ("s3://b?endpoint=http://AKIAX:s3cretKEY@…: no S3 credentials")."""
+    from cudapkgs.store.caches.base import CacheError
+    from cudapkgs.store.caches.s3 import S3Cache
+
+    with pytest.raises(CacheError) as raised:
+        S3Cache(f"s3://bucket/prefix?endpoint={endpoint}")
+    said = str(raised.value)
+    assert "s3cretKEY" not in said and "AKIAX" not in said and "endpoint names credentials" in said
+    assert said.startswith("s3://bucket/prefix: ")

@@ -184,3 +184,23 @@ def test_named_scan_finds_full_store_paths_of_any_hash_across_chunks(tmp_path, m
     found, named = nar.scan_named(tmp_path / "d", [], "/s/t/")  # no candidates: every full path is named
     assert found == set() and set(named) == {unknown, known}
     assert all(names[h].startswith(name) for h, name in named.items()) and (chunk == 16 or named == names)
+
+
+def test_a_path_of_another_store_names_that_store(tmp_path):
+    """A new user ran a command on a `result` link of a private store without --store: the error said
+    only "not in the store <default>".  It now names the store the path belongs to, and how to use it;
+    a path that is no store path anywhere gets no guess."""
+    store = tmp_path / "team" / "store"
+    other = f"{store}/0c6kzph7l0dcbyfpd6qgmmpdkbisaqbx-python3-3.12"
+    for call, path in ((parse_store_path, other), (to_store_path, other + "/bin/python3")):
+        with pytest.raises(StoreError) as refused:
+            call("/nix/store", path)
+        assert "--store" not in str(refused.value)  # no cudapkgs store there: no guess
+    (store / ".meta").mkdir(parents=True)
+    (store / ".meta" / "db.sqlite").write_bytes(b"")
+    for call, path in ((parse_store_path, other), (to_store_path, other + "/bin/python3")):
+        with pytest.raises(StoreError, match=f"it is a path of the store {store}: pass --store {store}"):
+            call("/nix/store", path)
+    with pytest.raises(StoreError) as refused:
+        to_store_path("/nix/store", "/etc/passwd")
+    assert "--store" not in str(refused.value)

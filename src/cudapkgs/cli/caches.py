@@ -377,6 +377,14 @@ def _serve(args: argparse.Namespace) -> int:
     key = SecretKey.load(args.sign_key) if args.sign_key else None
     cache_bytes = parse_size(args.cache_size)  # a bad size refused before the store is opened (and made)
     _check_listen_address(args.host, args.port)  # so is an address that names no interface
+    import os
+
+    from ..store.caches.serve_cache import check_cache_dir, default_cache_dir
+    from .store import _store_dir
+
+    # and a directory for served NARs that cannot be used (made here if missing, as the server would)
+    check_cache_dir(args.cache_dir if args.cache_dir is not None
+                    else default_cache_dir(os.path.abspath(os.path.expanduser(_store_dir(args)))))
     store = _open_store(args)
     root = store.store_dir
     store.close()

@@ -480,7 +480,7 @@ def run_show_derivation(args: argparse.Namespace) -> int:
 def run_config(args: argparse.Namespace) -> int:
     import os
 
-    from ..config import ENV_FALLBACKS, OPTIONS, Config, load_config
+    from ..config import ENV_FALLBACKS, OPTIONS, Config, load_config, shown_cache_url
 
     origins: dict[str, str] = {}
     config = load_config(file=args.config, sets=args.sets, origins=origins)
@@ -493,6 +493,9 @@ def run_config(args: argparse.Namespace) -> int:
     # A key left unset that falls back to an environment variable shows the variable's value.
     effective = {name: (os.environ[ENV_FALLBACKS[name]] if origins[name].startswith("environment ($") else value)
                  for name, value in shown.items()}
+    for values in (shown, effective):  # a cache's password is never printed (the config file has it)
+        if isinstance(values.get("substituters"), (list, tuple)):
+            values["substituters"] = [shown_cache_url(url) for url in values["substituters"]]
     if args.json:
         _print_json({name: {"value": effective[name], "origin": origins[name]} for name in OPTIONS}
                     if getattr(args, "origins", False) else shown)

@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
                    "`cudapkgs gc` keeps what the shell and what was built in it need while LINK exists "
                    "(as `nix develop --profile`)")
     p.add_argument("--venv", metavar="DIR",
-                   help="with Python packages: the shell's own virtual environment, where `pip install` goes "
+                   help="with python3 or Python packages: the shell's own virtual environment, where `pip install` goes "
                    "(default: one per interpreter and packages, under $XDG_DATA_HOME/cudapkgs/shell-venvs)")
     p.add_argument("--no-venv", action="store_true",
                    help="no virtual environment: the store's Python packages on PYTHONPATH only (pip then is the host's)")
@@ -216,16 +216,23 @@ def _named_scopes(args: argparse.Namespace) -> list[Any]:
 
 
 def _with_venv(args: argparse.Namespace, env: dict[str, str], store_dir: str) -> dict[str, str]:
-    """`env` with the shell's own virtual environment (`cudapkgs.shell_venv`) when the shell has Python
-    packages and the store's interpreter; unchanged otherwise."""
+    """`env` with the shell's own virtual environment (`cudapkgs.shell_venv`) when the shell's
+    ``python3`` is the store's (an interpreter listed alone, or one Python packages brought); unchanged
+    otherwise.  An interpreter alone gets one too: without it ``pip`` was the host's, installing into the
+    host's Python (a new user's first ``pip install`` in ``cudapkgs shell python3 cmake``).  Raises
+    `UsageError` for ``--venv DIR`` in a shell without the store's ``python3``, which was ignored."""
     import os
 
+    from ..errors import UsageError
     from ..shell_venv import default_venv_dir, ensure_venv, venv_environment
 
     inside = store_dir.rstrip("/") + "/"
     site_dirs = [e for e in env.get("PYTHONPATH", "").split(os.pathsep) if e.startswith(inside)]
     python = programs.which("python3", path=env.get("PATH", ""))
-    if not site_dirs or python is None or not python.startswith(inside):
+    if python is None or not python.startswith(inside):
+        if args.venv:
+            raise UsageError(f"--venv {args.venv}: this shell has no python3 from the store for a virtual "
+                             "environment; list python3 (or a Python package) among its packages")
         return env
     where = args.venv or default_venv_dir(python, site_dirs)
     venv = ensure_venv(where, python, site_dirs, store_dir)

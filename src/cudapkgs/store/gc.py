@@ -86,6 +86,11 @@ class GarbageCollector:
         a caller holding no lock since it learnt a path was valid uses `protect`, which says
         which of its paths are still there.
         """
+        if self._temp_roots is not None and not self._temp_roots[0].locked:
+            # A forked child (its copy of the parent's lock was dropped, `locks`): the file and the roots are
+            # the parent's, kept while the parent lives; this process makes its own.
+            self._temp_roots = None
+            self._rooted.clear()
         paths = [p for p in dict.fromkeys(self.parse(p) for p in paths) if p not in self._rooted]
         if not paths:
             return
@@ -160,7 +165,8 @@ class GarbageCollector:
         """
         if self._temp_roots is not None:
             lock, file = self._temp_roots
-            file.unlink(missing_ok=True)
+            if lock.locked:  # not in a forked child: the file is the parent's, its roots the parent's to drop
+                file.unlink(missing_ok=True)
             lock.release_and_delete()
             self._temp_roots = None
         self._rooted.clear()

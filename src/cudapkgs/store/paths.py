@@ -153,6 +153,22 @@ def is_hash_part(text: str) -> bool:
     return bool(_HASH_RE.fullmatch(text))
 
 
+def _other_store_hint(text: str) -> str:
+    """For a path outside the store in use: when it names a store path of another directory
+    (``<dir>/<32-char hash>-<name>[/…]``) of a cudapkgs store (``<dir>/.meta/db.sqlite`` is a file: one
+    stat, nothing opened), the hint to use that
+    store (a new user followed a ``result`` link of a private store into the default one's command)."""
+    parts = text.split("/")
+    for i in range(1, len(parts)):  # the outermost: a store path may hold names shaped like one
+        hash_part, dash, name = parts[i].partition("-")
+        if dash and name and is_hash_part(hash_part):
+            other = "/".join(parts[:i]) or "/"
+            if not os.path.isfile(os.path.join(other, ".meta", "db.sqlite")):
+                return ""  # not a cudapkgs store here (a path typed from Nix's docs): no guess
+            return f" (it is a path of the store {other}: pass --store {other}, or set CUDAPKGS_STORE)"
+    return ""
+
+
 def parse_store_path(store_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> tuple[str, str]:
     """Split a store path into (hash, name); raise StoreError if it is not one.
 
@@ -163,7 +179,7 @@ def parse_store_path(store_dir: str | os.PathLike[str], path: str | os.PathLike[
     text = os.path.normpath(os.path.abspath(os.fspath(path)))
     parent, base = os.path.split(text)
     if parent != store_dir:
-        raise StoreError(f"path '{os.fspath(path)}' is not in the store {store_dir}")
+        raise StoreError(f"path '{os.fspath(path)}' is not in the store {store_dir}{_other_store_hint(text)}")
     hash_part, dash, name = base.partition("-")
     if not dash or not is_hash_part(hash_part):
         raise StoreError(f"path '{os.fspath(path)}' is not a store path (expected {store_dir}/<32-char hash>-<name>)")
@@ -177,7 +193,7 @@ def to_store_path(store_dir: str | os.PathLike[str], path: str | os.PathLike[str
     text = os.path.normpath(os.path.abspath(os.fspath(path)))
     prefix = store_dir + "/"
     if not text.startswith(prefix):
-        raise StoreError(f"path '{os.fspath(path)}' is not in the store {store_dir}")
+        raise StoreError(f"path '{os.fspath(path)}' is not in the store {store_dir}{_other_store_hint(text)}")
     base = text[len(prefix):].split("/", 1)[0]
     candidate = prefix + base
     parse_store_path(store_dir, candidate)

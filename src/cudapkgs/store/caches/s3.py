@@ -36,6 +36,12 @@ class S3Cache(Cache):
         self.prefix = parts.path.strip("/")
         self.region = query.get("region") or "us-east-1"
         endpoint = query.get("endpoint")
+        if endpoint and "@" in urllib.parse.urlsplit(endpoint if "://" in endpoint else f"//{endpoint}").netloc:
+            # botocore takes no credentials from the endpoint (they come from its chain), and the URL is named
+            # in every error: refused, without echoing what precedes the "@"
+            raise CacheError(f"s3://{parts.netloc}{parts.path}: its endpoint names credentials (user:secret@), which "
+                             "S3 does not take from there and which every message would show: remove them and set "
+                             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile")
         if endpoint and "://" not in endpoint:
             endpoint = f"{query.get('scheme', 'https')}://{endpoint}"
         self.endpoint = endpoint

@@ -28,7 +28,7 @@ from pathlib import Path
 from ...errors import StoreError
 from ..paths import BASE32_CHARS
 
-__all__ = ["CachedNar", "NarCache", "default_cache_dir"]
+__all__ = ["CachedNar", "NarCache", "check_cache_dir", "default_cache_dir"]
 
 _NAME = re.compile(f"([{BASE32_CHARS}]{{52}})(?:\\.([{BASE32_CHARS}]{{52}}))?\\.nar(\\.zst)?")
 _EXT = {"none": ".nar", "zstd": ".nar.zst"}
@@ -43,6 +43,25 @@ def default_cache_dir(store_dir: str) -> Path:
     base = required_dir("XDG_CACHE_HOME")
     digest = hashlib.sha256(os.fsencode(store_dir)).hexdigest()[:16]
     return Path(base) / "cudapkgs" / "serve" / f"{os.path.basename(store_dir.rstrip('/')) or 'store'}-{digest}"
+
+
+def check_cache_dir(directory: str | os.PathLike[str]) -> None:
+    """Make `directory` (mode 0700, parents too) for served NARs, or check the one there: StoreError (one line)
+    when it cannot be made or used, or is writable by others or not this user's. `cudapkgs serve` calls it
+    before opening the store, so that a refused --cache-dir creates no store."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = os.stat(directory)
+    except OSError as error:
+        raise StoreError(f"cannot use {directory} for served NARs: {error.strerror or error}; "
+                         "choose another with --cache-dir") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise StoreError(f"cannot use {directory} for served NARs: not a directory; choose another with --cache-dir")
+    if st.st_mode & 0o022 or st.st_uid != os.geteuid():
+        raise StoreError(f"refusing {directory} for served NARs: it is writable by others or not yours "
+                         f"(mode {stat.S_IMODE(st.st_mode):04o}, uid {st.st_uid}); fix it with: chmod 700 "
+                         f"{directory}, or choose another with --cache-dir")
 
 
 @dataclass(frozen=True)
@@ -67,16 +86,7 @@ class NarCache:
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[str, str], CachedNar] = OrderedDict()  # (nar hash, compression)
         self._total = 0
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            st = os.stat(self.directory)
-        except OSError as error:
-            raise StoreError(f"cannot use {self.directory} for served NARs: {error.strerror or error}; "
-                             "choose another with --cache-dir") from None
-        if st.st_mode & 0o022 or st.st_uid != os.geteuid():
-            raise StoreError(f"refusing {self.directory} for served NARs: it is writable by others or not yours "
-                             f"(mode {stat.S_IMODE(st.st_mode):04o}, uid {st.st_uid}); fix it with: chmod 700 "
-                             f"{self.directory}, or choose another with --cache-dir")
+        check_cache_dir(self.directory)
         self._load()
 
     def _load(self) -> None:
