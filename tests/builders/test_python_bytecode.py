@@ -135,26 +135,10 @@ def test_the_compiler_dies_with_cudapkgs(tmp_path: Path) -> None:
     """cudapkgs killed (SIGKILL, the OOM killer) while a compilation ran, ahead or in a build: the
     compiler and its workers kept running on every core, writing into a directory gc removes."""
     import signal
-    import subprocess
     import time
 
-    out, site = _tree(tmp_path)
     pid_file = tmp_path / "compiler.pid"
-    env = _fake_python(tmp_path, f"echo $$ > {pid_file}; exec sleep 120")
-    parent = subprocess.Popen([sys.executable, "-c", (
-        "import io, sys, time\n"
-        "from cudapkgs.builders.python_bytecode import start_compile\n"
-        f"start_compile({os.fspath(site)!r}, {os.fspath(out)!r}, {env!r})\n"
-        "time.sleep(120)\n")], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    try:
-        for _ in range(1000):
-            if pid_file.is_file() and pid_file.read_text().strip():
-                break
-            time.sleep(0.01)
-        compiler = int(pid_file.read_text())
-    finally:
-        parent.send_signal(signal.SIGKILL)
-        parent.wait()
+    compiler = _killed_while_compiling(tmp_path, f"echo $$ > {pid_file}; exec sleep 120", pid_file)
     for _ in range(1000):  # the kernel closes the lifeline at once; its supervisor kills the group
         try:
             os.kill(compiler, 0)
@@ -208,21 +192,9 @@ def test_the_compiler_s_workers_die_with_cudapkgs_too(tmp_path: Path) -> None:
     """cudapkgs SIGKILLed: the kernel signals the compiler's whole process group (SIGIO from the lifeline),
     so a process the compiler started (a worker) dies with it."""
     import signal
-    import subprocess
 
-    out, site = _tree(tmp_path)
     worker_file = tmp_path / "worker.pid"
-    env = _fake_python(tmp_path, f"sleep 120 & echo $! > {worker_file}; wait; exit 0")
-    parent = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\n"
-        "from cudapkgs.builders.python_bytecode import start_compile\n"
-        f"start_compile({os.fspath(site)!r}, {os.fspath(out)!r}, {env!r})\n"
-        "time.sleep(120)\n")], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    try:
-        worker = _pid_of(worker_file)
-    finally:
-        parent.send_signal(signal.SIGKILL)
-        parent.wait()
+    worker = _killed_while_compiling(tmp_path, f"sleep 120 & echo $! > {worker_file}; wait; exit 0", worker_file)
     if not _gone(worker):
         os.kill(worker, signal.SIGKILL)
         raise AssertionError("the compiler's worker outlived cudapkgs")
@@ -250,6 +222,26 @@ def _gone(pid: int) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+def _killed_while_compiling(tmp_path: Path, script: str, pid_file: Path) -> int:
+    """A child cudapkgs process starts a compilation whose python3 runs `script` (which writes a pid into
+    `pid_file`), and is SIGKILLed once that pid is there; returns the pid."""
+    import signal
+    import subprocess
+
+    out, site = _tree(tmp_path)
+    env = _fake_python(tmp_path, script)
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from cudapkgs.builders.python_bytecode import start_compile\n"
+        f"start_compile({os.fspath(site)!r}, {os.fspath(out)!r}, {env!r})\n"
+        "time.sleep(120)\n")], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        return _pid_of(pid_file)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
 
 
 def _pid_of(pid_file: Path) -> int:
