@@ -32,6 +32,7 @@ drivers (Hyper-V's ``hv_balloon``) are not looked for: ``off`` there.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import stat
 import threading
@@ -107,17 +108,12 @@ def _devices(driver_fd: int) -> list[tuple[str, ...]]:
             target = os.readlink(entry.name, dir_fd=driver_fd)
             if target.startswith("/"):
                 raise _Odd(f"{entry.name} links to an absolute path")
-            # The link is relative to <root>/bus/virtio/drivers/virtio_balloon; resolved lexically.
-            parts = list(_DRIVER)
-            for part in target.split("/"):
-                if part in ("", "."):
-                    continue
-                if part == "..":
-                    if not parts:
-                        raise _Odd(f"{entry.name} leaves the sysfs root")
-                    parts.pop()
-                else:
-                    parts.append(part)
+            # The link is relative to <root>/bus/virtio/drivers/virtio_balloon; resolved lexically
+            # (posixpath.normpath: the kernel's own links hold no link of their own on the way).
+            joined = posixpath.normpath(posixpath.join(*_DRIVER, target))
+            if joined == ".." or joined.startswith("../"):
+                raise _Odd(f"{entry.name} leaves the sysfs root")
+            parts = joined.split("/")
             if len(parts) < 2 or parts[0] != "devices":
                 raise _Odd(f"{entry.name} links outside devices/")
             devices.append(tuple(parts))
