@@ -2,7 +2,8 @@
 
 The query parameters are Nix's S3 store settings: `region`, `endpoint`
 (host[:port], or a full http(s):// URL, for MinIO, Ceph, R2, …), `scheme`
-(http or https, with a bare endpoint) and `profile` (an AWS profile). Credentials
+(http or https, with a bare endpoint) and `profile` (an AWS profile); `compression-level`
+as every cache takes it (`base.url_settings`). Credentials
 come from boto3's usual chain (environment, ~/.aws, instance role). Each object
 is written with one PUT (multipart for large NARs, which S3 only makes visible when
 complete), NARs before narinfos, so readers never see half an upload.
@@ -15,7 +16,7 @@ import urllib.parse
 import weakref
 from typing import BinaryIO
 
-from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge
+from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge, url_settings
 
 __all__ = ["S3Cache"]
 
@@ -27,11 +28,9 @@ class S3Cache(Cache):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme != "s3" or not parts.netloc:
             raise CacheError(f"{url}: an S3 cache URL is s3://bucket[/prefix]?region=…&endpoint=…")
-        query = dict(urllib.parse.parse_qsl(parts.query))
-        unknown = set(query) - {"region", "endpoint", "scheme", "profile"}
-        if unknown:
-            raise CacheError(f"{url}: unknown S3 parameter(s) {', '.join(sorted(unknown))} (region, endpoint, scheme, profile)")
-        super().__init__(url)
+        # Shown without the query in the errors about it: an endpoint may name credentials (refused below)
+        query = url_settings(f"s3://{parts.netloc}{parts.path}", parts.query, ("region", "endpoint", "scheme", "profile"))
+        super().__init__(url, query)
         self.bucket = parts.netloc
         self.prefix = parts.path.strip("/")
         self.region = query.get("region") or "us-east-1"
