@@ -311,3 +311,15 @@ def test_the_pip_guard_runs_no_text_of_the_venvs_path(tmp_path):
     with pytest.raises(ShellVenvError, match="newline"):
         ensure_venv(tmp_path / f"w\ntouch {ran}3\n", PYTHON, [], str(store))
     assert not list(tmp_path.glob("ran*")) and not list(tmp_path.glob("w*"))
+
+
+def test_a_venv_inside_the_store_is_refused(tmp_path):
+    """``--venv $STORE/env``: an entry of the store directory that is no registered store path is junk to
+    `cudapkgs gc`, which deleted the venv with what pip had installed there.  Refused, through a link too."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "to-store").symlink_to(store)
+    for where in (store / "env", tmp_path / "to-store" / "env", store / "a" / "b"):
+        with pytest.raises(ShellVenvError, match="inside the store"):
+            ensure_venv(where, PYTHON, [], str(store))
+    assert list(store.iterdir()) == []

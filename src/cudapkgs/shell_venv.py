@@ -148,7 +148,7 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
     Reused when its mark names the same interpreter (its ``.pth`` then rewritten to `site_dirs` when
     they differ, as with ``--venv DIR`` for another shell); made with ``python -m venv`` and
     ``ensurepip`` otherwise.  Raises `ShellVenvError` naming the directory: a link, a directory that
-    is not a shell venv, a venv of another interpreter, a path holding a control character (a newline:
+    is not a shell venv, a venv of another interpreter, one inside the store, a path holding a control character (a newline:
     Python's venv writes it into ``pyvenv.cfg`` raw, where it would add a setting), or the interpreter
     failing (its last output).
     """
@@ -158,6 +158,7 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in str(venv)):  # pyvenv.cfg's `command =` line takes it raw
         raise ShellVenvError(f"{str(venv)!r}: a shell environment's path cannot hold a newline or another "
                              "control character; pass --venv DIR elsewhere")
+    _refuse_inside_store(venv, store_dir)
     venv.parent.mkdir(parents=True, exist_ok=True)
     lock = acquire_saying_so(PathLock(venv.parent / f".{venv.name}.lock"), f"the shell environment {venv}")
     try:
@@ -192,6 +193,18 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
     finally:
         lock.release()
     return venv
+
+
+def _refuse_inside_store(venv: Path, store_dir: str) -> None:
+    """Raise `ShellVenvError` when `venv` is or lies in the store directory (its real path, through any
+    link above it): an entry there that is no registered store path is junk to `cudapkgs gc`, which
+    deleted the venv and what was installed in it (``--venv $STORE/env``), and the pip guard would not
+    tell the venv from the store."""
+    store = os.path.realpath(store_dir)
+    real = os.path.realpath(venv)
+    if real == store or real.startswith(store.rstrip("/") + "/"):
+        raise ShellVenvError(f"{venv} is inside the store {store_dir}, whose entries are store paths only "
+                             "(`cudapkgs gc` deletes anything else); pass --venv DIR elsewhere")
 
 
 def _pip_guard(venv: Path, store_dir: str) -> str:
