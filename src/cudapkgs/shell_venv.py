@@ -48,7 +48,10 @@ _MAKING = ".cudapkgs-shell-venv-unfinished"
 _FORMAT = 1
 
 #: The venv's ``pip``, ``pip3`` and ``pip3.X`` (bash): pip of the venv's interpreter, with an install
-#: location inside the store replaced by the venv, saying so.
+#: location inside the store replaced by the venv, saying so: ``--target``/``--prefix``/``--root`` or an
+#: unambiguous prefix of them (optparse takes ``--tar``), ``-t``, or ``PIP_TARGET``/``PIP_PREFIX``/``PIP_ROOT``;
+#: compared by real path (``realpath -m``: relative, ``..``, a link into the store).  Short options run
+#: together (``-qt DIR``) are not read: the store's paths are read-only whatever pip is told.
 PIP_GUARD = r"""#!/bin/bash
 # cudapkgs shell: pip of this shell's own environment; the store is never installed into.
 venv=@VENV@
@@ -60,13 +63,27 @@ say() {
   said=1
   echo "cudapkgs: pip: $1 is in the store ($store), which is read-only; installing into this shell's environment $venv instead" >&2
 }
+# A location in the store, however spelled (relative, with .., through a link): its real path.
+real() { realpath -m -- "$1" 2>/dev/null || printf '%s\n' "$1"; }
+rstore=$(real "$store")
+in_store() {
+  [ -n "$1" ] || return 1
+  local p
+  p=$(real "$1")
+  case "$p" in "$rstore"|"$rstore"/*) return 0 ;; esac
+  return 1
+}
+for var in PIP_TARGET PIP_PREFIX PIP_ROOT; do
+  if in_store "${!var:-}"; then say "${!var}"; unset "$var"; fi
+done
 while [ $# -gt 0 ]; do
+  # pip's options parser (optparse) takes any unambiguous prefix of a long option: --tar, --pref
   case "$1" in
-    -t|--target|--prefix|--root)
-      case "${2:-}" in "$store"|"$store"/*) say "$2"; shift 2; continue ;; esac ;;
-    --target=*|--prefix=*|--root=*|-t?*)
+    -t|--ta|--tar|--targ|--targe|--target|--pref|--prefi|--prefix|--root)
+      if in_store "${2:-}"; then say "$2"; shift 2; continue; fi ;;
+    --ta=*|--tar=*|--targ=*|--targe=*|--target=*|--pref=*|--prefi=*|--prefix=*|--root=*|-t?*)
       v=${1#*=}; [ "$v" = "$1" ] && v=${1#-t}
-      case "$v" in "$store"|"$store"/*) say "$v"; shift; continue ;; esac ;;
+      if in_store "$v"; then say "$v"; shift; continue; fi ;;
   esac
   args+=("$1")
   shift
