@@ -292,3 +292,22 @@ def test_venv_dir_without_the_stores_python_is_refused(tmp_path):
         _with_venv(args, env, store)
     assert not (tmp_path / "venv").exists()
     assert _with_venv(argparse.Namespace(venv=None, no_venv=False), env, store) == env  # nothing asked, nothing made
+
+
+def test_the_pip_guard_runs_no_text_of_the_venvs_path(tmp_path):
+    """The venv's path was written raw into the ``pip`` guard (a comment, a double-quoted ``echo``): a
+    ``--venv DIR`` named by a cloned repository or an archive ran ``$(...)`` or a line after a newline
+    whenever ``pip`` ran.  Quoted now; a path with a newline is refused (pyvenv.cfg takes it raw too)."""
+    ran = tmp_path / "ran"
+    store = tmp_path / "st@VENV@ $x"
+    venv = tmp_path / f"v$(touch {ran}1)`touch {ran}2`@STORE@ \"x"
+    made = ensure_venv(venv, PYTHON, [], str(store))
+    env = venv_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, made, [])
+    done = subprocess.run(["pip", "install", "--no-index", "--disable-pip-version-check", "--target", f"{store}/x",
+                           str(_wheel(tmp_path))], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"is in the store ({store}), which is read-only; installing into this shell's environment {made} " in done.stderr
+    assert not list(tmp_path.glob("ran*")) and not (store / "x").exists()
+    with pytest.raises(ShellVenvError, match="newline"):
+        ensure_venv(tmp_path / f"w\ntouch {ran}3\n", PYTHON, [], str(store))
+    assert not list(tmp_path.glob("ran*")) and not list(tmp_path.glob("w*"))
