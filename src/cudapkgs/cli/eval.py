@@ -18,6 +18,7 @@ examples:
   cudapkgs eval --json --system aarch64-linux --set 'cudaCapabilities=["8.7"]' cudaPackages_12_6.backendStdenv.hostRedistSystem
   cudapkgs eval --config cudapkgs.toml cudaPackages_13_0.libcublas.src
   cudapkgs eval '_cuda.db.cudaCapabilityToInfo."9.0a".archName'
+  cudapkgs eval --json cudaPackages.cudaMajorMinorVersion cudaPackages.cudnn.version   # ["12.9", "9.…"]
 
 Attribute paths use Nixpkgs' names; quote a component that contains dots.
 """
@@ -137,7 +138,9 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG_EVAL,
         formatter_class=fmt,
     )
-    p.add_argument("attrpath", metavar="ATTRPATH", help="attribute path, e.g. cudaPackages.flags.gencode")
+    p.add_argument("attrpath", metavar="ATTRPATH", nargs="+",
+                   help="attribute path, e.g. cudaPackages.flags.gencode; several are evaluated in order, "
+                   "one result per line (with --json: a JSON array), as nix-instantiate --eval -A A -A B")
     add_eval_options(p)
     p.set_defaults(func=run_eval)
 
@@ -265,15 +268,53 @@ def _print_json(value: Any) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from ..lib.attrpath import parse_attrpath, render, resolve
+    """`cudapkgs eval ATTRPATH...`: each attribute path evaluated in order, in one package tree.
 
-    path = parse_attrpath(args.attrpath)
-    value = resolve(pkgs_from_args(args), path)
+    As ``nix-instantiate --eval -A a -A b`` (NixOS/nix src/nix-instantiate/nix-instantiate.cc,
+    `processExpr`: a loop over the attribute paths, each value printed as it is evaluated, the first
+    error stopping the command): one result per line, in the order given. With ``--json`` one
+    attribute prints its value, several a JSON array of their values in that order (printed once all
+    are evaluated, so that the output is one JSON document). With several attributes, an error names
+    the attribute it came from; a single one's error reads as before.
+    """
+    from ..errors import CudapkgsError, json_for_terminal
+    from ..lib.attrpath import parse_attrpath, render, resolve, to_json
+
+    paths = list(args.attrpath)
+    pkgs = pkgs_from_args(args)
+    if len(paths) == 1:
+        value = resolve(pkgs, parse_attrpath(paths[0]))
+        if args.json:
+            _print_json(value)
+        else:
+            print(render(value))
+        return 0
+    values = []
+    for text in paths:
+        try:
+            value = resolve(pkgs, parse_attrpath(text))
+            if args.json:
+                values.append(to_json(value))
+            else:
+                print(render(value), flush=True)  # as Nix: what was evaluated is out before a later error
+        except CudapkgsError as error:
+            raise _in_attribute(text, error) from error
     if args.json:
-        _print_json(value)
-    else:
-        print(render(value))
+        sys.stdout.write(json_for_terminal(values) + "\n")
     return 0
+
+
+def _in_attribute(attrpath: str, error: Any) -> Any:
+    """A `CudapkgsError` saying `error` (its exit status kept) with the attribute it came from first."""
+    from ..errors import CudapkgsError
+
+    class InAttribute(CudapkgsError):
+        exit_code = error.exit_code
+
+        def cli_message(self) -> str:
+            return f"{attrpath}: {error.cli_message()}"
+
+    return InAttribute(f"{attrpath}: {error}")
 
 
 def run_list(args: argparse.Namespace) -> int:
