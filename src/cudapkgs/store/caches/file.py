@@ -14,7 +14,7 @@ import stat
 import urllib.parse
 from typing import BinaryIO
 
-from ...errors import shown
+from ...errors import shown, shown_cache_url
 from ...inputs import file_kind
 from .base import Cache, CacheError, ObjectTooLarge
 
@@ -28,7 +28,7 @@ class FileCache(Cache):
         super().__init__(url)
         parsed = urllib.parse.urlsplit(url)
         if parsed.netloc not in ("", "localhost") or not parsed.path:
-            raise CacheError(f"{url}: a file cache URL is file:///absolute/dir")
+            raise CacheError(f"{shown_cache_url(url)}: a file cache URL is file:///absolute/dir")
         self.root = os.path.abspath(urllib.parse.unquote(parsed.path))
         self.local_dir = self.root
 

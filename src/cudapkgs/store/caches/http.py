@@ -18,6 +18,7 @@ import os
 import urllib.parse
 from typing import BinaryIO
 
+from ...errors import shown_cache_url
 from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge
 
 __all__ = ["HttpCache"]
@@ -38,11 +39,11 @@ class HttpCache(Cache):
         super().__init__(url.rstrip("/"))
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise CacheError(f"{url}: not an http(s):// cache URL")
+            raise CacheError(f"{shown_cache_url(url)}: not an http(s):// cache URL")
         try:
             parts.port
         except ValueError:
-            raise CacheError(f"{url}: the port is not a number from 0 to 65535") from None
+            raise CacheError(f"{shown_cache_url(url)}: the port is not a number from 0 to 65535") from None
         self.timeout = timeout
         self.attempts = attempts
         self.backoff_s = backoff_s

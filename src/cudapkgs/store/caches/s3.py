@@ -15,6 +15,7 @@ import urllib.parse
 import weakref
 from typing import BinaryIO
 
+from ...errors import shown_cache_url
 from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge
 
 __all__ = ["S3Cache"]
@@ -26,11 +27,15 @@ class S3Cache(Cache):
     def __init__(self, url: str) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme != "s3" or not parts.netloc:
-            raise CacheError(f"{url}: an S3 cache URL is s3://bucket[/prefix]?region=…&endpoint=…")
+            raise CacheError(f"{shown_cache_url(url)}: an S3 cache URL is s3://bucket[/prefix]?region=…&endpoint=…")
+        if "@" in parts.netloc:  # the bucket: S3 takes no credentials there either, and it is named everywhere
+            raise CacheError(f"s3://{parts.hostname or ''}…: the bucket is named with credentials (user:secret@), which "
+                             "S3 does not take from there and which every message would show: remove them and set "
+                             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile")
         query = dict(urllib.parse.parse_qsl(parts.query))
         unknown = set(query) - {"region", "endpoint", "scheme", "profile"}
         if unknown:
-            raise CacheError(f"{url}: unknown S3 parameter(s) {', '.join(sorted(unknown))} (region, endpoint, scheme, profile)")
+            raise CacheError(f"{shown_cache_url(url)}: unknown S3 parameter(s) {', '.join(sorted(unknown))} (region, endpoint, scheme, profile)")
         super().__init__(url)
         self.bucket = parts.netloc
         self.prefix = parts.path.strip("/")
