@@ -38,3 +38,17 @@ def test_a_host_library_and_a_soname_from_two_places_are_problems():
                                                 f"{STORE}/c/lib/libnvrtc.so.13", f"{STORE}/d/lib/libnvrtc.so.13"))
     assert any("libcublas.so.13 from outside the store" in p for p in report["problems"])
     assert any(p.startswith("libnvrtc.so.13 mapped from 2 places") for p in report["problems"])
+
+
+def test_the_substitution_bench_takes_uvs_wheels_from_a_folder_for_a_substituted_store(tmp_path):
+    # on the GPU machine the store was substituted: no build logs name the wheels, they are carried in a folder
+    sys.path.insert(0, str(DEVICE.parent))
+    import bench_substitute_ml
+
+    store_dir, closure, wheels = bench_substitute_ml.tiny_closure(tmp_path)
+    (store_dir / ".logs").mkdir(exist_ok=True)  # no log names any wheel
+    (wheels[0].parent / "notes.txt").write_text("not a wheel")
+    top = next(p for p in closure if "tinytorch" in p)
+    got, uv_wheels, mirror = bench_substitute_ml.full_closure(store_dir, [], [top], wheels[0].parent)
+    assert mirror is None and uv_wheels == sorted(wheels)
+    assert sorted(got) == sorted(p for p in closure if "tinynumpy" not in p)  # tinytorch and what it refers to
