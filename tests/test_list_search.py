@@ -249,7 +249,86 @@ def test_list_says_it_did_not_ask_whether_a_network_fetcher_answers(manifests_di
     monkeypatch.setenv("COLUMNS", "132")
     assert main(["list", "cudaPackages_13_0", "--set", "allowUnfree=true"]) == 0
     [note] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("fetcher: ")]
-    assert note.startswith("fetcher: the first configured one having it; redist: host not asked here")
-    assert "`cudapkgs doctor` asks" in note and len(note) <= 132
+    assert note.startswith("fetcher: the first configured one having it; redist: host not asked")
+    assert "$CUDAPKGS_PROBE_HOSTS=0" in note and len(note) <= 132
     assert main(["list", "cudaPackages_13_0", "--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]']) == 0
     assert "host not asked" not in capsys.readouterr().out  # the index is asked when a wheel is fetched
+
+
+def _refused_port() -> int:
+    import socket
+
+    with socket.socket() as sock:  # a port where nothing listens: connections are refused
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def probing(monkeypatch):
+    from cudapkgs.fetch import reachability
+
+    monkeypatch.delenv("CUDAPKGS_PROBE_HOSTS", raising=False)
+    reachability.forget()
+    yield
+    reachability.forget()
+
+
+def test_list_and_search_name_the_fetcher_a_build_would_use_when_a_host_is_silent(manifests_dir, capsys, monkeypatch,
+                                                                                   probing):
+    """Before, on a machine where NVIDIA's server does not answer, `list` and `search` said "redist" for
+    libcublas though `plan` (and the build) took its wheel: they named the first configured fetcher
+    having it, without asking whether its host answers. A dead URL mirror stands in for that host."""
+    from cudapkgs.fetch import reachability
+
+    dead = f"mirror:http://127.0.0.1:{_refused_port()}"
+    asked: list[list[str]] = []
+    real = reachability.probe
+    monkeypatch.setattr(reachability, "probe", lambda urls, **kw: asked.append(list(urls)) or real(urls, **kw))
+    fetchers = ["--set", f'fetchers=["{dead}", "wheels"]']
+    assert main(["list", "--no-eval-cache", "cudaPackages_13_0", "--json", *fetchers]) == 0
+    rows = {r["pname"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["libcublas"]["source"]["fetcher"] == "wheels"
+    assert len(asked) == 1  # one probe for the whole listing, not one per row
+    assert main(["list", "--no-eval-cache", "cudaPackages_13_0", *fetchers]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("libcublas "))
+    assert " wheels " in row and "mirror:" not in row
+    assert f"{dead} skipped: http://127.0.0.1:" in out and "does not answer" in out
+    assert main(["search", "--no-eval-cache", "libcublas", *fetchers]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("libcublas "))
+    assert "wheels (12.6" in row and "mirror:" not in row
+    assert f"{dead} skipped" in out
+    assert main(["search", "--no-eval-cache", "libcublas", "--json", *fetchers]) == 0
+    [row] = [r for r in json.loads(capsys.readouterr().out) if r["name"] == "libcublas"]
+    assert set(row["fetchers"].values()) == {"wheels"}
+
+
+def test_list_and_search_keep_a_network_fetcher_whose_host_answers(manifests_dir, capsys, probing):
+    import http.server
+    import threading
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:  # noqa: N802 - the standard library's name
+            self.send_response(404)  # any status is an answer: the server is there
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        live = f"mirror:http://127.0.0.1:{server.server_address[1]}"
+        fetchers = ["--set", f'fetchers=["{live}", "wheels"]']
+        assert main(["list", "--no-eval-cache", "cudaPackages_13_0", "--json", *fetchers]) == 0
+        rows = {r["pname"]: r for r in json.loads(capsys.readouterr().out)}
+        assert rows["libcublas"]["source"]["fetcher"] == live
+        assert rows["libcublas"]["source"]["untried"] is None  # its host answered just now
+        assert main(["search", "--no-eval-cache", "libcublas", *fetchers]) == 0
+        out = capsys.readouterr().out
+        assert f"{live} (12.6" in next(line for line in out.splitlines() if line.startswith("libcublas "))
+        assert "skipped" not in out
+    finally:
+        server.shutdown()
+        server.server_close()

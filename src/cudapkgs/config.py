@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from . import errors
+from .errors import shown_cache_url
 from .lib.patterns import LazyPattern
 
 __all__ = ["Config", "OPTIONS", "Option", "ENV_FALLBACKS", "load_config", "parse_set", "parse_toml", "shown_cache_url"]
@@ -87,16 +88,6 @@ def _check_capabilities(capabilities: tuple[str, ...]) -> tuple[str, ...]:
             hint = 'expected a capability such as "8.9", "9.0a" or "10.0f"'
         raise ValueError(f'"{capability}" is not a CUDA capability; {hint}')
     return capabilities
-
-
-def shown_cache_url(url: str) -> str:
-    """`url` as `cudapkgs config` and messages show it: every password in a user information part
-    replaced by ``***`` (``https://ci:s3cret@host/x`` -> ``https://ci:***@host/x``; the user name stays,
-    so one can see which credentials are configured), an S3 ``endpoint=`` URL's in the query too.
-    Anything else unchanged; never raises."""
-    import re
-
-    return re.sub(r"(://[^/?#@:\s]+):[^@/?#\s]*@", r"\1:***@", url)
 
 
 def _check_substituters(urls: tuple[str, ...]) -> tuple[str, ...]:
@@ -181,11 +172,12 @@ _EXPECTED = {
 
 
 def _describe(value: Any) -> str:
-    """'the string "yes"', 'the integer 1', 'a table', ... for error messages."""
+    """'the string "yes"', 'the integer 1', 'a table', ... for error messages (a URL's password masked:
+    `shown_cache_url`, a substituter given as a string was echoed whole)."""
     if isinstance(value, bool):
         return f"the boolean {'true' if value else 'false'}"
     if isinstance(value, str):
-        return f'the string "{value}"'
+        return f'the string "{shown_cache_url(value)}"'
     if isinstance(value, int):
         return f"the integer {value}"
     if isinstance(value, float):
@@ -222,7 +214,7 @@ def _validate(option: Option, value: Any, base_dir: str | None) -> Any:
                 from .errors import redacted
 
                 raise ValueError(f"expected a list of strings, got the string {redacted(value)} (write it inside [\"…\"])")
-            hint = f' (write ["{value}"])' if isinstance(value, (str, int, float)) else ""
+            hint = f' (write ["{shown_cache_url(str(value))}"])' if isinstance(value, (str, int, float)) else ""
             raise ValueError(f"expected a list of strings, got {_describe(value)}{hint}")
         for item in value:
             if not isinstance(item, str):
@@ -256,7 +248,7 @@ def _validate(option: Option, value: Any, base_dir: str | None) -> Any:
     for text in (value,) if isinstance(value, str) else value if isinstance(value, tuple) else ():
         char = errors.control_character(text) if isinstance(text, str) else None
         if char is not None:
-            raise ValueError(f'"{errors.shown(text)}" holds the control character {char}; remove it '
+            raise ValueError(f'"{errors.shown(shown_cache_url(text))}" holds the control character {char}; remove it '
                              "(a terminal acts on such characters when the value is shown)")
     if option.check is not None:
         value = option.check(value)

@@ -16,6 +16,7 @@ from .lib.errors import (
     UsageError,
     did_you_mean,
 )
+from .lib.patterns import LazyPattern
 
 
 class ConfigError(CudapkgsError):
@@ -127,6 +128,44 @@ def redacted(text: str, keep: int = 24, *, shown_data: int = 8) -> str:
     if len(data) <= shown_data:
         return f"{head + data!r} ({len(text)} characters)"
     return f"{head + '…'!r} ({len(text)} characters)"
+
+
+_URL_AUTHORITY = LazyPattern(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)")
+
+
+def shown_cache_url(url: str) -> str:
+    """`url` (a cache's, as configured or typed) as messages, logs and `cudapkgs config` show it: every
+    password in a user information part replaced by ``***`` (``https://ci:s3cret@host/x`` ->
+    ``https://ci:***@host/x``; the user name stays, so one can see which credentials are configured),
+    in the URL and in any URL among its query's values (an S3 ``endpoint=``), percent-encoded or not.
+    Anything else unchanged; never raises.
+
+    The user information is what precedes the *last* ``@`` of the authority (the text after ``://`` up
+    to the first ``/``, ``?`` or ``#``), as ``urllib.parse.urlsplit`` reads it and the HTTP client sends
+    it (RFC 3986 section 3.2.1): a password holding a raw ``@`` (``u:p@ss@host``) is masked whole, and
+    one after an empty user name (``https://:token@host``) too."""
+    import urllib.parse
+
+    def authority(match) -> str:
+        info, at, host = match.group(2).rpartition("@")
+        if not at or ":" not in info:
+            return match.group(0)
+        return f"{match.group(1)}{info.partition(':')[0]}:***@{host}"
+
+    try:
+        shown = _URL_AUTHORITY.sub(authority, url)
+        base, mark, query = shown.partition("?")
+        if not mark or "%" not in query:
+            return shown
+        values = []
+        for item in query.split("&"):
+            key, eq, value = item.partition("=")
+            decoded = urllib.parse.unquote(value)
+            masked = _URL_AUTHORITY.sub(authority, decoded)
+            values.append(f"{key}{eq}{urllib.parse.quote(masked, safe=':/*@')}" if masked != decoded else item)
+        return f"{base}?{'&'.join(values)}"
+    except Exception:  # never raises: a message is being made
+        return "(a cache URL)"
 
 
 def shell_word(path: object) -> str:

@@ -94,16 +94,69 @@ def _could(package: Package) -> list[str]:
     return could_supply([r.fetcher for r in package._sourceSupply], **facts) if facts is not None else []
 
 
-def mark_sources(rows: list[dict[str, Any]], scope: Any, fetchers: Any, store_dir: str) -> None:
-    """Set ``row["source"]`` of every row of `list_components` to `source_of` its package."""
+def mark_sources(rows: list[dict[str, Any]], scope: Any, fetchers: Any, store_dir: str,
+                 prober: Any = "default") -> tuple[dict[str, tuple[str, str]], bool]:
+    """Set ``row["source"]`` of every row of `list_components` to `source_of` its package, with the
+    fetcher a build would use now.
+
+    As `cudapkgs.realise.planning.plan` decides it (`cudapkgs.fetch.reachability.settle_fetchers`):
+    the hosts of the network fetchers chosen for sources not on this machine are probed once, in
+    parallel, each under `cudapkgs.fetch.reachability.PROBE_SECONDS` (``prober``: a callable
+    ``urls -> {base URL: None or reason}``; the default is `reachability.probe`, none when
+    ``$CUDAPKGS_PROBE_HOSTS=0``; None: ask no host), and a fetcher whose host does not answer is
+    left out for every row. Returns ``({fetcher: (base URL, reason)} skipped, whether hosts were
+    asked)``.
+    """
+    from .fetch.reachability import default_prober, network_url, settle_fetchers
+
+    fetchers = tuple(fetchers)
+    packages: dict[str, Any] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for row in rows:
             try:
-                row["source"] = source_of(scope[row["attr"]], scope, fetchers, store_dir)
+                packages[row["attr"]] = scope[row["attr"]]
             except CudapkgsError as error:
-                row["source"] = {"fetcher": None, "file": None, "size": None, "cached": None, "untried": None,
-                                 "reason": str(error)}
+                packages[row["attr"]] = error
+
+        def sources(skip: frozenset[str]) -> dict[str, dict[str, Any] | None]:
+            kept = tuple(f for f in fetchers if f not in skip)
+            found: dict[str, dict[str, Any] | None] = {}
+            for attr, package in packages.items():
+                try:
+                    if isinstance(package, CudapkgsError):
+                        raise package
+                    found[attr] = source_of(package, scope, kept, store_dir)
+                except CudapkgsError as error:
+                    found[attr] = _unsourced(str(error))
+            return found
+
+        if prober == "default":
+            prober = default_prober()
+        skipped: dict[str, tuple[str, str]] = {}
+        answered: set[str] = set()
+        found: dict[tuple[str, ...], dict[str, Any]] = {}
+        if prober is not None:
+            def chosen(skip: frozenset[str]) -> Iterator[tuple[str, str]]:
+                found[tuple(sorted(skip))] = these = sources(skip)
+                for source in these.values():
+                    if source and source["fetcher"] and source["cached"] is None:
+                        url = network_url(source["fetcher"])
+                        if url is not None:
+                            yield source["fetcher"], url
+
+            skipped, answered = settle_fetchers(chosen, prober)
+        final = found.get(tuple(sorted(skipped))) or sources(frozenset(skipped))
+        for row in rows:
+            source = final[row["attr"]]
+            if source is not None and source["fetcher"] in answered:
+                source = {**source, "untried": None}  # its host answered just now
+            row["source"] = source
+    return skipped, prober is not None
+
+
+def _unsourced(reason: str) -> dict[str, Any]:
+    return {"fetcher": None, "file": None, "size": None, "cached": None, "untried": None, "reason": reason}
 
 
 #: The fetcher kinds of the fetcher table, as the ``fetchers`` config key names them.
@@ -228,7 +281,7 @@ def source_of(package: Package, scope: Any, fetchers: Any, store_dir: str) -> di
     try:
         choice = choose_source(attrs, src, tuple(fetchers), store_dir)
     except SourcePlanError as error:
-        return {"fetcher": None, "file": None, "size": None, "cached": None, "untried": None, "reason": str(error)}
+        return _unsourced(str(error))
     return {"fetcher": choice.fetcher, "file": choice.what, "size": choice.size, "cached": choice.cached,
             "untried": choice.untried, "reason": None}
 
@@ -353,7 +406,8 @@ def _search_from_source(pkgs: Any, definitions: Mapping[str, Any], matches: Any)
     return rows
 
 
-def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = None) -> list[dict[str, Any]]:
+def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = None, prober: Any = None,
+           skipped: dict[str, tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """Packages whose name, description or NVIDIA name contains every word (case-insensitive).
 
     CUDA components are searched across every versioned set, from the component table
@@ -363,6 +417,12 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
     package's row has ``sets`` empty and its own ``version``, "" when it does not evaluate); with
     ``pkgs``, a component's row also has ``fetchers`` (set name -> the first of ``pkgs.config.fetchers``
     that can supply it, "" when none can, None without a release for this platform).
+
+    With ``prober`` (a callable ``urls -> {base URL: None or reason}``, `reachability.probe` or
+    `reachability.default_prober`'s answer), the fetcher named is the one a build would use now, as
+    `cudapkgs.realise.planning.plan` decides it (`reachability.settle_fetchers`): a network
+    fetcher whose host does not answer is left out for every row, and put in ``skipped``
+    (``{fetcher: (base URL, reason)}``). Without it, no host is asked.
     """
     from .cuda.components import component_specs
     from .package_sets import package_set_definitions
@@ -379,10 +439,11 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
     manifests: dict[tuple[str, str], Any] = {}
     fetchers = tuple(pkgs.config.fetchers) if pkgs is not None else None
     host_systems: dict[str, str | None] = {}
+    can: dict[str, tuple[str, ...]] = {}  # a release's file -> the configured fetchers that can supply it
 
     def served_by(set_name: str, definition: Any, product: str, pname: str, release: Any) -> str | None:
-        """The first configured fetcher that can supply the release on this platform (`fetch.supply`),
-        "" when none can, None without a release for this platform (or without `pkgs`)."""
+        """A key of ``can`` for the release on this platform, its value the configured fetchers that can
+        supply it (`fetch.supply`); None without a release for this platform (or without `pkgs`)."""
         if fetchers is None:
             return None
         from .fetch.supply import supply
@@ -400,7 +461,9 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
         facts = {"product": product, "pname": pname, "version": release.version,
                  "cuda_major": int(definition.cuda_version.split(".")[0]), "relative_path": artifact.relative_path,
                  "redist_system": host if system in ("source", "linux-all") else system, "size": artifact.size}
-        return next((f for f in fetchers if supply(f, **facts).can), "")
+        key = f"{set_name}\0{artifact.relative_path}"  # a wheel's name depends on the set's CUDA major
+        can[key] = tuple(f for f in fetchers if supply(f, **facts).can)
+        return key
 
     def manifest(product: str, version: str) -> Any:
         key = (product, version)
@@ -438,6 +501,8 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
                 rows.append({"name": pname, "product": product, "description": spec.description,
                              "nvidiaName": nvidia_name, "sets": sets,
                              **({"fetchers": served} if fetchers is not None else {})})
+    if fetchers is not None:
+        _settle_served(rows, can, prober, skipped)
     if pkgs is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -457,6 +522,32 @@ def search(words: list[str], *, manifests_dir: str | None = None, pkgs: Any = No
                     rows.append({"name": name, "product": None, "description": description, "nvidiaName": "",
                                  "sets": _ml_versions(pkgs, definitions, name), "version": version})
     return sorted(rows, key=lambda r: r["name"])
+
+
+def _settle_served(rows: list[dict[str, Any]], can: Mapping[str, tuple[str, ...]], prober: Any,
+                   skipped: dict[str, tuple[str, str]] | None = None) -> None:
+    """Replace each release file in the rows' ``fetchers`` by the first fetcher of ``can[file]`` a build
+    would use: with ``prober``, the network fetchers whose host does not answer left out."""
+    from .fetch.reachability import network_url, settle_fetchers
+
+    dead: dict[str, tuple[str, str]] = {}
+    if prober is not None:
+        def chosen(skip: frozenset[str]) -> Iterator[tuple[str, str]]:
+            for fetchers in set(can.values()):
+                first = next((f for f in fetchers if f not in skip), None)
+                url = network_url(first) if first is not None else None
+                if url is not None:
+                    yield first, url  # type: ignore[misc]
+
+        dead = settle_fetchers(chosen, prober)[0]
+    if skipped is not None:
+        skipped.update(dead)
+    for row in rows:
+        served = row.get("fetchers")
+        if served:
+            for set_name, file in served.items():
+                if file is not None:
+                    served[set_name] = next((f for f in can[file] if f not in dead), "")
 
 
 def _ml_versions(pkgs: Any, definitions: Mapping[str, Any], name: str) -> dict[str, str]:

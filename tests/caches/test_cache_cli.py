@@ -381,3 +381,25 @@ def test_copy_to_compresses_frames_on_the_workers_jobs_asks_for(tmp_path, monkey
     with Store.open(tmp_path / "store") as store:
         build._push(store, (open_cache(f"file://{tmp_path}/c"), generate("lab-2")), [top])
     assert seen == [2, 2]
+
+
+def test_plan_shell_counts_what_a_shell_adds(tmp_path, manifests_dir, monkeypatch, capsys):
+    """`plan --shell` plans what `cudapkgs shell` of the same packages realises: stdenv.cc too (a new
+    user's `plan` said 10 paths where the shell then substituted 11: the compiler wrapper)."""
+    from cudapkgs.cli import main
+    from cudapkgs.host.compiler import default_compiler
+
+    if default_compiler() is None:
+        pytest.skip("no host C compiler: a shell has no stdenv.cc")
+    monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "store"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    sets = ["--set", "allowUnfree=true", "--set", 'fetchers=["wheels"]', "--json", "cudaPackages_13_0.cuda_cudart"]
+    assert main(["plan", *sets]) == 0
+    plain = json.loads(capsys.readouterr().out)["current"]
+    assert main(["plan", "--shell", *sets]) == 0
+    shell = json.loads(capsys.readouterr().out)["current"]
+    assert set(plain["roots"]) == {"cudaPackages_13_0.cuda_cudart"}
+    assert set(shell["roots"]) == {"cudaPackages_13_0.cuda_cudart", "stdenv.cc"}
+    wrapper = shell["roots"]["stdenv.cc"]["out"]
+    assert "wrapper" in wrapper and not any(wrapper in b for b in plain["build"])
+    assert len(shell["build"]) > len(plain["build"])

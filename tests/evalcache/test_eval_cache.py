@@ -40,7 +40,9 @@ class Cli:
         self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.env.update(PYTHONPATH=str(src), XDG_CACHE_HOME=str(self.cache), XDG_CONFIG_HOME=str(tmp_path / "config"),
                         XDG_DATA_HOME=str(tmp_path / "data"), CUDAPKGS_STORE=str(tmp_path / "store"),
-                        CUDAPKGS_EVAL_CACHE_DEBUG="1")
+                        CUDAPKGS_EVAL_CACHE_DEBUG="1",
+                        # no real host probed (conftest's rule); a listing that probes one keeps no entry
+                        CUDAPKGS_PROBE_HOSTS="0")
 
     def __call__(self, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run([sys.executable, "-m", "cudapkgs", *args], cwd=self.cwd, env={**self.env, **env},
@@ -574,3 +576,30 @@ def test_a_project_denied_or_shadowed_after_its_entry_is_refused_not_answered(tm
     shadowed = cli("build", "--no-link", check=False)
     assert not hit(shadowed) and shadowed.returncode == 1 and f"cudapkgs allow {cli.cwd}/cudapkgs.toml" in shadowed.stderr
     assert not (tmp_path / "RAN").exists()
+
+
+def test_eval_of_several_attributes_is_kept_under_its_own_command_line(tmp_path):
+    """`eval A B` is one entry keyed by its whole command line (as every command is); the entry of
+    `eval A` alone is neither taken for it nor changed by it."""
+    cli = Cli(tmp_path)
+    one = _stored_then_hit(cli, "eval", "cudaPackages.cudaMajorMinorVersion")
+    both = _stored_then_hit(cli, "eval", "--json", "cudaPackages.cudaMajorMinorVersion", "cudaPackages_12_8.cudaMajorVersion")
+    assert both.strip() == f'[{one.strip()}, "12"]'
+    again = cli("eval", "cudaPackages.cudaMajorMinorVersion")
+    assert hit(again) and again.stdout == one
+
+
+def test_a_listing_that_probed_a_host_keeps_no_entry(tmp_path):
+    """`list` names the fetcher a build would use now, which depends on whether a host answers: an
+    answer from a probe is not kept (a later run asks again)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cli = Cli(tmp_path)
+    args = ("list", "cudaPackages_13_0", "--set", f'fetchers=["mirror:http://127.0.0.1:{port}", "wheels"]')
+    for _ in range(2):
+        done = cli(*args, CUDAPKGS_PROBE_HOSTS="1")
+        assert "eval cache: not stored" in done.stderr and "does not answer" in done.stdout
+    assert not cli.entries()

@@ -204,3 +204,29 @@ def test_a_path_of_another_store_names_that_store(tmp_path):
     with pytest.raises(StoreError) as refused:
         to_store_path("/nix/store", "/etc/passwd")
     assert "--store" not in str(refused.value)
+
+
+def test_the_other_store_hint_names_no_store_in_use_and_pastes_as_one_word(tmp_path):
+    """An attacker's review of the hint: a path inside a store path of the store in use (parse_store_path
+    takes store paths only) was told "it is a path of the store S: pass --store S" of that very store; and
+    the other store's directory went raw into the command to paste (a name with ``; rm -rf ~`` or a newline,
+    as a cloned repository or an archive may name it)."""
+    store = tmp_path / "store"
+    (store / ".meta").mkdir(parents=True)
+    (store / ".meta" / "db.sqlite").write_bytes(b"")
+    inside = f"{store}/0c6kzph7l0dcbyfpd6qgmmpdkbisaqbx-python3-3.12"
+    with pytest.raises(StoreError) as refused:
+        parse_store_path(str(store), inside + "/bin/python3")
+    assert "--store" not in str(refused.value) and f"inside the store path {inside}: name that path" in str(refused.value)
+
+    hostile = tmp_path / "x; touch pwned\nset CUDAPKGS_STORE"
+    (hostile / ".meta").mkdir(parents=True)
+    (hostile / ".meta" / "db.sqlite").write_bytes(b"")
+    with pytest.raises(StoreError) as refused:
+        parse_store_path("/nix/store", f"{hostile}/0c6kzph7l0dcbyfpd6qgmmpdkbisaqbx-python3-3.12")
+    hint = str(refused.value).partition(" (it is")[2]
+    assert "\n" not in hint and "pass --store '" in hint  # one word, the newline escaped
+    import shlex
+
+    word = hint.partition("pass --store ")[2].partition(", or set")[0]
+    assert len(shlex.split(word)) == 1

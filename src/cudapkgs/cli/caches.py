@@ -138,10 +138,14 @@ def register(subparsers: Any) -> None:
         + CONFIG_HELP,
         epilog="examples:\n"
         "  cudapkgs plan --what-if 'cudaCapabilities=[\"8.9\"]' --set allowUnfree=true cudaPackages_13_0.pkgs.saxpy\n"
-        "  cudapkgs plan --what-if cudaForwardCompat=false --json --set allowUnfree=true cudaPackages_13_0.libcublas",
+        "  cudapkgs plan --what-if cudaForwardCompat=false --json --set allowUnfree=true cudaPackages_13_0.libcublas\n"
+        "  cudapkgs plan --shell --set allowUnfree=true python3 cmake cudaPackages_13_0.cuda_nvcc",
         formatter_class=fmt,
     )
     plan.add_argument("attrpaths", nargs="+", metavar="ATTRPATH", help="packages to plan for")
+    plan.add_argument("--shell", action="store_true",
+                      help="plan what `cudapkgs shell` of these packages realises: also stdenv.cc (the compiler wrapper "
+                      "a shell puts first on PATH) and the build inputs of packages built from source, as `nix develop`")
     plan.add_argument("--what-if", action="append", default=[], metavar="KEY=VALUE",
                       help="a configuration change to compare with the current configuration (TOML value, as --set); repeatable")
     add_eval_options(plan)

@@ -46,8 +46,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("attrpath", metavar="ATTRPATH", help="the package (with -f FILE: one of the file's functions)")
     what = p.add_mutually_exclusive_group()
     what.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
-                      help="run COMMAND (everything after --command; a phase function or runPhase too) instead of "
-                      "an interactive bash")
+                      help="run COMMAND (everything after --command, one word per argument as `nix develop --command`: "
+                      "a quoted 'a; b' is one program's name, so write eval 'a; b'; a phase function or runPhase "
+                      "too) instead of an interactive bash")
     what.add_argument("--phase", metavar="NAME", help="run this phase (runPhase NAME: unpackPhase, configurePhase, buildPhase, ...) "
                       "in the current directory and exit with its status")
     p.add_argument("-j", "--jobs", metavar="N", type=_jobs, default="auto",

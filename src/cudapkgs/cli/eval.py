@@ -18,6 +18,7 @@ examples:
   cudapkgs eval --json --system aarch64-linux --set 'cudaCapabilities=["8.7"]' cudaPackages_12_6.backendStdenv.hostRedistSystem
   cudapkgs eval --config cudapkgs.toml cudaPackages_13_0.libcublas.src
   cudapkgs eval '_cuda.db.cudaCapabilityToInfo."9.0a".archName'
+  cudapkgs eval --json cudaPackages.cudaMajorMinorVersion cudaPackages.cudnn.version   # ["12.9", "9.…"]
 
 Attribute paths use Nixpkgs' names; quote a component that contains dots.
 """
@@ -72,6 +73,13 @@ def apply_store_option(args: argparse.Namespace) -> None:
         import os
 
         args.sets = [*sets, f"storeDir={json.dumps(os.path.abspath(store))}"]
+
+
+#: What the fetcher column of `list` and `search` means (COLUMN: its name).
+SERVED_HELP = ("The COLUMN column names the fetcher a build would use now, the same answer as `cudapkgs plan`: "
+               "the first configured fetcher that has the file, leaving out a network one (redist, mirror:<URL>) "
+               "whose host does not answer a probe (one HEAD per host, all at once, 4 s at most; "
+               "$CUDAPKGS_PROBE_HOSTS=0 asks no host).")
 
 
 def add_eval_options(parser: argparse.ArgumentParser, *, json_flag: bool = True, eval_cache: bool = True,
@@ -130,7 +138,9 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG_EVAL,
         formatter_class=fmt,
     )
-    p.add_argument("attrpath", metavar="ATTRPATH", help="attribute path, e.g. cudaPackages.flags.gencode")
+    p.add_argument("attrpath", metavar="ATTRPATH", nargs="+",
+                   help="attribute path, e.g. cudaPackages.flags.gencode; several are evaluated in order, "
+                   "one result per line (with --json: a JSON array), as nix-instantiate --eval -A A -A B")
     add_eval_options(p)
     p.set_defaults(func=run_eval)
 
@@ -139,7 +149,8 @@ def register(subparsers: Any) -> None:
         help="find packages by name or description, across every CUDA set",
         description="Find packages whose name, description or NVIDIA name contains every WORD "
         "(case-insensitive): the components of every versioned CUDA set (with the version each set has) and "
-        "the top level's own packages and python3Packages' (python3Packages.pycuda). Nothing is built or downloaded.\n\n" + CONFIG_HELP,
+        "the top level's own packages and python3Packages' (python3Packages.pycuda). Nothing is built or downloaded.\n\n"
+        + SERVED_HELP.replace("COLUMN", "served by") + "\n\n" + CONFIG_HELP,
         epilog="examples:\n  cudapkgs search sparse\n  cudapkgs search fft\n  cudapkgs search --json nvcc",
         formatter_class=fmt,
     )
@@ -154,6 +165,7 @@ def register(subparsers: Any) -> None:
         "the configured fetcher that would serve each (and its download size; a wheel's is known once it is "
         "cached, or from `cudapkgs build --dry-run`), and whether they can be used here (and why not: "
         "\"no fetcher can supply it\" when none of the configured `fetchers` has it).\n\n"
+        + SERVED_HELP.replace("COLUMN", "fetcher") + "\n\n"
         "--fetchers instead shows, for every set given (all versioned sets without one), what each kind "
         "of fetcher can supply: the set x component x fetcher table of docs/fetchers.md.\n\n" + CONFIG_HELP,
         epilog="examples:\n  cudapkgs list cudaPackages_13_2 --set 'fetchers=[\"wheels\"]'\n"
@@ -256,15 +268,53 @@ def _print_json(value: Any) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from ..lib.attrpath import parse_attrpath, render, resolve
+    """`cudapkgs eval ATTRPATH...`: each attribute path evaluated in order, in one package tree.
 
-    path = parse_attrpath(args.attrpath)
-    value = resolve(pkgs_from_args(args), path)
+    As ``nix-instantiate --eval -A a -A b`` (NixOS/nix src/nix-instantiate/nix-instantiate.cc,
+    `processExpr`: a loop over the attribute paths, each value printed as it is evaluated, the first
+    error stopping the command): one result per line, in the order given. With ``--json`` one
+    attribute prints its value, several a JSON array of their values in that order (printed once all
+    are evaluated, so that the output is one JSON document). With several attributes, an error names
+    the attribute it came from; a single one's error reads as before.
+    """
+    from ..errors import CudapkgsError, json_for_terminal
+    from ..lib.attrpath import parse_attrpath, render, resolve, to_json
+
+    paths = list(args.attrpath)
+    pkgs = pkgs_from_args(args)
+    if len(paths) == 1:
+        value = resolve(pkgs, parse_attrpath(paths[0]))
+        if args.json:
+            _print_json(value)
+        else:
+            print(render(value))
+        return 0
+    values = []
+    for text in paths:
+        try:
+            value = resolve(pkgs, parse_attrpath(text))
+            if args.json:
+                values.append(to_json(value))
+            else:
+                print(render(value), flush=True)  # as Nix: what was evaluated is out before a later error
+        except CudapkgsError as error:
+            raise _in_attribute(text, error) from error
     if args.json:
-        _print_json(value)
-    else:
-        print(render(value))
+        sys.stdout.write(json_for_terminal(values) + "\n")
     return 0
+
+
+def _in_attribute(attrpath: str, error: Any) -> Any:
+    """A `CudapkgsError` saying `error` (its exit status kept) with the attribute it came from first."""
+    from ..errors import CudapkgsError
+
+    class InAttribute(CudapkgsError):
+        exit_code = error.exit_code
+
+        def cli_message(self) -> str:
+            return f"{attrpath}: {error.cli_message()}"
+
+    return InAttribute(f"{attrpath}: {error}")
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -293,7 +343,7 @@ def run_list(args: argparse.Namespace) -> int:
         scope = resolve(pkgs, parse_attrpath(args.set[0] if args.set else "cudaPackages"))
         rows = list_components(scope)
         mark_built(rows, scope, default_store_dir(pkgs.config))
-        mark_sources(rows, scope, pkgs.config.fetchers, default_store_dir(pkgs.config))
+        skipped, asked = mark_sources(rows, scope, pkgs.config.fetchers, default_store_dir(pkgs.config))
         title = f"{scope.attr_path} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system}; fetchers: " \
                 f"{', '.join(pkgs.config.fetchers)})"
         key = "pname"
@@ -330,12 +380,9 @@ def run_list(args: argparse.Namespace) -> int:
         [[r[key], r["version"], r["license"], " ".join(r["outputs"]), *fetcher(r), s] for r, s in zip(rows, status)],
         shrink=(3, 2, 1, 5, 6, 4, 0),  # outputs first, then license, version, size; the status late
     ))
-    network = [f for f in pkgs.config.fetchers if f == "redist" or (f.startswith("mirror:") and "://" in f
-                                                                      and not f.startswith("mirror:file://"))]
-    if any(r.get("source") and r["source"]["fetcher"] in network for r in rows):
-        # A listing asks no host: on a machine reaching only PyPI, "redist" here read as where builds would go.
-        print(f"fetcher: the first configured one having it; {', '.join(network)}: host not asked here "
-              "(`cudapkgs doctor` asks; builds skip a silent host)")
+    for line in _fetcher_notes(pkgs.config.fetchers, skipped, asked,
+                               any(r.get("source") and r["source"]["fetcher"] and not r["source"]["cached"] for r in rows)):
+        print(line)
     _print_unfree_note(status)
     if unknown[0]:
         print("?: the size of a wheel not cached is known once the index is asked (cudapkgs build --dry-run)")
@@ -356,6 +403,25 @@ def _print_unfree_note(statuses: list[str]) -> None:
     if any(s.startswith("unfree (") for s in statuses):
         print("unfree: allowed by --set allowUnfree=true, or --set allowUnfreePredicate=cuda "
               "(NVIDIA's CUDA licenses only; `cudapkgs config` says what each means)")
+
+
+def _fetcher_notes(fetchers: Any, skipped: dict[str, tuple[str, str]], asked: bool, fetching: bool) -> list[str]:
+    """The lines under `list`'s and `search`'s tables saying what the fetcher column means: the
+    fetcher a build would use now, the network ones whose host did not answer left out (as
+    `cudapkgs plan` does), or that no host was asked ($CUDAPKGS_PROBE_HOSTS=0)."""
+    from ..fetch.reachability import network_url
+
+    lines = [f"{f} skipped: {host} does not answer ({why}), as for a build" for f, (host, why) in skipped.items()]
+    network = [f for f in fetchers if network_url(f) is not None and f not in skipped]
+    if not fetching:
+        return lines
+    if asked:
+        return ["fetcher: the one a build would use now (the first configured one having it whose host answers)",
+                *lines]
+    if network:
+        return [f"fetcher: the first configured one having it; {', '.join(network)}: host not asked "
+                "($CUDAPKGS_PROBE_HOSTS=0 turns probing off, for builds too)"]
+    return ["fetcher: the first configured one having it"]
 
 
 def _list_fetchers(args: argparse.Namespace, pkgs: Any) -> int:
@@ -387,8 +453,12 @@ def _list_fetchers(args: argparse.Namespace, pkgs: Any) -> int:
 def run_search(args: argparse.Namespace) -> int:
     from ..inventory import search
 
+    from ..fetch.reachability import default_prober
+
     pkgs = pkgs_from_args(args)
-    rows = search(args.words, manifests_dir=pkgs.config.manifestsDir, pkgs=pkgs)
+    prober = default_prober()
+    skipped: dict[str, tuple[str, str]] = {}
+    rows = search(args.words, manifests_dir=pkgs.config.manifestsDir, pkgs=pkgs, prober=prober, skipped=skipped)
     if args.json:
         _print_json(rows)
         return 0
@@ -423,6 +493,9 @@ def run_search(args: argparse.Namespace) -> int:
     print(fit_table(["name", "description", "version (sets)", "served by (fetchers: " + ", ".join(pkgs.config.fetchers) + ")"],
                     [[r["name"], r["description"] or r["nvidiaName"], where(r["sets"], r.get("version", ""), r.get("product")), served(r)] for r in rows],
                     shrink=(3, 1, 2, 0)))
+    fetching = any(f for r in rows for f in (r.get("fetchers") or {}).values())
+    for line in _fetcher_notes(pkgs.config.fetchers, skipped, prober is not None, fetching):
+        print(line.replace("fetcher: ", "served by: ", 1))
     return 0
 
 

@@ -26,7 +26,8 @@ def register(subparsers: Any) -> None:
         "--command, with the environment a build of something depending on them would see: "
         "PATH, CPATH, LIBRARY_PATH and PKG_CONFIG_PATH from their outputs and what they propagate, "
         "CUDAToolkit_ROOT for CMake, CUDA_HOME and CUDACXX when nvcc is among them. Programs find their "
-        "libraries through RUNPATH: LD_LIBRARY_PATH is left alone.\n\n" + CONFIG_HELP,
+        "libraries through RUNPATH: LD_LIBRARY_PATH is left alone. `cudapkgs plan --shell` with the same "
+        "packages says what the shell will download or build first.\n\n" + CONFIG_HELP,
         epilog="examples:\n"
         "  cudapkgs shell --set allowUnfree=true cudaPackages_13_0.cuda_nvcc cudaPackages_13_0.cuda_cudart\n"
         "  cudapkgs shell --set allowUnfree=true cudaPackages_13_0.cuda_nvcc cudaPackages_13_0.cuda_cudart \\\n"
@@ -39,7 +40,8 @@ def register(subparsers: Any) -> None:
                    "checked against cudapkgs.lock)")
     add_project_options(p, "enter the project's shell")
     p.add_argument("-c", "--command", nargs=argparse.REMAINDER, metavar="COMMAND",
-                   help="run COMMAND (with its arguments: everything after --command) instead of $SHELL")
+                   help="run COMMAND (with its arguments: everything after --command, one word per argument; "
+                   "for a line of shell, bash -c 'a; b') instead of $SHELL")
     p.add_argument("--print-env", action="store_true", help="print `export` lines instead of starting a shell")
     p.add_argument("--profile", metavar="LINK",
                    help="make LINK a GC root of the shell (a link to a store path referring to all its packages): "

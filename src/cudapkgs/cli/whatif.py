@@ -25,6 +25,10 @@ def plan_for(args: argparse.Namespace, sets: list[str]) -> dict[str, Any]:
 
     ns = argparse.Namespace(**{**vars(args), "sets": sets})
     store_dir, items = evaluate(ns)
+    if getattr(args, "shell", False):  # what `cudapkgs shell` of these realises: stdenv.cc and build inputs too
+        from .shell import shell_items
+
+        items = shell_items(ns, items)[0]
     substituters = substituters_from_args(ns)
     store = _open_store(store_dir, create=False)
     try:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 import threading
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-__all__ = ["PROBE_SECONDS", "base_url", "forget", "probe"]
+__all__ = ["PROBE_SECONDS", "base_url", "default_prober", "forget", "network_url", "probe", "settle_fetchers"]
 
 #: Each probe's deadline in seconds (connect, TLS and the response's headers together).
 PROBE_SECONDS = 4.0
@@ -38,6 +38,65 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def default_prober() -> Callable[[list[str]], Mapping[str, str | None]] | None:
+    """`probe`, or None when ``$CUDAPKGS_PROBE_HOSTS`` is 0, false, no or off (probing turned off)."""
+    if os.environ.get("CUDAPKGS_PROBE_HOSTS", "").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    return probe
+
+
+def network_url(fetcher: str, urls: Iterable[str] = ()) -> str | None:
+    """The URL whose host a network fetcher downloads from; None for a fetcher that asks no host here.
+
+    ``redist``: the first of `urls` (a source's own URLs), else NVIDIA's redist root
+    (`cudapkgs.fetch.sources.NVIDIA_PREFIX`); ``mirror:<URL>``: the URL (``mirror:file://`` and a
+    directory are local); ``wheels`` and anything else: None (the index is asked when a wheel is
+    fetched, not probed).
+    """
+    kind, _, where = fetcher.partition(":")
+    if fetcher == "redist":
+        from .sources import NVIDIA_PREFIX
+
+        return next(iter(urls), NVIDIA_PREFIX)
+    if kind == "mirror" and "://" in where and not where.startswith("file://"):
+        return where
+    return None
+
+
+def settle_fetchers(
+    chosen: Callable[[frozenset[str]], Iterable[tuple[str, str]]],
+    prober: Callable[[list[str]], Mapping[str, str | None]],
+) -> tuple[dict[str, tuple[str, str]], set[str]]:
+    """Which network fetchers to skip because their host does not answer, decided as a build plan does.
+
+    ``chosen(skip)`` yields ``(fetcher, url)`` for every source not already on this machine whose
+    chosen fetcher, with the fetchers in ``skip`` left out, is a network one (`network_url`).
+    Rounds: the hosts of the fetchers chosen and not probed yet are probed together (``prober``,
+    `probe` or a stand-in: ``urls -> {base URL: None or reason}``); a fetcher whose host does not
+    answer joins ``skip``, and its sources are chosen again; a round that probes nothing ends it.
+    Each host is asked at most once (and `probe` keeps its answers for the process).
+
+    Returns ``({fetcher: (base URL, reason)} skipped, {fetchers whose host answered})``. Used by
+    `cudapkgs.realise.planning.plan` and by the listings (`cudapkgs.inventory`), so that `list` and
+    `search` name the fetcher a build would use now.
+    """
+    skipped: dict[str, tuple[str, str]] = {}
+    probed: set[str] = set()
+    while True:
+        wanted: dict[str, str] = {}  # fetcher -> url
+        for fetcher, url in chosen(frozenset(skipped)):
+            if fetcher not in probed:
+                wanted.setdefault(fetcher, url)
+        if not wanted:
+            return skipped, probed - set(skipped)
+        answers = prober(list(wanted.values()))
+        for fetcher, url in wanted.items():
+            probed.add(fetcher)
+            why = answers.get(base_url(url))
+            if why is not None:
+                skipped[fetcher] = (base_url(url), str(why))
 
 
 def base_url(url: str) -> str:

@@ -219,61 +219,35 @@ def plan(
 
 def _prober(probe: Any) -> Any:
     """The probe to use: `probe`, else `reachability.probe` unless ``$CUDAPKGS_PROBE_HOSTS`` is 0/false/no."""
-    import os
-
     if probe is not None:
         return probe
-    if os.environ.get("CUDAPKGS_PROBE_HOSTS", "").strip().lower() in ("0", "false", "no", "off"):
-        return None
-    from ..fetch.reachability import probe as default_probe
+    from ..fetch.reachability import default_prober
 
-    return default_probe
-
-
-def _fetcher_url(fetcher: str, src: Any) -> str | None:
-    """The URL a network fetcher would download `src` from (None: not a network fetcher)."""
-    kind, _, where = fetcher.partition(":")
-    if fetcher == "redist":
-        urls = list(src.get("urls") or ())
-        return str(urls[0]) if urls else None
-    if kind == "mirror" and "://" in where and not where.startswith("file://"):
-        return where
-    return None
+    return default_prober()
 
 
 def _probe_fetchers(store: Any, redist: Sequence[Derivation], fetchers: Sequence[str] | None, probe: Any,
                     skipped: dict[str, tuple[str, str]]) -> set[str]:
     """Fill `skipped` with the network fetchers the plan would use whose host does not answer; return
-    those whose host answered.
-
-    Rounds: choose each source's fetcher (skipping those found dead), probe the hosts of the
-    network fetchers chosen that were not probed yet, all at once; stop when a round probes nothing.
-    """
+    those whose host answered (`cudapkgs.fetch.reachability.settle_fetchers`: rounds of choosing each
+    source's fetcher, the dead ones left out, and probing the hosts chosen and not probed yet)."""
     from ..fetch.planning import SourcePlanError, choose_source
-    from ..fetch.reachability import base_url
+    from ..fetch.reachability import network_url, settle_fetchers
 
-    probed: set[str] = set()
-    while True:
-        wanted: dict[str, str] = {}  # fetcher -> url
-        skip = frozenset(skipped)
+    def chosen(skip: frozenset[str]) -> Any:
         for drv in redist:
             src = drv.data["src"]
             try:
                 choice = choose_source(drv.attrs, src, _fetchers_of(drv, fetchers, skip), store.store_dir)
             except SourcePlanError:
                 continue
-            if choice.cached is None and choice.fetcher not in probed:
-                url = _fetcher_url(choice.fetcher, src)
-                if url is not None:
-                    wanted.setdefault(choice.fetcher, url)
-        if not wanted:
-            return probed - set(skipped)
-        answers = probe(list(wanted.values()))
-        for fetcher, url in wanted.items():
-            probed.add(fetcher)
-            why = answers.get(base_url(url))
-            if why is not None:
-                skipped[fetcher] = (base_url(url), str(why))
+            url = network_url(choice.fetcher, src.get("urls") or ()) if choice.cached is None else None
+            if url is not None:
+                yield choice.fetcher, url
+
+    dead, answered = settle_fetchers(chosen, probe)
+    skipped.update(dead)
+    return answered
 
 
 #: The builders of fixed-output sources (fetchFromGitHub, fetchzip, fetchurl, fetchPypi) and their upstream URLs.

@@ -153,19 +153,29 @@ def is_hash_part(text: str) -> bool:
     return bool(_HASH_RE.fullmatch(text))
 
 
-def _other_store_hint(text: str) -> str:
+def _other_store_hint(text: str, store_dir: str) -> str:
     """For a path outside the store in use: when it names a store path of another directory
     (``<dir>/<32-char hash>-<name>[/…]``) of a cudapkgs store (``<dir>/.meta/db.sqlite`` is a file: one
     stat, nothing opened), the hint to use that
-    store (a new user followed a ``result`` link of a private store into the default one's command)."""
+    store (a new user followed a ``result`` link of a private store into the default one's command).
+
+    A path inside a store path of `store_dir` itself (``parse_store_path`` takes store paths only) is
+    told to name that store path: the hint said "it is a path of the store S: pass --store S" of the
+    store in use.  The directory is shown escaped (`errors.shown`) and, in the command to paste, as one
+    shell word (`errors.shell_word`): a directory a cloned repository or an archive named could add a
+    line to the message or a command to what the user pastes."""
+    from ..errors import shell_word, shown
+
     parts = text.split("/")
     for i in range(1, len(parts)):  # the outermost: a store path may hold names shaped like one
         hash_part, dash, name = parts[i].partition("-")
         if dash and name and is_hash_part(hash_part):
             other = "/".join(parts[:i]) or "/"
+            if other == store_dir:
+                return f" (it lies inside the store path {shown(other + '/' + parts[i])}: name that path)"
             if not os.path.isfile(os.path.join(other, ".meta", "db.sqlite")):
                 return ""  # not a cudapkgs store here (a path typed from Nix's docs): no guess
-            return f" (it is a path of the store {other}: pass --store {other}, or set CUDAPKGS_STORE)"
+            return f" (it is a path of the store {shown(other)}: pass --store {shell_word(other)}, or set CUDAPKGS_STORE)"
     return ""
 
 
@@ -179,7 +189,7 @@ def parse_store_path(store_dir: str | os.PathLike[str], path: str | os.PathLike[
     text = os.path.normpath(os.path.abspath(os.fspath(path)))
     parent, base = os.path.split(text)
     if parent != store_dir:
-        raise StoreError(f"path '{os.fspath(path)}' is not in the store {store_dir}{_other_store_hint(text)}")
+        raise StoreError(f"path '{os.fspath(path)}' is not in the store {store_dir}{_other_store_hint(text, store_dir)}")
     hash_part, dash, name = base.partition("-")
     if not dash or not is_hash_part(hash_part):
         raise StoreError(f"path '{os.fspath(path)}' is not a store path (expected {store_dir}/<32-char hash>-<name>)")
@@ -193,7 +203,7 @@ def to_store_path(store_dir: str | os.PathLike[str], path: str | os.PathLike[str
     text = os.path.normpath(os.path.abspath(os.fspath(path)))
     prefix = store_dir + "/"
     if not text.startswith(prefix):
-        raise StoreError(f"path '{os.fspath(path)}' is not in the store {store_dir}{_other_store_hint(text)}")
+        raise StoreError(f"path '{os.fspath(path)}' is not in the store {store_dir}{_other_store_hint(text, store_dir)}")
     base = text[len(prefix):].split("/", 1)[0]
     candidate = prefix + base
     parse_store_path(store_dir, candidate)

@@ -31,7 +31,9 @@ def open_cache(url: str):
         from .file import FileCache
 
         return FileCache("file://" + url)
-    raise CacheError(f"{url!r} is not a cache URL: use file:///dir, http(s)://host/prefix or s3://bucket?endpoint=…&region=…")
+    from ...errors import shown_cache_url
+
+    raise CacheError(f"{shown_cache_url(url)!r} is not a cache URL: use file:///dir, http(s)://host/prefix or s3://bucket?endpoint=…&region=…")
 
 
 def cache_identity(url: str) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ import stat
 import urllib.parse
 from typing import BinaryIO
 
-from ...errors import shown
+from ...errors import shown, shown_cache_url
 from ...inputs import file_kind
 from .base import Cache, CacheError, ObjectTooLarge, url_settings
 
@@ -27,10 +27,10 @@ class FileCache(Cache):
     def __init__(self, url: str) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.netloc not in ("", "localhost") or not parsed.path:
-            raise CacheError(f"{url}: a file cache URL is file:///absolute/dir[?compression-level=N]")
+            raise CacheError(f"{shown_cache_url(url)}: a file cache URL is file:///absolute/dir[?compression-level=N]")
         # Shown without its settings (as http's and s3's are shown without credentials)
         super().__init__(urllib.parse.urlunsplit((parsed.scheme, parsed.netloc, parsed.path, "", "")),
-                         url_settings(url, parsed.query))
+                         url_settings(shown_cache_url(url), parsed.query))
         self.root = os.path.abspath(urllib.parse.unquote(parsed.path))
         self.local_dir = self.root
 

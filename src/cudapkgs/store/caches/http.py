@@ -18,6 +18,7 @@ import os
 import urllib.parse
 from typing import BinaryIO
 
+from ...errors import shown_cache_url
 from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge, url_settings
 
 __all__ = ["HttpCache"]
@@ -37,11 +38,11 @@ class HttpCache(Cache):
                  deadline_base_s: float = 60.0, low_speed_bps: int = 1024) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise CacheError(f"{url}: not an http(s):// cache URL")
+            raise CacheError(f"{shown_cache_url(url)}: not an http(s):// cache URL")
         try:
             parts.port
         except ValueError:
-            raise CacheError(f"{url}: the port is not a number from 0 to 65535") from None
+            raise CacheError(f"{shown_cache_url(url)}: the port is not a number from 0 to 65535") from None
         super().__init__(url.rstrip("/"), url_settings(self._shown(parts), parts.query))
         self.timeout = timeout
         self.attempts = attempts

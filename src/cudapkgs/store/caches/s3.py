@@ -16,6 +16,7 @@ import urllib.parse
 import weakref
 from typing import BinaryIO
 
+from ...errors import shown_cache_url
 from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge, url_settings
 
 __all__ = ["S3Cache"]
@@ -27,7 +28,11 @@ class S3Cache(Cache):
     def __init__(self, url: str) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme != "s3" or not parts.netloc:
-            raise CacheError(f"{url}: an S3 cache URL is s3://bucket[/prefix]?region=…&endpoint=…")
+            raise CacheError(f"{shown_cache_url(url)}: an S3 cache URL is s3://bucket[/prefix]?region=…&endpoint=…")
+        if "@" in parts.netloc:  # the bucket: S3 takes no credentials there either, and it is named everywhere
+            raise CacheError(f"s3://{parts.hostname or ''}…: the bucket is named with credentials (user:secret@), which "
+                             "S3 does not take from there and which every message would show: remove them and set "
+                             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile")
         # Shown without the query in the errors about it: an endpoint may name credentials (refused below)
         query = url_settings(f"s3://{parts.netloc}{parts.path}", parts.query, ("region", "endpoint", "scheme", "profile"))
         super().__init__(url, query)

@@ -1,0 +1,51 @@
+"""A cache's password is never shown (an attacker's review of `shown_cache_url`): not by `config`, not in
+the errors of a cache URL that cannot be opened (`copy --to/--from`, `build --push-to`, substituters),
+whatever the password holds.  Offline."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudapkgs.config import load_config, parse_set
+from cudapkgs.errors import ConfigError
+from cudapkgs.config import shown_cache_url
+from cudapkgs.store.caches import open_cache
+from cudapkgs.store.caches.base import CacheError
+
+SECRET = "s3cr3t"
+
+
+@pytest.mark.parametrize("url, shown", [
+    (f"https://:{SECRET}@cache.example/x", "https://:***@cache.example/x"),  # a token after an empty user name
+    (f"https://ci:{SECRET}@pass@cache.example/x", "https://ci:***@cache.example/x"),  # a raw @ in the password
+    (f"https://ci:{SECRET}%40x@cache.example/x", "https://ci:***@cache.example/x"),
+    (f"HTTPS://CI:{SECRET}@H", "HTTPS://CI:***@H"),
+    (f"s3://b?endpoint=https%3A%2F%2Fk%3A{SECRET}%40minio%3A9000&region=x",  # percent-encoded in the query
+     "s3://b?endpoint=https://k:***@minio:9000&region=x"),
+    ("https://u@h/a", "https://u@h/a"),
+    ("https://h/a@b:c", "https://h/a@b:c"),
+    ("s3://b/p?region=eu&endpoint=minio%3A9000", "s3://b/p?region=eu&endpoint=minio%3A9000"),
+])
+def test_the_password_is_masked_whatever_it_holds(url, shown):
+    assert shown_cache_url(url) == shown
+
+
+@pytest.mark.parametrize("url", [
+    f"ftp://ci:{SECRET}@host/x",  # no cache scheme
+    f"https://ci:{SECRET}@host:99999/x",  # a port out of range
+    f"https://ci:{SECRET}@/x",  # no host
+    f"s3://b?endpoint=https://k:{SECRET}@minio&bogus=1",  # an unknown parameter before the endpoint's check
+    f"s3://AKIA:{SECRET}@bucket/x",  # credentials in the bucket's place
+    f"file://ci:{SECRET}@host/srv",
+])
+def test_a_cache_url_that_cannot_be_opened_names_no_password(url):
+    with pytest.raises(CacheError) as raised:
+        open_cache(url)
+    assert SECRET not in str(raised.value)
+
+
+def test_a_substituter_given_as_a_string_is_not_echoed_with_its_password():
+    key, value = parse_set(f'substituters="https://ci:{SECRET}@cache.example"')
+    with pytest.raises(ConfigError) as raised:
+        load_config(overrides={key: value}, env={})
+    assert SECRET not in str(raised.value) and "https://ci:***@cache.example" in str(raised.value)
