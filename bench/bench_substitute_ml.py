@@ -5,6 +5,7 @@ Run:  python bench/bench_substitute_ml.py --store /tmp/speed/store -r 3     (the
       python bench/bench_substitute_ml.py --tiny                         (a synthetic closure: the CI smoke test)
       ... -j 2                                                           (copy --from -j 2 in every substitution row)
       ... --direct-writes-off --first-use torch                          (direct writes on/off; the first import after)
+      ... --top PATH --top PATH --wheel-dir DIR                         (a substituted store: the lent GPU machine)
 
 Full mode.  ``--store`` is a private store in which ``cudapkgs build`` realised torch and numpy of
 ``cudaPackages_13_0.pkgs.pkgsCuda.python3Packages`` (fetchers = ["wheels"], prebuiltWheels = ["nccl",
@@ -299,11 +300,15 @@ def tiny_closure(work: Path) -> tuple[Path, list[str], list[Path]]:
 # -- the full closure ------------------------------------------------------------------------------------
 
 
-def full_closure(store_dir: Path, attrs: list[str], tops: list[str] | None = None) -> tuple[list[str], list[Path], Path]:
+def full_closure(store_dir: Path, attrs: list[str], tops: list[str] | None = None,
+                 wheel_dir: Path | None = None) -> tuple[list[str], list[Path], Path | None]:
     """(closure of `attrs` in `store_dir`, the wheels its build used, a directory holding the fixed-output ones).
 
     With `tops` (store paths), their closure instead: no evaluation, so a store built before a change to
-    the packages' derivations (another store path for torch) can still be measured."""
+    the packages' derivations (another store path for torch) can still be measured. With `wheel_dir`, uv's
+    wheels are every ``*.whl`` there (no mirror made): for a store that was substituted, not built, so
+    that it has no build logs to name them (the lent GPU machine: bench/device/pack_ml_cache.py carries
+    the wheels the build here used)."""
     import cudapkgs
     from bench_torch import used_wheels
     from cudapkgs.store.store import Store
@@ -326,6 +331,11 @@ def full_closure(store_dir: Path, attrs: list[str], tops: list[str] | None = Non
                              f"(cudapkgs build --no-link -j auto --set storeDir={store_dir} "
                              + " ".join(f"--set '{s}'" for s in SETS) + " " + " ".join(attrs) + ")")
         closure = sorted(store.closure(outs))
+    if wheel_dir is not None:
+        wheels = sorted(p for p in wheel_dir.iterdir() if p.name.endswith(".whl") and p.is_file() and not p.is_symlink())
+        if not wheels:
+            raise SystemExit(f"no wheels in {wheel_dir}")
+        return closure, wheels, None
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cudapkgs" / "wheels"
     nvidia, fixed = used_wheels(store_dir, cache)
     mirror = Path(tempfile.mkdtemp(prefix="bench-subst-wheels-", dir=store_dir.parent))
@@ -599,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attr", action="append", help=f"full mode: attributes whose closure is copied (default {ATTRS})")
     parser.add_argument("--top", action="append", help="full mode: a store path whose closure is copied, instead of "
                         "evaluating --attr (repeatable; e.g. a store built before the derivations changed)")
+    parser.add_argument("--wheel-dir", help="full mode: uv's wheels are the *.whl here, not those the store's build "
+                        "logs name (a substituted store has none)")
     parser.add_argument("--peer-src", help="the src/ of another checkout: its substitution rows too, same rounds")
     parser.add_argument("--http-uncompressed", action="store_true",
                         help="also the row of a second serve with NARs uncompressed (its default)")
@@ -628,14 +640,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.store:
         parser.error("--store is needed (or --tiny)")
     store_dir = Path(args.store).resolve()
-    closure, wheels, mirror = full_closure(store_dir, args.attr or ATTRS, args.top)
+    closure, wheels, mirror = full_closure(store_dir, args.attr or ATTRS, args.top,
+                                           Path(args.wheel_dir).resolve() if args.wheel_dir else None)
     work = Path(tempfile.mkdtemp(prefix="bench-subst-", dir=store_dir.parent))
     try:
         result = bench(store_dir, closure, wheels, work, args.runs, peer, args.jobs, 61.0 if args.settle is None else args.settle,
                        args.http_uncompressed, args.direct_writes_off, args.first_use, args.hot_sources)
     finally:
         remove(work)
-        remove(mirror)
+        if mirror is not None:
+            remove(mirror)
     report(result, args.runs)
     return 0
 
