@@ -219,3 +219,51 @@ def test_a_forked_child_closing_its_store_leaves_the_parent_s_temporary_roots(tm
         assert parent_file.read_text() == path + "\n"  # the parent's roots are still there
     finally:
         store.close()
+
+
+def test_a_forked_child_uses_a_store_database_connection_of_its_own(tmp_path):
+    """The child used the parent's SQLite connection (SQLite's how-to-corrupt, section 2.6: never use one
+    across fork()).  Forked while a parent's thread was in a write transaction, the child's copy was in it
+    too: its own registration failed ("cannot start a transaction within a transaction"), and closing the
+    copy rolled back through the WAL index the parent shares.  fork() now waits for the transaction, and the
+    child opens its own connection: the parent's registration and the child's both land, the database sound."""
+    from cudapkgs.store.paths import make_store_path
+    from cudapkgs.store.store import Store
+
+    store = Store.open(tmp_path / "store")
+    try:
+        ours = make_store_path(store.store_dir, "output:out", "a", "parents")
+        theirs = make_store_path(store.store_dir, "output:out", "b", "childs")
+        begun, go_on = threading.Event(), threading.Event()
+
+        def register() -> None:  # another thread of the parent, mid-registration at the fork
+            with store.db.transaction() as conn:
+                conn.execute("INSERT INTO ValidPaths (path, hash, size, deriver, registration_time) "
+                             "VALUES (?, 'sha256:0', 0, NULL, 0)", (ours,))
+                begun.set()
+                go_on.wait(10)
+
+        thread = threading.Thread(target=register, daemon=True)
+        thread.start()
+        assert begun.wait(10)
+        threading.Timer(0.3, go_on.set).start()
+        pid = os.fork()
+        if pid == 0:
+            code = 99
+            try:
+                signal.alarm(20)
+                store.db.register(theirs, "sha256:1", 1, [], None)
+                code = 0 if store.db.is_valid(ours) and store.db.is_valid(theirs) else 1
+                store.close()  # a `with Store.open()` block unwound
+            except BaseException:
+                code = 98
+            finally:
+                os._exit(code)
+        go_on.set()
+        thread.join(10)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert store.db.is_valid(ours) and store.db.is_valid(theirs)
+        assert store.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        store.close()
