@@ -387,6 +387,42 @@ def test_bench_substitute_ml_tiny_direct_writes_off():
         assert number(row[1]) > 0 and number(row[4]) > 0, row
 
 
+@pytest.mark.skipif(not (shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")), reason="the peer is uv (pip install uv)")
+def test_bench_substitute_ml_tiny_serve_level_http_only():
+    """--serve-level: a second zstd serve at that level, its own row and kept NARs; --http-only: no file:// row."""
+    out = run_bench("bench_substitute_ml.py", "--serve-level", "19", "--http-only", timeout=600)
+    (table,) = tables(out)
+    labels = [row[0] for row in table]
+    assert not any("file://" in label for label in labels), labels
+    assert labels[-1] == "uv pip install --offline --no-deps, uv cache empty"
+    if "no mount namespace here" in out:
+        return
+    assert labels[:2] == ["cudapkgs copy --from http:// (cudapkgs serve --compression zstd), empty store",
+                          "cudapkgs copy --from http:// (cudapkgs serve --compression zstd --compression-level 19), empty store"]
+    kept3 = float(out.split("serve's kept zstd NARs ")[1].split(" MiB")[0])
+    kept19 = float(out.split("zstd NARs kept by the serve at --compression-level 19: ")[1].split(" MiB")[0])
+    assert 0 < kept19 <= kept3, out  # (the tiny NARs are mostly random bytes: level 19 saves little on them)
+    assert "cudapkgs serve --compression zstd --compression-level 19, warmed (its CPU: " in out
+    assert "lo in this network namespace: " in out and "gso_max_size=" in out
+
+
+def test_bench_nar_levels_tiny():
+    """Levels 3 and 9 framed, LDM at the decoders' window limit, level 19 on a sample: bytes and CPU of each."""
+    out = run_bench("bench_nar_levels.py", "--levels", "3,9", "--ldm-levels", "3", "--sample-levels", "19", "--sample", "2",
+                    timeout=300)
+    (table,) = tables(out)
+    rows = {row[0]: row for row in table}
+    assert list(rows) == ["level 3, 8 MiB frames", "level 9, 8 MiB frames", "level 3, one frame, LDM, window 2^27",
+                          "level 3, 8 MiB frames, every 2th frame", "level 19, 8 MiB frames, every 2th frame"]
+    assert rows["level 3, 8 MiB frames"][4] == "1.000"
+    # the tiny path repeats 12 MiB back: only the long window finds it
+    assert number(rows["level 3, one frame, LDM, window 2^27"][4]) < 0.7
+    assert number(rows["level 19, 8 MiB frames, every 2th frame"][4]) < 1.0
+    for row in table:
+        assert number(row[5]) > 0 and number(row[7]) > 0, row  # compression and decompression CPU
+    assert "load average before" in out
+
+
 def test_bench_copy_to_tiny():
     out = run_bench("bench_copy_to.py", timeout=600)
     (table,) = tables(out)
