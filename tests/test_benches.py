@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -406,6 +407,25 @@ def test_bench_substitute_ml_tiny_serve_level_http_only():
     assert "lo in this network namespace: " in out and "gso_max_size=" in out
 
 
+def test_big_tcp_lo_never_touches_the_hosts_lo_and_sets_a_private_ones():
+    """bench/big_tcp_lo.py --set refuses where other interfaces exist; under `unshare -n` (where allowed) it sets
+    lo's IPv4 GSO/GRO sizes, read back by rtnetlink."""
+    script = str(BENCH / "big_tcp_lo.py")
+    if len(socket.if_nameindex()) > 1:
+        before = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=60).stdout
+        refused = subprocess.run([sys.executable, script, "--set", "131072"], capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0 and "refusing" in refused.stderr
+        assert subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=60).stdout == before
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no private network namespace here (unshare -n needs CAP_SYS_ADMIN)")
+    done = subprocess.run(["unshare", "-n", sys.executable, script, "--set", "131072"], capture_output=True, text=True,
+                          timeout=60)
+    if done.returncode != 0 and "refused" in done.stderr:
+        pytest.skip(f"this kernel does not take IPv4 BIG TCP sizes: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    assert "gso_ipv4_max_size=131072" in done.stdout and "gro_ipv4_max_size=131072" in done.stdout
+
+
 def test_bench_nar_levels_tiny():
     """Levels 3 and 9 framed, LDM at the decoders' window limit, level 19 on a sample: bytes and CPU of each."""
     out = run_bench("bench_nar_levels.py", "--levels", "3,9", "--ldm-levels", "3", "--sample-levels", "19", "--sample", "2",
@@ -546,6 +566,8 @@ def test_bench_http_read_tiny():
     assert table[0][3] == "1.00" and table[4][3] == "1.00"
     for row in table:
         assert number(row[1]) >= 0 and number(row[2]) >= 0 and number(row[5]) >= 0, row
+    packets = {row[0]: number(row[6]) for row in table}  # lo's packets per MiB of body (data and ACKs)
+    assert packets["raw"] >= 1 and packets["readinto"] >= 1, packets  # 512 KiB a packet at most
     assert "11.8 MiB" in out and "load average before" in out
 
 
