@@ -49,3 +49,14 @@ def test_a_substituter_given_as_a_string_is_not_echoed_with_its_password():
     with pytest.raises(ConfigError) as raised:
         load_config(overrides={key: value}, env={})
     assert SECRET not in str(raised.value) and "https://ci:***@cache.example" in str(raised.value)
+
+
+@pytest.mark.parametrize("url", [
+    f"https://ci:{SECRET}@host/x?compression-level=zz",  # Cache.__init__ named the URL it was given
+    f"s3://b?endpoint=https://k:{SECRET}@minio&compression-level=abc",  # before the endpoint's own check
+    f"s3://b?endpoint=https%3A%2F%2Fk%3A{SECRET}%40minio&compression-level=x1",
+])
+def test_a_bad_compression_level_names_no_password(url):
+    with pytest.raises(CacheError) as raised:
+        open_cache(url)
+    assert SECRET not in str(raised.value) and "compression-level" in str(raised.value)

@@ -64,17 +64,19 @@ def url_settings(url: str, query: str, known: Iterable[str] = ()) -> dict[str, s
     """
     import urllib.parse
 
+    from ...errors import shown_cache_url  # a caller's `url` may hold credentials: never shown
+
     allowed = {"compression-level", *known}
     try:
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=True) if query else []
     except ValueError:
-        raise CacheError(f"{url}: its query is not name=value&…") from None
+        raise CacheError(f"{shown_cache_url(url)}: its query is not name=value&…") from None
     settings: dict[str, str] = {}
     for name, value in pairs:
         if name not in allowed:
-            raise CacheError(f"{url}: unknown setting {name!r} (this cache takes {', '.join(sorted(allowed))})")
+            raise CacheError(f"{shown_cache_url(url)}: unknown setting {name!r} (this cache takes {', '.join(sorted(allowed))})")
         if name in settings:
-            raise CacheError(f"{url}: the setting {name!r} is given twice")
+            raise CacheError(f"{shown_cache_url(url)}: the setting {name!r} is given twice")
         settings[name] = value
     return settings
 
@@ -89,7 +91,9 @@ def _compression_level(url: str, settings: dict[str, str]) -> int | None:
     import re
 
     if re.fullmatch(r"-?[0-9]{1,4}", text) is None:  # ASCII digits only (int() takes others), short
-        raise CacheError(f"{url}: compression-level={text!r} is not an integer (zstd 1-22, xz 0-9, bzip2 1-9; -1: the default)")
+        from ...errors import shown_cache_url
+
+        raise CacheError(f"{shown_cache_url(url)}: compression-level={text!r} is not an integer (zstd 1-22, xz 0-9, bzip2 1-9; -1: the default)")
     level = int(text)
     return None if level == -1 else level
 
