@@ -426,6 +426,17 @@ def test_big_tcp_lo_never_touches_the_hosts_lo_and_sets_a_private_ones():
     assert "gso_ipv4_max_size=131072" in done.stdout and "gro_ipv4_max_size=131072" in done.stdout
 
 
+def test_bench_lo_send_tiny():
+    """sendfile and send from a buffer, both ends' CPU per GiB, lo's packets and the server's segments."""
+    out = run_bench("bench_lo_send.py", timeout=300)
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["sendfile", "send"]
+    for row in table:
+        assert number(row[1]) > 0 and number(row[2].split(" ")[0]) > 0, row
+        assert number(row[4]) >= 1 and 0 < number(row[5]) <= 512, row  # an MSS or less each: 64 KiB on lo
+    assert "lo in this network namespace: " in out and "load average before" in out
+
+
 def test_bench_nar_levels_tiny():
     """Levels 3 and 9 framed, LDM at the decoders' window limit, level 19 on a sample: bytes and CPU of each."""
     out = run_bench("bench_nar_levels.py", "--levels", "3,9", "--ldm-levels", "3", "--sample-levels", "19", "--sample", "2",
