@@ -505,13 +505,17 @@ def _distinct(fetches: Any) -> list[Any]:
 
 def _skipped_lines(the_plan: Any) -> list[str]:
     """One line per fetcher the plan skips because its host did not answer the probe."""
-    return [f"skipped for this plan: fetcher {fetcher} ({host} does not answer: {why}); its sources come from "
+    from ..errors import shown_cache_url
+
+    return [f"skipped for this plan: fetcher {shown_cache_url(fetcher)} ({host} does not answer: {why}); its sources come from "
             f"the next configured fetcher" for fetcher, host, why in the_plan.skipped]
 
 
 def _untried_lines(fetches: Any) -> list[str]:
     """One line per host the plan did not contact: what would come from it, and that it was not tried."""
     from ..table import format_size
+
+    from ..errors import shown_cache_url
 
     by_host: dict[tuple[str, str], list[Any]] = {}
     for f in fetches:
@@ -521,7 +525,7 @@ def _untried_lines(fetches: Any) -> list[str]:
     for (fetcher, host), found in sorted(by_host.items()):
         known = [f.download_size for f in found if f.download_size is not None]
         size = format_size(sum(known)) + (f" + {len(found) - len(known)} of unknown size" if len(known) < len(found) else "")
-        lines.append(f"not tried: {host} ({fetcher}: {_these(len(found), 'file')}, {size}); whether it answers is "
+        lines.append(f"not tried: {host} ({shown_cache_url(fetcher)}: {_these(len(found), 'file')}, {size}); whether it answers is "
                      "known only when the build fetches (a failure falls over to the next configured fetcher)")
     return lines
 
