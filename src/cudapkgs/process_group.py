@@ -59,10 +59,11 @@ except Exception:
 
 def descendants():
     # (pid, parent pid) of every live process below this one; zombies only wait to be reaped.
-    try:  # the usual case, no child left: one small read instead of a walk over /proc
-        with open("/proc/self/task/%d/children" % os.getpid()) as f:
-            if not f.read().split():
-                return []
+    try:  # the usual case, no child left: a small read per thread instead of a walk over /proc
+        # (every thread's: a child belongs to the thread that started it, and an import check's
+        # module may start processes from a thread of its own)
+        if not any(open("/proc/self/task/%s/children" % t).read().split() for t in os.listdir("/proc/self/task")):
+            return []
     except OSError:
         pass
     parents, zombies = {}, set()

@@ -576,6 +576,26 @@ def test_a_daemon_an_import_check_started_ends_with_the_check(tmp_path, monkeypa
     assert _daemon_ended(pid_file), "the daemon the import started outlived the check"
 
 
+def test_a_process_an_import_check_started_from_a_thread_ends_with_the_check(tmp_path, monkeypatch):
+    """The reaper looked first at the main thread's children only (/proc/self/task/<pid>/children): a process
+    the import started from another thread, in a session of its own, was taken for nothing left."""
+    from cudapkgs.builders import rewired_wheel_steps as steps
+
+    pid_file = tmp_path / "daemon.pid"
+    site, env = _import_check_site(tmp_path, (
+        "import subprocess, sys, threading\n"
+        "def start():\n"
+        "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True,\n"
+        "                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "thread = threading.Thread(target=start)\n"
+        "thread.start()\n"
+        "thread.join()\n"))
+    monkeypatch.setattr(steps, "IMPORT_CHECK_TIMEOUT", 20)
+    steps._import_check("hang", site, env, io.StringIO())
+    assert _daemon_ended(pid_file), "the process started from a thread outlived the check"
+
+
 def test_a_daemon_an_import_check_started_dies_with_cudapkgs(tmp_path):
     """cudapkgs SIGKILLed while an import check runs: the group's SIGIO did not reach a daemon the import
     started in a session of its own.  The checker's watcher kills it."""
