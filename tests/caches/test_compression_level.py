@@ -129,6 +129,15 @@ def test_the_cli_takes_the_setting_and_refuses_a_bad_one_before_opening_the_stor
         assert not (tmp_path / "no-store").exists()
 
 
+def test_build_push_to_refuses_a_bad_level_before_evaluating_anything(tmp_path):
+    # an attribute that does not exist: evaluating it would fail with another message
+    done = _run_cli("build", "--push-to", f"file://{tmp_path}/c?compression-level=0", "--store", str(tmp_path / "s"),
+                    "no.such.attribute", env={})
+    assert done.returncode == 1 and "0 is not valid for zstd" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "c").exists() and not (tmp_path / "s").exists()
+    assert "compression-level=N" in _run_cli("build", "--help", env={}).stdout
+
+
 def test_serve_compresses_at_its_level(tmp_path):
     import threading
 

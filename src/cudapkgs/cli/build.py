@@ -78,7 +78,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--keep-failed", action="store_true", help="keep the build directory of a failed build (its path is printed)")
     p.add_argument("--push-to", metavar="URL",
                    help="after building, upload the closures of the results to this binary cache "
-                   "(file:///dir, http(s)://…, s3://bucket?…); paths it has already are skipped")
+                   "(file:///dir, http(s)://…, s3://bucket?…; zstd, ?compression-level=N for 1-22, default 3); paths it has "
+                   "already are skipped")
     p.add_argument("--sign-key", metavar="FILE", help="with --push-to: sign the narinfos with this secret key")
     p.add_argument("--no-substitute", action="store_true",
                    help="do not ask the configured substituters; build everything that is missing")
@@ -101,6 +102,12 @@ def run_build(args: argparse.Namespace) -> int:
         from ..realise.build_cores import CORES_VARIABLE
 
         os.environ[CORES_VARIABLE] = str(args.cores)
+    push_cache = None
+    if args.push_to:  # a bad cache URL (its compression-level too) refused before anything is evaluated or built
+        from ..store.caches import open_cache
+
+        push_cache = open_cache(args.push_to)
+        push_cache.checked_level("zstd")
     cached = _cached_derivations(args) if args.attrpaths else None
     if cached is not None:
         store_dir, items = cached
@@ -109,11 +116,10 @@ def run_build(args: argparse.Namespace) -> int:
     max_cache_size = _max_cache_size(args)
     substituters = None if args.no_substitute else substituters_from_args(args)
     push = None
-    if args.push_to:
-        from ..store.caches import open_cache
+    if push_cache is not None:
         from ..store.caches.signing import SecretKey
 
-        push = (open_cache(args.push_to), SecretKey.load(args.sign_key) if args.sign_key else None)
+        push = (push_cache, SecretKey.load(args.sign_key) if args.sign_key else None)
     elif args.sign_key:
         from ..errors import UsageError
 
