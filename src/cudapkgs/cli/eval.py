@@ -349,8 +349,10 @@ def run_list(args: argparse.Namespace) -> int:
         title = f"{scope.attr_path} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system}; fetchers: " \
                 f"{', '.join(map(shown_cache_url, pkgs.config.fetchers))})"
         key = "pname"
-    if args.json:
-        _print_json(rows)
+    if args.json:  # a mirror fetcher's password masked, as everywhere it is shown
+        _print_json([{**r, "source": {**r["source"], "fetcher": shown_cache_url(r["source"]["fetcher"])}}
+                     if isinstance(r.get("source"), dict) and isinstance(r["source"].get("fetcher"), str) else r
+                     for r in rows])
         return 0
     from ..table import fit_table
 
@@ -462,8 +464,9 @@ def run_search(args: argparse.Namespace) -> int:
     prober = default_prober()
     skipped: dict[str, tuple[str, str]] = {}
     rows = search(args.words, manifests_dir=pkgs.config.manifestsDir, pkgs=pkgs, prober=prober, skipped=skipped)
-    if args.json:
-        _print_json(rows)
+    if args.json:  # a mirror fetcher's password masked, as everywhere it is shown
+        _print_json([{**r, "fetchers": {k: shown_cache_url(v) if isinstance(v, str) else v for k, v in r["fetchers"].items()}}
+                     if isinstance(r.get("fetchers"), dict) else r for r in rows])
         return 0
     if not rows:
         from ..lib.errors import did_you_mean
