@@ -60,3 +60,19 @@ def test_a_bad_compression_level_names_no_password(url):
     with pytest.raises(CacheError) as raised:
         open_cache(url)
     assert SECRET not in str(raised.value) and "compression-level" in str(raised.value)
+
+
+def test_plan_shows_no_password_of_a_mirror_fetcher(manifests_dir, tmp_path, monkeypatch, capsys):
+    """`plan` (and `--json`) named the fetcher of each source as configured: ``mirror:http://ci:token@…``."""
+    from cudapkgs.cli import main
+
+    monkeypatch.setenv("CUDAPKGS_STORE", str(tmp_path / "store"))
+    monkeypatch.setenv("CUDAPKGS_PROBE_HOSTS", "0")
+    fetchers = ["--set", f'fetchers=["mirror:http://ci:{SECRET}@127.0.0.1:1/nv", "wheels"]']
+    for extra in ([], ["--json"]):
+        assert main(["plan", *extra, "--set", "allowUnfree=true", *fetchers, "cudaPackages_13_0.cuda_cudart"]) == 0
+        out, err = capsys.readouterr()
+        assert SECRET not in out + err and "mirror:http://ci:***@127.0.0.1:1/nv" in out, extra
+    assert main(["build", "--dry-run", "--set", "allowUnfree=true", *fetchers, "cudaPackages_13_0.cuda_cudart"]) == 0
+    out, err = capsys.readouterr()
+    assert SECRET not in out + err and "mirror:http://ci:***@127.0.0.1:1/nv" in out + err

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..errors import shown_cache_url
+from ..errors import masked_urls, shown_cache_url
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from typing import Any
@@ -350,9 +350,7 @@ def run_list(args: argparse.Namespace) -> int:
                 f"{', '.join(map(shown_cache_url, pkgs.config.fetchers))})"
         key = "pname"
     if args.json:  # a mirror fetcher's password masked, as everywhere it is shown
-        _print_json([{**r, "source": {**r["source"], "fetcher": shown_cache_url(r["source"]["fetcher"])}}
-                     if isinstance(r.get("source"), dict) and isinstance(r["source"].get("fetcher"), str) else r
-                     for r in rows])
+        _print_json(masked_urls(rows))
         return 0
     from ..table import fit_table
 
@@ -465,8 +463,7 @@ def run_search(args: argparse.Namespace) -> int:
     skipped: dict[str, tuple[str, str]] = {}
     rows = search(args.words, manifests_dir=pkgs.config.manifestsDir, pkgs=pkgs, prober=prober, skipped=skipped)
     if args.json:  # a mirror fetcher's password masked, as everywhere it is shown
-        _print_json([{**r, "fetchers": {k: shown_cache_url(v) if isinstance(v, str) else v for k, v in r["fetchers"].items()}}
-                     if isinstance(r.get("fetchers"), dict) else r for r in rows])
+        _print_json(masked_urls(rows))
         return 0
     if not rows:
         from ..lib.errors import did_you_mean
