@@ -76,3 +76,18 @@ def test_plan_shows_no_password_of_a_mirror_fetcher(manifests_dir, tmp_path, mon
     assert main(["build", "--dry-run", "--set", "allowUnfree=true", *fetchers, "cudaPackages_13_0.cuda_cudart"]) == 0
     out, err = capsys.readouterr()
     assert SECRET not in out + err and "mirror:http://ci:***@127.0.0.1:1/nv" in out + err
+
+
+def test_a_mirror_with_a_port_out_of_range_is_refused_as_configured_not_an_internal_error(capsys, monkeypatch):
+    """``mirror:http://h:99999`` made `list`, `plan` and `doctor` end in an internal error (urllib's ValueError
+    from the host probe's base URL); refused by the configuration now, naming it without its password."""
+    from cudapkgs.cli import main
+    from cudapkgs.fetch.reachability import base_url
+
+    assert base_url(f"http://ci:{SECRET}@h:99999/x") == "http://h:99999"
+    for key in ("fetchers", "sourceMirrors"):
+        value = f"mirror:http://ci:{SECRET}@127.0.0.1:99999/nv" if key == "fetchers" else f"http://ci:{SECRET}@h:99999/x"
+        code = main(["config", "--set", f'{key}=["{value}"]'])
+        out, err = capsys.readouterr()
+        assert code != 0 and "internal error" not in err and "the port is not a number" in err, err
+        assert SECRET not in out + err
