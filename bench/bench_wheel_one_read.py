@@ -147,6 +147,10 @@ def main() -> None:
                   f"| {offered / size:.0%} |")
         print(f"| now / before | {med[False][0] / med[True][0]:.3f} | {med[False][1] / med[True][1]:.3f} "
               f"| {med[False][2] / med[True][2]:.3f} | |")
+        print()
+        for before, label in ((False, "now"), (True, "before")):
+            print(f"{label}, each run: wall " + " ".join(f"{r[0]:.2f}" for r in rows[before])
+                  + "; CPU " + " ".join(f"{r[1]:.2f}" for r in rows[before]))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -12,7 +12,7 @@ central directory, members read after it passed them, chunks dropped beyond `cap
 
 The order of a sha256 is the file's, the readers' is largest member first, so a reader's chunks
 that lie ahead of the hash are kept until the hash gets there, at most `cap` bytes in all
-(64 MiB); a chunk past that is dropped (the hash reads it again later: the old cost, for those
+(32 MiB); a chunk past that is dropped (the hash reads it again later: the old cost, for those
 bytes only) and no reader ever waits for the hash. The hash waits only for a member being
 streamed (`stream`) whose next chunk is the one it needs, which its reader is about to read.
 
@@ -22,6 +22,7 @@ see different bytes if the file was written between them.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import threading
@@ -33,9 +34,11 @@ from ..errors import FetchError
 __all__ = ["SharedReadHash"]
 
 #: Bytes kept of chunks offered ahead of the hash (per wheel).
-CAP = 64 << 20
+CAP = 32 << 20
 #: The hash's own reads: at most this many bytes at a time.
 _READ = 1 << 20
+#: A waiting hash is woken once offered bytes reach this far past its place (or a stream's end).
+_BATCH = 1 << 19
 #: The size of the readers' chunks (`wheel_unpack._CHUNK`): kept chunks are full when one more would not fit.
 _OFFER = 1 << 18
 
@@ -55,11 +58,15 @@ class SharedReadHash:
         self._cond = threading.Condition(threading.Lock())
         self._pos = 0  # bytes hashed so far (the hash's place in the file)
         self._pending: dict[int, bytes] = {}  # chunks offered ahead of the hash, by their offset
+        self._starts: list[int] = []  # the offsets of `_pending`, sorted
         self._pending_bytes = 0
         self._streams: dict[int, list[int]] = {}  # token -> [start, end, cursor]: members being read in order
         self._token = 0
         self._closed = False  # no reader offers any more: the hash reads the rest itself
         self._waiting = False
+        self._waiting_on: list[int] | None = None  # what the waiting hash waits for (a stream's or a plan's entry)
+        self._wake_at = 0  # while waiting: the offset an offered chunk must reach to wake the hash
+        self._full_told = False  # the waiting hash was told the kept chunks are full (told once per wait)
         self._digest: str | None = None
         self._error: BaseException | None = None
         self.offered_bytes = 0
@@ -72,7 +79,7 @@ class SharedReadHash:
         """Start hashing, once the readers are about to start (a hash started earlier runs ahead of
         them and reads everything itself). `planned`: ``(start, end)`` of the members that will be
         streamed (`stream` with that `start`), the largest first: the hash waits for their readers
-        rather than reading their bytes itself, unless it is `close`\ d first."""
+        rather than reading their bytes itself, unless it was closed first (`close`)."""
         with self._cond:
             if self._started:
                 return
@@ -99,18 +106,20 @@ class SharedReadHash:
             if offset > self._pos and self._pending_bytes + len(data) > self._cap:
                 # Full: the chunks farthest from the hash make room for a nearer one, else this one is dropped
                 # (the hash reads it itself: the cursor moved past it).
-                for start in sorted(self._pending, reverse=True):
-                    if start <= offset or self._pending_bytes + len(data) <= self._cap:
-                        break
-                    self._pending_bytes -= len(self._pending.pop(start))
+                while self._starts and self._starts[-1] > offset and self._pending_bytes + len(data) > self._cap:
+                    self._pending_bytes -= len(self._pending.pop(self._starts.pop()))
                 if self._pending_bytes + len(data) > self._cap:
-                    if self._waiting:
+                    if self._waiting and not self._full_told:  # full: the hash may overtake the member it waits on
+                        self._full_told = True
                         self._cond.notify()
                     return
             self._pending[offset] = data
+            bisect.insort(self._starts, offset)
             self._pending_bytes += len(data)
-            if self._waiting:
-                self._cond.notify()
+            full = self._pending_bytes + _OFFER > self._cap
+            if self._waiting and (end >= self._wake_at or (full and not self._full_told)):
+                self._full_told = full
+                self._cond.notify()  # a batch to hash (one wake-up per `_BATCH`, not per chunk), or full
 
     @contextmanager
     def stream(self, start: int, end: int, planned: int | None = None) -> Iterator[None]:
@@ -124,16 +133,16 @@ class SharedReadHash:
             self._streams[token] = [start, end, start]
             if plan is not None:
                 plan[1] = 1
-            if self._waiting:
-                self._cond.notify()
+                if self._waiting and self._waiting_on is plan:  # the member the hash waits for started
+                    self._cond.notify()
         try:
             yield
         finally:
             with self._cond:
-                del self._streams[token]
+                stream = self._streams.pop(token)
                 if plan is not None:
                     plan[1] = 2
-                if self._waiting:
+                if self._waiting and self._waiting_on is stream:  # it ended before the hash's place (a failure)
                     self._cond.notify()
 
     def close(self) -> None:
@@ -181,15 +190,21 @@ class SharedReadHash:
                     self._pos = pos + len(taken)
                     self.offered_bytes += len(taken)
                     return taken
-                if not self._closed and self._worth_waiting(pos):
+                if not self._closed and (waiting_on := self._worth_waiting(pos)) is not None:
+                    self._waiting_on = waiting_on
                     self._waiting = True  # the member's reader reads this range next, or will start on it
+                    self._full_told = False
+                    self._wake_at = pos + _BATCH
+                    for s in self._streams.values():
+                        if s[0] <= pos < s[1]:
+                            self._wake_at = min(self._wake_at, s[1])  # or its end, whichever comes first
                     self._cond.wait()
                     self._waiting = False
                     continue
                 until = min(self._size, pos + _READ)
-                for start in self._pending:
-                    if pos < start < until:
-                        until = start
+                after = bisect.bisect_right(self._starts, pos)
+                if after < len(self._starts) and self._starts[after] < until:
+                    until = self._starts[after]
                 for s in self._streams.values():
                     if pos < s[2] < until:
                         until = s[2]
@@ -207,8 +222,9 @@ class SharedReadHash:
             self._drop_behind()
         return data
 
-    def _worth_waiting(self, pos: int) -> bool:
-        """Whether to wait for a reader to offer the bytes at `pos` (with the lock held) rather than read them.
+    def _worth_waiting(self, pos: int) -> list[int] | None:
+        """What to wait for (a stream's or an announced member's entry) rather than read the bytes at `pos`
+        (with the lock held); None: read them.
 
         Yes while a member being streamed has its next chunk there, or a member announced to `start`
         and not started yet begins there. But when the kept chunks are full (other readers' chunks
@@ -219,27 +235,36 @@ class SharedReadHash:
         full = self._pending_bytes + _OFFER > self._cap
         if waiting_on is not None:
             if not full:
-                return True
+                return waiting_on
             ahead = sum(s[1] - s[2] for s in self._streams.values() if s is not waiting_on and s[2] > pos)
-            return waiting_on[1] - pos >= ahead
-        return not full and any(start <= pos < p[0] and p[1] == 0 for start, p in self._planned.items())
+            return waiting_on if waiting_on[1] - pos >= ahead else None
+        if full:
+            return None
+        return next((p for start, p in self._planned.items() if start <= pos < p[0] and p[1] == 0), None)
 
     def _take(self, pos: int) -> bytes | memoryview | None:
         """The offered bytes from `pos` on (removed from the kept ones), None when none covers it."""
-        data = self._pending.pop(pos, None)
-        if data is not None:
-            self._pending_bytes -= len(data)
-            return memoryview(data)[: self._size - pos] if pos + len(data) > self._size else data
-        for start, chunk in list(self._pending.items()):
-            if start < pos < start + len(chunk):
-                del self._pending[start]
-                self._pending_bytes -= len(chunk)
-                return memoryview(chunk)[pos - start: self._size - start]
-        return None
+        at = bisect.bisect_right(self._starts, pos) - 1  # the last chunk starting at or before pos
+        if at < 0:
+            return None
+        start = self._starts[at]
+        chunk = self._pending[start]
+        if start + len(chunk) <= pos:
+            return None
+        del self._starts[at]
+        del self._pending[start]
+        self._pending_bytes -= len(chunk)
+        if start == pos and pos + len(chunk) <= self._size:
+            return chunk
+        return memoryview(chunk)[pos - start: self._size - start]
 
     def _drop_behind(self) -> None:
         """Forget kept chunks wholly behind the hash (it read them itself)."""
-        for start, chunk in list(self._pending.items()):
+        keep = bisect.bisect_right(self._starts, self._pos)  # those starting at or before the hash's place
+        for start in self._starts[:keep]:
+            chunk = self._pending[start]
             if start + len(chunk) <= self._pos:
                 del self._pending[start]
                 self._pending_bytes -= len(chunk)
+        if keep:
+            self._starts[:keep] = [start for start in self._starts[:keep] if start in self._pending]

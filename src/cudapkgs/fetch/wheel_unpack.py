@@ -402,7 +402,7 @@ def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, re
     streams (None: not checked, see `_extract`); the compressed bytes read are offered to `shared`."""
     mode = info.external_attr >> 16
     executable = mode & 0o111 or rel.startswith(("bin/", "nvvm/bin/")) or _has_so_suffix(rel)
-    small = _small_member(archive, fd, info, shared)  # most of cccl's 1,700 headers: one read, one inflate, one write
+    small = _small_member(archive, fd, info)  # most of cccl's 1,700 headers: one read, one inflate, one write
     digest: Any = None
     if expected is not None:
         digest = hashlib.sha256(small) if small is not None else hashlib.sha256()
@@ -440,8 +440,7 @@ def _data_offset(fd: int, info: zipfile.ZipInfo, what: str) -> int:
     return info.header_offset + 30 + name_len + extra_len
 
 
-def _small_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo,
-                  shared: SharedReadHash | None = None) -> bytes | None:
+def _small_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo) -> bytes | None:
     """The uncompressed bytes of a small stored or deflated member, in one piece; None for any other member.
 
     The same checks as `_member_chunks`: exactly the recorded size (inflating stops one
@@ -455,8 +454,8 @@ def _small_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo,
     raw = os.pread(fd, info.compress_size, pos)
     if len(raw) != info.compress_size:
         raise FetchError(f"{what}: damaged wheel (truncated)")
-    if shared is not None:
-        shared.offer(pos, raw)
+    # Not offered to the whole file's hash (`shared`): small members are read last (largest first), mostly
+    # after the hash passed them, and offering them cost more than reading them again (cccl's 1,700).
     if info.compress_type == zipfile.ZIP_STORED:
         data = raw
     else:
