@@ -74,16 +74,6 @@ def test_bench_compile_start_tiny():
     assert "now / before: wall " in out and "load average before" in out
 
 
-def test_bench_wheel_one_read_tiny():
-    """Both rows install the generated wheel; now reads it once (every byte taken from the readers), before twice."""
-    out = run_bench("bench_wheel_one_read.py")
-    (table,) = tables(out)
-    assert [row[0] for row in table] == ["now: one read", "before: two reads", "now / before"]
-    assert table[0][3].endswith("(1.00x the wheel)") and table[1][3].endswith("(2.00x the wheel)")
-    assert table[0][4] == "100%" and table[1][4] == "0%"
-    assert "load before: " in out and "load after: " in out
-
-
 @pytest.mark.skipif(GCC is None, reason="gcc builds the ELF files")
 def test_bench_patchelf_tiny():
     (table,) = tables(run_bench("bench_patchelf.py"))

@@ -29,7 +29,7 @@ A write through a shared mapping to a page already written changes no time (POSI
 times are marked for update only at some point before the next msync), so a process that can write
 the wheel and does so that way while it unpacks is not seen; nor would the member digests see it,
 whose RECORD it can change in the same race. The hash is of the bytes read in this unpack, never
-the process's memo of earlier checks (`wheel_hash.SharedReadHash`): that memo would widen
+the process's memo of earlier checks (`wheel_unpack._HashInBackground`): that memo would widen
 the race from one unpack to the whole build.
 """
 

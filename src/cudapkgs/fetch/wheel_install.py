@@ -100,7 +100,7 @@ def install_wheel(
     layout has it: `cudapkgs.builders.python_install`).
     """
     from .archives import expansion_limits
-    from .wheel_hash import SharedReadHash
+    from .wheel_unpack import _HashInBackground
 
     from . import record_checked
 
@@ -114,8 +114,7 @@ def install_wheel(
     before = None
     if sha256 is not None and record_checked.passed(Path(wheel), sha256, "install"):
         before = record_checked.settled_identity(handle.fileno())
-    # The whole file's sha256, from the bytes the members' readers read (`wheel_hash`: one read of each).
-    checker = SharedReadHash(handle.fileno()) if sha256 is not None else None
+    checker = _HashInBackground(handle.fileno()) if sha256 is not None else None
     written = InstalledWheel(site=Path(site), dist_info=Path(site))  # what to take back if the wheel is refused
     try:
         try:
@@ -134,7 +133,7 @@ def install_wheel(
                                          "for its size; refusing to unpack it")
             try:
                 installed = _install(archive, members, Path(wheel), Path(site), Path(prefix), write_record,
-                                     verify=before is None, shared=checker, written=written)
+                                     verify=before is None, written=written)
             except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
                     csv.Error, UnicodeDecodeError, zlib.error, ValueError) as error:
                 raise WheelContentsError(f"{wheel.name}: damaged wheel ({type(error).__name__}: {error})") from None
@@ -225,10 +224,10 @@ def _check_name(name: str, wheel: Path) -> None:
 
 
 def _install(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], wheel: Path, site: Path,
-             prefix: Path, write_record: bool = True, verify: bool = True, shared: Any = None,
+             prefix: Path, write_record: bool = True, verify: bool = True,
              written: InstalledWheel | None = None) -> InstalledWheel:
     """Write the members; `written` (if given) is told every file and folder made as it is made, so
-    that a refused wheel can be taken back; `shared` is offered the compressed bytes read."""
+    that a refused wheel can be taken back."""
     names = [i.filename for i in members]
     for name in names:
         _check_name(name, wheel)
@@ -277,16 +276,12 @@ def _install(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], wheel: Pa
             with lock:
                 written.files[target] = (record_path, digest, info.file_size)
 
-        _extract_member(archive, fd, info, target, digest, wheel, verify, shared, created)
+        _extract_member(archive, fd, info, target, digest, wheel, verify, created)
         with lock:
             installed.files[target] = (record_path, digest, info.file_size)
 
     jobs.sort(key=lambda job: -job[0].file_size)
     workers = max(1, min(4, os.cpu_count() or 1, len(jobs)))
-    if shared is not None:
-        from .wheel_unpack import planned_streams
-
-        shared.start(planned_streams([job[0] for job in jobs[:workers]]))  # those that start at once
     fd = os.dup(archive.fp.fileno())  # type: ignore[union-attr]
     try:
         if workers == 1:
@@ -350,7 +345,7 @@ def _write_record(installed: InstalledWheel, wheel: Path, written: InstalledWhee
 
 
 def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, target: Path, expected: str,
-                    wheel: Path, verify: bool = True, shared: Any = None, created: Any = None) -> None:
+                    wheel: Path, verify: bool = True, created: Any = None) -> None:
     """Write one member to `target` (a new file), checking its digest as it streams (unless not `verify`:
     the wheel's pinned sha256 passed this check before, `record_checked`)."""
     from .wheel_unpack import write_member_to
@@ -365,7 +360,7 @@ def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, ta
     if created is not None:
         created()
     try:
-        write_member_to(archive, fd, info, out_fd, digest, os.fspath(target.parent), shared)
+        write_member_to(archive, fd, info, out_fd, digest, os.fspath(target.parent))
         os.fchmod(out_fd, mode)
     finally:
         os.close(out_fd)

@@ -313,7 +313,7 @@ def _verified_wheel(cache: Path, project: str, version: str, wanted: set[str], *
 # clean" files, a file changed less than _RACY_NS before it was hashed is not remembered: a
 # change within the same tick of a coarse file-system clock could keep the same times.
 # Only for the checks that use no bytes (is the wheel named the one pip checked?): an unpack
-# hashes the bytes it unpacks again (`record_checked` says why: the bytes read in this unpack, `wheel_hash`).
+# hashes the bytes it unpacks again (`wheel_unpack._HashInBackground` says why).
 _HASHED: dict[tuple[str, int, int, int, int, int], str] = {}
 _RACY_NS = 2_000_000_000
 

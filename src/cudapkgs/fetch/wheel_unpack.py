@@ -2,8 +2,7 @@
 
 `unpack_wheel` streams each member (several at once, on threads) through its sha256 and
 into a new tree; a wheel cached with a recorded sha256 is hashed whole, on a thread of its
-own, while it unpacks (`WheelChangedError` when it changed), from the bytes the members'
-readers read (`cudapkgs.fetch.wheel_hash`: each byte read once, not once per purpose).  A wheel whose sha256 passed
+own, while it unpacks (`WheelChangedError` when it changed).  A wheel whose sha256 passed
 its RECORD check before (`cudapkgs.fetch.record_checked`) is unpacked without the
 per-member digests, its whole-file sha256 still checked.  `check_unpacked` then checks
 that the tree has what the component cannot do without.
@@ -32,7 +31,7 @@ from typing import Any, BinaryIO
 from ..errors import FetchError
 from ..inputs import open_cached
 from . import record_checked
-from .wheel_hash import SharedReadHash
+from .wheel_lookup import _fd_sha256
 
 __all__ = ["unpack_wheel", "check_unpacked", "WheelChangedError"]
 
@@ -75,10 +74,9 @@ def unpack_wheel(wheel: Path, dest: Path, *, pname: str = "", cuda_major: int = 
     Every file is checked against the wheel's RECORD; ``nvidia/<root>/`` becomes the
     prefix root; ``__init__.py``, ``__pycache__``, ``.metadata`` and ``*.dist-info`` are
     dropped; executable bits are restored (``zipfile`` ignores the stored modes).
-    With ``sha256`` (hex), the whole wheel is hashed on a second thread while it unpacks (from
-    the compressed bytes the members' readers read, `wheel_hash.SharedReadHash`), and
-    `WheelChangedError` is raised, the tree removed, unless it matches: ``dest`` only
-    ever holds a tree from a wheel whose bytes were checked, and nothing is remembered of it. Once a wheel with ``sha256``
+    With ``sha256`` (hex), the whole wheel is hashed on a second thread while it unpacks,
+    and `WheelChangedError` is raised, the tree removed, unless it matches: ``dest`` only
+    ever holds a tree from a wheel whose bytes were checked. Once a wheel with ``sha256``
     unpacked with every member matching RECORD, ``<wheel>.checked`` remembers it
     (`record_checked`), and the next unpack of those bytes skips the per-member digests
     (and is done again with them if the file's identity or times changed meanwhile).
@@ -120,8 +118,7 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
     before = None
     if skip_checked and sha256 is not None and record_checked.passed(wheel, sha256, "unpack"):
         before = record_checked.settled_identity(handle.fileno())
-    # The whole file's sha256, from the bytes the members' readers read (`wheel_hash`: one read of each).
-    checker = SharedReadHash(handle.fileno()) if sha256 is not None else None
+    checker = _HashInBackground(handle.fileno()) if sha256 is not None else None
     try:
         try:
             archive = zipfile.ZipFile(handle)
@@ -131,7 +128,7 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
             if check_members is not None:
                 check_members(archive.infolist(), os.fstat(handle.fileno()).st_size)
             try:
-                _extract(archive, tmp, pname, before is None, checker)  # verify
+                _extract(archive, tmp, pname, before is None)  # verify
             except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
                     csv.Error, UnicodeDecodeError, zlib.error, ValueError) as error:
                 # NotImplementedError: an unknown compression; RuntimeError: an encrypted member;
@@ -168,11 +165,49 @@ def _unpack_open_wheel(handle: BinaryIO, wheel: Path, dest: Path, pname: str, cu
     return dest
 
 
-def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str, verify: bool = True,
-             shared: SharedReadHash | None = None) -> None:
+class _HashInBackground:
+    """The sha256 of a file, computed on a thread of its own (hashlib and reads release the GIL).
+
+    The bytes are always read, never taken from the process's memo of checked wheels
+    (`wheel_lookup._file_sha256`): an unpack that skips the member digests (`record_checked`)
+    has only this hash to tie the bytes it unpacks to the sha256 pip checked, and the memo
+    trusts the file's times, which a write through a shared mapping to a page already written
+    leaves as they were (POSIX mmap(): the times are marked for update at some point before the
+    next msync; Linux updates them on the write fault of a clean page, mm/filemap.c
+    filemap_page_mkwrite). Such a wheel, changed after the build checked it while planning,
+    was unpacked unchecked once `cache.in_use` no longer touched it before the unpack.
+    """
+
+    def __init__(self, fd: int) -> None:
+        """Hash the file open as `fd` (read with pread: its offset is left to the unzipper)."""
+        import threading
+
+        self._digest: str | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fd,), name="cudapkgs-wheel-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self, fd: int) -> None:
+        try:
+            self._digest = _fd_sha256(fd)
+        except BaseException as error:  # an OSError: reported by result()
+            self._error = error
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> str:
+        """The hex digest; raises FetchError if the file could not be read."""
+        self._thread.join()
+        if self._error is not None:
+            raise FetchError(f"cannot read the wheel to check its sha256: {self._error}")
+        assert self._digest is not None
+        return self._digest
+
+
+def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str, verify: bool = True) -> None:
     """Write the members under ``nvidia/<root>/`` into `tmp`; with `verify`, each checked against its RECORD digest
-    (without: the wheel's sha256 passed that check before, `record_checked`; RECORD must still list each member).
-    `shared`: the whole file's hash, offered the compressed bytes read (`wheel_hash`)."""
+    (without: the wheel's sha256 passed that check before, `record_checked`; RECORD must still list each member)."""
     hashes = _record_hashes(archive)
     members = [i for i in archive.infolist() if not i.is_dir()]
     # Member names split on "/" (str methods: pathlib cost 50 µs a member, cuda_cccl has 1,700).
@@ -207,14 +242,12 @@ def _extract(archive: zipfile.ZipFile, tmp: Path, pname: str, verify: bool = Tru
     # inflating, hashing and writing release the GIL, so members are unpacked side by side.
     # Memory per thread is about two chunks.
     jobs.sort(key=lambda job: -job[0].file_size)
-    if shared is not None:
-        shared.start(planned_streams(info for info, _ in jobs[:_UNZIP_THREADS]))  # those that start at once
     fd = -1
     try:
         # The archive's own open file (not its name again: the bytes unpacked are the bytes hashed).
         fd = os.dup(archive.fp.fileno())  # type: ignore[union-attr]
         work = [(info.file_size, functools.partial(_extract_member, archive, fd, info, rel, tmp,
-                                                         hashes[info.filename] if verify else None, shared))
+                                                         hashes[info.filename] if verify else None))
                 for info, rel in jobs]
         if _UNZIP_THREADS <= 1 or len(jobs) <= 1:
             for _, job in work:
@@ -397,9 +430,9 @@ def _has_so_suffix(rel: str) -> bool:
 
 
 def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, rel: str, tmp: Path,
-                    expected: str | None, shared: SharedReadHash | None = None) -> None:
+                    expected: str | None) -> None:
     """Write one member to ``tmp/rel`` (a new file), checking it against its RECORD hash `expected` as it
-    streams (None: not checked, see `_extract`); the compressed bytes read are offered to `shared`."""
+    streams (None: not checked, see `_extract`)."""
     mode = info.external_attr >> 16
     executable = mode & 0o111 or rel.startswith(("bin/", "nvvm/bin/")) or _has_so_suffix(rel)
     small = _small_member(archive, fd, info)  # most of cccl's 1,700 headers: one read, one inflate, one write
@@ -420,7 +453,7 @@ def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, re
             os.close(out_fd)
     else:
         try:
-            write_member_to(archive, fd, info, out_fd, digest, os.path.dirname(os.path.join(tmp, rel)), shared)
+            write_member_to(archive, fd, info, out_fd, digest, os.path.dirname(os.path.join(tmp, rel)))
             os.fchmod(out_fd, 0o755 if executable else 0o644)
         finally:
             os.close(out_fd)
@@ -454,8 +487,6 @@ def _small_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo) -> b
     raw = os.pread(fd, info.compress_size, pos)
     if len(raw) != info.compress_size:
         raise FetchError(f"{what}: damaged wheel (truncated)")
-    # Not offered to the whole file's hash (`shared`): small members are read last (largest first), mostly
-    # after the hash passed them, and offering them cost more than reading them again (cccl's 1,700).
     if info.compress_type == zipfile.ZIP_STORED:
         data = raw
     else:
@@ -475,13 +506,10 @@ def _small_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo) -> b
     return data
 
 
-def write_member_to(archive: Any, fd: int, info: Any, out_fd: int, digest: Any, directory: str,
-                    shared: SharedReadHash | None = None) -> None:
+def write_member_to(archive: Any, fd: int, info: Any, out_fd: int, digest: Any, directory: str) -> None:
     """Stream member `info` of `archive` (open as `fd`) into the new, empty file open as `out_fd` in `directory`,
     feeding `digest` (a hashlib object, or None when the member is not checked) with every inflated chunk;
-    shared by the unpacker and `wheel_install`. `out_fd` stays open (the caller's). Each compressed chunk
-    read is offered to `shared` (the whole wheel's sha256, `wheel_hash.SharedReadHash`), so that it is
-    not read a second time for that hash.
+    shared by the unpacker and `wheel_install`. `out_fd` stays open (the caller's).
 
     Members are written through the page cache under ``$CUDAPKGS_DIRECT_WRITES`` = ``auto`` (the
     default) and ``off``: the import checks and the NAR pass read them right back, and writing them
@@ -499,14 +527,14 @@ def write_member_to(archive: Any, fd: int, info: Any, out_fd: int, digest: Any, 
 
     size = info.file_size
     if not _direct(directory, size):
-        for chunk in _member_chunks(archive, fd, info, shared):
+        for chunk in _member_chunks(archive, fd, info):
             if digest is not None:
                 digest.update(chunk)
             _write_all(out_fd, chunk)
         return
     with DirectWriter(out_fd, size) as writer:
         try:
-            for chunk in _member_chunks(archive, fd, info, shared):
+            for chunk in _member_chunks(archive, fd, info):
                 if digest is not None:
                     digest.update(chunk)
                 writer.write(chunk)
@@ -529,24 +557,12 @@ def _write_all(out_fd: int, data: bytes) -> None:
         view = view[os.write(out_fd, view):]
 
 
-def planned_streams(infos: Iterator[zipfile.ZipInfo] | list[zipfile.ZipInfo]) -> list[tuple[int, int]]:
-    """``(header offset, estimated end)`` of the members `_member_chunks` will stream (stored or deflated,
-    not encrypted, more than `_SMALL` bytes compressed), for `SharedReadHash.start`, in the order given."""
-    return [(i.header_offset, i.header_offset + 30 + len(i.orig_filename.encode("utf-8", "surrogateescape"))
-             + len(i.extra) + i.compress_size)
-            for i in infos
-            if i.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) and not i.flag_bits & 0x1
-            and i.compress_size > _SMALL]
-
-
-def _member_chunks(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo,
-                   shared: SharedReadHash | None = None) -> Iterator[bytes]:
+def _member_chunks(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo) -> Iterator[bytes]:
     """The uncompressed bytes of one member, read with pread (threads share `fd`), at most a chunk at a time.
 
     Stored and deflated members are read here (the zip format: PKWARE APPNOTE.TXT §4.3.7,
     local file header); any other method goes through `zipfile`. The size the central
-    directory records must be met exactly, so a member cannot inflate past it. Each compressed
-    chunk read is offered to `shared`, the member's range announced to it (`SharedReadHash.stream`).
+    directory records must be met exactly, so a member cannot inflate past it.
     """
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) or info.flag_bits & 0x1:
         with archive.open(info) as src:  # zipfile's own (thread-safe) reader
@@ -556,22 +572,13 @@ def _member_chunks(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo,
     what = f"{archive.filename}: {info.filename}"
     pos = _data_offset(fd, info, what)
     end = pos + info.compress_size
-    inflate = _inflate.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
-    with shared.stream(pos, end, info.header_offset) if shared is not None else contextlib.nullcontext():
-        yield from _inflated(fd, info, what, pos, end, inflate, shared)
-
-
-def _inflated(fd: int, info: zipfile.ZipInfo, what: str, pos: int, end: int, inflate: Any,
-              shared: SharedReadHash | None) -> Iterator[bytes]:
-    """`_member_chunks` of a stored (`inflate` None) or deflated member whose data is ``[pos, end)`` of the file."""
     produced = 0
+    inflate = _inflate.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
     try:
         while pos < end:
             raw = os.pread(fd, min(_CHUNK, end - pos), pos)
             if not raw:
                 raise FetchError(f"{what}: damaged wheel (truncated)")
-            if shared is not None:
-                shared.offer(pos, raw)
             pos += len(raw)
             pending = raw
             while pending:
