@@ -17,7 +17,9 @@ each first alone, then with the zstd decompression and the sha256 of the NAR beh
 substitution before the writes). Printed: wall and CPU seconds of this process, the server's CPU seconds
 (from /proc), the ratios to ``read``, the two processes' CPU together per GiB of the body (what the
 transfer costs the machine when client and server share it, as in bench_substitute_ml.py's HTTP row), the
-load average before and after.
+packets through `lo` (both ways: data and ACKs) per MiB of body (/proc/net/dev of the bench's network
+namespace: under ``unshare -n`` only its own; loopback's GSO size shows here, see bench/big_tcp_lo.py), `lo`'s GSO/GRO sizes, the load
+average before and after.
 """
 
 from __future__ import annotations
@@ -52,6 +54,17 @@ class _ReadOnly:
 def _server_cpu(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _lo_packets() -> int:
+    """Packets `lo` has received in this network namespace so far (/proc/net/dev): each is one skb through the
+    stack, a GSO packet of up to gso_max_size bytes (/proc/net/snmp's InSegs/OutSegs count MSS-sized
+    segments instead, the same whatever the GSO size)."""
+    for line in Path("/proc/net/dev").read_text().splitlines():
+        name, _, counters = line.partition(":")
+        if name.strip() == "lo":
+            return int(counters.split()[1])
+    return 0
 
 
 def _free_port() -> int:
@@ -153,6 +166,7 @@ def bench(store_dir: str, work: Path, runs: int) -> dict:
             hashed = HashingFile(source, limit=file_size, hash=False)
             out = memoryview(bytearray(1 << 19))
             sha = hashlib.sha256()
+            packets = _lo_packets()
             served, start, cpu = _server_cpu(server.pid), time.perf_counter(), time.process_time()
             if decompress:
                 reader = decompressed_reader(hashed, "zstd")
@@ -168,7 +182,7 @@ def bench(store_dir: str, work: Path, runs: int) -> dict:
             body.close()
             if hashed.size != file_size:
                 raise SystemExit(f"{mode}: read {hashed.size} bytes of {file_size}")
-            return wall, cpu, _server_cpu(server.pid) - served, sha.hexdigest()
+            return wall, cpu, _server_cpu(server.pid) - served, sha.hexdigest(), _lo_packets() - packets
 
         rows: dict[str, list] = {}
         modes = ["read", "readinto", "raw", "file"]
@@ -184,8 +198,15 @@ def bench(store_dir: str, work: Path, runs: int) -> dict:
     finally:
         server.terminate()
         server.wait(30)
+    try:
+        sys.path.insert(0, str(REPO / "bench"))
+        from big_tcp_lo import sizes
+
+        lo = " ".join(f"{k}={v}" for k, v in sorted(sizes().items()))
+    except (OSError, ImportError, ValueError):
+        lo = ""
     return {"rows": rows, "path": path, "nar_size": nar_size, "file_size": file_size,
-            "load": (load_before, os.getloadavg())}
+            "load": (load_before, os.getloadavg()), "lo": lo}
 
 
 def report(result: dict, runs: int) -> None:
@@ -194,14 +215,18 @@ def report(result: dict, runs: int) -> None:
           f"zstd; runs: {runs}; {os.cpu_count()} CPUs; load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
           f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}\n")
     rows = result["rows"]
-    print("| how | median wall s | CPU s (this process) | CPU × read | server CPU s | both CPU s per GiB of body |")
-    print("|---|---:|---:|---:|---:|---:|")
+    if result.get("lo"):
+        print(f"lo in this network namespace: {result['lo']}\n")
+    print("| how | median wall s | CPU s (this process) | CPU × read | server CPU s | both CPU s per GiB of body "
+          "| lo packets per MiB of body |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, rs in rows.items():
         base = "read + zstd + sha256" if "zstd" in name else "read"
         cpu = statistics.median(r[1] for r in rs)
         print(f"| {name} | {statistics.median(r[0] for r in rs):.3f} | {cpu:.3f} | "
               f"{cpu / max(statistics.median(r[1] for r in rows[base]), 1e-9):.2f} | {statistics.median(r[2] for r in rs):.3f} "
-              f"| {statistics.median((r[1] + r[2]) for r in rs) / (result['file_size'] / 2**30):.3f} |")
+              f"| {statistics.median((r[1] + r[2]) for r in rs) / (result['file_size'] / 2**30):.3f} "
+              f"| {statistics.median(r[4] for r in rs) / (result['file_size'] / 2**20):.1f} |")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ Run:  python bench/bench_substitute_ml.py --store /tmp/speed/store -r 3     (the
       python bench/bench_substitute_ml.py --tiny                         (a synthetic closure: the CI smoke test)
       ... -j 2                                                           (copy --from -j 2 in every substitution row)
       ... --direct-writes-off --first-use torch                          (direct writes on/off; the first import after)
+      ... --top PATH --top PATH --wheel-dir DIR                         (a substituted store: the lent GPU machine)
 
 Full mode.  ``--store`` is a private store in which ``cudapkgs build`` realised torch and numpy of
 ``cudaPackages_13_0.pkgs.pkgsCuda.python3Packages`` (fetchers = ["wheels"], prebuiltWheels = ["nccl",
@@ -51,6 +52,12 @@ deletions; with a journal the check is off. Per round that needs disk for every 
   some: in the fifteenth session's first window serve's kept NARs were 83.6-97.8 % in the page cache before
   the HTTP rows, the file:// cache 93.7-98.8 % before its rows (printed beside the table either way, with
   `fincore`; the server's CPU during each HTTP row too).
+* ``--serve-level N``: the row of a second zstd ``serve`` at ``--compression-level N`` (its kept NARs in their own
+  directory, warmed like the first; the warm-up's server CPU, the closure compressed once at that level, is
+  printed with the setup): fewer bytes over loopback for more compression CPU once, on the team's server.
+* ``--http-only``: no file:// row (nor its ``--direct-writes-off`` twin, nor the file:// cache): the HTTP rows and uv's, a round's trees
+  5-10 GiB smaller. With ``unshare -n`` and bench/big_tcp_lo.py (BIG TCP on a private ``lo``), the HTTP rows
+  under an administrator's setting; the report prints ``lo``'s GSO/GRO sizes in the bench's namespace.
 * ``--first-use MODULE``: after each row, ``python -c 'import MODULE'`` in what the row just wrote (the
   store's python3 with the closure's site-packages, in the same mount namespace; uv's venv python), timed
   and printed in a second table. The page cache is as the row left it (not dropped: that would empty
@@ -99,6 +106,7 @@ UV = "uv pip install --offline --no-deps, uv cache empty"
 FILE = "cudapkgs copy --from file:// (zstd), empty store"
 HTTP = "cudapkgs copy --from http:// (cudapkgs serve --compression zstd), empty store"
 HTTP_PLAIN = "cudapkgs copy --from http:// (cudapkgs serve, NARs uncompressed), empty store"
+HTTP_LEVEL = "cudapkgs copy --from http:// (cudapkgs serve --compression zstd --compression-level {}), empty store"
 BUFFERED = ", direct writes off (CUDAPKGS_DIRECT_WRITES=off)"
 
 
@@ -213,14 +221,16 @@ def read_files(files: list[str]) -> None:
 
 @contextlib.contextmanager
 def serving(src: Path, store: Path, key: Path, env: dict[str, str], *, cache_dir: Path | None = None,
-            cache_bytes: int = 0):
+            cache_bytes: int = 0, level: int | None = None):
     """`cudapkgs serve` of `store` on 127.0.0.1; yields its URL.
 
-    With `cache_dir`: ``--compression zstd``, the compressed NARs kept there (`cache_bytes` of them at
-    most); without: NARs uncompressed (serve's default).
+    With `cache_dir`: ``--compression zstd`` (at `level`, when given), the compressed NARs kept there
+    (`cache_bytes` of them at most); without: NARs uncompressed (serve's default).
     """
     port = free_port()
     zstd = ["--compression", "zstd", "--cache-dir", str(cache_dir), "--cache-size", str(cache_bytes)] if cache_dir else []
+    if level is not None:
+        zstd += ["--compression-level", str(level)]
     proc = subprocess.Popen(cudapkgs(src, "serve", "--store", str(store), "--port", str(port), "--quiet", "--sign-key",
                                      str(key), *zstd),
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -299,11 +309,15 @@ def tiny_closure(work: Path) -> tuple[Path, list[str], list[Path]]:
 # -- the full closure ------------------------------------------------------------------------------------
 
 
-def full_closure(store_dir: Path, attrs: list[str], tops: list[str] | None = None) -> tuple[list[str], list[Path], Path]:
+def full_closure(store_dir: Path, attrs: list[str], tops: list[str] | None = None,
+                 wheel_dir: Path | None = None) -> tuple[list[str], list[Path], Path | None]:
     """(closure of `attrs` in `store_dir`, the wheels its build used, a directory holding the fixed-output ones).
 
     With `tops` (store paths), their closure instead: no evaluation, so a store built before a change to
-    the packages' derivations (another store path for torch) can still be measured."""
+    the packages' derivations (another store path for torch) can still be measured. With `wheel_dir`, uv's
+    wheels are every ``*.whl`` there (no mirror made): for a store that was substituted, not built, so
+    that it has no build logs to name them (the lent GPU machine: bench/device/pack_ml_cache.py carries
+    the wheels the build here used)."""
     import cudapkgs
     from bench_torch import used_wheels
     from cudapkgs.store.store import Store
@@ -326,6 +340,11 @@ def full_closure(store_dir: Path, attrs: list[str], tops: list[str] | None = Non
                              f"(cudapkgs build --no-link -j auto --set storeDir={store_dir} "
                              + " ".join(f"--set '{s}'" for s in SETS) + " " + " ".join(attrs) + ")")
         closure = sorted(store.closure(outs))
+    if wheel_dir is not None:
+        wheels = sorted(p for p in wheel_dir.iterdir() if p.name.endswith(".whl") and p.is_file() and not p.is_symlink())
+        if not wheels:
+            raise SystemExit(f"no wheels in {wheel_dir}")
+        return closure, wheels, None
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cudapkgs" / "wheels"
     nvidia, fixed = used_wheels(store_dir, cache)
     mirror = Path(tempfile.mkdtemp(prefix="bench-subst-wheels-", dir=store_dir.parent))
@@ -362,6 +381,16 @@ def read_once(directory: Path) -> None:
                     pass
 
 
+def lo_sizes() -> str:
+    """`lo`'s GSO/GRO sizes in this network namespace (bench/big_tcp_lo.py), or "" where they cannot be read."""
+    try:
+        from big_tcp_lo import sizes
+
+        return " ".join(f"{k}={v}" for k, v in sorted(sizes().items()))
+    except (OSError, ImportError, ValueError):
+        return ""
+
+
 def warm(url: str, closure: list[str]) -> None:
     """Ask `url` for every narinfo of `closure`, two at a time: a zstd serve compresses each NAR then (and keeps it)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -379,7 +408,8 @@ def warm(url: str, closure: list[str]) -> None:
 
 def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, runs: int, peer_src: Path | None,
           jobs: int | None = None, settle_s: float = 0.0, http_plain: bool = False, buffered_row: bool = False,
-          first_use: str | None = None, hot_sources: bool = False) -> dict:
+          first_use: str | None = None, hot_sources: bool = False, serve_level: int | None = None,
+          http_only: bool = False) -> dict:
     uv = uv_binary()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CUDAPKGS_STORE")}
     src = REPO / "src"
@@ -388,13 +418,16 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
     public = next(line.strip() for line in out.splitlines() if line.strip().startswith("bench-subst-1:"))
     cache = work / "cache"
     setup: dict[str, tuple[float, float]] = {}
-    wall, cpu, _ = timed(cudapkgs(src, "copy", "--to", f"file://{cache}", "--sign-key", str(key), "--store", str(store_dir),
-                                  *closure), env)
-    setup["cudapkgs copy --to file:// (zstd, signed)"] = (wall, cpu)
-    start = time.perf_counter()
-    read_once(cache)
-    setup["the file:// cache read once (into the page cache, as a buffered copy --to left it before direct writes)"] = (
-        time.perf_counter() - start, float("nan"))
+    if not http_only:  # (--http-only: no file:// row, so no file:// cache: 2.7 GiB less disk for the ML closure)
+        wall, cpu, _ = timed(cudapkgs(src, "copy", "--to", f"file://{cache}", "--sign-key", str(key), "--store",
+                                      str(store_dir), *closure), env)
+        setup["cudapkgs copy --to file:// (zstd, signed)"] = (wall, cpu)
+        start = time.perf_counter()
+        read_once(cache)
+        setup["the file:// cache read once (into the page cache, as a buffered copy --to left it before direct writes)"] = (
+            time.perf_counter() - start, float("nan"))
+    else:
+        cache.mkdir()
     nar_bytes = cache_bytes = 0
     from cudapkgs.store.store import Store
 
@@ -430,7 +463,7 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
 
     def substitute(name: str, url: str, code: Path, row_env: dict[str, str] | None = None) -> None:
         row_env = row_env or env
-        source = files_under(cache if url.startswith("file://") else work / "serve-cache")
+        source = files_under(cache if url.startswith("file://") else serve_dirs.get(url, work / "serve-cache"))
         if hot_sources:
             read_files(source)  # untimed: the row reads its source from memory, whatever the rows before evicted
         share = resident_share(source)  # untimed: mincore only
@@ -501,8 +534,10 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
     spread = spread_directories(work)
     load_before = os.getloadavg()
     result_serve_bytes = 0
+    serve_dirs: dict[str, Path] = {}  # zstd serve's URL -> its kept NARs
+    level_bytes = 0
     with contextlib.ExitStack() as stack:
-        url = plain_url = None
+        url = plain_url = level_url = None
         if namespaces:
             serve_cache = work / "serve-cache"
             url = stack.enter_context(serving(src, store_dir, key, env, cache_dir=serve_cache,
@@ -512,18 +547,34 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
             setup["cudapkgs serve --compression zstd, warmed (every narinfo asked: each NAR compressed once; "
                   "the server's CPU not counted)"] = (time.perf_counter() - start, float("nan"))
             result_serve_bytes = du(serve_cache)
+            serve_dirs[url] = serve_cache
+            if serve_level is not None:
+                level_cache = work / f"serve-cache-{serve_level}"
+                level_url = stack.enter_context(serving(src, store_dir, key, env, cache_dir=level_cache,
+                                                        cache_bytes=nar_bytes + (64 << 20), level=serve_level))
+                serve_dirs[level_url] = level_cache
+                start = time.perf_counter()
+                served = process_cpu(SERVERS[level_url])
+                warm(level_url, closure)
+                setup[f"cudapkgs serve --compression zstd --compression-level {serve_level}, warmed (its CPU: "
+                      f"{process_cpu(SERVERS[level_url]) - served:.1f} s, compressing the closure once)"] = (
+                    time.perf_counter() - start, float("nan"))
+                level_bytes = du(level_cache)
             if http_plain:
                 plain_url = stack.enter_context(serving(src, store_dir, key, env))
-        steps = [lambda i: substitute(FILE, f"file://{cache}", src)]
-        if buffered_row:  # the same row writing every file through the page cache, as before direct writes
+        steps = [] if http_only else [lambda i: substitute(FILE, f"file://{cache}", src)]
+        if buffered_row and not http_only:  # the same row writing every file through the page cache, as before direct writes
             steps.append(lambda i: substitute(FILE + BUFFERED, f"file://{cache}", src, {**env, "CUDAPKGS_DIRECT_WRITES": "off"}))
         if url:
             steps.append(lambda i: substitute(HTTP, url, src))
+        if level_url:
+            steps.append(lambda i: substitute(HTTP_LEVEL.format(serve_level), level_url, src))
         if plain_url:
             steps.append(lambda i: substitute(HTTP_PLAIN, plain_url, src))
         steps.append(uv_install)
         if peer_src is not None:
-            steps.append(lambda i: substitute(FILE + ", peer", f"file://{cache}", peer_src))
+            if not http_only:
+                steps.append(lambda i: substitute(FILE + ", peer", f"file://{cache}", peer_src))
             if url:
                 steps.append(lambda i: substitute(HTTP + ", peer", url, peer_src))
         for i in range(runs):
@@ -539,7 +590,7 @@ def bench(store_dir: Path, closure: list[str], wheels: list[Path], work: Path, r
             remove(tree)
     load_after = os.getloadavg()
     return {"rows": rows, "setup": setup, "load": (load_before, load_after), "nar_bytes": nar_bytes, "cache_bytes": cache_bytes,
-            "serve_bytes": result_serve_bytes,
+            "serve_bytes": result_serve_bytes, "level_bytes": level_bytes, "serve_level": serve_level, "lo": lo_sizes(),
             "wheel_bytes": sum(w.stat().st_size for w in wheels), "wheels": len(wheels), "paths": len(closure),
             "namespaces": namespaces, "jobs": jobs, "resident": resident, "server_cpu": server_cpu, "hot_sources": hot_sources, "spread": spread, "settle": settle_s, "first_use": first,
             "first_module": first_use}
@@ -549,6 +600,10 @@ def report(result: dict, runs: int) -> None:
     before, after = result["load"]
     jobs = f"-j {result['jobs']}" if result.get("jobs") else "copy's default -j (file://: 1 when the CPUs are contended)"
     print(f"copy --from jobs: {jobs}")
+    if result.get("lo"):
+        print(f"lo in this network namespace: {result['lo']}")
+    if result.get("serve_level") is not None:
+        print(f"zstd NARs kept by the serve at --compression-level {result['serve_level']}: {result['level_bytes'] / 2**20:.1f} MiB")
     print(f"closure: {result['paths']} store paths, NAR {result['nar_bytes'] / 2**20:.1f} MiB, zstd cache "
           f"{result['cache_bytes'] / 2**20:.1f} MiB, serve's kept zstd NARs {result.get('serve_bytes', 0) / 2**20:.1f} MiB; wheels: {result['wheels']} files, {result['wheel_bytes'] / 2**20:.1f} MiB; "
           f"runs: {runs}; {os.cpu_count()} CPUs; load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
@@ -599,6 +654,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attr", action="append", help=f"full mode: attributes whose closure is copied (default {ATTRS})")
     parser.add_argument("--top", action="append", help="full mode: a store path whose closure is copied, instead of "
                         "evaluating --attr (repeatable; e.g. a store built before the derivations changed)")
+    parser.add_argument("--wheel-dir", help="full mode: uv's wheels are the *.whl here, not those the store's build "
+                        "logs name (a substituted store has none)")
     parser.add_argument("--peer-src", help="the src/ of another checkout: its substitution rows too, same rounds")
     parser.add_argument("--http-uncompressed", action="store_true",
                         help="also the row of a second serve with NARs uncompressed (its default)")
@@ -610,6 +667,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hot-sources", action="store_true",
                         help="read every row's source (the file:// cache, serve's kept NARs, uv's wheels) once, untimed, "
                              "right before the row: each row reads from memory whatever the rows before it evicted")
+    parser.add_argument("--serve-level", type=int, metavar="N",
+                        help="also the row of a second zstd serve at --compression-level N (its warm-up compresses the "
+                             "closure at that level once, untimed, its CPU printed)")
+    parser.add_argument("--http-only", action="store_true",
+                        help="leave out the file:// rows and cache (the HTTP rows and uv's only: less disk)")
     parser.add_argument("-j", "--jobs", type=int, help="copy --from -j N in every substitution row (default: the command's)")
     parser.add_argument("--settle", type=float, help="seconds to wait after each round's deletions (default: 61 in full mode, "
                         "0 in tiny mode): ext4 without a journal makes inode creation slow for 60 s after deletions")
@@ -620,7 +682,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             store_dir, closure, wheels = tiny_closure(work)
             result = bench(store_dir, closure, wheels, work, 1, peer, args.jobs, args.settle or 0.0, args.http_uncompressed,
-                           args.direct_writes_off, hot_sources=args.hot_sources)
+                           args.direct_writes_off, hot_sources=args.hot_sources, serve_level=args.serve_level,
+                           http_only=args.http_only)
         finally:
             remove(work)
         report(result, 1)
@@ -628,14 +691,17 @@ def main(argv: list[str] | None = None) -> int:
     if not args.store:
         parser.error("--store is needed (or --tiny)")
     store_dir = Path(args.store).resolve()
-    closure, wheels, mirror = full_closure(store_dir, args.attr or ATTRS, args.top)
+    closure, wheels, mirror = full_closure(store_dir, args.attr or ATTRS, args.top,
+                                           Path(args.wheel_dir).resolve() if args.wheel_dir else None)
     work = Path(tempfile.mkdtemp(prefix="bench-subst-", dir=store_dir.parent))
     try:
         result = bench(store_dir, closure, wheels, work, args.runs, peer, args.jobs, 61.0 if args.settle is None else args.settle,
-                       args.http_uncompressed, args.direct_writes_off, args.first_use, args.hot_sources)
+                       args.http_uncompressed, args.direct_writes_off, args.first_use, args.hot_sources,
+                       serve_level=args.serve_level, http_only=args.http_only)
     finally:
         remove(work)
-        remove(mirror)
+        if mirror is not None:
+            remove(mirror)
     report(result, args.runs)
     return 0
 

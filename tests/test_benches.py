@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -387,6 +388,72 @@ def test_bench_substitute_ml_tiny_direct_writes_off():
         assert number(row[1]) > 0 and number(row[4]) > 0, row
 
 
+@pytest.mark.skipif(not (shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")), reason="the peer is uv (pip install uv)")
+def test_bench_substitute_ml_tiny_serve_level_http_only():
+    """--serve-level: a second zstd serve at that level, its own row and kept NARs; --http-only: no file:// row."""
+    out = run_bench("bench_substitute_ml.py", "--serve-level", "19", "--http-only", timeout=600)
+    (table,) = tables(out)
+    labels = [row[0] for row in table]
+    assert not any("file://" in label for label in labels), labels
+    assert labels[-1] == "uv pip install --offline --no-deps, uv cache empty"
+    if "no mount namespace here" in out:
+        return
+    assert labels[:2] == ["cudapkgs copy --from http:// (cudapkgs serve --compression zstd), empty store",
+                          "cudapkgs copy --from http:// (cudapkgs serve --compression zstd --compression-level 19), empty store"]
+    kept3 = float(out.split("serve's kept zstd NARs ")[1].split(" MiB")[0])
+    kept19 = float(out.split("zstd NARs kept by the serve at --compression-level 19: ")[1].split(" MiB")[0])
+    assert 0 < kept19 <= kept3, out  # (the tiny NARs are mostly random bytes: level 19 saves little on them)
+    assert "cudapkgs serve --compression zstd --compression-level 19, warmed (its CPU: " in out
+    assert "lo in this network namespace: " in out and "gso_max_size=" in out
+
+
+def test_big_tcp_lo_never_touches_the_hosts_lo_and_sets_a_private_ones():
+    """bench/big_tcp_lo.py --set refuses where other interfaces exist; under `unshare -n` (where allowed) it sets
+    lo's IPv4 GSO/GRO sizes, read back by rtnetlink."""
+    script = str(BENCH / "big_tcp_lo.py")
+    if len(socket.if_nameindex()) > 1:
+        before = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=60).stdout
+        refused = subprocess.run([sys.executable, script, "--set", "131072"], capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0 and "refusing" in refused.stderr
+        assert subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=60).stdout == before
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no private network namespace here (unshare -n needs CAP_SYS_ADMIN)")
+    done = subprocess.run(["unshare", "-n", sys.executable, script, "--set", "131072"], capture_output=True, text=True,
+                          timeout=60)
+    if done.returncode != 0 and "refused" in done.stderr:
+        pytest.skip(f"this kernel does not take IPv4 BIG TCP sizes: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    assert "gso_ipv4_max_size=131072" in done.stdout and "gro_ipv4_max_size=131072" in done.stdout
+
+
+def test_bench_lo_send_tiny():
+    """sendfile and send from a buffer, both ends' CPU per GiB, lo's packets and the server's segments."""
+    out = run_bench("bench_lo_send.py", timeout=300)
+    (table,) = tables(out)
+    assert [row[0] for row in table] == ["sendfile", "send"]
+    for row in table:
+        assert number(row[1]) > 0 and number(row[2].split(" ")[0]) > 0, row
+        assert number(row[4]) >= 1 and 0 < number(row[5]) <= 512, row  # an MSS or less each: 64 KiB on lo
+    assert "lo in this network namespace: " in out and "load average before" in out
+
+
+def test_bench_nar_levels_tiny():
+    """Levels 3 and 9 framed, LDM at the decoders' window limit, level 19 on a sample: bytes and CPU of each."""
+    out = run_bench("bench_nar_levels.py", "--levels", "3,9", "--ldm-levels", "3", "--sample-levels", "19", "--sample", "2",
+                    timeout=300)
+    (table,) = tables(out)
+    rows = {row[0]: row for row in table}
+    assert list(rows) == ["level 3, 8 MiB frames", "level 9, 8 MiB frames", "level 3, one frame, LDM, window 2^27",
+                          "level 3, 8 MiB frames, every 2th frame", "level 19, 8 MiB frames, every 2th frame"]
+    assert rows["level 3, 8 MiB frames"][4] == "1.000"
+    # the tiny path repeats 12 MiB back: only the long window finds it
+    assert number(rows["level 3, one frame, LDM, window 2^27"][4]) < 0.7
+    assert number(rows["level 19, 8 MiB frames, every 2th frame"][4]) < 1.0
+    for row in table:
+        assert number(row[5]) > 0 and number(row[7]) > 0, row  # compression and decompression CPU
+    assert "load average before" in out
+
+
 def test_bench_copy_to_tiny():
     out = run_bench("bench_copy_to.py", timeout=600)
     (table,) = tables(out)
@@ -510,6 +577,8 @@ def test_bench_http_read_tiny():
     assert table[0][3] == "1.00" and table[4][3] == "1.00"
     for row in table:
         assert number(row[1]) >= 0 and number(row[2]) >= 0 and number(row[5]) >= 0, row
+    packets = {row[0]: number(row[6]) for row in table}  # lo's packets per MiB of body (data and ACKs)
+    assert packets["raw"] >= 1 and packets["readinto"] >= 1, packets  # 512 KiB a packet at most
     assert "11.8 MiB" in out and "load average before" in out
 
 

@@ -196,8 +196,8 @@ def test_marking_a_fifo_wheel_in_use_and_collecting_caches_do_not_wait(tmp_path)
     assert error is None and value is True  # then the unpack refuses it (above)
     fd, error = _returns_promptly(lambda: _try_exclusive(fifo), fifo)
     assert error is None
-    if fd is not None and fd >= 0:
-        os.close(fd)
+    if fd is not None and not isinstance(fd, int):
+        fd.close()  # a HeldDescriptor
 
 
 def test_the_in_use_marker_of_a_download_is_not_created_through_a_link(tmp_path):

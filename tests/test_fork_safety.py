@@ -219,3 +219,126 @@ def test_a_forked_child_closing_its_store_leaves_the_parent_s_temporary_roots(tm
         assert parent_file.read_text() == path + "\n"  # the parent's roots are still there
     finally:
         store.close()
+
+
+def test_a_forked_child_uses_a_store_database_connection_of_its_own(tmp_path):
+    """The child used the parent's SQLite connection (SQLite's how-to-corrupt, section 2.6: never use one
+    across fork()).  Forked while a parent's thread was in a write transaction, the child's copy was in it
+    too: its own registration failed ("cannot start a transaction within a transaction"), and closing the
+    copy rolled back through the WAL index the parent shares.  fork() now waits for the transaction, and the
+    child opens its own connection: the parent's registration and the child's both land, the database sound."""
+    from cudapkgs.store.paths import make_store_path
+    from cudapkgs.store.store import Store
+
+    store = Store.open(tmp_path / "store")
+    try:
+        ours = make_store_path(store.store_dir, "output:out", "a", "parents")
+        theirs = make_store_path(store.store_dir, "output:out", "b", "childs")
+        begun, go_on = threading.Event(), threading.Event()
+
+        def register() -> None:  # another thread of the parent, mid-registration at the fork
+            with store.db.transaction() as conn:
+                conn.execute("INSERT INTO ValidPaths (path, hash, size, deriver, registration_time) "
+                             "VALUES (?, 'sha256:0', 0, NULL, 0)", (ours,))
+                begun.set()
+                go_on.wait(10)
+
+        thread = threading.Thread(target=register, daemon=True)
+        thread.start()
+        assert begun.wait(10)
+        threading.Timer(0.3, go_on.set).start()
+        pid = os.fork()
+        if pid == 0:
+            code = 99
+            try:
+                signal.alarm(20)
+                store.db.register(theirs, "sha256:1", 1, [], None)
+                code = 0 if store.db.is_valid(ours) and store.db.is_valid(theirs) else 1
+                store.close()  # a `with Store.open()` block unwound
+            except BaseException:
+                code = 98
+            finally:
+                os._exit(code)
+        go_on.set()
+        thread.join(10)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert store.db.is_valid(ours) and store.db.is_valid(theirs)
+        assert store.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        store.close()
+
+
+def _alive_child(then: Callable[[], None]):
+    """Fork; the child runs `then()`, says so through a pipe and stays alive (30 s, killed by the caller).
+    Returns (pid, the pipe's read end): read one byte before looking."""
+    said_r, said_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(said_r)
+            then()
+            os.write(said_w, b"0")
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    os.close(said_w)
+    return pid, said_r
+
+
+def _end(pid: int, said_r: int) -> None:
+    os.close(said_r)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
+def test_a_forked_child_drops_a_cache_entrys_lock(tmp_path):
+    """`fetch/cache.in_use` and `collect` take their flocks by hand, not through PathLock: a child forked inside
+    a build's `in_use` block kept the wheel's shared lock for as long as it lived, so `gc --caches` took the
+    entry for in use long after the build let go (and `collect`'s exclusive one made builds wait)."""
+    from cudapkgs.fetch import cache
+
+    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
+    with cache.in_use(wheel) as alive:
+        assert alive
+        pid, said_r = _alive_child(lambda: None)
+    try:
+        assert os.read(said_r, 1) == b"0"
+        held = cache._try_exclusive(wheel)  # the parent's block ended: nothing holds the entry
+        assert held is not None
+        held.close()
+    finally:
+        _end(pid, said_r)
+
+
+def test_a_forked_child_leaves_the_parent_s_private_directory(tmp_path):
+    """A child unwinding a `private_directory` block the parent was in removed the directory the parent's
+    compiler ran in, and its copy of the directory's lock kept `remove_stale_private_directories` away."""
+    from cudapkgs.python_child import new_private_directory, remove_private_directory
+
+    path = new_private_directory(str(tmp_path))
+    pid, said_r = _alive_child(lambda: remove_private_directory(path))
+    try:
+        assert os.read(said_r, 1) == b"0"
+        assert os.path.isdir(path)  # the parent's, still there
+        import fcntl
+
+        remove_private_directory(path)
+        assert not os.path.exists(path)
+        again = new_private_directory(str(tmp_path))
+        pid2, said2 = _alive_child(lambda: None)
+        try:
+            assert os.read(said2, 1) == b"0"
+            fd = os.open(again, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                from cudapkgs.python_child import _HELD
+
+                _HELD.pop(again).close()  # the parent lets go (as a killed parent would): the child holds nothing
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(fd)
+        finally:
+            _end(pid2, said2)
+    finally:
+        _end(pid, said_r)

@@ -442,3 +442,17 @@ def test_an_allow_record_another_user_could_have_written_allows_nothing(cloned, 
         check_allowed(load_project(cloned / "cudapkgs.toml"))
     _refused(*run(capsys, "shell", "--print-env"), cloned)
     assert not (cloned / "RAN").exists()
+
+
+def test_the_refusal_shows_no_password_of_the_projects_caches(cloned, capsys):
+    """The refusal says what an unallowed project would do, on every command until it is allowed (a CI log):
+    its substituters, mirrors and fetchers were shown as written, a committed ``https://ci:token@…`` whole."""
+    (cloned / "cudapkgs.toml").write_text(
+        'packages = ["hello"]\nfiles = ["evil.py"]\n[config]\n'
+        'substituters = ["https://ci:s3cr3t@cache.example/team"]\n'
+        'sourceMirrors = ["https://m:s3cr3t@mirror.example/src"]\n')
+    code, out, err = run(capsys, "shell", "--print-env")
+    _refused(code, out, err, cloned)
+    assert "s3cr3t" not in err
+    assert "substitute binaries from https://ci:***@cache.example/team" in err
+    assert "https://m:***@mirror.example/src" in err

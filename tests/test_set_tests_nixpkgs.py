@@ -234,6 +234,27 @@ def test_write_gpu_test_python_makes_a_tester_and_its_gpu_check(manifests_dir, t
         cuda.writeGpuTestPython({}, 42)
 
 
+def test_write_gpu_test_python_refuses_libraries_of_another_python_release(manifests_dir, tmp_path):
+    # writeGpuTestPython.nix@04e8a174: assertMsg (isFunction libraries || all python3Packages.hasPythonModule
+    # libraries) "writeGpuTestPython was passed `libraries` from the wrong python release"
+    pkgs = _pkgs(tmp_path, fetchers=["wheels"])
+    cuda, ps312 = pkgs.cudaPackages_13_0, pkgs.python312Packages
+    assert pkgs.python3Packages.pythonVersion != "3.12"
+    with pytest.raises(EvalError, match="from the wrong python release: .*3.12"):
+        cuda.writeGpuTestPython({"libraries": [ps312.numpy]}, "import numpy")
+    with pytest.raises(EvalError, match="from the wrong python release"):
+        cuda.writeGpuTestPython({"libraries": [ps312.numpy.derivation]}, "import numpy")
+    # overridden to that release's set (Nixpkgs' .override {python3Packages = …;}): its interpreter
+    tester = cuda.writeGpuTestPython.override({"python3Packages": ps312})({"libraries": [ps312.numpy]}, "import numpy")
+    env = next(d for d in tester.derivation.deps if "python3-env" in d.name)
+    assert env.attrs["pythonVersion"] == "3.12"
+    # the default release's packages, and a function of the set, as before
+    cuda.writeGpuTestPython({"libraries": [pkgs.python3Packages.numpy]}, "import numpy")
+    cuda.writeGpuTestPython({"libraries": lambda ps: [ps.numpy]}, "import numpy")
+    with pytest.raises(EvalError, match="unknown argument"):
+        cuda.writeGpuTestPython.override({"python": ps312.python})
+
+
 def _program(pkgs, name, script, features):
     """A package whose bin/<name> runs `script`, as a tester needing `features`."""
     return mk_derivation(pkgs.config, {

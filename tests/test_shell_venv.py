@@ -311,3 +311,38 @@ def test_the_pip_guard_runs_no_text_of_the_venvs_path(tmp_path):
     with pytest.raises(ShellVenvError, match="newline"):
         ensure_venv(tmp_path / f"w\ntouch {ran}3\n", PYTHON, [], str(store))
     assert not list(tmp_path.glob("ran*")) and not list(tmp_path.glob("w*"))
+
+
+def test_a_venv_inside_the_store_is_refused(tmp_path):
+    """``--venv $STORE/env``: an entry of the store directory that is no registered store path is junk to
+    `cudapkgs gc`, which deleted the venv with what pip had installed there.  Refused, through a link too."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "to-store").symlink_to(store)
+    for where in (store / "env", tmp_path / "to-store" / "env", store / "a" / "b"):
+        with pytest.raises(ShellVenvError, match="inside the store"):
+            ensure_venv(where, PYTHON, [], str(store))
+    assert list(store.iterdir()) == []
+
+
+def test_the_pip_guard_sees_the_store_however_it_is_spelled(tmp_path):
+    """The guard compared `--target`'s text with the store's: ``--tar DIR`` (optparse takes a prefix),
+    ``PIP_TARGET``, a relative path, ``..`` or a link into the store installed there (the store's directory is
+    writable: a package landed beside the store paths, junk to `cudapkgs gc`)."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "to-store").symlink_to(store)
+    venv = ensure_venv(tmp_path / "venv", PYTHON, [], str(store))
+    env = venv_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, venv, [])
+    wheel = str(_wheel(tmp_path))
+    base = ["pip", "install", "--no-index", "--disable-pip-version-check", "--force-reinstall", "-q"]
+    for extra, more_env in ((["--tar", str(store)], {}), (["--targe=store/x"], {}), (["-t", "venv/../store/y"], {}),
+                            (["--target", "to-store/z"], {}), ([], {"PIP_TARGET": str(store)})):
+        done = subprocess.run(base + extra + [wheel], capture_output=True, text=True, env={**env, **more_env}, cwd=tmp_path)
+        assert done.returncode == 0, (extra, done.stderr)
+        assert "is in the store" in done.stderr, extra
+        assert list(store.iterdir()) == [], extra
+    assert list(venv.glob("lib/python3.*/site-packages/shelldemo/__init__.py"))
+    elsewhere = subprocess.run(base + ["--target", "mine", wheel], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert elsewhere.returncode == 0 and "is in the store" not in elsewhere.stderr
+    assert (tmp_path / "mine" / "shelldemo" / "__init__.py").is_file()

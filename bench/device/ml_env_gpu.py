@@ -8,12 +8,14 @@ usage (on the lent GPU machine, once with the store's interpreter in ``env -i``,
 ``check`` runs each workload once and compares it with a reference computed another way (the CPU, or
 torch for ONNX Runtime): torch matmul and conv (against float64 on the CPU), ``torch.compile`` of a
 function on CUDA (Triton, through ptxas), torchvision's resnet18 forward (random weights: nothing is
-downloaded) and ``ops.nms`` on CUDA (equal to the CPU's), torchaudio's MelSpectrogram on CUDA (against
+downloaded), ``ops.nms`` on CUDA (equal to the CPU's) and ``ops.roi_align`` (against the CPU kernel), torchaudio's MelSpectrogram on CUDA (against
 the CPU), an ONNX model exported from this torch run by an ``InferenceSession`` on
-CUDAExecutionProvider (the provider actually used is checked; results against torch's), a jitted JAX
+CUDAExecutionProvider with ``session.disable_cpu_ep_fallback`` (a node the CUDA provider cannot run fails
+the session instead of running on the CPU; the provider actually used is checked; results against torch's), a jitted JAX
 matmul on the GPU, a CuPy ElementwiseKernel (NVRTC) and a cuBLAS matmul. Then ``/proc/self/maps``: every
 CUDA library mapped (libcu*, libnv*, libcudnn*, libnccl*, …) must come from STOREDIR or be the driver's
-(libcuda.so.1, libnvidia-*), and no soname may be mapped from two places. Exit 1 when a check fails.
+(libcuda.so.1, libnvidia-*), no soname may be mapped from two places, and at most one CUDA runtime
+(``libcudart.so.*``) may be mapped. Exit 1 when a check fails.
 
 ``speed`` times the same kernels (CUDA events; median of ``--iters`` after ``--warmup``): torch bf16
 matmul 8192³ and a bf16 channels-last conv (64×256×56×56, 3×3), JAX bf16 matmul 8192³, CuPy fp32 matmul
@@ -37,10 +39,17 @@ CUDA_PREFIXES = ("libcu", "libnv", "libcudnn", "libnccl", "libcublas", "libcufft
 DRIVER_PREFIXES = ("libcuda.so", "libnvidia-", "libnvcuvid", "libnvoptix")
 
 
-def maps_report(store: str | None) -> dict:
-    """CUDA libraries mapped in this process: {"libraries": {soname: [paths]}, "problems": [...]}."""
-    with open("/proc/self/maps", "rb") as f:
-        text = f.read(64 << 20).decode(errors="replace")
+def maps_report(store: str | None, text: str | None = None) -> dict:
+    """CUDA libraries mapped in this process: {"libraries": {soname: [paths]}, "runtimes": [...], "problems": [...]}.
+
+    `text`: a ``/proc/PID/maps`` text (default: this process's, at most 64 MiB read). Problems: a library
+    mapped from two places; one from outside `store` that is not the driver's; and more than one CUDA
+    runtime (``libcudart.so.*`` under two sonames, e.g. 12 and 13: two CUDAs in one process, which the
+    same-soname check alone does not catch).
+    """
+    if text is None:
+        with open("/proc/self/maps", "rb") as f:
+            text = f.read(64 << 20).decode(errors="replace")
     libraries: dict[str, set[str]] = {}
     for line in text.splitlines():
         fields = line.split(None, 5)
@@ -59,7 +68,11 @@ def maps_report(store: str | None) -> dict:
                 continue
             if store and not path.startswith(store.rstrip("/") + "/"):
                 problems.append(f"{name} from outside the store: {path}")
-    return {"libraries": {k: sorted(v) for k, v in sorted(libraries.items())}, "problems": problems}
+    runtimes = sorted(name for name in libraries if name.startswith("libcudart.so"))
+    if len(runtimes) > 1:
+        problems.append(f"{len(runtimes)} CUDA runtimes mapped: {runtimes}")
+    return {"libraries": {k: sorted(v) for k, v in sorted(libraries.items())}, "runtimes": runtimes,
+            "problems": problems}
 
 
 def close(a, b, rtol: float, atol: float) -> tuple[bool, float]:
@@ -117,6 +130,14 @@ def check_torchvision(out: dict) -> None:
     keep_cpu = torchvision.ops.nms(boxes, scores, 0.5)
     out["torchvision"]["nms"] = {"ok": bool(torch.equal(keep_gpu, keep_cpu)), "kept": int(keep_gpu.numel()),
                                  "device": "cuda"}
+    # roi_align: torchvision's own CUDA kernel (csrc/ops/cuda/roi_align_kernel.cu), against its CPU kernel
+    features = torch.randn(2, 16, 64, 64, generator=g)
+    rois = torch.cat([torch.randint(0, 2, (300, 1), generator=g).float(), boxes[:300] / 8], 1)
+    ref = torchvision.ops.roi_align(features, rois, (7, 7), spatial_scale=1.0, sampling_ratio=2, aligned=True)
+    got = torchvision.ops.roi_align(features.cuda(), rois.cuda(), (7, 7), spatial_scale=1.0, sampling_ratio=2,
+                                    aligned=True).cpu()
+    ok, err = close(got, ref, 1e-4, 1e-5)
+    out["torchvision"]["roi_align"] = {"ok": ok, "err": err, "shape": list(got.shape), "device": "cuda"}
 
 
 def check_torchaudio(out: dict) -> None:
@@ -156,13 +177,17 @@ def check_onnxruntime(out: dict) -> None:
     x = torch.randn(8, 3, 32, 32)
     buffer = io.BytesIO()
     torch.onnx.export(model, (x,), buffer, input_names=["x"], output_names=["y"], dynamo=False)
-    session = ort.InferenceSession(buffer.getvalue(), providers=["CUDAExecutionProvider"])
+    options = ort.SessionOptions()
+    # no CPU fallback: the session is refused if any node would run on the CPU provider instead
+    options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    session = ort.InferenceSession(buffer.getvalue(), options, providers=["CUDAExecutionProvider"])
     got = session.run(None, {"x": x.numpy()})[0]
     with torch.no_grad():
         ref = model(x).numpy()
     ok, err = close(got, ref, 1e-3, 1e-4)
     used = session.get_providers()
-    out["onnxruntime"]["session"] = {"ok": ok and used[0] == "CUDAExecutionProvider", "err": err, "providers": used}
+    out["onnxruntime"]["session"] = {"ok": ok and used[0] == "CUDAExecutionProvider", "err": err, "providers": used,
+                                     "cpu_fallback": "disabled"}
 
 
 def check_jax(out: dict) -> None:

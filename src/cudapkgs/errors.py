@@ -168,6 +168,19 @@ def shown_cache_url(url: str) -> str:
         return "(a cache URL)"
 
 
+def masked_urls(value: object) -> object:
+    """`value` (JSON data: dicts, lists, strings, numbers) with every string passed through `shown_cache_url`:
+    a ``--json`` output that names fetchers, mirrors or caches (``mirror:https://ci:token@…``) shows no
+    password.  Dict keys are kept; other values as they are."""
+    if isinstance(value, str):
+        return shown_cache_url(value) if "@" in value else value
+    if isinstance(value, dict):
+        return {k: masked_urls(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked_urls(v) for v in value]
+    return value
+
+
 def shell_word(path: object) -> str:
     """`path` as one word of a command a message tells the user to run (`shown`, then quoted as a POSIX
     shell needs: ``shlex.quote``), so pasting the command runs that command and nothing else.

@@ -30,7 +30,8 @@ POLL_IN)``), and ``SIGIO``'s default action ends a process (signal(7)). This sav
 Python interpreter per compilation (about 17 ms of CPU each: a realisation of the ML
 environment started 56 supervisors, 20 of them for byte compilation; docs/bench-wheels.md,
 sixth round). A child that leaves its group (``setsid``) or handles ``SIGIO`` is not
-covered: bash phases, which run anything, keep the supervisor.
+covered by the group's signal: bash phases, which run anything, keep the supervisor, and an import
+check's interpreter runs `REAPER_CODE` itself (``builders.rewired_wheel_steps``).
 """
 
 from __future__ import annotations
@@ -42,11 +43,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["finish_phase", "popen_group", "popen_phase"]
+__all__ = ["REAPER_CODE", "cut_lifeline", "finish_phase", "popen_group", "popen_phase"]
 
-_SUPERVISOR = r"""
-import os, select, signal, sys
-lifeline = int(sys.argv[1])
+#: Python source (standard library only) that makes the interpreter running it a child subreaper (``reaper``:
+#: whether that worked) and defines ``kill_all()``: SIGKILL every process below it, through pidfds, until none is
+#: left, reaping them.  The supervisor's, and an import check's (`builders.rewired_wheel_steps`): a process
+#: started below either is re-parented to it when orphaned, ``setsid`` or not, and so still found and killed.
+REAPER_CODE = r"""
+import os, signal
 try:
     import ctypes
     reaper = ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
@@ -55,10 +59,11 @@ except Exception:
 
 def descendants():
     # (pid, parent pid) of every live process below this one; zombies only wait to be reaped.
-    try:  # the usual case, no child left: one small read instead of a walk over /proc
-        with open("/proc/self/task/%d/children" % os.getpid()) as f:
-            if not f.read().split():
-                return []
+    try:  # the usual case, no child left: a small read per thread instead of a walk over /proc
+        # (every thread's: a child belongs to the thread that started it, and an import check's
+        # module may start processes from a thread of its own)
+        if not any(open("/proc/self/task/%s/children" % t).read().split() for t in os.listdir("/proc/self/task")):
+            return []
     except OSError:
         pass
     parents, zombies = {}, set()
@@ -119,6 +124,12 @@ def kill_all():
                 os.close(fd)
         time.sleep(0.002)
 
+"""
+
+_SUPERVISOR = r"""
+import os, select, signal, sys
+lifeline = int(sys.argv[1])
+""" + REAPER_CODE + r"""
 pid = os.fork()
 if pid == 0:
     os.close(lifeline)
@@ -184,12 +195,15 @@ def popen_phase(argv: Sequence[str], *, executable: str, env: Mapping[str, str],
     return proc
 
 
-def popen_group(argv: Sequence[str], *, executable: str, env: Mapping[str, str], cwd: Any, **kwargs: Any) -> subprocess.Popen:
+def popen_group(argv: Sequence[str], *, executable: str, env: Mapping[str, str], cwd: Any,
+                lifeline_argument: str | None = None, **kwargs: Any) -> subprocess.Popen:
     """Start `argv` (run as `executable`) in a new session and process group that the kernel kills (``SIGIO``)
     when cudapkgs dies, with no supervisor process (see the module docstring); a `Popen`.
 
     Keyword arguments go to `subprocess.Popen` (stdout, stderr, text, …; not ``pass_fds``). Call
-    `finish_phase` once the process has ended. Where ``O_ASYNC`` or ``F_SETOWN`` is missing (not Linux),
+    `finish_phase` once the process has ended.  Each element of `argv` equal to `lifeline_argument` is
+    replaced by the number of the lifeline's read end in the child, for a child that watches it itself
+    (EOF when cudapkgs' end closes: `cut_lifeline`, or cudapkgs' death). Where ``O_ASYNC`` or ``F_SETOWN`` is missing (not Linux),
     `popen_phase` is used instead. Raises OSError as `subprocess.Popen` does.
     """
     import fcntl
@@ -197,6 +211,8 @@ def popen_group(argv: Sequence[str], *, executable: str, env: Mapping[str, str],
     if not hasattr(os, "O_ASYNC") or not hasattr(fcntl, "F_SETOWN"):
         return popen_phase(argv, executable=executable, env=env, cwd=cwd, **kwargs)
     read_end, write_end = os.pipe()  # both close-on-exec; read_end is passed on explicitly
+    if lifeline_argument is not None:
+        argv = [str(read_end) if a == lifeline_argument else a for a in argv]
     try:
         proc = subprocess.Popen(list(argv), executable=executable, env=dict(env), cwd=cwd, pass_fds=(read_end,),
                                 start_new_session=True, **kwargs)
@@ -215,6 +231,16 @@ def popen_group(argv: Sequence[str], *, executable: str, env: Mapping[str, str],
         os.close(read_end)
     proc._cudapkgs_lifeline = write_end  # type: ignore[attr-defined]
     return proc
+
+
+def cut_lifeline(proc: subprocess.Popen) -> None:
+    """Close cudapkgs' end of `proc`'s lifeline now, as cudapkgs' death would (idempotent): its group is
+    sent ``SIGIO`` (`popen_group`), its supervisor or a child watching the lifeline sees EOF and kills what
+    is below it; `finish_phase` still follows."""
+    lifeline = getattr(proc, "_cudapkgs_lifeline", None)
+    if lifeline is not None:
+        proc._cudapkgs_lifeline = None  # type: ignore[attr-defined]
+        os.close(lifeline)
 
 
 def finish_phase(proc: subprocess.Popen) -> None:

@@ -322,10 +322,13 @@ def describe_project(project: Project) -> list[str]:
         "python3Executable": "run {} as the host Python",
         "driverLibDir": "look for the driver in {}",
     }
+    from .errors import shown_cache_url  # a committed https://ci:token@… is shown as https://ci:***@…
+
     for key, template in what.items():
         if key in shown:
             value = shown[key]
-            lines.append(template.format(", ".join(map(str, value)) if isinstance(value, (list, tuple)) else value))
+            lines.append(template.format(", ".join(shown_cache_url(str(v)) for v in value)
+                                         if isinstance(value, (list, tuple)) else shown_cache_url(str(value))))
     rest = [k for k in project.config if k not in what and k != "overlays"]
     if rest:
         lines.append("set " + ", ".join(rest))

@@ -35,6 +35,7 @@ import sys
 from contextlib import contextmanager
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
+    from .store.locks import HeldDescriptor
     import subprocess
     from collections.abc import Iterator
 
@@ -70,8 +71,9 @@ def private_directory() -> Iterator[str]:
 
 _PREFIX = "cudapkgs-cwd-"
 # path -> a descriptor of the directory holding an exclusive flock for as long as it is in use
-# (close-on-exec: no child holds it). A killed process's locks go with it: `remove_stale_private_directories`.
-_HELD: dict[str, int] = {}
+# (close-on-exec: no child holds it; a forked child drops its copy, `store.locks.HeldDescriptor`). A
+# killed process's locks go with it: `remove_stale_private_directories`.
+_HELD: dict[str, HeldDescriptor] = {}
 _swept: set[str] = set()  # the temporary directories swept by this process (once each)
 #: How young a directory is never taken for stale (seconds): the moment between its mkdtemp and its flock.
 STALE_AFTER = 60.0
@@ -91,21 +93,29 @@ def new_private_directory(directory: str | None = None) -> str:
         _swept.add(parent)
         remove_stale_private_directories(parent)
     path = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent)
+    from .store.locks import HeldDescriptor
+
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    held = HeldDescriptor(fd)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    _HELD[path] = fd
+    _HELD[path] = held
     return path
 
 
 def remove_private_directory(path: str) -> None:
-    """Remove a directory `new_private_directory` made, with what a child left in it (errors ignored)."""
+    """Remove a directory `new_private_directory` made, with what a child left in it (errors ignored).
+
+    Not in a forked child for a directory its parent made (the child's copy of the lock was dropped): a
+    child unwinding the parent's block removed the directory the parent's compiler was running in."""
     import shutil
 
+    held = _HELD.pop(path, None)
+    if held is not None and held.dropped:
+        return
     if os.path.basename(path).startswith(_PREFIX):
         shutil.rmtree(path, ignore_errors=True)
-    fd = _HELD.pop(path, None)
-    if fd is not None:
-        os.close(fd)
+    if held is not None:
+        held.close()
 
 
 def remove_stale_private_directories(directory: str) -> list[str]:

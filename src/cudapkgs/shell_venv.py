@@ -48,7 +48,10 @@ _MAKING = ".cudapkgs-shell-venv-unfinished"
 _FORMAT = 1
 
 #: The venv's ``pip``, ``pip3`` and ``pip3.X`` (bash): pip of the venv's interpreter, with an install
-#: location inside the store replaced by the venv, saying so.
+#: location inside the store replaced by the venv, saying so: ``--target``/``--prefix``/``--root`` or an
+#: unambiguous prefix of them (optparse takes ``--tar``), ``-t``, or ``PIP_TARGET``/``PIP_PREFIX``/``PIP_ROOT``;
+#: compared by real path (``realpath -m``: relative, ``..``, a link into the store).  Short options run
+#: together (``-qt DIR``) are not read: the store's paths are read-only whatever pip is told.
 PIP_GUARD = r"""#!/bin/bash
 # cudapkgs shell: pip of this shell's own environment; the store is never installed into.
 venv=@VENV@
@@ -60,13 +63,27 @@ say() {
   said=1
   echo "cudapkgs: pip: $1 is in the store ($store), which is read-only; installing into this shell's environment $venv instead" >&2
 }
+# A location in the store, however spelled (relative, with .., through a link): its real path.
+real() { realpath -m -- "$1" 2>/dev/null || printf '%s\n' "$1"; }
+rstore=$(real "$store")
+in_store() {
+  [ -n "$1" ] || return 1
+  local p
+  p=$(real "$1")
+  case "$p" in "$rstore"|"$rstore"/*) return 0 ;; esac
+  return 1
+}
+for var in PIP_TARGET PIP_PREFIX PIP_ROOT; do
+  if in_store "${!var:-}"; then say "${!var}"; unset "$var"; fi
+done
 while [ $# -gt 0 ]; do
+  # pip's options parser (optparse) takes any unambiguous prefix of a long option: --tar, --pref
   case "$1" in
-    -t|--target|--prefix|--root)
-      case "${2:-}" in "$store"|"$store"/*) say "$2"; shift 2; continue ;; esac ;;
-    --target=*|--prefix=*|--root=*|-t?*)
+    -t|--ta|--tar|--targ|--targe|--target|--pref|--prefi|--prefix|--root)
+      if in_store "${2:-}"; then say "$2"; shift 2; continue; fi ;;
+    --ta=*|--tar=*|--targ=*|--targe=*|--target=*|--pref=*|--prefi=*|--prefix=*|--root=*|-t?*)
       v=${1#*=}; [ "$v" = "$1" ] && v=${1#-t}
-      case "$v" in "$store"|"$store"/*) say "$v"; shift; continue ;; esac ;;
+      if in_store "$v"; then say "$v"; shift; continue; fi ;;
   esac
   args+=("$1")
   shift
@@ -148,7 +165,7 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
     Reused when its mark names the same interpreter (its ``.pth`` then rewritten to `site_dirs` when
     they differ, as with ``--venv DIR`` for another shell); made with ``python -m venv`` and
     ``ensurepip`` otherwise.  Raises `ShellVenvError` naming the directory: a link, a directory that
-    is not a shell venv, a venv of another interpreter, a path holding a control character (a newline:
+    is not a shell venv, a venv of another interpreter, one inside the store, a path holding a control character (a newline:
     Python's venv writes it into ``pyvenv.cfg`` raw, where it would add a setting), or the interpreter
     failing (its last output).
     """
@@ -158,6 +175,7 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in str(venv)):  # pyvenv.cfg's `command =` line takes it raw
         raise ShellVenvError(f"{str(venv)!r}: a shell environment's path cannot hold a newline or another "
                              "control character; pass --venv DIR elsewhere")
+    _refuse_inside_store(venv, store_dir)
     venv.parent.mkdir(parents=True, exist_ok=True)
     lock = acquire_saying_so(PathLock(venv.parent / f".{venv.name}.lock"), f"the shell environment {venv}")
     try:
@@ -192,6 +210,18 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
     finally:
         lock.release()
     return venv
+
+
+def _refuse_inside_store(venv: Path, store_dir: str) -> None:
+    """Raise `ShellVenvError` when `venv` is or lies in the store directory (its real path, through any
+    link above it): an entry there that is no registered store path is junk to `cudapkgs gc`, which
+    deleted the venv and what was installed in it (``--venv $STORE/env``), and the pip guard would not
+    tell the venv from the store."""
+    store = os.path.realpath(store_dir)
+    real = os.path.realpath(venv)
+    if real == store or real.startswith(store.rstrip("/") + "/"):
+        raise ShellVenvError(f"{venv} is inside the store {store_dir}, whose entries are store paths only "
+                             "(`cudapkgs gc` deletes anything else); pass --venv DIR elsewhere")
 
 
 def _pip_guard(venv: Path, store_dir: str) -> str:

@@ -533,6 +533,93 @@ def test_an_import_check_dies_with_cudapkgs(tmp_path):
     assert ended, "the import check outlived cudapkgs"
 
 
+_DAEMON = (  # the import starts a daemon the classic way: double fork, setsid, and returns
+    "import os, time\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    if os.fork() == 0:\n"
+    "        open({pid_file!r}, 'w').write(str(os.getpid()))\n"
+    "        time.sleep(120)\n"
+    "    os._exit(0)\n"
+    "for _ in range(1000):\n"
+    "    if os.path.exists({pid_file!r}) and open({pid_file!r}).read():\n"
+    "        break\n"
+    "    time.sleep(0.01)\n")
+
+
+def _daemon_ended(pid_file) -> bool:
+    daemon = int(pid_file.read_text())
+    ended = _ended(daemon)
+    if not ended:
+        os.kill(daemon, signal.SIGKILL)
+    return ended
+
+
+@pytest.mark.parametrize("then", ["returns", "hangs"])
+def test_a_daemon_an_import_check_started_ends_with_the_check(tmp_path, monkeypatch, then):
+    """A module whose import starts a daemon (double fork, setsid: out of the check's session and group)
+    left it running after the check, whether the import returned or was killed past its time (the group
+    kill does not reach it).  The checking interpreter is now a child subreaper: the daemon is re-parented
+    to it and killed when the import ends or is cut off."""
+    from cudapkgs.builders import rewired_wheel_steps as steps
+
+    pid_file = tmp_path / "daemon.pid"
+    site, env = _import_check_site(tmp_path, _DAEMON.format(pid_file=str(pid_file))
+                                   + ("time.sleep(120)\n" if then == "hangs" else ""))
+    monkeypatch.setattr(steps, "IMPORT_CHECK_TIMEOUT", 3)
+    monkeypatch.setattr(steps, "_AFTER_KILL_S", 2, raising=False)
+    if then == "returns":
+        steps._import_check("hang", site, env, io.StringIO())
+    else:
+        with pytest.raises(steps.RewireError, match="did not finish within 3 s"):
+            steps._import_check("hang", site, env, io.StringIO())
+    assert _daemon_ended(pid_file), "the daemon the import started outlived the check"
+
+
+def test_a_process_an_import_check_started_from_a_thread_ends_with_the_check(tmp_path, monkeypatch):
+    """The reaper looked first at the main thread's children only (/proc/self/task/<pid>/children): a process
+    the import started from another thread, in a session of its own, was taken for nothing left."""
+    from cudapkgs.builders import rewired_wheel_steps as steps
+
+    pid_file = tmp_path / "daemon.pid"
+    site, env = _import_check_site(tmp_path, (
+        "import subprocess, sys, threading\n"
+        "def start():\n"
+        "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True,\n"
+        "                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "thread = threading.Thread(target=start)\n"
+        "thread.start()\n"
+        "thread.join()\n"))
+    monkeypatch.setattr(steps, "IMPORT_CHECK_TIMEOUT", 20)
+    steps._import_check("hang", site, env, io.StringIO())
+    assert _daemon_ended(pid_file), "the process started from a thread outlived the check"
+
+
+def test_a_daemon_an_import_check_started_dies_with_cudapkgs(tmp_path):
+    """cudapkgs SIGKILLed while an import check runs: the group's SIGIO did not reach a daemon the import
+    started in a session of its own.  The checker's watcher kills it."""
+    import time
+
+    pid_file = tmp_path / "daemon.pid"
+    site, env = _import_check_site(tmp_path, _DAEMON.format(pid_file=str(pid_file)) + "time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import io, sys\n"
+        "from pathlib import Path\n"
+        "from cudapkgs.builders.rewired_wheel_steps import _import_check\n"
+        f"_import_check('hang', Path({str(site)!r}), {env!r}, io.StringIO())\n")],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        for _ in range(2000):
+            if pid_file.is_file() and pid_file.read_text().strip():
+                break
+            time.sleep(0.01)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    assert _daemon_ended(pid_file), "the daemon the import started outlived cudapkgs"
+
+
 def test_a_rewired_wheel_loses_its_bin_byte_code_and_keeps_a_bare_pyc(tmp_path):
     """As the source-built install (and Nixpkgs' pythonRemoveBinBytecodePhase): every .pyc under $out/bin goes
     with the shipped __pycache__ ones; a bare .pyc in site-packages stays (pypa/installer keeps it)."""

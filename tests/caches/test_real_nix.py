@@ -98,3 +98,54 @@ def test_nix_substitutes_a_multi_frame_zstd_nar(tmp_path, monkeypatch):
     _nix("nix", *NIX, "copy", "--from", f"file://{tmp_path}/cache?store={tmp_path}/store", "--to", nix_store, path)
     assert open(os.path.join(path, "text"), "rb").read() == b"frames " * 300_000
     assert _nix("nix-store", "--store", nix_store, "--verify-path", path) == ""
+
+
+def test_nix_substitutes_nars_at_level_19_and_with_a_long_window(tmp_path):
+    """What `copy --to 'file://…?compression-level=19'` writes, and a NAR as `zstd --long` (window 2^27,
+    `compression.ZSTD_WINDOW_LOG_MAX`: the most our decoder takes) writes it, are both read by Nix's
+    decompressor (libarchive's, at libzstd's default window limit)."""
+    import hashlib
+
+    import zstandard
+
+    from cudapkgs.store.caches.compression import ZSTD_WINDOW_LOG_MAX
+    from cudapkgs.store.paths import base32_encode
+
+    with Store.open(tmp_path / "store") as store:
+        def tree(out):
+            out.mkdir()
+            (out / "text").write_bytes(b"levels " * 300_000)
+
+        def other(out):
+            out.mkdir()
+            (out / "text").write_bytes(b"window " * 300_000)
+
+        path, long_path = store.add_path("level19", tree), store.add_path("long", other)
+        cache = open_cache(f"file://{tmp_path}/cache?compression-level=19")
+        cache.upload_closure(store, [path, long_path])  # unsigned: the CA lines vouch
+        info = cache.narinfo(long_path)
+        nar_file = tmp_path / "cache" / info.url
+        params = zstandard.ZstdCompressionParameters.from_level(3, window_log=ZSTD_WINDOW_LOG_MAX, enable_ldm=True,
+                                                                write_content_size=False)
+        # streamed, its size untold: the window stays 2^27 (told the size, libzstd would shrink it to the NAR's)
+        compressor = zstandard.ZstdCompressor(compression_params=params).compressobj()
+        nar_bytes = zstandard.ZstdDecompressor().stream_reader(nar_file.read_bytes(), read_across_frames=True).read()
+        data = compressor.compress(nar_bytes) + compressor.flush()
+        assert zstandard.get_frame_parameters(data).window_size == 1 << ZSTD_WINDOW_LOG_MAX
+        file_hash = base32_encode(hashlib.sha256(data).digest())
+        nar_file.unlink()
+        (tmp_path / "cache" / f"nar/{file_hash}.nar.zst").write_bytes(data)
+        narinfo = tmp_path / "cache" / f"{os.path.basename(long_path)[:32]}.narinfo"
+        narinfo.write_text("".join(
+            f"URL: nar/{file_hash}.nar.zst\n" if line.startswith("URL: ") else
+            f"FileHash: sha256:{file_hash}\n" if line.startswith("FileHash: ") else
+            f"FileSize: {len(data)}\n" if line.startswith("FileSize: ") else line + "\n"
+            for line in narinfo.read_text().splitlines()))
+    shutil.move(tmp_path / "store", tmp_path / "ours-aside")
+    (tmp_path / "probe").write_text("")
+    _nix("nix-store", "--store", f"local?store={tmp_path}/probe-store&state={tmp_path}/probe-state", "--add", str(tmp_path / "probe"), probe=True)
+    nix_store = _local(tmp_path, "nix")
+    _nix("nix", *NIX, "copy", "--from", f"file://{tmp_path}/cache?store={tmp_path}/store", "--to", nix_store, path, long_path)
+    assert open(os.path.join(long_path, "text"), "rb").read() == b"window " * 300_000
+    for p in (path, long_path):
+        assert _nix("nix-store", "--store", nix_store, "--verify-path", p) == ""

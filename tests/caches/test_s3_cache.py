@@ -50,7 +50,7 @@ def test_upload_then_substitute_through_s3(bucket_url, tmp_path):
 def test_bad_s3_urls_and_a_server_that_does_not_answer(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with pytest.raises(CacheError, match="unknown S3 parameter"):
+    with pytest.raises(CacheError, match="unknown setting .colour."):
         open_cache("s3://b?colour=red")
     cache = open_cache(f"s3://b?endpoint=127.0.0.1:{free_port()}&scheme=http")
     with pytest.raises(CacheUnavailable, match="does not answer"):

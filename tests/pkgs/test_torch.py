@@ -376,3 +376,16 @@ def test_torch_testers_are_write_gpu_test_python_programs(manifests_dir):
         assert check.attrs["requiredSystemFeatures"] == feature
         assert tester.drvPath in {d.drv_path for d in check.deps}
     assert not is_tester(tests, "compileCpu")  # the builds stay as they were
+
+
+def test_the_testers_of_another_interpreters_torch_run_with_that_interpreter(manifests_dir):
+    # found on the GPU (2026-12-07): python312Packages.torch's tester-cudaAvailable ran the default
+    # python3 (3.11) with the 3.12 torch's site-packages, so `import torch` could never work there
+    from cudapkgs.testers import collect_tests
+
+    ps = at("cudaPackages_13_0.pkgs.pkgsCuda.python312Packages", **WHEELS_ONLY)
+    tester = collect_tests(ps.torch)["tester-cudaAvailable"]
+    env = next(d for d in tester.derivation.deps if "python3-env" in d.name)
+    assert env.attrs["pythonVersion"] == "3.12" and env.name.endswith("3.12.1"), env.name
+    default = collect_tests(at("cudaPackages_13_0.pkgs.pkgsCuda.python3Packages.torch", **WHEELS_ONLY))["tester-cudaAvailable"]
+    assert default.drvPath != tester.drvPath

@@ -173,3 +173,26 @@ def test_auto_writes_directly_only_where_free_page_reporting_is_on(tmp_path, acc
     assert direct_writes_wanted(tmp_path, BLOCK, sysfs=off) and direct_writes_wanted(tmp_path, BLOCK, sysfs=odd)
     monkeypatch.setenv("CUDAPKGS_DIRECT_WRITES", "off")
     assert not direct_writes_wanted(tmp_path, 1 << 40, sysfs=on)
+
+
+def test_a_read_that_blocks_is_unknown_after_the_deadline(tmp_path, monkeypatch):
+    """A sysfs attribute whose driver holds a lock, or a FUSE or network file system at the root, blocks
+    `open` or `read` (no timeout to give them): a write asking under ``auto`` waited for ever."""
+    root = fake_sysfs(tmp_path)
+    released = threading.Event()
+    real_read = page_reporting._read
+
+    def blocking_read(root_fd, parts):
+        if parts[-1] == "features":
+            released.wait(60)
+        return real_read(root_fd, parts)
+
+    monkeypatch.setattr(page_reporting, "_read", blocking_read)
+    monkeypatch.setattr(page_reporting, "DEADLINE_S", 0.2, raising=False)
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(free_page_reporting(root)), daemon=True)
+    thread.start()
+    thread.join(30)
+    released.set()
+    thread.join(5)
+    assert answers == ["unknown"]

@@ -531,17 +531,25 @@ def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) 
     from ..python_child import private_directory
 
     # In a process group of its own that dies with cudapkgs (`process_group.popen_group`: the kernel signals
-    # it when cudapkgs' end of a pipe closes; no supervisor interpreter), and is killed whole past 600 s.
-    from ..process_group import finish_phase, popen_group
+    # it when cudapkgs' end of a pipe closes; no supervisor interpreter), and is killed whole past 600 s;
+    # the checking interpreter itself is a subreaper that kills what the import left, setsid or not
+    # (`_CHECK_PROGRAM`).
+    from ..process_group import cut_lifeline, finish_phase, popen_group
 
     if os.sep in python:
         python = os.path.abspath(python)
     with private_directory() as cwd:
-        proc = popen_group([python, "-c", f"import {module}"], executable=python, env=run_env, cwd=cwd,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        proc = popen_group([python, "-c", _CHECK_PROGRAM, "@LIFELINE@", module], executable=python, env=run_env,
+                           cwd=cwd, lifeline_argument="@LIFELINE@", stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, errors="replace")
         try:
             output, _ = proc.communicate(timeout=IMPORT_CHECK_TIMEOUT)
         except subprocess.TimeoutExpired:
+            cut_lifeline(proc)  # the checker kills what is below it, escaped or not, and ends
+            try:
+                proc.wait(timeout=_AFTER_KILL_S)
+            except subprocess.TimeoutExpired:
+                pass
             finish_phase(proc)
             try:  # bounded: a process the import started in a session of its own (out of the killed group) may
                 proc.communicate(timeout=_AFTER_KILL_S)  # hold the output pipe open for as long as it lives
@@ -554,6 +562,44 @@ def _import_check(module: str, site: Path, env: Mapping[str, str], log: TextIO) 
     if proc.returncode != 0:
         tail = "\n  ".join(output.strip().splitlines()[-15:])
         raise RewireError(f"pythonImportsCheck: import {module} failed (exit status {proc.returncode}):\n  {tail}")
+
+
+def _check_program() -> str:
+    from ..process_group import REAPER_CODE
+
+    return REAPER_CODE + r"""
+import sys, threading
+lifeline, module = int(sys.argv[1]), sys.argv[2]
+del sys.argv[1:]
+
+def watch():  # nothing is ever written: EOF when cudapkgs' end closes (its death, or the check's time up)
+    try:
+        while os.read(lifeline, 64):
+            pass
+    except OSError:
+        pass
+    kill_all()
+    os._exit(137)
+
+# The lifeline's SIGIO (to the whole group) would end this interpreter before the watcher killed what
+# left the group: handled, the watcher ends it instead.
+signal.signal(signal.SIGIO, lambda *_: None)
+threading.Thread(target=watch, daemon=True).start()
+try:
+    import importlib
+    importlib.import_module(module)
+finally:
+    kill_all()  # an import leaves nothing running, in its group or out of it (setsid)
+"""
+
+
+#: What an import check runs (``python -c``, then the lifeline's descriptor and the module): the import, in an
+#: interpreter that is a child subreaper (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``, prctl(2); `process_group.REAPER_CODE`),
+#: so a process the import starts and orphans (a daemon's double fork, ``setsid``) is re-parented to it, not
+#: to init, and killed when the import ends, when cudapkgs dies (a thread watching the lifeline) or past
+#: `IMPORT_CHECK_TIMEOUT` (cudapkgs closes the lifeline first).  No extra interpreter: ``ctypes`` and a thread
+#: in the one that imports.  Where prctl fails (not Linux) only the group is killed, as before.
+_CHECK_PROGRAM = _check_program()
 
 
 #: Seconds an import check may take (`_import_check`) before its process group is killed and the build fails.

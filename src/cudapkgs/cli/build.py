@@ -78,7 +78,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--keep-failed", action="store_true", help="keep the build directory of a failed build (its path is printed)")
     p.add_argument("--push-to", metavar="URL",
                    help="after building, upload the closures of the results to this binary cache "
-                   "(file:///dir, http(s)://…, s3://bucket?…); paths it has already are skipped")
+                   "(file:///dir, http(s)://…, s3://bucket?…; zstd, ?compression-level=N for 1-22, default 3); paths it has "
+                   "already are skipped")
     p.add_argument("--sign-key", metavar="FILE", help="with --push-to: sign the narinfos with this secret key")
     p.add_argument("--no-substitute", action="store_true",
                    help="do not ask the configured substituters; build everything that is missing")
@@ -101,6 +102,12 @@ def run_build(args: argparse.Namespace) -> int:
         from ..realise.build_cores import CORES_VARIABLE
 
         os.environ[CORES_VARIABLE] = str(args.cores)
+    push_cache = None
+    if args.push_to:  # a bad cache URL (its compression-level too) refused before anything is evaluated or built
+        from ..store.caches import open_cache
+
+        push_cache = open_cache(args.push_to)
+        push_cache.checked_level("zstd")
     cached = _cached_derivations(args) if args.attrpaths else None
     if cached is not None:
         store_dir, items = cached
@@ -109,11 +116,10 @@ def run_build(args: argparse.Namespace) -> int:
     max_cache_size = _max_cache_size(args)
     substituters = None if args.no_substitute else substituters_from_args(args)
     push = None
-    if args.push_to:
-        from ..store.caches import open_cache
+    if push_cache is not None:
         from ..store.caches.signing import SecretKey
 
-        push = (open_cache(args.push_to), SecretKey.load(args.sign_key) if args.sign_key else None)
+        push = (push_cache, SecretKey.load(args.sign_key) if args.sign_key else None)
     elif args.sign_key:
         from ..errors import UsageError
 
@@ -428,12 +434,15 @@ def _open_store(store_dir: str, *, create: bool) -> Any:
 
 
 def _print_plan(the_plan: Any, as_json: bool) -> None:
+    from ..errors import shown_cache_url  # a mirror fetcher's password is never printed
     from ..table import format_size
 
     if as_json:
         import json
 
-        print(json.dumps(the_plan.to_json(), indent=2))
+        from ..errors import masked_urls
+
+        print(json.dumps(masked_urls(the_plan.to_json()), indent=2))
         return
     if the_plan.nothing_to_do:
         print("nothing to fetch or build: every output is valid")
@@ -467,7 +476,7 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
         rows = []
         for f in fetches:
             choice = f.choice
-            fetcher = choice.fetcher if choice is not None else "url"
+            fetcher = shown_cache_url(choice.fetcher) if choice is not None else "url"
             what = choice.what if choice is not None else f.name
             if f.cached:  # the size too where known: what a machine without the cache would download
                 known = choice.size if choice.size is not None else f.size
@@ -478,7 +487,7 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
         print("\n".join("  " + line for line in format_table(["FILE", "FETCHER", "DOWNLOAD"], rows).splitlines()))
         notes = {r for f in fetches if f.choice is not None for r in f.choice.passed_over}
         for note in sorted(notes):
-            print(f"  passed over: {note}")
+            print(f"  passed over: {shown_cache_url(note)}")
         for line in _untried_lines(fetches):
             print(f"  {line}")
     print(f"{_these(len(the_plan.to_build), 'derivation')} will be built:")
@@ -505,13 +514,17 @@ def _distinct(fetches: Any) -> list[Any]:
 
 def _skipped_lines(the_plan: Any) -> list[str]:
     """One line per fetcher the plan skips because its host did not answer the probe."""
-    return [f"skipped for this plan: fetcher {fetcher} ({host} does not answer: {why}); its sources come from "
+    from ..errors import shown_cache_url
+
+    return [f"skipped for this plan: fetcher {shown_cache_url(fetcher)} ({host} does not answer: {why}); its sources come from "
             f"the next configured fetcher" for fetcher, host, why in the_plan.skipped]
 
 
 def _untried_lines(fetches: Any) -> list[str]:
     """One line per host the plan did not contact: what would come from it, and that it was not tried."""
     from ..table import format_size
+
+    from ..errors import shown_cache_url
 
     by_host: dict[tuple[str, str], list[Any]] = {}
     for f in fetches:
@@ -521,7 +534,7 @@ def _untried_lines(fetches: Any) -> list[str]:
     for (fetcher, host), found in sorted(by_host.items()):
         known = [f.download_size for f in found if f.download_size is not None]
         size = format_size(sum(known)) + (f" + {len(found) - len(known)} of unknown size" if len(known) < len(found) else "")
-        lines.append(f"not tried: {host} ({fetcher}: {_these(len(found), 'file')}, {size}); whether it answers is "
+        lines.append(f"not tried: {host} ({shown_cache_url(fetcher)}: {_these(len(found), 'file')}, {size}); whether it answers is "
                      "known only when the build fetches (a failure falls over to the next configured fetcher)")
     return lines
 

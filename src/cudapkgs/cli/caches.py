@@ -12,7 +12,8 @@ from typing import Any
 
 from .eval import DIRECT_WRITES_HELP, add_store_option
 
-URL_HELP = "file:///dir, http(s)://host/prefix (PUT to upload) or s3://bucket[/prefix]?region=…&endpoint=…"
+URL_HELP = ("file:///dir, http(s)://host/prefix (PUT to upload) or s3://bucket[/prefix]?region=…&endpoint=…; --to: "
+            "?compression-level=N (Nix's setting: zstd 1-22, default 3; xz 0-9, default 6; bzip2 1-9, default 9)")
 
 
 def register(subparsers: Any) -> None:
@@ -60,6 +61,7 @@ def register(subparsers: Any) -> None:
         "  cudapkgs copy --to file:///srv/cache --sign-key secret.key ./result\n"
         "  cudapkgs copy --to 'https://user:pass@cache.lab/cuda' --sign-key secret.key ./result\n"
         "  cudapkgs copy --to 's3://lab-cache?region=eu-west-1' --compression xz ./result\n"
+        "  cudapkgs copy --to 'file:///srv/cache?compression-level=9' --sign-key secret.key ./result\n"
         "  cudapkgs copy --from file:///srv/cache --trusted-public-key 'lab-cache-1:…' /store/…-saxpy-1.0\n\n"
         + DIRECT_WRITES_HELP,
         formatter_class=fmt,
@@ -102,8 +104,12 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--sign-key", metavar="FILE", help="sign narinfos with this secret key")
     serve.add_argument("--quiet", action="store_true", help="do not log requests (errors are still said)")
     serve.add_argument("--compression", choices=("none", "zstd"), default="none",
-                       help="NARs as they are (default: least CPU, best on a fast network), or zstd level 3, "
-                       "compressed on first demand and kept in --cache-dir")
+                       help="NARs as they are (default: least CPU, best on a fast network), or zstd (level 3 unless "
+                       "--compression-level), compressed on first demand and kept in --cache-dir")
+    serve.add_argument("--compression-level", type=int, default=None, metavar="N",
+                       help="with --compression zstd: its level, 1-22 (-1 or unset: 3), as Nix's compression-level; "
+                       "higher sends fewer bytes for more CPU once per NAR (NARs kept at another level are served "
+                       "as they are: empty --cache-dir to recompress)")
     serve.add_argument("--max-connections", type=_positive_int, default=256, metavar="N",
                        help="connections open at once (default 256; lowered to fit the open-file limit); one more is "
                        "answered 503")
@@ -225,6 +231,7 @@ def _copy(args: argparse.Namespace) -> int:
 
     key = SecretKey.load(args.sign_key) if args.sign_key else None
     cache = open_cache(args.to)
+    cache.checked_level(args.compression)  # a level the compression does not take: refused before the store is opened
     from .store import _store_dir, _store_exists
 
     if not _store_exists(args):  # nothing to upload: said so, and no store made to say it
@@ -378,6 +385,13 @@ def _serve(args: argparse.Namespace) -> int:
     from ..store.caches.serve import make_server
     from ..store.caches.signing import SecretKey
 
+    from ..errors import CudapkgsError
+    from ..store.caches.compression import check_level
+
+    try:  # a level the compression does not take: refused before anything is opened
+        check_level(args.compression, args.compression_level)
+    except ValueError as error:
+        raise CudapkgsError(f"serve: {error}") from None
     key = SecretKey.load(args.sign_key) if args.sign_key else None
     cache_bytes = parse_size(args.cache_size)  # a bad size refused before the store is opened (and made)
     _check_listen_address(args.host, args.port)  # so is an address that names no interface
@@ -402,11 +416,9 @@ def _serve(args: argparse.Namespace) -> int:
                     header_timeout=args.header_timeout, send_timeout=args.send_timeout)
     try:
         server = make_server(root, args.host, args.port, secret_key=key, log=None if args.quiet else say, report=say,
-                             compression=args.compression, limits=limits, cache_dir=args.cache_dir,
-                             cache_bytes=cache_bytes)
+                             compression=args.compression, compression_level=args.compression_level, limits=limits,
+                             cache_dir=args.cache_dir, cache_bytes=cache_bytes)
     except OSError as error:
-        from ..errors import CudapkgsError
-
         raise CudapkgsError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
     host, port = server.server_address[:2]
     print(f"serving {root} at http://{host}:{port}" + (f" (signing as {key.name})" if key else " (unsigned)")
@@ -433,7 +445,9 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps(result, indent=2))
+        from ..errors import masked_urls  # a mirror fetcher's password is never printed
+
+        print(json.dumps(masked_urls(result), indent=2))
     else:
         print_comparison(result)
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
+from ..errors import masked_urls, shown_cache_url
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from typing import Any
@@ -345,10 +347,10 @@ def run_list(args: argparse.Namespace) -> int:
         mark_built(rows, scope, default_store_dir(pkgs.config))
         skipped, asked = mark_sources(rows, scope, pkgs.config.fetchers, default_store_dir(pkgs.config))
         title = f"{scope.attr_path} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system}; fetchers: " \
-                f"{', '.join(pkgs.config.fetchers)})"
+                f"{', '.join(map(shown_cache_url, pkgs.config.fetchers))})"
         key = "pname"
-    if args.json:
-        _print_json(rows)
+    if args.json:  # a mirror fetcher's password masked, as everywhere it is shown
+        _print_json(masked_urls(rows))
         return 0
     from ..table import fit_table
 
@@ -371,7 +373,7 @@ def run_list(args: argparse.Namespace) -> int:
         if source["size"] is None:
             unknown[0] = True
         size = "?" if source["size"] is None else format_size(source["size"])
-        return source["fetcher"], size + (" (cached)" if source["cached"] else "")
+        return shown_cache_url(source["fetcher"]), size + (" (cached)" if source["cached"] else "")
 
     from ..table import format_size
 
@@ -411,8 +413,9 @@ def _fetcher_notes(fetchers: Any, skipped: dict[str, tuple[str, str]], asked: bo
     `cudapkgs plan` does), or that no host was asked ($CUDAPKGS_PROBE_HOSTS=0)."""
     from ..fetch.reachability import network_url
 
-    lines = [f"{f} skipped: {host} does not answer ({why}), as for a build" for f, (host, why) in skipped.items()]
-    network = [f for f in fetchers if network_url(f) is not None and f not in skipped]
+    lines = [f"{shown_cache_url(f)} skipped: {host} does not answer ({why}), as for a build"
+             for f, (host, why) in skipped.items()]
+    network = [shown_cache_url(f) for f in fetchers if network_url(f) is not None and f not in skipped]
     if not fetching:
         return lines
     if asked:
@@ -459,8 +462,8 @@ def run_search(args: argparse.Namespace) -> int:
     prober = default_prober()
     skipped: dict[str, tuple[str, str]] = {}
     rows = search(args.words, manifests_dir=pkgs.config.manifestsDir, pkgs=pkgs, prober=prober, skipped=skipped)
-    if args.json:
-        _print_json(rows)
+    if args.json:  # a mirror fetcher's password masked, as everywhere it is shown
+        _print_json(masked_urls(rows))
         return 0
     if not rows:
         from ..lib.errors import did_you_mean
@@ -486,11 +489,12 @@ def run_search(args: argparse.Namespace) -> int:
         by_fetcher: dict[str, list[str]] = {}
         for name, fetcher in (row.get("fetchers") or {}).items():
             if fetcher is not None:
-                label = fetcher or "no fetcher can supply it"
+                label = shown_cache_url(fetcher) or "no fetcher can supply it"
                 by_fetcher.setdefault(label, []).append(name.removeprefix("cudaPackages_").replace("_", "."))
         return "; ".join(f"{f} ({', '.join(s)})" for f, s in by_fetcher.items())
 
-    print(fit_table(["name", "description", "version (sets)", "served by (fetchers: " + ", ".join(pkgs.config.fetchers) + ")"],
+    print(fit_table(["name", "description", "version (sets)",
+                     "served by (fetchers: " + ", ".join(map(shown_cache_url, pkgs.config.fetchers)) + ")"],
                     [[r["name"], r["description"] or r["nvidiaName"], where(r["sets"], r.get("version", ""), r.get("product")), served(r)] for r in rows],
                     shrink=(3, 1, 2, 0)))
     fetching = any(f for r in rows for f in (r.get("fetchers") or {}).values())
@@ -553,7 +557,7 @@ def run_show_derivation(args: argparse.Namespace) -> int:
 def run_config(args: argparse.Namespace) -> int:
     import os
 
-    from ..config import ENV_FALLBACKS, OPTIONS, Config, load_config, shown_cache_url
+    from ..config import ENV_FALLBACKS, OPTIONS, Config, load_config
 
     origins: dict[str, str] = {}
     config = load_config(file=args.config, sets=args.sets, origins=origins)
@@ -566,9 +570,12 @@ def run_config(args: argparse.Namespace) -> int:
     # A key left unset that falls back to an environment variable shows the variable's value.
     effective = {name: (os.environ[ENV_FALLBACKS[name]] if origins[name].startswith("environment ($") else value)
                  for name, value in shown.items()}
-    for values in (shown, effective):  # a cache's password is never printed (the config file has it)
-        if isinstance(values.get("substituters"), (list, tuple)):
-            values["substituters"] = [shown_cache_url(url) for url in values["substituters"]]
+    for values in (shown, effective):  # no password is printed (the config file has it): substituters, mirrors, fetchers
+        for name, value in values.items():
+            if isinstance(value, str):
+                values[name] = shown_cache_url(value)
+            elif isinstance(value, (list, tuple)):
+                values[name] = [shown_cache_url(v) if isinstance(v, str) else v for v in value]
     if args.json:
         _print_json({name: {"value": effective[name], "origin": origins[name]} for name in OPTIONS}
                     if getattr(args, "origins", False) else shown)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import shown_cache_url
 from ..table import format_size
 
 __all__ = ["compare", "plan_for", "print_comparison"]
@@ -125,7 +126,7 @@ def print_comparison(result: dict[str, Any]) -> None:
         for drv in shown["build"]:
             print(f"  {drv}")
     for skipped in shown.get("skippedFetchers") or ():
-        print(f"\nskipped for this plan: fetcher {skipped['fetcher']} ({skipped['host']} does not answer: "
+        print(f"\nskipped for this plan: fetcher {shown_cache_url(skipped['fetcher'])} ({skipped['host']} does not answer: "
               f"{skipped['reason']})")
     if shown.get("fetch"):
         print(f"\nsources to fetch {label} (the fetcher each comes from):")
@@ -135,6 +136,6 @@ def print_comparison(result: dict[str, Any]) -> None:
             else:
                 size = "size unknown" if f["downloadSize"] is None else format_size(f["downloadSize"])
             untried = f" ({f['untried']}: not tried)" if f["untried"] else ""
-            print(f"  {f['name']}  {f['fetcher']}  {size}{untried}")
+            print(f"  {f['name']}  {shown_cache_url(f['fetcher'])}  {size}{untried}")
     if not shown["substitute"] and not shown["build"]:
         print(f"\nnothing to substitute or build {label}: every output is valid")

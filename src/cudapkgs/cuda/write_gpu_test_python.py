@@ -35,12 +35,29 @@ touch "$out"
 """
 
 
-def write_gpu_test_python(cuda: Any, config: Any) -> Callable[..., Any]:
+def _python_release(library: Any) -> str | None:
+    """``X.Y`` of the interpreter a Python package was made for (its ``pythonVersion``: a package or its
+    derivation's attributes), or None for what is no Python package of a known release."""
+    release = None
+    if isinstance(library, Mapping) and "pythonVersion" in library:
+        release = library["pythonVersion"]
+    elif isinstance(getattr(library, "attrs", None), Mapping):
+        release = library.attrs.get("pythonVersion")
+    return None if release is None else str(release)
+
+
+def write_gpu_test_python(cuda: Any, config: Any, python3_packages: Any = None) -> Callable[..., Any]:
     """The set member: ``writeGpuTestPython(args)(content)``, or both at once
     ``writeGpuTestPython(args, content)``; `args` a mapping with ``feature`` ("cuda"), ``name``
     (defaults to the feature, "cpu" without one), ``libraries`` (a list of Python packages, or a
     function of the python3Packages set returning one) and ``gpuCheckArgs`` (further attributes of
-    the gpuCheck build). Raises `EvalError` naming the argument when one is of the wrong kind."""
+    the gpuCheck build). The program runs with ``python3Packages.withPackages libraries``: the set's
+    default python3Packages, or `python3_packages` (``writeGpuTestPython.override({"python3Packages":
+    ps})``, as Nixpkgs' callPackage argument is overridden). Raises `EvalError` naming the argument when
+    one is of the wrong kind, and, as Nixpkgs' ``assertMsg (isFunction libraries || all
+    python3Packages.hasPythonModule libraries)`` does, when a listed library was made for another Python
+    release than that python3Packages' interpreter (its site-packages would not import there)."""
+    from ..builders.python import python_version
     from ..stdenv import mk_derivation
 
     def make(args: Mapping[str, Any], content: str) -> Any:
@@ -55,11 +72,19 @@ def write_gpu_test_python(cuda: Any, config: Any) -> Callable[..., Any]:
         if not (callable(libraries) or isinstance(libraries, (list, tuple))):
             raise EvalError(f"{cuda.attr_path}.writeGpuTestPython: libraries must be a list of Python "
                             "packages or a function of python3Packages")
-        python3_packages = cuda.pkgs.python3Packages
+        packages = python3_packages if python3_packages is not None else cuda.pkgs.python3Packages
         system = cuda.backendStdenv.hostNixSystem
+        if not callable(libraries):
+            want = python_version(packages.python)
+            wrong = [(lib, got) for lib in libraries if (got := _python_release(lib)) not in (None, want)]
+            if wrong:
+                lib, got = wrong[0]
+                raise EvalError(f"{cuda.attr_path}.writeGpuTestPython: writeGpuTestPython was passed `libraries` "
+                                f"from the wrong python release: {getattr(lib, 'name', lib)} is for Python {got}, "
+                                f"the program's python3Packages for {want} (override python3Packages)")
 
         def interpreter() -> Any:
-            return python3_packages.withPackages(libraries if callable(libraries) else list(libraries))
+            return packages.withPackages(libraries if callable(libraries) else list(libraries))
 
         tester = mk_derivation(config, {
             **extra,
@@ -99,4 +124,12 @@ def write_gpu_test_python(cuda: Any, config: Any) -> Callable[..., Any]:
             return lambda text: make(given, text)
         return make(given, content)
 
+    def override(args: Mapping[str, Any]) -> Callable[..., Any]:
+        """``writeGpuTestPython.override {python3Packages = ps;}``: the same writer for another Python set."""
+        unknown = sorted(set(args) - {"python3Packages"})
+        if unknown:
+            raise EvalError(f"{cuda.attr_path}.writeGpuTestPython.override: unknown argument(s) {unknown}")
+        return write_gpu_test_python(cuda, config, args.get("python3Packages", python3_packages))
+
+    write.override = override  # type: ignore[attr-defined]
     return write

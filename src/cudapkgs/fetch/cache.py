@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FetchError
-from ..store.locks import PathLock
+from ..store.locks import HeldDescriptor, PathLock
 
 __all__ = [
     "CacheEntry",
@@ -155,8 +155,9 @@ def entries(store_dir: str | os.PathLike[str] | None) -> list[CacheEntry]:
     return found
 
 
-def _try_exclusive(lock_file: Path | None) -> int | None:
-    """An fd holding the exclusive lock on ``lock_file``; None when someone else holds it.
+def _try_exclusive(lock_file: Path | None) -> HeldDescriptor | int | None:
+    """A `HeldDescriptor` holding the exclusive lock on ``lock_file`` (a forked child drops its copy);
+    None when someone else holds it.
 
     -1 when there is nothing to lock (no such file).
     """
@@ -174,7 +175,7 @@ def _try_exclusive(lock_file: Path | None) -> int | None:
     except OSError:
         os.close(fd)
         return None
-    return fd
+    return HeldDescriptor(fd)
 
 
 def _delete(entry: CacheEntry) -> None:
@@ -223,8 +224,8 @@ def collect(
             if not dry_run:
                 _delete(entry)
         finally:
-            if fd >= 0:
-                os.close(fd)
+            if isinstance(fd, HeldDescriptor):
+                fd.close()
         deleted.append(entry)
         remaining -= entry.size
     return CollectResult(deleted, total - remaining, busy, remaining, total, dry_run)
@@ -260,6 +261,7 @@ def in_use(path: str | os.PathLike[str]) -> Iterator[bool]:
         return
     except OSError as error:
         raise FetchError(f"{lock_file}: cannot use this cache entry ({error.strerror or error}); remove it") from None
+    held = HeldDescriptor(fd)  # a forked child drops its copy: the lock is the parent's block's
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         alive = os.fstat(fd).st_nlink > 0 and path.exists()
@@ -273,7 +275,7 @@ def in_use(path: str | os.PathLike[str]) -> Iterator[bool]:
                 except OSError:  # removed by the block (a damaged entry discarded), or not ours to touch
                     pass
     finally:
-        os.close(fd)
+        held.close()
 
 
 def use_download_entry(entry: Path) -> PathLock:

@@ -37,10 +37,13 @@ import re
 import stat
 import threading
 
-__all__ = ["MAX_DEVICES", "SYSFS", "free_page_reporting", "free_page_reporting_here"]
+__all__ = ["DEADLINE_S", "MAX_DEVICES", "SYSFS", "free_page_reporting", "free_page_reporting_here"]
 
 #: Where sysfs is mounted.
 SYSFS = "/sys"
+#: Seconds the tree is read for at most; still reading then (a sysfs attribute whose driver holds a lock, a
+#: FUSE or network file system mounted at the root): ``unknown``, the reader left on a daemon thread.
+DEADLINE_S = 2.0
 #: Entries of the balloon driver's directory looked at; more (a sysfs that is not one): ``unknown``.
 MAX_DEVICES = 64
 _READ_MAX = 4096  # a sysfs attribute is at most a page
@@ -62,8 +65,19 @@ def free_page_reporting(root: str | os.PathLike[str] = SYSFS) -> str:
     `root`: the sysfs mount point (a parameter for tests; default `SYSFS`). Reads at most
     ``2 + MAX_DEVICES`` files of at most 4 KiB each, follows no link but the driver's link to each
     device (resolved lexically, required to stay under ``root/devices``). Never raises: any OSError
-    or oddity is ``unknown``. Not cached (see `free_page_reporting_here`).
+    or oddity is ``unknown``, and so is a tree still being read after `DEADLINE_S` seconds (the reads run
+    on a daemon thread, left blocked: an ``open`` or ``read`` takes no timeout; a write that asks must not
+    wait for ever). Not cached (see `free_page_reporting_here`).
     """
+    answer: list[str] = []
+    thread = threading.Thread(target=lambda: answer.append(_free_page_reporting(root)), daemon=True,
+                              name="cudapkgs-page-reporting")
+    thread.start()
+    thread.join(DEADLINE_S)
+    return answer[0] if answer else "unknown"
+
+
+def _free_page_reporting(root: str | os.PathLike[str]) -> str:
     try:
         root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except (OSError, ValueError, TypeError):

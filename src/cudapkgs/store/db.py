@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -105,47 +107,126 @@ def _connect_read_only(db_file: str) -> sqlite3.Connection:
     return conn
 
 
+def _connect_writable(db_file: str) -> sqlite3.Connection:
+    """A connection that writes: BEGIN issued by `StoreDB.transaction` (isolation_level None), a 60 s busy
+    timeout, foreign keys enforced."""
+    # isolation_level=None: we issue BEGIN ourselves so writes take the lock up front.
+    conn = sqlite3.connect(db_file, timeout=60, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 60000")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+#: Every StoreDB of this process, for a forked child (`_after_fork_in_child`).
+_OPEN: weakref.WeakSet[StoreDB] = weakref.WeakSet()
+
+#: Held across every write transaction of this process, and by fork() (`_before_fork`): no process forks
+#: while one of its threads holds SQLite's write lock.
+_FORK_GUARD = threading.RLock()
+
+
+def _before_fork() -> None:
+    _FORK_GUARD.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _FORK_GUARD.release()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child never uses nor closes the parent's SQLite connections; each StoreDB opens its own on
+    first use.  SQLite: "do not open an SQLite database connection, then fork(), then try to use that
+    database connection in the child process" (https://www.sqlite.org/howtocorrupt.html, section 2.6).
+    The parent's copy may be mid-statement on a parent's thread (its mutex held for ever in the child), and
+    closing it is no better (a rollback rewrites the WAL index the parent shares), so it is kept alive for
+    ever (`Py_IncRef`: not even the child's interpreter finalisation closes it) and only forgotten.
+
+    Fork waits for the write transactions of this process's threads (`_FORK_GUARD`, `_before_fork`):
+    SQLite's record of the locks a process holds is per process, and the child inherits it, so a fork
+    inside a parent's transaction left the child's copy in it ("cannot start a transaction within a
+    transaction") and a new connection of the child waiting for ever on a write lock the parent's record
+    said this process held."""
+    global _FORK_GUARD
+    _FORK_GUARD = threading.RLock()
+    for db in list(_OPEN):
+        conn, db._conn = db._conn, None
+        if conn is not None:
+            import ctypes
+
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+
+
 class StoreDB:
-    """A connection to the metadata database at `db_file`."""
+    """A connection to the metadata database at `db_file`.
+
+    After fork() the child's StoreDB opens a connection of its own when first used (`_after_fork_in_child`).
+    """
 
     def __init__(self, db_file: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.db_file = os.fspath(db_file)
         self.read_only = read_only
+        self._closed = False
+        self._conn: sqlite3.Connection | None
         if read_only:
-            self.conn = _connect_read_only(self.db_file)
+            self._conn = _connect_read_only(self.db_file)
+            _OPEN.add(self)
             return
-        # isolation_level=None: we issue BEGIN ourselves so writes take the lock up front.
-        self.conn = sqlite3.connect(self.db_file, timeout=60, isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA busy_timeout = 60000")
-        self.conn.execute("PRAGMA foreign_keys = ON")
-        mode = _switch_to_wal(self.conn)
+        self._conn = _connect_writable(self.db_file)
+        mode = _switch_to_wal(self._conn)
         if mode.lower() != "wal":  # pragma: no cover - filesystems without shared memory
-            self.conn.execute("PRAGMA journal_mode = DELETE")
-        self.conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn.execute("PRAGMA journal_mode = DELETE")
+        self._conn.execute("PRAGMA synchronous = NORMAL")
         with self.transaction():
             for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
-                self.conn.execute(statement)
-            row = self.conn.execute("SELECT version FROM SchemaVersion").fetchone()
+                self._conn.execute(statement)
+            row = self._conn.execute("SELECT version FROM SchemaVersion").fetchone()
             if row is None:
-                self.conn.execute("INSERT INTO SchemaVersion VALUES (?)", (SCHEMA_VERSION,))
+                self._conn.execute("INSERT INTO SchemaVersion VALUES (?)", (SCHEMA_VERSION,))
             elif row[0] > SCHEMA_VERSION:
                 from ..errors import StoreError
 
                 raise StoreError(f"the store database {self.db_file} has schema version {row[0]}; this cudapkgs knows up to {SCHEMA_VERSION}")
+        _OPEN.add(self)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection (this process's: a forked child's is opened here, on first use).  Raises
+        sqlite3.ProgrammingError once `close` was called, as a closed connection does."""
+        conn = self._conn
+        if conn is None:
+            if self._closed:
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            if self.read_only:
+                conn = _connect_read_only(self.db_file)
+            else:
+                conn = _connect_writable(self.db_file)
+                conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn = conn
+        return conn
 
     def close(self) -> None:
-        self.conn.close()
+        self._closed = True
+        if self._conn is not None:
+            self._conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE … COMMIT, rolled back on any exception."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+        """BEGIN IMMEDIATE … COMMIT, rolled back on any exception; no fork() of this process meanwhile
+        (`_FORK_GUARD`)."""
+        with _FORK_GUARD:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def is_valid(self, path: str) -> bool:
         return self.conn.execute("SELECT 1 FROM ValidPaths WHERE path = ?", (path,)).fetchone() is not None

@@ -78,8 +78,36 @@ class PathLock:
         self.release()
 
 
+class HeldDescriptor:
+    """A descriptor that holds an flock taken by hand (a cache entry's lock, a private directory's), which
+    a forked child drops as it drops `PathLock`s (`_after_fork_in_child`): `close` it, never the number.
+
+    Why: the flock belongs to the open file description fork() shares, so the child's copy kept the lock
+    for as long as the child lived (a multiprocessing worker): a build's shared lock on a cached wheel
+    made `gc --caches` skip it, and `collect`'s exclusive one made every build wanting the entry wait."""
+
+    __slots__ = ("fd", "__weakref__")
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+        _HELD_DESCRIPTORS.add(self)
+
+    @property
+    def dropped(self) -> bool:
+        """Whether this process holds no descriptor here (closed, or a forked child's copy dropped)."""
+        return self.fd is None
+
+    def close(self) -> None:
+        """Close the descriptor (releasing its lock unless another process shares it); again: nothing."""
+        fd, self.fd = self.fd, None
+        _HELD_DESCRIPTORS.discard(self)
+        if fd is not None:
+            os.close(fd)
+
+
 #: The locks this process holds, for a forked child (`_after_fork_in_child`).
 _HELD: weakref.WeakSet[PathLock] = weakref.WeakSet()
+_HELD_DESCRIPTORS: weakref.WeakSet[HeldDescriptor] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
@@ -96,6 +124,14 @@ def _after_fork_in_child() -> None:
             except OSError:
                 pass
     _HELD.clear()
+    for held in list(_HELD_DESCRIPTORS):  # the same for flocks taken by hand
+        fd, held.fd = held.fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    _HELD_DESCRIPTORS.clear()
 
 
 if hasattr(os, "register_at_fork"):

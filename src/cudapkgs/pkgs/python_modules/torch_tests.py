@@ -135,7 +135,9 @@ def torch_tests(ps: Any, pkgs: Any, config: Any, system: str, torch: Any) -> dic
     def tester(name: str, script: str, feature: str | None) -> Any:
         # tests/default.nix@2ff66c69: mk-runtime-check.nix / mk-torch-compile-check.nix are
         # cudaPackages.writeGpuTestPython programs (run with `cudapkgs test`, or their .gpuCheck built)
-        return lazy(lambda: pkgs.cudaPackages.writeGpuTestPython(
+        # Deviation: the writer gets this torch's own Python set (Nixpkgs' gets the default python3Packages,
+        # whose assertion refuses a torch of python312Packages; here that torch's testers run with its Python).
+        return lazy(lambda: pkgs.cudaPackages.writeGpuTestPython.override({"python3Packages": ps})(
             {"name": name, "feature": feature, "libraries": [torch.derivation]}, script))
 
     return {

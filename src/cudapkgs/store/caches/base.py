@@ -53,15 +53,65 @@ class ObjectTooLarge(SubstituteRefused):
     """A backend saw an object pass the byte bound its reader gave (`Cache._get`'s `max_bytes`)."""
 
 
+def url_settings(url: str, query: str, known: Iterable[str] = ()) -> dict[str, str]:
+    """The store settings in a cache URL's `query` (``compression-level=9&…``): {name: value}.
+
+    Nix reads a binary cache's settings from its URL's query (``file:///dir?compression=xz&compression-level=5``,
+    NixOS/nix tests/functional/compression-levels.sh@88b09c6). cudapkgs takes ``compression-level`` on
+    every backend, and the names in `known` (a backend's own: S3's region, endpoint…). Anything else, a
+    name given twice, or a part that is no ``name=value``, raises CacheError naming `url`: a misspelled
+    setting would otherwise do nothing without a word.
+    """
+    import urllib.parse
+
+    from ...errors import shown_cache_url  # a caller's `url` may hold credentials: never shown
+
+    allowed = {"compression-level", *known}
+    try:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=True) if query else []
+    except ValueError:
+        raise CacheError(f"{shown_cache_url(url)}: its query is not name=value&…") from None
+    settings: dict[str, str] = {}
+    for name, value in pairs:
+        if name not in allowed:
+            raise CacheError(f"{shown_cache_url(url)}: unknown setting {name!r} (this cache takes {', '.join(sorted(allowed))})")
+        if name in settings:
+            raise CacheError(f"{shown_cache_url(url)}: the setting {name!r} is given twice")
+        settings[name] = value
+    return settings
+
+
+def _compression_level(url: str, settings: dict[str, str]) -> int | None:
+    """The ``compression-level`` of `settings` as an int (None when absent or -1, Nix's "default"); CacheError if it is no integer.
+
+    Its range depends on the compression, known only at upload: `compression.check_level` checks it there."""
+    text = settings.get("compression-level")
+    if text is None:
+        return None
+    import re
+
+    if re.fullmatch(r"-?[0-9]{1,4}", text) is None:  # ASCII digits only (int() takes others), short
+        from ...errors import shown_cache_url
+
+        raise CacheError(f"{shown_cache_url(url)}: compression-level={text!r} is not an integer (zstd 1-22, xz 0-9, bzip2 1-9; -1: the default)")
+    level = int(text)
+    return None if level == -1 else level
+
+
 class Cache:
-    """A binary cache at `url`. Thread-safe: every call opens its own connection or file."""
+    """A binary cache at `url`. Thread-safe: every call opens its own connection or file.
+
+    `settings`: the store settings of its URL (`url_settings`); ``compression-level`` is kept as
+    `compression_level` (None: the compression's default), the level `upload` compresses at unless told.
+    """
 
     #: Backends whose `_put_file` can move a temporary file into place (file://) set this.
     local_dir: str | None = None
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, settings: dict[str, str] | None = None) -> None:
         self.url = url
         self._info: CacheInfo | None = None
+        self.compression_level = _compression_level(url, settings or {})
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
@@ -339,6 +389,8 @@ class Cache:
     ) -> NarInfo | None:
         """Upload one valid store path: its compressed NAR first, then its narinfo (signed with `secret_key`).
 
+        `level`: the compression level (None: the cache URL's ``compression-level``, else the method's
+        default); CacheError before anything is read if the method does not take it (`checked_level`).
         Returns the narinfo written, or None if the cache had the path already
         (and not `force`). The NAR is re-hashed while it streams and must match
         the store's record (StoreError otherwise: the store path was modified).
@@ -349,6 +401,7 @@ class Cache:
         """
         if compression not in COMPRESSIONS:
             raise CacheError(f"unsupported compression {compression!r} (zstd, xz, bzip2 or none)")
+        level = self.checked_level(compression, level)
         record = store.query(path)
         if not force and self._exists(hash_part(record.path) + ".narinfo"):
             return None
@@ -402,6 +455,16 @@ class Cache:
         self._put_bytes(hash_part(record.path) + ".narinfo", info.to_text().encode(), "text/x-nix-narinfo")
         return info
 
+    def checked_level(self, compression: str, level: int | None = None) -> int | None:
+        """The level an upload in `compression` uses: `level`, else the URL's ``compression-level``; None for the
+        method's default. CacheError naming the cache when the method does not take it (`compression.check_level`)."""
+        from .compression import check_level
+
+        try:
+            return check_level(compression, self.compression_level if level is None else level)
+        except (TypeError, ValueError) as error:
+            raise CacheError(f"{self.url}: {error}") from None
+
     def upload_closure(self, store, paths: Iterable[str], *, on_path=None, progress=None,
                        **options) -> list[tuple[str, NarInfo | None]]:
         """Upload the closure of `paths`, dependencies first; (path, narinfo or None if already there) for each.
@@ -411,6 +474,7 @@ class Cache:
         `started(path, nar_size)` once a path is found missing from the cache, before its upload, `bytes(path, done)` as its NAR is read
         (bytes of the uncompressed NAR; from the reading thread) and `finished(path, narinfo or None)`.
         """
+        self.checked_level(options.get("compression", "zstd"), options.get("level"))  # before anything is written
         self.init(store.store_dir)
         closure = store.closure(store.parse(p) for p in paths)
         ordered = dependencies_first(store, closure)

@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 from .narinfo import COMPRESSIONS, READ_COMPRESSIONS
 
-__all__ = ["compress_stream", "decompressed_reader", "HashingFile"]
+__all__ = ["compress_stream", "decompressed_reader", "HashingFile", "check_level", "LEVELS", "ZSTD_WINDOW_LOG_MAX"]
 
 CHUNK = 1 << 20
 _ZSTD_READ = 1 << 19  # compressed bytes read at a time when decompressing zstd (with nar_restore.CHUNK)
@@ -25,11 +25,44 @@ _ZSTD_READ = 1 << 19  # compressed bytes read at a time when decompressing zstd 
 #: (decompressible apart, in parallel); 8 MiB is four times level 3's 2 MiB window, so the boundaries cost little: cuBLAS' 569 MiB NAR, 385.3 MiB in one frame, 386.0 MiB (+0.17 %) in frames
 #: (docs/binary-caches.md, "Multi-frame zstd").
 ZSTD_FRAME = 8 << 20
+#: The largest zstd window (log2 bytes) a frame we decompress may ask for: 2^27 = 128 MiB, libzstd's own
+#: default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT, facebook/zstd lib/zstd.h) and so Nix's (its zstd NARs are
+#: read by libarchive, whose archive_read_support_filter_zstd.c@4fe6c58 leaves the limit at the default).
+#: A hostile frame cannot make a decompressor hold more than this (per stream being decompressed), and
+#: any cache Nix can read, we can.
+ZSTD_WINDOW_LOG_MAX = 27
+#: (lowest, highest, default) compression level per method, as Nix's `compression-level` store setting
+#: takes them (NixOS/nix src/libstore/include/nix/store/binary-cache-store.hh@88b09c6: "-1 specifies that the
+#: default compression level should be used"): xz presets 0-9 (default 6) and bzip2 1-9 (default 9) are
+#: what liblzma and libbz2 accept (Nix's older checkLevel in src/libutil/compression.cc says the same);
+#: zstd 1-22 (ZSTD_maxCLevel(); default 3, the zstd command's). zstd's negative "fast" levels, which Nix
+#: would pass through, are not taken: they trade ratio for speed, the opposite of what a cache wants.
+LEVELS = {"zstd": (1, 22, 3), "xz": (0, 9, 6), "bzip2": (1, 9, 9)}
 
 
 def _check(compression: str, names=COMPRESSIONS) -> None:
     if compression not in names:
         raise ValueError(f"unsupported compression {compression!r} ({', '.join(names)})")
+
+
+def check_level(compression: str, level: int | None) -> int | None:
+    """`level` for `compression` checked: the level to compress at, or None for the method's default.
+
+    None and -1 (Nix's "default") both mean the default. Otherwise `level` must lie in `LEVELS[compression]`
+    (inclusive); compression "none" takes no level (Nix warns and ignores one: refusing says the setting
+    does nothing). Raises ValueError naming the method and the accepted range; TypeError for a non-int.
+    """
+    if level is None or level == -1:
+        return None
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise TypeError(f"a compression level is an integer, not {level!r}")
+    if compression not in LEVELS:
+        raise ValueError(f"compression {compression!r} takes no compression level (got {level})")
+    low, high, default = LEVELS[compression]
+    if not low <= level <= high:
+        raise ValueError(f"compression level {level} is not valid for {compression}: "
+                         f"it must be from {low} to {high} (default {default}; -1 for the default)")
+    return level
 
 
 def _gzip_chunks(raw: BinaryIO) -> Iterator[bytes]:
@@ -90,8 +123,13 @@ def compress_stream(chunks: Iterable[bytes], out: BinaryIO, compression: str, *,
     NAR's registered size) every frame's header holds its content size, and ValueError is raised as soon
     as `chunks` give more bytes than `total`, or at their end if fewer; without it the headers hold none.
     `workers`: zstd frames compressed at once, on threads (`_zstd_frames`); the other compressions ignore it.
+    `level`: the compression level (`check_level`: None or -1 for the method's default; ValueError outside
+    `LEVELS`, before anything is read). Every zstd level writes frames whose window is within
+    `ZSTD_WINDOW_LOG_MAX` (so Nix and we read them): with `total`, a frame is told its size and libzstd
+    shrinks the window to it (8 MiB at most, whatever the level); without, level 22's is 2^27, the most.
     """
     _check(compression)
+    level = check_level(compression, level)
     digest = hashlib.sha256()
     size = 0
 
@@ -318,7 +356,8 @@ def decompressed_reader(raw: BinaryIO, compression: str) -> BinaryIO:
     """A readable giving the decompressed bytes of `raw`, decompressing as it is read.
 
     `compression` is one of READ_COMPRESSIONS; ValueError otherwise. A truncated gzip/br stream raises
-    EOFError, a corrupt one zlib.error / brotli.error (both caught by the caller as a damaged NAR).
+    EOFError, a corrupt one zlib.error / brotli.error (both caught by the caller as a damaged NAR); a zstd
+    frame whose window is over 2^`ZSTD_WINDOW_LOG_MAX` bytes zstandard.ZstdError when it is read.
     """
     _check(compression, READ_COMPRESSIONS)
     if compression == "gzip":
@@ -329,7 +368,9 @@ def decompressed_reader(raw: BinaryIO, compression: str) -> BinaryIO:
         import zstandard
 
         source = _ReusedBlocks(raw, _ZSTD_READ) if callable(getattr(raw, "readinto", None)) else raw
-        return zstandard.ZstdDecompressor().stream_reader(source, read_size=_ZSTD_READ, read_across_frames=True)  # type: ignore[return-value]
+        # max_window_size: a frame asking for a larger window is refused (zstandard.ZstdError, a damaged NAR
+        # to the caller) before any of it is allocated.
+        return zstandard.ZstdDecompressor(max_window_size=1 << ZSTD_WINDOW_LOG_MAX).stream_reader(source, read_size=_ZSTD_READ, read_across_frames=True)  # type: ignore[return-value]
     if compression == "xz":
         import lzma
 

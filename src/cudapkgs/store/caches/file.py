@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from ...errors import shown, shown_cache_url
 from ...inputs import file_kind
-from .base import Cache, CacheError, ObjectTooLarge
+from .base import Cache, CacheError, ObjectTooLarge, url_settings
 
 __all__ = ["FileCache"]
 
@@ -25,10 +25,12 @@ class FileCache(Cache):
     """The cache in directory `root` (created on first upload)."""
 
     def __init__(self, url: str) -> None:
-        super().__init__(url)
         parsed = urllib.parse.urlsplit(url)
         if parsed.netloc not in ("", "localhost") or not parsed.path:
-            raise CacheError(f"{shown_cache_url(url)}: a file cache URL is file:///absolute/dir")
+            raise CacheError(f"{shown_cache_url(url)}: a file cache URL is file:///absolute/dir[?compression-level=N]")
+        # Shown without its settings (as http's and s3's are shown without credentials)
+        super().__init__(urllib.parse.urlunsplit((parsed.scheme, parsed.netloc, parsed.path, "", "")),
+                         url_settings(shown_cache_url(url), parsed.query))
         self.root = os.path.abspath(urllib.parse.unquote(parsed.path))
         self.local_dir = self.root
 

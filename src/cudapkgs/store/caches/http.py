@@ -19,7 +19,7 @@ import urllib.parse
 from typing import BinaryIO
 
 from ...errors import shown_cache_url
-from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge
+from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge, url_settings
 
 __all__ = ["HttpCache"]
 
@@ -36,7 +36,6 @@ class HttpCache(Cache):
 
     def __init__(self, url: str, timeout: float = TIMEOUT, *, attempts: int = 2, backoff_s: float = 0.5,
                  deadline_base_s: float = 60.0, low_speed_bps: int = 1024) -> None:
-        super().__init__(url.rstrip("/"))
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise CacheError(f"{shown_cache_url(url)}: not an http(s):// cache URL")
@@ -44,15 +43,21 @@ class HttpCache(Cache):
             parts.port
         except ValueError:
             raise CacheError(f"{shown_cache_url(url)}: the port is not a number from 0 to 65535") from None
+        super().__init__(url.rstrip("/"), url_settings(self._shown(parts), parts.query))
         self.timeout = timeout
         self.attempts = attempts
         self.backoff_s = backoff_s
         self.deadline_base_s = deadline_base_s
         self.low_speed_bps = low_speed_bps
-        self._base = url.rstrip("/")  # with its credentials: the client sends them as basic auth
-        # Shown in messages without credentials.
-        netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
-        self.url = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+        # With its credentials (the client sends them as basic auth), without its settings (the query)
+        self._base = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+        self.url = self._shown(parts)
+
+    @staticmethod
+    def _shown(parts: urllib.parse.SplitResult) -> str:
+        """The URL as messages show it: without credentials, settings or a final slash."""
+        netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+        return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
     def _limits(self, max_bytes: int, upload: int = 0):
         from ...transport.http import Limits, deadline_for

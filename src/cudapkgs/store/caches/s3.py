@@ -2,7 +2,8 @@
 
 The query parameters are Nix's S3 store settings: `region`, `endpoint`
 (host[:port], or a full http(s):// URL, for MinIO, Ceph, R2, …), `scheme`
-(http or https, with a bare endpoint) and `profile` (an AWS profile). Credentials
+(http or https, with a bare endpoint) and `profile` (an AWS profile); `compression-level`
+as every cache takes it (`base.url_settings`). Credentials
 come from boto3's usual chain (environment, ~/.aws, instance role). Each object
 is written with one PUT (multipart for large NARs, which S3 only makes visible when
 complete), NARs before narinfos, so readers never see half an upload.
@@ -16,7 +17,7 @@ import weakref
 from typing import BinaryIO
 
 from ...errors import shown_cache_url
-from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge
+from .base import Cache, CacheError, CacheUnavailable, ObjectTooLarge, url_settings
 
 __all__ = ["S3Cache"]
 
@@ -32,11 +33,9 @@ class S3Cache(Cache):
             raise CacheError(f"s3://{parts.hostname or ''}…: the bucket is named with credentials (user:secret@), which "
                              "S3 does not take from there and which every message would show: remove them and set "
                              "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile")
-        query = dict(urllib.parse.parse_qsl(parts.query))
-        unknown = set(query) - {"region", "endpoint", "scheme", "profile"}
-        if unknown:
-            raise CacheError(f"{shown_cache_url(url)}: unknown S3 parameter(s) {', '.join(sorted(unknown))} (region, endpoint, scheme, profile)")
-        super().__init__(url)
+        # Shown without the query in the errors about it: an endpoint may name credentials (refused below)
+        query = url_settings(f"s3://{parts.netloc}{parts.path}", parts.query, ("region", "endpoint", "scheme", "profile"))
+        super().__init__(url, query)
         self.bucket = parts.netloc
         self.prefix = parts.path.strip("/")
         self.region = query.get("region") or "us-east-1"

@@ -82,11 +82,16 @@ class _Service:
     """What `cudapkgs serve` answers (the handler of an `httpd.HTTPServer`); its store is opened once."""
 
     def __init__(self, store_root: str, secret_key: SecretKey | None, compression: str, cache: NarCache,
-                 workers: int, report: Callable[[str], None]) -> None:
+                 workers: int, report: Callable[[str], None], level: int | None = None) -> None:
         from ..store import Store
+        from .compression import check_level
 
         if compression not in ("none", "zstd"):
             raise StoreError(f"serve: unsupported compression {compression!r} (none or zstd)")
+        try:
+            self.level = check_level(compression, level)
+        except (TypeError, ValueError) as error:
+            raise StoreError(f"serve: {error}") from None
         self.store = Store.open(store_root, read_only=True)  # read by the event loop's thread only
         self.secret_key = secret_key
         self.compression = compression
@@ -240,7 +245,7 @@ class _Service:
             conn.touch()
 
     def _compress(self, path: str, nar_hash: str, nar_size: int) -> CachedNar:
-        """zstd level 3 of the NAR of `path` into the cache, checked against its NAR hash (in the executor)."""
+        """The NAR of `path` in zstd (`self.level`, 3 by default) into the cache, checked against its NAR hash (in the executor)."""
         import hashlib
 
         from .compression import compress_stream
@@ -268,7 +273,7 @@ class _Service:
             short = False
             with os.fdopen(fd, "wb") as out:
                 try:
-                    file_digest, _ = compress_stream(chunks(), out, "zstd", total=nar_size)
+                    file_digest, _ = compress_stream(chunks(), out, "zstd", level=self.level, total=nar_size)
                 except ValueError:  # more or fewer bytes than registered
                     short = True
             got = "sha256:" + base32_encode(sha.digest())
@@ -419,23 +424,27 @@ def _fit_open_files(limits: Limits, workers: int, report: Callable[[str], None])
 
 
 def make_server(store_root: str, host: str = "127.0.0.1", port: int = 8080, *, secret_key: SecretKey | None = None,
-                log: Callable[[str], None] | None = None, compression: str = "none", limits: Limits | None = None,
+                log: Callable[[str], None] | None = None, compression: str = "none", compression_level: int | None = None,
+                limits: Limits | None = None,
                 cache_dir: str | os.PathLike[str] | None = None, cache_bytes: int = DEFAULT_CACHE_BYTES,
                 report: Callable[[str], None] | None = None, workers: int = 4) -> HTTPServer:
     """An HTTP server for the store at `store_root` (bound, not yet serving); `serve_forever()`, `shutdown()`, `server_close()`.
 
     `log(line)`: one line per request (None: none); `report(line)`: errors worth a line even
     when requests are not logged (default: `log`). `compression`: "none" or "zstd" (narinfos
-    then point at zstd NARs, compressed once and kept). `limits`: see `httpd.Limits` (its
+    then point at zstd NARs, compressed once and kept), `compression_level` zstd's level (None or -1: 3;
+    1-22, `compression.check_level`; a NAR kept at another level is served as it is: its file hash is in
+    its name and narinfo, so it is still right). `limits`: see `httpd.Limits` (its
     max_connections is lowered to fit the open-file limit). `cache_dir`: where NARs are kept
     (default `serve_cache.default_cache_dir`), `cache_bytes` their budget. Raises OSError if the
-    address cannot be bound, StoreError for a store or cache directory that cannot be used.
+    address cannot be bound, StoreError for a store or cache directory that cannot be used, or a
+    compression level that `compression` does not take.
     """
     say = report or log or (lambda _line: None)
     limits = _fit_open_files(limits or Limits(), workers, say)
     root = os.path.abspath(os.fspath(store_root))
     cache = NarCache(cache_dir if cache_dir is not None else default_cache_dir(root), cache_bytes)
-    service = _Service(root, secret_key, compression, cache, workers, say)
+    service = _Service(root, secret_key, compression, cache, workers, say, compression_level)
     try:
         server = HTTPServer(service.handle, host, port, limits=limits, log=log, on_close=service.close)
     except BaseException:
