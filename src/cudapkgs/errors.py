@@ -16,7 +16,6 @@ from .lib.errors import (
     UsageError,
     did_you_mean,
 )
-from .lib.patterns import LazyPattern
 
 
 class ConfigError(CudapkgsError):
@@ -130,7 +129,8 @@ def redacted(text: str, keep: int = 24, *, shown_data: int = 8) -> str:
     return f"{head + '…'!r} ({len(text)} characters)"
 
 
-_URL_AUTHORITY = LazyPattern(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)")
+_URL_AUTHORITY = r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)"  # compiled on first use: `re` is not imported with this module
+_compiled: list = []
 
 
 def shown_cache_url(url: str) -> str:
@@ -144,7 +144,12 @@ def shown_cache_url(url: str) -> str:
     to the first ``/``, ``?`` or ``#``), as ``urllib.parse.urlsplit`` reads it and the HTTP client sends
     it (RFC 3986 section 3.2.1): a password holding a raw ``@`` (``u:p@ss@host``) is masked whole, and
     one after an empty user name (``https://:token@host``) too."""
+    import re
     import urllib.parse
+
+    if not _compiled:
+        _compiled.append(re.compile(_URL_AUTHORITY))
+    pattern = _compiled[0]
 
     def authority(match) -> str:
         info, at, host = match.group(2).rpartition("@")
@@ -153,7 +158,7 @@ def shown_cache_url(url: str) -> str:
         return f"{match.group(1)}{info.partition(':')[0]}:***@{host}"
 
     try:
-        shown = _URL_AUTHORITY.sub(authority, url)
+        shown = pattern.sub(authority, url)
         base, mark, query = shown.partition("?")
         if not mark or "%" not in query:
             return shown
@@ -161,7 +166,7 @@ def shown_cache_url(url: str) -> str:
         for item in query.split("&"):
             key, eq, value = item.partition("=")
             decoded = urllib.parse.unquote(value)
-            masked = _URL_AUTHORITY.sub(authority, decoded)
+            masked = pattern.sub(authority, decoded)
             values.append(f"{key}{eq}{urllib.parse.quote(masked, safe=':/*@')}" if masked != decoded else item)
         return f"{base}?{'&'.join(values)}"
     except Exception:  # never raises: a message is being made
