@@ -78,7 +78,10 @@ def free_page_reporting(root: str | os.PathLike[str] = SYSFS) -> str:
     answer: list[str] = []
     thread = threading.Thread(target=lambda: answer.append(_free_page_reporting(root)), daemon=True,
                               name="cudapkgs-page-reporting")
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread can start (the interpreter is shutting down): not read
+        return "unknown"
     thread.join(DEADLINE_S)
     return answer[0] if answer else "unknown"
 
