@@ -22,6 +22,8 @@ SECRET = "s3cr3t"
     (f"HTTPS://CI:{SECRET}@H", "HTTPS://CI:***@H"),
     (f"s3://b?endpoint=https%3A%2F%2Fk%3A{SECRET}%40minio%3A9000&region=x",  # percent-encoded in the query
      "s3://b?endpoint=https://k:***@minio:9000&region=x"),
+    (f"https://ci:{SECRET}/x@cache.example/x", "https://ci:***@cache.example/x"),  # a raw / in the password
+    ("https://h:8080/a@b", "https://h:8080/a@b"),  # a port and a path
     ("https://u@h/a", "https://u@h/a"),
     ("https://h/a@b:c", "https://h/a@b:c"),
     ("s3://b/p?region=eu&endpoint=minio%3A9000", "s3://b/p?region=eu&endpoint=minio%3A9000"),
@@ -37,6 +39,7 @@ def test_the_password_is_masked_whatever_it_holds(url, shown):
     f"s3://b?endpoint=https://k:{SECRET}@minio&bogus=1",  # an unknown parameter before the endpoint's check
     f"s3://AKIA:{SECRET}@bucket/x",  # credentials in the bucket's place
     f"file://ci:{SECRET}@host/srv",
+    f"https://ci:{SECRET}/x@host/x",  # urllib: host "ci", port "s3cr3t": refused, the URL named
 ])
 def test_a_cache_url_that_cannot_be_opened_names_no_password(url):
     with pytest.raises(CacheError) as raised:

@@ -130,6 +130,9 @@ def redacted(text: str, keep: int = 24, *, shown_data: int = 8) -> str:
 
 
 _URL_AUTHORITY = r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)"  # compiled on first use: `re` is not imported with this module
+# A password holding a raw "/" (not a valid URL: urllib ends the authority there, so that the "port" is
+# refused and the URL named in the error): "user:" then text with a "/" up to an "@" before any "?" or "#".
+_SLASHED_PASSWORD = r"([A-Za-z][A-Za-z0-9+.-]*://)([^:/?#@\s]*):([^@?#\s]*/[^@?#\s]*)@"
 _compiled: list = []
 
 
@@ -143,13 +146,20 @@ def shown_cache_url(url: str) -> str:
     The user information is what precedes the *last* ``@`` of the authority (the text after ``://`` up
     to the first ``/``, ``?`` or ``#``), as ``urllib.parse.urlsplit`` reads it and the HTTP client sends
     it (RFC 3986 section 3.2.1): a password holding a raw ``@`` (``u:p@ss@host``) is masked whole, and
-    one after an empty user name (``https://:token@host``) too."""
+    one after an empty user name (``https://:token@host``) too; so is one holding a raw ``/``
+    (``u:p/ss@host``, which urllib reads as host ``u`` and port ``p``: refused, and named in the error),
+    unless it starts with digits then ``/`` (``host:8080/a@b`` is a port and a path)."""
     import re
     import urllib.parse
 
     if not _compiled:
-        _compiled.append(re.compile(_URL_AUTHORITY))
-    pattern = _compiled[0]
+        _compiled.extend((re.compile(_URL_AUTHORITY), re.compile(_SLASHED_PASSWORD)))
+    pattern, slashed = _compiled
+
+    def slashed_password(match) -> str:  # "h:8080/a@b" is a port and a path: left as it is
+        if re.match(r"[0-9]*/", match.group(3)):
+            return match.group(0)
+        return f"{match.group(1)}{match.group(2)}:***@"
 
     def authority(match) -> str:
         info, at, host = match.group(2).rpartition("@")
@@ -158,7 +168,7 @@ def shown_cache_url(url: str) -> str:
         return f"{match.group(1)}{info.partition(':')[0]}:***@{host}"
 
     try:
-        shown = pattern.sub(authority, url)
+        shown = slashed.sub(slashed_password, pattern.sub(authority, url))
         base, mark, query = shown.partition("?")
         if not mark or "%" not in query:
             return shown
