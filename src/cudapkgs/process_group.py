@@ -203,12 +203,14 @@ def popen_group(argv: Sequence[str], *, executable: str, env: Mapping[str, str],
     Keyword arguments go to `subprocess.Popen` (stdout, stderr, text, …; not ``pass_fds``). Call
     `finish_phase` once the process has ended.  Each element of `argv` equal to `lifeline_argument` is
     replaced by the number of the lifeline's read end in the child, for a child that watches it itself
-    (EOF when cudapkgs' end closes: `cut_lifeline`, or cudapkgs' death). Where ``O_ASYNC`` or ``F_SETOWN`` is missing (not Linux),
+    (EOF when cudapkgs' end closes: `cut_lifeline`, or cudapkgs' death); by ``-1`` under the supervisor. Where ``O_ASYNC`` or ``F_SETOWN`` is missing (not Linux),
     `popen_phase` is used instead. Raises OSError as `subprocess.Popen` does.
     """
     import fcntl
 
     if not hasattr(os, "O_ASYNC") or not hasattr(fcntl, "F_SETOWN"):
+        if lifeline_argument is not None:  # the supervisor holds the lifeline: the child is told -1, none
+            argv = ["-1" if a == lifeline_argument else a for a in argv]
         return popen_phase(argv, executable=executable, env=env, cwd=cwd, **kwargs)
     read_end, write_end = os.pipe()  # both close-on-exec; read_end is passed on explicitly
     if lifeline_argument is not None:

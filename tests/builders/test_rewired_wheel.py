@@ -646,3 +646,16 @@ def test_a_rewired_wheel_loses_its_bin_byte_code_and_keeps_a_bare_pyc(tmp_path):
     assert not (site / "demo" / "__pycache__" / "__init__.cpython-311.pyc").exists()
     assert (site / "demo" / "bare.pyc").read_bytes().endswith(b"sourceless")
     assert "2 __pycache__ (or bin/) .pyc file(s) removed" in log.getvalue()
+
+
+def test_an_import_check_runs_under_the_supervisor_where_o_async_is_missing(tmp_path, monkeypatch):
+    """Without O_ASYNC or F_SETOWN (not Linux), popen_group starts the supervisor instead, which keeps the
+    lifeline: the check was given the literal placeholder for its descriptor and failed on it."""
+    import fcntl
+
+    from cudapkgs.builders import rewired_wheel_steps as steps
+
+    site, env = _import_check_site(tmp_path, "VALUE = 1\n")
+    monkeypatch.delattr(fcntl, "F_SETOWN")
+    log = io.StringIO()
+    steps._import_check("hang", site, env, log)  # the module imports: no error
