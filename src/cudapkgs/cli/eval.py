@@ -256,7 +256,10 @@ def pkgs_from_args(args: argparse.Namespace) -> Any:
     if files:
         from ..user_files import check_names
 
-        wanted = getattr(args, "attrpaths", None) or [getattr(args, "attrpath", None) or getattr(args, "path", None)]
+        wanted: list[Any] = []
+        for name in ("attrpaths", "attrpath", "path"):  # eval's attrpath is a list (several attributes) since 9de341d
+            given = getattr(args, name, None)
+            wanted += given if isinstance(given, list) else [given]
         check_names(pkgs, files, [w for w in wanted if isinstance(w, str)])
     return pkgs
 
