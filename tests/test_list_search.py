@@ -346,6 +346,12 @@ def test_list_search_and_plan_show_no_password_of_a_mirror_fetcher(manifests_dir
         out, err = capsys.readouterr()
         assert "s3cr3t" not in out + err, argv
         assert "mirror:http://ci:***@127.0.0.1:" in out, argv
+    for argv in (["list", "--no-eval-cache", "cudaPackages_13_0", "--json", *fetchers],
+                 ["search", "--no-eval-cache", "libcublas", "--json", *fetchers]):
+        monkeypatch.setenv("CUDAPKGS_PROBE_HOSTS", "0")  # the mirror kept as the rows' fetcher
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "s3cr3t" not in out and "mirror:http://ci:***@127.0.0.1:" in out, argv
     monkeypatch.setenv("CUDAPKGS_PROBE_HOSTS", "0")  # nothing asked: the note names the network fetcher
     assert main(["list", "--no-eval-cache", "cudaPackages_13_0", "--set", "allowUnfree=true", *fetchers]) == 0
     out, err = capsys.readouterr()

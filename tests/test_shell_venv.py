@@ -193,6 +193,43 @@ def _swallow(call) -> None:
         pass
 
 
+def _vouched_mark(venv: Path) -> None:
+    """The mark and the user's record of a venv this user's cudapkgs finished (as `ensure_venv` leaves them)."""
+    from cudapkgs.shell_venv import _made_record
+
+    token = os.urandom(16).hex()
+    (venv / MARK).write_text(json.dumps({"format": 1, "python": PYTHON, "token": token}))
+    record = _made_record(venv)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(token + "\n")
+
+
+def test_a_planted_mark_naming_this_interpreter_is_not_taken_for_a_venv_cudapkgs_made(tmp_path):
+    """`--venv .venv` in a cloned repository whose ``.venv`` holds a mark naming this interpreter: cudapkgs took
+    it for its own, wrote its pip guards (which run the repository's ``bin/python``) and layered the shell on
+    the repository's site-packages, whose ``.pth`` files run in every ``python`` of the shell.  The mark must
+    hold the token recorded in the user's data directory when cudapkgs finished the venv; a venv it makes is
+    reused as before."""
+    venv = tmp_path / "repo" / ".venv"
+    site = venv / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (venv / "bin").mkdir()
+    (site / "evil.pth").write_text("import os; open('ran', 'w')\n")
+    for mark in ({"format": 1, "python": PYTHON}, {"format": 1, "python": PYTHON, "token": "0" * 32}):
+        (venv / MARK).write_text(json.dumps(mark))
+        with pytest.raises(ShellVenvError, match="not a shell environment this user's cudapkgs made"):
+            ensure_venv(venv, PYTHON, ["/s/site"], str(tmp_path / "store"))
+        assert sorted(p.name for p in (venv / "bin").iterdir()) == [] and not (site / "cudapkgs-shell.pth").exists()
+    made = ensure_venv(tmp_path / "mine", PYTHON, [], str(tmp_path / "store"))
+    assert ensure_venv(made, PYTHON, ["/s/site"], str(tmp_path / "store")) == made  # reused, its record found
+    copy = tmp_path / "copied"
+    import shutil
+
+    shutil.copytree(made, copy, symlinks=True)  # the same mark elsewhere: not vouched for at that path
+    with pytest.raises(ShellVenvError, match="not a shell environment this user's cudapkgs made"):
+        ensure_venv(copy, PYTHON, [], str(tmp_path / "store"))
+
+
 def test_a_fifo_in_a_named_venv_is_never_waited_on(tmp_path):
     """`--venv DIR` may name a cloned repository's directory: a FIFO at the mark, or at the ``.pth`` of a
     venv that names this interpreter, made `cudapkgs shell` wait for a writer for ever."""
@@ -207,7 +244,7 @@ def test_a_fifo_in_a_named_venv_is_never_waited_on(tmp_path):
     site = reused / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
     (reused / "bin").mkdir()
-    (reused / MARK).write_text(json.dumps({"format": 1, "python": PYTHON}))
+    _vouched_mark(reused)  # a venv this user's cudapkgs made, whose .pth became a FIFO
     os.mkfifo(site / "cudapkgs-shell.pth")
     assert _returns(lambda: ensure_venv(reused, PYTHON, ["/s/site"], str(tmp_path / "store")), site / "cudapkgs-shell.pth")
     assert (site / "cudapkgs-shell.pth").read_text() == guard_line(str(tmp_path / "store")) + "/s/site\n"  # the FIFO replaced by the file
@@ -222,7 +259,7 @@ def test_a_named_venv_with_a_linked_directory_is_refused_and_nothing_written_the
     (elsewhere / "python3.11" / "site-packages").mkdir(parents=True)
     venv = tmp_path / "repo" / ".venv"
     venv.mkdir(parents=True)
-    (venv / MARK).write_text(json.dumps({"format": 1, "python": PYTHON}))
+    _vouched_mark(venv)  # even one this user's cudapkgs made (a planted mark alone is refused before: below)
     if linked == "bin":
         (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
         (venv / "bin").symlink_to(elsewhere)

@@ -65,6 +65,8 @@ def test_functions_are_callpackaged_with_the_top_level_and_each_other(tmp_path, 
     assert code == 0 and json.loads(out)[0].endswith("-hello-" + default)
     code, _, err = run(capsys, "eval", "-f", str(f), "_helper")
     assert code == 1 and f"{f}: no package '_helper'" in err
+    code, out, err = run(capsys, "eval", "-f", str(f), "hello.version", "_helper")  # several: each checked
+    assert code == 1 and f"{f}: no package '_helper'" in err and out == ""
     code, _, err = run(capsys, "build", "-f", str(f), "helo")
     assert code == 1 and f"{f}: no package 'helo'" in err and 'did you mean "hello"?' in err
     assert "(the file defines: hello, uses_hello)" in err

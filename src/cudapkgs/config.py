@@ -46,16 +46,36 @@ class Option:
         return f"Option({self.name!r}, {self.kind!r}, default={self.default!r})"
 
 
+def _check_url(url: str, what: str) -> None:
+    """ValueError naming `what` when the URL `url` has a port that is no number from 0 to 65535 (urllib
+    raised it later, from the listings, the plan and doctor: an internal error)."""
+    import urllib.parse
+
+    try:
+        urllib.parse.urlsplit(url).port
+    except ValueError:
+        raise ValueError(f"{what}: the port is not a number from 0 to 65535") from None
+
+
+def _check_source_mirrors(mirrors: tuple[str, ...]) -> tuple[str, ...]:
+    for mirror in mirrors:
+        if "://" in mirror:
+            _check_url(mirror, f'"{shown_cache_url(mirror)}"')
+    return mirrors
+
+
 def _check_fetchers(fetchers: tuple[str, ...]) -> tuple[str, ...]:
     if not fetchers:
         raise ValueError('at least one fetcher is needed: "redist", "mirror:<dir or URL prefix>" or "wheels"')
     for fetcher in fetchers:
         kind, _, where = fetcher.partition(":")
+        if kind == "mirror" and "://" in where:
+            _check_url(where, f'"{shown_cache_url(fetcher)}"')
         if fetcher in ("redist", "wheels") or (kind == "mirror" and where):
             continue
         suggestion = errors.did_you_mean(fetcher, ["redist", "wheels", "mirror:"])
         raise ValueError(
-            f'"{fetcher}" is not a fetcher; use "redist", "mirror:<dir or URL prefix>" or "wheels"{suggestion}'
+            f'"{shown_cache_url(fetcher)}" is not a fetcher; use "redist", "mirror:<dir or URL prefix>" or "wheels"{suggestion}'
         )
     return fetchers
 
@@ -146,7 +166,7 @@ OPTIONS: dict[str, Option] = {
         Option("manifestsDir", "path", None, "The only directory to read NVIDIA's redistrib manifests from (else $CUDAPKGS_MANIFESTS, else the user manifests directory, then the shipped copies)."),
         Option("storeDir", "path", None, "The store's directory (else $CUDAPKGS_STORE, else $XDG_DATA_HOME/cudapkgs/store); part of every store path."),
         Option("fetchers", "str-list", ("redist", "wheels"), 'Where sources come from, tried in order: "redist" (NVIDIA), "mirror:<dir or URL prefix>", "wheels" (NVIDIA\'s PyPI wheels).', _check_fetchers),
-        Option("sourceMirrors", "str-list", (), "Directories or URL prefixes tried before upstream by fetchurl, fetchFromGitHub and fetchPypi (then $CUDAPKGS_SOURCE_MIRRORS); what they hold is checked against the declared hash."),
+        Option("sourceMirrors", "str-list", (), "Directories or URL prefixes tried before upstream by fetchurl, fetchFromGitHub and fetchPypi (then $CUDAPKGS_SOURCE_MIRRORS); what they hold is checked against the declared hash.", _check_source_mirrors),
         Option("maxCacheSize", "str", None, 'Size budget of the download caches (archives and wheels), e.g. "5GiB": after each build the least recently used entries go until they fit; `cudapkgs gc --caches` frees them on demand.', _check_size),
         Option("overlays", "path-list", (), "Python files each defining overlay(final, prev) -> attributes, applied in order to the top level and every variant (pkgsCuda, pkgsForCudaArch.*, cudaPackages_X_Y.pkgs)."),
         Option("python3Executable", "path", None, "The host Python interpreter behind python3 and python3Packages (default: the python3 on PATH resolved to its real interpreter, a venv's or pyenv shim's base; else /usr/bin, /usr/local/bin or /bin); e.g. a Python 3.12 to build for a machine that runs 3.12. python310Packages … python313Packages use the CPython of their version found here."),

@@ -330,20 +330,22 @@ def fetcher_hosts(config: Any, env: Mapping[str, str] = os.environ) -> list[tupl
     from .fetch.planning import index_url
     from .platform import REDIST_URL_PREFIX
 
+    from .errors import shown_cache_url
+
     found: list[tuple[str, str]] = []
     for fetcher in config.fetchers:
         kind, _, where = str(fetcher).partition(":")
         if fetcher == "redist":
             found.append(("fetcher redist (NVIDIA's redist server)", REDIST_URL_PREFIX))
         elif kind == "mirror" and "://" in where and not where.startswith("file://"):
-            found.append((f"fetcher {fetcher}", where))
+            found.append((f"fetcher {shown_cache_url(fetcher)}", where))  # what is shown: no password
         elif fetcher == "wheels":
             found.append(("fetcher wheels (the package index)", index_url()))
     from .xdg import env_paths  # a URL's "https:" is no separator; a relative directory is refused
 
     for mirror in list(config.sourceMirrors) + env_paths("CUDAPKGS_SOURCE_MIRRORS", env, urls=True):
         if "://" in mirror and not mirror.startswith("file://"):
-            found.append((f"source mirror {mirror}", mirror))
+            found.append((f"source mirror {shown_cache_url(mirror)}", mirror))
     found += list(SOURCE_HOSTS.items())
     return found
 

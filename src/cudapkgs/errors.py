@@ -16,7 +16,6 @@ from .lib.errors import (
     UsageError,
     did_you_mean,
 )
-from .lib.patterns import LazyPattern
 
 
 class ConfigError(CudapkgsError):
@@ -130,7 +129,11 @@ def redacted(text: str, keep: int = 24, *, shown_data: int = 8) -> str:
     return f"{head + '…'!r} ({len(text)} characters)"
 
 
-_URL_AUTHORITY = LazyPattern(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)")
+_URL_AUTHORITY = r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)"  # compiled on first use: `re` is not imported with this module
+# A password holding a raw "/" (not a valid URL: urllib ends the authority there, so that the "port" is
+# refused and the URL named in the error): "user:" then text with a "/" up to an "@" before any "?" or "#".
+_SLASHED_PASSWORD = r"([A-Za-z][A-Za-z0-9+.-]*://)([^:/?#@\s]*):([^@?#\s]*/[^@?#\s]*)@"
+_compiled: list = []
 
 
 def shown_cache_url(url: str) -> str:
@@ -143,8 +146,20 @@ def shown_cache_url(url: str) -> str:
     The user information is what precedes the *last* ``@`` of the authority (the text after ``://`` up
     to the first ``/``, ``?`` or ``#``), as ``urllib.parse.urlsplit`` reads it and the HTTP client sends
     it (RFC 3986 section 3.2.1): a password holding a raw ``@`` (``u:p@ss@host``) is masked whole, and
-    one after an empty user name (``https://:token@host``) too."""
+    one after an empty user name (``https://:token@host``) too; so is one holding a raw ``/``
+    (``u:p/ss@host``, which urllib reads as host ``u`` and port ``p``: refused, and named in the error),
+    unless it starts with digits then ``/`` (``host:8080/a@b`` is a port and a path)."""
+    import re
     import urllib.parse
+
+    if not _compiled:
+        _compiled.extend((re.compile(_URL_AUTHORITY), re.compile(_SLASHED_PASSWORD)))
+    pattern, slashed = _compiled
+
+    def slashed_password(match) -> str:  # "h:8080/a@b" is a port and a path: left as it is
+        if re.match(r"[0-9]*/", match.group(3)):
+            return match.group(0)
+        return f"{match.group(1)}{match.group(2)}:***@"
 
     def authority(match) -> str:
         info, at, host = match.group(2).rpartition("@")
@@ -153,7 +168,7 @@ def shown_cache_url(url: str) -> str:
         return f"{match.group(1)}{info.partition(':')[0]}:***@{host}"
 
     try:
-        shown = _URL_AUTHORITY.sub(authority, url)
+        shown = slashed.sub(slashed_password, pattern.sub(authority, url))
         base, mark, query = shown.partition("?")
         if not mark or "%" not in query:
             return shown
@@ -161,11 +176,24 @@ def shown_cache_url(url: str) -> str:
         for item in query.split("&"):
             key, eq, value = item.partition("=")
             decoded = urllib.parse.unquote(value)
-            masked = _URL_AUTHORITY.sub(authority, decoded)
+            masked = pattern.sub(authority, decoded)
             values.append(f"{key}{eq}{urllib.parse.quote(masked, safe=':/*@')}" if masked != decoded else item)
         return f"{base}?{'&'.join(values)}"
     except Exception:  # never raises: a message is being made
         return "(a cache URL)"
+
+
+def masked_urls(value: object) -> object:
+    """`value` (JSON data: dicts, lists, strings, numbers) with every string passed through `shown_cache_url`:
+    a ``--json`` output that names fetchers, mirrors or caches (``mirror:https://ci:token@…``) shows no
+    password.  Dict keys are kept; other values as they are."""
+    if isinstance(value, str):
+        return shown_cache_url(value) if "@" in value else value
+    if isinstance(value, dict):
+        return {k: masked_urls(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked_urls(v) for v in value]
+    return value
 
 
 def shell_word(path: object) -> str:

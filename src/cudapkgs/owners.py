@@ -37,6 +37,8 @@ def problem(directory: str | os.PathLike[str]) -> str | None:
     (a sentence naming the directory, link or owner at fault), or None when no one else can.  A
     directory that does not exist yet is judged by the directories above it.  Raises ValueError for a
     relative `directory`; nothing else (what cannot be looked at is skipped, as `Store.open` does)."""
+    from .errors import shell_word  # the command to paste names the directory as one word
+
     path = os.path.normpath(os.fspath(directory))
     if not os.path.isabs(path):
         raise ValueError(f"{path!r} is not an absolute path")
@@ -52,14 +54,14 @@ def problem(directory: str | os.PathLike[str]) -> str | None:
         if st.st_uid not in trusted:
             return f"it belongs to {_owner(st.st_uid)}"
         if st.st_mode & 0o022:
-            return f"it is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}); fix it with: chmod go-w {path}"
+            return f"it is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}); fix it with: chmod go-w {shell_word(path)}"
     above = foreign_directory_above(path, trusted)
     if above is not None:
         directory, st = above
         if st.st_uid not in trusted:
             return f"the directory {directory} above it belongs to {_owner(st.st_uid)}"
         return (f"the directory {directory} above it is writable by other users (mode "
-                f"{stat.S_IMODE(st.st_mode):04o}, no sticky bit); fix it with: chmod go-w {directory}")
+                f"{stat.S_IMODE(st.st_mode):04o}, no sticky bit); fix it with: chmod go-w {shell_word(directory)}")
     return None
 
 

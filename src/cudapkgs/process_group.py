@@ -59,10 +59,11 @@ except Exception:
 
 def descendants():
     # (pid, parent pid) of every live process below this one; zombies only wait to be reaped.
-    try:  # the usual case, no child left: one small read instead of a walk over /proc
-        with open("/proc/self/task/%d/children" % os.getpid()) as f:
-            if not f.read().split():
-                return []
+    try:  # the usual case, no child left: a small read per thread instead of a walk over /proc
+        # (every thread's: a child belongs to the thread that started it, and an import check's
+        # module may start processes from a thread of its own)
+        if not any(open("/proc/self/task/%s/children" % t).read().split() for t in os.listdir("/proc/self/task")):
+            return []
     except OSError:
         pass
     parents, zombies = {}, set()
@@ -202,12 +203,14 @@ def popen_group(argv: Sequence[str], *, executable: str, env: Mapping[str, str],
     Keyword arguments go to `subprocess.Popen` (stdout, stderr, text, …; not ``pass_fds``). Call
     `finish_phase` once the process has ended.  Each element of `argv` equal to `lifeline_argument` is
     replaced by the number of the lifeline's read end in the child, for a child that watches it itself
-    (EOF when cudapkgs' end closes: `cut_lifeline`, or cudapkgs' death). Where ``O_ASYNC`` or ``F_SETOWN`` is missing (not Linux),
+    (EOF when cudapkgs' end closes: `cut_lifeline`, or cudapkgs' death); by ``-1`` under the supervisor. Where ``O_ASYNC`` or ``F_SETOWN`` is missing (not Linux),
     `popen_phase` is used instead. Raises OSError as `subprocess.Popen` does.
     """
     import fcntl
 
     if not hasattr(os, "O_ASYNC") or not hasattr(fcntl, "F_SETOWN"):
+        if lifeline_argument is not None:  # the supervisor holds the lifeline: the child is told -1, none
+            argv = ["-1" if a == lifeline_argument else a for a in argv]
         return popen_phase(argv, executable=executable, env=env, cwd=cwd, **kwargs)
     read_end, write_end = os.pipe()  # both close-on-exec; read_end is passed on explicitly
     if lifeline_argument is not None:

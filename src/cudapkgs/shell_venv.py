@@ -22,7 +22,9 @@ entry; any other non-empty directory (a venv of the user's) or a link is refused
 The unfinished mark holds a random token that is also recorded outside the directory, in the user's
 own data directory (``$XDG_DATA_HOME/cudapkgs/shell-venv-making/<sha256 of the path>``): only a
 directory whose mark holds the token recorded for its path is removed, so a mark planted by a cloned
-repository (``--venv DIR`` names its directory) deletes nothing.
+repository (``--venv DIR`` names its directory) deletes nothing.  Finished, the token moves to
+``shell-venv-made/<sha256 of the path>`` and the mark holds it: a venv outside the default root is reused
+only when the two agree (`_made_by_us`), so a planted mark naming this interpreter is refused, not used.
 """
 
 from __future__ import annotations
@@ -183,11 +185,16 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
             raise ShellVenvError(f"{venv} is a symbolic link, not a shell environment cudapkgs made; "
                                  "remove it or pass --venv DIR elsewhere")
         mark = _read_mark(venv) if venv.is_dir() else None
+        if mark is not None and not _made_by_us(venv, mark):
+            raise ShellVenvError(f"{venv} exists and is not a shell environment this user's cudapkgs made (its mark "
+                                 "is not one cudapkgs recorded, so nothing there is used); remove it or pass --venv "
+                                 "DIR elsewhere")
         if mark is not None and mark.get("python") != python:
             raise ShellVenvError(f"{venv} is the environment of another interpreter ({mark.get('python')}, not "
                                  f"{python}); remove it or pass --venv DIR elsewhere")
+        token = None
         if mark is None:
-            _make(venv, python, timeout)
+            token = _make(venv, python, timeout)
         site = _site_packages(venv)
         _require_real_directories(venv, [site, venv / "bin"])
         from .pycache_guard import guard_line
@@ -202,11 +209,13 @@ def ensure_venv(venv: str | os.PathLike[str], python: str, site_dirs: Sequence[s
             if _read_small(target) != guard.encode():
                 _write_new(target, guard, 0o755)
         if mark is None:
-            _write_new(venv / MARK, json.dumps({"format": _FORMAT, "python": python}) + "\n")
+            _write_new(venv / MARK, json.dumps({"format": _FORMAT, "python": python, "token": token}) + "\n")
             (venv / _MAKING).unlink()
             record = _making_record(venv)
-            if record is not None:
-                record.unlink(missing_ok=True)
+            if record is not None:  # the token now vouches for the finished venv (`_made_by_us`)
+                made = _made_record(venv)
+                made.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                os.replace(record, made)
     finally:
         lock.release()
     return venv
@@ -269,6 +278,40 @@ def _making_record(venv: Path) -> Path | None:
     return Path(data) / "cudapkgs" / "shell-venv-making" / digest
 
 
+def _made_record(venv: Path) -> Path:
+    """Where the token of `venv`'s finished mark is recorded: beside `_making_record`'s, in ``shell-venv-made``."""
+    record = _making_record(venv)
+    assert record is not None
+    return record.parent.parent / "shell-venv-made" / record.name
+
+
+def _made_by_us(venv: Path, mark: dict) -> bool:
+    """Whether the venv `venv` whose mark reads `mark` is one this user's cudapkgs finished: under the default
+    root (``$XDG_DATA_HOME/cudapkgs/shell-venvs``, which no one else writes), or its mark's token equal to the
+    one recorded for its path in the user's data directory (`_made_record`, the user's or root's file).
+
+    A ``--venv DIR`` may name a cloned repository's ``.venv``: its mark, naming this interpreter, made cudapkgs
+    take the repository's venv for its own: its ``pyvenv.cfg``, its ``.pth`` files (run by every ``python``
+    started in the shell) and its ``bin/python`` (run by the pip guard)."""
+    from .xdg import base_dir
+
+    data = base_dir("XDG_DATA_HOME")
+    if data is None:
+        return False
+    if os.path.realpath(venv.parent) == os.path.realpath(os.path.join(data, "cudapkgs", "shell-venvs")):
+        return True
+    token = mark.get("token")
+    if not isinstance(token, str) or len(token) < 32:
+        return False
+    from .inputs import read_cached
+
+    try:
+        recorded = read_cached(_made_record(venv), 65536, owned=True)
+    except OSError:
+        return False
+    return recorded is not None and recorded.strip() == token.encode()
+
+
 def _made_unfinished_by_us(venv: Path) -> bool:
     """Whether `venv` holds the unfinished mark of a venv cudapkgs began and did not finish: the mark (a
     regular file, not a link) holds the token recorded for this path in the user's data directory.  A mark
@@ -286,7 +329,7 @@ def _made_unfinished_by_us(venv: Path) -> bool:
     return token is not None and len(token) >= 32 and mark is not None and token.strip() in mark.splitlines()
 
 
-def _make(venv: Path, python: str, timeout: float) -> None:
+def _make(venv: Path, python: str, timeout: float) -> str:
     if venv.exists():
         if _made_unfinished_by_us(venv):
             shutil.rmtree(venv)  # one a crash left half made: made again
@@ -338,6 +381,7 @@ def _make(venv: Path, python: str, timeout: float) -> None:
         raise
     finally:
         remove_private_directory(cwd)
+    return token
 
 
 def venv_environment(env: Mapping[str, str], venv: str | os.PathLike[str], site_dirs: Sequence[str],

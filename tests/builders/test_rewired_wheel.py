@@ -576,6 +576,26 @@ def test_a_daemon_an_import_check_started_ends_with_the_check(tmp_path, monkeypa
     assert _daemon_ended(pid_file), "the daemon the import started outlived the check"
 
 
+def test_a_process_an_import_check_started_from_a_thread_ends_with_the_check(tmp_path, monkeypatch):
+    """The reaper looked first at the main thread's children only (/proc/self/task/<pid>/children): a process
+    the import started from another thread, in a session of its own, was taken for nothing left."""
+    from cudapkgs.builders import rewired_wheel_steps as steps
+
+    pid_file = tmp_path / "daemon.pid"
+    site, env = _import_check_site(tmp_path, (
+        "import subprocess, sys, threading\n"
+        "def start():\n"
+        "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True,\n"
+        "                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "thread = threading.Thread(target=start)\n"
+        "thread.start()\n"
+        "thread.join()\n"))
+    monkeypatch.setattr(steps, "IMPORT_CHECK_TIMEOUT", 20)
+    steps._import_check("hang", site, env, io.StringIO())
+    assert _daemon_ended(pid_file), "the process started from a thread outlived the check"
+
+
 def test_a_daemon_an_import_check_started_dies_with_cudapkgs(tmp_path):
     """cudapkgs SIGKILLed while an import check runs: the group's SIGIO did not reach a daemon the import
     started in a session of its own.  The checker's watcher kills it."""
@@ -626,3 +646,16 @@ def test_a_rewired_wheel_loses_its_bin_byte_code_and_keeps_a_bare_pyc(tmp_path):
     assert not (site / "demo" / "__pycache__" / "__init__.cpython-311.pyc").exists()
     assert (site / "demo" / "bare.pyc").read_bytes().endswith(b"sourceless")
     assert "2 __pycache__ (or bin/) .pyc file(s) removed" in log.getvalue()
+
+
+def test_an_import_check_runs_under_the_supervisor_where_o_async_is_missing(tmp_path, monkeypatch):
+    """Without O_ASYNC or F_SETOWN (not Linux), popen_group starts the supervisor instead, which keeps the
+    lifeline: the check was given the literal placeholder for its descriptor and failed on it."""
+    import fcntl
+
+    from cudapkgs.builders import rewired_wheel_steps as steps
+
+    site, env = _import_check_site(tmp_path, "VALUE = 1\n")
+    monkeypatch.delattr(fcntl, "F_SETOWN")
+    log = io.StringIO()
+    steps._import_check("hang", site, env, log)  # the module imports: no error

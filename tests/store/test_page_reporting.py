@@ -196,3 +196,15 @@ def test_a_read_that_blocks_is_unknown_after_the_deadline(tmp_path, monkeypatch)
     released.set()
     thread.join(5)
     assert answers == ["unknown"]
+
+
+def test_no_thread_to_read_with_is_unknown_not_an_error(tmp_path, monkeypatch):
+    """The reads run on a thread (the deadline); where none can start (an interpreter shutting down:
+    RuntimeError), the answer is ``unknown``, as the function promises never to raise."""
+    root = fake_sysfs(tmp_path)
+
+    def refuse(self):
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    assert free_page_reporting(root) == "unknown"

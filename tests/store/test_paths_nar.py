@@ -230,3 +230,32 @@ def test_the_other_store_hint_names_no_store_in_use_and_pastes_as_one_word(tmp_p
 
     word = hint.partition("pass --store ")[2].partition(", or set")[0]
     assert len(shlex.split(word)) == 1
+
+
+def test_every_chmod_a_refusal_suggests_pastes_as_one_command(tmp_path):
+    """"fix it with: chmod go-w DIR" named the directory raw: a project in ``x;touch PWNED;b`` (a cloned
+    repository chooses its directories' names) made the pasted fix run ``touch PWNED``; the store's and
+    serve's --cache-dir refusals likewise.  Each names it as one shell word now (`errors.shell_word`)."""
+    import shlex
+
+    from cudapkgs.owners import problem
+    from cudapkgs.store.caches.serve_cache import check_cache_dir
+    from cudapkgs.store.store import Store
+
+    def command(message: str) -> list[str]:
+        return shlex.split(message.partition("fix it with: ")[2].partition(", or choose")[0])
+
+    hostile = tmp_path / "x;touch PWNED;b"
+    hostile.mkdir()
+    os.chmod(hostile, 0o777)
+    assert command(problem(hostile)) == ["chmod", "go-w", str(hostile)]
+    with pytest.raises(StoreError) as refused:
+        check_cache_dir(hostile)
+    assert command(str(refused.value)) == ["chmod", "700", str(hostile)]
+    os.chmod(hostile, 0o755)
+    store = hostile / "store"
+    Store.open(store).close()
+    os.chmod(store, 0o777)
+    with pytest.raises(StoreError) as refused:
+        Store.open(store)
+    assert command(str(refused.value)) == ["chmod", "go-w", str(store)]

@@ -583,8 +583,9 @@ def watch():  # nothing is ever written: EOF when cudapkgs' end closes (its deat
 
 # The lifeline's SIGIO (to the whole group) would end this interpreter before the watcher killed what
 # left the group: handled, the watcher ends it instead.
-signal.signal(signal.SIGIO, lambda *_: None)
-threading.Thread(target=watch, daemon=True).start()
+if lifeline >= 0:  # -1: under the supervisor (no O_ASYNC here), which holds the lifeline itself
+    signal.signal(signal.SIGIO, lambda *_: None)
+    threading.Thread(target=watch, daemon=True).start()
 try:
     import importlib
     importlib.import_module(module)

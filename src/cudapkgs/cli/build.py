@@ -434,12 +434,15 @@ def _open_store(store_dir: str, *, create: bool) -> Any:
 
 
 def _print_plan(the_plan: Any, as_json: bool) -> None:
+    from ..errors import shown_cache_url  # a mirror fetcher's password is never printed
     from ..table import format_size
 
     if as_json:
         import json
 
-        print(json.dumps(the_plan.to_json(), indent=2))
+        from ..errors import masked_urls
+
+        print(json.dumps(masked_urls(the_plan.to_json()), indent=2))
         return
     if the_plan.nothing_to_do:
         print("nothing to fetch or build: every output is valid")
@@ -473,7 +476,7 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
         rows = []
         for f in fetches:
             choice = f.choice
-            fetcher = choice.fetcher if choice is not None else "url"
+            fetcher = shown_cache_url(choice.fetcher) if choice is not None else "url"
             what = choice.what if choice is not None else f.name
             if f.cached:  # the size too where known: what a machine without the cache would download
                 known = choice.size if choice.size is not None else f.size
@@ -484,7 +487,7 @@ def _print_plan(the_plan: Any, as_json: bool) -> None:
         print("\n".join("  " + line for line in format_table(["FILE", "FETCHER", "DOWNLOAD"], rows).splitlines()))
         notes = {r for f in fetches if f.choice is not None for r in f.choice.passed_over}
         for note in sorted(notes):
-            print(f"  passed over: {note}")
+            print(f"  passed over: {shown_cache_url(note)}")
         for line in _untried_lines(fetches):
             print(f"  {line}")
     print(f"{_these(len(the_plan.to_build), 'derivation')} will be built:")

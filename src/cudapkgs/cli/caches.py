@@ -445,7 +445,9 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps(result, indent=2))
+        from ..errors import masked_urls  # a mirror fetcher's password is never printed
+
+        print(json.dumps(masked_urls(result), indent=2))
     else:
         print_comparison(result)
     return 0

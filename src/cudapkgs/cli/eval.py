@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..errors import shown_cache_url
+from ..errors import masked_urls, shown_cache_url
 TYPE_CHECKING = False  # `typing` is not imported at run time (start-up, docs/bench-speed.md)
 if TYPE_CHECKING:
     from typing import Any
@@ -256,7 +256,10 @@ def pkgs_from_args(args: argparse.Namespace) -> Any:
     if files:
         from ..user_files import check_names
 
-        wanted = getattr(args, "attrpaths", None) or [getattr(args, "attrpath", None) or getattr(args, "path", None)]
+        wanted: list[Any] = []
+        for name in ("attrpaths", "attrpath", "path"):  # eval's attrpath is a list (several attributes) since 9de341d
+            given = getattr(args, name, None)
+            wanted += given if isinstance(given, list) else [given]
         check_names(pkgs, files, [w for w in wanted if isinstance(w, str)])
     return pkgs
 
@@ -349,8 +352,8 @@ def run_list(args: argparse.Namespace) -> int:
         title = f"{scope.attr_path} (CUDA {scope.cudaMajorMinorPatchVersion}, {pkgs.system}; fetchers: " \
                 f"{', '.join(map(shown_cache_url, pkgs.config.fetchers))})"
         key = "pname"
-    if args.json:
-        _print_json(rows)
+    if args.json:  # a mirror fetcher's password masked, as everywhere it is shown
+        _print_json(masked_urls(rows))
         return 0
     from ..table import fit_table
 
@@ -462,8 +465,8 @@ def run_search(args: argparse.Namespace) -> int:
     prober = default_prober()
     skipped: dict[str, tuple[str, str]] = {}
     rows = search(args.words, manifests_dir=pkgs.config.manifestsDir, pkgs=pkgs, prober=prober, skipped=skipped)
-    if args.json:
-        _print_json(rows)
+    if args.json:  # a mirror fetcher's password masked, as everywhere it is shown
+        _print_json(masked_urls(rows))
         return 0
     if not rows:
         from ..lib.errors import did_you_mean

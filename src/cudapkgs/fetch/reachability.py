@@ -100,12 +100,19 @@ def settle_fetchers(
 
 
 def base_url(url: str) -> str:
-    """``scheme://host[:port]`` of `url` (what is probed); `url` unchanged when it has no scheme or host."""
+    """``scheme://host[:port]`` of `url` (what is probed); `url` unchanged when it has no scheme or host.
+    Never raises: a port out of range or not a number (``mirror:http://h:99999``, which made `list`, `plan`
+    and `doctor` end in an internal error) is kept as written, the user information left out either way
+    (a password is never shown)."""
     parts = urllib.parse.urlsplit(url)
     if not parts.scheme or not parts.hostname:
         return url
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+    try:
+        port = parts.port
+    except ValueError:
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+    return f"{parts.scheme}://{host}" + (f":{port}" if port else "")
 
 
 def forget() -> None:

@@ -124,13 +124,17 @@ def could_supply(fetchers: Sequence[str], **source: Any) -> list[str]:
 
 def describe(results: Sequence[Supply]) -> str:
     """Why none of ``results`` can supply its source: ``"wheels: <reason>; ..."``."""
-    return "; ".join(f"{r.fetcher}: {r.reason}" for r in results if not r.can) or "no fetchers configured"
+    from ..errors import shown_cache_url  # a mirror:https://user:token@… is shown with user:***@
+
+    return "; ".join(f"{shown_cache_url(r.fetcher)}: {r.reason}" for r in results if not r.can) or "no fetchers configured"
 
 
 def no_fetcher_message(name: str, results: Sequence[Supply], fetchers: Sequence[str], could: Sequence[str]) -> str:
     """The one-line error for a source ``name`` that no configured fetcher supplies."""
     import json
 
+    from ..errors import shown_cache_url
+
     others = f"fetchers that could: {', '.join(could)}" if could else "no fetcher could"
     return (f"no configured fetcher can supply {name} ({describe(results)}); {others} "
-            f"(config key `fetchers`, now {json.dumps(list(fetchers))})")
+            f"(config key `fetchers`, now {json.dumps([shown_cache_url(f) for f in fetchers])})")

@@ -34,6 +34,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from ..errors import FetchError
 
@@ -61,6 +62,8 @@ class InstalledWheel:
     site: Path
     dist_info: Path
     files: dict[Path, tuple[str, str, int]] = field(default_factory=dict)
+    #: the folders `install_wheel` made (to remove them again if the wheel is refused)
+    made: list[Path] = field(default_factory=list)
 
 
 def record_digest(algorithm: str, digest: bytes) -> str:
@@ -112,6 +115,7 @@ def install_wheel(
     if sha256 is not None and record_checked.passed(Path(wheel), sha256, "install"):
         before = record_checked.settled_identity(handle.fileno())
     checker = _HashInBackground(handle.fileno()) if sha256 is not None else None
+    written = InstalledWheel(site=Path(site), dist_info=Path(site))  # what to take back if the wheel is refused
     try:
         try:
             archive = zipfile.ZipFile(handle)
@@ -129,7 +133,7 @@ def install_wheel(
                                          "for its size; refusing to unpack it")
             try:
                 installed = _install(archive, members, Path(wheel), Path(site), Path(prefix), write_record,
-                                     verify=before is None)
+                                     verify=before is None, written=written)
             except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
                     csv.Error, UnicodeDecodeError, zlib.error, ValueError) as error:
                 raise WheelContentsError(f"{wheel.name}: damaged wheel ({type(error).__name__}: {error})") from None
@@ -147,17 +151,35 @@ def install_wheel(
                 before = None
                 try:
                     with zipfile.ZipFile(handle) as archive:
-                        installed = _install(archive, members, Path(wheel), Path(site), Path(prefix), write_record)
+                        installed = _install(archive, members, Path(wheel), Path(site), Path(prefix), write_record,
+                                             written=written)
                 except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
                         csv.Error, UnicodeDecodeError, zlib.error, ValueError) as error:
                     raise WheelContentsError(f"{wheel.name}: damaged wheel ({type(error).__name__}: {error})") from None
             if before is None:  # every member matched RECORD, the whole file its pin
                 record_checked.remember(Path(wheel), sha256, "install")
         return installed
+    except BaseException:
+        # A refused wheel (its pin, a member's digest, a damaged member) or an interruption: nothing of
+        # it stays, not the files written before its bytes were found wanting, nor the folders made for them.
+        if checker is not None:
+            checker.join()  # no thread left reading the wheel
+        _take_back(written)
+        raise
     finally:
         if checker is not None:
             checker.join()
         handle.close()
+
+
+def _take_back(written: InstalledWheel) -> None:
+    """Remove the files `_install` wrote (each made by it, ``O_EXCL``) and the folders it made, deepest first."""
+    for path in written.files:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.unlink(path)
+    for folder in sorted(written.made, key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):  # not empty: something else put a file there meanwhile
+            os.rmdir(folder)
 
 
 def _record_rows(archive: zipfile.ZipFile, dist_info: str, wheel: Path) -> dict[str, tuple[str, int | None]]:
@@ -202,7 +224,10 @@ def _check_name(name: str, wheel: Path) -> None:
 
 
 def _install(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], wheel: Path, site: Path,
-             prefix: Path, write_record: bool = True, verify: bool = True) -> InstalledWheel:
+             prefix: Path, write_record: bool = True, verify: bool = True,
+             written: InstalledWheel | None = None) -> InstalledWheel:
+    """Write the members; `written` (if given) is told every file and folder made as it is made, so
+    that a refused wheel can be taken back."""
     names = [i.filename for i in members]
     for name in names:
         _check_name(name, wheel)
@@ -236,14 +261,22 @@ def _install(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], wheel: Pa
     absent = [p for p in rows if p not in present and p not in signatures and not p.endswith("/")]
     if absent:
         raise WheelContentsError(f"{wheel.name}: RECORD lists {len(absent)} file(s) the wheel lacks: {', '.join(absent[:5])}")
-    for parent in sorted({os.fspath(target.parent) for _, target, _, _ in jobs}):
-        os.makedirs(parent, exist_ok=True)
     installed = InstalledWheel(site=site, dist_info=site / dist_info)
+    if written is None:
+        written = InstalledWheel(site=site, dist_info=site)
+    written.dist_info = installed.dist_info
+    for parent in sorted({os.fspath(target.parent) for _, target, _, _ in jobs} | {os.fspath(installed.dist_info)}):
+        _make_folders(Path(parent), written.made)
     lock = threading.Lock()
 
     def one(job: tuple[zipfile.ZipInfo, Path, str, str]) -> None:
         info, target, record_path, digest = job
-        _extract_member(archive, fd, info, target, digest, wheel, verify)
+
+        def created() -> None:  # the file is ours (O_EXCL): taken back if the wheel is refused
+            with lock:
+                written.files[target] = (record_path, digest, info.file_size)
+
+        _extract_member(archive, fd, info, target, digest, wheel, verify, created)
         with lock:
             installed.files[target] = (record_path, digest, info.file_size)
 
@@ -269,12 +302,31 @@ def _install(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], wheel: Pa
     finally:
         os.close(fd)
     if write_record:
-        _write_record(installed, wheel)
+        _write_record(installed, wheel, written)
     return installed
 
 
-def _write_record(installed: InstalledWheel, wheel: Path) -> None:
-    """RECORD as the installer writes it: every installed file, then RECORD itself without a digest."""
+def _make_folders(folder: Path, made: list[Path]) -> None:
+    """`os.makedirs(folder, exist_ok=True)`, noting in `made` each folder it created."""
+    missing = []
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+            continue
+        made.append(path)
+
+
+def _write_record(installed: InstalledWheel, wheel: Path, written: InstalledWheel | None = None) -> None:
+    """RECORD as the installer writes it: every installed file, then RECORD itself without a digest
+    (noted in `written` once this made it)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     for record_path, digest, size in sorted(installed.files.values()):
@@ -286,12 +338,14 @@ def _write_record(installed: InstalledWheel, wheel: Path) -> None:
         fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except FileExistsError:
         raise WheelContentsError(f"{wheel.name}: {record} exists already") from None
+    if written is not None:
+        written.files[record] = (f"{installed.dist_info.name}/RECORD", "", 0)
     with open(fd, "w", encoding="utf-8", newline="") as handle:
         handle.write(out.getvalue())
 
 
 def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, target: Path, expected: str,
-                    wheel: Path, verify: bool = True) -> None:
+                    wheel: Path, verify: bool = True, created: Any = None) -> None:
     """Write one member to `target` (a new file), checking its digest as it streams (unless not `verify`:
     the wheel's pinned sha256 passed this check before, `record_checked`)."""
     from .wheel_unpack import write_member_to
@@ -303,6 +357,8 @@ def _extract_member(archive: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, ta
         out_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except (FileExistsError, IsADirectoryError, NotADirectoryError):
         raise WheelContentsError(f"{wheel.name}: {info.filename} collides with another file at {target}") from None
+    if created is not None:
+        created()
     try:
         write_member_to(archive, fd, info, out_fd, digest, os.fspath(target.parent))
         os.fchmod(out_fd, mode)

@@ -25,8 +25,14 @@ resolved here and required to stay under ``<root>/devices``):
 
 This VM: ``features`` reads ``0110010…`` (bit 5 set), ``page_reporting_order`` 9: ``on``. Any oddity
 (a file that is not all ``0``/``1``, too long, a link that leaves ``<root>/devices``, a permission
-error, too many devices) is ``unknown``, which `direct_writes` treats as ``off``. Other reporting
-drivers (Hyper-V's ``hv_balloon``) are not looked for: ``off`` there.
+error, too many devices) is ``unknown``, which `direct_writes` treats as ``off``.
+
+Hyper-V's ``hv_balloon`` also reports free pages (``enable_page_reporting`` in Linux's
+drivers/hv/hv_balloon.c), but is not looked for: it registers only when the host grants a capability
+asked by hypercall, may unregister later after failed hypercalls, and says either only in the kernel
+log; its sysfs entries (the driver bound to a VMBus device, ``page_reporting_order``) are the same
+whether it reports or not. Without evidence as firm as virtio's negotiated bit, ``off`` there
+(docs/bench-speed.md, "Hyper-V's hv_balloon is not looked for, and why").
 """
 
 from __future__ import annotations
@@ -72,7 +78,10 @@ def free_page_reporting(root: str | os.PathLike[str] = SYSFS) -> str:
     answer: list[str] = []
     thread = threading.Thread(target=lambda: answer.append(_free_page_reporting(root)), daemon=True,
                               name="cudapkgs-page-reporting")
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread can start (the interpreter is shutting down): not read
+        return "unknown"
     thread.join(DEADLINE_S)
     return answer[0] if answer else "unknown"
 

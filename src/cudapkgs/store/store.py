@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import StoreError
+from ..errors import StoreError, shell_word
 from ..owners import foreign_directory_above
 from ..path_links import foreign_link
 from ..users import user_name
@@ -255,7 +255,7 @@ def _refuse_owned_by_others(root: Path) -> None:
     raise StoreError(
         f"refusing to use the store {root}: the directory {directory} above it is writable by other "
         f"users (mode {stat.S_IMODE(st.st_mode):04o}, no sticky bit), who could put another store in "
-        f"its place; fix it with: chmod go-w {directory}")
+        f"its place; fix it with: chmod go-w {shell_word(directory)}")
 
 
 def _refuse_writable_by_others(root: Path, db_file: Path) -> None:
@@ -271,7 +271,7 @@ def _refuse_writable_by_others(root: Path, db_file: Path) -> None:
             raise StoreError(
                 f"refusing to use the store {root}: {target} is writable by other users "
                 f"(mode {stat.S_IMODE(st.st_mode):04o}), who could replace store paths and their metadata; "
-                f"fix it with: chmod go-w {target}"
+                f"fix it with: chmod go-w {shell_word(target)}"
             )
 
 

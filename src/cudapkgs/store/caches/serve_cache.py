@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import StoreError
+from ...errors import StoreError, shell_word
 from ..paths import BASE32_CHARS
 
 __all__ = ["CachedNar", "NarCache", "check_cache_dir", "default_cache_dir"]
@@ -61,7 +61,7 @@ def check_cache_dir(directory: str | os.PathLike[str]) -> None:
     if st.st_mode & 0o022 or st.st_uid != os.geteuid():
         raise StoreError(f"refusing {directory} for served NARs: it is writable by others or not yours "
                          f"(mode {stat.S_IMODE(st.st_mode):04o}, uid {st.st_uid}); fix it with: chmod 700 "
-                         f"{directory}, or choose another with --cache-dir")
+                         f"{shell_word(directory)}, or choose another with --cache-dir")
 
 
 @dataclass(frozen=True)
