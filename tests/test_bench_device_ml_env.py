@@ -52,3 +52,26 @@ def test_the_substitution_bench_takes_uvs_wheels_from_a_folder_for_a_substituted
     got, uv_wheels, mirror = bench_substitute_ml.full_closure(store_dir, [], [top], wheels[0].parent)
     assert mirror is None and uv_wheels == sorted(wheels)
     assert sorted(got) == sorted(p for p in closure if "tinynumpy" not in p)  # tinytorch and what it refers to
+
+
+def test_check_pieces_accepts_the_packed_archive_and_names_what_differs(tmp_path):
+    import hashlib
+    import json
+
+    import check_pieces
+    import pytest
+
+    archive = b"piece one|piece two"
+    (tmp_path / "closure.tar.zst").write_bytes(archive)
+    manifest = {"pieces": [{"name": "p0000"}, {"name": "p0001"}], "sha256": hashlib.sha256(archive).hexdigest(),
+                "size": len(archive)}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    (tmp_path / "received").write_text("p0000\np0001\n")
+    assert check_pieces.check(str(tmp_path)) == f"the tar's sha256 equals the manifest's (2 pieces, {len(archive)} bytes)"
+    (tmp_path / "received").write_text("p0000\n")  # a piece missing
+    with pytest.raises(SystemExit, match="received 1 pieces, the manifest lists 2"):
+        check_pieces.check(str(tmp_path))
+    (tmp_path / "received").write_text("p0000\np0001\n")
+    (tmp_path / "closure.tar.zst").write_bytes(archive[:-1] + b"X")  # a byte changed in transit
+    with pytest.raises(SystemExit, match="!= manifest"):
+        check_pieces.check(str(tmp_path))

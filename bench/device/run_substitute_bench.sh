@@ -10,21 +10,7 @@ name=${1:?WHEELS}; rounds=${2:-3}; settle=${3:-61}
 here=$(cd "$(dirname "$0")" && pwd); repo=$(dirname "$(dirname "$here")")
 dest=/tmp/carry/$name; x=$dest/x; log=${OUT:-/tmp}/substitute-bench.log
 {
-  python3 - "$dest" <<'PY' || exit 3
-import hashlib, json, os, sys
-dest = sys.argv[1]
-manifest = json.load(open(os.path.join(dest, "manifest.json")))
-received = open(os.path.join(dest, "received")).read().split()
-if received != [p["name"] for p in manifest["pieces"]]:
-    sys.exit(f"{dest}: received {len(received)} pieces, the manifest lists {len(manifest['pieces'])}")
-h = hashlib.sha256()
-with open(os.path.join(dest, "closure.tar.zst"), "rb") as f:
-    for block in iter(lambda: f.read(1 << 24), b""):
-        h.update(block)
-if h.hexdigest() != manifest["sha256"]:
-    sys.exit(f"sha256 {h.hexdigest()} != manifest {manifest['sha256']}")
-print(f"the tar's sha256 equals the manifest's ({len(received)} pieces)")
-PY
+  python3 "$here/check_pieces.py" "$dest" || exit 3
   rm -rf "$x"; mkdir -p "$x"
   tar -C "$x" --no-same-owner -xf "$dest/closure.tar.zst" && rm -f "$dest/closure.tar.zst" || exit 4
   chmod +x "$x/uv"
