@@ -53,26 +53,39 @@ class ObjectTooLarge(SubstituteRefused):
     """A backend saw an object pass the byte bound its reader gave (`Cache._get`'s `max_bytes`)."""
 
 
+#: Nix's StoreConfig settings a substituter URL commonly carries (``https://cache.nixos.org?priority=40``;
+#: NixOS/nix src/libstore/store-api.hh, ``priority`` and ``want-mass-query``): accepted so that such a URL
+#: works, and not used: cudapkgs asks its substituters in the order they are listed, and asks every one for
+#: the paths it needs.
+SUBSTITUTER_SETTINGS = ("priority", "want-mass-query")
+
+
 def url_settings(url: str, query: str, known: Iterable[str] = ()) -> dict[str, str]:
     """The store settings in a cache URL's `query` (``compression-level=9&…``): {name: value}.
 
     Nix reads a binary cache's settings from its URL's query (``file:///dir?compression=xz&compression-level=5``,
     NixOS/nix tests/functional/compression-levels.sh@88b09c6). cudapkgs takes ``compression-level`` on
-    every backend, and the names in `known` (a backend's own: S3's region, endpoint…). Anything else, a
-    name given twice, or a part that is no ``name=value``, raises CacheError naming `url`: a misspelled
-    setting would otherwise do nothing without a word.
+    every backend, Nix's `SUBSTITUTER_SETTINGS` (accepted, not used), and the names in `known` (a
+    backend's own: S3's region, endpoint…). Anything else, a name given twice, or a part that is no
+    ``name=value``, raises CacheError naming `url`: a misspelled setting would otherwise do nothing
+    without a word. Nix's ``trusted`` (substitutes without a trusted signature) is refused with the way
+    to trust the cache's key instead.
     """
     import urllib.parse
 
     from ...errors import shown_cache_url  # a caller's `url` may hold credentials: never shown
 
-    allowed = {"compression-level", *known}
+    allowed = {"compression-level", *SUBSTITUTER_SETTINGS, *known}
     try:
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=True) if query else []
     except ValueError:
         raise CacheError(f"{shown_cache_url(url)}: its query is not name=value&…") from None
     settings: dict[str, str] = {}
     for name, value in pairs:
+        if name == "trusted":  # Nix's StoreConfig `isTrusted`: substitutes without a trusted signature
+            raise CacheError(f"{shown_cache_url(url)}: the setting 'trusted' is not taken: cudapkgs checks every "
+                             "substitute's signature; trust the cache's key instead (trustedPublicKeys, "
+                             "--trusted-public-key)")
         if name not in allowed:
             raise CacheError(f"{shown_cache_url(url)}: unknown setting {name!r} (this cache takes {', '.join(sorted(allowed))})")
         if name in settings:
