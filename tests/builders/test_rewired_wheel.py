@@ -503,13 +503,11 @@ def test_an_import_check_past_its_time_ends_though_an_escaped_child_holds_its_ou
                 pass
 
 
-def test_an_import_check_dies_with_cudapkgs(tmp_path):
-    """cudapkgs SIGKILLed during ``python3 -c "import torch"``: the check (and what it started) ends with it."""
-    pid_file = tmp_path / "check.pid"
-    site, env = _import_check_site(tmp_path, (
-        "import os, time\n"
-        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
-        "time.sleep(120)\n"))
+def _kill_cudapkgs_once_written(site: Path, env: dict[str, str], pid_file: Path) -> None:
+    """Run an import check of module ``hang`` in `site` under a cudapkgs process of its own, and SIGKILL
+    that process once the module has written `pid_file` (or after 20 s)."""
+    import time
+
     parent = subprocess.Popen([sys.executable, "-c", (
         "import io, sys\n"
         "from pathlib import Path\n"
@@ -517,16 +515,24 @@ def test_an_import_check_dies_with_cudapkgs(tmp_path):
         f"_import_check('hang', Path({str(site)!r}), {env!r}, io.StringIO())\n")],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
-        import time
-
         for _ in range(2000):
             if pid_file.is_file() and pid_file.read_text().strip():
                 break
             time.sleep(0.01)
-        check = int(pid_file.read_text())
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait()
+
+
+def test_an_import_check_dies_with_cudapkgs(tmp_path):
+    """cudapkgs SIGKILLed during ``python3 -c "import torch"``: the check (and what it started) ends with it."""
+    pid_file = tmp_path / "check.pid"
+    site, env = _import_check_site(tmp_path, (
+        "import os, time\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(120)\n"))
+    _kill_cudapkgs_once_written(site, env, pid_file)
+    check = int(pid_file.read_text())
     ended = _ended(check)
     if not ended:
         os.kill(check, signal.SIGKILL)
@@ -599,24 +605,9 @@ def test_a_process_an_import_check_started_from_a_thread_ends_with_the_check(tmp
 def test_a_daemon_an_import_check_started_dies_with_cudapkgs(tmp_path):
     """cudapkgs SIGKILLed while an import check runs: the group's SIGIO did not reach a daemon the import
     started in a session of its own.  The checker's watcher kills it."""
-    import time
-
     pid_file = tmp_path / "daemon.pid"
     site, env = _import_check_site(tmp_path, _DAEMON.format(pid_file=str(pid_file)) + "time.sleep(120)\n")
-    parent = subprocess.Popen([sys.executable, "-c", (
-        "import io, sys\n"
-        "from pathlib import Path\n"
-        "from cudapkgs.builders.rewired_wheel_steps import _import_check\n"
-        f"_import_check('hang', Path({str(site)!r}), {env!r}, io.StringIO())\n")],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    try:
-        for _ in range(2000):
-            if pid_file.is_file() and pid_file.read_text().strip():
-                break
-            time.sleep(0.01)
-    finally:
-        parent.send_signal(signal.SIGKILL)
-        parent.wait()
+    _kill_cudapkgs_once_written(site, env, pid_file)
     assert _daemon_ended(pid_file), "the daemon the import started outlived cudapkgs"
 
 

@@ -8,15 +8,13 @@ short, or a RECORD mismatch fails the unpack and leaves no tree.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
-import stat
 import struct
 import zipfile
 from pathlib import Path
 
 import pytest
+from wheel_helpers import make_wheel
 
 from cudapkgs.errors import FetchError
 from cudapkgs.fetch import unpack_wheel
@@ -27,23 +25,9 @@ LARGE = os.urandom(1 << 17) + b"\0" * (3 << 20)  # 3.1 MiB, 128 KiB+ compressed:
 NAME = "nvidia/cu13/include/foo.h"
 
 
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def _wheel(path: Path, data: bytes, record_data: bytes | None = None) -> Path:
     files = {NAME: data, "nvidia/cu13/include/other.h": b"int other;\n", "w-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\n"}
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        rows = []
-        for name, content in files.items():
-            info = zipfile.ZipInfo(name)
-            info.external_attr = (stat.S_IFREG | 0o644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, content)
-            rows.append(f"{name},{_record_hash(record_data if name == NAME and record_data else content)},{len(content)}")
-        rows.append("w-1.0.dist-info/RECORD,,")
-        archive.writestr("w-1.0.dist-info/RECORD", "\n".join(rows) + "\n")
-    return path
+    return make_wheel(path, files, record={NAME: record_data} if record_data else None)
 
 
 def _central_entry(blob: bytes, name: str) -> int:

@@ -5,37 +5,22 @@ Before, `install_wheel` left the members written before the refusal in the calle
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import random
-import stat
 import threading
-import zipfile
 from pathlib import Path
 
 import pytest
+
+from wheel_helpers import make_wheel
 
 from cudapkgs.fetch import record_checked, wheel_install
 from cudapkgs.fetch.wheel_install import WheelContentsError, install_wheel
 from cudapkgs.fetch.wheel_unpack import WheelChangedError, unpack_wheel
 
 
-def _digest(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def _wheel(path: Path, files: dict[str, bytes], dist: str = "w-1.0.dist-info") -> tuple[Path, str]:
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        rows = []
-        for name, content in files.items():
-            info = zipfile.ZipInfo(name)
-            info.external_attr = (stat.S_IFREG | 0o644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, content)
-            rows.append(f"{name},{_digest(content)},{len(content)}")
-        rows.append(f"{dist}/RECORD,,")
-        archive.writestr(f"{dist}/RECORD", "\n".join(rows) + "\n")
-    return path, hashlib.sha256(path.read_bytes()).hexdigest()
+def _wheel(path: Path, files: dict[str, bytes]) -> tuple[Path, str]:
+    return make_wheel(path, files), hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _big(seed: int, size: int) -> bytes:

@@ -116,22 +116,21 @@ def _after_fork_in_child() -> None:
     it (another process waited for the child to end), and the child's `release_and_delete` unlinked the
     lock file the parent still held (a third process then locked a new file at that name: two holders).
     The child closes its copies (the parent's lock stays, held by the parent's descriptor) and forgets them."""
+    fds = []
     for lock in list(_HELD):
-        fd, lock._fd = lock._fd, None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-    _HELD.clear()
+        fds.append(lock._fd)
+        lock._fd = None
     for held in list(_HELD_DESCRIPTORS):  # the same for flocks taken by hand
-        fd, held.fd = held.fd, None
+        fds.append(held.fd)
+        held.fd = None
+    _HELD.clear()
+    _HELD_DESCRIPTORS.clear()
+    for fd in fds:
         if fd is not None:
             try:
                 os.close(fd)
             except OSError:
                 pass
-    _HELD_DESCRIPTORS.clear()
 
 
 if hasattr(os, "register_at_fork"):
