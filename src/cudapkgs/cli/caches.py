@@ -391,7 +391,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:  # a level the compression does not take: refused before anything is opened
         check_level(args.compression, args.compression_level)
     except ValueError as error:
-        raise CudapkgsError(f"serve: {error}") from None
+        hint = ": give --compression zstd with it" if args.compression == "none" else ""
+        raise CudapkgsError(f"serve: {error}{hint}") from None
     key = SecretKey.load(args.sign_key) if args.sign_key else None
     cache_bytes = parse_size(args.cache_size)  # a bad size refused before the store is opened (and made)
     _check_listen_address(args.host, args.port)  # so is an address that names no interface
