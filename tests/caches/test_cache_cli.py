@@ -403,3 +403,22 @@ def test_plan_shell_counts_what_a_shell_adds(tmp_path, manifests_dir, monkeypatc
     wrapper = shell["roots"]["stdenv.cc"]["out"]
     assert "wrapper" in wrapper and not any(wrapper in b for b in plain["build"])
     assert len(shell["build"]) > len(plain["build"])
+
+
+def test_plan_of_a_store_path_wants_it_valid_as_build_does(tmp_path, monkeypatch, capsys):
+    """`plan /etc/passwd` or a store path not in the store said "every output is valid" and exited 0,
+    where `build` and `shell` refuse them; a valid store path is planned as valid, among the roots."""
+    from cudapkgs.cli import main
+
+    store_dir = tmp_path / "store"
+    monkeypatch.setenv("CUDAPKGS_STORE", str(store_dir))
+    with Store.open(store_dir) as store:
+        path = store.add_path("words", lambda d: (d.mkdir(), (d / "a").write_text("a")))
+    assert main(["plan", "--json", path]) == 0
+    result = json.loads(capsys.readouterr().out)["current"]
+    assert result["roots"] == {path: {"out": path}} and result["valid"] == [path] and result["build"] == []
+    for bad, said in (("/etc/passwd", "is not in the store"),
+                      (f"{store_dir}/0000000000000000000000000000000a-foo", "is not valid in the store")):
+        assert main(["plan", bad]) == 1
+        captured = capsys.readouterr()
+        assert said in captured.err and "Traceback" not in captured.err and captured.out == ""

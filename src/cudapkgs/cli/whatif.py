@@ -33,19 +33,22 @@ def plan_for(args: argparse.Namespace, sets: list[str]) -> dict[str, Any]:
     substituters = substituters_from_args(ns)
     store = _open_store(store_dir, create=False)
     try:
+        # A store path given as it is must be valid there, as `build` and `shell` refuse it otherwise
+        # (`Store.query`: not a store path, not in this store, not valid); it is planned as valid.
+        given = {i.label: store.query(i.path).path for i in items if i.drv is None}
         drvs = [i.drv for i in items if i.drv is not None]
         the_plan = plan(store, drvs, substituters)
         seen: dict[str, Any] = {}
         for root in drvs:
             for drv in root.closure():
                 seen.setdefault(drv.drv_path, drv)
-        outputs = sorted({p for drv in seen.values() for p in drv.outputs.values()})
+        outputs = sorted({p for drv in seen.values() for p in drv.outputs.values()} | set(given.values()))
         invalid = set(store.db.invalid_paths(outputs))
     finally:
         store.close()
     return {
         "sets": sets,
-        "roots": {i.label: dict(i.drv.outputs) for i in items if i.drv is not None},
+        "roots": {i.label: dict(i.drv.outputs) if i.drv is not None else {"out": given[i.label]} for i in items},
         "valid": [p for p in outputs if p not in invalid],
         "substitute": [s.to_json() for s in the_plan.to_substitute],
         "substituteDownloadSize": the_plan.substitute_download_size,
