@@ -74,6 +74,11 @@ def test_a_cache_urls_compression_level_is_what_copy_to_compresses_at(tmp_path):
     ("file:///c?compression-level=99999999999", "is not an integer"),
     ("file:///c?compression-levl=9", "unknown setting 'compression-levl'"),
     ("file:///c?trusted=1", "checks every substitute's signature; trust the cache's key"),
+    ("file:///c?priority=abc", "priority='abc' is not an integer"),
+    ("file:///c?priority=40;trusted=1", "is not an integer"),  # only & splits: not a way past trusted
+    ("file:///c?priority=", "is not an integer"),
+    ("file:///c?want-mass-query=maybe", "is not true or false"),
+    ("file:///c?compression=xz", "give --compression"),
     ("http://h/c?compression-level=3&compression-level=9", "given twice"),
     ("https://user:secret@h/c?colour=red", "unknown setting 'colour'"),
     ("file:///c?compression-level", "not name=value"),
@@ -87,6 +92,8 @@ def test_bad_settings_on_a_cache_url_are_refused_naming_it(url, said):
 def test_nix_substituter_settings_are_taken_as_nix_writes_them():
     """``https://cache.nixos.org?priority=40`` (Nix's StoreConfig `priority`, `want-mass-query`) is a
     substituter URL as people copy it from Nix's configuration: taken, not refused, and not in requests."""
+    cache = open_cache("http://cache.lab/team?priority=-10&want-mass-query=1")
+    assert cache._base == "http://cache.lab/team"
     cache = open_cache("http://cache.lab/team?priority=40&want-mass-query=true")
     assert cache._base == "http://cache.lab/team" and cache.compression_level is None
     assert open_cache("file:///c?priority=10").compression_level is None

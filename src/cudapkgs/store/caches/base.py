@@ -59,6 +59,13 @@ class ObjectTooLarge(SubstituteRefused):
 #: the paths it needs.
 SUBSTITUTER_SETTINGS = ("priority", "want-mass-query")
 
+#: The values Nix takes for them (an int setting; a bool one: Nix's pre-JSON "true"/"false"/"1"/"0"/"yes"/"no",
+#: NixOS/nix src/libutil/config.cc), as (pattern, what it must be): a value outside is refused, as Nix does.
+_SETTING_VALUES = {
+    "priority": (r"-?[0-9]{1,9}", "an integer"),
+    "want-mass-query": (r"true|false|1|0|yes|no", "true or false"),
+}
+
 
 def url_settings(url: str, query: str, known: Iterable[str] = ()) -> dict[str, str]:
     """The store settings in a cache URL's `query` (``compression-level=9&…``): {name: value}.
@@ -71,6 +78,7 @@ def url_settings(url: str, query: str, known: Iterable[str] = ()) -> dict[str, s
     without a word. Nix's ``trusted`` (substitutes without a trusted signature) is refused with the way
     to trust the cache's key instead.
     """
+    import re
     import urllib.parse
 
     from ...errors import shown_cache_url  # a caller's `url` may hold credentials: never shown
@@ -86,8 +94,13 @@ def url_settings(url: str, query: str, known: Iterable[str] = ()) -> dict[str, s
             raise CacheError(f"{shown_cache_url(url)}: the setting 'trusted' is not taken: cudapkgs checks every "
                              "substitute's signature; trust the cache's key instead (trustedPublicKeys, "
                              "--trusted-public-key)")
+        if name == "compression" and name not in allowed:  # Nix's; here a flag of copy --to and serve
+            raise CacheError(f"{shown_cache_url(url)}: the setting 'compression' is not taken on the URL: "
+                             "give --compression (copy --to, serve) instead")
         if name not in allowed:
             raise CacheError(f"{shown_cache_url(url)}: unknown setting {name!r} (this cache takes {', '.join(sorted(allowed))})")
+        if name in _SETTING_VALUES and re.fullmatch(_SETTING_VALUES[name][0], value) is None:
+            raise CacheError(f"{shown_cache_url(url)}: {name}={value!r} is not {_SETTING_VALUES[name][1]}")
         if name in settings:
             raise CacheError(f"{shown_cache_url(url)}: the setting {name!r} is given twice")
         settings[name] = value
