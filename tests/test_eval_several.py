@@ -38,3 +38,14 @@ def test_an_error_names_the_attribute_and_what_came_before_is_printed(manifests_
     assert "cudapkgs: error: cudaPackages_13_0.libcublas.outPath: " in err and "unfree license" in err
     assert main(["eval", "cudaPackages_13_0.nosuchthing"]) == 1  # one attribute: the message as before
     assert capsys.readouterr().err.startswith('cudapkgs: error: attribute "nosuchthing" missing')
+
+
+def test_an_error_in_a_package_file_names_its_line_once(tmp_path, manifests_dir, capsys):
+    """`eval -f FILE A B` whose B raises: "B: FILE:LINE: B: RuntimeError: …", the location said once (the
+    attribute's prefix made the message no longer start with it, and FILE:LINE was put before it again)."""
+    f = tmp_path / "f1.py"
+    f.write_text('def hello(config):\n    return "hi"\n\n\ndef boom(config):\n    raise RuntimeError("kaboom")\n')
+    assert main(["eval", "-f", str(f), "hello", "boom"]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ['"hi"']
+    assert err.count(f"{f}:6") == 1 and err.startswith(f"cudapkgs: error: boom: {f}:6: ") and "kaboom" in err

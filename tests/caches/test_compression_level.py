@@ -138,9 +138,12 @@ def test_the_cli_takes_the_setting_and_refuses_a_bad_one_before_opening_the_stor
     assert bad.returncode == 1 and "30 is not valid for zstd" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "no-store").exists() and not (tmp_path / "d").exists()
     for args, said in ((("--compression", "none", "--compression-level", "5"), "takes no compression level (got 5): give --compression zstd with it"),
-                       (("--compression", "zstd", "--compression-level", "0"), "from 1 to 22")):
+                       (("--compression", "zstd", "--compression-level", "0"), "from 1 to 22"),
+                       (("--compression", "zstd", "--compression-level", "\u0663"), "is not an integer")):
         refused = _run_cli("serve", "--port", "0", "--store", str(tmp_path / "no-store"), *args, env={})
-        assert refused.returncode == 1 and said in refused.stderr and "Traceback" not in refused.stderr
+        usage = not args[-1].isascii()  # refused by the flag's parser: a usage error, as for any bad flag
+        assert refused.returncode == (2 if usage else 1), refused.stderr
+        assert said in refused.stderr and "Traceback" not in refused.stderr
         assert not (tmp_path / "no-store").exists()
 
 

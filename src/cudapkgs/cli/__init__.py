@@ -438,7 +438,12 @@ def _in_user_file(error: BaseException) -> str:
     from ..user_files import user_location
 
     where = user_location(error)
-    return "" if where is None or str(error).startswith(where) else f"{where}: "
+    if where is None:
+        return ""
+    import re
+
+    # already said (first, or after the attribute that `eval A B` puts before it): not twice
+    return "" if re.search(re.escape(where) + r"(?![0-9])", str(error)) else f"{where}: "
 
 
 if __name__ == "__main__":  # pragma: no cover

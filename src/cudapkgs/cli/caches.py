@@ -106,7 +106,7 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--compression", choices=("none", "zstd"), default="none",
                        help="NARs as they are (default: least CPU, best on a fast network), or zstd (level 3 unless "
                        "--compression-level), compressed on first demand and kept in --cache-dir")
-    serve.add_argument("--compression-level", type=int, default=None, metavar="N",
+    serve.add_argument("--compression-level", type=_level, default=None, metavar="N",
                        help="with --compression zstd: its level, 1-22 (-1 or unset: 3), as Nix's compression-level; "
                        "higher sends fewer bytes for more CPU once per NAR (NARs kept at another level are served "
                        "as they are: empty --cache-dir to recompress)")
@@ -345,6 +345,15 @@ def _copy_from(args: argparse.Namespace, store, cache, keys: list) -> int:
 def _positive_int(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def _level(text: str) -> int:
+    """A compression level as a URL's compression-level takes it: ASCII digits, an optional minus (int()
+    also takes other scripts' digits, which the URL setting refuses)."""
+    digits = text[1:] if text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 4:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (zstd 1-22; -1: the default)")
     return int(text)
 
 
